@@ -1,0 +1,38 @@
+"""Every user mistake ends in a `BertfitError`: what was wrong, where, and what to do instead.
+
+The CLI prints these without a traceback; anything else is a bug in bertfit.
+"""
+
+from __future__ import annotations
+
+
+class BertfitError(Exception):
+    """A problem the user can fix. The message says what, where and how."""
+
+
+class InputFormatError(BertfitError):
+    """The encoder or tokenizer got inputs in the wrong form (names, dtype, raw strings)."""
+
+
+class CheckpointError(BertfitError):
+    """A checkpoint could not be found, recognised or loaded."""
+
+
+class DataError(BertfitError):
+    """A data file has a problem; the message names the file and line."""
+
+    def __init__(self, message: str, *, path: str | None = None, line: int | None = None):
+        where = ""
+        if path is not None:
+            where = f"{path}:{line}: " if line is not None else f"{path}: "
+        super().__init__(where + message)
+        self.path = path
+        self.line = line
+
+
+class ConfigError(BertfitError):
+    """A configuration value is missing, inconsistent or impossible on the chosen hardware."""
+
+
+class MissingDependencyError(BertfitError):
+    """An optional package is needed for what was asked; the message says which to install."""
