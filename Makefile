@@ -1,0 +1,34 @@
+# The documented entry points: `make demo`, `make test`, `make bench`.
+VENV   := .venv
+PYTHON := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed-stamp
+EXTRAS := dev,torch,demo,hub
+export TF_CPP_MIN_LOG_LEVEL ?= 2
+
+.PHONY: install demo test bench lint clean
+
+$(PYTHON):
+	python3 -m venv $(VENV)
+
+$(STAMP): pyproject.toml | $(PYTHON)
+	$(PYTHON) -m pip install -q --upgrade pip
+	$(PYTHON) -m pip install -q -e '.[$(EXTRAS)]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: install
+	$(VENV)/bin/bertfit demo
+
+test: install
+	$(PYTHON) -m pytest -q
+
+bench: install
+	$(PYTHON) -m pip install -q -e '.[$(EXTRAS),bench]'
+	$(PYTHON) -m bench.run
+
+lint: install
+	$(VENV)/bin/ruff check bertfit tests bench
+
+clean:
+	rm -rf $(VENV) .pytest_cache

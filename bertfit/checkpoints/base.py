@@ -1,0 +1,38 @@
+"""`Checkpoint`: what every format reader returns, so one function can fill the encoder."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+
+from bertfit.checkpoints.names import Source
+from bertfit.model.config import BertConfig
+
+
+@dataclasses.dataclass
+class Checkpoint:
+    """A checkpoint read into memory: architecture, stored tensors and how to name them.
+
+    Args:
+        format: a short format name ("hf", "tf1", ...), shown in reports.
+        path: where it was read from.
+        config: the encoder architecture.
+        tensors: stored arrays under the format's own names.
+        table: canonical encoder name → `Source` in this format.
+        vocab_file: the WordPiece vocabulary, when the checkpoint has one.
+        lower_case: the checkpoint's casing, when it says; None means "ask the vocab".
+        strip_accents: None follows `lower_case`, as in BERT's tokenizer.
+        ignored_prefixes: stored names that are known not to be encoder weights.
+    """
+
+    format: str
+    path: Path
+    config: BertConfig
+    tensors: dict[str, np.ndarray]
+    table: dict[str, Source]
+    vocab_file: Path | None = None
+    lower_case: bool | None = None
+    strip_accents: bool | None = None
+    ignored_prefixes: tuple[str, ...] = ()

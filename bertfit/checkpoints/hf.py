@@ -1,0 +1,78 @@
+"""Hugging Face BERT directories: `config.json` + safetensors (single or sharded) + `vocab.txt`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+from safetensors import SafetensorError
+from safetensors.numpy import load_file, save_file
+
+from bertfit.checkpoints.base import Checkpoint
+from bertfit.checkpoints.names import HF_IGNORED_PREFIXES, hf_table
+from bertfit.checkpoints.weights import read_weights
+from bertfit.errors import CheckpointError
+from bertfit.model.config import BertConfig
+
+SAFETENSORS = "model.safetensors"
+SAFETENSORS_INDEX = "model.safetensors.index.json"
+PREFIX = "bert."
+
+
+def is_hf_dir(path: Path) -> bool:
+    return path.is_dir() and (path / "config.json").is_file() and (
+        (path / SAFETENSORS).is_file() or (path / SAFETENSORS_INDEX).is_file())
+
+
+def read_safetensors(path: Path) -> dict[str, np.ndarray]:
+    """All tensors of `model.safetensors`, or of every shard its index names."""
+    index = path / SAFETENSORS_INDEX
+    files = ([path / SAFETENSORS] if not index.is_file()
+             else sorted({path / f for f in json.loads(index.read_text())["weight_map"].values()}))
+    tensors: dict[str, np.ndarray] = {}
+    for file in files:
+        try:
+            tensors.update(load_file(str(file)))
+        except (SafetensorError, OSError) as e:
+            raise CheckpointError(
+                f"{file}: cannot read safetensors ({e}). The file is truncated or not safetensors; "
+                "download or export it again.") from e
+    return tensors
+
+
+def strip_prefix(tensors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """`BertForSequenceClassification` keys carry "bert."; `BertModel` keys do not. Accept both."""
+    return {k.removeprefix(PREFIX): v for k, v in tensors.items()}
+
+
+def read_tokenizer_options(path: Path) -> dict:
+    config_file = path / "tokenizer_config.json"
+    if not config_file.is_file():
+        return {}
+    values = json.loads(config_file.read_text(encoding="utf-8"))
+    return {"lower_case": values.get("do_lower_case"), "strip_accents": values.get("strip_accents")}
+
+
+def read_hf(path: Path, tensors: dict[str, np.ndarray] | None = None) -> Checkpoint:
+    """Reads a HF BERT directory; `tensors` lets the `.bin` reader reuse everything else."""
+    config = BertConfig.from_json_file(path / "config.json")
+    tensors = strip_prefix(read_safetensors(path) if tensors is None else tensors)
+    vocab = path / "vocab.txt"
+    return Checkpoint(
+        format="hf", path=path, config=config, tensors=tensors,
+        table=hf_table(config.num_hidden_layers),
+        vocab_file=vocab if vocab.is_file() else None,
+        ignored_prefixes=HF_IGNORED_PREFIXES, **read_tokenizer_options(path),
+    )
+
+
+def write_hf(encoder, tokenizer, path: Path) -> None:
+    """Writes `encoder` and its tokenizer as a HF `BertModel` directory."""
+    path.mkdir(parents=True, exist_ok=True)
+    tensors = read_weights(encoder, hf_table(encoder.config.num_hidden_layers))
+    save_file({k: np.ascontiguousarray(v, dtype=np.float32) for k, v in tensors.items()},
+              str(path / SAFETENSORS), metadata={"format": "pt"})
+    (path / "config.json").write_text(json.dumps(encoder.config.to_hf_dict(), indent=2))
+    if tokenizer is not None:
+        tokenizer.save_vocabulary(path)

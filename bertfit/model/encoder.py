@@ -1,0 +1,274 @@
+"""`BertEncoder`: the one BERT implementation every checkpoint format loads into.
+
+Post-LayerNorm transformer as in Devlin et al. (2018) and Hugging Face's `BertModel`. Under a mixed
+dtype policy the matrix work runs in the compute dtype while LayerNorm and the attention softmax run
+in float32.
+"""
+
+from __future__ import annotations
+
+import math
+
+import keras
+import tensorflow as tf
+
+from bertfit.model.config import BertConfig
+from bertfit.model.inputs import MASK, TYPE_IDS, WORD_IDS, normalize_inputs
+
+
+def activation(name: str):
+    """The function a checkpoint's `hidden_act` names; "gelu" is the exact (erf) GELU."""
+    exact_gelu = lambda x: keras.activations.gelu(x, approximate=False)  # noqa: E731
+    tanh_gelu = lambda x: keras.activations.gelu(x, approximate=True)  # noqa: E731
+    return {
+        "gelu": exact_gelu,
+        "gelu_new": tanh_gelu,
+        "gelu_pytorch_tanh": tanh_gelu,
+        "gelu_fast": tanh_gelu,
+        "relu": keras.activations.relu,
+        "silu": keras.activations.silu,
+        "swish": keras.activations.silu,
+        "tanh": keras.activations.tanh,
+    }[name]
+
+
+def _dense(units: int, config: BertConfig, name: str, dtype, activation=None) -> keras.layers.Dense:
+    return keras.layers.Dense(
+        units,
+        activation=activation,
+        name=name,
+        dtype=dtype,
+        kernel_initializer=keras.initializers.TruncatedNormal(stddev=config.initializer_range),
+    )
+
+
+def _layer_norm(config: BertConfig, name: str, dtype) -> keras.layers.LayerNormalization:
+    # Keras computes LayerNormalization in float32 whatever the compute dtype.
+    return keras.layers.LayerNormalization(epsilon=config.layer_norm_eps, name=name, dtype=dtype)
+
+
+class BertEmbeddings(keras.layers.Layer):
+    """Word + position + token-type embeddings, then LayerNorm and dropout."""
+
+    def __init__(self, config: BertConfig, **kwargs):
+        super().__init__(**kwargs)
+        init = keras.initializers.TruncatedNormal(stddev=config.initializer_range)
+        self.word_embeddings = keras.layers.Embedding(
+            config.vocab_size,
+            config.hidden_size,
+            embeddings_initializer=init,
+            name="word_embeddings",
+            dtype=self.dtype_policy,
+        )
+        self.position_embeddings = keras.layers.Embedding(
+            config.max_position_embeddings,
+            config.hidden_size,
+            embeddings_initializer=init,
+            name="position_embeddings",
+            dtype=self.dtype_policy,
+        )
+        self.token_type_embeddings = keras.layers.Embedding(
+            config.type_vocab_size,
+            config.hidden_size,
+            embeddings_initializer=init,
+            name="token_type_embeddings",
+            dtype=self.dtype_policy,
+        )
+        self.layer_norm = _layer_norm(config, "layer_norm", self.dtype_policy)
+        self.dropout = keras.layers.Dropout(config.hidden_dropout_prob, dtype=self.dtype_policy)
+        self.hidden_size = config.hidden_size
+
+    def build(self, input_shape=None):
+        for layer in (self.word_embeddings, self.position_embeddings, self.token_type_embeddings):
+            layer.build((None, None))
+        self.layer_norm.build((None, None, self.hidden_size))
+        self.built = True
+
+    def call(self, word_ids, type_ids, training=False):
+        positions = tf.range(tf.shape(word_ids)[1])[tf.newaxis, :]
+        x = (
+            self.word_embeddings(word_ids)
+            + self.position_embeddings(positions)
+            + self.token_type_embeddings(type_ids)
+        )
+        return self.dropout(self.layer_norm(x), training=training)
+
+
+class SelfAttention(keras.layers.Layer):
+    """Multi-head self-attention with an additive padding mask; softmax in float32."""
+
+    def __init__(self, config: BertConfig, **kwargs):
+        super().__init__(**kwargs)
+        self.num_heads = config.num_attention_heads
+        self.head_size = config.head_size
+        self.hidden_size = config.hidden_size
+        self.query = _dense(config.hidden_size, config, "query", self.dtype_policy)
+        self.key = _dense(config.hidden_size, config, "key", self.dtype_policy)
+        self.value = _dense(config.hidden_size, config, "value", self.dtype_policy)
+        self.dropout = keras.layers.Dropout(
+            config.attention_probs_dropout_prob, dtype=self.dtype_policy
+        )
+
+    def build(self, input_shape=None):
+        for layer in (self.query, self.key, self.value):
+            layer.build((None, None, self.hidden_size))
+        self.built = True
+
+    def _split_heads(self, x):
+        batch, seq = tf.shape(x)[0], tf.shape(x)[1]
+        return tf.reshape(x, [batch, seq, self.num_heads, self.head_size])
+
+    def call(self, x, attention_bias, training=False):
+        q = self._split_heads(self.query(x))
+        k = self._split_heads(self.key(x))
+        v = self._split_heads(self.value(x))
+        scores = tf.einsum("bqhd,bkhd->bhqk", q, k) * (1.0 / math.sqrt(self.head_size))
+        # Keras casts float arguments to the compute dtype; the bias is 0 or -1e9, so that is exact
+        # enough, and the softmax itself runs in float32.
+        logits = tf.cast(scores, tf.float32) + tf.cast(attention_bias, tf.float32)
+        probs = tf.nn.softmax(logits, axis=-1)
+        probs = self.dropout(tf.cast(probs, x.dtype), training=training)
+        context = tf.einsum("bhqk,bkhd->bqhd", probs, v)
+        return tf.reshape(context, tf.shape(x))
+
+
+class TransformerLayer(keras.layers.Layer):
+    """One post-LayerNorm BERT layer: attention, add & norm, feed-forward, add & norm."""
+
+    def __init__(self, config: BertConfig, **kwargs):
+        super().__init__(**kwargs)
+        self.hidden_size = config.hidden_size
+        self.intermediate_size = config.intermediate_size
+        self.attention = SelfAttention(config, name="attention", dtype=self.dtype_policy)
+        self.attention_output = _dense(
+            config.hidden_size, config, "attention_output", self.dtype_policy
+        )
+        self.attention_layer_norm = _layer_norm(config, "attention_layer_norm", self.dtype_policy)
+        self.intermediate = _dense(
+            config.intermediate_size,
+            config,
+            "intermediate",
+            self.dtype_policy,
+            activation(config.hidden_act),
+        )
+        self.output_dense = _dense(config.hidden_size, config, "output", self.dtype_policy)
+        self.output_layer_norm = _layer_norm(config, "output_layer_norm", self.dtype_policy)
+        self.dropout = keras.layers.Dropout(config.hidden_dropout_prob, dtype=self.dtype_policy)
+
+    def build(self, input_shape=None):
+        hidden = (None, None, self.hidden_size)
+        self.attention.build(hidden)
+        self.attention_output.build(hidden)
+        self.attention_layer_norm.build(hidden)
+        self.intermediate.build(hidden)
+        self.output_dense.build((None, None, self.intermediate_size))
+        self.output_layer_norm.build(hidden)
+        self.built = True
+
+    def call(self, x, attention_bias, training=False):
+        attended = self.attention_output(self.attention(x, attention_bias, training=training))
+        x = self.attention_layer_norm(x + self.dropout(attended, training=training))
+        feed_forward = self.output_dense(self.intermediate(x))
+        return self.output_layer_norm(x + self.dropout(feed_forward, training=training))
+
+
+class BertEncoder(keras.layers.Layer):
+    """A BERT encoder: token ids in, contextual vectors out.
+
+    Args:
+        config: the architecture (`BertConfig`).
+        dtype: a Keras dtype policy name such as "float32" or "mixed_bfloat16".
+
+    Call it with a dict of `input_word_ids`, `input_mask` and `input_type_ids` (int32,
+    [batch, seq]; HF and KerasHub names work too). It returns a dict with `sequence_output`
+    [batch, seq, hidden], `pooled_output` [batch, hidden] and `encoder_outputs`, one
+    [batch, seq, hidden] tensor per layer.
+
+    Examples:
+    >>> config = BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=2,
+    ...                     num_attention_heads=2, intermediate_size=64)
+    >>> encoder = BertEncoder(config)
+    >>> outputs = encoder({"input_word_ids": [[2, 7, 3]], "input_mask": [[1, 1, 1]],
+    ...                    "input_type_ids": [[0, 0, 0]]})
+    >>> outputs["pooled_output"].shape
+    TensorShape([1, 32])
+    """
+
+    def __init__(self, config: BertConfig, **kwargs):
+        kwargs.setdefault("name", "bert_encoder")
+        super().__init__(**kwargs)
+        self.config = config
+        self.embeddings = BertEmbeddings(config, name="embeddings", dtype=self.dtype_policy)
+        self.transformer_layers = [
+            TransformerLayer(config, name=f"layer_{i}", dtype=self.dtype_policy)
+            for i in range(config.num_hidden_layers)
+        ]
+        self.pooler = _dense(
+            config.hidden_size, config, "pooler", self.dtype_policy, activation="tanh"
+        )
+        self.build()
+
+    def build(self, input_shape=None):
+        self.embeddings.build()
+        for layer in self.transformer_layers:
+            layer.build()
+        self.pooler.build((None, self.config.hidden_size))
+        self.built = True
+
+    def __call__(self, inputs, training=False, **kwargs):
+        return super().__call__(normalize_inputs(inputs), training=training, **kwargs)
+
+    def call(self, inputs, training=False):
+        mask = tf.cast(inputs[MASK], tf.float32)
+        # [batch, 1, 1, seq]: 0 where attended, a large negative where padded.
+        attention_bias = (1.0 - mask[:, tf.newaxis, tf.newaxis, :]) * -1e9
+        x = self.embeddings(inputs[WORD_IDS], inputs[TYPE_IDS], training=training)
+        encoder_outputs = []
+        for layer in self.transformer_layers:
+            x = layer(x, attention_bias, training=training)
+            encoder_outputs.append(x)
+        return {
+            "sequence_output": x,
+            "pooled_output": self.pooler(x[:, 0, :]),
+            "encoder_outputs": encoder_outputs,
+        }
+
+    def named_variables(self) -> dict[str, keras.Variable]:
+        """Every weight under its canonical bertfit name (the keys of `checkpoints.names`)."""
+        emb = self.embeddings
+        named = {
+            "embeddings/word_embeddings": emb.word_embeddings.embeddings,
+            "embeddings/position_embeddings": emb.position_embeddings.embeddings,
+            "embeddings/token_type_embeddings": emb.token_type_embeddings.embeddings,
+            "embeddings/layer_norm/gamma": emb.layer_norm.gamma,
+            "embeddings/layer_norm/beta": emb.layer_norm.beta,
+        }
+        for i, layer in enumerate(self.transformer_layers):
+            dense = {
+                "attention/query": layer.attention.query,
+                "attention/key": layer.attention.key,
+                "attention/value": layer.attention.value,
+                "attention/output": layer.attention_output,
+                "intermediate": layer.intermediate,
+                "output": layer.output_dense,
+            }
+            for name, d in dense.items():
+                named[f"layer_{i}/{name}/kernel"] = d.kernel
+                named[f"layer_{i}/{name}/bias"] = d.bias
+            for name, norm in (
+                ("attention/layer_norm", layer.attention_layer_norm),
+                ("output/layer_norm", layer.output_layer_norm),
+            ):
+                named[f"layer_{i}/{name}/gamma"] = norm.gamma
+                named[f"layer_{i}/{name}/beta"] = norm.beta
+        named["pooler/kernel"] = self.pooler.kernel
+        named["pooler/bias"] = self.pooler.bias
+        return named
+
+    def get_config(self):
+        return {**super().get_config(), "config": self.config.to_dict()}
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        return cls(BertConfig(**config.pop("config")), **config)

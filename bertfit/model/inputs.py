@@ -1,0 +1,97 @@
+"""The encoder's input contract: three int32 tensors under the TF Hub names.
+
+Hugging Face and KerasHub names are accepted and renamed; raw strings and unknown keys are refused
+with a message that says what to pass instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import tensorflow as tf
+
+from bertfit.errors import InputFormatError
+
+WORD_IDS, MASK, TYPE_IDS = "input_word_ids", "input_mask", "input_type_ids"
+INPUT_NAMES = (WORD_IDS, MASK, TYPE_IDS)
+
+# Every accepted spelling of each input, by convention.
+ALIASES = {
+    "input_word_ids": WORD_IDS, "input_ids": WORD_IDS, "token_ids": WORD_IDS,
+    "input_mask": MASK, "attention_mask": MASK, "padding_mask": MASK,
+    "input_type_ids": TYPE_IDS, "token_type_ids": TYPE_IDS, "segment_ids": TYPE_IDS,
+}
+
+TOKENIZE_HINT = (
+    "Tokenize first:\n"
+    "    encoder, tokenizer = bertfit.load_encoder(path)\n"
+    "    outputs = encoder(tokenizer(['a sentence', 'another one'], max_seq_length=128))"
+)
+
+
+def is_text(value) -> bool:
+    """True for a str, a list of str, a string numpy array or a string tensor."""
+    if isinstance(value, (str, bytes)):
+        return True
+    if isinstance(value, (list, tuple)):
+        return len(value) > 0 and all(is_text(v) for v in value)
+    if isinstance(value, np.ndarray):
+        return value.dtype.kind in "USO"
+    if isinstance(value, (tf.Tensor, tf.RaggedTensor)):
+        return value.dtype == tf.string
+    return False
+
+
+def expected_keys_message() -> str:
+    return (
+        f"The encoder expects a dict with {', '.join(INPUT_NAMES)} (int32, shape [batch, seq]); "
+        "the Hugging Face names (input_ids, attention_mask, token_type_ids) and the KerasHub names "
+        "(token_ids, padding_mask, segment_ids) are accepted too."
+    )
+
+
+def normalize_inputs(inputs) -> dict[str, tf.Tensor]:
+    """Renames, checks and casts encoder inputs to `{input_word_ids, input_mask, input_type_ids}` int32.
+
+    A missing `input_type_ids` becomes zeros (one segment). int64 ids are cast to int32, which is
+    what TPUs support.
+    """
+    if is_text(inputs) or (isinstance(inputs, Mapping) and any(is_text(v) for v in inputs.values())):
+        raise InputFormatError(
+            "The encoder takes token ids, not raw strings. " + TOKENIZE_HINT
+        )
+    if not isinstance(inputs, Mapping):
+        raise InputFormatError(
+            f"Got a {type(inputs).__name__} where a dict of tensors was expected. "
+            + expected_keys_message()
+        )
+    renamed: dict[str, object] = {}
+    for key, value in inputs.items():
+        if key not in ALIASES:
+            raise InputFormatError(f"Unknown input key {key!r}. " + expected_keys_message())
+        name = ALIASES[key]
+        if name in renamed:
+            raise InputFormatError(f"Two keys name the same input {name!r}: pass only one of them.")
+        renamed[name] = value
+    for name in (WORD_IDS, MASK):
+        if name not in renamed:
+            raise InputFormatError(f"Missing input {name!r}. " + expected_keys_message())
+    if TYPE_IDS not in renamed:
+        renamed[TYPE_IDS] = tf.zeros_like(tf.convert_to_tensor(renamed[WORD_IDS]), dtype=tf.int32)
+    return {name: _as_int32(name, renamed[name]) for name in INPUT_NAMES}
+
+
+def _as_int32(name: str, value) -> tf.Tensor:
+    tensor = tf.convert_to_tensor(value)
+    if not (tensor.dtype.is_integer or tensor.dtype == tf.bool):
+        raise InputFormatError(
+            f"Input {name!r} has dtype {tensor.dtype.name}; token ids and masks must be integers "
+            "(int32, or int64 which bertfit casts to int32)."
+        )
+    if tensor.shape.rank is not None and tensor.shape.rank != 2:
+        raise InputFormatError(
+            f"Input {name!r} has shape {tensor.shape}; expected [batch, seq]. "
+            "For a single sentence add a batch dimension."
+        )
+    return tf.cast(tensor, tf.int32)
