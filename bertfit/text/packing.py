@@ -1,0 +1,134 @@
+"""Packing WordPiece ids into BERT inputs: truncation, `[CLS]`/`[SEP]`, segment ids, padding.
+
+Kept apart from tokenization so a data pipeline can tokenize once, group examples by length and
+then pack each group to its own bucket length.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+from bertfit.errors import ConfigError, InputFormatError
+
+PADDINGS = ("max_length", "longest")
+
+
+def pack_inputs(
+    ids_a,
+    ids_b=None,
+    *,
+    max_seq_length: int,
+    cls_id: int,
+    sep_id: int,
+    pad_id: int = 0,
+    padding: str = "max_length",
+) -> dict[str, tf.Tensor]:
+    """Packs `[CLS] a [SEP]` or `[CLS] a [SEP] b [SEP]`, truncating like Hugging Face.
+
+    Truncation is HF's `truncation=True`: single segments keep their first
+    `max_seq_length - 2` ids; pairs follow `truncation_lengths` (longest first).
+
+    Args:
+        ids_a: ids of the first segments: a `tf.RaggedTensor` `[batch, None]`, a dense
+            `[batch, length]` tensor, a list of lists, or one example as a 1-D tensor or list.
+        ids_b: ids of the second segments, shaped like `ids_a`, or `None`.
+        max_seq_length: the packed length, special tokens included.
+        cls_id: id of `[CLS]`.
+        sep_id: id of `[SEP]`.
+        pad_id: id written after the end of each row.
+        padding: `"max_length"` pads to `max_seq_length`; `"longest"` to the longest row.
+
+    Returns:
+        int32 `input_word_ids`, `input_mask` (1 on real tokens) and `input_type_ids` (1 on the
+        second segment and its `[SEP]`), each `[batch, length]`, or `[length]` for one example.
+
+    Examples:
+    >>> inputs = pack_inputs(tf.ragged.constant([[7, 8, 9]]), tf.ragged.constant([[5]]),
+    ...                      max_seq_length=6, cls_id=101, sep_id=102)
+    >>> inputs["input_word_ids"].numpy().tolist(), inputs["input_type_ids"].numpy().tolist()
+    ([[101, 7, 8, 102, 5, 102]], [[0, 0, 0, 0, 1, 1]])
+    """
+    if padding not in PADDINGS:
+        raise ConfigError(f"padding={padding!r} is not one of {PADDINGS}.")
+    ids_a, single = _as_ragged_ids(ids_a, "ids_a")
+    if ids_b is None:
+        _check_max_seq_length(max_seq_length, special_tokens=2)
+        segments = [ids_a[:, : max_seq_length - 2]]
+    else:
+        ids_b, single_b = _as_ragged_ids(ids_b, "ids_b")
+        if single != single_b:
+            raise InputFormatError("ids_a and ids_b must both be batches or both single examples.")
+        _check_max_seq_length(max_seq_length, special_tokens=3)
+        keep_a, keep_b = truncation_lengths(
+            ids_a.row_lengths(), ids_b.row_lengths(), max_seq_length - 3
+        )
+        segments = [_keep_first(ids_a, keep_a), _keep_first(ids_b, keep_b)]
+    word_ids, type_ids = tf_text.combine_segments(segments, cls_id, sep_id)
+    shape = [None, max_seq_length if padding == "max_length" else None]
+    inputs = {
+        "input_word_ids": word_ids.to_tensor(pad_id, shape=shape),
+        "input_mask": tf.ones_like(word_ids).to_tensor(0, shape=shape),
+        "input_type_ids": type_ids.to_tensor(0, shape=shape),
+    }
+    return {name: t[0] for name, t in inputs.items()} if single else inputs
+
+
+def truncation_lengths(
+    len_a: tf.Tensor, len_b: tf.Tensor, budget: int
+) -> tuple[tf.Tensor, tf.Tensor]:
+    """How many ids of each segment HF's `longest_first` keeps when the pair has `budget` room.
+
+    Like the Rust `tokenizers` crate: if the pair is too long, the shorter segment (the first on
+    a tie) keeps `min(its length, budget // 2)` ids and the other one takes the rest.
+
+    Args:
+        len_a: lengths of the first segments.
+        len_b: lengths of the second segments.
+        budget: room for both, `max_seq_length - 3`.
+
+    Examples:
+    >>> keep_a, keep_b = truncation_lengths(tf.constant([9, 2]), tf.constant([9, 9]), budget=5)
+    >>> keep_a.numpy().tolist(), keep_b.numpy().tolist()
+    ([2, 2], [3, 3])
+    """
+    first_is_shorter = len_a <= len_b
+    shorter_keeps = tf.minimum(tf.minimum(len_a, len_b), budget // 2)
+    longer_keeps = budget - shorter_keeps
+    fits = len_a + len_b <= budget
+    keep_a = tf.where(fits, len_a, tf.where(first_is_shorter, shorter_keeps, longer_keeps))
+    keep_b = tf.where(fits, len_b, tf.where(first_is_shorter, longer_keeps, shorter_keeps))
+    return keep_a, keep_b
+
+
+def _keep_first(ids: tf.RaggedTensor, keep: tf.Tensor) -> tf.RaggedTensor:
+    """The first `keep[i]` ids of each row `i`."""
+    positions = tf.ragged.range(ids.row_lengths(), row_splits_dtype=ids.row_splits.dtype)
+    return tf.ragged.boolean_mask(ids, positions < tf.expand_dims(keep, 1))
+
+
+def _check_max_seq_length(max_seq_length: int, special_tokens: int) -> None:
+    if not isinstance(max_seq_length, int) or max_seq_length < special_tokens:
+        raise ConfigError(
+            f"max_seq_length must be an int of at least {special_tokens} (room for the "
+            f"special tokens), got {max_seq_length!r}."
+        )
+
+
+def _as_ragged_ids(ids, name: str) -> tuple[tf.RaggedTensor, bool]:
+    """A `[batch, None]` int32 ragged tensor of the ids, and whether they were one example."""
+    if ids is None:
+        raise InputFormatError(f"{name} is None; pass token ids from BertTokenizer.tokenize.")
+    if not isinstance(ids, (tf.Tensor, tf.RaggedTensor)):
+        ids = (
+            tf.ragged.constant(ids) if isinstance(ids, (list, tuple)) else tf.convert_to_tensor(ids)
+        )
+    if not (ids.dtype.is_integer and ids.shape.rank in (1, 2)):
+        raise InputFormatError(
+            f"{name} must be integer token ids of rank 1 or 2, got dtype "
+            f"{ids.dtype.name} and shape {ids.shape}; tokenize text first."
+        )
+    ids = tf.cast(ids, tf.int32)
+    if ids.shape.rank == 1:
+        return tf.RaggedTensor.from_tensor(tf.expand_dims(ids, 0)), True
+    return (ids if isinstance(ids, tf.RaggedTensor) else tf.RaggedTensor.from_tensor(ids)), False

@@ -1,0 +1,343 @@
+"""BERT WordPiece tokenization inside the TensorFlow graph, id for id like Hugging Face's.
+
+The pipeline rebuilds the Rust `tokenizers` crate's `BertNormalizer`, `BertPreTokenizer` and
+`WordPiece` model from TensorFlow and TensorFlow Text ops, so it runs in `tf.data`, in a
+`tf.function` and in an exported SavedModel:
+
+1. Special tokens written in the raw text (`[SEP]`, `[MASK]`, ...) stay whole, as in HF.
+2. Clean: drop NUL, U+FFFD and control/format/private-use characters (Cc, Cf, Co); turn
+   tabs, newlines and Unicode spaces (Z*) into ' '.
+3. Put spaces around CJK ideographs, strip accents (NFD, then drop Mn) and lowercase.
+4. Split on spaces and isolate punctuation (ASCII punctuation and Unicode P*).
+5. WordPiece: greedy longest match with '##' pieces; a word longer than `max_chars_per_word`
+   characters, or one that cannot be covered by pieces, becomes the unknown token.
+
+Known differences from Hugging Face, all on characters most text never has:
+- Unicode versions differ. The Rust crate classifies characters with Unicode 8-era tables,
+  TensorFlow's RE2/ICU with newer ones, so characters added since (e.g. combining marks
+  U+07FD, U+1AB0-U+1ACE-era additions, format controls U+0890, U+13430) may be kept or
+  dropped differently, and capitals added in Unicode 14+ (U+2C2F, U+10570-U+10595,
+  U+A7C0) are not lowercased.
+- Unassigned code points (Cn) are kept, as the Rust crate does in practice; RE2 has no `\\p{Cn}`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+from bertfit.errors import CheckpointError, InputFormatError
+from bertfit.text.packing import pack_inputs
+
+# Rust `tokenizers` is_chinese_char; its fifth range starts at U+2B920 (not U+2B820 as in the
+# original BERT code), and bertfit follows the Rust crate.
+_CJK = (
+    r"[\x{4E00}-\x{9FFF}\x{3400}-\x{4DBF}\x{20000}-\x{2A6DF}\x{2A700}-\x{2B73F}"
+    r"\x{2B740}-\x{2B81F}\x{2B920}-\x{2CEAF}\x{F900}-\x{FAFF}\x{2F800}-\x{2FA1F}]"
+)
+_PUNCTUATION = r"[!-/:-@\[-`{-~\p{P}]"
+_WHITESPACE = r"[\t\n\r\p{Z}]"
+_CONTROL = r"[\x{FFFD}\p{Cc}\p{Cf}\p{Co}]"  # \t\n\r are spaces by now; NUL is Cc
+_CAPITAL_SIGMA, _SMALL_SIGMA = "\u03a3", "\u03c3"  # ICU would write a final sigma; Rust does not
+
+
+@dataclasses.dataclass(frozen=True)
+class TokenizerConfig:
+    """How a `BertTokenizer` normalizes text; saved next to `vocab.txt` to rebuild it.
+
+    Args:
+        lower_case: lowercase the text (uncased checkpoints).
+        strip_accents: remove accents; `None` follows `lower_case`, as in Hugging Face.
+        tokenize_chinese_chars: make every CJK ideograph its own word.
+        unk_token: the token for words the vocabulary cannot spell.
+        cls_token: the token that starts every packed sequence.
+        sep_token: the token that ends each segment.
+        pad_token: the token that fills packed sequences up to their length.
+        mask_token: the masked-language-model token; kept whole when it occurs in text.
+        max_chars_per_word: longer words become `unk_token`.
+
+    Examples:
+    >>> config = TokenizerConfig(lower_case=False)
+    >>> dataclasses.asdict(config)["lower_case"]
+    False
+    """
+
+    lower_case: bool = True
+    strip_accents: bool | None = None
+    tokenize_chinese_chars: bool = True
+    unk_token: str = "[UNK]"
+    cls_token: str = "[CLS]"
+    sep_token: str = "[SEP]"
+    pad_token: str = "[PAD]"
+    mask_token: str = "[MASK]"
+    max_chars_per_word: int = 100
+
+    @property
+    def special_tokens(self) -> tuple[str, ...]:
+        return (self.unk_token, self.cls_token, self.sep_token, self.pad_token, self.mask_token)
+
+
+class BertTokenizer(tf.Module):
+    """Turns raw strings into BERT WordPiece ids and packed model inputs, inside the graph.
+
+    Gives the same ids as Hugging Face's fast `BertTokenizer` (see the module docstring for the
+    few characters where Unicode versions differ). Holds its vocabulary in a lookup table built
+    from in-memory tensors, so a SavedModel that contains it needs no other file.
+
+    Args:
+        vocab: path of a `vocab.txt` (one token per line, the line number is the id), or the
+            tokens themselves in id order.
+        **config: fields of `TokenizerConfig` (`lower_case`, `strip_accents`, ...).
+
+    Examples:
+    >>> tokenizer = BertTokenizer.from_pretrained_dir("path/to/minilm")
+    >>> tokenizer.tokenize(["Hello, world!"])
+    <tf.RaggedTensor [[7592, 1010, 2088, 999]]>
+    >>> inputs = tokenizer(["a great film"], ["dull"], max_seq_length=16)
+    >>> sorted(inputs), inputs["input_word_ids"].shape
+    (['input_mask', 'input_type_ids', 'input_word_ids'], TensorShape([1, 16]))
+    """
+
+    def __init__(self, vocab: str | os.PathLike | Sequence[str], **config):
+        super().__init__(name="bert_tokenizer")
+        self.config = TokenizerConfig(**config)
+        self._tokens = _read_vocab(vocab) if isinstance(vocab, (str, os.PathLike)) else list(vocab)
+        self._ids = {token: i for i, token in enumerate(self._tokens)}  # a repeated token: last id
+        config = self.config
+        required = (config.unk_token, config.cls_token, config.sep_token, config.pad_token)
+        missing = [token for token in required if token not in self._ids]
+        if missing:
+            raise InputFormatError(
+                f"The vocabulary has no {missing}; pass the special tokens it "
+                "uses, e.g. BertTokenizer(vocab, unk_token='<unk>')."
+            )
+        self._table = _lookup_table(self._ids)
+        self._wordpiece = tf_text.WordpieceTokenizer(
+            self._table,
+            max_bytes_per_word=4 * config.max_chars_per_word,  # the char limit comes first
+            token_out_type=tf.int32,
+            unknown_token=config.unk_token,
+        )
+        specials = sorted((t for t in config.special_tokens if t in self._ids), key=len)
+        self._special_pattern = "|".join(re.escape(t) for t in reversed(specials))
+
+    @classmethod
+    def from_pretrained_dir(
+        cls,
+        path: str | os.PathLike,
+        lower_case: bool | None = None,
+        strip_accents: bool | None = None,
+    ) -> BertTokenizer:
+        """The tokenizer of a Hugging Face model folder (`vocab.txt`, `tokenizer_config.json`).
+
+        Args:
+            path: the folder.
+            lower_case: overrides `do_lower_case` from `tokenizer_config.json`.
+            strip_accents: overrides `strip_accents` from `tokenizer_config.json`.
+        """
+        folder = Path(path)
+        if not (folder / "vocab.txt").is_file():
+            raise CheckpointError(
+                f"{folder} has no vocab.txt; pass the folder of a BERT checkpoint "
+                "that ships its WordPiece vocabulary."
+            )
+        config = _read_tokenizer_config(folder / "tokenizer_config.json")
+        if lower_case is not None:
+            config["lower_case"] = lower_case
+        if strip_accents is not None:
+            config["strip_accents"] = strip_accents
+        return cls(folder / "vocab.txt", **config)
+
+    @property
+    def vocab_size(self) -> int:
+        """The number of ids, i.e. lines of `vocab.txt`."""
+        return len(self._tokens)
+
+    @property
+    def cls_id(self) -> int:
+        return self._ids[self.config.cls_token]
+
+    @property
+    def sep_id(self) -> int:
+        return self._ids[self.config.sep_token]
+
+    @property
+    def pad_id(self) -> int:
+        return self._ids[self.config.pad_token]
+
+    @property
+    def unk_id(self) -> int:
+        return self._ids[self.config.unk_token]
+
+    def id_to_token(self, token_id: int) -> str:
+        """The vocabulary entry with this id."""
+        if not 0 <= token_id < len(self._tokens):
+            raise InputFormatError(
+                f"Token id {token_id} is outside the vocabulary [0, {len(self._tokens)})."
+            )
+        return self._tokens[token_id]
+
+    def token_to_id(self, token: str) -> int:
+        """The id of a vocabulary entry (the last one when `vocab.txt` repeats it)."""
+        if token not in self._ids:
+            raise InputFormatError(f"Token {token!r} is not in the vocabulary.")
+        return self._ids[token]
+
+    def tokenize(self, texts) -> tf.RaggedTensor | tf.Tensor:
+        """WordPiece ids (int32) of each text, without special tokens.
+
+        Args:
+            texts: a string, a list or 1-D array of strings, or a string `tf.Tensor`.
+
+        Returns:
+            A `tf.RaggedTensor` of shape `[batch, None]`; a 1-D `tf.Tensor` for a single string.
+        """
+        batch, is_scalar = _as_string_batch(texts, "texts")
+        ids = self._tokenize_batch(batch)
+        return ids[0] if is_scalar else ids
+
+    def __call__(
+        self, texts, text_pairs=None, max_seq_length: int = 128, padding: str = "max_length"
+    ):
+        """Tokenizes and packs `[CLS] a [SEP]` or `[CLS] a [SEP] b [SEP]`, truncating like HF.
+
+        Args:
+            texts: a string, a list or 1-D array of strings, or a string `tf.Tensor`.
+            text_pairs: second segments, one per text, or `None`.
+            max_seq_length: the packed length, special tokens included.
+            padding: `"max_length"` pads to `max_seq_length`; `"longest"` to the longest row.
+
+        Returns:
+            A dict of int32 `input_word_ids`, `input_mask`, `input_type_ids`, each
+            `[batch, length]` (`[length]` for a single string).
+        """
+        ids_a = self.tokenize(texts)
+        ids_b = None if text_pairs is None else self.tokenize(text_pairs)
+        return self.pack(ids_a, ids_b, max_seq_length=max_seq_length, padding=padding)
+
+    def pack(self, ids_a, ids_b=None, max_seq_length: int = 128, padding: str = "max_length"):
+        """Packs ids from `tokenize` into model inputs; see `bertfit.text.packing.pack_inputs`."""
+        return pack_inputs(
+            ids_a,
+            ids_b,
+            max_seq_length=max_seq_length,
+            cls_id=self.cls_id,
+            sep_id=self.sep_id,
+            pad_id=self.pad_id,
+            padding=padding,
+        )
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    def _tokenize_batch(self, texts: tf.Tensor) -> tf.RaggedTensor:
+        texts = tf.strings.unicode_transcode(texts, "UTF-8", "UTF-8", replacement_char=0xFFFD)
+        texts = tf.strings.regex_replace(texts, r"\x00", "\ufffd")  # regex_split stops at NUL
+        pieces = tf_text.regex_split(texts, self._special_pattern, self._special_pattern)
+        is_special = tf.strings.regex_full_match(pieces.flat_values, self._special_pattern)
+        text = tf.where(is_special, "", pieces.flat_values)
+        ids = self._wordpiece_ids(_pre_tokenize(self._normalize(text)))
+        special_ids = tf.cast(self._table.lookup(pieces.flat_values[is_special]), tf.int32)
+        special_ids = tf.RaggedTensor.from_row_lengths(special_ids, tf.cast(is_special, tf.int64))
+        ids = tf.concat([ids, special_ids], axis=1)  # a piece is either text or one special token
+        return pieces.with_flat_values(ids).merge_dims(1, 2)
+
+    def _normalize(self, text: tf.Tensor) -> tf.Tensor:
+        text = tf.strings.regex_replace(text, _WHITESPACE, " ")
+        text = tf.strings.regex_replace(text, _CONTROL, "")
+        if self.config.tokenize_chinese_chars:
+            text = tf.strings.regex_replace(text, _CJK, r" \0 ")
+        strip_accents = self.config.strip_accents
+        if strip_accents or (strip_accents is None and self.config.lower_case):
+            text = tf.strings.regex_replace(tf_text.normalize_utf8(text, "NFD"), r"\p{Mn}", "")
+        if self.config.lower_case:
+            text = tf.strings.regex_replace(text, _CAPITAL_SIGMA, _SMALL_SIGMA)
+            text = tf.strings.lower(text, encoding="utf-8")
+        return text
+
+    def _wordpiece_ids(self, words: tf.RaggedTensor) -> tf.RaggedTensor:
+        """[texts, words] strings to [texts, wordpieces] int32 ids."""
+        chars = tf.strings.length(words.flat_values, unit="UTF8_CHAR")
+        flat = tf.where(
+            chars > self.config.max_chars_per_word, self.config.unk_token, words.flat_values
+        )
+        ids = self._wordpiece.tokenize(flat)
+        return words.with_flat_values(ids).merge_dims(1, 2)
+
+
+def _lookup_table(ids: dict[str, int]) -> tf.lookup.StaticHashTable:
+    """Token to id, -1 when absent; built from tensors so a SavedModel carries the vocabulary."""
+    keys = tf.constant(list(ids), tf.string)
+    values = tf.constant(list(ids.values()), tf.int64)
+    return tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(keys, values), -1)
+
+
+def _pre_tokenize(text: tf.Tensor) -> tf.RaggedTensor:
+    """Splits normalized text on spaces and makes each punctuation character its own word."""
+    return tf_text.regex_split(text, " |" + _PUNCTUATION, _PUNCTUATION)
+
+
+def _read_vocab(path: str | os.PathLike) -> list[str]:
+    """Hugging Face's `load_vocab`: universal newlines, strip only the '\\n'."""
+    with open(path, encoding="utf-8") as f:
+        return [line.rstrip("\n") for line in f.readlines()]
+
+
+def _read_tokenizer_config(path: Path) -> dict:
+    """The `TokenizerConfig` fields that a Hugging Face `tokenizer_config.json` sets."""
+    if not path.is_file():
+        return {}
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    config = {}
+    for ours, theirs in [
+        ("lower_case", "do_lower_case"),
+        ("strip_accents", "strip_accents"),
+        ("tokenize_chinese_chars", "tokenize_chinese_chars"),
+    ]:
+        if theirs in raw:
+            config[ours] = raw[theirs]
+    for name in ("unk_token", "cls_token", "sep_token", "pad_token", "mask_token"):
+        token = raw.get(name)
+        if isinstance(token, dict):  # a serialized AddedToken
+            token = token.get("content")
+        if isinstance(token, str):
+            config[name] = token
+    return config
+
+
+def _as_string_batch(texts, name: str) -> tuple[tf.Tensor, bool]:
+    """A 1-D string tensor of the texts, and whether they were a single string."""
+    if isinstance(texts, (tf.RaggedTensor, tf.SparseTensor)) or texts is None:
+        raise InputFormatError(
+            f"{name} must be strings (a str, a list of str or a string tensor), "
+            f"got {type(texts).__name__}."
+        )
+    if isinstance(texts, (str, bytes)):
+        return tf.constant([texts]), True
+    if isinstance(texts, (list, tuple)):
+        for i, text in enumerate(texts):
+            if not isinstance(text, (str, bytes)):
+                raise InputFormatError(
+                    f"{name}[{i}] is {type(text).__name__} {text!r:.40}; pass raw "
+                    "text: the tokenizer makes the ids."
+                )
+        return tf.constant(list(texts), tf.string, shape=[len(texts)]), False
+    if isinstance(texts, np.ndarray) and texts.dtype.kind not in "USO":
+        raise InputFormatError(f"{name} is a {texts.dtype} array; pass raw text, not ids.")
+    tensor = tf.convert_to_tensor(texts) if not isinstance(texts, tf.Tensor) else texts
+    if tensor.dtype != tf.string:
+        raise InputFormatError(
+            f"{name} has dtype {tensor.dtype.name}; pass raw text (tf.string), "
+            "the tokenizer makes the ids."
+        )
+    if tensor.shape.rank not in (0, 1):
+        raise InputFormatError(
+            f"{name} must be a string or a 1-D batch of strings, got shape {tensor.shape}."
+        )
+    return (tf.reshape(tensor, [1]), True) if tensor.shape.rank == 0 else (tensor, False)
