@@ -12,8 +12,7 @@ from bertfit.checkpoints.registry import PACKAGED_MODELS, resolve
 from bertfit.checkpoints.weights import LoadReport, assign_weights
 from bertfit.errors import CheckpointError
 from bertfit.model.encoder import BertEncoder
-import importlib
-_tokenizer_module = None
+from bertfit.text.tokenizer import BertTokenizer
 
 
 def read_checkpoint(path: Path) -> Checkpoint:
@@ -21,12 +20,14 @@ def read_checkpoint(path: Path) -> Checkpoint:
     if not path.exists():
         names = ", ".join(PACKAGED_MODELS)
         raise CheckpointError(
-            f"{path}: no such file or directory. Pass a checkpoint directory or one of: {names}.")
+            f"{path}: no such file or directory. Pass a checkpoint directory or one of: {names}."
+        )
     if is_hf_dir(path):
         return read_hf(path)
     raise CheckpointError(
         f"{path}: not a checkpoint bertfit recognises. Expected a Hugging Face BERT directory "
-        "(config.json + model.safetensors + vocab.txt).")
+        "(config.json + model.safetensors + vocab.txt)."
+    )
 
 
 def build_encoder(checkpoint: Checkpoint, dtype=None) -> BertEncoder:
@@ -34,19 +35,20 @@ def build_encoder(checkpoint: Checkpoint, dtype=None) -> BertEncoder:
     encoder = BertEncoder(checkpoint.config, dtype=dtype)
     report = LoadReport(source=str(checkpoint.path), format=checkpoint.format)
     encoder.load_report = assign_weights(
-        encoder, checkpoint.tensors, checkpoint.table, report, checkpoint.ignored_prefixes)
+        encoder, checkpoint.tensors, checkpoint.table, report, checkpoint.ignored_prefixes
+    )
     return encoder
 
 
-def build_tokenizer(checkpoint: Checkpoint, lower_case: bool | None = None,
-                    strip_accents: bool | None = None):
+def build_tokenizer(
+    checkpoint: Checkpoint, lower_case: bool | None = None, strip_accents: bool | None = None
+) -> BertTokenizer:
     if checkpoint.vocab_file is None:
         raise CheckpointError(
             f"{checkpoint.path}: the checkpoint has no vocab.txt, so bertfit cannot build the "
-            "tokenizer that matches it. Copy the model's vocab.txt next to its weights.")
+            "tokenizer that matches it. Copy the model's vocab.txt next to its weights."
+        )
     lower = checkpoint.lower_case if lower_case is None else lower_case
-    from bertfit.text.tokenizer import BertTokenizer
-
     return BertTokenizer(
         checkpoint.vocab_file,
         lower_case=True if lower is None else lower,
@@ -54,9 +56,13 @@ def build_tokenizer(checkpoint: Checkpoint, lower_case: bool | None = None,
     )
 
 
-def load_encoder(path: str | Path, *, lower_case: bool | None = None,
-                 strip_accents: bool | None = None,
-                 dtype: str | keras.DTypePolicy | None = None) -> tuple:
+def load_encoder(
+    path: str | Path,
+    *,
+    lower_case: bool | None = None,
+    strip_accents: bool | None = None,
+    dtype: str | keras.DTypePolicy | None = None,
+) -> tuple[BertEncoder, BertTokenizer]:
     """Loads a pretrained BERT encoder and the tokenizer that matches it.
 
     Args:

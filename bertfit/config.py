@@ -1,0 +1,173 @@
+"""Typed run configuration: what to train on, with which model, and how.
+
+A `RunConfig` is saved as `config.yaml` in every run directory and can be loaded back with
+`bertfit train --config run.yaml`; flags given next to `--config` override its values.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from pathlib import Path
+
+import yaml
+
+from bertfit.errors import ConfigError
+
+PRECISIONS = ("fp32", "bf16", "mixed_bf16", "mixed_fp16")
+POOLINGS = ("cls", "mean")
+STRATEGIES = ("auto", "tpu", "mirrored", "multi-worker", "one-device", "default")
+
+
+@dataclasses.dataclass
+class ModelConfig:
+    """The pretrained encoder and the classification head on top of it.
+
+    Args:
+        name: a checkpoint path or a short name such as "minilm-l6".
+        max_seq_length: the longest packed input, special tokens included.
+        pooling: "cls" (the pooler on [CLS]) or "mean" (mean over unmasked tokens, for
+            checkpoints whose pooler was never trained, such as sentence-transformers models).
+        dropout: dropout before the classification layer.
+        lower_case: override the checkpoint's casing (None: what its tokenizer config says).
+        precision: fp32, bf16, mixed_bf16 or mixed_fp16.
+    """
+
+    name: str = "minilm-l6"
+    max_seq_length: int = 128
+    pooling: str = "cls"
+    dropout: float = 0.1
+    lower_case: bool | None = None
+    precision: str = "fp32"
+
+
+@dataclasses.dataclass
+class DataConfig:
+    """Where the labelled text is and how to read it.
+
+    Args:
+        train, eval: data files (CSV, TSV, JSONL, Parquet).
+        format: force a format instead of guessing from the extension.
+        text_column, text_pair_column, label_column: column names in the files.
+        buckets: sequence-length buckets; empty means "derive from max_seq_length"; [0] or
+            "none" on the command line pads everything to max_seq_length.
+        max_train_examples: use only the first N training rows (reported, never silent).
+    """
+
+    train: str | None = None
+    eval: str | None = None
+    format: str | None = None
+    text_column: str = "text"
+    text_pair_column: str | None = None
+    label_column: str = "label"
+    buckets: list[int] = dataclasses.field(default_factory=list)
+    max_train_examples: int | None = None
+
+
+@dataclasses.dataclass
+class TrainConfig:
+    """Optimisation and hardware.
+
+    Args:
+        batch_size: the global batch, summed over all replicas.
+        epochs, learning_rate, warmup_ratio, weight_decay, clip_norm: AdamW with linear warmup
+            then linear decay, global-norm clipping.
+        seed: seeds initialisation, dropout and shuffling.
+        jit_compile: XLA-compile the replica step.
+        strategy: auto, tpu, mirrored, multi-worker, one-device or default.
+        cpu_replicas: split the CPU into N logical devices (rehearse data parallelism).
+        best_metric: the eval metric that picks the best checkpoint (accuracy, macro_f1, loss).
+    """
+
+    batch_size: int = 32
+    epochs: int = 3
+    learning_rate: float = 5e-5
+    warmup_ratio: float = 0.1
+    weight_decay: float = 0.01
+    clip_norm: float = 1.0
+    seed: int = 42
+    jit_compile: bool = True
+    strategy: str = "auto"
+    cpu_replicas: int | None = None
+    tpu: str | None = None
+    best_metric: str = "accuracy"
+
+
+@dataclasses.dataclass
+class RunConfig:
+    """Everything a training run needs; saved as `config.yaml` in the run directory."""
+
+    output_dir: str = "runs/latest"
+    model: ModelConfig = dataclasses.field(default_factory=ModelConfig)
+    data: DataConfig = dataclasses.field(default_factory=DataConfig)
+    train: TrainConfig = dataclasses.field(default_factory=TrainConfig)
+
+    def validate(self) -> RunConfig:
+        checks = [
+            (self.model.pooling in POOLINGS, f"pooling must be one of {POOLINGS}"),
+            (self.model.precision in PRECISIONS, f"precision must be one of {PRECISIONS}"),
+            (self.train.strategy in STRATEGIES, f"strategy must be one of {STRATEGIES}"),
+            (8 <= self.model.max_seq_length <= 8192, "max_seq_length must be between 8 and 8192"),
+            (self.train.batch_size > 0, "batch_size must be positive"),
+            (self.train.epochs > 0, "epochs must be positive"),
+            (0 <= self.train.warmup_ratio < 1, "warmup_ratio must be in [0, 1)"),
+            (self.train.best_metric in ("accuracy", "macro_f1", "loss"),
+             "best_metric must be accuracy, macro_f1 or loss"),
+            (all(b <= self.model.max_seq_length for b in self.data.buckets),
+             f"buckets {self.data.buckets} must not exceed max_seq_length {self.model.max_seq_length}"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ConfigError(message)
+        return self
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(yaml.safe_dump(self.to_dict(), sort_keys=False), encoding="utf-8")
+
+    @classmethod
+    def from_dict(cls, values: dict, source: str = "config") -> RunConfig:
+        values = dict(values or {})
+        sections = {"model": ModelConfig, "data": DataConfig, "train": TrainConfig}
+        kwargs = {}
+        for key, value in values.items():
+            if key in sections:
+                kwargs[key] = _build(sections[key], value or {}, f"{source}: {key}")
+            elif key == "output_dir":
+                kwargs[key] = value
+            else:
+                raise ConfigError(f"{source}: unknown key {key!r}; expected output_dir, model, data, train.")
+        return cls(**kwargs)
+
+    @classmethod
+    def load(cls, path: str | Path) -> RunConfig:
+        try:
+            values = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError) as e:
+            raise ConfigError(f"{path}: cannot read the run config: {e}") from e
+        return cls.from_dict(values, str(path))
+
+
+def _build(cls, values: dict, where: str):
+    if not isinstance(values, dict):
+        raise ConfigError(f"{where}: expected a mapping, got {values!r}")
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = set(values) - names
+    if unknown:
+        raise ConfigError(f"{where}: unknown keys {sorted(unknown)}; known keys: {sorted(names)}")
+    return cls(**values)
+
+
+def override(config, values: dict) -> None:
+    """Sets `section.field` values (from command-line flags) that are not None, with type checks."""
+    for dotted, value in values.items():
+        if value is None:
+            continue
+        section_name, field = dotted.split(".")
+        section = getattr(config, section_name)
+        hints = typing.get_type_hints(type(section))
+        if field not in hints:
+            raise ConfigError(f"unknown setting {dotted}")
+        setattr(section, field, value)

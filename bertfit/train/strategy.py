@@ -1,0 +1,105 @@
+"""Pick and configure a `tf.distribute` strategy; check that the global batch divides over it."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+
+import tensorflow as tf
+
+from bertfit.errors import ConfigError
+
+
+def configure_cpu_replicas(count: int | None) -> None:
+    """Splits the CPU into `count` logical devices; must run before TensorFlow touches a device."""
+    if not count or count <= 1:
+        return
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    existing = tf.config.get_logical_device_configuration(cpu)
+    if existing and len(existing) == count:
+        return
+    try:
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(count)])
+    except RuntimeError as e:
+        raise ConfigError(
+            f"--cpu-replicas {count} must be set before TensorFlow initialises its devices; "
+            "pass it on the command line, or call bertfit.train.strategy.configure_cpu_replicas "
+            "first thing in your program.") from e
+
+
+def _tpu_present() -> bool:
+    """A TPU VM shows /dev/accel* (or vfio); a remote TPU is named by TPU_NAME. Probing further
+    would contact cloud metadata servers, which hangs on machines outside a cloud."""
+    return bool(os.environ.get("TPU_NAME") or glob.glob("/dev/accel*") or glob.glob("/dev/vfio/[0-9]*"))
+
+
+def _tpu_resolver(tpu: str | None):
+    try:
+        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu or "")
+        resolver.cluster_spec()
+        return resolver
+    except (ValueError, RuntimeError, tf.errors.OpError, ImportError):
+        return None
+
+
+def make_strategy(name: str = "auto", cpu_replicas: int | None = None,
+                  tpu: str | None = None) -> tf.distribute.Strategy:
+    """The strategy `name` asks for; "auto" prefers a TPU, then several GPUs, then the default.
+
+    With `cpu_replicas` > 1 and no GPUs, "auto" and "mirrored" mirror over logical CPU devices.
+    """
+    configure_cpu_replicas(cpu_replicas)
+    gpus = tf.config.list_logical_devices("GPU")
+    cpus = [d.name for d in tf.config.list_logical_devices("CPU")]
+    if name == "tpu" or (name == "auto" and tpu):
+        return _connect_tpu(tpu)
+    if name == "auto":
+        if _tpu_present():
+            return _connect_tpu(tpu)
+        if len(gpus) > 1 or (not gpus and len(cpus) > 1):
+            name = "mirrored"
+        else:
+            name = "default"
+    if name == "mirrored":
+        devices = [d.name for d in gpus] or cpus
+        return tf.distribute.MirroredStrategy(devices)
+    if name == "multi-worker":
+        if "TF_CONFIG" not in os.environ:
+            raise ConfigError(
+                "--strategy multi-worker needs TF_CONFIG (or --workers and --worker-index): "
+                'e.g. TF_CONFIG=\'{"cluster": {"worker": ["host1:12345", "host2:12345"]}, '
+                '"task": {"type": "worker", "index": 0}}\'')
+        json.loads(os.environ["TF_CONFIG"])
+        return tf.distribute.MultiWorkerMirroredStrategy()
+    if name == "one-device":
+        device = gpus[0] if gpus else tf.config.list_logical_devices("CPU")[0]
+        return tf.distribute.OneDeviceStrategy(device.name)
+    if name == "default":
+        return tf.distribute.get_strategy()
+    raise ConfigError(f"unknown strategy {name!r}")
+
+
+def _connect_tpu(tpu: str | None) -> tf.distribute.TPUStrategy:
+    resolver = _tpu_resolver(tpu)
+    if resolver is None:
+        raise ConfigError(
+            f"No TPU found (--tpu {tpu or 'local'}). On a TPU VM use --tpu local; otherwise pass "
+            "the TPU name, and check that this machine can reach it.")
+    tf.config.experimental_connect_to_cluster(resolver)
+    tf.tpu.experimental.initialize_tpu_system(resolver)
+    return tf.distribute.TPUStrategy(resolver)
+
+
+def per_replica_batch(global_batch: int, strategy: tf.distribute.Strategy) -> int:
+    """global_batch / replicas, or a `ConfigError` with the arithmetic and the fix."""
+    replicas = strategy.num_replicas_in_sync
+    if global_batch % replicas:
+        lower = global_batch - global_batch % replicas
+        raise ConfigError(
+            f"The global batch size {global_batch} does not divide over {replicas} replicas "
+            f"({global_batch} / {replicas} = {global_batch / replicas:.2f} examples per replica). "
+            f"Every replica must get the same number: use --batch-size {lower or replicas} or "
+            f"{lower + replicas}.")
+    return global_batch // replicas
