@@ -1,0 +1,203 @@
+"""`bertfit train|evaluate|predict|demo|check|inspect|convert`: argument parsing only.
+
+User mistakes arrive here as `BertfitError`s and are printed as one clear message (exit 2),
+never as a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from bertfit.errors import BertfitError  # noqa: E402
+
+
+def _bool(text: str) -> bool:
+    if text.lower() in ("1", "true", "yes", "on"):
+        return True
+    if text.lower() in ("0", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def _buckets(text: str) -> list[int]:
+    if text.lower() == "none":
+        return [0]
+    try:
+        return sorted(int(b) for b in text.split(","))
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(
+            f"--buckets takes comma-separated lengths like 32,64,128 or 'none', got {text!r}") from e
+
+
+# flag → (config field, argparse options)
+TRAIN_FLAGS = {
+    "--model": ("model.name", {"help": "checkpoint path or short name (default minilm-l6)"}),
+    "--max-seq-length": ("model.max_seq_length", {"type": int}),
+    "--pooling": ("model.pooling", {"choices": ["cls", "mean"]}),
+    "--dropout": ("model.dropout", {"type": float}),
+    "--lower-case": ("model.lower_case", {"type": _bool}),
+    "--precision": ("model.precision", {"choices": ["fp32", "bf16", "mixed_bf16", "mixed_fp16"]}),
+    "--train": ("data.train", {"help": "training file (CSV, TSV, JSONL, Parquet)"}),
+    "--eval": ("data.eval", {"help": "evaluation file, evaluated every epoch"}),
+    "--format": ("data.format", {"choices": ["csv", "tsv", "jsonl", "parquet"]}),
+    "--text-column": ("data.text_column", {}),
+    "--text-pair-column": ("data.text_pair_column", {}),
+    "--label-column": ("data.label_column", {}),
+    "--buckets": ("data.buckets", {"type": _buckets, "help": "e.g. 32,64,128 or none"}),
+    "--max-train-examples": ("data.max_train_examples", {"type": int}),
+    "--batch-size": ("train.batch_size", {"type": int, "help": "global batch size"}),
+    "--epochs": ("train.epochs", {"type": int}),
+    "--learning-rate": ("train.learning_rate", {"type": float}),
+    "--warmup-ratio": ("train.warmup_ratio", {"type": float}),
+    "--weight-decay": ("train.weight_decay", {"type": float}),
+    "--clip-norm": ("train.clip_norm", {"type": float}),
+    "--seed": ("train.seed", {"type": int}),
+    "--jit-compile": ("train.jit_compile", {"type": _bool, "help": "XLA on/off (default true)"}),
+    "--strategy": ("train.strategy",
+                   {"choices": ["auto", "tpu", "mirrored", "multi-worker", "one-device", "default"]}),
+    "--cpu-replicas": ("train.cpu_replicas", {"type": int}),
+    "--tpu": ("train.tpu", {}),
+    "--best-metric": ("train.best_metric", {"choices": ["accuracy", "macro_f1", "loss"]}),
+}
+
+
+def add_train_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags `train` and `check` share."""
+    parser.add_argument("--config", help="a run.yaml to start from; flags override it")
+    parser.add_argument("--output-dir", help="run directory (default runs/latest)")
+    for flag, (_, options) in TRAIN_FLAGS.items():
+        parser.add_argument(flag, default=None, **options)
+
+
+def run_config_from_args(args):
+    from bertfit.config import RunConfig, override
+
+    config = RunConfig.load(args.config) if args.config else RunConfig()
+    if args.output_dir:
+        config.output_dir = args.output_dir
+    override(config, {field: getattr(args, flag[2:].replace("-", "_"))
+                      for flag, (field, _) in TRAIN_FLAGS.items()})
+    if not config.data.train:
+        raise BertfitError("--train FILE is required (or data.train in --config).")
+    return config.validate()
+
+
+def cmd_train(args) -> int:
+    from bertfit.train.run import train
+
+    config = run_config_from_args(args)
+    result = train(config, quiet=args.quiet)
+    summary = result.get("final", {"train_loss": result["epochs"][-1]["train_loss"]})
+    print(json.dumps({**summary, "run_dir": result["run_dir"]}, indent=None if args.json else 2))
+    return 0
+
+
+def cmd_evaluate(args) -> int:
+    from bertfit.train.run import evaluate
+
+    metrics = evaluate(args.run, args.data, quiet=args.quiet or args.json)
+    if args.json:
+        print(json.dumps(metrics))
+    else:
+        for key in ("accuracy", "macro_f1", "loss", "num_examples"):
+            print(f"{key:>14}: {metrics[key]}")
+    return 0
+
+
+def cmd_predict(args) -> int:
+    from bertfit.train.run import predict
+
+    rows = predict(args.run, args.data, quiet=args.quiet)
+    output = args.output or "-"
+    stream = sys.stdout if output == "-" else open(output, "w", encoding="utf-8", newline="")
+    try:
+        if output.endswith(".csv"):
+            writer = csv.writer(stream)
+            writer.writerow(["label", "probabilities"])
+            for row in rows:
+                writer.writerow([row["label"], json.dumps(row["probabilities"])])
+        else:
+            for row in rows:
+                stream.write(json.dumps(row) + "\n")
+    finally:
+        if stream is not sys.stdout:
+            stream.close()
+    if output != "-" and not args.quiet:
+        print(f"wrote {len(rows)} predictions to {output}", file=sys.stderr)
+    return 0
+
+
+def cmd_demo(args) -> int:
+    from bertfit.demo import run_demo
+
+    run_demo(output_dir=args.output_dir, epochs=args.epochs,
+             max_train_examples=args.max_train_examples, quiet=args.quiet)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="bertfit", description="Fine-tune BERT-family encoders for text classification.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    train = sub.add_parser("train", help="fine-tune a classifier")
+    add_train_arguments(train)
+    train.add_argument("--json", action="store_true", help="print the summary as one JSON line")
+    train.set_defaults(handler=cmd_train)
+
+    evaluate = sub.add_parser("evaluate", help="metrics of a trained run on a labelled file")
+    evaluate.add_argument("--run", required=True, help="a run directory from `bertfit train`")
+    evaluate.add_argument("--data", required=True)
+    evaluate.add_argument("--json", action="store_true")
+    evaluate.set_defaults(handler=cmd_evaluate)
+
+    predict = sub.add_parser("predict", help="predict labels, one output row per input row")
+    predict.add_argument("--run", required=True)
+    predict.add_argument("--data", required=True, help="a file, or - for standard input")
+    predict.add_argument("--output", help="output .csv or .jsonl (default: JSONL on stdout)")
+    predict.set_defaults(handler=cmd_predict)
+
+    demo = sub.add_parser("demo", help="fine-tune MiniLM-L6 on Rotten Tomatoes, report test accuracy")
+    demo.add_argument("--output-dir", default="runs/demo")
+    demo.add_argument("--epochs", type=int, default=None)
+    demo.add_argument("--max-train-examples", type=int, default=None)
+    demo.set_defaults(handler=cmd_demo)
+
+    for name in ("train", "evaluate", "predict", "demo"):
+        sub.choices[name].add_argument("--quiet", action="store_true", help="no progress output")
+    _add_optional_commands(sub)
+    return parser
+
+
+def _add_optional_commands(sub) -> None:
+    """Commands that live with their subsystem (checkpoint formats, checks)."""
+    for module in ("bertfit.checkpoints.commands", "bertfit.check.commands"):
+        try:
+            commands = __import__(module, fromlist=["add_commands"])
+        except ModuleNotFoundError as e:
+            if e.name != module:
+                raise
+            continue
+        commands.add_commands(sub)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.handler(args)
+    except BertfitError as e:
+        print(f"bertfit {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,185 @@
+"""Static-shape input pipeline: every batch a compiled step sees has one of a few known shapes.
+
+The way through:
+1. `encode_texts` tokenizes every text once, in-graph (tf.data + the tokenizer), keeping ragged
+   WordPiece ids and each example's packed length.
+2. `plan_batches` assigns each example to the smallest length bucket that holds it and cuts
+   each bucket into full global batches; the last batch of a bucket is padded with rows whose
+   index is -1 (example weight 0), so nothing is dropped and no batch is short.
+3. `BucketedInput` builds one `tf.data` pipeline per bucket whose element shape is fully static
+   ([per-replica batch, bucket length]), distributed with `distribute_datasets_from_function`.
+   The host walks the plan and draws each step's batch from its bucket's iterator.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from bertfit.text.packing import pack_inputs
+
+INDEX, WEIGHT, LABEL = "index", "example_weight", "label"
+PAD_INDEX = -1
+
+
+def default_buckets(max_seq_length: int) -> list[int]:
+    """max/4, max/2 and max, keeping those of at least 16: 128 → [32, 64, 128]."""
+    candidates = [max_seq_length // 4, max_seq_length // 2, max_seq_length]
+    return sorted({b for b in candidates if b >= 16} | {max_seq_length})
+
+
+@dataclasses.dataclass
+class EncodedTexts:
+    """WordPiece ids of every example (no special tokens) and its packed length."""
+
+    ids_a: tf.RaggedTensor
+    ids_b: tf.RaggedTensor | None
+    packed_lengths: np.ndarray  # special tokens included, before truncation
+
+    def __len__(self) -> int:
+        return len(self.packed_lengths)
+
+
+def _tokenize_all(tokenizer, texts: Sequence[str], chunk: int) -> tf.RaggedTensor:
+    dataset = tf.data.Dataset.from_tensor_slices(tf.constant(list(texts), tf.string))
+    dataset = dataset.batch(chunk).map(tokenizer.tokenize, num_parallel_calls=tf.data.AUTOTUNE)
+    pieces = list(dataset)
+    if not pieces:
+        return tf.ragged.constant([], dtype=tf.int32, ragged_rank=1)
+    return tf.concat(pieces, axis=0)
+
+
+def encode_texts(tokenizer, texts: Sequence[str], text_pairs: Sequence[str] | None = None,
+                 chunk: int = 2048) -> EncodedTexts:
+    """Tokenizes all texts (and pairs) with the in-graph tokenizer, in chunks, in order."""
+    ids_a = _tokenize_all(tokenizer, texts, chunk)
+    lengths = ids_a.row_lengths().numpy() + 2
+    ids_b = None
+    if text_pairs is not None:
+        ids_b = _tokenize_all(tokenizer, text_pairs, chunk)
+        lengths = lengths + ids_b.row_lengths().numpy() + 1
+    return EncodedTexts(ids_a, ids_b, lengths.astype(np.int64))
+
+
+@dataclasses.dataclass(frozen=True)
+class Batch:
+    """One global batch: its bucket length and the example indices (-1 marks a padding row)."""
+
+    seq_length: int
+    indices: np.ndarray
+
+    @property
+    def num_examples(self) -> int:
+        return int((self.indices != PAD_INDEX).sum())
+
+
+def bucket_of(packed_lengths: np.ndarray, buckets: Sequence[int]) -> np.ndarray:
+    """The index of the smallest bucket that holds each example; longer ones are truncated
+    to the largest bucket (= max_seq_length)."""
+    return np.minimum(np.searchsorted(np.asarray(buckets), packed_lengths), len(buckets) - 1)
+
+
+def plan_batches(packed_lengths: np.ndarray, buckets: Sequence[int], global_batch: int, *,
+                 shuffle: bool, seed: int = 0, epoch: int = 0) -> list[Batch]:
+    """Cuts the examples into full global batches, one bucket per batch.
+
+    Every example appears exactly once. With `shuffle`, the order inside each bucket and the
+    order of the batches depend only on (seed, epoch), so every worker computes the same plan.
+    """
+    rng = np.random.default_rng([seed, epoch])
+    assignment = bucket_of(packed_lengths, buckets)
+    batches = []
+    for b, seq_length in enumerate(buckets):
+        members = np.flatnonzero(assignment == b)
+        if shuffle:
+            members = rng.permutation(members)
+        padding = (-len(members)) % global_batch
+        members = np.concatenate([members, np.full(padding, PAD_INDEX)]).astype(np.int64)
+        for start in range(0, len(members), global_batch):
+            batches.append(Batch(int(seq_length), members[start:start + global_batch]))
+    if shuffle:
+        batches = [batches[i] for i in rng.permutation(len(batches))]
+    return batches
+
+
+class BucketedInput:
+    """Per-bucket distributed datasets that follow a batch plan.
+
+    Args:
+        encoded: the tokenized examples.
+        labels: int32 label per example, or None (prediction).
+        plan: the global batches, in the order the steps take them.
+        strategy: the `tf.distribute` strategy that will consume the batches.
+        cls_id, sep_id, pad_id: the tokenizer's special ids.
+
+    Iterating yields `(seq_length, per-replica batch)` in plan order. A batch is a dict of
+    `input_word_ids`, `input_mask`, `input_type_ids` ([per-replica batch, seq_length] int32),
+    `label` (int32), `example_weight` (float32, 0 on padding rows), `index` (int64, -1 on
+    padding rows) and `global_examples` (float32: real examples in the whole global batch).
+    """
+
+    def __init__(self, encoded: EncodedTexts, labels: np.ndarray | None, plan: list[Batch],
+                 strategy: tf.distribute.Strategy, *, cls_id: int, sep_id: int, pad_id: int):
+        self.encoded = encoded
+        self.labels = np.zeros(len(encoded), np.int32) if labels is None else labels
+        self.plan = plan
+        self.strategy = strategy
+        self.special_ids = {"cls_id": cls_id, "sep_id": sep_id, "pad_id": pad_id}
+        self.replicas = strategy.num_replicas_in_sync
+        self.datasets = {
+            seq_length: strategy.distribute_datasets_from_function(
+                lambda context, s=seq_length: self._dataset(s, context))
+            for seq_length in sorted({batch.seq_length for batch in plan})
+        }
+
+    def __len__(self) -> int:
+        return len(self.plan)
+
+    def element_specs(self) -> dict[int, dict]:
+        return {s: d.element_spec for s, d in self.datasets.items()}
+
+    def _rows_for(self, seq_length: int, context: tf.distribute.InputContext) -> dict:
+        """The per-replica index rows this input pipeline feeds, in step order."""
+        local = self.replicas // context.num_input_pipelines
+        first = context.input_pipeline_id * local
+        rows, counts = [], []
+        for batch in self.plan:
+            if batch.seq_length != seq_length:
+                continue
+            per_replica = batch.indices.reshape(self.replicas, -1)
+            rows.extend(per_replica[first:first + local])
+            counts.extend([batch.num_examples] * local)
+        return {INDEX: np.stack(rows), "global_examples": np.asarray(counts, np.float32)}
+
+    def _dataset(self, seq_length: int, context: tf.distribute.InputContext) -> tf.data.Dataset:
+        ids_a, ids_b = self.encoded.ids_a, self.encoded.ids_b
+        labels = tf.constant(self.labels, tf.int32)
+
+        def build(element):
+            index = element[INDEX]
+            safe = tf.maximum(index, 0)
+            pair = None if ids_b is None else tf.gather(ids_b, safe)
+            inputs = pack_inputs(tf.gather(ids_a, safe), pair, max_seq_length=seq_length,
+                                 **self.special_ids)
+            real = index != PAD_INDEX
+            per_replica = index.shape[0]
+            return {
+                **{k: tf.ensure_shape(v, [per_replica, seq_length]) for k, v in inputs.items()},
+                LABEL: tf.where(real, tf.gather(labels, safe), 0),
+                WEIGHT: tf.cast(real, tf.float32),
+                INDEX: index,
+                "global_examples": element["global_examples"],
+            }
+
+        rows = self._rows_for(seq_length, context)
+        return (tf.data.Dataset.from_tensor_slices(rows)
+                .map(build, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+                .prefetch(tf.data.AUTOTUNE))
+
+    def __iter__(self):
+        iterators = {s: iter(d) for s, d in self.datasets.items()}
+        for batch in self.plan:
+            yield batch.seq_length, next(iterators[batch.seq_length])

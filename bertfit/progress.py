@@ -1,0 +1,56 @@
+"""A progress display: one updating line on a terminal, plain periodic lines otherwise."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+
+class Progress:
+    """Shows step, examples, loss, examples/s and ETA for one phase (train epoch, eval, predict).
+
+    Args:
+        title: what is running, e.g. "epoch 1/3".
+        total_steps: steps in this phase.
+        quiet: print nothing.
+        stream: where to write (default stderr).
+        every_seconds: how often to print a plain line when not on a terminal.
+    """
+
+    def __init__(self, title: str, total_steps: int, *, quiet: bool = False, stream=None,
+                 every_seconds: float = 10.0):
+        self.title = title
+        self.total = max(total_steps, 1)
+        self.quiet = quiet
+        self.stream = stream or sys.stderr
+        self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
+        self.every = every_seconds
+        self.start = time.perf_counter()
+        self.last_print = 0.0
+        self.text = ""
+
+    def update(self, step: int, examples: int, loss: float | None = None) -> None:
+        if self.quiet:
+            return
+        now = time.perf_counter()
+        elapsed = now - self.start
+        rate = examples / elapsed if elapsed > 0 else 0.0
+        eta = elapsed / step * (self.total - step) if step else 0.0
+        loss_text = f" loss {loss:.4f}" if loss is not None else ""
+        self.text = (f"{self.title}: step {step}/{self.total}{loss_text} "
+                     f"{rate:.1f} ex/s ETA {eta:.0f}s")
+        if self.tty:
+            width = 20
+            filled = int(width * step / self.total)
+            bar = "#" * filled + "." * (width - filled)
+            self.stream.write(f"\r[{bar}] {self.text}\x1b[K")
+            self.stream.flush()
+        elif step == self.total or now - self.last_print >= self.every:
+            self.stream.write(self.text + "\n")
+            self.stream.flush()
+            self.last_print = now
+
+    def close(self) -> None:
+        if not self.quiet and self.tty and self.text:
+            self.stream.write("\n")
+            self.stream.flush()

@@ -1,0 +1,42 @@
+"""AdamW with linear warmup then linear decay, as BERT fine-tuning uses it."""
+
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+
+from bertfit.config import TrainConfig
+
+NO_DECAY = ["bias", "gamma", "beta"]  # biases and LayerNorm parameters
+
+
+@keras.saving.register_keras_serializable("bertfit")
+class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
+    """0 → `peak` linearly over `warmup_steps`, then linearly to 0 at `total_steps`."""
+
+    def __init__(self, peak: float, warmup_steps: int, total_steps: int):
+        self.peak = peak
+        self.warmup_steps = warmup_steps
+        self.total_steps = total_steps
+
+    def __call__(self, step):
+        step = tf.cast(step, tf.float32)
+        warmup = self.peak * step / max(1, self.warmup_steps)
+        remaining = tf.maximum(0.0, self.total_steps - step)
+        decay = self.peak * remaining / max(1, self.total_steps - self.warmup_steps)
+        return tf.where(step < self.warmup_steps, warmup, decay)
+
+    def get_config(self):
+        return {"peak": self.peak, "warmup_steps": self.warmup_steps,
+                "total_steps": self.total_steps}
+
+
+def make_optimizer(config: TrainConfig, total_steps: int) -> keras.optimizers.AdamW:
+    """AdamW without weight decay on LayerNorm and biases; clipping is done by the train step
+    on the all-reduced gradient, so it is global over replicas."""
+    warmup = int(round(config.warmup_ratio * total_steps))
+    optimizer = keras.optimizers.AdamW(
+        learning_rate=WarmupLinearDecay(config.learning_rate, warmup, total_steps),
+        weight_decay=config.weight_decay, beta_1=0.9, beta_2=0.999, epsilon=1e-8)
+    optimizer.exclude_from_weight_decay(var_names=NO_DECAY)
+    return optimizer
