@@ -7,7 +7,6 @@ then pack each group to its own bucket length.
 from __future__ import annotations
 
 import tensorflow as tf
-import tensorflow_text as tf_text
 
 from bertfit.errors import ConfigError, InputFormatError
 
@@ -54,23 +53,18 @@ def pack_inputs(
     ids_a, single = _as_ragged_ids(ids_a, "ids_a")
     if ids_b is None:
         _check_max_seq_length(max_seq_length, special_tokens=2)
-        segments = [ids_a[:, : max_seq_length - 2]]
+        segments = [(ids_a, tf.minimum(ids_a.row_lengths(), max_seq_length - 2))]
     else:
         ids_b, single_b = _as_ragged_ids(ids_b, "ids_b")
         if single != single_b:
             raise InputFormatError("ids_a and ids_b must both be batches or both single examples.")
         _check_max_seq_length(max_seq_length, special_tokens=3)
-        keep_a, keep_b = truncation_lengths(
-            ids_a.row_lengths(), ids_b.row_lengths(), max_seq_length - 3
-        )
-        segments = [_keep_first(ids_a, keep_a), _keep_first(ids_b, keep_b)]
-    word_ids, type_ids = tf_text.combine_segments(segments, cls_id, sep_id)
-    shape = [None, max_seq_length if padding == "max_length" else None]
-    inputs = {
-        "input_word_ids": word_ids.to_tensor(pad_id, shape=shape),
-        "input_mask": tf.ones_like(word_ids).to_tensor(0, shape=shape),
-        "input_type_ids": type_ids.to_tensor(0, shape=shape),
-    }
+        budget = max_seq_length - 3
+        keep_a, keep_b = truncation_lengths(ids_a.row_lengths(), ids_b.row_lengths(), budget)
+        segments = [(ids_a, keep_a), (ids_b, keep_b)]
+    total = 1 + sum(keep + 1 for _, keep in segments)
+    length = max_seq_length if padding == "max_length" else tf.reduce_max(total)
+    inputs = _pack_segments(segments, length, max_seq_length, cls_id, sep_id, pad_id)
     return {name: t[0] for name, t in inputs.items()} if single else inputs
 
 
@@ -101,10 +95,32 @@ def truncation_lengths(
     return keep_a, keep_b
 
 
-def _keep_first(ids: tf.RaggedTensor, keep: tf.Tensor) -> tf.RaggedTensor:
-    """The first `keep[i]` ids of each row `i`."""
-    positions = tf.ragged.range(ids.row_lengths(), row_splits_dtype=ids.row_splits.dtype)
-    return tf.ragged.boolean_mask(ids, positions < tf.expand_dims(keep, 1))
+def _pack_segments(segments, length, max_seq_length, cls_id, sep_id, pad_id) -> dict:
+    """Writes `[CLS] a [SEP] b [SEP]` position by position with dense ops (cheap to trace).
+
+    Args:
+        segments: `(ids, keep)` pairs: ragged ids and how many of each row to keep.
+        length: the packed width.
+        max_seq_length: an upper bound on `length`, to make the ids dense.
+    """
+    positions = tf.range(length, dtype=tf.int64)[tf.newaxis, :]
+    word_ids = tf.where(positions == 0, cls_id, pad_id)
+    type_ids = tf.zeros_like(positions, tf.int32)
+    start = tf.ones_like(segments[0][1])[:, tf.newaxis]  # [batch, 1]
+    for type_id, (ids, keep) in enumerate(segments):
+        end = start + keep[:, tf.newaxis]  # where this segment's [SEP] goes
+        dense = ids.to_tensor(pad_id, shape=[None, max_seq_length])
+        offsets = tf.clip_by_value(positions - start, 0, max_seq_length - 1)
+        in_segment = (positions >= start) & (positions < end)
+        word_ids = tf.where(in_segment, tf.gather(dense, offsets, batch_dims=1), word_ids)
+        word_ids = tf.where(positions == end, sep_id, word_ids)
+        type_ids = tf.where((positions >= start) & (positions <= end), type_id, type_ids)
+        start = end + 1
+    return {
+        "input_word_ids": word_ids,
+        "input_mask": tf.cast(positions < start, tf.int32),
+        "input_type_ids": type_ids,
+    }
 
 
 def _check_max_seq_length(max_seq_length: int, special_tokens: int) -> None:

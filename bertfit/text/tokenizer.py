@@ -46,6 +46,7 @@ _CJK = (
 _PUNCTUATION = r"[!-/:-@\[-`{-~\p{P}]"
 _WHITESPACE = r"[\t\n\r\p{Z}]"
 _CONTROL = r"[\x{FFFD}\p{Cc}\p{Cf}\p{Co}]"  # \t\n\r are spaces by now; NUL is Cc
+_PIECE_BREAK = "\x1f"  # a control character: cleaning drops it from any text
 _CAPITAL_SIGMA, _SMALL_SIGMA = "\u03a3", "\u03c3"  # ICU would write a final sigma; Rust does not
 
 
@@ -235,18 +236,27 @@ class BertTokenizer(tf.Module):
             padding=padding,
         )
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
     def _tokenize_batch(self, texts: tf.Tensor) -> tf.RaggedTensor:
         texts = tf.strings.unicode_transcode(texts, "UTF-8", "UTF-8", replacement_char=0xFFFD)
-        texts = tf.strings.regex_replace(texts, r"\x00", "\ufffd")  # regex_split stops at NUL
-        pieces = tf_text.regex_split(texts, self._special_pattern, self._special_pattern)
+        pieces = self._split_special_tokens(texts)
         is_special = tf.strings.regex_full_match(pieces.flat_values, self._special_pattern)
         text = tf.where(is_special, "", pieces.flat_values)
         ids = self._wordpiece_ids(_pre_tokenize(self._normalize(text)))
         special_ids = tf.cast(self._table.lookup(pieces.flat_values[is_special]), tf.int32)
-        special_ids = tf.RaggedTensor.from_row_lengths(special_ids, tf.cast(is_special, tf.int64))
+        special_ids = tf.RaggedTensor.from_row_lengths(
+            special_ids, tf.cast(is_special, tf.int64), validate=False
+        )
         ids = tf.concat([ids, special_ids], axis=1)  # a piece is either text or one special token
-        return pieces.with_flat_values(ids).merge_dims(1, 2)
+        return _merge_inner_rows(pieces.with_flat_values(ids))
+
+    def _split_special_tokens(self, texts: tf.Tensor) -> tf.RaggedTensor:
+        """[texts, pieces]: a special token written in a text becomes a piece of its own."""
+        texts = tf.strings.regex_replace(texts, _PIECE_BREAK, "\ufffd")  # both dropped later
+        marked = rf"{_PIECE_BREAK}\0{_PIECE_BREAK}"
+        return tf.strings.split(
+            tf.strings.regex_replace(texts, self._special_pattern, marked), sep=_PIECE_BREAK
+        )
 
     def _normalize(self, text: tf.Tensor) -> tf.Tensor:
         text = tf.strings.regex_replace(text, _WHITESPACE, " ")
@@ -268,7 +278,13 @@ class BertTokenizer(tf.Module):
             chars > self.config.max_chars_per_word, self.config.unk_token, words.flat_values
         )
         ids = self._wordpiece.tokenize(flat)
-        return words.with_flat_values(ids).merge_dims(1, 2)
+        return _merge_inner_rows(words.with_flat_values(ids))
+
+
+def _merge_inner_rows(ids: tf.RaggedTensor) -> tf.RaggedTensor:
+    """[a, b, c] to [a, c], like `merge_dims(1, 2)` without its graph-building validation."""
+    splits = tf.gather(ids.values.row_splits, ids.row_splits)
+    return tf.RaggedTensor.from_row_splits(ids.flat_values, splits, validate=False)
 
 
 def _lookup_table(ids: dict[str, int]) -> tf.lookup.StaticHashTable:
@@ -280,7 +296,7 @@ def _lookup_table(ids: dict[str, int]) -> tf.lookup.StaticHashTable:
 
 def _pre_tokenize(text: tf.Tensor) -> tf.RaggedTensor:
     """Splits normalized text on spaces and makes each punctuation character its own word."""
-    return tf_text.regex_split(text, " |" + _PUNCTUATION, _PUNCTUATION)
+    return tf.strings.split(tf.strings.regex_replace(text, _PUNCTUATION, r" \0 "))
 
 
 def _read_vocab(path: str | os.PathLike) -> list[str]:
