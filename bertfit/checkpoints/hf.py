@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +12,7 @@ from safetensors.numpy import load_file, save_file
 
 from bertfit.checkpoints.base import Checkpoint
 from bertfit.checkpoints.names import HF_IGNORED_PREFIXES, hf_table
+from bertfit.checkpoints.torch_bin import has_bin, read_torch_bin
 from bertfit.checkpoints.weights import read_weights
 from bertfit.errors import CheckpointError
 from bertfit.model.config import BertConfig
@@ -20,9 +22,14 @@ SAFETENSORS_INDEX = "model.safetensors.index.json"
 PREFIX = "bert."
 
 
+def has_safetensors(path: Path) -> bool:
+    return (path / SAFETENSORS).is_file() or (path / SAFETENSORS_INDEX).is_file()
+
+
 def is_hf_dir(path: Path) -> bool:
+    """`config.json` with safetensors (single or sharded) or a PyTorch `.bin` state dict."""
     return path.is_dir() and (path / "config.json").is_file() and (
-        (path / SAFETENSORS).is_file() or (path / SAFETENSORS_INDEX).is_file())
+        has_safetensors(path) or has_bin(path))
 
 
 def read_safetensors(path: Path) -> dict[str, np.ndarray]:
@@ -57,7 +64,9 @@ def read_tokenizer_options(path: Path) -> dict:
 def read_hf(path: Path, tensors: dict[str, np.ndarray] | None = None) -> Checkpoint:
     """Reads a HF BERT directory; `tensors` lets the `.bin` reader reuse everything else."""
     config = BertConfig.from_json_file(path / "config.json")
-    tensors = strip_prefix(read_safetensors(path) if tensors is None else tensors)
+    if tensors is None:
+        tensors = read_safetensors(path) if has_safetensors(path) else read_torch_bin(path)
+    tensors = strip_prefix(tensors)
     vocab = path / "vocab.txt"
     return Checkpoint(
         format="hf", path=path, config=config, tensors=tensors,
@@ -67,12 +76,20 @@ def read_hf(path: Path, tensors: dict[str, np.ndarray] | None = None) -> Checkpo
     )
 
 
-def write_hf(encoder, tokenizer, path: Path) -> None:
-    """Writes `encoder` and its tokenizer as a HF `BertModel` directory."""
+def write_hf(encoder, tokenizer, path: Path, vocab_file: Path | None = None,
+             lower_case: bool | None = None) -> None:
+    """Writes `encoder` as a HF `BertModel` directory, with `vocab_file` and the casing as
+    `vocab.txt` and `tokenizer_config.json` when given."""
     path.mkdir(parents=True, exist_ok=True)
     tensors = read_weights(encoder, hf_table(encoder.config.num_hidden_layers))
     save_file({k: np.ascontiguousarray(v, dtype=np.float32) for k, v in tensors.items()},
               str(path / SAFETENSORS), metadata={"format": "pt"})
     (path / "config.json").write_text(json.dumps(encoder.config.to_hf_dict(), indent=2))
-    if tokenizer is not None:
+    if vocab_file is not None:
+        shutil.copyfile(vocab_file, path / "vocab.txt")
+    elif tokenizer is not None and hasattr(tokenizer, "save_vocabulary"):
         tokenizer.save_vocabulary(path)
+    if lower_case is not None:
+        (path / "tokenizer_config.json").write_text(json.dumps({
+            "tokenizer_class": "BertTokenizer", "do_lower_case": lower_case,
+            "model_max_length": encoder.config.max_position_embeddings}, indent=2))

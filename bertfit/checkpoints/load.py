@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import keras
 
 from bertfit.checkpoints.base import Checkpoint
-from bertfit.checkpoints.hf import is_hf_dir, read_hf
+from bertfit.checkpoints.detect import detect, read_detected
 from bertfit.checkpoints.registry import PACKAGED_MODELS, resolve
+from bertfit.checkpoints.savedmodel import SIGNATURE_ONLY, OpaqueCheckpoint, SavedModelEncoder
 from bertfit.checkpoints.weights import LoadReport, assign_weights
 from bertfit.errors import CheckpointError
 from bertfit.model.encoder import BertEncoder
@@ -16,28 +18,90 @@ from bertfit.text.tokenizer import BertTokenizer
 
 
 def read_checkpoint(path: Path) -> Checkpoint:
-    """Recognises the format at `path` and reads it."""
-    if not path.exists():
+    """Recognises the format at `path` (see `checkpoints.detect`) and reads it.
+
+    The returned checkpoint's `detection` says what was found; a signature-only SavedModel or a
+    preprocessing model raises `CheckpointError` explaining why it cannot be fine-tuned.
+    """
+    path = Path(path)
+    if not path.exists() and not Path(f"{path}.index").is_file():
         names = ", ".join(PACKAGED_MODELS)
         raise CheckpointError(
             f"{path}: no such file or directory. Pass a checkpoint directory or one of: {names}."
         )
-    if is_hf_dir(path):
-        return read_hf(path)
-    raise CheckpointError(
-        f"{path}: not a checkpoint bertfit recognises. Expected a Hugging Face BERT directory "
-        "(config.json + model.safetensors + vocab.txt)."
-    )
+    checkpoint = read_detected(detect(path))
+    check_vocab(checkpoint)
+    return checkpoint
+
+
+UPPERCASE_EXAMPLES = 5
+
+
+def _vocab_tokens(vocab_file: Path) -> list[str]:
+    with open(vocab_file, encoding="utf-8") as f:
+        return [line.rstrip("\n") for line in f.readlines()]
+
+
+def _capitalised(tokens: list[str]) -> list[str]:
+    return [t for t in tokens if t != t.lower() and not (t.startswith("[") and t.endswith("]"))
+            and not (t.startswith("<") and t.endswith(">"))]
+
+
+def check_vocab(checkpoint: Checkpoint) -> None:
+    """The vocab must fit the embedding matrix; an uncased model with capitals in it is warned.
+
+    When the checkpoint does not say its casing, the vocab decides: capitals mean cased.
+    """
+    if checkpoint.vocab_file is None:
+        return
+    tokens = _vocab_tokens(checkpoint.vocab_file)
+    rows = checkpoint.config.vocab_size
+    if len(tokens) > rows:
+        raise CheckpointError(
+            f"{checkpoint.vocab_file} has {len(tokens)} tokens but the word embedding matrix of "
+            f"{checkpoint.path} has {rows} rows, so ids {rows}..{len(tokens) - 1} would index "
+            "past its end. This vocab.txt belongs to another model; use the vocab.txt shipped "
+            "with these weights.")
+    if len(tokens) < rows:
+        warnings.warn(
+            f"{checkpoint.vocab_file} has {len(tokens)} tokens and the word embedding matrix "
+            f"{rows} rows; the extra rows are never used (padded embeddings are common, but check "
+            "that this vocab.txt belongs to these weights).", stacklevel=3)
+    capitals = _capitalised(tokens)
+    if checkpoint.lower_case is None:
+        checkpoint.lower_case = len(capitals) < max(10, len(tokens) // 100)
+    elif checkpoint.lower_case and capitals:
+        examples = ", ".join(repr(t) for t in capitals[:UPPERCASE_EXAMPLES])
+        warnings.warn(
+            f"{checkpoint.path} says it is uncased (do_lower_case=True) but its vocab holds "
+            f"{len(capitals)} tokens with capitals, e.g. {examples}. Lowercased text can never "
+            "produce them, so this is probably a cased model: pass lower_case=False (the model's "
+            "lower_case setting) unless you know the vocab is right.", stacklevel=3)
 
 
 def build_encoder(checkpoint: Checkpoint, dtype=None) -> BertEncoder:
     """A `BertEncoder` with the checkpoint's weights; `encoder.load_report` says what was loaded."""
+    if isinstance(checkpoint, OpaqueCheckpoint):
+        return wrap_savedmodel(checkpoint)
     encoder = BertEncoder(checkpoint.config, dtype=dtype)
     report = LoadReport(source=str(checkpoint.path), format=checkpoint.format)
     encoder.load_report = assign_weights(
         encoder, checkpoint.tensors, checkpoint.table, report, checkpoint.ignored_prefixes
     )
+    encoder.checkpoint_detection = getattr(checkpoint, "detection", None)
     return encoder
+
+
+def wrap_savedmodel(checkpoint: OpaqueCheckpoint, trainable: bool = True) -> SavedModelEncoder:
+    """A SavedModel whose variables do not name a BERT, loaded whole as a Keras 3 layer."""
+    layer = SavedModelEncoder(checkpoint.path, trainable=trainable)
+    report = LoadReport(source=str(checkpoint.path), format=checkpoint.format)
+    receiving = [v.name for v in layer.trainable_weights]
+    report.loaded = receiving
+    report.ignored = [v.name for v in layer.non_trainable_weights]
+    layer.load_report = report
+    layer.checkpoint_detection = getattr(checkpoint, "detection", None)
+    return layer
 
 
 def build_tokenizer(
@@ -62,6 +126,7 @@ def load_encoder(
     lower_case: bool | None = None,
     strip_accents: bool | None = None,
     dtype: str | keras.DTypePolicy | None = None,
+    trainable: bool = True,
 ) -> tuple[BertEncoder, BertTokenizer]:
     """Loads a pretrained BERT encoder and the tokenizer that matches it.
 
@@ -71,9 +136,16 @@ def load_encoder(
         lower_case, strip_accents: override the checkpoint's casing (default: what its
             tokenizer config says).
         dtype: a Keras dtype policy for the encoder, e.g. "mixed_bfloat16".
+        trainable: False accepts signature-only SavedModels too, as a frozen feature extractor
+            (`SavedModelEncoder`); they are refused for training.
+
+    Every format `bertfit inspect` lists loads into the native `BertEncoder`, except reusable
+    SavedModels whose variable names do not identify a BERT: those come back as a
+    `SavedModelEncoder` layer whose variables train.
 
     Returns:
-        `(encoder, tokenizer)`; `encoder.load_report` lists loaded, missing and unexpected tensors.
+        `(encoder, tokenizer)`; `encoder.load_report` lists loaded, missing and unexpected tensors
+        and names the format; `encoder.checkpoint_detection` is the `detect()` result.
 
     Examples:
     >>> encoder, tokenizer = load_encoder("minilm-l6")  # doctest: +SKIP
@@ -81,5 +153,30 @@ def load_encoder(
     >>> outputs["pooled_output"].shape  # doctest: +SKIP
     TensorShape([1, 384])
     """
-    checkpoint = read_checkpoint(resolve(path))
-    return build_encoder(checkpoint, dtype), build_tokenizer(checkpoint, lower_case, strip_accents)
+    path = resolve(path)
+    if not trainable:
+        found = detect(path)
+        if found.format == SIGNATURE_ONLY and not found.savedmodel.tf1:
+            checkpoint = OpaqueCheckpoint(
+                format=SIGNATURE_ONLY + " (frozen)", path=found.root, config=None, tensors={},
+                table={}, vocab_file=_vocab_of(found.root), info=found.savedmodel)
+            check_vocab_casing_only(checkpoint)
+            return (wrap_savedmodel(checkpoint, trainable=False),
+                    build_tokenizer(checkpoint, lower_case, strip_accents))
+    checkpoint = read_checkpoint(path)
+    encoder = build_encoder(checkpoint, dtype)
+    if not trainable:
+        encoder.trainable = False
+    return encoder, build_tokenizer(checkpoint, lower_case, strip_accents)
+
+
+def _vocab_of(folder: Path) -> Path | None:
+    from bertfit.checkpoints.tf1 import vocab_in
+
+    return vocab_in(folder)
+
+
+def check_vocab_casing_only(checkpoint: Checkpoint) -> None:
+    if checkpoint.vocab_file is not None and checkpoint.lower_case is None:
+        tokens = _vocab_tokens(checkpoint.vocab_file)
+        checkpoint.lower_case = len(_capitalised(tokens)) < max(10, len(tokens) // 100)

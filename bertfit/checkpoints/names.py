@@ -83,3 +83,150 @@ def hf_table(num_layers: int) -> dict[str, Source]:
 
 # Tensors a HF checkpoint holds that are not encoder weights: known, so not "unexpected".
 HF_IGNORED_PREFIXES = ("embeddings.position_ids", "cls.", "classifier.", "qa_outputs.")
+
+
+# ---- Google's original TF1 BERT (`modeling.py`; also TF1 Hub modules built from it) ----
+
+_GOOGLE_DENSE = {
+    "attention/query": "attention/self/query", "attention/key": "attention/self/key",
+    "attention/value": "attention/self/value", "attention/output": "attention/output/dense",
+    "intermediate": "intermediate/dense", "output": "output/dense",
+}
+_GOOGLE_NORMS = {"attention/layer_norm": "attention/output/LayerNorm",
+                 "output/layer_norm": "output/LayerNorm"}
+
+
+def tf1_table(num_layers: int, prefix: str = "bert/") -> dict[str, Source]:
+    """Canonical name → Google TF1 variable name. Kernels are [in, out] as in Keras."""
+    table = {f"embeddings/{e}": Source((f"{prefix}embeddings/{e}",))
+             for e in ("word_embeddings", "position_embeddings", "token_type_embeddings")}
+    for p in ("gamma", "beta"):
+        table[f"embeddings/layer_norm/{p}"] = Source((f"{prefix}embeddings/LayerNorm/{p}",))
+    for i in range(num_layers):
+        layer = f"{prefix}encoder/layer_{i}"
+        for ours, theirs in _GOOGLE_DENSE.items():
+            for p in ("kernel", "bias"):
+                table[f"layer_{i}/{ours}/{p}"] = Source((f"{layer}/{theirs}/{p}",))
+        for ours, theirs in _GOOGLE_NORMS.items():
+            for p in ("gamma", "beta"):
+                table[f"layer_{i}/{ours}/{p}"] = Source((f"{layer}/{theirs}/{p}",))
+    for p in ("kernel", "bias"):
+        table[f"pooler/{p}"] = Source((f"{prefix}pooler/dense/{p}",))
+    return table
+
+
+# Google TF1 checkpoints also hold pre-training heads, the step counter and Adam slots.
+TF1_IGNORED_PREFIXES = ("cls/", "global_step", "output_weights", "output_bias", "bad_steps",
+                        "loss_scale")
+
+
+# ---- TF2 Model Garden (`official.nlp.modeling.networks.BertEncoder`) ----
+# Attention uses EinsumDense: query/key/value kernels [hidden, heads, head_size] with biases
+# [heads, head_size]; the attention output kernel is [heads, head_size, hidden].
+
+def _heads_in(num_heads: int):
+    """A [hidden, heads, head_size] kernel or a [heads, head_size] bias ↔ [hidden(, hidden)]."""
+    def to_encoder(a):
+        return a.reshape(-1) if a.ndim == 2 else a.reshape(a.shape[0], -1)
+
+    def from_encoder(a):
+        return a.reshape(num_heads, -1) if a.ndim == 1 else a.reshape(a.shape[0], num_heads, -1)
+
+    return to_encoder, from_encoder
+
+
+def _heads_out(num_heads: int):
+    """The attention output kernel [heads, head_size, hidden] ↔ [hidden, hidden]."""
+    return (lambda a: a.reshape(-1, a.shape[-1]),
+            lambda a: a.reshape(num_heads, -1, a.shape[-1]))
+
+
+def _model_garden_table(num_layers: int, num_heads: int, embeddings: dict[str, tuple[str, ...]],
+                        layer_names: Callable[[int], tuple[str, ...]],
+                        parts: dict[str, str], pooler: tuple[str, ...]) -> dict[str, Source]:
+    table = {f"embeddings/{ours}": Source(tuple(f"{n}/embeddings" for n in theirs))
+             for ours, theirs in embeddings.items() if ours != "layer_norm"}
+    for p in ("gamma", "beta"):
+        table[f"embeddings/layer_norm/{p}"] = Source(
+            tuple(f"{n}/{p}" for n in embeddings["layer_norm"]))
+    heads_in, heads_out = _heads_in(num_heads), _heads_out(num_heads)
+    for i in range(num_layers):
+        prefixes = layer_names(i)
+        for ours, theirs in parts.items():
+            names = lambda p: tuple(f"{layer}/{theirs}/{p}" for layer in prefixes)  # noqa: B023,E731
+            if ours.endswith("layer_norm"):
+                for p in ("gamma", "beta"):
+                    table[f"layer_{i}/{ours}/{p}"] = Source(names(p))
+            elif ours in ("attention/query", "attention/key", "attention/value"):
+                for p in ("kernel", "bias"):
+                    table[f"layer_{i}/{ours}/{p}"] = Source(names(p), *heads_in)
+            elif ours == "attention/output":
+                table[f"layer_{i}/{ours}/kernel"] = Source(names("kernel"), *heads_out)
+                table[f"layer_{i}/{ours}/bias"] = Source(names("bias"))
+            else:
+                for p in ("kernel", "bias"):
+                    table[f"layer_{i}/{ours}/{p}"] = Source(names(p))
+    for p in ("kernel", "bias"):
+        table[f"pooler/{p}"] = Source(tuple(f"{n}/{p}" for n in pooler))
+    return table
+
+
+def tf2_checkpoint_table(num_layers: int, num_heads: int) -> dict[str, Source]:
+    """Canonical name → `tf.train.Checkpoint` object path of a Model Garden `BertEncoder`.
+
+    Paths are relative to the encoder object and lack "/.ATTRIBUTES/VARIABLE_VALUE". The first
+    spelling is the subclassed encoder's attributes; the second the functional encoder's
+    `layer_with_weights-N` (embeddings 0-3, transformer layers 4.., then the pooler).
+    """
+    return _model_garden_table(
+        num_layers, num_heads,
+        embeddings={"word_embeddings": ("_embedding_layer", "layer_with_weights-0"),
+                    "position_embeddings": ("_position_embedding_layer", "layer_with_weights-1"),
+                    "token_type_embeddings": ("_type_embedding_layer", "layer_with_weights-2"),
+                    "layer_norm": ("_embedding_norm_layer", "layer_with_weights-3")},
+        layer_names=lambda i: (f"_transformer_layers/{i}", f"layer_with_weights-{4 + i}"),
+        parts={"attention/query": "_attention_layer/_query_dense",
+               "attention/key": "_attention_layer/_key_dense",
+               "attention/value": "_attention_layer/_value_dense",
+               "attention/output": "_attention_layer/_output_dense",
+               "attention/layer_norm": "_attention_layer_norm",
+               "intermediate": "_intermediate_dense", "output": "_output_dense",
+               "output/layer_norm": "_output_layer_norm"},
+        pooler=("_pooler_layer", f"layer_with_weights-{4 + num_layers}"),
+    )
+
+
+def tf2_variable_table(num_layers: int, num_heads: int) -> dict[str, Source]:
+    """Canonical name → `tf.Variable.name` (without ":0") in a Model Garden encoder.
+
+    These are the names TF Hub's TF2 BERT SavedModels hold, and the names bertfit's own
+    `convert --to tf-hub` writes.
+    """
+    return _model_garden_table(
+        num_layers, num_heads,
+        embeddings={"word_embeddings": ("word_embeddings",),
+                    "position_embeddings": ("position_embedding",),
+                    "token_type_embeddings": ("type_embeddings",),
+                    "layer_norm": ("embeddings/layer_norm",)},
+        layer_names=lambda i: (f"transformer/layer_{i}",),
+        parts={"attention/query": "self_attention/query",
+               "attention/key": "self_attention/key",
+               "attention/value": "self_attention/value",
+               "attention/output": "self_attention/attention_output",
+               "attention/layer_norm": "self_attention_layer_norm",
+               "intermediate": "intermediate", "output": "output",
+               "output/layer_norm": "output_layer_norm"},
+        pooler=("pooler_transform",),
+    )
+
+
+def identify(names) -> str | None:
+    """Which naming scheme a set of stored names follows: "hf", "tf1", "tf2-variables" or None."""
+    names = set(names)
+    if "bert/embeddings/word_embeddings" in names:
+        return "tf1"
+    if "word_embeddings/embeddings" in names:
+        return "tf2-variables"
+    if {"embeddings.word_embeddings.weight", "bert.embeddings.word_embeddings.weight"} & names:
+        return "hf"
+    return None

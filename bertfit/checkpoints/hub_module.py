@@ -1,0 +1,85 @@
+"""TF1 Hub modules (`tfhub_module.pb` + a TF1 SavedModel + `variables/`).
+
+TF2 cannot fine-tune these: `hub.KerasLayer` loads a TF1 module with no trainable variables.
+bertfit instead reads the module's variables checkpoint (Google's `bert/...` names) into the native
+encoder, which fine-tunes in TF2 like any other checkpoint.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import tensorflow as tf
+
+from bertfit.checkpoints.base import Checkpoint
+from bertfit.checkpoints.names import TF1_IGNORED_PREFIXES, tf1_table
+from bertfit.checkpoints.savedmodel import read_proto, signatures_of
+from bertfit.checkpoints.tf1 import (
+    _bert_prefix,
+    casing_from_name,
+    count_layers,
+    find_config_file,
+    infer_config,
+    is_optimizer_slot,
+    list_checkpoint,
+    read_checkpoint_tensors,
+    vocab_in,
+)
+from bertfit.errors import CheckpointError
+from bertfit.model.config import BertConfig
+
+MODULE_FILE = "tfhub_module.pb"
+
+
+def tf1_module_error(path: Path) -> CheckpointError:
+    """For places that need a TF2 SavedModel (the opaque wrapper, hub.KerasLayer)."""
+    return CheckpointError(
+        f"{path} is a TF1 Hub module ({MODULE_FILE} + a TF1 graph), not a TF2 SavedModel. TF2 "
+        "cannot fine-tune TF1-format modules: hub.KerasLayer loads it with no trainable "
+        "variables. bertfit does instead: bertfit.load_encoder(path) reads the module's variables "
+        "into the native encoder, which fine-tunes; or convert it once with "
+        f"`bertfit convert {path} OUT --to tf-hub` to get a reusable TF2 SavedModel.")
+
+
+def module_signatures(path: Path) -> dict[str, dict]:
+    return signatures_of(read_proto(path).meta_graphs[0])
+
+
+def read_hub_module(path: Path) -> Checkpoint:
+    """Reads a TF1 Hub BERT module's variables into a `Checkpoint` with Google's names."""
+    prefix = path / "variables" / "variables"
+    if not Path(f"{prefix}.index").is_file():
+        raise CheckpointError(
+            f"{path}: a TF1 Hub module without variables/variables.index, so its weights are "
+            "missing (a truncated download or extraction?). Fetch the whole module again.")
+    shapes = list_checkpoint(prefix)
+    stored_prefix = _bert_prefix(shapes, path)
+    num_layers = count_layers(shapes, re.escape(stored_prefix) + r"encoder/layer_(\d+)/")
+    config_file = find_config_file(path / "assets", path)
+    notes: list[str] = []
+    if config_file is not None:
+        config = BertConfig.from_json_file(config_file)
+    else:
+        config, notes = infer_config(shapes, tf1_table(num_layers, stored_prefix), num_layers,
+                                     None, path)
+    tensors = read_checkpoint_tensors(prefix, lambda n: not is_optimizer_slot(n))
+    checkpoint = Checkpoint(
+        format="tf1-hub-module", path=path, config=config, tensors=tensors,
+        table=tf1_table(config.num_hidden_layers, stored_prefix), vocab_file=vocab_in(path),
+        lower_case=module_lower_case(path), ignored_prefixes=TF1_IGNORED_PREFIXES)
+    checkpoint.notes = notes
+    return checkpoint
+
+
+def module_lower_case(path: Path) -> bool | None:
+    """`do_lower_case` from the module's `tokenization_info` signature, as Google's BERT modules
+    publish it; otherwise a guess from the folder name."""
+    if "tokenization_info" in module_signatures(path):
+        try:
+            loaded = tf.saved_model.load(str(path), tags=[])
+            info = loaded.signatures["tokenization_info"]()
+            return bool(info["do_lower_case"].numpy())
+        except Exception:  # noqa: BLE001 - a broken signature only loses the casing hint
+            pass
+    return casing_from_name(path)

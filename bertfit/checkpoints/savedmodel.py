@@ -1,0 +1,266 @@
+"""TF2 SavedModels in the TF Hub BERT style: reusable, signature-only, or preprocessing.
+
+A reusable SavedModel (`trainable_variables` and a `__call__`) whose variable names identify a
+BERT is read into the native encoder, so it fine-tunes under any strategy and with XLA. Other
+reusable SavedModels are wrapped whole as `SavedModelEncoder`, a Keras 3 layer whose variables
+really train. A signature-only SavedModel exposes no trainable variables: it is refused for
+training and offered for frozen feature extraction.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+
+import keras
+import numpy as np
+import tensorflow as tf
+from tensorflow.core.protobuf import saved_model_pb2, trackable_object_graph_pb2
+
+from bertfit.checkpoints.base import Checkpoint
+from bertfit.checkpoints.names import identify, tf1_table, tf2_variable_table
+from bertfit.checkpoints.tf1 import (
+    casing_from_name,
+    count_layers,
+    find_config_file,
+    infer_config,
+    read_checkpoint_tensors,
+    vocab_in,
+)
+from bertfit.errors import CheckpointError
+from bertfit.model.config import BertConfig
+from bertfit.model.inputs import INPUT_NAMES, normalize_inputs
+
+REUSABLE, SIGNATURE_ONLY = "tf2-savedmodel", "tf2-savedmodel-signature"
+PREPROCESSING = "preprocessing"
+
+
+@dataclasses.dataclass
+class SavedVariable:
+    name: str  # tf.Variable.name without ":0"
+    shape: tuple[int, ...]
+    trainable: bool
+    key: str | None  # its key in variables/variables
+
+
+@dataclasses.dataclass
+class SavedModelInfo:
+    """What `saved_model.pb` says, read without loading (and so without running) the model."""
+
+    kind: str  # REUSABLE, SIGNATURE_ONLY or PREPROCESSING
+    tf1: bool  # a TF1 SavedModel (no object graph)
+    attributes: list[str]  # the root object's children: __call__, variables, ...
+    num_trainable: int  # entries of the root's trainable_variables
+    signatures: dict[str, dict]  # name → {"inputs": {name: dtype}, "outputs": {...}}
+    variables: list[SavedVariable]
+
+
+def read_proto(path: Path) -> saved_model_pb2.SavedModel:
+    proto = saved_model_pb2.SavedModel()
+    try:
+        proto.ParseFromString((path / "saved_model.pb").read_bytes())
+    except Exception as e:  # noqa: BLE001 - protobuf raises its own DecodeError
+        raise CheckpointError(
+            f"{path / 'saved_model.pb'}: cannot be parsed ({e}). The file is truncated or not a "
+            "SavedModel; export or download it again.") from e
+    if not proto.meta_graphs:
+        raise CheckpointError(f"{path}: saved_model.pb holds no graph; export it again.")
+    return proto
+
+
+def _dtype(enum: int) -> str:
+    return tf.dtypes.as_dtype(enum).name
+
+
+def signatures_of(meta_graph) -> dict[str, dict]:
+    return {name: {"inputs": {k: _dtype(v.dtype) for k, v in sig.inputs.items()},
+                   "outputs": {k: _dtype(v.dtype) for k, v in sig.outputs.items()}}
+            for name, sig in meta_graph.signature_def.items() if not name.startswith("__")}
+
+
+def inspect_savedmodel(path: Path) -> SavedModelInfo:
+    meta = read_proto(path).meta_graphs[0]
+    nodes = meta.object_graph_def.nodes
+    signatures = signatures_of(meta)
+    if not nodes:  # TF1 SavedModel
+        return SavedModelInfo(SIGNATURE_ONLY, True, [], 0, signatures, [])
+    root = {c.local_name: c.node_id for c in nodes[0].children}
+    trainable = root.get("trainable_variables")
+    num_trainable = 0 if trainable is None else len(nodes[trainable].children)
+    variables = _variables(path, nodes)
+    outputs = {o for s in signatures.values() for o in s["outputs"]}
+    all_string = any(s["inputs"] and set(s["inputs"].values()) == {"string"}
+                     for s in signatures.values())
+    if "bert_pack_inputs" in root or (all_string and {"input_word_ids", "input_mask"} <= outputs):
+        kind = PREPROCESSING
+    elif num_trainable and "__call__" in root:
+        kind = REUSABLE
+    else:
+        kind = SIGNATURE_ONLY
+    return SavedModelInfo(kind, False, sorted(root), num_trainable, signatures, variables)
+
+
+def _variables(path: Path, nodes) -> list[SavedVariable]:
+    """Every variable in the object graph, with its checkpoint key (node ids match)."""
+    keys: dict[int, str] = {}
+    try:
+        reader = tf.train.load_checkpoint(str(path / "variables" / "variables"))
+        graph = trackable_object_graph_pb2.TrackableObjectGraph()
+        graph.ParseFromString(reader.get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
+        for i, node in enumerate(graph.nodes):
+            for attribute in node.attributes:
+                if attribute.name == "VARIABLE_VALUE":
+                    keys[i] = attribute.checkpoint_key
+    except (tf.errors.OpError, ValueError):
+        pass  # no or unreadable variables: reported when the weights are read
+    found = []
+    for i, node in enumerate(nodes):
+        if node.WhichOneof("kind") == "variable":
+            v = node.variable
+            found.append(SavedVariable(
+                v.name.removesuffix(":0"), tuple(d.size for d in v.shape.dim),
+                v.trainable, keys.get(i)))
+    return found
+
+
+def _config(path: Path, shapes: dict[str, tuple], scheme: str, where: Path) -> BertConfig:
+    config_file = find_config_file(path / "assets", path, path.parent)
+    if config_file is not None:
+        return BertConfig.from_json_file(config_file)
+    if scheme == "tf1":
+        num_layers = count_layers(shapes, r"bert/encoder/layer_(\d+)/")
+        return infer_config(shapes, tf1_table(num_layers), num_layers, None, where)[0]
+    num_layers = count_layers(shapes, r"^transformer/layer_(\d+)/")
+    heads = shapes["transformer/layer_0/self_attention/query/kernel"][1]
+    return infer_config(shapes, tf2_variable_table(num_layers, heads), num_layers, heads, where)[0]
+
+
+@dataclasses.dataclass
+class OpaqueCheckpoint(Checkpoint):
+    """A reusable SavedModel whose variables do not name a BERT: it is loaded whole."""
+
+    info: SavedModelInfo | None = None
+
+
+def read_savedmodel(path: Path, info: SavedModelInfo | None = None) -> Checkpoint:
+    """A reusable TF2 SavedModel as a `Checkpoint` (native) or an `OpaqueCheckpoint` (wrapped)."""
+    info = info or inspect_savedmodel(path)
+    if info.kind == PREPROCESSING:
+        raise preprocessing_error(path)
+    if info.kind == SIGNATURE_ONLY:
+        raise signature_only_error(path, info)
+    vocab = vocab_in(path)
+    by_name = {v.name: v for v in info.variables}
+    scheme = identify(by_name)
+    if scheme not in ("tf1", "tf2-variables"):
+        return OpaqueCheckpoint(
+            format=REUSABLE + " (wrapped)", path=path, config=_opaque_config(info),
+            tensors={}, table={}, vocab_file=vocab, lower_case=casing_from_name(path), info=info)
+    shapes = {name: v.shape for name, v in by_name.items()}
+    config = _config(path, shapes, scheme, path)
+    key_to_name = {v.key: v.name for v in info.variables if v.key}
+    tensors = read_checkpoint_tensors(path / "variables" / "variables", lambda k: k in key_to_name)
+    tensors = {key_to_name[k]: value for k, value in tensors.items()}
+    table = (tf1_table(config.num_hidden_layers) if scheme == "tf1" else
+             tf2_variable_table(config.num_hidden_layers, config.num_attention_heads))
+    return Checkpoint(format=REUSABLE, path=path, config=config, tensors=tensors, table=table,
+                      vocab_file=vocab, lower_case=_lower_case_asset(path))
+
+
+def _lower_case_asset(path: Path) -> bool | None:
+    """bertfit's export writes `assets/tokenizer_config.json`; else guess from the folder name."""
+    import json
+
+    for folder in (path / "assets", path):
+        if (folder / "tokenizer_config.json").is_file():
+            value = json.loads((folder / "tokenizer_config.json").read_text()).get("do_lower_case")
+            if value is not None:
+                return bool(value)
+    return casing_from_name(path)
+
+
+def _opaque_config(info: SavedModelInfo) -> BertConfig:
+    """A best-effort architecture for reports; the wrapped model does not use it."""
+    shapes = sorted((v.shape for v in info.variables if len(v.shape) == 2), key=lambda s: -s[0])
+    vocab, hidden = shapes[0] if shapes else (1, 1)
+    return BertConfig(vocab_size=vocab, hidden_size=hidden, num_hidden_layers=0,
+                      num_attention_heads=1)
+
+
+def preprocessing_error(path: Path) -> CheckpointError:
+    return CheckpointError(
+        f"{path} is a TF Hub-style preprocessing model (strings in; input_word_ids, input_mask "
+        "and input_type_ids out), not an encoder: it has no encoder weights to load or fine-tune. "
+        "Pass the encoder SavedModel (or checkpoint) instead; bertfit tokenizes in-graph itself "
+        "from the encoder's vocab.txt, so the preprocessing model is not needed.")
+
+
+def signature_only_error(path: Path, info: SavedModelInfo) -> CheckpointError:
+    where = ("a TF1 SavedModel" if info.tf1 else
+             f"a SavedModel with signatures {sorted(info.signatures)} but no trainable_variables")
+    return CheckpointError(
+        f"{path} is {where}: it exposes zero trainable variables, so fine-tuning it would "
+        "silently train nothing (this is what hub.KerasLayer(trainable=True) does with it). "
+        "bertfit refuses it for training. Options: use it frozen for feature extraction with "
+        "bertfit.checkpoints.savedmodel.load_frozen(path); or get the reusable SavedModel "
+        "(one with trainable_variables and __call__, as TF Hub publishes) or the original "
+        "checkpoint, and pass that instead.")
+
+
+# ---- the opaque wrapper ----
+
+
+def _adopt(variable: tf.Variable, trainable: bool) -> keras.Variable:
+    """A Keras 3 variable backed by the SavedModel's own `tf.Variable` (same storage)."""
+    wrapped = keras.Variable(
+        initializer=np.zeros(variable.shape, variable.dtype.as_numpy_dtype),
+        dtype=variable.dtype.name, trainable=trainable,
+        name=re.sub(r"[^A-Za-z0-9_]", "_", variable.name.removesuffix(":0")))
+    wrapped._value = variable  # the loaded function reads this very resource
+    return wrapped
+
+
+class SavedModelEncoder(keras.layers.Layer):
+    """A loaded TF2 SavedModel encoder as a Keras 3 layer; its variables train unless frozen.
+
+    Args:
+        path: the SavedModel folder.
+        trainable: False for frozen feature extraction (the only mode for signature-only models).
+
+    Call it like `BertEncoder`; it returns the SavedModel's output dict (`pooled_output`,
+    `sequence_output`, `encoder_outputs`, ...). It runs the SavedModel's traced functions, so it
+    works with `tf.GradientTape` and `jit_compile` only as far as those functions allow.
+
+    Examples:
+    >>> layer = SavedModelEncoder("exported/encoder")  # doctest: +SKIP
+    >>> layer({"input_word_ids": ids, "input_mask": mask, "input_type_ids": types})  # +SKIP
+    """
+
+    def __init__(self, path: str | Path, trainable: bool = True, **kwargs):
+        kwargs.setdefault("name", "saved_model_encoder")
+        super().__init__(trainable=trainable, **kwargs)
+        self.saved_model_path = Path(path)
+        self.info = inspect_savedmodel(self.saved_model_path)
+        self._loaded = tf.saved_model.load(str(self.saved_model_path))
+        exposed = list(getattr(self._loaded, "trainable_variables", []) or [])
+        self.num_exposed = len(exposed)
+        if trainable and not exposed:
+            raise signature_only_error(self.saved_model_path, self.info)
+        ids = {id(v) for v in exposed}
+        everything = list(getattr(self._loaded, "variables", []) or exposed)
+        self._adopted = [_adopt(v, trainable and id(v) in ids) for v in everything]
+        self.built = True
+
+    def call(self, inputs, training=False):
+        inputs = normalize_inputs(inputs)
+        loaded = self._loaded
+        if callable(loaded) and self.num_exposed:
+            return dict(loaded({k: inputs[k] for k in INPUT_NAMES}, training=training))
+        signature = loaded.signatures["serving_default"]
+        return dict(signature(**{k: inputs[k] for k in INPUT_NAMES}))
+
+
+def load_frozen(path: str | Path) -> SavedModelEncoder:
+    """Any encoder SavedModel, signature-only included, as a frozen feature extractor."""
+    return SavedModelEncoder(path, trainable=False)

@@ -1,0 +1,166 @@
+"""Google's original TF1 BERT checkpoints: `bert_config.json` + `bert_model.ckpt.*` + `vocab.txt`.
+
+Also holds what the TF checkpoint formats share: finding the checkpoint prefix in a folder,
+reading its tensors, and working out the architecture from tensor shapes when no config says it.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import tensorflow as tf
+
+from bertfit.checkpoints.base import Checkpoint
+from bertfit.checkpoints.names import TF1_IGNORED_PREFIXES, Source, tf1_table
+from bertfit.errors import CheckpointError
+from bertfit.model.config import BertConfig
+
+CONFIG_NAMES = ("bert_config.json", "config.json")
+OPTIMIZER_SLOTS = ("/adam_m", "/adam_v", "/Adam", "/Adam_1", "/.OPTIMIZER_SLOT/")
+
+
+def find_checkpoint_prefix(path: Path) -> Path | None:
+    """The TF checkpoint prefix (`.../bert_model.ckpt`) at `path`, a folder or a prefix."""
+    if Path(f"{path}.index").is_file():
+        return path
+    if path.is_file() and path.suffix == ".index":
+        return path.with_suffix("")
+    if path.is_file() and re.search(r"\.data-\d+-of-\d+$", path.name):
+        return path.with_name(path.name.split(".data-")[0])
+    if not path.is_dir():
+        return None
+    latest = tf.train.latest_checkpoint(str(path)) if (path / "checkpoint").is_file() else None
+    if latest and Path(f"{latest}.index").is_file():
+        return Path(latest)
+    indexes = sorted(path.glob("*.index"))
+    preferred = [i for i in indexes if i.name.startswith("bert_model")]
+    chosen = (preferred or indexes or [None])[0]
+    return None if chosen is None else chosen.with_suffix("")
+
+
+def list_checkpoint(prefix: Path) -> dict[str, list[int]]:
+    """Stored name → shape, without reading the values."""
+    try:
+        return dict(tf.train.list_variables(str(prefix)))
+    except (tf.errors.OpError, ValueError) as e:
+        raise CheckpointError(
+            f"{prefix}: cannot read the TF checkpoint index ({_first_line(e)}). The .index file is "
+            "truncated or not a TF checkpoint; download or export it again.") from e
+
+
+def read_checkpoint_tensors(prefix: Path, keep: Callable[[str], bool] = lambda name: True
+                            ) -> dict[str, np.ndarray]:
+    """The stored tensors whose names `keep` accepts; a missing or cut data file is an error."""
+    try:
+        reader = tf.train.load_checkpoint(str(prefix))
+        return {name: reader.get_tensor(name)
+                for name in reader.get_variable_to_shape_map() if keep(name)}
+    except (tf.errors.OpError, ValueError) as e:
+        raise CheckpointError(
+            f"{prefix}: the TF checkpoint cannot be read ({_first_line(e)}). Its .data-* file is "
+            "missing or truncated (an interrupted download or copy?); fetch all of "
+            f"{prefix.name}.index and {prefix.name}.data-* again.") from e
+
+
+def _first_line(error: Exception) -> str:
+    return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+
+
+def is_optimizer_slot(name: str) -> bool:
+    return any(slot in name for slot in OPTIMIZER_SLOTS)
+
+
+def find_config_file(*folders: Path) -> Path | None:
+    for folder in folders:
+        for name in CONFIG_NAMES:
+            if (folder / name).is_file():
+                return folder / name
+    return None
+
+
+def count_layers(names, pattern: str) -> int:
+    found = {int(m.group(1)) for n in names if (m := re.search(pattern, n))}
+    return max(found) + 1 if found else 0
+
+
+def infer_config(shapes: dict[str, list[int]], table: dict[str, Source], num_layers: int,
+                 num_heads: int | None, where: Path) -> tuple[BertConfig, list[str]]:
+    """The architecture from stored shapes; returns the config and notes about guesses made."""
+    def shape(canonical: str) -> list[int]:
+        source = table[canonical]
+        name = next((n for n in source.names if n in shapes), None)
+        if name is None:
+            raise CheckpointError(
+                f"{where}: no tensor {source.names[0]!r}, so this is not a complete BERT encoder "
+                "(truncated, or a different architecture). Export the full encoder again.")
+        return list(source.to_encoder(np.zeros(shapes[name], np.int8)).shape)
+
+    vocab, hidden = shape("embeddings/word_embeddings")
+    notes = []
+    if num_heads is None:
+        num_heads = max(1, hidden // 64)
+        notes.append(f"no config file gives the number of attention heads; assumed head size 64 "
+                     f"({num_heads} heads), as in every Google BERT. Put a bert_config.json next "
+                     "to the checkpoint if that is wrong.")
+    config = BertConfig(
+        vocab_size=vocab, hidden_size=hidden, num_hidden_layers=num_layers,
+        num_attention_heads=num_heads, intermediate_size=shape("layer_0/intermediate/kernel")[1],
+        max_position_embeddings=shape("embeddings/position_embeddings")[0],
+        type_vocab_size=shape("embeddings/token_type_embeddings")[0])
+    return config, notes
+
+
+def vocab_in(*folders: Path) -> Path | None:
+    for folder in folders:
+        for candidate in (folder / "vocab.txt", folder / "assets" / "vocab.txt"):
+            if candidate.is_file():
+                return candidate
+    return None
+
+
+def casing_from_name(path: Path) -> bool | None:
+    """Google names its folders `uncased_L-12_H-768_A-12` / `cased_L-12_...`."""
+    text = str(path).lower()
+    if "uncased" in text:
+        return True
+    if re.search(r"(^|[^n])cased", text):
+        return False
+    return None
+
+
+def read_tf1(path: Path) -> Checkpoint:
+    """Reads a Google TF1 BERT checkpoint folder (or checkpoint prefix)."""
+    prefix = find_checkpoint_prefix(path)
+    if prefix is None:
+        raise CheckpointError(f"{path}: no TF checkpoint (*.index) found.")
+    folder = prefix.parent
+    shapes = list_checkpoint(prefix)
+    stored_prefix = _bert_prefix(shapes, prefix)
+    num_layers = count_layers(shapes, re.escape(stored_prefix) + r"encoder/layer_(\d+)/")
+    config_file = find_config_file(folder, folder.parent)
+    if config_file is not None:
+        config = BertConfig.from_json_file(config_file)
+    else:
+        config, notes = infer_config(shapes, tf1_table(num_layers, stored_prefix), num_layers,
+                                     None, prefix)
+        for note in notes:
+            warnings.warn(f"{prefix}: {note}", stacklevel=2)
+    tensors = read_checkpoint_tensors(prefix, lambda n: not is_optimizer_slot(n))
+    return Checkpoint(
+        format="tf1-checkpoint", path=prefix, config=config, tensors=tensors,
+        table=tf1_table(config.num_hidden_layers, stored_prefix), vocab_file=vocab_in(folder),
+        lower_case=casing_from_name(folder),
+        ignored_prefixes=TF1_IGNORED_PREFIXES + tuple(stored_prefix + p for p in ("cls/",)))
+
+
+def _bert_prefix(shapes: dict, where: Path) -> str:
+    """"bert/" in Google's files; hub modules and fine-tuned models may add a scope before it."""
+    for name in shapes:
+        if name.endswith("bert/embeddings/word_embeddings"):
+            return name[: -len("embeddings/word_embeddings")]
+    raise CheckpointError(
+        f"{where}: a TF checkpoint without bert/embeddings/word_embeddings, so not a Google BERT.")
