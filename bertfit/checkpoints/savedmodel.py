@@ -241,6 +241,10 @@ class SavedModelEncoder(keras.layers.Layer):
         kwargs.setdefault("name", "saved_model_encoder")
         super().__init__(trainable=trainable, **kwargs)
         self.saved_model_path = Path(path)
+        if (self.saved_model_path / "tfhub_module.pb").is_file():
+            from bertfit.checkpoints.hub_module import tf1_module_error
+
+            raise tf1_module_error(self.saved_model_path)
         self.info = inspect_savedmodel(self.saved_model_path)
         self._loaded = tf.saved_model.load(str(self.saved_model_path))
         exposed = list(getattr(self._loaded, "trainable_variables", []) or [])

@@ -59,7 +59,7 @@ def read_checkpoint_tensors(prefix: Path, keep: Callable[[str], bool] = lambda n
         reader = tf.train.load_checkpoint(str(prefix))
         return {name: reader.get_tensor(name)
                 for name in reader.get_variable_to_shape_map() if keep(name)}
-    except (tf.errors.OpError, ValueError) as e:
+    except (tf.errors.OpError, ValueError, IndexError) as e:
         raise CheckpointError(
             f"{prefix}: the TF checkpoint cannot be read ({_first_line(e)}). Its .data-* file is "
             "missing or truncated (an interrupted download or copy?); fetch all of "

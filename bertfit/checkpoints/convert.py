@@ -1,0 +1,52 @@
+"""`bertfit convert SRC DST --to hf|tf-hub`: any loadable checkpoint into another format."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from bertfit.checkpoints.hf import write_hf
+from bertfit.checkpoints.load import build_encoder, read_checkpoint
+from bertfit.checkpoints.registry import resolve
+from bertfit.errors import CheckpointError
+
+TARGETS = ("hf", "tf-hub")
+
+
+def convert(source: str | Path, destination: str | Path, to: str,
+            seq_length: int = 128) -> dict[str, Path]:
+    """Writes the checkpoint at `source` under `destination`; returns what was written.
+
+    `to="hf"`: a HF `BertModel` directory (model.safetensors, config.json, vocab.txt,
+    tokenizer_config.json). `to="tf-hub"`: `destination/encoder` (a reusable TF Hub-style
+    SavedModel) and `destination/preprocess` (strings → the three inputs, `seq_length` long).
+    """
+    if to not in TARGETS:
+        raise CheckpointError(f"--to {to!r} is not a target; choose one of {TARGETS}.")
+    destination = Path(destination)
+    if destination.exists() and any(destination.iterdir()):
+        raise CheckpointError(f"{destination} exists and is not empty; pick a new folder.")
+    checkpoint = read_checkpoint(resolve(source))
+    encoder = build_encoder(checkpoint)
+    if not hasattr(encoder, "named_variables"):
+        raise CheckpointError(
+            f"{source} is a SavedModel whose variables do not name a BERT, so bertfit cannot "
+            "rewrite it as another format; use it as it is with load_encoder().")
+    lower = True if checkpoint.lower_case is None else checkpoint.lower_case
+    if to == "hf":
+        write_hf(encoder, None, destination, vocab_file=checkpoint.vocab_file, lower_case=lower)
+        return {"hf": destination}
+    from bertfit.export.hub import write_hub_encoder, write_hub_preprocessor
+
+    written = {"encoder": write_hub_encoder(encoder, destination / "encoder",
+                                            checkpoint.vocab_file, lower)}
+    if checkpoint.vocab_file is not None:
+        from bertfit.checkpoints.load import build_tokenizer
+
+        written["preprocess"] = write_hub_preprocessor(
+            build_tokenizer(checkpoint), destination / "preprocess", seq_length)
+    (destination / "README.json").write_text(json.dumps({
+        "source": str(source), "source_format": checkpoint.format,
+        "encoder": "encoder/ (hub.KerasLayer(path, trainable=True))",
+        "preprocess": "preprocess/ (needs `import tensorflow_text`)"}, indent=2))
+    return written

@@ -1,0 +1,158 @@
+"""Each failure names what was found, why it fails, and the fix."""
+
+import io
+import sys
+import tarfile
+import zipfile
+
+import pytest
+
+from bertfit.checkpoints.archive import extract
+from bertfit.checkpoints.load import load_encoder, read_checkpoint
+from bertfit.checkpoints.savedmodel import SavedModelEncoder
+from bertfit.errors import CheckpointError, MissingDependencyError
+from bertfit.model.encoder import BertEncoder
+from tests.tiny import (
+    TINY_VOCAB,
+    tiny_inputs,
+    write_tiny_hf,
+    write_tiny_savedmodel,
+    write_tiny_tf1,
+    write_vocab,
+)
+
+
+def test_signature_only_savedmodel_is_refused_for_training_and_offered_frozen(tmp_path):
+    source = write_tiny_savedmodel(tmp_path, signature_only=True)
+    with pytest.raises(CheckpointError, match="zero trainable variables") as e:
+        read_checkpoint(tmp_path)
+    assert "train nothing" in str(e.value) and "load_frozen" in str(e.value)
+    frozen, _ = load_encoder(tmp_path, trainable=False)
+    assert isinstance(frozen, SavedModelEncoder) and frozen.trainable_weights == []
+    inputs = tiny_inputs()
+    assert abs(frozen(inputs)["pooled_output"] - source(inputs)["pooled_output"]).numpy().max() \
+        < 1e-5
+
+
+def test_preprocessing_model_given_as_encoder(tmp_path):
+    from bertfit.export.hub import write_hub_preprocessor
+    from bertfit.text.tokenizer import BertTokenizer
+
+    write_hub_preprocessor(BertTokenizer(write_vocab(tmp_path)), tmp_path / "pre", seq_length=16)
+    with pytest.raises(CheckpointError, match="preprocessing model") as e:
+        load_encoder(tmp_path / "pre")
+    assert "Pass the encoder SavedModel" in str(e.value)
+
+
+def test_vocab_larger_than_the_embedding_matrix(tmp_path):
+    write_tiny_hf(tmp_path)
+    write_vocab(tmp_path, TINY_VOCAB + ["extra", "more"])
+    with pytest.raises(CheckpointError, match=r"43 tokens but the word embedding matrix .* 41 rows"
+                       ) as e:
+        load_encoder(tmp_path)
+    assert "use the vocab.txt shipped" in str(e.value)
+
+
+def test_uncased_model_with_capitals_in_its_vocab_warns_with_examples(tmp_path):
+    vocab = TINY_VOCAB[:-3] + ["The", "London", "Paris"]
+    write_tiny_hf(tmp_path)
+    write_vocab(tmp_path, vocab)
+    with pytest.warns(UserWarning, match=r"uncased .* 'The', 'London', 'Paris'.*lower_case=False"):
+        load_encoder(tmp_path)
+
+
+def test_unknown_folder_lists_what_it_found_and_what_is_expected(tmp_path):
+    (tmp_path / "weights.h5").write_bytes(b"\x89HDF")
+    with pytest.raises(CheckpointError, match=r"found weights\.h5.*Expected one of"):
+        load_encoder(tmp_path)
+
+
+def test_truncated_tf1_checkpoint(tmp_path):
+    write_tiny_tf1(tmp_path)
+    data = next(tmp_path.glob("bert_model.ckpt.data-*"))
+    data.write_bytes(data.read_bytes()[:100])
+    with pytest.raises(CheckpointError, match="missing or truncated"):
+        load_encoder(tmp_path)
+
+
+def test_tf1_module_where_tf2_savedmodel_was_expected(tmp_path):
+    from tests.tiny import write_tiny_hub_module
+
+    write_tiny_hub_module(tmp_path / "m")
+    with pytest.raises(CheckpointError, match="TF1 Hub module") as e:
+        SavedModelEncoder(tmp_path / "m")
+    assert "reads the module's variables into the native encoder" in str(e.value)
+    encoder, _ = load_encoder(tmp_path / "m")  # what bertfit does instead
+    assert isinstance(encoder, BertEncoder)
+
+
+def test_torch_bin_without_torch_is_refused_with_the_safetensors_recipe(tmp_path, monkeypatch):
+    from tests.tiny import write_tiny_torch_bin
+
+    write_tiny_torch_bin(tmp_path)
+    monkeypatch.setitem(sys.modules, "torch", None)
+    with pytest.raises(MissingDependencyError, match="never unpickles") as e:
+        load_encoder(tmp_path)
+    assert "safe_serialization=True" in str(e.value)
+
+
+def test_torch_bin_with_pickled_objects_is_refused(tmp_path):
+    import torch
+
+    write_tiny_hf(tmp_path)
+    (tmp_path / "model.safetensors").unlink()
+    torch.save({"weights": io.BytesIO(b"x")}, str(tmp_path / "pytorch_model.bin"))
+    with pytest.raises(CheckpointError, match="weights_only=True"):
+        load_encoder(tmp_path)
+
+
+def _tar(path, name, data=b"x", link=None):
+    with tarfile.open(path, "w:gz") as t:
+        info = tarfile.TarInfo(name)
+        if link:
+            info.type, info.linkname = tarfile.SYMTYPE, link
+            t.addfile(info)
+        else:
+            info.size = len(data)
+            t.addfile(info, io.BytesIO(data))
+    return path
+
+
+@pytest.mark.parametrize("name, link, why", [
+    ("../evil.txt", None, "climbs out"),
+    ("/tmp/evil.txt", None, "absolute path"),
+    ("model/vocab.txt", "../../../etc/passwd", "links to"),
+])
+def test_unsafe_tar_members_are_refused(tmp_path, name, link, why):
+    archive = _tar(tmp_path / "m.tar.gz", name, link=link)
+    with pytest.raises(CheckpointError, match=why):
+        extract(archive, tmp_path / "out")
+    assert not (tmp_path / "evil.txt").exists()
+
+
+def test_unsafe_zip_member_is_refused(tmp_path):
+    with zipfile.ZipFile(tmp_path / "m.zip", "w") as z:
+        z.writestr("../evil.txt", "x")
+    with pytest.raises(CheckpointError, match="climbs out"):
+        extract(tmp_path / "m.zip", tmp_path / "out")
+
+
+@pytest.mark.parametrize("suffix", [".tar.gz", ".zip"])
+def test_archives_of_a_checkpoint_load(tmp_path, monkeypatch, suffix):
+    monkeypatch.setenv("BERTFIT_CACHE", str(tmp_path / "cache"))
+    model = tmp_path / "uncased_tiny"
+    model.mkdir()
+    source = write_tiny_tf1(model)
+    archive = tmp_path / f"model{suffix}"
+    if suffix == ".zip":
+        with zipfile.ZipFile(archive, "w") as z:
+            for f in model.iterdir():
+                z.write(f, f"uncased_tiny/{f.name}")
+    else:
+        with tarfile.open(archive, "w:gz") as t:
+            t.add(model, "uncased_tiny")
+    encoder, _ = load_encoder(archive)
+    inputs = tiny_inputs()
+    assert abs(encoder(inputs)["pooled_output"] - source(inputs)["pooled_output"]).numpy().max() \
+        < 1e-5
+    assert encoder.checkpoint_detection.archive == archive
