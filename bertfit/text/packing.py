@@ -56,8 +56,11 @@ def pack_inputs(
         segments = [(ids_a, tf.minimum(ids_a.row_lengths(), max_seq_length - 2))]
     else:
         ids_b, single_b = _as_ragged_ids(ids_b, "ids_b")
-        if single != single_b:
-            raise InputFormatError("ids_a and ids_b must both be batches or both single examples.")
+        if single != single_b or not ids_a.shape[:1].is_compatible_with(ids_b.shape[:1]):
+            raise InputFormatError(
+                "ids_a and ids_b must have one row per example each, got shapes "
+                f"{ids_a.shape} and {ids_b.shape}."
+            )
         _check_max_seq_length(max_seq_length, special_tokens=3)
         budget = max_seq_length - 3
         keep_a, keep_b = truncation_lengths(ids_a.row_lengths(), ids_b.row_lengths(), budget)

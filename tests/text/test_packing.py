@@ -112,9 +112,11 @@ def test_rejects_what_is_not_token_ids(ids):
         pack(ids)
 
 
-def test_rejects_mixing_a_batch_and_one_example():
-    with pytest.raises(InputFormatError, match="both"):
+def test_rejects_segments_of_different_batches():
+    with pytest.raises(InputFormatError, match="one row per example"):
         pack([[1, 2]], [3])
+    with pytest.raises(InputFormatError, match="one row per example"):
+        pack([[1, 2]], [[3], [4]])
 
 
 @pytest.mark.parametrize(("max_seq_length", "pair"), [(1, False), (2, True), (8.0, False)])
