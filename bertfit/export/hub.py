@@ -72,9 +72,10 @@ class HubBertEncoder(tf.Module):
         return self._by_canonical[name]
 
     def _layer_norm(self, x, prefix: str):
+        # The same arithmetic as Keras's LayerNormalization, so outputs agree to rounding.
         mean, variance = tf.nn.moments(x, axes=[-1], keepdims=True)
-        normed = (x - mean) * tf.math.rsqrt(variance + self._config.layer_norm_eps)
-        return normed * self._v(f"{prefix}/gamma") + self._v(f"{prefix}/beta")
+        scale = tf.math.rsqrt(variance + self._config.layer_norm_eps) * self._v(f"{prefix}/gamma")
+        return x * scale + (self._v(f"{prefix}/beta") - mean * scale)
 
     def _dropout(self, x, rate: float, training: bool):
         return tf.nn.dropout(x, rate=rate) if training and rate > 0 else x
