@@ -150,4 +150,6 @@ def _as_ragged_ids(ids, name: str) -> tuple[tf.RaggedTensor, bool]:
     ids = tf.cast(ids, tf.int32)
     if ids.shape.rank == 1:
         return tf.RaggedTensor.from_tensor(tf.expand_dims(ids, 0)), True
-    return (ids if isinstance(ids, tf.RaggedTensor) else tf.RaggedTensor.from_tensor(ids)), False
+    if isinstance(ids, tf.RaggedTensor):
+        return ids.with_row_splits_dtype(tf.int64), False
+    return tf.RaggedTensor.from_tensor(ids), False

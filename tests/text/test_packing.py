@@ -89,6 +89,12 @@ def test_dense_ids_and_int64_are_accepted():
     assert inputs["input_word_ids"] == [[CLS, 1, 2, SEP], [CLS, 3, 4, SEP]]
 
 
+def test_int32_row_splits_are_accepted():
+    ids = tf.ragged.constant([[1, 2], [3]], row_splits_dtype=tf.int32)
+    inputs = pack(ids, ids, max_seq_length=6)
+    assert inputs["input_word_ids"] == [[CLS, 1, SEP, 1, 2, SEP], [CLS, 3, SEP, 3, SEP, PAD]]
+
+
 def test_outputs_are_int32_with_a_static_length_in_graphs():
     @tf.function(input_signature=[tf.RaggedTensorSpec([None, None], tf.int32)] * 2)
     def packed(ids_a, ids_b):
