@@ -38,3 +38,14 @@ def tiny_hf_dir(tmp_path_factory):
     path = tmp_path_factory.mktemp("tiny_hf")
     encoder = write_tiny_hf(path)
     return path, encoder
+
+
+@pytest.fixture(scope="session")
+def trainable_hf_dir(tmp_path_factory):
+    """A tiny BERT with BERT's own initialisation, for training tests."""
+    import keras
+
+    keras.utils.set_random_seed(0)
+    path = tmp_path_factory.mktemp("trainable_hf")
+    write_tiny_hf(path, trainable=True)
+    return path

@@ -39,14 +39,19 @@ def write_vocab(path: Path, vocab=TINY_VOCAB) -> Path:
     return file
 
 
-def write_tiny_hf(path: Path, config: BertConfig = TINY_CONFIG, prefix: str = "") -> BertEncoder:
-    """Writes a random tiny BERT as a HF directory with the real safetensors writer."""
+def write_tiny_hf(path: Path, config: BertConfig = TINY_CONFIG, prefix: str = "",
+                  trainable: bool = False) -> BertEncoder:
+    """Writes a random tiny BERT as a HF directory with the real safetensors writer.
+
+    By default every weight is random (a strict loading test); `trainable` keeps BERT's own
+    initialisation (LayerNorm at 1, biases at 0), which trains well from scratch.
+    """
     from safetensors.numpy import save_file
 
     from bertfit.checkpoints.names import hf_table
     from bertfit.checkpoints.weights import read_weights
 
-    encoder = tiny_encoder(config)
+    encoder = BertEncoder(config) if trainable else tiny_encoder(config)
     tensors = read_weights(encoder, hf_table(config.num_hidden_layers))
     save_file({prefix + k: np.ascontiguousarray(v) for k, v in tensors.items()},
               str(path / "model.safetensors"))

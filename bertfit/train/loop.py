@@ -23,6 +23,12 @@ from bertfit.model.inputs import INPUT_NAMES
 from bertfit.train.optimizer import make_optimizer
 
 
+def _scale(gradient, factor: float):
+    if isinstance(gradient, tf.IndexedSlices):  # embedding gradients stay sparse
+        return tf.IndexedSlices(gradient.values * factor, gradient.indices, gradient.dense_shape)
+    return gradient * factor
+
+
 def features(batch: dict) -> dict:
     return {name: batch[name] for name in INPUT_NAMES}
 
@@ -33,6 +39,7 @@ class EpochStats:
     num_examples: int
     steps: int
     seconds: float
+    step_losses: list[float] = dataclasses.field(default_factory=list)
 
     @property
     def examples_per_second(self) -> float:
@@ -83,7 +90,7 @@ class Trainer:
                 f"{len(missing)} trainable variables get no gradient from the loss: "
                 f"{', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}. "
                 "Run `bertfit check` to see why (frozen layer, unused pooler, disconnected head).")
-        return [tf.convert_to_tensor(g) for g in gradients], loss
+        return gradients, loss
 
     def _probabilities(self, batch):
         return tf.nn.softmax(self.model(features(batch), training=False), axis=-1)
@@ -100,7 +107,7 @@ class Trainer:
         # Keras sums gradients over replicas again inside apply(); hand it 1/replicas of the
         # already-summed gradient so that sum is the clipped global gradient.
         if replicas > 1:
-            gradients = [g / replicas for g in gradients]
+            gradients = [_scale(g, 1.0 / replicas) for g in gradients]
         self.optimizer.apply(gradients, self.variables)
         return loss, norm
 
@@ -118,14 +125,16 @@ class Trainer:
     # ---- host loops ----
 
     def train_epoch(self, data: BucketedInput, progress=None) -> EpochStats:
-        start, total_loss, seen = time.perf_counter(), 0.0, 0
+        start, total_loss, seen, losses = time.perf_counter(), 0.0, 0, []
         for step, (batch_plan, (_, batch)) in enumerate(zip(data.plan, data, strict=True)):
             loss, _ = self.train_step(batch)
-            total_loss += float(loss) * batch_plan.num_examples
+            losses.append(float(loss))
+            total_loss += losses[-1] * batch_plan.num_examples
             seen += batch_plan.num_examples
             if progress is not None:
                 progress.update(step + 1, seen, loss=total_loss / seen)
-        return EpochStats(total_loss / max(seen, 1), seen, len(data), time.perf_counter() - start)
+        seconds = time.perf_counter() - start
+        return EpochStats(total_loss / max(seen, 1), seen, len(data), seconds, losses)
 
     def predict(self, data: BucketedInput, num_examples: int, progress=None) -> np.ndarray:
         """Probabilities for every example, in the original order; padding rows are dropped."""

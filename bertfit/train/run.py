@@ -19,6 +19,7 @@ from bertfit.data.sources import Example, SourceSpec, read_examples
 from bertfit.model.classifier import BertClassifier
 from bertfit.model.encoder import BertEncoder
 from bertfit.progress import Progress
+from bertfit.train.checkpointing import make_checkpoint, restore_model
 from bertfit.train.loop import Trainer
 from bertfit.train.metrics import classification_metrics, is_better
 from bertfit.train.run_dir import RunDir
@@ -99,11 +100,6 @@ def _set_precision(precision: str) -> None:
     keras.mixed_precision.set_dtype_policy(PRECISION_POLICIES[precision])
 
 
-def _checkpoint(trainer: Trainer, epoch: tf.Variable, step_in_epoch: tf.Variable):
-    return tf.train.Checkpoint(model=trainer.model, optimizer=trainer.optimizer, epoch=epoch,
-                               step_in_epoch=step_in_epoch)
-
-
 def train(config: RunConfig, *, quiet: bool = False, strategy: tf.distribute.Strategy | None = None
           ) -> dict:
     """Fine-tunes `config.model.name` on `config.data.train`; returns the final metrics.
@@ -149,7 +145,7 @@ def train(config: RunConfig, *, quiet: bool = False, strategy: tf.distribute.Str
 
     epoch_var = tf.Variable(0, dtype=tf.int64, trainable=False)
     step_var = tf.Variable(0, dtype=tf.int64, trainable=False)
-    ckpt = _checkpoint(trainer, epoch_var, step_var)
+    ckpt = make_checkpoint(trainer.model, trainer.optimizer, epoch=epoch_var, step_in_epoch=step_var)
     latest = tf.train.CheckpointManager(ckpt, str(_writable(run_dir.latest_dir, run_dir)), 1)
     best = tf.train.CheckpointManager(ckpt, str(_writable(run_dir.best_dir, run_dir)), 1)
 
@@ -163,6 +159,7 @@ def train(config: RunConfig, *, quiet: bool = False, strategy: tf.distribute.Str
                   "train_examples": stats.num_examples,
                   "train_examples_per_second": stats.examples_per_second,
                   "train_seconds": stats.seconds}
+        run_dir.save_step_losses(epoch + 1, stats.step_losses)
         epoch_var.assign(epoch + 1)
         step_var.assign(0)
         if eval_data is not None:
@@ -229,7 +226,7 @@ def load_run(path: str | Path, which: str = "best") -> LoadedRun:
         return BertClassifier(BertEncoder(bert), len(labels), config.model.pooling, 0.0)
 
     trainer = Trainer(build_model, strategy, config.train, total_steps=1)
-    tf.train.Checkpoint(model=trainer.model).restore(run_dir.checkpoint_path(which)).expect_partial()
+    restore_model(trainer.model, run_dir.checkpoint_path(which))
     return LoadedRun(config, labels, tokenizer, trainer)
 
 

@@ -7,6 +7,7 @@
       checkpoints/latest/   model + optimizer + step + data position, each epoch
       checkpoints/best/     the best epoch by `best_metric`
       metrics.json          per epoch and final: loss, accuracy, macro_f1, num_examples, ...
+      steps.jsonl           the training loss of every optimizer step
       train.log             what happened, readable
 """
 
@@ -47,6 +48,7 @@ class RunDir:
     encoder_dir = property(lambda self: self.path / "encoder")
     metrics_file = property(lambda self: self.path / "metrics.json")
     log_file = property(lambda self: self.path / "train.log")
+    steps_file = property(lambda self: self.path / "steps.jsonl")
     latest_dir = property(lambda self: self.path / "checkpoints" / "latest")
     best_dir = property(lambda self: self.path / "checkpoints" / "best")
 
@@ -66,6 +68,17 @@ class RunDir:
         shutil.copyfile(vocab_file, self.encoder_dir / "vocab.txt")
         (self.encoder_dir / "tokenizer.json").write_text(
             json.dumps(dataclasses.asdict(tokenizer.config), indent=2))
+
+    def save_step_losses(self, epoch: int, losses: list[float]) -> None:
+        """One JSON line per optimizer step: the global-batch loss."""
+        if self.write:
+            with self.steps_file.open("a", encoding="utf-8") as f:
+                for step, loss in enumerate(losses, 1):
+                    f.write(json.dumps({"epoch": epoch, "step": step, "loss": loss}) + "\n")
+
+    def read_step_losses(self) -> list[float]:
+        lines = self.steps_file.read_text(encoding="utf-8").splitlines()
+        return [json.loads(line)["loss"] for line in lines]
 
     def save_metrics(self, metrics: dict) -> None:
         if self.write:
