@@ -9,13 +9,18 @@ The public API:
     metrics = bertfit.evaluate(run_dir, data_file)     # same as `bertfit evaluate`
 """
 
-from bertfit.checkpoints.load import load_encoder
-from bertfit.config import DataConfig, ModelConfig, RunConfig, TrainConfig
-from bertfit.errors import BertfitError
-from bertfit.model.classifier import BertClassifier
-from bertfit.model.config import BertConfig
-from bertfit.model.encoder import BertEncoder
-from bertfit.text.tokenizer import BertTokenizer
+import os
+
+# TensorFlow's C++ start-up chatter (oneDNN, CUDA probing) is noise for a CLI user.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from bertfit.checkpoints.load import load_encoder  # noqa: E402
+from bertfit.config import DataConfig, ModelConfig, RunConfig, TrainConfig  # noqa: E402
+from bertfit.errors import BertfitError  # noqa: E402
+from bertfit.model.classifier import BertClassifier  # noqa: E402
+from bertfit.model.config import BertConfig  # noqa: E402
+from bertfit.model.encoder import BertEncoder  # noqa: E402
+from bertfit.text.tokenizer import BertTokenizer  # noqa: E402
 
 __version__ = "0.1.0"
 

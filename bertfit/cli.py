@@ -189,8 +189,9 @@ def _add_optional_commands(sub) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    handler = getattr(args, "handler", None) or args.func
     try:
-        return args.handler(args)
+        return handler(args)
     except BertfitError as e:
         print(f"bertfit {args.command}: error: {e}", file=sys.stderr)
         return 2
