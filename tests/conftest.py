@@ -49,3 +49,25 @@ def trainable_hf_dir(tmp_path_factory):
     path = tmp_path_factory.mktemp("trainable_hf")
     write_tiny_hf(path, trainable=True)
     return path
+
+
+BUCKETS = [8, 16]
+
+
+@pytest.fixture(scope="session")
+def trained_run(tmp_path_factory, trainable_hf_dir):
+    """One tiny training run shared by the tests that evaluate, predict or inspect a run."""
+    from bertfit.config import DataConfig, ModelConfig, RunConfig, TrainConfig
+    from bertfit.train.run import train
+    from tests.tiny import sentiment_rows, write_csv
+
+    path = tmp_path_factory.mktemp("run")
+    config = RunConfig(
+        output_dir=str(path / "run"),
+        model=ModelConfig(name=str(trainable_hf_dir), max_seq_length=16, dropout=0.0),
+        data=DataConfig(train=str(write_csv(path / "train.csv", sentiment_rows(192, seed=0))),
+                        eval=str(write_csv(path / "eval.csv", sentiment_rows(37, seed=1))),
+                        buckets=BUCKETS),
+        train=TrainConfig(batch_size=8, epochs=3, learning_rate=5e-3, seed=0, strategy="default"),
+    )
+    return config, train(config, quiet=True)

@@ -40,16 +40,38 @@ def _tpu_resolver(tpu: str | None):
         resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu or "")
         resolver.cluster_spec()
         return resolver
-    except (ValueError, RuntimeError, tf.errors.OpError, ImportError):
+    except Exception:  # noqa: BLE001 - resolvers raise URLError, ValueError, RuntimeError, ...
         return None
 
 
+def tf_config(workers: list[str], index: int) -> dict:
+    """The TF_CONFIG of worker `index` in a cluster of `workers` (worker 0 is the chief)."""
+    return {"cluster": {"worker": list(workers)}, "task": {"type": "worker", "index": index}}
+
+
+def _cluster_in_env() -> bool:
+    try:
+        config = json.loads(os.environ.get("TF_CONFIG") or "{}")
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"TF_CONFIG is not valid JSON: {e}") from e
+    return bool(config.get("cluster"))
+
+
 def make_strategy(name: str = "auto", cpu_replicas: int | None = None,
-                  tpu: str | None = None) -> tf.distribute.Strategy:
-    """The strategy `name` asks for; "auto" prefers a TPU, then several GPUs, then the default.
+                  tpu: str | None = None, workers: list[str] | None = None,
+                  worker_index: int | None = None) -> tf.distribute.Strategy:
+    """The strategy `name` asks for; "auto" prefers a TPU, then a multi-worker cluster (from
+    `workers` or TF_CONFIG), then several GPUs, then the default.
 
     With `cpu_replicas` > 1 and no GPUs, "auto" and "mirrored" mirror over logical CPU devices.
+    `workers` and `worker_index` write TF_CONFIG for MultiWorkerMirroredStrategy.
     """
+    if workers:
+        os.environ["TF_CONFIG"] = json.dumps(tf_config(workers, worker_index or 0))
+        if name == "auto":
+            name = "multi-worker"
+    if name == "auto" and not tpu and _cluster_in_env():
+        name = "multi-worker"
     configure_cpu_replicas(cpu_replicas)
     gpus = tf.config.list_logical_devices("GPU")
     cpus = [d.name for d in tf.config.list_logical_devices("CPU")]
@@ -71,7 +93,7 @@ def make_strategy(name: str = "auto", cpu_replicas: int | None = None,
                 "--strategy multi-worker needs TF_CONFIG (or --workers and --worker-index): "
                 'e.g. TF_CONFIG=\'{"cluster": {"worker": ["host1:12345", "host2:12345"]}, '
                 '"task": {"type": "worker", "index": 0}}\'')
-        json.loads(os.environ["TF_CONFIG"])
+        _cluster_in_env()
         return tf.distribute.MultiWorkerMirroredStrategy()
     if name == "one-device":
         device = gpus[0] if gpus else tf.config.list_logical_devices("CPU")[0]

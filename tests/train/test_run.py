@@ -1,40 +1,26 @@
 """The main job end to end on a tiny random BERT: train, evaluate, predict, run directory."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from bertfit.config import DataConfig, ModelConfig, RunConfig, TrainConfig
+from bertfit.config import RunConfig
 from bertfit.data.pipeline import bucket_of
-from bertfit.train.run import encode_labelled, evaluate, load_run, predict, train
 from bertfit.data.sources import read_examples
+from bertfit.train.run import encode_labelled, evaluate, load_run, predict
+from tests.conftest import BUCKETS
 from tests.tiny import sentiment_rows, write_csv
 
-BUCKETS = [8, 16]
 
-
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory, trainable_hf_dir):
-    path = tmp_path_factory.mktemp("run")
-    config = RunConfig(
-        output_dir=str(path / "run"),
-        model=ModelConfig(name=str(trainable_hf_dir), max_seq_length=16, dropout=0.0),
-        data=DataConfig(train=str(write_csv(path / "train.csv", sentiment_rows(192, seed=0))),
-                        eval=str(write_csv(path / "eval.csv", sentiment_rows(37, seed=1))),
-                        buckets=BUCKETS),
-        train=TrainConfig(batch_size=8, epochs=3, learning_rate=5e-3, seed=0, strategy="default"),
-    )
-    return config, train(config, quiet=True)
-
-
-def test_run_directory_holds_config_labels_encoder_checkpoints_and_metrics(trained):
-    config, result = trained
+def test_run_directory_holds_config_labels_encoder_checkpoints_and_metrics(trained_run):
+    config, result = trained_run
     run = result["run_dir"]
     for name in ("config.yaml", "labels.json", "encoder/config.json", "encoder/vocab.txt",
                  "encoder/tokenizer.json", "metrics.json", "steps.jsonl", "train.log",
                  "checkpoints/latest/checkpoint", "checkpoints/best/checkpoint"):
-        assert (config.output_dir and __import__("pathlib").Path(run, name).exists()), name
+        assert Path(run, name).exists(), name
     metrics = json.loads(open(f"{run}/metrics.json").read())
     assert [e["epoch"] for e in metrics["epochs"]] == [1, 2, 3]
     for key in ("loss", "accuracy", "macro_f1", "num_examples", "examples_per_second"):
@@ -42,14 +28,14 @@ def test_run_directory_holds_config_labels_encoder_checkpoints_and_metrics(train
     assert RunConfig.load(f"{run}/config.yaml") == config
 
 
-def test_learns_a_separable_task(trained):
-    _, result = trained
+def test_learns_a_separable_task(trained_run):
+    _, result = trained_run
     assert result["final"]["accuracy"] >= 0.9
     assert result["epochs"][-1]["train_loss"] < result["epochs"][0]["train_loss"]
 
 
-def test_train_step_is_traced_once_per_bucket_used(trained):
-    config, result = trained
+def test_train_step_is_traced_once_per_bucket_used(trained_run):
+    config, result = trained_run
     tokenizer = load_run(result["run_dir"]).tokenizer
     examples = read_examples(config.data.train)
     lengths = encode_labelled("", examples, config, tokenizer, None).encoded.packed_lengths
@@ -69,8 +55,8 @@ def _unbatched_probabilities(run_dir, rows):
     return np.array(out)
 
 
-def test_evaluation_counts_every_row_and_equals_an_unbatched_pass(trained):
-    config, result = trained
+def test_evaluation_counts_every_row_and_equals_an_unbatched_pass(trained_run):
+    config, result = trained_run
     rows = sentiment_rows(37, seed=1)  # 37 rows, batch 8: the last batch is padded
     metrics = evaluate(result["run_dir"], config.data.eval, quiet=True)
     assert metrics["num_examples"] == 37
@@ -79,8 +65,8 @@ def test_evaluation_counts_every_row_and_equals_an_unbatched_pass(trained):
     assert metrics["accuracy"] == pytest.approx(np.mean(probabilities.argmax(1) == labels))
 
 
-def test_predict_keeps_row_order_and_count(trained, tmp_path):
-    _, result = trained
+def test_predict_keeps_row_order_and_count(trained_run, tmp_path):
+    _, result = trained_run
     rows = sentiment_rows(29, seed=5)
     unlabelled = write_csv(tmp_path / "new.csv", [(t,) for t, _ in rows], header=("text",))
     predictions = predict(result["run_dir"], str(unlabelled), quiet=True)
