@@ -1,0 +1,38 @@
+"""Shared helpers for benchmarks: timing, machine description, result files."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+RESULTS = Path(__file__).parent / "results"
+
+
+def machine() -> dict:
+    return {"cpus": os.cpu_count(), "platform": platform.platform(),
+            "python": platform.python_version()}
+
+
+def best_of(fn, repeats: int = 3) -> float:
+    """The fastest of `repeats` timed calls (after one warm-up call), in seconds."""
+    fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def write_result(name: str, result: dict) -> Path:
+    RESULTS.mkdir(exist_ok=True)
+    path = RESULTS / f"{name}.json"
+    result = {"command": " ".join([Path(sys.executable).name, *sys.argv]), "machine": machine(),
+              "date": time.strftime("%Y-%m-%d"), **result}
+    path.write_text(json.dumps(result, indent=2))
+    print(json.dumps(result, indent=2))
+    return path
