@@ -14,6 +14,7 @@ import os
 # TensorFlow's C++ start-up chatter (oneDNN, CUDA probing) is noise for a CLI user.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+from bertfit import check  # noqa: E402  (callable: bertfit.check(config) runs the checks)
 from bertfit.checkpoints.load import load_encoder  # noqa: E402
 from bertfit.config import DataConfig, ModelConfig, RunConfig, TrainConfig  # noqa: E402
 from bertfit.errors import BertfitError  # noqa: E402
@@ -26,5 +27,5 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BertClassifier", "BertConfig", "BertEncoder", "BertTokenizer", "BertfitError", "DataConfig",
-    "ModelConfig", "RunConfig", "TrainConfig", "load_encoder",
+    "ModelConfig", "RunConfig", "TrainConfig", "check", "load_encoder",
 ]

@@ -10,6 +10,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from bertfit.check.translate import explain_errors
 from bertfit.checkpoints.load import build_encoder, build_tokenizer, read_checkpoint
 from bertfit.checkpoints.registry import resolve
 from bertfit.config import RunConfig
@@ -153,7 +154,8 @@ def train(config: RunConfig, *, quiet: bool = False, strategy: tf.distribute.Str
     for epoch in range(config.train.epochs):
         batches = bucketed(train_data, trainer, tokenizer, config, shuffle=True, epoch=epoch)
         progress = Progress(f"epoch {epoch + 1}/{config.train.epochs}", len(batches), quiet=quiet)
-        stats = trainer.train_epoch(batches, progress)
+        with explain_errors():  # known TF/XLA errors in plain words
+            stats = trainer.train_epoch(batches, progress)
         progress.close()
         record = {"epoch": epoch + 1, "train_loss": stats.loss,
                   "train_examples": stats.num_examples,

@@ -1,0 +1,257 @@
+"""`check(...)`: every check on a run config (bertfit's own pipeline) or on a user's dataset."""
+
+from __future__ import annotations
+
+import itertools
+import time
+
+import keras
+import tensorflow as tf
+
+from bertfit.check import batches as B
+from bertfit.check import data as D
+from bertfit.check import model as M
+from bertfit.check.findings import ERROR, WARNING, Report
+from bertfit.config import RunConfig
+from bertfit.errors import BertfitError, CheckpointError
+
+TARGETS = ("tpu", "gpu", "cpu")
+TPU_REPLICAS = 8  # a v2-8 / v3-8 host: 8 cores
+
+
+def check(config: RunConfig | None = None, *, dataset: tf.data.Dataset | None = None,
+          encoder=None, model: keras.Model | None = None, tokenizer=None,
+          num_classes: int | None = None, pooling: str = "cls", target: str = "cpu",
+          replicas: int | None = None, sample_batches: int = 8, max_rows: int | None = 50_000,
+          compile: bool = True, full_compile: bool = False) -> Report:
+    """Finds shape, dtype, input, data and gradient problems without training.
+
+    Args:
+        config: a `RunConfig`, checked as `bertfit train` would run it (data files, tokenizer,
+            bucketed pipeline, the exact compiled replica step). Or, instead:
+        dataset: a user's `tf.data.Dataset` of `(features, labels[, weights])` or dicts, batched
+            to the global batch, checked with `encoder` (or a whole `model` giving logits).
+        tokenizer: optional, gives the [CLS] id for the dataset checks.
+        num_classes, pooling: the head put on `encoder` for the gradient and compile checks.
+        target: "tpu", "gpu" or "cpu": the hardware the findings are judged for.
+        replicas: data-parallel replicas (default: 8 for tpu, else --cpu-replicas or 1).
+        sample_batches: how many dataset batches the value checks read (counted in the report).
+        max_rows: tokenize at most this many rows per file for the length checks.
+        compile: XLA-compile the replica step for every input shape.
+        full_compile: run XLA's backend too where the target is this machine (slower).
+
+    Returns:
+        a `Report`: `report.findings`, `report.codes`, `report.exit_code(strict)`.
+
+    Examples:
+    >>> report = bertfit.check(dataset=ds, encoder=encoder, target="tpu")  # doctest: +SKIP
+    >>> print(report.render())  # doctest: +SKIP
+    """
+    if target not in TARGETS:
+        raise BertfitError(f"target must be one of {TARGETS}, got {target!r}")
+    start = time.perf_counter()
+    report = Report(target=target)
+    if dataset is not None:
+        _check_dataset(report, dataset, encoder, model, tokenizer, num_classes or 2, pooling,
+                       replicas or (TPU_REPLICAS if target == "tpu" else 1), sample_batches,
+                       compile, full_compile)
+    elif config is not None:
+        _check_run(report, config, replicas, max_rows, compile, full_compile)
+    else:
+        raise BertfitError("check() needs a RunConfig, or dataset= with encoder= or model=")
+    report.seconds = time.perf_counter() - start
+    return report
+
+
+def check_precision(report: Report, precision: str, target: str) -> None:
+    where = f"--precision {precision}"
+    if target == "tpu" and precision == "mixed_fp16":
+        report.add("dtype-precision-unsupported", ERROR, "float16 on a TPU", where=where,
+                   why="TPUs compute in bfloat16; float16 is not supported",
+                   fix="use --precision mixed_bf16 (no loss scaling needed)")
+    elif target == "cpu" and precision != "fp32":
+        report.add("dtype-precision-unsupported", WARNING, f"{precision} on a CPU", where=where,
+                   why="most CPUs emulate 16-bit floats: slower than fp32, and less accurate",
+                   fix="use --precision fp32 on CPU; keep bf16 for TPU and recent GPUs")
+    elif target == "gpu" and "bf16" in precision:
+        old = [d for d in tf.config.list_physical_devices("GPU")
+               if (tf.config.experimental.get_device_details(d).get("compute_capability")
+                   or (8, 0))[0] < 8]
+        if old:
+            report.add("dtype-precision-unsupported", WARNING, "bfloat16 on a GPU older than "
+                       "Ampere", where=where, why="pre-Ampere GPUs have no bfloat16 units",
+                       fix="use --precision mixed_fp16 (with loss scaling) on this GPU")
+
+
+# ---- bertfit's own pipeline ----
+
+def _check_run(report: Report, config: RunConfig, replicas, max_rows, compile_, full) -> None:
+    from bertfit.checkpoints.detect import detect
+    from bertfit.checkpoints.load import build_tokenizer, read_checkpoint
+    from bertfit.checkpoints.registry import resolve
+    from bertfit.checkpoints.savedmodel import SIGNATURE_ONLY
+    from bertfit.data.labels import LabelMap
+
+    target = report.target
+    try:
+        config.validate()
+    except BertfitError as e:
+        report.add("config-invalid", ERROR, str(e), where="run config")
+        return
+    replicas = replicas or (TPU_REPLICAS if target == "tpu" else config.train.cpu_replicas or 1)
+    check_precision(report, config.model.precision, target)
+    ctx = B.InputContext(target=target, replicas=replicas, source=f"--batch-size "
+                         f"{config.train.batch_size}")
+    B.check_batch_size(report, config.train.batch_size, ctx)
+
+    checkpoint = tokenizer = None
+    try:
+        path = resolve(config.model.name)
+        if detect(path).format == SIGNATURE_ONLY:
+            report.add("grad-signature-only", ERROR, "the checkpoint is a signature-only "
+                       "SavedModel with zero trainable variables", where=str(path),
+                       why=M.SIGNATURE_ONLY_WHY, fix=M.SIGNATURE_ONLY_FIX)
+        else:
+            checkpoint = read_checkpoint(path)
+            tokenizer = build_tokenizer(checkpoint, lower_case=config.model.lower_case)
+    except CheckpointError as e:
+        report.add("model-unloadable", ERROR, str(e), where=config.model.name,
+                   fix="`bertfit inspect PATH` says what the checkpoint is")
+
+    train = D.read_checked(report, config.data.train, config, "training")
+    evaluation = D.read_checked(report, config.data.eval, config, "evaluation") \
+        if config.data.eval else None
+    if train is None:
+        return
+    report.stats["training rows"] = len(train)
+    train = train[: config.data.max_train_examples]
+    D.check_jsonl_types(report, config.data.train, config)
+    labels = D.check_labels(report, train, config.data.train)
+    if evaluation is not None:
+        report.stats["evaluation rows"] = len(evaluation)
+        D.check_eval(report, train, evaluation, config.data.eval, config.data.train)
+    if tokenizer is None:
+        return
+    encoded, chosen = D.check_lengths(report, train, tokenizer, config, config.data.train,
+                                      max_rows)
+    if evaluation is not None:
+        D.check_lengths(report, evaluation, tokenizer, config, config.data.eval, max_rows)
+    if len(labels) < 2 or any(f.code == "shape-batch-not-divisible" for f in report.findings):
+        return
+    label_map = LabelMap(tuple(labels))
+    label_ids = label_map.encode_all([train[i] for i in chosen], config.data.train)
+    _check_pipeline(report, config, checkpoint, tokenizer, encoded, label_ids, len(labels),
+                    replicas, ctx, compile_, full)
+
+
+def _check_pipeline(report, config, checkpoint, tokenizer, encoded, label_ids, num_classes,
+                    replicas, ctx, compile_, full) -> None:
+    from bertfit.checkpoints.load import build_encoder
+    from bertfit.data.pipeline import BucketedInput, plan_batches
+    from bertfit.model.classifier import BertClassifier
+    from bertfit.train.loop import Trainer
+    from bertfit.train.run import PRECISION_POLICIES, buckets_for
+
+    per_replica = config.train.batch_size // replicas
+    strategy = tf.distribute.get_strategy()
+    # One replica's view: the per-replica batch from the same plan and packing code.
+    plan = plan_batches(encoded.packed_lengths, buckets_for(config), per_replica, shuffle=False)
+    pipeline = BucketedInput(encoded, label_ids, plan, strategy, cls_id=tokenizer.cls_id,
+                             sep_id=tokenizer.sep_id, pad_id=tokenizer.pad_id)
+    report.stats["buckets used"] = sorted(pipeline.datasets)
+    bucket_ctx = B.InputContext(target=ctx.target, replicas=replicas, global_batch=False,
+                                vocab_size=checkpoint.config.vocab_size,
+                                type_vocab_size=checkpoint.config.type_vocab_size,
+                                cls_id=tokenizer.cls_id, source="bertfit pipeline")
+    stats = B.BatchStats()
+    firsts = []
+    for _, dataset in sorted(pipeline.datasets.items()):
+        B.check_spec(report, dataset.element_spec, bucket_ctx)
+        element = next(iter(dataset))
+        firsts.append(element)
+        B.observe_batch(stats, element, bucket_ctx)
+    B.report_batches(report, stats, bucket_ctx)
+
+    previous = keras.mixed_precision.dtype_policy()
+    keras.mixed_precision.set_dtype_policy(PRECISION_POLICIES[config.model.precision])
+    try:
+        frozen = ("pooler",) if config.model.pooling == "mean" else ()
+
+        def build_model():
+            return BertClassifier(build_encoder(checkpoint), num_classes, config.model.pooling,
+                                  config.model.dropout, seed=config.train.seed)
+
+        trainer = Trainer(build_model, strategy, config.train, total_steps=1, frozen=frozen)
+        M.check_gradients(report, trainer.model, firsts[0], excluded=frozen,
+                          where=config.model.name)
+        if compile_ and not any(f.code == "grad-none" for f in report.findings):
+            M.compile_shapes(report, trainer._gradients, firsts, ctx.target,
+                             "replica step", full)
+        compute = tf.as_dtype(keras.mixed_precision.dtype_policy().compute_dtype).size
+        report.memory = M.memory_per_replica(
+            trainer.model, [(per_replica, s) for s in sorted(pipeline.datasets)], compute)
+    finally:
+        keras.mixed_precision.set_dtype_policy(previous)
+
+
+# ---- a user's dataset ----
+
+def _encoder_takes_text(model) -> bool:
+    inputs = getattr(model, "inputs", None)
+    try:
+        return bool(inputs) and all(tf.as_dtype(t.dtype) == tf.string for t in inputs)
+    except (TypeError, AttributeError, ValueError):
+        return False
+
+
+def _check_dataset(report, dataset, encoder, model, tokenizer, num_classes, pooling, replicas,
+                   sample_batches, compile_, full) -> None:
+    from bertfit.model.classifier import BertClassifier
+
+    if encoder is None and model is None:
+        raise BertfitError("check(dataset=...) needs encoder= (a bertfit encoder) or model= "
+                           "(a Keras model from features to logits)")
+    config = getattr(encoder, "config", None)
+    takes_text = _encoder_takes_text(model if model is not None else encoder)
+    ctx = B.InputContext(target=report.target, replicas=replicas,
+                         vocab_size=getattr(config, "vocab_size", None),
+                         type_vocab_size=getattr(config, "type_vocab_size", None),
+                         cls_id=getattr(tokenizer, "cls_id", None),
+                         encoder_takes_text=takes_text, source="dataset")
+    B.check_spec(report, dataset.element_spec, ctx)
+    blocking = {"input-raw-strings", "input-ids-to-text-encoder", "input-key-names",
+                "input-missing", "dtype-float-ids"}
+    stats = B.BatchStats()
+    samples = []
+    for element in itertools.islice(dataset, sample_batches):
+        samples.append(element)
+        B.observe_batch(stats, element, ctx)
+    report.stats["dataset batches sampled"] = (
+        f"{len(samples)} (the first {sample_batches}; the rest were not read)"
+        if len(samples) == sample_batches else f"{len(samples)} (all)")
+    B.report_batches(report, stats, ctx)
+    if not samples or blocking & set(report.codes) or takes_text:
+        return
+    if model is None:
+        model = BertClassifier(encoder, num_classes, pooling, dropout=0.0)
+    M.check_gradients(report, model, samples[0], encoder=encoder, where="model")
+    if compile_:
+        shapes, distinct = [], []
+        for element in samples:
+            ids = B.canonical(B.split_element(element)[0]).get("input_word_ids")
+            key = tuple(ids.shape) if ids is not None else None
+            if key not in shapes:
+                shapes.append(key)
+                distinct.append(element)
+        variables = list(model.trainable_variables)
+        M.compile_shapes(report, M.replica_step(model, variables), distinct, report.target,
+                         "replica step", full)
+        if len(distinct) > 1:
+            report.add("shape-recompiles", ERROR if report.target == "tpu" else WARNING,
+                       f"{len(distinct)} different input shapes in the first {len(samples)} "
+                       f"batches: {[list(s) for s in shapes]}", where="dataset",
+                       why="the step is compiled once per shape; with per-batch padding that is "
+                       "once per batch, and a TPU run stalls on compilation",
+                       fix="pad to fixed lengths (a few buckets at most) and fixed batch sizes")
+        report.memory = M.memory_per_replica(
+            model, [(s[0] // replicas, s[1]) for s in shapes if s and len(s) == 2])

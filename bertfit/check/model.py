@@ -1,0 +1,199 @@
+"""Model checks: gradient flow on one batch, XLA compilation per shape, memory per replica."""
+
+from __future__ import annotations
+
+import time
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from bertfit.check.batches import canonical, shape_text, split_element
+from bertfit.check.findings import ERROR, INFO, WARNING, Report
+from bertfit.check.translate import translate
+
+SIGNATURE_ONLY_WHY = ("a signature-only SavedModel exposes zero trainable variables: "
+                      "fine-tuning it trains nothing (hub.KerasLayer(trainable=True) silently "
+                      "does exactly that)")
+SIGNATURE_ONLY_FIX = ("get the reusable SavedModel (trainable_variables and __call__) or the "
+                      "original checkpoint; or use it frozen for features with "
+                      "bertfit.load_encoder(path, trainable=False)")
+
+
+def loss_and_logits(model, element, training: bool = True):
+    features, labels, weights = split_element(element)
+    features = canonical(features)
+    logits = model(features, training=training)
+    batch = tf.shape(logits)[0]
+    labels = tf.zeros([batch], tf.int32) if labels is None else tf.cast(labels, tf.int32)
+    weights = tf.ones([batch], tf.float32) if weights is None else tf.cast(weights, tf.float32)
+    losses = keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)
+    return tf.reduce_sum(losses * weights) / tf.maximum(tf.reduce_sum(weights), 1.0), logits
+
+
+def replica_step(model, variables):
+    """Forward, loss and gradients: what the compiled replica step does for a user's model."""
+    def step(element):
+        with tf.GradientTape() as tape:
+            loss, _ = loss_and_logits(model, element)
+        return [g for g in tape.gradient(loss, variables) if g is not None], loss
+    return step
+
+
+def _path(variable) -> str:
+    return getattr(variable, "path", None) or variable.name
+
+
+def check_gradients(report: Report, model, element, *, encoder=None, excluded=(),
+                    where: str = "model") -> None:
+    """One step on one batch: variables with None or all-zero gradients, and why."""
+    features, _, weights = split_element(element)
+    batch_size = _leading(features)
+    variables = list(model.trainable_variables)
+    encoder = encoder if encoder is not None else getattr(model, "encoder", None)
+    if encoder is not None and not encoder.trainable_weights:
+        _no_encoder_variables(report, encoder, where)
+    if not variables:
+        return
+    try:
+        logits = model(canonical(features), training=False)
+    except Exception as e:  # noqa: BLE001 - reported as a finding
+        _failed(report, "grad-step-failed", "the model's forward pass failed", e, where)
+        return
+    if batch_size is not None and logits.shape[0] is not None and logits.shape[0] != batch_size:
+        report.add("shape-batch-changed", ERROR,
+                   f"the model returns {logits.shape[0]} rows of logits for a batch of "
+                   f"{batch_size}", where=f"{where}: output {shape_text(logits.shape)}",
+                   why="a reshape moved examples across the batch dimension; losses no longer "
+                   "line up with labels, and sharding over replicas splits examples",
+                   fix="reshape with the batch dimension kept first, e.g. tf.reshape(x, "
+                   "[tf.shape(x)[0], -1]), never [-1, ...] over the batch")
+        return
+    try:
+        with tf.GradientTape() as tape:
+            loss, logits = loss_and_logits(model, element)
+        gradients = tape.gradient(loss, variables)
+    except Exception as e:  # noqa: BLE001 - reported as a finding
+        _failed(report, "grad-step-failed", "one training step on one batch failed", e, where)
+        return
+    head = {id(v) for v in getattr(getattr(model, "head", None), "trainable_weights", [])}
+    none = [v for v, g in zip(variables, gradients, strict=True) if g is None]
+    pooler = [v for v in none if "pooler" in _path(v)]
+    head_none = [v for v in none if id(v) in head]
+    named = {id(v) for v in pooler + head_none}
+    other = [v for v in none if id(v) not in named]
+    if pooler:
+        bertfit_excludes = all(any(x in _path(v) for x in excluded) for v in pooler)
+        report.add("grad-pooler-unused", INFO if bertfit_excludes else WARNING,
+                   f"the pooler's {len(pooler)} variable(s) get no gradient: the loss does not "
+                   "use pooled_output", where=", ".join(_path(v) for v in pooler),
+                   why="weight decay would still shrink them, and they count as 'trained'"
+                   + (" (bertfit leaves them out for --pooling mean)" if bertfit_excludes
+                      else ""),
+                   fix="leave the pooler out of the trained variables, or pool with it "
+                   "(--pooling cls)")
+    if head_none:
+        report.add("grad-head-disconnected", ERROR,
+                   "the classification head gets no gradient: its output does not reach the "
+                   "loss", where=", ".join(_path(v) for v in head_none),
+                   why="the head stays at its random initialisation",
+                   fix="return the head's logits from call() and compute the loss on them")
+    if other:
+        report.add("grad-none", ERROR, f"{len(other)} trainable variable(s) get no gradient",
+                   where=", ".join(_path(v) for v in other[:8]),
+                   why="they are not connected to the loss (an unused layer or branch)",
+                   fix="use them in the forward pass, or mark them trainable=False")
+    zero = [v for v, g in zip(variables, gradients, strict=True)
+            if g is not None and not bool(tf.reduce_any(tf.convert_to_tensor(g) != 0))]
+    if zero:
+        all_weightless = weights is not None and not np.any(np.asarray(weights) > 0)
+        cause = ("every example weight in the batch is 0" if all_weightless else
+                 "the inputs never reach them (e.g. an embedding row never used), a dead "
+                 "activation, or a zero learning signal")
+        report.add("grad-zero", WARNING if not all_weightless or len(zero) < len(variables)
+                   else ERROR, f"{len(zero)} variable(s) get an all-zero gradient on this batch",
+                   where=", ".join(_path(v) for v in zero[:8]), why=cause,
+                   fix="check the example weights and that every layer is used")
+
+
+def _no_encoder_variables(report: Report, encoder, where: str) -> None:
+    from bertfit.checkpoints.savedmodel import SavedModelEncoder
+
+    signature_only = isinstance(encoder, SavedModelEncoder) and not encoder.weights
+    if signature_only or (isinstance(encoder, SavedModelEncoder) and "signature" in str(
+            getattr(getattr(encoder, "load_report", None), "format", ""))):
+        report.add("grad-signature-only", ERROR, "the encoder is a signature-only SavedModel "
+                   "with zero trainable variables", where=where, why=SIGNATURE_ONLY_WHY,
+                   fix=SIGNATURE_ONLY_FIX)
+    else:
+        report.add("grad-frozen-encoder", ERROR, "the encoder is frozen (trainable=False): "
+                   "only the head would train", where=f"{where}: {encoder.name}",
+                   why="fine-tuning needs the encoder's gradients; a frozen encoder gives "
+                   "feature extraction only",
+                   fix="set encoder.trainable = True (load_encoder(..., trainable=True))")
+
+
+def _leading(features):
+    named = canonical(features)
+    for value in named.values():
+        shape = getattr(value, "shape", None)
+        if shape is not None and len(shape) >= 1:
+            return shape[0]
+    return None
+
+
+def _failed(report: Report, code: str, message: str, error: BaseException, where: str) -> None:
+    translated = translate(error)
+    text = str(translated) if translated is not None else f"{type(error).__name__}: " + (
+        str(error).strip().splitlines() or [""])[0][:300]
+    report.add(code, ERROR, f"{message}: {text}", where=where,
+               fix=translated.fix if translated is not None else "")
+
+
+def compile_stage(target: str) -> str:
+    """XLA's own compiler for the local CPU/GPU; TPU programs need a TPU to be compiled, so a
+    CPU rehearsal lowers the step through the same TF→XLA bridge (where shape, dtype and
+    unsupported-op errors arise) and stops before the TPU backend."""
+    local = "gpu" if tf.config.list_logical_devices("GPU") else "cpu"
+    return "optimized_hlo" if target == local else "hlo"
+
+
+def compile_shapes(report: Report, step, elements: list, target: str, name: str,
+                   full: bool = False) -> None:
+    """XLA-compiles `step` once per element shape; each shape and its outcome is reported."""
+    function = tf.function(step, jit_compile=True)
+    stage = compile_stage(target) if full else "hlo"
+    for element in elements:
+        features, _, _ = split_element(element)
+        ids = canonical(features).get("input_word_ids")
+        shape = shape_text(ids.shape) if ids is not None else "?"
+        start = time.perf_counter()
+        ok = True
+        try:
+            function.experimental_get_compiler_ir(element)(stage=stage)
+        except Exception as e:  # noqa: BLE001 - reported as a finding
+            ok = False
+            _failed(report, "compile-failed", f"XLA could not compile the {name} for {shape}",
+                    e, f"{name} {shape}")
+        report.compiled.append({"name": name, "shape": shape, "stage": stage, "ok": ok,
+                                "seconds": round(time.perf_counter() - start, 2)})
+
+
+def memory_per_replica(model, shapes: list[tuple[int, int]], compute_bytes: int = 4) -> dict:
+    """Parameters (exact), gradients + AdamW slots (exact), activations (an estimate).
+
+    Activations kept for the backward pass per layer ≈ b·s·(34·h + 5·a·s) bytes at 16 bits
+    (Korthikanti et al., 2022), scaled to the compute dtype's size.
+    """
+    parameters = int(sum(np.prod(v.shape) for v in model.weights))
+    trainable = int(sum(np.prod(v.shape) for v in model.trainable_variables))
+    param_bytes = int(sum(np.prod(v.shape) * tf.as_dtype(v.dtype).size for v in model.weights))
+    config = getattr(getattr(model, "encoder", None), "config", None)
+    activations = {}
+    if config is not None and hasattr(config, "num_hidden_layers"):
+        layers, h, a = config.num_hidden_layers, config.hidden_size, config.num_attention_heads
+        for b, s in shapes:
+            per_layer = b * s * (34 * h + 5 * a * s) * compute_bytes / 2
+            activations[f"[{b}, {s}]"] = int(layers * per_layer + b * s * h * compute_bytes)
+    return {"parameters": parameters, "parameters_bytes": param_bytes,
+            "training_state_bytes": trainable * 4 * 3, "activations_bytes": activations}
