@@ -31,7 +31,8 @@ def best_of(fn, repeats: int = 3) -> float:
 def write_result(name: str, result: dict) -> Path:
     RESULTS.mkdir(exist_ok=True)
     path = RESULTS / f"{name}.json"
-    result = {"command": " ".join([Path(sys.executable).name, *sys.argv]), "machine": machine(),
+    command = " ".join([f"python -m bench.{Path(sys.argv[0]).stem}", *sys.argv[1:]])
+    result = {"command": command, "machine": machine(),
               "date": time.strftime("%Y-%m-%d"), **result}
     path.write_text(json.dumps(result, indent=2))
     print(json.dumps(result, indent=2))
