@@ -233,6 +233,10 @@ def _check_dataset(report, dataset, encoder, model, tokenizer, num_classes, pool
     if not samples or blocking & set(report.codes) or takes_text:
         return
     if model is None:
+        if getattr(encoder, "config", None) is None:  # a wrapped SavedModel: no head to add
+            if not encoder.trainable_weights:
+                M.no_encoder_variables(report, encoder, "encoder")
+            return
         model = BertClassifier(encoder, num_classes, pooling, dropout=0.0)
     M.check_gradients(report, model, samples[0], encoder=encoder, where="model")
     if compile_:

@@ -52,7 +52,7 @@ def check_gradients(report: Report, model, element, *, encoder=None, excluded=()
     variables = list(model.trainable_variables)
     encoder = encoder if encoder is not None else getattr(model, "encoder", None)
     if encoder is not None and not encoder.trainable_weights:
-        _no_encoder_variables(report, encoder, where)
+        no_encoder_variables(report, encoder, where)
     if not variables:
         return
     try:
@@ -116,7 +116,7 @@ def check_gradients(report: Report, model, element, *, encoder=None, excluded=()
                    fix="check the example weights and that every layer is used")
 
 
-def _no_encoder_variables(report: Report, encoder, where: str) -> None:
+def no_encoder_variables(report: Report, encoder, where: str) -> None:
     from bertfit.checkpoints.savedmodel import SavedModelEncoder
 
     signature_only = isinstance(encoder, SavedModelEncoder) and not encoder.weights
@@ -144,8 +144,9 @@ def _leading(features):
 
 def _failed(report: Report, code: str, message: str, error: BaseException, where: str) -> None:
     translated = translate(error)
-    text = str(translated) if translated is not None else f"{type(error).__name__}: " + (
-        str(error).strip().splitlines() or [""])[0][:300]
+    lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
+    last = lines[-1][:300] if lines else ""
+    text = str(translated) if translated is not None else f"{type(error).__name__}: {last}"
     report.add(code, ERROR, f"{message}: {text}", where=where,
                fix=translated.fix if translated is not None else "")
 

@@ -1,0 +1,130 @@
+"""Known TF/XLA/Keras errors provoked for real, then explained by `explain_errors`."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import keras
+import pytest
+import tensorflow as tf
+
+from bertfit.check.translate import TranslatedError, explain_errors
+from bertfit.errors import BertfitError
+
+
+def provoke(fn) -> TranslatedError:
+    with pytest.raises(TranslatedError) as caught:
+        with explain_errors():
+            fn()
+    error = caught.value
+    assert isinstance(error, BertfitError) and error.__cause__ is error.original
+    return error
+
+
+def test_dynamic_concatenation_under_jit():
+    @tf.function(jit_compile=True)
+    def step(x):
+        return tf.concat([x, tf.boolean_mask(x, x[:, 0] > 0)[None, :, 0]], axis=0)
+
+    error = provoke(lambda: step(tf.constant([[1, 2, 3], [1, 0, 0]])))
+    assert error.code == "xla-dynamic-concat"
+    assert "size depends on the data" in str(error) and "drop_remainder=True" in str(error)
+
+
+def test_ragged_op_in_the_compiled_step():
+    @tf.function(jit_compile=True)
+    def step(x):
+        return tf.RaggedTensor.from_tensor(x, padding=0).to_tensor()
+
+    error = provoke(lambda: step(tf.constant([[1, 1, 0], [1, 0, 0]])))
+    assert error.code == "xla-unsupported-op"
+    assert "RaggedTensorToTensor" in str(error) and "pad them in the input pipeline" in str(error)
+
+
+def test_strings_in_the_compiled_step():
+    step = tf.function(lambda texts: tf.strings.length(texts), jit_compile=True)
+    error = provoke(lambda: step(tf.constant(["a fine film"])))
+    assert error.code == "xla-string-input" and "tokenize outside" in str(error)
+
+
+def test_keras2_layer_in_a_keras3_model():
+    tf_keras = pytest.importorskip("tf_keras")
+    error = provoke(lambda: keras.Sequential([tf_keras.layers.Dense(2)]))
+    assert error.code == "keras-mixed-versions"
+    assert "Keras 2 (tf_keras" in str(error) and "bertfit.load_encoder" in str(error)
+
+
+def test_saved_function_called_with_the_wrong_signature(tmp_path):
+    class Scorer(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32)])
+        def __call__(self, ids):
+            return ids + 1
+
+    tf.saved_model.save(Scorer(), str(tmp_path))
+    loaded = tf.saved_model.load(str(tmp_path))
+    error = provoke(lambda: loaded(tf.constant([[1.0, 2.0]])))
+    assert error.code == "signature-mismatch"
+    assert "match none of its signatures" in str(error) and "bertfit inspect" in str(error)
+
+
+def test_placeholder_without_a_value():
+    def run_graph():
+        with tf.Graph().as_default():
+            ids = tf.compat.v1.placeholder(tf.int32, [None], name="input_ids")
+            with tf.compat.v1.Session() as session:
+                session.run(ids * 2)
+
+    error = provoke(run_graph)
+    assert error.code == "graph-placeholder" and "'input_ids'" in str(error)
+
+
+def test_unknown_errors_pass_through_untouched():
+    with pytest.raises(ZeroDivisionError):
+        with explain_errors():
+            1 / 0  # noqa: B018
+
+
+STRATEGY_SCRIPT = textwrap.dedent("""
+    import keras, tensorflow as tf
+    from bertfit.check.translate import TranslatedError, explain_errors
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    with strategy.scope():
+        weights = keras.Variable(tf.ones([2]))
+    optimizer = keras.optimizers.AdamW(1e-3)  # outside the scope: slots made on first apply
+
+    def replica_step():
+        optimizer.apply([tf.ones([2])], [weights])
+
+    try:
+        with explain_errors():
+            tf.function(lambda: strategy.run(replica_step))()
+    except TranslatedError as e:
+        print("CODE", e.code, "|", e)
+    with tf.device("/cpu:1"):
+        other = tf.Variable(1.0)
+
+    @tf.function(jit_compile=True)
+    def step():
+        with tf.device("/cpu:0"):
+            return other * 2
+
+    try:
+        with explain_errors():
+            step()
+    except TranslatedError as e:
+        print("CODE", e.code, "|", e)
+""")
+
+
+@pytest.mark.distributed
+def test_strategy_scope_errors_in_a_subprocess():
+    out = subprocess.run([sys.executable, "-c", STRATEGY_SCRIPT], capture_output=True,
+                         text=True, timeout=300).stdout
+    lines = [line for line in out.splitlines() if line.startswith("CODE")]
+    assert len(lines) == 2, out
+    assert lines[0].startswith("CODE strategy-mixed") and "strategy.scope()" in lines[0]
+    assert lines[1].startswith("CODE strategy-resource-device") and "CPU:1" in lines[1]
