@@ -25,6 +25,15 @@ def _bool(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
+def _workers(text: str) -> list[str]:
+    workers = [w.strip() for w in text.split(",") if w.strip()]
+    if not workers or any(":" not in w for w in workers):
+        raise argparse.ArgumentTypeError(
+            f"--workers takes comma-separated host:port pairs, e.g. 10.0.0.1:2222,10.0.0.2:2222; "
+            f"got {text!r}")
+    return workers
+
+
 def _buckets(text: str) -> list[int]:
     if text.lower() == "none":
         return [0]
@@ -43,7 +52,8 @@ TRAIN_FLAGS = {
     "--dropout": ("model.dropout", {"type": float}),
     "--lower-case": ("model.lower_case", {"type": _bool}),
     "--precision": ("model.precision", {"choices": ["fp32", "bf16", "mixed_bf16", "mixed_fp16"]}),
-    "--train": ("data.train", {"help": "training file (CSV, TSV, JSONL, Parquet)"}),
+    "--train": ("data.train", {"help": "training file(s) (CSV, TSV, JSONL, Parquet); a glob "
+                                       "such as 'data/train-*.csv' reads every match"}),
     "--eval": ("data.eval", {"help": "evaluation file, evaluated every epoch"}),
     "--format": ("data.format", {"choices": ["csv", "tsv", "jsonl", "parquet"]}),
     "--text-column": ("data.text_column", {}),
@@ -62,7 +72,14 @@ TRAIN_FLAGS = {
     "--strategy": ("train.strategy",
                    {"choices": ["auto", "tpu", "mirrored", "multi-worker", "one-device", "default"]}),
     "--cpu-replicas": ("train.cpu_replicas", {"type": int}),
-    "--tpu": ("train.tpu", {}),
+    "--tpu": ("train.tpu", {"help": "TPU name, or 'local' on a TPU VM"}),
+    "--workers": ("train.workers", {"type": _workers,
+                                    "help": "host:port,... of every worker (multi-worker)"}),
+    "--worker-index": ("train.worker_index", {"type": int, "help": "this worker; 0 = chief"}),
+    "--grad-accum": ("train.grad_accum", {"type": int,
+                                          "help": "micro-batches per optimizer step"}),
+    "--steps-per-execution": ("train.steps_per_execution",
+                              {"type": int, "help": "optimizer steps per host call"}),
     "--best-metric": ("train.best_metric", {"choices": ["accuracy", "macro_f1", "loss"]}),
 }
 

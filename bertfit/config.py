@@ -76,6 +76,13 @@ class TrainConfig:
         jit_compile: XLA-compile the replica step.
         strategy: auto, tpu, mirrored, multi-worker, one-device or default.
         cpu_replicas: split the CPU into N logical devices (rehearse data parallelism).
+        tpu: a TPU name, or "local" on a TPU VM (TPUClusterResolver).
+        workers: host:port of every worker (MultiWorkerMirroredStrategy without TF_CONFIG).
+        worker_index: this process's position in `workers`; worker 0 is the chief.
+        grad_accum: micro-batches accumulated per optimizer step inside the compiled step
+            (effective batch = grad_accum × batch_size).
+        steps_per_execution: optimizer steps per host call (one compiled loop); the batch plan
+            groups steps in runs of this many of the same bucket.
         best_metric: the eval metric that picks the best checkpoint (accuracy, macro_f1, loss).
     """
 
@@ -90,6 +97,10 @@ class TrainConfig:
     strategy: str = "auto"
     cpu_replicas: int | None = None
     tpu: str | None = None
+    workers: list[str] | None = None
+    worker_index: int | None = None
+    grad_accum: int = 1
+    steps_per_execution: int = 1
     best_metric: str = "accuracy"
 
 
@@ -110,6 +121,13 @@ class RunConfig:
             (8 <= self.model.max_seq_length <= 8192, "max_seq_length must be between 8 and 8192"),
             (self.train.batch_size > 0, "batch_size must be positive"),
             (self.train.epochs > 0, "epochs must be positive"),
+            (self.train.grad_accum >= 1, "grad_accum must be at least 1"),
+            (self.train.steps_per_execution >= 1, "steps_per_execution must be at least 1"),
+            (not self.train.workers or self.train.worker_index is not None,
+             "--workers needs --worker-index (this process's position in the list, 0 = chief)"),
+            (not self.train.workers
+             or 0 <= (self.train.worker_index or 0) < len(self.train.workers),
+             f"--worker-index must be between 0 and {len(self.train.workers or []) - 1}"),
             (0 <= self.train.warmup_ratio < 1, "warmup_ratio must be in [0, 1)"),
             (self.train.best_metric in ("accuracy", "macro_f1", "loss"),
              "best_metric must be accuracy, macro_f1 or loss"),

@@ -72,6 +72,13 @@ def make_strategy(name: str = "auto", cpu_replicas: int | None = None,
             name = "multi-worker"
     if name == "auto" and not tpu and _cluster_in_env():
         name = "multi-worker"
+    if name == "multi-worker":  # before anything lists devices: collectives configure at start
+        if not _cluster_in_env():
+            raise ConfigError(
+                "--strategy multi-worker needs TF_CONFIG (or --workers and --worker-index): "
+                'e.g. TF_CONFIG=\'{"cluster": {"worker": ["host1:12345", "host2:12345"]}, '
+                '"task": {"type": "worker", "index": 0}}\'')
+        return tf.distribute.MultiWorkerMirroredStrategy()
     configure_cpu_replicas(cpu_replicas)
     gpus = tf.config.list_logical_devices("GPU")
     cpus = [d.name for d in tf.config.list_logical_devices("CPU")]
@@ -87,14 +94,6 @@ def make_strategy(name: str = "auto", cpu_replicas: int | None = None,
     if name == "mirrored":
         devices = [d.name for d in gpus] or cpus
         return tf.distribute.MirroredStrategy(devices)
-    if name == "multi-worker":
-        if "TF_CONFIG" not in os.environ:
-            raise ConfigError(
-                "--strategy multi-worker needs TF_CONFIG (or --workers and --worker-index): "
-                'e.g. TF_CONFIG=\'{"cluster": {"worker": ["host1:12345", "host2:12345"]}, '
-                '"task": {"type": "worker", "index": 0}}\'')
-        _cluster_in_env()
-        return tf.distribute.MultiWorkerMirroredStrategy()
     if name == "one-device":
         device = gpus[0] if gpus else tf.config.list_logical_devices("CPU")[0]
         return tf.distribute.OneDeviceStrategy(device.name)
