@@ -14,6 +14,8 @@ The way through:
 from __future__ import annotations
 
 import dataclasses
+import os
+import time
 from collections.abc import Sequence
 
 import numpy as np
@@ -83,26 +85,53 @@ def bucket_of(packed_lengths: np.ndarray, buckets: Sequence[int]) -> np.ndarray:
 
 
 def plan_batches(packed_lengths: np.ndarray, buckets: Sequence[int], global_batch: int, *,
-                 shuffle: bool, seed: int = 0, epoch: int = 0) -> list[Batch]:
+                 shuffle: bool, seed: int = 0, epoch: int = 0, run_length: int = 1) -> list[Batch]:
     """Cuts the examples into full global batches, one bucket per batch.
 
     Every example appears exactly once. With `shuffle`, the order inside each bucket and the
     order of the batches depend only on (seed, epoch), so every worker computes the same plan.
+    `run_length` > 1 keeps each bucket's batches together in runs of that many (the last run
+    of a bucket may be shorter) and shuffles the runs, so that one host call can execute a
+    whole run from one bucket's iterator (`--steps-per-execution`).
     """
     rng = np.random.default_rng([seed, epoch])
     assignment = bucket_of(packed_lengths, buckets)
-    batches = []
+    runs = []
     for b, seq_length in enumerate(buckets):
         members = np.flatnonzero(assignment == b)
         if shuffle:
             members = rng.permutation(members)
         padding = (-len(members)) % global_batch
         members = np.concatenate([members, np.full(padding, PAD_INDEX)]).astype(np.int64)
-        for start in range(0, len(members), global_batch):
-            batches.append(Batch(int(seq_length), members[start:start + global_batch]))
+        batches = [Batch(int(seq_length), members[start:start + global_batch])
+                   for start in range(0, len(members), global_batch)]
+        runs.extend(batches[i:i + run_length] for i in range(0, len(batches), run_length))
     if shuffle:
-        batches = [batches[i] for i in rng.permutation(len(batches))]
-    return batches
+        runs = [runs[i] for i in rng.permutation(len(runs))]
+    return [batch for run in runs for batch in run]
+
+
+def runs_of(plan: list[Batch], limit: int) -> list[tuple[int, int]]:
+    """(seq_length, steps) for consecutive same-bucket steps of `plan`, at most `limit` each."""
+    runs: list[tuple[int, int]] = []
+    for batch in plan:
+        if runs and runs[-1][0] == batch.seq_length and runs[-1][1] < limit:
+            runs[-1] = (batch.seq_length, runs[-1][1] + 1)
+        else:
+            runs.append((batch.seq_length, 1))
+    return runs
+
+
+DEBUG_INDICES_ENV = "BERTFIT_DEBUG_INDICES"
+
+
+def _debug_dump(rows: np.ndarray, seq_length: int, pipeline: int) -> None:
+    """With $BERTFIT_DEBUG_INDICES set to a directory, saves the example indices this process's
+    input pipeline feeds (tests count them to prove exactly-once across workers)."""
+    directory = os.environ.get(DEBUG_INDICES_ENV)
+    if directory:
+        name = f"{os.getpid()}-{time.monotonic_ns()}-len{seq_length}-pipeline{pipeline}.npy"
+        np.save(os.path.join(directory, name), rows)
 
 
 class BucketedInput:
@@ -114,6 +143,9 @@ class BucketedInput:
         plan: the global batches, in the order the steps take them.
         strategy: the `tf.distribute` strategy that will consume the batches.
         cls_id, sep_id, pad_id: the tokenizer's special ids.
+        micro_batches: each plan batch holds this many global micro-batches (gradient
+            accumulation); a replica's element holds its rows of every micro-batch, micro-batch
+            after micro-batch, and `global_examples` counts the real examples of all of them.
 
     Iterating yields `(seq_length, per-replica batch)` in plan order. A batch is a dict of
     `input_word_ids`, `input_mask`, `input_type_ids` ([per-replica batch, seq_length] int32),
@@ -122,8 +154,10 @@ class BucketedInput:
     """
 
     def __init__(self, encoded: EncodedTexts, labels: np.ndarray | None, plan: list[Batch],
-                 strategy: tf.distribute.Strategy, *, cls_id: int, sep_id: int, pad_id: int):
+                 strategy: tf.distribute.Strategy, *, cls_id: int, sep_id: int, pad_id: int,
+                 micro_batches: int = 1):
         self.encoded = encoded
+        self.micro_batches = micro_batches
         self.labels = np.zeros(len(encoded), np.int32) if labels is None else labels
         self.plan = plan
         self.strategy = strategy
@@ -149,10 +183,14 @@ class BucketedInput:
         for batch in self.plan:
             if batch.seq_length != seq_length:
                 continue
-            per_replica = batch.indices.reshape(self.replicas, -1)
+            # [micro-batch, replica, row] → each replica's rows of every micro-batch, in order.
+            per_replica = (batch.indices.reshape(self.micro_batches, self.replicas, -1)
+                           .transpose(1, 0, 2).reshape(self.replicas, -1))
             rows.extend(per_replica[first:first + local])
             counts.extend([batch.num_examples] * local)
-        return {INDEX: np.stack(rows), "global_examples": np.asarray(counts, np.float32)}
+        rows = np.stack(rows)
+        _debug_dump(rows, seq_length, context.input_pipeline_id)
+        return {INDEX: rows, "global_examples": np.asarray(counts, np.float32)}
 
     def _dataset(self, seq_length: int, context: tf.distribute.InputContext) -> tf.data.Dataset:
         ids_a, ids_b = self.encoded.ids_a, self.encoded.ids_b

@@ -4,6 +4,15 @@ Why not `model.fit`: under MirroredStrategy `fit(jit_compile=True)` fails in TF 
 clips gradients per replica before they are summed. Here the replica step (forward, loss,
 gradients) is XLA-compiled; the gradients are then all-reduced, clipped by their global norm,
 and applied by an optimizer that was built inside the strategy's scope.
+
+Scale-out levers, all inside compiled code:
+- gradient accumulation (`grad_accum` K): the replica step loops over K micro-batches with a
+  `tf.while_loop` and sums their gradients; each micro-batch loss is divided by the real
+  examples of all K micro-batches, so the sum equals the gradient of the K-times-larger batch.
+- steps per execution (N): `train_steps` runs up to N optimizer steps from one bucket's
+  distributed iterator in one `tf.function` call and returns every step's loss.
+- fp16 loss scaling: Keras' `LossScaleOptimizer` (dynamic scale; it skips non-finite steps and
+  halves the scale); the gradients are unscaled before global-norm clipping.
 """
 
 from __future__ import annotations
@@ -17,7 +26,7 @@ import numpy as np
 import tensorflow as tf
 
 from bertfit.config import TrainConfig
-from bertfit.data.pipeline import INDEX, LABEL, WEIGHT, BucketedInput
+from bertfit.data.pipeline import INDEX, LABEL, WEIGHT, BucketedInput, runs_of
 from bertfit.errors import BertfitError
 from bertfit.model.inputs import INPUT_NAMES
 from bertfit.train.optimizer import make_optimizer
@@ -55,22 +64,30 @@ class Trainer:
         config: optimisation settings (`TrainConfig`).
         total_steps: optimizer steps in the whole run (for the learning-rate schedule).
         frozen: names of variables left out of training (e.g. an unused pooler).
+        loss_scale: dynamic loss scaling (needed for float16 compute).
     """
 
     def __init__(self, build_model: Callable[[], keras.Model], strategy: tf.distribute.Strategy,
-                 config: TrainConfig, total_steps: int, frozen: tuple[str, ...] = ()):
+                 config: TrainConfig, total_steps: int, frozen: tuple[str, ...] = (),
+                 loss_scale: bool = False):
         self.strategy = strategy
         self.config = config
+        self.micro_batches = max(1, config.grad_accum)
         with strategy.scope():
             self.model = build_model()
             self.variables = [v for v in self.model.trainable_variables
                               if not any(f in v.path for f in frozen)]
             self.optimizer = make_optimizer(config, total_steps)
+            if loss_scale:
+                self.optimizer = keras.optimizers.LossScaleOptimizer(self.optimizer)
             self.optimizer.build(self.variables)  # built in scope, before the first step
-        self._replica_gradients = tf.function(self._gradients, jit_compile=config.jit_compile)
+        self.loss_scale = loss_scale
+        step = self._accumulated_gradients if self.micro_batches > 1 else self._gradients
+        self._replica_gradients = tf.function(step, jit_compile=config.jit_compile)
         self._replica_probabilities = tf.function(self._probabilities,
                                                   jit_compile=config.jit_compile)
         self.train_step = tf.function(self._train_step)
+        self.train_steps = tf.function(self._train_steps)
         self.predict_step = tf.function(self._predict_step)
 
     # ---- replica side (compiled) ----
@@ -83,13 +100,38 @@ class Trainer:
             # Normalised by the real examples of the *global* batch: summing the replicas'
             # losses (and gradients) gives the global mean, padding rows weigh nothing.
             loss = tf.reduce_sum(losses * batch[WEIGHT]) / batch["global_examples"]
-        gradients = tape.gradient(loss, self.variables)
+        scaled = self.optimizer.scale_loss(loss) if self.loss_scale else loss
+        gradients = tape.gradient(scaled, self.variables)
         missing = [v.path for v, g in zip(self.variables, gradients, strict=True) if g is None]
         if missing:
             raise BertfitError(
                 f"{len(missing)} trainable variables get no gradient from the loss: "
                 f"{', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}. "
                 "Run `bertfit check` to see why (frozen layer, unused pooler, disconnected head).")
+        return gradients, loss
+
+    def _accumulated_gradients(self, batch):
+        """Sums the gradients of the K micro-batches of this replica's element in a loop.
+
+        The element holds K micro-batches one after another ([K × per-replica rows, ...]);
+        `global_examples` counts the real examples of all K, so the sum is the big batch's
+        gradient.
+        """
+        k = self.micro_batches
+        micro = {name: tf.reshape(value, [k, -1, *value.shape[1:]])
+                 for name, value in batch.items() if name != "global_examples"}
+
+        def body(i, sums, loss):
+            piece = {name: value[i] for name, value in micro.items()}
+            piece["global_examples"] = batch["global_examples"]
+            gradients, piece_loss = self._gradients(piece)
+            sums = [total + tf.convert_to_tensor(g) for total, g in zip(sums, gradients,
+                                                                         strict=True)]
+            return i + 1, sums, loss + piece_loss
+
+        zeros = [tf.zeros(v.shape, v.dtype) for v in self.variables]
+        _, gradients, loss = tf.while_loop(lambda i, *_: i < k, body,
+                                           (tf.constant(0), zeros, tf.constant(0.0)))
         return gradients, loss
 
     def _probabilities(self, batch):
@@ -103,11 +145,20 @@ class Trainer:
         replicas = context.num_replicas_in_sync
         if replicas > 1:
             gradients = context.all_reduce(tf.distribute.ReduceOp.SUM, gradients)
+        # Dense from here on: the embedding gradients arrive as IndexedSlices with one row per
+        # token (duplicates), and their layout differs with the replica count.
+        gradients = [tf.convert_to_tensor(g) for g in gradients]
+        if self.loss_scale:  # clip the true gradient; LossScaleOptimizer unscales again
+            scale = tf.cast(self.optimizer.dynamic_scale, tf.float32)
+            gradients = [_scale(g, 1.0 / scale) for g in gradients]
         gradients, norm = tf.clip_by_global_norm(gradients, self.config.clip_norm)
         # Keras sums gradients over replicas again inside apply(); hand it 1/replicas of the
         # already-summed gradient so that sum is the clipped global gradient.
-        if replicas > 1:
-            gradients = [_scale(g, 1.0 / replicas) for g in gradients]
+        factor = 1.0 / replicas
+        if self.loss_scale:
+            factor = scale / replicas
+        if self.loss_scale or replicas > 1:
+            gradients = [_scale(g, factor) for g in gradients]
         self.optimizer.apply(gradients, self.variables)
         return loss, norm
 
@@ -115,6 +166,15 @@ class Trainer:
         loss, norm = self.strategy.run(self._apply, args=(batch,))
         return (self.strategy.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None),
                 self.strategy.reduce(tf.distribute.ReduceOp.MEAN, norm, axis=None))
+
+    def _train_steps(self, iterator, steps):
+        """`steps` optimizer steps drawn from one bucket's iterator; every step's global loss."""
+        losses = tf.TensorArray(tf.float32, size=steps)
+        for i in tf.range(steps):
+            loss, _ = self.strategy.run(self._apply, args=(next(iterator),))
+            losses = losses.write(i, self.strategy.reduce(tf.distribute.ReduceOp.SUM, loss,
+                                                          axis=None))
+        return losses.stack()
 
     def _predict_step(self, batch):
         probabilities, index = self.strategy.run(
@@ -125,14 +185,20 @@ class Trainer:
     # ---- host loops ----
 
     def train_epoch(self, data: BucketedInput, progress=None) -> EpochStats:
+        """One pass over `data.plan`: consecutive steps of one bucket run together, up to
+        `steps_per_execution` per host call; the losses and the progress stay per step."""
         start, total_loss, seen, losses = time.perf_counter(), 0.0, 0, []
-        for step, (batch_plan, (_, batch)) in enumerate(zip(data.plan, data, strict=True)):
-            loss, _ = self.train_step(batch)
-            losses.append(float(loss))
-            total_loss += losses[-1] * batch_plan.num_examples
-            seen += batch_plan.num_examples
-            if progress is not None:
-                progress.update(step + 1, seen, loss=total_loss / seen)
+        iterators = {s: iter(d) for s, d in data.datasets.items()}
+        limit = max(1, self.config.steps_per_execution)
+        for seq_length, steps in runs_of(data.plan, limit):
+            run_losses = self.train_steps(iterators[seq_length], tf.constant(steps, tf.int32))
+            for loss in run_losses.numpy().tolist():
+                batch_plan = data.plan[len(losses)]
+                losses.append(loss)
+                total_loss += loss * batch_plan.num_examples
+                seen += batch_plan.num_examples
+                if progress is not None:
+                    progress.update(len(losses), seen, loss=total_loss / seen)
         seconds = time.perf_counter() - start
         return EpochStats(total_loss / max(seen, 1), seen, len(data), seconds, losses)
 
@@ -155,6 +221,8 @@ class Trainer:
         return out
 
     def trace_counts(self) -> dict[str, int]:
-        """How often each step function was traced (once per bucket shape is the goal)."""
-        return {"train_step": self.train_step.experimental_get_tracing_count(),
+        """How often each step function was traced (once per bucket shape is the goal);
+        "train_step" counts the training functions, whatever the steps per execution."""
+        return {"train_step": self.train_step.experimental_get_tracing_count()
+                + self.train_steps.experimental_get_tracing_count(),
                 "predict_step": self.predict_step.experimental_get_tracing_count()}

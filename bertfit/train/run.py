@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import glob
 import time
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from bertfit.config import RunConfig
 from bertfit.data.labels import LabelMap
 from bertfit.data.pipeline import BucketedInput, default_buckets, encode_texts, plan_batches
 from bertfit.data.sources import Example, SourceSpec, read_examples
+from bertfit.errors import DataError
 from bertfit.model.classifier import BertClassifier
 from bertfit.model.encoder import BertEncoder
 from bertfit.progress import Progress
@@ -26,7 +28,10 @@ from bertfit.train.metrics import classification_metrics, is_better
 from bertfit.train.run_dir import RunDir
 from bertfit.train.strategy import make_strategy, per_replica_batch
 
-PRECISION_POLICIES = {"fp32": "float32", "bf16": "bfloat16", "mixed_bf16": "mixed_bfloat16",
+# Master weights stay float32 in every mode: "bf16" is the TPU habit's name for bfloat16 compute
+# with float32 variables, the same policy as "mixed_bf16". LayerNorm, softmax and the loss run in
+# float32 (see model/encoder.py and model/classifier.py); float16 adds dynamic loss scaling.
+PRECISION_POLICIES = {"fp32": "float32", "bf16": "mixed_bfloat16", "mixed_bf16": "mixed_bfloat16",
                       "mixed_fp16": "mixed_float16"}
 
 
@@ -47,6 +52,22 @@ def source_spec(config: RunConfig) -> SourceSpec:
     d = config.data
     return SourceSpec(format=d.format, text_column=d.text_column,
                       text_pair_column=d.text_pair_column, label_column=d.label_column)
+
+
+def read_training_examples(pattern: str, config: RunConfig) -> list[Example]:
+    """The rows of one file, or of every file a glob matches (sorted by name, concatenated).
+
+    Every worker reads all of them: the batch plan is global and each worker's input pipeline
+    takes its replicas' rows of every global batch (see data/pipeline.py), which uses each
+    example exactly once per epoch and keeps every worker at the same step count.
+    """
+    if not glob.has_magic(pattern):
+        return read_examples(pattern, source_spec(config))
+    paths = sorted(glob.glob(pattern))
+    if not paths:
+        raise DataError(f"--train {pattern!r} matches no file; check the pattern (quote it so "
+                        "the shell does not expand it) and the working directory.")
+    return [e for path in paths for e in read_examples(path, source_spec(config))]
 
 
 def read_labelled(path: str, config: RunConfig, tokenizer, label_map: LabelMap | None,
@@ -74,12 +95,15 @@ def buckets_for(config: RunConfig) -> list[int]:
 
 
 def bucketed(data: LabelledData, trainer: Trainer, tokenizer, config: RunConfig, *,
-             shuffle: bool, epoch: int = 0) -> BucketedInput:
+             shuffle: bool, epoch: int = 0, training: bool = False) -> BucketedInput:
+    """Training plans hold grad_accum micro-batches per step, in runs of steps_per_execution."""
+    micro = config.train.grad_accum if training else 1
     plan = plan_batches(data.encoded.packed_lengths, buckets_for(config),
-                        config.train.batch_size, shuffle=shuffle, seed=config.train.seed,
-                        epoch=epoch)
+                        config.train.batch_size * micro, shuffle=shuffle, seed=config.train.seed,
+                        epoch=epoch, run_length=config.train.steps_per_execution if training else 1)
     return BucketedInput(data.encoded, data.labels, plan, trainer.strategy,
-                         cls_id=tokenizer.cls_id, sep_id=tokenizer.sep_id, pad_id=tokenizer.pad_id)
+                         cls_id=tokenizer.cls_id, sep_id=tokenizer.sep_id, pad_id=tokenizer.pad_id,
+                         micro_batches=micro)
 
 
 def evaluate_data(trainer: Trainer, data: LabelledData, tokenizer, config: RunConfig,
@@ -97,10 +121,6 @@ def evaluate_data(trainer: Trainer, data: LabelledData, tokenizer, config: RunCo
     return metrics, probabilities
 
 
-def _set_precision(precision: str) -> None:
-    keras.mixed_precision.set_dtype_policy(PRECISION_POLICIES[precision])
-
-
 def train(config: RunConfig, *, quiet: bool = False, strategy: tf.distribute.Strategy | None = None
           ) -> dict:
     """Fine-tunes `config.model.name` on `config.data.train`; returns the final metrics.
@@ -109,16 +129,18 @@ def train(config: RunConfig, *, quiet: bool = False, strategy: tf.distribute.Str
     `config.data.eval` (when given) and keeps the best checkpoint by `train.best_metric`.
     """
     config.validate()
-    strategy = strategy or make_strategy(config.train.strategy, config.train.cpu_replicas,
-                                         config.train.tpu)
+    t = config.train
+    strategy = strategy or make_strategy(t.strategy, t.cpu_replicas, t.tpu, t.workers,
+                                         t.worker_index)
     per_replica_batch(config.train.batch_size, strategy)
     run_dir = RunDir(config.output_dir, write=_is_chief(strategy))
+    quiet = quiet or not run_dir.write
     started = time.perf_counter()
-    _set_precision(config.model.precision)
+    policy = PRECISION_POLICIES[config.model.precision]
     checkpoint = read_checkpoint(resolve(config.model.name))
     tokenizer = build_tokenizer(checkpoint, lower_case=config.model.lower_case)
 
-    all_train = read_examples(config.data.train, source_spec(config))
+    all_train = read_training_examples(config.data.train, config)
     train_examples = all_train[: config.data.max_train_examples]
     label_map = LabelMap.from_examples(train_examples, config.data.train)
     train_data = encode_labelled(config.data.train, train_examples, config, tokenizer, label_map)
@@ -126,23 +148,27 @@ def train(config: RunConfig, *, quiet: bool = False, strategy: tf.distribute.Str
                  if config.data.eval else None)
 
     steps_per_epoch = len(plan_batches(train_data.encoded.packed_lengths, buckets_for(config),
-                                       config.train.batch_size, shuffle=False))
+                                       config.train.batch_size * config.train.grad_accum,
+                                       shuffle=False))
     total_steps = steps_per_epoch * config.train.epochs
     keras.utils.set_random_seed(config.train.seed)
 
     def build_model() -> BertClassifier:
-        encoder = build_encoder(checkpoint)
+        encoder = build_encoder(checkpoint, dtype=policy)
         return BertClassifier(encoder, len(label_map), config.model.pooling,
                               config.model.dropout, seed=config.train.seed)
 
     frozen = ("pooler",) if config.model.pooling == "mean" else ()
-    trainer = Trainer(build_model, strategy, config.train, total_steps, frozen=frozen)
+    trainer = Trainer(build_model, strategy, config.train, total_steps, frozen=frozen,
+                      loss_scale=config.model.precision == "mixed_fp16")
     run_dir.save_setup(config, label_map, checkpoint.config, tokenizer, checkpoint.vocab_file)
     run_dir.log(f"model {config.model.name} ({checkpoint.format}); {trainer.model.encoder.load_report}")
     run_dir.log(f"train {config.data.train}: {len(train_data)} of {len(all_train)} rows; "
                 f"{len(label_map)} labels {list(label_map.labels)}; buckets {buckets_for(config)}; "
                 f"{steps_per_epoch} steps/epoch; strategy {type(strategy).__name__} with "
-                f"{strategy.num_replicas_in_sync} replicas")
+                f"{strategy.num_replicas_in_sync} replicas; precision {config.model.precision} "
+                f"({policy}); grad_accum {t.grad_accum} (effective batch "
+                f"{t.batch_size * t.grad_accum}); steps_per_execution {t.steps_per_execution}")
 
     epoch_var = tf.Variable(0, dtype=tf.int64, trainable=False)
     step_var = tf.Variable(0, dtype=tf.int64, trainable=False)
@@ -152,7 +178,8 @@ def train(config: RunConfig, *, quiet: bool = False, strategy: tf.distribute.Str
 
     history, best_value = [], None
     for epoch in range(config.train.epochs):
-        batches = bucketed(train_data, trainer, tokenizer, config, shuffle=True, epoch=epoch)
+        batches = bucketed(train_data, trainer, tokenizer, config, shuffle=True, epoch=epoch,
+                           training=True)
         progress = Progress(f"epoch {epoch + 1}/{config.train.epochs}", len(batches), quiet=quiet)
         with explain_errors():  # known TF/XLA errors in plain words
             stats = trainer.train_epoch(batches, progress)
@@ -225,7 +252,8 @@ def load_run(path: str | Path, which: str = "best") -> LoadedRun:
     strategy = tf.distribute.get_strategy()
 
     def build_model():
-        return BertClassifier(BertEncoder(bert), len(labels), config.model.pooling, 0.0)
+        encoder = BertEncoder(bert, dtype=PRECISION_POLICIES[config.model.precision])
+        return BertClassifier(encoder, len(labels), config.model.pooling, 0.0)
 
     trainer = Trainer(build_model, strategy, config.train, total_steps=1)
     restore_model(trainer.model, run_dir.checkpoint_path(which))
