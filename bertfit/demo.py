@@ -46,11 +46,12 @@ def run_demo(output_dir: str = "runs/demo", epochs: int | None = None,
     started = time.perf_counter()
     config = demo_config(output_dir, epochs, max_train_examples)
     subset = config.data.max_train_examples or "all"
+    xla = "on" if config.train.jit_compile else "off (CPU only)"
     print(f"bertfit demo: fine-tuning MiniLM-L6 (minilm-l6) on Rotten Tomatoes\n"
           f"  train {config.data.train} ({subset} rows), dev for model selection\n"
           f"  epochs {config.train.epochs}, max_seq_length {config.model.max_seq_length}, "
           f"global batch {config.train.batch_size}, learning rate {config.train.learning_rate}, "
-          f"mean pooling, seed {config.train.seed}, XLA {'on' if config.train.jit_compile else 'off (CPU only)'}",
+          f"mean pooling, seed {config.train.seed}, XLA {xla}",
           flush=True)
     train(config, quiet=quiet)
     test_file = str(rotten_tomatoes_dir() / "test.csv")
