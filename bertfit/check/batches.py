@@ -191,7 +191,9 @@ _STATIC_WHY = {
 
 
 def check_batch_size(report: Report, batch: int, ctx: InputContext) -> None:
-    """Global batch over replicas, and the per-replica batch a TPU wants."""
+    """Global batch over replicas, and the per-replica batch a TPU wants (reported once)."""
+    if {"shape-batch-not-divisible", "shape-tpu-batch-multiple"} & set(report.codes):
+        return
     replicas = ctx.replicas
     lower = batch - batch % replicas
     if ctx.global_batch and batch % replicas:
