@@ -50,8 +50,13 @@ def run_bertfit(args, workdir: Path) -> dict:
 
 def run_transformers(args, workdir: Path) -> dict:
     import torch
-    from transformers import (AutoTokenizer, BertForSequenceClassification,
-                              DataCollatorWithPadding, Trainer, TrainingArguments)
+    from transformers import (
+        AutoTokenizer,
+        BertForSequenceClassification,
+        DataCollatorWithPadding,
+        Trainer,
+        TrainingArguments,
+    )
 
     path = str(resolve("minilm-l6"))
     train_rows = load_rotten_tomatoes("train")[: args.max_train_examples]
@@ -70,10 +75,10 @@ def run_transformers(args, workdir: Path) -> dict:
     model = BertForSequenceClassification.from_pretrained(path, num_labels=2)
     training_args = TrainingArguments(
         output_dir=str(workdir / "transformers"), per_device_train_batch_size=BATCH,
-        num_train_epochs=args.epochs, learning_rate=LR, warmup_ratio=WARMUP,
+        num_train_epochs=args.epochs, learning_rate=LR, warmup_steps=WARMUP,  # a ratio in v5
         weight_decay=DECAY, max_grad_norm=1.0, lr_scheduler_type="linear", seed=SEED,
-        group_by_length=True, save_strategy="no", eval_strategy="no", report_to=[],
-        logging_strategy="no", use_cpu=True, disable_tqdm=True)
+        train_sampling_strategy="group_by_length", save_strategy="no", eval_strategy="no",
+        report_to=[], logging_strategy="no", use_cpu=True, disable_tqdm=True)
     trainer = Trainer(model=model, args=training_args, train_dataset=train_set,
                       data_collator=DataCollatorWithPadding(tokenizer))
     trainer.train()
@@ -93,8 +98,8 @@ def main() -> None:
     parser.add_argument("--bertfit-jit", type=lambda s: s.lower() == "true", default=True)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        ours = run_bertfit(args, Path(tmp))
         theirs = run_transformers(args, Path(tmp))
+        ours = run_bertfit(args, Path(tmp))
     write_result("finetune", {
         "settings": {"max_seq_length": SEQ, "batch": BATCH, "learning_rate": LR,
                      "epochs": args.epochs, "warmup_ratio": WARMUP, "seed": SEED,
