@@ -42,6 +42,16 @@ def _dense(units: int, config: BertConfig, name: str, dtype, activation=None) ->
     )
 
 
+def _embedding(rows: int, config: BertConfig, name: str, dtype) -> keras.layers.Embedding:
+    return keras.layers.Embedding(
+        rows,
+        config.hidden_size,
+        embeddings_initializer=keras.initializers.TruncatedNormal(stddev=config.initializer_range),
+        name=name,
+        dtype=dtype,
+    )
+
+
 def _layer_norm(config: BertConfig, name: str, dtype) -> keras.layers.LayerNormalization:
     # Keras computes LayerNormalization in float32 whatever the compute dtype.
     return keras.layers.LayerNormalization(epsilon=config.layer_norm_eps, name=name, dtype=dtype)
@@ -52,28 +62,12 @@ class BertEmbeddings(keras.layers.Layer):
 
     def __init__(self, config: BertConfig, **kwargs):
         super().__init__(**kwargs)
-        init = keras.initializers.TruncatedNormal(stddev=config.initializer_range)
-        self.word_embeddings = keras.layers.Embedding(
-            config.vocab_size,
-            config.hidden_size,
-            embeddings_initializer=init,
-            name="word_embeddings",
-            dtype=self.dtype_policy,
-        )
-        self.position_embeddings = keras.layers.Embedding(
-            config.max_position_embeddings,
-            config.hidden_size,
-            embeddings_initializer=init,
-            name="position_embeddings",
-            dtype=self.dtype_policy,
-        )
-        self.token_type_embeddings = keras.layers.Embedding(
-            config.type_vocab_size,
-            config.hidden_size,
-            embeddings_initializer=init,
-            name="token_type_embeddings",
-            dtype=self.dtype_policy,
-        )
+        dtype = self.dtype_policy
+        self.word_embeddings = _embedding(config.vocab_size, config, "word_embeddings", dtype)
+        self.position_embeddings = _embedding(
+            config.max_position_embeddings, config, "position_embeddings", dtype)
+        self.token_type_embeddings = _embedding(
+            config.type_vocab_size, config, "token_type_embeddings", dtype)
         self.layer_norm = _layer_norm(config, "layer_norm", self.dtype_policy)
         self.dropout = keras.layers.Dropout(config.hidden_dropout_prob, dtype=self.dtype_policy)
         self.hidden_size = config.hidden_size
