@@ -32,12 +32,6 @@ from bertfit.model.inputs import INPUT_NAMES
 from bertfit.train.optimizer import make_optimizer
 
 
-def _scale(gradient, factor: float):
-    if isinstance(gradient, tf.IndexedSlices):  # embedding gradients stay sparse
-        return tf.IndexedSlices(gradient.values * factor, gradient.indices, gradient.dense_shape)
-    return gradient * factor
-
-
 def features(batch: dict) -> dict:
     return {name: batch[name] for name in INPUT_NAMES}
 
@@ -62,13 +56,14 @@ class Trainer:
         build_model: makes the Keras model; called inside `strategy.scope()`.
         strategy: any `tf.distribute.Strategy`.
         config: optimisation settings (`TrainConfig`).
-        total_steps: optimizer steps in the whole run (for the learning-rate schedule).
+        total_steps: optimizer steps in the whole run (for the learning-rate schedule); None
+            for a trainer that only predicts, which then builds no optimizer state.
         frozen: names of variables left out of training (e.g. an unused pooler).
         loss_scale: dynamic loss scaling (needed for float16 compute).
     """
 
     def __init__(self, build_model: Callable[[], keras.Model], strategy: tf.distribute.Strategy,
-                 config: TrainConfig, total_steps: int, frozen: tuple[str, ...] = (),
+                 config: TrainConfig, total_steps: int | None, frozen: tuple[str, ...] = (),
                  loss_scale: bool = False):
         self.strategy = strategy
         self.config = config
@@ -77,18 +72,22 @@ class Trainer:
             self.model = build_model()
             self.variables = [v for v in self.model.trainable_variables
                               if not any(f in v.path for f in frozen)]
-            self.optimizer = make_optimizer(config, total_steps)
-            if loss_scale:
-                self.optimizer = keras.optimizers.LossScaleOptimizer(self.optimizer)
-            self.optimizer.build(self.variables)  # built in scope, before the first step
+            self.optimizer = None if total_steps is None else self._build_optimizer(total_steps,
+                                                                                    loss_scale)
         self.loss_scale = loss_scale
         step = self._accumulated_gradients if self.micro_batches > 1 else self._gradients
         self._replica_gradients = tf.function(step, jit_compile=config.jit_compile)
         self._replica_probabilities = tf.function(self._probabilities,
                                                   jit_compile=config.jit_compile)
-        self.train_step = tf.function(self._train_step)
         self.train_steps = tf.function(self._train_steps)
         self.predict_step = tf.function(self._predict_step)
+
+    def _build_optimizer(self, total_steps: int, loss_scale: bool):
+        optimizer = make_optimizer(self.config, total_steps)
+        if loss_scale:
+            optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+        optimizer.build(self.variables)  # built in scope, before the first step
+        return optimizer
 
     # ---- replica side (compiled) ----
 
@@ -150,7 +149,7 @@ class Trainer:
         gradients = [tf.convert_to_tensor(g) for g in gradients]
         if self.loss_scale:  # clip the true gradient; LossScaleOptimizer unscales again
             scale = tf.cast(self.optimizer.dynamic_scale, tf.float32)
-            gradients = [_scale(g, 1.0 / scale) for g in gradients]
+            gradients = [g / scale for g in gradients]
         gradients, norm = tf.clip_by_global_norm(gradients, self.config.clip_norm)
         # Keras sums gradients over replicas again inside apply(); hand it 1/replicas of the
         # already-summed gradient so that sum is the clipped global gradient.
@@ -158,14 +157,9 @@ class Trainer:
         if self.loss_scale:
             factor = scale / replicas
         if self.loss_scale or replicas > 1:
-            gradients = [_scale(g, factor) for g in gradients]
+            gradients = [g * factor for g in gradients]
         self.optimizer.apply(gradients, self.variables)
         return loss, norm
-
-    def _train_step(self, batch):
-        loss, norm = self.strategy.run(self._apply, args=(batch,))
-        return (self.strategy.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None),
-                self.strategy.reduce(tf.distribute.ReduceOp.MEAN, norm, axis=None))
 
     def _train_steps(self, iterator, steps):
         """`steps` optimizer steps drawn from one bucket's iterator; every step's global loss."""
@@ -222,7 +216,6 @@ class Trainer:
 
     def trace_counts(self) -> dict[str, int]:
         """How often each step function was traced (once per bucket shape is the goal);
-        "train_step" counts the training functions, whatever the steps per execution."""
-        return {"train_step": self.train_step.experimental_get_tracing_count()
-                + self.train_steps.experimental_get_tracing_count(),
+        "train_step" counts the training function, whatever the steps per execution."""
+        return {"train_step": self.train_steps.experimental_get_tracing_count(),
                 "predict_step": self.predict_step.experimental_get_tracing_count()}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import glob
+import tempfile
 import time
 from pathlib import Path
 
@@ -16,7 +17,13 @@ from bertfit.checkpoints.load import build_encoder, build_tokenizer, read_checkp
 from bertfit.checkpoints.registry import resolve
 from bertfit.config import RunConfig
 from bertfit.data.labels import LabelMap
-from bertfit.data.pipeline import BucketedInput, default_buckets, encode_texts, plan_batches
+from bertfit.data.pipeline import (
+    Batch,
+    BucketedInput,
+    default_buckets,
+    encode_texts,
+    plan_batches,
+)
 from bertfit.data.sources import Example, SourceSpec, read_examples
 from bertfit.errors import DataError
 from bertfit.model.classifier import BertClassifier
@@ -94,16 +101,21 @@ def buckets_for(config: RunConfig) -> list[int]:
         config.model.max_seq_length)
 
 
-def bucketed(data: LabelledData, trainer: Trainer, tokenizer, config: RunConfig, *,
-             shuffle: bool, epoch: int = 0, training: bool = False) -> BucketedInput:
+def plan_for(data: LabelledData, config: RunConfig, *, shuffle: bool, epoch: int = 0,
+             training: bool = False) -> list[Batch]:
     """Training plans hold grad_accum micro-batches per step, in runs of steps_per_execution."""
     micro = config.train.grad_accum if training else 1
-    plan = plan_batches(data.encoded.packed_lengths, buckets_for(config),
+    return plan_batches(data.encoded.packed_lengths, buckets_for(config),
                         config.train.batch_size * micro, shuffle=shuffle, seed=config.train.seed,
                         epoch=epoch, run_length=config.train.steps_per_execution if training else 1)
+
+
+def bucketed(data: LabelledData, trainer: Trainer, tokenizer, config: RunConfig, *,
+             shuffle: bool, epoch: int = 0, training: bool = False) -> BucketedInput:
+    plan = plan_for(data, config, shuffle=shuffle, epoch=epoch, training=training)
     return BucketedInput(data.encoded, data.labels, plan, trainer.strategy,
                          cls_id=tokenizer.cls_id, sep_id=tokenizer.sep_id, pad_id=tokenizer.pad_id,
-                         micro_batches=micro)
+                         micro_batches=config.train.grad_accum if training else 1)
 
 
 def evaluate_data(trainer: Trainer, data: LabelledData, tokenizer, config: RunConfig,
@@ -147,9 +159,7 @@ def train(config: RunConfig, *, quiet: bool = False, strategy: tf.distribute.Str
     eval_data = (read_labelled(config.data.eval, config, tokenizer, label_map)
                  if config.data.eval else None)
 
-    steps_per_epoch = len(plan_batches(train_data.encoded.packed_lengths, buckets_for(config),
-                                       config.train.batch_size * config.train.grad_accum,
-                                       shuffle=False))
+    steps_per_epoch = len(plan_for(train_data, config, shuffle=False, training=True))
     total_steps = steps_per_epoch * config.train.epochs
     keras.utils.set_random_seed(config.train.seed)
 
@@ -227,8 +237,6 @@ def _writable(directory: Path, run_dir: RunDir) -> Path:
     """Non-chief workers must still save (collectives), but to a scratch directory."""
     if run_dir.write:
         return directory
-    import tempfile
-
     return Path(tempfile.mkdtemp(prefix="bertfit-worker-"))
 
 
@@ -255,7 +263,7 @@ def load_run(path: str | Path, which: str = "best") -> LoadedRun:
         encoder = BertEncoder(bert, dtype=PRECISION_POLICIES[config.model.precision])
         return BertClassifier(encoder, len(labels), config.model.pooling, 0.0)
 
-    trainer = Trainer(build_model, strategy, config.train, total_steps=1)
+    trainer = Trainer(build_model, strategy, config.train, total_steps=None)
     restore_model(trainer.model, run_dir.checkpoint_path(which))
     return LoadedRun(config, labels, tokenizer, trainer)
 
