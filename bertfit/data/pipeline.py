@@ -172,9 +172,6 @@ class BucketedInput:
     def __len__(self) -> int:
         return len(self.plan)
 
-    def element_specs(self) -> dict[int, dict]:
-        return {s: d.element_spec for s, d in self.datasets.items()}
-
     def _rows_for(self, seq_length: int, context: tf.distribute.InputContext) -> dict:
         """The per-replica index rows this input pipeline feeds, in step order."""
         local = self.replicas // context.num_input_pipelines

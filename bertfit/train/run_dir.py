@@ -76,10 +76,6 @@ class RunDir:
                 for step, loss in enumerate(losses, 1):
                     f.write(json.dumps({"epoch": epoch, "step": step, "loss": loss}) + "\n")
 
-    def read_step_losses(self) -> list[float]:
-        lines = self.steps_file.read_text(encoding="utf-8").splitlines()
-        return [json.loads(line)["loss"] for line in lines]
-
     def save_metrics(self, metrics: dict) -> None:
         if self.write:
             self.metrics_file.write_text(json.dumps(metrics, indent=2))
