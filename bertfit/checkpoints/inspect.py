@@ -6,7 +6,7 @@ from pathlib import Path
 
 from bertfit.checkpoints.detect import Detection, detect, read_detected
 from bertfit.checkpoints.hub_module import module_signatures
-from bertfit.checkpoints.load import _capitalised, _vocab_tokens
+from bertfit.checkpoints.load import _capitalised, _vocab_tokens, guess_lower_case
 from bertfit.checkpoints.savedmodel import OpaqueCheckpoint
 from bertfit.errors import CheckpointError
 
@@ -65,7 +65,7 @@ def _vocab(checkpoint) -> dict:
     capitals = _capitalised(tokens)
     lower = checkpoint.lower_case
     if lower is None:
-        lower = len(capitals) < max(10, len(tokens) // 100)
+        lower = guess_lower_case(tokens, capitals)
     return {"file": str(checkpoint.vocab_file), "size": len(tokens),
             "lower_case": lower, "casing": "uncased" if lower else "cased",
             "tokens_with_capitals": len(capitals)}

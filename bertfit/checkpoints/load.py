@@ -8,9 +8,10 @@ from pathlib import Path
 import keras
 
 from bertfit.checkpoints.base import Checkpoint
-from bertfit.checkpoints.detect import detect, read_detected
+from bertfit.checkpoints.detect import Detection, detect, read_detected
 from bertfit.checkpoints.registry import PACKAGED_MODELS, resolve
 from bertfit.checkpoints.savedmodel import SIGNATURE_ONLY, OpaqueCheckpoint, SavedModelEncoder
+from bertfit.checkpoints.tf1 import vocab_in
 from bertfit.checkpoints.weights import LoadReport, assign_weights
 from bertfit.errors import CheckpointError
 from bertfit.model.encoder import BertEncoder
@@ -23,13 +24,20 @@ def read_checkpoint(path: Path) -> Checkpoint:
     The returned checkpoint's `detection` says what was found; a signature-only SavedModel or a
     preprocessing model raises `CheckpointError` explaining why it cannot be fine-tuned.
     """
-    path = Path(path)
+    return _read(_detect(Path(path)))
+
+
+def _detect(path: Path) -> Detection:
     if not path.exists() and not Path(f"{path}.index").is_file():
         names = ", ".join(PACKAGED_MODELS)
         raise CheckpointError(
             f"{path}: no such file or directory. Pass a checkpoint directory or one of: {names}."
         )
-    checkpoint = read_detected(detect(path))
+    return detect(path)
+
+
+def _read(found: Detection) -> Checkpoint:
+    checkpoint = read_detected(found)
     check_vocab(checkpoint)
     return checkpoint
 
@@ -45,6 +53,11 @@ def _vocab_tokens(vocab_file: Path) -> list[str]:
 def _capitalised(tokens: list[str]) -> list[str]:
     return [t for t in tokens if t != t.lower() and not (t.startswith("[") and t.endswith("]"))
             and not (t.startswith("<") and t.endswith(">"))]
+
+
+def guess_lower_case(tokens: list[str], capitals: list[str]) -> bool:
+    """A vocab with (almost) no capitalised tokens belongs to an uncased model."""
+    return len(capitals) < max(10, len(tokens) // 100)
 
 
 def check_vocab(checkpoint: Checkpoint) -> None:
@@ -69,7 +82,7 @@ def check_vocab(checkpoint: Checkpoint) -> None:
             "that this vocab.txt belongs to these weights).", stacklevel=3)
     capitals = _capitalised(tokens)
     if checkpoint.lower_case is None:
-        checkpoint.lower_case = len(capitals) < max(10, len(tokens) // 100)
+        checkpoint.lower_case = guess_lower_case(tokens, capitals)
     elif checkpoint.lower_case and capitals:
         examples = ", ".join(repr(t) for t in capitals[:UPPERCASE_EXAMPLES])
         warnings.warn(
@@ -154,29 +167,22 @@ def load_encoder(
     TensorShape([1, 384])
     """
     path = resolve(path)
-    if not trainable:
-        found = detect(path)
-        if found.format == SIGNATURE_ONLY and not found.savedmodel.tf1:
-            checkpoint = OpaqueCheckpoint(
-                format=SIGNATURE_ONLY + " (frozen)", path=found.root, config=None, tensors={},
-                table={}, vocab_file=_vocab_of(found.root), info=found.savedmodel)
-            check_vocab_casing_only(checkpoint)
-            return (wrap_savedmodel(checkpoint, trainable=False),
-                    build_tokenizer(checkpoint, lower_case, strip_accents))
-    checkpoint = read_checkpoint(path)
+    found = _detect(path)
+    if not trainable and found.format == SIGNATURE_ONLY and not found.savedmodel.tf1:
+        checkpoint = OpaqueCheckpoint(
+            format=SIGNATURE_ONLY + " (frozen)", path=found.root, config=None, tensors={},
+            table={}, vocab_file=vocab_in(found.root), info=found.savedmodel)
+        check_vocab_casing_only(checkpoint)
+        return (wrap_savedmodel(checkpoint, trainable=False),
+                build_tokenizer(checkpoint, lower_case, strip_accents))
+    checkpoint = _read(found)
     encoder = build_encoder(checkpoint, dtype)
     if not trainable:
         encoder.trainable = False
     return encoder, build_tokenizer(checkpoint, lower_case, strip_accents)
 
 
-def _vocab_of(folder: Path) -> Path | None:
-    from bertfit.checkpoints.tf1 import vocab_in
-
-    return vocab_in(folder)
-
-
 def check_vocab_casing_only(checkpoint: Checkpoint) -> None:
     if checkpoint.vocab_file is not None and checkpoint.lower_case is None:
         tokens = _vocab_tokens(checkpoint.vocab_file)
-        checkpoint.lower_case = len(_capitalised(tokens)) < max(10, len(tokens) // 100)
+        checkpoint.lower_case = guess_lower_case(tokens, _capitalised(tokens))
