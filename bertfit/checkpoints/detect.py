@@ -141,7 +141,5 @@ def read_detected(found: Detection) -> Checkpoint:
         raise signature_only_error(found.path, found.savedmodel)
     else:  # pragma: no cover - FORMATS and this function change together
         raise CheckpointError(f"{found.path}: no reader for format {found.format!r}.")
-    if found.format == "hf-bin":
-        checkpoint.format = "hf-bin"
     checkpoint.detection = found
     return checkpoint

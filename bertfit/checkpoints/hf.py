@@ -12,7 +12,7 @@ from safetensors.numpy import load_file, save_file
 
 from bertfit.checkpoints.base import Checkpoint
 from bertfit.checkpoints.names import HF_IGNORED_PREFIXES, hf_table
-from bertfit.checkpoints.torch_bin import has_bin, read_torch_bin
+from bertfit.checkpoints.torch_bin import has_bin, read_torch_bin, shard_files
 from bertfit.checkpoints.weights import read_weights
 from bertfit.errors import CheckpointError
 from bertfit.model.config import BertConfig
@@ -34,11 +34,8 @@ def is_hf_dir(path: Path) -> bool:
 
 def read_safetensors(path: Path) -> dict[str, np.ndarray]:
     """All tensors of `model.safetensors`, or of every shard its index names."""
-    index = path / SAFETENSORS_INDEX
-    files = ([path / SAFETENSORS] if not index.is_file()
-             else sorted({path / f for f in json.loads(index.read_text())["weight_map"].values()}))
     tensors: dict[str, np.ndarray] = {}
-    for file in files:
+    for file in shard_files(path, SAFETENSORS, SAFETENSORS_INDEX):
         try:
             tensors.update(load_file(str(file)))
         except (SafetensorError, OSError) as e:
@@ -61,15 +58,14 @@ def read_tokenizer_options(path: Path) -> dict:
     return {"lower_case": values.get("do_lower_case"), "strip_accents": values.get("strip_accents")}
 
 
-def read_hf(path: Path, tensors: dict[str, np.ndarray] | None = None) -> Checkpoint:
-    """Reads a HF BERT directory; `tensors` lets the `.bin` reader reuse everything else."""
+def read_hf(path: Path) -> Checkpoint:
+    """Reads a HF BERT directory: safetensors ("hf") or, without them, a `.bin` ("hf-bin")."""
     config = BertConfig.from_json_file(path / "config.json")
-    if tensors is None:
-        tensors = read_safetensors(path) if has_safetensors(path) else read_torch_bin(path)
-    tensors = strip_prefix(tensors)
+    safetensors = has_safetensors(path)
+    tensors = strip_prefix(read_safetensors(path) if safetensors else read_torch_bin(path))
     vocab = path / "vocab.txt"
     return Checkpoint(
-        format="hf", path=path, config=config, tensors=tensors,
+        format="hf" if safetensors else "hf-bin", path=path, config=config, tensors=tensors,
         table=hf_table(config.num_hidden_layers),
         vocab_file=vocab if vocab.is_file() else None,
         ignored_prefixes=HF_IGNORED_PREFIXES, **read_tokenizer_options(path),

@@ -28,11 +28,12 @@ def has_bin(path: Path) -> bool:
     return (path / BIN).is_file() or (path / BIN_INDEX).is_file()
 
 
-def bin_files(path: Path) -> list[Path]:
-    index = path / BIN_INDEX
+def shard_files(path: Path, single: str, index_name: str) -> list[Path]:
+    """`path/single`, or every shard the HF index `path/index_name` names in its weight_map."""
+    index = path / index_name
     if index.is_file():
         return sorted({path / f for f in json.loads(index.read_text())["weight_map"].values()})
-    return [path / BIN]
+    return [path / single]
 
 
 def read_torch_bin(path: Path) -> dict[str, np.ndarray]:
@@ -45,7 +46,7 @@ def read_torch_bin(path: Path) -> dict[str, np.ndarray]:
             "weights_only=True and never unpickles it otherwise, and torch is not installed. "
             + CONVERT_HINT) from e
     tensors: dict[str, np.ndarray] = {}
-    for file in bin_files(path):
+    for file in shard_files(path, BIN, BIN_INDEX):
         try:
             state = torch.load(str(file), map_location="cpu", weights_only=True)
         except FileNotFoundError as e:
