@@ -7,7 +7,6 @@ encoder, which fine-tunes in TF2 like any other checkpoint.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import tensorflow as tf
@@ -15,19 +14,8 @@ import tensorflow as tf
 from bertfit.checkpoints.base import Checkpoint
 from bertfit.checkpoints.names import TF1_IGNORED_PREFIXES, tf1_table
 from bertfit.checkpoints.savedmodel import read_proto, signatures_of
-from bertfit.checkpoints.tf1 import (
-    _bert_prefix,
-    casing_from_name,
-    count_layers,
-    find_config_file,
-    infer_config,
-    is_optimizer_slot,
-    list_checkpoint,
-    read_checkpoint_tensors,
-    vocab_in,
-)
+from bertfit.checkpoints.tf1 import casing_from_name, read_google, vocab_in
 from bertfit.errors import CheckpointError
-from bertfit.model.config import BertConfig
 
 MODULE_FILE = "tfhub_module.pb"
 
@@ -53,17 +41,7 @@ def read_hub_module(path: Path) -> Checkpoint:
         raise CheckpointError(
             f"{path}: a TF1 Hub module without variables/variables.index, so its weights are "
             "missing (a truncated download or extraction?). Fetch the whole module again.")
-    shapes = list_checkpoint(prefix)
-    stored_prefix = _bert_prefix(shapes, path)
-    num_layers = count_layers(shapes, re.escape(stored_prefix) + r"encoder/layer_(\d+)/")
-    config_file = find_config_file(path / "assets", path)
-    notes: list[str] = []
-    if config_file is not None:
-        config = BertConfig.from_json_file(config_file)
-    else:
-        config, notes = infer_config(shapes, tf1_table(num_layers, stored_prefix), num_layers,
-                                     None, path)
-    tensors = read_checkpoint_tensors(prefix, lambda n: not is_optimizer_slot(n))
+    config, tensors, stored_prefix, notes = read_google(prefix, path, path / "assets", path)
     checkpoint = Checkpoint(
         format="tf1-hub-module", path=path, config=config, tensors=tensors,
         table=tf1_table(config.num_hidden_layers, stored_prefix), vocab_file=vocab_in(path),

@@ -138,23 +138,33 @@ def read_tf1(path: Path) -> Checkpoint:
     if prefix is None:
         raise CheckpointError(f"{path}: no TF checkpoint (*.index) found.")
     folder = prefix.parent
-    shapes = list_checkpoint(prefix)
-    stored_prefix = _bert_prefix(shapes, prefix)
-    num_layers = count_layers(shapes, re.escape(stored_prefix) + r"encoder/layer_(\d+)/")
-    config_file = find_config_file(folder, folder.parent)
-    if config_file is not None:
-        config = BertConfig.from_json_file(config_file)
-    else:
-        config, notes = infer_config(shapes, tf1_table(num_layers, stored_prefix), num_layers,
-                                     None, prefix)
-        for note in notes:
-            warnings.warn(f"{prefix}: {note}", stacklevel=2)
-    tensors = read_checkpoint_tensors(prefix, lambda n: not is_optimizer_slot(n))
+    config, tensors, stored_prefix, notes = read_google(prefix, prefix, folder, folder.parent)
+    for note in notes:
+        warnings.warn(f"{prefix}: {note}", stacklevel=2)
     return Checkpoint(
         format="tf1-checkpoint", path=prefix, config=config, tensors=tensors,
         table=tf1_table(config.num_hidden_layers, stored_prefix), vocab_file=vocab_in(folder),
         lower_case=casing_from_name(folder),
-        ignored_prefixes=TF1_IGNORED_PREFIXES + tuple(stored_prefix + p for p in ("cls/",)))
+        ignored_prefixes=TF1_IGNORED_PREFIXES + (stored_prefix + "cls/",))
+
+
+def read_google(prefix: Path, where: Path, *config_folders: Path
+                ) -> tuple[BertConfig, dict[str, np.ndarray], str, list[str]]:
+    """A checkpoint with Google's `bert/...` names (TF1 checkpoints, TF1 Hub modules' variables):
+    its config (from a config file in `config_folders`, else inferred, with notes), its tensors
+    without optimizer slots, and the scope its names start with."""
+    shapes = list_checkpoint(prefix)
+    stored_prefix = _bert_prefix(shapes, where)
+    config_file = find_config_file(*config_folders)
+    notes: list[str] = []
+    if config_file is not None:
+        config = BertConfig.from_json_file(config_file)
+    else:
+        num_layers = count_layers(shapes, re.escape(stored_prefix) + r"encoder/layer_(\d+)/")
+        config, notes = infer_config(shapes, tf1_table(num_layers, stored_prefix), num_layers,
+                                     None, where)
+    tensors = read_checkpoint_tensors(prefix, lambda n: not is_optimizer_slot(n))
+    return config, tensors, stored_prefix, notes
 
 
 def _bert_prefix(shapes: dict, where: Path) -> str:
