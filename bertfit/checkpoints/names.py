@@ -45,15 +45,21 @@ def _transposed(*names: str) -> Source:
     return Source(names, to_encoder=np.transpose, from_encoder=np.transpose)
 
 
+# ---- Google's layer parts, in TF1 variable scopes; HF `BertModel` ported them name for name ----
+
+_GOOGLE_DENSE = {
+    "attention/query": "attention/self/query", "attention/key": "attention/self/key",
+    "attention/value": "attention/self/value", "attention/output": "attention/output/dense",
+    "intermediate": "intermediate/dense", "output": "output/dense",
+}
+_GOOGLE_NORMS = {"attention/layer_norm": "attention/output/LayerNorm",
+                 "output/layer_norm": "output/LayerNorm"}
+
+
 # ---- Hugging Face (`BertModel` state dict; keys may carry a "bert." prefix) ----
 
-_HF_DENSE = {
-    "attention/query": "attention.self.query", "attention/key": "attention.self.key",
-    "attention/value": "attention.self.value", "attention/output": "attention.output.dense",
-    "intermediate": "intermediate.dense", "output": "output.dense",
-}
-_HF_NORMS = {"attention/layer_norm": "attention.output.LayerNorm",
-             "output/layer_norm": "output.LayerNorm"}
+_HF_DENSE = {ours: theirs.replace("/", ".") for ours, theirs in _GOOGLE_DENSE.items()}
+_HF_NORMS = {ours: theirs.replace("/", ".") for ours, theirs in _GOOGLE_NORMS.items()}
 
 
 def _hf_norm(prefix: str, param: str) -> Source:
@@ -86,15 +92,6 @@ HF_IGNORED_PREFIXES = ("embeddings.position_ids", "cls.", "classifier.", "qa_out
 
 
 # ---- Google's original TF1 BERT (`modeling.py`; also TF1 Hub modules built from it) ----
-
-_GOOGLE_DENSE = {
-    "attention/query": "attention/self/query", "attention/key": "attention/self/key",
-    "attention/value": "attention/self/value", "attention/output": "attention/output/dense",
-    "intermediate": "intermediate/dense", "output": "output/dense",
-}
-_GOOGLE_NORMS = {"attention/layer_norm": "attention/output/LayerNorm",
-                 "output/layer_norm": "output/LayerNorm"}
-
 
 def tf1_table(num_layers: int, prefix: str = "bert/") -> dict[str, Source]:
     """Canonical name → Google TF1 variable name. Kernels are [in, out] as in Keras."""
