@@ -14,7 +14,7 @@ from collections.abc import Mapping
 import numpy as np
 import tensorflow as tf
 
-from bertfit.check.findings import ERROR, INFO, WARNING, Report
+from bertfit.check.findings import ERROR, WARNING, Report
 from bertfit.model.inputs import ALIASES, INPUT_NAMES, MASK, TYPE_IDS, WORD_IDS
 
 LABEL_KEYS = ("label", "labels", "y", "target")
@@ -92,7 +92,7 @@ def check_spec(report: Report, spec, ctx: InputContext) -> None:
                 _dynamic_batch(report, name, ctx)
         if shape.rank >= 2 and any(d is None for d in shape[1:]):
             report.add("shape-dynamic-seq", ERROR if ctx.target == "tpu" else WARNING,
-                       f"input {name!r} has shape {_shape(shape)}: its sequence dimension is "
+                       f"input {name!r} has shape {shape_text(shape)}: its sequence dimension is "
                        "not static (per-batch padding, e.g. padded_batch or pad-to-longest)",
                        where=f"{ctx.source}: {name}", why=_STATIC_WHY[ctx.target],
                        fix="pad every example to a fixed length (bertfit's --buckets pad to a "
@@ -327,13 +327,5 @@ def report_batches(report: Report, stats: BatchStats, ctx: InputContext) -> None
 
 
 def shape_text(shape) -> str:
-    return _shape(shape)
-
-
-def _shape(shape) -> str:
     dims = shape.as_list() if isinstance(shape, tf.TensorShape) else list(shape)
     return "[" + ", ".join("None" if d is None else str(d) for d in dims) + "]"
-
-
-def info(report: Report, code: str, message: str, **kwargs) -> None:
-    report.add(code, INFO, message, **kwargs)
