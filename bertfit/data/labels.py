@@ -19,7 +19,7 @@ import numpy as np
 from bertfit.data.sources import Example, example_error
 from bertfit.errors import DataError
 
-_INTEGER = re.compile(r"-?[0-9]+")
+INTEGER_LABEL = re.compile(r"-?[0-9]+")
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ class LabelMap:
             seen.setdefault(example.label, example.line)
         if len(seen) < 2:
             raise DataError(_too_few_message(seen), path=os.fspath(path))
-        return cls(tuple(sorted(seen, key=_sort_key(seen))))
+        return cls(tuple(sorted_labels(seen)))
 
     def encode(self, example: Example, path: str | os.PathLike) -> int:
         """The class id of one example's label.
@@ -160,11 +160,13 @@ class LabelMap:
         return example_error(message, path, example.line)
 
 
-def _sort_key(labels: Iterable[str]):
-    """Numeric order when every label is an integer (ties such as "01"/"1" by text), else text."""
-    if all(_INTEGER.fullmatch(label) for label in labels):
-        return lambda label: (int(label), label)
-    return None
+def sorted_labels(labels: Iterable[str]) -> list[str]:
+    """Class-id order: numeric when every label is an integer (ties such as "01"/"1" by text),
+    else text."""
+    labels = list(labels)
+    if all(INTEGER_LABEL.fullmatch(label) for label in labels):
+        return sorted(labels, key=lambda label: (int(label), label))
+    return sorted(labels)
 
 
 def _too_few_message(seen: dict[str, int]) -> str:
