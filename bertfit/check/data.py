@@ -9,18 +9,17 @@ from __future__ import annotations
 
 import collections
 import json
-import re
 
 import numpy as np
 
 from bertfit.check.findings import ERROR, INFO, WARNING, Report
 from bertfit.config import RunConfig
+from bertfit.data.labels import INTEGER_LABEL, sorted_labels
 from bertfit.data.pipeline import encode_texts
 from bertfit.data.sources import Example, read_examples, resolve_format
 from bertfit.errors import DataError
 from bertfit.train.run import source_spec
 
-_INTEGER = re.compile(r"-?[0-9]+")
 IMBALANCE_RATIO = 20
 TRUNCATION_WARNING = 0.05
 
@@ -67,8 +66,8 @@ def check_labels(report: Report, examples: list[Example], path: str) -> list[str
     first_line = {}
     for e in examples:
         first_line.setdefault(e.label, e.line)
-    integer = [label for label in counts if _INTEGER.fullmatch(label)]
-    other = [label for label in counts if not _INTEGER.fullmatch(label)]
+    integer = [label for label in counts if INTEGER_LABEL.fullmatch(label)]
+    other = [label for label in counts if not INTEGER_LABEL.fullmatch(label)]
     if integer and other:
         n_other = sum(counts[label] for label in other)
         lines = ", ".join(f"{path}:{first_line[label]}" for label in other[:3])
@@ -106,8 +105,7 @@ def check_labels(report: Report, examples: list[Example], path: str) -> list[str
                        why="the model can score well by ignoring the small class; accuracy "
                        "hides it",
                        fix="use --best-metric macro_f1, collect or oversample the small class")
-    key = None if other else (lambda label: (int(label), label))
-    return sorted(counts, key=key)
+    return sorted_labels(counts)
 
 
 def check_eval(report: Report, train: list[Example], evaluation: list[Example], path: str,
