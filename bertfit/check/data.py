@@ -15,10 +15,9 @@ import numpy as np
 from bertfit.check.findings import ERROR, INFO, WARNING, Report
 from bertfit.config import RunConfig
 from bertfit.data.labels import INTEGER_LABEL, sorted_labels
-from bertfit.data.pipeline import encode_texts
 from bertfit.data.sources import Example, read_examples, resolve_format
 from bertfit.errors import DataError
-from bertfit.train.run import source_spec
+from bertfit.train.run import encode_labelled, source_spec
 
 IMBALANCE_RATIO = 20
 TRUNCATION_WARNING = 0.05
@@ -182,8 +181,7 @@ def check_lengths(report: Report, examples: list[Example], tokenizer, config: Ru
     Returns (the encoded texts, the indices of the rows they come from)."""
     chosen = sample_indices(len(examples), max_rows)
     rows = [examples[i] for i in chosen]
-    pairs = [e.text_pair for e in rows] if config.data.text_pair_column else None
-    encoded = encode_texts(tokenizer, [e.text for e in rows], pairs)
+    encoded = encode_labelled(path, rows, config, tokenizer, None).encoded
     limit = config.model.max_seq_length
     over = encoded.packed_lengths > limit
     report.stats[f"{path} tokenized"] = f"{len(rows)} of {len(examples)} rows"
