@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from bertfit.checkpoints.names import Source
 from bertfit.model.config import BertConfig
+
+if TYPE_CHECKING:
+    from bertfit.checkpoints.detect import Detection
 
 
 @dataclasses.dataclass
@@ -25,6 +29,8 @@ class Checkpoint:
         lower_case: the checkpoint's casing, when it says; None means "ask the vocab".
         strip_accents: None follows `lower_case`, as in BERT's tokenizer.
         ignored_prefixes: stored names that are known not to be encoder weights.
+        notes: guesses the reader made (shown by `bertfit inspect`).
+        detection: the `detect()` result it was read from, when read through `read_detected`.
     """
 
     format: str
@@ -36,3 +42,5 @@ class Checkpoint:
     lower_case: bool | None = None
     strip_accents: bool | None = None
     ignored_prefixes: tuple[str, ...] = ()
+    notes: list[str] = dataclasses.field(default_factory=list)
+    detection: Detection | None = None

@@ -39,7 +39,7 @@ def inspect_checkpoint(path: str | Path) -> dict:
     else:
         report["loads_into"] = "SavedModelEncoder (the SavedModel wrapped whole)"
         report["trainable_variables"] = checkpoint.info.num_trainable
-    report["notes"] += list(getattr(checkpoint, "notes", []))
+    report["notes"] += checkpoint.notes
     report["vocab"] = _vocab(checkpoint)
     return report
 

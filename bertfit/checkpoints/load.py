@@ -101,7 +101,7 @@ def build_encoder(checkpoint: Checkpoint, dtype=None) -> BertEncoder:
     encoder.load_report = assign_weights(
         encoder, checkpoint.tensors, checkpoint.table, report, checkpoint.ignored_prefixes
     )
-    encoder.checkpoint_detection = getattr(checkpoint, "detection", None)
+    encoder.checkpoint_detection = checkpoint.detection
     return encoder
 
 
@@ -113,7 +113,7 @@ def wrap_savedmodel(checkpoint: OpaqueCheckpoint, trainable: bool = True) -> Sav
     report.loaded = receiving
     report.ignored = [v.name for v in layer.non_trainable_weights]
     layer.load_report = report
-    layer.checkpoint_detection = getattr(checkpoint, "detection", None)
+    layer.checkpoint_detection = checkpoint.detection
     return layer
 
 
