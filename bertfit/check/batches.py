@@ -98,7 +98,7 @@ def check_spec(report: Report, spec, ctx: InputContext) -> None:
                        fix="pad every example to a fixed length (bertfit's --buckets pad to a "
                        "few fixed lengths), or pass padded_shapes with fixed sizes to "
                        "padded_batch")
-    if labels is not None and isinstance(labels, tf.TensorSpec):
+    if isinstance(labels, tf.TensorSpec):
         if labels.dtype.is_floating:
             report.add("dtype-float-labels", ERROR, f"labels are {labels.dtype.name}; a "
                        "classifier needs integer class ids", where=f"{ctx.source}: label",
@@ -172,7 +172,7 @@ def _check_dtype(report: Report, name: str, dtype: tf.DType, ctx: InputContext) 
 
 
 def _dynamic_batch(report: Report, name: str, ctx: InputContext) -> None:
-    if any(f.code == "shape-dynamic-batch" for f in report.findings):
+    if "shape-dynamic-batch" in report.codes:
         return
     report.add("shape-dynamic-batch", ERROR if ctx.target == "tpu" else WARNING,
                f"input {name!r} has an unknown batch dimension: the last batch can be "
