@@ -87,7 +87,7 @@ def check_precision(report: Report, precision: str, target: str) -> None:
 
 def _check_run(report: Report, config: RunConfig, replicas, max_rows, compile_, full) -> None:
     from bertfit.checkpoints.detect import detect
-    from bertfit.checkpoints.load import build_tokenizer, read_checkpoint
+    from bertfit.checkpoints.load import build_tokenizer, read_detection
     from bertfit.checkpoints.registry import resolve
     from bertfit.checkpoints.savedmodel import SIGNATURE_ONLY
     from bertfit.data.labels import LabelMap
@@ -107,12 +107,13 @@ def _check_run(report: Report, config: RunConfig, replicas, max_rows, compile_, 
     checkpoint = tokenizer = None
     try:
         path = resolve(config.model.name)
-        if detect(path).format == SIGNATURE_ONLY:
+        found = detect(path)
+        if found.format == SIGNATURE_ONLY:
             report.add("grad-signature-only", ERROR, "the checkpoint is a signature-only "
                        "SavedModel with zero trainable variables", where=str(path),
                        why=M.SIGNATURE_ONLY_WHY, fix=M.SIGNATURE_ONLY_FIX)
         else:
-            checkpoint = read_checkpoint(path)
+            checkpoint = read_detection(found)
             tokenizer = build_tokenizer(checkpoint, lower_case=config.model.lower_case)
     except CheckpointError as e:
         report.add("model-unloadable", ERROR, str(e), where=config.model.name,

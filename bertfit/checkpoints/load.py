@@ -24,7 +24,7 @@ def read_checkpoint(path: Path) -> Checkpoint:
     The returned checkpoint's `detection` says what was found; a signature-only SavedModel or a
     preprocessing model raises `CheckpointError` explaining why it cannot be fine-tuned.
     """
-    return _read(_detect(Path(path)))
+    return read_detection(_detect(Path(path)))
 
 
 def _detect(path: Path) -> Detection:
@@ -36,7 +36,8 @@ def _detect(path: Path) -> Detection:
     return detect(path)
 
 
-def _read(found: Detection) -> Checkpoint:
+def read_detection(found: Detection) -> Checkpoint:
+    """Reads a checkpoint that `detect` already recognised (so nothing is detected twice)."""
     checkpoint = read_detected(found)
     check_vocab(checkpoint)
     return checkpoint
@@ -107,7 +108,7 @@ def build_encoder(checkpoint: Checkpoint, dtype=None) -> BertEncoder:
 
 def wrap_savedmodel(checkpoint: OpaqueCheckpoint, trainable: bool = True) -> SavedModelEncoder:
     """A SavedModel whose variables do not name a BERT, loaded whole as a Keras 3 layer."""
-    layer = SavedModelEncoder(checkpoint.path, trainable=trainable)
+    layer = SavedModelEncoder(checkpoint.path, trainable=trainable, info=checkpoint.info)
     report = LoadReport(source=str(checkpoint.path), format=checkpoint.format)
     receiving = [v.name for v in layer.trainable_weights]
     report.loaded = receiving
@@ -175,7 +176,7 @@ def load_encoder(
         check_vocab_casing_only(checkpoint)
         return (wrap_savedmodel(checkpoint, trainable=False),
                 build_tokenizer(checkpoint, lower_case, strip_accents))
-    checkpoint = _read(found)
+    checkpoint = read_detection(found)
     encoder = build_encoder(checkpoint, dtype)
     if not trainable:
         encoder.trainable = False
