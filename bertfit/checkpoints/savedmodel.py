@@ -227,6 +227,7 @@ class SavedModelEncoder(keras.layers.Layer):
     Args:
         path: the SavedModel folder.
         trainable: False for frozen feature extraction (the only mode for signature-only models).
+        info: what `inspect_savedmodel` already found, so the SavedModel is not parsed twice.
 
     Call it like `BertEncoder`; it returns the SavedModel's output dict (`pooled_output`,
     `sequence_output`, `encoder_outputs`, ...). It runs the SavedModel's traced functions, so it
@@ -237,7 +238,8 @@ class SavedModelEncoder(keras.layers.Layer):
     >>> layer({"input_word_ids": ids, "input_mask": mask, "input_type_ids": types})  # +SKIP
     """
 
-    def __init__(self, path: str | Path, trainable: bool = True, **kwargs):
+    def __init__(self, path: str | Path, trainable: bool = True,
+                 info: SavedModelInfo | None = None, **kwargs):
         kwargs.setdefault("name", "saved_model_encoder")
         super().__init__(trainable=trainable, **kwargs)
         self.saved_model_path = Path(path)
@@ -245,7 +247,7 @@ class SavedModelEncoder(keras.layers.Layer):
             from bertfit.checkpoints.hub_module import tf1_module_error
 
             raise tf1_module_error(self.saved_model_path)
-        self.info = inspect_savedmodel(self.saved_model_path)
+        self.info = info or inspect_savedmodel(self.saved_model_path)
         self._loaded = tf.saved_model.load(str(self.saved_model_path))
         exposed = list(getattr(self._loaded, "trainable_variables", []) or [])
         self.num_exposed = len(exposed)
