@@ -27,6 +27,7 @@ import tensorflow as tf
 
 from bertfit.checkpoints.names import tf2_variable_table
 from bertfit.model.config import BertConfig
+from bertfit.model.inputs import INPUT_NAMES
 
 _ACTIVATIONS = {
     "gelu": lambda x: tf.nn.gelu(x, approximate=False),
@@ -39,7 +40,7 @@ _ACTIVATIONS = {
 
 def _input_specs():
     return {name: tf.TensorSpec([None, None], tf.int32, name=name)
-            for name in ("input_word_ids", "input_mask", "input_type_ids")}
+            for name in INPUT_NAMES}
 
 
 class HubBertEncoder(tf.Module):
