@@ -7,14 +7,13 @@ never as a traceback.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from bertfit.errors import BertfitError  # noqa: E402
+from bertfit.errors import BertfitError, TrainingInterrupted  # noqa: E402
 
 
 def _bool(text: str) -> bool:
@@ -81,13 +80,19 @@ TRAIN_FLAGS = {
     "--steps-per-execution": ("train.steps_per_execution",
                               {"type": int, "help": "optimizer steps per host call"}),
     "--best-metric": ("train.best_metric", {"choices": ["accuracy", "macro_f1", "loss"]}),
+    "--save-every-steps": ("train.save_every_steps",
+                           {"type": int, "help": "also save a resumable checkpoint every N steps"}),
+    "--save-every-minutes": ("train.save_every_minutes",
+                             {"type": float, "help": "also save one every M minutes"}),
 }
 
 
 def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     """The flags `train` and `check` share."""
     parser.add_argument("--config", help="a run.yaml to start from; flags override it")
-    parser.add_argument("--output-dir", help="run directory (default runs/latest)")
+    parser.add_argument("--output-dir",
+                        help="run directory (default: a new runs/<date>-<time>; runs/latest "
+                             "points to the newest)")
     for flag, (_, options) in TRAIN_FLAGS.items():
         parser.add_argument(flag, default=None, **options)
 
@@ -109,7 +114,8 @@ def cmd_train(args) -> int:
     from bertfit.train.run import train
 
     config = run_config_from_args(args)
-    result = train(config, quiet=args.quiet)
+    result = train(config, quiet=args.quiet, resume=True if args.resume else None,
+                   overwrite=args.overwrite)
     summary = result.get("final", {"train_loss": result["epochs"][-1]["train_loss"]})
     print(json.dumps({**summary, "run_dir": result["run_dir"]}, indent=None if args.json else 2))
     return 0
@@ -128,23 +134,13 @@ def cmd_evaluate(args) -> int:
 
 
 def cmd_predict(args) -> int:
+    from bertfit.predictions_file import check_output_path, write_predictions
     from bertfit.train.run import predict
 
-    rows = predict(args.run, args.data, quiet=args.quiet)
     output = args.output or "-"
-    stream = sys.stdout if output == "-" else open(output, "w", encoding="utf-8", newline="")
-    try:
-        if output.endswith(".csv"):
-            writer = csv.writer(stream)
-            writer.writerow(["label", "probabilities"])
-            for row in rows:
-                writer.writerow([row["label"], json.dumps(row["probabilities"])])
-        else:
-            for row in rows:
-                stream.write(json.dumps(row) + "\n")
-    finally:
-        if stream is not sys.stdout:
-            stream.close()
+    check_output_path(output, args.data)
+    rows = predict(args.run, args.data, quiet=args.quiet)
+    write_predictions(rows, output)
     if output != "-" and not args.quiet:
         print(f"wrote {len(rows)} predictions to {output}", file=sys.stderr)
     return 0
@@ -166,6 +162,11 @@ def build_parser() -> argparse.ArgumentParser:
     train = sub.add_parser("train", help="fine-tune a classifier")
     add_train_arguments(train)
     train.add_argument("--json", action="store_true", help="print the summary as one JSON line")
+    train.add_argument("--resume", action="store_true",
+                       help="continue the unfinished run in --output-dir (done without asking "
+                            "when its config is this one)")
+    train.add_argument("--overwrite", action="store_true",
+                       help="clear the run in --output-dir first")
     train.set_defaults(handler=cmd_train)
 
     evaluate = sub.add_parser("evaluate", help="metrics of a trained run on a labelled file")
@@ -181,7 +182,7 @@ def build_parser() -> argparse.ArgumentParser:
     predict.set_defaults(handler=cmd_predict)
 
     demo = sub.add_parser("demo", help="fine-tune MiniLM-L6 on Rotten Tomatoes, report test accuracy")
-    demo.add_argument("--output-dir", default="runs/demo")
+    demo.add_argument("--output-dir", help="run directory (default: a new runs/<date>-<time>)")
     demo.add_argument("--epochs", type=int, default=None)
     demo.add_argument("--max-train-examples", type=int, default=None)
     demo.set_defaults(handler=cmd_demo)
@@ -212,6 +213,9 @@ def main(argv: list[str] | None = None) -> int:
     except BertfitError as e:
         print(f"bertfit {args.command}: error: {e}", file=sys.stderr)
         return 2
+    except TrainingInterrupted as e:
+        print(f"bertfit {args.command}: {e}", file=sys.stderr)
+        return e.exit_code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import yaml
 
+from bertfit.atomic import write_text_atomic
 from bertfit.errors import ConfigError
 
 PRECISIONS = ("fp32", "bf16", "mixed_bf16", "mixed_fp16")
@@ -84,6 +85,9 @@ class TrainConfig:
         steps_per_execution: optimizer steps per host call (one compiled loop); the batch plan
             groups steps in runs of this many of the same bucket.
         best_metric: the eval metric that picks the best checkpoint (accuracy, macro_f1, loss).
+        save_every_steps: also save a resumable checkpoint every N optimizer steps (long
+            epochs); the end of every epoch's training is always saved.
+        save_every_minutes: also save one whenever this many minutes passed since the last.
     """
 
     batch_size: int = 32
@@ -102,13 +106,18 @@ class TrainConfig:
     grad_accum: int = 1
     steps_per_execution: int = 1
     best_metric: str = "accuracy"
+    save_every_steps: int | None = None
+    save_every_minutes: float | None = None
 
 
 @dataclasses.dataclass
 class RunConfig:
-    """Everything a training run needs; saved as `config.yaml` in the run directory."""
+    """Everything a training run needs; saved as `config.yaml` in the run directory.
 
-    output_dir: str = "runs/latest"
+    `output_dir` None means a new directory `runs/<date>-<time>` per run.
+    """
+
+    output_dir: str | None = None
     model: ModelConfig = dataclasses.field(default_factory=ModelConfig)
     data: DataConfig = dataclasses.field(default_factory=DataConfig)
     train: TrainConfig = dataclasses.field(default_factory=TrainConfig)
@@ -129,6 +138,10 @@ class RunConfig:
              or 0 <= (self.train.worker_index or 0) < len(self.train.workers),
              f"--worker-index must be between 0 and {len(self.train.workers or []) - 1}"),
             (0 <= self.train.warmup_ratio < 1, "warmup_ratio must be in [0, 1)"),
+            (self.train.save_every_steps is None or self.train.save_every_steps >= 1,
+             "save_every_steps must be at least 1"),
+            (self.train.save_every_minutes is None or self.train.save_every_minutes > 0,
+             "save_every_minutes must be positive"),
             (self.train.best_metric in ("accuracy", "macro_f1", "loss"),
              "best_metric must be accuracy, macro_f1 or loss"),
             (all(b <= self.model.max_seq_length for b in self.data.buckets),
@@ -143,7 +156,7 @@ class RunConfig:
         return dataclasses.asdict(self)
 
     def save(self, path: str | Path) -> None:
-        Path(path).write_text(yaml.safe_dump(self.to_dict(), sort_keys=False), encoding="utf-8")
+        write_text_atomic(path, yaml.safe_dump(self.to_dict(), sort_keys=False))
 
     @classmethod
     def from_dict(cls, values: dict, source: str = "config") -> RunConfig:
@@ -166,6 +179,33 @@ class RunConfig:
         except (OSError, yaml.YAMLError) as e:
             raise ConfigError(f"{path}: cannot read the run config: {e}") from e
         return cls.from_dict(values, str(path))
+
+
+# Settings that say where and how fast a run executes, not what it computes: a run may be
+# resumed with other values (say, on another machine after a preemption).
+EXECUTION_SETTINGS = frozenset({
+    "output_dir", "train.strategy", "train.cpu_replicas", "train.tpu", "train.workers",
+    "train.worker_index", "train.jit_compile", "train.steps_per_execution",
+    "train.save_every_steps", "train.save_every_minutes"})
+
+
+def config_differences(a: RunConfig, b: RunConfig) -> list[str]:
+    """The dotted settings whose values differ between `a` and `b` and that change what a run
+    computes (see EXECUTION_SETTINGS), e.g. `["train.learning_rate: 5e-05 → 0.0001"]`."""
+    flat_a, flat_b = _flatten(a.to_dict()), _flatten(b.to_dict())
+    return [f"{key}: {flat_a.get(key)!r} → {flat_b.get(key)!r}"
+            for key in sorted(flat_a.keys() | flat_b.keys())
+            if key not in EXECUTION_SETTINGS and flat_a.get(key) != flat_b.get(key)]
+
+
+def _flatten(values: dict, prefix: str = "") -> dict:
+    flat = {}
+    for key, value in values.items():
+        if isinstance(value, dict):
+            flat.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
 
 
 def _build(cls, values: dict, where: str):

@@ -21,7 +21,7 @@ def _has_accelerator() -> bool:
     return bool(tf.config.list_physical_devices("GPU") or tf.config.list_physical_devices("TPU"))
 
 
-def demo_config(output_dir: str, epochs: int | None = None,
+def demo_config(output_dir: str | None, epochs: int | None = None,
                 max_train_examples: int | None = None) -> RunConfig:
     data = rotten_tomatoes_dir()
     # XLA's CPU backend runs this model's seq-64 step about 1.6x slower than TensorFlow's
@@ -39,7 +39,7 @@ def demo_config(output_dir: str, epochs: int | None = None,
     )
 
 
-def run_demo(output_dir: str = "runs/demo", epochs: int | None = None,
+def run_demo(output_dir: str | None = None, epochs: int | None = None,
              max_train_examples: int | None = None, quiet: bool = False) -> dict:
     from bertfit.train.run import evaluate, train
 
@@ -53,11 +53,11 @@ def run_demo(output_dir: str = "runs/demo", epochs: int | None = None,
           f"global batch {config.train.batch_size}, learning rate {config.train.learning_rate}, "
           f"mean pooling, seed {config.train.seed}, XLA {xla}",
           flush=True)
-    train(config, quiet=quiet)
+    run_dir = train(config, quiet=quiet)["run_dir"]
     test_file = str(rotten_tomatoes_dir() / "test.csv")
-    metrics = evaluate(config.output_dir, test_file, quiet=quiet)
+    metrics = evaluate(run_dir, test_file, quiet=quiet)
     minutes = (time.perf_counter() - started) / 60
     print(f"\ntest accuracy {metrics['accuracy']:.4f} (macro-F1 {metrics['macro_f1']:.4f}) "
           f"on {metrics['num_examples']} test examples\n"
-          f"time {minutes:.1f} min; run directory: {config.output_dir}", flush=True)
+          f"time {minutes:.1f} min; run directory: {run_dir}", flush=True)
     return metrics

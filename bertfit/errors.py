@@ -36,3 +36,15 @@ class ConfigError(BertfitError):
 
 class MissingDependencyError(BertfitError):
     """An optional package is needed for what was asked; the message says which to install."""
+
+
+class TrainingInterrupted(Exception):
+    """Training stopped on SIGTERM or Ctrl-C after saving a resumable checkpoint.
+
+    Not a user mistake: the message says where the checkpoint is and how to resume, and the
+    CLI exits with `exit_code` (128 + the signal: 143 for SIGTERM, 130 for Ctrl-C).
+    """
+
+    def __init__(self, message: str, signum: int):
+        super().__init__(message)
+        self.exit_code = 128 + signum

@@ -15,10 +15,11 @@ class Progress:
         quiet: print nothing.
         stream: where to write (default stderr).
         every_seconds: how often to print a plain line when not on a terminal.
+        first_step: steps already done before this display started (a resumed epoch).
     """
 
     def __init__(self, title: str, total_steps: int, *, quiet: bool = False, stream=None,
-                 every_seconds: float = 10.0):
+                 every_seconds: float = 10.0, first_step: int = 0):
         self.title = title
         self.total = max(total_steps, 1)
         self.quiet = quiet
@@ -28,14 +29,17 @@ class Progress:
         self.start = time.perf_counter()
         self.last_print = 0.0
         self.text = ""
+        self.first_step = first_step
 
     def update(self, step: int, examples: int, loss: float | None = None) -> None:
+        """`step` counts from the phase's start, `examples` from this display's start."""
         if self.quiet:
             return
         now = time.perf_counter()
         elapsed = now - self.start
         rate = examples / elapsed if elapsed > 0 else 0.0
-        eta = elapsed / step * (self.total - step) if step else 0.0
+        done = step - self.first_step
+        eta = elapsed / done * (self.total - step) if done > 0 else 0.0
         loss_text = f" loss {loss:.4f}" if loss is not None else ""
         self.text = (f"{self.title}: step {step}/{self.total}{loss_text} "
                      f"{rate:.1f} ex/s ETA {eta:.0f}s")

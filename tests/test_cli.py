@@ -96,3 +96,15 @@ def test_config_file_round_trips_and_flags_override_it(trained_run, tmp_path):
     loaded = run_config_from_args(args)
     assert loaded.train.epochs == 7
     assert loaded.model == config.model and loaded.data == config.data
+
+
+def test_predict_refuses_to_overwrite_its_input_or_write_into_a_directory(tmp_path, capsys):
+    data = tmp_path / "new.csv"
+    data.write_text("text\na fine film\n")
+    for output, message in ((data, "is the input file"), (tmp_path, "is a directory"),
+                            (tmp_path / "no" / "p.jsonl", "does not exist")):
+        # The run does not exist either: the output is checked before anything is loaded.
+        assert main(["predict", "--run", str(tmp_path / "no-run"), "--data", str(data),
+                     "--output", str(output)]) == 2
+        assert message in capsys.readouterr().err
+    assert data.read_text() == "text\na fine film\n"

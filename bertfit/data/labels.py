@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bertfit.atomic import write_text_atomic
 from bertfit.data.sources import Example, example_error
 from bertfit.errors import DataError
 
@@ -117,7 +118,7 @@ class LabelMap:
         ('neg', 'pos')
         """
         text = json.dumps({"labels": list(self.labels)}, indent=2, ensure_ascii=False)
-        Path(file).write_text(text + "\n", encoding="utf-8")
+        write_text_atomic(file, text + "\n")
 
     @classmethod
     def load(cls, file: str | os.PathLike) -> LabelMap:

@@ -2,10 +2,19 @@
 
 Keras 3 objects do not expose their layer lists to `tf.train.Checkpoint`'s object graph, so a
 checkpoint of the model object silently misses most encoder weights. bertfit instead names
-every variable itself: model weights by their canonical names, optimizer slots by position.
+every variable itself: model weights by their canonical names, optimizer slots and the dropout
+RNG states by position.
+
+A resumable checkpoint (`checkpoints/latest`) holds the model, the optimizer (slots, step,
+loss scale), the RNG states and a JSON `TrainingState` (epoch, position in the epoch's batch
+plan, history), all in one TensorFlow checkpoint, so they can never disagree. The best
+checkpoint holds only the model weights inference needs.
 """
 
 from __future__ import annotations
+
+import dataclasses
+import json
 
 import tensorflow as tf
 
@@ -26,16 +35,25 @@ def model_variables(model) -> dict[str, object]:
     return named
 
 
+def rng_variables(model) -> list:
+    """The state of every dropout seed generator, in the model's (deterministic) layer order."""
+    return [v for v in model.variables if "seed_generator_state" in v.path]
+
+
 def _tf_variable(variable):
     return getattr(variable, "value", variable)
 
 
 def make_checkpoint(model, optimizer=None, **extra) -> tf.train.Checkpoint:
-    """A checkpoint of the model's weights (and the optimizer's state and `extra` variables)."""
-    children = {_key("model/" + name): _tf_variable(v) for name, v in model_variables(model).items()}
+    """A checkpoint of the model's weights (and the optimizer's state, the RNG states and
+    `extra` trackables when an optimizer is given: everything a resumed run needs)."""
+    children = {_key("model/" + name): _tf_variable(v)
+                for name, v in model_variables(model).items()}
     if optimizer is not None:
         for i, variable in enumerate(optimizer.variables):
             children[_key(f"optimizer/{i}/{variable.name}")] = _tf_variable(variable)
+        for i, variable in enumerate(rng_variables(model)):
+            children[f"rng.{i}"] = _tf_variable(variable)
     return tf.train.Checkpoint(**children, **extra)
 
 
@@ -43,3 +61,67 @@ def restore_model(model, path: str) -> None:
     """Loads every model weight from `path`; a missing weight is an error, not a silent skip."""
     status = make_checkpoint(model).read(path)
     status.assert_existing_objects_matched().expect_partial()
+
+
+@dataclasses.dataclass
+class TrainingState:
+    """Where a run is: what `checkpoints/latest` must hold to continue it exactly.
+
+    Args:
+        epoch: the epoch in progress (0-based).
+        step: optimizer steps of that epoch already taken (== the plan's length once its
+            training is done and only its evaluation remains).
+        global_step: optimizer steps taken in the whole run.
+        epoch_loss_sum, epoch_examples, epoch_seconds: this epoch's running totals.
+        history: one record per finished epoch (as in metrics.json).
+        best_value: the best `best_metric` value so far.
+        data_fingerprint: identifies the training rows, so a resume on changed data is refused.
+    """
+
+    epoch: int = 0
+    step: int = 0
+    global_step: int = 0
+    epoch_loss_sum: float = 0.0
+    epoch_examples: int = 0
+    epoch_seconds: float = 0.0
+    history: list = dataclasses.field(default_factory=list)
+    best_value: float | None = None
+    data_fingerprint: str = ""
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> TrainingState:
+        return cls(**json.loads(text))
+
+
+class RunCheckpoints:
+    """`latest` (resumable) and `best` (inference weights) checkpoints of one trainer.
+
+    Args:
+        model, optimizer: the trainer's.
+        latest_dir, best_dir: where the two live (non-chief workers pass scratch folders).
+    """
+
+    def __init__(self, model, optimizer, latest_dir, best_dir):
+        self._state = tf.Variable("", dtype=tf.string, trainable=False)
+        resumable = make_checkpoint(model, optimizer, training_state=self._state)
+        self._latest = tf.train.CheckpointManager(resumable, str(latest_dir), max_to_keep=1)
+        self._best = tf.train.CheckpointManager(make_checkpoint(model), str(best_dir),
+                                                max_to_keep=1)
+
+    def save_latest(self, state: TrainingState) -> str:
+        self._state.assign(state.to_json())
+        return self._latest.save(checkpoint_number=state.global_step)
+
+    def save_best(self, state: TrainingState) -> str:
+        return self._best.save(checkpoint_number=state.global_step)
+
+    def restore_latest(self) -> TrainingState | None:
+        """Restores model, optimizer and RNG from `latest`; None when there is none yet."""
+        path = self._latest.latest_checkpoint
+        if path is None:
+            return None
+        self._latest.checkpoint.read(path).assert_existing_objects_matched()
+        return TrainingState.from_json(self._state.numpy().decode("utf-8"))

@@ -17,9 +17,7 @@ Scale-out levers, all inside compiled code:
 
 from __future__ import annotations
 
-import dataclasses
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import keras
 import numpy as np
@@ -34,19 +32,6 @@ from bertfit.train.optimizer import make_optimizer
 
 def features(batch: dict) -> dict:
     return {name: batch[name] for name in INPUT_NAMES}
-
-
-@dataclasses.dataclass
-class EpochStats:
-    loss: float
-    num_examples: int
-    steps: int
-    seconds: float
-    step_losses: list[float] = dataclasses.field(default_factory=list)
-
-    @property
-    def examples_per_second(self) -> float:
-        return self.num_examples / max(self.seconds, 1e-9)
 
 
 class Trainer:
@@ -178,23 +163,15 @@ class Trainer:
 
     # ---- host loops ----
 
-    def train_epoch(self, data: BucketedInput, progress=None) -> EpochStats:
-        """One pass over `data.plan`: consecutive steps of one bucket run together, up to
-        `steps_per_execution` per host call; the losses and the progress stay per step."""
-        start, total_loss, seen, losses = time.perf_counter(), 0.0, 0, []
+    def run_plan(self, data: BucketedInput) -> Iterator[list[float]]:
+        """Takes the steps of `data.plan` in order: consecutive steps of one bucket run
+        together, up to `steps_per_execution` per host call. Yields each call's per-step
+        losses, so the caller can record, checkpoint or stop between calls."""
         iterators = {s: iter(d) for s, d in data.datasets.items()}
         limit = max(1, self.config.steps_per_execution)
         for seq_length, steps in runs_of(data.plan, limit):
-            run_losses = self.train_steps(iterators[seq_length], tf.constant(steps, tf.int32))
-            for loss in run_losses.numpy().tolist():
-                batch_plan = data.plan[len(losses)]
-                losses.append(loss)
-                total_loss += loss * batch_plan.num_examples
-                seen += batch_plan.num_examples
-                if progress is not None:
-                    progress.update(len(losses), seen, loss=total_loss / seen)
-        seconds = time.perf_counter() - start
-        return EpochStats(total_loss / max(seen, 1), seen, len(data), seconds, losses)
+            losses = self.train_steps(iterators[seq_length], tf.constant(steps, tf.int32))
+            yield losses.numpy().tolist()
 
     def predict(self, data: BucketedInput, num_examples: int, progress=None) -> np.ndarray:
         """Probabilities for every example, in the original order; padding rows are dropped."""

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import glob
+import hashlib
+import json
+import signal
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -15,7 +19,7 @@ import tensorflow as tf
 from bertfit.check.translate import explain_errors
 from bertfit.checkpoints.load import build_encoder, build_tokenizer, read_checkpoint
 from bertfit.checkpoints.registry import resolve
-from bertfit.config import RunConfig
+from bertfit.config import RunConfig, TrainConfig
 from bertfit.data.labels import LabelMap
 from bertfit.data.pipeline import (
     Batch,
@@ -25,14 +29,15 @@ from bertfit.data.pipeline import (
     plan_batches,
 )
 from bertfit.data.sources import Example, SourceSpec, read_examples
-from bertfit.errors import DataError
+from bertfit.errors import DataError, TrainingInterrupted
 from bertfit.model.classifier import BertClassifier
 from bertfit.model.encoder import BertEncoder
 from bertfit.progress import Progress
-from bertfit.train.checkpointing import make_checkpoint, restore_model
+from bertfit.train.checkpointing import RunCheckpoints, TrainingState, restore_model
+from bertfit.train.interrupt import StopRequests
 from bertfit.train.loop import Trainer
 from bertfit.train.metrics import classification_metrics, is_better
-from bertfit.train.run_dir import RunDir
+from bertfit.train.run_dir import FINISHED, RUNNING, RunDir, new_run_path
 from bertfit.train.strategy import make_strategy, per_replica_batch
 
 # Master weights stay float32 in every mode: "bf16" is the TPU habit's name for bfloat16 compute
@@ -111,8 +116,10 @@ def plan_for(data: LabelledData, config: RunConfig, *, shuffle: bool, epoch: int
 
 
 def bucketed(data: LabelledData, trainer: Trainer, tokenizer, config: RunConfig, *,
-             shuffle: bool, epoch: int = 0, training: bool = False) -> BucketedInput:
-    plan = plan_for(data, config, shuffle=shuffle, epoch=epoch, training=training)
+             shuffle: bool, epoch: int = 0, training: bool = False,
+             start: int = 0) -> BucketedInput:
+    """The input of the plan's steps from `start` on (a resumed epoch skips the steps taken)."""
+    plan = plan_for(data, config, shuffle=shuffle, epoch=epoch, training=training)[start:]
     return BucketedInput(data.encoded, data.labels, plan, trainer.strategy,
                          cls_id=tokenizer.cls_id, sep_id=tokenizer.sep_id, pad_id=tokenizer.pad_id,
                          micro_batches=config.train.grad_accum if training else 1)
@@ -133,19 +140,37 @@ def evaluate_data(trainer: Trainer, data: LabelledData, tokenizer, config: RunCo
     return metrics, probabilities
 
 
-def train(config: RunConfig, *, quiet: bool = False, strategy: tf.distribute.Strategy | None = None
-          ) -> dict:
+def train(config: RunConfig, *, quiet: bool = False,
+          strategy: tf.distribute.Strategy | None = None, resume: bool | None = None,
+          overwrite: bool = False) -> dict:
     """Fine-tunes `config.model.name` on `config.data.train`; returns the final metrics.
 
-    Writes the run directory described in `bertfit.train.run_dir`. Every epoch evaluates on
-    `config.data.eval` (when given) and keeps the best checkpoint by `train.best_metric`.
+    Writes the run directory described in `bertfit.train.run_dir` (a new `runs/<date>-<time>`
+    when `config.output_dir` is None). Every epoch evaluates on `config.data.eval` (when given)
+    and keeps the best checkpoint by `train.best_metric`.
+
+    Args:
+        config: the run.
+        quiet: no progress display.
+        strategy: a `tf.distribute` strategy (default: what `config.train.strategy` picks).
+        resume: True: continue the unfinished run in the output directory (or fail); False:
+            never; None: continue it when its config is this one, refuse any other run there.
+        overwrite: clear a previous run in the output directory first.
+
+    Raises:
+        TrainingInterrupted: SIGTERM or Ctrl-C stopped training after saving a checkpoint.
     """
     config.validate()
+    new_directory = config.output_dir is None
+    if new_directory:
+        config = dataclasses.replace(config, output_dir=str(new_run_path()))
+    run_dir = RunDir(config.output_dir)
+    resuming = run_dir.plan_start(config, resume=resume, overwrite=overwrite)
     t = config.train
     strategy = strategy or make_strategy(t.strategy, t.cpu_replicas, t.tpu, t.workers,
                                          t.worker_index)
     per_replica_batch(config.train.batch_size, strategy)
-    run_dir = RunDir(config.output_dir, write=_is_chief(strategy))
+    run_dir.write = _is_chief(strategy)
     quiet = quiet or not run_dir.write
     started = time.perf_counter()
     policy = PRECISION_POLICIES[config.model.precision]
@@ -171,57 +196,175 @@ def train(config: RunConfig, *, quiet: bool = False, strategy: tf.distribute.Str
     frozen = ("pooler",) if config.model.pooling == "mean" else ()
     trainer = Trainer(build_model, strategy, config.train, total_steps, frozen=frozen,
                       loss_scale=config.model.precision == "mixed_fp16")
-    run_dir.save_setup(config, label_map, checkpoint.config, tokenizer, checkpoint.vocab_file)
-    run_dir.log(f"model {config.model.name} ({checkpoint.format}); {trainer.model.encoder.load_report}")
+    run_dir.create(overwrite=overwrite)
+    if resuming:
+        _check_same_labels(run_dir, label_map)
+    else:
+        run_dir.save_setup(config, label_map, checkpoint.config, tokenizer, checkpoint.vocab_file)
+    if new_directory:
+        run_dir.link_as_latest()
+    checkpoints = RunCheckpoints(trainer.model, trainer.optimizer,
+                                 _writable(run_dir.latest_dir, run_dir),
+                                 _writable(run_dir.best_dir, run_dir))
+    state = TrainingState(data_fingerprint=data_fingerprint(train_examples))
+    if resuming:
+        state = _resume(run_dir, checkpoints, state)
+    run_dir.log(f"model {config.model.name} ({checkpoint.format}); "
+                f"{trainer.model.encoder.load_report}")
     run_dir.log(f"train {config.data.train}: {len(train_data)} of {len(all_train)} rows; "
                 f"{len(label_map)} labels {list(label_map.labels)}; buckets {buckets_for(config)}; "
                 f"{steps_per_epoch} steps/epoch; strategy {type(strategy).__name__} with "
                 f"{strategy.num_replicas_in_sync} replicas; precision {config.model.precision} "
                 f"({policy}); grad_accum {t.grad_accum} (effective batch "
                 f"{t.batch_size * t.grad_accum}); steps_per_execution {t.steps_per_execution}")
+    run_dir.save_metrics({"status": RUNNING, "epochs": state.history})
 
-    epoch_var = tf.Variable(0, dtype=tf.int64, trainable=False)
-    step_var = tf.Variable(0, dtype=tf.int64, trainable=False)
-    ckpt = make_checkpoint(trainer.model, trainer.optimizer, epoch=epoch_var, step_in_epoch=step_var)
-    latest = tf.train.CheckpointManager(ckpt, str(_writable(run_dir.latest_dir, run_dir)), 1)
-    best = tf.train.CheckpointManager(ckpt, str(_writable(run_dir.best_dir, run_dir)), 1)
+    epoch_run = EpochRunner(trainer, tokenizer, config, run_dir, checkpoints, quiet)
+    with StopRequests() as stop:
+        while state.epoch < config.train.epochs:
+            epoch_run.train(train_data, state, stop)
+            epoch_run.finish(eval_data, state, stop)
 
-    history, best_value = [], None
-    for epoch in range(config.train.epochs):
-        batches = bucketed(train_data, trainer, tokenizer, config, shuffle=True, epoch=epoch,
-                           training=True)
-        progress = Progress(f"epoch {epoch + 1}/{config.train.epochs}", len(batches), quiet=quiet)
-        with explain_errors():  # known TF/XLA errors in plain words
-            stats = trainer.train_epoch(batches, progress)
-        progress.close()
-        record = {"epoch": epoch + 1, "train_loss": stats.loss,
-                  "train_examples": stats.num_examples,
-                  "train_examples_per_second": stats.examples_per_second,
-                  "train_seconds": stats.seconds}
-        run_dir.save_step_losses(epoch + 1, stats.step_losses)
-        epoch_var.assign(epoch + 1)
-        step_var.assign(0)
-        if eval_data is not None:
-            metrics, _ = evaluate_data(trainer, eval_data, tokenizer, config, quiet=quiet)
-            record["eval"] = metrics
-            value = metrics[config.train.best_metric]
-            if is_better(config.train.best_metric, value, best_value):
-                best_value = value
-                best.save(checkpoint_number=epoch + 1)
-                record["best"] = True
-        latest.save(checkpoint_number=epoch + 1)
-        history.append(record)
-        run_dir.log(f"epoch {epoch + 1}: {record}")
-        run_dir.save_metrics({"epochs": history})
-
-    final = {"epochs": history, "wall_seconds": time.perf_counter() - started,
+    final = {"status": FINISHED, "epochs": state.history,
+             "wall_seconds": time.perf_counter() - started,
              "train_num_examples": len(train_data), "run_dir": str(run_dir.path),
              "trace_counts": trainer.trace_counts()}
     if eval_data is not None:
-        final["final"] = history[-1]["eval"]
-        final["best"] = {config.train.best_metric: best_value}
+        final["final"] = state.history[-1]["eval"]
+        final["best"] = {config.train.best_metric: state.best_value}
     run_dir.save_metrics(final)
+    run_dir.log("finished")
     return final
+
+
+def data_fingerprint(examples: list[Example]) -> str:
+    """A digest of the training rows (texts, pairs, labels, order)."""
+    digest = hashlib.sha256()
+    for e in examples:
+        digest.update(json.dumps([e.text, e.text_pair, e.label]).encode("utf-8"))
+    return digest.hexdigest()
+
+
+def _check_same_labels(run_dir: RunDir, label_map: LabelMap) -> None:
+    saved = run_dir.load_labels()
+    if saved != label_map:
+        raise DataError(
+            f"the training file's labels {list(label_map.labels)} are not those of the run being "
+            f"resumed in {run_dir.path} ({list(saved.labels)}): the data changed. Restore it, "
+            "or start a new run (--overwrite or another --output-dir).",
+            path=str(run_dir.labels_file))
+
+
+def _resume(run_dir: RunDir, checkpoints: RunCheckpoints,
+            fresh: TrainingState) -> TrainingState:
+    """Restores `latest` (when a checkpoint was saved before the run stopped) and drops the
+    steps logged after it."""
+    run_dir.remove_checkpoint_leftovers()
+    state = checkpoints.restore_latest() or fresh
+    if state.data_fingerprint != fresh.data_fingerprint:
+        raise DataError(
+            "the training rows differ from those the run started with (texts, labels or order "
+            "changed); resuming would not continue the same run. Restore the data, or start a "
+            "new run (--overwrite or another --output-dir).", path=str(run_dir.path))
+    run_dir.keep_steps(state.global_step)
+    where = f"epoch {state.epoch + 1}, step {state.step}"
+    run_dir.log(f"resumed at {where} (global step {state.global_step})")
+    if run_dir.write:  # even with --quiet: continuing a run is never silent
+        print(f"resuming the unfinished run in {run_dir.path} at {where}", file=sys.stderr)
+    return state
+
+
+class EpochRunner:
+    """One epoch's training (checkpointing, logging, stopping between host calls) and its
+    evaluation, continuing from a `TrainingState`."""
+
+    def __init__(self, trainer: Trainer, tokenizer, config: RunConfig, run_dir: RunDir,
+                 checkpoints: RunCheckpoints, quiet: bool):
+        self.trainer, self.tokenizer, self.config = trainer, tokenizer, config
+        self.run_dir, self.checkpoints, self.quiet = run_dir, checkpoints, quiet
+
+    def train(self, data: LabelledData, state: TrainingState, stop: StopRequests) -> None:
+        """Takes the epoch's remaining steps; saves `latest` at the end (and every
+        save_every_steps / save_every_minutes), or on a stop request before raising."""
+        batches = bucketed(data, self.trainer, self.tokenizer, self.config, shuffle=True,
+                           epoch=state.epoch, training=True, start=state.step)
+        total = state.step + len(batches)
+        if not len(batches):
+            return  # the epoch's training was done; its evaluation remains
+        t = self.config.train
+        progress = Progress(f"epoch {state.epoch + 1}/{t.epochs}", total, quiet=self.quiet,
+                            first_step=state.step)
+        plan = iter(batches.plan)
+        seen, last_time = 0, time.perf_counter()
+        last_save = (state.global_step, last_time)
+        with explain_errors():  # known TF/XLA errors in plain words
+            for losses in self.trainer.run_plan(batches):
+                rows = []
+                for loss in losses:
+                    examples = next(plan).num_examples
+                    state.step += 1
+                    state.global_step += 1
+                    state.epoch_loss_sum += loss * examples
+                    state.epoch_examples += examples
+                    seen += examples
+                    rows.append({"epoch": state.epoch + 1, "step": state.step,
+                                 "global_step": state.global_step, "loss": loss})
+                now = time.perf_counter()
+                state.epoch_seconds += now - last_time
+                last_time = now
+                self.run_dir.append_steps(rows)
+                progress.update(state.step, seen,
+                                loss=state.epoch_loss_sum / max(state.epoch_examples, 1))
+                if stop.signal is not None:
+                    self._stop(state, stop.signal)
+                if _save_due(t, state.global_step, last_save):
+                    self.checkpoints.save_latest(state)
+                    last_save = (state.global_step, time.perf_counter())
+        progress.close()
+        self.checkpoints.save_latest(state)  # a stop during evaluation resumes with it
+
+    def finish(self, eval_data: LabelledData | None, state: TrainingState,
+               stop: StopRequests) -> None:
+        """Evaluates the epoch, keeps the best weights, records it and moves to the next."""
+        record = {"epoch": state.epoch + 1,
+                  "train_loss": state.epoch_loss_sum / max(state.epoch_examples, 1),
+                  "train_examples": state.epoch_examples,
+                  "train_examples_per_second": state.epoch_examples / max(state.epoch_seconds,
+                                                                          1e-9),
+                  "train_seconds": state.epoch_seconds}
+        best_metric = self.config.train.best_metric
+        if eval_data is not None:
+            metrics, _ = evaluate_data(self.trainer, eval_data, self.tokenizer, self.config,
+                                       quiet=self.quiet)
+            record["eval"] = metrics
+            if is_better(best_metric, metrics[best_metric], state.best_value):
+                state.best_value = metrics[best_metric]
+                record["best"] = True
+        if eval_data is None or record.get("best"):
+            self.checkpoints.save_best(state)  # without evaluation: the latest epoch
+        state.history.append(record)
+        state.epoch += 1
+        state.step = 0
+        state.epoch_loss_sum, state.epoch_examples, state.epoch_seconds = 0.0, 0, 0.0
+        self.run_dir.log(f"epoch {record['epoch']}: {record}")
+        self.run_dir.save_metrics({"status": RUNNING, "epochs": state.history})
+        if stop.signal is not None:
+            self._stop(state, stop.signal)
+
+    def _stop(self, state: TrainingState, signum: int) -> None:
+        path = self.checkpoints.save_latest(state)
+        where = f"epoch {state.epoch + 1}, step {state.step}"
+        self.run_dir.log(f"stopped by {signal.Signals(signum).name} at {where}; saved {path}")
+        raise TrainingInterrupted(
+            f"stopped by {signal.Signals(signum).name} at {where}; checkpoint saved to {path}. "
+            f"Run the same command again to resume (or add --resume).", signum)
+
+
+def _save_due(t: TrainConfig, global_step: int, last_save: tuple[int, float]) -> bool:
+    step, when = last_save
+    return bool((t.save_every_steps and global_step - step >= t.save_every_steps)
+                or (t.save_every_minutes
+                    and time.perf_counter() - when >= 60 * t.save_every_minutes))
 
 
 def _is_chief(strategy: tf.distribute.Strategy) -> bool:

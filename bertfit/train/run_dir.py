@@ -4,28 +4,53 @@
       config.yaml           the resolved RunConfig (reload with --config)
       labels.json           label names by id
       encoder/              config.json, vocab.txt, tokenizer.json (the tokenizer's settings)
-      checkpoints/latest/   model + optimizer + step + data position, each epoch
-      checkpoints/best/     the best epoch by `best_metric`
-      metrics.json          per epoch and final: loss, accuracy, macro_f1, num_examples, ...
+      checkpoints/latest/   model + optimizer + RNG + data position: resumes the run exactly
+      checkpoints/best/     the model weights of the best epoch by `best_metric` (no optimizer)
+      metrics.json          per epoch and final: loss, accuracy, macro_f1, num_examples, ...;
+                            "status" is "running" until the run finished
       steps.jsonl           the training loss of every optimizer step
       train.log             what happened, readable
+
+One directory holds one run. Every file is written whole or not at all (a temporary file
+renamed into place); a checkpoint counts only once TensorFlow's `checkpoint` index names it,
+and what a killed save left behind is removed when the run resumes.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import shutil
+import tempfile
 import time
 from pathlib import Path
 
 import tensorflow as tf
 
-from bertfit.config import RunConfig
+from bertfit.atomic import write_text_atomic
+from bertfit.config import RunConfig, config_differences
 from bertfit.data.labels import LabelMap
-from bertfit.errors import BertfitError
+from bertfit.errors import BertfitError, ConfigError
 from bertfit.model.config import BertConfig
 from bertfit.text.tokenizer import BertTokenizer, TokenizerConfig
+
+RUNS_ROOT = Path("runs")
+LATEST_LINK = "latest"
+RUNNING, FINISHED = "running", "finished"
+# What a run directory may hold; anything else means the directory is someone else's.
+RUN_ENTRIES = {"config.yaml", "labels.json", "encoder", "checkpoints", "metrics.json",
+               "steps.jsonl", "train.log", "tensorboard", "report.html"}
+
+
+def new_run_path(root: Path = RUNS_ROOT) -> Path:
+    """`runs/<date>-<time>`, with a suffix when a run started in the same second."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    path, n = root / stamp, 1
+    while path.exists():
+        n += 1
+        path = root / f"{stamp}-{n}"
+    return path
 
 
 class RunDir:
@@ -39,8 +64,6 @@ class RunDir:
     def __init__(self, path: str | Path, write: bool = True):
         self.path = Path(path)
         self.write = write
-        if write:
-            self.path.mkdir(parents=True, exist_ok=True)
 
     # paths
     config_file = property(lambda self: self.path / "config.yaml")
@@ -52,35 +75,165 @@ class RunDir:
     latest_dir = property(lambda self: self.path / "checkpoints" / "latest")
     best_dir = property(lambda self: self.path / "checkpoints" / "best")
 
-    def log(self, message: str) -> None:
-        if self.write:
-            with self.log_file.open("a", encoding="utf-8") as f:
-                f.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {message}\n")
+    # ---- starting a run ----
+
+    def status(self) -> str:
+        """"new" (absent or empty), "running" (a run that did not finish), "finished", or
+        "foreign" (files that are not a bertfit run)."""
+        if not self.path.exists():
+            return "new"
+        entries = {p.name for p in self.path.iterdir()}
+        if not entries:
+            return "new"
+        if not self.config_file.exists() or not entries <= RUN_ENTRIES:
+            return "foreign"
+        try:
+            metrics = json.loads(self.metrics_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return RUNNING
+        return FINISHED if isinstance(metrics, dict) and metrics.get("status") == FINISHED \
+            else RUNNING
+
+    def plan_start(self, config: RunConfig, *, resume: bool | None, overwrite: bool) -> bool:
+        """Decides, before anything is loaded or written, whether training starts afresh
+        (False) or resumes the unfinished run here (True); refuses to mix two runs.
+
+        Args:
+            config: the run about to start.
+            resume: True: resume or fail; False: never resume; None: resume an unfinished run
+                of the same config, refuse anything else.
+            overwrite: clear a previous run here first (done by `create`).
+        """
+        self._check_writable()
+        status = self.status()
+        if resume and overwrite:
+            raise ConfigError("--resume and --overwrite contradict each other; pass one.")
+        if status == "foreign":
+            raise ConfigError(
+                f"--output-dir {self.path} holds files that are not a bertfit run; bertfit will "
+                "not write into it or clear it. Choose a new or empty --output-dir.")
+        if overwrite or status == "new":
+            if resume:
+                raise ConfigError(f"--resume: {self.path} holds no run to resume.")
+            return False
+        where = f"--output-dir {self.path}"
+        if status == FINISHED:
+            raise ConfigError(
+                f"{where} holds a finished run (--resume continues only unfinished ones). Pass "
+                "--overwrite to replace it, or choose another --output-dir (leave it out for a "
+                "new runs/<date>-<time>).")
+        saved = self.load_config()
+        differences = config_differences(saved, config)
+        if differences:
+            raise ConfigError(
+                f"{where} holds an unfinished run with other settings ({'; '.join(differences)})."
+                f" To continue it: bertfit train --config {self.config_file} --resume. "
+                "To replace it: --overwrite. Or choose another --output-dir.")
+        if resume is False:
+            raise ConfigError(f"{where} holds an unfinished run of this config. Pass --resume "
+                              "to continue it or --overwrite to start again.")
+        return True
+
+    def _check_writable(self) -> None:
+        if self.path.exists() and not self.path.is_dir():
+            raise ConfigError(f"--output-dir {self.path} is a file, not a directory; choose a "
+                              "directory path.")
+        existing = self.path.absolute()
+        while not existing.exists():
+            existing = existing.parent
+        if not existing.is_dir():
+            raise ConfigError(f"--output-dir {self.path}: {existing} is a file, not a directory.")
+        try:  # a real write: permissions, read-only file systems and quotas all show here
+            os.rmdir(tempfile.mkdtemp(prefix=".bertfit-write-test-", dir=existing))
+        except OSError as e:
+            raise ConfigError(f"--output-dir {self.path}: cannot create files in {existing} "
+                              f"({e.strerror}); choose a directory you can write to.") from None
+
+    def create(self, *, overwrite: bool = False) -> None:
+        """Makes the directory (clearing a previous run first with `overwrite`)."""
+        if not self.write:
+            return
+        if overwrite and self.path.exists():
+            for entry in self.path.iterdir():
+                shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() \
+                    else entry.unlink()
+        self.path.mkdir(parents=True, exist_ok=True)
+
+    def link_as_latest(self) -> None:
+        """Points `<parent>/latest` at this run (a symlink), unless `latest` is a real
+        directory (an older run's), which is left alone."""
+        if not self.write:
+            return
+        link = self.path.parent / LATEST_LINK
+        if link.exists() and not link.is_symlink():
+            return
+        temporary = self.path.parent / f".{LATEST_LINK}.{os.getpid()}"
+        temporary.unlink(missing_ok=True)
+        temporary.symlink_to(self.path.name, target_is_directory=True)
+        os.replace(temporary, link)
 
     def save_setup(self, config: RunConfig, labels: LabelMap, bert: BertConfig,
                    tokenizer: BertTokenizer, vocab_file: Path) -> None:
         if not self.write:
             return
-        config.save(self.config_file)
-        labels.save(self.labels_file)
         self.encoder_dir.mkdir(exist_ok=True)
-        (self.encoder_dir / "config.json").write_text(json.dumps(bert.to_dict(), indent=2))
-        shutil.copyfile(vocab_file, self.encoder_dir / "vocab.txt")
-        (self.encoder_dir / "tokenizer.json").write_text(
-            json.dumps(dataclasses.asdict(tokenizer.config), indent=2))
+        write_text_atomic(self.encoder_dir / "config.json", json.dumps(bert.to_dict(), indent=2))
+        write_text_atomic(self.encoder_dir / "vocab.txt",
+                          Path(vocab_file).read_text(encoding="utf-8"))
+        write_text_atomic(self.encoder_dir / "tokenizer.json",
+                          json.dumps(dataclasses.asdict(tokenizer.config), indent=2))
+        labels.save(self.labels_file)
+        config.save(self.config_file)  # last: its presence marks a run directory
 
-    def save_step_losses(self, epoch: int, losses: list[float]) -> None:
-        """One JSON line per optimizer step: the global-batch loss."""
+    # ---- during a run ----
+
+    def log(self, message: str) -> None:
         if self.write:
+            with self.log_file.open("a", encoding="utf-8") as f:
+                f.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {message}\n")
+
+    def append_steps(self, rows: list[dict]) -> None:
+        """One JSON line per optimizer step (epoch, step in epoch, global step, loss, ...)."""
+        if self.write and rows:
             with self.steps_file.open("a", encoding="utf-8") as f:
-                for step, loss in enumerate(losses, 1):
-                    f.write(json.dumps({"epoch": epoch, "step": step, "loss": loss}) + "\n")
+                f.writelines(json.dumps(row) + "\n" for row in rows)
+
+    def keep_steps(self, global_step: int) -> None:
+        """Drops the step lines after `global_step` (written after the checkpoint a resumed
+        run restarts from, or cut off by a kill)."""
+        if not self.write or not self.steps_file.exists():
+            return
+        kept = []
+        for line in self.steps_file.read_text(encoding="utf-8").splitlines():
+            try:
+                row = json.loads(line)
+            except ValueError:
+                break  # a line cut off by a kill
+            if row.get("global_step", 0) > global_step:
+                break
+            kept.append(line + "\n")
+        write_text_atomic(self.steps_file, "".join(kept))
 
     def save_metrics(self, metrics: dict) -> None:
         if self.write:
-            self.metrics_file.write_text(json.dumps(metrics, indent=2))
+            write_text_atomic(self.metrics_file, json.dumps(metrics, indent=2))
 
-    # readers
+    def remove_checkpoint_leftovers(self) -> None:
+        """Deletes what a killed save left: temporary folders and files of a checkpoint that
+        TensorFlow's `checkpoint` index does not name."""
+        if not self.write:
+            return
+        for directory in (self.latest_dir, self.best_dir):
+            if not directory.is_dir():
+                continue
+            current = tf.train.latest_checkpoint(str(directory))
+            keep = {"checkpoint"} | ({Path(current).name} if current else set())
+            for entry in directory.iterdir():
+                if entry.name.split(".")[0] not in keep:
+                    shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+
+    # ---- readers ----
+
     def _require(self, file: Path) -> Path:
         if not file.exists():
             raise BertfitError(

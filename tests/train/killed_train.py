@@ -1,0 +1,56 @@
+"""`bertfit train`, killed with SIGKILL at a chosen point: the crash a resumed run must survive.
+
+    python -m tests.train.killed_train POINT N TRAIN-ARGS...
+
+POINT is where the N-th time the process gets there it kills itself:
+- `steps`: after writing the step lines of a host call (between steps, mid-epoch);
+- `checkpoint`: inside a checkpoint write, after the shards are on disk and before TensorFlow
+  merges and indexes them (leaves `ckpt-N_temp/` behind);
+- `eval`: as an evaluation starts;
+- `epoch-end`: after metrics.json was written (the first write is the run's start).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+
+def kill_on_call(owner, name: str, n: int, after: bool) -> None:
+    original = getattr(owner, name)
+    calls = 0
+
+    def wrapper(*args, **kwargs):
+        nonlocal calls
+        calls += 1
+        if calls == n and not after:
+            os.kill(os.getpid(), signal.SIGKILL)
+        result = original(*args, **kwargs)
+        if calls == n and after:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return result
+
+    setattr(owner, name, wrapper)
+
+
+def main() -> int:
+    point, n, args = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+    from tensorflow.python.checkpoint import functional_saver
+
+    from bertfit.cli import main as cli
+    from bertfit.train.loop import Trainer
+    from bertfit.train.run_dir import RunDir
+
+    owner, name, after = {
+        "steps": (RunDir, "append_steps", True),
+        "checkpoint": (functional_saver.gen_io_ops, "merge_v2_checkpoints", False),
+        "eval": (Trainer, "predict", False),
+        "epoch-end": (RunDir, "save_metrics", True),
+    }[point]
+    kill_on_call(owner, name, n, after)
+    return cli(["train", *args])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

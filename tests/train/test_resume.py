@@ -1,0 +1,109 @@
+"""Exact resume: a run killed at every awkward moment ends exactly like one never interrupted.
+
+Each `bertfit train` runs in its own process (SIGKILL ends it, as a crash or an OOM kill would);
+tests/train/killed_train.py picks the moment.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.distributed import cluster
+from tests.tiny import sentiment_rows, write_csv
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def train_args(tmp_path_factory, trainable_hf_dir):
+    data = tmp_path_factory.mktemp("resume_data")
+    train = write_csv(data / "train.csv", sentiment_rows(96, seed=11))
+    dev = write_csv(data / "dev.csv", sentiment_rows(24, seed=12))
+    # Dropout on (the encoder's and the head's): the resumed run must continue its RNG too.
+    return ["--model", str(trainable_hf_dir), "--train", str(train), "--eval", str(dev),
+            "--max-seq-length", "16", "--buckets", "8,16", "--batch-size", "8", "--epochs", "2",
+            "--learning-rate", "2e-3", "--dropout", "0.2", "--seed", "3", "--jit-compile",
+            "false", "--save-every-steps", "3", "--quiet", "--json"]
+
+
+def _start(args: list[str], killed_at: tuple[str, int] | None = None) -> subprocess.Popen:
+    module = ["tests.train.killed_train", *map(str, killed_at)] if killed_at else \
+        ["bertfit.cli", "train"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    return subprocess.Popen([sys.executable, "-m", *module, *args], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _run(args: list[str], killed_at: tuple[str, int] | None = None) -> tuple[int, str]:
+    process = _start(args, killed_at)
+    _, err = process.communicate(timeout=cluster.TIMEOUT)
+    return process.returncode, err
+
+
+def _steps(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / "steps.jsonl").read_text().splitlines()]
+
+
+def _step_count(run: Path) -> int:
+    path = run / "steps.jsonl"
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+def _terminate_mid_training(args: list[str], run: Path) -> tuple[int, str]:
+    """Starts a resumed run and sends SIGTERM once it has taken a step of its own."""
+    before = _step_count(run)
+    process = _start(args)
+    deadline = time.monotonic() + cluster.TIMEOUT
+    while _step_count(run) <= before and process.poll() is None:
+        assert time.monotonic() < deadline, "the resumed run took no step"
+        time.sleep(0.05)
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=cluster.TIMEOUT)
+    return process.returncode, err
+
+
+def test_killed_five_times_and_terminated_once_it_ends_exactly_like_an_uninterrupted_run(
+        train_args, tmp_path):
+    plain, killed = tmp_path / "plain", tmp_path / "killed"
+    assert _run([*train_args, "--output-dir", str(plain)])[0] == 0
+
+    args = [*train_args, "--output-dir", str(killed)]
+    latest = killed / "checkpoints" / "latest"
+    # 96 rows in buckets 8 and 16 at batch 8: 13 steps per epoch; a checkpoint every 3 steps.
+    assert _run(args, ("steps", 5))[0] == -signal.SIGKILL  # mid-epoch, between steps
+    assert _run(args, ("checkpoint", 1))[0] == -signal.SIGKILL  # inside a checkpoint write
+    assert list(latest.glob("*_temp")), "the killed save should have left its temporary folder"
+    assert _run(args, ("eval", 1))[0] == -signal.SIGKILL  # during the evaluation
+    assert not list(latest.glob("*_temp")), "the resumed run should have removed the leftovers"
+    assert _run(args, ("epoch-end", 2))[0] == -signal.SIGKILL  # right after epoch 1
+    assert _run(args, ("steps", 2))[0] == -signal.SIGKILL  # early in epoch 2
+
+    code, err = _terminate_mid_training(args, killed)
+    assert code == 143, err
+    assert "SIGTERM" in err and "checkpoint saved to" in err and "Traceback" not in err
+
+    code, err = _run(args)
+    assert code == 0, err
+    assert "resuming the unfinished run" in err
+
+    cluster.assert_same_weights(plain, killed, atol=1e-6)
+    got, want = _steps(killed), _steps(plain)
+    assert [(s["epoch"], s["step"], s["global_step"]) for s in got] == \
+        [(s["epoch"], s["step"], s["global_step"]) for s in want] == \
+        [(e, s, (e - 1) * 13 + s) for e in (1, 2) for s in range(1, 14)]
+    np.testing.assert_allclose([s["loss"] for s in got], [s["loss"] for s in want], atol=1e-6)
+    metrics = [json.loads((run / "metrics.json").read_text()) for run in (killed, plain)]
+    assert metrics[0]["status"] == metrics[1]["status"] == "finished"
+    for resumed, uninterrupted in zip(metrics[0]["epochs"], metrics[1]["epochs"], strict=True):
+        assert resumed["eval"]["num_examples"] == 24
+        assert resumed["eval"]["accuracy"] == uninterrupted["eval"]["accuracy"]
+        assert resumed["train_loss"] == pytest.approx(uninterrupted["train_loss"], abs=1e-6)
