@@ -1,4 +1,4 @@
-"""`BertClassifier`: a `BertEncoder` with a pooling and a softmax classification layer."""
+"""`BertClassifier`: a `BertEncoder` with a pooling and a classification layer."""
 
 from __future__ import annotations
 
@@ -6,33 +6,43 @@ import keras
 import tensorflow as tf
 
 from bertfit.model.encoder import BertEncoder
-from bertfit.model.inputs import MASK
+from bertfit.model.inputs import MASK, normalize_inputs
+from bertfit.model.replica_jit import ReplicaJitModel
 
 
-class BertClassifier(keras.Model):
+@keras.saving.register_keras_serializable(package="bertfit")
+class BertClassifier(ReplicaJitModel):
     """Encoder, pooling, dropout and a dense layer giving one logit per class.
+
+    A Keras model like any other: call it on the three int32 inputs, put it in a functional
+    model, `compile`/`fit` it (under a `tf.distribute` strategy too), save it as `.keras`.
 
     Args:
         encoder: a `BertEncoder` (usually from `bertfit.load_encoder`).
-        num_classes: the number of labels.
+        num_classes: the number of labels (outputs).
         pooling: "cls" uses the encoder's pooler on [CLS]; "mean" averages the unmasked
             tokens of `sequence_output` (for checkpoints whose pooler was never trained).
         dropout: dropout rate before the dense layer.
+        seed: seeds the head's initialisation and its dropout.
 
     Logits are float32 whatever the encoder's dtype policy, so the loss is computed in float32.
 
     Examples:
-    >>> from tests.tiny import tiny_encoder, tiny_inputs
-    >>> classifier = BertClassifier(tiny_encoder(), num_classes=3, pooling="mean")
-    >>> classifier(tiny_inputs(batch=2)).shape
-    TensorShape([2, 3])
+    >>> config = BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=2,
+    ...                     num_attention_heads=2, intermediate_size=64)
+    >>> classifier = BertClassifier(BertEncoder(config), num_classes=3, pooling="mean")
+    >>> classifier({"input_word_ids": [[2, 7, 3]], "input_mask": [[1, 1, 1]]}).shape
+    TensorShape([1, 3])
     """
 
     def __init__(self, encoder: BertEncoder, num_classes: int, pooling: str = "cls",
                  dropout: float = 0.1, seed: int | None = None, **kwargs):
         super().__init__(**kwargs)
         self.encoder = encoder
+        self.num_classes = num_classes
         self.pooling = pooling
+        self.dropout_rate = dropout
+        self.seed = seed
         self.dropout = keras.layers.Dropout(dropout, seed=seed, dtype=encoder.dtype_policy)
         self.head = keras.layers.Dense(
             num_classes, name="classifier", dtype=encoder.dtype_policy,
@@ -40,16 +50,49 @@ class BertClassifier(keras.Model):
                 stddev=encoder.config.initializer_range, seed=seed))
         self.head.build((None, encoder.config.hidden_size))
 
+    @classmethod
+    def from_checkpoint(cls, path: str, num_classes: int, *, pooling: str = "cls",
+                        dropout: float = 0.1, seed: int | None = None,
+                        dtype: str | None = None) -> BertClassifier:
+        """A classifier on the pretrained encoder at `path` ("minilm-l6", a directory or an
+        archive in any format `bertfit inspect` knows), with a new randomly initialised head.
+
+        Examples:
+        >>> classifier = BertClassifier.from_checkpoint("minilm-l6", num_classes=2)  # doctest: +SKIP
+        """
+        from bertfit.checkpoints.load import load_encoder
+
+        encoder, _ = load_encoder(path, dtype=dtype)
+        return cls(encoder, num_classes, pooling, dropout, seed=seed)
+
+    @property
+    def input_dtype(self):
+        """Token ids, not the compute dtype: Keras builds and saves this model with int32."""
+        return "int32"
+
     def pool(self, outputs: dict, mask: tf.Tensor) -> tf.Tensor:
         if self.pooling == "cls":
             return outputs["pooled_output"]
         sequence = outputs["sequence_output"]
-        weights = tf.cast(mask, sequence.dtype)[:, :, tf.newaxis]
-        total = tf.reduce_sum(sequence * weights, axis=1)
-        return total / tf.maximum(tf.reduce_sum(weights, axis=1), tf.cast(1e-9, sequence.dtype))
+        weights = keras.ops.cast(mask, sequence.dtype)[:, :, None]
+        total = keras.ops.sum(sequence * weights, axis=1)
+        return total / keras.ops.maximum(keras.ops.sum(weights, axis=1),
+                                         keras.ops.cast(1e-9, sequence.dtype))
 
     def call(self, inputs, training=False):
+        inputs = normalize_inputs(inputs)
         outputs = self.encoder(inputs, training=training)
-        features = self.pool(outputs, tf.cast(inputs[MASK] if MASK in inputs else 1, tf.int32))
+        features = self.pool(outputs, inputs[MASK])
         logits = self.head(self.dropout(features, training=training))
-        return tf.cast(logits, tf.float32)
+        return keras.ops.cast(logits, "float32")
+
+    def get_config(self):
+        return {**super().get_config(), "num_classes": self.num_classes,
+                "pooling": self.pooling, "dropout": self.dropout_rate, "seed": self.seed,
+                "encoder": keras.saving.serialize_keras_object(self.encoder)}
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        encoder = keras.saving.deserialize_keras_object(config.pop("encoder"))
+        return cls(encoder, **config)

@@ -166,6 +166,7 @@ class TransformerLayer(keras.layers.Layer):
         return self.output_layer_norm(x + self.dropout(feed_forward, training=training))
 
 
+@keras.saving.register_keras_serializable(package="bertfit")
 class BertEncoder(keras.layers.Layer):
     """A BERT encoder: token ids in, contextual vectors out.
 
@@ -208,6 +209,11 @@ class BertEncoder(keras.layers.Layer):
             layer.build()
         self.pooler.build((None, self.config.hidden_size))
         self.built = True
+
+    @property
+    def input_dtype(self):
+        """Token ids, not the compute dtype: Keras converts and traces inputs as int32."""
+        return "int32"
 
     def __call__(self, inputs, training=False, **kwargs):
         return super().__call__(normalize_inputs(inputs), training=training, **kwargs)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import keras
 import numpy as np
 import tensorflow as tf
 
@@ -77,21 +78,25 @@ def normalize_inputs(inputs) -> dict[str, tf.Tensor]:
     for name in (WORD_IDS, MASK):
         if name not in renamed:
             raise InputFormatError(f"Missing input {name!r}. " + expected_keys_message())
+    word_ids = _as_int32(WORD_IDS, renamed[WORD_IDS])
     if TYPE_IDS not in renamed:
-        renamed[TYPE_IDS] = tf.zeros_like(tf.convert_to_tensor(renamed[WORD_IDS]), dtype=tf.int32)
+        renamed[TYPE_IDS] = keras.ops.zeros_like(word_ids)
     return {name: _as_int32(name, renamed[name]) for name in INPUT_NAMES}
 
 
-def _as_int32(name: str, value) -> tf.Tensor:
-    tensor = tf.convert_to_tensor(value)
-    if not (tensor.dtype.is_integer or tensor.dtype == tf.bool):
+def _as_int32(name: str, value):
+    """`value` as an int32 tensor; a symbolic Keras input (functional models) stays symbolic."""
+    if not (keras.ops.is_tensor(value) or isinstance(value, keras.KerasTensor)):
+        value = tf.convert_to_tensor(value)
+    dtype = keras.backend.standardize_dtype(value.dtype)
+    if not (dtype.startswith(("int", "uint")) or dtype == "bool"):
         raise InputFormatError(
-            f"Input {name!r} has dtype {tensor.dtype.name}; token ids and masks must be integers "
+            f"Input {name!r} has dtype {dtype}; token ids and masks must be integers "
             "(int32, or int64 which bertfit casts to int32)."
         )
-    if tensor.shape.rank is not None and tensor.shape.rank != 2:
+    if value.shape is not None and len(value.shape) != 2:
         raise InputFormatError(
-            f"Input {name!r} has shape {tensor.shape}; expected [batch, seq]. "
+            f"Input {name!r} has shape {tuple(value.shape)}; expected [batch, seq]. "
             "For a single sentence add a batch dimension."
         )
-    return tf.cast(tensor, tf.int32)
+    return value if dtype == "int32" else keras.ops.cast(value, "int32")
