@@ -146,6 +146,23 @@ def cmd_predict(args) -> int:
     return 0
 
 
+def cmd_export(args) -> int:
+    from bertfit.predictor import load_classifier
+
+    path = load_classifier(args.run).export(args.output, version=args.version)
+    print(path)
+    return 0
+
+
+def cmd_serve(args) -> int:
+    from bertfit.serve.app import serve
+
+    serve(args.run or args.export, host=args.host, port=args.port, model_name=args.model_name,
+          max_batch=args.max_batch, max_wait=args.max_wait_ms / 1000,
+          max_request_instances=args.max_request_instances)
+    return 0
+
+
 def cmd_demo(args) -> int:
     from bertfit.demo import run_demo
 
@@ -170,16 +187,39 @@ def build_parser() -> argparse.ArgumentParser:
     train.set_defaults(handler=cmd_train)
 
     evaluate = sub.add_parser("evaluate", help="metrics of a trained run on a labelled file")
-    evaluate.add_argument("--run", required=True, help="a run directory from `bertfit train`")
+    evaluate.add_argument("--run", required=True,
+                          help="a run directory from `bertfit train`, or an export")
     evaluate.add_argument("--data", required=True)
     evaluate.add_argument("--json", action="store_true")
     evaluate.set_defaults(handler=cmd_evaluate)
 
     predict = sub.add_parser("predict", help="predict labels, one output row per input row")
-    predict.add_argument("--run", required=True)
+    predict.add_argument("--run", required=True, help="a run directory, or an export")
     predict.add_argument("--data", required=True, help="a file, or - for standard input")
     predict.add_argument("--output", help="output .csv or .jsonl (default: JSONL on stdout)")
     predict.set_defaults(handler=cmd_predict)
+
+    export = sub.add_parser(
+        "export", help="write a trained classifier as a TF Serving SavedModel (OUT/<version>/)")
+    export.add_argument("--run", required=True, help="a run directory from `bertfit train`")
+    export.add_argument("output", metavar="OUT",
+                        help="folder of versions; the next free version number is used")
+    export.add_argument("--version", type=int, help="the version number (default: next free)")
+    export.set_defaults(handler=cmd_export)
+
+    serve = sub.add_parser("serve", help="serve a classifier over TF Serving's REST API")
+    source = serve.add_mutually_exclusive_group(required=True)
+    source.add_argument("--run", help="a run directory from `bertfit train`")
+    source.add_argument("--export", help="an export from `bertfit export` (its newest version)")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8501)
+    serve.add_argument("--model-name", default="model", help="NAME in /v1/models/NAME")
+    serve.add_argument("--max-batch", type=int, default=64,
+                       help="most texts per model call when batching requests (default 64)")
+    serve.add_argument("--max-wait-ms", type=float, default=5.0,
+                       help="how long a request waits for others to share its batch (ms)")
+    serve.add_argument("--max-request-instances", type=int, default=4096)
+    serve.set_defaults(handler=cmd_serve)
 
     demo = sub.add_parser("demo", help="fine-tune MiniLM-L6 on Rotten Tomatoes, report test accuracy")
     demo.add_argument("--output-dir", help="run directory (default: a new runs/<date>-<time>)")

@@ -16,6 +16,11 @@ from bertfit.atomic import write_text_atomic
 from bertfit.errors import ConfigError
 
 PRECISIONS = ("fp32", "bf16", "mixed_bf16", "mixed_fp16")
+# Master weights stay float32 in every mode: "bf16" is the TPU habit's name for bfloat16 compute
+# with float32 variables, the same policy as "mixed_bf16". LayerNorm, softmax and the loss run in
+# float32 (see model/encoder.py and model/classifier.py); float16 adds dynamic loss scaling.
+PRECISION_POLICIES = {"fp32": "float32", "bf16": "mixed_bfloat16", "mixed_bf16": "mixed_bfloat16",
+                      "mixed_fp16": "mixed_float16"}
 POOLINGS = ("cls", "mean")
 STRATEGIES = ("auto", "tpu", "mirrored", "multi-worker", "one-device", "default")
 

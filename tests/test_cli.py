@@ -84,7 +84,7 @@ def test_unknown_model_path_is_a_clear_error(tmp_path, capsys):
 def test_missing_run_directory_is_a_clear_error(tmp_path, capsys):
     data = write_csv(tmp_path / "in.csv", sentiment_rows(3))
     assert main(["evaluate", "--run", str(tmp_path / "nothing"), "--data", str(data)]) == 2
-    assert "config.yaml is missing" in _error(capsys)
+    assert "no such run directory or export" in _error(capsys)
 
 
 def test_config_file_round_trips_and_flags_override_it(trained_run, tmp_path):

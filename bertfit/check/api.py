@@ -148,10 +148,10 @@ def _check_run(report: Report, config: RunConfig, replicas, max_rows, compile_, 
 def _check_pipeline(report, config, checkpoint, tokenizer, encoded, label_ids, num_classes,
                     replicas, ctx, compile_, full) -> None:
     from bertfit.checkpoints.load import build_encoder
-    from bertfit.data.pipeline import BucketedInput, plan_batches
+    from bertfit.config import PRECISION_POLICIES
+    from bertfit.data.pipeline import BucketedInput, buckets_for, plan_batches
     from bertfit.model.classifier import BertClassifier
     from bertfit.train.loop import Trainer
-    from bertfit.train.run import PRECISION_POLICIES, buckets_for
 
     per_replica = config.train.batch_size // replicas
     strategy = tf.distribute.get_strategy()

@@ -33,6 +33,16 @@ def default_buckets(max_seq_length: int) -> list[int]:
     return sorted({b for b in candidates if b >= 16} | {max_seq_length})
 
 
+def buckets_for(config) -> list[int]:
+    """The length buckets of a `RunConfig`: its `data.buckets` plus `max_seq_length`, or
+    `default_buckets`; `[0]` ("--buckets none") means max_seq_length alone."""
+    max_seq_length = config.model.max_seq_length
+    buckets = [b for b in config.data.buckets if b > 0]
+    if config.data.buckets and not buckets:
+        return [max_seq_length]
+    return sorted(set(buckets) | {max_seq_length}) if buckets else default_buckets(max_seq_length)
+
+
 @dataclasses.dataclass
 class EncodedTexts:
     """WordPiece ids of every example (no special tokens) and its packed length."""

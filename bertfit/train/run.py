@@ -19,32 +19,26 @@ import tensorflow as tf
 from bertfit.check.translate import explain_errors
 from bertfit.checkpoints.load import build_encoder, build_tokenizer, read_checkpoint
 from bertfit.checkpoints.registry import resolve
-from bertfit.config import RunConfig, TrainConfig
+from bertfit.config import PRECISION_POLICIES, RunConfig, TrainConfig
 from bertfit.data.labels import LabelMap
 from bertfit.data.pipeline import (
     Batch,
     BucketedInput,
-    default_buckets,
+    buckets_for,
     encode_texts,
     plan_batches,
 )
 from bertfit.data.sources import Example, SourceSpec, read_examples
 from bertfit.errors import DataError, TrainingInterrupted
 from bertfit.model.classifier import BertClassifier
-from bertfit.model.encoder import BertEncoder
+from bertfit.predictor import Classifier, load_classifier
 from bertfit.progress import Progress
-from bertfit.train.checkpointing import RunCheckpoints, TrainingState, restore_model
+from bertfit.train.checkpointing import RunCheckpoints, TrainingState
 from bertfit.train.interrupt import StopRequests
 from bertfit.train.loop import Trainer
 from bertfit.train.metrics import classification_metrics, is_better
 from bertfit.train.run_dir import FINISHED, RUNNING, RunDir, new_run_path
 from bertfit.train.strategy import make_strategy, per_replica_batch
-
-# Master weights stay float32 in every mode: "bf16" is the TPU habit's name for bfloat16 compute
-# with float32 variables, the same policy as "mixed_bf16". LayerNorm, softmax and the loss run in
-# float32 (see model/encoder.py and model/classifier.py); float16 adds dynamic loss scaling.
-PRECISION_POLICIES = {"fp32": "float32", "bf16": "mixed_bfloat16", "mixed_bf16": "mixed_bfloat16",
-                      "mixed_fp16": "mixed_float16"}
 
 
 @dataclasses.dataclass
@@ -96,14 +90,6 @@ def encode_labelled(path: str, examples: list[Example], config: RunConfig, token
         pairs = [e.text_pair for e in examples]
     encoded = encode_texts(tokenizer, [e.text for e in examples], pairs)
     return LabelledData(path, examples, labels, encoded)
-
-
-def buckets_for(config: RunConfig) -> list[int]:
-    buckets = [b for b in config.data.buckets if b > 0]
-    if config.data.buckets and not buckets:  # [0] means "no buckets"
-        return [config.model.max_seq_length]
-    return sorted(set(buckets) | {config.model.max_seq_length}) if buckets else default_buckets(
-        config.model.max_seq_length)
 
 
 def plan_for(data: LabelledData, config: RunConfig, *, shuffle: bool, epoch: int = 0,
@@ -383,49 +369,44 @@ def _writable(directory: Path, run_dir: RunDir) -> Path:
     return Path(tempfile.mkdtemp(prefix="bertfit-worker-"))
 
 
-# ---- evaluate / predict from a run directory ----
-
-@dataclasses.dataclass
-class LoadedRun:
-    config: RunConfig
-    labels: LabelMap
-    tokenizer: object
-    trainer: Trainer
-
-
-def load_run(path: str | Path, which: str = "best") -> LoadedRun:
-    """Rebuilds the trained classifier of a run directory on the default strategy."""
-    run_dir = RunDir(path, write=False)
-    config = run_dir.load_config()
-    labels = run_dir.load_labels()
-    bert = run_dir.load_bert_config()
-    tokenizer = run_dir.load_tokenizer()
-    strategy = tf.distribute.get_strategy()
-
-    def build_model():
-        encoder = BertEncoder(bert, dtype=PRECISION_POLICIES[config.model.precision])
-        return BertClassifier(encoder, len(labels), config.model.pooling, 0.0)
-
-    trainer = Trainer(build_model, strategy, config.train, total_steps=None)
-    restore_model(trainer.model, run_dir.checkpoint_path(which))
-    return LoadedRun(config, labels, tokenizer, trainer)
-
+# ---- evaluate / predict with a trained classifier ----
 
 def evaluate(run_path: str | Path, data_path: str, *, quiet: bool = False) -> dict:
-    """Accuracy, macro-F1, loss and num_examples of a trained run on a labelled file."""
-    run = load_run(run_path)
-    data = read_labelled(data_path, run.config, run.tokenizer, run.labels)
-    metrics, _ = evaluate_data(run.trainer, data, run.tokenizer, run.config, quiet=quiet)
+    """Accuracy, macro-F1, loss and num_examples of a trained run (or an export) on a labelled
+    file; every row counts."""
+    classifier = load_classifier(run_path)
+    examples = read_examples(data_path, classifier_source_spec(classifier))
+    labels = LabelMap(tuple(classifier.labels)).encode_all(examples, data_path)
+    start = time.perf_counter()
+    probabilities = _probabilities(classifier, examples, "evaluate", quiet)
+    seconds = time.perf_counter() - start
+    metrics = classification_metrics(labels, probabilities)
+    metrics.update(num_examples=len(examples), wall_seconds=seconds,
+                   examples_per_second=len(examples) / max(seconds, 1e-9))
     return metrics
 
 
 def predict(run_path: str | Path, data_path: str, *, quiet: bool = False) -> list[dict]:
     """One prediction per input row, in input order: label and probability per label."""
-    run = load_run(run_path)
-    data = read_labelled(data_path, run.config, run.tokenizer, None, labels_required=False)
-    _, probabilities = evaluate_data(run.trainer, data, run.tokenizer, run.config,
-                                     title="predict", quiet=quiet)
-    names = run.labels.labels
-    return [{"label": names[int(p.argmax())],
-             "probabilities": {name: float(v) for name, v in zip(names, p, strict=True)}}
-            for p in probabilities]
+    classifier = load_classifier(run_path)
+    examples = read_examples(data_path, classifier_source_spec(classifier),
+                             labels_required=False)
+    probabilities = _probabilities(classifier, examples, "predict", quiet)
+    return classifier.rows(probabilities)
+
+
+def classifier_source_spec(classifier: Classifier) -> SourceSpec:
+    """How to read files for a trained classifier: the columns its training files used."""
+    columns = classifier.metadata.get("columns", {})
+    return SourceSpec(text_column=columns.get("text", "text"),
+                      text_pair_column=columns.get("text_pair"),
+                      label_column=columns.get("label", "label"))
+
+
+def _probabilities(classifier: Classifier, examples: list[Example], title: str,
+                   quiet: bool) -> np.ndarray:
+    pairs = [e.text_pair for e in examples] if classifier.pairs else None
+    progress = Progress(title, -(-len(examples) // classifier.batch_size), quiet=quiet)
+    probabilities = classifier.predict_proba([e.text for e in examples], pairs, progress)
+    progress.close()
+    return probabilities

@@ -9,7 +9,9 @@ import pytest
 from bertfit.config import RunConfig
 from bertfit.data.pipeline import bucket_of
 from bertfit.data.sources import read_examples
-from bertfit.train.run import encode_labelled, evaluate, load_run, predict
+from bertfit.predictor import load_classifier
+from bertfit.train.run import encode_labelled, evaluate, predict
+from bertfit.train.run_dir import RunDir
 from tests.conftest import BUCKETS
 from tests.tiny import sentiment_rows, write_csv
 
@@ -36,7 +38,7 @@ def test_learns_a_separable_task(trained_run):
 
 def test_train_step_is_traced_once_per_bucket_used(trained_run):
     config, result = trained_run
-    tokenizer = load_run(result["run_dir"]).tokenizer
+    tokenizer = RunDir(result["run_dir"]).load_tokenizer()
     examples = read_examples(config.data.train)
     lengths = encode_labelled("", examples, config, tokenizer, None).encoded.packed_lengths
     used = len(set(bucket_of(lengths, BUCKETS)))
@@ -45,11 +47,11 @@ def test_train_step_is_traced_once_per_bucket_used(trained_run):
 
 
 def _unbatched_probabilities(run_dir, rows):
-    run = load_run(run_dir)
-    model = run.trainer.model
+    module = load_classifier(run_dir).module
+    model = module.model
     out = []
     for text, _ in rows:
-        inputs = run.tokenizer([text], max_seq_length=16)
+        inputs = module.tokenizer([text], max_seq_length=16)
         logits = model(inputs, training=False).numpy()[0]
         out.append(np.exp(logits) / np.exp(logits).sum())
     return np.array(out)
@@ -75,3 +77,13 @@ def test_predict_keeps_row_order_and_count(trained_run, tmp_path):
     got = np.array([[p["probabilities"]["neg"], p["probabilities"]["pos"]] for p in predictions])
     np.testing.assert_allclose(got, expected, atol=1e-5)
     assert [p["label"] for p in predictions] == [["neg", "pos"][i] for i in expected.argmax(1)]
+
+
+def test_the_predictor_traces_once_whatever_the_batch_or_the_lengths(trained_run):
+    _, result = trained_run
+    classifier = load_classifier(result["run_dir"], batch_size=8)
+    rows = sentiment_rows(50, seed=8)
+    for n in (1, 3, 8, 13, 50):
+        texts = [t * (1 + i % 3) for i, (t, _) in enumerate(rows[:n])]
+        assert classifier.predict_proba(texts).shape == (n, 2)
+    assert classifier.module.classify_text.experimental_get_tracing_count() == 1

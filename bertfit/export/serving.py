@@ -1,0 +1,139 @@
+"""A fine-tuned classifier as one TensorFlow graph: raw strings in, probabilities and labels out.
+
+`ClassifierModule` holds the in-graph tokenizer, the classifier and the label names. Saved with
+`export_run`, it is a SavedModel in TF Serving's layout (`OUT/<version>/`) that loads with plain
+`tf.saved_model.load` (plus `import tensorflow_text` for the tokenizer's ops); bertfit is not
+needed to use it. Its signatures:
+
+- `serving_default`: `text` (string [batch]; and `text_pair` for a pair model) →
+  `probabilities` (float32 [batch, labels]), `label` (string [batch]), `label_id` (int32).
+- `classify_ids`: the three int32 inputs `input_word_ids`, `input_mask`, `input_type_ids`
+  ([batch, seq]) → the same outputs, for clients that tokenize themselves.
+
+Texts are truncated to the run's `max_seq_length` inside the graph; a batch is padded to the
+smallest length bucket that holds its longest row, so the shapes the model sees are few.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import tensorflow as tf
+
+from bertfit.errors import ConfigError
+from bertfit.model.heads import classification_outputs
+from bertfit.model.inputs import INPUT_NAMES, MASK, TYPE_IDS, WORD_IDS
+from bertfit.text.tokenizer import BertTokenizer
+
+DEFAULT_SIGNATURE = "serving_default"
+IDS_SIGNATURE = "classify_ids"
+METADATA_FILE = "assets.extra/bertfit.json"  # TF Serving ignores assets.extra/
+
+
+def _text_spec(name: str) -> tf.TensorSpec:
+    return tf.TensorSpec([None], tf.string, name=name)
+
+
+def _ids_specs() -> list[tf.TensorSpec]:
+    return [tf.TensorSpec([None, None], tf.int32, name=name) for name in INPUT_NAMES]
+
+
+class ClassifierModule(tf.Module):
+    """Tokenizer + classifier + label names, with the serving signatures as tf.functions.
+
+    Args:
+        model: a `BertClassifier` (any Keras model taking the three int32 inputs).
+        tokenizer: the run's `BertTokenizer`.
+        label_names: the names of the model's outputs, in id order.
+        max_seq_length: texts are truncated to this many tokens, special tokens included.
+        buckets: the sequence lengths a batch is padded to (the largest is `max_seq_length`).
+        pairs: whether the model classifies text pairs (`text`, `text_pair`).
+    """
+
+    def __init__(self, model, tokenizer: BertTokenizer, label_names: list[str],
+                 max_seq_length: int, buckets: list[int], pairs: bool = False):
+        super().__init__(name="bertfit_classifier")
+        self.model = model
+        self.tokenizer = tokenizer
+        self.label_names = tf.Variable(list(label_names), trainable=False, dtype=tf.string,
+                                       name="label_names")
+        self.max_seq_length = max_seq_length
+        self.buckets = sorted(set(buckets) | {max_seq_length})
+        self.pairs = pairs
+        if pairs:
+            self.classify_text = tf.function(
+                self._classify_pairs, input_signature=[_text_spec("text"),
+                                                       _text_spec("text_pair")])
+        else:
+            self.classify_text = tf.function(self._classify_texts,
+                                             input_signature=[_text_spec("text")])
+        self.classify_ids = tf.function(self._classify_ids, input_signature=_ids_specs())
+        self.pack = tf.function(self._pack)
+
+    def serving_signatures(self) -> dict:
+        """The SavedModel signatures, as concrete functions (the same objects a loaded
+        SavedModel lists under `.signatures`)."""
+        return {DEFAULT_SIGNATURE: self.classify_text.get_concrete_function(),
+                IDS_SIGNATURE: self.classify_ids.get_concrete_function()}
+
+    def _classify_texts(self, text):
+        return self._classify(self._pack(self.tokenizer.tokenize(text)))
+
+    def _classify_pairs(self, text, text_pair):
+        return self._classify(self._pack(self.tokenizer.tokenize(text),
+                                         self.tokenizer.tokenize(text_pair)))
+
+    def _classify_ids(self, input_word_ids, input_mask, input_type_ids):
+        return self._classify({WORD_IDS: input_word_ids, MASK: input_mask,
+                               TYPE_IDS: input_type_ids})
+
+    def _pack(self, ids_a, ids_b=None):
+        """Packs to the longest row (at most `max_seq_length`), then pads to its bucket."""
+        inputs = self.tokenizer.pack(ids_a, ids_b, max_seq_length=self.max_seq_length,
+                                     padding="longest")
+        longest = tf.shape(inputs[WORD_IDS])[1]
+        buckets = tf.constant(self.buckets, tf.int32)
+        length = tf.gather(buckets, tf.searchsorted(buckets, [longest])[0])
+        pad = {WORD_IDS: self.tokenizer.pad_id, MASK: 0, TYPE_IDS: 0}
+        return {name: tf.pad(value, [[0, 0], [0, length - longest]], constant_values=pad[name])
+                for name, value in inputs.items()}
+
+    def _classify(self, inputs):
+        logits = self.model(inputs, training=False)
+        return classification_outputs(logits, self.label_names)
+
+
+def next_version(root: Path) -> int:
+    """1 for a new folder, else one more than the largest numeric version in it."""
+    versions = [int(p.name) for p in root.iterdir() if p.is_dir() and p.name.isdigit()] \
+        if root.is_dir() else []
+    return max(versions, default=0) + 1
+
+
+def save_module(module, root: str | Path, metadata: dict, version: int | None = None,
+                signatures: dict | None = None) -> Path:
+    """Saves `module` (a `ClassifierModule`, or one loaded from an export together with its
+    `signatures`) as `root/<version>/` (the next free version by default), whole or not at
+    all: it is written beside the final name and renamed into place."""
+    root = Path(root)
+    if root.exists() and not root.is_dir():
+        raise ConfigError(f"{root} is a file; pass a folder for the exported versions.")
+    version = next_version(root) if version is None else version
+    final = root / str(version)
+    if final.exists():
+        raise ConfigError(f"{final} exists already; pass another --version or leave it out "
+                          "for the next free one.")
+    root.mkdir(parents=True, exist_ok=True)
+    temporary = root / f".{version}.tmp-{os.getpid()}"
+    try:
+        tf.saved_model.save(module, str(temporary),
+                            signatures=signatures or module.serving_signatures())
+        (temporary / METADATA_FILE).parent.mkdir(exist_ok=True)
+        (temporary / METADATA_FILE).write_text(json.dumps(metadata, indent=2))
+        os.replace(temporary, final)
+    finally:
+        shutil.rmtree(temporary, ignore_errors=True)
+    return final

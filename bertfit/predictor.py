@@ -1,0 +1,188 @@
+"""`load_classifier`: a fine-tuned classifier in memory, from a run directory or an export.
+
+    clf = bertfit.load_classifier("runs/sst")          # or an export: "exported/sst" or ".../1"
+    clf.predict(["a gripping film", "dull"])            # [{"label": "pos", "probabilities": ...}]
+    clf.predict_proba(["a gripping film"])              # array [1, num_labels]
+
+Both sources run the same graph (`bertfit.export.serving.ClassifierModule`): tokenization,
+packing to the length buckets, the model and the label lookup. Its functions are traced once,
+when the classifier is loaded, not once per call. Texts are grouped by length into batches so
+that short texts are not padded to the length of long ones; results come back in input order.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import tensorflow as tf
+
+from bertfit.config import PRECISION_POLICIES
+from bertfit.data.pipeline import buckets_for
+from bertfit.errors import BertfitError, InputFormatError
+from bertfit.export.serving import METADATA_FILE, ClassifierModule, next_version, save_module
+from bertfit.model.classifier import BertClassifier
+from bertfit.model.encoder import BertEncoder
+from bertfit.train.checkpointing import restore_model
+from bertfit.train.run_dir import RunDir
+
+BATCH_SIZE = 64
+
+
+class Classifier:
+    """A fine-tuned text classifier: `predict` labels, `predict_proba` probabilities.
+
+    Args:
+        module: a `ClassifierModule`, or a loaded export (which has the same functions).
+        metadata: `labels` (names in id order), `pairs` (whether it takes text pairs) and
+            `max_seq_length`, as `export_run` writes them.
+        batch_size: texts per call of the model.
+    """
+
+    def __init__(self, module, metadata: dict, batch_size: int = BATCH_SIZE):
+        self.module = module
+        self.metadata = metadata
+        self.labels: list[str] = list(metadata["labels"])
+        self.pairs: bool = bool(metadata.get("pairs"))
+        self.batch_size = batch_size
+
+    @classmethod
+    def from_run(cls, path: str | Path, which: str = "best", **kwargs) -> Classifier:
+        """The run's best checkpoint (or `which="latest"`), as `bertfit train` left it."""
+        run_dir = RunDir(path, write=False)
+        config = run_dir.load_config()
+        labels = run_dir.load_labels().labels
+        encoder = BertEncoder(run_dir.load_bert_config(),
+                              dtype=PRECISION_POLICIES[config.model.precision])
+        model = BertClassifier(encoder, len(labels), config.model.pooling, 0.0)
+        restore_model(model, run_dir.checkpoint_path(which))
+        metadata = run_metadata(config, labels)
+        module = ClassifierModule(model, run_dir.load_tokenizer(), labels,
+                                  config.model.max_seq_length, buckets_for(config),
+                                  metadata["pairs"])
+        return cls(module, metadata, **kwargs)
+
+    @classmethod
+    def from_export(cls, path: str | Path, **kwargs) -> Classifier:
+        """An export written by `bertfit export` (the folder of versions: the newest)."""
+        import tensorflow_text  # noqa: F401  (registers the tokenizer's ops)
+
+        version = export_version_dir(Path(path))
+        metadata = json.loads((version / METADATA_FILE).read_text(encoding="utf-8"))
+        metadata["version"] = int(version.name) if version.name.isdigit() else 1
+        return cls(tf.saved_model.load(str(version)), metadata, **kwargs)
+
+    def signatures(self) -> dict:
+        """The SavedModel signatures (name → concrete function), exported or not."""
+        if isinstance(self.module, ClassifierModule):
+            return self.module.serving_signatures()
+        return dict(self.module.signatures)
+
+    def export(self, root: str | Path, version: int | None = None) -> Path:
+        """Writes this classifier as a TF Serving SavedModel: `root/<version>/` (the next free
+        version by default). See `bertfit.export.serving` for its signatures."""
+        metadata = {k: v for k, v in self.metadata.items() if k != "version"}
+        return save_module(self.module, root, metadata, version, self.signatures())
+
+    def predict_proba(self, texts: Sequence[str], text_pairs: Sequence[str] | None = None,
+                      progress=None) -> np.ndarray:
+        """Probabilities [len(texts), num_labels] (float32), rows in input order."""
+        return self.outputs(texts, text_pairs, progress)["probabilities"]
+
+    def predict(self, texts: Sequence[str], text_pairs: Sequence[str] | None = None,
+                progress=None) -> list[dict]:
+        """One `{"label": name, "probabilities": {name: p, ...}}` per text, in input order."""
+        return self.rows(self.predict_proba(texts, text_pairs, progress))
+
+    def rows(self, probabilities: np.ndarray) -> list[dict]:
+        """`predict`'s rows for probabilities from `predict_proba`."""
+        return [{"label": self.labels[int(p.argmax())],
+                 "probabilities": {name: float(v) for name, v in zip(self.labels, p,
+                                                                     strict=True)}}
+                for p in probabilities]
+
+    def outputs(self, texts: Sequence[str], text_pairs: Sequence[str] | None = None,
+                progress=None) -> dict[str, np.ndarray]:
+        """Every output of the model (`probabilities`, `label`, `label_id`), by name."""
+        texts, text_pairs = self._check(texts, text_pairs)
+        lengths = [len(t) for t in texts] if text_pairs is None else \
+            [len(a) + len(b) for a, b in zip(texts, text_pairs, strict=True)]
+        order = np.argsort(lengths, kind="stable")
+        parts, done = [], 0
+        for start in range(0, len(texts), self.batch_size):
+            chosen = order[start:start + self.batch_size]
+            args = [tf.constant([texts[i] for i in chosen])]
+            if text_pairs is not None:
+                args.append(tf.constant([text_pairs[i] for i in chosen]))
+            parts.append({k: v.numpy() for k, v in self.module.classify_text(*args).items()})
+            done += len(chosen)
+            if progress is not None:
+                progress.update(start // self.batch_size + 1, done)
+        if not parts:
+            return {"probabilities": np.zeros((0, len(self.labels)), np.float32),
+                    "label": np.zeros((0,), object), "label_id": np.zeros((0,), np.int32)}
+        outputs = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+        inverse = np.empty_like(order)
+        inverse[order] = np.arange(len(order))
+        return {k: v[inverse] for k, v in outputs.items()}
+
+    def _check(self, texts, text_pairs):
+        if isinstance(texts, str) or (text_pairs is not None and isinstance(text_pairs, str)):
+            raise InputFormatError("predict takes a list of texts; wrap a single text in a "
+                                   "list: clf.predict([text]).")
+        texts = list(texts)
+        if self.pairs != (text_pairs is not None):
+            raise InputFormatError(
+                "this classifier takes text pairs: pass text_pairs=[...] beside the texts."
+                if self.pairs else "this classifier takes single texts, not text pairs.")
+        if text_pairs is not None:
+            text_pairs = list(text_pairs)
+            if len(text_pairs) != len(texts):
+                raise InputFormatError(f"{len(texts)} texts but {len(text_pairs)} text pairs; "
+                                       "pass one pair per text.")
+        return texts, text_pairs
+
+
+def run_metadata(config, labels: Sequence[str]) -> dict:
+    """What a loaded classifier needs to know besides the graph."""
+    data = config.data
+    return {"labels": list(labels), "pairs": data.text_pair_column is not None,
+            "max_seq_length": config.model.max_seq_length, "buckets": buckets_for(config),
+            "task": "single-label", "model": config.model.name,
+            "columns": {"text": data.text_column, "text_pair": data.text_pair_column,
+                        "label": data.label_column}}
+
+
+def export_version_dir(path: Path) -> Path:
+    """`path` itself when it holds a saved_model.pb, else its newest numeric version."""
+    if (path / "saved_model.pb").is_file():
+        return path
+    newest = next_version(path) - 1
+    if newest < 1 or not (path / str(newest) / "saved_model.pb").is_file():
+        raise BertfitError(f"{path} is neither a bertfit run directory nor an export "
+                           "(a folder of numbered versions holding saved_model.pb).")
+    return path / str(newest)
+
+
+def load_classifier(path: str | Path, **kwargs) -> Classifier:
+    """A fine-tuned classifier from a run directory (`bertfit train --output-dir`) or an export
+    (`bertfit export`).
+
+    Args:
+        path: the run directory, the export folder (its newest version is used) or one
+            version's folder.
+        **kwargs: `batch_size` (texts per model call).
+
+    Examples:
+    >>> clf = load_classifier("runs/sst")  # doctest: +SKIP
+    >>> clf.predict(["a gripping film"])[0]["label"]  # doctest: +SKIP
+    'pos'
+    """
+    path = Path(path)
+    if not path.exists():
+        raise BertfitError(f"{path}: no such run directory or export.")
+    if RunDir(path, write=False).config_file.exists():
+        return Classifier.from_run(path, **kwargs)
+    return Classifier.from_export(path, **kwargs)

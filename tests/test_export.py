@@ -1,0 +1,121 @@
+"""`bertfit export`: a TF Serving SavedModel that needs neither bertfit nor Keras to run."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bertfit.cli import main
+from bertfit.predictor import load_classifier
+from tests.tiny import sentiment_rows
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# What a client with only TensorFlow does: no bertfit, no Keras model code.
+CLIENT = """
+import json, sys
+import numpy as np
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  (the tokenizer's ops)
+assert "bertfit" not in sys.modules
+export, texts = sys.argv[1], json.loads(open(sys.argv[2]).read())
+serve = tf.saved_model.load(export).signatures["serving_default"]
+out = serve(text=tf.constant(texts))
+assert "bertfit" not in sys.modules
+np.save(sys.argv[3], out["probabilities"].numpy())
+print(json.dumps([label.decode() for label in out["label"].numpy()]))
+"""
+
+
+def _client(export: Path, texts: list[str], tmp_path: Path) -> tuple[np.ndarray, list[str]]:
+    (tmp_path / "texts.json").write_text(json.dumps(texts))
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    env.pop("PYTHONPATH", None)
+    done = subprocess.run([sys.executable, "-c", CLIENT, str(export), str(tmp_path / "texts.json"),
+                           str(tmp_path / "p.npy")], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return np.load(tmp_path / "p.npy"), json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def exported(trained_run, tmp_path_factory):
+    _, result = trained_run
+    root = tmp_path_factory.mktemp("export") / "sst"
+    assert main(["export", "--run", result["run_dir"], str(root)]) == 0
+    return result["run_dir"], root
+
+
+def test_export_writes_version_1_then_the_next_free_version(exported, tmp_path):
+    run, root = exported
+    assert (root / "1" / "saved_model.pb").is_file()
+    assert main(["export", "--run", run, str(root)]) == 0
+    assert sorted(p.name for p in root.iterdir()) == ["1", "2"]  # no temporary folder left
+    assert main(["export", "--run", run, str(root), "--version", "2"]) == 2
+
+
+def test_a_process_with_only_tensorflow_gets_what_bertfit_predicts(exported, tmp_path):
+    run, root = exported
+    texts = [t for t, _ in sentiment_rows(40, seed=9)] + ["", "a " * 500]
+    probabilities, labels = _client(root / "1", texts, tmp_path)
+    expected = load_classifier(run).predict(texts)
+    np.testing.assert_allclose(
+        probabilities, [[row["probabilities"][n] for n in ("neg", "pos")] for row in expected],
+        atol=1e-5)
+    assert labels == [row["label"] for row in expected]
+
+
+def test_signatures_label_names_and_batches_of_1_and_1000(exported):
+    import tensorflow as tf
+
+    _, root = exported
+    loaded = tf.saved_model.load(str(root / "1"))
+    assert set(loaded.signatures) == {"serving_default", "classify_ids"}
+    serve = loaded.signatures["serving_default"]
+    assert set(serve.structured_input_signature[1]) == {"text"}
+    assert set(serve.structured_outputs) == {"probabilities", "label", "label_id"}
+    assert loaded.label_names.numpy().tolist() == [b"neg", b"pos"]
+    for batch in (1, 1000):
+        out = serve(text=tf.constant(["a fine film"] * batch))
+        assert out["probabilities"].shape == (batch, 2)
+    ids = loaded.signatures["classify_ids"]
+    by_ids = ids(input_word_ids=tf.constant([[2, 5, 3]]), input_mask=tf.constant([[1, 1, 1]]),
+                 input_type_ids=tf.constant([[0, 0, 0]]))
+    np.testing.assert_allclose(tf.reduce_sum(by_ids["probabilities"], -1), [1.0], atol=1e-6)
+
+
+def test_the_export_loads_back_as_a_classifier(exported):
+    run, root = exported
+    texts = [t for t, _ in sentiment_rows(10, seed=4)]
+    np.testing.assert_allclose(load_classifier(root).predict_proba(texts),
+                               load_classifier(run).predict_proba(texts), atol=1e-6)
+
+
+@pytest.mark.slow
+def test_minilm_export_equals_bertfit_predict_on_the_real_test_split(rotten_tomatoes, tmp_path):
+    from bertfit.config import DataConfig, ModelConfig, RunConfig, TrainConfig
+    from bertfit.data.sources import read_examples
+    from bertfit.train.run import predict, train
+
+    config = RunConfig(
+        output_dir=str(tmp_path / "run"),
+        model=ModelConfig(name="minilm-l6", max_seq_length=64, pooling="mean"),
+        data=DataConfig(train=str(rotten_tomatoes / "train.csv"), max_train_examples=32),
+        train=TrainConfig(batch_size=32, epochs=1, jit_compile=False))
+    train(config, quiet=True)
+    test_csv = str(rotten_tomatoes / "test.csv")
+    expected = predict(config.output_dir, test_csv, quiet=True)
+    assert main(["export", "--run", config.output_dir, str(tmp_path / "export")]) == 0
+    texts = [e.text for e in read_examples(test_csv)]
+    probabilities, labels = _client(tmp_path / "export" / "1", texts, tmp_path)
+    names = list(expected[0]["probabilities"])
+    np.testing.assert_allclose(
+        probabilities, [[row["probabilities"][n] for n in names] for row in expected], atol=1e-5)
+    assert labels == [row["label"] for row in expected]
+    assert len(labels) == 1283
