@@ -155,7 +155,13 @@ def cmd_export(args) -> int:
 
 
 def cmd_serve(args) -> int:
-    from bertfit.serve.app import serve
+    try:
+        from bertfit.serve.app import serve
+    except ModuleNotFoundError as e:
+        from bertfit.errors import MissingDependencyError
+
+        raise MissingDependencyError(f"bertfit serve needs {e.name}: pip install "
+                                     "'bertfit[serve]' (uvicorn and starlette).") from None
 
     serve(args.run or args.export, host=args.host, port=args.port, model_name=args.model_name,
           max_batch=args.max_batch, max_wait=args.max_wait_ms / 1000,
