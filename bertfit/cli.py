@@ -13,6 +13,7 @@ import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+from bertfit.config import METRICS, TASKS  # noqa: E402
 from bertfit.errors import BertfitError, TrainingInterrupted  # noqa: E402
 
 
@@ -51,6 +52,8 @@ TRAIN_FLAGS = {
     "--dropout": ("model.dropout", {"type": float}),
     "--lower-case": ("model.lower_case", {"type": _bool}),
     "--precision": ("model.precision", {"choices": ["fp32", "bf16", "mixed_bf16", "mixed_fp16"]}),
+    "--task": ("model.task", {"choices": list(TASKS),
+                              "help": "default: inferred from the training labels"}),
     "--train": ("data.train", {"help": "training file(s) (CSV, TSV, JSONL, Parquet); a glob "
                                        "such as 'data/train-*.csv' reads every match"}),
     "--eval": ("data.eval", {"help": "evaluation file, evaluated every epoch"}),
@@ -58,6 +61,9 @@ TRAIN_FLAGS = {
     "--text-column": ("data.text_column", {}),
     "--text-pair-column": ("data.text_pair_column", {}),
     "--label-column": ("data.label_column", {}),
+    "--label-separator": ("data.label_separator",
+                          {"help": "splits a text label into a multi-label row's classes "
+                                   "(default '|' with --task multi-label)"}),
     "--buckets": ("data.buckets", {"type": _buckets, "help": "e.g. 32,64,128 or none"}),
     "--max-train-examples": ("data.max_train_examples", {"type": int}),
     "--batch-size": ("train.batch_size", {"type": int, "help": "global batch size"}),
@@ -79,7 +85,14 @@ TRAIN_FLAGS = {
                                           "help": "micro-batches per optimizer step"}),
     "--steps-per-execution": ("train.steps_per_execution",
                               {"type": int, "help": "optimizer steps per host call"}),
-    "--best-metric": ("train.best_metric", {"choices": ["accuracy", "macro_f1", "loss"]}),
+    "--best-metric": ("train.best_metric",
+                      {"choices": list(METRICS), "help": "default: accuracy, micro_f1 "
+                                                         "(multi-label) or rmse (regression)"}),
+    "--class-weights": ("train.class_weights",
+                        {"help": "none (default), balanced, or a JSON file {label: weight}"}),
+    "--tune-threshold": ("train.tune_threshold",
+                         {"type": _bool, "help": "multi-label: pick the micro-F1-best threshold "
+                                                 "on --eval"}),
     "--save-every-steps": ("train.save_every_steps",
                            {"type": int, "help": "also save a resumable checkpoint every N steps"}),
     "--save-every-minutes": ("train.save_every_minutes",
@@ -128,8 +141,10 @@ def cmd_evaluate(args) -> int:
     if args.json:
         print(json.dumps(metrics))
     else:
-        for key in ("accuracy", "macro_f1", "loss", "num_examples"):
-            print(f"{key:>14}: {metrics[key]}")
+        for key, value in metrics.items():
+            if isinstance(value, (int, float)):
+                print(f"{key:>19}: {value:.6g}" if isinstance(value, float) else
+                      f"{key:>19}: {value}")
     return 0
 
 

@@ -23,6 +23,10 @@ PRECISION_POLICIES = {"fp32": "float32", "bf16": "mixed_bfloat16", "mixed_bf16":
                       "mixed_fp16": "mixed_float16"}
 POOLINGS = ("cls", "mean")
 STRATEGIES = ("auto", "tpu", "mirrored", "multi-worker", "one-device", "default")
+TASKS = ("single-label", "multi-label", "regression")
+# Metrics a best checkpoint can be chosen by (bertfit.train.metrics computes them per task).
+METRICS = ("accuracy", "macro_f1", "mcc", "roc_auc", "loss", "micro_f1", "subset_accuracy",
+           "hamming_loss", "rmse", "mae", "pearson", "spearman")
 
 
 @dataclasses.dataclass
@@ -37,6 +41,8 @@ class ModelConfig:
         dropout: dropout before the classification layer.
         lower_case: override the checkpoint's casing (None: what its tokenizer config says).
         precision: fp32, bf16, mixed_bf16 or mixed_fp16.
+        task: "single-label", "multi-label" or "regression"; None infers it from the
+            training labels (see `bertfit.data.tasks`).
     """
 
     name: str = "minilm-l6"
@@ -45,6 +51,7 @@ class ModelConfig:
     dropout: float = 0.1
     lower_case: bool | None = None
     precision: str = "fp32"
+    task: str | None = None
 
 
 @dataclasses.dataclass
@@ -58,6 +65,8 @@ class DataConfig:
         buckets: sequence-length buckets; empty means "derive from max_seq_length"; [0] or
             "none" on the command line pads everything to max_seq_length.
         max_train_examples: use only the first N training rows (reported, never silent).
+        label_separator: splits a text label into the classes of a multi-label row ("|"
+            by default with task multi-label).
     """
 
     train: str | None = None
@@ -68,6 +77,7 @@ class DataConfig:
     label_column: str = "label"
     buckets: list[int] = dataclasses.field(default_factory=list)
     max_train_examples: int | None = None
+    label_separator: str | None = None
 
 
 @dataclasses.dataclass
@@ -89,7 +99,12 @@ class TrainConfig:
             (effective batch = grad_accum × batch_size).
         steps_per_execution: optimizer steps per host call (one compiled loop); the batch plan
             groups steps in runs of this many of the same bucket.
-        best_metric: the eval metric that picks the best checkpoint (accuracy, macro_f1, loss).
+        best_metric: the eval metric that picks the best checkpoint; None: the task's default
+            (accuracy, micro_f1 for multi-label, rmse for regression).
+        class_weights: "none", "balanced" (inverse class frequency) or a JSON file
+            {label: weight}; single-label only.
+        tune_threshold: multi-label: pick the decision threshold that maximises micro-F1 on the
+            evaluation data (else 0.5), saved with the run.
         save_every_steps: also save a resumable checkpoint every N optimizer steps (long
             epochs); the end of every epoch's training is always saved.
         save_every_minutes: also save one whenever this many minutes passed since the last.
@@ -110,7 +125,9 @@ class TrainConfig:
     worker_index: int | None = None
     grad_accum: int = 1
     steps_per_execution: int = 1
-    best_metric: str = "accuracy"
+    best_metric: str | None = None
+    class_weights: str = "none"
+    tune_threshold: bool = False
     save_every_steps: int | None = None
     save_every_minutes: float | None = None
 
@@ -147,8 +164,12 @@ class RunConfig:
              "save_every_steps must be at least 1"),
             (self.train.save_every_minutes is None or self.train.save_every_minutes > 0,
              "save_every_minutes must be positive"),
-            (self.train.best_metric in ("accuracy", "macro_f1", "loss"),
-             "best_metric must be accuracy, macro_f1 or loss"),
+            (self.model.task is None or self.model.task in TASKS,
+             f"task must be one of {TASKS}"),
+            (self.train.best_metric is None or self.train.best_metric in METRICS,
+             f"best_metric must be one of {METRICS}"),
+            (self.data.label_separator is None or self.data.label_separator != "",
+             "label_separator must not be empty"),
             (all(b <= self.model.max_seq_length for b in self.data.buckets),
              f"buckets {self.data.buckets} must not exceed max_seq_length {self.model.max_seq_length}"),
         ]

@@ -19,15 +19,18 @@ class CheckpointError(BertfitError):
 
 
 class DataError(BertfitError):
-    """A data file has a problem; the message names the file and line."""
+    """A data file has a problem; the message names the file and line, `code` the kind of
+    problem (as `bertfit check` reports it)."""
 
-    def __init__(self, message: str, *, path: str | None = None, line: int | None = None):
+    def __init__(self, message: str, *, path: str | None = None, line: int | None = None,
+                 code: str | None = None):
         where = ""
         if path is not None:
             where = f"{path}:{line}: " if line is not None else f"{path}: "
         super().__init__(where + message)
         self.path = path
         self.line = line
+        self.code = code
 
 
 class ConfigError(BertfitError):

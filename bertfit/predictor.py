@@ -21,6 +21,7 @@ import tensorflow as tf
 
 from bertfit.config import PRECISION_POLICIES
 from bertfit.data.pipeline import buckets_for
+from bertfit.data.tasks import MULTI_LABEL, REGRESSION, Task
 from bertfit.errors import BertfitError, InputFormatError
 from bertfit.export.serving import METADATA_FILE, ClassifierModule, next_version, save_module
 from bertfit.model.classifier import BertClassifier
@@ -32,19 +33,21 @@ BATCH_SIZE = 64
 
 
 class Classifier:
-    """A fine-tuned text classifier: `predict` labels, `predict_proba` probabilities.
+    """A fine-tuned text classifier (or regressor): `predict` rows, `predict_proba`
+    probabilities, `outputs` every named output.
 
     Args:
         module: a `ClassifierModule`, or a loaded export (which has the same functions).
-        metadata: `labels` (names in id order), `pairs` (whether it takes text pairs) and
-            `max_seq_length`, as `export_run` writes them.
+        metadata: `task` (`Task.to_dict()`), `pairs` (whether it takes text pairs),
+            `max_seq_length`, `buckets` and `columns`, as `run_metadata` makes them.
         batch_size: texts per call of the model.
     """
 
     def __init__(self, module, metadata: dict, batch_size: int = BATCH_SIZE):
         self.module = module
         self.metadata = metadata
-        self.labels: list[str] = list(metadata["labels"])
+        self.task = Task.from_dict(metadata.get("task") or {"labels": metadata["labels"]})
+        self.labels: list[str] = list(self.task.labels)
         self.pairs: bool = bool(metadata.get("pairs"))
         self.batch_size = batch_size
 
@@ -53,13 +56,13 @@ class Classifier:
         """The run's best checkpoint (or `which="latest"`), as `bertfit train` left it."""
         run_dir = RunDir(path, write=False)
         config = run_dir.load_config()
-        labels = run_dir.load_labels().labels
+        task = run_dir.load_task()
         encoder = BertEncoder(run_dir.load_bert_config(),
                               dtype=PRECISION_POLICIES[config.model.precision])
-        model = BertClassifier(encoder, len(labels), config.model.pooling, 0.0)
+        model = BertClassifier(encoder, task.num_outputs, config.model.pooling, 0.0)
         restore_model(model, run_dir.checkpoint_path(which))
-        metadata = run_metadata(config, labels)
-        module = ClassifierModule(model, run_dir.load_tokenizer(), labels,
+        metadata = run_metadata(config, task)
+        module = ClassifierModule(model, run_dir.load_tokenizer(), task,
                                   config.model.max_seq_length, buckets_for(config),
                                   metadata["pairs"])
         return cls(module, metadata, **kwargs)
@@ -88,24 +91,45 @@ class Classifier:
 
     def predict_proba(self, texts: Sequence[str], text_pairs: Sequence[str] | None = None,
                       progress=None) -> np.ndarray:
-        """Probabilities [len(texts), num_labels] (float32), rows in input order."""
+        """Probabilities [len(texts), labels] (float32), rows in input order: softmax over the
+        classes, or one sigmoid per label (multi-label)."""
+        if self.task.kind == REGRESSION:
+            raise InputFormatError("a regression model has no probabilities; use predict() or "
+                                   "outputs()['value'].")
         return self.outputs(texts, text_pairs, progress)["probabilities"]
 
     def predict(self, texts: Sequence[str], text_pairs: Sequence[str] | None = None,
                 progress=None) -> list[dict]:
-        """One `{"label": name, "probabilities": {name: p, ...}}` per text, in input order."""
-        return self.rows(self.predict_proba(texts, text_pairs, progress))
+        """One row per text, in input order: `{"label", "probabilities"}` (single-label),
+        `{"labels", "probabilities"}` (multi-label) or `{"value"}` (regression)."""
+        return self.rows(self.outputs(texts, text_pairs, progress))
 
-    def rows(self, probabilities: np.ndarray) -> list[dict]:
-        """`predict`'s rows for probabilities from `predict_proba`."""
-        return [{"label": self.labels[int(p.argmax())],
-                 "probabilities": {name: float(v) for name, v in zip(self.labels, p,
-                                                                     strict=True)}}
-                for p in probabilities]
+    def rows(self, outputs: dict[str, np.ndarray]) -> list[dict]:
+        """`predict`'s rows for the arrays `outputs` returned."""
+        if self.task.kind == REGRESSION:
+            return [{"value": float(v)} for v in outputs["value"]]
+        rows = [{"probabilities": {name: float(v) for name, v in zip(self.labels, p,
+                                                                      strict=True)}}
+                for p in outputs["probabilities"]]
+        if self.task.kind == MULTI_LABEL:
+            for row, chosen in zip(rows, outputs["predicted"], strict=True):
+                row["labels"] = [name for name, on in zip(self.labels, chosen, strict=True)
+                                 if on]
+        else:
+            for row, label_id in zip(rows, outputs["label_id"], strict=True):
+                row["label"] = self.labels[int(label_id)]
+        return [dict(sorted(row.items())) for row in rows]
+
+    def metric_outputs(self, outputs: dict[str, np.ndarray]) -> np.ndarray:
+        """What `task_metrics` takes: the probabilities, or [n, 1] standardised values."""
+        if self.task.kind == REGRESSION:
+            return ((outputs["value"] - self.task.mean) / self.task.std)[:, None]
+        return outputs["probabilities"]
 
     def outputs(self, texts: Sequence[str], text_pairs: Sequence[str] | None = None,
                 progress=None) -> dict[str, np.ndarray]:
-        """Every output of the model (`probabilities`, `label`, `label_id`), by name."""
+        """Every output of the model by name (see `bertfit.export.outputs`), rows in input
+        order."""
         texts, text_pairs = self._check(texts, text_pairs)
         lengths = [len(t) for t in texts] if text_pairs is None else \
             [len(a) + len(b) for a, b in zip(texts, text_pairs, strict=True)]
@@ -121,12 +145,16 @@ class Classifier:
             if progress is not None:
                 progress.update(start // self.batch_size + 1, done)
         if not parts:
-            return {"probabilities": np.zeros((0, len(self.labels)), np.float32),
-                    "label": np.zeros((0,), object), "label_id": np.zeros((0,), np.int32)}
+            return self._empty_outputs()
         outputs = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
         inverse = np.empty_like(order)
         inverse[order] = np.arange(len(order))
         return {k: v[inverse] for k, v in outputs.items()}
+
+    def _empty_outputs(self) -> dict[str, np.ndarray]:
+        specs = self.signatures()["serving_default"].structured_outputs
+        return {name: np.zeros((0, *spec.shape[1:]), spec.dtype.as_numpy_dtype)
+                for name, spec in specs.items()}
 
     def _check(self, texts, text_pairs):
         if isinstance(texts, str) or (text_pairs is not None and isinstance(text_pairs, str)):
@@ -145,12 +173,13 @@ class Classifier:
         return texts, text_pairs
 
 
-def run_metadata(config, labels: Sequence[str]) -> dict:
+def run_metadata(config, task: Task) -> dict:
     """What a loaded classifier needs to know besides the graph."""
     data = config.data
-    return {"labels": list(labels), "pairs": data.text_pair_column is not None,
+    return {"task": task.to_dict(), "labels": list(task.labels),
+            "pairs": data.text_pair_column is not None,
             "max_seq_length": config.model.max_seq_length, "buckets": buckets_for(config),
-            "task": "single-label", "model": config.model.name,
+            "model": config.model.name,
             "columns": {"text": data.text_column, "text_pair": data.text_pair_column,
                         "label": data.label_column}}
 

@@ -280,3 +280,40 @@ def write_csv(path: Path, rows, header=("text", "label")) -> Path:
         writer.writerow(header)
         writer.writerows(rows)
     return path
+
+
+def tagged_rows(n: int, seed: int = 0) -> list[tuple[str, list[str]]]:
+    """A separable multi-label toy task: "pos" when a positive word is in the text, "neg" for a
+    negative one, "plot" for the word plot; a row has zero to three labels."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for _ in range(n):
+        words = list(rng.choice(["the", "film", "was", "very", "and", "it"],
+                                size=int(rng.integers(1, 6))))
+        labels = []
+        for label, vocabulary in (("pos", POSITIVE), ("neg", NEGATIVE), ("plot", ["plot"])):
+            if rng.random() < 0.5:
+                words.insert(int(rng.integers(0, len(words) + 1)), str(rng.choice(vocabulary)))
+                labels.append(label)
+        rows.append((" ".join(words), labels))
+    return rows
+
+
+def scored_rows(n: int, seed: int = 0) -> list[tuple[str, float]]:
+    """A learnable regression toy task: the target is (positive words - negative words) + 0.5."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for _ in range(n):
+        good, bad = int(rng.integers(0, 3)), int(rng.integers(0, 3))
+        words = list(rng.choice(FILLER, size=int(rng.integers(1, 5))))
+        words += list(rng.choice(POSITIVE, size=good)) + list(rng.choice(NEGATIVE, size=bad))
+        rng.shuffle(words)
+        rows.append((" ".join(map(str, words)), good - bad + 0.5))
+    return rows
+
+
+def write_jsonl(path: Path, rows, keys=("text", "label")) -> Path:
+    with path.open("w", encoding="utf-8") as f:
+        for row in rows:
+            f.write(json.dumps(dict(zip(keys, row, strict=True))) + "\n")
+    return path

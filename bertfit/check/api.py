@@ -90,7 +90,6 @@ def _check_run(report: Report, config: RunConfig, replicas, max_rows, compile_, 
     from bertfit.checkpoints.load import build_tokenizer, read_detection
     from bertfit.checkpoints.registry import resolve
     from bertfit.checkpoints.savedmodel import SIGNATURE_ONLY
-    from bertfit.data.labels import LabelMap
 
     target = report.target
     try:
@@ -127,25 +126,24 @@ def _check_run(report: Report, config: RunConfig, replicas, max_rows, compile_, 
     report.stats["training rows"] = len(train)
     train = train[: config.data.max_train_examples]
     D.check_jsonl_types(report, config.data.train, config)
-    labels = D.check_labels(report, train, config.data.train)
+    task = D.check_labels(report, train, config.data.train, config)
     if evaluation is not None:
         report.stats["evaluation rows"] = len(evaluation)
-        D.check_eval(report, train, evaluation, config.data.eval, config.data.train)
+        D.check_eval(report, train, evaluation, config.data.eval, config.data.train, task)
     if tokenizer is None:
         return
     encoded, chosen = D.check_lengths(report, train, tokenizer, config, config.data.train,
                                       max_rows)
     if evaluation is not None:
         D.check_lengths(report, evaluation, tokenizer, config, config.data.eval, max_rows)
-    if len(labels) < 2 or "shape-batch-not-divisible" in report.codes:
+    if task is None or "shape-batch-not-divisible" in report.codes:
         return
-    label_map = LabelMap(tuple(labels))
-    label_ids = label_map.encode_all([train[i] for i in chosen], config.data.train)
-    _check_pipeline(report, config, checkpoint, tokenizer, encoded, label_ids, len(labels),
+    targets = task.targets([train[i] for i in chosen], config.data.train)
+    _check_pipeline(report, config, checkpoint, tokenizer, encoded, targets, task,
                     replicas, ctx, compile_, full)
 
 
-def _check_pipeline(report, config, checkpoint, tokenizer, encoded, label_ids, num_classes,
+def _check_pipeline(report, config, checkpoint, tokenizer, encoded, targets, task,
                     replicas, ctx, compile_, full) -> None:
     from bertfit.checkpoints.load import build_encoder
     from bertfit.config import PRECISION_POLICIES
@@ -157,7 +155,7 @@ def _check_pipeline(report, config, checkpoint, tokenizer, encoded, label_ids, n
     strategy = tf.distribute.get_strategy()
     # One replica's view: the per-replica batch from the same plan and packing code.
     plan = plan_batches(encoded.packed_lengths, buckets_for(config), per_replica, shuffle=False)
-    pipeline = BucketedInput(encoded, label_ids, plan, strategy, cls_id=tokenizer.cls_id,
+    pipeline = BucketedInput(encoded, targets, plan, strategy, cls_id=tokenizer.cls_id,
                              sep_id=tokenizer.sep_id, pad_id=tokenizer.pad_id)
     report.stats["buckets used"] = sorted(pipeline.datasets)
     bucket_ctx = B.InputContext(target=ctx.target, replicas=replicas, global_batch=False,
@@ -179,10 +177,12 @@ def _check_pipeline(report, config, checkpoint, tokenizer, encoded, label_ids, n
         frozen = ("pooler",) if config.model.pooling == "mean" else ()
 
         def build_model():
-            return BertClassifier(build_encoder(checkpoint), num_classes, config.model.pooling,
-                                  config.model.dropout, seed=config.train.seed)
+            return BertClassifier(build_encoder(checkpoint), task.num_outputs,
+                                  config.model.pooling, config.model.dropout,
+                                  seed=config.train.seed)
 
-        trainer = Trainer(build_model, strategy, config.train, total_steps=1, frozen=frozen)
+        trainer = Trainer(build_model, strategy, config.train, total_steps=1, frozen=frozen,
+                          task_kind=task.kind)
         M.check_gradients(report, trainer.model, firsts[0], excluded=frozen,
                           where=config.model.name)
         if compile_ and "grad-none" not in report.codes:

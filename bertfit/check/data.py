@@ -14,8 +14,9 @@ import numpy as np
 
 from bertfit.check.findings import ERROR, INFO, WARNING, Report
 from bertfit.config import RunConfig
-from bertfit.data.labels import INTEGER_LABEL, sorted_labels
+from bertfit.data.labels import INTEGER_LABEL
 from bertfit.data.sources import Example, read_examples, resolve_format
+from bertfit.data.tasks import MULTI_LABEL, SINGLE_LABEL, Task, infer_task, label_counts
 from bertfit.errors import DataError
 from bertfit.train.run import encode_labelled, source_spec
 
@@ -24,7 +25,6 @@ TRUNCATION_WARNING = 0.05
 
 # reader message fragment → code
 _DATA_ERRORS = [
-    ("is the number", "dtype-float-labels"),
     ("file not found", "data-file-not-found"),
     ("no rows", "data-empty-file"),
     ("not valid UTF-8", "data-undecodable"),
@@ -42,7 +42,8 @@ _DATA_ERRORS = [
 
 def data_error_finding(report: Report, error: DataError, role: str) -> None:
     text = str(error)
-    code = next((c for fragment, c in _DATA_ERRORS if fragment in text), "data-unreadable")
+    code = error.code or next((c for fragment, c in _DATA_ERRORS if fragment in text),
+                              "data-unreadable")
     where = error.path or role
     if error.line is not None:
         where = f"{error.path}:{error.line}"
@@ -59,65 +60,111 @@ def read_checked(report: Report, path: str, config: RunConfig, role: str) -> lis
         return None
 
 
-def check_labels(report: Report, examples: list[Example], path: str) -> list[str]:
-    """Label findings on the training rows; returns the label names in class-id order."""
-    counts = collections.Counter(e.label for e in examples)
-    first_line = {}
-    for e in examples:
-        first_line.setdefault(e.label, e.line)
-    integer = [label for label in counts if INTEGER_LABEL.fullmatch(label)]
-    other = [label for label in counts if not INTEGER_LABEL.fullmatch(label)]
-    if integer and other:
-        n_other = sum(counts[label] for label in other)
-        lines = ", ".join(f"{path}:{first_line[label]}" for label in other[:3])
-        if n_other <= 0.1 * len(examples):
-            report.add("data-label-not-integer", ERROR,
-                       f"{n_other} row(s) have non-integer labels {other[:5]} among integer "
-                       "labels", where=lines,
-                       why="they become classes of their own instead of what was meant",
-                       fix="fix these labels (integer class ids) or delete the rows")
-        else:
-            report.add("data-mixed-types", WARNING,
-                       f"the label column mixes integers {integer[:5]} and names {other[:5]}",
-                       where=lines, why="usually two files or two conventions were merged",
-                       fix="use one kind of label throughout")
-    if integer and not other:
-        values = sorted(int(label) for label in integer)
+def check_labels(report: Report, examples: list[Example], path: str,
+                 config: RunConfig) -> Task | None:
+    """Label findings on the training rows, decided by the same `infer_task` that
+    `bertfit train` runs; returns the task (None when training would stop)."""
+    try:
+        task, notes = infer_task(examples, path, kind=config.model.task,
+                                 separator=config.data.label_separator)
+        targets = task.targets(examples, path)
+    except DataError as e:
+        report.add(e.code or "data-label-invalid", ERROR, str(e), where=_where(e, path),
+                   why="`bertfit train` stops on the same label problem",
+                   fix="see the message: it names the labels and the lines")
+        return None
+    report.stats["task"] = task.kind
+    for note in notes:
+        report.add("data-task-inferred", INFO, note, where=path,
+                   fix="pass --task to choose the task yourself")
+    if task.kind == SINGLE_LABEL:
+        _single_label_findings(report, examples, task, targets, path)
+    elif task.kind == MULTI_LABEL:
+        _multi_label_findings(report, task, targets, path)
+    else:
+        _regression_findings(report, task, targets, path)
+    return task
+
+
+def _where(error: DataError, path: str) -> str:
+    if error.path and error.line is not None:
+        return f"{error.path}:{error.line}"
+    return error.path or path
+
+
+def _single_label_findings(report, examples, task, targets, path) -> None:
+    if all(INTEGER_LABEL.fullmatch(label) for label in task.labels):
+        values = sorted(int(label) for label in task.labels)
         if values[0] < 0 or values[-1] >= len(values):
             report.add("data-label-out-of-range", WARNING,
                        f"integer labels {values[:10]} are not the class ids 0..{len(values) - 1}",
-                       where=f"{path}:{first_line[str(values[-1])]}",
+                       where=path,
                        why="bertfit maps them to ids by order, but a label outside the intended "
                        "range is often a typo (or a missing class)",
                        fix="check that every label is meant to be a class; renumber 0..K-1")
-    if len(counts) == 1:
-        (label,) = counts
-        report.add("data-single-class", ERROR, f"every training row has the label {label!r}",
-                   where=path, why="a classifier needs at least two classes",
-                   fix="check --label-column, or add rows of the other classes")
-    elif counts:
-        most, least = counts.most_common()[0], counts.most_common()[-1]
-        if most[1] >= IMBALANCE_RATIO * least[1]:
-            report.add("data-imbalance", WARNING,
-                       f"class {most[0]!r} has {most[1]} rows, class {least[0]!r} only "
-                       f"{least[1]} ({most[1] / least[1]:.0f}:1)", where=path,
-                       why="the model can score well by ignoring the small class; accuracy "
-                       "hides it",
-                       fix="use --best-metric macro_f1, collect or oversample the small class")
-    return sorted_labels(counts)
+    counts = label_counts(task, targets)
+    _imbalance(report, counts, path, "class")
+
+
+def _imbalance(report, counts: dict[str, int], path: str, what: str) -> None:
+    present = {k: v for k, v in counts.items() if v}
+    if len(present) < 2:
+        return
+    most = max(present, key=present.get)
+    least = min(present, key=present.get)
+    ratio = present[most] / present[least]
+    report.stats["imbalance"] = f"{ratio:.1f}:1 ({most!r} / {least!r})"
+    if ratio >= IMBALANCE_RATIO:
+        report.add("data-imbalance", WARNING,
+                   f"{what} {most!r} has {present[most]} rows, {what} {least!r} only "
+                   f"{present[least]} ({ratio:.0f}:1)", where=path,
+                   why="the model can score well by ignoring the small class; accuracy "
+                   "hides it",
+                   fix="train with --class-weights balanced and --best-metric macro_f1, or "
+                   "collect or oversample the small class")
+
+
+def _multi_label_findings(report, task, targets, path) -> None:
+    per_row = targets.sum(axis=1)
+    report.stats["labels per row"] = (f"mean {per_row.mean():.2f}, min {int(per_row.min())}, "
+                                      f"max {int(per_row.max())}")
+    counts = label_counts(task, targets)
+    always = [label for label, n in counts.items() if n == len(targets)]
+    if always:
+        report.add("data-label-always", WARNING,
+                   f"the labels {always[:5]} are on every training row", where=path,
+                   why="a label that is always on teaches nothing and inflates micro-F1",
+                   fix="drop it from the labels, or check the separator (--label-separator)")
+    if per_row.max() <= 1 and len(task.labels) > 1:
+        report.add("data-multi-label-single", WARNING,
+                   "no training row has more than one label", where=path,
+                   why="a single-label (softmax) model fits such data better",
+                   fix="pass --task single-label, or check --label-separator")
+    _imbalance(report, counts, path, "label")
+
+
+def _regression_findings(report, task, targets, path) -> None:
+    values = task.values(targets)
+    report.stats["targets"] = (f"mean {task.mean:.4g}, std {task.std:.4g}, "
+                               f"range {values.min():.4g} .. {values.max():.4g}")
+    outliers = np.abs(targets) > 6
+    if outliers.any():
+        report.add("data-target-outliers", WARNING,
+                   f"{int(outliers.sum())} target(s) lie more than 6 standard deviations from "
+                   f"the mean (e.g. {values[outliers][0]:.4g})", where=path,
+                   why="squared error lets a few extreme targets dominate training",
+                   fix="check them for typos, or transform the target (e.g. a logarithm)")
 
 
 def check_eval(report: Report, train: list[Example], evaluation: list[Example], path: str,
-               train_path: str) -> None:
-    known = {e.label for e in train}
-    unseen = [e for e in evaluation if e.label not in known]
-    if unseen:
-        names = sorted({e.label for e in unseen})[:5]
-        report.add("data-label-unseen", ERROR,
-                   f"{len(unseen)} evaluation row(s) have labels never seen in training: {names}",
-                   where=f"{path}:{unseen[0].line}",
-                   why="the model has no class for them; evaluation would fail",
-                   fix="fix the labels, or add training rows of those classes")
+               train_path: str, task: Task | None) -> None:
+    if task is not None:
+        try:
+            task.targets(evaluation, path)
+        except DataError as e:
+            report.add(e.code or "data-label-invalid", ERROR, str(e), where=_where(e, path),
+                       why="the model has no output for it; evaluation would fail",
+                       fix="fix the label, or add training rows of that class")
     seen = {}
     for e in train:
         seen.setdefault(_normal(e), e.line)

@@ -24,6 +24,7 @@ import tensorflow as tf
 from bertfit.text.packing import pack_inputs
 
 INDEX, WEIGHT, LABEL = "index", "example_weight", "label"
+GLOBAL_EXAMPLES = "global_examples"
 PAD_INDEX = -1
 
 
@@ -149,7 +150,9 @@ class BucketedInput:
 
     Args:
         encoded: the tokenized examples.
-        labels: int32 label per example, or None (prediction).
+        labels: the targets of the examples (`Task.targets`: int32 [n], float32 [n, labels]
+            or float32 [n]), or None (prediction).
+        weights: float32 weight of each example in the loss (class weights), or None for 1.
         plan: the global batches, in the order the steps take them.
         strategy: the `tf.distribute` strategy that will consume the batches.
         cls_id, sep_id, pad_id: the tokenizer's special ids.
@@ -159,16 +162,18 @@ class BucketedInput:
 
     Iterating yields `(seq_length, per-replica batch)` in plan order. A batch is a dict of
     `input_word_ids`, `input_mask`, `input_type_ids` ([per-replica batch, seq_length] int32),
-    `label` (int32), `example_weight` (float32, 0 on padding rows), `index` (int64, -1 on
-    padding rows) and `global_examples` (float32: real examples in the whole global batch).
+    `label` (the targets' dtype and row shape, zeros on padding rows), `example_weight`
+    (float32: 0 on padding rows, else the example's weight), `index` (int64, -1 on padding rows)
+    and `global_examples` (float32: real examples in the whole global batch).
     """
 
     def __init__(self, encoded: EncodedTexts, labels: np.ndarray | None, plan: list[Batch],
                  strategy: tf.distribute.Strategy, *, cls_id: int, sep_id: int, pad_id: int,
-                 micro_batches: int = 1):
+                 micro_batches: int = 1, weights: np.ndarray | None = None):
         self.encoded = encoded
         self.micro_batches = micro_batches
         self.labels = np.zeros(len(encoded), np.int32) if labels is None else labels
+        self.weights = np.ones(len(encoded), np.float32) if weights is None else weights
         self.plan = plan
         self.strategy = strategy
         self.special_ids = {"cls_id": cls_id, "sep_id": sep_id, "pad_id": pad_id}
@@ -197,11 +202,12 @@ class BucketedInput:
             counts.extend([batch.num_examples] * local)
         rows = np.stack(rows)
         _debug_dump(rows, seq_length, context.input_pipeline_id)
-        return {INDEX: rows, "global_examples": np.asarray(counts, np.float32)}
+        return {INDEX: rows, GLOBAL_EXAMPLES: np.asarray(counts, np.float32)}
 
     def _dataset(self, seq_length: int, context: tf.distribute.InputContext) -> tf.data.Dataset:
         ids_a, ids_b = self.encoded.ids_a, self.encoded.ids_b
-        labels = tf.constant(self.labels, tf.int32)
+        labels = tf.constant(self.labels)
+        weights = tf.constant(self.weights, tf.float32)
 
         def build(element):
             index = element[INDEX]
@@ -211,12 +217,14 @@ class BucketedInput:
                                  **self.special_ids)
             real = index != PAD_INDEX
             per_replica = index.shape[0]
+            label = tf.gather(labels, safe)
+            real_rows = tf.reshape(real, [-1] + [1] * (len(label.shape) - 1))
             return {
                 **{k: tf.ensure_shape(v, [per_replica, seq_length]) for k, v in inputs.items()},
-                LABEL: tf.where(real, tf.gather(labels, safe), 0),
-                WEIGHT: tf.cast(real, tf.float32),
+                LABEL: tf.where(real_rows, label, tf.zeros_like(label)),
+                WEIGHT: tf.where(real, tf.gather(weights, safe), 0.0),
                 INDEX: index,
-                "global_examples": element["global_examples"],
+                GLOBAL_EXAMPLES: element[GLOBAL_EXAMPLES],
             }
 
         rows = self._rows_for(seq_length, context)

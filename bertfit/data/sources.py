@@ -8,8 +8,9 @@ dropped or guessed at is a `DataError` naming the file, the line and what to do:
   breaks. `Example.line` is the physical line where the record starts (the header is line 1).
 - TSV: a header line, then one record per line, fields separated by tabs. Quotes are ordinary
   characters (as in the GLUE files), so a text cannot contain a tab or a line break.
-- JSONL (`.jsonl`, `.json`, `.ndjson`): one JSON object per line. Labels may be strings,
-  integers or booleans (`1` → `"1"`, `true` → `"true"`); a float is an error.
+- JSONL (`.jsonl`, `.json`, `.ndjson`): one JSON object per line. A label is a string, a number
+  or a boolean (`1` → `"1"`, `0.5` → `"0.5"`, `true` → `"true"`), or a list of those (the
+  classes of a multi-label row, kept as a tuple); `bertfit.data.tasks` decides what they mean.
 - Parquet: needs `pyarrow`; `Example.line` is the row index + 1 and messages say "row".
 
 Blank lines are allowed only at the end of a text file. A UTF-8 byte-order mark is skipped, and
@@ -70,7 +71,8 @@ class Example:
     Args:
         text: the first (or only) text, exactly as in the file.
         text_pair: the second text for pair tasks, or None when no pair column is configured.
-        label: the raw label as a string ("1", "pos"), or None when the row has no label.
+        label: the raw label as a string ("1", "pos", "0.5"), a tuple of strings (a JSON list:
+            the classes of a multi-label row), or None when the row has no label.
         line: where the row is, 1-based: the line where a CSV record starts (header = line 1),
             the line of a JSONL object, or the row index + 1 in Parquet.
 
@@ -81,7 +83,7 @@ class Example:
 
     text: str
     text_pair: str | None
-    label: str | None
+    label: str | tuple[str, ...] | None
     line: int
 
 
@@ -198,7 +200,8 @@ def format_from_extension(path: str | os.PathLike) -> str | None:
 
 
 def example_error(
-    message: str, path: str | os.PathLike, line: int, format: str | None = None
+    message: str, path: str | os.PathLike, line: int, format: str | None = None,
+    code: str | None = None,
 ) -> DataError:
     """A `DataError` about one example: "path:line: ..." or, for Parquet, "path: row N: ...".
 
@@ -207,6 +210,7 @@ def example_error(
         path: the data file.
         line: `Example.line`.
         format: the file's format; None to tell from its extension.
+        code: the kind of problem (`DataError.code`).
 
     Examples:
     >>> str(example_error("empty text", "a.parquet", 3))
@@ -214,8 +218,8 @@ def example_error(
     """
     name = display_name(path)
     if (format if format is not None else format_from_extension(name)) != "parquet":
-        return DataError(message, path=name, line=line)
-    error = DataError(f"row {line}: {message}", path=name)
+        return DataError(message, path=name, line=line, code=code)
+    error = DataError(f"row {line}: {message}", path=name, code=code)
     error.line = line
     return error
 
@@ -310,13 +314,14 @@ class _Reader:
     def error(self, message: str, line: int) -> DataError:
         return example_error(message, self.name, line, self.format)
 
-    def example(self, line: int, text: str, pair: str | None, label: str | None) -> Example:
-        """Validates one row's strings; an empty label becomes None when labels are optional."""
+    def example(self, line: int, text: str, pair: str | None, label) -> Example:
+        """Validates one row's strings; an empty label becomes None when labels are optional
+        (an empty list is a multi-label row without classes, and stays)."""
         if not text or text.isspace():
             raise self.error(_empty_message(text, "text_column", self.spec), line)
         if self.spec.text_pair_column is not None and (not pair or pair.isspace()):
             raise self.error(_empty_message(pair or "", "text_pair_column", self.spec), line)
-        if label is None or not label or label.isspace():
+        if label is None or (isinstance(label, str) and (not label or label.isspace())):
             if self.labels_required:
                 raise self.error(_empty_message(label, "label_column", self.spec), line)
             label = None
@@ -563,32 +568,29 @@ def _text_value(obj: dict, field: str, line: int, reader: _Reader, keys: list[st
     return value
 
 
-def _label_string(value: object, line: int, reader: _Reader) -> str | None:
-    """A scalar label as a string: "pos" → "pos", 3 → "3", True → "true"; None stays None."""
+def _label_string(value: object, line: int, reader: _Reader):
+    """A label as text: "pos" → "pos", 3 → "3", 0.5 → "0.5", True → "true", a list of those →
+    a tuple; None stays None."""
+    if isinstance(value, list):
+        return tuple(_scalar_label(item, line, reader, "an item of the label list")
+                     for item in value)
+    return _scalar_label(value, line, reader, "the label")
+
+
+def _scalar_label(value: object, line: int, reader: _Reader, what: str) -> str | None:
     if value is None or isinstance(value, str):
         return value
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int):
         return str(value)
-    column = reader.spec.label_column
     if isinstance(value, float):
-        raise reader.error(_float_label_message(value, column), line)
+        return repr(value)
+    column = reader.spec.label_column
     raise reader.error(
-        f"the label (column {column!r}) is {_json_kind(value)} {_json_preview(value)}; a label "
-        "must be one string, integer or boolean. Multi-label rows are not supported by this reader",
+        f"{what} (column {column!r}) is {_json_kind(value)} {_json_preview(value)}; a label is a "
+        "string, a number or a boolean, or a list of those for a multi-label row",
         line,
-    )
-
-
-def _float_label_message(value: float, column: str) -> str:
-    if value.is_integer():
-        fix = f"write it as the integer {int(value)}"
-    else:
-        fix = f'if it names a class, write it as a string ("{value!r}")'
-    return (
-        f"the label (column {column!r}) is the number {value!r}; a classification label must be "
-        f"an integer or a string: {fix}. Numeric targets (regression) are not supported"
     )
 
 

@@ -5,8 +5,9 @@
 `tf.saved_model.load` (plus `import tensorflow_text` for the tokenizer's ops); bertfit is not
 needed to use it. Its signatures:
 
-- `serving_default`: `text` (string [batch]; and `text_pair` for a pair model) →
-  `probabilities` (float32 [batch, labels]), `label` (string [batch]), `label_id` (int32).
+- `serving_default`: `text` (string [batch]; and `text_pair` for a pair model) → the task's
+  outputs (`bertfit.export.outputs`): `probabilities` (float32 [batch, labels]), `label`
+  (string [batch]) and `label_id` (int32) for single-label models.
 - `classify_ids`: the three int32 inputs `input_word_ids`, `input_mask`, `input_type_ids`
   ([batch, seq]) → the same outputs, for clients that tokenize themselves.
 
@@ -23,8 +24,9 @@ from pathlib import Path
 
 import tensorflow as tf
 
+from bertfit.data.tasks import Task
 from bertfit.errors import ConfigError
-from bertfit.model.heads import classification_outputs
+from bertfit.export.outputs import task_outputs
 from bertfit.model.inputs import INPUT_NAMES, MASK, TYPE_IDS, WORD_IDS
 from bertfit.text.tokenizer import BertTokenizer
 
@@ -47,19 +49,21 @@ class ClassifierModule(tf.Module):
     Args:
         model: a `BertClassifier` (any Keras model taking the three int32 inputs).
         tokenizer: the run's `BertTokenizer`.
-        label_names: the names of the model's outputs, in id order.
+        task: what the outputs mean (`bertfit.data.tasks.Task`: kind, label names, threshold,
+            target scale).
         max_seq_length: texts are truncated to this many tokens, special tokens included.
         buckets: the sequence lengths a batch is padded to (the largest is `max_seq_length`).
         pairs: whether the model classifies text pairs (`text`, `text_pair`).
     """
 
-    def __init__(self, model, tokenizer: BertTokenizer, label_names: list[str],
-                 max_seq_length: int, buckets: list[int], pairs: bool = False):
+    def __init__(self, model, tokenizer: BertTokenizer, task: Task, max_seq_length: int,
+                 buckets: list[int], pairs: bool = False):
         super().__init__(name="bertfit_classifier")
         self.model = model
         self.tokenizer = tokenizer
-        self.label_names = tf.Variable(list(label_names), trainable=False, dtype=tf.string,
-                                       name="label_names")
+        self.task = task
+        self.label_names = tf.Variable(list(task.labels), trainable=False, dtype=tf.string,
+                                       name="label_names", shape=[len(task.labels)])
         self.max_seq_length = max_seq_length
         self.buckets = sorted(set(buckets) | {max_seq_length})
         self.pairs = pairs
@@ -102,8 +106,7 @@ class ClassifierModule(tf.Module):
                 for name, value in inputs.items()}
 
     def _classify(self, inputs):
-        logits = self.model(inputs, training=False)
-        return classification_outputs(logits, self.label_names)
+        return task_outputs(self.task, self.model(inputs, training=False), self.label_names)
 
 
 def next_version(root: Path) -> int:

@@ -17,6 +17,10 @@ from bertfit.errors import InputFormatError
 WORD_IDS, MASK, TYPE_IDS = "input_word_ids", "input_mask", "input_type_ids"
 INPUT_NAMES = (WORD_IDS, MASK, TYPE_IDS)
 
+# The other keys of a batch from bertfit's input pipeline (bertfit.data.pipeline): the model
+# reads its inputs and leaves these to the loss, so `model(batch)` works.
+PIPELINE_KEYS = frozenset({"label", "example_weight", "index", "global_examples"})
+
 # Every accepted spelling of each input, by convention.
 ALIASES = {
     "input_word_ids": WORD_IDS, "input_ids": WORD_IDS, "token_ids": WORD_IDS,
@@ -69,6 +73,8 @@ def normalize_inputs(inputs) -> dict[str, tf.Tensor]:
         )
     renamed: dict[str, object] = {}
     for key, value in inputs.items():
+        if key in PIPELINE_KEYS:
+            continue
         if key not in ALIASES:
             raise InputFormatError(f"Unknown input key {key!r}. " + expected_keys_message())
         name = ALIASES[key]

@@ -24,9 +24,11 @@ import numpy as np
 import tensorflow as tf
 
 from bertfit.config import TrainConfig
-from bertfit.data.pipeline import INDEX, LABEL, WEIGHT, BucketedInput, runs_of
+from bertfit.data.pipeline import GLOBAL_EXAMPLES, INDEX, BucketedInput, runs_of
+from bertfit.data.tasks import SINGLE_LABEL
 from bertfit.errors import BertfitError
 from bertfit.model.inputs import INPUT_NAMES
+from bertfit.train.losses import batch_loss, outputs
 from bertfit.train.optimizer import make_optimizer
 
 
@@ -45,13 +47,15 @@ class Trainer:
             for a trainer that only predicts, which then builds no optimizer state.
         frozen: names of variables left out of training (e.g. an unused pooler).
         loss_scale: dynamic loss scaling (needed for float16 compute).
+        task_kind: single-label, multi-label or regression: the loss and the outputs.
     """
 
     def __init__(self, build_model: Callable[[], keras.Model], strategy: tf.distribute.Strategy,
                  config: TrainConfig, total_steps: int | None, frozen: tuple[str, ...] = (),
-                 loss_scale: bool = False):
+                 loss_scale: bool = False, task_kind: str = SINGLE_LABEL):
         self.strategy = strategy
         self.config = config
+        self.task_kind = task_kind
         self.micro_batches = max(1, config.grad_accum)
         with strategy.scope():
             self.model = build_model()
@@ -79,11 +83,9 @@ class Trainer:
     def _gradients(self, batch):
         with tf.GradientTape() as tape:
             logits = self.model(features(batch), training=True)
-            losses = keras.losses.sparse_categorical_crossentropy(
-                batch[LABEL], logits, from_logits=True)
             # Normalised by the real examples of the *global* batch: summing the replicas'
             # losses (and gradients) gives the global mean, padding rows weigh nothing.
-            loss = tf.reduce_sum(losses * batch[WEIGHT]) / batch["global_examples"]
+            loss = batch_loss(self.task_kind, batch, logits)
         scaled = self.optimizer.scale_loss(loss) if self.loss_scale else loss
         gradients = tape.gradient(scaled, self.variables)
         missing = [v.path for v, g in zip(self.variables, gradients, strict=True) if g is None]
@@ -103,11 +105,11 @@ class Trainer:
         """
         k = self.micro_batches
         micro = {name: tf.reshape(value, [k, -1, *value.shape[1:]])
-                 for name, value in batch.items() if name != "global_examples"}
+                 for name, value in batch.items() if name != GLOBAL_EXAMPLES}
 
         def body(i, sums, loss):
             piece = {name: value[i] for name, value in micro.items()}
-            piece["global_examples"] = batch["global_examples"]
+            piece[GLOBAL_EXAMPLES] = batch[GLOBAL_EXAMPLES]
             gradients, piece_loss = self._gradients(piece)
             sums = [total + tf.convert_to_tensor(g) for total, g in zip(sums, gradients,
                                                                          strict=True)]
@@ -119,7 +121,7 @@ class Trainer:
         return gradients, loss
 
     def _probabilities(self, batch):
-        return tf.nn.softmax(self.model(features(batch), training=False), axis=-1)
+        return outputs(self.task_kind, self.model(features(batch), training=False))
 
     # ---- cross-replica side ----
 

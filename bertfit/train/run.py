@@ -20,7 +20,6 @@ from bertfit.check.translate import explain_errors
 from bertfit.checkpoints.load import build_encoder, build_tokenizer, read_checkpoint
 from bertfit.checkpoints.registry import resolve
 from bertfit.config import PRECISION_POLICIES, RunConfig, TrainConfig
-from bertfit.data.labels import LabelMap
 from bertfit.data.pipeline import (
     Batch,
     BucketedInput,
@@ -29,26 +28,36 @@ from bertfit.data.pipeline import (
     plan_batches,
 )
 from bertfit.data.sources import Example, SourceSpec, read_examples
-from bertfit.errors import DataError, TrainingInterrupted
+from bertfit.data.tasks import MULTI_LABEL, SINGLE_LABEL, Task, infer_task
+from bertfit.errors import ConfigError, DataError, TrainingInterrupted
 from bertfit.model.classifier import BertClassifier
 from bertfit.predictor import Classifier, load_classifier
 from bertfit.progress import Progress
 from bertfit.train.checkpointing import RunCheckpoints, TrainingState
 from bertfit.train.interrupt import StopRequests
 from bertfit.train.loop import Trainer
-from bertfit.train.metrics import classification_metrics, is_better
+from bertfit.train.metrics import (
+    TASK_METRICS,
+    best_threshold,
+    collapse_warning,
+    default_metric,
+    is_better,
+    task_metrics,
+)
 from bertfit.train.run_dir import FINISHED, RUNNING, RunDir, new_run_path
 from bertfit.train.strategy import make_strategy, per_replica_batch
 
 
 @dataclasses.dataclass
 class LabelledData:
-    """Examples read from one file, tokenized, with label ids."""
+    """Examples read from one file, tokenized, with their targets (`Task.targets`) and the
+    weight of each in the loss."""
 
     path: str
     examples: list[Example]
     labels: np.ndarray | None
     encoded: object  # EncodedTexts
+    weights: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.examples)
@@ -76,15 +85,15 @@ def read_training_examples(pattern: str, config: RunConfig) -> list[Example]:
     return [e for path in paths for e in read_examples(path, source_spec(config))]
 
 
-def read_labelled(path: str, config: RunConfig, tokenizer, label_map: LabelMap | None,
+def read_labelled(path: str, config: RunConfig, tokenizer, task: Task | None,
                   labels_required: bool = True) -> LabelledData:
     examples = read_examples(path, source_spec(config), labels_required=labels_required)
-    return encode_labelled(path, examples, config, tokenizer, label_map)
+    return encode_labelled(path, examples, config, tokenizer, task)
 
 
 def encode_labelled(path: str, examples: list[Example], config: RunConfig, tokenizer,
-                    label_map: LabelMap | None) -> LabelledData:
-    labels = None if label_map is None else label_map.encode_all(examples, path)
+                    task: Task | None) -> LabelledData:
+    labels = None if task is None else task.targets(examples, path)
     pairs = None
     if config.data.text_pair_column:
         pairs = [e.text_pair for e in examples]
@@ -108,22 +117,55 @@ def bucketed(data: LabelledData, trainer: Trainer, tokenizer, config: RunConfig,
     plan = plan_for(data, config, shuffle=shuffle, epoch=epoch, training=training)[start:]
     return BucketedInput(data.encoded, data.labels, plan, trainer.strategy,
                          cls_id=tokenizer.cls_id, sep_id=tokenizer.sep_id, pad_id=tokenizer.pad_id,
-                         micro_batches=config.train.grad_accum if training else 1)
+                         micro_batches=config.train.grad_accum if training else 1,
+                         weights=data.weights if training else None)
 
 
 def evaluate_data(trainer: Trainer, data: LabelledData, tokenizer, config: RunConfig,
-                  title: str = "eval", quiet: bool = False) -> tuple[dict, np.ndarray]:
-    """Metrics over every example of `data` (none dropped) and the probabilities."""
+                  task: Task, title: str = "eval", quiet: bool = False
+                  ) -> tuple[dict, np.ndarray]:
+    """The task's metrics over every example of `data` (none dropped) and the outputs."""
     batches = bucketed(data, trainer, tokenizer, config, shuffle=False)
     progress = Progress(title, len(batches), quiet=quiet)
     start = time.perf_counter()
-    probabilities = trainer.predict(batches, len(data), progress)
+    outputs = trainer.predict(batches, len(data), progress)
     progress.close()
     seconds = time.perf_counter() - start
-    metrics = classification_metrics(data.labels, probabilities) if data.labels is not None else {}
+    metrics = task_metrics(task, data.labels, outputs)
     metrics.update(num_examples=len(data), wall_seconds=seconds,
                    examples_per_second=len(data) / max(seconds, 1e-9))
-    return metrics, probabilities
+    return metrics, outputs
+
+
+def class_weights(config: RunConfig, task: Task, targets: np.ndarray) -> np.ndarray | None:
+    """The loss weight of each training example from `--class-weights`: "balanced" gives class
+    c the weight n / (classes × n_c), a JSON file {label: weight} its own; None for "none"."""
+    choice = config.train.class_weights
+    if choice == "none":
+        return None
+    if task.kind != SINGLE_LABEL:
+        raise ConfigError(f"--class-weights applies to single-label tasks; this run is "
+                          f"{task.kind}. Leave it out.")
+    if choice == "balanced":
+        counts = np.bincount(targets, minlength=len(task.labels)).astype(np.float64)
+        per_class = len(targets) / (len(task.labels) * np.maximum(counts, 1))
+    else:
+        per_class = _weights_file(choice, task)
+    return per_class[targets].astype(np.float32)
+
+
+def _weights_file(path: str, task: Task) -> np.ndarray:
+    try:
+        values = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise ConfigError(f"--class-weights {path}: expected 'balanced', 'none' or a JSON file "
+                          f'{{"label": weight, ...}} ({e}).') from None
+    if not isinstance(values, dict) or set(values) != set(task.labels) or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
+            for v in values.values()):
+        raise ConfigError(f"--class-weights {path}: give one positive number for each label "
+                          f"{list(task.labels)}, as {{\"label\": weight, ...}}.")
+    return np.asarray([values[label] for label in task.labels], np.float64)
 
 
 def train(config: RunConfig, *, quiet: bool = False,
@@ -165,10 +207,15 @@ def train(config: RunConfig, *, quiet: bool = False,
 
     all_train = read_training_examples(config.data.train, config)
     train_examples = all_train[: config.data.max_train_examples]
-    label_map = LabelMap.from_examples(train_examples, config.data.train)
-    train_data = encode_labelled(config.data.train, train_examples, config, tokenizer, label_map)
-    eval_data = (read_labelled(config.data.eval, config, tokenizer, label_map)
+    task, notes = infer_task(train_examples, config.data.train, kind=config.model.task,
+                             separator=config.data.label_separator)
+    best_metric = resolve_best_metric(config, task)
+    train_data = encode_labelled(config.data.train, train_examples, config, tokenizer, task)
+    train_data.weights = class_weights(config, task, train_data.labels)
+    eval_data = (read_labelled(config.data.eval, config, tokenizer, task)
                  if config.data.eval else None)
+    for note in notes if run_dir.write else ():
+        print(f"bertfit: {note}", file=sys.stderr)
 
     steps_per_epoch = len(plan_for(train_data, config, shuffle=False, training=True))
     total_steps = steps_per_epoch * config.train.epochs
@@ -176,17 +223,17 @@ def train(config: RunConfig, *, quiet: bool = False,
 
     def build_model() -> BertClassifier:
         encoder = build_encoder(checkpoint, dtype=policy)
-        return BertClassifier(encoder, len(label_map), config.model.pooling,
+        return BertClassifier(encoder, task.num_outputs, config.model.pooling,
                               config.model.dropout, seed=config.train.seed)
 
     frozen = ("pooler",) if config.model.pooling == "mean" else ()
     trainer = Trainer(build_model, strategy, config.train, total_steps, frozen=frozen,
-                      loss_scale=config.model.precision == "mixed_fp16")
+                      loss_scale=config.model.precision == "mixed_fp16", task_kind=task.kind)
     run_dir.create(overwrite=overwrite)
     if resuming:
-        _check_same_labels(run_dir, label_map)
+        _check_same_task(run_dir, task)
     else:
-        run_dir.save_setup(config, label_map, checkpoint.config, tokenizer, checkpoint.vocab_file)
+        run_dir.save_setup(config, task, checkpoint.config, tokenizer, checkpoint.vocab_file)
     if new_directory:
         run_dir.link_as_latest()
     checkpoints = RunCheckpoints(trainer.model, trainer.optimizer,
@@ -197,15 +244,18 @@ def train(config: RunConfig, *, quiet: bool = False,
         state = _resume(run_dir, checkpoints, state)
     run_dir.log(f"model {config.model.name} ({checkpoint.format}); "
                 f"{trainer.model.encoder.load_report}")
+    for note in notes:
+        run_dir.log(note)
     run_dir.log(f"train {config.data.train}: {len(train_data)} of {len(all_train)} rows; "
-                f"{len(label_map)} labels {list(label_map.labels)}; buckets {buckets_for(config)}; "
+                f"{task.kind}, labels {list(task.labels)}; buckets {buckets_for(config)}; "
                 f"{steps_per_epoch} steps/epoch; strategy {type(strategy).__name__} with "
                 f"{strategy.num_replicas_in_sync} replicas; precision {config.model.precision} "
                 f"({policy}); grad_accum {t.grad_accum} (effective batch "
                 f"{t.batch_size * t.grad_accum}); steps_per_execution {t.steps_per_execution}")
     run_dir.save_metrics({"status": RUNNING, "epochs": state.history})
 
-    epoch_run = EpochRunner(trainer, tokenizer, config, run_dir, checkpoints, quiet)
+    epoch_run = EpochRunner(trainer, tokenizer, config, task, best_metric, run_dir, checkpoints,
+                            quiet)
     with StopRequests() as stop:
         while state.epoch < config.train.epochs:
             epoch_run.train(train_data, state, stop)
@@ -217,7 +267,11 @@ def train(config: RunConfig, *, quiet: bool = False,
              "trace_counts": trainer.trace_counts()}
     if eval_data is not None:
         final["final"] = state.history[-1]["eval"]
-        final["best"] = {config.train.best_metric: state.best_value}
+        final["best"] = {best_metric: state.best_value}
+        tuned = [r["eval"]["threshold"] for r in state.history if r.get("best")
+                 and "threshold" in r["eval"]]
+        if config.train.tune_threshold and tuned:
+            run_dir.save_task(dataclasses.replace(task, threshold=tuned[-1]))
     run_dir.save_metrics(final)
     run_dir.log("finished")
     return final
@@ -231,13 +285,22 @@ def data_fingerprint(examples: list[Example]) -> str:
     return digest.hexdigest()
 
 
-def _check_same_labels(run_dir: RunDir, label_map: LabelMap) -> None:
-    saved = run_dir.load_labels()
-    if saved != label_map:
+def resolve_best_metric(config: RunConfig, task: Task) -> str:
+    """`--best-metric`, or the task's default; it must be one of the task's metrics."""
+    metric = config.train.best_metric or default_metric(task.kind)
+    if metric not in TASK_METRICS[task.kind]:
+        raise ConfigError(f"--best-metric {metric} is not a {task.kind} metric; choose one of "
+                          f"{', '.join(TASK_METRICS[task.kind])}.")
+    return metric
+
+
+def _check_same_task(run_dir: RunDir, task: Task) -> None:
+    saved = run_dir.load_task()
+    if (saved.kind, saved.labels) != (task.kind, task.labels):
         raise DataError(
-            f"the training file's labels {list(label_map.labels)} are not those of the run being "
-            f"resumed in {run_dir.path} ({list(saved.labels)}): the data changed. Restore it, "
-            "or start a new run (--overwrite or another --output-dir).",
+            f"the training file's labels ({task.kind}, {list(task.labels)}) are not those of the "
+            f"run being resumed in {run_dir.path} ({saved.kind}, {list(saved.labels)}): the "
+            "data changed. Restore it, or start a new run (--overwrite or another --output-dir).",
             path=str(run_dir.labels_file))
 
 
@@ -264,9 +327,10 @@ class EpochRunner:
     """One epoch's training (checkpointing, logging, stopping between host calls) and its
     evaluation, continuing from a `TrainingState`."""
 
-    def __init__(self, trainer: Trainer, tokenizer, config: RunConfig, run_dir: RunDir,
-                 checkpoints: RunCheckpoints, quiet: bool):
+    def __init__(self, trainer: Trainer, tokenizer, config: RunConfig, task: Task,
+                 best_metric: str, run_dir: RunDir, checkpoints: RunCheckpoints, quiet: bool):
         self.trainer, self.tokenizer, self.config = trainer, tokenizer, config
+        self.task, self.best_metric = task, best_metric
         self.run_dir, self.checkpoints, self.quiet = run_dir, checkpoints, quiet
 
     def train(self, data: LabelledData, state: TrainingState, stop: StopRequests) -> None:
@@ -318,10 +382,9 @@ class EpochRunner:
                   "train_examples_per_second": state.epoch_examples / max(state.epoch_seconds,
                                                                           1e-9),
                   "train_seconds": state.epoch_seconds}
-        best_metric = self.config.train.best_metric
+        best_metric = self.best_metric
         if eval_data is not None:
-            metrics, _ = evaluate_data(self.trainer, eval_data, self.tokenizer, self.config,
-                                       quiet=self.quiet)
+            metrics = self._evaluate(eval_data)
             record["eval"] = metrics
             if is_better(best_metric, metrics[best_metric], state.best_value):
                 state.best_value = metrics[best_metric]
@@ -336,6 +399,22 @@ class EpochRunner:
         self.run_dir.save_metrics({"status": RUNNING, "epochs": state.history})
         if stop.signal is not None:
             self._stop(state, stop.signal)
+
+    def _evaluate(self, data: LabelledData) -> dict:
+        """The epoch's evaluation; with --tune-threshold the multi-label threshold that suits
+        these outputs best; a warning when single-label predictions collapsed."""
+        metrics, outputs = evaluate_data(self.trainer, data, self.tokenizer, self.config,
+                                         self.task, quiet=self.quiet)
+        if self.config.train.tune_threshold and self.task.kind == MULTI_LABEL:
+            tuned = dataclasses.replace(self.task, threshold=best_threshold(data.labels, outputs))
+            metrics.update(task_metrics(tuned, data.labels, outputs))
+        warning = collapse_warning(self.task, data.labels, outputs)
+        if warning:
+            metrics["warnings"] = [warning]
+            self.run_dir.log(f"warning: {warning}")
+            if self.run_dir.write:
+                print(f"bertfit: warning: {warning}", file=sys.stderr)
+        return metrics
 
     def _stop(self, state: TrainingState, signum: int) -> None:
         path = self.checkpoints.save_latest(state)
@@ -372,27 +451,27 @@ def _writable(directory: Path, run_dir: RunDir) -> Path:
 # ---- evaluate / predict with a trained classifier ----
 
 def evaluate(run_path: str | Path, data_path: str, *, quiet: bool = False) -> dict:
-    """Accuracy, macro-F1, loss and num_examples of a trained run (or an export) on a labelled
-    file; every row counts."""
+    """The task's metrics (e.g. accuracy, macro_f1, loss) of a trained run (or an export) on a
+    labelled file, with num_examples; every row counts."""
     classifier = load_classifier(run_path)
     examples = read_examples(data_path, classifier_source_spec(classifier))
-    labels = LabelMap(tuple(classifier.labels)).encode_all(examples, data_path)
+    targets = classifier.task.targets(examples, data_path)
     start = time.perf_counter()
-    probabilities = _probabilities(classifier, examples, "evaluate", quiet)
+    outputs = _outputs(classifier, examples, "evaluate", quiet)
     seconds = time.perf_counter() - start
-    metrics = classification_metrics(labels, probabilities)
+    metrics = task_metrics(classifier.task, targets, classifier.metric_outputs(outputs))
     metrics.update(num_examples=len(examples), wall_seconds=seconds,
                    examples_per_second=len(examples) / max(seconds, 1e-9))
     return metrics
 
 
 def predict(run_path: str | Path, data_path: str, *, quiet: bool = False) -> list[dict]:
-    """One prediction per input row, in input order: label and probability per label."""
+    """One prediction per input row, in input order: the label and a probability per label
+    (single-label), the labels and a probability per label (multi-label), or the value."""
     classifier = load_classifier(run_path)
     examples = read_examples(data_path, classifier_source_spec(classifier),
                              labels_required=False)
-    probabilities = _probabilities(classifier, examples, "predict", quiet)
-    return classifier.rows(probabilities)
+    return classifier.rows(_outputs(classifier, examples, "predict", quiet))
 
 
 def classifier_source_spec(classifier: Classifier) -> SourceSpec:
@@ -403,10 +482,10 @@ def classifier_source_spec(classifier: Classifier) -> SourceSpec:
                       label_column=columns.get("label", "label"))
 
 
-def _probabilities(classifier: Classifier, examples: list[Example], title: str,
-                   quiet: bool) -> np.ndarray:
+def _outputs(classifier: Classifier, examples: list[Example], title: str,
+             quiet: bool) -> dict[str, np.ndarray]:
     pairs = [e.text_pair for e in examples] if classifier.pairs else None
     progress = Progress(title, -(-len(examples) // classifier.batch_size), quiet=quiet)
-    probabilities = classifier.predict_proba([e.text for e in examples], pairs, progress)
+    outputs = classifier.outputs([e.text for e in examples], pairs, progress)
     progress.close()
-    return probabilities
+    return outputs

@@ -2,7 +2,7 @@
 
     run/
       config.yaml           the resolved RunConfig (reload with --config)
-      labels.json           label names by id
+      labels.json           the task and its label names by output id (`Task`)
       encoder/              config.json, vocab.txt, tokenizer.json (the tokenizer's settings)
       checkpoints/latest/   model + optimizer + RNG + data position: resumes the run exactly
       checkpoints/best/     the model weights of the best epoch by `best_metric` (no optimizer)
@@ -30,7 +30,7 @@ import tensorflow as tf
 
 from bertfit.atomic import write_text_atomic
 from bertfit.config import RunConfig, config_differences
-from bertfit.data.labels import LabelMap
+from bertfit.data.tasks import Task
 from bertfit.errors import BertfitError, ConfigError
 from bertfit.model.config import BertConfig
 from bertfit.text.tokenizer import BertTokenizer, TokenizerConfig
@@ -172,7 +172,7 @@ class RunDir:
         temporary.symlink_to(self.path.name, target_is_directory=True)
         os.replace(temporary, link)
 
-    def save_setup(self, config: RunConfig, labels: LabelMap, bert: BertConfig,
+    def save_setup(self, config: RunConfig, task: Task, bert: BertConfig,
                    tokenizer: BertTokenizer, vocab_file: Path) -> None:
         if not self.write:
             return
@@ -182,8 +182,13 @@ class RunDir:
                           Path(vocab_file).read_text(encoding="utf-8"))
         write_text_atomic(self.encoder_dir / "tokenizer.json",
                           json.dumps(dataclasses.asdict(tokenizer.config), indent=2))
-        labels.save(self.labels_file)
+        task.save(self.labels_file)
         config.save(self.config_file)  # last: its presence marks a run directory
+
+    def save_task(self, task: Task) -> None:
+        """Rewrites labels.json (a tuned multi-label threshold at the end of a run)."""
+        if self.write:
+            task.save(self.labels_file)
 
     # ---- during a run ----
 
@@ -244,8 +249,8 @@ class RunDir:
     def load_config(self) -> RunConfig:
         return RunConfig.load(self._require(self.config_file))
 
-    def load_labels(self) -> LabelMap:
-        return LabelMap.load(self._require(self.labels_file))
+    def load_task(self) -> Task:
+        return Task.load(self._require(self.labels_file))
 
     def load_bert_config(self) -> BertConfig:
         return BertConfig.from_json_file(self._require(self.encoder_dir / "config.json"))

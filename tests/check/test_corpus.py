@@ -59,8 +59,12 @@ DATA_CASES = {
     "data-missing-column": lambda p: p.write_text("sentence,label\na good film,pos\n"),
     "data-empty-text": lambda p: p.write_text("text,label\na good film,pos\n,neg\n"),
     "data-undecodable": lambda p: p.write_bytes(b"text,label\ncaf\xe9 film,pos\nbad,neg\n"),
-    "data-label-not-integer": lambda p: write_csv(
+    "data-mixed-types": lambda p: write_csv(
         p, [(t, str(i % 2)) for i, (t, _) in enumerate(sentiment_rows(40))] + [("fun", "x")]),
+    "data-label-spellings": lambda p: write_csv(
+        p, [(t, ("1", "01", "0")[i % 3]) for i, (t, _) in enumerate(sentiment_rows(30))]),
+    "data-label-looks-multi": lambda p: write_csv(
+        p, [(t, ("pos|fun", "neg")[i % 2]) for i, (t, _) in enumerate(sentiment_rows(30))]),
     "data-label-out-of-range": lambda p: write_csv(
         p, [(t, "07"[i % 2] if i % 3 else "1") for i, (t, _) in enumerate(sentiment_rows(30))]),
     "data-single-class": lambda p: write_csv(p, [(t, "pos") for t, _ in sentiment_rows(10)]),
@@ -100,7 +104,7 @@ def test_jsonl_mixed_types_and_float_labels(files, trainable_hf_dir):
     assert "data-mixed-types" in run_codes(config_for(trainable_hf_dir, mixed, batch_size=8))
     floats = files / "floats.jsonl"
     floats.write_text('{"text": "good", "label": 0.5}\n{"text": "bad", "label": 1}\n')
-    assert "dtype-float-labels" in run_codes(config_for(trainable_hf_dir, floats, batch_size=8))
+    assert "data-task-inferred" in run_codes(config_for(trainable_hf_dir, floats, batch_size=8))
 
 
 def test_batch_and_precision_for_the_target(files, trainable_hf_dir):

@@ -323,17 +323,18 @@ def test_jsonl_text_must_be_a_string(tmp_path):
     assert_error(path, ":1:", "must be a string", "found a number 42")
 
 
-def test_float_label_is_explained(tmp_path):
-    path = write(
-        tmp_path, "train.jsonl", '{"text": "a", "label": 1}\n{"text": "b", "label": 1.0}\n'
-    )
-    assert_error(path, ":2:", "the number 1.0", "must be an integer or a string", "integer 1")
+def test_json_numbers_and_lists_are_labels_for_bertfit_data_tasks_to_read(tmp_path):
+    path = write(tmp_path, "train.jsonl", '{"text": "a", "label": 1.5}\n'
+                                          '{"text": "b", "label": [1, "fun", true]}\n'
+                                          '{"text": "c", "label": []}\n')
+    assert [e.label for e in read_examples(path)] == ["1.5", ("1", "fun", "true"), ()]
 
 
-@pytest.mark.parametrize(("label", "kind"), [("[1, 2]", "an array"), ('{"a": 1}', "an object")])
-def test_non_scalar_label(tmp_path, label, kind):
+@pytest.mark.parametrize(("label", "kind", "what"), [
+    ('{"a": 1}', "an object", "the label"), ("[[1]]", "an array", "an item of the label list")])
+def test_non_scalar_label(tmp_path, label, kind, what):
     path = write(tmp_path, "train.jsonl", f'{{"text": "a", "label": {label}}}\n')
-    assert_error(path, ":1:", f"is {kind}", "must be one string, integer or boolean")
+    assert_error(path, ":1:", f"{what} (column 'label') is {kind}", "a label is a string")
 
 
 # ---- Parquet ----
@@ -361,5 +362,7 @@ def test_parquet_round_trip_and_row_numbers(tmp_path):
     assert_error(path, ":", "row 2: the text (column 'text') is only whitespace")
     pq.write_table(pa.table({"sentence": ["a"], "label": ["x"]}), path)
     assert_error(path, ":", "no column 'text'", "'sentence', 'label'", "--text-column")
-    pq.write_table(pa.table({"text": ["a"], "label": [0.5]}), path)
-    assert_error(path, ":", "row 1:", "must be an integer or a string")
+    pq.write_table(pa.table({"text": ["a", "b"], "label": [[0.5], [1.5, 2.0]]}), path)
+    assert [e.label for e in read_examples(path)] == [("0.5",), ("1.5", "2.0")]
+    pq.write_table(pa.table({"text": ["a"], "label": [{"k": 1}]}), path)
+    assert_error(path, ":", "row 1:", "the label (column 'label') is an object")

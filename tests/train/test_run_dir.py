@@ -11,7 +11,7 @@ import pytest
 
 from bertfit.cli import main as cli
 from bertfit.config import DataConfig, ModelConfig, RunConfig, TrainConfig
-from bertfit.data.labels import LabelMap
+from bertfit.data.tasks import Task
 from bertfit.errors import ConfigError
 from bertfit.train.run import train
 from bertfit.train.run_dir import RunDir
@@ -53,7 +53,7 @@ def test_a_second_run_into_a_finished_run_is_refused_and_overwrite_replaces_it(c
 def test_an_unfinished_run_of_other_settings_is_refused_naming_the_ways_out(config):
     run = RunDir(config.output_dir)
     run.create()  # a run killed before its first checkpoint left its setup files:
-    LabelMap(("neg", "pos")).save(run.labels_file)
+    Task("single-label", ("neg", "pos")).save(run.labels_file)
     config.save(run.config_file)
     other = dataclasses.replace(config, train=dataclasses.replace(config.train,
                                                                   learning_rate=1e-3))

@@ -1,0 +1,112 @@
+"""Multi-label, regression, pairs, class weights: each task end to end on a tiny BERT."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bertfit.cli import main
+from bertfit.data.tasks import Task
+from bertfit.predictor import load_classifier
+from tests.tiny import sentiment_rows, scored_rows, tagged_rows, write_csv, write_jsonl
+
+
+def _train(model, train, output, *extra) -> int:
+    return main(["train", "--model", str(model), "--train", str(train), "--output-dir",
+                 str(output), "--max-seq-length", "16", "--buckets", "8,16", "--batch-size", "8",
+                 "--learning-rate", "5e-3", "--dropout", "0", "--seed", "0", "--jit-compile",
+                 "false", "--pooling", "mean", "--quiet", "--json", *extra])
+
+
+def _metrics(run: Path) -> dict:
+    return json.loads((run / "metrics.json").read_text())
+
+
+def test_multi_label_trains_tunes_its_threshold_evaluates_and_predicts_label_lists(
+        trainable_hf_dir, tmp_path, capsys):
+    train = write_jsonl(tmp_path / "train.jsonl", tagged_rows(160, seed=1))
+    dev = write_jsonl(tmp_path / "dev.jsonl", tagged_rows(37, seed=2))
+    run = tmp_path / "run"
+    assert _train(trainable_hf_dir, train, run, "--eval", str(dev), "--epochs", "6",
+                  "--tune-threshold", "true") == 0
+    assert "multi-label" in capsys.readouterr().err  # the inferred task is said
+    final = _metrics(run)["final"]
+    assert final["num_examples"] == 37
+    assert set(final["per_label_f1"]) == {"neg", "plot", "pos"}
+    assert final["micro_f1"] > 0.8 and 0 <= final["hamming_loss"] < 0.2
+    task = Task.load(run / "labels.json")
+    assert task.kind == "multi-label" and task.threshold == final["threshold"]
+
+    assert main(["evaluate", "--run", str(run), "--data", str(dev), "--json"]) == 0
+    evaluated = json.loads(capsys.readouterr().out)
+    assert evaluated["micro_f1"] == pytest.approx(final["micro_f1"], abs=1e-6)
+
+    rows = load_classifier(run).predict(["the plot was good", "it was awful"])
+    assert set(rows[0]) == {"labels", "probabilities"}
+    assert set(rows[0]["labels"]) == {"plot", "pos"} and rows[1]["labels"] == ["neg"]
+
+
+def test_regression_predicts_values_in_the_targets_units(trainable_hf_dir, tmp_path, capsys):
+    train = write_csv(tmp_path / "train.csv", scored_rows(160, seed=3))
+    dev = write_csv(tmp_path / "dev.csv", scored_rows(40, seed=4))
+    run = tmp_path / "run"
+    assert _train(trainable_hf_dir, train, run, "--eval", str(dev), "--epochs", "6",
+                  "--best-metric", "spearman") == 0
+    assert "regression" in capsys.readouterr().err
+    final = _metrics(run)["final"]
+    assert {"rmse", "mae", "pearson", "spearman"} <= set(final)
+    assert final["pearson"] > 0.8 and final["num_examples"] == 40
+    task = Task.load(run / "labels.json")
+    assert task.kind == "regression" and task.std > 0
+    values = [row["value"] for row in load_classifier(run).predict(
+        ["good great fun", "awful bad boring"])]
+    assert values[0] > 1.5 and values[1] < -0.5  # +3.5 and -2.5 in the targets' units
+
+
+def test_pairs_work_for_every_task(trainable_hf_dir, tmp_path):
+    pairs = [(a, b, float(len(a.split()) - len(b.split())) + 0.5)
+             for (a, _), (b, _) in zip(sentiment_rows(48, 5), sentiment_rows(48, 6),
+                                       strict=True)]
+    train = write_jsonl(tmp_path / "pairs.jsonl", pairs, keys=("premise", "hypothesis", "y"))
+    run = tmp_path / "run"
+    assert _train(trainable_hf_dir, train, run, "--text-column", "premise",
+                  "--text-pair-column", "hypothesis", "--label-column", "y",
+                  "--epochs", "1") == 0
+    classifier = load_classifier(run)
+    assert classifier.pairs and classifier.task.kind == "regression"
+    assert len(classifier.predict(["a film"], ["the plot"])) == 1
+
+
+def test_balanced_class_weights_and_the_collapse_warning(trainable_hf_dir, tmp_path, capsys):
+    skewed = [(t, "pos") for t, _ in sentiment_rows(60, 7)] + sentiment_rows(8, 8)
+    train = write_csv(tmp_path / "skewed.csv", skewed)
+    dev = write_csv(tmp_path / "dev.csv", sentiment_rows(20, 9))
+    run = tmp_path / "run"
+    # A learning rate too small to learn anything: the model predicts the majority class.
+    assert _train(trainable_hf_dir, train, run, "--eval", str(dev), "--epochs", "1",
+                  "--learning-rate", "1e-7") == 0
+    err = capsys.readouterr().err
+    assert "warning" in err and "--class-weights balanced" in err
+    final = _metrics(run)["final"]
+    assert "--class-weights balanced" in final["warnings"][0]
+    assert final["per_class"]["neg"]["support"] == 10
+    assert np.array(final["confusion_matrix"]).sum() == 20
+    assert {"mcc", "roc_auc"} <= set(final)
+
+    weighted = tmp_path / "weighted"
+    assert _train(trainable_hf_dir, train, weighted, "--epochs", "1", "--class-weights",
+                  "balanced") == 0
+    plain_loss = _metrics(run)["epochs"][0]["train_loss"]
+    weighted_loss = _metrics(weighted)["epochs"][0]["train_loss"]
+    assert weighted_loss != pytest.approx(plain_loss, rel=1e-3)
+
+
+def test_a_mixed_label_column_stops_train_as_it_stops_check(trainable_hf_dir, tmp_path, capsys):
+    rows = [(t, str(i % 2)) for i, (t, _) in enumerate(sentiment_rows(30))] + [("x", "pos")]
+    train = write_csv(tmp_path / "mixed.csv", rows)
+    assert _train(trainable_hf_dir, train, tmp_path / "run", "--epochs", "1") == 2
+    assert "mixes integers" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
