@@ -11,7 +11,7 @@ import pytest
 from bertfit.cli import main
 from bertfit.data.tasks import Task
 from bertfit.predictor import load_classifier
-from tests.tiny import sentiment_rows, scored_rows, tagged_rows, write_csv, write_jsonl
+from tests.tiny import scored_rows, sentiment_rows, tagged_rows, write_csv, write_jsonl
 
 
 def _train(model, train, output, *extra) -> int:
