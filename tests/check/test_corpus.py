@@ -296,3 +296,27 @@ def test_signature_only_encoder_given_to_check(tmp_path):
     write_tiny_savedmodel(tmp_path / "sig", signature_only=True)
     encoder, _ = bertfit.load_encoder(str(tmp_path / "sig"), trainable=False)
     assert "grad-signature-only" in codes_of(dataset(), encoder)
+
+
+def test_check_knows_the_tasks(files, trainable_hf_dir):
+    from tests.tiny import scored_rows, tagged_rows, write_jsonl
+
+    tags = write_jsonl(files / "tags.jsonl", tagged_rows(64, seed=3))
+    report = bertfit.check(config_for(trainable_hf_dir, tags, batch_size=8), compile=False)
+    assert report.stats["task"] == "multi-label" and "labels per row" in report.stats
+    assert "data-task-inferred" in report.codes
+
+    single = write_jsonl(files / "single.jsonl", [(t, [l]) for t, l in sentiment_rows(32)])
+    assert "data-multi-label-single" in run_codes(config_for(trainable_hf_dir, single,
+                                                             batch_size=8))
+
+    scores = scored_rows(64, seed=4) + [("good", 1e6)]
+    report = bertfit.check(config_for(trainable_hf_dir, write_csv(files / "s.csv", scores),
+                                      batch_size=8), compile=False)
+    assert report.stats["task"] == "regression" and "data-target-outliers" in report.codes
+
+    skewed = [(t, "pos") for t, _ in sentiment_rows(100)] + [("awful film", "neg")]
+    report = bertfit.check(config_for(trainable_hf_dir, write_csv(files / "k.csv", skewed),
+                                      batch_size=8), compile=False)
+    (finding,) = [f for f in report.findings if f.code == "data-imbalance"]
+    assert "--class-weights balanced" in finding.fix

@@ -47,6 +47,13 @@ def test_multi_label_trains_tunes_its_threshold_evaluates_and_predicts_label_lis
     rows = load_classifier(run).predict(["the plot was good", "it was awful"])
     assert set(rows[0]) == {"labels", "probabilities"}
     assert set(rows[0]["labels"]) == {"plot", "pos"} and rows[1]["labels"] == ["neg"]
+    exported = load_classifier(load_classifier(run).export(tmp_path / "export"))
+    again = exported.predict(["the plot was good", "it was awful"])
+    assert [r["labels"] for r in again] == [r["labels"] for r in rows]
+    assert [r["probabilities"] for r in again] == [pytest.approx(r["probabilities"])
+                                                   for r in rows]
+    serve = exported.signatures()["serving_default"]
+    assert set(serve.structured_outputs) == {"probabilities", "predicted", "labels"}
 
 
 def test_regression_predicts_values_in_the_targets_units(trainable_hf_dir, tmp_path, capsys):
@@ -61,9 +68,11 @@ def test_regression_predicts_values_in_the_targets_units(trainable_hf_dir, tmp_p
     assert final["pearson"] > 0.8 and final["num_examples"] == 40
     task = Task.load(run / "labels.json")
     assert task.kind == "regression" and task.std > 0
-    values = [row["value"] for row in load_classifier(run).predict(
-        ["good great fun", "awful bad boring"])]
+    texts = ["good great fun", "awful bad boring"]
+    values = [row["value"] for row in load_classifier(run).predict(texts)]
     assert values[0] > 1.5 and values[1] < -0.5  # +3.5 and -2.5 in the targets' units
+    exported = load_classifier(load_classifier(run).export(tmp_path / "export"))
+    assert [row["value"] for row in exported.predict(texts)] == pytest.approx(values, abs=1e-5)
 
 
 def test_pairs_work_for_every_task(trainable_hf_dir, tmp_path):
