@@ -75,7 +75,7 @@ def make_dataset(data: str | os.PathLike | Sequence, tokenizer, *, task: str | T
                  max_seq_length: int = 128, batch_size: int = 32,
                  strategy: tf.distribute.Strategy | None = None, shuffle: bool = False,
                  seed: int = 0, buckets: Sequence[int] | None = None,
-                 columns: SourceSpec = SourceSpec(), label_separator: str | None = None
+                 columns: SourceSpec | None = None, label_separator: str | None = None
                  ) -> TaskDataset:
     """The static-shape, distributed dataset of a labelled file or of rows.
 
@@ -90,7 +90,7 @@ def make_dataset(data: str | os.PathLike | Sequence, tokenizer, *, task: str | T
         strategy: the `tf.distribute` strategy that will run the steps (default: the current).
         shuffle, seed: shuffle within buckets and the order of batches per (seed, epoch).
         buckets: sequence lengths batches are padded to (default max/4, max/2, max).
-        columns: the file's column names (`SourceSpec`).
+        columns: the file's column names (`SourceSpec`; default text and label).
         label_separator: splits text labels into multi-label sets.
     """
     strategy = strategy or tf.distribute.get_strategy()
@@ -98,7 +98,7 @@ def make_dataset(data: str | os.PathLike | Sequence, tokenizer, *, task: str | T
         from bertfit.train.strategy import per_replica_batch
 
         per_replica_batch(batch_size, strategy)  # raises with the arithmetic and the fix
-    name, examples = _examples(data, columns)
+    name, examples = _examples(data, columns or SourceSpec())
     if not isinstance(task, Task):
         task, _ = infer_task(examples, name, kind=task, separator=label_separator)
     targets = task.targets(examples, name)

@@ -306,7 +306,7 @@ def test_check_knows_the_tasks(files, trainable_hf_dir):
     assert report.stats["task"] == "multi-label" and "labels per row" in report.stats
     assert "data-task-inferred" in report.codes
 
-    single = write_jsonl(files / "single.jsonl", [(t, [l]) for t, l in sentiment_rows(32)])
+    single = write_jsonl(files / "single.jsonl", [(t, [label]) for t, label in sentiment_rows(32)])
     assert "data-multi-label-single" in run_codes(config_for(trainable_hf_dir, single,
                                                              batch_size=8))
 
