@@ -188,7 +188,7 @@ def cmd_demo(args) -> int:
     from bertfit.demo import run_demo
 
     run_demo(output_dir=args.output_dir, epochs=args.epochs,
-             max_train_examples=args.max_train_examples, quiet=args.quiet)
+             max_train_examples=args.max_train_examples, quiet=args.quiet, task=args.task)
     return 0
 
 
@@ -246,6 +246,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--output-dir", help="run directory (default: a new runs/<date>-<time>)")
     demo.add_argument("--epochs", type=int, default=None)
     demo.add_argument("--max-train-examples", type=int, default=None)
+    demo.add_argument("--task", choices=list(TASKS), default="single-label",
+                      help="Rotten Tomatoes as sentiment (default), sentiment + topic tags "
+                           "(multi-label) or log2 word count (regression)")
     demo.set_defaults(handler=cmd_demo)
 
     for name in ("train", "evaluate", "predict", "demo"):

@@ -224,6 +224,16 @@ def config_differences(a: RunConfig, b: RunConfig) -> list[str]:
             if key not in EXECUTION_SETTINGS and flat_a.get(key) != flat_b.get(key)]
 
 
+def check_positions(max_seq_length: int, max_position_embeddings: int, where: str) -> None:
+    """The packed length must fit the checkpoint's position table (else XLA would clamp the
+    positions and return wrong numbers)."""
+    if max_seq_length > max_position_embeddings:
+        raise ConfigError(
+            f"max_seq_length {max_seq_length} is longer than {where}'s position table "
+            f"(max_position_embeddings {max_position_embeddings}); use --max-seq-length "
+            f"{max_position_embeddings} or less.")
+
+
 def _flatten(values: dict, prefix: str = "") -> dict:
     flat = {}
     for key, value in values.items():

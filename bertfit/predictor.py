@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from bertfit.config import PRECISION_POLICIES
+from bertfit.config import PRECISION_POLICIES, check_positions
 from bertfit.data.pipeline import buckets_for
 from bertfit.data.tasks import MULTI_LABEL, REGRESSION, Task
 from bertfit.errors import BertfitError, InputFormatError
@@ -57,8 +57,10 @@ class Classifier:
         run_dir = RunDir(path, write=False)
         config = run_dir.load_config()
         task = run_dir.load_task()
-        encoder = BertEncoder(run_dir.load_bert_config(),
-                              dtype=PRECISION_POLICIES[config.model.precision])
+        bert = run_dir.load_bert_config()
+        check_positions(config.model.max_seq_length, bert.max_position_embeddings,
+                        f"the encoder of {path}")
+        encoder = BertEncoder(bert, dtype=PRECISION_POLICIES[config.model.precision])
         model = BertClassifier(encoder, task.num_outputs, config.model.pooling, 0.0)
         restore_model(model, run_dir.checkpoint_path(which))
         metadata = run_metadata(config, task)

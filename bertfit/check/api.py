@@ -114,6 +114,7 @@ def _check_run(report: Report, config: RunConfig, replicas, max_rows, compile_, 
         else:
             checkpoint = read_detection(found)
             tokenizer = build_tokenizer(checkpoint, lower_case=config.model.lower_case)
+            _check_positions(report, config, checkpoint)
     except CheckpointError as e:
         report.add("model-unloadable", ERROR, str(e), where=config.model.name,
                    fix="`bertfit inspect PATH` says what the checkpoint is")
@@ -132,15 +133,31 @@ def _check_run(report: Report, config: RunConfig, replicas, max_rows, compile_, 
         D.check_eval(report, train, evaluation, config.data.eval, config.data.train, task)
     if tokenizer is None:
         return
+    positions = checkpoint.config.max_position_embeddings if checkpoint.config else None
     encoded, chosen = D.check_lengths(report, train, tokenizer, config, config.data.train,
-                                      max_rows)
+                                      max_rows, positions)
     if evaluation is not None:
-        D.check_lengths(report, evaluation, tokenizer, config, config.data.eval, max_rows)
+        D.check_lengths(report, evaluation, tokenizer, config, config.data.eval, max_rows,
+                        positions)
     if task is None or "shape-batch-not-divisible" in report.codes:
         return
     targets = task.targets([train[i] for i in chosen], config.data.train)
     _check_pipeline(report, config, checkpoint, tokenizer, encoded, targets, task,
                     replicas, ctx, compile_, full)
+
+
+def _check_positions(report, config, checkpoint) -> None:
+    if checkpoint.config is None:
+        return
+    limit = checkpoint.config.max_position_embeddings
+    if config.model.max_seq_length > limit:
+        report.add("shape-seq-exceeds-positions", ERROR,
+                   f"max_seq_length {config.model.max_seq_length} is longer than the "
+                   f"checkpoint's position table (max_position_embeddings {limit})",
+                   where=config.model.name,
+                   why="positions past the table do not exist: without XLA the step fails on "
+                   "long inputs, with XLA the positions would be clamped and the numbers wrong",
+                   fix=f"use --max-seq-length {limit} or less")
 
 
 def _check_pipeline(report, config, checkpoint, tokenizer, encoded, targets, task,

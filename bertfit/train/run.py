@@ -19,7 +19,7 @@ import tensorflow as tf
 from bertfit.check.translate import explain_errors
 from bertfit.checkpoints.load import build_encoder, build_tokenizer, read_checkpoint
 from bertfit.checkpoints.registry import resolve
-from bertfit.config import PRECISION_POLICIES, RunConfig, TrainConfig
+from bertfit.config import PRECISION_POLICIES, RunConfig, TrainConfig, check_positions
 from bertfit.data.pipeline import (
     Batch,
     BucketedInput,
@@ -203,6 +203,9 @@ def train(config: RunConfig, *, quiet: bool = False,
     started = time.perf_counter()
     policy = PRECISION_POLICIES[config.model.precision]
     checkpoint = read_checkpoint(resolve(config.model.name))
+    if checkpoint.config is not None:
+        check_positions(config.model.max_seq_length, checkpoint.config.max_position_embeddings,
+                        config.model.name)
     tokenizer = build_tokenizer(checkpoint, lower_case=config.model.lower_case)
 
     all_train = read_training_examples(config.data.train, config)

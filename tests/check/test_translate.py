@@ -128,3 +128,25 @@ def test_strategy_scope_errors_in_a_subprocess():
     assert len(lines) == 2, out
     assert lines[0].startswith("CODE strategy-mixed") and "strategy.scope()" in lines[0]
     assert lines[1].startswith("CODE strategy-resource-device") and "CPU:1" in lines[1]
+
+
+def test_inputs_longer_than_the_position_table_are_refused_with_and_without_xla():
+    import tensorflow as tf
+
+    from bertfit.check.translate import translate
+    from bertfit.errors import InputFormatError
+    from tests.tiny import TINY_CONFIG, tiny_encoder, tiny_inputs
+
+    encoder = tiny_encoder()
+    long = tiny_inputs(batch=2, seq=TINY_CONFIG.max_position_embeddings + 16)
+    specs = {k: tf.TensorSpec([None, None], tf.int32) for k in long}
+    for jit in (False, True):
+        static = tf.function(lambda x: encoder(x)["sequence_output"], jit_compile=jit)
+        with pytest.raises(InputFormatError, match="80 tokens long but this encoder has 64"):
+            static(long)
+        dynamic = tf.function(lambda x: encoder(x)["sequence_output"], jit_compile=jit,
+                              input_signature=[specs])
+        with pytest.raises(tf.errors.InvalidArgumentError) as caught:  # never clamped
+            dynamic(long)
+        explained = translate(caught.value)
+        assert explained.code == "input-longer-than-positions" and "64 rows" in str(explained)
