@@ -12,8 +12,8 @@ import math
 import keras
 import tensorflow as tf
 
-from bertfit.model.config import BertConfig
 from bertfit.errors import InputFormatError
+from bertfit.model.config import BertConfig
 from bertfit.model.inputs import MASK, TYPE_IDS, WORD_IDS, normalize_inputs
 
 
