@@ -7,6 +7,8 @@ A `RunConfig` is saved as `config.yaml` in every run directory and can be loaded
 from __future__ import annotations
 
 import dataclasses
+import math
+import types
 import typing
 from pathlib import Path
 
@@ -145,38 +147,56 @@ class RunConfig:
     train: TrainConfig = dataclasses.field(default_factory=TrainConfig)
 
     def validate(self) -> RunConfig:
-        checks = [
-            (self.model.pooling in POOLINGS, f"pooling must be one of {POOLINGS}"),
-            (self.model.precision in PRECISIONS, f"precision must be one of {PRECISIONS}"),
-            (self.train.strategy in STRATEGIES, f"strategy must be one of {STRATEGIES}"),
-            (8 <= self.model.max_seq_length <= 8192, "max_seq_length must be between 8 and 8192"),
-            (self.train.batch_size > 0, "batch_size must be positive"),
-            (self.train.epochs > 0, "epochs must be positive"),
-            (self.train.grad_accum >= 1, "grad_accum must be at least 1"),
-            (self.train.steps_per_execution >= 1, "steps_per_execution must be at least 1"),
-            (not self.train.workers or self.train.worker_index is not None,
-             "--workers needs --worker-index (this process's position in the list, 0 = chief)"),
-            (not self.train.workers
-             or 0 <= (self.train.worker_index or 0) < len(self.train.workers),
-             f"--worker-index must be between 0 and {len(self.train.workers or []) - 1}"),
-            (0 <= self.train.warmup_ratio < 1, "warmup_ratio must be in [0, 1)"),
-            (self.train.save_every_steps is None or self.train.save_every_steps >= 1,
-             "save_every_steps must be at least 1"),
-            (self.train.save_every_minutes is None or self.train.save_every_minutes > 0,
-             "save_every_minutes must be positive"),
-            (self.model.task is None or self.model.task in TASKS,
-             f"task must be one of {TASKS}"),
-            (self.train.best_metric is None or self.train.best_metric in METRICS,
-             f"best_metric must be one of {METRICS}"),
-            (self.data.label_separator is None or self.data.label_separator != "",
-             "label_separator must not be empty"),
-            (all(b <= self.model.max_seq_length for b in self.data.buckets),
-             f"buckets {self.data.buckets} must not exceed max_seq_length {self.model.max_seq_length}"),
-        ]
-        for ok, message in checks:
+        """Checks every field's type and range; a `ConfigError` names the field and its flag."""
+        for section in (self.model, self.data, self.train):
+            _check_types(section, type(section).__name__.replace("Config", "").lower())
+        for field, ok, requirement in self._rules():
             if not ok:
-                raise ConfigError(message)
+                value = _get(self, field)
+                raise ConfigError(f"{field} ({flag_of(field)}) must be {requirement}; got "
+                                  f"{value!r}.")
         return self
+
+    def _rules(self) -> list[tuple[str, bool, str]]:
+        m, d, t = self.model, self.data, self.train
+        return [
+            ("model.pooling", m.pooling in POOLINGS, f"one of {', '.join(POOLINGS)}"),
+            ("model.precision", m.precision in PRECISIONS, f"one of {', '.join(PRECISIONS)}"),
+            ("model.task", m.task is None or m.task in TASKS, f"one of {', '.join(TASKS)}"),
+            ("model.max_seq_length", 8 <= m.max_seq_length <= 8192, "between 8 and 8192"),
+            ("model.dropout", 0 <= m.dropout < 1, "in [0, 1)"),
+            ("data.buckets", all(0 <= b <= m.max_seq_length for b in d.buckets),
+             f"lengths between 1 and max_seq_length {m.max_seq_length} (or none)"),
+            ("data.max_train_examples", d.max_train_examples is None or d.max_train_examples >= 1,
+             "at least 1"),
+            ("data.label_separator", d.label_separator is None or d.label_separator != "",
+             "a non-empty string"),
+            ("train.batch_size", t.batch_size >= 1, "at least 1"),
+            ("train.epochs", t.epochs >= 1, "at least 1"),
+            ("train.learning_rate", math.isfinite(t.learning_rate) and t.learning_rate > 0,
+             "a positive number"),
+            ("train.warmup_ratio", 0 <= t.warmup_ratio < 1, "in [0, 1)"),
+            ("train.weight_decay", math.isfinite(t.weight_decay) and t.weight_decay >= 0,
+             "zero or positive"),
+            ("train.clip_norm", math.isfinite(t.clip_norm) and t.clip_norm > 0,
+             "a positive number"),
+            ("train.seed", t.seed >= 0, "zero or positive"),
+            ("train.strategy", t.strategy in STRATEGIES, f"one of {', '.join(STRATEGIES)}"),
+            ("train.cpu_replicas", t.cpu_replicas is None or t.cpu_replicas >= 1, "at least 1"),
+            ("train.worker_index", not t.workers or t.worker_index is not None,
+             "given with --workers (this process's position in the list, 0 = chief)"),
+            ("train.worker_index", not t.workers or 0 <= (t.worker_index or 0) < len(t.workers),
+             f"between 0 and {len(t.workers or []) - 1}"),
+            ("train.grad_accum", t.grad_accum >= 1, "at least 1"),
+            ("train.steps_per_execution", t.steps_per_execution >= 1, "at least 1"),
+            ("train.best_metric", t.best_metric is None or t.best_metric in METRICS,
+             f"one of {', '.join(METRICS)}"),
+            ("train.save_every_steps", t.save_every_steps is None or t.save_every_steps >= 1,
+             "at least 1"),
+            ("train.save_every_minutes", t.save_every_minutes is None
+             or (math.isfinite(t.save_every_minutes) and t.save_every_minutes > 0),
+             "a positive number"),
+        ]
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -193,9 +213,12 @@ class RunConfig:
             if key in sections:
                 kwargs[key] = _build(sections[key], value or {}, f"{source}: {key}")
             elif key == "output_dir":
+                if value is not None and not isinstance(value, str):
+                    raise ConfigError(f"{source}: output_dir must be a string; got {value!r}.")
                 kwargs[key] = value
             else:
-                raise ConfigError(f"{source}: unknown key {key!r}; expected output_dir, model, data, train.")
+                raise ConfigError(f"{source}: unknown key {key!r}; expected output_dir, model, "
+                                  "data, train.")
         return cls(**kwargs)
 
     @classmethod
@@ -251,7 +274,59 @@ def _build(cls, values: dict, where: str):
     unknown = set(values) - names
     if unknown:
         raise ConfigError(f"{where}: unknown keys {sorted(unknown)}; known keys: {sorted(names)}")
-    return cls(**values)
+    section = cls(**values)
+    _check_types(section, where)
+    return section
+
+
+# Flags whose names are not the field's name with dashes.
+_FLAGS = {"model.name": "--model", "data.train": "--train", "data.eval": "--eval"}
+
+
+def flag_of(field: str) -> str:
+    """The command-line flag of a dotted config field: "train.learning_rate" → "--learning-rate"."""
+    return _FLAGS.get(field, "--" + field.split(".")[1].replace("_", "-"))
+
+
+def _get(config, dotted: str):
+    section, name = dotted.split(".")
+    return getattr(getattr(config, section), name)
+
+
+def _check_types(section, where: str) -> None:
+    """Each field holds a value of its annotated type (YAML `max_seq_length: "64"` does not)."""
+    hints = typing.get_type_hints(type(section))
+    for field in dataclasses.fields(section):
+        value = getattr(section, field.name)
+        if not _is_a(value, hints[field.name]):
+            raise ConfigError(f"{where}: {field.name} must be {_describe(hints[field.name])}; "
+                              f"got {value!r} ({type(value).__name__}).")
+
+
+def _is_a(value, hint) -> bool:
+    args = typing.get_args(hint)
+    if hint is type(None):
+        return value is None
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return any(_is_a(value, arg) for arg in args)
+    if typing.get_origin(hint) is list:
+        return isinstance(value, list) and all(_is_a(v, args[0]) for v in value)
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, hint)
+
+
+def _describe(hint) -> str:
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return " or ".join(_describe(arg) for arg in typing.get_args(hint))
+    if typing.get_origin(hint) is list:
+        plural = {int: "integers", str: "strings", float: "numbers"}
+        return f"a list of {plural.get(typing.get_args(hint)[0], 'values')}"
+    names = {int: "an integer", float: "a number", bool: "true or false", str: "a string",
+             type(None): "null"}
+    return names.get(hint, getattr(hint, "__name__", str(hint)))
 
 
 def override(config, values: dict) -> None:
