@@ -29,6 +29,7 @@ import io
 import json
 import os
 import sys
+import unicodedata
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -272,11 +273,27 @@ def _gunzip(data: bytes, name: str) -> bytes:
         ) from None
 
 
+_WIDE_BOMS = [  # UTF-32 first: its little-endian mark starts with UTF-16's
+    (codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"),
+    (codecs.BOM_UTF16_LE, "UTF-16"), (codecs.BOM_UTF16_BE, "UTF-16"),
+]
+
+
 def _decode(data: bytes, name: str) -> str:
-    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+    for bom, encoding in _WIDE_BOMS:
+        if data.startswith(bom):
+            raise DataError(
+                f"is {encoding} (it starts with a {encoding} byte-order mark); re-encode it as "
+                f"UTF-8, e.g. `iconv -f {encoding} -t UTF-8 IN > OUT`",
+                path=name,
+                line=1,
+            )
+    head = data[:4096]
+    if head and head.count(0) > len(head) // 4:
         raise DataError(
-            "is UTF-16 (it starts with a UTF-16 byte-order mark); re-encode it as UTF-8, "
-            "e.g. `iconv -f UTF-16 -t UTF-8 IN > OUT`",
+            "looks like UTF-16 or UTF-32 without a byte-order mark (a quarter of its bytes are "
+            "zero); re-encode it as UTF-8, e.g. `iconv -f UTF-16LE -t UTF-8 IN > OUT` (use the "
+            "file's real encoding)",
             path=name,
             line=1,
         )
@@ -317,11 +334,11 @@ class _Reader:
     def example(self, line: int, text: str, pair: str | None, label) -> Example:
         """Validates one row's strings; an empty label becomes None when labels are optional
         (an empty list is a multi-label row without classes, and stays)."""
-        if not text or text.isspace():
+        if not visible(text):
             raise self.error(_empty_message(text, "text_column", self.spec), line)
-        if self.spec.text_pair_column is not None and (not pair or pair.isspace()):
+        if self.spec.text_pair_column is not None and not visible(pair or ""):
             raise self.error(_empty_message(pair or "", "text_pair_column", self.spec), line)
-        if label is None or (isinstance(label, str) and (not label or label.isspace())):
+        if label is None or (isinstance(label, str) and not visible(label)):
             if self.labels_required:
                 raise self.error(_empty_message(label, "label_column", self.spec), line)
             label = None
@@ -346,8 +363,25 @@ class _Reader:
         return DataError(f"the file has no rows; expected {expected}", path=self.name)
 
 
+def visible(text: str) -> bool:
+    """Whether `text` has a character the tokenizer keeps: not only whitespace, control,
+    format (zero-width), private-use or combining characters.
+
+    Examples:
+    >>> visible(" a "), visible("\u200b\u0301 \x00")
+    (True, False)
+    """
+    return any(unicodedata.category(c)[0] not in "CZM" for c in text)
+
+
 def _empty_message(value: str | None, field: str, spec: SourceSpec) -> str:
-    what = "empty" if value == "" else f"only whitespace ({value!r})"
+    if value == "":
+        what = "empty"
+    elif value is not None and value.isspace():
+        what = f"only whitespace ({value!r})"
+    else:
+        what = (f"only invisible characters ({value!r}: control, zero-width, private-use or "
+                "combining characters, which the tokenizer drops)")
     if value is None:
         what = "missing (null)"
     role, column = _ROLES[field], getattr(spec, field)
@@ -521,6 +555,12 @@ def _parse_object(raw: str, line: int, reader: _Reader) -> dict:
             f'JSON object, e.g. {{"text": "a fine film", "label": 1}}{hint}',
             line,
         ) from None
+    except RecursionError:
+        raise reader.error("the JSON is nested too deeply to read; a row is one flat object, "
+                           'e.g. {"text": "a fine film", "label": 1}', line) from None
+    except ValueError as e:  # e.g. an integer longer than Python's 4,300-digit limit
+        raise reader.error(f"the JSON cannot be read: {e}. Write such a number as a string",
+                           line) from None
     if not isinstance(value, dict):
         hint = _ARRAY_HINT if isinstance(value, list) else ""
         raise reader.error(
@@ -565,6 +605,20 @@ def _text_value(obj: dict, field: str, line: int, reader: _Reader, keys: list[st
             f"{_json_preview(value)}; put it in quotes",
             line,
         )
+    return _unicode(value, f"the {_ROLES[field]} (column {column!r})", line, reader)
+
+
+def _unicode(value: str, what: str, line: int, reader: _Reader) -> str:
+    """JSON escapes can spell a lone UTF-16 surrogate (\\ud800), which is not a character."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise reader.error(
+            f"{what} holds the unpaired surrogate \\u{ord(value[e.start]):04x} at character "
+            f"{e.start + 1}, which is not valid Unicode; a \\uD800-\\uDBFF escape must be "
+            "followed by a \\uDC00-\\uDFFF one. Fix the text where it was produced",
+            line,
+        ) from None
     return value
 
 
@@ -578,8 +632,10 @@ def _label_string(value: object, line: int, reader: _Reader):
 
 
 def _scalar_label(value: object, line: int, reader: _Reader, what: str) -> str | None:
-    if value is None or isinstance(value, str):
+    if value is None:
         return value
+    if isinstance(value, str):
+        return _unicode(value, f"{what} (column {reader.spec.label_column!r})", line, reader)
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int):

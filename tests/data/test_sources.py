@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import csv
 import gzip
 import io
@@ -366,3 +367,38 @@ def test_parquet_round_trip_and_row_numbers(tmp_path):
     assert [e.label for e in read_examples(path)] == [("0.5",), ("1.5", "2.0")]
     pq.write_table(pa.table({"text": ["a"], "label": [{"k": 1}]}), path)
     assert_error(path, ":", "row 1:", "the label (column 'label') is an object")
+
+
+@pytest.mark.parametrize("content, expected", [
+    ('{"text": "ok\\ud800", "label": "a"}\n', "the text (column 'text') holds the unpaired "
+                                              "surrogate \\ud800 at character 3"),
+    ('{"text": "ok", "label": "\\udc00"}\n', "the label (column 'label') holds the unpaired "
+                                             "surrogate \\udc00"),
+    ('{"text": "ok", "label": ' + "9" * 5000 + "}\n", "Write such a number as a string"),
+    ('{"text": ' + "[" * 100000 + "]" * 100000 + "}\n", "nested too deeply"),
+    ('{"text": "\\u200b\\u200d\\u0301", "label": "a"}\n', "only invisible characters"),
+])
+def test_jsonl_traps_are_data_errors_with_the_line(tmp_path, content, expected):
+    path = write(tmp_path, "train.jsonl", content)
+    assert_error(path, ":1:", expected)
+
+
+def test_wide_encodings_are_named_correctly(tmp_path):
+    text = "text,label\na,1\n"
+    for encoding, bom, name in (("utf-32-le", codecs.BOM_UTF32_LE, "UTF-32"),
+                                ("utf-16-le", codecs.BOM_UTF16_LE, "UTF-16")):
+        path = tmp_path / f"{encoding}.csv"
+        path.write_bytes(bom + text.encode(encoding))
+        assert_error(path, ":1:", f"is {name}", f"iconv -f {name} -t UTF-8")
+    path = tmp_path / "nobom.csv"
+    path.write_bytes(text.encode("utf-16-le"))
+    assert_error(path, ":1:", "without a byte-order mark")
+
+
+def test_a_label_longer_than_pythons_integer_limit_is_a_class_like_any_other(tmp_path):
+    from bertfit.data.tasks import infer_task
+
+    huge = "1" * 5000
+    path = write(tmp_path, "train.csv", f"text,label\na,{huge}\nb,2\n")
+    task, _ = infer_task(read_examples(path), path)
+    assert task.labels == ("2", huge)
