@@ -134,7 +134,14 @@ def read_examples(
     """
     name = display_name(path)
     fmt = resolve_format(path, spec.format)
-    data = _read_bytes(path, name)
+    return parse_examples(_read_bytes(path, name), name, fmt, spec,
+                          labels_required=labels_required)
+
+
+def parse_examples(data: bytes, name: str, fmt: str, spec: SourceSpec = SourceSpec(), *,
+                   labels_required: bool = True) -> list[Example]:
+    """`read_examples` on bytes already in memory (an upload, a fuzz test): `name` is what
+    messages call them, `fmt` one of `FORMATS`; gzip is not undone here."""
     parse = (
         _read_parquet if fmt == "parquet" else _read_jsonl if fmt == "jsonl" else _read_delimited
     )

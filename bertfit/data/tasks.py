@@ -254,7 +254,12 @@ def _multi_label(examples: Sequence[Example], path, separator: str) -> Task:
 
 def _regression(examples: Sequence[Example], path) -> Task:
     values = np.asarray([_number(e, path) for e in examples], np.float64)
-    std = float(values.std())
+    with np.errstate(over="ignore"):
+        std = float(values.std())
+    if not math.isfinite(std):
+        raise DataError("the regression targets are too large to standardise (their spread "
+                        "overflows a 64-bit float); rescale them", path=os.fspath(path),
+                        code="data-target-not-number")
     if not len(values) or std == 0.0:
         raise DataError(f"every regression target is {values[0] if len(values) else 'missing'};"
                         " a model cannot learn from a constant target", path=os.fspath(path))
