@@ -14,11 +14,16 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> None:
     >>> Path("labels.json").read_text()
     '{"labels": ["neg", "pos"]}'
     """
+    write_bytes_atomic(path, text.encode("utf-8"))
+
+
+def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> None:
+    """`write_text_atomic` for bytes."""
     path = Path(path)
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        with open(temporary, "w", encoding="utf-8") as f:
-            f.write(text)
+        with open(temporary, "wb") as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(temporary, path)

@@ -1,4 +1,5 @@
-"""`bertfit train|evaluate|predict|demo|check|inspect|convert`: argument parsing only.
+"""`bertfit train|evaluate|predict|export|serve|report|demo|check|inspect|convert`: argument parsing
+only.
 
 User mistakes arrive here as `BertfitError`s and are printed as one clear message (exit 2),
 never as a traceback.
@@ -128,7 +129,7 @@ def cmd_train(args) -> int:
 
     config = run_config_from_args(args)
     result = train(config, quiet=args.quiet, resume=True if args.resume else None,
-                   overwrite=args.overwrite)
+                   overwrite=args.overwrite, report=not args.no_report)
     summary = result.get("final", {"train_loss": result["epochs"][-1]["train_loss"]})
     print(json.dumps({**summary, "run_dir": result["run_dir"]}, indent=None if args.json else 2))
     return 0
@@ -184,6 +185,13 @@ def cmd_serve(args) -> int:
     return 0
 
 
+def cmd_report(args) -> int:
+    from bertfit.report import write_report
+
+    print(write_report(args.run, args.output))
+    return 0
+
+
 def cmd_demo(args) -> int:
     from bertfit.demo import run_demo
 
@@ -205,6 +213,8 @@ def build_parser() -> argparse.ArgumentParser:
                             "when its config is this one)")
     train.add_argument("--overwrite", action="store_true",
                        help="clear the run in --output-dir first")
+    train.add_argument("--no-report", action="store_true",
+                       help="do not write report.html at the end (`bertfit report` can later)")
     train.set_defaults(handler=cmd_train)
 
     evaluate = sub.add_parser("evaluate", help="metrics of a trained run on a labelled file")
@@ -241,6 +251,11 @@ def build_parser() -> argparse.ArgumentParser:
                        help="how long a request waits for others to share its batch (ms)")
     serve.add_argument("--max-request-instances", type=int, default=4096)
     serve.set_defaults(handler=cmd_serve)
+
+    report = sub.add_parser("report", help="an HTML page of a run's curves, metrics and data")
+    report.add_argument("run", metavar="RUN", help="a run directory from `bertfit train`")
+    report.add_argument("--output", help="the HTML file (default: RUN/report.html)")
+    report.set_defaults(handler=cmd_report)
 
     demo = sub.add_parser("demo", help="fine-tune MiniLM-L6 on Rotten Tomatoes, report test accuracy")
     demo.add_argument("--output-dir", help="run directory (default: a new runs/<date>-<time>)")

@@ -71,11 +71,13 @@ def run_demo(output_dir: str | None = None, epochs: int | None = None,
           f"global batch {config.train.batch_size}, learning rate {config.train.learning_rate}, "
           f"mean pooling, seed {config.train.seed}, XLA {xla}",
           flush=True)
-    run_dir = train(config, quiet=quiet)["run_dir"]
+    result = train(config, quiet=quiet)
+    run_dir = result["run_dir"]
     metrics = evaluate(run_dir, str(demo_files(task)["test"]), quiet=quiet)
     minutes = (time.perf_counter() - started) / 60
     first, second = HEADLINE[task]
     print(f"\ntest {first.replace('_', '-')} {metrics[first]:.4f} ({second.replace('_', '-')} "
           f"{metrics[second]:.4f}) on {metrics['num_examples']} test examples\n"
-          f"time {minutes:.1f} min; run directory: {run_dir}", flush=True)
+          f"time {minutes:.1f} min; run directory: {run_dir}\n"
+          f"report: {result['report']} (TensorBoard: tensorboard --logdir {run_dir})", flush=True)
     return metrics

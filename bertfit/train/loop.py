@@ -17,6 +17,8 @@ Scale-out levers, all inside compiled code:
 
 from __future__ import annotations
 
+import contextlib
+import time
 from collections.abc import Callable, Iterator
 
 import keras
@@ -29,7 +31,7 @@ from bertfit.data.tasks import SINGLE_LABEL
 from bertfit.errors import BertfitError
 from bertfit.model.inputs import INPUT_NAMES
 from bertfit.train.losses import batch_loss, outputs
-from bertfit.train.optimizer import make_optimizer
+from bertfit.train.optimizer import make_optimizer, schedule_for
 
 
 def features(batch: dict) -> dict:
@@ -63,6 +65,7 @@ class Trainer:
                               if not any(f in v.path for f in frozen)]
             self.optimizer = None if total_steps is None else self._build_optimizer(total_steps,
                                                                                     loss_scale)
+        self.schedule = None if total_steps is None else schedule_for(config, total_steps)
         self.loss_scale = loss_scale
         step = self._accumulated_gradients if self.micro_batches > 1 else self._gradients
         self._replica_gradients = tf.function(step, jit_compile=config.jit_compile)
@@ -70,6 +73,8 @@ class Trainer:
                                                   jit_compile=config.jit_compile)
         self.train_steps = tf.function(self._train_steps)
         self.predict_step = tf.function(self._predict_step)
+        # wall time of the calls that traced (and compiled), per function
+        self.trace_seconds = {"train_step": 0.0, "predict_step": 0.0}
 
     def _build_optimizer(self, total_steps: int, loss_scale: bool):
         optimizer = make_optimizer(self.config, total_steps)
@@ -149,13 +154,16 @@ class Trainer:
         return loss, norm
 
     def _train_steps(self, iterator, steps):
-        """`steps` optimizer steps drawn from one bucket's iterator; every step's global loss."""
-        losses = tf.TensorArray(tf.float32, size=steps)
+        """`steps` optimizer steps drawn from one bucket's iterator; every step's global loss
+        and global gradient norm (before clipping), as [steps, 2]."""
+        results = tf.TensorArray(tf.float32, size=steps)
         for i in tf.range(steps):
-            loss, _ = self.strategy.run(self._apply, args=(next(iterator),))
-            losses = losses.write(i, self.strategy.reduce(tf.distribute.ReduceOp.SUM, loss,
-                                                          axis=None))
-        return losses.stack()
+            loss, norm = self.strategy.run(self._apply, args=(next(iterator),))
+            loss = self.strategy.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None)
+            # Every replica computed the same norm of the all-reduced gradient.
+            norm = self.strategy.reduce(tf.distribute.ReduceOp.MEAN, norm, axis=None)
+            results = results.write(i, tf.stack([loss, tf.cast(norm, tf.float32)]))
+        return results.stack()
 
     def _predict_step(self, batch):
         probabilities, index = self.strategy.run(
@@ -165,23 +173,34 @@ class Trainer:
 
     # ---- host loops ----
 
-    def run_plan(self, data: BucketedInput) -> Iterator[list[float]]:
+    def run_plan(self, data: BucketedInput) -> Iterator[list[tuple[float, float]]]:
         """Takes the steps of `data.plan` in order: consecutive steps of one bucket run
         together, up to `steps_per_execution` per host call. Yields each call's per-step
-        losses, so the caller can record, checkpoint or stop between calls."""
+        (loss, gradient norm), so the caller can record, checkpoint or stop between calls."""
         iterators = {s: iter(d) for s, d in data.datasets.items()}
         limit = max(1, self.config.steps_per_execution)
         for seq_length, steps in runs_of(data.plan, limit):
-            losses = self.train_steps(iterators[seq_length], tf.constant(steps, tf.int32))
-            yield losses.numpy().tolist()
+            with self._timing("train_step", self.train_steps):
+                results = self.train_steps(iterators[seq_length], tf.constant(steps, tf.int32))
+                results = results.numpy()
+            yield [(float(loss), float(norm)) for loss, norm in results]
+
+    @contextlib.contextmanager
+    def _timing(self, name: str, function):
+        """Adds the call's wall time to `trace_seconds[name]` when it traced (and compiled)."""
+        traces, start = function.experimental_get_tracing_count(), time.perf_counter()
+        yield
+        if function.experimental_get_tracing_count() > traces:
+            self.trace_seconds[name] += time.perf_counter() - start
 
     def predict(self, data: BucketedInput, num_examples: int, progress=None) -> np.ndarray:
         """Probabilities for every example, in the original order; padding rows are dropped."""
         out = None
         seen = 0
         for step, (_, batch) in enumerate(data):
-            probabilities, index = self.predict_step(batch)
-            probabilities, index = probabilities.numpy(), index.numpy()
+            with self._timing("predict_step", self.predict_step):
+                probabilities, index = self.predict_step(batch)
+                probabilities, index = probabilities.numpy(), index.numpy()
             if out is None:
                 out = np.full((num_examples, probabilities.shape[1]), np.nan, np.float32)
             real = index >= 0

@@ -26,17 +26,28 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
         decay = self.peak * remaining / max(1, self.total_steps - self.warmup_steps)
         return tf.where(step < self.warmup_steps, warmup, decay)
 
+    def at(self, step: int) -> float:
+        """The rate at optimizer iteration `step` (0-based), in Python."""
+        if step < self.warmup_steps:
+            return self.peak * step / max(1, self.warmup_steps)
+        remaining = max(0, self.total_steps - step)
+        return self.peak * remaining / max(1, self.total_steps - self.warmup_steps)
+
     def get_config(self):
         return {"peak": self.peak, "warmup_steps": self.warmup_steps,
                 "total_steps": self.total_steps}
 
 
+def schedule_for(config: TrainConfig, total_steps: int) -> WarmupLinearDecay:
+    return WarmupLinearDecay(config.learning_rate, int(round(config.warmup_ratio * total_steps)),
+                             total_steps)
+
+
 def make_optimizer(config: TrainConfig, total_steps: int) -> keras.optimizers.AdamW:
     """AdamW without weight decay on LayerNorm and biases; clipping is done by the train step
     on the all-reduced gradient, so it is global over replicas."""
-    warmup = int(round(config.warmup_ratio * total_steps))
     optimizer = keras.optimizers.AdamW(
-        learning_rate=WarmupLinearDecay(config.learning_rate, warmup, total_steps),
+        learning_rate=schedule_for(config, total_steps),
         weight_decay=config.weight_decay, beta_1=0.9, beta_2=0.999, epsilon=1e-8)
     optimizer.exclude_from_weight_decay(var_names=NO_DECAY)
     return optimizer

@@ -27,12 +27,14 @@ from bertfit.data.pipeline import (
     encode_texts,
     plan_batches,
 )
+from bertfit.data.profile import LengthProfile
 from bertfit.data.sources import Example, SourceSpec, read_examples
 from bertfit.data.tasks import MULTI_LABEL, SINGLE_LABEL, Task, infer_task
 from bertfit.errors import ConfigError, DataError, TrainingInterrupted
 from bertfit.model.classifier import BertClassifier
 from bertfit.predictor import Classifier, load_classifier
 from bertfit.progress import Progress
+from bertfit.report import describe_epoch, epoch_table, write_report
 from bertfit.train.checkpointing import RunCheckpoints, TrainingState
 from bertfit.train.interrupt import StopRequests
 from bertfit.train.loop import Trainer
@@ -46,6 +48,7 @@ from bertfit.train.metrics import (
 )
 from bertfit.train.run_dir import FINISHED, RUNNING, RunDir, new_run_path
 from bertfit.train.strategy import make_strategy, per_replica_batch
+from bertfit.train.summaries import RunSummaries
 
 
 @dataclasses.dataclass
@@ -170,7 +173,7 @@ def _weights_file(path: str, task: Task) -> np.ndarray:
 
 def train(config: RunConfig, *, quiet: bool = False,
           strategy: tf.distribute.Strategy | None = None, resume: bool | None = None,
-          overwrite: bool = False) -> dict:
+          overwrite: bool = False, report: bool = True) -> dict:
     """Fine-tunes `config.model.name` on `config.data.train`; returns the final metrics.
 
     Writes the run directory described in `bertfit.train.run_dir` (a new `runs/<date>-<time>`
@@ -184,6 +187,7 @@ def train(config: RunConfig, *, quiet: bool = False,
         resume: True: continue the unfinished run in the output directory (or fail); False:
             never; None: continue it when its config is this one, refuse any other run there.
         overwrite: clear a previous run in the output directory first.
+        report: write `report.html` (`bertfit report`) at the end.
 
     Raises:
         TrainingInterrupted: SIGTERM or Ctrl-C stopped training after saving a checkpoint.
@@ -207,6 +211,7 @@ def train(config: RunConfig, *, quiet: bool = False,
         check_positions(config.model.max_seq_length, checkpoint.config.max_position_embeddings,
                         config.model.name)
     tokenizer = build_tokenizer(checkpoint, lower_case=config.model.lower_case)
+    loaded = time.perf_counter()
 
     all_train = read_training_examples(config.data.train, config)
     train_examples = all_train[: config.data.max_train_examples]
@@ -219,8 +224,10 @@ def train(config: RunConfig, *, quiet: bool = False,
                  if config.data.eval else None)
     for note in notes if run_dir.write else ():
         print(f"bertfit: {note}", file=sys.stderr)
+    tokenized = time.perf_counter()
 
-    steps_per_epoch = len(plan_for(train_data, config, shuffle=False, training=True))
+    first_plan = plan_for(train_data, config, shuffle=False, training=True)
+    steps_per_epoch = len(first_plan)
     total_steps = steps_per_epoch * config.train.epochs
     keras.utils.set_random_seed(config.train.seed)
 
@@ -245,6 +252,21 @@ def train(config: RunConfig, *, quiet: bool = False,
     state = TrainingState(data_fingerprint=data_fingerprint(train_examples))
     if resuming:
         state = _resume(run_dir, checkpoints, state)
+    about = {"task": task.kind, "labels": list(task.labels),
+             "model": {"name": config.model.name, "format": checkpoint.format,
+                       "load_report": str(trainer.model.encoder.load_report),
+                       "parameters": sum(int(np.prod(v.shape)) for v in trainer.model.weights)},
+             "data": {"train": config.data.train, "train_rows": len(train_data),
+                      "train_rows_read": len(all_train), "eval": config.data.eval,
+                      "eval_rows": len(eval_data) if eval_data is not None else 0,
+                      "token_lengths": LengthProfile.of(train_data.encoded.packed_lengths,
+                                                        buckets_for(config),
+                                                        first_plan).to_dict()},
+             "strategy": {"name": type(strategy).__name__,
+                          "replicas": strategy.num_replicas_in_sync}}
+    summaries = RunSummaries(run_dir.path / "tensorboard" if run_dir.write else None)
+    summaries.config(config.to_dict())
+    summaries.lengths(LengthProfile.from_dict(about["data"]["token_lengths"]))
     run_dir.log(f"model {config.model.name} ({checkpoint.format}); "
                 f"{trainer.model.encoder.load_report}")
     for note in notes:
@@ -255,19 +277,24 @@ def train(config: RunConfig, *, quiet: bool = False,
                 f"{strategy.num_replicas_in_sync} replicas; precision {config.model.precision} "
                 f"({policy}); grad_accum {t.grad_accum} (effective batch "
                 f"{t.batch_size * t.grad_accum}); steps_per_execution {t.steps_per_execution}")
-    run_dir.save_metrics({"status": RUNNING, "epochs": state.history})
+    run_dir.save_metrics({"status": RUNNING, "epochs": state.history, **about})
 
     epoch_run = EpochRunner(trainer, tokenizer, config, task, best_metric, run_dir, checkpoints,
-                            quiet)
+                            quiet, summaries, about)
     with StopRequests() as stop:
         while state.epoch < config.train.epochs:
             epoch_run.train(train_data, state, stop)
             epoch_run.finish(eval_data, state, stop)
+    summaries.close()
 
     final = {"status": FINISHED, "epochs": state.history,
              "wall_seconds": time.perf_counter() - started,
              "train_num_examples": len(train_data), "run_dir": str(run_dir.path),
-             "trace_counts": trainer.trace_counts()}
+             "trace_counts": trainer.trace_counts(),
+             "time": time_split(state.history, trainer.trace_seconds,
+                                load=loaded - started, tokenize=tokenized - loaded,
+                                wall=time.perf_counter() - started),
+             **about}
     if eval_data is not None:
         final["final"] = state.history[-1]["eval"]
         final["best"] = {best_metric: state.best_value}
@@ -277,7 +304,24 @@ def train(config: RunConfig, *, quiet: bool = False,
             run_dir.save_task(dataclasses.replace(task, threshold=tuned[-1]))
     run_dir.save_metrics(final)
     run_dir.log("finished")
+    if run_dir.write and not quiet:
+        print(epoch_table(final), file=sys.stderr)
+    if report and run_dir.write:
+        final["report"] = str(write_report(run_dir.path))
+        if not quiet:
+            print(f"report: {final['report']}", file=sys.stderr)
     return final
+
+
+def time_split(history: list[dict], trace_seconds: dict[str, float], *, load: float,
+               tokenize: float, wall: float) -> dict:
+    """Where the run's time went, in seconds: loading the checkpoint, reading and tokenizing,
+    the calls that traced and compiled, training and evaluation (without those calls)."""
+    train = sum(r["train_seconds"] for r in history)
+    evaluation = sum(r["eval"]["wall_seconds"] for r in history if "eval" in r)
+    return {"load": load, "tokenize": tokenize, "trace": sum(trace_seconds.values()),
+            "train": max(0.0, train - trace_seconds["train_step"]),
+            "eval": max(0.0, evaluation - trace_seconds["predict_step"]), "wall": wall}
 
 
 def data_fingerprint(examples: list[Example]) -> str:
@@ -331,10 +375,12 @@ class EpochRunner:
     evaluation, continuing from a `TrainingState`."""
 
     def __init__(self, trainer: Trainer, tokenizer, config: RunConfig, task: Task,
-                 best_metric: str, run_dir: RunDir, checkpoints: RunCheckpoints, quiet: bool):
+                 best_metric: str, run_dir: RunDir, checkpoints: RunCheckpoints, quiet: bool,
+                 summaries: RunSummaries, about: dict):
         self.trainer, self.tokenizer, self.config = trainer, tokenizer, config
         self.task, self.best_metric = task, best_metric
         self.run_dir, self.checkpoints, self.quiet = run_dir, checkpoints, quiet
+        self.summaries, self.about = summaries, about
 
     def train(self, data: LabelledData, state: TrainingState, stop: StopRequests) -> None:
         """Takes the epoch's remaining steps; saves `latest` at the end (and every
@@ -351,9 +397,10 @@ class EpochRunner:
         seen, last_time = 0, time.perf_counter()
         last_save = (state.global_step, last_time)
         with explain_errors():  # known TF/XLA errors in plain words
-            for losses in self.trainer.run_plan(batches):
+            for results in self.trainer.run_plan(batches):
+                now = time.perf_counter()
                 rows = []
-                for loss in losses:
+                for loss, norm in results:
                     examples = next(plan).num_examples
                     state.step += 1
                     state.global_step += 1
@@ -361,11 +408,16 @@ class EpochRunner:
                     state.epoch_examples += examples
                     seen += examples
                     rows.append({"epoch": state.epoch + 1, "step": state.step,
-                                 "global_step": state.global_step, "loss": loss})
-                now = time.perf_counter()
+                                 "global_step": state.global_step, "loss": loss,
+                                 "learning_rate": self.trainer.schedule.at(state.global_step - 1),
+                                 "grad_norm": norm, "examples": examples})
+                call_rate = sum(r["examples"] for r in rows) / max(now - last_time, 1e-9)
+                for row in rows:
+                    row["examples_per_second"] = call_rate
                 state.epoch_seconds += now - last_time
                 last_time = now
                 self.run_dir.append_steps(rows)
+                self.summaries.steps(rows)
                 progress.update(state.step, seen,
                                 loss=state.epoch_loss_sum / max(state.epoch_examples, 1))
                 if stop.signal is not None:
@@ -389,6 +441,7 @@ class EpochRunner:
         if eval_data is not None:
             metrics = self._evaluate(eval_data)
             record["eval"] = metrics
+            self.summaries.evaluation(metrics, state.global_step)
             if is_better(best_metric, metrics[best_metric], state.best_value):
                 state.best_value = metrics[best_metric]
                 record["best"] = True
@@ -398,8 +451,8 @@ class EpochRunner:
         state.epoch += 1
         state.step = 0
         state.epoch_loss_sum, state.epoch_examples, state.epoch_seconds = 0.0, 0, 0.0
-        self.run_dir.log(f"epoch {record['epoch']}: {record}")
-        self.run_dir.save_metrics({"status": RUNNING, "epochs": state.history})
+        self.run_dir.log(describe_epoch(record))
+        self.run_dir.save_metrics({"status": RUNNING, "epochs": state.history, **self.about})
         if stop.signal is not None:
             self._stop(state, stop.signal)
 
@@ -408,6 +461,7 @@ class EpochRunner:
         these outputs best; a warning when single-label predictions collapsed."""
         metrics, outputs = evaluate_data(self.trainer, data, self.tokenizer, self.config,
                                          self.task, quiet=self.quiet)
+        self.run_dir.save_eval_outputs(data.labels, outputs)
         if self.config.train.tune_threshold and self.task.kind == MULTI_LABEL:
             tuned = dataclasses.replace(self.task, threshold=best_threshold(data.labels, outputs))
             metrics.update(task_metrics(tuned, data.labels, outputs))

@@ -8,7 +8,10 @@
       checkpoints/best/     the model weights of the best epoch by `best_metric` (no optimizer)
       metrics.json          per epoch and final: loss, accuracy, macro_f1, num_examples, ...;
                             "status" is "running" until the run finished
-      steps.jsonl           the training loss of every optimizer step
+      steps.jsonl           every optimizer step: loss, learning rate, gradient norm, examples/s
+      eval_outputs.npz      the targets and outputs of the latest evaluation (for the report)
+      tensorboard/          TensorBoard events (`tensorboard --logdir runs/`)
+      report.html           plots and tables of the run (`bertfit report`)
       train.log             what happened, readable
 
 One directory holds one run. Every file is written whole or not at all (a temporary file
@@ -19,6 +22,7 @@ and what a killed save left behind is removed when the run resumes.
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 import os
 import shutil
@@ -26,9 +30,10 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
 import tensorflow as tf
 
-from bertfit.atomic import write_text_atomic
+from bertfit.atomic import write_bytes_atomic, write_text_atomic
 from bertfit.config import RunConfig, config_differences
 from bertfit.data.tasks import Task
 from bertfit.errors import BertfitError, ConfigError
@@ -40,7 +45,7 @@ LATEST_LINK = "latest"
 RUNNING, FINISHED = "running", "finished"
 # What a run directory may hold; anything else means the directory is someone else's.
 RUN_ENTRIES = {"config.yaml", "labels.json", "encoder", "checkpoints", "metrics.json",
-               "steps.jsonl", "train.log", "tensorboard", "report.html"}
+               "steps.jsonl", "train.log", "tensorboard", "report.html", "eval_outputs.npz"}
 
 
 def new_run_path(root: Path = RUNS_ROOT) -> Path:
@@ -72,6 +77,8 @@ class RunDir:
     metrics_file = property(lambda self: self.path / "metrics.json")
     log_file = property(lambda self: self.path / "train.log")
     steps_file = property(lambda self: self.path / "steps.jsonl")
+    eval_outputs_file = property(lambda self: self.path / "eval_outputs.npz")
+    report_file = property(lambda self: self.path / "report.html")
     latest_dir = property(lambda self: self.path / "checkpoints" / "latest")
     best_dir = property(lambda self: self.path / "checkpoints" / "best")
 
@@ -218,6 +225,12 @@ class RunDir:
                 break
             kept.append(line + "\n")
         write_text_atomic(self.steps_file, "".join(kept))
+
+    def save_eval_outputs(self, targets: np.ndarray, outputs: np.ndarray) -> None:
+        if self.write:
+            buffer = io.BytesIO()
+            np.savez(buffer, targets=targets, outputs=outputs)
+            write_bytes_atomic(self.eval_outputs_file, buffer.getvalue())
 
     def save_metrics(self, metrics: dict) -> None:
         if self.write:

@@ -54,6 +54,7 @@ def test_multi_label_trains_tunes_its_threshold_evaluates_and_predicts_label_lis
                                                    for r in rows]
     serve = exported.signatures()["serving_default"]
     assert set(serve.structured_outputs) == {"probabilities", "predicted", "labels"}
+    assert 'alt="F1 per label"' in (run / "report.html").read_text()
 
 
 def test_regression_predicts_values_in_the_targets_units(trainable_hf_dir, tmp_path, capsys):
@@ -73,6 +74,7 @@ def test_regression_predicts_values_in_the_targets_units(trainable_hf_dir, tmp_p
     assert values[0] > 1.5 and values[1] < -0.5  # +3.5 and -2.5 in the targets' units
     exported = load_classifier(load_classifier(run).export(tmp_path / "export"))
     assert [row["value"] for row in exported.predict(texts)] == pytest.approx(values, abs=1e-5)
+    assert 'alt="predicted against true values"' in (run / "report.html").read_text()
 
 
 def test_pairs_work_for_every_task(trainable_hf_dir, tmp_path):

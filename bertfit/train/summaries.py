@@ -1,0 +1,69 @@
+"""TensorBoard event files of a run, in `RUN/tensorboard/` (`tensorboard --logdir runs/`).
+
+Written by the chief only. Scalars per optimizer step under `train/` (loss, learning_rate,
+grad_norm before clipping, examples_per_second), every numeric metric of each evaluation under
+`eval/` (x = global step at the end of the epoch), the training data's token-length histogram
+and bucket edges, and the run config as text.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import tensorflow as tf
+import yaml
+
+from bertfit.data.profile import LengthProfile
+
+STEP_SCALARS = ("loss", "learning_rate", "grad_norm", "examples_per_second")
+
+
+class RunSummaries:
+    """Writes a run's TensorBoard events; does nothing when `directory` is None."""
+
+    def __init__(self, directory: Path | None):
+        self.writer = None if directory is None else tf.summary.create_file_writer(
+            str(directory))
+
+    def config(self, config_dict: dict) -> None:
+        text = yaml.safe_dump(config_dict, sort_keys=False)
+        self._write(lambda: tf.summary.text("config", f"```\n{text}\n```", step=0))
+
+    def lengths(self, profile: LengthProfile) -> None:
+        def write():
+            tf.summary.histogram("data/token_length", profile.lengths(),
+                                 buckets=min(64, max(1, len(profile.counts))), step=0)
+            edges = ", ".join(str(b) for b in profile.buckets)
+            waste = ", ".join(f"{b}: {w:.1%}" for b, w in zip(profile.buckets,
+                                                                profile.padding_waste(),
+                                                                strict=True))
+            tf.summary.text("data/buckets", f"bucket edges: {edges}; padding waste: {waste}",
+                            step=0)
+        self._write(write)
+
+    def steps(self, rows: list[dict]) -> None:
+        def write():
+            for row in rows:
+                for name in STEP_SCALARS:
+                    if row.get(name) is not None:
+                        tf.summary.scalar(f"train/{name}", row[name], step=row["global_step"])
+        self._write(write)
+
+    def evaluation(self, metrics: dict, global_step: int) -> None:
+        def write():
+            for name, value in metrics.items():
+                if isinstance(value, (int, float)) and np.isfinite(value):
+                    tf.summary.scalar(f"eval/{name}", value, step=global_step)
+        self._write(write)
+
+    def _write(self, write) -> None:
+        if self.writer is None:
+            return
+        with self.writer.as_default():
+            write()
+        self.writer.flush()
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
