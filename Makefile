@@ -3,7 +3,7 @@ VENV   := .venv
 PYTHON := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 EXTRAS := dev,torch,demo,hub,serve
-export TF_CPP_MIN_LOG_LEVEL ?= 2
+
 
 .PHONY: install demo test bench lint clean
 

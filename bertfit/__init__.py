@@ -1,37 +1,56 @@
 """bertfit: fine-tune BERT-family encoders for text classification on TPU, GPU or CPU.
 
-The public API:
+The public API (imported on first use, so `import bertfit` does not load TensorFlow):
 
     encoder, tokenizer = bertfit.load_encoder("minilm-l6")
     outputs = encoder(tokenizer(["a gripping film"], max_seq_length=32))
 
-    run = bertfit.train(bertfit.RunConfig(...))        # same as `bertfit train`
-    metrics = bertfit.evaluate(run_dir, data_file)     # same as `bertfit evaluate`
+    classifier = bertfit.load_classifier("runs/latest")     # a run or an export
+    rows = classifier.predict(["a gripping film"])
+
+    bertfit.check(config)                                    # the checks of `bertfit check`
+
+Training, evaluation and prediction from files are `bertfit.train.run.train/evaluate/predict`.
 """
 
-import os
-
-# TensorFlow's C++ start-up chatter (oneDNN, CUDA probing) is noise for a CLI user.
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-from bertfit import check  # noqa: E402  (callable: bertfit.check(config) runs the checks)
-from bertfit.checkpoints.load import load_encoder  # noqa: E402
-from bertfit.config import DataConfig, ModelConfig, RunConfig, TrainConfig  # noqa: E402
-from bertfit.data.dataset import make_dataset  # noqa: E402
-from bertfit.data.tasks import Task  # noqa: E402
-from bertfit.errors import BertfitError  # noqa: E402
-from bertfit.model.classifier import BertClassifier  # noqa: E402
-from bertfit.model.config import BertConfig  # noqa: E402
-from bertfit.model.encoder import BertEncoder  # noqa: E402
-from bertfit.model.replica_jit import ReplicaJitModel  # noqa: E402
-from bertfit.predictor import Classifier, load_classifier  # noqa: E402
-from bertfit.text.tokenizer import BertTokenizer  # noqa: E402
-from bertfit.train import losses, metrics  # noqa: E402
+import importlib
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "BertClassifier", "BertConfig", "BertEncoder", "BertTokenizer", "BertfitError", "Classifier",
-    "DataConfig", "ModelConfig", "ReplicaJitModel", "RunConfig", "Task", "TrainConfig", "check",
-    "load_classifier", "load_encoder", "losses", "make_dataset", "metrics",
-]
+# public name -> the module that defines it (a module itself where the name is the module)
+_EXPORTS = {
+    "BertClassifier": "bertfit.model.classifier",
+    "BertConfig": "bertfit.model.config",
+    "BertEncoder": "bertfit.model.encoder",
+    "BertTokenizer": "bertfit.text.tokenizer",
+    "BertfitError": "bertfit.errors",
+    "Classifier": "bertfit.predictor",
+    "DataConfig": "bertfit.config",
+    "ModelConfig": "bertfit.config",
+    "ReplicaJitModel": "bertfit.model.replica_jit",
+    "RunConfig": "bertfit.config",
+    "Task": "bertfit.data.tasks",
+    "TrainConfig": "bertfit.config",
+    "check": "bertfit.check",
+    "load_classifier": "bertfit.predictor",
+    "load_encoder": "bertfit.checkpoints.load",
+    "losses": "bertfit.train.losses",
+    "make_dataset": "bertfit.data.dataset",
+    "metrics": "bertfit.train.metrics",
+}
+_MODULES = {"check", "losses", "metrics"}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'bertfit' has no attribute {name!r}")
+    module = importlib.import_module(_EXPORTS[name])
+    value = module if name in _MODULES else getattr(module, name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])

@@ -12,10 +12,9 @@ import json
 import os
 import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-from bertfit.config import METRICS, TASKS  # noqa: E402
-from bertfit.errors import BertfitError, TrainingInterrupted  # noqa: E402
+from bertfit.config import METRICS, TASKS
+from bertfit.errors import BertfitError, TrainingInterrupted
+from bertfit.tf_startup import load_tensorflow_quietly
 
 
 def _bool(text: str) -> bool:
@@ -285,6 +284,7 @@ def _add_optional_commands(sub) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    load_tensorflow_quietly()
     args = build_parser().parse_args(argv)
     handler = getattr(args, "handler", None) or args.func
     try:

@@ -122,7 +122,7 @@ h1 {{ font-size: 1.5em; }} h2 {{ font-size: 1.2em; border-bottom: 1px solid #ccc
 table {{ border-collapse: collapse; margin: 0.5em 0 1em; }}
 td, th {{ border: 1px solid #ddd; padding: 3px 8px; text-align: right; }}
 th {{ background: #f4f4f4; }} td:first-child, th:first-child {{ text-align: left; }}
-img {{ max-width: 100%; }}
+img {{ max-width: 100%; }} table.about td {{ text-align: left; }}
 </style></head><body>
 <h1>{html.escape(title)}</h1>
 <p>{html.escape(str(run.resolve()))} · status <b>{html.escape(status)}</b> ·
@@ -151,11 +151,13 @@ def _figure(draw, width: float = 9.0, height: float = 3.2) -> str:
     return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{data}">'
 
 
-def _table(header: list[str], rows: list[list]) -> str:
-    head = "".join(f"<th>{html.escape(str(h))}</th>" for h in header)
+def _table(header: list[str] | None, rows: list[list], css_class: str = "") -> str:
+    head = "" if header is None else (
+        "<tr>" + "".join(f"<th>{html.escape(str(h))}</th>" for h in header) + "</tr>")
     body = "".join("<tr>" + "".join(f"<td>{html.escape(_cell(c))}</td>" for c in row) + "</tr>"
                    for row in rows)
-    return f"<table><tr>{head}</tr>{body}</table>"
+    return f'<table class="{css_class}">{head}{body}</table>'
+
 
 
 def _cell(value) -> str:
@@ -242,6 +244,8 @@ def _eval_plot(epochs: list[dict], task: Task) -> str:
         for name in names:
             axes.plot(x, [r["eval"][name] for r in evaluated], "o-", label=name)
         axes.set(xlabel="epoch", title="Evaluation per epoch")
+        if task.kind != REGRESSION:  # scores in [0, 1]
+            axes.set_ylim(0, 1.02)
         axes.set_xticks(x)
         axes.legend()
         return "evaluation metrics per epoch"
@@ -369,4 +373,4 @@ def _about_table(metrics: dict, task: Task) -> str:
             ["parameters", f"{model.get('parameters', 0):,}"],
             ["load report", model.get("load_report", "")],
             ["strategy", f"{strategy.get('name')} with {strategy.get('replicas')} replica(s)"]]
-    return _table(["", ""], rows)
+    return _table(None, rows, css_class="about")

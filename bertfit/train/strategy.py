@@ -108,8 +108,15 @@ def _connect_tpu(tpu: str | None) -> tf.distribute.TPUStrategy:
         raise ConfigError(
             f"No TPU found (--tpu {tpu or 'local'}). On a TPU VM use --tpu local; otherwise pass "
             "the TPU name, and check that this machine can reach it.")
-    tf.config.experimental_connect_to_cluster(resolver)
-    tf.tpu.experimental.initialize_tpu_system(resolver)
+    try:
+        tf.config.experimental_connect_to_cluster(resolver)
+        tf.tpu.experimental.initialize_tpu_system(resolver)
+    except tf.errors.OpError as e:  # e.g. NotFoundError: no TPU kernels on this machine
+        first_line = (e.message or str(e)).strip().splitlines()[0].split(". ")[0]
+        raise ConfigError(
+            f"No TPU could be initialised (--tpu {tpu or 'local'}): {first_line}. Run on a TPU "
+            "VM (with --tpu local) or pass a reachable TPU's name; on a machine without one use "
+            "--strategy auto.") from None
     return tf.distribute.TPUStrategy(resolver)
 
 

@@ -1,9 +1,11 @@
 """Each failure names what was found, why it fails, and the fix."""
 
 import io
+import os
 import sys
 import tarfile
 import zipfile
+from pathlib import Path
 
 import pytest
 
@@ -156,3 +158,48 @@ def test_archives_of_a_checkpoint_load(tmp_path, monkeypatch, suffix):
     assert abs(encoder(inputs)["pooled_output"] - source(inputs)["pooled_output"]).numpy().max() \
         < 1e-5
     assert encoder.checkpoint_detection.archive == archive
+
+
+def test_a_zip_bomb_is_refused_before_anything_is_written(tmp_path):
+    archive = tmp_path / "bomb.zip"
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("model/model.safetensors", b"\0" * (64 * 2**20))  # 64 MiB of zeros -> 64 KB
+    with pytest.raises(CheckpointError, match="decompression bomb"):
+        extract(archive, tmp_path / "out")
+    assert list(tmp_path.iterdir()) == [archive]
+
+
+def test_the_extracted_size_limit_names_its_variable(tmp_path, monkeypatch):
+    archive = _tar(tmp_path / "m.tar.gz", "model/vocab.txt", data=os.urandom(4096))
+    monkeypatch.setenv("BERTFIT_MAX_EXTRACT", "1000")
+    with pytest.raises(CheckpointError, match="BERTFIT_MAX_EXTRACT"):
+        extract(archive, tmp_path / "out")
+    monkeypatch.setenv("BERTFIT_MAX_EXTRACT", "5000")
+    assert (extract(archive, tmp_path / "out") / "model" / "vocab.txt").stat().st_size == 4096
+
+
+def test_too_many_members_are_refused(tmp_path):
+    with zipfile.ZipFile(tmp_path / "m.zip", "w") as z:
+        for i in range(10_001):
+            z.writestr(f"f{i}", os.urandom(8))
+    with pytest.raises(CheckpointError, match="10,001 entries"):
+        extract(tmp_path / "m.zip", tmp_path / "out")
+
+
+def test_a_failed_extraction_leaves_nothing_behind(tmp_path, monkeypatch):
+    archive = _tar(tmp_path / "m.tar.gz", "model/vocab.txt", data=os.urandom(100_000))
+    cut = tmp_path / "cut.tar.gz"
+    cut.write_bytes(archive.read_bytes()[:20_000])  # truncated download
+    with pytest.raises(CheckpointError, match="truncated or corrupt"):
+        extract(cut, tmp_path / "cache" / "out")
+    assert not (tmp_path / "cache").exists()
+
+    def disk_full(self, path, **kwargs):
+        Path(path, "model").mkdir()
+        Path(path, "model", "vocab.txt").write_bytes(b"half")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(tarfile.TarFile, "extractall", disk_full)
+    with pytest.raises(CheckpointError, match="No space left"):
+        extract(archive, tmp_path / "cache" / "out")
+    assert list((tmp_path / "cache").iterdir()) == []
