@@ -39,7 +39,7 @@ def stderr_silenced():
 def load_tensorflow_quietly() -> None:
     """Imports TensorFlow (and tensorflow-text) and initialises its devices without their log
     lines, unless BERTFIT_VERBOSE_TF is set."""
-    if verbose() or "tensorflow" in sys.modules:
+    if verbose():
         return
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     with stderr_silenced():

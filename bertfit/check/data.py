@@ -8,6 +8,7 @@ tokenization is sampled above `max_rows` rows, and the report says so.
 from __future__ import annotations
 
 import collections
+import glob
 import json
 
 import numpy as np
@@ -18,7 +19,7 @@ from bertfit.data.labels import INTEGER_LABEL
 from bertfit.data.sources import Example, read_examples, resolve_format
 from bertfit.data.tasks import MULTI_LABEL, SINGLE_LABEL, Task, infer_task, label_counts
 from bertfit.errors import DataError
-from bertfit.train.run import encode_labelled, source_spec
+from bertfit.train.run import encode_labelled, read_training_examples, source_spec
 
 IMBALANCE_RATIO = 20
 TRUNCATION_WARNING = 0.05
@@ -54,6 +55,8 @@ def data_error_finding(report: Report, error: DataError, role: str) -> None:
 
 def read_checked(report: Report, path: str, config: RunConfig, role: str) -> list[Example] | None:
     try:
+        if role == "training":  # one file or a glob, exactly as `bertfit train` reads it
+            return read_training_examples(path, config)
         return read_examples(path, source_spec(config))
     except DataError as e:
         data_error_finding(report, e, role)
@@ -188,6 +191,10 @@ def _normal(example: Example) -> str:
 def check_jsonl_types(report: Report, path: str, config: RunConfig) -> None:
     """JSON keeps types that CSV loses: a column holding numbers in some rows and strings in
     others is reported."""
+    if glob.has_magic(path):
+        for each in sorted(glob.glob(path)):
+            check_jsonl_types(report, each, config)
+        return
     if path == "-" or resolve_format(path, config.data.format) != "jsonl":
         return
     columns = [config.data.text_column, config.data.label_column]

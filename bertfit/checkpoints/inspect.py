@@ -6,7 +6,12 @@ from pathlib import Path
 
 from bertfit.checkpoints.detect import Detection, detect, read_detected
 from bertfit.checkpoints.hub_module import module_signatures
-from bertfit.checkpoints.load import _capitalised, _vocab_tokens, guess_lower_case
+from bertfit.checkpoints.load import (
+    _capitalised,
+    _vocab_tokens,
+    build_encoder,
+    guess_lower_case,
+)
 from bertfit.checkpoints.savedmodel import OpaqueCheckpoint
 from bertfit.errors import CheckpointError
 
@@ -36,11 +41,20 @@ def inspect_checkpoint(path: str | Path) -> dict:
             "vocab": config.vocab_size, "max_positions": config.max_position_embeddings,
             "type_vocab": config.type_vocab_size, "activation": config.hidden_act}
         report["loads_into"] = "native BertEncoder"
+        try:  # the weights must fit the config: build it as train would
+            build_encoder(checkpoint)
+        except CheckpointError as e:
+            report["fine_tunable"] = False
+            report["notes"].append(f"the weights do not fit the config: {e}")
     else:
         report["loads_into"] = "SavedModelEncoder (the SavedModel wrapped whole)"
         report["trainable_variables"] = checkpoint.info.num_trainable
     report["notes"] += checkpoint.notes
     report["vocab"] = _vocab(checkpoint)
+    if checkpoint.vocab_file is None:
+        report["fine_tunable"] = False
+        report["notes"].append("no vocab.txt: bertfit cannot tokenize for this checkpoint; put "
+                               "the vocab.txt it was trained with beside its weights.")
     return report
 
 

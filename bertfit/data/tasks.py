@@ -306,7 +306,8 @@ def _too_few_message(seen: dict[str, int]) -> str:
     if not seen:
         return "no labelled rows; a classifier needs rows of at least two classes"
     ((label, line),) = seen.items()
-    return (f"every row has the label {label!r} (first on line {line}); a classifier needs at "
+    shown = label if len(label) <= 60 else f"{label[:28]}...{label[-28:]}"
+    return (f"every row has the label {shown!r} (first on line {line}); a classifier needs at "
             "least two classes. Check --label-column, or add rows of the other classes")
 
 

@@ -45,3 +45,12 @@ def test_tpu_rehearsal_on_the_demo_setup(rotten_tomatoes, capsys):
     assert all(c["ok"] for c in report["compiled"])
     assert report["memory"]["parameters"] > 20_000_000
     assert seconds < 60, seconds
+
+
+def test_check_reads_a_train_glob_as_train_does(tmp_path, trainable_hf_dir, capsys):
+    rows = sentiment_rows(32)
+    write_csv(tmp_path / "part-1.csv", rows[:16])
+    write_csv(tmp_path / "part-2.csv", rows[16:])
+    assert main(args(trainable_hf_dir, tmp_path / "part-*.csv", "--json")) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["stats"]["training rows"] == 32

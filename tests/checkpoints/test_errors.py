@@ -203,3 +203,30 @@ def test_a_failed_extraction_leaves_nothing_behind(tmp_path, monkeypatch):
     with pytest.raises(CheckpointError, match="No space left"):
         extract(archive, tmp_path / "cache" / "out")
     assert list((tmp_path / "cache").iterdir()) == []
+
+
+def test_inspect_says_not_fine_tunable_when_config_and_weights_disagree_or_vocab_is_missing(
+        tmp_path):
+    import dataclasses
+    import json
+
+    from bertfit.checkpoints.inspect import inspect_checkpoint
+    from tests.tiny import TINY_CONFIG, write_tiny_hf
+
+    for name in ("ok", "bigger", "no-vocab"):
+        (tmp_path / name).mkdir()
+    write_tiny_hf(tmp_path / "ok")
+    assert inspect_checkpoint(tmp_path / "ok")["fine_tunable"] is True
+
+    write_tiny_hf(tmp_path / "bigger")
+    config = dataclasses.replace(TINY_CONFIG, hidden_size=64)
+    (tmp_path / "bigger" / "config.json").write_text(json.dumps(config.to_hf_dict()))
+    report = inspect_checkpoint(tmp_path / "bigger")
+    assert report["fine_tunable"] is False
+    assert any("do not fit the config" in note for note in report["notes"])
+
+    write_tiny_hf(tmp_path / "no-vocab")
+    (tmp_path / "no-vocab" / "vocab.txt").unlink()
+    report = inspect_checkpoint(tmp_path / "no-vocab")
+    assert report["fine_tunable"] is False
+    assert any("no vocab.txt" in note for note in report["notes"])

@@ -1,0 +1,125 @@
+"""Runs bertfit's CLI on user mistakes inside one process and prints, per case, the exit code and
+everything written to file descriptors 1 and 2 (C++ output included), as JSON.
+
+Used by tests/test_cli_errors.py in a subprocess: one TensorFlow start-up for every case.
+Usage: python -m tests.cli_errors WORKDIR MODEL_DIR
+"""
+
+from __future__ import annotations
+
+import codecs
+import contextlib
+import json
+import os
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+
+
+@contextlib.contextmanager
+def captured_fds():
+    """Sends fds 1 and 2 to temporary files; yields a dict filled with their text on exit."""
+    out: dict[str, str] = {}
+    files = {fd: tempfile.TemporaryFile() for fd in (1, 2)}
+    saved = {fd: os.dup(fd) for fd in files}
+    sys.stdout.flush()
+    sys.stderr.flush()
+    for fd, f in files.items():
+        os.dup2(f.fileno(), fd)
+    try:
+        yield out
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        for fd, f in files.items():
+            os.dup2(saved[fd], fd)
+            os.close(saved[fd])
+            f.seek(0)
+            out["stdout" if fd == 1 else "stderr"] = f.read().decode("utf-8", "replace")
+
+
+def cases(work: Path, model: str) -> dict[str, list[str]]:
+    """Each case: the argv of one mistake from issue 13."""
+    from tests.tiny import sentiment_rows, write_csv, write_jsonl
+
+    good = write_csv(work / "good.csv", sentiment_rows(16))
+    long_texts = write_csv(work / "long.csv",
+                           [(" ".join(["good"] * 100), "pos"), ("bad", "neg")] * 8)
+    (work / "surrogate_text.jsonl").write_text('{"text": "a \\ud800 b", "label": "pos"}\n')
+    (work / "surrogate_label.jsonl").write_text('{"text": "fine", "label": "\\ud800"}\n')
+    (work / "huge_int.csv").write_text("text,label\nfine," + "9" * 5000 + "\n")
+    (work / "huge_int.jsonl").write_text('{"text": "fine", "label": ' + "9" * 5000 + "}\n")
+    (work / "nested.jsonl").write_text('{"text": "fine", "label": ' + "[" * 100_000
+                                       + "]" * 100_000 + "}\n")
+    (work / "utf32.csv").write_bytes(codecs.BOM_UTF32_LE
+                                     + "text,label\nfine,pos\n".encode("utf-32-le"))
+    write_jsonl(work / "invisible.jsonl", [("\u200b\u200d\u0007", "pos"), ("fine", "neg")])
+    (work / "string_length.yaml").write_text("model:\n  max_seq_length: \"64\"\n")
+    (work / "a_file").write_text("not a directory\n")
+    bomb = work / "bomb.zip"
+    with zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("model/model.safetensors", b"\0" * (32 * 2**20))
+    train = ["train", "--model", model, "--train", str(good), "--quiet", "--max-seq-length", "32"]
+
+    def train_on(name: str, run: str) -> list[str]:
+        return ["train", "--model", model, "--train", str(work / name), "--max-seq-length", "32",
+                "--output-dir", str(work / run)]
+
+    return {
+        "length past the position table": ["train", "--model", model, "--train",
+                                           str(long_texts), "--max-seq-length", "128",
+                                           "--output-dir", str(work / "r1")],
+        "negative learning rate": [*train, "--learning-rate=-5e-3",
+                                   "--output-dir", str(work / "r2")],
+        "zero cpu replicas": [*train, "--cpu-replicas", "0", "--output-dir", str(work / "r3")],
+        "negative cpu replicas": [*train, "--cpu-replicas", "-2",
+                                  "--output-dir", str(work / "r4")],
+        "yaml string where a number is due": [*train, "--config",
+                                              str(work / "string_length.yaml"),
+                                              "--output-dir", str(work / "r5")],
+        "lone surrogate in a text": train_on("surrogate_text.jsonl", "r6"),
+        "lone surrogate in a label": train_on("surrogate_label.jsonl", "r7"),
+        "5000-digit label (csv)": train_on("huge_int.csv", "r8"),
+        "5000-digit label (jsonl)": train_on("huge_int.jsonl", "r9"),
+        "deeply nested json": train_on("nested.jsonl", "r10"),
+        "output dir is a file": [*train, "--output-dir", str(work / "a_file")],
+        "output dir cannot be created": [*train, "--output-dir", "/proc/bertfit-run"],
+        "tpu without a tpu": [*train, "--tpu", "local", "--output-dir", str(work / "r11")],
+        "zip bomb": ["inspect", str(bomb)],
+        "utf-32 data": train_on("utf32.csv", "r12"),
+        "invisible text": train_on("invisible.jsonl", "r13"),
+        "check on a length past the position table": [
+            "check", "--model", model, "--train", str(long_texts), "--max-seq-length", "128",
+            "--no-compile"],
+        "predict over its own input": ["predict", "--run", str(work / "no-run"), "--data",
+                                       str(good), "--output", str(good)],
+    }
+
+
+def main(work: Path, model: str) -> None:
+    from bertfit.cli import main as bertfit
+    from bertfit.tf_startup import load_tensorflow_quietly
+
+    load_tensorflow_quietly()  # as the `bertfit` command does, before the cases load anything
+
+    os.environ["BERTFIT_CACHE"] = str(work / "cache")
+    results = {}
+    for name, argv in cases(work, model).items():
+        with captured_fds() as out:
+            try:
+                code = bertfit(argv)
+            except SystemExit as e:  # argparse
+                code = e.code
+            except BaseException as e:  # noqa: BLE001 - the test reports any escape
+                import traceback
+
+                traceback.print_exc()
+                code = f"raised {type(e).__name__}"
+        results[name] = {"argv": argv, "code": code, **out}
+    print(json.dumps(results))
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]), sys.argv[2])
