@@ -22,6 +22,7 @@ _EXPORTS = {
     "BertClassifier": "bertfit.model.classifier",
     "BertConfig": "bertfit.model.config",
     "BertEncoder": "bertfit.model.encoder",
+    "BertPreprocessor": "bertfit.text.preprocessor",
     "BertTokenizer": "bertfit.text.tokenizer",
     "BertfitError": "bertfit.errors",
     "Classifier": "bertfit.predictor",

@@ -17,7 +17,6 @@ import zipfile
 from pathlib import Path
 
 
-
 @contextlib.contextmanager
 def captured_fds():
     """Sends fds 1 and 2 to temporary files; yields a dict filled with their text on exit."""

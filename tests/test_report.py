@@ -11,7 +11,6 @@ import tensorflow as tf
 from bertfit.cli import main
 from bertfit.report import epoch_table
 
-
 PLOTS = ["training loss per step", "learning rate per step",
          "gradient norm and throughput per step", "evaluation metrics per epoch",
          "confusion matrix", "token-length histogram with bucket edges"]

@@ -11,7 +11,7 @@ import sys
 import types
 
 from bertfit.check.findings import Finding, Report
-from bertfit.check.translate import TranslatedError, explain_errors, translate
+from bertfit.translate import TranslatedError, explain_errors, translate
 
 __all__ = ["Finding", "Report", "TranslatedError", "check", "explain_errors", "translate"]
 

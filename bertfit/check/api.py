@@ -8,9 +8,9 @@ import time
 import keras
 import tensorflow as tf
 
-from bertfit.check import batches as B
-from bertfit.check import data as D
-from bertfit.check import model as M
+import bertfit.check.batches as B
+import bertfit.check.data as D
+import bertfit.check.model as M
 from bertfit.check.findings import ERROR, WARNING, Report
 from bertfit.config import RunConfig
 from bertfit.errors import BertfitError, CheckpointError

@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from bertfit.check.batches import canonical, shape_text, split_element
 from bertfit.check.findings import ERROR, INFO, WARNING, Report
-from bertfit.check.translate import translate
+from bertfit.translate import translate
 
 SIGNATURE_ONLY_WHY = ("a signature-only SavedModel exposes zero trainable variables: "
                       "fine-tuning it trains nothing (hub.KerasLayer(trainable=True) silently "

@@ -25,8 +25,9 @@ def add_commands(subparsers) -> None:
     convert.add_argument("source", metavar="SRC")
     convert.add_argument("destination", metavar="DST")
     convert.add_argument("--to", required=True, choices=("hf", "tf-hub"))
-    convert.add_argument("--seq-length", type=int, default=128,
-                         help="the preprocessing model's packed length (tf-hub only)")
+    convert.add_argument("--seq-length", type=int, default=None,
+                         help="the preprocessing model's packed length (tf-hub only; default "
+                              "128, or the model's position limit when shorter)")
     convert.set_defaults(func=run_convert)
 
 

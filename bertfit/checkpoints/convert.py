@@ -8,18 +8,19 @@ from pathlib import Path
 from bertfit.checkpoints.hf import write_hf
 from bertfit.checkpoints.load import build_encoder, read_checkpoint
 from bertfit.checkpoints.registry import resolve
-from bertfit.errors import CheckpointError
+from bertfit.errors import CheckpointError, ConfigError
 
 TARGETS = ("hf", "tf-hub")
 
 
 def convert(source: str | Path, destination: str | Path, to: str,
-            seq_length: int = 128) -> dict[str, Path]:
+            seq_length: int | None = None) -> dict[str, Path]:
     """Writes the checkpoint at `source` under `destination`; returns what was written.
 
     `to="hf"`: a HF `BertModel` directory (model.safetensors, config.json, vocab.txt,
     tokenizer_config.json). `to="tf-hub"`: `destination/encoder` (a reusable TF Hub-style
-    SavedModel) and `destination/preprocess` (strings → the three inputs, `seq_length` long).
+    SavedModel) and `destination/preprocess` (strings → the three inputs, `seq_length` long:
+    default 128, or the model's position table when that is shorter).
     """
     if to not in TARGETS:
         raise CheckpointError(f"--to {to!r} is not a target; choose one of {TARGETS}.")
@@ -37,6 +38,13 @@ def convert(source: str | Path, destination: str | Path, to: str,
         write_hf(encoder, None, destination, vocab_file=checkpoint.vocab_file, lower_case=lower)
         return {"hf": destination}
     from bertfit.export.hub import write_hub_encoder, write_hub_preprocessor
+
+    positions = encoder.config.max_position_embeddings
+    if seq_length is None:
+        seq_length = min(128, positions)
+    elif seq_length > positions:
+        raise ConfigError(f"--seq-length {seq_length} is longer than {source}'s position table "
+                          f"(max_position_embeddings {positions}); use {positions} or less.")
 
     written = {"encoder": write_hub_encoder(encoder, destination / "encoder",
                                             checkpoint.vocab_file, lower)}

@@ -12,8 +12,9 @@ from pathlib import Path
 from bertfit.checkpoints import archive
 from bertfit.checkpoints.base import Checkpoint
 from bertfit.checkpoints.hf import has_safetensors, is_hf_dir, read_hf
-from bertfit.checkpoints.hub_module import MODULE_FILE, read_hub_module
+from bertfit.checkpoints.hub_module import read_hub_module
 from bertfit.checkpoints.savedmodel import (
+    MODULE_FILE,
     PREPROCESSING,
     REUSABLE,
     SIGNATURE_ONLY,

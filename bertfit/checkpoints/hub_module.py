@@ -17,18 +17,6 @@ from bertfit.checkpoints.savedmodel import read_proto, signatures_of
 from bertfit.checkpoints.tf1 import casing_from_name, read_google, vocab_in
 from bertfit.errors import CheckpointError
 
-MODULE_FILE = "tfhub_module.pb"
-
-
-def tf1_module_error(path: Path) -> CheckpointError:
-    """For places that need a TF2 SavedModel (the opaque wrapper, hub.KerasLayer)."""
-    return CheckpointError(
-        f"{path} is a TF1 Hub module ({MODULE_FILE} + a TF1 graph), not a TF2 SavedModel. TF2 "
-        "cannot fine-tune TF1-format modules: hub.KerasLayer loads it with no trainable "
-        "variables. bertfit does instead: bertfit.load_encoder(path) reads the module's variables "
-        "into the native encoder, which fine-tunes; or convert it once with "
-        f"`bertfit convert {path} OUT --to tf-hub` to get a reusable TF2 SavedModel.")
-
 
 def module_signatures(path: Path) -> dict[str, dict]:
     return signatures_of(read_proto(path).meta_graphs[0])

@@ -56,6 +56,19 @@ class SavedModelInfo:
     variables: list[SavedVariable]
 
 
+
+MODULE_FILE = "tfhub_module.pb"  # marks a TF1 Hub module
+
+
+def tf1_module_error(path: Path) -> CheckpointError:
+    """For places that need a TF2 SavedModel (the opaque wrapper, hub.KerasLayer)."""
+    return CheckpointError(
+        f"{path} is a TF1 Hub module ({MODULE_FILE} + a TF1 graph), not a TF2 SavedModel. TF2 "
+        "cannot fine-tune TF1-format modules: hub.KerasLayer loads it with no trainable "
+        "variables. bertfit does instead: bertfit.load_encoder(path) reads the module's variables "
+        "into the native encoder, which fine-tunes; or convert it once with "
+        f"`bertfit convert {path} OUT --to tf-hub` to get a reusable TF2 SavedModel.")
+
 def read_proto(path: Path) -> saved_model_pb2.SavedModel:
     proto = saved_model_pb2.SavedModel()
     try:
@@ -243,9 +256,7 @@ class SavedModelEncoder(keras.layers.Layer):
         kwargs.setdefault("name", "saved_model_encoder")
         super().__init__(trainable=trainable, **kwargs)
         self.saved_model_path = Path(path)
-        if (self.saved_model_path / "tfhub_module.pb").is_file():
-            from bertfit.checkpoints.hub_module import tf1_module_error
-
+        if (self.saved_model_path / MODULE_FILE).is_file():
             raise tf1_module_error(self.saved_model_path)
         self.info = info or inspect_savedmodel(self.saved_model_path)
         self._loaded = tf.saved_model.load(str(self.saved_model_path))

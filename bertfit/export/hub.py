@@ -159,30 +159,51 @@ def _write_assets(assets: Path, config: BertConfig, vocab_file, lower_case) -> N
 
 
 class _Preprocessor(tf.Module):
+    """TF Hub's BERT preprocessor contract: the default call on strings ([batch] or a scalar),
+    `tokenize` ([batch] → RaggedTensor [batch, words, wordpieces]) and
+    `bert_pack_inputs(segments, seq_length)` for one or two tokenized segments."""
+
     def __init__(self, tokenizer, seq_length: int):
         super().__init__(name="bert_preprocessor")
         self.tokenizer = tokenizer
         self.seq_length = seq_length
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    @tf.function
     def __call__(self, texts):
         return self.tokenizer(texts, max_seq_length=self.seq_length)
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
     def tokenize(self, texts):
-        return self.tokenizer.tokenize(texts)
+        return self.tokenizer.tokenize_words(texts)
+
+    @tf.function
+    def bert_pack_inputs(self, segments, seq_length):
+        flat = [segment.merge_dims(-2, -1) for segment in segments]
+        return self.tokenizer.pack(*flat, max_seq_length=seq_length)
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string),
                                   tf.TensorSpec([None], tf.string)])
     def pair(self, texts, text_pairs):
         return self.tokenizer(texts, text_pairs, max_seq_length=self.seq_length)
 
+    def trace(self) -> None:
+        """Traces the concrete functions the SavedModel keeps."""
+        self.__call__.get_concrete_function(tf.TensorSpec([None], tf.string))
+        self.__call__.get_concrete_function(tf.TensorSpec([], tf.string))
+        segment = tf.RaggedTensorSpec([None, None, None], tf.int32, ragged_rank=2,
+                                      row_splits_dtype=tf.int64)
+        for count in (1, 2):
+            self.bert_pack_inputs.get_concrete_function(
+                [segment] * count, tf.TensorSpec([], tf.int32, name="seq_length"))
+
 
 def write_hub_preprocessor(tokenizer, path: str | Path, seq_length: int = 128) -> Path:
-    """Writes a preprocessing SavedModel: strings → `input_word_ids`, `input_mask`,
-    `input_type_ids` (int32, [batch, seq_length]); `pair(texts, text_pairs)` packs two segments."""
+    """Writes a preprocessing SavedModel with TF Hub's interface: strings → `input_word_ids`,
+    `input_mask`, `input_type_ids` (int32, [batch, seq_length]); `tokenize`;
+    `bert_pack_inputs`; `pair(texts, text_pairs)` packs two segments."""
     path = Path(path)
     module = _Preprocessor(tokenizer, seq_length)
+    module.trace()
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
     def serve(text):

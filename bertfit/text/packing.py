@@ -32,7 +32,8 @@ def pack_inputs(
         ids_a: ids of the first segments: a `tf.RaggedTensor` `[batch, None]`, a dense
             `[batch, length]` tensor, a list of lists, or one example as a 1-D tensor or list.
         ids_b: ids of the second segments, shaped like `ids_a`, or `None`.
-        max_seq_length: the packed length, special tokens included.
+        max_seq_length: the packed length, special tokens included (an int, or a scalar
+            integer tensor as TF Hub's `bert_pack_inputs(..., seq_length=...)` receives it).
         cls_id: id of `[CLS]`.
         sep_id: id of `[SEP]`.
         pad_id: id written after the end of each row.
@@ -51,8 +52,11 @@ def pack_inputs(
     if padding not in PADDINGS:
         raise ConfigError(f"padding={padding!r} is not one of {PADDINGS}.")
     ids_a, single = _as_ragged_ids(ids_a, "ids_a")
+    if isinstance(max_seq_length, tf.Tensor):
+        max_seq_length = tf.cast(max_seq_length, tf.int64)
+    else:
+        _check_max_seq_length(max_seq_length, special_tokens=3 if ids_b is not None else 2)
     if ids_b is None:
-        _check_max_seq_length(max_seq_length, special_tokens=2)
         segments = [(ids_a, tf.minimum(ids_a.row_lengths(), max_seq_length - 2))]
     else:
         ids_b, single_b = _as_ragged_ids(ids_b, "ids_b")
@@ -61,7 +65,6 @@ def pack_inputs(
                 "ids_a and ids_b must have one row per example each, got shapes "
                 f"{ids_a.shape} and {ids_b.shape}."
             )
-        _check_max_seq_length(max_seq_length, special_tokens=3)
         budget = max_seq_length - 3
         keep_a, keep_b = truncation_lengths(ids_a.row_lengths(), ids_b.row_lengths(), budget)
         segments = [(ids_a, keep_a), (ids_b, keep_b)]
@@ -112,7 +115,7 @@ def _pack_segments(segments, length, max_seq_length, cls_id, sep_id, pad_id) -> 
     start = tf.ones_like(segments[0][1])[:, tf.newaxis]  # [batch, 1]
     for type_id, (ids, keep) in enumerate(segments):
         end = start + keep[:, tf.newaxis]  # where this segment's [SEP] goes
-        dense = ids.to_tensor(pad_id, shape=[None, max_seq_length])
+        dense = _dense(ids, pad_id, max_seq_length)
         offsets = tf.clip_by_value(positions - start, 0, max_seq_length - 1)
         in_segment = (positions >= start) & (positions < end)
         word_ids = tf.where(in_segment, tf.gather(dense, offsets, batch_dims=1), word_ids)
@@ -124,6 +127,15 @@ def _pack_segments(segments, length, max_seq_length, cls_id, sep_id, pad_id) -> 
         "input_mask": tf.cast(positions < start, tf.int32),
         "input_type_ids": type_ids,
     }
+
+
+def _dense(ids: tf.RaggedTensor, pad_id: int, width) -> tf.Tensor:
+    """`ids` as a [batch, width] tensor (cut or padded with `pad_id`)."""
+    if not isinstance(width, tf.Tensor):
+        return ids.to_tensor(pad_id, shape=[None, width])
+    dense = ids.to_tensor(pad_id)
+    missing = tf.maximum(width - tf.shape(dense, out_type=tf.int64)[1], 0)
+    return tf.pad(dense, [[0, 0], [0, missing]], constant_values=pad_id)[:, :width]
 
 
 def _check_max_seq_length(max_seq_length: int, special_tokens: int) -> None:

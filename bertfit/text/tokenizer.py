@@ -206,6 +206,13 @@ class BertTokenizer(tf.Module):
         """
         return self._tokenize(texts, "texts")
 
+    def tokenize_words(self, texts) -> tf.RaggedTensor:
+        """WordPiece ids grouped by word, as TF Hub's preprocessors' `tokenize`:
+        `[batch, words, wordpieces]` (a special token written in a text is a word of its own).
+        Merging the last two dimensions gives `tokenize(texts)`."""
+        batch, _ = _as_string_batch(texts, "texts")
+        return self._tokenize_words_batch(batch)
+
     def __call__(
         self, texts, text_pairs=None, max_seq_length: int = 128, padding: str = "max_length"
     ):
@@ -255,6 +262,24 @@ class BertTokenizer(tf.Module):
         )
         ids = tf.concat([ids, special_ids], axis=1)  # a piece is either text or one special token
         return _merge_inner_rows(pieces.with_flat_values(ids))
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
+    def _tokenize_words_batch(self, texts: tf.Tensor) -> tf.RaggedTensor:
+        texts = tf.strings.unicode_transcode(texts, "UTF-8", "UTF-8", replacement_char=0xFFFD)
+        pieces = self._split_special_tokens(texts)
+        is_special = tf.strings.regex_full_match(pieces.flat_values, self._special_pattern)
+        words = _pre_tokenize(self._normalize(tf.where(is_special, "", pieces.flat_values)))
+        chars = tf.strings.length(words.flat_values, unit="UTF8_CHAR")
+        flat = tf.where(chars > self.config.max_chars_per_word, self.config.unk_token,
+                        words.flat_values)
+        word_ids = words.with_flat_values(self._wordpiece.tokenize(flat))
+        special_ids = tf.cast(self._table.lookup(pieces.flat_values[is_special]), tf.int32)
+        special = tf.RaggedTensor.from_row_lengths(
+            tf.RaggedTensor.from_row_lengths(special_ids, tf.ones_like(special_ids, tf.int64),
+                                             validate=False),
+            tf.cast(is_special, tf.int64), validate=False)
+        per_piece = tf.concat([tf.cast(word_ids, tf.int32), special], axis=1)
+        return pieces.with_values(per_piece).merge_dims(1, 2)
 
     def _split_special_tokens(self, texts: tf.Tensor) -> tf.RaggedTensor:
         """[texts, pieces]: a special token written in a text becomes a piece of its own."""

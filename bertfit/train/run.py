@@ -16,7 +16,6 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bertfit.check.translate import explain_errors
 from bertfit.checkpoints.load import build_encoder, build_tokenizer, read_checkpoint
 from bertfit.checkpoints.registry import resolve
 from bertfit.config import PRECISION_POLICIES, RunConfig, TrainConfig, check_positions
@@ -49,6 +48,7 @@ from bertfit.train.metrics import (
 from bertfit.train.run_dir import FINISHED, RUNNING, RunDir, new_run_path
 from bertfit.train.strategy import make_strategy, per_replica_batch
 from bertfit.train.summaries import RunSummaries
+from bertfit.translate import explain_errors
 
 
 @dataclasses.dataclass

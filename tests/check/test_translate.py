@@ -10,8 +10,8 @@ import keras
 import pytest
 import tensorflow as tf
 
-from bertfit.check.translate import TranslatedError, explain_errors
 from bertfit.errors import BertfitError
+from bertfit.translate import TranslatedError, explain_errors
 
 
 def provoke(fn) -> TranslatedError:
@@ -88,7 +88,7 @@ def test_unknown_errors_pass_through_untouched():
 
 STRATEGY_SCRIPT = textwrap.dedent("""
     import keras, tensorflow as tf
-    from bertfit.check.translate import TranslatedError, explain_errors
+    from bertfit.translate import TranslatedError, explain_errors
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
@@ -133,8 +133,8 @@ def test_strategy_scope_errors_in_a_subprocess():
 def test_inputs_longer_than_the_position_table_are_refused_with_and_without_xla():
     import tensorflow as tf
 
-    from bertfit.check.translate import translate
     from bertfit.errors import InputFormatError
+    from bertfit.translate import translate
     from tests.tiny import TINY_CONFIG, tiny_encoder, tiny_inputs
 
     encoder = tiny_encoder()

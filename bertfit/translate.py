@@ -1,7 +1,7 @@
 """Known TensorFlow / XLA / Keras errors, explained: what went wrong in plain words, and the fix.
 
     with explain_errors():
-        trainer.train_epoch(batches)
+        for losses in trainer.run_plan(batches): ...
 
 re-raises a recognised error as a `TranslatedError` (a `BertfitError`, so the CLI prints it
 without a traceback) whose `__cause__` is the original; anything unrecognised passes through

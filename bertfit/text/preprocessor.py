@@ -1,0 +1,59 @@
+"""`BertPreprocessor`: TF Hub's BERT preprocessor contract on bertfit's tokenizer.
+
+Strings in, the encoder's three int32 tensors out at a fixed `seq_length`, usable in `tf.data`
+(`dataset.map(preprocessor)`), eagerly, and inside a SavedModel. The methods mirror TF Hub's
+preprocessing SavedModels: `tokenize` and `bert_pack_inputs`.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from bertfit.text.tokenizer import BertTokenizer
+
+
+class BertPreprocessor(tf.Module):
+    """Tokenizes and packs texts (or text pairs) for the encoder of the same checkpoint.
+
+    Args:
+        tokenizer: the checkpoint's tokenizer.
+        seq_length: the packed length, [CLS]/[SEP] included.
+
+    Call it on a string, a [batch] string tensor or list, or a `(texts, pairs)` tuple.
+
+    Examples:
+    >>> preprocessor = BertPreprocessor.from_checkpoint("minilm-l6", seq_length=8)  # doctest: +SKIP
+    >>> preprocessor(["a gripping film"])["input_word_ids"].shape  # doctest: +SKIP
+    TensorShape([1, 8])
+    """
+
+    def __init__(self, tokenizer: BertTokenizer, seq_length: int = 128):
+        super().__init__()
+        self.tokenizer = tokenizer
+        self.seq_length = seq_length
+
+    @classmethod
+    def from_checkpoint(cls, path: str, seq_length: int = 128) -> BertPreprocessor:
+        """The preprocessor of the checkpoint at `path` ("minilm-l6", a directory, an archive)."""
+        from bertfit.checkpoints.load import build_tokenizer, read_checkpoint
+        from bertfit.checkpoints.registry import resolve
+
+        return cls(build_tokenizer(read_checkpoint(resolve(path))), seq_length)
+
+    def __call__(self, inputs) -> dict[str, tf.Tensor]:
+        if isinstance(inputs, tuple):
+            texts, pairs = inputs
+            return self.tokenizer(texts, pairs, max_seq_length=self.seq_length)
+        return self.tokenizer(inputs, max_seq_length=self.seq_length)
+
+    def tokenize(self, texts) -> tf.RaggedTensor:
+        """WordPiece ids per word, as TF Hub's `tokenize`: [batch, words, wordpieces]."""
+        return self.tokenizer.tokenize_words(texts)
+
+    def bert_pack_inputs(self, segments, seq_length: int | None = None) -> dict[str, tf.Tensor]:
+        """Packs one or two tokenized segments (from `tokenize`; [batch, words, wordpieces] or
+        [batch, wordpieces]) as TF Hub's `bert_pack_inputs`."""
+        flat = [s.merge_dims(-2, -1) if s.shape.rank == 3 else s for s in segments]
+        if len(flat) not in (1, 2):
+            raise ValueError(f"bert_pack_inputs takes one or two segments, not {len(flat)}")
+        return self.tokenizer.pack(*flat, max_seq_length=seq_length or self.seq_length)
