@@ -28,7 +28,8 @@ bench: install
 	$(PYTHON) -m bench.run
 
 lint: install
-	$(VENV)/bin/ruff check bertfit tests bench
+	$(VENV)/bin/ruff check bertfit tests bench conftest.py
+	$(VENV)/bin/ruff format --check bertfit tests bench conftest.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache

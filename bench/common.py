@@ -13,8 +13,11 @@ RESULTS = Path(__file__).parent / "results"
 
 
 def machine() -> dict:
-    return {"cpus": os.cpu_count(), "platform": platform.platform(),
-            "python": platform.python_version()}
+    return {
+        "cpus": os.cpu_count(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+    }
 
 
 def best_of(fn, repeats: int = 3) -> float:
@@ -32,8 +35,7 @@ def write_result(name: str, result: dict) -> Path:
     RESULTS.mkdir(exist_ok=True)
     path = RESULTS / f"{name}.json"
     command = " ".join([f"python -m bench.{Path(sys.argv[0]).stem}", *sys.argv[1:]])
-    result = {"command": command, "machine": machine(),
-              "date": time.strftime("%Y-%m-%d"), **result}
+    result = {"command": command, "machine": machine(), "date": time.strftime("%Y-%m-%d"), **result}
     path.write_text(json.dumps(result, indent=2))
     print(json.dumps(result, indent=2))
     return path

@@ -35,17 +35,28 @@ def run_bertfit(args, workdir: Path) -> dict:
         output_dir=str(workdir / "bertfit"),
         model=ModelConfig(name="minilm-l6", max_seq_length=SEQ, pooling="cls"),
         data=DataConfig(train=str(data / "train.csv"), max_train_examples=args.max_train_examples),
-        train=TrainConfig(batch_size=BATCH, epochs=args.epochs, learning_rate=LR,
-                          warmup_ratio=WARMUP, weight_decay=DECAY, seed=SEED,
-                          jit_compile=args.bertfit_jit),
+        train=TrainConfig(
+            batch_size=BATCH,
+            epochs=args.epochs,
+            learning_rate=LR,
+            warmup_ratio=WARMUP,
+            weight_decay=DECAY,
+            seed=SEED,
+            jit_compile=args.bertfit_jit,
+        ),
     )
     start = time.perf_counter()
     result = train(config, quiet=True)
     seconds = time.perf_counter() - start
     test = evaluate(config.output_dir, str(data / "test.csv"), quiet=True)
-    return {"train_seconds": seconds, "test_accuracy": test["accuracy"],
-            "test_macro_f1": test["macro_f1"], "test_examples": test["num_examples"],
-            "train_examples": result["train_num_examples"], "jit_compile": args.bertfit_jit}
+    return {
+        "train_seconds": seconds,
+        "test_accuracy": test["accuracy"],
+        "test_macro_f1": test["macro_f1"],
+        "test_examples": test["num_examples"],
+        "train_examples": result["train_num_examples"],
+        "jit_compile": args.bertfit_jit,
+    }
 
 
 def run_transformers(args, workdir: Path) -> dict:
@@ -66,21 +77,44 @@ def run_transformers(args, workdir: Path) -> dict:
 
     def encode(rows):
         encoded = tokenizer([t for t, _ in rows], max_length=SEQ, truncation=True)
-        return [{"input_ids": i, "attention_mask": m, "token_type_ids": t, "labels": label}
-                for i, m, t, (_, label) in zip(encoded["input_ids"], encoded["attention_mask"],
-                                               encoded["token_type_ids"], rows, strict=True)]
+        return [
+            {"input_ids": i, "attention_mask": m, "token_type_ids": t, "labels": label}
+            for i, m, t, (_, label) in zip(
+                encoded["input_ids"],
+                encoded["attention_mask"],
+                encoded["token_type_ids"],
+                rows,
+                strict=True,
+            )
+        ]
 
     train_set = encode(train_rows)
     torch.manual_seed(SEED)
     model = BertForSequenceClassification.from_pretrained(path, num_labels=2)
     training_args = TrainingArguments(
-        output_dir=str(workdir / "transformers"), per_device_train_batch_size=BATCH,
-        num_train_epochs=args.epochs, learning_rate=LR, warmup_steps=WARMUP,  # a ratio in v5
-        weight_decay=DECAY, max_grad_norm=1.0, lr_scheduler_type="linear", seed=SEED,
-        train_sampling_strategy="group_by_length", save_strategy="no", eval_strategy="no",
-        report_to=[], logging_strategy="no", use_cpu=True, disable_tqdm=True)
-    trainer = Trainer(model=model, args=training_args, train_dataset=train_set,
-                      data_collator=DataCollatorWithPadding(tokenizer))
+        output_dir=str(workdir / "transformers"),
+        per_device_train_batch_size=BATCH,
+        num_train_epochs=args.epochs,
+        learning_rate=LR,
+        warmup_steps=WARMUP,  # a ratio in v5
+        weight_decay=DECAY,
+        max_grad_norm=1.0,
+        lr_scheduler_type="linear",
+        seed=SEED,
+        train_sampling_strategy="group_by_length",
+        save_strategy="no",
+        eval_strategy="no",
+        report_to=[],
+        logging_strategy="no",
+        use_cpu=True,
+        disable_tqdm=True,
+    )
+    trainer = Trainer(
+        model=model,
+        args=training_args,
+        train_dataset=train_set,
+        data_collator=DataCollatorWithPadding(tokenizer),
+    )
     trainer.train()
     seconds = time.perf_counter() - start
     predictions = trainer.predict(encode(test_rows))
@@ -88,9 +122,13 @@ def run_transformers(args, workdir: Path) -> dict:
     # too): compare with the label ids it returns beside the predictions, not the input order.
     predicted = np.argmax(predictions.predictions, axis=1)
     labels = predictions.label_ids
-    return {"train_seconds": seconds, "test_accuracy": float(np.mean(predicted == labels)),
-            "test_examples": len(test_rows), "train_examples": len(train_set),
-            "torch_threads": torch.get_num_threads()}
+    return {
+        "train_seconds": seconds,
+        "test_accuracy": float(np.mean(predicted == labels)),
+        "test_examples": len(test_rows),
+        "train_examples": len(train_set),
+        "torch_threads": torch.get_num_threads(),
+    }
 
 
 def main() -> None:
@@ -102,15 +140,25 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         theirs = run_transformers(args, Path(tmp))
         ours = run_bertfit(args, Path(tmp))
-    write_result("finetune", {
-        "settings": {"max_seq_length": SEQ, "batch": BATCH, "learning_rate": LR,
-                     "epochs": args.epochs, "warmup_ratio": WARMUP, "seed": SEED,
-                     "max_train_examples": args.max_train_examples},
-        "bertfit": ours, "transformers_trainer": theirs,
-        "wall_time_ratio_bertfit_over_trainer": ours["train_seconds"] / theirs["train_seconds"],
-        "accuracy_difference_bertfit_minus_trainer":
-            ours["test_accuracy"] - theirs["test_accuracy"],
-    })
+    write_result(
+        "finetune",
+        {
+            "settings": {
+                "max_seq_length": SEQ,
+                "batch": BATCH,
+                "learning_rate": LR,
+                "epochs": args.epochs,
+                "warmup_ratio": WARMUP,
+                "seed": SEED,
+                "max_train_examples": args.max_train_examples,
+            },
+            "bertfit": ours,
+            "transformers_trainer": theirs,
+            "wall_time_ratio_bertfit_over_trainer": ours["train_seconds"] / theirs["train_seconds"],
+            "accuracy_difference_bertfit_minus_trainer": ours["test_accuracy"]
+            - theirs["test_accuracy"],
+        },
+    )
 
 
 if __name__ == "__main__":

@@ -39,12 +39,34 @@ def _data(folder: Path, quick: bool) -> tuple[str, str]:
     return "minilm-l6", str(Path(rotten_tomatoes_dir()) / "train.csv")
 
 
-def _throughput(model: str, train: str, output: Path, args: argparse.Namespace,
-                *extra: str) -> float:
-    command = [sys.executable, "-m", "bertfit.cli", "train", "--model", model, "--train", train,
-               "--output-dir", str(output), "--max-train-examples", str(args.examples),
-               "--max-seq-length", str(args.max_seq_length), "--batch-size", str(args.batch_size),
-               "--epochs", str(args.epochs), "--seed", "0", "--quiet", "--json", *extra]
+def _throughput(
+    model: str, train: str, output: Path, args: argparse.Namespace, *extra: str
+) -> float:
+    command = [
+        sys.executable,
+        "-m",
+        "bertfit.cli",
+        "train",
+        "--model",
+        model,
+        "--train",
+        train,
+        "--output-dir",
+        str(output),
+        "--max-train-examples",
+        str(args.examples),
+        "--max-seq-length",
+        str(args.max_seq_length),
+        "--batch-size",
+        str(args.batch_size),
+        "--epochs",
+        str(args.epochs),
+        "--seed",
+        "0",
+        "--quiet",
+        "--json",
+        *extra,
+    ]
     subprocess.run(command, cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
     metrics = json.loads((output / "metrics.json").read_text())
     return metrics["epochs"][-1]["train_examples_per_second"]
@@ -74,23 +96,39 @@ def main(argv: list[str] | None = None) -> None:
     }
     with tempfile.TemporaryDirectory() as tmp:
         model, train = _data(Path(tmp), args.quick)
-        rates = {name: _throughput(model, train, Path(tmp) / name, args, *flags)
-                 for name, flags in configs.items()}
+        rates = {
+            name: _throughput(model, train, Path(tmp) / name, args, *flags)
+            for name, flags in configs.items()
+        }
     replicas = rates["cpu_replicas_2"] / rates["one_device"]
     spe = rates["steps_per_execution_16"] / rates["steps_per_execution_1"]
-    setup = (f"{'tiny BERT' if args.quick else 'MiniLM-L6'}, {args.examples} rows, "
-             f"seq {args.max_seq_length}, batch {args.batch_size}")
-    write_result("scale_out", {
-        "settings": {**vars(args), "model": model},
-        "train_examples_per_second": rates,
-        "ratio_cpu_replicas_2_over_1": replicas,
-        "ratio_steps_per_execution_16_over_1": spe,
-        "table_rows": [
-            _row(f"--cpu-replicas 2 vs 1 ({setup})", rates["cpu_replicas_2"],
-                 rates["one_device"], replicas),
-            _row(f"--steps-per-execution 16 vs 1 ({setup})", rates["steps_per_execution_16"],
-                 rates["steps_per_execution_1"], spe)],
-    })
+    setup = (
+        f"{'tiny BERT' if args.quick else 'MiniLM-L6'}, {args.examples} rows, "
+        f"seq {args.max_seq_length}, batch {args.batch_size}"
+    )
+    write_result(
+        "scale_out",
+        {
+            "settings": {**vars(args), "model": model},
+            "train_examples_per_second": rates,
+            "ratio_cpu_replicas_2_over_1": replicas,
+            "ratio_steps_per_execution_16_over_1": spe,
+            "table_rows": [
+                _row(
+                    f"--cpu-replicas 2 vs 1 ({setup})",
+                    rates["cpu_replicas_2"],
+                    rates["one_device"],
+                    replicas,
+                ),
+                _row(
+                    f"--steps-per-execution 16 vs 1 ({setup})",
+                    rates["steps_per_execution_16"],
+                    rates["steps_per_execution_1"],
+                    spe,
+                ),
+            ],
+        },
+    )
 
 
 if __name__ == "__main__":

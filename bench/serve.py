@@ -39,11 +39,32 @@ def _train_run() -> Path:
     from bertfit.data.rotten_tomatoes import rotten_tomatoes_dir
 
     run = RUNS / time.strftime("serve-%Y%m%d-%H%M%S")
-    subprocess.run([sys.executable, "-m", "bertfit.cli", "train", "--model", "minilm-l6",
-                    "--train", str(rotten_tomatoes_dir() / "train.csv"), "--max-train-examples",
-                    "256", "--epochs", "1", "--max-seq-length", "64", "--pooling", "mean",
-                    "--output-dir", str(run), "--no-report", "--quiet"], check=True,
-                   stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bertfit.cli",
+            "train",
+            "--model",
+            "minilm-l6",
+            "--train",
+            str(rotten_tomatoes_dir() / "train.csv"),
+            "--max-train-examples",
+            "256",
+            "--epochs",
+            "1",
+            "--max-seq-length",
+            "64",
+            "--pooling",
+            "mean",
+            "--output-dir",
+            str(run),
+            "--no-report",
+            "--quiet",
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     return run
 
 
@@ -62,15 +83,22 @@ def _wait_ready(port: int, server: subprocess.Popen, timeout: float = 300) -> No
     raise RuntimeError("bertfit serve did not become ready")
 
 
-def _client(port: int, texts: list[str], stop_at: float, latencies: list[float],
-            errors: list[int], seed: int) -> None:
+def _client(
+    port: int,
+    texts: list[str],
+    stop_at: float,
+    latencies: list[float],
+    errors: list[int],
+    seed: int,
+) -> None:
     rng = random.Random(seed)
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
     while time.monotonic() < stop_at:
         body = json.dumps({"instances": [rng.choice(texts)]})
         start = time.perf_counter()
-        connection.request("POST", "/v1/models/model:predict", body,
-                           {"Content-Type": "application/json"})
+        connection.request(
+            "POST", "/v1/models/model:predict", body, {"Content-Type": "application/json"}
+        )
         response = connection.getresponse()
         response.read()
         if response.status != 200:
@@ -91,16 +119,19 @@ def main() -> None:
     texts = [text for text, _ in load_rotten_tomatoes("test")]
     run = Path(args.run) if args.run else _train_run()
     port = _free_port()
-    server = subprocess.Popen([sys.executable, "-m", "bertfit.cli", "serve", "--run", str(run),
-                               "--port", str(port)], stdout=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "bertfit.cli", "serve", "--run", str(run), "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+    )
     try:
         _wait_ready(port, server)
         latencies: list[float] = []
         errors: list[int] = []
         stop_at = time.monotonic() + args.seconds
-        threads = [threading.Thread(target=_client, args=(port, texts, stop_at, latencies,
-                                                          errors, i))
-                   for i in range(args.clients)]
+        threads = [
+            threading.Thread(target=_client, args=(port, texts, stop_at, latencies, errors, i))
+            for i in range(args.clients)
+        ]
         started = time.perf_counter()
         for thread in threads:
             thread.start()
@@ -112,18 +143,30 @@ def main() -> None:
         server.wait(timeout=60)
     ms = np.asarray(latencies) * 1000
     result = {
-        "settings": {"clients": args.clients, "seconds": args.seconds, "texts_per_request": 1,
-                     "run": str(run), "max_batch": 64, "max_wait_ms": 5.0},
-        "requests": len(latencies), "errors": len(errors),
+        "settings": {
+            "clients": args.clients,
+            "seconds": args.seconds,
+            "texts_per_request": 1,
+            "run": str(run),
+            "max_batch": 64,
+            "max_wait_ms": 5.0,
+        },
+        "requests": len(latencies),
+        "errors": len(errors),
         "requests_per_second": len(latencies) / elapsed,
-        "latency_ms": {"p50": float(np.percentile(ms, 50)), "p90": float(np.percentile(ms, 90)),
-                       "p99": float(np.percentile(ms, 99)), "max": float(ms.max())},
+        "latency_ms": {
+            "p50": float(np.percentile(ms, 50)),
+            "p90": float(np.percentile(ms, 90)),
+            "p99": float(np.percentile(ms, 99)),
+            "max": float(ms.max()),
+        },
     }
     result["table_rows"] = [
         f"| `bertfit serve` (TF Serving REST), {args.clients} clients x {args.seconds:.0f} s, "
         f"1 text/request, MiniLM-L6 seq 64 | {result['requests_per_second']:.0f} req/s, "
         f"p50 {result['latency_ms']['p50']:.0f} ms, p99 {result['latency_ms']['p99']:.0f} ms, "
-        f"{len(errors)} errors | no peer here (TF Serving is not installable from PyPI) | - |"]
+        f"{len(errors)} errors | no peer here (TF Serving is not installable from PyPI) | - |"
+    ]
     write_result("serve", result)
 
 

@@ -29,7 +29,8 @@ def _workers(text: str) -> list[str]:
     if not workers or any(":" not in w for w in workers):
         raise argparse.ArgumentTypeError(
             f"--workers takes comma-separated host:port pairs, e.g. 10.0.0.1:2222,10.0.0.2:2222; "
-            f"got {text!r}")
+            f"got {text!r}"
+        )
     return workers
 
 
@@ -40,7 +41,8 @@ def _buckets(text: str) -> list[int]:
         return sorted(int(b) for b in text.split(","))
     except ValueError as e:
         raise argparse.ArgumentTypeError(
-            f"--buckets takes comma-separated lengths like 32,64,128 or 'none', got {text!r}") from e
+            f"--buckets takes comma-separated lengths like 32,64,128 or 'none', got {text!r}"
+        ) from e
 
 
 # flag → (config field, argparse options)
@@ -51,18 +53,29 @@ TRAIN_FLAGS = {
     "--dropout": ("model.dropout", {"type": float}),
     "--lower-case": ("model.lower_case", {"type": _bool}),
     "--precision": ("model.precision", {"choices": ["fp32", "bf16", "mixed_bf16", "mixed_fp16"]}),
-    "--task": ("model.task", {"choices": list(TASKS),
-                              "help": "default: inferred from the training labels"}),
-    "--train": ("data.train", {"help": "training file(s) (CSV, TSV, JSONL, Parquet); a glob "
-                                       "such as 'data/train-*.csv' reads every match"}),
+    "--task": (
+        "model.task",
+        {"choices": list(TASKS), "help": "default: inferred from the training labels"},
+    ),
+    "--train": (
+        "data.train",
+        {
+            "help": "training file(s) (CSV, TSV, JSONL, Parquet); a glob "
+            "such as 'data/train-*.csv' reads every match"
+        },
+    ),
     "--eval": ("data.eval", {"help": "evaluation file, evaluated every epoch"}),
     "--format": ("data.format", {"choices": ["csv", "tsv", "jsonl", "parquet"]}),
     "--text-column": ("data.text_column", {}),
     "--text-pair-column": ("data.text_pair_column", {}),
     "--label-column": ("data.label_column", {}),
-    "--label-separator": ("data.label_separator",
-                          {"help": "splits a text label into a multi-label row's classes "
-                                   "(default '|' with --task multi-label)"}),
+    "--label-separator": (
+        "data.label_separator",
+        {
+            "help": "splits a text label into a multi-label row's classes "
+            "(default '|' with --task multi-label)"
+        },
+    ),
     "--buckets": ("data.buckets", {"type": _buckets, "help": "e.g. 32,64,128 or none"}),
     "--max-train-examples": ("data.max_train_examples", {"type": int}),
     "--batch-size": ("train.batch_size", {"type": int, "help": "global batch size"}),
@@ -73,38 +86,55 @@ TRAIN_FLAGS = {
     "--clip-norm": ("train.clip_norm", {"type": float}),
     "--seed": ("train.seed", {"type": int}),
     "--jit-compile": ("train.jit_compile", {"type": _bool, "help": "XLA on/off (default true)"}),
-    "--strategy": ("train.strategy",
-                   {"choices": ["auto", "tpu", "mirrored", "multi-worker", "one-device", "default"]}),
+    "--strategy": (
+        "train.strategy",
+        {"choices": ["auto", "tpu", "mirrored", "multi-worker", "one-device", "default"]},
+    ),
     "--cpu-replicas": ("train.cpu_replicas", {"type": int}),
     "--tpu": ("train.tpu", {"help": "TPU name, or 'local' on a TPU VM"}),
-    "--workers": ("train.workers", {"type": _workers,
-                                    "help": "host:port,... of every worker (multi-worker)"}),
+    "--workers": (
+        "train.workers",
+        {"type": _workers, "help": "host:port,... of every worker (multi-worker)"},
+    ),
     "--worker-index": ("train.worker_index", {"type": int, "help": "this worker; 0 = chief"}),
-    "--grad-accum": ("train.grad_accum", {"type": int,
-                                          "help": "micro-batches per optimizer step"}),
-    "--steps-per-execution": ("train.steps_per_execution",
-                              {"type": int, "help": "optimizer steps per host call"}),
-    "--best-metric": ("train.best_metric",
-                      {"choices": list(METRICS), "help": "default: accuracy, micro_f1 "
-                                                         "(multi-label) or rmse (regression)"}),
-    "--class-weights": ("train.class_weights",
-                        {"help": "none (default), balanced, or a JSON file {label: weight}"}),
-    "--tune-threshold": ("train.tune_threshold",
-                         {"type": _bool, "help": "multi-label: pick the micro-F1-best threshold "
-                                                 "on --eval"}),
-    "--save-every-steps": ("train.save_every_steps",
-                           {"type": int, "help": "also save a resumable checkpoint every N steps"}),
-    "--save-every-minutes": ("train.save_every_minutes",
-                             {"type": float, "help": "also save one every M minutes"}),
+    "--grad-accum": ("train.grad_accum", {"type": int, "help": "micro-batches per optimizer step"}),
+    "--steps-per-execution": (
+        "train.steps_per_execution",
+        {"type": int, "help": "optimizer steps per host call"},
+    ),
+    "--best-metric": (
+        "train.best_metric",
+        {
+            "choices": list(METRICS),
+            "help": "default: accuracy, micro_f1 (multi-label) or rmse (regression)",
+        },
+    ),
+    "--class-weights": (
+        "train.class_weights",
+        {"help": "none (default), balanced, or a JSON file {label: weight}"},
+    ),
+    "--tune-threshold": (
+        "train.tune_threshold",
+        {"type": _bool, "help": "multi-label: pick the micro-F1-best threshold on --eval"},
+    ),
+    "--save-every-steps": (
+        "train.save_every_steps",
+        {"type": int, "help": "also save a resumable checkpoint every N steps"},
+    ),
+    "--save-every-minutes": (
+        "train.save_every_minutes",
+        {"type": float, "help": "also save one every M minutes"},
+    ),
 }
 
 
 def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     """The flags `train` and `check` share."""
     parser.add_argument("--config", help="a run.yaml to start from; flags override it")
-    parser.add_argument("--output-dir",
-                        help="run directory (default: a new runs/<date>-<time>; runs/latest "
-                             "points to the newest)")
+    parser.add_argument(
+        "--output-dir",
+        help="run directory (default: a new runs/<date>-<time>; runs/latest points to the newest)",
+    )
     for flag, (_, options) in TRAIN_FLAGS.items():
         parser.add_argument(flag, default=None, **options)
 
@@ -115,8 +145,13 @@ def run_config_from_args(args):
     config = RunConfig.load(args.config) if args.config else RunConfig()
     if args.output_dir:
         config.output_dir = args.output_dir
-    override(config, {field: getattr(args, flag[2:].replace("-", "_"))
-                      for flag, (field, _) in TRAIN_FLAGS.items()})
+    override(
+        config,
+        {
+            field: getattr(args, flag[2:].replace("-", "_"))
+            for flag, (field, _) in TRAIN_FLAGS.items()
+        },
+    )
     if not config.data.train:
         raise BertfitError("--train FILE is required (or data.train in --config).")
     return config.validate()
@@ -126,8 +161,13 @@ def cmd_train(args) -> int:
     from bertfit.train.run import train
 
     config = run_config_from_args(args)
-    result = train(config, quiet=args.quiet, resume=True if args.resume else None,
-                   overwrite=args.overwrite, report=not args.no_report)
+    result = train(
+        config,
+        quiet=args.quiet,
+        resume=True if args.resume else None,
+        overwrite=args.overwrite,
+        report=not args.no_report,
+    )
     summary = result.get("final", {"train_loss": result["epochs"][-1]["train_loss"]})
     print(json.dumps({**summary, "run_dir": result["run_dir"]}, indent=None if args.json else 2))
     return 0
@@ -142,8 +182,9 @@ def cmd_evaluate(args) -> int:
     else:
         for key, value in metrics.items():
             if isinstance(value, (int, float)):
-                print(f"{key:>19}: {value:.6g}" if isinstance(value, float) else
-                      f"{key:>19}: {value}")
+                print(
+                    f"{key:>19}: {value:.6g}" if isinstance(value, float) else f"{key:>19}: {value}"
+                )
     return 0
 
 
@@ -174,12 +215,19 @@ def cmd_serve(args) -> int:
     except ModuleNotFoundError as e:
         from bertfit.errors import MissingDependencyError
 
-        raise MissingDependencyError(f"bertfit serve needs {e.name}: pip install "
-                                     "'bertfit[serve]' (uvicorn and starlette).") from None
+        raise MissingDependencyError(
+            f"bertfit serve needs {e.name}: pip install 'bertfit[serve]' (uvicorn and starlette)."
+        ) from None
 
-    serve(args.run or args.export, host=args.host, port=args.port, model_name=args.model_name,
-          max_batch=args.max_batch, max_wait=args.max_wait_ms / 1000,
-          max_request_instances=args.max_request_instances)
+    serve(
+        args.run or args.export,
+        host=args.host,
+        port=args.port,
+        model_name=args.model_name,
+        max_batch=args.max_batch,
+        max_wait=args.max_wait_ms / 1000,
+        max_request_instances=args.max_request_instances,
+    )
     return 0
 
 
@@ -193,31 +241,45 @@ def cmd_report(args) -> int:
 def cmd_demo(args) -> int:
     from bertfit.demo import run_demo
 
-    run_demo(output_dir=args.output_dir, epochs=args.epochs,
-             max_train_examples=args.max_train_examples, quiet=args.quiet, task=args.task)
+    run_demo(
+        output_dir=args.output_dir,
+        epochs=args.epochs,
+        max_train_examples=args.max_train_examples,
+        quiet=args.quiet,
+        task=args.task,
+    )
     return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="bertfit", description="Fine-tune BERT-family encoders for text classification.")
+        prog="bertfit", description="Fine-tune BERT-family encoders for text classification."
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     train = sub.add_parser("train", help="fine-tune a classifier")
     add_train_arguments(train)
     train.add_argument("--json", action="store_true", help="print the summary as one JSON line")
-    train.add_argument("--resume", action="store_true",
-                       help="continue the unfinished run in --output-dir (done without asking "
-                            "when its config is this one)")
-    train.add_argument("--overwrite", action="store_true",
-                       help="clear the run in --output-dir first")
-    train.add_argument("--no-report", action="store_true",
-                       help="do not write report.html at the end (`bertfit report` can later)")
+    train.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the unfinished run in --output-dir (done without asking "
+        "when its config is this one)",
+    )
+    train.add_argument(
+        "--overwrite", action="store_true", help="clear the run in --output-dir first"
+    )
+    train.add_argument(
+        "--no-report",
+        action="store_true",
+        help="do not write report.html at the end (`bertfit report` can later)",
+    )
     train.set_defaults(handler=cmd_train)
 
     evaluate = sub.add_parser("evaluate", help="metrics of a trained run on a labelled file")
-    evaluate.add_argument("--run", required=True,
-                          help="a run directory from `bertfit train`, or an export")
+    evaluate.add_argument(
+        "--run", required=True, help="a run directory from `bertfit train`, or an export"
+    )
     evaluate.add_argument("--data", required=True)
     evaluate.add_argument("--json", action="store_true")
     evaluate.set_defaults(handler=cmd_evaluate)
@@ -229,10 +291,12 @@ def build_parser() -> argparse.ArgumentParser:
     predict.set_defaults(handler=cmd_predict)
 
     export = sub.add_parser(
-        "export", help="write a trained classifier as a TF Serving SavedModel (OUT/<version>/)")
+        "export", help="write a trained classifier as a TF Serving SavedModel (OUT/<version>/)"
+    )
     export.add_argument("--run", required=True, help="a run directory from `bertfit train`")
-    export.add_argument("output", metavar="OUT",
-                        help="folder of versions; the next free version number is used")
+    export.add_argument(
+        "output", metavar="OUT", help="folder of versions; the next free version number is used"
+    )
     export.add_argument("--version", type=int, help="the version number (default: next free)")
     export.set_defaults(handler=cmd_export)
 
@@ -243,10 +307,18 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8501)
     serve.add_argument("--model-name", default="model", help="NAME in /v1/models/NAME")
-    serve.add_argument("--max-batch", type=int, default=64,
-                       help="most texts per model call when batching requests (default 64)")
-    serve.add_argument("--max-wait-ms", type=float, default=5.0,
-                       help="how long a request waits for others to share its batch (ms)")
+    serve.add_argument(
+        "--max-batch",
+        type=int,
+        default=64,
+        help="most texts per model call when batching requests (default 64)",
+    )
+    serve.add_argument(
+        "--max-wait-ms",
+        type=float,
+        default=5.0,
+        help="how long a request waits for others to share its batch (ms)",
+    )
     serve.add_argument("--max-request-instances", type=int, default=4096)
     serve.set_defaults(handler=cmd_serve)
 
@@ -255,13 +327,19 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--output", help="the HTML file (default: RUN/report.html)")
     report.set_defaults(handler=cmd_report)
 
-    demo = sub.add_parser("demo", help="fine-tune MiniLM-L6 on Rotten Tomatoes, report test accuracy")
+    demo = sub.add_parser(
+        "demo", help="fine-tune MiniLM-L6 on Rotten Tomatoes, report test accuracy"
+    )
     demo.add_argument("--output-dir", help="run directory (default: a new runs/<date>-<time>)")
     demo.add_argument("--epochs", type=int, default=None)
     demo.add_argument("--max-train-examples", type=int, default=None)
-    demo.add_argument("--task", choices=list(TASKS), default="single-label",
-                      help="Rotten Tomatoes as sentiment (default), sentiment + topic tags "
-                           "(multi-label) or log2 word count (regression)")
+    demo.add_argument(
+        "--task",
+        choices=list(TASKS),
+        default="single-label",
+        help="Rotten Tomatoes as sentiment (default), sentiment + topic tags "
+        "(multi-label) or log2 word count (regression)",
+    )
     demo.set_defaults(handler=cmd_demo)
 
     for name in ("train", "evaluate", "predict", "demo"):

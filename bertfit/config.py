@@ -21,14 +21,30 @@ PRECISIONS = ("fp32", "bf16", "mixed_bf16", "mixed_fp16")
 # Master weights stay float32 in every mode: "bf16" is the TPU habit's name for bfloat16 compute
 # with float32 variables, the same policy as "mixed_bf16". LayerNorm, softmax and the loss run in
 # float32 (see model/encoder.py and model/classifier.py); float16 adds dynamic loss scaling.
-PRECISION_POLICIES = {"fp32": "float32", "bf16": "mixed_bfloat16", "mixed_bf16": "mixed_bfloat16",
-                      "mixed_fp16": "mixed_float16"}
+PRECISION_POLICIES = {
+    "fp32": "float32",
+    "bf16": "mixed_bfloat16",
+    "mixed_bf16": "mixed_bfloat16",
+    "mixed_fp16": "mixed_float16",
+}
 POOLINGS = ("cls", "mean")
 STRATEGIES = ("auto", "tpu", "mirrored", "multi-worker", "one-device", "default")
 TASKS = ("single-label", "multi-label", "regression")
 # Metrics a best checkpoint can be chosen by (bertfit.train.metrics computes them per task).
-METRICS = ("accuracy", "macro_f1", "mcc", "roc_auc", "loss", "micro_f1", "subset_accuracy",
-           "hamming_loss", "rmse", "mae", "pearson", "spearman")
+METRICS = (
+    "accuracy",
+    "macro_f1",
+    "mcc",
+    "roc_auc",
+    "loss",
+    "micro_f1",
+    "subset_accuracy",
+    "hamming_loss",
+    "rmse",
+    "mae",
+    "pearson",
+    "spearman",
+)
 
 
 @dataclasses.dataclass
@@ -153,8 +169,9 @@ class RunConfig:
         for field, ok, requirement in self._rules():
             if not ok:
                 value = _get(self, field)
-                raise ConfigError(f"{field} ({flag_of(field)}) must be {requirement}; got "
-                                  f"{value!r}.")
+                raise ConfigError(
+                    f"{field} ({flag_of(field)}) must be {requirement}; got {value!r}."
+                )
         return self
 
     def _rules(self) -> list[tuple[str, bool, str]]:
@@ -165,37 +182,70 @@ class RunConfig:
             ("model.task", m.task is None or m.task in TASKS, f"one of {', '.join(TASKS)}"),
             ("model.max_seq_length", 8 <= m.max_seq_length <= 8192, "between 8 and 8192"),
             ("model.dropout", 0 <= m.dropout < 1, "in [0, 1)"),
-            ("data.buckets", all(0 <= b <= m.max_seq_length for b in d.buckets),
-             f"lengths between 1 and max_seq_length {m.max_seq_length} (or none)"),
-            ("data.max_train_examples", d.max_train_examples is None or d.max_train_examples >= 1,
-             "at least 1"),
-            ("data.label_separator", d.label_separator is None or d.label_separator != "",
-             "a non-empty string"),
+            (
+                "data.buckets",
+                all(0 <= b <= m.max_seq_length for b in d.buckets),
+                f"lengths between 1 and max_seq_length {m.max_seq_length} (or none)",
+            ),
+            (
+                "data.max_train_examples",
+                d.max_train_examples is None or d.max_train_examples >= 1,
+                "at least 1",
+            ),
+            (
+                "data.label_separator",
+                d.label_separator is None or d.label_separator != "",
+                "a non-empty string",
+            ),
             ("train.batch_size", t.batch_size >= 1, "at least 1"),
             ("train.epochs", t.epochs >= 1, "at least 1"),
-            ("train.learning_rate", math.isfinite(t.learning_rate) and t.learning_rate > 0,
-             "a positive number"),
+            (
+                "train.learning_rate",
+                math.isfinite(t.learning_rate) and t.learning_rate > 0,
+                "a positive number",
+            ),
             ("train.warmup_ratio", 0 <= t.warmup_ratio < 1, "in [0, 1)"),
-            ("train.weight_decay", math.isfinite(t.weight_decay) and t.weight_decay >= 0,
-             "zero or positive"),
-            ("train.clip_norm", math.isfinite(t.clip_norm) and t.clip_norm > 0,
-             "a positive number"),
+            (
+                "train.weight_decay",
+                math.isfinite(t.weight_decay) and t.weight_decay >= 0,
+                "zero or positive",
+            ),
+            (
+                "train.clip_norm",
+                math.isfinite(t.clip_norm) and t.clip_norm > 0,
+                "a positive number",
+            ),
             ("train.seed", t.seed >= 0, "zero or positive"),
             ("train.strategy", t.strategy in STRATEGIES, f"one of {', '.join(STRATEGIES)}"),
             ("train.cpu_replicas", t.cpu_replicas is None or t.cpu_replicas >= 1, "at least 1"),
-            ("train.worker_index", not t.workers or t.worker_index is not None,
-             "given with --workers (this process's position in the list, 0 = chief)"),
-            ("train.worker_index", not t.workers or 0 <= (t.worker_index or 0) < len(t.workers),
-             f"between 0 and {len(t.workers or []) - 1}"),
+            (
+                "train.worker_index",
+                not t.workers or t.worker_index is not None,
+                "given with --workers (this process's position in the list, 0 = chief)",
+            ),
+            (
+                "train.worker_index",
+                not t.workers or 0 <= (t.worker_index or 0) < len(t.workers),
+                f"between 0 and {len(t.workers or []) - 1}",
+            ),
             ("train.grad_accum", t.grad_accum >= 1, "at least 1"),
             ("train.steps_per_execution", t.steps_per_execution >= 1, "at least 1"),
-            ("train.best_metric", t.best_metric is None or t.best_metric in METRICS,
-             f"one of {', '.join(METRICS)}"),
-            ("train.save_every_steps", t.save_every_steps is None or t.save_every_steps >= 1,
-             "at least 1"),
-            ("train.save_every_minutes", t.save_every_minutes is None
-             or (math.isfinite(t.save_every_minutes) and t.save_every_minutes > 0),
-             "a positive number"),
+            (
+                "train.best_metric",
+                t.best_metric is None or t.best_metric in METRICS,
+                f"one of {', '.join(METRICS)}",
+            ),
+            (
+                "train.save_every_steps",
+                t.save_every_steps is None or t.save_every_steps >= 1,
+                "at least 1",
+            ),
+            (
+                "train.save_every_minutes",
+                t.save_every_minutes is None
+                or (math.isfinite(t.save_every_minutes) and t.save_every_minutes > 0),
+                "a positive number",
+            ),
         ]
 
     def to_dict(self) -> dict:
@@ -217,8 +267,9 @@ class RunConfig:
                     raise ConfigError(f"{source}: output_dir must be a string; got {value!r}.")
                 kwargs[key] = value
             else:
-                raise ConfigError(f"{source}: unknown key {key!r}; expected output_dir, model, "
-                                  "data, train.")
+                raise ConfigError(
+                    f"{source}: unknown key {key!r}; expected output_dir, model, data, train."
+                )
         return cls(**kwargs)
 
     @classmethod
@@ -232,19 +283,31 @@ class RunConfig:
 
 # Settings that say where and how fast a run executes, not what it computes: a run may be
 # resumed with other values (say, on another machine after a preemption).
-EXECUTION_SETTINGS = frozenset({
-    "output_dir", "train.strategy", "train.cpu_replicas", "train.tpu", "train.workers",
-    "train.worker_index", "train.jit_compile", "train.steps_per_execution",
-    "train.save_every_steps", "train.save_every_minutes"})
+EXECUTION_SETTINGS = frozenset(
+    {
+        "output_dir",
+        "train.strategy",
+        "train.cpu_replicas",
+        "train.tpu",
+        "train.workers",
+        "train.worker_index",
+        "train.jit_compile",
+        "train.steps_per_execution",
+        "train.save_every_steps",
+        "train.save_every_minutes",
+    }
+)
 
 
 def config_differences(a: RunConfig, b: RunConfig) -> list[str]:
     """The dotted settings whose values differ between `a` and `b` and that change what a run
     computes (see EXECUTION_SETTINGS), e.g. `["train.learning_rate: 5e-05 → 0.0001"]`."""
     flat_a, flat_b = _flatten(a.to_dict()), _flatten(b.to_dict())
-    return [f"{key}: {flat_a.get(key)!r} → {flat_b.get(key)!r}"
-            for key in sorted(flat_a.keys() | flat_b.keys())
-            if key not in EXECUTION_SETTINGS and flat_a.get(key) != flat_b.get(key)]
+    return [
+        f"{key}: {flat_a.get(key)!r} → {flat_b.get(key)!r}"
+        for key in sorted(flat_a.keys() | flat_b.keys())
+        if key not in EXECUTION_SETTINGS and flat_a.get(key) != flat_b.get(key)
+    ]
 
 
 def check_positions(max_seq_length: int, max_position_embeddings: int, where: str) -> None:
@@ -254,7 +317,8 @@ def check_positions(max_seq_length: int, max_position_embeddings: int, where: st
         raise ConfigError(
             f"max_seq_length {max_seq_length} is longer than {where}'s position table "
             f"(max_position_embeddings {max_position_embeddings}); use --max-seq-length "
-            f"{max_position_embeddings} or less.")
+            f"{max_position_embeddings} or less."
+        )
 
 
 def _flatten(values: dict, prefix: str = "") -> dict:
@@ -299,8 +363,10 @@ def _check_types(section, where: str) -> None:
     for field in dataclasses.fields(section):
         value = getattr(section, field.name)
         if not _is_a(value, hints[field.name]):
-            raise ConfigError(f"{where}: {field.name} must be {_describe(hints[field.name])}; "
-                              f"got {value!r} ({type(value).__name__}).")
+            raise ConfigError(
+                f"{where}: {field.name} must be {_describe(hints[field.name])}; "
+                f"got {value!r} ({type(value).__name__})."
+            )
 
 
 def _is_a(value, hint) -> bool:
@@ -324,8 +390,13 @@ def _describe(hint) -> str:
     if typing.get_origin(hint) is list:
         plural = {int: "integers", str: "strings", float: "numbers"}
         return f"a list of {plural.get(typing.get_args(hint)[0], 'values')}"
-    names = {int: "an integer", float: "a number", bool: "true or false", str: "a string",
-             type(None): "null"}
+    names = {
+        int: "an integer",
+        float: "a number",
+        bool: "true or false",
+        str: "a string",
+        type(None): "null",
+    }
     return names.get(hint, getattr(hint, "__name__", str(hint)))
 
 

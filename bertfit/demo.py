@@ -23,8 +23,11 @@ def _has_accelerator() -> bool:
 
 
 # The test metrics the demo prints for each task.
-HEADLINE = {"single-label": ("accuracy", "macro_f1"), "multi-label": ("micro_f1", "macro_f1"),
-            "regression": ("rmse", "pearson")}
+HEADLINE = {
+    "single-label": ("accuracy", "macro_f1"),
+    "multi-label": ("micro_f1", "macro_f1"),
+    "regression": ("rmse", "pearson"),
+}
 
 
 def demo_files(task: str) -> dict[str, Path]:
@@ -37,8 +40,12 @@ def demo_files(task: str) -> dict[str, Path]:
     return {split: folder / f"{split}{suffix}" for split in ("train", "dev", "test")}
 
 
-def demo_config(output_dir: str | None, epochs: int | None = None,
-                max_train_examples: int | None = None, task: str = "single-label") -> RunConfig:
+def demo_config(
+    output_dir: str | None,
+    epochs: int | None = None,
+    max_train_examples: int | None = None,
+    task: str = "single-label",
+) -> RunConfig:
     files = demo_files(task)
     # XLA's CPU backend runs this model's seq-64 step about 1.6x slower than TensorFlow's
     # oneDNN kernels (measured on the 2-core machine), so a CPU-only demo turns it off.
@@ -47,37 +54,53 @@ def demo_config(output_dir: str | None, epochs: int | None = None,
         output_dir=output_dir,
         # all-MiniLM-L6-v2 is a sentence-transformers model: its pooler was never trained for
         # it, so the head reads the mean of the token vectors.
-        model=ModelConfig(name="minilm-l6", max_seq_length=DEMO_MAX_SEQ_LENGTH, pooling="mean",
-                          task=task),
-        data=DataConfig(train=str(files["train"]), eval=str(files["dev"]),
-                        max_train_examples=max_train_examples),
-        train=TrainConfig(batch_size=32, epochs=epochs or DEMO_EPOCHS, learning_rate=5e-5,
-                          seed=42, jit_compile=jit),
+        model=ModelConfig(
+            name="minilm-l6", max_seq_length=DEMO_MAX_SEQ_LENGTH, pooling="mean", task=task
+        ),
+        data=DataConfig(
+            train=str(files["train"]), eval=str(files["dev"]), max_train_examples=max_train_examples
+        ),
+        train=TrainConfig(
+            batch_size=32,
+            epochs=epochs or DEMO_EPOCHS,
+            learning_rate=5e-5,
+            seed=42,
+            jit_compile=jit,
+        ),
     )
 
 
-def run_demo(output_dir: str | None = None, epochs: int | None = None,
-             max_train_examples: int | None = None, quiet: bool = False,
-             task: str = "single-label") -> dict:
+def run_demo(
+    output_dir: str | None = None,
+    epochs: int | None = None,
+    max_train_examples: int | None = None,
+    quiet: bool = False,
+    task: str = "single-label",
+) -> dict:
     from bertfit.train.run import evaluate, train
 
     started = time.perf_counter()
     config = demo_config(output_dir, epochs, max_train_examples, task)
     subset = config.data.max_train_examples or "all"
     xla = "on" if config.train.jit_compile else "off (CPU only)"
-    print(f"bertfit demo: fine-tuning MiniLM-L6 (minilm-l6) on Rotten Tomatoes ({task})\n"
-          f"  train {config.data.train} ({subset} rows), dev for model selection\n"
-          f"  epochs {config.train.epochs}, max_seq_length {config.model.max_seq_length}, "
-          f"global batch {config.train.batch_size}, learning rate {config.train.learning_rate}, "
-          f"mean pooling, seed {config.train.seed}, XLA {xla}",
-          flush=True)
+    print(
+        f"bertfit demo: fine-tuning MiniLM-L6 (minilm-l6) on Rotten Tomatoes ({task})\n"
+        f"  train {config.data.train} ({subset} rows), dev for model selection\n"
+        f"  epochs {config.train.epochs}, max_seq_length {config.model.max_seq_length}, "
+        f"global batch {config.train.batch_size}, learning rate {config.train.learning_rate}, "
+        f"mean pooling, seed {config.train.seed}, XLA {xla}",
+        flush=True,
+    )
     result = train(config, quiet=quiet)
     run_dir = result["run_dir"]
     metrics = evaluate(run_dir, str(demo_files(task)["test"]), quiet=quiet)
     minutes = (time.perf_counter() - started) / 60
     first, second = HEADLINE[task]
-    print(f"\ntest {first.replace('_', '-')} {metrics[first]:.4f} ({second.replace('_', '-')} "
-          f"{metrics[second]:.4f}) on {metrics['num_examples']} test examples\n"
-          f"time {minutes:.1f} min; run directory: {run_dir}\n"
-          f"report: {result['report']} (TensorBoard: tensorboard --logdir {run_dir})", flush=True)
+    print(
+        f"\ntest {first.replace('_', '-')} {metrics[first]:.4f} ({second.replace('_', '-')} "
+        f"{metrics[second]:.4f}) on {metrics['num_examples']} test examples\n"
+        f"time {minutes:.1f} min; run directory: {run_dir}\n"
+        f"report: {result['report']} (TensorBoard: tensorboard --logdir {run_dir})",
+        flush=True,
+    )
     return metrics

@@ -22,8 +22,14 @@ class DataError(BertfitError):
     """A data file has a problem; the message names the file and line, `code` the kind of
     problem (as `bertfit check` reports it)."""
 
-    def __init__(self, message: str, *, path: str | None = None, line: int | None = None,
-                 code: str | None = None):
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str | None = None,
+        line: int | None = None,
+        code: str | None = None,
+    ):
         where = ""
         if path is not None:
             where = f"{path}:{line}: " if line is not None else f"{path}: "

@@ -23,11 +23,15 @@ def check_output_path(output: str, data: str) -> None:
         return
     path = Path(output)
     if data != STDOUT and path.exists() and os.path.samefile(path, data):
-        raise ConfigError(f"--output {output} is the input file --data {data}; writing the "
-                          "predictions there would destroy the input. Choose another --output.")
+        raise ConfigError(
+            f"--output {output} is the input file --data {data}; writing the "
+            "predictions there would destroy the input. Choose another --output."
+        )
     if path.is_dir():
-        raise ConfigError(f"--output {output} is a directory; give a file name such as "
-                          f"{path / 'predictions.jsonl'}.")
+        raise ConfigError(
+            f"--output {output} is a directory; give a file name such as "
+            f"{path / 'predictions.jsonl'}."
+        )
     parent = path.absolute().parent
     if not parent.is_dir():
         raise ConfigError(f"--output {output}: the folder {parent} does not exist.")

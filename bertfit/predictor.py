@@ -58,15 +58,21 @@ class Classifier:
         config = run_dir.load_config()
         task = run_dir.load_task()
         bert = run_dir.load_bert_config()
-        check_positions(config.model.max_seq_length, bert.max_position_embeddings,
-                        f"the encoder of {path}")
+        check_positions(
+            config.model.max_seq_length, bert.max_position_embeddings, f"the encoder of {path}"
+        )
         encoder = BertEncoder(bert, dtype=PRECISION_POLICIES[config.model.precision])
         model = BertClassifier(encoder, task.num_outputs, config.model.pooling, 0.0)
         restore_model(model, run_dir.checkpoint_path(which))
         metadata = run_metadata(config, task)
-        module = ClassifierModule(model, run_dir.load_tokenizer(), task,
-                                  config.model.max_seq_length, buckets_for(config),
-                                  metadata["pairs"])
+        module = ClassifierModule(
+            model,
+            run_dir.load_tokenizer(),
+            task,
+            config.model.max_seq_length,
+            buckets_for(config),
+            metadata["pairs"],
+        )
         return cls(module, metadata, **kwargs)
 
     @classmethod
@@ -91,17 +97,20 @@ class Classifier:
         metadata = {k: v for k, v in self.metadata.items() if k != "version"}
         return save_module(self.module, root, metadata, version, self.signatures())
 
-    def predict_proba(self, texts: Sequence[str], text_pairs: Sequence[str] | None = None,
-                      progress=None) -> np.ndarray:
+    def predict_proba(
+        self, texts: Sequence[str], text_pairs: Sequence[str] | None = None, progress=None
+    ) -> np.ndarray:
         """Probabilities [len(texts), labels] (float32), rows in input order: softmax over the
         classes, or one sigmoid per label (multi-label)."""
         if self.task.kind == REGRESSION:
-            raise InputFormatError("a regression model has no probabilities; use predict() or "
-                                   "outputs()['value'].")
+            raise InputFormatError(
+                "a regression model has no probabilities; use predict() or outputs()['value']."
+            )
         return self.outputs(texts, text_pairs, progress)["probabilities"]
 
-    def predict(self, texts: Sequence[str], text_pairs: Sequence[str] | None = None,
-                progress=None) -> list[dict]:
+    def predict(
+        self, texts: Sequence[str], text_pairs: Sequence[str] | None = None, progress=None
+    ) -> list[dict]:
         """One row per text, in input order: `{"label", "probabilities"}` (single-label),
         `{"labels", "probabilities"}` (multi-label) or `{"value"}` (regression)."""
         return self.rows(self.outputs(texts, text_pairs, progress))
@@ -110,13 +119,13 @@ class Classifier:
         """`predict`'s rows for the arrays `outputs` returned."""
         if self.task.kind == REGRESSION:
             return [{"value": float(v)} for v in outputs["value"]]
-        rows = [{"probabilities": {name: float(v) for name, v in zip(self.labels, p,
-                                                                      strict=True)}}
-                for p in outputs["probabilities"]]
+        rows = [
+            {"probabilities": {name: float(v) for name, v in zip(self.labels, p, strict=True)}}
+            for p in outputs["probabilities"]
+        ]
         if self.task.kind == MULTI_LABEL:
             for row, chosen in zip(rows, outputs["predicted"], strict=True):
-                row["labels"] = [name for name, on in zip(self.labels, chosen, strict=True)
-                                 if on]
+                row["labels"] = [name for name, on in zip(self.labels, chosen, strict=True) if on]
         else:
             for row, label_id in zip(rows, outputs["label_id"], strict=True):
                 row["label"] = self.labels[int(label_id)]
@@ -128,17 +137,21 @@ class Classifier:
             return ((outputs["value"] - self.task.mean) / self.task.std)[:, None]
         return outputs["probabilities"]
 
-    def outputs(self, texts: Sequence[str], text_pairs: Sequence[str] | None = None,
-                progress=None) -> dict[str, np.ndarray]:
+    def outputs(
+        self, texts: Sequence[str], text_pairs: Sequence[str] | None = None, progress=None
+    ) -> dict[str, np.ndarray]:
         """Every output of the model by name (see `bertfit.export.outputs`), rows in input
         order."""
         texts, text_pairs = self._check(texts, text_pairs)
-        lengths = [len(t) for t in texts] if text_pairs is None else \
-            [len(a) + len(b) for a, b in zip(texts, text_pairs, strict=True)]
+        lengths = (
+            [len(t) for t in texts]
+            if text_pairs is None
+            else [len(a) + len(b) for a, b in zip(texts, text_pairs, strict=True)]
+        )
         order = np.argsort(lengths, kind="stable")
         parts, done = [], 0
         for start in range(0, len(texts), self.batch_size):
-            chosen = order[start:start + self.batch_size]
+            chosen = order[start : start + self.batch_size]
             args = [tf.constant([texts[i] for i in chosen])]
             if text_pairs is not None:
                 args.append(tf.constant([text_pairs[i] for i in chosen]))
@@ -155,35 +168,48 @@ class Classifier:
 
     def _empty_outputs(self) -> dict[str, np.ndarray]:
         specs = self.signatures()["serving_default"].structured_outputs
-        return {name: np.zeros((0, *spec.shape[1:]), spec.dtype.as_numpy_dtype)
-                for name, spec in specs.items()}
+        return {
+            name: np.zeros((0, *spec.shape[1:]), spec.dtype.as_numpy_dtype)
+            for name, spec in specs.items()
+        }
 
     def _check(self, texts, text_pairs):
         if isinstance(texts, str) or (text_pairs is not None and isinstance(text_pairs, str)):
-            raise InputFormatError("predict takes a list of texts; wrap a single text in a "
-                                   "list: clf.predict([text]).")
+            raise InputFormatError(
+                "predict takes a list of texts; wrap a single text in a list: clf.predict([text])."
+            )
         texts = list(texts)
         if self.pairs != (text_pairs is not None):
             raise InputFormatError(
                 "this classifier takes text pairs: pass text_pairs=[...] beside the texts."
-                if self.pairs else "this classifier takes single texts, not text pairs.")
+                if self.pairs
+                else "this classifier takes single texts, not text pairs."
+            )
         if text_pairs is not None:
             text_pairs = list(text_pairs)
             if len(text_pairs) != len(texts):
-                raise InputFormatError(f"{len(texts)} texts but {len(text_pairs)} text pairs; "
-                                       "pass one pair per text.")
+                raise InputFormatError(
+                    f"{len(texts)} texts but {len(text_pairs)} text pairs; pass one pair per text."
+                )
         return texts, text_pairs
 
 
 def run_metadata(config, task: Task) -> dict:
     """What a loaded classifier needs to know besides the graph."""
     data = config.data
-    return {"task": task.to_dict(), "labels": list(task.labels),
-            "pairs": data.text_pair_column is not None,
-            "max_seq_length": config.model.max_seq_length, "buckets": buckets_for(config),
-            "model": config.model.name,
-            "columns": {"text": data.text_column, "text_pair": data.text_pair_column,
-                        "label": data.label_column}}
+    return {
+        "task": task.to_dict(),
+        "labels": list(task.labels),
+        "pairs": data.text_pair_column is not None,
+        "max_seq_length": config.model.max_seq_length,
+        "buckets": buckets_for(config),
+        "model": config.model.name,
+        "columns": {
+            "text": data.text_column,
+            "text_pair": data.text_pair_column,
+            "label": data.label_column,
+        },
+    }
 
 
 def export_version_dir(path: Path) -> Path:
@@ -192,8 +218,10 @@ def export_version_dir(path: Path) -> Path:
         return path
     newest = next_version(path) - 1
     if newest < 1 or not (path / str(newest) / "saved_model.pb").is_file():
-        raise BertfitError(f"{path} is neither a bertfit run directory nor an export "
-                           "(a folder of numbered versions holding saved_model.pb).")
+        raise BertfitError(
+            f"{path} is neither a bertfit run directory nor an export "
+            "(a folder of numbered versions holding saved_model.pb)."
+        )
     return path / str(newest)
 
 

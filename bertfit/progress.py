@@ -18,8 +18,16 @@ class Progress:
         first_step: steps already done before this display started (a resumed epoch).
     """
 
-    def __init__(self, title: str, total_steps: int, *, quiet: bool = False, stream=None,
-                 every_seconds: float = 10.0, first_step: int = 0):
+    def __init__(
+        self,
+        title: str,
+        total_steps: int,
+        *,
+        quiet: bool = False,
+        stream=None,
+        every_seconds: float = 10.0,
+        first_step: int = 0,
+    ):
         self.title = title
         self.total = max(total_steps, 1)
         self.quiet = quiet
@@ -41,8 +49,9 @@ class Progress:
         done = step - self.first_step
         eta = elapsed / done * (self.total - step) if done > 0 else 0.0
         loss_text = f" loss {loss:.4f}" if loss is not None else ""
-        self.text = (f"{self.title}: step {step}/{self.total}{loss_text} "
-                     f"{rate:.1f} ex/s ETA {eta:.0f}s")
+        self.text = (
+            f"{self.title}: step {step}/{self.total}{loss_text} {rate:.1f} ex/s ETA {eta:.0f}s"
+        )
         if self.tty:
             width = 20
             filled = int(width * step / self.total)

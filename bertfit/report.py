@@ -22,22 +22,29 @@ from bertfit.atomic import write_text_atomic
 from bertfit.data.tasks import MULTI_LABEL, REGRESSION, Task
 from bertfit.errors import ConfigError
 
-HEADLINE = {"single-label": ("accuracy", "macro_f1", "loss"),
-            "multi-label": ("micro_f1", "macro_f1", "loss"),
-            "regression": ("rmse", "pearson", "loss")}
+HEADLINE = {
+    "single-label": ("accuracy", "macro_f1", "loss"),
+    "multi-label": ("micro_f1", "macro_f1", "loss"),
+    "regression": ("rmse", "pearson", "loss"),
+}
 
 
 # ---- text summaries (train.log lines and the terminal table) ----
 
+
 def describe_epoch(record: dict) -> str:
     """One readable train.log line for an epoch's record in metrics.json."""
-    text = (f"epoch {record['epoch']}: train loss {record['train_loss']:.4f} "
-            f"({record['train_examples']} examples, "
-            f"{record['train_examples_per_second']:.1f} ex/s, {record['train_seconds']:.1f} s)")
+    text = (
+        f"epoch {record['epoch']}: train loss {record['train_loss']:.4f} "
+        f"({record['train_examples']} examples, "
+        f"{record['train_examples_per_second']:.1f} ex/s, {record['train_seconds']:.1f} s)"
+    )
     if "eval" in record:
-        scores = ", ".join(f"{name} {value:.4f}" for name, value in record["eval"].items()
-                           if isinstance(value, float) and name not in
-                           ("wall_seconds", "examples_per_second"))
+        scores = ", ".join(
+            f"{name} {value:.4f}"
+            for name, value in record["eval"].items()
+            if isinstance(value, float) and name not in ("wall_seconds", "examples_per_second")
+        )
         text += f"; eval on {record['eval']['num_examples']} examples: {scores}"
     return text + ("; best so far" if record.get("best") else "")
 
@@ -47,17 +54,27 @@ def epoch_table(metrics: dict) -> str:
     kind = metrics.get("task", "single-label")
     names = [n for n in HEADLINE[kind] if any(n in r.get("eval", {}) for r in metrics["epochs"])]
     header = ["epoch", "train loss", *(f"eval {n}" for n in names), "ex/s", "seconds", ""]
-    rows = [[str(r["epoch"]), f"{r['train_loss']:.4f}",
-             *(f"{r['eval'][n]:.4f}" for n in names),
-             f"{r['train_examples_per_second']:.1f}", f"{r['train_seconds']:.0f}",
-             "best" if r.get("best") else ""] for r in metrics["epochs"]]
+    rows = [
+        [
+            str(r["epoch"]),
+            f"{r['train_loss']:.4f}",
+            *(f"{r['eval'][n]:.4f}" for n in names),
+            f"{r['train_examples_per_second']:.1f}",
+            f"{r['train_seconds']:.0f}",
+            "best" if r.get("best") else "",
+        ]
+        for r in metrics["epochs"]
+    ]
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
-    lines = ["  ".join(cell.rjust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
-             for row in [header, *rows]]
+    lines = [
+        "  ".join(cell.rjust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in [header, *rows]
+    ]
     return "\n".join(lines)
 
 
 # ---- the HTML report ----
+
 
 def write_report(run_path: str | Path, output: str | Path | None = None) -> Path:
     """Writes the report of the run in `run_path` (default `RUN/report.html`); returns its
@@ -65,8 +82,10 @@ def write_report(run_path: str | Path, output: str | Path | None = None) -> Path
     run = Path(run_path)
     metrics_file = run / "metrics.json"
     if not metrics_file.is_file():
-        raise ConfigError(f"{run} holds no bertfit run (no metrics.json); pass the run "
-                          "directory that `bertfit train` wrote.")
+        raise ConfigError(
+            f"{run} holds no bertfit run (no metrics.json); pass the run "
+            "directory that `bertfit train` wrote."
+        )
     metrics = json.loads(metrics_file.read_text(encoding="utf-8"))
     steps = _read_steps(run / "steps.jsonl")
     task = Task.load(run / "labels.json")
@@ -99,16 +118,20 @@ def _read_eval_outputs(path: Path):
 def _page(run: Path, metrics: dict, steps: list[dict], task: Task, eval_outputs) -> str:
     epochs = metrics.get("epochs", [])
     last_eval = next((r["eval"] for r in reversed(epochs) if "eval" in r), None)
-    sections = [_section("Training", [_loss_plot(steps, epochs), _rate_plot(steps)]),
-                _section("Gradient norm and throughput", [_norm_plot(steps)])]
+    sections = [
+        _section("Training", [_loss_plot(steps, epochs), _rate_plot(steps)]),
+        _section("Gradient norm and throughput", [_norm_plot(steps)]),
+    ]
     if last_eval is not None:
-        sections.append(_section("Evaluation", [_eval_plot(epochs, task),
-                                                _final_table(last_eval, task)]))
+        sections.append(
+            _section("Evaluation", [_eval_plot(epochs, task), _final_table(last_eval, task)])
+        )
         sections.append(_section(_task_title(task), _task_parts(task, last_eval, eval_outputs)))
     lengths = metrics.get("data", {}).get("token_lengths")
     if lengths:
-        sections.append(_section("Token lengths and buckets", [_length_plot(lengths),
-                                                               _waste_table(lengths)]))
+        sections.append(
+            _section("Token lengths and buckets", [_length_plot(lengths), _waste_table(lengths)])
+        )
     if "time" in metrics:
         sections.append(_section("Where the time went", [_time_table(metrics["time"])]))
     sections.append(_section("Data and model", [_about_table(metrics, task)]))
@@ -152,12 +175,15 @@ def _figure(draw, width: float = 9.0, height: float = 3.2) -> str:
 
 
 def _table(header: list[str] | None, rows: list[list], css_class: str = "") -> str:
-    head = "" if header is None else (
-        "<tr>" + "".join(f"<th>{html.escape(str(h))}</th>" for h in header) + "</tr>")
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(_cell(c))}</td>" for c in row) + "</tr>"
-                   for row in rows)
+    head = (
+        ""
+        if header is None
+        else ("<tr>" + "".join(f"<th>{html.escape(str(h))}</th>" for h in header) + "</tr>")
+    )
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(_cell(c))}</td>" for c in row) + "</tr>" for row in rows
+    )
     return f'<table class="{css_class}">{head}{body}</table>'
-
 
 
 def _cell(value) -> str:
@@ -184,16 +210,24 @@ def _loss_plot(steps: list[dict], epochs: list[dict]) -> str:
         axes.plot(x, loss, color="#9ab", linewidth=0.8, label="loss per step")
         window = max(1, len(loss) // 50)
         if window > 1:
-            axes.plot(x[window - 1:], _smooth(loss, window), color="#145",
-                      label=f"mean of {window} steps")
+            axes.plot(
+                x[window - 1 :],
+                _smooth(loss, window),
+                color="#145",
+                label=f"mean of {window} steps",
+            )
         ends = _epoch_end_steps(steps)
-        evals = [(ends[r["epoch"]], r["eval"]["loss"]) for r in epochs
-                 if "eval" in r and r["epoch"] in ends]
+        evals = [
+            (ends[r["epoch"]], r["eval"]["loss"])
+            for r in epochs
+            if "eval" in r and r["epoch"] in ends
+        ]
         if evals:
             axes.plot(*zip(*evals, strict=True), "o-", color="#c50", label="eval loss")
         axes.set(xlabel="optimizer step", ylabel="loss", title="Loss")
         axes.legend()
         return "training loss per step"
+
     return _figure(draw)
 
 
@@ -214,6 +248,7 @@ def _rate_plot(steps: list[dict]) -> str:
         axes.plot([s["global_step"] for s in rated], [s["learning_rate"] for s in rated])
         axes.set(xlabel="optimizer step", ylabel="learning rate", title="Learning rate")
         return "learning rate per step"
+
     return _figure(draw, height=2.6)
 
 
@@ -226,11 +261,13 @@ def _norm_plot(steps: list[dict]) -> str:
         left, right = figure.subplots(1, 2)
         x = [s["global_step"] for s in rated]
         left.plot(x, [s["grad_norm"] for s in rated], linewidth=0.8)
-        left.set(xlabel="optimizer step", ylabel="global norm", title="Gradient norm "
-                 "(before clipping)")
+        left.set(
+            xlabel="optimizer step", ylabel="global norm", title="Gradient norm (before clipping)"
+        )
         right.plot(x, [s["examples_per_second"] for s in rated], linewidth=0.8, color="#585")
         right.set(xlabel="optimizer step", ylabel="examples/s", title="Training throughput")
         return "gradient norm and throughput per step"
+
     return _figure(draw)
 
 
@@ -249,18 +286,23 @@ def _eval_plot(epochs: list[dict], task: Task) -> str:
         axes.set_xticks(x)
         axes.legend()
         return "evaluation metrics per epoch"
+
     return _figure(draw, height=2.8)
 
 
 def _final_table(last_eval: dict, task: Task) -> str:
-    rows = [[name, value] for name, value in last_eval.items()
-            if isinstance(value, (int, float)) and name not in ("wall_seconds",)]
+    rows = [
+        [name, value]
+        for name, value in last_eval.items()
+        if isinstance(value, (int, float)) and name not in ("wall_seconds",)
+    ]
     return "<p>Last evaluation:</p>" + _table(["metric", "value"], rows)
 
 
 def _task_title(task: Task) -> str:
     return {MULTI_LABEL: "Per label", REGRESSION: "Predicted against true values"}.get(
-        task.kind, "Per class")
+        task.kind, "Per class"
+    )
 
 
 def _task_parts(task: Task, last_eval: dict, eval_outputs) -> list[str]:
@@ -268,13 +310,21 @@ def _task_parts(task: Task, last_eval: dict, eval_outputs) -> list[str]:
         return [_scatter_plot(task, eval_outputs)]
     if task.kind == MULTI_LABEL:
         f1 = last_eval.get("per_label_f1", {})
-        return [_bar_plot(f1, "F1 per label"),
-                _table(["label", "F1"], [[name, value] for name, value in f1.items()])]
+        return [
+            _bar_plot(f1, "F1 per label"),
+            _table(["label", "F1"], [[name, value] for name, value in f1.items()]),
+        ]
     per_class = last_eval.get("per_class", {})
-    return [_confusion_plot(last_eval.get("confusion_matrix"), list(task.labels)),
-            _table(["class", "precision", "recall", "F1", "support"],
-                   [[name, v["precision"], v["recall"], v["f1"], v["support"]]
-                    for name, v in per_class.items()])]
+    return [
+        _confusion_plot(last_eval.get("confusion_matrix"), list(task.labels)),
+        _table(
+            ["class", "precision", "recall", "F1", "support"],
+            [
+                [name, v["precision"], v["recall"], v["f1"], v["support"]]
+                for name, v in per_class.items()
+            ],
+        ),
+    ]
 
 
 def _confusion_plot(confusion, labels: list[str]) -> str:
@@ -286,13 +336,20 @@ def _confusion_plot(confusion, labels: list[str]) -> str:
         axes = figure.subplots()
         axes.imshow(matrix, cmap="Blues")
         for (i, j), count in np.ndenumerate(matrix):
-            axes.text(j, i, str(count), ha="center", va="center",
-                      color="white" if count > matrix.max() / 2 else "black")
+            axes.text(
+                j,
+                i,
+                str(count),
+                ha="center",
+                va="center",
+                color="white" if count > matrix.max() / 2 else "black",
+            )
         ticks = range(len(labels))
         axes.set_xticks(ticks, labels, rotation=45 if len(labels) > 4 else 0)
         axes.set_yticks(ticks, labels)
         axes.set(xlabel="predicted", ylabel="gold", title="Confusion matrix")
         return "confusion matrix"
+
     size = min(8.0, 2.5 + 0.5 * len(labels))
     return _figure(draw, width=size, height=size)
 
@@ -307,6 +364,7 @@ def _bar_plot(values: dict, title: str) -> str:
         axes.set(ylim=(0, 1), title=title)
         axes.tick_params(axis="x", rotation=45 if len(values) > 4 else 0)
         return title
+
     return _figure(draw, height=3.0)
 
 
@@ -319,12 +377,15 @@ def _scatter_plot(task: Task, eval_outputs) -> str:
     def draw(figure):
         axes = figure.subplots()
         axes.scatter(truth, predicted, s=6, alpha=0.5)
-        low, high = float(min(truth.min(), predicted.min())), float(max(truth.max(),
-                                                                         predicted.max()))
+        low, high = (
+            float(min(truth.min(), predicted.min())),
+            float(max(truth.max(), predicted.max())),
+        )
         axes.plot([low, high], [low, high], color="#c50", linewidth=1, label="y = x")
         axes.set(xlabel="true value", ylabel="predicted", title="Predicted against true")
         axes.legend()
         return "predicted against true values"
+
     return _figure(draw, width=5.0, height=5.0)
 
 
@@ -336,41 +397,70 @@ def _length_plot(lengths: dict) -> str:
         axes.bar(list(counts), list(counts.values()), width=1.0, color="#579")
         for edge in lengths["buckets"]:
             axes.axvline(edge + 0.5, color="#c50", linestyle="--", linewidth=1)
-        axes.set(xlabel="tokens ([CLS]/[SEP] included, truncated)", ylabel="examples",
-                 title=f"Training token lengths; buckets {lengths['buckets']} (dashed)")
+        axes.set(
+            xlabel="tokens ([CLS]/[SEP] included, truncated)",
+            ylabel="examples",
+            title=f"Training token lengths; buckets {lengths['buckets']} (dashed)",
+        )
         return "token-length histogram with bucket edges"
+
     return _figure(draw, height=3.0)
 
 
 def _waste_table(lengths: dict) -> str:
-    rows = [[bucket, examples, real, slots, f"{waste:.1%}"]
-            for bucket, examples, real, slots, waste in zip(
-                lengths["buckets"], lengths["examples"], lengths["real_tokens"],
-                lengths["slots"], lengths["padding_waste"], strict=True)]
-    return _table(["bucket (tokens)", "examples", "real tokens", "token slots computed",
-                   "padding waste"], rows)
+    rows = [
+        [bucket, examples, real, slots, f"{waste:.1%}"]
+        for bucket, examples, real, slots, waste in zip(
+            lengths["buckets"],
+            lengths["examples"],
+            lengths["real_tokens"],
+            lengths["slots"],
+            lengths["padding_waste"],
+            strict=True,
+        )
+    ]
+    return _table(
+        ["bucket (tokens)", "examples", "real tokens", "token slots computed", "padding waste"],
+        rows,
+    )
 
 
 def _time_table(split: dict) -> str:
-    names = {"load": "load the checkpoint", "tokenize": "read and tokenize",
-             "trace": "trace and compile (first calls)", "train": "train", "eval": "evaluate",
-             "wall": "whole run"}
+    names = {
+        "load": "load the checkpoint",
+        "tokenize": "read and tokenize",
+        "trace": "trace and compile (first calls)",
+        "train": "train",
+        "eval": "evaluate",
+        "wall": "whole run",
+    }
     wall = split.get("wall") or 1.0
-    return _table(["phase", "seconds", "share"],
-                  [[label, f"{split[key]:.1f}", f"{split[key] / wall:.0%}"]
-                   for key, label in names.items() if key in split])
+    return _table(
+        ["phase", "seconds", "share"],
+        [
+            [label, f"{split[key]:.1f}", f"{split[key] / wall:.0%}"]
+            for key, label in names.items()
+            if key in split
+        ],
+    )
 
 
 def _about_table(metrics: dict, task: Task) -> str:
     data, model = metrics.get("data", {}), metrics.get("model", {})
     strategy = metrics.get("strategy", {})
-    rows = [["training data", f"{data.get('train')} ({data.get('train_rows')} of "
-                              f"{data.get('train_rows_read')} rows)"],
-            ["evaluation data", f"{data.get('eval')} ({data.get('eval_rows')} rows)"
-             if data.get("eval") else "none"],
-            ["task and labels", f"{task.kind}: {', '.join(task.labels) or '(a value)'}"],
-            ["checkpoint", f"{model.get('name')} ({model.get('format')})"],
-            ["parameters", f"{model.get('parameters', 0):,}"],
-            ["load report", model.get("load_report", "")],
-            ["strategy", f"{strategy.get('name')} with {strategy.get('replicas')} replica(s)"]]
+    rows = [
+        [
+            "training data",
+            f"{data.get('train')} ({data.get('train_rows')} of {data.get('train_rows_read')} rows)",
+        ],
+        [
+            "evaluation data",
+            f"{data.get('eval')} ({data.get('eval_rows')} rows)" if data.get("eval") else "none",
+        ],
+        ["task and labels", f"{task.kind}: {', '.join(task.labels) or '(a value)'}"],
+        ["checkpoint", f"{model.get('name')} ({model.get('format')})"],
+        ["parameters", f"{model.get('parameters', 0):,}"],
+        ["load report", model.get("load_report", "")],
+        ["strategy", f"{strategy.get('name')} with {strategy.get('replicas')} replica(s)"],
+    ]
     return _table(None, rows, css_class="about")

@@ -24,8 +24,9 @@ class TranslatedError(BertfitError):
     def __init__(self, code: str, message: str, fix: str, original: BaseException):
         self.code, self.explanation, self.fix, self.original = code, message, fix, original
         first = _first_line(original)
-        super().__init__(f"{message} Fix: {fix} (TensorFlow said: {type(original).__name__}: "
-                         f"{first})")
+        super().__init__(
+            f"{message} Fix: {fix} (TensorFlow said: {type(original).__name__}: {first})"
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,83 +40,148 @@ def _rule(code: str, pattern: str, explain) -> Rule:
     return Rule(code, re.compile(pattern, re.S), explain)
 
 
-STATIC_FIX = ("give every tensor that reaches the compiled step a shape fixed before training: "
-              "pad to fixed lengths in the input pipeline (bertfit's length buckets do), batch "
-              "with drop_remainder=True or pad the last batch, and keep data-dependent sizes "
-              "(boolean_mask, unique, ragged) out of the model.")
+STATIC_FIX = (
+    "give every tensor that reaches the compiled step a shape fixed before training: "
+    "pad to fixed lengths in the input pipeline (bertfit's length buckets do), batch "
+    "with drop_remainder=True or pad the last batch, and keep data-dependent sizes "
+    "(boolean_mask, unique, ragged) out of the model."
+)
 
 RULES = [
-    _rule("xla-dynamic-concat", r"Dynamic concatenation is not supported|Cannot concatenate "
-          r"arrays that differ in dimensions.*?<=",
-          lambda m: ("XLA cannot compile a concatenation whose size depends on the data "
-                     "(a dynamic dimension, e.g. from boolean_mask, where or per-batch padding).",
-                     STATIC_FIX)),
-    _rule("xla-not-constant", r"must be a compile-time constant",
-          lambda m: ("XLA needs a shape (or size, axis, depth) that is known when compiling, "
-                     "but here it is computed from the data.", STATIC_FIX)),
-    _rule("xla-string-input", r"on XLA_\w+_JIT: _Arg .*?T=DT_STRING",
-          lambda m: ("raw strings reached the XLA-compiled step; XLA only handles numbers.",
-                     "tokenize outside the compiled function (in the tf.data pipeline, e.g. "
-                     "with bertfit's tokenizer) and pass int32 ids, mask and type ids.")),
-    _rule("xla-unsupported-op", r"Detected unsupported operations when trying to compile graph "
-          r".*? on (XLA_\w+_JIT): (\w+)",
-          lambda m: (f"the compiled step contains the op {m.group(2)}, which XLA "
-                     f"({m.group(1)}) cannot compile" + _op_hint(m.group(2)) + ".",
-                     "move it out of the jit-compiled step (into the tf.data input pipeline), "
-                     "or replace it with dense, fixed-shape operations.")),
-    _rule("strategy-resource-device", r"Trying to access resource (\S+).*?located in device "
-          r"(\S+) from device (\S+)",
-          lambda m: (f"the variable {m.group(1)} lives on {_device(m.group(2))} but the step runs "
-                     f"on {_device(m.group(3))}: it was created outside strategy.scope() (or "
-                     "under another strategy / device scope).",
-                     "create the model, the optimizer and the metrics inside "
-                     "`with strategy.scope():` (bertfit's Trainer does), and never mix "
-                     "variables from two strategies.")),
-    _rule("strategy-mixed", r"Mixing different tf\.distribute\.Strategy objects|"
-          r"`colocate_vars_with` must only be passed a variable created in this",
-          lambda m: ("a variable or the optimizer's slots were created outside the "
-                     "strategy's scope, then used inside strategy.run: the optimizer was built "
-                     "outside `strategy.scope()` (it creates its slot variables lazily on the "
-                     "first apply), or the model was.",
-                     "build the model and the optimizer inside `with strategy.scope():`, and "
-                     "call optimizer.build(model.trainable_variables) there, before the first "
-                     "step.")),
-    _rule("graph-placeholder", r"You must feed a value for placeholder tensor '([^']+)'",
-          lambda m: (f"a TF1-style graph ran without a value for its placeholder "
-                     f"{m.group(1)!r}: code built for tf.compat.v1 sessions (or a Keras 2 "
-                     "optimizer built outside the scope that traced it) was run as if eager.",
-                     "use TF2 code end to end: load the model with bertfit.load_encoder, build "
-                     "the optimizer inside strategy.scope(), and do not mix tf.compat.v1 "
-                     "graphs or sessions with tf.function.")),
-    _rule("signature-mismatch", r"Could not find matching concrete function|Binding inputs to "
-          r"tf\.function failed due to `Can not cast (.*?) to (.*?)`",
-          lambda m: ("a saved function was called with inputs that match none of its "
-                     "signatures" + (f": got {m.group(1)}, it takes {m.group(2)}"
-                                     if m.group(1) else "") + ".",
-                     "pass exactly the dtypes, shapes and names the SavedModel was exported "
-                     "with (`bertfit inspect PATH` lists its signatures): usually int32 ids of "
-                     "shape [batch, seq] named input_word_ids, input_mask, input_type_ids.")),
-    _rule("keras-mixed-versions", r"Only instances of `?keras\.Layer`? can be added",
-          lambda m: ("a Keras 2 (tf_keras, e.g. tensorflow_hub.KerasLayer) layer was given to "
-                     "a Keras 3 model; the two Keras versions' objects do not mix.",
-                     "load the encoder with bertfit.load_encoder(path), which gives a Keras 3 "
-                     "layer for every format, TF Hub SavedModels included; or build the whole "
-                     "model with tf_keras.")),
-    _rule("input-longer-than-positions", r"Incompatible shapes: \[(?:\d+),(\d+),\d+\] vs\. "
-          r"\[(?:\d+),(\d+),\d+\].*?embeddings",
-          lambda m: (f"the inputs are {max(map(int, m.groups()))} tokens long but the "
-                     f"encoder's position table has {min(map(int, m.groups()))} rows "
-                     "(max_position_embeddings).",
-                     "pack the inputs to at most max_position_embeddings tokens: lower "
-                     "--max-seq-length (or the tokenizer's max_seq_length).")),
-    _rule("xla-shape-inference", r"tf2xla conversion failed|XLA compilation.*?(shape|Shape)",
-          lambda m: ("XLA could not infer or match a shape while compiling the step (often a "
-                     "dimension that differs between batches, or a reshape that changes the "
-                     "batch size).", STATIC_FIX)),
-    _rule("out-of-memory", r"OOM when allocating|ResourceExhaustedError|RESOURCE_EXHAUSTED",
-          lambda m: ("the device ran out of memory.",
-                     "lower --batch-size (use --grad-accum to keep the effective batch), lower "
-                     "--max-seq-length or the buckets, or use --precision mixed_bf16.")),
+    _rule(
+        "xla-dynamic-concat",
+        r"Dynamic concatenation is not supported|Cannot concatenate "
+        r"arrays that differ in dimensions.*?<=",
+        lambda m: (
+            "XLA cannot compile a concatenation whose size depends on the data "
+            "(a dynamic dimension, e.g. from boolean_mask, where or per-batch padding).",
+            STATIC_FIX,
+        ),
+    ),
+    _rule(
+        "xla-not-constant",
+        r"must be a compile-time constant",
+        lambda m: (
+            "XLA needs a shape (or size, axis, depth) that is known when compiling, "
+            "but here it is computed from the data.",
+            STATIC_FIX,
+        ),
+    ),
+    _rule(
+        "xla-string-input",
+        r"on XLA_\w+_JIT: _Arg .*?T=DT_STRING",
+        lambda m: (
+            "raw strings reached the XLA-compiled step; XLA only handles numbers.",
+            "tokenize outside the compiled function (in the tf.data pipeline, e.g. "
+            "with bertfit's tokenizer) and pass int32 ids, mask and type ids.",
+        ),
+    ),
+    _rule(
+        "xla-unsupported-op",
+        r"Detected unsupported operations when trying to compile graph "
+        r".*? on (XLA_\w+_JIT): (\w+)",
+        lambda m: (
+            f"the compiled step contains the op {m.group(2)}, which XLA "
+            f"({m.group(1)}) cannot compile" + _op_hint(m.group(2)) + ".",
+            "move it out of the jit-compiled step (into the tf.data input pipeline), "
+            "or replace it with dense, fixed-shape operations.",
+        ),
+    ),
+    _rule(
+        "strategy-resource-device",
+        r"Trying to access resource (\S+).*?located in device "
+        r"(\S+) from device (\S+)",
+        lambda m: (
+            f"the variable {m.group(1)} lives on {_device(m.group(2))} but the step runs "
+            f"on {_device(m.group(3))}: it was created outside strategy.scope() (or "
+            "under another strategy / device scope).",
+            "create the model, the optimizer and the metrics inside "
+            "`with strategy.scope():` (bertfit's Trainer does), and never mix "
+            "variables from two strategies.",
+        ),
+    ),
+    _rule(
+        "strategy-mixed",
+        r"Mixing different tf\.distribute\.Strategy objects|"
+        r"`colocate_vars_with` must only be passed a variable created in this",
+        lambda m: (
+            "a variable or the optimizer's slots were created outside the "
+            "strategy's scope, then used inside strategy.run: the optimizer was built "
+            "outside `strategy.scope()` (it creates its slot variables lazily on the "
+            "first apply), or the model was.",
+            "build the model and the optimizer inside `with strategy.scope():`, and "
+            "call optimizer.build(model.trainable_variables) there, before the first "
+            "step.",
+        ),
+    ),
+    _rule(
+        "graph-placeholder",
+        r"You must feed a value for placeholder tensor '([^']+)'",
+        lambda m: (
+            f"a TF1-style graph ran without a value for its placeholder "
+            f"{m.group(1)!r}: code built for tf.compat.v1 sessions (or a Keras 2 "
+            "optimizer built outside the scope that traced it) was run as if eager.",
+            "use TF2 code end to end: load the model with bertfit.load_encoder, build "
+            "the optimizer inside strategy.scope(), and do not mix tf.compat.v1 "
+            "graphs or sessions with tf.function.",
+        ),
+    ),
+    _rule(
+        "signature-mismatch",
+        r"Could not find matching concrete function|Binding inputs to "
+        r"tf\.function failed due to `Can not cast (.*?) to (.*?)`",
+        lambda m: (
+            "a saved function was called with inputs that match none of its "
+            "signatures"
+            + (f": got {m.group(1)}, it takes {m.group(2)}" if m.group(1) else "")
+            + ".",
+            "pass exactly the dtypes, shapes and names the SavedModel was exported "
+            "with (`bertfit inspect PATH` lists its signatures): usually int32 ids of "
+            "shape [batch, seq] named input_word_ids, input_mask, input_type_ids.",
+        ),
+    ),
+    _rule(
+        "keras-mixed-versions",
+        r"Only instances of `?keras\.Layer`? can be added",
+        lambda m: (
+            "a Keras 2 (tf_keras, e.g. tensorflow_hub.KerasLayer) layer was given to "
+            "a Keras 3 model; the two Keras versions' objects do not mix.",
+            "load the encoder with bertfit.load_encoder(path), which gives a Keras 3 "
+            "layer for every format, TF Hub SavedModels included; or build the whole "
+            "model with tf_keras.",
+        ),
+    ),
+    _rule(
+        "input-longer-than-positions",
+        r"Incompatible shapes: \[(?:\d+),(\d+),\d+\] vs\. "
+        r"\[(?:\d+),(\d+),\d+\].*?embeddings",
+        lambda m: (
+            f"the inputs are {max(map(int, m.groups()))} tokens long but the "
+            f"encoder's position table has {min(map(int, m.groups()))} rows "
+            "(max_position_embeddings).",
+            "pack the inputs to at most max_position_embeddings tokens: lower "
+            "--max-seq-length (or the tokenizer's max_seq_length).",
+        ),
+    ),
+    _rule(
+        "xla-shape-inference",
+        r"tf2xla conversion failed|XLA compilation.*?(shape|Shape)",
+        lambda m: (
+            "XLA could not infer or match a shape while compiling the step (often a "
+            "dimension that differs between batches, or a reshape that changes the "
+            "batch size).",
+            STATIC_FIX,
+        ),
+    ),
+    _rule(
+        "out-of-memory",
+        r"OOM when allocating|ResourceExhaustedError|RESOURCE_EXHAUSTED",
+        lambda m: (
+            "the device ran out of memory.",
+            "lower --batch-size (use --grad-accum to keep the effective batch), lower "
+            "--max-seq-length or the buckets, or use --precision mixed_bf16.",
+        ),
+    ),
 ]
 
 

@@ -44,18 +44,21 @@ def cases(work: Path, model: str) -> dict[str, list[str]]:
     from tests.tiny import sentiment_rows, write_csv, write_jsonl
 
     good = write_csv(work / "good.csv", sentiment_rows(16))
-    long_texts = write_csv(work / "long.csv",
-                           [(" ".join(["good"] * 100), "pos"), ("bad", "neg")] * 8)
+    long_texts = write_csv(
+        work / "long.csv", [(" ".join(["good"] * 100), "pos"), ("bad", "neg")] * 8
+    )
     (work / "surrogate_text.jsonl").write_text('{"text": "a \\ud800 b", "label": "pos"}\n')
     (work / "surrogate_label.jsonl").write_text('{"text": "fine", "label": "\\ud800"}\n')
     (work / "huge_int.csv").write_text("text,label\nfine," + "9" * 5000 + "\n")
     (work / "huge_int.jsonl").write_text('{"text": "fine", "label": ' + "9" * 5000 + "}\n")
-    (work / "nested.jsonl").write_text('{"text": "fine", "label": ' + "[" * 100_000
-                                       + "]" * 100_000 + "}\n")
-    (work / "utf32.csv").write_bytes(codecs.BOM_UTF32_LE
-                                     + "text,label\nfine,pos\n".encode("utf-32-le"))
+    (work / "nested.jsonl").write_text(
+        '{"text": "fine", "label": ' + "[" * 100_000 + "]" * 100_000 + "}\n"
+    )
+    (work / "utf32.csv").write_bytes(
+        codecs.BOM_UTF32_LE + "text,label\nfine,pos\n".encode("utf-32-le")
+    )
     write_jsonl(work / "invisible.jsonl", [("\u200b\u200d\u0007", "pos"), ("fine", "neg")])
-    (work / "string_length.yaml").write_text("model:\n  max_seq_length: \"64\"\n")
+    (work / "string_length.yaml").write_text('model:\n  max_seq_length: "64"\n')
     (work / "a_file").write_text("not a directory\n")
     bomb = work / "bomb.zip"
     with zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as z:
@@ -63,21 +66,45 @@ def cases(work: Path, model: str) -> dict[str, list[str]]:
     train = ["train", "--model", model, "--train", str(good), "--quiet", "--max-seq-length", "32"]
 
     def train_on(name: str, run: str) -> list[str]:
-        return ["train", "--model", model, "--train", str(work / name), "--max-seq-length", "32",
-                "--output-dir", str(work / run)]
+        return [
+            "train",
+            "--model",
+            model,
+            "--train",
+            str(work / name),
+            "--max-seq-length",
+            "32",
+            "--output-dir",
+            str(work / run),
+        ]
 
     return {
-        "length past the position table": ["train", "--model", model, "--train",
-                                           str(long_texts), "--max-seq-length", "128",
-                                           "--output-dir", str(work / "r1")],
-        "negative learning rate": [*train, "--learning-rate=-5e-3",
-                                   "--output-dir", str(work / "r2")],
+        "length past the position table": [
+            "train",
+            "--model",
+            model,
+            "--train",
+            str(long_texts),
+            "--max-seq-length",
+            "128",
+            "--output-dir",
+            str(work / "r1"),
+        ],
+        "negative learning rate": [
+            *train,
+            "--learning-rate=-5e-3",
+            "--output-dir",
+            str(work / "r2"),
+        ],
         "zero cpu replicas": [*train, "--cpu-replicas", "0", "--output-dir", str(work / "r3")],
-        "negative cpu replicas": [*train, "--cpu-replicas", "-2",
-                                  "--output-dir", str(work / "r4")],
-        "yaml string where a number is due": [*train, "--config",
-                                              str(work / "string_length.yaml"),
-                                              "--output-dir", str(work / "r5")],
+        "negative cpu replicas": [*train, "--cpu-replicas", "-2", "--output-dir", str(work / "r4")],
+        "yaml string where a number is due": [
+            *train,
+            "--config",
+            str(work / "string_length.yaml"),
+            "--output-dir",
+            str(work / "r5"),
+        ],
         "lone surrogate in a text": train_on("surrogate_text.jsonl", "r6"),
         "lone surrogate in a label": train_on("surrogate_label.jsonl", "r7"),
         "5000-digit label (csv)": train_on("huge_int.csv", "r8"),
@@ -90,10 +117,24 @@ def cases(work: Path, model: str) -> dict[str, list[str]]:
         "utf-32 data": train_on("utf32.csv", "r12"),
         "invisible text": train_on("invisible.jsonl", "r13"),
         "check on a length past the position table": [
-            "check", "--model", model, "--train", str(long_texts), "--max-seq-length", "128",
-            "--no-compile"],
-        "predict over its own input": ["predict", "--run", str(work / "no-run"), "--data",
-                                       str(good), "--output", str(good)],
+            "check",
+            "--model",
+            model,
+            "--train",
+            str(long_texts),
+            "--max-seq-length",
+            "128",
+            "--no-compile",
+        ],
+        "predict over its own input": [
+            "predict",
+            "--run",
+            str(work / "no-run"),
+            "--data",
+            str(good),
+            "--output",
+            str(good),
+        ],
     }
 
 

@@ -65,9 +65,11 @@ def trained_run(tmp_path_factory, trainable_hf_dir):
     config = RunConfig(
         output_dir=str(path / "run"),
         model=ModelConfig(name=str(trainable_hf_dir), max_seq_length=16, dropout=0.0),
-        data=DataConfig(train=str(write_csv(path / "train.csv", sentiment_rows(192, seed=0))),
-                        eval=str(write_csv(path / "eval.csv", sentiment_rows(37, seed=1))),
-                        buckets=BUCKETS),
+        data=DataConfig(
+            train=str(write_csv(path / "train.csv", sentiment_rows(192, seed=0))),
+            eval=str(write_csv(path / "eval.csv", sentiment_rows(37, seed=1))),
+            buckets=BUCKETS,
+        ),
         train=TrainConfig(batch_size=8, epochs=3, learning_rate=5e-3, seed=0, strategy="default"),
     )
     return config, train(config, quiet=True)

@@ -8,8 +8,23 @@ from tests.tiny import sentiment_rows, write_csv
 
 
 def _train_args(model, train, output, *extra):
-    return ["train", "--model", str(model), "--train", str(train), "--output-dir", str(output),
-            "--max-seq-length", "16", "--batch-size", "8", "--epochs", "1", "--quiet", *extra]
+    return [
+        "train",
+        "--model",
+        str(model),
+        "--train",
+        str(train),
+        "--output-dir",
+        str(output),
+        "--max-seq-length",
+        "16",
+        "--batch-size",
+        "8",
+        "--epochs",
+        "1",
+        "--quiet",
+        *extra,
+    ]
 
 
 def _error(capsys):
@@ -31,8 +46,21 @@ def test_predict_writes_one_csv_row_per_input_row_in_order(trained_run, tmp_path
     rows = sentiment_rows(13, seed=9)
     data = write_csv(tmp_path / "in.csv", rows)
     out = tmp_path / "out.csv"
-    assert main(["predict", "--run", result["run_dir"], "--data", str(data), "--output", str(out),
-                 "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "predict",
+                "--run",
+                result["run_dir"],
+                "--data",
+                str(data),
+                "--output",
+                str(out),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     written = list(csv.DictReader(out.open()))
     assert len(written) == 13
     for row in written:
@@ -92,7 +120,8 @@ def test_config_file_round_trips_and_flags_override_it(trained_run, tmp_path):
 
     config, result = trained_run
     args = build_parser().parse_args(
-        ["train", "--config", f"{result['run_dir']}/config.yaml", "--epochs", "7"])
+        ["train", "--config", f"{result['run_dir']}/config.yaml", "--epochs", "7"]
+    )
     loaded = run_config_from_args(args)
     assert loaded.train.epochs == 7
     assert loaded.model == config.model and loaded.data == config.data
@@ -101,10 +130,25 @@ def test_config_file_round_trips_and_flags_override_it(trained_run, tmp_path):
 def test_predict_refuses_to_overwrite_its_input_or_write_into_a_directory(tmp_path, capsys):
     data = tmp_path / "new.csv"
     data.write_text("text\na fine film\n")
-    for output, message in ((data, "is the input file"), (tmp_path, "is a directory"),
-                            (tmp_path / "no" / "p.jsonl", "does not exist")):
+    for output, message in (
+        (data, "is the input file"),
+        (tmp_path, "is a directory"),
+        (tmp_path / "no" / "p.jsonl", "does not exist"),
+    ):
         # The run does not exist either: the output is checked before anything is loaded.
-        assert main(["predict", "--run", str(tmp_path / "no-run"), "--data", str(data),
-                     "--output", str(output)]) == 2
+        assert (
+            main(
+                [
+                    "predict",
+                    "--run",
+                    str(tmp_path / "no-run"),
+                    "--data",
+                    str(data),
+                    "--output",
+                    str(output),
+                ]
+            )
+            == 2
+        )
         assert message in capsys.readouterr().err
     assert data.read_text() == "text\na fine film\n"

@@ -16,11 +16,19 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="module")
 def results(trainable_hf_dir, tmp_path_factory):
     work = tmp_path_factory.mktemp("cli-errors")
-    env = {k: v for k, v in os.environ.items() if k not in ("TF_CPP_MIN_LOG_LEVEL",
-                                                             "BERTFIT_VERBOSE_TF")}
-    done = subprocess.run([sys.executable, "-m", "tests.cli_errors", str(work),
-                           str(trainable_hf_dir)], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=600)
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("TF_CPP_MIN_LOG_LEVEL", "BERTFIT_VERBOSE_TF")
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.cli_errors", str(work), str(trainable_hf_dir)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return work, json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -78,13 +86,30 @@ def test_help_and_a_tiny_check_print_no_tensorflow_start_up_lines(trainable_hf_d
     from tests.tiny import sentiment_rows, write_csv
 
     train = write_csv(tmp_path / "train.csv", sentiment_rows(16))
-    env = {k: v for k, v in os.environ.items() if k not in ("TF_CPP_MIN_LOG_LEVEL",
-                                                             "BERTFIT_VERBOSE_TF")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("TF_CPP_MIN_LOG_LEVEL", "BERTFIT_VERBOSE_TF")
+    }
     bertfit = [sys.executable, "-m", "bertfit.cli"]
-    for argv in (["--help"], ["check", "--model", str(trainable_hf_dir), "--train", str(train),
-                              "--batch-size", "8", "--max-seq-length", "32", "--no-compile"]):
-        done = subprocess.run([*bertfit, *argv], env=env, capture_output=True, text=True,
-                              timeout=300, cwd=tmp_path)
+    for argv in (
+        ["--help"],
+        [
+            "check",
+            "--model",
+            str(trainable_hf_dir),
+            "--train",
+            str(train),
+            "--batch-size",
+            "8",
+            "--max-seq-length",
+            "32",
+            "--no-compile",
+        ],
+    ):
+        done = subprocess.run(
+            [*bertfit, *argv], env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path
+        )
         assert done.returncode == 0, done.stderr
         for marker in ("I0000", "E0000", "W0000", "cuInit", "absl::InitializeLog", "oneDNN"):
             assert marker not in done.stderr, done.stderr

@@ -9,36 +9,46 @@ from bertfit.config import RunConfig
 from bertfit.errors import ConfigError
 
 
-@pytest.mark.parametrize("flags, message", [
-    (["--learning-rate=-5e-3"], "train.learning_rate (--learning-rate) must be a positive"),
-    (["--learning-rate", "nan"], "train.learning_rate (--learning-rate) must be a positive"),
-    (["--cpu-replicas", "0"], "train.cpu_replicas (--cpu-replicas) must be at least 1"),
-    (["--cpu-replicas", "-2"], "train.cpu_replicas (--cpu-replicas) must be at least 1"),
-    (["--warmup-ratio", "1"], "train.warmup_ratio (--warmup-ratio) must be in [0, 1)"),
-    (["--dropout", "1.5"], "model.dropout (--dropout) must be in [0, 1)"),
-    (["--weight-decay", "-1"], "train.weight_decay (--weight-decay) must be zero or positive"),
-    (["--clip-norm", "0"], "train.clip_norm (--clip-norm) must be a positive number"),
-    (["--max-train-examples", "0"], "data.max_train_examples (--max-train-examples)"),
-    (["--buckets", "16,999"], "data.buckets (--buckets) must be lengths between 1 and"),
-    (["--epochs", "0"], "train.epochs (--epochs) must be at least 1"),
-])
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--learning-rate=-5e-3"], "train.learning_rate (--learning-rate) must be a positive"),
+        (["--learning-rate", "nan"], "train.learning_rate (--learning-rate) must be a positive"),
+        (["--cpu-replicas", "0"], "train.cpu_replicas (--cpu-replicas) must be at least 1"),
+        (["--cpu-replicas", "-2"], "train.cpu_replicas (--cpu-replicas) must be at least 1"),
+        (["--warmup-ratio", "1"], "train.warmup_ratio (--warmup-ratio) must be in [0, 1)"),
+        (["--dropout", "1.5"], "model.dropout (--dropout) must be in [0, 1)"),
+        (["--weight-decay", "-1"], "train.weight_decay (--weight-decay) must be zero or positive"),
+        (["--clip-norm", "0"], "train.clip_norm (--clip-norm) must be a positive number"),
+        (["--max-train-examples", "0"], "data.max_train_examples (--max-train-examples)"),
+        (["--buckets", "16,999"], "data.buckets (--buckets) must be lengths between 1 and"),
+        (["--epochs", "0"], "train.epochs (--epochs) must be at least 1"),
+    ],
+)
 def test_nonsense_flags_are_refused_before_anything_runs(flags, message, tmp_path, capsys):
-    assert main(["train", "--train", "train.csv", "--output-dir", str(tmp_path / "run"),
-                 *flags]) == 2
+    assert (
+        main(["train", "--train", "train.csv", "--output-dir", str(tmp_path / "run"), *flags]) == 2
+    )
     error = capsys.readouterr().err
     assert message in error and error.count("\n") == 1
     assert not (tmp_path / "run").exists()
 
 
-@pytest.mark.parametrize("yaml_text, message", [
-    ("model:\n  max_seq_length: '64'\n", "model: max_seq_length must be an integer; got '64'"),
-    ("train:\n  epochs: 2.5\n", "train: epochs must be an integer; got 2.5"),
-    ("train:\n  jit_compile: 'yes'\n", "train: jit_compile must be true or false; got 'yes'"),
-    ("data:\n  buckets: [32, '64']\n", "data: buckets must be a list of integers"),
-    ("train:\n  learning_rate: -1\n", "train.learning_rate (--learning-rate) must be a positive"),
-    ("model: 3\n", "model: expected a mapping"),
-    ("output_dir: [1]\n", "output_dir must be a string"),
-])
+@pytest.mark.parametrize(
+    "yaml_text, message",
+    [
+        ("model:\n  max_seq_length: '64'\n", "model: max_seq_length must be an integer; got '64'"),
+        ("train:\n  epochs: 2.5\n", "train: epochs must be an integer; got 2.5"),
+        ("train:\n  jit_compile: 'yes'\n", "train: jit_compile must be true or false; got 'yes'"),
+        ("data:\n  buckets: [32, '64']\n", "data: buckets must be a list of integers"),
+        (
+            "train:\n  learning_rate: -1\n",
+            "train.learning_rate (--learning-rate) must be a positive",
+        ),
+        ("model: 3\n", "model: expected a mapping"),
+        ("output_dir: [1]\n", "output_dir must be a string"),
+    ],
+)
 def test_yaml_values_of_the_wrong_type_name_the_file_and_field(tmp_path, yaml_text, message):
     path = tmp_path / "run.yaml"
     path.write_text(yaml_text)

@@ -37,9 +37,21 @@ def _client(export: Path, texts: list[str], tmp_path: Path) -> tuple[np.ndarray,
     (tmp_path / "texts.json").write_text(json.dumps(texts))
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
     env.pop("PYTHONPATH", None)
-    done = subprocess.run([sys.executable, "-c", CLIENT, str(export), str(tmp_path / "texts.json"),
-                           str(tmp_path / "p.npy")], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            CLIENT,
+            str(export),
+            str(tmp_path / "texts.json"),
+            str(tmp_path / "p.npy"),
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return np.load(tmp_path / "p.npy"), json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -66,8 +78,10 @@ def test_a_process_with_only_tensorflow_gets_what_bertfit_predicts(exported, tmp
     probabilities, labels = _client(root / "1", texts, tmp_path)
     expected = load_classifier(run).predict(texts)
     np.testing.assert_allclose(
-        probabilities, [[row["probabilities"][n] for n in ("neg", "pos")] for row in expected],
-        atol=1e-5)
+        probabilities,
+        [[row["probabilities"][n] for n in ("neg", "pos")] for row in expected],
+        atol=1e-5,
+    )
     assert labels == [row["label"] for row in expected]
 
 
@@ -85,16 +99,22 @@ def test_signatures_label_names_and_batches_of_1_and_1000(exported):
         out = serve(text=tf.constant(["a fine film"] * batch))
         assert out["probabilities"].shape == (batch, 2)
     ids = loaded.signatures["classify_ids"]
-    by_ids = ids(input_word_ids=tf.constant([[2, 5, 3]]), input_mask=tf.constant([[1, 1, 1]]),
-                 input_type_ids=tf.constant([[0, 0, 0]]))
+    by_ids = ids(
+        input_word_ids=tf.constant([[2, 5, 3]]),
+        input_mask=tf.constant([[1, 1, 1]]),
+        input_type_ids=tf.constant([[0, 0, 0]]),
+    )
     np.testing.assert_allclose(tf.reduce_sum(by_ids["probabilities"], -1), [1.0], atol=1e-6)
 
 
 def test_the_export_loads_back_as_a_classifier(exported):
     run, root = exported
     texts = [t for t, _ in sentiment_rows(10, seed=4)]
-    np.testing.assert_allclose(load_classifier(root).predict_proba(texts),
-                               load_classifier(run).predict_proba(texts), atol=1e-6)
+    np.testing.assert_allclose(
+        load_classifier(root).predict_proba(texts),
+        load_classifier(run).predict_proba(texts),
+        atol=1e-6,
+    )
 
 
 @pytest.mark.slow
@@ -107,7 +127,8 @@ def test_minilm_export_equals_bertfit_predict_on_the_real_test_split(rotten_toma
         output_dir=str(tmp_path / "run"),
         model=ModelConfig(name="minilm-l6", max_seq_length=64, pooling="mean"),
         data=DataConfig(train=str(rotten_tomatoes / "train.csv"), max_train_examples=32),
-        train=TrainConfig(batch_size=32, epochs=1, jit_compile=False))
+        train=TrainConfig(batch_size=32, epochs=1, jit_compile=False),
+    )
     train(config, quiet=True)
     test_csv = str(rotten_tomatoes / "test.csv")
     expected = predict(config.output_dir, test_csv, quiet=True)
@@ -116,6 +137,7 @@ def test_minilm_export_equals_bertfit_predict_on_the_real_test_split(rotten_toma
     probabilities, labels = _client(tmp_path / "export" / "1", texts, tmp_path)
     names = list(expected[0]["probabilities"])
     np.testing.assert_allclose(
-        probabilities, [[row["probabilities"][n] for n in names] for row in expected], atol=1e-5)
+        probabilities, [[row["probabilities"][n] for n in names] for row in expected], atol=1e-5
+    )
     assert labels == [row["label"] for row in expected]
     assert len(labels) == 1283

@@ -106,8 +106,9 @@ def test_the_cycle_finder_finds_one():
 
 
 def test_import_bertfit_and_the_cli_module_do_not_load_tensorflow():
-    code = ("import sys, bertfit, bertfit.cli, bertfit.config, bertfit.errors\n"
-            "print('tensorflow' in sys.modules)")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=120)
+    code = (
+        "import sys, bertfit, bertfit.cli, bertfit.config, bertfit.errors\n"
+        "print('tensorflow' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.stdout.strip() == "False", done.stderr

@@ -11,9 +11,14 @@ import tensorflow as tf
 from bertfit.cli import main
 from bertfit.report import epoch_table
 
-PLOTS = ["training loss per step", "learning rate per step",
-         "gradient norm and throughput per step", "evaluation metrics per epoch",
-         "confusion matrix", "token-length histogram with bucket edges"]
+PLOTS = [
+    "training loss per step",
+    "learning rate per step",
+    "gradient norm and throughput per step",
+    "evaluation metrics per epoch",
+    "confusion matrix",
+    "token-length histogram with bucket edges",
+]
 
 
 class _Page(HTMLParser):
@@ -80,18 +85,22 @@ def test_tensorboard_holds_step_eval_length_and_config_summaries(trained_run):
     for name in ("loss", "learning_rate", "grad_norm", "examples_per_second"):
         logged = tags[f"train/{name}"]
         assert [s for s, _ in logged] == [row["global_step"] for row in steps]
-        np.testing.assert_allclose([float(v) for _, v in logged], [row[name] for row in steps],
-                                   rtol=1e-6)
+        np.testing.assert_allclose(
+            [float(v) for _, v in logged], [row[name] for row in steps], rtol=1e-6
+        )
     metrics = json.loads((run / "metrics.json").read_text())
     accuracy = [float(v) for _, v in tags["eval/accuracy"]]
     assert accuracy == pytest.approx([e["eval"]["accuracy"] for e in metrics["epochs"]])
-    assert {"eval/macro_f1", "eval/loss", "data/token_length", "data/buckets", "config"} <= set(tags)
+    assert {"eval/macro_f1", "eval/loss", "data/token_length", "data/buckets", "config"} <= set(
+        tags
+    )
 
 
 def test_steps_log_learning_rate_warmup_and_decay_and_gradient_norms(trained_run):
     config, result = trained_run
-    steps = [json.loads(line) for line in
-             Path(result["run_dir"], "steps.jsonl").read_text().splitlines()]
+    steps = [
+        json.loads(line) for line in Path(result["run_dir"], "steps.jsonl").read_text().splitlines()
+    ]
     rates = [row["learning_rate"] for row in steps]
     peak = config.train.learning_rate
     assert max(rates) <= peak + 1e-12 and rates[-1] < max(rates)

@@ -12,14 +12,21 @@ from bertfit.model.config import BertConfig
 from bertfit.model.encoder import BertEncoder
 
 SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-WORDS = ("the a an film movie good bad great awful boring fun plot actor story is was not "
-         "very , . ! ? ' and but it this that of to in").split()
+WORDS = (
+    "the a an film movie good bad great awful boring fun plot actor story is was not "
+    "very , . ! ? ' and but it this that of to in"
+).split()
 PIECES = ["##s", "##ing", "##ed", "##ly", "##y"]
 TINY_VOCAB = SPECIAL + WORDS + PIECES
 
 TINY_CONFIG = BertConfig(
-    vocab_size=len(TINY_VOCAB), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-    intermediate_size=64, max_position_embeddings=64, hidden_dropout_prob=0.0,
+    vocab_size=len(TINY_VOCAB),
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    intermediate_size=64,
+    max_position_embeddings=64,
+    hidden_dropout_prob=0.0,
     attention_probs_dropout_prob=0.0,
 )
 
@@ -39,8 +46,9 @@ def write_vocab(path: Path, vocab=TINY_VOCAB) -> Path:
     return file
 
 
-def write_tiny_hf(path: Path, config: BertConfig = TINY_CONFIG, prefix: str = "",
-                  trainable: bool = False) -> BertEncoder:
+def write_tiny_hf(
+    path: Path, config: BertConfig = TINY_CONFIG, prefix: str = "", trainable: bool = False
+) -> BertEncoder:
     """Writes a random tiny BERT as a HF directory with the real safetensors writer.
 
     By default every weight is random (a strict loading test); `trainable` keeps BERT's own
@@ -53,8 +61,10 @@ def write_tiny_hf(path: Path, config: BertConfig = TINY_CONFIG, prefix: str = ""
 
     encoder = BertEncoder(config) if trainable else tiny_encoder(config)
     tensors = read_weights(encoder, hf_table(config.num_hidden_layers))
-    save_file({prefix + k: np.ascontiguousarray(v) for k, v in tensors.items()},
-              str(path / "model.safetensors"))
+    save_file(
+        {prefix + k: np.ascontiguousarray(v) for k, v in tensors.items()},
+        str(path / "model.safetensors"),
+    )
     (path / "config.json").write_text(json.dumps(config.to_hf_dict()))
     (path / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": True}))
     write_vocab(path)
@@ -69,15 +79,23 @@ def tiny_inputs(batch: int = 3, seq: int = 8, seed: int = 1) -> dict[str, tf.Ten
     mask = (np.arange(seq)[None, :] < lengths[:, None]).astype("int32")
     ids[:, 0] = 2
     types = ((np.arange(seq)[None, :] >= lengths[:, None] // 2) & (mask == 1)).astype("int32")
-    return {"input_word_ids": tf.constant(ids * mask, tf.int32), "input_mask": tf.constant(mask),
-            "input_type_ids": tf.constant(types)}
+    return {
+        "input_word_ids": tf.constant(ids * mask, tf.int32),
+        "input_mask": tf.constant(mask),
+        "input_type_ids": tf.constant(types),
+    }
 
 
 # ---- writers for every checkpoint format, each with the tool that writes it ----
 
 HUB_MODULE_CONFIG = BertConfig(  # head size 64, as in Google's modules (which ship no config)
-    vocab_size=len(TINY_VOCAB), hidden_size=128, num_hidden_layers=2, num_attention_heads=2,
-    intermediate_size=256, max_position_embeddings=64, hidden_dropout_prob=0.0,
+    vocab_size=len(TINY_VOCAB),
+    hidden_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=2,
+    intermediate_size=256,
+    max_position_embeddings=64,
+    hidden_dropout_prob=0.0,
     attention_probs_dropout_prob=0.0,
 )
 
@@ -135,8 +153,9 @@ def write_tiny_tf2(path: Path, config: BertConfig = TINY_CONFIG) -> BertEncoder:
     return encoder
 
 
-def write_tiny_savedmodel(path: Path, config: BertConfig = TINY_CONFIG,
-                          signature_only: bool = False) -> BertEncoder:
+def write_tiny_savedmodel(
+    path: Path, config: BertConfig = TINY_CONFIG, signature_only: bool = False
+) -> BertEncoder:
     """`tf.saved_model.save`: a reusable TF Hub-style encoder, or one with signatures only."""
     from bertfit.export.hub import HubBertEncoder, write_hub_encoder
 
@@ -148,13 +167,20 @@ def write_tiny_savedmodel(path: Path, config: BertConfig = TINY_CONFIG,
     weights = {k: v.numpy() for k, v in encoder.named_variables().items()}
     root = tf.Module()
     root.model = HubBertEncoder(config, weights)
-    specs = [tf.TensorSpec([None, None], tf.int32, name=n)
-             for n in ("input_word_ids", "input_mask", "input_type_ids")]
+    specs = [
+        tf.TensorSpec([None, None], tf.int32, name=n)
+        for n in ("input_word_ids", "input_mask", "input_type_ids")
+    ]
 
     @tf.function(input_signature=specs)
     def serve(input_word_ids, input_mask, input_type_ids):
-        out = root.model.forward({"input_word_ids": input_word_ids, "input_mask": input_mask,
-                                  "input_type_ids": input_type_ids})
+        out = root.model.forward(
+            {
+                "input_word_ids": input_word_ids,
+                "input_mask": input_mask,
+                "input_type_ids": input_type_ids,
+            }
+        )
         return {"pooled_output": out["pooled_output"], "sequence_output": out["sequence_output"]}
 
     tf.saved_model.save(root, str(path), signatures={"serving_default": serve})
@@ -171,8 +197,9 @@ class _Unnamed(tf.Module):
     def __init__(self):
         super().__init__()
         rng = np.random.default_rng(3)
-        self.table = tf.Variable(rng.normal(size=(len(TINY_VOCAB), 8)).astype("float32"),
-                                 name="lookup")
+        self.table = tf.Variable(
+            rng.normal(size=(len(TINY_VOCAB), 8)).astype("float32"), name="lookup"
+        )
         self.dense = tf.Variable(rng.normal(size=(8, 8)).astype("float32"), name="mix")
         self.variables = [self.table, self.dense]
         self.trainable_variables = [self.table, self.dense]
@@ -186,8 +213,10 @@ class _Unnamed(tf.Module):
 
 def write_opaque_savedmodel(path: Path) -> tf.Module:
     module = _Unnamed()
-    specs = {n: tf.TensorSpec([None, None], tf.int32)
-             for n in ("input_word_ids", "input_mask", "input_type_ids")}
+    specs = {
+        n: tf.TensorSpec([None, None], tf.int32)
+        for n in ("input_word_ids", "input_mask", "input_type_ids")
+    }
     for training in (False, True):
         module.__call__.get_concrete_function(specs, training=training)
     tf.saved_model.save(module, str(path))
@@ -195,8 +224,9 @@ def write_opaque_savedmodel(path: Path) -> tf.Module:
     return module
 
 
-def write_tiny_hub_module(path: Path, config: BertConfig = HUB_MODULE_CONFIG,
-                          lower_case: bool = True) -> BertEncoder:
+def write_tiny_hub_module(
+    path: Path, config: BertConfig = HUB_MODULE_CONFIG, lower_case: bool = True
+) -> BertEncoder:
     """A TF1 Hub module as `hub.Module.export` lays it out: a TF1 SavedModel (graphs tagged {}
     and {"train"}, `bert/...` variables, `assets/vocab.txt`, `tokens` and `tokenization_info`
     signatures) plus `tfhub_module.pb` (a `ModuleDef` with format FORMAT_V3)."""
@@ -212,26 +242,36 @@ def write_tiny_hub_module(path: Path, config: BertConfig = HUB_MODULE_CONFIG,
         mask = v1.placeholder(tf.int32, [None, None], name="input_mask")
         segments = v1.placeholder(tf.int32, [None, None], name="segment_ids")
         first = tf.gather(variables["bert/embeddings/word_embeddings"], ids[:, 0])
-        pooled = tf.tanh(first @ variables["bert/pooler/dense/kernel"]
-                         + variables["bert/pooler/dense/bias"])
-        sequence = tf.gather(variables["bert/embeddings/word_embeddings"], ids) * tf.cast(
-            mask + 0 * segments, tf.float32)[..., None]
+        pooled = tf.tanh(
+            first @ variables["bert/pooler/dense/kernel"] + variables["bert/pooler/dense/bias"]
+        )
+        sequence = (
+            tf.gather(variables["bert/embeddings/word_embeddings"], ids)
+            * tf.cast(mask + 0 * segments, tf.float32)[..., None]
+        )
         vocab_asset = tf.constant(str(vocab))
         v1.add_to_collection(v1.GraphKeys.ASSET_FILEPATHS, vocab_asset)
         build = v1.saved_model.utils.build_tensor_info
         tokens = v1.saved_model.signature_def_utils.build_signature_def(
             {"input_ids": build(ids), "input_mask": build(mask), "segment_ids": build(segments)},
-            {"pooled_output": build(pooled), "sequence_output": build(sequence)}, "tokens")
+            {"pooled_output": build(pooled), "sequence_output": build(sequence)},
+            "tokens",
+        )
         info = v1.saved_model.signature_def_utils.build_signature_def(
-            {}, {"vocab_file": build(vocab_asset),
-                 "do_lower_case": build(tf.constant(lower_case))}, "tokenization_info")
+            {},
+            {"vocab_file": build(vocab_asset), "do_lower_case": build(tf.constant(lower_case))},
+            "tokenization_info",
+        )
         builder = v1.saved_model.Builder(str(path))
         with v1.Session() as session:
             session.run(v1.global_variables_initializer())
             signatures = {"tokens": tokens, "tokenization_info": info}
             builder.add_meta_graph_and_variables(
-                session, [], signature_def_map=signatures,
-                assets_collection=v1.get_collection(v1.GraphKeys.ASSET_FILEPATHS))
+                session,
+                [],
+                signature_def_map=signatures,
+                assets_collection=v1.get_collection(v1.GraphKeys.ASSET_FILEPATHS),
+            )
             builder.add_meta_graph(["train"], signature_def_map=signatures)
         builder.save()
     (path / "tfhub_module.pb").write_bytes(b"\x08\x03")  # ModuleDef{format: FORMAT_V3}
@@ -247,8 +287,10 @@ def write_tiny_torch_bin(path: Path, config: BertConfig = TINY_CONFIG) -> BertEn
 
     encoder = tiny_encoder(config)
     tensors = read_weights(encoder, hf_table(config.num_hidden_layers))
-    torch.save({k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in tensors.items()},
-               str(path / "pytorch_model.bin"))
+    torch.save(
+        {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in tensors.items()},
+        str(path / "pytorch_model.bin"),
+    )
     (path / "config.json").write_text(json.dumps(config.to_hf_dict()))
     write_vocab(path)
     return encoder
@@ -288,8 +330,9 @@ def tagged_rows(n: int, seed: int = 0) -> list[tuple[str, list[str]]]:
     rng = np.random.default_rng(seed)
     rows = []
     for _ in range(n):
-        words = list(rng.choice(["the", "film", "was", "very", "and", "it"],
-                                size=int(rng.integers(1, 6))))
+        words = list(
+            rng.choice(["the", "film", "was", "very", "and", "it"], size=int(rng.integers(1, 6)))
+        )
         labels = []
         for label, vocabulary in (("pos", POSITIVE), ("neg", NEGATIVE), ("plot", ["plot"])):
             if rng.random() < 0.5:

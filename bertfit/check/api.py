@@ -19,11 +19,22 @@ TARGETS = ("tpu", "gpu", "cpu")
 TPU_REPLICAS = 8  # a v2-8 / v3-8 host: 8 cores
 
 
-def check(config: RunConfig | None = None, *, dataset: tf.data.Dataset | None = None,
-          encoder=None, model: keras.Model | None = None, tokenizer=None,
-          num_classes: int | None = None, pooling: str = "cls", target: str = "cpu",
-          replicas: int | None = None, sample_batches: int = 8, max_rows: int | None = 50_000,
-          compile: bool = True, full_compile: bool = False) -> Report:
+def check(
+    config: RunConfig | None = None,
+    *,
+    dataset: tf.data.Dataset | None = None,
+    encoder=None,
+    model: keras.Model | None = None,
+    tokenizer=None,
+    num_classes: int | None = None,
+    pooling: str = "cls",
+    target: str = "cpu",
+    replicas: int | None = None,
+    sample_batches: int = 8,
+    max_rows: int | None = 50_000,
+    compile: bool = True,
+    full_compile: bool = False,
+) -> Report:
     """Finds shape, dtype, input, data and gradient problems without training.
 
     Args:
@@ -52,9 +63,19 @@ def check(config: RunConfig | None = None, *, dataset: tf.data.Dataset | None = 
     start = time.perf_counter()
     report = Report(target=target)
     if dataset is not None:
-        _check_dataset(report, dataset, encoder, model, tokenizer, num_classes or 2, pooling,
-                       replicas or (TPU_REPLICAS if target == "tpu" else 1), sample_batches,
-                       compile, full_compile)
+        _check_dataset(
+            report,
+            dataset,
+            encoder,
+            model,
+            tokenizer,
+            num_classes or 2,
+            pooling,
+            replicas or (TPU_REPLICAS if target == "tpu" else 1),
+            sample_batches,
+            compile,
+            full_compile,
+        )
     elif config is not None:
         _check_run(report, config, replicas, max_rows, compile, full_compile)
     else:
@@ -66,24 +87,43 @@ def check(config: RunConfig | None = None, *, dataset: tf.data.Dataset | None = 
 def check_precision(report: Report, precision: str, target: str) -> None:
     where = f"--precision {precision}"
     if target == "tpu" and precision == "mixed_fp16":
-        report.add("dtype-precision-unsupported", ERROR, "float16 on a TPU", where=where,
-                   why="TPUs compute in bfloat16; float16 is not supported",
-                   fix="use --precision mixed_bf16 (no loss scaling needed)")
+        report.add(
+            "dtype-precision-unsupported",
+            ERROR,
+            "float16 on a TPU",
+            where=where,
+            why="TPUs compute in bfloat16; float16 is not supported",
+            fix="use --precision mixed_bf16 (no loss scaling needed)",
+        )
     elif target == "cpu" and precision != "fp32":
-        report.add("dtype-precision-unsupported", WARNING, f"{precision} on a CPU", where=where,
-                   why="most CPUs emulate 16-bit floats: slower than fp32, and less accurate",
-                   fix="use --precision fp32 on CPU; keep bf16 for TPU and recent GPUs")
+        report.add(
+            "dtype-precision-unsupported",
+            WARNING,
+            f"{precision} on a CPU",
+            where=where,
+            why="most CPUs emulate 16-bit floats: slower than fp32, and less accurate",
+            fix="use --precision fp32 on CPU; keep bf16 for TPU and recent GPUs",
+        )
     elif target == "gpu" and "bf16" in precision:
-        old = [d for d in tf.config.list_physical_devices("GPU")
-               if (tf.config.experimental.get_device_details(d).get("compute_capability")
-                   or (8, 0))[0] < 8]
+        old = [
+            d
+            for d in tf.config.list_physical_devices("GPU")
+            if (tf.config.experimental.get_device_details(d).get("compute_capability") or (8, 0))[0]
+            < 8
+        ]
         if old:
-            report.add("dtype-precision-unsupported", WARNING, "bfloat16 on a GPU older than "
-                       "Ampere", where=where, why="pre-Ampere GPUs have no bfloat16 units",
-                       fix="use --precision mixed_fp16 (with loss scaling) on this GPU")
+            report.add(
+                "dtype-precision-unsupported",
+                WARNING,
+                "bfloat16 on a GPU older than Ampere",
+                where=where,
+                why="pre-Ampere GPUs have no bfloat16 units",
+                fix="use --precision mixed_fp16 (with loss scaling) on this GPU",
+            )
 
 
 # ---- bertfit's own pipeline ----
+
 
 def _check_run(report: Report, config: RunConfig, replicas, max_rows, compile_, full) -> None:
     from bertfit.checkpoints.detect import detect
@@ -99,8 +139,9 @@ def _check_run(report: Report, config: RunConfig, replicas, max_rows, compile_, 
         return
     replicas = replicas or (TPU_REPLICAS if target == "tpu" else config.train.cpu_replicas or 1)
     check_precision(report, config.model.precision, target)
-    ctx = B.InputContext(target=target, replicas=replicas, source=f"--batch-size "
-                         f"{config.train.batch_size}")
+    ctx = B.InputContext(
+        target=target, replicas=replicas, source=f"--batch-size {config.train.batch_size}"
+    )
     B.check_batch_size(report, config.train.batch_size, ctx)
 
     checkpoint = tokenizer = None
@@ -108,20 +149,31 @@ def _check_run(report: Report, config: RunConfig, replicas, max_rows, compile_, 
         path = resolve(config.model.name)
         found = detect(path)
         if found.format == SIGNATURE_ONLY:
-            report.add("grad-signature-only", ERROR, "the checkpoint is a signature-only "
-                       "SavedModel with zero trainable variables", where=str(path),
-                       why=M.SIGNATURE_ONLY_WHY, fix=M.SIGNATURE_ONLY_FIX)
+            report.add(
+                "grad-signature-only",
+                ERROR,
+                "the checkpoint is a signature-only SavedModel with zero trainable variables",
+                where=str(path),
+                why=M.SIGNATURE_ONLY_WHY,
+                fix=M.SIGNATURE_ONLY_FIX,
+            )
         else:
             checkpoint = read_detection(found)
             tokenizer = build_tokenizer(checkpoint, lower_case=config.model.lower_case)
             _check_positions(report, config, checkpoint)
     except CheckpointError as e:
-        report.add("model-unloadable", ERROR, str(e), where=config.model.name,
-                   fix="`bertfit inspect PATH` says what the checkpoint is")
+        report.add(
+            "model-unloadable",
+            ERROR,
+            str(e),
+            where=config.model.name,
+            fix="`bertfit inspect PATH` says what the checkpoint is",
+        )
 
     train = D.read_checked(report, config.data.train, config, "training")
-    evaluation = D.read_checked(report, config.data.eval, config, "evaluation") \
-        if config.data.eval else None
+    evaluation = (
+        D.read_checked(report, config.data.eval, config, "evaluation") if config.data.eval else None
+    )
     if train is None:
         return
     report.stats["training rows"] = len(train)
@@ -134,16 +186,19 @@ def _check_run(report: Report, config: RunConfig, replicas, max_rows, compile_, 
     if tokenizer is None:
         return
     positions = checkpoint.config.max_position_embeddings if checkpoint.config else None
-    encoded, chosen = D.check_lengths(report, train, tokenizer, config, config.data.train,
-                                      max_rows, positions)
+    encoded, chosen = D.check_lengths(
+        report, train, tokenizer, config, config.data.train, max_rows, positions
+    )
     if evaluation is not None:
-        D.check_lengths(report, evaluation, tokenizer, config, config.data.eval, max_rows,
-                        positions)
+        D.check_lengths(
+            report, evaluation, tokenizer, config, config.data.eval, max_rows, positions
+        )
     if task is None or "shape-batch-not-divisible" in report.codes:
         return
     targets = task.targets([train[i] for i in chosen], config.data.train)
-    _check_pipeline(report, config, checkpoint, tokenizer, encoded, targets, task,
-                    replicas, ctx, compile_, full)
+    _check_pipeline(
+        report, config, checkpoint, tokenizer, encoded, targets, task, replicas, ctx, compile_, full
+    )
 
 
 def _check_positions(report, config, checkpoint) -> None:
@@ -151,17 +206,21 @@ def _check_positions(report, config, checkpoint) -> None:
         return
     limit = checkpoint.config.max_position_embeddings
     if config.model.max_seq_length > limit:
-        report.add("shape-seq-exceeds-positions", ERROR,
-                   f"max_seq_length {config.model.max_seq_length} is longer than the "
-                   f"checkpoint's position table (max_position_embeddings {limit})",
-                   where=config.model.name,
-                   why="positions past the table do not exist: without XLA the step fails on "
-                   "long inputs, with XLA the positions would be clamped and the numbers wrong",
-                   fix=f"use --max-seq-length {limit} or less")
+        report.add(
+            "shape-seq-exceeds-positions",
+            ERROR,
+            f"max_seq_length {config.model.max_seq_length} is longer than the "
+            f"checkpoint's position table (max_position_embeddings {limit})",
+            where=config.model.name,
+            why="positions past the table do not exist: without XLA the step fails on "
+            "long inputs, with XLA the positions would be clamped and the numbers wrong",
+            fix=f"use --max-seq-length {limit} or less",
+        )
 
 
-def _check_pipeline(report, config, checkpoint, tokenizer, encoded, targets, task,
-                    replicas, ctx, compile_, full) -> None:
+def _check_pipeline(
+    report, config, checkpoint, tokenizer, encoded, targets, task, replicas, ctx, compile_, full
+) -> None:
     from bertfit.checkpoints.load import build_encoder
     from bertfit.config import PRECISION_POLICIES
     from bertfit.data.pipeline import BucketedInput, buckets_for, plan_batches
@@ -172,13 +231,25 @@ def _check_pipeline(report, config, checkpoint, tokenizer, encoded, targets, tas
     strategy = tf.distribute.get_strategy()
     # One replica's view: the per-replica batch from the same plan and packing code.
     plan = plan_batches(encoded.packed_lengths, buckets_for(config), per_replica, shuffle=False)
-    pipeline = BucketedInput(encoded, targets, plan, strategy, cls_id=tokenizer.cls_id,
-                             sep_id=tokenizer.sep_id, pad_id=tokenizer.pad_id)
+    pipeline = BucketedInput(
+        encoded,
+        targets,
+        plan,
+        strategy,
+        cls_id=tokenizer.cls_id,
+        sep_id=tokenizer.sep_id,
+        pad_id=tokenizer.pad_id,
+    )
     report.stats["buckets used"] = sorted(pipeline.datasets)
-    bucket_ctx = B.InputContext(target=ctx.target, replicas=replicas, global_batch=False,
-                                vocab_size=checkpoint.config.vocab_size,
-                                type_vocab_size=checkpoint.config.type_vocab_size,
-                                cls_id=tokenizer.cls_id, source="bertfit pipeline")
+    bucket_ctx = B.InputContext(
+        target=ctx.target,
+        replicas=replicas,
+        global_batch=False,
+        vocab_size=checkpoint.config.vocab_size,
+        type_vocab_size=checkpoint.config.type_vocab_size,
+        cls_id=tokenizer.cls_id,
+        source="bertfit pipeline",
+    )
     stats = B.BatchStats()
     firsts = []
     for _, dataset in sorted(pipeline.datasets.items()):
@@ -194,25 +265,32 @@ def _check_pipeline(report, config, checkpoint, tokenizer, encoded, targets, tas
         frozen = ("pooler",) if config.model.pooling == "mean" else ()
 
         def build_model():
-            return BertClassifier(build_encoder(checkpoint), task.num_outputs,
-                                  config.model.pooling, config.model.dropout,
-                                  seed=config.train.seed)
+            return BertClassifier(
+                build_encoder(checkpoint),
+                task.num_outputs,
+                config.model.pooling,
+                config.model.dropout,
+                seed=config.train.seed,
+            )
 
-        trainer = Trainer(build_model, strategy, config.train, total_steps=1, frozen=frozen,
-                          task_kind=task.kind)
-        M.check_gradients(report, trainer.model, firsts[0], excluded=frozen,
-                          where=config.model.name)
+        trainer = Trainer(
+            build_model, strategy, config.train, total_steps=1, frozen=frozen, task_kind=task.kind
+        )
+        M.check_gradients(
+            report, trainer.model, firsts[0], excluded=frozen, where=config.model.name
+        )
         if compile_ and "grad-none" not in report.codes:
-            M.compile_shapes(report, trainer._gradients, firsts, ctx.target,
-                             "replica step", full)
+            M.compile_shapes(report, trainer._gradients, firsts, ctx.target, "replica step", full)
         compute = tf.as_dtype(keras.mixed_precision.dtype_policy().compute_dtype).size
         report.memory = M.memory_per_replica(
-            trainer.model, [(per_replica, s) for s in sorted(pipeline.datasets)], compute)
+            trainer.model, [(per_replica, s) for s in sorted(pipeline.datasets)], compute
+        )
     finally:
         keras.mixed_precision.set_dtype_policy(previous)
 
 
 # ---- a user's dataset ----
+
 
 def _encoder_takes_text(model) -> bool:
     inputs = getattr(model, "inputs", None)
@@ -222,23 +300,45 @@ def _encoder_takes_text(model) -> bool:
         return False
 
 
-def _check_dataset(report, dataset, encoder, model, tokenizer, num_classes, pooling, replicas,
-                   sample_batches, compile_, full) -> None:
+def _check_dataset(
+    report,
+    dataset,
+    encoder,
+    model,
+    tokenizer,
+    num_classes,
+    pooling,
+    replicas,
+    sample_batches,
+    compile_,
+    full,
+) -> None:
     from bertfit.model.classifier import BertClassifier
 
     if encoder is None and model is None:
-        raise BertfitError("check(dataset=...) needs encoder= (a bertfit encoder) or model= "
-                           "(a Keras model from features to logits)")
+        raise BertfitError(
+            "check(dataset=...) needs encoder= (a bertfit encoder) or model= "
+            "(a Keras model from features to logits)"
+        )
     config = getattr(encoder, "config", None)
     takes_text = _encoder_takes_text(model if model is not None else encoder)
-    ctx = B.InputContext(target=report.target, replicas=replicas,
-                         vocab_size=getattr(config, "vocab_size", None),
-                         type_vocab_size=getattr(config, "type_vocab_size", None),
-                         cls_id=getattr(tokenizer, "cls_id", None),
-                         encoder_takes_text=takes_text, source="dataset")
+    ctx = B.InputContext(
+        target=report.target,
+        replicas=replicas,
+        vocab_size=getattr(config, "vocab_size", None),
+        type_vocab_size=getattr(config, "type_vocab_size", None),
+        cls_id=getattr(tokenizer, "cls_id", None),
+        encoder_takes_text=takes_text,
+        source="dataset",
+    )
     B.check_spec(report, dataset.element_spec, ctx)
-    blocking = {"input-raw-strings", "input-ids-to-text-encoder", "input-key-names",
-                "input-missing", "dtype-float-ids"}
+    blocking = {
+        "input-raw-strings",
+        "input-ids-to-text-encoder",
+        "input-key-names",
+        "input-missing",
+        "dtype-float-ids",
+    }
     stats = B.BatchStats()
     samples = []
     for element in itertools.islice(dataset, sample_batches):
@@ -246,7 +346,9 @@ def _check_dataset(report, dataset, encoder, model, tokenizer, num_classes, pool
         B.observe_batch(stats, element, ctx)
     report.stats["dataset batches sampled"] = (
         f"{len(samples)} (the first {sample_batches}; the rest were not read)"
-        if len(samples) == sample_batches else f"{len(samples)} (all)")
+        if len(samples) == sample_batches
+        else f"{len(samples)} (all)"
+    )
     B.report_batches(report, stats, ctx)
     if not samples or blocking & set(report.codes) or takes_text:
         return
@@ -266,14 +368,20 @@ def _check_dataset(report, dataset, encoder, model, tokenizer, num_classes, pool
                 shapes.append(key)
                 distinct.append(element)
         variables = list(model.trainable_variables)
-        M.compile_shapes(report, M.replica_step(model, variables), distinct, report.target,
-                         "replica step", full)
+        M.compile_shapes(
+            report, M.replica_step(model, variables), distinct, report.target, "replica step", full
+        )
         if len(distinct) > 1:
-            report.add("shape-recompiles", ERROR if report.target == "tpu" else WARNING,
-                       f"{len(distinct)} different input shapes in the first {len(samples)} "
-                       f"batches: {[list(s) for s in shapes]}", where="dataset",
-                       why="the step is compiled once per shape; with per-batch padding that is "
-                       "once per batch, and a TPU run stalls on compilation",
-                       fix="pad to fixed lengths (a few buckets at most) and fixed batch sizes")
+            report.add(
+                "shape-recompiles",
+                ERROR if report.target == "tpu" else WARNING,
+                f"{len(distinct)} different input shapes in the first {len(samples)} "
+                f"batches: {[list(s) for s in shapes]}",
+                where="dataset",
+                why="the step is compiled once per shape; with per-batch padding that is "
+                "once per batch, and a TPU run stalls on compilation",
+                fix="pad to fixed lengths (a few buckets at most) and fixed batch sizes",
+            )
         report.memory = M.memory_per_replica(
-            model, [(s[0] // replicas, s[1]) for s in shapes if s and len(s) == 2])
+            model, [(s[0] // replicas, s[1]) for s in shapes if s and len(s) == 2]
+        )

@@ -45,8 +45,9 @@ def split_element(element):
         weights = element[2] if len(element) > 2 else None
         return features, labels, weights
     if isinstance(element, Mapping):
-        features = {k: v for k, v in element.items()
-                    if k not in LABEL_KEYS + WEIGHT_KEYS + EXTRA_KEYS}
+        features = {
+            k: v for k, v in element.items() if k not in LABEL_KEYS + WEIGHT_KEYS + EXTRA_KEYS
+        }
         labels = next((element[k] for k in LABEL_KEYS if k in element), None)
         weights = next((element[k] for k in WEIGHT_KEYS if k in element), None)
         return features, labels, weights
@@ -64,6 +65,7 @@ def canonical(features) -> dict:
 
 # ---- static: the element spec ----
 
+
 def check_spec(report: Report, spec, ctx: InputContext) -> None:
     features, labels, _ = split_element(spec)
     named = _named(features)
@@ -72,48 +74,69 @@ def check_spec(report: Report, spec, ctx: InputContext) -> None:
     for name, s in named.items():
         if not isinstance(s, tf.TensorSpec):
             kind = type(s).__name__
-            report.add("shape-dynamic-seq", ERROR, f"input {name!r} is a {kind}, not a dense "
-                       "tensor", where=f"{ctx.source}: {name}",
-                       why="ragged or sparse inputs have data-dependent shapes that XLA "
-                       "cannot compile",
-                       fix="pad to a fixed length in the pipeline (e.g. .to_tensor(shape=[None, "
-                       "L]) then batch with drop_remainder=True)")
+            report.add(
+                "shape-dynamic-seq",
+                ERROR,
+                f"input {name!r} is a {kind}, not a dense tensor",
+                where=f"{ctx.source}: {name}",
+                why="ragged or sparse inputs have data-dependent shapes that XLA cannot compile",
+                fix="pad to a fixed length in the pipeline (e.g. .to_tensor(shape=[None, "
+                "L]) then batch with drop_remainder=True)",
+            )
             continue
         _check_dtype(report, name, s.dtype, ctx)
         shape = s.shape
         if shape.rank is None:
-            report.add("shape-dynamic-seq", ERROR, f"input {name!r} has an unknown rank",
-                       where=f"{ctx.source}: {name}", why=_STATIC_WHY[ctx.target],
-                       fix="give it a fixed shape [batch, seq] with tf.ensure_shape")
+            report.add(
+                "shape-dynamic-seq",
+                ERROR,
+                f"input {name!r} has an unknown rank",
+                where=f"{ctx.source}: {name}",
+                why=_STATIC_WHY[ctx.target],
+                fix="give it a fixed shape [batch, seq] with tf.ensure_shape",
+            )
             continue
         if shape.rank >= 1:
             leading[name] = shape[0]
             if shape[0] is None:
                 _dynamic_batch(report, name, ctx)
         if shape.rank >= 2 and any(d is None for d in shape[1:]):
-            report.add("shape-dynamic-seq", ERROR if ctx.target == "tpu" else WARNING,
-                       f"input {name!r} has shape {shape_text(shape)}: its sequence dimension is "
-                       "not static (per-batch padding, e.g. padded_batch or pad-to-longest)",
-                       where=f"{ctx.source}: {name}", why=_STATIC_WHY[ctx.target],
-                       fix="pad every example to a fixed length (bertfit's --buckets pad to a "
-                       "few fixed lengths), or pass padded_shapes with fixed sizes to "
-                       "padded_batch")
+            report.add(
+                "shape-dynamic-seq",
+                ERROR if ctx.target == "tpu" else WARNING,
+                f"input {name!r} has shape {shape_text(shape)}: its sequence dimension is "
+                "not static (per-batch padding, e.g. padded_batch or pad-to-longest)",
+                where=f"{ctx.source}: {name}",
+                why=_STATIC_WHY[ctx.target],
+                fix="pad every example to a fixed length (bertfit's --buckets pad to a "
+                "few fixed lengths), or pass padded_shapes with fixed sizes to "
+                "padded_batch",
+            )
     if isinstance(labels, tf.TensorSpec):
         if labels.dtype.is_floating:
-            report.add("dtype-float-labels", ERROR, f"labels are {labels.dtype.name}; a "
-                       "classifier needs integer class ids", where=f"{ctx.source}: label",
-                       why="sparse categorical cross-entropy indexes the logits by label; "
-                       "float labels fail or are silently truncated",
-                       fix="map labels to int32 class ids 0..K-1 (dataset.map(lambda x, y: "
-                       "(x, tf.cast(y, tf.int32)))) or let bertfit's label map do it")
+            report.add(
+                "dtype-float-labels",
+                ERROR,
+                f"labels are {labels.dtype.name}; a classifier needs integer class ids",
+                where=f"{ctx.source}: label",
+                why="sparse categorical cross-entropy indexes the logits by label; "
+                "float labels fail or are silently truncated",
+                fix="map labels to int32 class ids 0..K-1 (dataset.map(lambda x, y: "
+                "(x, tf.cast(y, tf.int32)))) or let bertfit's label map do it",
+            )
         if labels.shape.rank:
             leading["label"] = labels.shape[0]
     static = {n: d for n, d in leading.items() if d is not None}
     if len(set(static.values())) > 1:
-        report.add("shape-batch-mismatch", ERROR, "the inputs disagree on the batch size: "
-                   + ", ".join(f"{n} {d}" for n, d in static.items()),
-                   where=ctx.source, why="every tensor of a step must hold the same examples",
-                   fix="look for a reshape or a batch() applied to some of the inputs only")
+        report.add(
+            "shape-batch-mismatch",
+            ERROR,
+            "the inputs disagree on the batch size: "
+            + ", ".join(f"{n} {d}" for n, d in static.items()),
+            where=ctx.source,
+            why="every tensor of a step must hold the same examples",
+            fix="look for a reshape or a batch() applied to some of the inputs only",
+        )
     batch = next(iter(static.values()), None)
     if batch is not None:
         check_batch_size(report, batch, ctx)
@@ -125,66 +148,99 @@ def _check_keys(report: Report, named: dict, ctx: InputContext) -> None:
         close = difflib.get_close_matches(key, list(ALIASES), n=1, cutoff=0.5)
         target = ALIASES[close[0]] if close else None
         mapping = "; ".join(f"{k} → {ALIASES.get(k, '?')}" for k in named)
-        report.add("input-key-names", ERROR, f"input key {key!r} is not a name the encoder "
-                   "knows" + (f" (did you mean {target!r}?)" if target else ""),
-                   where=f"{ctx.source}: {key}",
-                   why="the encoder looks its inputs up by name; an unknown name is refused "
-                   "(or, in other libraries, silently ignored)",
-                   fix=f"rename the keys to {', '.join(INPUT_NAMES)} (Hugging Face and "
-                   f"KerasHub names are accepted too). Mapping seen: {mapping}")
+        report.add(
+            "input-key-names",
+            ERROR,
+            f"input key {key!r} is not a name the encoder "
+            "knows" + (f" (did you mean {target!r}?)" if target else ""),
+            where=f"{ctx.source}: {key}",
+            why="the encoder looks its inputs up by name; an unknown name is refused "
+            "(or, in other libraries, silently ignored)",
+            fix=f"rename the keys to {', '.join(INPUT_NAMES)} (Hugging Face and "
+            f"KerasHub names are accepted too). Mapping seen: {mapping}",
+        )
     present = {ALIASES[k] for k in named if k in ALIASES}
     if not unknown and named and WORD_IDS not in present and "<features>" not in named:
-        report.add("input-missing", ERROR, f"no {WORD_IDS!r} among the inputs "
-                   f"{sorted(named)}", where=ctx.source, fix=f"pass {', '.join(INPUT_NAMES)}")
+        report.add(
+            "input-missing",
+            ERROR,
+            f"no {WORD_IDS!r} among the inputs {sorted(named)}",
+            where=ctx.source,
+            fix=f"pass {', '.join(INPUT_NAMES)}",
+        )
     if present and MASK not in present and "<features>" not in named:
-        report.add("input-missing", ERROR, f"no {MASK!r} among the inputs {sorted(named)}",
-                   where=ctx.source, why="without a mask the encoder attends to padding",
-                   fix="pass input_mask (1 on real tokens, 0 on padding)")
+        report.add(
+            "input-missing",
+            ERROR,
+            f"no {MASK!r} among the inputs {sorted(named)}",
+            where=ctx.source,
+            why="without a mask the encoder attends to padding",
+            fix="pass input_mask (1 on real tokens, 0 on padding)",
+        )
 
 
 def _check_dtype(report: Report, name: str, dtype: tf.DType, ctx: InputContext) -> None:
     if dtype == tf.string:
         if not ctx.encoder_takes_text:
-            report.add("input-raw-strings", ERROR, f"input {name!r} holds raw strings but the "
-                       "encoder takes token ids", where=f"{ctx.source}: {name}",
-                       why="an id encoder cannot read text, and XLA cannot compile string ops",
-                       fix="tokenize first: encoder, tokenizer = bertfit.load_encoder(path); "
-                       "dataset.map(lambda t, y: (tokenizer(t, max_seq_length=128), y))")
+            report.add(
+                "input-raw-strings",
+                ERROR,
+                f"input {name!r} holds raw strings but the encoder takes token ids",
+                where=f"{ctx.source}: {name}",
+                why="an id encoder cannot read text, and XLA cannot compile string ops",
+                fix="tokenize first: encoder, tokenizer = bertfit.load_encoder(path); "
+                "dataset.map(lambda t, y: (tokenizer(t, max_seq_length=128), y))",
+            )
         return
     if ctx.encoder_takes_text and dtype.is_integer:
-        report.add("input-ids-to-text-encoder", ERROR, f"input {name!r} holds token ids but "
-                   "the model takes raw text (it tokenizes in-graph)",
-                   where=f"{ctx.source}: {name}",
-                   why="ids would be read as text, or refused by the model's signature",
-                   fix="give this model the strings themselves, or use the bare encoder "
-                   "(bertfit.load_encoder) for ids")
+        report.add(
+            "input-ids-to-text-encoder",
+            ERROR,
+            f"input {name!r} holds token ids but the model takes raw text (it tokenizes in-graph)",
+            where=f"{ctx.source}: {name}",
+            why="ids would be read as text, or refused by the model's signature",
+            fix="give this model the strings themselves, or use the bare encoder "
+            "(bertfit.load_encoder) for ids",
+        )
         return
     if dtype == tf.int64 and ctx.target == "tpu":
-        report.add("dtype-int64-on-tpu", ERROR, f"input {name!r} is int64",
-                   where=f"{ctx.source}: {name}",
-                   why="TPUs support int32 ids; int64 inputs are refused or emulated slowly, "
-                   "and the infeed doubles its traffic",
-                   fix="cast ids, mask and type ids to int32 in the input pipeline")
+        report.add(
+            "dtype-int64-on-tpu",
+            ERROR,
+            f"input {name!r} is int64",
+            where=f"{ctx.source}: {name}",
+            why="TPUs support int32 ids; int64 inputs are refused or emulated slowly, "
+            "and the infeed doubles its traffic",
+            fix="cast ids, mask and type ids to int32 in the input pipeline",
+        )
     if dtype.is_floating and name in ALIASES:
-        report.add("dtype-float-ids", ERROR, f"input {name!r} is {dtype.name}; ids and masks "
-                   "must be integers", where=f"{ctx.source}: {name}",
-                   fix="cast to int32 in the input pipeline")
+        report.add(
+            "dtype-float-ids",
+            ERROR,
+            f"input {name!r} is {dtype.name}; ids and masks must be integers",
+            where=f"{ctx.source}: {name}",
+            fix="cast to int32 in the input pipeline",
+        )
 
 
 def _dynamic_batch(report: Report, name: str, ctx: InputContext) -> None:
     if "shape-dynamic-batch" in report.codes:
         return
-    report.add("shape-dynamic-batch", ERROR if ctx.target == "tpu" else WARNING,
-               f"input {name!r} has an unknown batch dimension: the last batch can be "
-               "smaller than the others (a ragged last batch)",
-               where=f"{ctx.source}: {name}", why=_STATIC_WHY[ctx.target],
-               fix="batch with drop_remainder=True, or pad the last batch to the full size "
-               "with zero example weights (bertfit's pipeline does, and counts them)")
+    report.add(
+        "shape-dynamic-batch",
+        ERROR if ctx.target == "tpu" else WARNING,
+        f"input {name!r} has an unknown batch dimension: the last batch can be "
+        "smaller than the others (a ragged last batch)",
+        where=f"{ctx.source}: {name}",
+        why=_STATIC_WHY[ctx.target],
+        fix="batch with drop_remainder=True, or pad the last batch to the full size "
+        "with zero example weights (bertfit's pipeline does, and counts them)",
+    )
 
 
 _STATIC_WHY = {
     "tpu": "a TPU compiles one program per input shape and needs every dimension known; a "
-           "dynamic dimension fails compilation or recompiles for each new shape",
+    "dynamic dimension fails compilation or recompiles for each new shape",
     "gpu": "under XLA every new shape triggers a recompilation (seconds to minutes each)",
     "cpu": "under XLA every new shape triggers a recompilation",
 }
@@ -197,25 +253,33 @@ def check_batch_size(report: Report, batch: int, ctx: InputContext) -> None:
     replicas = ctx.replicas
     lower = batch - batch % replicas
     if ctx.global_batch and batch % replicas:
-        report.add("shape-batch-not-divisible", ERROR,
-                   f"the global batch {batch} does not divide over {replicas} replicas "
-                   f"({batch / replicas:.2f} examples each)", where=ctx.source,
-                   why="every replica must get the same number of examples",
-                   fix=f"use a batch size that is a multiple of {replicas}, e.g. "
-                   f"{lower or replicas} or {lower + replicas}")
+        report.add(
+            "shape-batch-not-divisible",
+            ERROR,
+            f"the global batch {batch} does not divide over {replicas} replicas "
+            f"({batch / replicas:.2f} examples each)",
+            where=ctx.source,
+            why="every replica must get the same number of examples",
+            fix=f"use a batch size that is a multiple of {replicas}, e.g. "
+            f"{lower or replicas} or {lower + replicas}",
+        )
         return
     per_replica = batch // replicas if ctx.global_batch else batch
     if ctx.target == "tpu" and per_replica % TPU_BATCH_MULTIPLE:
-        report.add("shape-tpu-batch-multiple", WARNING,
-                   f"the per-replica batch is {per_replica}, not a multiple of "
-                   f"{TPU_BATCH_MULTIPLE}", where=ctx.source,
-                   why="TPU matrix units work on tiles of 8 (and 128) rows; other sizes are "
-                   "padded, wasting the difference",
-                   fix=f"use a global batch of {TPU_BATCH_MULTIPLE * replicas}×k, e.g. "
-                   f"{TPU_BATCH_MULTIPLE * replicas * max(1, round(per_replica / 8))}")
+        report.add(
+            "shape-tpu-batch-multiple",
+            WARNING,
+            f"the per-replica batch is {per_replica}, not a multiple of {TPU_BATCH_MULTIPLE}",
+            where=ctx.source,
+            why="TPU matrix units work on tiles of 8 (and 128) rows; other sizes are "
+            "padded, wasting the difference",
+            fix=f"use a global batch of {TPU_BATCH_MULTIPLE * replicas}×k, e.g. "
+            f"{TPU_BATCH_MULTIPLE * replicas * max(1, round(per_replica / 8))}",
+        )
 
 
 # ---- values: real batches ----
+
 
 @dataclasses.dataclass
 class BatchStats:
@@ -278,52 +342,84 @@ def observe_batch(stats: BatchStats, element, ctx: InputContext) -> None:
 def report_batches(report: Report, stats: BatchStats, ctx: InputContext) -> None:
     where = f"{ctx.source}: {stats.batches} batch(es) sampled"
     if len(stats.leading_sizes) > 1:
-        report.add("shape-dynamic-batch", ERROR if ctx.target == "tpu" else WARNING,
-                   f"batches of {len(stats.leading_sizes)} different sizes "
-                   f"{sorted(stats.leading_sizes)} (a ragged last batch)", where=where,
-                   why=_STATIC_WHY[ctx.target],
-                   fix="batch with drop_remainder=True, or pad the last batch with zero-weight "
-                   "rows (bertfit's pipeline does)")
+        report.add(
+            "shape-dynamic-batch",
+            ERROR if ctx.target == "tpu" else WARNING,
+            f"batches of {len(stats.leading_sizes)} different sizes "
+            f"{sorted(stats.leading_sizes)} (a ragged last batch)",
+            where=where,
+            why=_STATIC_WHY[ctx.target],
+            fix="batch with drop_remainder=True, or pad the last batch with zero-weight "
+            "rows (bertfit's pipeline does)",
+        )
     if stats.left_padded:
-        report.add("shape-left-padding", ERROR, f"{stats.left_padded} row(s) start with padding "
-                   "(input_mask 0...0 1...1): the text is padded on the left", where=where,
-                   why="BERT's position embeddings and [CLS] pooling expect the text at "
-                   "position 0 and padding on the right; left padding shifts every position",
-                   fix="pad on the right (tokenizer padding_side='right'; bertfit always does)")
+        report.add(
+            "shape-left-padding",
+            ERROR,
+            f"{stats.left_padded} row(s) start with padding "
+            "(input_mask 0...0 1...1): the text is padded on the left",
+            where=where,
+            why="BERT's position embeddings and [CLS] pooling expect the text at "
+            "position 0 and padding on the right; left padding shifts every position",
+            fix="pad on the right (tokenizer padding_side='right'; bertfit always does)",
+        )
     if stats.no_cls or (ctx.cls_id is None and len(stats.first_tokens) > 1):
         count = stats.no_cls or "some"
-        report.add("input-no-cls", ERROR if ctx.cls_id is not None else WARNING,
-                   f"{count} row(s) do not start with [CLS]"
-                   + (f" (id {ctx.cls_id})" if ctx.cls_id is not None else
-                      f" (first ids vary: {sorted(stats.first_tokens)[:5]})"),
-                   where=f"{where}, input_word_ids[:, 0]",
-                   why="the pooler and CLS pooling read position 0, and the encoder was "
-                   "pre-trained with [CLS] a [SEP] (b [SEP])",
-                   fix="pack with special tokens (bertfit's tokenizer(...) does; HF: "
-                   "add_special_tokens=True)")
+        report.add(
+            "input-no-cls",
+            ERROR if ctx.cls_id is not None else WARNING,
+            f"{count} row(s) do not start with [CLS]"
+            + (
+                f" (id {ctx.cls_id})"
+                if ctx.cls_id is not None
+                else f" (first ids vary: {sorted(stats.first_tokens)[:5]})"
+            ),
+            where=f"{where}, input_word_ids[:, 0]",
+            why="the pooler and CLS pooling read position 0, and the encoder was "
+            "pre-trained with [CLS] a [SEP] (b [SEP])",
+            fix="pack with special tokens (bertfit's tokenizer(...) does; HF: "
+            "add_special_tokens=True)",
+        )
     if stats.bad_ids:
-        report.add("input-id-out-of-vocab", ERROR, f"{stats.bad_ids} token id(s) outside the "
-                   f"vocabulary (largest {stats.max_id}, vocab size {ctx.vocab_size})",
-                   where=f"{where}, input_word_ids",
-                   why="on CPU the embedding lookup fails; on GPU and TPU it silently returns "
-                   "zeros or garbage",
-                   fix="tokenize with the vocab.txt that belongs to this checkpoint")
+        report.add(
+            "input-id-out-of-vocab",
+            ERROR,
+            f"{stats.bad_ids} token id(s) outside the "
+            f"vocabulary (largest {stats.max_id}, vocab size {ctx.vocab_size})",
+            where=f"{where}, input_word_ids",
+            why="on CPU the embedding lookup fails; on GPU and TPU it silently returns "
+            "zeros or garbage",
+            fix="tokenize with the vocab.txt that belongs to this checkpoint",
+        )
     if stats.bad_types:
-        report.add("input-type-id-range", ERROR, f"{stats.bad_types} type id(s) ≥ the type "
-                   f"vocab size {ctx.type_vocab_size} (largest {stats.max_type})",
-                   where=f"{where}, input_type_ids",
-                   why="the segment embedding has only type_vocab_size rows",
-                   fix="use 0 for the first segment and 1 for the second (RoBERTa-style models "
-                   "take only 0)")
+        report.add(
+            "input-type-id-range",
+            ERROR,
+            f"{stats.bad_types} type id(s) ≥ the type "
+            f"vocab size {ctx.type_vocab_size} (largest {stats.max_type})",
+            where=f"{where}, input_type_ids",
+            why="the segment embedding has only type_vocab_size rows",
+            fix="use 0 for the first segment and 1 for the second (RoBERTa-style models "
+            "take only 0)",
+        )
     if stats.bad_mask:
-        report.add("input-mask-values", ERROR, f"input_mask holds values "
-                   f"{sorted(stats.bad_mask)[:5]} besides 0 and 1", where=f"{where}, input_mask",
-                   why="the mask becomes an additive attention bias; other values scale it",
-                   fix="use 1 for real tokens and 0 for padding (not token ids, not -inf)")
+        report.add(
+            "input-mask-values",
+            ERROR,
+            f"input_mask holds values {sorted(stats.bad_mask)[:5]} besides 0 and 1",
+            where=f"{where}, input_mask",
+            why="the mask becomes an additive attention bias; other values scale it",
+            fix="use 1 for real tokens and 0 for padding (not token ids, not -inf)",
+        )
     if stats.zero_weight_batches == stats.batches and stats.batches:
-        report.add("data-all-weights-zero", ERROR, "every sampled batch has only zero example "
-                   "weights", where=where, why="the loss and every gradient are zero",
-                   fix="check the example_weight column")
+        report.add(
+            "data-all-weights-zero",
+            ERROR,
+            "every sampled batch has only zero example weights",
+            where=where,
+            why="the loss and every gradient are zero",
+            fix="check the example_weight column",
+        )
 
 
 def shape_text(shape) -> str:

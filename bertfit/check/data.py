@@ -43,14 +43,20 @@ _DATA_ERRORS = [
 
 def data_error_finding(report: Report, error: DataError, role: str) -> None:
     text = str(error)
-    code = error.code or next((c for fragment, c in _DATA_ERRORS if fragment in text),
-                              "data-unreadable")
+    code = error.code or next(
+        (c for fragment, c in _DATA_ERRORS if fragment in text), "data-unreadable"
+    )
     where = error.path or role
     if error.line is not None:
         where = f"{error.path}:{error.line}"
-    report.add(code, ERROR, text, where=where,
-               why=f"the {role} file cannot be read as `bertfit train` reads it",
-               fix="see the message: it names the line and what to write instead")
+    report.add(
+        code,
+        ERROR,
+        text,
+        where=where,
+        why=f"the {role} file cannot be read as `bertfit train` reads it",
+        fix="see the message: it names the line and what to write instead",
+    )
 
 
 def read_checked(report: Report, path: str, config: RunConfig, role: str) -> list[Example] | None:
@@ -63,23 +69,35 @@ def read_checked(report: Report, path: str, config: RunConfig, role: str) -> lis
         return None
 
 
-def check_labels(report: Report, examples: list[Example], path: str,
-                 config: RunConfig) -> Task | None:
+def check_labels(
+    report: Report, examples: list[Example], path: str, config: RunConfig
+) -> Task | None:
     """Label findings on the training rows, decided by the same `infer_task` that
     `bertfit train` runs; returns the task (None when training would stop)."""
     try:
-        task, notes = infer_task(examples, path, kind=config.model.task,
-                                 separator=config.data.label_separator)
+        task, notes = infer_task(
+            examples, path, kind=config.model.task, separator=config.data.label_separator
+        )
         targets = task.targets(examples, path)
     except DataError as e:
-        report.add(e.code or "data-label-invalid", ERROR, str(e), where=_where(e, path),
-                   why="`bertfit train` stops on the same label problem",
-                   fix="see the message: it names the labels and the lines")
+        report.add(
+            e.code or "data-label-invalid",
+            ERROR,
+            str(e),
+            where=_where(e, path),
+            why="`bertfit train` stops on the same label problem",
+            fix="see the message: it names the labels and the lines",
+        )
         return None
     report.stats["task"] = task.kind
     for note in notes:
-        report.add("data-task-inferred", INFO, note, where=path,
-                   fix="pass --task to choose the task yourself")
+        report.add(
+            "data-task-inferred",
+            INFO,
+            note,
+            where=path,
+            fix="pass --task to choose the task yourself",
+        )
     if task.kind == SINGLE_LABEL:
         _single_label_findings(report, examples, task, targets, path)
     elif task.kind == MULTI_LABEL:
@@ -99,12 +117,15 @@ def _single_label_findings(report, examples, task, targets, path) -> None:
     if all(INTEGER_LABEL.fullmatch(label) for label in task.labels):
         values = sorted(int(label) for label in task.labels)
         if values[0] < 0 or values[-1] >= len(values):
-            report.add("data-label-out-of-range", WARNING,
-                       f"integer labels {values[:10]} are not the class ids 0..{len(values) - 1}",
-                       where=path,
-                       why="bertfit maps them to ids by order, but a label outside the intended "
-                       "range is often a typo (or a missing class)",
-                       fix="check that every label is meant to be a class; renumber 0..K-1")
+            report.add(
+                "data-label-out-of-range",
+                WARNING,
+                f"integer labels {values[:10]} are not the class ids 0..{len(values) - 1}",
+                where=path,
+                why="bertfit maps them to ids by order, but a label outside the intended "
+                "range is often a typo (or a missing class)",
+                fix="check that every label is meant to be a class; renumber 0..K-1",
+            )
     counts = label_counts(task, targets)
     _imbalance(report, counts, path, "class")
 
@@ -118,74 +139,109 @@ def _imbalance(report, counts: dict[str, int], path: str, what: str) -> None:
     ratio = present[most] / present[least]
     report.stats["imbalance"] = f"{ratio:.1f}:1 ({most!r} / {least!r})"
     if ratio >= IMBALANCE_RATIO:
-        report.add("data-imbalance", WARNING,
-                   f"{what} {most!r} has {present[most]} rows, {what} {least!r} only "
-                   f"{present[least]} ({ratio:.0f}:1)", where=path,
-                   why="the model can score well by ignoring the small class; accuracy "
-                   "hides it",
-                   fix="train with --class-weights balanced and --best-metric macro_f1, or "
-                   "collect or oversample the small class")
+        report.add(
+            "data-imbalance",
+            WARNING,
+            f"{what} {most!r} has {present[most]} rows, {what} {least!r} only "
+            f"{present[least]} ({ratio:.0f}:1)",
+            where=path,
+            why="the model can score well by ignoring the small class; accuracy hides it",
+            fix="train with --class-weights balanced and --best-metric macro_f1, or "
+            "collect or oversample the small class",
+        )
 
 
 def _multi_label_findings(report, task, targets, path) -> None:
     per_row = targets.sum(axis=1)
-    report.stats["labels per row"] = (f"mean {per_row.mean():.2f}, min {int(per_row.min())}, "
-                                      f"max {int(per_row.max())}")
+    report.stats["labels per row"] = (
+        f"mean {per_row.mean():.2f}, min {int(per_row.min())}, max {int(per_row.max())}"
+    )
     counts = label_counts(task, targets)
     always = [label for label, n in counts.items() if n == len(targets)]
     if always:
-        report.add("data-label-always", WARNING,
-                   f"the labels {always[:5]} are on every training row", where=path,
-                   why="a label that is always on teaches nothing and inflates micro-F1",
-                   fix="drop it from the labels, or check the separator (--label-separator)")
+        report.add(
+            "data-label-always",
+            WARNING,
+            f"the labels {always[:5]} are on every training row",
+            where=path,
+            why="a label that is always on teaches nothing and inflates micro-F1",
+            fix="drop it from the labels, or check the separator (--label-separator)",
+        )
     if per_row.max() <= 1 and len(task.labels) > 1:
-        report.add("data-multi-label-single", WARNING,
-                   "no training row has more than one label", where=path,
-                   why="a single-label (softmax) model fits such data better",
-                   fix="pass --task single-label, or check --label-separator")
+        report.add(
+            "data-multi-label-single",
+            WARNING,
+            "no training row has more than one label",
+            where=path,
+            why="a single-label (softmax) model fits such data better",
+            fix="pass --task single-label, or check --label-separator",
+        )
     _imbalance(report, counts, path, "label")
 
 
 def _regression_findings(report, task, targets, path) -> None:
     values = task.values(targets)
-    report.stats["targets"] = (f"mean {task.mean:.4g}, std {task.std:.4g}, "
-                               f"range {values.min():.4g} .. {values.max():.4g}")
+    report.stats["targets"] = (
+        f"mean {task.mean:.4g}, std {task.std:.4g}, range {values.min():.4g} .. {values.max():.4g}"
+    )
     outliers = np.abs(targets) > 6
     if outliers.any():
-        report.add("data-target-outliers", WARNING,
-                   f"{int(outliers.sum())} target(s) lie more than 6 standard deviations from "
-                   f"the mean (e.g. {values[outliers][0]:.4g})", where=path,
-                   why="squared error lets a few extreme targets dominate training",
-                   fix="check them for typos, or transform the target (e.g. a logarithm)")
+        report.add(
+            "data-target-outliers",
+            WARNING,
+            f"{int(outliers.sum())} target(s) lie more than 6 standard deviations from "
+            f"the mean (e.g. {values[outliers][0]:.4g})",
+            where=path,
+            why="squared error lets a few extreme targets dominate training",
+            fix="check them for typos, or transform the target (e.g. a logarithm)",
+        )
 
 
-def check_eval(report: Report, train: list[Example], evaluation: list[Example], path: str,
-               train_path: str, task: Task | None) -> None:
+def check_eval(
+    report: Report,
+    train: list[Example],
+    evaluation: list[Example],
+    path: str,
+    train_path: str,
+    task: Task | None,
+) -> None:
     if task is not None:
         try:
             task.targets(evaluation, path)
         except DataError as e:
-            report.add(e.code or "data-label-invalid", ERROR, str(e), where=_where(e, path),
-                       why="the model has no output for it; evaluation would fail",
-                       fix="fix the label, or add training rows of that class")
+            report.add(
+                e.code or "data-label-invalid",
+                ERROR,
+                str(e),
+                where=_where(e, path),
+                why="the model has no output for it; evaluation would fail",
+                fix="fix the label, or add training rows of that class",
+            )
     seen = {}
     for e in train:
         seen.setdefault(_normal(e), e.line)
     leaked = [(e, seen[_normal(e)]) for e in evaluation if _normal(e) in seen]
     if leaked:
         e, line = leaked[0]
-        report.add("data-leakage", WARNING,
-                   f"{len(leaked)} of {len(evaluation)} evaluation row(s) also appear in the "
-                   "training data", where=f"{path}:{e.line} = {train_path}:{line}",
-                   why="evaluation on training rows overstates accuracy",
-                   fix="remove the duplicates from one of the files (split by a hash of the "
-                   "normalised text)")
+        report.add(
+            "data-leakage",
+            WARNING,
+            f"{len(leaked)} of {len(evaluation)} evaluation row(s) also appear in the "
+            "training data",
+            where=f"{path}:{e.line} = {train_path}:{line}",
+            why="evaluation on training rows overstates accuracy",
+            fix="remove the duplicates from one of the files (split by a hash of the "
+            "normalised text)",
+        )
 
 
 def _normal(example: Example) -> str:
     text = " ".join(example.text.lower().split())
-    return text if example.text_pair is None else text + "\t" + " ".join(
-        example.text_pair.lower().split())
+    return (
+        text
+        if example.text_pair is None
+        else text + "\t" + " ".join(example.text_pair.lower().split())
+    )
 
 
 def check_jsonl_types(report: Report, path: str, config: RunConfig) -> None:
@@ -214,12 +270,15 @@ def check_jsonl_types(report: Report, path: str, config: RunConfig) -> None:
                     kinds[c].setdefault(type(row[c]).__name__, line_number)
     for column, seen in kinds.items():
         if len(seen) > 1:
-            report.add("data-mixed-types", WARNING,
-                       f"column {column!r} mixes types {list(seen)}",
-                       where=", ".join(f"{path}:{line} ({kind})" for kind, line in seen.items()),
-                       why="bertfit reads 1 and \"1\" as the same label; a mixture usually "
-                       "means rows from different sources",
-                       fix="write the column with one type")
+            report.add(
+                "data-mixed-types",
+                WARNING,
+                f"column {column!r} mixes types {list(seen)}",
+                where=", ".join(f"{path}:{line} ({kind})" for kind, line in seen.items()),
+                why='bertfit reads 1 and "1" as the same label; a mixture usually '
+                "means rows from different sources",
+                fix="write the column with one type",
+            )
 
 
 def sample_indices(n: int, max_rows: int | None, seed: int = 0) -> np.ndarray:
@@ -228,8 +287,15 @@ def sample_indices(n: int, max_rows: int | None, seed: int = 0) -> np.ndarray:
     return np.sort(np.random.default_rng(seed).choice(n, max_rows, replace=False))
 
 
-def check_lengths(report: Report, examples: list[Example], tokenizer, config: RunConfig,
-                  path: str, max_rows: int | None, max_positions: int | None = None):
+def check_lengths(
+    report: Report,
+    examples: list[Example],
+    tokenizer,
+    config: RunConfig,
+    path: str,
+    max_rows: int | None,
+    max_positions: int | None = None,
+):
     """Tokenizes (a sample of) the rows; reports how many are cut to max_seq_length.
 
     Returns (the encoded texts, the indices of the rows they come from)."""
@@ -243,21 +309,28 @@ def check_lengths(report: Report, examples: list[Example], tokenizer, config: Ru
         cut = encoded.packed_lengths[over] - limit
         share = over.mean()
         first = rows[int(np.flatnonzero(over)[0])]
-        report.add("data-truncated", WARNING if share > TRUNCATION_WARNING else INFO,
-                   f"{int(over.sum())} of {len(rows)} row(s) ({share:.1%}) are longer than "
-                   f"max_seq_length {limit} after tokenization; they lose {cut.mean():.0f} "
-                   f"tokens on average, up to {int(cut.max())}", where=f"{path}:{first.line}",
-                   why="the cut-off words never reach the model",
-                   fix=_length_fix(int(np.percentile(encoded.packed_lengths, 95)), limit,
-                                   max_positions))
+        report.add(
+            "data-truncated",
+            WARNING if share > TRUNCATION_WARNING else INFO,
+            f"{int(over.sum())} of {len(rows)} row(s) ({share:.1%}) are longer than "
+            f"max_seq_length {limit} after tokenization; they lose {cut.mean():.0f} "
+            f"tokens on average, up to {int(cut.max())}",
+            where=f"{path}:{first.line}",
+            why="the cut-off words never reach the model",
+            fix=_length_fix(int(np.percentile(encoded.packed_lengths, 95)), limit, max_positions),
+        )
     return encoded, chosen
 
 
 def _length_fix(fits_95: int, limit: int, max_positions: int | None) -> str:
     if max_positions is not None and limit >= max_positions:
-        return (f"the model takes at most {max_positions} tokens (max_position_embeddings): "
-                "shorten the texts, or accept the truncation")
+        return (
+            f"the model takes at most {max_positions} tokens (max_position_embeddings): "
+            "shorten the texts, or accept the truncation"
+        )
     if max_positions is not None and fits_95 > max_positions:
-        return (f"raise --max-seq-length up to the model's limit {max_positions} (95% of rows "
-                f"would need {fits_95}), if memory allows")
+        return (
+            f"raise --max-seq-length up to the model's limit {max_positions} (95% of rows "
+            f"would need {fits_95}), if memory allows"
+        )
     return f"raise --max-seq-length (95% of rows fit in {fits_95}), if memory allows"

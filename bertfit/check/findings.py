@@ -51,8 +51,16 @@ class Report:
     stats: dict = dataclasses.field(default_factory=dict)
     seconds: float = 0.0
 
-    def add(self, code: str, severity: str, message: str, *, where: str = "", why: str = "",
-            fix: str = "") -> Finding:
+    def add(
+        self,
+        code: str,
+        severity: str,
+        message: str,
+        *,
+        where: str = "",
+        why: str = "",
+        fix: str = "",
+    ) -> Finding:
         finding = Finding(code, severity, message, where, why, fix)
         self.findings.append(finding)
         return finding
@@ -72,10 +80,17 @@ class Report:
         return 0
 
     def to_dict(self) -> dict:
-        return {"target": self.target, "ok": not self.count(ERROR),
-                "errors": self.count(ERROR), "warnings": self.count(WARNING),
-                "findings": [f.to_dict() for f in self.findings], "compiled": self.compiled,
-                "memory": self.memory, "stats": self.stats, "seconds": round(self.seconds, 2)}
+        return {
+            "target": self.target,
+            "ok": not self.count(ERROR),
+            "errors": self.count(ERROR),
+            "warnings": self.count(WARNING),
+            "findings": [f.to_dict() for f in self.findings],
+            "compiled": self.compiled,
+            "memory": self.memory,
+            "stats": self.stats,
+            "seconds": round(self.seconds, 2),
+        }
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, default=str)
@@ -90,8 +105,9 @@ class Report:
         if findings:
             width = max(len(f.code) for f in findings)
             for f in findings:
-                lines.append(f"{paint(f.severity, f'{f.severity:<7}')} {f.code:<{width}}  "
-                             f"{f.message}")
+                lines.append(
+                    f"{paint(f.severity, f'{f.severity:<7}')} {f.code:<{width}}  {f.message}"
+                )
                 pad = " " * (width + 10)
                 for label, text in (("where", f.where), ("why", f.why), ("fix", f.fix)):
                     if text:
@@ -101,23 +117,29 @@ class Report:
             lines.append(f"compiled for {self.target}:")
             for c in self.compiled:
                 status = paint("info", "ok") if c["ok"] else paint("error", "FAILED")
-                lines.append(f"  {c['name']:<28} {c['shape']:<22} {c['stage']:<14} "
-                             f"{c['seconds']:6.1f}s  {status}")
+                lines.append(
+                    f"  {c['name']:<28} {c['shape']:<22} {c['stage']:<14} "
+                    f"{c['seconds']:6.1f}s  {status}"
+                )
         if self.memory:
             m = self.memory
             lines.append("")
-            lines.append(f"memory per replica: parameters {_gib(m['parameters_bytes'])} "
-                         f"({m['parameters']:,} values), + gradients and optimizer state "
-                         f"{_gib(m['training_state_bytes'])}, activations (estimate) up to "
-                         f"{_gib(max(m['activations_bytes'].values(), default=0))}")
+            lines.append(
+                f"memory per replica: parameters {_gib(m['parameters_bytes'])} "
+                f"({m['parameters']:,} values), + gradients and optimizer state "
+                f"{_gib(m['training_state_bytes'])}, activations (estimate) up to "
+                f"{_gib(max(m['activations_bytes'].values(), default=0))}"
+            )
             for shape, size in m["activations_bytes"].items():
                 lines.append(f"  activations {shape:<22} {_gib(size)}")
         if self.stats:
             lines.append("")
             lines.append("checked: " + ", ".join(f"{k} {v}" for k, v in self.stats.items()))
         errors, warnings = self.count(ERROR), self.count(WARNING)
-        summary = (f"{errors} error(s), {warnings} warning(s), {self.count(INFO)} note(s) "
-                   f"for target {self.target} in {self.seconds:.1f}s")
+        summary = (
+            f"{errors} error(s), {warnings} warning(s), {self.count(INFO)} note(s) "
+            f"for target {self.target} in {self.seconds:.1f}s"
+        )
         lines.append("")
         lines.append(paint(ERROR if errors else WARNING if warnings else "ok", summary))
         return "\n".join(lines)

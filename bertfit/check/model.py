@@ -12,12 +12,16 @@ from bertfit.check.batches import canonical, shape_text, split_element
 from bertfit.check.findings import ERROR, INFO, WARNING, Report
 from bertfit.translate import translate
 
-SIGNATURE_ONLY_WHY = ("a signature-only SavedModel exposes zero trainable variables: "
-                      "fine-tuning it trains nothing (hub.KerasLayer(trainable=True) silently "
-                      "does exactly that)")
-SIGNATURE_ONLY_FIX = ("get the reusable SavedModel (trainable_variables and __call__) or the "
-                      "original checkpoint; or use it frozen for features with "
-                      "bertfit.load_encoder(path, trainable=False)")
+SIGNATURE_ONLY_WHY = (
+    "a signature-only SavedModel exposes zero trainable variables: "
+    "fine-tuning it trains nothing (hub.KerasLayer(trainable=True) silently "
+    "does exactly that)"
+)
+SIGNATURE_ONLY_FIX = (
+    "get the reusable SavedModel (trainable_variables and __call__) or the "
+    "original checkpoint; or use it frozen for features with "
+    "bertfit.load_encoder(path, trainable=False)"
+)
 
 
 def loss_and_logits(model, element, training: bool = True):
@@ -33,10 +37,12 @@ def loss_and_logits(model, element, training: bool = True):
 
 def replica_step(model, variables):
     """Forward, loss and gradients: what the compiled replica step does for a user's model."""
+
     def step(element):
         with tf.GradientTape() as tape:
             loss, _ = loss_and_logits(model, element)
         return [g for g in tape.gradient(loss, variables) if g is not None], loss
+
     return step
 
 
@@ -44,8 +50,9 @@ def _path(variable) -> str:
     return getattr(variable, "path", None) or variable.name
 
 
-def check_gradients(report: Report, model, element, *, encoder=None, excluded=(),
-                    where: str = "model") -> None:
+def check_gradients(
+    report: Report, model, element, *, encoder=None, excluded=(), where: str = "model"
+) -> None:
     """One step on one batch: variables with None or all-zero gradients, and why."""
     features, _, weights = split_element(element)
     batch_size = _leading(features)
@@ -61,13 +68,16 @@ def check_gradients(report: Report, model, element, *, encoder=None, excluded=()
         _failed(report, "grad-step-failed", "the model's forward pass failed", e, where)
         return
     if batch_size is not None and logits.shape[0] is not None and logits.shape[0] != batch_size:
-        report.add("shape-batch-changed", ERROR,
-                   f"the model returns {logits.shape[0]} rows of logits for a batch of "
-                   f"{batch_size}", where=f"{where}: output {shape_text(logits.shape)}",
-                   why="a reshape moved examples across the batch dimension; losses no longer "
-                   "line up with labels, and sharding over replicas splits examples",
-                   fix="reshape with the batch dimension kept first, e.g. tf.reshape(x, "
-                   "[tf.shape(x)[0], -1]), never [-1, ...] over the batch")
+        report.add(
+            "shape-batch-changed",
+            ERROR,
+            f"the model returns {logits.shape[0]} rows of logits for a batch of {batch_size}",
+            where=f"{where}: output {shape_text(logits.shape)}",
+            why="a reshape moved examples across the batch dimension; losses no longer "
+            "line up with labels, and sharding over replicas splits examples",
+            fix="reshape with the batch dimension kept first, e.g. tf.reshape(x, "
+            "[tf.shape(x)[0], -1]), never [-1, ...] over the batch",
+        )
         return
     try:
         with tf.GradientTape() as tape:
@@ -84,53 +94,83 @@ def check_gradients(report: Report, model, element, *, encoder=None, excluded=()
     other = [v for v in none if id(v) not in named]
     if pooler:
         bertfit_excludes = all(any(x in _path(v) for x in excluded) for v in pooler)
-        report.add("grad-pooler-unused", INFO if bertfit_excludes else WARNING,
-                   f"the pooler's {len(pooler)} variable(s) get no gradient: the loss does not "
-                   "use pooled_output", where=", ".join(_path(v) for v in pooler),
-                   why="weight decay would still shrink them, and they count as 'trained'"
-                   + (" (bertfit leaves them out for --pooling mean)" if bertfit_excludes
-                      else ""),
-                   fix="leave the pooler out of the trained variables, or pool with it "
-                   "(--pooling cls)")
+        report.add(
+            "grad-pooler-unused",
+            INFO if bertfit_excludes else WARNING,
+            f"the pooler's {len(pooler)} variable(s) get no gradient: the loss does not "
+            "use pooled_output",
+            where=", ".join(_path(v) for v in pooler),
+            why="weight decay would still shrink them, and they count as 'trained'"
+            + (" (bertfit leaves them out for --pooling mean)" if bertfit_excludes else ""),
+            fix="leave the pooler out of the trained variables, or pool with it (--pooling cls)",
+        )
     if head_none:
-        report.add("grad-head-disconnected", ERROR,
-                   "the classification head gets no gradient: its output does not reach the "
-                   "loss", where=", ".join(_path(v) for v in head_none),
-                   why="the head stays at its random initialisation",
-                   fix="return the head's logits from call() and compute the loss on them")
+        report.add(
+            "grad-head-disconnected",
+            ERROR,
+            "the classification head gets no gradient: its output does not reach the loss",
+            where=", ".join(_path(v) for v in head_none),
+            why="the head stays at its random initialisation",
+            fix="return the head's logits from call() and compute the loss on them",
+        )
     if other:
-        report.add("grad-none", ERROR, f"{len(other)} trainable variable(s) get no gradient",
-                   where=", ".join(_path(v) for v in other[:8]),
-                   why="they are not connected to the loss (an unused layer or branch)",
-                   fix="use them in the forward pass, or mark them trainable=False")
-    zero = [v for v, g in zip(variables, gradients, strict=True)
-            if g is not None and not bool(tf.reduce_any(tf.convert_to_tensor(g) != 0))]
+        report.add(
+            "grad-none",
+            ERROR,
+            f"{len(other)} trainable variable(s) get no gradient",
+            where=", ".join(_path(v) for v in other[:8]),
+            why="they are not connected to the loss (an unused layer or branch)",
+            fix="use them in the forward pass, or mark them trainable=False",
+        )
+    zero = [
+        v
+        for v, g in zip(variables, gradients, strict=True)
+        if g is not None and not bool(tf.reduce_any(tf.convert_to_tensor(g) != 0))
+    ]
     if zero:
         all_weightless = weights is not None and not np.any(np.asarray(weights) > 0)
-        cause = ("every example weight in the batch is 0" if all_weightless else
-                 "the inputs never reach them (e.g. an embedding row never used), a dead "
-                 "activation, or a zero learning signal")
-        report.add("grad-zero", WARNING if not all_weightless or len(zero) < len(variables)
-                   else ERROR, f"{len(zero)} variable(s) get an all-zero gradient on this batch",
-                   where=", ".join(_path(v) for v in zero[:8]), why=cause,
-                   fix="check the example weights and that every layer is used")
+        cause = (
+            "every example weight in the batch is 0"
+            if all_weightless
+            else "the inputs never reach them (e.g. an embedding row never used), a dead "
+            "activation, or a zero learning signal"
+        )
+        report.add(
+            "grad-zero",
+            WARNING if not all_weightless or len(zero) < len(variables) else ERROR,
+            f"{len(zero)} variable(s) get an all-zero gradient on this batch",
+            where=", ".join(_path(v) for v in zero[:8]),
+            why=cause,
+            fix="check the example weights and that every layer is used",
+        )
 
 
 def no_encoder_variables(report: Report, encoder, where: str) -> None:
     from bertfit.checkpoints.savedmodel import SavedModelEncoder
 
     signature_only = isinstance(encoder, SavedModelEncoder) and not encoder.weights
-    if signature_only or (isinstance(encoder, SavedModelEncoder) and "signature" in str(
-            getattr(getattr(encoder, "load_report", None), "format", ""))):
-        report.add("grad-signature-only", ERROR, "the encoder is a signature-only SavedModel "
-                   "with zero trainable variables", where=where, why=SIGNATURE_ONLY_WHY,
-                   fix=SIGNATURE_ONLY_FIX)
+    if signature_only or (
+        isinstance(encoder, SavedModelEncoder)
+        and "signature" in str(getattr(getattr(encoder, "load_report", None), "format", ""))
+    ):
+        report.add(
+            "grad-signature-only",
+            ERROR,
+            "the encoder is a signature-only SavedModel with zero trainable variables",
+            where=where,
+            why=SIGNATURE_ONLY_WHY,
+            fix=SIGNATURE_ONLY_FIX,
+        )
     else:
-        report.add("grad-frozen-encoder", ERROR, "the encoder is frozen (trainable=False): "
-                   "only the head would train", where=f"{where}: {encoder.name}",
-                   why="fine-tuning needs the encoder's gradients; a frozen encoder gives "
-                   "feature extraction only",
-                   fix="set encoder.trainable = True (load_encoder(..., trainable=True))")
+        report.add(
+            "grad-frozen-encoder",
+            ERROR,
+            "the encoder is frozen (trainable=False): only the head would train",
+            where=f"{where}: {encoder.name}",
+            why="fine-tuning needs the encoder's gradients; a frozen encoder gives "
+            "feature extraction only",
+            fix="set encoder.trainable = True (load_encoder(..., trainable=True))",
+        )
 
 
 def _leading(features):
@@ -147,8 +187,13 @@ def _failed(report: Report, code: str, message: str, error: BaseException, where
     lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
     last = lines[-1][:300] if lines else ""
     text = str(translated) if translated is not None else f"{type(error).__name__}: {last}"
-    report.add(code, ERROR, f"{message}: {text}", where=where,
-               fix=translated.fix if translated is not None else "")
+    report.add(
+        code,
+        ERROR,
+        f"{message}: {text}",
+        where=where,
+        fix=translated.fix if translated is not None else "",
+    )
 
 
 def compile_stage(target: str) -> str:
@@ -159,8 +204,9 @@ def compile_stage(target: str) -> str:
     return "optimized_hlo" if target == local else "hlo"
 
 
-def compile_shapes(report: Report, step, elements: list, target: str, name: str,
-                   full: bool = False) -> None:
+def compile_shapes(
+    report: Report, step, elements: list, target: str, name: str, full: bool = False
+) -> None:
     """XLA-compiles `step` once per element shape; each shape and its outcome is reported."""
     function = tf.function(step, jit_compile=True)
     stage = compile_stage(target) if full else "hlo"
@@ -174,10 +220,22 @@ def compile_shapes(report: Report, step, elements: list, target: str, name: str,
             function.experimental_get_compiler_ir(element)(stage=stage)
         except Exception as e:  # noqa: BLE001 - reported as a finding
             ok = False
-            _failed(report, "compile-failed", f"XLA could not compile the {name} for {shape}",
-                    e, f"{name} {shape}")
-        report.compiled.append({"name": name, "shape": shape, "stage": stage, "ok": ok,
-                                "seconds": round(time.perf_counter() - start, 2)})
+            _failed(
+                report,
+                "compile-failed",
+                f"XLA could not compile the {name} for {shape}",
+                e,
+                f"{name} {shape}",
+            )
+        report.compiled.append(
+            {
+                "name": name,
+                "shape": shape,
+                "stage": stage,
+                "ok": ok,
+                "seconds": round(time.perf_counter() - start, 2),
+            }
+        )
 
 
 def memory_per_replica(model, shapes: list[tuple[int, int]], compute_bytes: int = 4) -> dict:
@@ -196,5 +254,9 @@ def memory_per_replica(model, shapes: list[tuple[int, int]], compute_bytes: int 
         for b, s in shapes:
             per_layer = b * s * (34 * h + 5 * a * s) * compute_bytes / 2
             activations[f"[{b}, {s}]"] = int(layers * per_layer + b * s * h * compute_bytes)
-    return {"parameters": parameters, "parameters_bytes": param_bytes,
-            "training_state_bytes": trainable * 4 * 3, "activations_bytes": activations}
+    return {
+        "parameters": parameters,
+        "parameters_bytes": param_bytes,
+        "training_state_bytes": trainable * 4 * 3,
+        "activations_bytes": activations,
+    }

@@ -38,7 +38,8 @@ def _refuse(archive: Path, member: str, why: str) -> CheckpointError:
     return CheckpointError(
         f"{archive}: refusing to extract member {member!r}: {why}. An archive member must stay "
         "inside the folder it is extracted to; this archive is malformed or malicious. Re-create "
-        "it with relative paths (e.g. `tar -czf model.tar.gz -C parent model`).")
+        "it with relative paths (e.g. `tar -czf model.tar.gz -C parent model`)."
+    )
 
 
 def _check_name(archive: Path, name: str) -> None:
@@ -58,8 +59,9 @@ def max_extract_bytes() -> int:
     try:
         return int(text) if text else DEFAULT_MAX_EXTRACT
     except ValueError:
-        raise CheckpointError(f"BERTFIT_MAX_EXTRACT must be a number of bytes; got {text!r}.")\
-            from None
+        raise CheckpointError(
+            f"BERTFIT_MAX_EXTRACT must be a number of bytes; got {text!r}."
+        ) from None
 
 
 def check_members(archive: Path, target: Path) -> None:
@@ -79,9 +81,13 @@ def check_members(archive: Path, target: Path) -> None:
             if member.issym() or member.islnk():
                 base = target / PurePosixPath(member.name).parent if member.issym() else target
                 if PurePosixPath(member.linkname).is_absolute() or not _inside(
-                        target, base / member.linkname):
-                    raise _refuse(archive, member.name,
-                                  f"it links to {member.linkname!r}, outside the archive")
+                    target, base / member.linkname
+                ):
+                    raise _refuse(
+                        archive,
+                        member.name,
+                        f"it links to {member.linkname!r}, outside the archive",
+                    )
             elif not (member.isfile() or member.isdir()):
                 raise _refuse(archive, member.name, "it is a device or fifo, not a file")
         _check_size(archive, len(members), sum(m.size for m in members if m.isfile()))
@@ -93,18 +99,21 @@ def _check_size(archive: Path, members: int, expanded: int) -> None:
     if members > MAX_MEMBERS:
         raise CheckpointError(
             f"{archive}: holds {members:,} entries; a checkpoint has a handful (at most "
-            f"{MAX_MEMBERS:,} are extracted). This is not a model archive.")
+            f"{MAX_MEMBERS:,} are extracted). This is not a model archive."
+        )
     if expanded > limit:
         raise CheckpointError(
             f"{archive}: would expand to {expanded / 2**30:.2f} GiB, past the "
             f"{limit / 2**30:.2f} GiB limit. If this really is the checkpoint, raise the limit "
-            "with BERTFIT_MAX_EXTRACT=<bytes>, or extract it yourself and pass the folder.")
+            "with BERTFIT_MAX_EXTRACT=<bytes>, or extract it yourself and pass the folder."
+        )
     if expanded / compressed > MAX_RATIO:
         raise CheckpointError(
             f"{archive}: would expand {expanded / compressed:,.0f} times its size "
             f"({compressed:,} bytes to {expanded:,}); checkpoints compress far less (the limit "
             f"is {MAX_RATIO}x). This looks like a decompression bomb; extract it yourself if "
-            "you trust it.")
+            "you trust it."
+        )
 
 
 def extract(archive: Path, target: Path | None = None) -> Path:
@@ -120,8 +129,8 @@ def extract(archive: Path, target: Path | None = None) -> Path:
         check_members(archive, target)
     except (tarfile.TarError, zipfile.BadZipFile, EOFError, OSError) as e:
         raise CheckpointError(
-            f"{archive}: cannot read ({e}). The archive is truncated or corrupt; download "
-            "it again.") from e
+            f"{archive}: cannot read ({e}). The archive is truncated or corrupt; download it again."
+        ) from e
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
@@ -137,7 +146,8 @@ def extract(archive: Path, target: Path | None = None) -> Path:
     except (tarfile.TarError, zipfile.BadZipFile, EOFError, OSError) as e:
         raise CheckpointError(
             f"{archive}: cannot extract ({e}). If the archive is truncated or corrupt, download "
-            "it again; if the disk is full, free space or point BERTFIT_CACHE elsewhere.") from e
+            "it again; if the disk is full, free space or point BERTFIT_CACHE elsewhere."
+        ) from e
     finally:
         shutil.rmtree(partial, ignore_errors=True)
     return target

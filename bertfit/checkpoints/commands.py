@@ -10,24 +10,32 @@ def add_commands(subparsers) -> None:
     """Adds `inspect PATH [--json]` and `convert SRC DST --to hf|tf-hub` to an argparse
     subparsers object; each sets `func(args) -> int`."""
     inspect = subparsers.add_parser(
-        "inspect", help="say what a checkpoint is and whether it can be fine-tuned",
+        "inspect",
+        help="say what a checkpoint is and whether it can be fine-tuned",
         description="Recognise a checkpoint (HF, TF1, TF2, TF Hub SavedModel or module, archive) "
-                    "and print its format, architecture, vocab, casing and interface.")
+        "and print its format, architecture, vocab, casing and interface.",
+    )
     inspect.add_argument("path", help="a checkpoint folder, prefix, archive or packaged name")
     inspect.add_argument("--json", action="store_true", help="print the report as JSON")
     inspect.set_defaults(func=run_inspect)
 
     convert = subparsers.add_parser(
-        "convert", help="write a checkpoint as a HF directory or a TF Hub-style SavedModel",
+        "convert",
+        help="write a checkpoint as a HF directory or a TF Hub-style SavedModel",
         description="Convert any checkpoint bertfit loads. --to hf writes model.safetensors, "
-                    "config.json, vocab.txt, tokenizer_config.json; --to tf-hub writes "
-                    "DST/encoder (reusable SavedModel) and DST/preprocess.")
+        "config.json, vocab.txt, tokenizer_config.json; --to tf-hub writes "
+        "DST/encoder (reusable SavedModel) and DST/preprocess.",
+    )
     convert.add_argument("source", metavar="SRC")
     convert.add_argument("destination", metavar="DST")
     convert.add_argument("--to", required=True, choices=("hf", "tf-hub"))
-    convert.add_argument("--seq-length", type=int, default=None,
-                         help="the preprocessing model's packed length (tf-hub only; default "
-                              "128, or the model's position limit when shorter)")
+    convert.add_argument(
+        "--seq-length",
+        type=int,
+        default=None,
+        help="the preprocessing model's packed length (tf-hub only; default "
+        "128, or the model's position limit when shorter)",
+    )
     convert.set_defaults(func=run_convert)
 
 

@@ -13,8 +13,9 @@ from bertfit.errors import CheckpointError, ConfigError
 TARGETS = ("hf", "tf-hub")
 
 
-def convert(source: str | Path, destination: str | Path, to: str,
-            seq_length: int | None = None) -> dict[str, Path]:
+def convert(
+    source: str | Path, destination: str | Path, to: str, seq_length: int | None = None
+) -> dict[str, Path]:
     """Writes the checkpoint at `source` under `destination`; returns what was written.
 
     `to="hf"`: a HF `BertModel` directory (model.safetensors, config.json, vocab.txt,
@@ -32,7 +33,8 @@ def convert(source: str | Path, destination: str | Path, to: str,
     if not hasattr(encoder, "named_variables"):
         raise CheckpointError(
             f"{source} is a SavedModel whose variables do not name a BERT, so bertfit cannot "
-            "rewrite it as another format; use it as it is with load_encoder().")
+            "rewrite it as another format; use it as it is with load_encoder()."
+        )
     lower = True if checkpoint.lower_case is None else checkpoint.lower_case
     if to == "hf":
         write_hf(encoder, None, destination, vocab_file=checkpoint.vocab_file, lower_case=lower)
@@ -43,18 +45,29 @@ def convert(source: str | Path, destination: str | Path, to: str,
     if seq_length is None:
         seq_length = min(128, positions)
     elif seq_length > positions:
-        raise ConfigError(f"--seq-length {seq_length} is longer than {source}'s position table "
-                          f"(max_position_embeddings {positions}); use {positions} or less.")
+        raise ConfigError(
+            f"--seq-length {seq_length} is longer than {source}'s position table "
+            f"(max_position_embeddings {positions}); use {positions} or less."
+        )
 
-    written = {"encoder": write_hub_encoder(encoder, destination / "encoder",
-                                            checkpoint.vocab_file, lower)}
+    written = {
+        "encoder": write_hub_encoder(encoder, destination / "encoder", checkpoint.vocab_file, lower)
+    }
     if checkpoint.vocab_file is not None:
         from bertfit.checkpoints.load import build_tokenizer
 
         written["preprocess"] = write_hub_preprocessor(
-            build_tokenizer(checkpoint), destination / "preprocess", seq_length)
-    (destination / "README.json").write_text(json.dumps({
-        "source": str(source), "source_format": checkpoint.format,
-        "encoder": "encoder/ (hub.KerasLayer(path, trainable=True))",
-        "preprocess": "preprocess/ (needs `import tensorflow_text`)"}, indent=2))
+            build_tokenizer(checkpoint), destination / "preprocess", seq_length
+        )
+    (destination / "README.json").write_text(
+        json.dumps(
+            {
+                "source": str(source),
+                "source_format": checkpoint.format,
+                "encoder": "encoder/ (hub.KerasLayer(path, trainable=True))",
+                "preprocess": "preprocess/ (needs `import tensorflow_text`)",
+            },
+            indent=2,
+        )
+    )
     return written

@@ -30,22 +30,38 @@ from bertfit.errors import CheckpointError
 
 # format → (what it is, what writes it)
 FORMATS = {
-    "hf": ("Hugging Face BERT directory (config.json + model.safetensors)",
-           "transformers save_pretrained / safetensors"),
-    "hf-bin": ("Hugging Face BERT directory with a PyTorch pytorch_model.bin",
-               "transformers save_pretrained (PyTorch, pre-safetensors) / torch.save"),
-    "tf1-checkpoint": ("Google's original TF1 BERT checkpoint (bert_model.ckpt, bert/... names)",
-                       "google-research/bert (tf.compat.v1 Saver)"),
-    "tf2-checkpoint": ("TF2 object-based checkpoint of a Model Garden BertEncoder",
-                       "tf.train.Checkpoint (TensorFlow Model Garden)"),
-    REUSABLE: ("TF2 SavedModel, reusable (TF Hub BERT interface, trainable variables exposed)",
-               "tf.saved_model.save (TF Hub / Model Garden export, bertfit convert --to tf-hub)"),
-    SIGNATURE_ONLY: ("SavedModel with signatures only (no trainable variables exposed)",
-                     "tf.saved_model.save with signatures= only, or a TF1 SavedModel builder"),
-    "tf1-hub-module": ("TF1 Hub module (tfhub_module.pb + TF1 graph + variables)",
-                       "tensorflow_hub 0.x Module.export (TF1)"),
-    PREPROCESSING: ("TF Hub-style BERT preprocessing model (strings in, token ids out)",
-                    "tf.saved_model.save (TF Hub preprocess / bertfit convert --to tf-hub)"),
+    "hf": (
+        "Hugging Face BERT directory (config.json + model.safetensors)",
+        "transformers save_pretrained / safetensors",
+    ),
+    "hf-bin": (
+        "Hugging Face BERT directory with a PyTorch pytorch_model.bin",
+        "transformers save_pretrained (PyTorch, pre-safetensors) / torch.save",
+    ),
+    "tf1-checkpoint": (
+        "Google's original TF1 BERT checkpoint (bert_model.ckpt, bert/... names)",
+        "google-research/bert (tf.compat.v1 Saver)",
+    ),
+    "tf2-checkpoint": (
+        "TF2 object-based checkpoint of a Model Garden BertEncoder",
+        "tf.train.Checkpoint (TensorFlow Model Garden)",
+    ),
+    REUSABLE: (
+        "TF2 SavedModel, reusable (TF Hub BERT interface, trainable variables exposed)",
+        "tf.saved_model.save (TF Hub / Model Garden export, bertfit convert --to tf-hub)",
+    ),
+    SIGNATURE_ONLY: (
+        "SavedModel with signatures only (no trainable variables exposed)",
+        "tf.saved_model.save with signatures= only, or a TF1 SavedModel builder",
+    ),
+    "tf1-hub-module": (
+        "TF1 Hub module (tfhub_module.pb + TF1 graph + variables)",
+        "tensorflow_hub 0.x Module.export (TF1)",
+    ),
+    PREPROCESSING: (
+        "TF Hub-style BERT preprocessing model (strings in, token ids out)",
+        "tf.saved_model.save (TF Hub preprocess / bertfit convert --to tf-hub)",
+    ),
 }
 FINE_TUNABLE = {"hf", "hf-bin", "tf1-checkpoint", "tf2-checkpoint", REUSABLE, "tf1-hub-module"}
 
@@ -84,8 +100,13 @@ def detect(path: str | Path) -> Detection:
             raise CheckpointError(f"{path} (extracted to {inner}): {e}") from e
         found.path, found.archive = path, path
         return found
-    if path.is_file() and path.name in (MODULE_FILE, "saved_model.pb", "config.json",
-                                        "model.safetensors", "pytorch_model.bin"):
+    if path.is_file() and path.name in (
+        MODULE_FILE,
+        "saved_model.pb",
+        "config.json",
+        "model.safetensors",
+        "pytorch_model.bin",
+    ):
         path = path.parent
     if not path.exists() and not Path(f"{path}.index").is_file():
         raise CheckpointError(f"{path}: no such file or directory.")
@@ -108,20 +129,25 @@ def detect(path: str | Path) -> Detection:
             f"{prefix}: a TF checkpoint, but not of a BERT bertfit knows (names such as {sample}). "
             "bertfit reads Google's TF1 BERT (bert/embeddings/...) and Model Garden TF2 "
             "BertEncoder checkpoints; export the encoder in one of the formats `bertfit inspect` "
-            "lists.")
+            "lists."
+        )
     raise unknown_error(path)
 
 
 def unknown_error(path: Path) -> CheckpointError:
-    found = (", ".join(sorted(p.name for p in path.iterdir())[:12]) or "nothing"
-             if path.is_dir() else f"a file of {path.stat().st_size} bytes")
+    found = (
+        ", ".join(sorted(p.name for p in path.iterdir())[:12]) or "nothing"
+        if path.is_dir()
+        else f"a file of {path.stat().st_size} bytes"
+    )
     return CheckpointError(
         f"{path}: not a checkpoint bertfit recognises (found {found}). Expected one of: a Hugging "
         "Face directory (config.json + model.safetensors or pytorch_model.bin); a Google TF1 "
         "checkpoint (bert_config.json + bert_model.ckpt.index/.data-* + vocab.txt); a TF2 "
         "checkpoint (*.index); a TF2 SavedModel (saved_model.pb + variables/); a TF1 Hub module "
         "(tfhub_module.pb); or a .tar/.tar.gz/.zip of one. If the download was cut short, fetch "
-        "it again.")
+        "it again."
+    )
 
 
 def read_detected(found: Detection) -> Checkpoint:

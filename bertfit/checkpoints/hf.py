@@ -28,8 +28,11 @@ def has_safetensors(path: Path) -> bool:
 
 def is_hf_dir(path: Path) -> bool:
     """`config.json` with safetensors (single or sharded) or a PyTorch `.bin` state dict."""
-    return path.is_dir() and (path / "config.json").is_file() and (
-        has_safetensors(path) or has_bin(path))
+    return (
+        path.is_dir()
+        and (path / "config.json").is_file()
+        and (has_safetensors(path) or has_bin(path))
+    )
 
 
 def read_safetensors(path: Path) -> dict[str, np.ndarray]:
@@ -41,7 +44,8 @@ def read_safetensors(path: Path) -> dict[str, np.ndarray]:
         except (SafetensorError, OSError) as e:
             raise CheckpointError(
                 f"{file}: cannot read safetensors ({e}). The file is truncated or not safetensors; "
-                "download or export it again.") from e
+                "download or export it again."
+            ) from e
     return tensors
 
 
@@ -65,27 +69,42 @@ def read_hf(path: Path) -> Checkpoint:
     tensors = strip_prefix(read_safetensors(path) if safetensors else read_torch_bin(path))
     vocab = path / "vocab.txt"
     return Checkpoint(
-        format="hf" if safetensors else "hf-bin", path=path, config=config, tensors=tensors,
+        format="hf" if safetensors else "hf-bin",
+        path=path,
+        config=config,
+        tensors=tensors,
         table=hf_table(config.num_hidden_layers),
         vocab_file=vocab if vocab.is_file() else None,
-        ignored_prefixes=HF_IGNORED_PREFIXES, **read_tokenizer_options(path),
+        ignored_prefixes=HF_IGNORED_PREFIXES,
+        **read_tokenizer_options(path),
     )
 
 
-def write_hf(encoder, tokenizer, path: Path, vocab_file: Path | None = None,
-             lower_case: bool | None = None) -> None:
+def write_hf(
+    encoder, tokenizer, path: Path, vocab_file: Path | None = None, lower_case: bool | None = None
+) -> None:
     """Writes `encoder` as a HF `BertModel` directory, with `vocab_file` and the casing as
     `vocab.txt` and `tokenizer_config.json` when given."""
     path.mkdir(parents=True, exist_ok=True)
     tensors = read_weights(encoder, hf_table(encoder.config.num_hidden_layers))
-    save_file({k: np.ascontiguousarray(v, dtype=np.float32) for k, v in tensors.items()},
-              str(path / SAFETENSORS), metadata={"format": "pt"})
+    save_file(
+        {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in tensors.items()},
+        str(path / SAFETENSORS),
+        metadata={"format": "pt"},
+    )
     (path / "config.json").write_text(json.dumps(encoder.config.to_hf_dict(), indent=2))
     if vocab_file is not None:
         shutil.copyfile(vocab_file, path / "vocab.txt")
     elif tokenizer is not None and hasattr(tokenizer, "save_vocabulary"):
         tokenizer.save_vocabulary(path)
     if lower_case is not None:
-        (path / "tokenizer_config.json").write_text(json.dumps({
-            "tokenizer_class": "BertTokenizer", "do_lower_case": lower_case,
-            "model_max_length": encoder.config.max_position_embeddings}, indent=2))
+        (path / "tokenizer_config.json").write_text(
+            json.dumps(
+                {
+                    "tokenizer_class": "BertTokenizer",
+                    "do_lower_case": lower_case,
+                    "model_max_length": encoder.config.max_position_embeddings,
+                },
+                indent=2,
+            )
+        )

@@ -28,12 +28,20 @@ def read_hub_module(path: Path) -> Checkpoint:
     if not Path(f"{prefix}.index").is_file():
         raise CheckpointError(
             f"{path}: a TF1 Hub module without variables/variables.index, so its weights are "
-            "missing (a truncated download or extraction?). Fetch the whole module again.")
+            "missing (a truncated download or extraction?). Fetch the whole module again."
+        )
     config, tensors, stored_prefix, notes = read_google(prefix, path, path / "assets", path)
     return Checkpoint(
-        format="tf1-hub-module", path=path, config=config, tensors=tensors,
-        table=tf1_table(config.num_hidden_layers, stored_prefix), vocab_file=vocab_in(path),
-        lower_case=module_lower_case(path), ignored_prefixes=TF1_IGNORED_PREFIXES, notes=notes)
+        format="tf1-hub-module",
+        path=path,
+        config=config,
+        tensors=tensors,
+        table=tf1_table(config.num_hidden_layers, stored_prefix),
+        vocab_file=vocab_in(path),
+        lower_case=module_lower_case(path),
+        ignored_prefixes=TF1_IGNORED_PREFIXES,
+        notes=notes,
+    )
 
 
 def module_lower_case(path: Path) -> bool | None:

@@ -16,16 +16,25 @@ from bertfit.checkpoints.savedmodel import OpaqueCheckpoint
 from bertfit.errors import CheckpointError
 
 ENCODER_INPUTS = {"input_word_ids": "int32", "input_mask": "int32", "input_type_ids": "int32"}
-ENCODER_OUTPUTS = {"pooled_output": "float32", "sequence_output": "float32",
-                   "encoder_outputs": "list of float32"}
+ENCODER_OUTPUTS = {
+    "pooled_output": "float32",
+    "sequence_output": "float32",
+    "encoder_outputs": "list of float32",
+}
 
 
 def inspect_checkpoint(path: str | Path) -> dict:
     """A JSON-ready report on the checkpoint at `path`."""
     found = detect(path)
-    report = {"path": str(path), "format": found.format, "description": found.description,
-              "written_by": found.writer, "archive": str(found.archive) if found.archive else None,
-              "fine_tunable": found.fine_tunable, "notes": []}
+    report = {
+        "path": str(path),
+        "format": found.format,
+        "description": found.description,
+        "written_by": found.writer,
+        "archive": str(found.archive) if found.archive else None,
+        "fine_tunable": found.fine_tunable,
+        "notes": [],
+    }
     report["inputs"], report["outputs"] = _interface(found)
     try:
         checkpoint = read_detected(found)
@@ -36,10 +45,15 @@ def inspect_checkpoint(path: str | Path) -> dict:
     config = checkpoint.config
     if not isinstance(checkpoint, OpaqueCheckpoint):
         report["architecture"] = {
-            "layers": config.num_hidden_layers, "hidden": config.hidden_size,
-            "heads": config.num_attention_heads, "intermediate": config.intermediate_size,
-            "vocab": config.vocab_size, "max_positions": config.max_position_embeddings,
-            "type_vocab": config.type_vocab_size, "activation": config.hidden_act}
+            "layers": config.num_hidden_layers,
+            "hidden": config.hidden_size,
+            "heads": config.num_attention_heads,
+            "intermediate": config.intermediate_size,
+            "vocab": config.vocab_size,
+            "max_positions": config.max_position_embeddings,
+            "type_vocab": config.type_vocab_size,
+            "activation": config.hidden_act,
+        }
         report["loads_into"] = "native BertEncoder"
         try:  # the weights must fit the config: build it as train would
             build_encoder(checkpoint)
@@ -53,8 +67,10 @@ def inspect_checkpoint(path: str | Path) -> dict:
     report["vocab"] = _vocab(checkpoint)
     if checkpoint.vocab_file is None:
         report["fine_tunable"] = False
-        report["notes"].append("no vocab.txt: bertfit cannot tokenize for this checkpoint; put "
-                               "the vocab.txt it was trained with beside its weights.")
+        report["notes"].append(
+            "no vocab.txt: bertfit cannot tokenize for this checkpoint; put "
+            "the vocab.txt it was trained with beside its weights."
+        )
     return report
 
 
@@ -80,29 +96,41 @@ def _vocab(checkpoint) -> dict:
     lower = checkpoint.lower_case
     if lower is None:
         lower = guess_lower_case(tokens, capitals)
-    return {"file": str(checkpoint.vocab_file), "size": len(tokens),
-            "lower_case": lower, "casing": "uncased" if lower else "cased",
-            "tokens_with_capitals": len(capitals)}
+    return {
+        "file": str(checkpoint.vocab_file),
+        "size": len(tokens),
+        "lower_case": lower,
+        "casing": "uncased" if lower else "cased",
+        "tokens_with_capitals": len(capitals),
+    }
 
 
 def format_report(report: dict) -> str:
     """The report as a few readable lines."""
-    lines = [f"{report['path']}: {report['description']}",
-             f"  format:        {report['format']}",
-             f"  written by:    {report['written_by']}"]
+    lines = [
+        f"{report['path']}: {report['description']}",
+        f"  format:        {report['format']}",
+        f"  written by:    {report['written_by']}",
+    ]
     if report.get("archive"):
         lines.append(f"  archive:       {report['archive']} (extracted safely)")
     if "architecture" in report:
         a = report["architecture"]
-        lines.append(f"  architecture:  {a['layers']} layers, hidden {a['hidden']}, {a['heads']} "
-                     f"heads, intermediate {a['intermediate']}, vocab {a['vocab']}, max positions "
-                     f"{a['max_positions']}, {a['activation']}")
+        lines.append(
+            f"  architecture:  {a['layers']} layers, hidden {a['hidden']}, {a['heads']} "
+            f"heads, intermediate {a['intermediate']}, vocab {a['vocab']}, max positions "
+            f"{a['max_positions']}, {a['activation']}"
+        )
     if report.get("vocab"):
         v = report["vocab"]
-        lines.append(f"  vocab:         {v.get('size')} tokens ({v.get('file')}), "
-                     f"{v.get('casing', 'casing unknown')}")
-    lines.append(f"  fine-tunable:  {'yes' if report['fine_tunable'] else 'no'}"
-                 + (f" -> {report['loads_into']}" if report.get("loads_into") else ""))
+        lines.append(
+            f"  vocab:         {v.get('size')} tokens ({v.get('file')}), "
+            f"{v.get('casing', 'casing unknown')}"
+        )
+    lines.append(
+        f"  fine-tunable:  {'yes' if report['fine_tunable'] else 'no'}"
+        + (f" -> {report['loads_into']}" if report.get("loads_into") else "")
+    )
     for side in ("inputs", "outputs"):
         items = ", ".join(f"{k} ({v})" for k, v in report[side].items()) or "-"
         lines.append(f"  {side + ':':<14} {items}")

@@ -52,8 +52,13 @@ def _vocab_tokens(vocab_file: Path) -> list[str]:
 
 
 def _capitalised(tokens: list[str]) -> list[str]:
-    return [t for t in tokens if t != t.lower() and not (t.startswith("[") and t.endswith("]"))
-            and not (t.startswith("<") and t.endswith(">"))]
+    return [
+        t
+        for t in tokens
+        if t != t.lower()
+        and not (t.startswith("[") and t.endswith("]"))
+        and not (t.startswith("<") and t.endswith(">"))
+    ]
 
 
 def guess_lower_case(tokens: list[str], capitals: list[str]) -> bool:
@@ -75,12 +80,15 @@ def check_vocab(checkpoint: Checkpoint) -> None:
             f"{checkpoint.vocab_file} has {len(tokens)} tokens but the word embedding matrix of "
             f"{checkpoint.path} has {rows} rows, so ids {rows}..{len(tokens) - 1} would index "
             "past its end. This vocab.txt belongs to another model; use the vocab.txt shipped "
-            "with these weights.")
+            "with these weights."
+        )
     if len(tokens) < rows:
         warnings.warn(
             f"{checkpoint.vocab_file} has {len(tokens)} tokens and the word embedding matrix "
             f"{rows} rows; the extra rows are never used (padded embeddings are common, but check "
-            "that this vocab.txt belongs to these weights).", stacklevel=3)
+            "that this vocab.txt belongs to these weights).",
+            stacklevel=3,
+        )
     capitals = _capitalised(tokens)
     if checkpoint.lower_case is None:
         checkpoint.lower_case = guess_lower_case(tokens, capitals)
@@ -90,7 +98,9 @@ def check_vocab(checkpoint: Checkpoint) -> None:
             f"{checkpoint.path} says it is uncased (do_lower_case=True) but its vocab holds "
             f"{len(capitals)} tokens with capitals, e.g. {examples}. Lowercased text can never "
             "produce them, so this is probably a cased model: pass lower_case=False (the model's "
-            "lower_case setting) unless you know the vocab is right.", stacklevel=3)
+            "lower_case setting) unless you know the vocab is right.",
+            stacklevel=3,
+        )
 
 
 def build_encoder(checkpoint: Checkpoint, dtype=None) -> BertEncoder:
@@ -171,11 +181,19 @@ def load_encoder(
     found = _detect(path)
     if not trainable and found.format == SIGNATURE_ONLY and not found.savedmodel.tf1:
         checkpoint = OpaqueCheckpoint(
-            format=SIGNATURE_ONLY + " (frozen)", path=found.root, config=None, tensors={},
-            table={}, vocab_file=vocab_in(found.root), info=found.savedmodel)
+            format=SIGNATURE_ONLY + " (frozen)",
+            path=found.root,
+            config=None,
+            tensors={},
+            table={},
+            vocab_file=vocab_in(found.root),
+            info=found.savedmodel,
+        )
         check_vocab_casing_only(checkpoint)
-        return (wrap_savedmodel(checkpoint, trainable=False),
-                build_tokenizer(checkpoint, lower_case, strip_accents))
+        return (
+            wrap_savedmodel(checkpoint, trainable=False),
+            build_tokenizer(checkpoint, lower_case, strip_accents),
+        )
     checkpoint = read_detection(found)
     encoder = build_encoder(checkpoint, dtype)
     if not trainable:

@@ -14,15 +14,23 @@ import numpy as np
 
 OPTIONAL = ("pooler/kernel", "pooler/bias")  # sentence-embedding checkpoints may drop the pooler
 
-DENSE = ("attention/query", "attention/key", "attention/value", "attention/output",
-         "intermediate", "output")
+DENSE = (
+    "attention/query",
+    "attention/key",
+    "attention/value",
+    "attention/output",
+    "intermediate",
+    "output",
+)
 LAYER_NORMS = ("attention/layer_norm", "output/layer_norm")
 
 
 def canonical_names(num_layers: int) -> list[str]:
     """All encoder weight names for a BERT with `num_layers` layers, in a stable order."""
-    names = [f"embeddings/{e}" for e in
-             ("word_embeddings", "position_embeddings", "token_type_embeddings")]
+    names = [
+        f"embeddings/{e}"
+        for e in ("word_embeddings", "position_embeddings", "token_type_embeddings")
+    ]
     names += ["embeddings/layer_norm/gamma", "embeddings/layer_norm/beta"]
     for i in range(num_layers):
         for d in DENSE:
@@ -48,12 +56,17 @@ def _transposed(*names: str) -> Source:
 # ---- Google's layer parts, in TF1 variable scopes; HF `BertModel` ported them name for name ----
 
 _GOOGLE_DENSE = {
-    "attention/query": "attention/self/query", "attention/key": "attention/self/key",
-    "attention/value": "attention/self/value", "attention/output": "attention/output/dense",
-    "intermediate": "intermediate/dense", "output": "output/dense",
+    "attention/query": "attention/self/query",
+    "attention/key": "attention/self/key",
+    "attention/value": "attention/self/value",
+    "attention/output": "attention/output/dense",
+    "intermediate": "intermediate/dense",
+    "output": "output/dense",
 }
-_GOOGLE_NORMS = {"attention/layer_norm": "attention/output/LayerNorm",
-                 "output/layer_norm": "output/LayerNorm"}
+_GOOGLE_NORMS = {
+    "attention/layer_norm": "attention/output/LayerNorm",
+    "output/layer_norm": "output/LayerNorm",
+}
 
 
 # ---- Hugging Face (`BertModel` state dict; keys may carry a "bert." prefix) ----
@@ -93,10 +106,13 @@ HF_IGNORED_PREFIXES = ("embeddings.position_ids", "cls.", "classifier.", "qa_out
 
 # ---- Google's original TF1 BERT (`modeling.py`; also TF1 Hub modules built from it) ----
 
+
 def tf1_table(num_layers: int, prefix: str = "bert/") -> dict[str, Source]:
     """Canonical name → Google TF1 variable name. Kernels are [in, out] as in Keras."""
-    table = {f"embeddings/{e}": Source((f"{prefix}embeddings/{e}",))
-             for e in ("word_embeddings", "position_embeddings", "token_type_embeddings")}
+    table = {
+        f"embeddings/{e}": Source((f"{prefix}embeddings/{e}",))
+        for e in ("word_embeddings", "position_embeddings", "token_type_embeddings")
+    }
     for p in ("gamma", "beta"):
         table[f"embeddings/layer_norm/{p}"] = Source((f"{prefix}embeddings/LayerNorm/{p}",))
     for i in range(num_layers):
@@ -113,16 +129,24 @@ def tf1_table(num_layers: int, prefix: str = "bert/") -> dict[str, Source]:
 
 
 # Google TF1 checkpoints also hold pre-training heads, the step counter and Adam slots.
-TF1_IGNORED_PREFIXES = ("cls/", "global_step", "output_weights", "output_bias", "bad_steps",
-                        "loss_scale")
+TF1_IGNORED_PREFIXES = (
+    "cls/",
+    "global_step",
+    "output_weights",
+    "output_bias",
+    "bad_steps",
+    "loss_scale",
+)
 
 
 # ---- TF2 Model Garden (`official.nlp.modeling.networks.BertEncoder`) ----
 # Attention uses EinsumDense: query/key/value kernels [hidden, heads, head_size] with biases
 # [heads, head_size]; the attention output kernel is [heads, head_size, hidden].
 
+
 def _heads_in(num_heads: int):
     """A [hidden, heads, head_size] kernel or a [heads, head_size] bias ↔ [hidden(, hidden)]."""
+
     def to_encoder(a):
         return a.reshape(-1) if a.ndim == 2 else a.reshape(a.shape[0], -1)
 
@@ -134,18 +158,26 @@ def _heads_in(num_heads: int):
 
 def _heads_out(num_heads: int):
     """The attention output kernel [heads, head_size, hidden] ↔ [hidden, hidden]."""
-    return (lambda a: a.reshape(-1, a.shape[-1]),
-            lambda a: a.reshape(num_heads, -1, a.shape[-1]))
+    return (lambda a: a.reshape(-1, a.shape[-1]), lambda a: a.reshape(num_heads, -1, a.shape[-1]))
 
 
-def _model_garden_table(num_layers: int, num_heads: int, embeddings: dict[str, tuple[str, ...]],
-                        layer_names: Callable[[int], tuple[str, ...]],
-                        parts: dict[str, str], pooler: tuple[str, ...]) -> dict[str, Source]:
-    table = {f"embeddings/{ours}": Source(tuple(f"{n}/embeddings" for n in theirs))
-             for ours, theirs in embeddings.items() if ours != "layer_norm"}
+def _model_garden_table(
+    num_layers: int,
+    num_heads: int,
+    embeddings: dict[str, tuple[str, ...]],
+    layer_names: Callable[[int], tuple[str, ...]],
+    parts: dict[str, str],
+    pooler: tuple[str, ...],
+) -> dict[str, Source]:
+    table = {
+        f"embeddings/{ours}": Source(tuple(f"{n}/embeddings" for n in theirs))
+        for ours, theirs in embeddings.items()
+        if ours != "layer_norm"
+    }
     for p in ("gamma", "beta"):
         table[f"embeddings/layer_norm/{p}"] = Source(
-            tuple(f"{n}/{p}" for n in embeddings["layer_norm"]))
+            tuple(f"{n}/{p}" for n in embeddings["layer_norm"])
+        )
     heads_in, heads_out = _heads_in(num_heads), _heads_out(num_heads)
     for i in range(num_layers):
         prefixes = layer_names(i)
@@ -176,19 +208,25 @@ def tf2_checkpoint_table(num_layers: int, num_heads: int) -> dict[str, Source]:
     `layer_with_weights-N` (embeddings 0-3, transformer layers 4.., then the pooler).
     """
     return _model_garden_table(
-        num_layers, num_heads,
-        embeddings={"word_embeddings": ("_embedding_layer", "layer_with_weights-0"),
-                    "position_embeddings": ("_position_embedding_layer", "layer_with_weights-1"),
-                    "token_type_embeddings": ("_type_embedding_layer", "layer_with_weights-2"),
-                    "layer_norm": ("_embedding_norm_layer", "layer_with_weights-3")},
+        num_layers,
+        num_heads,
+        embeddings={
+            "word_embeddings": ("_embedding_layer", "layer_with_weights-0"),
+            "position_embeddings": ("_position_embedding_layer", "layer_with_weights-1"),
+            "token_type_embeddings": ("_type_embedding_layer", "layer_with_weights-2"),
+            "layer_norm": ("_embedding_norm_layer", "layer_with_weights-3"),
+        },
         layer_names=lambda i: (f"_transformer_layers/{i}", f"layer_with_weights-{4 + i}"),
-        parts={"attention/query": "_attention_layer/_query_dense",
-               "attention/key": "_attention_layer/_key_dense",
-               "attention/value": "_attention_layer/_value_dense",
-               "attention/output": "_attention_layer/_output_dense",
-               "attention/layer_norm": "_attention_layer_norm",
-               "intermediate": "_intermediate_dense", "output": "_output_dense",
-               "output/layer_norm": "_output_layer_norm"},
+        parts={
+            "attention/query": "_attention_layer/_query_dense",
+            "attention/key": "_attention_layer/_key_dense",
+            "attention/value": "_attention_layer/_value_dense",
+            "attention/output": "_attention_layer/_output_dense",
+            "attention/layer_norm": "_attention_layer_norm",
+            "intermediate": "_intermediate_dense",
+            "output": "_output_dense",
+            "output/layer_norm": "_output_layer_norm",
+        },
         pooler=("_pooler_layer", f"layer_with_weights-{4 + num_layers}"),
     )
 
@@ -200,19 +238,25 @@ def tf2_variable_table(num_layers: int, num_heads: int) -> dict[str, Source]:
     `convert --to tf-hub` writes.
     """
     return _model_garden_table(
-        num_layers, num_heads,
-        embeddings={"word_embeddings": ("word_embeddings",),
-                    "position_embeddings": ("position_embedding",),
-                    "token_type_embeddings": ("type_embeddings",),
-                    "layer_norm": ("embeddings/layer_norm",)},
+        num_layers,
+        num_heads,
+        embeddings={
+            "word_embeddings": ("word_embeddings",),
+            "position_embeddings": ("position_embedding",),
+            "token_type_embeddings": ("type_embeddings",),
+            "layer_norm": ("embeddings/layer_norm",),
+        },
         layer_names=lambda i: (f"transformer/layer_{i}",),
-        parts={"attention/query": "self_attention/query",
-               "attention/key": "self_attention/key",
-               "attention/value": "self_attention/value",
-               "attention/output": "self_attention/attention_output",
-               "attention/layer_norm": "self_attention_layer_norm",
-               "intermediate": "intermediate", "output": "output",
-               "output/layer_norm": "output_layer_norm"},
+        parts={
+            "attention/query": "self_attention/query",
+            "attention/key": "self_attention/key",
+            "attention/value": "self_attention/value",
+            "attention/output": "self_attention/attention_output",
+            "attention/layer_norm": "self_attention_layer_norm",
+            "intermediate": "intermediate",
+            "output": "output",
+            "output/layer_norm": "output_layer_norm",
+        },
         pooler=("pooler_transform",),
     )
 

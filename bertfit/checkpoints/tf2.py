@@ -40,12 +40,14 @@ def encoder_prefix(names, where: Path) -> str:
         for name in plain:
             prefix = name.removesuffix(suffix)
             if name.endswith(suffix) and (
-                    suffix.startswith("_") or f"{prefix}layer_with_weights-3/gamma" in plain):
+                suffix.startswith("_") or f"{prefix}layer_with_weights-3/gamma" in plain
+            ):
                 return prefix
     raise CheckpointError(
         f"{where}: a TF2 object-based checkpoint, but no object in it looks like a BERT encoder "
         f"(nothing ends in {' or '.join(WORD_EMBEDDINGS)}). bertfit reads checkpoints of Model "
-        "Garden's BertEncoder; save the encoder with tf.train.Checkpoint(encoder=encoder).")
+        "Garden's BertEncoder; save the encoder with tf.train.Checkpoint(encoder=encoder)."
+    )
 
 
 def read_tf2(path: Path) -> Checkpoint:
@@ -55,10 +57,15 @@ def read_tf2(path: Path) -> Checkpoint:
         raise CheckpointError(f"{path}: no TF checkpoint (*.index) found.")
     shapes = list_checkpoint(prefix)
     encoder = encoder_prefix(shapes, prefix)
-    shapes = {n[len(encoder):].removesuffix(VALUE): s for n, s in shapes.items()
-              if n.startswith(encoder) and n.endswith(VALUE) and not is_optimizer_slot(n)}
-    num_layers = max(count_layers(shapes, r"^_transformer_layers/(\d+)/"),
-                     count_layers(shapes, r"^layer_with_weights-(\d+)/_attention_layer/") - 4)
+    shapes = {
+        n[len(encoder) :].removesuffix(VALUE): s
+        for n, s in shapes.items()
+        if n.startswith(encoder) and n.endswith(VALUE) and not is_optimizer_slot(n)
+    }
+    num_layers = max(
+        count_layers(shapes, r"^_transformer_layers/(\d+)/"),
+        count_layers(shapes, r"^layer_with_weights-(\d+)/_attention_layer/") - 4,
+    )
     if num_layers <= 0:
         raise CheckpointError(f"{prefix}: the encoder in this checkpoint has no layers.")
     query = next(s for n, s in shapes.items() if re.search(r"/_query_dense/kernel$", n))
@@ -70,9 +77,15 @@ def read_tf2(path: Path) -> Checkpoint:
         table = tf2_checkpoint_table(num_layers, query[1])
         config, _ = infer_config(shapes, table, num_layers, query[1], prefix)
     tensors = read_checkpoint_tensors(
-        prefix, lambda n: n.startswith(encoder) and n.endswith(VALUE) and not is_optimizer_slot(n))
-    tensors = {n[len(encoder):].removesuffix(VALUE): v for n, v in tensors.items()}
+        prefix, lambda n: n.startswith(encoder) and n.endswith(VALUE) and not is_optimizer_slot(n)
+    )
+    tensors = {n[len(encoder) :].removesuffix(VALUE): v for n, v in tensors.items()}
     return Checkpoint(
-        format="tf2-checkpoint", path=prefix, config=config, tensors=tensors,
+        format="tf2-checkpoint",
+        path=prefix,
+        config=config,
+        tensors=tensors,
         table=tf2_checkpoint_table(config.num_hidden_layers, config.num_attention_heads),
-        vocab_file=vocab_in(folder), lower_case=casing_from_name(folder))
+        vocab_file=vocab_in(folder),
+        lower_case=casing_from_name(folder),
+    )

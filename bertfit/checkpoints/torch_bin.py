@@ -19,9 +19,10 @@ BIN_INDEX = "pytorch_model.bin.index.json"
 
 CONVERT_HINT = (
     "Convert it to safetensors once, where torch and transformers are installed:\n"
-    "    python -c \"from transformers import BertModel; "
+    '    python -c "from transformers import BertModel; '
     "BertModel.from_pretrained('DIR').save_pretrained('DIR', safe_serialization=True)\"\n"
-    "or install torch (pip install 'bertfit[torch]') so bertfit can read it safely.")
+    "or install torch (pip install 'bertfit[torch]') so bertfit can read it safely."
+)
 
 
 def has_bin(path: Path) -> bool:
@@ -44,7 +45,8 @@ def read_torch_bin(path: Path) -> dict[str, np.ndarray]:
         raise MissingDependencyError(
             f"{path / BIN} is a PyTorch pickle. bertfit reads it only through torch with "
             "weights_only=True and never unpickles it otherwise, and torch is not installed. "
-            + CONVERT_HINT) from e
+            + CONVERT_HINT
+        ) from e
     tensors: dict[str, np.ndarray] = {}
     for file in shard_files(path, BIN, BIN_INDEX):
         try:
@@ -55,10 +57,12 @@ def read_torch_bin(path: Path) -> dict[str, np.ndarray]:
             raise CheckpointError(
                 f"{file}: torch.load(weights_only=True) refused or failed ({str(e)[:200]}). The "
                 "file is truncated, or holds objects other than tensors, which bertfit will not "
-                "unpickle. " + CONVERT_HINT) from e
+                "unpickle. " + CONVERT_HINT
+            ) from e
         if not isinstance(state, dict):
-            raise CheckpointError(f"{file}: not a state dict (a {type(state).__name__}). "
-                                  + CONVERT_HINT)
+            raise CheckpointError(
+                f"{file}: not a state dict (a {type(state).__name__}). " + CONVERT_HINT
+            )
         for name, value in state.items():
             if isinstance(value, torch.Tensor):
                 tensors[name] = value.detach().to(torch.float32).numpy()

@@ -17,16 +17,20 @@ class LoadReport:
     source: str
     format: str
     loaded: list[str] = dataclasses.field(default_factory=list)
-    missing: list[str] = dataclasses.field(default_factory=list)  # optional weights left as initialised
+    missing: list[str] = dataclasses.field(
+        default_factory=list
+    )  # optional weights left as initialised
     unexpected: list[str] = dataclasses.field(default_factory=list)
     mismatched: list[str] = dataclasses.field(default_factory=list)
     ignored: list[str] = dataclasses.field(default_factory=list)
 
     def __str__(self) -> str:
         lines = [f"{self.format} checkpoint {self.source}: loaded {len(self.loaded)} tensors"]
-        for title, items in (("missing (left as initialised)", self.missing),
-                             ("unexpected (not used)", self.unexpected),
-                             ("ignored (not encoder weights)", self.ignored)):
+        for title, items in (
+            ("missing (left as initialised)", self.missing),
+            ("unexpected (not used)", self.unexpected),
+            ("ignored (not encoder weights)", self.ignored),
+        ):
             if items:
                 lines.append(f"  {title}: {', '.join(items)}")
         return "\n".join(lines)
@@ -39,8 +43,13 @@ def _find(stored: dict[str, np.ndarray], source: Source) -> str | None:
     return next((name for name in source.names if name in stored), None)
 
 
-def assign_weights(encoder, stored: dict[str, np.ndarray], table: dict[str, Source],
-                   report: LoadReport, ignored_prefixes: tuple[str, ...] = ()) -> LoadReport:
+def assign_weights(
+    encoder,
+    stored: dict[str, np.ndarray],
+    table: dict[str, Source],
+    report: LoadReport,
+    ignored_prefixes: tuple[str, ...] = (),
+) -> LoadReport:
     """Copies `stored` arrays into `encoder` through `table`.
 
     A missing required weight or a shape mismatch raises `CheckpointError` naming the tensor; a
@@ -60,7 +69,8 @@ def assign_weights(encoder, stored: dict[str, np.ndarray], table: dict[str, Sour
         value = source.to_encoder(np.asarray(stored[name]))
         if tuple(value.shape) != tuple(variable.shape):
             report.mismatched.append(
-                f"{name}: checkpoint {tuple(value.shape)}, encoder {tuple(variable.shape)}")
+                f"{name}: checkpoint {tuple(value.shape)}, encoder {tuple(variable.shape)}"
+            )
             continue
         values[canonical] = value
     if missing_required or report.mismatched:
@@ -79,8 +89,10 @@ def _problem_message(report: LoadReport, missing_required: list[str]) -> str:
         lines.append(f"  missing required tensors: {', '.join(missing_required)}")
     if report.mismatched:
         lines.append("  shape mismatches: " + "; ".join(report.mismatched))
-    lines.append("The checkpoint is truncated or does not match its config file "
-                 "(num_hidden_layers, hidden_size, vocab_size, ...). Re-export it, or fix the config.")
+    lines.append(
+        "The checkpoint is truncated or does not match its config file "
+        "(num_hidden_layers, hidden_size, vocab_size, ...). Re-export it, or fix the config."
+    )
     return "\n".join(lines)
 
 

@@ -50,8 +50,14 @@ class TaskDataset:
     def epoch(self, epoch: int = 0) -> BucketedInput:
         """The batches of one epoch (an order that depends only on seed and epoch); iterating
         it yields each step's distributed batch."""
-        plan = plan_batches(self.encoded.packed_lengths, self.buckets, self.batch_size,
-                            shuffle=self.shuffle, seed=self.seed, epoch=epoch)
+        plan = plan_batches(
+            self.encoded.packed_lengths,
+            self.buckets,
+            self.batch_size,
+            shuffle=self.shuffle,
+            seed=self.seed,
+            epoch=epoch,
+        )
         return _Batches(self.encoded, self.targets, plan, self.strategy, **self.special_ids)
 
     def __iter__(self):
@@ -59,8 +65,9 @@ class TaskDataset:
 
     def __len__(self) -> int:
         """Steps per epoch."""
-        return len(plan_batches(self.encoded.packed_lengths, self.buckets, self.batch_size,
-                                shuffle=False))
+        return len(
+            plan_batches(self.encoded.packed_lengths, self.buckets, self.batch_size, shuffle=False)
+        )
 
 
 class _Batches(BucketedInput):
@@ -71,12 +78,20 @@ class _Batches(BucketedInput):
             yield batch
 
 
-def make_dataset(data: str | os.PathLike | Sequence, tokenizer, *, task: str | Task | None = None,
-                 max_seq_length: int = 128, batch_size: int = 32,
-                 strategy: tf.distribute.Strategy | None = None, shuffle: bool = False,
-                 seed: int = 0, buckets: Sequence[int] | None = None,
-                 columns: SourceSpec | None = None, label_separator: str | None = None
-                 ) -> TaskDataset:
+def make_dataset(
+    data: str | os.PathLike | Sequence,
+    tokenizer,
+    *,
+    task: str | Task | None = None,
+    max_seq_length: int = 128,
+    batch_size: int = 32,
+    strategy: tf.distribute.Strategy | None = None,
+    shuffle: bool = False,
+    seed: int = 0,
+    buckets: Sequence[int] | None = None,
+    columns: SourceSpec | None = None,
+    label_separator: str | None = None,
+) -> TaskDataset:
     """The static-shape, distributed dataset of a labelled file or of rows.
 
     Args:
@@ -102,14 +117,15 @@ def make_dataset(data: str | os.PathLike | Sequence, tokenizer, *, task: str | T
     if not isinstance(task, Task):
         task, _ = infer_task(examples, name, kind=task, separator=label_separator)
     targets = task.targets(examples, name)
-    pairs = [e.text_pair for e in examples] if examples and examples[0].text_pair is not None \
-        else None
+    pairs = (
+        [e.text_pair for e in examples] if examples and examples[0].text_pair is not None else None
+    )
     encoded = encode_texts(tokenizer, [e.text for e in examples], pairs)
     buckets = sorted(set(buckets or default_buckets(max_seq_length)) | {max_seq_length})
-    special = {"cls_id": tokenizer.cls_id, "sep_id": tokenizer.sep_id,
-               "pad_id": tokenizer.pad_id}
-    return TaskDataset(task, examples, targets, encoded, buckets, batch_size, strategy, seed,
-                       shuffle, special)
+    special = {"cls_id": tokenizer.cls_id, "sep_id": tokenizer.sep_id, "pad_id": tokenizer.pad_id}
+    return TaskDataset(
+        task, examples, targets, encoded, buckets, batch_size, strategy, seed, shuffle, special
+    )
 
 
 def _examples(data, columns: SourceSpec) -> tuple[str, list[Example]]:

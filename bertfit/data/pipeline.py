@@ -65,8 +65,9 @@ def _tokenize_all(tokenizer, texts: Sequence[str], chunk: int) -> tf.RaggedTenso
     return tf.concat(pieces, axis=0)
 
 
-def encode_texts(tokenizer, texts: Sequence[str], text_pairs: Sequence[str] | None = None,
-                 chunk: int = 2048) -> EncodedTexts:
+def encode_texts(
+    tokenizer, texts: Sequence[str], text_pairs: Sequence[str] | None = None, chunk: int = 2048
+) -> EncodedTexts:
     """Tokenizes all texts (and pairs) with the in-graph tokenizer, in chunks, in order."""
     ids_a = _tokenize_all(tokenizer, texts, chunk)
     lengths = ids_a.row_lengths().numpy() + 2
@@ -95,8 +96,16 @@ def bucket_of(packed_lengths: np.ndarray, buckets: Sequence[int]) -> np.ndarray:
     return np.minimum(np.searchsorted(np.asarray(buckets), packed_lengths), len(buckets) - 1)
 
 
-def plan_batches(packed_lengths: np.ndarray, buckets: Sequence[int], global_batch: int, *,
-                 shuffle: bool, seed: int = 0, epoch: int = 0, run_length: int = 1) -> list[Batch]:
+def plan_batches(
+    packed_lengths: np.ndarray,
+    buckets: Sequence[int],
+    global_batch: int,
+    *,
+    shuffle: bool,
+    seed: int = 0,
+    epoch: int = 0,
+    run_length: int = 1,
+) -> list[Batch]:
     """Cuts the examples into full global batches, one bucket per batch.
 
     Every example appears exactly once. With `shuffle`, the order inside each bucket and the
@@ -114,9 +123,11 @@ def plan_batches(packed_lengths: np.ndarray, buckets: Sequence[int], global_batc
             members = rng.permutation(members)
         padding = (-len(members)) % global_batch
         members = np.concatenate([members, np.full(padding, PAD_INDEX)]).astype(np.int64)
-        batches = [Batch(int(seq_length), members[start:start + global_batch])
-                   for start in range(0, len(members), global_batch)]
-        runs.extend(batches[i:i + run_length] for i in range(0, len(batches), run_length))
+        batches = [
+            Batch(int(seq_length), members[start : start + global_batch])
+            for start in range(0, len(members), global_batch)
+        ]
+        runs.extend(batches[i : i + run_length] for i in range(0, len(batches), run_length))
     if shuffle:
         runs = [runs[i] for i in rng.permutation(len(runs))]
     return [batch for run in runs for batch in run]
@@ -167,9 +178,19 @@ class BucketedInput:
     and `global_examples` (float32: real examples in the whole global batch).
     """
 
-    def __init__(self, encoded: EncodedTexts, labels: np.ndarray | None, plan: list[Batch],
-                 strategy: tf.distribute.Strategy, *, cls_id: int, sep_id: int, pad_id: int,
-                 micro_batches: int = 1, weights: np.ndarray | None = None):
+    def __init__(
+        self,
+        encoded: EncodedTexts,
+        labels: np.ndarray | None,
+        plan: list[Batch],
+        strategy: tf.distribute.Strategy,
+        *,
+        cls_id: int,
+        sep_id: int,
+        pad_id: int,
+        micro_batches: int = 1,
+        weights: np.ndarray | None = None,
+    ):
         self.encoded = encoded
         self.micro_batches = micro_batches
         self.labels = np.zeros(len(encoded), np.int32) if labels is None else labels
@@ -180,7 +201,8 @@ class BucketedInput:
         self.replicas = strategy.num_replicas_in_sync
         self.datasets = {
             seq_length: strategy.distribute_datasets_from_function(
-                lambda context, s=seq_length: self._dataset(s, context))
+                lambda context, s=seq_length: self._dataset(s, context)
+            )
             for seq_length in sorted({batch.seq_length for batch in plan})
         }
 
@@ -196,9 +218,12 @@ class BucketedInput:
             if batch.seq_length != seq_length:
                 continue
             # [micro-batch, replica, row] → each replica's rows of every micro-batch, in order.
-            per_replica = (batch.indices.reshape(self.micro_batches, self.replicas, -1)
-                           .transpose(1, 0, 2).reshape(self.replicas, -1))
-            rows.extend(per_replica[first:first + local])
+            per_replica = (
+                batch.indices.reshape(self.micro_batches, self.replicas, -1)
+                .transpose(1, 0, 2)
+                .reshape(self.replicas, -1)
+            )
+            rows.extend(per_replica[first : first + local])
             counts.extend([batch.num_examples] * local)
         rows = np.stack(rows)
         _debug_dump(rows, seq_length, context.input_pipeline_id)
@@ -213,8 +238,9 @@ class BucketedInput:
             index = element[INDEX]
             safe = tf.maximum(index, 0)
             pair = None if ids_b is None else tf.gather(ids_b, safe)
-            inputs = pack_inputs(tf.gather(ids_a, safe), pair, max_seq_length=seq_length,
-                                 **self.special_ids)
+            inputs = pack_inputs(
+                tf.gather(ids_a, safe), pair, max_seq_length=seq_length, **self.special_ids
+            )
             real = index != PAD_INDEX
             per_replica = index.shape[0]
             label = tf.gather(labels, safe)
@@ -228,9 +254,11 @@ class BucketedInput:
             }
 
         rows = self._rows_for(seq_length, context)
-        return (tf.data.Dataset.from_tensor_slices(rows)
-                .map(build, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-                .prefetch(tf.data.AUTOTUNE))
+        return (
+            tf.data.Dataset.from_tensor_slices(rows)
+            .map(build, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+            .prefetch(tf.data.AUTOTUNE)
+        )
 
     def __iter__(self):
         iterators = {s: iter(d) for s, d in self.datasets.items()}

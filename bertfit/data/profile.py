@@ -33,8 +33,9 @@ class LengthProfile:
     slots: list[int]
 
     @classmethod
-    def of(cls, packed_lengths: np.ndarray, buckets: Sequence[int],
-           plan: Sequence[Batch]) -> LengthProfile:
+    def of(
+        cls, packed_lengths: np.ndarray, buckets: Sequence[int], plan: Sequence[Batch]
+    ) -> LengthProfile:
         lengths = np.minimum(np.asarray(packed_lengths), max(buckets))
         values, counts = np.unique(lengths, return_counts=True)
         index = {b: i for i, b in enumerate(buckets)}
@@ -45,9 +46,13 @@ class LengthProfile:
             examples[i] += len(rows)
             real[i] += int(np.minimum(lengths[rows], batch.seq_length).sum())
             slots[i] += len(batch.indices) * batch.seq_length
-        return cls(list(map(int, buckets)), dict(zip(map(int, values), map(int, counts),
-                                                     strict=True)),
-                   examples, real, slots)
+        return cls(
+            list(map(int, buckets)),
+            dict(zip(map(int, values), map(int, counts), strict=True)),
+            examples,
+            real,
+            slots,
+        )
 
     def lengths(self) -> np.ndarray:
         """Every example's length (for a histogram)."""
@@ -55,14 +60,21 @@ class LengthProfile:
 
     def padding_waste(self) -> list[float]:
         """The share of each bucket's token slots that are padding."""
-        return [1 - r / s if s else 0.0 for r, s in zip(self.real_tokens, self.slots,
-                                                         strict=True)]
+        return [1 - r / s if s else 0.0 for r, s in zip(self.real_tokens, self.slots, strict=True)]
 
     def to_dict(self) -> dict:
-        return {**dataclasses.asdict(self), "counts": {str(k): v for k, v in self.counts.items()},
-                "padding_waste": self.padding_waste()}
+        return {
+            **dataclasses.asdict(self),
+            "counts": {str(k): v for k, v in self.counts.items()},
+            "padding_waste": self.padding_waste(),
+        }
 
     @classmethod
     def from_dict(cls, d: dict) -> LengthProfile:
-        return cls(d["buckets"], {int(k): v for k, v in d["counts"].items()}, d["examples"],
-                   d["real_tokens"], d["slots"])
+        return cls(
+            d["buckets"],
+            {int(k): v for k, v in d["counts"].items()},
+            d["examples"],
+            d["real_tokens"],
+            d["slots"],
+        )

@@ -88,8 +88,18 @@ def load_rotten_tomatoes(split: str) -> list[tuple[str, int]]:
 
 # Topic tags of the multi-label set: a snippet has a tag when it uses one of its words.
 TOPICS = {
-    "acting": ("acting", "actor", "actors", "actress", "cast", "performance", "performances",
-               "role", "plays", "played"),
+    "acting": (
+        "acting",
+        "actor",
+        "actors",
+        "actress",
+        "cast",
+        "performance",
+        "performances",
+        "role",
+        "plays",
+        "played",
+    ),
     "story": ("plot", "story", "script", "screenplay", "narrative", "writing", "written"),
     "humor": ("funny", "comedy", "comic", "humor", "humour", "laughs", "hilarious", "jokes"),
 }
@@ -107,19 +117,23 @@ def task_dir(task: str) -> Path:
     ['dev.csv', 'test.csv', 'train.csv']
     """
     if task not in ("multi-label", "regression"):
-        raise BertfitError(f"Rotten Tomatoes comes as single-label, multi-label or regression; "
-                           f"not {task!r}.")
+        raise BertfitError(
+            f"Rotten Tomatoes comes as single-label, multi-label or regression; not {task!r}."
+        )
     folder = _cache_root() / "rotten_tomatoes" / task
     suffix = ".jsonl" if task == "multi-label" else ".csv"
     if all((folder / f"{split}{suffix}").is_file() for split in SPLITS):
         return folder
     folder.mkdir(parents=True, exist_ok=True)
     for split in SPLITS:
-        rows = [(text, _derived_label(task, text, label))
-                for text, label in load_rotten_tomatoes(split)]
+        rows = [
+            (text, _derived_label(task, text, label)) for text, label in load_rotten_tomatoes(split)
+        ]
         if task == "multi-label":
-            _write_atomically(folder / f"{split}.jsonl", "".join(
-                json.dumps({"text": text, "label": label}) + "\n" for text, label in rows))
+            _write_atomically(
+                folder / f"{split}.jsonl",
+                "".join(json.dumps({"text": text, "label": label}) + "\n" for text, label in rows),
+            )
         else:
             _write_csv_atomically(folder / f"{split}.csv", rows)
     return folder
@@ -130,8 +144,9 @@ def _derived_label(task: str, text: str, sentiment: int):
     if task == "regression":
         return round(math.log2(len(words)), 4)
     found = {w.strip(".,!?;:'\"()") for w in words}
-    return [LABELS[sentiment]] + [topic for topic, vocabulary in TOPICS.items()
-                                  if found & set(vocabulary)]
+    return [LABELS[sentiment]] + [
+        topic for topic, vocabulary in TOPICS.items() if found & set(vocabulary)
+    ]
 
 
 def split_rows(rows: list[tuple[str, int]]) -> dict[str, list[tuple[str, int]]]:

@@ -134,12 +134,17 @@ def read_examples(
     """
     name = display_name(path)
     fmt = resolve_format(path, spec.format)
-    return parse_examples(_read_bytes(path, name), name, fmt, spec,
-                          labels_required=labels_required)
+    return parse_examples(_read_bytes(path, name), name, fmt, spec, labels_required=labels_required)
 
 
-def parse_examples(data: bytes, name: str, fmt: str, spec: SourceSpec = SourceSpec(), *,
-                   labels_required: bool = True) -> list[Example]:
+def parse_examples(
+    data: bytes,
+    name: str,
+    fmt: str,
+    spec: SourceSpec = SourceSpec(),
+    *,
+    labels_required: bool = True,
+) -> list[Example]:
     """`read_examples` on bytes already in memory (an upload, a fuzz test): `name` is what
     messages call them, `fmt` one of `FORMATS`; gzip is not undone here."""
     parse = (
@@ -208,7 +213,10 @@ def format_from_extension(path: str | os.PathLike) -> str | None:
 
 
 def example_error(
-    message: str, path: str | os.PathLike, line: int, format: str | None = None,
+    message: str,
+    path: str | os.PathLike,
+    line: int,
+    format: str | None = None,
     code: str | None = None,
 ) -> DataError:
     """A `DataError` about one example: "path:line: ..." or, for Parquet, "path: row N: ...".
@@ -281,8 +289,10 @@ def _gunzip(data: bytes, name: str) -> bytes:
 
 
 _WIDE_BOMS = [  # UTF-32 first: its little-endian mark starts with UTF-16's
-    (codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"),
-    (codecs.BOM_UTF16_LE, "UTF-16"), (codecs.BOM_UTF16_BE, "UTF-16"),
+    (codecs.BOM_UTF32_LE, "UTF-32"),
+    (codecs.BOM_UTF32_BE, "UTF-32"),
+    (codecs.BOM_UTF16_LE, "UTF-16"),
+    (codecs.BOM_UTF16_BE, "UTF-16"),
 ]
 
 
@@ -371,7 +381,7 @@ class _Reader:
 
 
 def visible(text: str) -> bool:
-    """Whether `text` has a character the tokenizer keeps: not only whitespace, control,
+    r"""Whether `text` has a character the tokenizer keeps: not only whitespace, control,
     format (zero-width), private-use or combining characters.
 
     Examples:
@@ -387,8 +397,10 @@ def _empty_message(value: str | None, field: str, spec: SourceSpec) -> str:
     elif value is not None and value.isspace():
         what = f"only whitespace ({value!r})"
     else:
-        what = (f"only invisible characters ({value!r}: control, zero-width, private-use or "
-                "combining characters, which the tokenizer drops)")
+        what = (
+            f"only invisible characters ({value!r}: control, zero-width, private-use or "
+            "combining characters, which the tokenizer drops)"
+        )
     if value is None:
         what = "missing (null)"
     role, column = _ROLES[field], getattr(spec, field)
@@ -563,11 +575,15 @@ def _parse_object(raw: str, line: int, reader: _Reader) -> dict:
             line,
         ) from None
     except RecursionError:
-        raise reader.error("the JSON is nested too deeply to read; a row is one flat object, "
-                           'e.g. {"text": "a fine film", "label": 1}', line) from None
+        raise reader.error(
+            "the JSON is nested too deeply to read; a row is one flat object, "
+            'e.g. {"text": "a fine film", "label": 1}',
+            line,
+        ) from None
     except ValueError as e:  # e.g. an integer longer than Python's 4,300-digit limit
-        raise reader.error(f"the JSON cannot be read: {e}. Write such a number as a string",
-                           line) from None
+        raise reader.error(
+            f"the JSON cannot be read: {e}. Write such a number as a string", line
+        ) from None
     if not isinstance(value, dict):
         hint = _ARRAY_HINT if isinstance(value, list) else ""
         raise reader.error(
@@ -633,8 +649,9 @@ def _label_string(value: object, line: int, reader: _Reader):
     """A label as text: "pos" → "pos", 3 → "3", 0.5 → "0.5", True → "true", a list of those →
     a tuple; None stays None."""
     if isinstance(value, list):
-        return tuple(_scalar_label(item, line, reader, "an item of the label list")
-                     for item in value)
+        return tuple(
+            _scalar_label(item, line, reader, "an item of the label list") for item in value
+        )
     return _scalar_label(value, line, reader, "the label")
 
 

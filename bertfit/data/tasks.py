@@ -110,9 +110,14 @@ class Task:
         found = ids.get(label)
         if found is None:
             known = ", ".join(repr(k) for k in self.labels)
-            raise example_error(f"label {label!r} was not seen in the training file; known "
-                                f"labels: {known}. Fix the label, or retrain with a training "
-                                "file that has it", path, example.line, code="data-label-unseen")
+            raise example_error(
+                f"label {label!r} was not seen in the training file; known "
+                f"labels: {known}. Fix the label, or retrain with a training "
+                "file that has it",
+                path,
+                example.line,
+                code="data-label-unseen",
+            )
         return found
 
     def values(self, standardized: np.ndarray) -> np.ndarray:
@@ -135,11 +140,18 @@ class Task:
     def from_dict(cls, values: dict, where: str = "labels.json") -> Task:
         kind = values.get("task", SINGLE_LABEL)
         labels = values.get("labels", [])
-        if kind not in TASKS or not isinstance(labels, list) or \
-                not all(isinstance(x, str) for x in labels) or len(set(labels)) != len(labels) \
-                or (kind != REGRESSION and len(labels) < (2 if kind == SINGLE_LABEL else 1)):
-            raise DataError('expected {"task": ..., "labels": [distinct strings]}, as written by '
-                            "bertfit train; the run directory may be damaged", path=where)
+        if (
+            kind not in TASKS
+            or not isinstance(labels, list)
+            or not all(isinstance(x, str) for x in labels)
+            or len(set(labels)) != len(labels)
+            or (kind != REGRESSION and len(labels) < (2 if kind == SINGLE_LABEL else 1))
+        ):
+            raise DataError(
+                'expected {"task": ..., "labels": [distinct strings]}, as written by '
+                "bertfit train; the run directory may be damaged",
+                path=where,
+            )
         fields = {f.name for f in dataclasses.fields(cls)} - {"kind", "labels"}
         return cls(kind, tuple(labels), **{k: v for k, v in values.items() if k in fields})
 
@@ -157,8 +169,13 @@ class Task:
         return cls.from_dict(values, name)
 
 
-def infer_task(examples: Sequence[Example], path: str | os.PathLike, *, kind: str | None = None,
-               separator: str | None = None) -> tuple[Task, list[str]]:
+def infer_task(
+    examples: Sequence[Example],
+    path: str | os.PathLike,
+    *,
+    kind: str | None = None,
+    separator: str | None = None,
+) -> tuple[Task, list[str]]:
     """The task of a training file and notes for the user (e.g. "read as regression").
 
     Args:
@@ -185,8 +202,11 @@ def _inferred_kind(examples: Sequence[Example], separator: str | None) -> str:
     if separator is not None or any(isinstance(e.label, tuple) for e in examples):
         return MULTI_LABEL
     numbers = [parse_number(normalize_label(e.label)) for e in examples if e.label is not None]
-    if numbers and all(n is not None for n in numbers) and \
-            not all(INTEGER_LABEL.fullmatch(normalize_label(e.label)) for e in examples):
+    if (
+        numbers
+        and all(n is not None for n in numbers)
+        and not all(INTEGER_LABEL.fullmatch(normalize_label(e.label)) for e in examples)
+    ):
         if any(not float(n).is_integer() for n in numbers):
             return REGRESSION
     return SINGLE_LABEL
@@ -194,8 +214,10 @@ def _inferred_kind(examples: Sequence[Example], separator: str | None) -> str:
 
 def _inferred_note(kind: str, separator: str | None) -> str:
     if kind == REGRESSION:
-        return ("the labels are numbers, not all integers: training a regression model (one "
-                "output, mean squared error). Pass --task single-label to treat them as classes.")
+        return (
+            "the labels are numbers, not all integers: training a regression model (one "
+            "output, mean squared error). Pass --task single-label to treat them as classes."
+        )
     how = f"split on {separator!r}" if separator else "JSON lists"
     return f"the labels are sets of classes ({how}): training a multi-label model."
 
@@ -203,16 +225,21 @@ def _inferred_note(kind: str, separator: str | None) -> str:
 def _single(example: Example, path) -> str:
     label = _present(example, path)
     if isinstance(label, tuple):
-        raise example_error(f"the label is a list {list(label)}; a single-label task needs one "
-                            "label per row (pass --task multi-label for sets)", path, example.line,
-                            code="data-mixed-types")
+        raise example_error(
+            f"the label is a list {list(label)}; a single-label task needs one "
+            "label per row (pass --task multi-label for sets)",
+            path,
+            example.line,
+            code="data-mixed-types",
+        )
     return normalize_label(label)
 
 
 def _present(example: Example, path):
     if example.label is None:
-        raise example_error("the row has no label; training needs one", path, example.line,
-                            code="data-empty-label")
+        raise example_error(
+            "the row has no label; training needs one", path, example.line, code="data-empty-label"
+        )
     return example.label
 
 
@@ -220,9 +247,13 @@ def _number(example: Example, path) -> float:
     label = _present(example, path)
     value = None if isinstance(label, tuple) else parse_number(normalize_label(label))
     if value is None:
-        raise example_error(f"the regression target {label!r} is not a finite number; write a "
-                            "number such as 3.5 (NaN and infinity are not targets)", path,
-                            example.line, code="data-target-not-number")
+        raise example_error(
+            f"the regression target {label!r} is not a finite number; write a "
+            "number such as 3.5 (NaN and infinity are not targets)",
+            path,
+            example.line,
+            code="data-target-not-number",
+        )
     return value
 
 
@@ -234,8 +265,9 @@ def _single_label(examples: Sequence[Example], path, explicit: bool) -> Task:
     if not explicit:
         _check_styles(first_line, path)
     if len(first_line) < 2:
-        raise DataError(_too_few_message(first_line), path=os.fspath(path),
-                        code="data-single-class")
+        raise DataError(
+            _too_few_message(first_line), path=os.fspath(path), code="data-single-class"
+        )
     return Task(SINGLE_LABEL, tuple(sorted_labels(first_line)))
 
 
@@ -247,8 +279,11 @@ def _multi_label(examples: Sequence[Example], path, separator: str) -> Task:
             first_line.setdefault(label, e.line)
     _check_number_spellings(first_line, path)
     if not first_line:
-        raise DataError("no row has a label; a multi-label model needs at least one class",
-                        path=os.fspath(path), code="data-single-class")
+        raise DataError(
+            "no row has a label; a multi-label model needs at least one class",
+            path=os.fspath(path),
+            code="data-single-class",
+        )
     return dataclasses.replace(task, labels=tuple(sorted_labels(first_line)))
 
 
@@ -257,17 +292,23 @@ def _regression(examples: Sequence[Example], path) -> Task:
     with np.errstate(over="ignore"):
         std = float(values.std())
     if not math.isfinite(std):
-        raise DataError("the regression targets are too large to standardise (their spread "
-                        "overflows a 64-bit float); rescale them", path=os.fspath(path),
-                        code="data-target-not-number")
+        raise DataError(
+            "the regression targets are too large to standardise (their spread "
+            "overflows a 64-bit float); rescale them",
+            path=os.fspath(path),
+            code="data-target-not-number",
+        )
     if not len(values) or std == 0.0:
-        raise DataError(f"every regression target is {values[0] if len(values) else 'missing'};"
-                        " a model cannot learn from a constant target", path=os.fspath(path))
+        raise DataError(
+            f"every regression target is {values[0] if len(values) else 'missing'};"
+            " a model cannot learn from a constant target",
+            path=os.fspath(path),
+        )
     return Task(REGRESSION, (), mean=float(values.mean()), std=std)
 
 
 def _check_number_spellings(first_line: dict[str, int], path) -> None:
-    """"01" and "1" (or "3" and "3.0") name one number: two classes would print the same."""
+    """ "01" and "1" (or "3" and "3.0") name one number: two classes would print the same."""
     by_value: dict[float, str] = {}
     for label in first_line:
         value = parse_number(label)
@@ -278,8 +319,10 @@ def _check_number_spellings(first_line: dict[str, int], path) -> None:
             raise DataError(
                 f"the labels {other!r} (line {first_line[other]}) and {label!r} (line "
                 f"{first_line[label]}) spell the same number; they would become two classes. "
-                "Write every label of a class the same way", path=os.fspath(path),
-                code="data-label-spellings")
+                "Write every label of a class the same way",
+                path=os.fspath(path),
+                code="data-label-spellings",
+            )
 
 
 def _check_styles(first_line: dict[str, int], path) -> None:
@@ -291,15 +334,20 @@ def _check_styles(first_line: dict[str, int], path) -> None:
         raise DataError(
             f"the label column mixes integers {integers[:5]} and names {words[:5]} ({lines}); "
             "this is usually a data error. Use one kind of label throughout, or pass --task "
-            "single-label to keep them all as classes", path=where, code="data-mixed-types")
+            "single-label to keep them all as classes",
+            path=where,
+            code="data-mixed-types",
+        )
     separated = [label for label in words if DEFAULT_SEPARATOR in label]
     if separated:
         label = separated[0]
         raise DataError(
             f"the label {label!r} (line {first_line[label]}) looks like several labels joined "
             f"by {DEFAULT_SEPARATOR!r}. Pass --task multi-label for sets of labels, or --task "
-            "single-label if the separator is part of the class names", path=where,
-            code="data-label-looks-multi")
+            "single-label if the separator is part of the class names",
+            path=where,
+            code="data-label-looks-multi",
+        )
 
 
 def _too_few_message(seen: dict[str, int]) -> str:
@@ -307,8 +355,10 @@ def _too_few_message(seen: dict[str, int]) -> str:
         return "no labelled rows; a classifier needs rows of at least two classes"
     ((label, line),) = seen.items()
     shown = label if len(label) <= 60 else f"{label[:28]}...{label[-28:]}"
-    return (f"every row has the label {shown!r} (first on line {line}); a classifier needs at "
-            "least two classes. Check --label-column, or add rows of the other classes")
+    return (
+        f"every row has the label {shown!r} (first on line {line}); a classifier needs at "
+        "least two classes. Check --label-column, or add rows of the other classes"
+    )
 
 
 def label_counts(task: Task, targets: np.ndarray) -> dict[str, int]:

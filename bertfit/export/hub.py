@@ -34,13 +34,15 @@ _ACTIVATIONS = {
     "gelu_new": lambda x: tf.nn.gelu(x, approximate=True),
     "gelu_pytorch_tanh": lambda x: tf.nn.gelu(x, approximate=True),
     "gelu_fast": lambda x: tf.nn.gelu(x, approximate=True),
-    "relu": tf.nn.relu, "silu": tf.nn.silu, "swish": tf.nn.silu, "tanh": tf.tanh,
+    "relu": tf.nn.relu,
+    "silu": tf.nn.silu,
+    "swish": tf.nn.silu,
+    "tanh": tf.tanh,
 }
 
 
 def _input_specs():
-    return {name: tf.TensorSpec([None, None], tf.int32, name=name)
-            for name in INPUT_NAMES}
+    return {name: tf.TensorSpec([None, None], tf.int32, name=name) for name in INPUT_NAMES}
 
 
 class HubBertEncoder(tf.Module):
@@ -62,9 +64,13 @@ class HubBertEncoder(tf.Module):
         self._config = config
         table = tf2_variable_table(config.num_hidden_layers, config.num_attention_heads)
         self._by_canonical = {
-            canonical: tf.Variable(source.from_encoder(np.asarray(weights[canonical], np.float32)),
-                                   name=source.names[0], trainable=True)
-            for canonical, source in table.items()}
+            canonical: tf.Variable(
+                source.from_encoder(np.asarray(weights[canonical], np.float32)),
+                name=source.names[0],
+                trainable=True,
+            )
+            for canonical, source in table.items()
+        }
         self.variables = list(self._by_canonical.values())
         self.trainable_variables = list(self._by_canonical.values())
         self.regularization_losses = []
@@ -87,11 +93,14 @@ class HubBertEncoder(tf.Module):
         mask = tf.cast(inputs["input_mask"], tf.float32)
         types = tf.cast(inputs["input_type_ids"], tf.int32)
         seq = tf.shape(ids)[1]
-        x = (tf.gather(self._v("embeddings/word_embeddings"), ids)
-             + self._v("embeddings/position_embeddings")[tf.newaxis, :seq]
-             + tf.gather(self._v("embeddings/token_type_embeddings"), types))
-        x = self._dropout(self._layer_norm(x, "embeddings/layer_norm"),
-                          config.hidden_dropout_prob, training)
+        x = (
+            tf.gather(self._v("embeddings/word_embeddings"), ids)
+            + self._v("embeddings/position_embeddings")[tf.newaxis, :seq]
+            + tf.gather(self._v("embeddings/token_type_embeddings"), types)
+        )
+        x = self._dropout(
+            self._layer_norm(x, "embeddings/layer_norm"), config.hidden_dropout_prob, training
+        )
         bias = (1.0 - mask[:, tf.newaxis, tf.newaxis, :]) * -1e9
         scale = 1.0 / math.sqrt(config.head_size)
         act = _ACTIVATIONS[config.hidden_act]
@@ -99,22 +108,34 @@ class HubBertEncoder(tf.Module):
         for i in range(config.num_hidden_layers):
             p = f"layer_{i}"
             # Kernels are stored as Model Garden's EinsumDense: [hidden, heads, head_size].
-            q, k, v = (tf.einsum("bsh,hnd->bsnd", x, self._v(f"{p}/attention/{n}/kernel"))
-                       + self._v(f"{p}/attention/{n}/bias") for n in ("query", "key", "value"))
+            q, k, v = (
+                tf.einsum("bsh,hnd->bsnd", x, self._v(f"{p}/attention/{n}/kernel"))
+                + self._v(f"{p}/attention/{n}/bias")
+                for n in ("query", "key", "value")
+            )
             scores = tf.einsum("bqnd,bknd->bnqk", q, k) * scale + bias
-            probs = self._dropout(tf.nn.softmax(scores, axis=-1),
-                                  config.attention_probs_dropout_prob, training)
+            probs = self._dropout(
+                tf.nn.softmax(scores, axis=-1), config.attention_probs_dropout_prob, training
+            )
             context = tf.einsum("bnqk,bknd->bqnd", probs, v)
-            attended = (tf.einsum("bqnd,ndh->bqh", context, self._v(f"{p}/attention/output/kernel"))
-                        + self._v(f"{p}/attention/output/bias"))
-            x = self._layer_norm(x + self._dropout(attended, config.hidden_dropout_prob, training),
-                                 f"{p}/attention/layer_norm")
-            inner = act(tf.einsum("bsh,hi->bsi", x, self._v(f"{p}/intermediate/kernel"))
-                        + self._v(f"{p}/intermediate/bias"))
-            out = (tf.einsum("bsi,ih->bsh", inner, self._v(f"{p}/output/kernel"))
-                   + self._v(f"{p}/output/bias"))
-            x = self._layer_norm(x + self._dropout(out, config.hidden_dropout_prob, training),
-                                 f"{p}/output/layer_norm")
+            attended = tf.einsum(
+                "bqnd,ndh->bqh", context, self._v(f"{p}/attention/output/kernel")
+            ) + self._v(f"{p}/attention/output/bias")
+            x = self._layer_norm(
+                x + self._dropout(attended, config.hidden_dropout_prob, training),
+                f"{p}/attention/layer_norm",
+            )
+            inner = act(
+                tf.einsum("bsh,hi->bsi", x, self._v(f"{p}/intermediate/kernel"))
+                + self._v(f"{p}/intermediate/bias")
+            )
+            out = tf.einsum("bsi,ih->bsh", inner, self._v(f"{p}/output/kernel")) + self._v(
+                f"{p}/output/bias"
+            )
+            x = self._layer_norm(
+                x + self._dropout(out, config.hidden_dropout_prob, training),
+                f"{p}/output/layer_norm",
+            )
             encoder_outputs.append(x)
         pooled = tf.tanh(tf.matmul(x[:, 0, :], self._v("pooler/kernel")) + self._v("pooler/bias"))
         return {"pooled_output": pooled, "sequence_output": x, "encoder_outputs": encoder_outputs}
@@ -124,8 +145,9 @@ class HubBertEncoder(tf.Module):
         return self.forward(inputs, training)
 
 
-def write_hub_encoder(encoder, path: str | Path, vocab_file: Path | None = None,
-                      lower_case: bool | None = None) -> Path:
+def write_hub_encoder(
+    encoder, path: str | Path, vocab_file: Path | None = None, lower_case: bool | None = None
+) -> Path:
     """Writes `encoder` (a `BertEncoder`) as a reusable TF Hub-style SavedModel at `path`.
 
     The vocabulary and casing go to `assets/` (`vocab.txt`, `tokenizer_config.json`) with the
@@ -140,8 +162,14 @@ def write_hub_encoder(encoder, path: str | Path, vocab_file: Path | None = None,
 
     @tf.function(input_signature=list(specs.values()))
     def serve(input_word_ids, input_mask, input_type_ids):
-        out = module.forward({"input_word_ids": input_word_ids, "input_mask": input_mask,
-                              "input_type_ids": input_type_ids}, training=False)
+        out = module.forward(
+            {
+                "input_word_ids": input_word_ids,
+                "input_mask": input_mask,
+                "input_type_ids": input_type_ids,
+            },
+            training=False,
+        )
         return {"pooled_output": out["pooled_output"], "sequence_output": out["sequence_output"]}
 
     tf.saved_model.save(module, str(path), signatures={"serving_default": serve})
@@ -181,8 +209,9 @@ class _Preprocessor(tf.Module):
         flat = [segment.merge_dims(-2, -1) for segment in segments]
         return self.tokenizer.pack(*flat, max_seq_length=seq_length)
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string),
-                                  tf.TensorSpec([None], tf.string)])
+    @tf.function(
+        input_signature=[tf.TensorSpec([None], tf.string), tf.TensorSpec([None], tf.string)]
+    )
     def pair(self, texts, text_pairs):
         return self.tokenizer(texts, text_pairs, max_seq_length=self.seq_length)
 
@@ -190,11 +219,13 @@ class _Preprocessor(tf.Module):
         """Traces the concrete functions the SavedModel keeps."""
         self.__call__.get_concrete_function(tf.TensorSpec([None], tf.string))
         self.__call__.get_concrete_function(tf.TensorSpec([], tf.string))
-        segment = tf.RaggedTensorSpec([None, None, None], tf.int32, ragged_rank=2,
-                                      row_splits_dtype=tf.int64)
+        segment = tf.RaggedTensorSpec(
+            [None, None, None], tf.int32, ragged_rank=2, row_splits_dtype=tf.int64
+        )
         for count in (1, 2):
             self.bert_pack_inputs.get_concrete_function(
-                [segment] * count, tf.TensorSpec([], tf.int32, name="seq_length"))
+                [segment] * count, tf.TensorSpec([], tf.int32, name="seq_length")
+            )
 
 
 def write_hub_preprocessor(tokenizer, path: str | Path, seq_length: int = 128) -> Path:

@@ -32,11 +32,16 @@ def task_outputs(task: Task, logits: tf.Tensor, label_names: tf.Tensor) -> dict[
     if task.kind == MULTI_LABEL:
         probabilities = tf.sigmoid(logits)
         predicted = probabilities >= task.threshold
-        names = tf.ragged.boolean_mask(tf.broadcast_to(label_names, tf.shape(predicted)),
-                                       predicted)
-        return {"probabilities": probabilities, "predicted": tf.cast(predicted, tf.int32),
-                "labels": tf.strings.reduce_join(names, axis=-1, separator=task.separator)}
+        names = tf.ragged.boolean_mask(tf.broadcast_to(label_names, tf.shape(predicted)), predicted)
+        return {
+            "probabilities": probabilities,
+            "predicted": tf.cast(predicted, tf.int32),
+            "labels": tf.strings.reduce_join(names, axis=-1, separator=task.separator),
+        }
     probabilities = tf.nn.softmax(logits, axis=-1)
     label_id = tf.argmax(probabilities, axis=-1, output_type=tf.int32)
-    return {"probabilities": probabilities, "label": tf.gather(label_names, label_id),
-            "label_id": label_id}
+    return {
+        "probabilities": probabilities,
+        "label": tf.gather(label_names, label_id),
+        "label_id": label_id,
+    }

@@ -56,54 +56,74 @@ class ClassifierModule(tf.Module):
         pairs: whether the model classifies text pairs (`text`, `text_pair`).
     """
 
-    def __init__(self, model, tokenizer: BertTokenizer, task: Task, max_seq_length: int,
-                 buckets: list[int], pairs: bool = False):
+    def __init__(
+        self,
+        model,
+        tokenizer: BertTokenizer,
+        task: Task,
+        max_seq_length: int,
+        buckets: list[int],
+        pairs: bool = False,
+    ):
         super().__init__(name="bertfit_classifier")
         self.model = model
         self.tokenizer = tokenizer
         self.task = task
-        self.label_names = tf.Variable(list(task.labels), trainable=False, dtype=tf.string,
-                                       name="label_names", shape=[len(task.labels)])
+        self.label_names = tf.Variable(
+            list(task.labels),
+            trainable=False,
+            dtype=tf.string,
+            name="label_names",
+            shape=[len(task.labels)],
+        )
         self.max_seq_length = max_seq_length
         self.buckets = sorted(set(buckets) | {max_seq_length})
         self.pairs = pairs
         if pairs:
             self.classify_text = tf.function(
-                self._classify_pairs, input_signature=[_text_spec("text"),
-                                                       _text_spec("text_pair")])
+                self._classify_pairs, input_signature=[_text_spec("text"), _text_spec("text_pair")]
+            )
         else:
-            self.classify_text = tf.function(self._classify_texts,
-                                             input_signature=[_text_spec("text")])
+            self.classify_text = tf.function(
+                self._classify_texts, input_signature=[_text_spec("text")]
+            )
         self.classify_ids = tf.function(self._classify_ids, input_signature=_ids_specs())
         self.pack = tf.function(self._pack)
 
     def serving_signatures(self) -> dict:
         """The SavedModel signatures, as concrete functions (the same objects a loaded
         SavedModel lists under `.signatures`)."""
-        return {DEFAULT_SIGNATURE: self.classify_text.get_concrete_function(),
-                IDS_SIGNATURE: self.classify_ids.get_concrete_function()}
+        return {
+            DEFAULT_SIGNATURE: self.classify_text.get_concrete_function(),
+            IDS_SIGNATURE: self.classify_ids.get_concrete_function(),
+        }
 
     def _classify_texts(self, text):
         return self._classify(self._pack(self.tokenizer.tokenize(text)))
 
     def _classify_pairs(self, text, text_pair):
-        return self._classify(self._pack(self.tokenizer.tokenize(text),
-                                         self.tokenizer.tokenize(text_pair)))
+        return self._classify(
+            self._pack(self.tokenizer.tokenize(text), self.tokenizer.tokenize(text_pair))
+        )
 
     def _classify_ids(self, input_word_ids, input_mask, input_type_ids):
-        return self._classify({WORD_IDS: input_word_ids, MASK: input_mask,
-                               TYPE_IDS: input_type_ids})
+        return self._classify(
+            {WORD_IDS: input_word_ids, MASK: input_mask, TYPE_IDS: input_type_ids}
+        )
 
     def _pack(self, ids_a, ids_b=None):
         """Packs to the longest row (at most `max_seq_length`), then pads to its bucket."""
-        inputs = self.tokenizer.pack(ids_a, ids_b, max_seq_length=self.max_seq_length,
-                                     padding="longest")
+        inputs = self.tokenizer.pack(
+            ids_a, ids_b, max_seq_length=self.max_seq_length, padding="longest"
+        )
         longest = tf.shape(inputs[WORD_IDS])[1]
         buckets = tf.constant(self.buckets, tf.int32)
         length = tf.gather(buckets, tf.searchsorted(buckets, [longest])[0])
         pad = {WORD_IDS: self.tokenizer.pad_id, MASK: 0, TYPE_IDS: 0}
-        return {name: tf.pad(value, [[0, 0], [0, length - longest]], constant_values=pad[name])
-                for name, value in inputs.items()}
+        return {
+            name: tf.pad(value, [[0, 0], [0, length - longest]], constant_values=pad[name])
+            for name, value in inputs.items()
+        }
 
     def _classify(self, inputs):
         return task_outputs(self.task, self.model(inputs, training=False), self.label_names)
@@ -111,13 +131,21 @@ class ClassifierModule(tf.Module):
 
 def next_version(root: Path) -> int:
     """1 for a new folder, else one more than the largest numeric version in it."""
-    versions = [int(p.name) for p in root.iterdir() if p.is_dir() and p.name.isdigit()] \
-        if root.is_dir() else []
+    versions = (
+        [int(p.name) for p in root.iterdir() if p.is_dir() and p.name.isdigit()]
+        if root.is_dir()
+        else []
+    )
     return max(versions, default=0) + 1
 
 
-def save_module(module, root: str | Path, metadata: dict, version: int | None = None,
-                signatures: dict | None = None) -> Path:
+def save_module(
+    module,
+    root: str | Path,
+    metadata: dict,
+    version: int | None = None,
+    signatures: dict | None = None,
+) -> Path:
     """Saves `module` (a `ClassifierModule`, or one loaded from an export together with its
     `signatures`) as `root/<version>/` (the next free version by default), whole or not at
     all: it is written beside the final name and renamed into place."""
@@ -127,13 +155,15 @@ def save_module(module, root: str | Path, metadata: dict, version: int | None = 
     version = next_version(root) if version is None else version
     final = root / str(version)
     if final.exists():
-        raise ConfigError(f"{final} exists already; pass another --version or leave it out "
-                          "for the next free one.")
+        raise ConfigError(
+            f"{final} exists already; pass another --version or leave it out for the next free one."
+        )
     root.mkdir(parents=True, exist_ok=True)
     temporary = root / f".{version}.tmp-{os.getpid()}"
     try:
-        tf.saved_model.save(module, str(temporary),
-                            signatures=signatures or module.serving_signatures())
+        tf.saved_model.save(
+            module, str(temporary), signatures=signatures or module.serving_signatures()
+        )
         (temporary / METADATA_FILE).parent.mkdir(exist_ok=True)
         (temporary / METADATA_FILE).write_text(json.dumps(metadata, indent=2))
         os.replace(temporary, final)

@@ -28,15 +28,24 @@ class BertClassifier(ReplicaJitModel):
     Logits are float32 whatever the encoder's dtype policy, so the loss is computed in float32.
 
     Examples:
+    >>> from bertfit.model.config import BertConfig
     >>> config = BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=2,
     ...                     num_attention_heads=2, intermediate_size=64)
     >>> classifier = BertClassifier(BertEncoder(config), num_classes=3, pooling="mean")
-    >>> classifier({"input_word_ids": [[2, 7, 3]], "input_mask": [[1, 1, 1]]}).shape
+    >>> ids = tf.constant([[2, 7, 3]])
+    >>> classifier({"input_word_ids": ids, "input_mask": tf.ones_like(ids)}).shape
     TensorShape([1, 3])
     """
 
-    def __init__(self, encoder: BertEncoder, num_classes: int, pooling: str = "cls",
-                 dropout: float = 0.1, seed: int | None = None, **kwargs):
+    def __init__(
+        self,
+        encoder: BertEncoder,
+        num_classes: int,
+        pooling: str = "cls",
+        dropout: float = 0.1,
+        seed: int | None = None,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         self.encoder = encoder
         self.num_classes = num_classes
@@ -45,20 +54,31 @@ class BertClassifier(ReplicaJitModel):
         self.seed = seed
         self.dropout = keras.layers.Dropout(dropout, seed=seed, dtype=encoder.dtype_policy)
         self.head = keras.layers.Dense(
-            num_classes, name="classifier", dtype=encoder.dtype_policy,
+            num_classes,
+            name="classifier",
+            dtype=encoder.dtype_policy,
             kernel_initializer=keras.initializers.TruncatedNormal(
-                stddev=encoder.config.initializer_range, seed=seed))
+                stddev=encoder.config.initializer_range, seed=seed
+            ),
+        )
         self.head.build((None, encoder.config.hidden_size))
 
     @classmethod
-    def from_checkpoint(cls, path: str, num_classes: int, *, pooling: str = "cls",
-                        dropout: float = 0.1, seed: int | None = None,
-                        dtype: str | None = None) -> BertClassifier:
+    def from_checkpoint(
+        cls,
+        path: str,
+        num_classes: int,
+        *,
+        pooling: str = "cls",
+        dropout: float = 0.1,
+        seed: int | None = None,
+        dtype: str | None = None,
+    ) -> BertClassifier:
         """A classifier on the pretrained encoder at `path` ("minilm-l6", a directory or an
         archive in any format `bertfit inspect` knows), with a new randomly initialised head.
 
         Examples:
-        >>> classifier = BertClassifier.from_checkpoint("minilm-l6", num_classes=2)  # doctest: +SKIP
+        >>> model = BertClassifier.from_checkpoint("minilm-l6", num_classes=2)  # doctest: +SKIP
         """
         from bertfit.checkpoints.load import load_encoder
 
@@ -76,8 +96,9 @@ class BertClassifier(ReplicaJitModel):
         sequence = outputs["sequence_output"]
         weights = keras.ops.cast(mask, sequence.dtype)[:, :, None]
         total = keras.ops.sum(sequence * weights, axis=1)
-        return total / keras.ops.maximum(keras.ops.sum(weights, axis=1),
-                                         keras.ops.cast(1e-9, sequence.dtype))
+        return total / keras.ops.maximum(
+            keras.ops.sum(weights, axis=1), keras.ops.cast(1e-9, sequence.dtype)
+        )
 
     def call(self, inputs, training=False):
         inputs = normalize_inputs(inputs)
@@ -87,9 +108,14 @@ class BertClassifier(ReplicaJitModel):
         return keras.ops.cast(logits, "float32")
 
     def get_config(self):
-        return {**super().get_config(), "num_classes": self.num_classes,
-                "pooling": self.pooling, "dropout": self.dropout_rate, "seed": self.seed,
-                "encoder": keras.saving.serialize_keras_object(self.encoder)}
+        return {
+            **super().get_config(),
+            "num_classes": self.num_classes,
+            "pooling": self.pooling,
+            "dropout": self.dropout_rate,
+            "seed": self.seed,
+            "encoder": keras.saving.serialize_keras_object(self.encoder),
+        }
 
     @classmethod
     def from_config(cls, config):

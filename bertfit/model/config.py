@@ -1,4 +1,4 @@
-"""`BertConfig`: the architecture of a BERT encoder, as BERT's own `bert_config.json` describes it."""
+"""`BertConfig`: the architecture of a BERT encoder, as BERT's `bert_config.json` describes it."""
 
 from __future__ import annotations
 
@@ -8,7 +8,16 @@ from pathlib import Path
 
 from bertfit.errors import CheckpointError
 
-ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast", "relu", "silu", "swish", "tanh")
+ACTIVATIONS = (
+    "gelu",
+    "gelu_new",
+    "gelu_pytorch_tanh",
+    "gelu_fast",
+    "relu",
+    "silu",
+    "swish",
+    "tanh",
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,7 +63,8 @@ class BertConfig:
 
     @classmethod
     def from_dict(cls, values: dict) -> BertConfig:
-        """Builds a config from a HF `config.json` or Google `bert_config.json` dict; extra keys are ignored."""
+        """Builds a config from a HF `config.json` or Google `bert_config.json` dict; extra keys
+        are ignored."""
         names = {f.name for f in dataclasses.fields(cls)}
         kwargs = {k: v for k, v in values.items() if k in names}
         if "layer_norm_eps" not in values and "layer_norm_epsilon" in values:
@@ -77,5 +87,10 @@ class BertConfig:
 
     def to_hf_dict(self) -> dict:
         """The `config.json` a Hugging Face `BertModel` loads."""
-        return {"architectures": ["BertModel"], "model_type": "bert", "pad_token_id": 0,
-                "position_embedding_type": "absolute", **self.to_dict()}
+        return {
+            "architectures": ["BertModel"],
+            "model_type": "bert",
+            "pad_token_id": 0,
+            "position_embedding_type": "absolute",
+            **self.to_dict(),
+        }

@@ -66,9 +66,11 @@ class BertEmbeddings(keras.layers.Layer):
         dtype = self.dtype_policy
         self.word_embeddings = _embedding(config.vocab_size, config, "word_embeddings", dtype)
         self.position_embeddings = _embedding(
-            config.max_position_embeddings, config, "position_embeddings", dtype)
+            config.max_position_embeddings, config, "position_embeddings", dtype
+        )
         self.token_type_embeddings = _embedding(
-            config.type_vocab_size, config, "token_type_embeddings", dtype)
+            config.type_vocab_size, config, "token_type_embeddings", dtype
+        )
         self.layer_norm = _layer_norm(config, "layer_norm", self.dtype_policy)
         self.dropout = keras.layers.Dropout(config.hidden_dropout_prob, dtype=self.dtype_policy)
         self.hidden_size = config.hidden_size
@@ -86,7 +88,8 @@ class BertEmbeddings(keras.layers.Layer):
             raise InputFormatError(
                 f"The inputs are {length} tokens long but this encoder has "
                 f"{self.max_positions} position embeddings (max_position_embeddings); pack "
-                f"them to at most {self.max_positions} tokens (max_seq_length).")
+                f"them to at most {self.max_positions} tokens (max_seq_length)."
+            )
         # A slice, not a gather of position ids: XLA clamps an out-of-range gather index and
         # would return wrong numbers silently; a slice past the table fails the addition below.
         positions = self.position_embeddings.embeddings[: tf.shape(word_ids)[1]]

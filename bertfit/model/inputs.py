@@ -23,9 +23,15 @@ PIPELINE_KEYS = frozenset({"label", "example_weight", "index", "global_examples"
 
 # Every accepted spelling of each input, by convention.
 ALIASES = {
-    "input_word_ids": WORD_IDS, "input_ids": WORD_IDS, "token_ids": WORD_IDS,
-    "input_mask": MASK, "attention_mask": MASK, "padding_mask": MASK,
-    "input_type_ids": TYPE_IDS, "token_type_ids": TYPE_IDS, "segment_ids": TYPE_IDS,
+    "input_word_ids": WORD_IDS,
+    "input_ids": WORD_IDS,
+    "token_ids": WORD_IDS,
+    "input_mask": MASK,
+    "attention_mask": MASK,
+    "padding_mask": MASK,
+    "input_type_ids": TYPE_IDS,
+    "token_type_ids": TYPE_IDS,
+    "segment_ids": TYPE_IDS,
 }
 
 TOKENIZE_HINT = (
@@ -57,15 +63,16 @@ def expected_keys_message() -> str:
 
 
 def normalize_inputs(inputs) -> dict[str, tf.Tensor]:
-    """Renames, checks and casts encoder inputs to `{input_word_ids, input_mask, input_type_ids}` int32.
+    """Renames, checks and casts encoder inputs to int32 `input_word_ids`, `input_mask` and
+    `input_type_ids`.
 
     A missing `input_type_ids` becomes zeros (one segment). int64 ids are cast to int32, which is
     what TPUs support.
     """
-    if is_text(inputs) or (isinstance(inputs, Mapping) and any(is_text(v) for v in inputs.values())):
-        raise InputFormatError(
-            "The encoder takes token ids, not raw strings. " + TOKENIZE_HINT
-        )
+    if is_text(inputs) or (
+        isinstance(inputs, Mapping) and any(is_text(v) for v in inputs.values())
+    ):
+        raise InputFormatError("The encoder takes token ids, not raw strings. " + TOKENIZE_HINT)
     if not isinstance(inputs, Mapping):
         raise InputFormatError(
             f"Got a {type(inputs).__name__} where a dict of tensors was expected. "

@@ -63,8 +63,9 @@ class ReplicaJitModel(keras.Model):
     def _gradients(self, x, y, sample_weight):
         with tf.GradientTape() as tape:
             y_pred = self(x, training=True)
-            loss = self._compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight,
-                                      training=True)
+            loss = self._compute_loss(
+                x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=True
+            )
             scaled = self.optimizer.scale_loss(loss) if self.optimizer is not None else loss
         return tape.gradient(scaled, self.trainable_weights), y_pred, loss
 
@@ -73,8 +74,9 @@ class ReplicaJitModel(keras.Model):
             return super().train_step(data)
         x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
         gradients, y_pred, loss = self._replica_gradients(x, y, sample_weight)
-        self._loss_tracker.update_state(keras_loss.unscale_loss_for_distribution(loss),
-                                        sample_weight=_batch_size(x))
+        self._loss_tracker.update_state(
+            keras_loss.unscale_loss_for_distribution(loss), sample_weight=_batch_size(x)
+        )
         self.optimizer.apply_gradients(zip(gradients, self.trainable_weights, strict=True))
         return self.compute_metrics(x, y, y_pred, sample_weight=sample_weight)
 
@@ -83,10 +85,12 @@ class ReplicaJitModel(keras.Model):
             return super().test_step(data)
         x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
         y_pred = self._replica_forward(x, training=False)
-        loss = self._compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight,
-                                  training=False)
-        self._loss_tracker.update_state(keras_loss.unscale_loss_for_distribution(loss),
-                                        sample_weight=_batch_size(x))
+        loss = self._compute_loss(
+            x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=False
+        )
+        self._loss_tracker.update_state(
+            keras_loss.unscale_loss_for_distribution(loss), sample_weight=_batch_size(x)
+        )
         return self.compute_metrics(x, y, y_pred, sample_weight=sample_weight)
 
 

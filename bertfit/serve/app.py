@@ -33,8 +33,10 @@ from bertfit.serve.rest import (
     parse_predict,
 )
 
-_MODEL_PATH = re.compile(r"^/v1/models/(?P<name>[^/:]+)(?:/versions/(?P<version>[^/:]+))?"
-                         r"(?P<verb>:predict|/metadata)?$")
+_MODEL_PATH = re.compile(
+    r"^/v1/models/(?P<name>[^/:]+)(?:/versions/(?P<version>[^/:]+))?"
+    r"(?P<verb>:predict|/metadata)?$"
+)
 
 
 class ModelServer:
@@ -50,9 +52,16 @@ class ModelServer:
         max_body_bytes: largest request body.
     """
 
-    def __init__(self, classifier: Classifier, model_name: str = "model", version: str = "1",
-                 max_batch: int = 64, max_wait: float = 0.005,
-                 max_request_instances: int = 4096, max_body_bytes: int = 32 << 20):
+    def __init__(
+        self,
+        classifier: Classifier,
+        model_name: str = "model",
+        version: str = "1",
+        max_batch: int = 64,
+        max_wait: float = 0.005,
+        max_request_instances: int = 4096,
+        max_body_bytes: int = 32 << 20,
+    ):
         self.classifier = classifier
         self.model_name = model_name
         self.version = version
@@ -69,14 +78,18 @@ class ModelServer:
             yield
             await self.batcher.stop()
 
-        return Starlette(routes=[Route("/healthz", self.health),
-                                 Route("/v1/models/{rest:path}", self.models,
-                                       methods=["GET", "POST"])],
-                         lifespan=lifespan)
+        return Starlette(
+            routes=[
+                Route("/healthz", self.health),
+                Route("/v1/models/{rest:path}", self.models, methods=["GET", "POST"]),
+            ],
+            lifespan=lifespan,
+        )
 
     async def health(self, request: Request) -> JSONResponse:
-        return JSONResponse({"status": "ok", "model": self.model_name,
-                             "batches": self.batcher.batches})
+        return JSONResponse(
+            {"status": "ok", "model": self.model_name, "batches": self.batcher.batches}
+        )
 
     async def models(self, request: Request) -> JSONResponse:
         try:
@@ -105,14 +118,14 @@ class ModelServer:
     async def _body(self, request: Request) -> bytes:
         declared = request.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
-            raise RequestError(f"the request body has {declared} bytes; at most "
-                               f"{self.max_body_bytes} are accepted")
+            raise RequestError(
+                f"the request body has {declared} bytes; at most {self.max_body_bytes} are accepted"
+            )
         body = bytearray()
         async for chunk in request.stream():
             body += chunk
             if len(body) > self.max_body_bytes:
-                raise RequestError(f"the request body is larger than {self.max_body_bytes} "
-                                   "bytes")
+                raise RequestError(f"the request body is larger than {self.max_body_bytes} bytes")
         return bytes(body)
 
     async def _predict(self, body: bytes) -> dict:
@@ -126,10 +139,12 @@ class ModelServer:
     async def _call_directly(self, request) -> list[dict]:
         names = list(request.signature.inputs)
         lengths = {len(row[names[0]]) for row in request.rows}
-        if len(lengths) != 1 or any(len(row[n]) not in lengths for row in request.rows
-                                    for n in names):
-            raise RequestError("every instance's id lists must have the same length (pad "
-                               "them with input_mask 0)")
+        if len(lengths) != 1 or any(
+            len(row[n]) not in lengths for row in request.rows for n in names
+        ):
+            raise RequestError(
+                "every instance's id lists must have the same length (pad them with input_mask 0)"
+            )
         inputs = {n: tf.constant([row[n] for row in request.rows], tf.int32) for n in names}
         function = self.functions[request.signature.name]
         result = await self.batcher.run_alone(lambda: function(**inputs))
@@ -147,8 +162,9 @@ def _rows(outputs: dict[str, np.ndarray]) -> list[dict]:
     return [{name: values[i] for name, values in outputs.items()} for i in range(size)]
 
 
-def serve(path: str, host: str = "127.0.0.1", port: int = 8501, model_name: str = "model",
-          **options) -> None:
+def serve(
+    path: str, host: str = "127.0.0.1", port: int = 8501, model_name: str = "model", **options
+) -> None:
     """Loads the classifier at `path` (a run directory or an export) and serves it until
     interrupted."""
     import uvicorn
@@ -159,6 +175,9 @@ def serve(path: str, host: str = "127.0.0.1", port: int = 8501, model_name: str 
     version = str(classifier.metadata.get("version", 1))
     server = ModelServer(classifier, model_name, version, **options)
     classifier.outputs(["warm up"], ["warm up"] if classifier.pairs else None)
-    print(f"bertfit serve: {path} as model {model_name!r} version {version} on "
-          f"http://{host}:{port}/v1/models/{model_name}", flush=True)
+    print(
+        f"bertfit serve: {path} as model {model_name!r} version {version} on "
+        f"http://{host}:{port}/v1/models/{model_name}",
+        flush=True,
+    )
     uvicorn.run(server.app(), host=host, port=port, log_level="warning")

@@ -18,8 +18,9 @@ class DynamicBatcher:
         max_wait: seconds the first row of a batch waits for company.
     """
 
-    def __init__(self, run_batch: Callable[[list], Sequence], max_batch: int = 64,
-                 max_wait: float = 0.005):
+    def __init__(
+        self, run_batch: Callable[[list], Sequence], max_batch: int = 64, max_wait: float = 0.005
+    ):
         self.run_batch = run_batch
         self.max_batch = max_batch
         self.max_wait = max_wait
@@ -54,8 +55,9 @@ class DynamicBatcher:
             deadline = loop.time() + self.max_wait
             while size < self.max_batch:
                 try:
-                    rows, future = await asyncio.wait_for(self._queue.get(),
-                                                          max(0.0, deadline - loop.time()))
+                    rows, future = await asyncio.wait_for(
+                        self._queue.get(), max(0.0, deadline - loop.time())
+                    )
                 except asyncio.TimeoutError:
                     break
                 if size + len(rows) > self.max_batch:
@@ -78,5 +80,5 @@ class DynamicBatcher:
         start = 0
         for request_rows, future in pending:
             if not future.done():
-                future.set_result(results[start:start + len(request_rows)])
+                future.set_result(results[start : start + len(request_rows)])
             start += len(request_rows)

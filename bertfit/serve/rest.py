@@ -15,8 +15,7 @@ import json
 import numpy as np
 
 PREDICT_METHOD = "tensorflow/serving/predict"
-_DTYPES = {"string": "DT_STRING", "float32": "DT_FLOAT", "int32": "DT_INT32",
-           "int64": "DT_INT64"}
+_DTYPES = {"string": "DT_STRING", "float32": "DT_FLOAT", "int32": "DT_INT32", "int64": "DT_INT64"}
 
 
 class RequestError(Exception):
@@ -38,6 +37,7 @@ class Signature:
     @classmethod
     def of(cls, name: str, function) -> Signature:
         """From a concrete function (a SavedModel signature)."""
+
         def spec(t):
             return (t.dtype.name, tuple(t.shape.as_list()))
 
@@ -48,17 +48,25 @@ class Signature:
 
     def metadata(self) -> dict:
         """The SignatureDef as TF Serving's metadata API writes it."""
-        def tensors(specs, prefix):
-            return {name: {"dtype": _DTYPES.get(dtype, dtype),
-                           "tensor_shape": {"dim": [{"size": str(-1 if d is None else d),
-                                                     "name": ""} for d in shape],
-                                            "unknown_rank": False},
-                           "name": f"{prefix}_{name}:0"}
-                    for name, (dtype, shape) in specs.items()}
 
-        return {"inputs": tensors(self.inputs, self.name), "outputs": tensors(self.outputs,
-                                                                               "StatefulCall"),
-                "method_name": PREDICT_METHOD}
+        def tensors(specs, prefix):
+            return {
+                name: {
+                    "dtype": _DTYPES.get(dtype, dtype),
+                    "tensor_shape": {
+                        "dim": [{"size": str(-1 if d is None else d), "name": ""} for d in shape],
+                        "unknown_rank": False,
+                    },
+                    "name": f"{prefix}_{name}:0",
+                }
+                for name, (dtype, shape) in specs.items()
+            }
+
+        return {
+            "inputs": tensors(self.inputs, self.name),
+            "outputs": tensors(self.outputs, "StatefulCall"),
+            "method_name": PREDICT_METHOD,
+        }
 
 
 @dataclasses.dataclass
@@ -78,41 +86,54 @@ def parse_predict(body: bytes, signatures: dict[str, Signature], max_rows: int) 
     except (ValueError, RecursionError) as e:
         raise RequestError(f"JSON Parse error: {e}") from None
     if not isinstance(request, dict):
-        raise RequestError("JSON Value: the request body must be a JSON object with "
-                           '"instances" or "inputs".')
+        raise RequestError(
+            'JSON Value: the request body must be a JSON object with "instances" or "inputs".'
+        )
     name = request.get("signature_name") or "serving_default"
     if not isinstance(name, str) or name not in signatures:
         raise RequestError(f'Serving signature name: "{name}" not found in signature def')
     signature = signatures[name]
     if ("instances" in request) == ("inputs" in request):
-        raise RequestError('Missing \'inputs\' or \'instances\' key' if "inputs" not in request
-                           else "JSON object: does not have named input: instances and inputs "
-                                "cannot both be given")
+        raise RequestError(
+            "Missing 'inputs' or 'instances' key"
+            if "inputs" not in request
+            else "JSON object: does not have named input: instances and inputs cannot both be given"
+        )
     columnar = "inputs" in request
-    rows = _columns_to_rows(request["inputs"], signature) if columnar else \
-        _instances_to_rows(request["instances"], signature)
+    rows = (
+        _columns_to_rows(request["inputs"], signature)
+        if columnar
+        else _instances_to_rows(request["instances"], signature)
+    )
     if not rows:
         raise RequestError("the request has no instances")
     if len(rows) > max_rows:
-        raise RequestError(f"the request has {len(rows)} instances; at most {max_rows} are "
-                           "accepted in one request (split it, or start the server with a "
-                           "larger --max-request-instances)")
-    return PredictRequest(signature, [_checked(row, signature, i) for i, row in enumerate(rows)],
-                          columnar)
+        raise RequestError(
+            f"the request has {len(rows)} instances; at most {max_rows} are "
+            "accepted in one request (split it, or start the server with a "
+            "larger --max-request-instances)"
+        )
+    return PredictRequest(
+        signature, [_checked(row, signature, i) for i, row in enumerate(rows)], columnar
+    )
 
 
 def _instances_to_rows(instances, signature: Signature) -> list[dict]:
     if not isinstance(instances, list):
-        raise RequestError("JSON Value: \"instances\" must be a list, one item per instance")
+        raise RequestError('JSON Value: "instances" must be a list, one item per instance')
     names = list(signature.inputs)
     if len(names) == 1:
         (only,) = names
-        return [item if isinstance(item, dict) and set(item) == {only} else {only: item}
-                for item in instances]
+        return [
+            item if isinstance(item, dict) and set(item) == {only} else {only: item}
+            for item in instances
+        ]
     for i, item in enumerate(instances):
         if not isinstance(item, dict):
-            raise RequestError(f"instance {i}: expected an object with the inputs "
-                               f"{', '.join(names)}, got {json.dumps(item)[:60]}")
+            raise RequestError(
+                f"instance {i}: expected an object with the inputs "
+                f"{', '.join(names)}, got {json.dumps(item)[:60]}"
+            )
     return instances
 
 
@@ -121,7 +142,7 @@ def _columns_to_rows(inputs, signature: Signature) -> list[dict]:
     if len(names) == 1 and not (isinstance(inputs, dict) and set(inputs) == {names[0]}):
         inputs = {names[0]: inputs}  # one input: the value itself, as TF Serving allows
     if not isinstance(inputs, dict):
-        raise RequestError(f"\"inputs\" must be an object with the inputs {', '.join(names)}")
+        raise RequestError(f'"inputs" must be an object with the inputs {", ".join(names)}')
     columns = [inputs.get(name) for name in names]
     for name, column in zip(names, columns, strict=True):
         if not isinstance(column, list):
@@ -135,19 +156,25 @@ def _checked(row: dict, signature: Signature, index: int) -> dict:
     missing = set(signature.inputs) - set(row)
     extra = set(row) - set(signature.inputs)
     if missing or extra:
-        raise RequestError(f"instance {index}: expected the inputs "
-                           f"{', '.join(signature.inputs)}; missing {sorted(missing)}, "
-                           f"unknown {sorted(extra)}")
+        raise RequestError(
+            f"instance {index}: expected the inputs "
+            f"{', '.join(signature.inputs)}; missing {sorted(missing)}, "
+            f"unknown {sorted(extra)}"
+        )
     for name, (dtype, shape) in signature.inputs.items():
         value = row[name]
         if dtype == "string" and not isinstance(value, str):
-            raise RequestError(f"instance {index}: input {name!r} must be a string, got "
-                               f"{json.dumps(value)[:60]}")
+            raise RequestError(
+                f"instance {index}: input {name!r} must be a string, got {json.dumps(value)[:60]}"
+            )
         if dtype.startswith("int") and not (
-                isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool)
-                                                for v in value)):
-            raise RequestError(f"instance {index}: input {name!r} must be a list of integers "
-                               f"(one row of shape {list(shape[1:])})")
+            isinstance(value, list)
+            and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+        ):
+            raise RequestError(
+                f"instance {index}: input {name!r} must be a list of integers "
+                f"(one row of shape {list(shape[1:])})"
+            )
     return row
 
 
@@ -170,12 +197,24 @@ def _json_value(value):
 
 
 def model_status(version: str) -> dict:
-    return {"model_version_status": [{"version": version, "state": "AVAILABLE",
-                                      "status": {"error_code": "OK", "error_message": ""}}]}
+    return {
+        "model_version_status": [
+            {
+                "version": version,
+                "state": "AVAILABLE",
+                "status": {"error_code": "OK", "error_message": ""},
+            }
+        ]
+    }
 
 
 def model_metadata(name: str, version: str, signatures: dict[str, Signature]) -> dict:
-    return {"model_spec": {"name": name, "signature_name": "", "version": version},
-            "metadata": {"signature_def": {
+    return {
+        "model_spec": {"name": name, "signature_name": "", "version": version},
+        "metadata": {
+            "signature_def": {
                 "signature_def": {n: s.metadata() for n, s in signatures.items()},
-                "@type": "type.googleapis.com/tensorflow.serving.SignatureDefMap"}}}
+                "@type": "type.googleapis.com/tensorflow.serving.SignatureDefMap",
+            }
+        },
+    }

@@ -102,7 +102,8 @@ class BertTokenizer(tf.Module):
         **config: fields of `TokenizerConfig` (`lower_case`, `strip_accents`, ...).
 
     Examples:
-    >>> tokenizer = BertTokenizer.from_pretrained_dir("path/to/minilm")
+    >>> from bertfit.checkpoints.registry import resolve
+    >>> tokenizer = BertTokenizer.from_pretrained_dir(resolve("minilm-l6"))  # MiniLM-L6's vocab
     >>> tokenizer.tokenize(["Hello, world!"])
     <tf.RaggedTensor [[7592, 1010, 2088, 999]]>
     >>> inputs = tokenizer(["a great film"], ["dull"], max_seq_length=16)
@@ -270,14 +271,18 @@ class BertTokenizer(tf.Module):
         is_special = tf.strings.regex_full_match(pieces.flat_values, self._special_pattern)
         words = _pre_tokenize(self._normalize(tf.where(is_special, "", pieces.flat_values)))
         chars = tf.strings.length(words.flat_values, unit="UTF8_CHAR")
-        flat = tf.where(chars > self.config.max_chars_per_word, self.config.unk_token,
-                        words.flat_values)
+        flat = tf.where(
+            chars > self.config.max_chars_per_word, self.config.unk_token, words.flat_values
+        )
         word_ids = words.with_flat_values(self._wordpiece.tokenize(flat))
         special_ids = tf.cast(self._table.lookup(pieces.flat_values[is_special]), tf.int32)
         special = tf.RaggedTensor.from_row_lengths(
-            tf.RaggedTensor.from_row_lengths(special_ids, tf.ones_like(special_ids, tf.int64),
-                                             validate=False),
-            tf.cast(is_special, tf.int64), validate=False)
+            tf.RaggedTensor.from_row_lengths(
+                special_ids, tf.ones_like(special_ids, tf.int64), validate=False
+            ),
+            tf.cast(is_special, tf.int64),
+            validate=False,
+        )
         per_piece = tf.concat([tf.cast(word_ids, tf.int32), special], axis=1)
         return pieces.with_values(per_piece).merge_dims(1, 2)
 

@@ -47,8 +47,9 @@ def _tf_variable(variable):
 def make_checkpoint(model, optimizer=None, **extra) -> tf.train.Checkpoint:
     """A checkpoint of the model's weights (and the optimizer's state, the RNG states and
     `extra` trackables when an optimizer is given: everything a resumed run needs)."""
-    children = {_key("model/" + name): _tf_variable(v)
-                for name, v in model_variables(model).items()}
+    children = {
+        _key("model/" + name): _tf_variable(v) for name, v in model_variables(model).items()
+    }
     if optimizer is not None:
         for i, variable in enumerate(optimizer.variables):
             children[_key(f"optimizer/{i}/{variable.name}")] = _tf_variable(variable)
@@ -108,8 +109,9 @@ class RunCheckpoints:
         self._state = tf.Variable("", dtype=tf.string, trainable=False)
         resumable = make_checkpoint(model, optimizer, training_state=self._state)
         self._latest = tf.train.CheckpointManager(resumable, str(latest_dir), max_to_keep=1)
-        self._best = tf.train.CheckpointManager(make_checkpoint(model), str(best_dir),
-                                                max_to_keep=1)
+        self._best = tf.train.CheckpointManager(
+            make_checkpoint(model), str(best_dir), max_to_keep=1
+        )
 
     def save_latest(self, state: TrainingState) -> str:
         self._state.assign(state.to_json())

@@ -40,5 +40,9 @@ class StopRequests:
             signal.signal(signum, signal.SIG_DFL)
             os.kill(os.getpid(), signum)
         self.signal = signum
-        print(f"\n{signal.Signals(signum).name}: saving a checkpoint after the current step, then "
-              "stopping (send it again to stop at once)", file=sys.stderr, flush=True)
+        print(
+            f"\n{signal.Signals(signum).name}: saving a checkpoint after the current step, then "
+            "stopping (send it again to stop at once)",
+            file=sys.stderr,
+            flush=True,
+        )

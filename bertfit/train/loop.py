@@ -52,25 +52,35 @@ class Trainer:
         task_kind: single-label, multi-label or regression: the loss and the outputs.
     """
 
-    def __init__(self, build_model: Callable[[], keras.Model], strategy: tf.distribute.Strategy,
-                 config: TrainConfig, total_steps: int | None, frozen: tuple[str, ...] = (),
-                 loss_scale: bool = False, task_kind: str = SINGLE_LABEL):
+    def __init__(
+        self,
+        build_model: Callable[[], keras.Model],
+        strategy: tf.distribute.Strategy,
+        config: TrainConfig,
+        total_steps: int | None,
+        frozen: tuple[str, ...] = (),
+        loss_scale: bool = False,
+        task_kind: str = SINGLE_LABEL,
+    ):
         self.strategy = strategy
         self.config = config
         self.task_kind = task_kind
         self.micro_batches = max(1, config.grad_accum)
         with strategy.scope():
             self.model = build_model()
-            self.variables = [v for v in self.model.trainable_variables
-                              if not any(f in v.path for f in frozen)]
-            self.optimizer = None if total_steps is None else self._build_optimizer(total_steps,
-                                                                                    loss_scale)
+            self.variables = [
+                v for v in self.model.trainable_variables if not any(f in v.path for f in frozen)
+            ]
+            self.optimizer = (
+                None if total_steps is None else self._build_optimizer(total_steps, loss_scale)
+            )
         self.schedule = None if total_steps is None else schedule_for(config, total_steps)
         self.loss_scale = loss_scale
         step = self._accumulated_gradients if self.micro_batches > 1 else self._gradients
         self._replica_gradients = tf.function(step, jit_compile=config.jit_compile)
-        self._replica_probabilities = tf.function(self._probabilities,
-                                                  jit_compile=config.jit_compile)
+        self._replica_probabilities = tf.function(
+            self._probabilities, jit_compile=config.jit_compile
+        )
         self.train_steps = tf.function(self._train_steps)
         self.predict_step = tf.function(self._predict_step)
         # wall time of the calls that traced (and compiled), per function
@@ -98,7 +108,8 @@ class Trainer:
             raise BertfitError(
                 f"{len(missing)} trainable variables get no gradient from the loss: "
                 f"{', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}. "
-                "Run `bertfit check` to see why (frozen layer, unused pooler, disconnected head).")
+                "Run `bertfit check` to see why (frozen layer, unused pooler, disconnected head)."
+            )
         return gradients, loss
 
     def _accumulated_gradients(self, batch):
@@ -109,20 +120,25 @@ class Trainer:
         gradient.
         """
         k = self.micro_batches
-        micro = {name: tf.reshape(value, [k, -1, *value.shape[1:]])
-                 for name, value in batch.items() if name != GLOBAL_EXAMPLES}
+        micro = {
+            name: tf.reshape(value, [k, -1, *value.shape[1:]])
+            for name, value in batch.items()
+            if name != GLOBAL_EXAMPLES
+        }
 
         def body(i, sums, loss):
             piece = {name: value[i] for name, value in micro.items()}
             piece[GLOBAL_EXAMPLES] = batch[GLOBAL_EXAMPLES]
             gradients, piece_loss = self._gradients(piece)
-            sums = [total + tf.convert_to_tensor(g) for total, g in zip(sums, gradients,
-                                                                         strict=True)]
+            sums = [
+                total + tf.convert_to_tensor(g) for total, g in zip(sums, gradients, strict=True)
+            ]
             return i + 1, sums, loss + piece_loss
 
         zeros = [tf.zeros(v.shape, v.dtype) for v in self.variables]
-        _, gradients, loss = tf.while_loop(lambda i, *_: i < k, body,
-                                           (tf.constant(0), zeros, tf.constant(0.0)))
+        _, gradients, loss = tf.while_loop(
+            lambda i, *_: i < k, body, (tf.constant(0), zeros, tf.constant(0.0))
+        )
         return gradients, loss
 
     def _probabilities(self, batch):
@@ -167,9 +183,9 @@ class Trainer:
 
     def _predict_step(self, batch):
         probabilities, index = self.strategy.run(
-            lambda b: (self._replica_probabilities(b), b[INDEX]), args=(batch,))
-        return (self.strategy.gather(probabilities, axis=0),
-                self.strategy.gather(index, axis=0))
+            lambda b: (self._replica_probabilities(b), b[INDEX]), args=(batch,)
+        )
+        return (self.strategy.gather(probabilities, axis=0), self.strategy.gather(index, axis=0))
 
     # ---- host loops ----
 
@@ -215,5 +231,7 @@ class Trainer:
     def trace_counts(self) -> dict[str, int]:
         """How often each step function was traced (once per bucket shape is the goal);
         "train_step" counts the training function, whatever the steps per execution."""
-        return {"train_step": self.train_steps.experimental_get_tracing_count(),
-                "predict_step": self.predict_step.experimental_get_tracing_count()}
+        return {
+            "train_step": self.train_steps.experimental_get_tracing_count(),
+            "predict_step": self.predict_step.experimental_get_tracing_count(),
+        }

@@ -45,8 +45,9 @@ def task_metrics(task: Task, targets: np.ndarray, outputs: np.ndarray) -> dict:
     return classification_metrics(targets, outputs, task.labels)
 
 
-def classification_metrics(labels: np.ndarray, probabilities: np.ndarray,
-                           names: tuple[str, ...] | None = None) -> dict:
+def classification_metrics(
+    labels: np.ndarray, probabilities: np.ndarray, names: tuple[str, ...] | None = None
+) -> dict:
     """Single-label metrics of class ids `labels` [n] and `probabilities` [n, classes].
 
     Examples:
@@ -72,10 +73,10 @@ def classification_metrics(labels: np.ndarray, probabilities: np.ndarray,
         "macro_f1": float(np.mean(f1)),
         "mcc": _multiclass_mcc(confusion),
         "num_examples": int(len(labels)),
-        "per_class": {name: {"precision": float(p), "recall": float(r), "f1": float(f),
-                             "support": int(s)}
-                      for name, p, r, f, s in zip(names, precision, recall, f1, support,
-                                                  strict=True)},
+        "per_class": {
+            name: {"precision": float(p), "recall": float(r), "f1": float(f), "support": int(s)}
+            for name, p, r, f, s in zip(names, precision, recall, f1, support, strict=True)
+        },
         "confusion_matrix": confusion.tolist(),
     }
     if num_classes == 2:
@@ -83,8 +84,9 @@ def classification_metrics(labels: np.ndarray, probabilities: np.ndarray,
     return metrics
 
 
-def multi_label_metrics(targets: np.ndarray, probabilities: np.ndarray, names: tuple[str, ...],
-                        threshold: float = 0.5) -> dict:
+def multi_label_metrics(
+    targets: np.ndarray, probabilities: np.ndarray, names: tuple[str, ...], threshold: float = 0.5
+) -> dict:
     """Multi-label metrics of multi-hot `targets` and `probabilities` [n, labels].
 
     Examples:
@@ -122,11 +124,13 @@ def regression_metrics(targets: np.ndarray, predictions: np.ndarray) -> dict:
     """
     targets, predictions = np.asarray(targets, np.float64), np.asarray(predictions, np.float64)
     error = predictions - targets
-    return {"rmse": float(np.sqrt(np.mean(error ** 2))) if len(error) else 0.0,
-            "mae": float(np.mean(np.abs(error))) if len(error) else 0.0,
-            "pearson": _correlation(targets, predictions),
-            "spearman": _correlation(_ranks(targets), _ranks(predictions)),
-            "num_examples": int(len(targets))}
+    return {
+        "rmse": float(np.sqrt(np.mean(error**2))) if len(error) else 0.0,
+        "mae": float(np.mean(np.abs(error))) if len(error) else 0.0,
+        "pearson": _correlation(targets, predictions),
+        "spearman": _correlation(_ranks(targets), _ranks(predictions)),
+        "num_examples": int(len(targets)),
+    }
 
 
 def best_threshold(targets: np.ndarray, probabilities: np.ndarray) -> float:
@@ -134,11 +138,17 @@ def best_threshold(targets: np.ndarray, probabilities: np.ndarray) -> float:
     one nearest 0.5."""
     gold = np.asarray(targets) > 0.5
     candidates = np.round(np.arange(0.05, 0.951, 0.05), 2)
-    scores = [_ratio(2 * (gold & (probabilities >= t)).sum(),
-                     gold.sum() + (probabilities >= t).sum()) for t in candidates]
+    scores = [
+        _ratio(2 * (gold & (probabilities >= t)).sum(), gold.sum() + (probabilities >= t).sum())
+        for t in candidates
+    ]
     best = max(scores)
-    return float(min((t for t, s in zip(candidates, scores, strict=True) if s == best),
-                     key=lambda t: abs(t - 0.5)))
+    return float(
+        min(
+            (t for t, s in zip(candidates, scores, strict=True) if s == best),
+            key=lambda t: abs(t - 0.5),
+        )
+    )
 
 
 def collapse_warning(task: Task, targets: np.ndarray, probabilities: np.ndarray) -> str | None:
@@ -151,13 +161,16 @@ def collapse_warning(task: Task, targets: np.ndarray, probabilities: np.ndarray)
     gold = np.bincount(targets, minlength=len(task.labels))
     top = int(predicted.argmax())
     share, gold_share = predicted[top] / len(targets), gold[top] / len(targets)
-    if (predicted > 0).sum() < (gold > 0).sum() or (share > COLLAPSE_SHARE
-                                                     and gold_share < COLLAPSE_GOLD_SHARE):
-        return (f"the model predicts {int((predicted > 0).sum())} of the "
-                f"{int((gold > 0).sum())} classes in the evaluation data; {task.labels[top]!r} "
-                f"takes {share:.0%} of the predictions but {gold_share:.0%} of the gold labels. "
-                "It may have collapsed onto the majority class: try --class-weights balanced, "
-                "more epochs or a higher learning rate (macro_f1 shows it; accuracy hides it).")
+    if (predicted > 0).sum() < (gold > 0).sum() or (
+        share > COLLAPSE_SHARE and gold_share < COLLAPSE_GOLD_SHARE
+    ):
+        return (
+            f"the model predicts {int((predicted > 0).sum())} of the "
+            f"{int((gold > 0).sum())} classes in the evaluation data; {task.labels[top]!r} "
+            f"takes {share:.0%} of the predictions but {gold_share:.0%} of the gold labels. "
+            "It may have collapsed onto the majority class: try --class-weights balanced, "
+            "more epochs or a higher learning rate (macro_f1 shows it; accuracy hides it)."
+        )
     return None
 
 
@@ -183,8 +196,7 @@ def roc_auc(positive: np.ndarray, scores: np.ndarray) -> float:
 def _ratio(numerator, denominator):
     numerator = np.asarray(numerator, np.float64)
     denominator = np.asarray(denominator, np.float64)
-    return np.divide(numerator, denominator, out=np.zeros_like(numerator),
-                     where=denominator > 0)
+    return np.divide(numerator, denominator, out=np.zeros_like(numerator), where=denominator > 0)
 
 
 def _multiclass_mcc(confusion: np.ndarray) -> float:
@@ -193,7 +205,7 @@ def _multiclass_mcc(confusion: np.ndarray) -> float:
     total, correct = c.sum(), np.trace(c)
     predicted, gold = c.sum(axis=0), c.sum(axis=1)
     numerator = correct * total - predicted @ gold
-    denominator = np.sqrt((total ** 2 - predicted @ predicted) * (total ** 2 - gold @ gold))
+    denominator = np.sqrt((total**2 - predicted @ predicted) * (total**2 - gold @ gold))
     return float(numerator / denominator) if denominator > 0 else 0.0
 
 

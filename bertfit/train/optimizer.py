@@ -34,13 +34,17 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
         return self.peak * remaining / max(1, self.total_steps - self.warmup_steps)
 
     def get_config(self):
-        return {"peak": self.peak, "warmup_steps": self.warmup_steps,
-                "total_steps": self.total_steps}
+        return {
+            "peak": self.peak,
+            "warmup_steps": self.warmup_steps,
+            "total_steps": self.total_steps,
+        }
 
 
 def schedule_for(config: TrainConfig, total_steps: int) -> WarmupLinearDecay:
-    return WarmupLinearDecay(config.learning_rate, int(round(config.warmup_ratio * total_steps)),
-                             total_steps)
+    return WarmupLinearDecay(
+        config.learning_rate, int(round(config.warmup_ratio * total_steps)), total_steps
+    )
 
 
 def make_optimizer(config: TrainConfig, total_steps: int) -> keras.optimizers.AdamW:
@@ -48,6 +52,10 @@ def make_optimizer(config: TrainConfig, total_steps: int) -> keras.optimizers.Ad
     on the all-reduced gradient, so it is global over replicas."""
     optimizer = keras.optimizers.AdamW(
         learning_rate=schedule_for(config, total_steps),
-        weight_decay=config.weight_decay, beta_1=0.9, beta_2=0.999, epsilon=1e-8)
+        weight_decay=config.weight_decay,
+        beta_1=0.9,
+        beta_2=0.999,
+        epsilon=1e-8,
+    )
     optimizer.exclude_from_weight_decay(var_names=NO_DECAY)
     return optimizer

@@ -68,8 +68,12 @@ class LabelledData:
 
 def source_spec(config: RunConfig) -> SourceSpec:
     d = config.data
-    return SourceSpec(format=d.format, text_column=d.text_column,
-                      text_pair_column=d.text_pair_column, label_column=d.label_column)
+    return SourceSpec(
+        format=d.format,
+        text_column=d.text_column,
+        text_pair_column=d.text_pair_column,
+        label_column=d.label_column,
+    )
 
 
 def read_training_examples(pattern: str, config: RunConfig) -> list[Example]:
@@ -83,19 +87,23 @@ def read_training_examples(pattern: str, config: RunConfig) -> list[Example]:
         return read_examples(pattern, source_spec(config))
     paths = sorted(glob.glob(pattern))
     if not paths:
-        raise DataError(f"--train {pattern!r} matches no file; check the pattern (quote it so "
-                        "the shell does not expand it) and the working directory.")
+        raise DataError(
+            f"--train {pattern!r} matches no file; check the pattern (quote it so "
+            "the shell does not expand it) and the working directory."
+        )
     return [e for path in paths for e in read_examples(path, source_spec(config))]
 
 
-def read_labelled(path: str, config: RunConfig, tokenizer, task: Task | None,
-                  labels_required: bool = True) -> LabelledData:
+def read_labelled(
+    path: str, config: RunConfig, tokenizer, task: Task | None, labels_required: bool = True
+) -> LabelledData:
     examples = read_examples(path, source_spec(config), labels_required=labels_required)
     return encode_labelled(path, examples, config, tokenizer, task)
 
 
-def encode_labelled(path: str, examples: list[Example], config: RunConfig, tokenizer,
-                    task: Task | None) -> LabelledData:
+def encode_labelled(
+    path: str, examples: list[Example], config: RunConfig, tokenizer, task: Task | None
+) -> LabelledData:
     labels = None if task is None else task.targets(examples, path)
     pairs = None
     if config.data.text_pair_column:
@@ -104,29 +112,57 @@ def encode_labelled(path: str, examples: list[Example], config: RunConfig, token
     return LabelledData(path, examples, labels, encoded)
 
 
-def plan_for(data: LabelledData, config: RunConfig, *, shuffle: bool, epoch: int = 0,
-             training: bool = False) -> list[Batch]:
+def plan_for(
+    data: LabelledData, config: RunConfig, *, shuffle: bool, epoch: int = 0, training: bool = False
+) -> list[Batch]:
     """Training plans hold grad_accum micro-batches per step, in runs of steps_per_execution."""
     micro = config.train.grad_accum if training else 1
-    return plan_batches(data.encoded.packed_lengths, buckets_for(config),
-                        config.train.batch_size * micro, shuffle=shuffle, seed=config.train.seed,
-                        epoch=epoch, run_length=config.train.steps_per_execution if training else 1)
+    return plan_batches(
+        data.encoded.packed_lengths,
+        buckets_for(config),
+        config.train.batch_size * micro,
+        shuffle=shuffle,
+        seed=config.train.seed,
+        epoch=epoch,
+        run_length=config.train.steps_per_execution if training else 1,
+    )
 
 
-def bucketed(data: LabelledData, trainer: Trainer, tokenizer, config: RunConfig, *,
-             shuffle: bool, epoch: int = 0, training: bool = False,
-             start: int = 0) -> BucketedInput:
+def bucketed(
+    data: LabelledData,
+    trainer: Trainer,
+    tokenizer,
+    config: RunConfig,
+    *,
+    shuffle: bool,
+    epoch: int = 0,
+    training: bool = False,
+    start: int = 0,
+) -> BucketedInput:
     """The input of the plan's steps from `start` on (a resumed epoch skips the steps taken)."""
     plan = plan_for(data, config, shuffle=shuffle, epoch=epoch, training=training)[start:]
-    return BucketedInput(data.encoded, data.labels, plan, trainer.strategy,
-                         cls_id=tokenizer.cls_id, sep_id=tokenizer.sep_id, pad_id=tokenizer.pad_id,
-                         micro_batches=config.train.grad_accum if training else 1,
-                         weights=data.weights if training else None)
+    return BucketedInput(
+        data.encoded,
+        data.labels,
+        plan,
+        trainer.strategy,
+        cls_id=tokenizer.cls_id,
+        sep_id=tokenizer.sep_id,
+        pad_id=tokenizer.pad_id,
+        micro_batches=config.train.grad_accum if training else 1,
+        weights=data.weights if training else None,
+    )
 
 
-def evaluate_data(trainer: Trainer, data: LabelledData, tokenizer, config: RunConfig,
-                  task: Task, title: str = "eval", quiet: bool = False
-                  ) -> tuple[dict, np.ndarray]:
+def evaluate_data(
+    trainer: Trainer,
+    data: LabelledData,
+    tokenizer,
+    config: RunConfig,
+    task: Task,
+    title: str = "eval",
+    quiet: bool = False,
+) -> tuple[dict, np.ndarray]:
     """The task's metrics over every example of `data` (none dropped) and the outputs."""
     batches = bucketed(data, trainer, tokenizer, config, shuffle=False)
     progress = Progress(title, len(batches), quiet=quiet)
@@ -135,8 +171,11 @@ def evaluate_data(trainer: Trainer, data: LabelledData, tokenizer, config: RunCo
     progress.close()
     seconds = time.perf_counter() - start
     metrics = task_metrics(task, data.labels, outputs)
-    metrics.update(num_examples=len(data), wall_seconds=seconds,
-                   examples_per_second=len(data) / max(seconds, 1e-9))
+    metrics.update(
+        num_examples=len(data),
+        wall_seconds=seconds,
+        examples_per_second=len(data) / max(seconds, 1e-9),
+    )
     return metrics, outputs
 
 
@@ -147,8 +186,9 @@ def class_weights(config: RunConfig, task: Task, targets: np.ndarray) -> np.ndar
     if choice == "none":
         return None
     if task.kind != SINGLE_LABEL:
-        raise ConfigError(f"--class-weights applies to single-label tasks; this run is "
-                          f"{task.kind}. Leave it out.")
+        raise ConfigError(
+            f"--class-weights applies to single-label tasks; this run is {task.kind}. Leave it out."
+        )
     if choice == "balanced":
         counts = np.bincount(targets, minlength=len(task.labels)).astype(np.float64)
         per_class = len(targets) / (len(task.labels) * np.maximum(counts, 1))
@@ -161,19 +201,34 @@ def _weights_file(path: str, task: Task) -> np.ndarray:
     try:
         values = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
-        raise ConfigError(f"--class-weights {path}: expected 'balanced', 'none' or a JSON file "
-                          f'{{"label": weight, ...}} ({e}).') from None
-    if not isinstance(values, dict) or set(values) != set(task.labels) or not all(
+        raise ConfigError(
+            f"--class-weights {path}: expected 'balanced', 'none' or a JSON file "
+            f'{{"label": weight, ...}} ({e}).'
+        ) from None
+    if (
+        not isinstance(values, dict)
+        or set(values) != set(task.labels)
+        or not all(
             isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
-            for v in values.values()):
-        raise ConfigError(f"--class-weights {path}: give one positive number for each label "
-                          f"{list(task.labels)}, as {{\"label\": weight, ...}}.")
+            for v in values.values()
+        )
+    ):
+        raise ConfigError(
+            f"--class-weights {path}: give one positive number for each label "
+            f'{list(task.labels)}, as {{"label": weight, ...}}.'
+        )
     return np.asarray([values[label] for label in task.labels], np.float64)
 
 
-def train(config: RunConfig, *, quiet: bool = False,
-          strategy: tf.distribute.Strategy | None = None, resume: bool | None = None,
-          overwrite: bool = False, report: bool = True) -> dict:
+def train(
+    config: RunConfig,
+    *,
+    quiet: bool = False,
+    strategy: tf.distribute.Strategy | None = None,
+    resume: bool | None = None,
+    overwrite: bool = False,
+    report: bool = True,
+) -> dict:
     """Fine-tunes `config.model.name` on `config.data.train`; returns the final metrics.
 
     Writes the run directory described in `bertfit.train.run_dir` (a new `runs/<date>-<time>`
@@ -199,8 +254,9 @@ def train(config: RunConfig, *, quiet: bool = False,
     run_dir = RunDir(config.output_dir)
     resuming = run_dir.plan_start(config, resume=resume, overwrite=overwrite)
     t = config.train
-    strategy = strategy or make_strategy(t.strategy, t.cpu_replicas, t.tpu, t.workers,
-                                         t.worker_index)
+    strategy = strategy or make_strategy(
+        t.strategy, t.cpu_replicas, t.tpu, t.workers, t.worker_index
+    )
     per_replica_batch(config.train.batch_size, strategy)
     run_dir.write = _is_chief(strategy)
     quiet = quiet or not run_dir.write
@@ -208,20 +264,28 @@ def train(config: RunConfig, *, quiet: bool = False,
     policy = PRECISION_POLICIES[config.model.precision]
     checkpoint = read_checkpoint(resolve(config.model.name))
     if checkpoint.config is not None:
-        check_positions(config.model.max_seq_length, checkpoint.config.max_position_embeddings,
-                        config.model.name)
+        check_positions(
+            config.model.max_seq_length,
+            checkpoint.config.max_position_embeddings,
+            config.model.name,
+        )
     tokenizer = build_tokenizer(checkpoint, lower_case=config.model.lower_case)
     loaded = time.perf_counter()
 
     all_train = read_training_examples(config.data.train, config)
     train_examples = all_train[: config.data.max_train_examples]
-    task, notes = infer_task(train_examples, config.data.train, kind=config.model.task,
-                             separator=config.data.label_separator)
+    task, notes = infer_task(
+        train_examples,
+        config.data.train,
+        kind=config.model.task,
+        separator=config.data.label_separator,
+    )
     best_metric = resolve_best_metric(config, task)
     train_data = encode_labelled(config.data.train, train_examples, config, tokenizer, task)
     train_data.weights = class_weights(config, task, train_data.labels)
-    eval_data = (read_labelled(config.data.eval, config, tokenizer, task)
-                 if config.data.eval else None)
+    eval_data = (
+        read_labelled(config.data.eval, config, tokenizer, task) if config.data.eval else None
+    )
     for note in notes if run_dir.write else ():
         print(f"bertfit: {note}", file=sys.stderr)
     tokenized = time.perf_counter()
@@ -233,12 +297,24 @@ def train(config: RunConfig, *, quiet: bool = False,
 
     def build_model() -> BertClassifier:
         encoder = build_encoder(checkpoint, dtype=policy)
-        return BertClassifier(encoder, task.num_outputs, config.model.pooling,
-                              config.model.dropout, seed=config.train.seed)
+        return BertClassifier(
+            encoder,
+            task.num_outputs,
+            config.model.pooling,
+            config.model.dropout,
+            seed=config.train.seed,
+        )
 
     frozen = ("pooler",) if config.model.pooling == "mean" else ()
-    trainer = Trainer(build_model, strategy, config.train, total_steps, frozen=frozen,
-                      loss_scale=config.model.precision == "mixed_fp16", task_kind=task.kind)
+    trainer = Trainer(
+        build_model,
+        strategy,
+        config.train,
+        total_steps,
+        frozen=frozen,
+        loss_scale=config.model.precision == "mixed_fp16",
+        task_kind=task.kind,
+    )
     run_dir.create(overwrite=overwrite)
     if resuming:
         _check_same_task(run_dir, task)
@@ -246,60 +322,87 @@ def train(config: RunConfig, *, quiet: bool = False,
         run_dir.save_setup(config, task, checkpoint.config, tokenizer, checkpoint.vocab_file)
     if new_directory:
         run_dir.link_as_latest()
-    checkpoints = RunCheckpoints(trainer.model, trainer.optimizer,
-                                 _writable(run_dir.latest_dir, run_dir),
-                                 _writable(run_dir.best_dir, run_dir))
+    checkpoints = RunCheckpoints(
+        trainer.model,
+        trainer.optimizer,
+        _writable(run_dir.latest_dir, run_dir),
+        _writable(run_dir.best_dir, run_dir),
+    )
     state = TrainingState(data_fingerprint=data_fingerprint(train_examples))
     if resuming:
         state = _resume(run_dir, checkpoints, state)
-    about = {"task": task.kind, "labels": list(task.labels),
-             "model": {"name": config.model.name, "format": checkpoint.format,
-                       "load_report": str(trainer.model.encoder.load_report),
-                       "parameters": sum(int(np.prod(v.shape)) for v in trainer.model.weights)},
-             "data": {"train": config.data.train, "train_rows": len(train_data),
-                      "train_rows_read": len(all_train), "eval": config.data.eval,
-                      "eval_rows": len(eval_data) if eval_data is not None else 0,
-                      "token_lengths": LengthProfile.of(train_data.encoded.packed_lengths,
-                                                        buckets_for(config),
-                                                        first_plan).to_dict()},
-             "strategy": {"name": type(strategy).__name__,
-                          "replicas": strategy.num_replicas_in_sync}}
+    about = {
+        "task": task.kind,
+        "labels": list(task.labels),
+        "model": {
+            "name": config.model.name,
+            "format": checkpoint.format,
+            "load_report": str(trainer.model.encoder.load_report),
+            "parameters": sum(int(np.prod(v.shape)) for v in trainer.model.weights),
+        },
+        "data": {
+            "train": config.data.train,
+            "train_rows": len(train_data),
+            "train_rows_read": len(all_train),
+            "eval": config.data.eval,
+            "eval_rows": len(eval_data) if eval_data is not None else 0,
+            "token_lengths": LengthProfile.of(
+                train_data.encoded.packed_lengths, buckets_for(config), first_plan
+            ).to_dict(),
+        },
+        "strategy": {"name": type(strategy).__name__, "replicas": strategy.num_replicas_in_sync},
+    }
     summaries = RunSummaries(run_dir.path / "tensorboard" if run_dir.write else None)
     summaries.config(config.to_dict())
     summaries.lengths(LengthProfile.from_dict(about["data"]["token_lengths"]))
-    run_dir.log(f"model {config.model.name} ({checkpoint.format}); "
-                f"{trainer.model.encoder.load_report}")
+    run_dir.log(
+        f"model {config.model.name} ({checkpoint.format}); {trainer.model.encoder.load_report}"
+    )
     for note in notes:
         run_dir.log(note)
-    run_dir.log(f"train {config.data.train}: {len(train_data)} of {len(all_train)} rows; "
-                f"{task.kind}, labels {list(task.labels)}; buckets {buckets_for(config)}; "
-                f"{steps_per_epoch} steps/epoch; strategy {type(strategy).__name__} with "
-                f"{strategy.num_replicas_in_sync} replicas; precision {config.model.precision} "
-                f"({policy}); grad_accum {t.grad_accum} (effective batch "
-                f"{t.batch_size * t.grad_accum}); steps_per_execution {t.steps_per_execution}")
+    run_dir.log(
+        f"train {config.data.train}: {len(train_data)} of {len(all_train)} rows; "
+        f"{task.kind}, labels {list(task.labels)}; buckets {buckets_for(config)}; "
+        f"{steps_per_epoch} steps/epoch; strategy {type(strategy).__name__} with "
+        f"{strategy.num_replicas_in_sync} replicas; precision {config.model.precision} "
+        f"({policy}); grad_accum {t.grad_accum} (effective batch "
+        f"{t.batch_size * t.grad_accum}); steps_per_execution {t.steps_per_execution}"
+    )
     run_dir.save_metrics({"status": RUNNING, "epochs": state.history, **about})
 
-    epoch_run = EpochRunner(trainer, tokenizer, config, task, best_metric, run_dir, checkpoints,
-                            quiet, summaries, about)
+    epoch_run = EpochRunner(
+        trainer, tokenizer, config, task, best_metric, run_dir, checkpoints, quiet, summaries, about
+    )
     with StopRequests() as stop:
         while state.epoch < config.train.epochs:
             epoch_run.train(train_data, state, stop)
             epoch_run.finish(eval_data, state, stop)
     summaries.close()
 
-    final = {"status": FINISHED, "epochs": state.history,
-             "wall_seconds": time.perf_counter() - started,
-             "train_num_examples": len(train_data), "run_dir": str(run_dir.path),
-             "trace_counts": trainer.trace_counts(),
-             "time": time_split(state.history, trainer.trace_seconds,
-                                load=loaded - started, tokenize=tokenized - loaded,
-                                wall=time.perf_counter() - started),
-             **about}
+    final = {
+        "status": FINISHED,
+        "epochs": state.history,
+        "wall_seconds": time.perf_counter() - started,
+        "train_num_examples": len(train_data),
+        "run_dir": str(run_dir.path),
+        "trace_counts": trainer.trace_counts(),
+        "time": time_split(
+            state.history,
+            trainer.trace_seconds,
+            load=loaded - started,
+            tokenize=tokenized - loaded,
+            wall=time.perf_counter() - started,
+        ),
+        **about,
+    }
     if eval_data is not None:
         final["final"] = state.history[-1]["eval"]
         final["best"] = {best_metric: state.best_value}
-        tuned = [r["eval"]["threshold"] for r in state.history if r.get("best")
-                 and "threshold" in r["eval"]]
+        tuned = [
+            r["eval"]["threshold"]
+            for r in state.history
+            if r.get("best") and "threshold" in r["eval"]
+        ]
         if config.train.tune_threshold and tuned:
             run_dir.save_task(dataclasses.replace(task, threshold=tuned[-1]))
     run_dir.save_metrics(final)
@@ -313,15 +416,26 @@ def train(config: RunConfig, *, quiet: bool = False,
     return final
 
 
-def time_split(history: list[dict], trace_seconds: dict[str, float], *, load: float,
-               tokenize: float, wall: float) -> dict:
+def time_split(
+    history: list[dict],
+    trace_seconds: dict[str, float],
+    *,
+    load: float,
+    tokenize: float,
+    wall: float,
+) -> dict:
     """Where the run's time went, in seconds: loading the checkpoint, reading and tokenizing,
     the calls that traced and compiled, training and evaluation (without those calls)."""
     train = sum(r["train_seconds"] for r in history)
     evaluation = sum(r["eval"]["wall_seconds"] for r in history if "eval" in r)
-    return {"load": load, "tokenize": tokenize, "trace": sum(trace_seconds.values()),
-            "train": max(0.0, train - trace_seconds["train_step"]),
-            "eval": max(0.0, evaluation - trace_seconds["predict_step"]), "wall": wall}
+    return {
+        "load": load,
+        "tokenize": tokenize,
+        "trace": sum(trace_seconds.values()),
+        "train": max(0.0, train - trace_seconds["train_step"]),
+        "eval": max(0.0, evaluation - trace_seconds["predict_step"]),
+        "wall": wall,
+    }
 
 
 def data_fingerprint(examples: list[Example]) -> str:
@@ -336,8 +450,10 @@ def resolve_best_metric(config: RunConfig, task: Task) -> str:
     """`--best-metric`, or the task's default; it must be one of the task's metrics."""
     metric = config.train.best_metric or default_metric(task.kind)
     if metric not in TASK_METRICS[task.kind]:
-        raise ConfigError(f"--best-metric {metric} is not a {task.kind} metric; choose one of "
-                          f"{', '.join(TASK_METRICS[task.kind])}.")
+        raise ConfigError(
+            f"--best-metric {metric} is not a {task.kind} metric; choose one of "
+            f"{', '.join(TASK_METRICS[task.kind])}."
+        )
     return metric
 
 
@@ -348,11 +464,11 @@ def _check_same_task(run_dir: RunDir, task: Task) -> None:
             f"the training file's labels ({task.kind}, {list(task.labels)}) are not those of the "
             f"run being resumed in {run_dir.path} ({saved.kind}, {list(saved.labels)}): the "
             "data changed. Restore it, or start a new run (--overwrite or another --output-dir).",
-            path=str(run_dir.labels_file))
+            path=str(run_dir.labels_file),
+        )
 
 
-def _resume(run_dir: RunDir, checkpoints: RunCheckpoints,
-            fresh: TrainingState) -> TrainingState:
+def _resume(run_dir: RunDir, checkpoints: RunCheckpoints, fresh: TrainingState) -> TrainingState:
     """Restores `latest` (when a checkpoint was saved before the run stopped) and drops the
     steps logged after it."""
     run_dir.remove_checkpoint_leftovers()
@@ -361,7 +477,9 @@ def _resume(run_dir: RunDir, checkpoints: RunCheckpoints,
         raise DataError(
             "the training rows differ from those the run started with (texts, labels or order "
             "changed); resuming would not continue the same run. Restore the data, or start a "
-            "new run (--overwrite or another --output-dir).", path=str(run_dir.path))
+            "new run (--overwrite or another --output-dir).",
+            path=str(run_dir.path),
+        )
     run_dir.keep_steps(state.global_step)
     where = f"epoch {state.epoch + 1}, step {state.step}"
     run_dir.log(f"resumed at {where} (global step {state.global_step})")
@@ -374,9 +492,19 @@ class EpochRunner:
     """One epoch's training (checkpointing, logging, stopping between host calls) and its
     evaluation, continuing from a `TrainingState`."""
 
-    def __init__(self, trainer: Trainer, tokenizer, config: RunConfig, task: Task,
-                 best_metric: str, run_dir: RunDir, checkpoints: RunCheckpoints, quiet: bool,
-                 summaries: RunSummaries, about: dict):
+    def __init__(
+        self,
+        trainer: Trainer,
+        tokenizer,
+        config: RunConfig,
+        task: Task,
+        best_metric: str,
+        run_dir: RunDir,
+        checkpoints: RunCheckpoints,
+        quiet: bool,
+        summaries: RunSummaries,
+        about: dict,
+    ):
         self.trainer, self.tokenizer, self.config = trainer, tokenizer, config
         self.task, self.best_metric = task, best_metric
         self.run_dir, self.checkpoints, self.quiet = run_dir, checkpoints, quiet
@@ -385,14 +513,23 @@ class EpochRunner:
     def train(self, data: LabelledData, state: TrainingState, stop: StopRequests) -> None:
         """Takes the epoch's remaining steps; saves `latest` at the end (and every
         save_every_steps / save_every_minutes), or on a stop request before raising."""
-        batches = bucketed(data, self.trainer, self.tokenizer, self.config, shuffle=True,
-                           epoch=state.epoch, training=True, start=state.step)
+        batches = bucketed(
+            data,
+            self.trainer,
+            self.tokenizer,
+            self.config,
+            shuffle=True,
+            epoch=state.epoch,
+            training=True,
+            start=state.step,
+        )
         total = state.step + len(batches)
         if not len(batches):
             return  # the epoch's training was done; its evaluation remains
         t = self.config.train
-        progress = Progress(f"epoch {state.epoch + 1}/{t.epochs}", total, quiet=self.quiet,
-                            first_step=state.step)
+        progress = Progress(
+            f"epoch {state.epoch + 1}/{t.epochs}", total, quiet=self.quiet, first_step=state.step
+        )
         plan = iter(batches.plan)
         seen, last_time = 0, time.perf_counter()
         last_save = (state.global_step, last_time)
@@ -407,10 +544,17 @@ class EpochRunner:
                     state.epoch_loss_sum += loss * examples
                     state.epoch_examples += examples
                     seen += examples
-                    rows.append({"epoch": state.epoch + 1, "step": state.step,
-                                 "global_step": state.global_step, "loss": loss,
-                                 "learning_rate": self.trainer.schedule.at(state.global_step - 1),
-                                 "grad_norm": norm, "examples": examples})
+                    rows.append(
+                        {
+                            "epoch": state.epoch + 1,
+                            "step": state.step,
+                            "global_step": state.global_step,
+                            "loss": loss,
+                            "learning_rate": self.trainer.schedule.at(state.global_step - 1),
+                            "grad_norm": norm,
+                            "examples": examples,
+                        }
+                    )
                 call_rate = sum(r["examples"] for r in rows) / max(now - last_time, 1e-9)
                 for row in rows:
                     row["examples_per_second"] = call_rate
@@ -418,8 +562,9 @@ class EpochRunner:
                 last_time = now
                 self.run_dir.append_steps(rows)
                 self.summaries.steps(rows)
-                progress.update(state.step, seen,
-                                loss=state.epoch_loss_sum / max(state.epoch_examples, 1))
+                progress.update(
+                    state.step, seen, loss=state.epoch_loss_sum / max(state.epoch_examples, 1)
+                )
                 if stop.signal is not None:
                     self._stop(state, stop.signal)
                 if _save_due(t, state.global_step, last_save):
@@ -428,15 +573,17 @@ class EpochRunner:
         progress.close()
         self.checkpoints.save_latest(state)  # a stop during evaluation resumes with it
 
-    def finish(self, eval_data: LabelledData | None, state: TrainingState,
-               stop: StopRequests) -> None:
+    def finish(
+        self, eval_data: LabelledData | None, state: TrainingState, stop: StopRequests
+    ) -> None:
         """Evaluates the epoch, keeps the best weights, records it and moves to the next."""
-        record = {"epoch": state.epoch + 1,
-                  "train_loss": state.epoch_loss_sum / max(state.epoch_examples, 1),
-                  "train_examples": state.epoch_examples,
-                  "train_examples_per_second": state.epoch_examples / max(state.epoch_seconds,
-                                                                          1e-9),
-                  "train_seconds": state.epoch_seconds}
+        record = {
+            "epoch": state.epoch + 1,
+            "train_loss": state.epoch_loss_sum / max(state.epoch_examples, 1),
+            "train_examples": state.epoch_examples,
+            "train_examples_per_second": state.epoch_examples / max(state.epoch_seconds, 1e-9),
+            "train_seconds": state.epoch_seconds,
+        }
         best_metric = self.best_metric
         if eval_data is not None:
             metrics = self._evaluate(eval_data)
@@ -459,8 +606,9 @@ class EpochRunner:
     def _evaluate(self, data: LabelledData) -> dict:
         """The epoch's evaluation; with --tune-threshold the multi-label threshold that suits
         these outputs best; a warning when single-label predictions collapsed."""
-        metrics, outputs = evaluate_data(self.trainer, data, self.tokenizer, self.config,
-                                         self.task, quiet=self.quiet)
+        metrics, outputs = evaluate_data(
+            self.trainer, data, self.tokenizer, self.config, self.task, quiet=self.quiet
+        )
         self.run_dir.save_eval_outputs(data.labels, outputs)
         if self.config.train.tune_threshold and self.task.kind == MULTI_LABEL:
             tuned = dataclasses.replace(self.task, threshold=best_threshold(data.labels, outputs))
@@ -479,14 +627,17 @@ class EpochRunner:
         self.run_dir.log(f"stopped by {signal.Signals(signum).name} at {where}; saved {path}")
         raise TrainingInterrupted(
             f"stopped by {signal.Signals(signum).name} at {where}; checkpoint saved to {path}. "
-            f"Run the same command again to resume (or add --resume).", signum)
+            f"Run the same command again to resume (or add --resume).",
+            signum,
+        )
 
 
 def _save_due(t: TrainConfig, global_step: int, last_save: tuple[int, float]) -> bool:
     step, when = last_save
-    return bool((t.save_every_steps and global_step - step >= t.save_every_steps)
-                or (t.save_every_minutes
-                    and time.perf_counter() - when >= 60 * t.save_every_minutes))
+    return bool(
+        (t.save_every_steps and global_step - step >= t.save_every_steps)
+        or (t.save_every_minutes and time.perf_counter() - when >= 60 * t.save_every_minutes)
+    )
 
 
 def _is_chief(strategy: tf.distribute.Strategy) -> bool:
@@ -494,8 +645,10 @@ def _is_chief(strategy: tf.distribute.Strategy) -> bool:
     if resolver is None or not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
         return True
     return resolver.task_type in (None, "chief") or (
-        resolver.task_type == "worker" and resolver.task_id == 0
-        and "chief" not in resolver.cluster_spec().as_dict())
+        resolver.task_type == "worker"
+        and resolver.task_id == 0
+        and "chief" not in resolver.cluster_spec().as_dict()
+    )
 
 
 def _writable(directory: Path, run_dir: RunDir) -> Path:
@@ -507,6 +660,7 @@ def _writable(directory: Path, run_dir: RunDir) -> Path:
 
 # ---- evaluate / predict with a trained classifier ----
 
+
 def evaluate(run_path: str | Path, data_path: str, *, quiet: bool = False) -> dict:
     """The task's metrics (e.g. accuracy, macro_f1, loss) of a trained run (or an export) on a
     labelled file, with num_examples; every row counts."""
@@ -517,8 +671,11 @@ def evaluate(run_path: str | Path, data_path: str, *, quiet: bool = False) -> di
     outputs = _outputs(classifier, examples, "evaluate", quiet)
     seconds = time.perf_counter() - start
     metrics = task_metrics(classifier.task, targets, classifier.metric_outputs(outputs))
-    metrics.update(num_examples=len(examples), wall_seconds=seconds,
-                   examples_per_second=len(examples) / max(seconds, 1e-9))
+    metrics.update(
+        num_examples=len(examples),
+        wall_seconds=seconds,
+        examples_per_second=len(examples) / max(seconds, 1e-9),
+    )
     return metrics
 
 
@@ -526,21 +683,23 @@ def predict(run_path: str | Path, data_path: str, *, quiet: bool = False) -> lis
     """One prediction per input row, in input order: the label and a probability per label
     (single-label), the labels and a probability per label (multi-label), or the value."""
     classifier = load_classifier(run_path)
-    examples = read_examples(data_path, classifier_source_spec(classifier),
-                             labels_required=False)
+    examples = read_examples(data_path, classifier_source_spec(classifier), labels_required=False)
     return classifier.rows(_outputs(classifier, examples, "predict", quiet))
 
 
 def classifier_source_spec(classifier: Classifier) -> SourceSpec:
     """How to read files for a trained classifier: the columns its training files used."""
     columns = classifier.metadata.get("columns", {})
-    return SourceSpec(text_column=columns.get("text", "text"),
-                      text_pair_column=columns.get("text_pair"),
-                      label_column=columns.get("label", "label"))
+    return SourceSpec(
+        text_column=columns.get("text", "text"),
+        text_pair_column=columns.get("text_pair"),
+        label_column=columns.get("label", "label"),
+    )
 
 
-def _outputs(classifier: Classifier, examples: list[Example], title: str,
-             quiet: bool) -> dict[str, np.ndarray]:
+def _outputs(
+    classifier: Classifier, examples: list[Example], title: str, quiet: bool
+) -> dict[str, np.ndarray]:
     pairs = [e.text_pair for e in examples] if classifier.pairs else None
     progress = Progress(title, -(-len(examples) // classifier.batch_size), quiet=quiet)
     outputs = classifier.outputs([e.text for e in examples], pairs, progress)

@@ -44,8 +44,18 @@ RUNS_ROOT = Path("runs")
 LATEST_LINK = "latest"
 RUNNING, FINISHED = "running", "finished"
 # What a run directory may hold; anything else means the directory is someone else's.
-RUN_ENTRIES = {"config.yaml", "labels.json", "encoder", "checkpoints", "metrics.json",
-               "steps.jsonl", "train.log", "tensorboard", "report.html", "eval_outputs.npz"}
+RUN_ENTRIES = {
+    "config.yaml",
+    "labels.json",
+    "encoder",
+    "checkpoints",
+    "metrics.json",
+    "steps.jsonl",
+    "train.log",
+    "tensorboard",
+    "report.html",
+    "eval_outputs.npz",
+}
 
 
 def new_run_path(root: Path = RUNS_ROOT) -> Path:
@@ -85,7 +95,7 @@ class RunDir:
     # ---- starting a run ----
 
     def status(self) -> str:
-        """"new" (absent or empty), "running" (a run that did not finish), "finished", or
+        """ "new" (absent or empty), "running" (a run that did not finish), "finished", or
         "foreign" (files that are not a bertfit run)."""
         if not self.path.exists():
             return "new"
@@ -98,8 +108,9 @@ class RunDir:
             metrics = json.loads(self.metrics_file.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return RUNNING
-        return FINISHED if isinstance(metrics, dict) and metrics.get("status") == FINISHED \
-            else RUNNING
+        return (
+            FINISHED if isinstance(metrics, dict) and metrics.get("status") == FINISHED else RUNNING
+        )
 
     def plan_start(self, config: RunConfig, *, resume: bool | None, overwrite: bool) -> bool:
         """Decides, before anything is loaded or written, whether training starts afresh
@@ -118,7 +129,8 @@ class RunDir:
         if status == "foreign":
             raise ConfigError(
                 f"--output-dir {self.path} holds files that are not a bertfit run; bertfit will "
-                "not write into it or clear it. Choose a new or empty --output-dir.")
+                "not write into it or clear it. Choose a new or empty --output-dir."
+            )
         if overwrite or status == "new":
             if resume:
                 raise ConfigError(f"--resume: {self.path} holds no run to resume.")
@@ -128,23 +140,28 @@ class RunDir:
             raise ConfigError(
                 f"{where} holds a finished run (--resume continues only unfinished ones). Pass "
                 "--overwrite to replace it, or choose another --output-dir (leave it out for a "
-                "new runs/<date>-<time>).")
+                "new runs/<date>-<time>)."
+            )
         saved = self.load_config()
         differences = config_differences(saved, config)
         if differences:
             raise ConfigError(
                 f"{where} holds an unfinished run with other settings ({'; '.join(differences)})."
                 f" To continue it: bertfit train --config {self.config_file} --resume. "
-                "To replace it: --overwrite. Or choose another --output-dir.")
+                "To replace it: --overwrite. Or choose another --output-dir."
+            )
         if resume is False:
-            raise ConfigError(f"{where} holds an unfinished run of this config. Pass --resume "
-                              "to continue it or --overwrite to start again.")
+            raise ConfigError(
+                f"{where} holds an unfinished run of this config. Pass --resume "
+                "to continue it or --overwrite to start again."
+            )
         return True
 
     def _check_writable(self) -> None:
         if self.path.exists() and not self.path.is_dir():
-            raise ConfigError(f"--output-dir {self.path} is a file, not a directory; choose a "
-                              "directory path.")
+            raise ConfigError(
+                f"--output-dir {self.path} is a file, not a directory; choose a directory path."
+            )
         existing = self.path.absolute()
         while not existing.exists():
             existing = existing.parent
@@ -153,8 +170,10 @@ class RunDir:
         try:  # a real write: permissions, read-only file systems and quotas all show here
             os.rmdir(tempfile.mkdtemp(prefix=".bertfit-write-test-", dir=existing))
         except OSError as e:
-            raise ConfigError(f"--output-dir {self.path}: cannot create files in {existing} "
-                              f"({e.strerror}); choose a directory you can write to.") from None
+            raise ConfigError(
+                f"--output-dir {self.path}: cannot create files in {existing} "
+                f"({e.strerror}); choose a directory you can write to."
+            ) from None
 
     def create(self, *, overwrite: bool = False) -> None:
         """Makes the directory (clearing a previous run first with `overwrite`)."""
@@ -162,8 +181,9 @@ class RunDir:
             return
         if overwrite and self.path.exists():
             for entry in self.path.iterdir():
-                shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() \
-                    else entry.unlink()
+                shutil.rmtree(
+                    entry
+                ) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
         self.path.mkdir(parents=True, exist_ok=True)
 
     def link_as_latest(self) -> None:
@@ -179,16 +199,25 @@ class RunDir:
         temporary.symlink_to(self.path.name, target_is_directory=True)
         os.replace(temporary, link)
 
-    def save_setup(self, config: RunConfig, task: Task, bert: BertConfig,
-                   tokenizer: BertTokenizer, vocab_file: Path) -> None:
+    def save_setup(
+        self,
+        config: RunConfig,
+        task: Task,
+        bert: BertConfig,
+        tokenizer: BertTokenizer,
+        vocab_file: Path,
+    ) -> None:
         if not self.write:
             return
         self.encoder_dir.mkdir(exist_ok=True)
         write_text_atomic(self.encoder_dir / "config.json", json.dumps(bert.to_dict(), indent=2))
-        write_text_atomic(self.encoder_dir / "vocab.txt",
-                          Path(vocab_file).read_text(encoding="utf-8"))
-        write_text_atomic(self.encoder_dir / "tokenizer.json",
-                          json.dumps(dataclasses.asdict(tokenizer.config), indent=2))
+        write_text_atomic(
+            self.encoder_dir / "vocab.txt", Path(vocab_file).read_text(encoding="utf-8")
+        )
+        write_text_atomic(
+            self.encoder_dir / "tokenizer.json",
+            json.dumps(dataclasses.asdict(tokenizer.config), indent=2),
+        )
         task.save(self.labels_file)
         config.save(self.config_file)  # last: its presence marks a run directory
 
@@ -256,7 +285,8 @@ class RunDir:
         if not file.exists():
             raise BertfitError(
                 f"{self.path} is not a complete bertfit run directory: {file.name} is missing. "
-                "Pass the --output-dir of a finished `bertfit train`.")
+                "Pass the --output-dir of a finished `bertfit train`."
+            )
         return file
 
     def load_config(self) -> RunConfig:
@@ -270,8 +300,9 @@ class RunDir:
 
     def load_tokenizer(self) -> BertTokenizer:
         settings = json.loads(self._require(self.encoder_dir / "tokenizer.json").read_text())
-        return BertTokenizer(self.encoder_dir / "vocab.txt",
-                             **dataclasses.asdict(TokenizerConfig(**settings)))
+        return BertTokenizer(
+            self.encoder_dir / "vocab.txt", **dataclasses.asdict(TokenizerConfig(**settings))
+        )
 
     def checkpoint_path(self, which: str = "best") -> str:
         directory = self.best_dir if which == "best" else self.latest_dir

@@ -21,18 +21,22 @@ def configure_cpu_replicas(count: int | None) -> None:
         return
     try:
         tf.config.set_logical_device_configuration(
-            cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(count)])
+            cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(count)]
+        )
     except RuntimeError as e:
         raise ConfigError(
             f"--cpu-replicas {count} must be set before TensorFlow initialises its devices; "
             "pass it on the command line, or call bertfit.train.strategy.configure_cpu_replicas "
-            "first thing in your program.") from e
+            "first thing in your program."
+        ) from e
 
 
 def _tpu_present() -> bool:
     """A TPU VM shows /dev/accel* (or vfio); a remote TPU is named by TPU_NAME. Probing further
     would contact cloud metadata servers, which hangs on machines outside a cloud."""
-    return bool(os.environ.get("TPU_NAME") or glob.glob("/dev/accel*") or glob.glob("/dev/vfio/[0-9]*"))
+    return bool(
+        os.environ.get("TPU_NAME") or glob.glob("/dev/accel*") or glob.glob("/dev/vfio/[0-9]*")
+    )
 
 
 def _tpu_resolver(tpu: str | None):
@@ -57,9 +61,13 @@ def _cluster_in_env() -> bool:
     return bool(config.get("cluster"))
 
 
-def make_strategy(name: str = "auto", cpu_replicas: int | None = None,
-                  tpu: str | None = None, workers: list[str] | None = None,
-                  worker_index: int | None = None) -> tf.distribute.Strategy:
+def make_strategy(
+    name: str = "auto",
+    cpu_replicas: int | None = None,
+    tpu: str | None = None,
+    workers: list[str] | None = None,
+    worker_index: int | None = None,
+) -> tf.distribute.Strategy:
     """The strategy `name` asks for; "auto" prefers a TPU, then a multi-worker cluster (from
     `workers` or TF_CONFIG), then several GPUs, then the default.
 
@@ -77,7 +85,8 @@ def make_strategy(name: str = "auto", cpu_replicas: int | None = None,
             raise ConfigError(
                 "--strategy multi-worker needs TF_CONFIG (or --workers and --worker-index): "
                 'e.g. TF_CONFIG=\'{"cluster": {"worker": ["host1:12345", "host2:12345"]}, '
-                '"task": {"type": "worker", "index": 0}}\'')
+                '"task": {"type": "worker", "index": 0}}\''
+            )
         return tf.distribute.MultiWorkerMirroredStrategy()
     configure_cpu_replicas(cpu_replicas)
     gpus = tf.config.list_logical_devices("GPU")
@@ -107,7 +116,8 @@ def _connect_tpu(tpu: str | None) -> tf.distribute.TPUStrategy:
     if resolver is None:
         raise ConfigError(
             f"No TPU found (--tpu {tpu or 'local'}). On a TPU VM use --tpu local; otherwise pass "
-            "the TPU name, and check that this machine can reach it.")
+            "the TPU name, and check that this machine can reach it."
+        )
     try:
         tf.config.experimental_connect_to_cluster(resolver)
         tf.tpu.experimental.initialize_tpu_system(resolver)
@@ -116,7 +126,8 @@ def _connect_tpu(tpu: str | None) -> tf.distribute.TPUStrategy:
         raise ConfigError(
             f"No TPU could be initialised (--tpu {tpu or 'local'}): {first_line}. Run on a TPU "
             "VM (with --tpu local) or pass a reachable TPU's name; on a machine without one use "
-            "--strategy auto.") from None
+            "--strategy auto."
+        ) from None
     return tf.distribute.TPUStrategy(resolver)
 
 
@@ -129,5 +140,6 @@ def per_replica_batch(global_batch: int, strategy: tf.distribute.Strategy) -> in
             f"The global batch size {global_batch} does not divide over {replicas} replicas "
             f"({global_batch} / {replicas} = {global_batch / replicas:.2f} examples per replica). "
             f"Every replica must get the same number: use --batch-size {lower or replicas} or "
-            f"{lower + replicas}.")
+            f"{lower + replicas}."
+        )
     return global_batch // replicas

@@ -23,8 +23,7 @@ class RunSummaries:
     """Writes a run's TensorBoard events; does nothing when `directory` is None."""
 
     def __init__(self, directory: Path | None):
-        self.writer = None if directory is None else tf.summary.create_file_writer(
-            str(directory))
+        self.writer = None if directory is None else tf.summary.create_file_writer(str(directory))
 
     def config(self, config_dict: dict) -> None:
         text = yaml.safe_dump(config_dict, sort_keys=False)
@@ -32,14 +31,21 @@ class RunSummaries:
 
     def lengths(self, profile: LengthProfile) -> None:
         def write():
-            tf.summary.histogram("data/token_length", profile.lengths(),
-                                 buckets=min(64, max(1, len(profile.counts))), step=0)
+            tf.summary.histogram(
+                "data/token_length",
+                profile.lengths(),
+                buckets=min(64, max(1, len(profile.counts))),
+                step=0,
+            )
             edges = ", ".join(str(b) for b in profile.buckets)
-            waste = ", ".join(f"{b}: {w:.1%}" for b, w in zip(profile.buckets,
-                                                                profile.padding_waste(),
-                                                                strict=True))
-            tf.summary.text("data/buckets", f"bucket edges: {edges}; padding waste: {waste}",
-                            step=0)
+            waste = ", ".join(
+                f"{b}: {w:.1%}"
+                for b, w in zip(profile.buckets, profile.padding_waste(), strict=True)
+            )
+            tf.summary.text(
+                "data/buckets", f"bucket edges: {edges}; padding waste: {waste}", step=0
+            )
+
         self._write(write)
 
     def steps(self, rows: list[dict]) -> None:
@@ -48,6 +54,7 @@ class RunSummaries:
                 for name in STEP_SCALARS:
                     if row.get(name) is not None:
                         tf.summary.scalar(f"train/{name}", row[name], step=row["global_step"])
+
         self._write(write)
 
     def evaluation(self, metrics: dict, global_step: int) -> None:
@@ -55,6 +62,7 @@ class RunSummaries:
             for name, value in metrics.items():
                 if isinstance(value, (int, float)) and np.isfinite(value):
                     tf.summary.scalar(f"eval/{name}", value, step=global_step)
+
         self._write(write)
 
     def _write(self, write) -> None:

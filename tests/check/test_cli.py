@@ -12,16 +12,30 @@ from tests.tiny import sentiment_rows, write_csv
 
 
 def args(model, train, *extra):
-    return ["check", "--model", str(model), "--train", str(train), "--max-seq-length", "16",
-            "--buckets", "16", "--batch-size", "8", "--no-compile", *extra]
+    return [
+        "check",
+        "--model",
+        str(model),
+        "--train",
+        str(train),
+        "--max-seq-length",
+        "16",
+        "--buckets",
+        "16",
+        "--batch-size",
+        "8",
+        "--no-compile",
+        *extra,
+    ]
 
 
 def test_exit_codes_and_json(tmp_path, trainable_hf_dir, capsys):
     clean = write_csv(tmp_path / "clean.csv", sentiment_rows(32))
     assert main(args(trainable_hf_dir, clean)) == 0
     assert "0 error(s), 0 warning(s)" in capsys.readouterr().out
-    imbalanced = write_csv(tmp_path / "imb.csv", [(t, "pos") for t, _ in sentiment_rows(60)]
-                           + [("awful", "neg")])
+    imbalanced = write_csv(
+        tmp_path / "imb.csv", [(t, "pos") for t, _ in sentiment_rows(60)] + [("awful", "neg")]
+    )
     assert main(args(trainable_hf_dir, imbalanced)) == 0
     assert main(args(trainable_hf_dir, imbalanced, "--strict")) == 1
     capsys.readouterr()
@@ -35,9 +49,24 @@ def test_exit_codes_and_json(tmp_path, trainable_hf_dir, capsys):
 @pytest.mark.slow
 def test_tpu_rehearsal_on_the_demo_setup(rotten_tomatoes, capsys):
     start = time.perf_counter()
-    code = main(["check", "--model", "minilm-l6", "--train", f"{rotten_tomatoes}/train.csv",
-                 "--eval", f"{rotten_tomatoes}/dev.csv", "--max-seq-length", "64",
-                 "--pooling", "mean", "--target", "tpu", "--json"])
+    code = main(
+        [
+            "check",
+            "--model",
+            "minilm-l6",
+            "--train",
+            f"{rotten_tomatoes}/train.csv",
+            "--eval",
+            f"{rotten_tomatoes}/dev.csv",
+            "--max-seq-length",
+            "64",
+            "--pooling",
+            "mean",
+            "--target",
+            "tpu",
+            "--json",
+        ]
+    )
     seconds = time.perf_counter() - start
     report = json.loads(capsys.readouterr().out)
     assert code == 0 and report["errors"] == 0, report["findings"]

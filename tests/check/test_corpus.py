@@ -23,16 +23,23 @@ CLS = 2
 
 # ---- config setups (bertfit's pipeline) ----
 
+
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
     return tmp_path_factory.mktemp("check_data")
 
 
 def config_for(model_dir, train, eval_=None, **overrides) -> RunConfig:
-    model = ModelConfig(name=str(model_dir), max_seq_length=overrides.pop("max_seq_length", 32),
-                        precision=overrides.pop("precision", "fp32"))
-    data = DataConfig(train=str(train), eval=None if eval_ is None else str(eval_),
-                      buckets=overrides.pop("buckets", [16, 32]))
+    model = ModelConfig(
+        name=str(model_dir),
+        max_seq_length=overrides.pop("max_seq_length", 32),
+        precision=overrides.pop("precision", "fp32"),
+    )
+    data = DataConfig(
+        train=str(train),
+        eval=None if eval_ is None else str(eval_),
+        buckets=overrides.pop("buckets", [16, 32]),
+    )
     return RunConfig(model=model, data=data, train=TrainConfig(**overrides))
 
 
@@ -46,8 +53,12 @@ def good_csv(path, n=64, seed=0):
 
 
 def test_clean_config_yields_no_findings(files, trainable_hf_dir):
-    config = config_for(trainable_hf_dir, good_csv(files / "clean.csv"),
-                        good_csv(files / "clean_eval.csv", 24, seed=5), batch_size=8)
+    config = config_for(
+        trainable_hf_dir,
+        good_csv(files / "clean.csv"),
+        good_csv(files / "clean_eval.csv", 24, seed=5),
+        batch_size=8,
+    )
     report = bertfit.check(config, compile=True)
     assert report.codes == [], report.render(color=False)
     assert [c["shape"] for c in report.compiled] == ["[8, 16]"] and report.compiled[0]["ok"]
@@ -60,16 +71,21 @@ DATA_CASES = {
     "data-empty-text": lambda p: p.write_text("text,label\na good film,pos\n,neg\n"),
     "data-undecodable": lambda p: p.write_bytes(b"text,label\ncaf\xe9 film,pos\nbad,neg\n"),
     "data-mixed-types": lambda p: write_csv(
-        p, [(t, str(i % 2)) for i, (t, _) in enumerate(sentiment_rows(40))] + [("fun", "x")]),
+        p, [(t, str(i % 2)) for i, (t, _) in enumerate(sentiment_rows(40))] + [("fun", "x")]
+    ),
     "data-label-spellings": lambda p: write_csv(
-        p, [(t, ("1", "01", "0")[i % 3]) for i, (t, _) in enumerate(sentiment_rows(30))]),
+        p, [(t, ("1", "01", "0")[i % 3]) for i, (t, _) in enumerate(sentiment_rows(30))]
+    ),
     "data-label-looks-multi": lambda p: write_csv(
-        p, [(t, ("pos|fun", "neg")[i % 2]) for i, (t, _) in enumerate(sentiment_rows(30))]),
+        p, [(t, ("pos|fun", "neg")[i % 2]) for i, (t, _) in enumerate(sentiment_rows(30))]
+    ),
     "data-label-out-of-range": lambda p: write_csv(
-        p, [(t, "07"[i % 2] if i % 3 else "1") for i, (t, _) in enumerate(sentiment_rows(30))]),
+        p, [(t, "07"[i % 2] if i % 3 else "1") for i, (t, _) in enumerate(sentiment_rows(30))]
+    ),
     "data-single-class": lambda p: write_csv(p, [(t, "pos") for t, _ in sentiment_rows(10)]),
     "data-imbalance": lambda p: write_csv(
-        p, [(t, "pos") for t, _ in sentiment_rows(100)] + [("awful film", "neg")]),
+        p, [(t, "pos") for t, _ in sentiment_rows(100)] + [("awful film", "neg")]
+    ),
 }
 
 
@@ -83,15 +99,21 @@ def test_broken_training_file(code, files, trainable_hf_dir):
 def test_eval_labels_unseen_and_leakage(files, trainable_hf_dir):
     train = good_csv(files / "leak_train.csv")
     rows = sentiment_rows(64)[:10] + [("the plot", "meh")]
-    codes = run_codes(config_for(trainable_hf_dir, train, write_csv(files / "leak.csv", rows),
-                                 batch_size=8))
+    codes = run_codes(
+        config_for(trainable_hf_dir, train, write_csv(files / "leak.csv", rows), batch_size=8)
+    )
     assert "data-label-unseen" in codes and "data-leakage" in codes
 
 
 def test_texts_longer_than_max_seq_length(files, trainable_hf_dir):
     rows = [(" ".join(["good film"] * 20), "pos"), ("bad", "neg")] * 4
-    config = config_for(trainable_hf_dir, write_csv(files / "long.csv", rows), batch_size=8,
-                        max_seq_length=16, buckets=[16])
+    config = config_for(
+        trainable_hf_dir,
+        write_csv(files / "long.csv", rows),
+        batch_size=8,
+        max_seq_length=16,
+        buckets=[16],
+    )
     report = bertfit.check(config, compile=False)
     (finding,) = [f for f in report.findings if f.code == "data-truncated"]
     assert "4 of 8 row(s)" in finding.message and finding.severity == "warning"
@@ -99,8 +121,12 @@ def test_texts_longer_than_max_seq_length(files, trainable_hf_dir):
 
 def test_jsonl_mixed_types_and_float_labels(files, trainable_hf_dir):
     mixed = files / "mixed.jsonl"
-    mixed.write_text("".join(json.dumps({"text": t, "label": 1 if i % 2 else "neg"}) + "\n"
-                             for i, (t, _) in enumerate(sentiment_rows(20))))
+    mixed.write_text(
+        "".join(
+            json.dumps({"text": t, "label": 1 if i % 2 else "neg"}) + "\n"
+            for i, (t, _) in enumerate(sentiment_rows(20))
+        )
+    )
     assert "data-mixed-types" in run_codes(config_for(trainable_hf_dir, mixed, batch_size=8))
     floats = files / "floats.jsonl"
     floats.write_text('{"text": "good", "label": 0.5}\n{"text": "bad", "label": 1}\n')
@@ -110,9 +136,11 @@ def test_jsonl_mixed_types_and_float_labels(files, trainable_hf_dir):
 def test_batch_and_precision_for_the_target(files, trainable_hf_dir):
     train = good_csv(files / "hw.csv")
     assert "shape-batch-not-divisible" in run_codes(
-        config_for(trainable_hf_dir, train, batch_size=10), replicas=4)
-    codes = run_codes(config_for(trainable_hf_dir, train, batch_size=8, precision="mixed_fp16"),
-                      target="tpu")
+        config_for(trainable_hf_dir, train, batch_size=10), replicas=4
+    )
+    codes = run_codes(
+        config_for(trainable_hf_dir, train, batch_size=8, precision="mixed_fp16"), target="tpu"
+    )
     assert "shape-tpu-batch-multiple" in codes  # 8 over 8 TPU cores: 1 per replica
     assert "dtype-precision-unsupported" in codes
 
@@ -126,6 +154,7 @@ def test_signature_only_savedmodel(files, tmp_path):
 
 
 # ---- a user's own tf.data pipelines ----
+
 
 @pytest.fixture(scope="module")
 def encoder():
@@ -144,8 +173,9 @@ def arrays(n=16, seq=12, seed=0):
     mask = (np.arange(seq)[None, :] < lengths[:, None]).astype(np.int32)
     ids = rng.integers(5, len(TINY_VOCAB), (n, seq)).astype(np.int32) * mask
     ids[:, 0] = CLS
-    return {"input_word_ids": ids, "input_mask": mask,
-            "input_type_ids": np.zeros_like(ids)}, (np.arange(n) % 2).astype(np.int32)
+    return {"input_word_ids": ids, "input_mask": mask, "input_type_ids": np.zeros_like(ids)}, (
+        np.arange(n) % 2
+    ).astype(np.int32)
 
 
 def dataset(features=None, labels=None, batch=8, drop=True, weights=None):
@@ -164,8 +194,9 @@ def test_clean_dataset_yields_no_findings(encoder, tokenizer):
     texts = [t for t, _ in sentiment_rows(16)]
     packed = tokenizer(texts, max_seq_length=16)
     ds = dataset({k: v.numpy() for k, v in packed.items()}, np.arange(16) % 2)
-    report = bertfit.check(dataset=ds, encoder=encoder, tokenizer=tokenizer, target="tpu",
-                           replicas=1)
+    report = bertfit.check(
+        dataset=ds, encoder=encoder, tokenizer=tokenizer, target="tpu", replicas=1
+    )
     assert report.codes == [], report.render(color=False)
     assert [c["ok"] for c in report.compiled] == [True]
 
@@ -173,7 +204,8 @@ def test_clean_dataset_yields_no_findings(encoder, tokenizer):
 def test_tpu_rehearsal_fails_on_per_batch_padding(encoder):
     features, labels = arrays(24)
     rows = tf.data.Dataset.from_tensor_slices((features, labels)).map(
-        lambda f, y: ({k: v[: tf.reduce_sum(f["input_mask"])] for k, v in f.items()}, y))
+        lambda f, y: ({k: v[: tf.reduce_sum(f["input_mask"])] for k, v in f.items()}, y)
+    )
     ds = rows.padded_batch(8, drop_remainder=True)  # pad to the longest row of each batch
     report = bertfit.check(dataset=ds, encoder=encoder, target="tpu")
     dynamic = [f for f in report.findings if f.code == "shape-dynamic-seq"]
@@ -198,21 +230,31 @@ DATASET_CASES = {
     "shape-left-padding": lambda: _mapped(_left_pad),
     "shape-batch-mismatch": lambda: dataset().map(lambda f, y: (f, y[:4])),
     "dtype-int64-on-tpu": lambda: _mapped(
-        lambda f, y: ({k: v.astype(np.int64) for k, v in f.items()}, y)),
+        lambda f, y: ({k: v.astype(np.int64) for k, v in f.items()}, y)
+    ),
     "dtype-float-labels": lambda: _mapped(lambda f, y: (f, y.astype(np.float32))),
     "input-raw-strings": lambda: tf.data.Dataset.from_tensor_slices(
-        ({"input_word_ids": ["a good film"] * 8}, np.zeros(8, np.int32))).batch(8),
-    "input-key-names": lambda: _mapped(lambda f, y: ({"ids": f["input_word_ids"],
-                                                      "input_mask": f["input_mask"]}, y)),
+        ({"input_word_ids": ["a good film"] * 8}, np.zeros(8, np.int32))
+    ).batch(8),
+    "input-key-names": lambda: _mapped(
+        lambda f, y: ({"ids": f["input_word_ids"], "input_mask": f["input_mask"]}, y)
+    ),
     "input-missing": lambda: _mapped(lambda f, y: ({"input_word_ids": f["input_word_ids"]}, y)),
-    "input-no-cls": lambda: _mapped(lambda f, y: ({**f, "input_word_ids": np.where(
-        f["input_mask"] > 0, f["input_word_ids"][:, ::-1], 0)}, y)),
-    "input-id-out-of-vocab": lambda: _mapped(lambda f, y: ({**f, "input_word_ids": f[
-        "input_word_ids"] + 1000 * f["input_mask"]}, y)),
-    "input-type-id-range": lambda: _mapped(lambda f, y: ({**f, "input_type_ids": 2 * f[
-        "input_mask"]}, y)),
-    "input-mask-values": lambda: _mapped(lambda f, y: ({**f, "input_mask": 3 * f[
-        "input_mask"]}, y)),
+    "input-no-cls": lambda: _mapped(
+        lambda f, y: (
+            {**f, "input_word_ids": np.where(f["input_mask"] > 0, f["input_word_ids"][:, ::-1], 0)},
+            y,
+        )
+    ),
+    "input-id-out-of-vocab": lambda: _mapped(
+        lambda f, y: ({**f, "input_word_ids": f["input_word_ids"] + 1000 * f["input_mask"]}, y)
+    ),
+    "input-type-id-range": lambda: _mapped(
+        lambda f, y: ({**f, "input_type_ids": 2 * f["input_mask"]}, y)
+    ),
+    "input-mask-values": lambda: _mapped(
+        lambda f, y: ({**f, "input_mask": 3 * f["input_mask"]}, y)
+    ),
     "grad-zero": lambda: dataset(*arrays(), weights=np.zeros(16, np.float32)),
 }
 
@@ -227,25 +269,28 @@ def test_broken_dataset(code, encoder, tokenizer):
 def test_shape_dynamic_seq_on_gpu_is_a_warning(encoder):
     features, labels = arrays()
     ds = tf.data.Dataset.from_tensor_slices((features, labels)).padded_batch(
-        8, padded_shapes=({k: [None] for k in features}, []), drop_remainder=True)
+        8, padded_shapes=({k: [None] for k in features}, []), drop_remainder=True
+    )
     report = bertfit.check(dataset=ds, encoder=encoder, target="gpu", compile=False)
     assert [f.severity for f in report.findings if f.code == "shape-dynamic-seq"][0] == "warning"
 
 
 def test_ids_given_to_a_text_model(encoder):
     text = keras.Input(shape=(), dtype="string", name="text")
-    model = keras.Model(text, keras.layers.Lambda(
-        lambda t: tf.zeros([tf.shape(t)[0], 2]), output_shape=(2,))(text))
-    assert "input-ids-to-text-encoder" in bertfit.check(
-        dataset=dataset(), model=model, compile=False).codes
+    model = keras.Model(
+        text, keras.layers.Lambda(lambda t: tf.zeros([tf.shape(t)[0], 2]), output_shape=(2,))(text)
+    )
+    assert (
+        "input-ids-to-text-encoder"
+        in bertfit.check(dataset=dataset(), model=model, compile=False).codes
+    )
 
 
 def test_frozen_encoder_and_unused_pooler(tokenizer):
     frozen = tiny_encoder()
     frozen.trainable = False
     assert "grad-frozen-encoder" in codes_of(dataset(), frozen)
-    report = bertfit.check(dataset=dataset(), encoder=tiny_encoder(), pooling="mean",
-                           compile=False)
+    report = bertfit.check(dataset=dataset(), encoder=tiny_encoder(), pooling="mean", compile=False)
     assert [f.severity for f in report.findings if f.code == "grad-pooler-unused"] == ["warning"]
 
 
@@ -281,10 +326,14 @@ class PyFunctionModel(BatchReshape):
 
 
 def test_model_level_breakage(encoder):
-    assert "grad-head-disconnected" in bertfit.check(
-        dataset=dataset(), model=DisconnectedHead(encoder), compile=False).codes
-    assert "shape-batch-changed" in bertfit.check(
-        dataset=dataset(), model=BatchReshape(encoder), compile=False).codes
+    assert (
+        "grad-head-disconnected"
+        in bertfit.check(dataset=dataset(), model=DisconnectedHead(encoder), compile=False).codes
+    )
+    assert (
+        "shape-batch-changed"
+        in bertfit.check(dataset=dataset(), model=BatchReshape(encoder), compile=False).codes
+    )
     report = bertfit.check(dataset=dataset(), model=PyFunctionModel(encoder))
     (failed,) = [f for f in report.findings if f.code == "compile-failed"]
     assert "EagerPyFunc" in failed.message and "tf.py_function" in failed.message
@@ -307,16 +356,21 @@ def test_check_knows_the_tasks(files, trainable_hf_dir):
     assert "data-task-inferred" in report.codes
 
     single = write_jsonl(files / "single.jsonl", [(t, [label]) for t, label in sentiment_rows(32)])
-    assert "data-multi-label-single" in run_codes(config_for(trainable_hf_dir, single,
-                                                             batch_size=8))
+    assert "data-multi-label-single" in run_codes(
+        config_for(trainable_hf_dir, single, batch_size=8)
+    )
 
     scores = scored_rows(64, seed=4) + [("good", 1e6)]
-    report = bertfit.check(config_for(trainable_hf_dir, write_csv(files / "s.csv", scores),
-                                      batch_size=8), compile=False)
+    report = bertfit.check(
+        config_for(trainable_hf_dir, write_csv(files / "s.csv", scores), batch_size=8),
+        compile=False,
+    )
     assert report.stats["task"] == "regression" and "data-target-outliers" in report.codes
 
     skewed = [(t, "pos") for t, _ in sentiment_rows(100)] + [("awful film", "neg")]
-    report = bertfit.check(config_for(trainable_hf_dir, write_csv(files / "k.csv", skewed),
-                                      batch_size=8), compile=False)
+    report = bertfit.check(
+        config_for(trainable_hf_dir, write_csv(files / "k.csv", skewed), batch_size=8),
+        compile=False,
+    )
     (finding,) = [f for f in report.findings if f.code == "data-imbalance"]
     assert "--class-weights balanced" in finding.fix

@@ -122,8 +122,9 @@ STRATEGY_SCRIPT = textwrap.dedent("""
 
 @pytest.mark.distributed
 def test_strategy_scope_errors_in_a_subprocess():
-    out = subprocess.run([sys.executable, "-c", STRATEGY_SCRIPT], capture_output=True,
-                         text=True, timeout=300).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", STRATEGY_SCRIPT], capture_output=True, text=True, timeout=300
+    ).stdout
     lines = [line for line in out.splitlines() if line.startswith("CODE")]
     assert len(lines) == 2, out
     assert lines[0].startswith("CODE strategy-mixed") and "strategy.scope()" in lines[0]
@@ -144,8 +145,9 @@ def test_inputs_longer_than_the_position_table_are_refused_with_and_without_xla(
         static = tf.function(lambda x: encoder(x)["sequence_output"], jit_compile=jit)
         with pytest.raises(InputFormatError, match="80 tokens long but this encoder has 64"):
             static(long)
-        dynamic = tf.function(lambda x: encoder(x)["sequence_output"], jit_compile=jit,
-                              input_signature=[specs])
+        dynamic = tf.function(
+            lambda x: encoder(x)["sequence_output"], jit_compile=jit, input_signature=[specs]
+        )
         with pytest.raises(tf.errors.InvalidArgumentError) as caught:  # never clamped
             dynamic(long)
         explained = translate(caught.value)

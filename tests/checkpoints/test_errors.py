@@ -32,8 +32,9 @@ def test_signature_only_savedmodel_is_refused_for_training_and_offered_frozen(tm
     frozen, _ = load_encoder(tmp_path, trainable=False)
     assert isinstance(frozen, SavedModelEncoder) and frozen.trainable_weights == []
     inputs = tiny_inputs()
-    assert abs(frozen(inputs)["pooled_output"] - source(inputs)["pooled_output"]).numpy().max() \
-        < 1e-5
+    assert (
+        abs(frozen(inputs)["pooled_output"] - source(inputs)["pooled_output"]).numpy().max() < 1e-5
+    )
 
 
 def test_preprocessing_model_given_as_encoder(tmp_path):
@@ -49,8 +50,9 @@ def test_preprocessing_model_given_as_encoder(tmp_path):
 def test_vocab_larger_than_the_embedding_matrix(tmp_path):
     write_tiny_hf(tmp_path)
     write_vocab(tmp_path, TINY_VOCAB + ["extra", "more"])
-    with pytest.raises(CheckpointError, match=r"43 tokens but the word embedding matrix .* 41 rows"
-                       ) as e:
+    with pytest.raises(
+        CheckpointError, match=r"43 tokens but the word embedding matrix .* 41 rows"
+    ) as e:
         load_encoder(tmp_path)
     assert "use the vocab.txt shipped" in str(e.value)
 
@@ -120,11 +122,14 @@ def _tar(path, name, data=b"x", link=None):
     return path
 
 
-@pytest.mark.parametrize("name, link, why", [
-    ("../evil.txt", None, "climbs out"),
-    ("/tmp/evil.txt", None, "absolute path"),
-    ("model/vocab.txt", "../../../etc/passwd", "links to"),
-])
+@pytest.mark.parametrize(
+    "name, link, why",
+    [
+        ("../evil.txt", None, "climbs out"),
+        ("/tmp/evil.txt", None, "absolute path"),
+        ("model/vocab.txt", "../../../etc/passwd", "links to"),
+    ],
+)
 def test_unsafe_tar_members_are_refused(tmp_path, name, link, why):
     archive = _tar(tmp_path / "m.tar.gz", name, link=link)
     with pytest.raises(CheckpointError, match=why):
@@ -155,8 +160,9 @@ def test_archives_of_a_checkpoint_load(tmp_path, monkeypatch, suffix):
             t.add(model, "uncased_tiny")
     encoder, _ = load_encoder(archive)
     inputs = tiny_inputs()
-    assert abs(encoder(inputs)["pooled_output"] - source(inputs)["pooled_output"]).numpy().max() \
-        < 1e-5
+    assert (
+        abs(encoder(inputs)["pooled_output"] - source(inputs)["pooled_output"]).numpy().max() < 1e-5
+    )
     assert encoder.checkpoint_detection.archive == archive
 
 
@@ -206,7 +212,8 @@ def test_a_failed_extraction_leaves_nothing_behind(tmp_path, monkeypatch):
 
 
 def test_inspect_says_not_fine_tunable_when_config_and_weights_disagree_or_vocab_is_missing(
-        tmp_path):
+    tmp_path,
+):
     import dataclasses
     import json
 

@@ -67,9 +67,13 @@ def test_inspect_reports_format_architecture_and_vocab(written):
     assert report["fine_tunable"] is True
     arch = report["architecture"]
     config = source.config
-    assert (arch["layers"], arch["hidden"], arch["heads"], arch["intermediate"], arch["vocab"]) \
-        == (config.num_hidden_layers, config.hidden_size, config.num_attention_heads,
-            config.intermediate_size, config.vocab_size)
+    assert (arch["layers"], arch["hidden"], arch["heads"], arch["intermediate"], arch["vocab"]) == (
+        config.num_hidden_layers,
+        config.hidden_size,
+        config.num_attention_heads,
+        config.intermediate_size,
+        config.vocab_size,
+    )
     assert report["vocab"]["casing"] == "uncased"
     json.dumps(report)
     assert fmt in format_report(report)
@@ -87,8 +91,9 @@ def test_opaque_savedmodel_is_wrapped_and_all_its_variables_train(tmp_path):
     layer, _ = load_encoder(tmp_path)
     assert isinstance(layer, SavedModelEncoder)
     inputs = make_inputs()
-    np.testing.assert_allclose(layer(inputs)["pooled_output"], module(inputs)["pooled_output"],
-                               atol=1e-6)
+    np.testing.assert_allclose(
+        layer(inputs)["pooled_output"], module(inputs)["pooled_output"], atol=1e-6
+    )
     before = [v.numpy().copy() for v in layer.trainable_weights]
     with tf.GradientTape() as tape:
         loss = tf.reduce_sum(layer(inputs, training=True)["pooled_output"] ** 2)
@@ -96,8 +101,9 @@ def test_opaque_savedmodel_is_wrapped_and_all_its_variables_train(tmp_path):
     assert len(grads) == 2 and all(g is not None for g in grads)
     for v, g in zip(layer.trainable_weights, grads, strict=True):
         v.assign_sub(0.1 * tf.convert_to_tensor(g))
-    assert all(not np.allclose(b, v.numpy()) for b, v in zip(before, layer.trainable_weights,
-                                                              strict=True))
+    assert all(
+        not np.allclose(b, v.numpy()) for b, v in zip(before, layer.trainable_weights, strict=True)
+    )
     assert inspect_checkpoint(tmp_path)["loads_into"].startswith("SavedModelEncoder")
 
 

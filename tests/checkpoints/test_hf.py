@@ -14,8 +14,9 @@ def test_tiny_hf_checkpoint_loads_back_with_identical_outputs(tiny_hf_dir):
     path, source = tiny_hf_dir
     encoder = build_encoder(read_hf(path))
     inputs = tiny_inputs()
-    np.testing.assert_array_equal(encoder(inputs)["sequence_output"],
-                                  source(inputs)["sequence_output"])
+    np.testing.assert_array_equal(
+        encoder(inputs)["sequence_output"], source(inputs)["sequence_output"]
+    )
     assert len(encoder.load_report.loaded) == len(encoder.named_variables())
     assert encoder.load_report.missing == encoder.load_report.unexpected == []
 
@@ -42,9 +43,15 @@ def test_missing_layer_is_an_error_naming_the_tensor(tmp_path):
 
 def test_wrong_shape_is_an_error_naming_the_tensor_and_both_shapes(tmp_path):
     write_tiny_hf(tmp_path)
-    _rewrite(tmp_path, lambda t: t.update(
-        {"encoder.layer.0.intermediate.dense.weight": np.zeros((48, 32), "float32")}))
-    with pytest.raises(CheckpointError, match=r"intermediate\.dense\.weight: checkpoint \(32, 48\)"):
+    _rewrite(
+        tmp_path,
+        lambda t: t.update(
+            {"encoder.layer.0.intermediate.dense.weight": np.zeros((48, 32), "float32")}
+        ),
+    )
+    with pytest.raises(
+        CheckpointError, match=r"intermediate\.dense\.weight: checkpoint \(32, 48\)"
+    ):
         build_encoder(read_hf(tmp_path))
 
 

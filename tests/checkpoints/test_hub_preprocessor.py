@@ -50,8 +50,10 @@ RECIPE = textwrap.dedent("""
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory, trainable_hf_dir):
     out = tmp_path_factory.mktemp("hub")
-    assert main(["convert", str(trainable_hf_dir), str(out), "--to", "tf-hub",
-                 "--seq-length", "32"]) == 0
+    assert (
+        main(["convert", str(trainable_hf_dir), str(out), "--to", "tf-hub", "--seq-length", "32"])
+        == 0
+    )
     return out
 
 
@@ -70,8 +72,9 @@ def test_preprocessor_savedmodel_has_tf_hubs_interface(exported, trainable_hf_di
     assert words.merge_dims(-2, -1).to_list() == tokenizer.tokenize(TEXTS).to_list()
     assert words[1][1].numpy().tolist() == [tokenizer.sep_id]  # "[SEP]" written in a text
 
-    pair = loaded.bert_pack_inputs([loaded.tokenize(tf.constant(TEXTS)),
-                                    loaded.tokenize(tf.constant(PAIRS))], tf.constant(24))
+    pair = loaded.bert_pack_inputs(
+        [loaded.tokenize(tf.constant(TEXTS)), loaded.tokenize(tf.constant(PAIRS))], tf.constant(24)
+    )
     expected = tokenizer(TEXTS, PAIRS, max_seq_length=24)
     for name, value in expected.items():
         np.testing.assert_array_equal(pair[name], value)
@@ -84,15 +87,20 @@ def test_in_memory_preprocessor_takes_a_string_a_batch_or_a_pair_tuple(trainable
     assert preprocessor(TEXTS)["input_mask"].shape == (2, 16)
     pair = preprocessor((TEXTS, PAIRS))
     assert pair["input_type_ids"].numpy().max() == 1
-    packed = preprocessor.bert_pack_inputs([preprocessor.tokenize(TEXTS),
-                                            preprocessor.tokenize(PAIRS)])
+    packed = preprocessor.bert_pack_inputs(
+        [preprocessor.tokenize(TEXTS), preprocessor.tokenize(PAIRS)]
+    )
     np.testing.assert_array_equal(packed["input_word_ids"], pair["input_word_ids"])
 
 
 def test_tf_hubs_pair_recipe_runs_unchanged_on_the_export(exported):
     env = {**os.environ, "TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "2"}
-    done = subprocess.run([sys.executable, "-c", RECIPE, str(exported / "preprocess"),
-                           str(exported / "encoder")], env=env, capture_output=True, text=True,
-                          timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", RECIPE, str(exported / "preprocess"), str(exported / "encoder")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "shape (8, 32)" in done.stdout

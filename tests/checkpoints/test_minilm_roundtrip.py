@@ -73,8 +73,17 @@ def test_tf_hub_export_fine_tunes_in_hub_keras_layer_and_reloads(minilm, minilm_
     assert _cli("convert", minilm_dir, str(tmp_path / "hub"), "--to", "tf-hub") == 0
     np.savez(tmp_path / "data.npz", **inputs, **expected)
     result = subprocess.run(
-        [sys.executable, "-c", HUB_SCRIPT, str(tmp_path / "hub" / "encoder"),
-         str(tmp_path / "data.npz")], capture_output=True, text=True, timeout=300)
+        [
+            sys.executable,
+            "-c",
+            HUB_SCRIPT,
+            str(tmp_path / "hub" / "encoder"),
+            str(tmp_path / "data.npz"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert report["pooled"] < 1e-5 and report["sequence"] < 1e-5
@@ -102,12 +111,17 @@ def test_hf_export_loads_in_transformers(minilm, minilm_dir, tmp_path):
     assert _cli("convert", minilm_dir, str(tmp_path / "hf"), "--to", "hf") == 0
     model = transformers.BertModel.from_pretrained(str(tmp_path / "hf")).eval()
     with torch.no_grad():
-        out = model(input_ids=torch.tensor(inputs["input_word_ids"], dtype=torch.long),
-                    attention_mask=torch.tensor(inputs["input_mask"], dtype=torch.long),
-                    token_type_ids=torch.tensor(inputs["input_type_ids"], dtype=torch.long))
+        out = model(
+            input_ids=torch.tensor(inputs["input_word_ids"], dtype=torch.long),
+            attention_mask=torch.tensor(inputs["input_mask"], dtype=torch.long),
+            token_type_ids=torch.tensor(inputs["input_type_ids"], dtype=torch.long),
+        )
     mask = inputs["input_mask"][..., None].astype(bool)
-    np.testing.assert_allclose(np.where(mask, out.last_hidden_state.numpy(), 0),
-                               np.where(mask, expected["sequence_output"], 0), atol=1e-5)
+    np.testing.assert_allclose(
+        np.where(mask, out.last_hidden_state.numpy(), 0),
+        np.where(mask, expected["sequence_output"], 0),
+        atol=1e-5,
+    )
     np.testing.assert_allclose(out.pooler_output.numpy(), expected["pooled_output"], atol=1e-5)
     assert json.loads((tmp_path / "hf" / "tokenizer_config.json").read_text())["do_lower_case"]
 

@@ -27,11 +27,45 @@ ACCEPTED_TEXTS: list[str] = []
 
 # Hypothesis draws one seed per file and the file is built from a Random with that seed:
 # generating with Hypothesis' own strategies cost ~20 ms a file, far past the test-time budget.
-POOL = (list("abc XYZ,;\"'\t\n\r|\\{}[]:0123456789.-+eE#")
-        + ["\ud800", "\udfff", "\u200b", "\u200d", "\x00", "\x1e", "\x85", "\u2028", "\u00e9",
-           "e\u0301", "\u4e2d", "\ufeff", "\U0001f600", "[SEP]", "[CLS]"])
-SPECIAL_LABELS = ["", " ", "\u200b", "pos", "neg", "1", "01", "2.5", "nan", "inf", "a|b",
-                  "9" * 4400, 10 ** 40, 1e308, -1e308, float("nan"), True, None, [], [[1, [2]]]]
+POOL = list("abc XYZ,;\"'\t\n\r|\\{}[]:0123456789.-+eE#") + [
+    "\ud800",
+    "\udfff",
+    "\u200b",
+    "\u200d",
+    "\x00",
+    "\x1e",
+    "\x85",
+    "\u2028",
+    "\u00e9",
+    "e\u0301",
+    "\u4e2d",
+    "\ufeff",
+    "\U0001f600",
+    "[SEP]",
+    "[CLS]",
+]
+SPECIAL_LABELS = [
+    "",
+    " ",
+    "\u200b",
+    "pos",
+    "neg",
+    "1",
+    "01",
+    "2.5",
+    "nan",
+    "inf",
+    "a|b",
+    "9" * 4400,
+    10**40,
+    1e308,
+    -1e308,
+    float("nan"),
+    True,
+    None,
+    [],
+    [[1, [2]]],
+]
 
 
 def random_text(r) -> str:
@@ -63,8 +97,9 @@ def _delimited(rows, delimiter: str) -> bytes:
 
 
 def _jsonl(rows, ascii_only: bool) -> bytes:
-    lines = [json.dumps({"text": text, "label": label}, ensure_ascii=ascii_only)
-             for text, label in rows]
+    lines = [
+        json.dumps({"text": text, "label": label}, ensure_ascii=ascii_only) for text, label in rows
+    ]
     return ("\n".join(lines) + "\n").encode("utf-8", "surrogatepass")
 
 
@@ -75,8 +110,11 @@ def files(draw, fmt: str) -> bytes:
     if kind == "bytes":
         return r.randbytes(r.randrange(300))
     table = random_rows(r)
-    data = _jsonl(table, r.random() < 0.5) if fmt == "jsonl" else \
-        _delimited(table, "\t" if fmt == "tsv" else ",")
+    data = (
+        _jsonl(table, r.random() < 0.5)
+        if fmt == "jsonl"
+        else _delimited(table, "\t" if fmt == "tsv" else ",")
+    )
     if kind == "mutated" and data:
         data = bytearray(data)
         for _ in range(r.randrange(1, 5)):
@@ -111,8 +149,12 @@ def fuzz(fmt: str, data: bytes) -> None:
         pass
 
 
-SETTINGS = settings(max_examples=EXAMPLES_PER_FORMAT, deadline=None, database=None,
-                    suppress_health_check=list(HealthCheck))
+SETTINGS = settings(
+    max_examples=EXAMPLES_PER_FORMAT,
+    deadline=None,
+    database=None,
+    suppress_health_check=list(HealthCheck),
+)
 
 
 @pytest.mark.parametrize("fmt", ["csv", "tsv", "jsonl"])
@@ -126,5 +168,5 @@ def test_every_accepted_text_tokenizes_to_at_least_one_id(tiny_hf_dir):
     assert len(ACCEPTED_TEXTS) > 1000, "the fuzz tests above run first and accept many files"
     _, tokenizer = load_encoder(tiny_hf_dir[0])
     for start in range(0, len(ACCEPTED_TEXTS), 4096):
-        ids = tokenizer.tokenize(ACCEPTED_TEXTS[start:start + 4096])
+        ids = tokenizer.tokenize(ACCEPTED_TEXTS[start : start + 4096])
         assert int(ids.row_lengths().numpy().min()) >= 1

@@ -325,14 +325,20 @@ def test_jsonl_text_must_be_a_string(tmp_path):
 
 
 def test_json_numbers_and_lists_are_labels_for_bertfit_data_tasks_to_read(tmp_path):
-    path = write(tmp_path, "train.jsonl", '{"text": "a", "label": 1.5}\n'
-                                          '{"text": "b", "label": [1, "fun", true]}\n'
-                                          '{"text": "c", "label": []}\n')
+    path = write(
+        tmp_path,
+        "train.jsonl",
+        '{"text": "a", "label": 1.5}\n'
+        '{"text": "b", "label": [1, "fun", true]}\n'
+        '{"text": "c", "label": []}\n',
+    )
     assert [e.label for e in read_examples(path)] == ["1.5", ("1", "fun", "true"), ()]
 
 
-@pytest.mark.parametrize(("label", "kind", "what"), [
-    ('{"a": 1}', "an object", "the label"), ("[[1]]", "an array", "an item of the label list")])
+@pytest.mark.parametrize(
+    ("label", "kind", "what"),
+    [('{"a": 1}', "an object", "the label"), ("[[1]]", "an array", "an item of the label list")],
+)
 def test_non_scalar_label(tmp_path, label, kind, what):
     path = write(tmp_path, "train.jsonl", f'{{"text": "a", "label": {label}}}\n')
     assert_error(path, ":1:", f"{what} (column 'label') is {kind}", "a label is a string")
@@ -369,15 +375,22 @@ def test_parquet_round_trip_and_row_numbers(tmp_path):
     assert_error(path, ":", "row 1:", "the label (column 'label') is an object")
 
 
-@pytest.mark.parametrize("content, expected", [
-    ('{"text": "ok\\ud800", "label": "a"}\n', "the text (column 'text') holds the unpaired "
-                                              "surrogate \\ud800 at character 3"),
-    ('{"text": "ok", "label": "\\udc00"}\n', "the label (column 'label') holds the unpaired "
-                                             "surrogate \\udc00"),
-    ('{"text": "ok", "label": ' + "9" * 5000 + "}\n", "Write such a number as a string"),
-    ('{"text": ' + "[" * 100000 + "]" * 100000 + "}\n", "nested too deeply"),
-    ('{"text": "\\u200b\\u200d\\u0301", "label": "a"}\n', "only invisible characters"),
-])
+@pytest.mark.parametrize(
+    "content, expected",
+    [
+        (
+            '{"text": "ok\\ud800", "label": "a"}\n',
+            "the text (column 'text') holds the unpaired surrogate \\ud800 at character 3",
+        ),
+        (
+            '{"text": "ok", "label": "\\udc00"}\n',
+            "the label (column 'label') holds the unpaired surrogate \\udc00",
+        ),
+        ('{"text": "ok", "label": ' + "9" * 5000 + "}\n", "Write such a number as a string"),
+        ('{"text": ' + "[" * 100000 + "]" * 100000 + "}\n", "nested too deeply"),
+        ('{"text": "\\u200b\\u200d\\u0301", "label": "a"}\n', "only invisible characters"),
+    ],
+)
 def test_jsonl_traps_are_data_errors_with_the_line(tmp_path, content, expected):
     path = write(tmp_path, "train.jsonl", content)
     assert_error(path, ":1:", expected)
@@ -385,8 +398,10 @@ def test_jsonl_traps_are_data_errors_with_the_line(tmp_path, content, expected):
 
 def test_wide_encodings_are_named_correctly(tmp_path):
     text = "text,label\na,1\n"
-    for encoding, bom, name in (("utf-32-le", codecs.BOM_UTF32_LE, "UTF-32"),
-                                ("utf-16-le", codecs.BOM_UTF16_LE, "UTF-16")):
+    for encoding, bom, name in (
+        ("utf-32-le", codecs.BOM_UTF32_LE, "UTF-32"),
+        ("utf-16-le", codecs.BOM_UTF16_LE, "UTF-16"),
+    ):
         path = tmp_path / f"{encoding}.csv"
         path.write_bytes(bom + text.encode(encoding))
         assert_error(path, ":1:", f"is {name}", f"iconv -f {name} -t UTF-8")

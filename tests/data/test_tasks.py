@@ -40,14 +40,16 @@ def test_integers_mixed_with_words_are_an_error_unless_asked_for():
 
 @pytest.mark.parametrize("a, b", [("01", "1"), ("3", "3.0")])
 def test_one_number_spelled_two_ways_names_both_spellings(a, b):
-    with pytest.raises(DataError, match=f"'{a}' \\(line 2\\) and '{b}' \\(line 3\\) spell the "
-                                        "same number"):
+    with pytest.raises(
+        DataError, match=f"'{a}' \\(line 2\\) and '{b}' \\(line 3\\) spell the same number"
+    ):
         infer(a, b, "2")
 
 
 def test_a_joined_label_is_not_silently_a_class_of_its_own():
-    with pytest.raises(DataError, match="looks like several labels joined by '\\|'.*--task "
-                                        "multi-label") as e:
+    with pytest.raises(
+        DataError, match="looks like several labels joined by '\\|'.*--task multi-label"
+    ) as e:
         infer("pos|fun", "neg", "pos")
     assert e.value.code == "data-label-looks-multi"
     task, notes = infer_task(examples("pos|fun", "neg", "pos"), "t.csv", separator="|")
@@ -90,8 +92,11 @@ def test_a_single_class_or_no_label_cannot_train():
 
 def test_unseen_labels_name_file_line_and_known_labels():
     task = Task(SINGLE_LABEL, ("neg", "pos"))
-    with pytest.raises(DataError, match=r"^eval.csv:3: label 'neutral' was not seen in the "
-                                        r"training file; known labels: 'neg', 'pos'"):
+    with pytest.raises(
+        DataError,
+        match=r"^eval.csv:3: label 'neutral' was not seen in the "
+        r"training file; known labels: 'neg', 'pos'",
+    ):
         task.targets(examples("pos", "neutral"), "eval.csv")
     with pytest.raises(DataError, match=r"^eval.parquet: row 2: label 'x' was not seen"):
         Task(MULTI_LABEL, ("a", "b")).targets(examples(("x",)), "eval.parquet")
@@ -105,8 +110,16 @@ def test_save_and_load_round_trip_and_the_old_format(tmp_path):
     assert Task.load(tmp_path / "old.json") == Task(SINGLE_LABEL, ("neg", "pos"))
 
 
-@pytest.mark.parametrize("content", ["{", '{"labels": ["only"]}', '["a", "b"]',
-                                     '{"labels": [1, 2]}', '{"task": "x", "labels": ["a", "b"]}'])
+@pytest.mark.parametrize(
+    "content",
+    [
+        "{",
+        '{"labels": ["only"]}',
+        '["a", "b"]',
+        '{"labels": [1, 2]}',
+        '{"task": "x", "labels": ["a", "b"]}',
+    ],
+)
 def test_load_rejects_a_damaged_file(tmp_path, content):
     path = tmp_path / "labels.json"
     path.write_text(content)

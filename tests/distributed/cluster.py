@@ -24,15 +24,36 @@ def write_shards(directory: Path, rows: int = 96, shards: int = 3) -> str:
     data = sentiment_rows(rows, seed=7)
     per = -(-rows // shards)
     for i in range(shards):
-        write_csv(directory / f"train-{i}.csv", data[i * per:(i + 1) * per])
+        write_csv(directory / f"train-{i}.csv", data[i * per : (i + 1) * per])
     return str(directory / "train-*.csv")
 
 
 def train_args(model: Path, train: str, output: Path, *extra: str, batch_size: int = 8) -> list:
-    return ["--model", str(model), "--train", train, "--output-dir", str(output),
-            "--max-seq-length", "16", "--buckets", "none", "--batch-size", str(batch_size),
-            "--epochs", "1", "--learning-rate", "1e-3", "--dropout", "0", "--seed", "0",
-            "--quiet", "--json", *extra]
+    return [
+        "--model",
+        str(model),
+        "--train",
+        train,
+        "--output-dir",
+        str(output),
+        "--max-seq-length",
+        "16",
+        "--buckets",
+        "none",
+        "--batch-size",
+        str(batch_size),
+        "--epochs",
+        "1",
+        "--learning-rate",
+        "1e-3",
+        "--dropout",
+        "0",
+        "--seed",
+        "0",
+        "--quiet",
+        "--json",
+        *extra,
+    ]
 
 
 def _env(indices_dir: Path | None = None) -> dict:
@@ -45,9 +66,14 @@ def _env(indices_dir: Path | None = None) -> dict:
 
 
 def start(args: list, indices_dir: Path | None = None) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "bertfit.cli", "train", *args], cwd=ROOT,
-                            env=_env(indices_dir), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "bertfit.cli", "train", *args],
+        cwd=ROOT,
+        env=_env(indices_dir),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def finish(process: subprocess.Popen) -> dict:
@@ -84,8 +110,11 @@ def final_weights(run: Path) -> dict[str, np.ndarray]:
     import tensorflow as tf
 
     reader = tf.train.load_checkpoint(str(run / "checkpoints" / "latest"))
-    return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
-            if name.startswith("model.")}
+    return {
+        name: reader.get_tensor(name)
+        for name in reader.get_variable_to_shape_map()
+        if name.startswith("model.")
+    }
 
 
 def assert_same_weights(a: Path, b: Path, atol: float) -> None:

@@ -19,7 +19,8 @@ cpu = tf.config.list_physical_devices("CPU")[0]
 REPLICAS = int(sys.argv[3])
 if REPLICAS > 1:
     tf.config.set_logical_device_configuration(
-        cpu, [tf.config.LogicalDeviceConfiguration()] * REPLICAS)
+        cpu, [tf.config.LogicalDeviceConfiguration()] * REPLICAS
+    )
 
 import keras  # noqa: E402
 
@@ -32,9 +33,11 @@ SEQ = 16
 def dataset(tokenizer, rows, batch: int) -> tf.data.Dataset:
     texts = tf.constant([t for t, _ in rows])
     labels = tf.constant([1 if label == "pos" else 0 for _, label in rows], tf.int32)
-    return (tf.data.Dataset.from_tensor_slices((texts, labels))
-            .batch(batch, drop_remainder=True)
-            .map(lambda t, y: (tokenizer(t, max_seq_length=SEQ), y)))
+    return (
+        tf.data.Dataset.from_tensor_slices((texts, labels))
+        .batch(batch, drop_remainder=True)
+        .map(lambda t, y: (tokenizer(t, max_seq_length=SEQ), y))
+    )
 
 
 def build(model_dir: str) -> keras.Model:
@@ -49,24 +52,35 @@ def build(model_dir: str) -> keras.Model:
 def main(model_dir: str, out: Path) -> None:
     keras.utils.set_random_seed(0)
     _, tokenizer = bertfit.load_encoder(model_dir)
-    strategy = (tf.distribute.MirroredStrategy([f"/cpu:{i}" for i in range(REPLICAS)])
-                if REPLICAS > 1 else tf.distribute.get_strategy())
+    strategy = (
+        tf.distribute.MirroredStrategy([f"/cpu:{i}" for i in range(REPLICAS)])
+        if REPLICAS > 1
+        else tf.distribute.get_strategy()
+    )
     train = dataset(tokenizer, sentiment_rows(64, seed=3), 16)
     held_out = dataset(tokenizer, sentiment_rows(32, seed=4), 16)
     with strategy.scope():
         model = build(model_dir)
-        model.compile(optimizer=keras.optimizers.Adam(1e-3),
-                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                      metrics=["accuracy"], jit_compile=True)
+        model.compile(
+            optimizer=keras.optimizers.Adam(1e-3),
+            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+            metrics=["accuracy"],
+            jit_compile=True,
+        )
     history = model.fit(train, epochs=3, verbose=0)
     evaluation = model.evaluate(held_out, verbose=0, return_dict=True)
     predictions = model.predict(held_out, verbose=0)
     np.savez(out / f"weights-{REPLICAS}.npz", *[w.numpy() for w in model.weights])
-    (out / f"result-{REPLICAS}.json").write_text(json.dumps({
-        "loss": [float(v) for v in history.history["loss"]],
-        "evaluation": {k: float(v) for k, v in evaluation.items()},
-        "predictions": predictions.tolist(),
-        "replicas": strategy.num_replicas_in_sync}))
+    (out / f"result-{REPLICAS}.json").write_text(
+        json.dumps(
+            {
+                "loss": [float(v) for v in history.history["loss"]],
+                "evaluation": {k: float(v) for k, v in evaluation.items()},
+                "predictions": predictions.tolist(),
+                "replicas": strategy.num_replicas_in_sync,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -29,24 +29,33 @@ def test_xla_compiled_call_matches_eager():
     encoder = tiny_encoder()
     inputs = tiny_inputs()
     compiled = tf.function(lambda x: encoder(x), jit_compile=True)(inputs)
-    np.testing.assert_allclose(compiled["sequence_output"], encoder(inputs)["sequence_output"],
-                               atol=1e-5)
+    np.testing.assert_allclose(
+        compiled["sequence_output"], encoder(inputs)["sequence_output"], atol=1e-5
+    )
 
 
 def test_hugging_face_and_keras_hub_names_and_int64_are_accepted():
     encoder = tiny_encoder()
     inputs = tiny_inputs()
     expected = encoder(inputs)["pooled_output"]
-    hf = {"input_ids": tf.cast(inputs["input_word_ids"], tf.int64),
-          "attention_mask": inputs["input_mask"], "token_type_ids": inputs["input_type_ids"]}
-    kh = {"token_ids": inputs["input_word_ids"], "padding_mask": inputs["input_mask"],
-          "segment_ids": inputs["input_type_ids"]}
+    hf = {
+        "input_ids": tf.cast(inputs["input_word_ids"], tf.int64),
+        "attention_mask": inputs["input_mask"],
+        "token_type_ids": inputs["input_type_ids"],
+    }
+    kh = {
+        "token_ids": inputs["input_word_ids"],
+        "padding_mask": inputs["input_mask"],
+        "segment_ids": inputs["input_type_ids"],
+    }
     np.testing.assert_allclose(encoder(hf)["pooled_output"], expected, atol=1e-6)
     np.testing.assert_allclose(encoder(kh)["pooled_output"], expected, atol=1e-6)
 
 
-@pytest.mark.parametrize("raw", [["a great film"], "a great film", tf.constant(["a great film"]),
-                                 np.array(["a great film"])])
+@pytest.mark.parametrize(
+    "raw",
+    [["a great film"], "a great film", tf.constant(["a great film"]), np.array(["a great film"])],
+)
 def test_raw_strings_are_refused_with_how_to_tokenize(raw):
     with pytest.raises(InputFormatError, match="takes token ids, not raw strings") as error:
         tiny_encoder()(raw)
@@ -78,7 +87,9 @@ def test_mixed_bfloat16_keeps_float32_weights_and_stays_close():
     inputs = tiny_inputs()
     outputs = encoder(inputs)
     assert outputs["sequence_output"].dtype == tf.bfloat16
-    drift = np.abs(tf.cast(outputs["sequence_output"], tf.float32) - reference(inputs)["sequence_output"])
+    drift = np.abs(
+        tf.cast(outputs["sequence_output"], tf.float32) - reference(inputs)["sequence_output"]
+    )
     assert drift.max() < 0.1
 
 

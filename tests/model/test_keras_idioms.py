@@ -88,9 +88,21 @@ def test_functional_fit_with_jit_under_mirrored_equals_one_device(trainable_hf_d
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": str(ROOT)}
     results = {}
     for replicas in (1, 2):
-        done = subprocess.run([sys.executable, "-m", "tests.distributed.keras_fit",
-                               str(trainable_hf_dir), str(tmp_path), str(replicas)],
-                              cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "tests.distributed.keras_fit",
+                str(trainable_hf_dir),
+                str(tmp_path),
+                str(replicas),
+            ],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert done.returncode == 0, done.stderr[-3000:]
         results[replicas] = json.loads((tmp_path / f"result-{replicas}.json").read_text())
     assert results[2]["replicas"] == 2

@@ -1,4 +1,4 @@
-"""MiniLM-L6 through bertfit equals transformers' BertModel on the same checkpoint (issue 2, item 1)."""
+"""MiniLM-L6 through bertfit equals transformers' BertModel on the same checkpoint (issue 2)."""
 
 import numpy as np
 import pytest
@@ -27,9 +27,11 @@ def reference(minilm_dir, batch):
     inputs = tokenizer(batch, max_seq_length=64)
     model = BertModel.from_pretrained(minilm_dir).eval()
     with torch.inference_mode():
-        out = model(input_ids=torch.tensor(inputs["input_word_ids"].numpy(), dtype=torch.long),
-                    attention_mask=torch.tensor(inputs["input_mask"].numpy(), dtype=torch.long),
-                    token_type_ids=torch.tensor(inputs["input_type_ids"].numpy(), dtype=torch.long))
+        out = model(
+            input_ids=torch.tensor(inputs["input_word_ids"].numpy(), dtype=torch.long),
+            attention_mask=torch.tensor(inputs["input_mask"].numpy(), dtype=torch.long),
+            token_type_ids=torch.tensor(inputs["input_type_ids"].numpy(), dtype=torch.long),
+        )
     return encoder, inputs, out.last_hidden_state.numpy(), out.pooler_output.numpy()
 
 

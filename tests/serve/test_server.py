@@ -1,4 +1,4 @@
-"""`bertfit serve` in a subprocess on 127.0.0.1, spoken to over HTTP as a TF Serving client would."""
+"""`bertfit serve` in a subprocess on 127.0.0.1, spoken to over HTTP as TF Serving clients do."""
 
 from __future__ import annotations
 
@@ -28,9 +28,28 @@ def server(trained_run):
     (port,) = free_ports(1)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
     process = subprocess.Popen(
-        [sys.executable, "-m", "bertfit.cli", "serve", "--run", result["run_dir"], "--port",
-         str(port), "--model-name", "sst", "--max-request-instances", "50", "--max-wait-ms",
-         "20"], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-m",
+            "bertfit.cli",
+            "serve",
+            "--run",
+            result["run_dir"],
+            "--port",
+            str(port),
+            "--model-name",
+            "sst",
+            "--max-request-instances",
+            "50",
+            "--max-wait-ms",
+            "20",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 180
     while True:
@@ -47,10 +66,12 @@ def server(trained_run):
 
 
 def _call(url: str, path: str, body=None) -> tuple[int, dict]:
-    data = None if body is None else (body if isinstance(body, bytes) else
-                                      json.dumps(body).encode())
-    request = urllib.request.Request(url + path, data=data, method="GET" if data is None
-                                     else "POST")
+    data = (
+        None if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
+    )
+    request = urllib.request.Request(
+        url + path, data=data, method="GET" if data is None else "POST"
+    )
     try:
         with urllib.request.urlopen(request, timeout=60) as response:
             return response.status, json.loads(response.read())
@@ -60,17 +81,29 @@ def _call(url: str, path: str, body=None) -> tuple[int, dict]:
 
 def test_status_and_metadata_look_like_tf_serving(server):
     url, _ = server
-    assert _call(url, "/v1/models/sst") == (200, {"model_version_status": [
-        {"version": "1", "state": "AVAILABLE", "status": {"error_code": "OK",
-                                                          "error_message": ""}}]})
+    assert _call(url, "/v1/models/sst") == (
+        200,
+        {
+            "model_version_status": [
+                {
+                    "version": "1",
+                    "state": "AVAILABLE",
+                    "status": {"error_code": "OK", "error_message": ""},
+                }
+            ]
+        },
+    )
     status, metadata = _call(url, "/v1/models/sst/versions/1/metadata")
     assert status == 200 and metadata["model_spec"]["name"] == "sst"
     signatures = metadata["metadata"]["signature_def"]["signature_def"]
     default = signatures["serving_default"]
     assert default["inputs"]["text"]["dtype"] == "DT_STRING"
     assert set(default["outputs"]) == {"probabilities", "label", "label_id"}
-    assert set(signatures["classify_ids"]["inputs"]) == {"input_word_ids", "input_mask",
-                                                         "input_type_ids"}
+    assert set(signatures["classify_ids"]["inputs"]) == {
+        "input_word_ids",
+        "input_mask",
+        "input_type_ids",
+    }
 
 
 def test_row_and_columnar_predictions_equal_the_python_predictor(server):
@@ -79,12 +112,15 @@ def test_row_and_columnar_predictions_equal_the_python_predictor(server):
     expected = load_classifier(run).predict_proba(texts)
     status, rows = _call(url, "/v1/models/sst:predict", {"instances": texts})
     assert status == 200
-    np.testing.assert_allclose([r["probabilities"] for r in rows["predictions"]], expected,
-                               atol=1e-5)
-    assert [r["label"] for r in rows["predictions"]] == [["neg", "pos"][i]
-                                                         for i in expected.argmax(1)]
-    status, objects = _call(url, "/v1/models/sst:predict",
-                            {"instances": [{"text": t} for t in texts]})
+    np.testing.assert_allclose(
+        [r["probabilities"] for r in rows["predictions"]], expected, atol=1e-5
+    )
+    assert [r["label"] for r in rows["predictions"]] == [
+        ["neg", "pos"][i] for i in expected.argmax(1)
+    ]
+    status, objects = _call(
+        url, "/v1/models/sst:predict", {"instances": [{"text": t} for t in texts]}
+    )
     assert objects == rows
     status, columns = _call(url, "/v1/models/sst:predict", {"inputs": {"text": texts}})
     assert status == 200
@@ -97,8 +133,9 @@ def test_concurrent_requests_share_batches(server):
     _, before = _call(url, "/healthz")
     texts = [t for t, _ in sentiment_rows(40, seed=22)]
     with concurrent.futures.ThreadPoolExecutor(20) as pool:
-        answers = list(pool.map(lambda t: _call(url, "/v1/models/sst:predict",
-                                                {"instances": [t]}), texts))
+        answers = list(
+            pool.map(lambda t: _call(url, "/v1/models/sst:predict", {"instances": [t]}), texts)
+        )
     assert all(status == 200 and len(body["predictions"]) == 1 for status, body in answers)
     _, after = _call(url, "/healthz")
     assert after["batches"] - before["batches"] < len(texts)
@@ -106,28 +143,44 @@ def test_concurrent_requests_share_batches(server):
 
 def test_the_ids_signature(server):
     url, _ = server
-    status, body = _call(url, "/v1/models/sst:predict", {
-        "signature_name": "classify_ids",
-        "instances": [{"input_word_ids": [2, 5, 3], "input_mask": [1, 1, 1],
-                       "input_type_ids": [0, 0, 0]}]})
+    status, body = _call(
+        url,
+        "/v1/models/sst:predict",
+        {
+            "signature_name": "classify_ids",
+            "instances": [
+                {"input_word_ids": [2, 5, 3], "input_mask": [1, 1, 1], "input_type_ids": [0, 0, 0]}
+            ],
+        },
+    )
     assert status == 200
     assert sum(body["predictions"][0]["probabilities"]) == pytest.approx(1.0, abs=1e-6)
 
 
-@pytest.mark.parametrize("body, status, message", [
-    (b"{not json", 400, "JSON Parse error"),
-    ({"instances": ["a"], "signature_name": "nope"}, 400, 'signature name: "nope" not found'),
-    ({"instances": ["a"] * 51}, 400, "at most 50"),
-    ({"instances": ["a", 5]}, 400, "instance 1: input 'text' must be a string"),
-    ({"instances": [{"txt": "a"}]}, 400, "must be a string"),
-    ({"texts": ["a"]}, 400, "'instances'"),
-    ({"instances": "a"}, 400, "must be a list"),
-    ({"instances": []}, 400, "no instances"),
-    ({"signature_name": "classify_ids", "instances": [{"input_word_ids": [2, 3],
-      "input_mask": [1], "input_type_ids": [0, 0]}]}, 400, "same length"),
-])
-def test_bad_requests_get_tf_serving_errors_and_the_server_stays_up(server, body, status,
-                                                                    message):
+@pytest.mark.parametrize(
+    "body, status, message",
+    [
+        (b"{not json", 400, "JSON Parse error"),
+        ({"instances": ["a"], "signature_name": "nope"}, 400, 'signature name: "nope" not found'),
+        ({"instances": ["a"] * 51}, 400, "at most 50"),
+        ({"instances": ["a", 5]}, 400, "instance 1: input 'text' must be a string"),
+        ({"instances": [{"txt": "a"}]}, 400, "must be a string"),
+        ({"texts": ["a"]}, 400, "'instances'"),
+        ({"instances": "a"}, 400, "must be a list"),
+        ({"instances": []}, 400, "no instances"),
+        (
+            {
+                "signature_name": "classify_ids",
+                "instances": [
+                    {"input_word_ids": [2, 3], "input_mask": [1], "input_type_ids": [0, 0]}
+                ],
+            },
+            400,
+            "same length",
+        ),
+    ],
+)
+def test_bad_requests_get_tf_serving_errors_and_the_server_stays_up(server, body, status, message):
     url, _ = server
     got, answer = _call(url, "/v1/models/sst:predict", body)
     assert got == status and message in answer["error"]
@@ -137,5 +190,7 @@ def test_bad_requests_get_tf_serving_errors_and_the_server_stays_up(server, body
 def test_unknown_models_and_versions_are_404(server):
     url, _ = server
     assert _call(url, "/v1/models/other:predict", {"instances": ["a"]}) == (
-        404, {"error": "Servable not found for request: Latest(other)"})
+        404,
+        {"error": "Servable not found for request: Latest(other)"},
+    )
     assert _call(url, "/v1/models/sst/versions/7")[0] == 404

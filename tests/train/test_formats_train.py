@@ -26,9 +26,27 @@ def train_file(tmp_path_factory):
 
 
 def _train(model, train_file, output, capsys):
-    code = main(["train", "--model", str(model), "--train", str(train_file), "--output-dir",
-                 str(output), "--max-seq-length", "16", "--batch-size", "8", "--epochs", "1",
-                 "--buckets", "none", "--quiet", "--json"])
+    code = main(
+        [
+            "train",
+            "--model",
+            str(model),
+            "--train",
+            str(train_file),
+            "--output-dir",
+            str(output),
+            "--max-seq-length",
+            "16",
+            "--batch-size",
+            "8",
+            "--epochs",
+            "1",
+            "--buckets",
+            "none",
+            "--quiet",
+            "--json",
+        ]
+    )
     return code, capsys.readouterr()
 
 
@@ -46,7 +64,8 @@ def test_fine_tuning_runs_from_each_format(kind, tmp_path, train_file, capsys):
 
 
 def test_signature_only_savedmodel_is_refused_for_training_with_the_reason(
-        tmp_path, train_file, capsys):
+    tmp_path, train_file, capsys
+):
     model = tmp_path / "signature-only"
     model.mkdir()
     write_tiny_savedmodel(model, signature_only=True)

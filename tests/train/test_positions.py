@@ -14,16 +14,34 @@ from tests.tiny import TINY_CONFIG, sentiment_rows, write_csv
 LIMIT = TINY_CONFIG.max_position_embeddings  # 64
 
 
-def test_train_and_check_refuse_a_length_past_the_position_table(trainable_hf_dir, tmp_path,
-                                                                   capsys):
+def test_train_and_check_refuse_a_length_past_the_position_table(
+    trainable_hf_dir, tmp_path, capsys
+):
     train = write_csv(tmp_path / "train.csv", sentiment_rows(16))
-    assert main(["train", "--model", str(trainable_hf_dir), "--train", str(train),
-                 "--max-seq-length", str(2 * LIMIT), "--output-dir", str(tmp_path / "run")]) == 2
+    assert (
+        main(
+            [
+                "train",
+                "--model",
+                str(trainable_hf_dir),
+                "--train",
+                str(train),
+                "--max-seq-length",
+                str(2 * LIMIT),
+                "--output-dir",
+                str(tmp_path / "run"),
+            ]
+        )
+        == 2
+    )
     error = capsys.readouterr().err
     assert f"max_position_embeddings {LIMIT}" in error and f"--max-seq-length {LIMIT}" in error
     assert not (tmp_path / "run").exists()
-    config = RunConfig(model=ModelConfig(name=str(trainable_hf_dir), max_seq_length=2 * LIMIT),
-                       data=DataConfig(train=str(train)), train=TrainConfig(batch_size=8))
+    config = RunConfig(
+        model=ModelConfig(name=str(trainable_hf_dir), max_seq_length=2 * LIMIT),
+        data=DataConfig(train=str(train)),
+        train=TrainConfig(batch_size=8),
+    )
     report = bertfit.check(config, compile=False)
     assert "shape-seq-exceeds-positions" in report.codes
 

@@ -29,18 +29,51 @@ def train_args(tmp_path_factory, trainable_hf_dir):
     train = write_csv(data / "train.csv", sentiment_rows(96, seed=11))
     dev = write_csv(data / "dev.csv", sentiment_rows(24, seed=12))
     # Dropout on (the encoder's and the head's): the resumed run must continue its RNG too.
-    return ["--model", str(trainable_hf_dir), "--train", str(train), "--eval", str(dev),
-            "--max-seq-length", "16", "--buckets", "8,16", "--batch-size", "8", "--epochs", "2",
-            "--learning-rate", "2e-3", "--dropout", "0.2", "--seed", "3", "--jit-compile",
-            "false", "--save-every-steps", "3", "--quiet", "--json"]
+    return [
+        "--model",
+        str(trainable_hf_dir),
+        "--train",
+        str(train),
+        "--eval",
+        str(dev),
+        "--max-seq-length",
+        "16",
+        "--buckets",
+        "8,16",
+        "--batch-size",
+        "8",
+        "--epochs",
+        "2",
+        "--learning-rate",
+        "2e-3",
+        "--dropout",
+        "0.2",
+        "--seed",
+        "3",
+        "--jit-compile",
+        "false",
+        "--save-every-steps",
+        "3",
+        "--quiet",
+        "--json",
+    ]
 
 
 def _start(args: list[str], killed_at: tuple[str, int] | None = None) -> subprocess.Popen:
-    module = ["tests.train.killed_train", *map(str, killed_at)] if killed_at else \
-        ["bertfit.cli", "train"]
+    module = (
+        ["tests.train.killed_train", *map(str, killed_at)]
+        if killed_at
+        else ["bertfit.cli", "train"]
+    )
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
-    return subprocess.Popen([sys.executable, "-m", *module, *args], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", *module, *args],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _run(args: list[str], killed_at: tuple[str, int] | None = None) -> tuple[int, str]:
@@ -72,7 +105,8 @@ def _terminate_mid_training(args: list[str], run: Path) -> tuple[int, str]:
 
 
 def test_killed_five_times_and_terminated_once_it_ends_exactly_like_an_uninterrupted_run(
-        train_args, tmp_path):
+    train_args, tmp_path
+):
     plain, killed = tmp_path / "plain", tmp_path / "killed"
     assert _run([*train_args, "--output-dir", str(plain)])[0] == 0
 
@@ -97,9 +131,11 @@ def test_killed_five_times_and_terminated_once_it_ends_exactly_like_an_uninterru
 
     cluster.assert_same_weights(plain, killed, atol=1e-6)
     got, want = _steps(killed), _steps(plain)
-    assert [(s["epoch"], s["step"], s["global_step"]) for s in got] == \
-        [(s["epoch"], s["step"], s["global_step"]) for s in want] == \
-        [(e, s, (e - 1) * 13 + s) for e in (1, 2) for s in range(1, 14)]
+    assert (
+        [(s["epoch"], s["step"], s["global_step"]) for s in got]
+        == [(s["epoch"], s["step"], s["global_step"]) for s in want]
+        == [(e, s, (e - 1) * 13 + s) for e in (1, 2) for s in range(1, 14)]
+    )
     np.testing.assert_allclose([s["loss"] for s in got], [s["loss"] for s in want], atol=1e-6)
     metrics = [json.loads((run / "metrics.json").read_text()) for run in (killed, plain)]
     assert metrics[0]["status"] == metrics[1]["status"] == "finished"

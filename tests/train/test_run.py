@@ -19,9 +19,18 @@ from tests.tiny import sentiment_rows, write_csv
 def test_run_directory_holds_config_labels_encoder_checkpoints_and_metrics(trained_run):
     config, result = trained_run
     run = result["run_dir"]
-    for name in ("config.yaml", "labels.json", "encoder/config.json", "encoder/vocab.txt",
-                 "encoder/tokenizer.json", "metrics.json", "steps.jsonl", "train.log",
-                 "checkpoints/latest/checkpoint", "checkpoints/best/checkpoint"):
+    for name in (
+        "config.yaml",
+        "labels.json",
+        "encoder/config.json",
+        "encoder/vocab.txt",
+        "encoder/tokenizer.json",
+        "metrics.json",
+        "steps.jsonl",
+        "train.log",
+        "checkpoints/latest/checkpoint",
+        "checkpoints/best/checkpoint",
+    ):
         assert Path(run, name).exists(), name
     metrics = json.loads(open(f"{run}/metrics.json").read())
     assert [e["epoch"] for e in metrics["epochs"]] == [1, 2, 3]

@@ -23,16 +23,36 @@ def config(tmp_path, trainable_hf_dir) -> RunConfig:
     return RunConfig(
         output_dir=str(tmp_path / "run"),
         model=ModelConfig(name=str(trainable_hf_dir), max_seq_length=16, dropout=0.0),
-        data=DataConfig(train=str(write_csv(tmp_path / "train.csv", sentiment_rows(24))),
-                        buckets=[16]),
+        data=DataConfig(
+            train=str(write_csv(tmp_path / "train.csv", sentiment_rows(24))), buckets=[16]
+        ),
         train=TrainConfig(batch_size=8, epochs=1, seed=0, strategy="default", jit_compile=False),
     )
 
 
 def _cli_train(config: RunConfig, *extra: str) -> int:
-    return cli(["train", "--model", config.model.name, "--train", config.data.train,
-                "--max-seq-length", "16", "--buckets", "16", "--batch-size", "8", "--epochs",
-                "1", "--jit-compile", "false", "--quiet", "--json", *extra])
+    return cli(
+        [
+            "train",
+            "--model",
+            config.model.name,
+            "--train",
+            config.data.train,
+            "--max-seq-length",
+            "16",
+            "--buckets",
+            "16",
+            "--batch-size",
+            "8",
+            "--epochs",
+            "1",
+            "--jit-compile",
+            "false",
+            "--quiet",
+            "--json",
+            *extra,
+        ]
+    )
 
 
 def test_a_second_run_into_a_finished_run_is_refused_and_overwrite_replaces_it(config, capsys):
@@ -43,8 +63,12 @@ def test_a_second_run_into_a_finished_run_is_refused_and_overwrite_replaces_it(c
     assert "holds a finished run" in error and "--overwrite" in error and "--resume" in error
     assert (Path(config.output_dir) / "steps.jsonl").read_text() == before  # untouched
 
-    assert _cli_train(config, "--output-dir", config.output_dir, "--overwrite",
-                      "--learning-rate", "1e-3") == 0
+    assert (
+        _cli_train(
+            config, "--output-dir", config.output_dir, "--overwrite", "--learning-rate", "1e-3"
+        )
+        == 0
+    )
     steps = (Path(config.output_dir) / "steps.jsonl").read_text().splitlines()
     assert len(steps) == len(before.splitlines())  # the new run's lines only, none appended
     assert RunConfig.load(Path(config.output_dir) / "config.yaml").train.learning_rate == 1e-3
@@ -55,10 +79,12 @@ def test_an_unfinished_run_of_other_settings_is_refused_naming_the_ways_out(conf
     run.create()  # a run killed before its first checkpoint left its setup files:
     Task("single-label", ("neg", "pos")).save(run.labels_file)
     config.save(run.config_file)
-    other = dataclasses.replace(config, train=dataclasses.replace(config.train,
-                                                                  learning_rate=1e-3))
-    with pytest.raises(ConfigError, match=r"other settings \(train.learning_rate: 5e-05 → "
-                                          r"0.001\).*--resume.*--overwrite"):
+    other = dataclasses.replace(config, train=dataclasses.replace(config.train, learning_rate=1e-3))
+    with pytest.raises(
+        ConfigError,
+        match=r"other settings \(train.learning_rate: 5e-05 → "
+        r"0.001\).*--resume.*--overwrite",
+    ):
         train(other, quiet=True)
     with pytest.raises(ConfigError, match="--resume and --overwrite"):
         train(config, quiet=True, resume=True, overwrite=True)
@@ -81,7 +107,8 @@ def test_a_directory_of_other_files_is_never_written_or_cleared(config):
 
 
 def test_without_output_dir_each_run_gets_a_new_directory_and_latest_points_to_it(
-        config, tmp_path, monkeypatch):
+    config, tmp_path, monkeypatch
+):
     monkeypatch.chdir(tmp_path)
     first = train(dataclasses.replace(config, output_dir=None), quiet=True)["run_dir"]
     second = train(dataclasses.replace(config, output_dir=None), quiet=True)["run_dir"]
@@ -92,24 +119,41 @@ def test_without_output_dir_each_run_gets_a_new_directory_and_latest_points_to_i
 
 
 def test_early_errors_leave_no_directory(config, tmp_path, capsys):
-    missing = dataclasses.replace(config, data=dataclasses.replace(
-        config.data, train=str(tmp_path / "missing.csv")))
+    missing = dataclasses.replace(
+        config, data=dataclasses.replace(config.data, train=str(tmp_path / "missing.csv"))
+    )
     assert _cli_train(missing, "--output-dir", config.output_dir) == 2
     assert not Path(config.output_dir).exists()
     capsys.readouterr()
 
 
-@pytest.mark.parametrize("output, message", [
-    ("a-file", "is a file, not a directory"),
-    ("/proc/bertfit-run", "cannot create files in /proc"),
-])
-def test_an_unusable_output_dir_is_refused_before_the_model_is_loaded(config, tmp_path, capsys,
-                                                                      output, message):
+@pytest.mark.parametrize(
+    "output, message",
+    [
+        ("a-file", "is a file, not a directory"),
+        ("/proc/bertfit-run", "cannot create files in /proc"),
+    ],
+)
+def test_an_unusable_output_dir_is_refused_before_the_model_is_loaded(
+    config, tmp_path, capsys, output, message
+):
     (tmp_path / "a-file").write_text("")
     path = output if output.startswith("/") else str(tmp_path / output)
     # A model path that does not exist: the output check must come first.
-    assert cli(["train", "--model", str(tmp_path / "no-model"), "--train", config.data.train,
-                "--output-dir", path]) == 2
+    assert (
+        cli(
+            [
+                "train",
+                "--model",
+                str(tmp_path / "no-model"),
+                "--train",
+                config.data.train,
+                "--output-dir",
+                path,
+            ]
+        )
+        == 2
+    )
     error = capsys.readouterr().err
     assert message in error and "Traceback" not in error and "no-model" not in error
 

@@ -15,10 +15,36 @@ from tests.tiny import scored_rows, sentiment_rows, tagged_rows, write_csv, writ
 
 
 def _train(model, train, output, *extra) -> int:
-    return main(["train", "--model", str(model), "--train", str(train), "--output-dir",
-                 str(output), "--max-seq-length", "16", "--buckets", "8,16", "--batch-size", "8",
-                 "--learning-rate", "5e-3", "--dropout", "0", "--seed", "0", "--jit-compile",
-                 "false", "--pooling", "mean", "--quiet", "--json", *extra])
+    return main(
+        [
+            "train",
+            "--model",
+            str(model),
+            "--train",
+            str(train),
+            "--output-dir",
+            str(output),
+            "--max-seq-length",
+            "16",
+            "--buckets",
+            "8,16",
+            "--batch-size",
+            "8",
+            "--learning-rate",
+            "5e-3",
+            "--dropout",
+            "0",
+            "--seed",
+            "0",
+            "--jit-compile",
+            "false",
+            "--pooling",
+            "mean",
+            "--quiet",
+            "--json",
+            *extra,
+        ]
+    )
 
 
 def _metrics(run: Path) -> dict:
@@ -26,12 +52,25 @@ def _metrics(run: Path) -> dict:
 
 
 def test_multi_label_trains_tunes_its_threshold_evaluates_and_predicts_label_lists(
-        trainable_hf_dir, tmp_path, capsys):
+    trainable_hf_dir, tmp_path, capsys
+):
     train = write_jsonl(tmp_path / "train.jsonl", tagged_rows(160, seed=1))
     dev = write_jsonl(tmp_path / "dev.jsonl", tagged_rows(37, seed=2))
     run = tmp_path / "run"
-    assert _train(trainable_hf_dir, train, run, "--eval", str(dev), "--epochs", "6",
-                  "--tune-threshold", "true") == 0
+    assert (
+        _train(
+            trainable_hf_dir,
+            train,
+            run,
+            "--eval",
+            str(dev),
+            "--epochs",
+            "6",
+            "--tune-threshold",
+            "true",
+        )
+        == 0
+    )
     assert "multi-label" in capsys.readouterr().err  # the inferred task is said
     final = _metrics(run)["final"]
     assert final["num_examples"] == 37
@@ -50,8 +89,7 @@ def test_multi_label_trains_tunes_its_threshold_evaluates_and_predicts_label_lis
     exported = load_classifier(load_classifier(run).export(tmp_path / "export"))
     again = exported.predict(["the plot was good", "it was awful"])
     assert [r["labels"] for r in again] == [r["labels"] for r in rows]
-    assert [r["probabilities"] for r in again] == [pytest.approx(r["probabilities"])
-                                                   for r in rows]
+    assert [r["probabilities"] for r in again] == [pytest.approx(r["probabilities"]) for r in rows]
     serve = exported.signatures()["serving_default"]
     assert set(serve.structured_outputs) == {"probabilities", "predicted", "labels"}
     assert 'alt="F1 per label"' in (run / "report.html").read_text()
@@ -61,8 +99,20 @@ def test_regression_predicts_values_in_the_targets_units(trainable_hf_dir, tmp_p
     train = write_csv(tmp_path / "train.csv", scored_rows(160, seed=3))
     dev = write_csv(tmp_path / "dev.csv", scored_rows(40, seed=4))
     run = tmp_path / "run"
-    assert _train(trainable_hf_dir, train, run, "--eval", str(dev), "--epochs", "6",
-                  "--best-metric", "spearman") == 0
+    assert (
+        _train(
+            trainable_hf_dir,
+            train,
+            run,
+            "--eval",
+            str(dev),
+            "--epochs",
+            "6",
+            "--best-metric",
+            "spearman",
+        )
+        == 0
+    )
     assert "regression" in capsys.readouterr().err
     final = _metrics(run)["final"]
     assert {"rmse", "mae", "pearson", "spearman"} <= set(final)
@@ -78,14 +128,28 @@ def test_regression_predicts_values_in_the_targets_units(trainable_hf_dir, tmp_p
 
 
 def test_pairs_work_for_every_task(trainable_hf_dir, tmp_path):
-    pairs = [(a, b, float(len(a.split()) - len(b.split())) + 0.5)
-             for (a, _), (b, _) in zip(sentiment_rows(48, 5), sentiment_rows(48, 6),
-                                       strict=True)]
+    pairs = [
+        (a, b, float(len(a.split()) - len(b.split())) + 0.5)
+        for (a, _), (b, _) in zip(sentiment_rows(48, 5), sentiment_rows(48, 6), strict=True)
+    ]
     train = write_jsonl(tmp_path / "pairs.jsonl", pairs, keys=("premise", "hypothesis", "y"))
     run = tmp_path / "run"
-    assert _train(trainable_hf_dir, train, run, "--text-column", "premise",
-                  "--text-pair-column", "hypothesis", "--label-column", "y",
-                  "--epochs", "1") == 0
+    assert (
+        _train(
+            trainable_hf_dir,
+            train,
+            run,
+            "--text-column",
+            "premise",
+            "--text-pair-column",
+            "hypothesis",
+            "--label-column",
+            "y",
+            "--epochs",
+            "1",
+        )
+        == 0
+    )
     classifier = load_classifier(run)
     assert classifier.pairs and classifier.task.kind == "regression"
     assert len(classifier.predict(["a film"], ["the plot"])) == 1
@@ -97,8 +161,20 @@ def test_balanced_class_weights_and_the_collapse_warning(trainable_hf_dir, tmp_p
     dev = write_csv(tmp_path / "dev.csv", sentiment_rows(20, 9))
     run = tmp_path / "run"
     # A learning rate too small to learn anything: the model predicts the majority class.
-    assert _train(trainable_hf_dir, train, run, "--eval", str(dev), "--epochs", "1",
-                  "--learning-rate", "1e-7") == 0
+    assert (
+        _train(
+            trainable_hf_dir,
+            train,
+            run,
+            "--eval",
+            str(dev),
+            "--epochs",
+            "1",
+            "--learning-rate",
+            "1e-7",
+        )
+        == 0
+    )
     err = capsys.readouterr().err
     assert "warning" in err and "--class-weights balanced" in err
     final = _metrics(run)["final"]
@@ -108,8 +184,10 @@ def test_balanced_class_weights_and_the_collapse_warning(trainable_hf_dir, tmp_p
     assert {"mcc", "roc_auc"} <= set(final)
 
     weighted = tmp_path / "weighted"
-    assert _train(trainable_hf_dir, train, weighted, "--epochs", "1", "--class-weights",
-                  "balanced") == 0
+    assert (
+        _train(trainable_hf_dir, train, weighted, "--epochs", "1", "--class-weights", "balanced")
+        == 0
+    )
     plain_loss = _metrics(run)["epochs"][0]["train_loss"]
     weighted_loss = _metrics(weighted)["epochs"][0]["train_loss"]
     assert weighted_loss != pytest.approx(plain_loss, rel=1e-3)

@@ -1,0 +1,18 @@
+"""Doctests in bertfit/ (`pytest --doctest-modules bertfit`, part of `make test`) run in a
+temporary directory: examples that write files (e.g. `write_text_atomic`) leave nothing here."""
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def _doctests_in_a_temporary_directory(request, tmp_path, monkeypatch):
+    if isinstance(request.node, pytest.DoctestItem):
+        monkeypatch.chdir(tmp_path)
+
+
+# Scripts the tests run in subprocesses: importing them (as --doctest-modules would) runs them.
+collect_ignore = [
+    "tests/distributed/keras_fit.py",
+    "tests/cli_errors.py",
+    "tests/train/killed_train.py",
+]
