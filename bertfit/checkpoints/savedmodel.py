@@ -286,7 +286,7 @@ class SavedModelEncoder(keras.layers.Layer):
 
     Examples:
     >>> layer = SavedModelEncoder("exported/encoder")  # doctest: +SKIP
-    >>> layer({"input_word_ids": ids, "input_mask": mask, "input_type_ids": types})  # doctest: +SKIP
+    >>> layer({"input_word_ids": ids, "input_mask": mask})  # doctest: +SKIP
     """
 
     def __init__(
