@@ -88,6 +88,20 @@ RULES = [
         ),
     ),
     _rule(
+        "strategy-replica-under-one-xla",
+        r"Trying to access resource (\S*replica_\d+\S*).*?located in device "
+        r"(\S+) from device (\S+)",
+        lambda m: (
+            f"one XLA computation on {_device(m.group(3))} reached {m.group(1)}, another "
+            f"replica's copy of a variable (on {_device(m.group(2))}): Keras' "
+            "compile(jit_compile=True) compiles the whole multi-replica train step as one "
+            "XLA cluster, which MirroredStrategy (and TF 2.21's Keras) cannot place.",
+            "make the model a bertfit.ReplicaJitModel (bertfit.BertClassifier is one): it "
+            "XLA-compiles each replica's forward and backward pass and keeps strategy.run and "
+            "the update outside XLA; or compile(..., jit_compile=False).",
+        ),
+    ),
+    _rule(
         "strategy-resource-device",
         r"Trying to access resource (\S+).*?located in device "
         r"(\S+) from device (\S+)",
@@ -98,6 +112,19 @@ RULES = [
             "create the model, the optimizer and the metrics inside "
             "`with strategy.scope():` (bertfit's Trainer does), and never mix "
             "variables from two strategies.",
+        ),
+    ),
+    _rule(
+        "xla-uninitialized-variable",
+        r"RET_CHECK failure.*?is_initialized|variable\.var\(\)->is_initialized",
+        lambda m: (
+            "XLA compiled a step that reads a variable (or lookup table) that was not "
+            "initialised yet: usually preprocessing inside the jit-compiled model (a "
+            "tokenizer or TF Hub preprocessor taking strings, whose vocabulary table is "
+            "created lazily), which XLA cannot hold anyway.",
+            "tokenize in the tf.data pipeline (dataset.map(preprocessor) after "
+            "batch(..., drop_remainder=True)) and give the compiled model the int32 ids; "
+            "or build and call the model once eagerly before compile(jit_compile=True).",
         ),
     ),
     _rule(

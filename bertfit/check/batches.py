@@ -14,7 +14,7 @@ from collections.abc import Mapping
 import numpy as np
 import tensorflow as tf
 
-from bertfit.check.findings import ERROR, WARNING, Report
+from bertfit.check.findings import ERROR, INFO, WARNING, Report
 from bertfit.model.inputs import ALIASES, INPUT_NAMES, MASK, TYPE_IDS, WORD_IDS
 
 LABEL_KEYS = ("label", "labels", "y", "target")
@@ -67,7 +67,7 @@ def canonical(features) -> dict:
 
 
 def check_spec(report: Report, spec, ctx: InputContext) -> None:
-    features, labels, _ = split_element(spec)
+    features, labels, weights = split_element(spec)
     named = _named(features)
     _check_keys(report, named, ctx)
     leading = {}
@@ -98,8 +98,6 @@ def check_spec(report: Report, spec, ctx: InputContext) -> None:
             continue
         if shape.rank >= 1:
             leading[name] = shape[0]
-            if shape[0] is None:
-                _dynamic_batch(report, name, ctx)
         if shape.rank >= 2 and any(d is None for d in shape[1:]):
             report.add(
                 "shape-dynamic-seq",
@@ -126,6 +124,9 @@ def check_spec(report: Report, spec, ctx: InputContext) -> None:
             )
         if labels.shape.rank:
             leading["label"] = labels.shape[0]
+    if isinstance(weights, tf.TensorSpec) and weights.shape.rank:
+        leading["weight"] = weights.shape[0]
+    _judge_batch_dimension(report, leading, ctx)
     static = {n: d for n, d in leading.items() if d is not None}
     if len(set(static.values())) > 1:
         report.add(
@@ -221,6 +222,29 @@ def _check_dtype(report: Report, name: str, dtype: tf.DType, ctx: InputContext) 
             where=f"{ctx.source}: {name}",
             fix="cast to int32 in the input pipeline",
         )
+
+
+def _judge_batch_dimension(report: Report, leading: dict, ctx: InputContext) -> None:
+    """The batch dimension is one for the whole element: `ds.batch(B, drop_remainder=True)
+    .map(tokenizer)` leaves the labels at [B] while shape inference loses B in the tokenizer's
+    outputs ([None, L]); every element still has B rows, so that is not a dynamic batch."""
+    unknown = [name for name, size in leading.items() if size is None]
+    if not unknown:
+        return
+    known = {name: size for name, size in leading.items() if size is not None}
+    if not known:
+        _dynamic_batch(report, unknown[0], ctx)
+        return
+    name, size = next(iter(known.items()))
+    report.add(
+        "shape-batch-from-other-component",
+        INFO,
+        f"{', '.join(repr(n) for n in unknown)} have an unknown batch dimension in the "
+        f"element spec, but {name!r} has {size}: a map after batch(..., drop_remainder=True) "
+        "hides the size from shape inference; every batch still has the same size",
+        where=ctx.source,
+        fix=f"optional: tf.ensure_shape(x, [{size}, ...]) in the map states it",
+    )
 
 
 def _dynamic_batch(report: Report, name: str, ctx: InputContext) -> None:

@@ -60,6 +60,8 @@ def check_gradients(
     encoder = encoder if encoder is not None else getattr(model, "encoder", None)
     if encoder is not None and not encoder.trainable_weights:
         no_encoder_variables(report, encoder, where)
+    for layer in _untrainable_encoder_layers(model) if encoder is None else ():
+        no_encoder_variables(report, layer, where)
     if not variables:
         return
     try:
@@ -145,10 +147,25 @@ def check_gradients(
         )
 
 
+ENCODER_LAYER_TYPES = ("KerasLayer", "BertEncoder", "SavedModelEncoder")  # KerasLayer: TF Hub
+
+
+def _untrainable_encoder_layers(model) -> list:
+    """The encoder layers (TF Hub's `hub.KerasLayer` included, in Keras 3 or tf_keras models)
+    inside `model` that expose no trainable variable."""
+    return [
+        layer
+        for layer in getattr(model, "layers", [])
+        if type(layer).__name__ in ENCODER_LAYER_TYPES and not layer.trainable_weights
+    ]
+
+
 def no_encoder_variables(report: Report, encoder, where: str) -> None:
     from bertfit.checkpoints.savedmodel import SavedModelEncoder
 
-    signature_only = isinstance(encoder, SavedModelEncoder) and not encoder.weights
+    signature_only = (
+        isinstance(encoder, SavedModelEncoder) or type(encoder).__name__ == "KerasLayer"
+    ) and not encoder.weights
     if signature_only or (
         isinstance(encoder, SavedModelEncoder)
         and "signature" in str(getattr(getattr(encoder, "load_report", None), "format", ""))

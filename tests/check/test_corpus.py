@@ -374,3 +374,23 @@ def test_check_knows_the_tasks(files, trainable_hf_dir):
     )
     (finding,) = [f for f in report.findings if f.code == "data-imbalance"]
     assert "--class-weights balanced" in finding.fix
+
+
+def test_raw_strings_batched_then_tokenized_is_not_a_dynamic_batch(encoder, tokenizer):
+    """The pipeline `input-raw-strings` recommends: batch(drop_remainder=True), then the
+    tokenizer in a map. Shape inference loses the batch size in the tokenizer's outputs
+    ([None, 16]) while the labels keep it ([8]); the TPU rehearsal compiles it."""
+    rows = sentiment_rows(32)
+    ds = (
+        tf.data.Dataset.from_tensor_slices(([t for t, _ in rows], np.arange(32) % 2))
+        .batch(8, drop_remainder=True)
+        .map(lambda text, label: (tokenizer(text, max_seq_length=16), label))
+    )
+    assert ds.element_spec[0]["input_word_ids"].shape.as_list() == [None, 16]
+    report = bertfit.check(
+        dataset=ds, encoder=encoder, tokenizer=tokenizer, target="tpu", replicas=1
+    )
+    assert "shape-dynamic-batch" not in report.codes
+    assert "shape-batch-from-other-component" in report.codes
+    assert report.exit_code() == 0, report.render(color=False)
+    assert [c["ok"] for c in report.compiled] == [True]

@@ -152,3 +152,38 @@ def test_inputs_longer_than_the_position_table_are_refused_with_and_without_xla(
             dynamic(long)
         explained = translate(caught.value)
         assert explained.code == "input-longer-than-positions" and "64 rows" in str(explained)
+
+
+def _raised(error: BaseException) -> TranslatedError:
+    def fail():
+        raise error
+
+    return provoke(fail)
+
+
+def test_keras_jit_fit_under_mirrored_is_explained_as_one_xla_cluster_over_replicas():
+    """The message Keras' compile(jit_compile=True) + fit under MirroredStrategy over two CPUs
+    raises in TF 2.21 (as seen when reproducing issue 10), not provoked here: it needs a
+    poisoned two-device process."""
+    message = (
+        "Trying to access resource dense/kernel/replica_1_4 (defined @ keras/src/backend/"
+        "tensorflow/core.py:43) located in device /job:localhost/replica:0/task:0/device:CPU:1 "
+        "from device /job:localhost/replica:0/task:0/device:CPU:0"
+    )
+    error = _raised(tf.errors.InvalidArgumentError(None, None, message))
+    assert error.code == "strategy-replica-under-one-xla"
+    assert "ReplicaJitModel" in str(error) and "outside strategy.scope" not in str(error)
+    plain = _raised(
+        tf.errors.InvalidArgumentError(None, None, message.replace("replica_1_4", "kernel_7"))
+    )
+    assert plain.code == "strategy-resource-device"
+
+
+def test_an_uninitialised_variable_under_xla_names_preprocessing_in_the_model():
+    message = (
+        "RET_CHECK failure (tensorflow/compiler/jit/xla_launch_util.cc:245) "
+        "variable.var()->is_initialized Trying to read an uninitialized variable"
+    )
+    error = _raised(tf.errors.InternalError(None, None, message))
+    assert error.code == "xla-uninitialized-variable"
+    assert "tf.data pipeline" in str(error)
