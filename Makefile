@@ -20,8 +20,10 @@ install: $(STAMP)
 demo: install
 	$(VENV)/bin/bertfit demo
 
+# Two workers: most tests wait on TensorFlow start-up or subprocesses; worksteal balances the
+# long ones (resume, export parity, distributed) across both.
 test: install
-	$(PYTHON) -m pytest -q
+	$(PYTHON) -m pytest -q -n 2 --dist worksteal
 
 bench: install
 	$(PYTHON) -m pip install -q -e '.[$(EXTRAS),bench]'
