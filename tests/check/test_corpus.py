@@ -394,3 +394,21 @@ def test_raw_strings_batched_then_tokenized_is_not_a_dynamic_batch(encoder, toke
     assert "shape-batch-from-other-component" in report.codes
     assert report.exit_code() == 0, report.render(color=False)
     assert [c["ok"] for c in report.compiled] == [True]
+
+
+def test_tpu_rehearsal_of_the_readme_keras_example(encoder, tokenizer):
+    """The README's Keras path (strings -> BertPreprocessor in tf.data -> BertClassifier)
+    given to check(model=...) for a TPU: no finding, and its step compiles for the shape."""
+    from bertfit.text.preprocessor import BertPreprocessor
+
+    preprocessor = BertPreprocessor(tokenizer, seq_length=16)
+    rows = sentiment_rows(32)
+    data = (
+        tf.data.Dataset.from_tensor_slices(([t for t, _ in rows], np.arange(32) % 2))
+        .batch(16, drop_remainder=True)
+        .map(lambda text, label: (preprocessor(text), label))
+    )
+    model = bertfit.BertClassifier(encoder, num_classes=2, pooling="mean")
+    report = bertfit.check(dataset=data, model=model, target="tpu", replicas=2)
+    assert report.exit_code() == 0, report.render(color=False)
+    assert [c["ok"] for c in report.compiled] == [True]
