@@ -3,6 +3,10 @@ temporary directory: examples that write files (e.g. `write_text_atomic`) leave 
 
 import pytest
 
+from bertfit.tf_startup import load_tensorflow_quietly
+
+load_tensorflow_quietly()  # as the CLI does: no TensorFlow start-up lines in the test output
+
 
 @pytest.fixture(autouse=True)
 def _doctests_in_a_temporary_directory(request, tmp_path, monkeypatch):

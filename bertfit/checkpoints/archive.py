@@ -18,6 +18,7 @@ import tempfile
 import zipfile
 from pathlib import Path, PurePosixPath
 
+from bertfit.cache import cache_root
 from bertfit.errors import CheckpointError
 
 SUFFIXES = (".tar", ".tar.gz", ".tgz", ".zip")
@@ -28,10 +29,6 @@ MAX_MEMBERS = 10_000
 
 def is_archive(path: Path) -> bool:
     return path.is_file() and path.name.lower().endswith(SUFFIXES)
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("BERTFIT_CACHE", Path.home() / ".cache" / "bertfit"))
 
 
 def _refuse(archive: Path, member: str, why: str) -> CheckpointError:
@@ -121,7 +118,7 @@ def extract(archive: Path, target: Path | None = None) -> Path:
     if target is None:
         stat = archive.stat()
         key = hashlib.sha1(f"{archive.resolve()}:{stat.st_size}:{stat.st_mtime_ns}".encode())
-        target = cache_dir() / "archives" / key.hexdigest()[:16]
+        target = cache_root() / "archives" / key.hexdigest()[:16]
     done = target / ".extracted"
     if done.is_file():
         return target

@@ -8,12 +8,12 @@ from bertfit.checkpoints.detect import Detection, detect, read_detected
 from bertfit.checkpoints.hub_module import module_signatures
 from bertfit.checkpoints.load import (
     _capitalised,
-    _vocab_tokens,
     build_encoder,
     guess_lower_case,
 )
 from bertfit.checkpoints.savedmodel import OpaqueCheckpoint
 from bertfit.errors import CheckpointError
+from bertfit.text.tokenizer import read_vocab
 
 ENCODER_INPUTS = {"input_word_ids": "int32", "input_mask": "int32", "input_type_ids": "int32"}
 ENCODER_OUTPUTS = {
@@ -91,7 +91,7 @@ def _interface(found: Detection) -> tuple[dict, dict]:
 def _vocab(checkpoint) -> dict:
     if checkpoint.vocab_file is None:
         return {"file": None, "size": None, "lower_case": checkpoint.lower_case}
-    tokens = _vocab_tokens(checkpoint.vocab_file)
+    tokens = read_vocab(checkpoint.vocab_file)
     capitals = _capitalised(tokens)
     lower = checkpoint.lower_case
     if lower is None:

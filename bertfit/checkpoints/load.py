@@ -15,7 +15,7 @@ from bertfit.checkpoints.tf1 import vocab_in
 from bertfit.checkpoints.weights import LoadReport, assign_weights
 from bertfit.errors import CheckpointError
 from bertfit.model.encoder import BertEncoder
-from bertfit.text.tokenizer import BertTokenizer
+from bertfit.text.tokenizer import BertTokenizer, read_vocab
 
 
 def read_checkpoint(path: Path) -> Checkpoint:
@@ -46,11 +46,6 @@ def read_detection(found: Detection) -> Checkpoint:
 UPPERCASE_EXAMPLES = 5
 
 
-def _vocab_tokens(vocab_file: Path) -> list[str]:
-    with open(vocab_file, encoding="utf-8") as f:
-        return [line.rstrip("\n") for line in f.readlines()]
-
-
 def _capitalised(tokens: list[str]) -> list[str]:
     return [
         t
@@ -73,7 +68,7 @@ def check_vocab(checkpoint: Checkpoint) -> None:
     """
     if checkpoint.vocab_file is None:
         return
-    tokens = _vocab_tokens(checkpoint.vocab_file)
+    tokens = read_vocab(checkpoint.vocab_file)
     rows = checkpoint.config.vocab_size
     if len(tokens) > rows:
         raise CheckpointError(
@@ -203,5 +198,5 @@ def load_encoder(
 
 def check_vocab_casing_only(checkpoint: Checkpoint) -> None:
     if checkpoint.vocab_file is not None and checkpoint.lower_case is None:
-        tokens = _vocab_tokens(checkpoint.vocab_file)
+        tokens = read_vocab(checkpoint.vocab_file)
         checkpoint.lower_case = guess_lower_case(tokens, _capitalised(tokens))

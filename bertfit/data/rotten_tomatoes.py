@@ -24,6 +24,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from bertfit.cache import cache_root
 from bertfit.errors import BertfitError, DataError, MissingDependencyError
 
 LABELS = ("rotten", "fresh")
@@ -52,7 +53,7 @@ def rotten_tomatoes_dir() -> Path:
     >>> sorted(p.name for p in folder.glob("*.csv"))
     ['dev.csv', 'test.csv', 'train.csv']
     """
-    folder = _cache_root() / "rotten_tomatoes"
+    folder = cache_root() / "rotten_tomatoes"
     if all((folder / f"{split}.csv").is_file() for split in SPLITS):
         return folder
     folder.mkdir(parents=True, exist_ok=True)
@@ -120,7 +121,7 @@ def task_dir(task: str) -> Path:
         raise BertfitError(
             f"Rotten Tomatoes comes as single-label, multi-label or regression; not {task!r}."
         )
-    folder = _cache_root() / "rotten_tomatoes" / task
+    folder = cache_root() / "rotten_tomatoes" / task
     suffix = ".jsonl" if task == "multi-label" else ".csv"
     if all((folder / f"{split}{suffix}").is_file() for split in SPLITS):
         return folder
@@ -182,11 +183,6 @@ def corpus_rows(csv_text: io.TextIOBase) -> list[tuple[str, int]]:
         seen.add(text)
         rows.append((text, label))
     return rows
-
-
-def _cache_root() -> Path:
-    root = os.environ.get("BERTFIT_CACHE")
-    return Path(root) if root else Path.home() / ".cache" / "bertfit"
 
 
 def _read_corpus(folder: Path) -> list[tuple[str, int]]:

@@ -114,7 +114,7 @@ class BertTokenizer(tf.Module):
     def __init__(self, vocab: str | os.PathLike | Sequence[str], **config):
         super().__init__(name="bert_tokenizer")
         self.config = TokenizerConfig(**config)
-        self._tokens = _read_vocab(vocab) if isinstance(vocab, (str, os.PathLike)) else list(vocab)
+        self._tokens = read_vocab(vocab) if isinstance(vocab, (str, os.PathLike)) else list(vocab)
         self._ids = {token: i for i, token in enumerate(self._tokens)}  # a repeated token: last id
         config = self.config
         required = (config.unk_token, config.cls_token, config.sep_token, config.pad_token)
@@ -335,7 +335,7 @@ def _pre_tokenize(text: tf.Tensor) -> tf.RaggedTensor:
     return tf.strings.split(tf.strings.regex_replace(text, _PUNCTUATION, r" \0 "))
 
 
-def _read_vocab(path: str | os.PathLike) -> list[str]:
+def read_vocab(path: str | os.PathLike) -> list[str]:
     """Hugging Face's `load_vocab`: universal newlines, strip only the '\\n'."""
     with open(path, encoding="utf-8") as f:
         return [line.rstrip("\n") for line in f.readlines()]
