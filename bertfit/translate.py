@@ -96,9 +96,9 @@ RULES = [
             f"replica's copy of a variable (on {_device(m.group(2))}): Keras' "
             "compile(jit_compile=True) compiles the whole multi-replica train step as one "
             "XLA cluster, which MirroredStrategy (and TF 2.21's Keras) cannot place.",
-            "make the model a bertfit.ReplicaJitModel (bertfit.BertClassifier is one): it "
-            "XLA-compiles each replica's forward and backward pass and keeps strategy.run and "
-            "the update outside XLA; or compile(..., jit_compile=False).",
+            "make the model a bertfit.ReplicaJitModel (bertfit.BertClassifier works the same "
+            "way): it XLA-compiles each replica's forward and backward pass and keeps "
+            "strategy.run and the update outside XLA; or compile(..., jit_compile=False).",
         ),
     ),
     _rule(

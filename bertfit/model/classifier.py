@@ -7,11 +7,11 @@ import tensorflow as tf
 
 from bertfit.model.encoder import BertEncoder
 from bertfit.model.inputs import MASK, normalize_inputs
-from bertfit.model.replica_jit import ReplicaJitModel
+from bertfit.model.replica_jit import ReplicaJit
 
 
 @keras.saving.register_keras_serializable(package="bertfit")
-class BertClassifier(ReplicaJitModel):
+class BertClassifier(ReplicaJit, keras.Model):
     """Encoder, pooling, dropout and a dense layer giving one logit per class.
 
     A Keras model like any other: call it on the three int32 inputs, put it in a functional

@@ -19,16 +19,13 @@ import tensorflow as tf
 from keras.src.losses import loss as keras_loss
 
 
-@keras.saving.register_keras_serializable(package="bertfit")
-class ReplicaJitModel(keras.Model):
-    """A `keras.Model` whose `jit_compile=True` also works with several replicas.
+class ReplicaJit:
+    """The behaviour, as a mixin for `keras.Model` subclasses: `class M(ReplicaJit, keras.Model)`.
 
-    Use it as `keras.Model` itself: subclass it, or build a functional model with it.
-
-    Examples:
-    >>> inputs = keras.Input((4,))
-    >>> model = ReplicaJitModel(inputs, keras.layers.Dense(2)(inputs))
-    >>> model.compile(optimizer="adam", loss="mse", jit_compile=True)
+    `BertClassifier` uses the mixin rather than subclassing `ReplicaJitModel`: building a
+    functional `ReplicaJitModel(inputs, outputs)` makes Keras rewrite that class's bases to
+    `Functional` (keras.src.models.model.inject_functional_model_class), which would turn
+    every subclass of it into a functional model too.
     """
 
     def _replica_jit(self) -> bool:
@@ -96,3 +93,16 @@ class ReplicaJitModel(keras.Model):
 
 def _batch_size(x):
     return tf.shape(next(t for t in tf.nest.flatten(x) if t is not None))[0]
+
+
+@keras.saving.register_keras_serializable(package="bertfit")
+class ReplicaJitModel(ReplicaJit, keras.Model):
+    """A `keras.Model` whose `jit_compile=True` also works with several replicas.
+
+    Use it as `keras.Model` itself: build a functional model with it, or subclass it.
+
+    Examples:
+    >>> inputs = keras.Input((4,))
+    >>> model = ReplicaJitModel(inputs, keras.layers.Dense(2)(inputs))
+    >>> model.compile(optimizer="adam", loss="mse", jit_compile=True)
+    """

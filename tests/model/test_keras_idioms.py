@@ -113,3 +113,11 @@ def test_functional_fit_with_jit_under_mirrored_equals_one_device(trainable_hf_d
     one, two = (np.load(tmp_path / f"weights-{n}.npz") for n in (1, 2))
     for name in one.files:
         np.testing.assert_allclose(two[name], one[name], atol=1e-4)
+
+
+def test_a_functional_replica_jit_model_leaves_bert_classifier_a_subclassed_model():
+    """Keras rewrites the bases of a Model subclass built functionally; BertClassifier must not
+    inherit that (it once broke every later BertClassifier in the process)."""
+    inputs = keras.Input((4,))
+    bertfit.ReplicaJitModel(inputs, keras.layers.Dense(2)(inputs))
+    assert bertfit.BertClassifier(tiny_encoder(), 2)(tiny_inputs()).shape == (3, 2)
