@@ -310,13 +310,16 @@ def config_differences(a: RunConfig, b: RunConfig) -> list[str]:
     ]
 
 
-def check_positions(max_seq_length: int, max_position_embeddings: int, where: str) -> None:
+def check_positions(
+    max_seq_length: int, max_position_embeddings: int, where: str, flag: str = "--max-seq-length"
+) -> None:
     """The packed length must fit the checkpoint's position table (else XLA would clamp the
-    positions and return wrong numbers)."""
+    positions and return wrong numbers). `flag` is the option that sets the length."""
     if max_seq_length > max_position_embeddings:
+        name = flag.lstrip("-").replace("-", "_")
         raise ConfigError(
-            f"max_seq_length {max_seq_length} is longer than {where}'s position table "
-            f"(max_position_embeddings {max_position_embeddings}); use --max-seq-length "
+            f"{name} {max_seq_length} is longer than {where}'s position table "
+            f"(max_position_embeddings {max_position_embeddings}); use {flag} "
             f"{max_position_embeddings} or less."
         )
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from bertfit.config import DataConfig, ModelConfig, RunConfig, TrainConfig
 from bertfit.data.rotten_tomatoes import rotten_tomatoes_dir, task_dir
+from bertfit.train.metrics import HEADLINE_METRICS
 
 DEMO_EPOCHS = 1
 DEMO_MAX_SEQ_LENGTH = 64
@@ -20,14 +21,6 @@ def _has_accelerator() -> bool:
     import tensorflow as tf
 
     return bool(tf.config.list_physical_devices("GPU") or tf.config.list_physical_devices("TPU"))
-
-
-# The test metrics the demo prints for each task.
-HEADLINE = {
-    "single-label": ("accuracy", "macro_f1"),
-    "multi-label": ("micro_f1", "macro_f1"),
-    "regression": ("rmse", "pearson"),
-}
 
 
 def demo_files(task: str) -> dict[str, Path]:
@@ -95,7 +88,7 @@ def run_demo(
     run_dir = result["run_dir"]
     metrics = evaluate(run_dir, str(demo_files(task)["test"]), quiet=quiet)
     minutes = (time.perf_counter() - started) / 60
-    first, second = HEADLINE[task]
+    first, second = HEADLINE_METRICS[task]
     print(
         f"\ntest {first.replace('_', '-')} {metrics[first]:.4f} ({second.replace('_', '-')} "
         f"{metrics[second]:.4f}) on {metrics['num_examples']} test examples\n"

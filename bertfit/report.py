@@ -19,14 +19,15 @@ from pathlib import Path
 import numpy as np
 
 from bertfit.atomic import write_text_atomic
+from bertfit.data.profile import LengthProfile
 from bertfit.data.tasks import MULTI_LABEL, REGRESSION, Task
 from bertfit.errors import ConfigError
+from bertfit.train.metrics import HEADLINE_METRICS
+from bertfit.train.run_dir import RunDir
 
-HEADLINE = {
-    "single-label": ("accuracy", "macro_f1", "loss"),
-    "multi-label": ("micro_f1", "macro_f1", "loss"),
-    "regression": ("rmse", "pearson", "loss"),
-}
+
+def _headline(kind: str) -> tuple[str, ...]:
+    return (*HEADLINE_METRICS[kind], "loss")
 
 
 # ---- text summaries (train.log lines and the terminal table) ----
@@ -52,7 +53,7 @@ def describe_epoch(record: dict) -> str:
 def epoch_table(metrics: dict) -> str:
     """The end-of-run table: one row per epoch with the task's headline metrics."""
     kind = metrics.get("task", "single-label")
-    names = [n for n in HEADLINE[kind] if any(n in r.get("eval", {}) for r in metrics["epochs"])]
+    names = [n for n in _headline(kind) if any(n in r.get("eval", {}) for r in metrics["epochs"])]
     header = ["epoch", "train loss", *(f"eval {n}" for n in names), "ex/s", "seconds", ""]
     rows = [
         [
@@ -79,40 +80,17 @@ def epoch_table(metrics: dict) -> str:
 def write_report(run_path: str | Path, output: str | Path | None = None) -> Path:
     """Writes the report of the run in `run_path` (default `RUN/report.html`); returns its
     path. Raises ConfigError when `run_path` holds no run."""
-    run = Path(run_path)
-    metrics_file = run / "metrics.json"
-    if not metrics_file.is_file():
+    run = RunDir(run_path, write=False)
+    if not run.metrics_file.is_file():
         raise ConfigError(
-            f"{run} holds no bertfit run (no metrics.json); pass the run "
+            f"{run.path} holds no bertfit run (no metrics.json); pass the run "
             "directory that `bertfit train` wrote."
         )
-    metrics = json.loads(metrics_file.read_text(encoding="utf-8"))
-    steps = _read_steps(run / "steps.jsonl")
-    task = Task.load(run / "labels.json")
-    eval_outputs = _read_eval_outputs(run / "eval_outputs.npz")
-    page = _page(run, metrics, steps, task, eval_outputs)
-    path = Path(output) if output else run / "report.html"
+    metrics = json.loads(run.metrics_file.read_text(encoding="utf-8"))
+    page = _page(run.path, metrics, run.read_steps(), run.load_task(), run.load_eval_outputs())
+    path = Path(output) if output else run.report_file
     write_text_atomic(path, page)
     return path
-
-
-def _read_steps(path: Path) -> list[dict]:
-    if not path.exists():
-        return []
-    rows = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            rows.append(json.loads(line))
-        except ValueError:
-            break  # a line cut off by a kill
-    return rows
-
-
-def _read_eval_outputs(path: Path):
-    if not path.exists():
-        return None
-    with np.load(path) as data:
-        return data["targets"], data["outputs"]
 
 
 def _page(run: Path, metrics: dict, steps: list[dict], task: Task, eval_outputs) -> str:
@@ -127,8 +105,8 @@ def _page(run: Path, metrics: dict, steps: list[dict], task: Task, eval_outputs)
             _section("Evaluation", [_eval_plot(epochs, task), _final_table(last_eval, task)])
         )
         sections.append(_section(_task_title(task), _task_parts(task, last_eval, eval_outputs)))
-    lengths = metrics.get("data", {}).get("token_lengths")
-    if lengths:
+    if "token_lengths" in metrics.get("data", {}):
+        lengths = LengthProfile.from_dict(metrics["data"]["token_lengths"])
         sections.append(
             _section("Token lengths and buckets", [_length_plot(lengths), _waste_table(lengths)])
         )
@@ -273,7 +251,7 @@ def _norm_plot(steps: list[dict]) -> str:
 
 def _eval_plot(epochs: list[dict], task: Task) -> str:
     evaluated = [r for r in epochs if "eval" in r]
-    names = [n for n in HEADLINE[task.kind] if n != "loss"]
+    names = HEADLINE_METRICS[task.kind]
 
     def draw(figure):
         axes = figure.subplots()
@@ -389,33 +367,31 @@ def _scatter_plot(task: Task, eval_outputs) -> str:
     return _figure(draw, width=5.0, height=5.0)
 
 
-def _length_plot(lengths: dict) -> str:
-    counts = {int(k): v for k, v in lengths["counts"].items()}
-
+def _length_plot(lengths: LengthProfile) -> str:
     def draw(figure):
         axes = figure.subplots()
-        axes.bar(list(counts), list(counts.values()), width=1.0, color="#579")
-        for edge in lengths["buckets"]:
+        axes.bar(list(lengths.counts), list(lengths.counts.values()), width=1.0, color="#579")
+        for edge in lengths.buckets:
             axes.axvline(edge + 0.5, color="#c50", linestyle="--", linewidth=1)
         axes.set(
             xlabel="tokens ([CLS]/[SEP] included, truncated)",
             ylabel="examples",
-            title=f"Training token lengths; buckets {lengths['buckets']} (dashed)",
+            title=f"Training token lengths; buckets {lengths.buckets} (dashed)",
         )
         return "token-length histogram with bucket edges"
 
     return _figure(draw, height=3.0)
 
 
-def _waste_table(lengths: dict) -> str:
+def _waste_table(lengths: LengthProfile) -> str:
     rows = [
         [bucket, examples, real, slots, f"{waste:.1%}"]
         for bucket, examples, real, slots, waste in zip(
-            lengths["buckets"],
-            lengths["examples"],
-            lengths["real_tokens"],
-            lengths["slots"],
-            lengths["padding_waste"],
+            lengths.buckets,
+            lengths.examples,
+            lengths.real_tokens,
+            lengths.slots,
+            lengths.padding_waste(),
             strict=True,
         )
     ]

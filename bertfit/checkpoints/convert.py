@@ -8,7 +8,8 @@ from pathlib import Path
 from bertfit.checkpoints.hf import write_hf
 from bertfit.checkpoints.load import build_encoder, read_checkpoint
 from bertfit.checkpoints.registry import resolve
-from bertfit.errors import CheckpointError, ConfigError
+from bertfit.config import check_positions
+from bertfit.errors import CheckpointError
 
 TARGETS = ("hf", "tf-hub")
 
@@ -44,11 +45,7 @@ def convert(
     positions = encoder.config.max_position_embeddings
     if seq_length is None:
         seq_length = min(128, positions)
-    elif seq_length > positions:
-        raise ConfigError(
-            f"--seq-length {seq_length} is longer than {source}'s position table "
-            f"(max_position_embeddings {positions}); use {positions} or less."
-        )
+    check_positions(seq_length, positions, str(source), flag="--seq-length")
 
     written = {
         "encoder": write_hub_encoder(encoder, destination / "encoder", checkpoint.vocab_file, lower)

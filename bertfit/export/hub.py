@@ -28,6 +28,7 @@ import tensorflow as tf
 from bertfit.checkpoints.names import tf2_variable_table
 from bertfit.model.config import BertConfig
 from bertfit.model.inputs import INPUT_NAMES
+from bertfit.text.preprocessor import BertPreprocessor
 
 _ACTIVATIONS = {
     "gelu": lambda x: tf.nn.gelu(x, approximate=False),
@@ -187,33 +188,31 @@ def _write_assets(assets: Path, config: BertConfig, vocab_file, lower_case) -> N
 
 
 class _Preprocessor(tf.Module):
-    """TF Hub's BERT preprocessor contract: the default call on strings ([batch] or a scalar),
-    `tokenize` ([batch] → RaggedTensor [batch, words, wordpieces]) and
-    `bert_pack_inputs(segments, seq_length)` for one or two tokenized segments."""
+    """TF Hub's BERT preprocessor contract as a SavedModel: `BertPreprocessor`'s default call
+    on strings ([batch] or a scalar), `tokenize` ([batch] → RaggedTensor [batch, words,
+    wordpieces]) and `bert_pack_inputs(segments, seq_length)`, as traced functions."""
 
     def __init__(self, tokenizer, seq_length: int):
         super().__init__(name="bert_preprocessor")
-        self.tokenizer = tokenizer
-        self.seq_length = seq_length
+        self.preprocessor = BertPreprocessor(tokenizer, seq_length)
 
     @tf.function
     def __call__(self, texts):
-        return self.tokenizer(texts, max_seq_length=self.seq_length)
+        return self.preprocessor(texts)
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
     def tokenize(self, texts):
-        return self.tokenizer.tokenize_words(texts)
+        return self.preprocessor.tokenize(texts)
 
     @tf.function
     def bert_pack_inputs(self, segments, seq_length):
-        flat = [segment.merge_dims(-2, -1) for segment in segments]
-        return self.tokenizer.pack(*flat, max_seq_length=seq_length)
+        return self.preprocessor.bert_pack_inputs(segments, seq_length)
 
     @tf.function(
         input_signature=[tf.TensorSpec([None], tf.string), tf.TensorSpec([None], tf.string)]
     )
     def pair(self, texts, text_pairs):
-        return self.tokenizer(texts, text_pairs, max_seq_length=self.seq_length)
+        return self.preprocessor((texts, text_pairs))
 
     def trace(self) -> None:
         """Traces the concrete functions the SavedModel keeps."""

@@ -56,4 +56,5 @@ class BertPreprocessor(tf.Module):
         flat = [s.merge_dims(-2, -1) if s.shape.rank == 3 else s for s in segments]
         if len(flat) not in (1, 2):
             raise ValueError(f"bert_pack_inputs takes one or two segments, not {len(flat)}")
-        return self.tokenizer.pack(*flat, max_seq_length=seq_length or self.seq_length)
+        length = self.seq_length if seq_length is None else seq_length
+        return self.tokenizer.pack(*flat, max_seq_length=length)

@@ -252,29 +252,20 @@ class BertTokenizer(tf.Module):
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
     def _tokenize_batch(self, texts: tf.Tensor) -> tf.RaggedTensor:
-        texts = tf.strings.unicode_transcode(texts, "UTF-8", "UTF-8", replacement_char=0xFFFD)
-        pieces = self._split_special_tokens(texts)
-        is_special = tf.strings.regex_full_match(pieces.flat_values, self._special_pattern)
-        text = tf.where(is_special, "", pieces.flat_values)
-        ids = self._wordpiece_ids(_pre_tokenize(self._normalize(text)))
-        special_ids = tf.cast(self._table.lookup(pieces.flat_values[is_special]), tf.int32)
-        special_ids = tf.RaggedTensor.from_row_lengths(
-            special_ids, tf.cast(is_special, tf.int64), validate=False
-        )
-        ids = tf.concat([ids, special_ids], axis=1)  # a piece is either text or one special token
-        return _merge_inner_rows(pieces.with_flat_values(ids))
+        return _merge_inner_rows(self._word_ids(texts))
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
     def _tokenize_words_batch(self, texts: tf.Tensor) -> tf.RaggedTensor:
+        return self._word_ids(texts)
+
+    def _word_ids(self, texts: tf.Tensor) -> tf.RaggedTensor:
+        """[texts, words, wordpieces] int32 ids; a special token written in a text is a word
+        of its own with its one id."""
         texts = tf.strings.unicode_transcode(texts, "UTF-8", "UTF-8", replacement_char=0xFFFD)
         pieces = self._split_special_tokens(texts)
         is_special = tf.strings.regex_full_match(pieces.flat_values, self._special_pattern)
         words = _pre_tokenize(self._normalize(tf.where(is_special, "", pieces.flat_values)))
-        chars = tf.strings.length(words.flat_values, unit="UTF8_CHAR")
-        flat = tf.where(
-            chars > self.config.max_chars_per_word, self.config.unk_token, words.flat_values
-        )
-        word_ids = words.with_flat_values(self._wordpiece.tokenize(flat))
+        word_ids = words.with_flat_values(self._wordpiece_ids(words.flat_values))
         special_ids = tf.cast(self._table.lookup(pieces.flat_values[is_special]), tf.int32)
         special = tf.RaggedTensor.from_row_lengths(
             tf.RaggedTensor.from_row_lengths(
@@ -283,8 +274,8 @@ class BertTokenizer(tf.Module):
             tf.cast(is_special, tf.int64),
             validate=False,
         )
-        per_piece = tf.concat([tf.cast(word_ids, tf.int32), special], axis=1)
-        return pieces.with_values(per_piece).merge_dims(1, 2)
+        per_piece = tf.concat([word_ids, special], axis=1)  # a piece is text or one special token
+        return _merge_inner_rows(pieces.with_values(per_piece))
 
     def _split_special_tokens(self, texts: tf.Tensor) -> tf.RaggedTensor:
         """[texts, pieces]: a special token written in a text becomes a piece of its own."""
@@ -307,20 +298,17 @@ class BertTokenizer(tf.Module):
             text = tf.strings.lower(text, encoding="utf-8")
         return text
 
-    def _wordpiece_ids(self, words: tf.RaggedTensor) -> tf.RaggedTensor:
-        """[texts, words] strings to [texts, wordpieces] int32 ids."""
-        chars = tf.strings.length(words.flat_values, unit="UTF8_CHAR")
-        flat = tf.where(
-            chars > self.config.max_chars_per_word, self.config.unk_token, words.flat_values
-        )
-        ids = self._wordpiece.tokenize(flat)
-        return _merge_inner_rows(words.with_flat_values(ids))
+    def _wordpiece_ids(self, words: tf.Tensor) -> tf.RaggedTensor:
+        """Words (strings) to [words, wordpieces] int32 ids; overlong words become [UNK]."""
+        chars = tf.strings.length(words, unit="UTF8_CHAR")
+        words = tf.where(chars > self.config.max_chars_per_word, self.config.unk_token, words)
+        return tf.cast(self._wordpiece.tokenize(words), tf.int32)
 
 
 def _merge_inner_rows(ids: tf.RaggedTensor) -> tf.RaggedTensor:
     """[a, b, c] to [a, c], like `merge_dims(1, 2)` without its graph-building validation."""
     splits = tf.gather(ids.values.row_splits, ids.row_splits)
-    return tf.RaggedTensor.from_row_splits(ids.flat_values, splits, validate=False)
+    return tf.RaggedTensor.from_row_splits(ids.values.values, splits, validate=False)
 
 
 def _lookup_table(ids: dict[str, int]) -> tf.lookup.StaticHashTable:

@@ -168,11 +168,8 @@ class Trainer:
         gradients, norm = tf.clip_by_global_norm(gradients, self.config.clip_norm)
         # Keras sums gradients over replicas again inside apply(); hand it 1/replicas of the
         # already-summed gradient so that sum is the clipped global gradient.
-        factor = 1.0 / replicas
-        if self.loss_scale:
-            factor = scale / replicas
-        if self.loss_scale or replicas > 1:
-            gradients = [g * factor for g in gradients]
+        factor = scale / replicas if self.loss_scale else 1.0 / replicas
+        gradients = [g * factor for g in gradients]
         self.optimizer.apply(gradients, self.variables)
         return loss, norm
 

@@ -25,6 +25,12 @@ TASK_METRICS = {
     MULTI_LABEL: ("micro_f1", "macro_f1", "subset_accuracy", "hamming_loss", "loss"),
     REGRESSION: ("rmse", "mae", "pearson", "spearman", "loss"),
 }
+# The two numbers a person reads first, per task (the demo's last line, the report, the table).
+HEADLINE_METRICS = {
+    SINGLE_LABEL: ("accuracy", "macro_f1"),
+    MULTI_LABEL: ("micro_f1", "macro_f1"),
+    REGRESSION: ("rmse", "pearson"),
+}
 COLLAPSE_SHARE, COLLAPSE_GOLD_SHARE = 0.9, 0.7
 
 

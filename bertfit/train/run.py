@@ -331,6 +331,7 @@ def train(
     state = TrainingState(data_fingerprint=data_fingerprint(train_examples))
     if resuming:
         state = _resume(run_dir, checkpoints, state)
+    lengths = LengthProfile.of(train_data.encoded.packed_lengths, buckets_for(config), first_plan)
     about = {
         "task": task.kind,
         "labels": list(task.labels),
@@ -346,15 +347,13 @@ def train(
             "train_rows_read": len(all_train),
             "eval": config.data.eval,
             "eval_rows": len(eval_data) if eval_data is not None else 0,
-            "token_lengths": LengthProfile.of(
-                train_data.encoded.packed_lengths, buckets_for(config), first_plan
-            ).to_dict(),
+            "token_lengths": lengths.to_dict(),
         },
         "strategy": {"name": type(strategy).__name__, "replicas": strategy.num_replicas_in_sync},
     }
     summaries = RunSummaries(run_dir.path / "tensorboard" if run_dir.write else None)
     summaries.config(config.to_dict())
-    summaries.lengths(LengthProfile.from_dict(about["data"]["token_lengths"]))
+    summaries.lengths(lengths)
     run_dir.log(
         f"model {config.model.name} ({checkpoint.format}); {trainer.model.encoder.load_report}"
     )

@@ -244,22 +244,33 @@ class RunDir:
         run restarts from, or cut off by a kill)."""
         if not self.write or not self.steps_file.exists():
             return
-        kept = []
+        kept = [row for row in self.read_steps() if row.get("global_step", 0) <= global_step]
+        write_text_atomic(self.steps_file, "".join(json.dumps(row) + "\n" for row in kept))
+
+    def read_steps(self) -> list[dict]:
+        """The logged steps in order, up to a line cut off by a kill."""
+        if not self.steps_file.exists():
+            return []
+        rows = []
         for line in self.steps_file.read_text(encoding="utf-8").splitlines():
             try:
-                row = json.loads(line)
+                rows.append(json.loads(line))
             except ValueError:
-                break  # a line cut off by a kill
-            if row.get("global_step", 0) > global_step:
                 break
-            kept.append(line + "\n")
-        write_text_atomic(self.steps_file, "".join(kept))
+        return rows
 
     def save_eval_outputs(self, targets: np.ndarray, outputs: np.ndarray) -> None:
         if self.write:
             buffer = io.BytesIO()
             np.savez(buffer, targets=targets, outputs=outputs)
             write_bytes_atomic(self.eval_outputs_file, buffer.getvalue())
+
+    def load_eval_outputs(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """(targets, outputs) of the latest evaluation, if one was saved."""
+        if not self.eval_outputs_file.exists():
+            return None
+        with np.load(self.eval_outputs_file) as data:
+            return data["targets"], data["outputs"]
 
     def save_metrics(self, metrics: dict) -> None:
         if self.write:
