@@ -102,7 +102,7 @@ class BertClassifier(ReplicaJit, keras.Model):
 
     def call(self, inputs, training=False):
         inputs = normalize_inputs(inputs)
-        outputs = self.encoder(inputs, training=training)
+        outputs = self.encoder(inputs, training=training, pooled_only=self.pooling == "cls")
         features = self.pool(outputs, inputs[MASK])
         logits = self.head(self.dropout(features, training=training))
         return keras.ops.cast(logits, "float32")

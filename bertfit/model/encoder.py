@@ -125,8 +125,11 @@ class SelfAttention(keras.layers.Layer):
         batch, seq = tf.shape(x)[0], tf.shape(x)[1]
         return tf.reshape(x, [batch, seq, self.num_heads, self.head_size])
 
-    def call(self, x, attention_bias, training=False):
-        q = self._split_heads(self.query(x))
+    def call(self, x, attention_bias, training=False, queries=None):
+        """`queries`: the positions that attend (default: all of `x`); keys and values are
+        always every position of `x`."""
+        queries = x if queries is None else queries
+        q = self._split_heads(self.query(queries))
         k = self._split_heads(self.key(x))
         v = self._split_heads(self.value(x))
         scores = tf.einsum("bqhd,bkhd->bhqk", q, k) * (1.0 / math.sqrt(self.head_size))
@@ -136,7 +139,7 @@ class SelfAttention(keras.layers.Layer):
         probs = tf.nn.softmax(logits, axis=-1)
         probs = self.dropout(tf.cast(probs, x.dtype), training=training)
         context = tf.einsum("bhqk,bkhd->bqhd", probs, v)
-        return tf.reshape(context, tf.shape(x))
+        return tf.reshape(context, tf.shape(queries))
 
 
 class TransformerLayer(keras.layers.Layer):
@@ -172,9 +175,13 @@ class TransformerLayer(keras.layers.Layer):
         self.output_layer_norm.build(hidden)
         self.built = True
 
-    def call(self, x, attention_bias, training=False):
-        attended = self.attention_output(self.attention(x, attention_bias, training=training))
-        x = self.attention_layer_norm(x + self.dropout(attended, training=training))
+    def call(self, x, attention_bias, training=False, cls_only=False):
+        """`cls_only`: compute the output at position 0 alone ([batch, 1, hidden]), attending
+        over every position as usual: the same numbers as `call(...)[:, :1]`, for less work."""
+        queries = x[:, :1] if cls_only else x
+        attended = self.attention(x, attention_bias, training=training, queries=queries)
+        attended = self.attention_output(attended)
+        x = self.attention_layer_norm(queries + self.dropout(attended, training=training))
         feed_forward = self.output_dense(self.intermediate(x))
         return self.output_layer_norm(x + self.dropout(feed_forward, training=training))
 
@@ -190,7 +197,9 @@ class BertEncoder(keras.layers.Layer):
     Call it with a dict of `input_word_ids`, `input_mask` and `input_type_ids` (int32,
     [batch, seq]; HF and KerasHub names work too). It returns a dict with `sequence_output`
     [batch, seq, hidden], `pooled_output` [batch, hidden] and `encoder_outputs`, one
-    [batch, seq, hidden] tensor per layer.
+    [batch, seq, hidden] tensor per layer. With `pooled_only=True` it returns `pooled_output`
+    alone and computes the last layer at [CLS] only (the other positions of the last layer do
+    not reach the pooler): the same numbers for about a sixth less work in a 6-layer model.
 
     Examples:
     >>> config = BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=2,
@@ -231,18 +240,22 @@ class BertEncoder(keras.layers.Layer):
     def __call__(self, inputs, training=False, **kwargs):
         return super().__call__(normalize_inputs(inputs), training=training, **kwargs)
 
-    def call(self, inputs, training=False):
+    def call(self, inputs, training=False, pooled_only=False):
         mask = tf.cast(inputs[MASK], tf.float32)
         # [batch, 1, 1, seq]: 0 where attended, a large negative where padded.
         attention_bias = (1.0 - mask[:, tf.newaxis, tf.newaxis, :]) * -1e9
         x = self.embeddings(inputs[WORD_IDS], inputs[TYPE_IDS], training=training)
         encoder_outputs = []
-        for layer in self.transformer_layers:
-            x = layer(x, attention_bias, training=training)
+        last = len(self.transformer_layers) - 1
+        for i, layer in enumerate(self.transformer_layers):
+            x = layer(x, attention_bias, training=training, cls_only=pooled_only and i == last)
             encoder_outputs.append(x)
+        pooled_output = self.pooler(x[:, 0, :])
+        if pooled_only:
+            return {"pooled_output": pooled_output}
         return {
             "sequence_output": x,
-            "pooled_output": self.pooler(x[:, 0, :]),
+            "pooled_output": pooled_output,
             "encoder_outputs": encoder_outputs,
         }
 

@@ -106,3 +106,14 @@ def test_config_round_trips_through_keras_serialization():
     clone = BertEncoder.from_config(encoder.get_config())
     assert clone.config == TINY_CONFIG
     assert keras.layers.Layer in type(clone).__mro__
+
+
+def test_pooled_only_computes_the_same_pooled_output_as_the_whole_encoder():
+    encoder = tiny_encoder()
+    inputs = tiny_inputs(batch=3, seq=8)  # rows padded to 8, 5 and 3 tokens
+    whole = encoder(inputs)["pooled_output"]
+    pooled = encoder(inputs, pooled_only=True)
+    assert list(pooled) == ["pooled_output"]
+    np.testing.assert_allclose(pooled["pooled_output"], whole, atol=1e-6)
+    jitted = tf.function(lambda x: encoder(x, pooled_only=True), jit_compile=True)
+    np.testing.assert_allclose(jitted(inputs)["pooled_output"], whole, atol=1e-5)
