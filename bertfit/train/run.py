@@ -19,10 +19,12 @@ import tensorflow as tf
 from bertfit.checkpoints.load import build_encoder, build_tokenizer, read_checkpoint
 from bertfit.checkpoints.registry import resolve
 from bertfit.config import PRECISION_POLICIES, RunConfig, TrainConfig, check_positions
+from bertfit.data.buckets import choose_buckets, padding_share
 from bertfit.data.pipeline import (
     Batch,
     BucketedInput,
     buckets_for,
+    default_buckets,
     encode_texts,
     plan_batches,
 )
@@ -110,6 +112,31 @@ def encode_labelled(
         pairs = [e.text_pair for e in examples]
     encoded = encode_texts(tokenizer, [e.text for e in examples], pairs)
     return LabelledData(path, examples, labels, encoded)
+
+
+def _with_chosen_buckets(
+    config: RunConfig, data: LabelledData, resumed: RunDir | None
+) -> tuple[RunConfig, str]:
+    """The config with the length buckets chosen from the training lengths (a resumed run
+    keeps the buckets it chose), and a sentence saying what they cost in padding."""
+    lengths = data.encoded.packed_lengths
+    if resumed is not None:
+        buckets = buckets_for(resumed.load_config())
+    else:
+        buckets = choose_buckets(
+            lengths,
+            config.model.max_seq_length,
+            batch_size=config.train.batch_size * config.train.grad_accum,
+            epochs=config.train.epochs,
+        )
+    chosen = dataclasses.replace(config, data=dataclasses.replace(config.data, buckets=buckets))
+    fixed = default_buckets(config.model.max_seq_length)
+    return chosen, (
+        f"length buckets {', '.join(map(str, buckets))} chosen from the training lengths: "
+        f"{padding_share(lengths, buckets):.0%} of token slots are padding "
+        f"({padding_share(lengths, fixed):.0%} with {', '.join(map(str, fixed))}); "
+        "--buckets sets them"
+    )
 
 
 def plan_for(
@@ -286,6 +313,9 @@ def train(
     eval_data = (
         read_labelled(config.data.eval, config, tokenizer, task) if config.data.eval else None
     )
+    if not config.data.buckets:
+        config, note = _with_chosen_buckets(config, train_data, run_dir if resuming else None)
+        notes.append(note)
     for note in notes if run_dir.write else ():
         print(f"bertfit: {note}", file=sys.stderr)
     tokenized = time.perf_counter()

@@ -143,6 +143,10 @@ class RunDir:
                 "new runs/<date>-<time>)."
             )
         saved = self.load_config()
+        if not config.data.buckets:  # chosen from the data: the saved run's choice
+            config = dataclasses.replace(
+                config, data=dataclasses.replace(config.data, buckets=saved.data.buckets)
+            )
         differences = config_differences(saved, config)
         if differences:
             raise ConfigError(

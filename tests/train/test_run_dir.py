@@ -178,3 +178,28 @@ def test_best_holds_only_the_weights_and_is_the_last_epoch_without_evaluation(co
     assert any(name.startswith("optimizer") for name in latest_names)
     model = {n for n in latest_names if n.startswith("model.")}
     assert model and model <= best_names
+
+
+def test_buckets_chosen_from_the_data_are_saved_and_kept_when_the_run_resumes(config):
+    auto = dataclasses.replace(
+        config,
+        model=dataclasses.replace(config.model, max_seq_length=32),
+        data=dataclasses.replace(config.data, buckets=[]),
+    )
+    run = RunDir(auto.output_dir)
+    run.create()  # a run killed before its first checkpoint, which had chosen 24 and 32:
+    Task("single-label", ("neg", "pos")).save(run.labels_file)
+    dataclasses.replace(auto, data=dataclasses.replace(auto.data, buckets=[24, 32])).save(
+        run.config_file
+    )
+    result = train(auto, quiet=True)  # no --buckets: the saved choice, not a new one
+    assert result["status"] == "finished"
+    assert run.load_config().data.buckets == [24, 32]
+    assert "length buckets 24, 32 chosen" in (Path(auto.output_dir) / "train.log").read_text()
+
+    fresh = dataclasses.replace(auto, output_dir=str(Path(config.output_dir).parent / "fresh"))
+    train(fresh, quiet=True)
+    chosen = RunDir(fresh.output_dir).load_config().data.buckets
+    assert chosen and chosen[-1] == 32
+    log = (Path(fresh.output_dir) / "train.log").read_text()
+    assert f"length buckets {', '.join(map(str, chosen))} chosen from the training lengths" in log

@@ -1,0 +1,57 @@
+import numpy as np
+
+from bertfit.data.buckets import (
+    MAX_BUCKETS,
+    candidate_lengths,
+    choose_buckets,
+    epoch_cost,
+    padding_share,
+)
+
+# a Rotten Tomatoes-like spread: most reviews 10-45 tokens, a few up to the limit
+RNG = np.random.default_rng(0)
+REVIEW_LENGTHS = np.clip(RNG.gamma(6, 4.5, 10_000).astype(int) + 2, 3, 200)
+
+
+def test_buckets_end_at_max_seq_length_and_are_multiples_of_eight():
+    buckets = choose_buckets(REVIEW_LENGTHS, 64, batch_size=32, epochs=3)
+    assert buckets[-1] == 64
+    assert all(b % 8 == 0 for b in buckets)
+    assert 1 < len(buckets) <= MAX_BUCKETS
+
+
+def test_longer_training_affords_more_buckets_and_less_padding():
+    short = choose_buckets(REVIEW_LENGTHS, 64, batch_size=32, epochs=1)
+    long = choose_buckets(REVIEW_LENGTHS, 64, batch_size=32, epochs=10)
+    assert len(long) >= len(short)
+    assert padding_share(REVIEW_LENGTHS, long) <= padding_share(REVIEW_LENGTHS, short)
+
+
+def test_a_few_examples_use_one_bucket_a_trace_costs_more_than_their_padding():
+    few = np.minimum(REVIEW_LENGTHS[:50], 128)
+    buckets = choose_buckets(few, 128, batch_size=32, epochs=1)
+    used = set(np.searchsorted(buckets, few))
+    assert len(used) == 1
+
+
+def test_the_choice_is_no_worse_than_the_fixed_quarters_it_replaces():
+    chosen = choose_buckets(REVIEW_LENGTHS, 128, batch_size=32, epochs=3)
+    clipped = np.minimum(REVIEW_LENGTHS, 128)
+
+    def cost(buckets):
+        counts = np.bincount(np.searchsorted(buckets, clipped), minlength=len(buckets))
+        return epoch_cost(counts, buckets, 32)
+
+    assert cost(chosen) < cost([32, 64, 128])
+
+
+def test_an_unused_max_length_bucket_costs_no_trace():
+    # every example fits in 24: the 512 bucket is never traced, so it must not crowd out others
+    lengths = np.array([10] * 5000 + [22] * 5000)
+    assert choose_buckets(lengths, 512, batch_size=32, epochs=3) == [16, 24, 512]
+
+
+def test_candidates_and_padding_share():
+    assert candidate_lengths(40) == [16, 24, 32, 40]
+    assert candidate_lengths(50) == [16, 24, 32, 40, 48, 50]
+    assert padding_share(np.array([8, 16]), [16]) == 0.25
