@@ -564,7 +564,7 @@ class EpochRunner:
         last_save = (state.global_step, last_time)
         with explain_errors():  # known TF/XLA errors in plain words
             for results in self.trainer.run_plan(batches):
-                now = time.perf_counter()
+                now, wall_time = time.perf_counter(), time.time()
                 rows = []
                 for loss, norm in results:
                     examples = next(plan).num_examples
@@ -582,6 +582,7 @@ class EpochRunner:
                             "learning_rate": self.trainer.schedule.at(state.global_step - 1),
                             "grad_norm": norm,
                             "examples": examples,
+                            "wall_time": wall_time,
                         }
                     )
                 call_rate = sum(r["examples"] for r in rows) / max(now - last_time, 1e-9)

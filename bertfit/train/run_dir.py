@@ -8,7 +8,8 @@
       checkpoints/best/     the model weights of the best epoch by `best_metric` (no optimizer)
       metrics.json          per epoch and final: loss, accuracy, macro_f1, num_examples, ...;
                             "status" is "running" until the run finished
-      steps.jsonl           every optimizer step: loss, learning rate, gradient norm, examples/s
+      steps.jsonl           every optimizer step: loss, learning rate, gradient norm, examples/s,
+                            wall_time (Unix seconds when its host call returned)
       eval_outputs.npz      the targets and outputs of the latest evaluation (for the report)
       tensorboard/          TensorBoard events (`tensorboard --logdir runs/`)
       report.html           plots and tables of the run (`bertfit report`)
