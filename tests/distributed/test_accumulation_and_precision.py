@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from bertfit.config import DataConfig, ModelConfig, RunConfig, TrainConfig
-from bertfit.train import run as run_module
-from bertfit.train.run import train
+from bertfit.training import run as run_module
+from bertfit.training.run import train
 from tests.conftest import BUCKETS
 from tests.distributed import cluster
 from tests.tiny import sentiment_rows, write_csv

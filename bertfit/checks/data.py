@@ -13,13 +13,13 @@ import json
 
 import numpy as np
 
-from bertfit.check.findings import ERROR, INFO, WARNING, Report
+from bertfit.checks.findings import ERROR, INFO, WARNING, Report
 from bertfit.config import RunConfig
 from bertfit.data.labels import INTEGER_LABEL
 from bertfit.data.sources import Example, read_examples, resolve_format
 from bertfit.data.tasks import MULTI_LABEL, SINGLE_LABEL, Task, infer_task, label_counts
 from bertfit.errors import DataError
-from bertfit.train.run import encode_labelled, read_training_examples, source_spec
+from bertfit.training.run import encode_labelled, read_training_examples, source_spec
 
 IMBALANCE_RATIO = 20
 TRUNCATION_WARNING = 0.05

@@ -30,8 +30,8 @@ from bertfit.data.pipeline import GLOBAL_EXAMPLES, INDEX, BucketedInput, runs_of
 from bertfit.data.tasks import SINGLE_LABEL
 from bertfit.errors import BertfitError
 from bertfit.model.inputs import INPUT_NAMES
-from bertfit.train.losses import batch_loss, outputs
-from bertfit.train.optimizer import make_optimizer, schedule_for
+from bertfit.training.losses import batch_loss, outputs
+from bertfit.training.optimizer import make_optimizer, schedule_for
 
 
 def features(batch: dict) -> dict:

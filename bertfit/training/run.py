@@ -34,10 +34,10 @@ from bertfit.model.classifier import BertClassifier
 from bertfit.predictor import Classifier, load_classifier
 from bertfit.progress import Progress
 from bertfit.report import describe_epoch, epoch_table, write_report
-from bertfit.train.checkpointing import RunCheckpoints, TrainingState
-from bertfit.train.interrupt import StopRequests
-from bertfit.train.loop import Trainer
-from bertfit.train.metrics import (
+from bertfit.training.checkpointing import RunCheckpoints, TrainingState
+from bertfit.training.interrupt import StopRequests
+from bertfit.training.loop import Trainer
+from bertfit.training.metrics import (
     TASK_METRICS,
     best_threshold,
     collapse_warning,
@@ -45,9 +45,9 @@ from bertfit.train.metrics import (
     is_better,
     task_metrics,
 )
-from bertfit.train.run_dir import FINISHED, RUNNING, RunDir, new_run_path
-from bertfit.train.strategy import make_strategy, per_replica_batch
-from bertfit.train.summaries import RunSummaries
+from bertfit.training.run_dir import FINISHED, RUNNING, RunDir, new_run_path
+from bertfit.training.strategy import make_strategy, per_replica_batch
+from bertfit.training.summaries import RunSummaries
 from bertfit.translate import explain_errors
 
 
@@ -231,7 +231,7 @@ def train(
 ) -> dict:
     """Fine-tunes `config.model.name` on `config.data.train`; returns the final metrics.
 
-    Writes the run directory described in `bertfit.train.run_dir` (a new `runs/<date>-<time>`
+    Writes the run directory described in `bertfit.training.run_dir` (a new `runs/<date>-<time>`
     when `config.output_dir` is None). Every epoch evaluates on `config.data.eval` (when given)
     and keeps the best checkpoint by `train.best_metric`.
 

@@ -8,10 +8,10 @@ import time
 import keras
 import tensorflow as tf
 
-import bertfit.check.batches as B
-import bertfit.check.data as D
-import bertfit.check.model as M
-from bertfit.check.findings import ERROR, WARNING, Report
+import bertfit.checks.batches as B
+import bertfit.checks.data as D
+import bertfit.checks.model as M
+from bertfit.checks.findings import ERROR, WARNING, Report
 from bertfit.config import RunConfig
 from bertfit.errors import BertfitError, CheckpointError
 
@@ -225,7 +225,7 @@ def _check_pipeline(
     from bertfit.config import PRECISION_POLICIES
     from bertfit.data.pipeline import BucketedInput, buckets_for, plan_batches
     from bertfit.model.classifier import BertClassifier
-    from bertfit.train.loop import Trainer
+    from bertfit.training.loop import Trainer
 
     per_replica = config.train.batch_size // replicas
     strategy = tf.distribute.get_strategy()
