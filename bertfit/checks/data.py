@@ -17,9 +17,15 @@ from bertfit.checks.findings import ERROR, INFO, WARNING, Report
 from bertfit.config import RunConfig
 from bertfit.data.labels import INTEGER_LABEL
 from bertfit.data.sources import Example, read_examples, resolve_format
-from bertfit.data.tasks import MULTI_LABEL, SINGLE_LABEL, Task, infer_task, label_counts
+from bertfit.data.tasks import MULTI_LABEL, SINGLE_LABEL, Task, label_counts
 from bertfit.errors import DataError
-from bertfit.training.run import encode_labelled, read_training_examples, source_spec
+from bertfit.training.setup import (
+    LabelledData,
+    encode_labelled,
+    infer_run_task,
+    read_training_examples,
+    source_spec,
+)
 
 IMBALANCE_RATIO = 20
 TRUNCATION_WARNING = 0.05
@@ -75,9 +81,7 @@ def check_labels(
     """Label findings on the training rows, decided by the same `infer_task` that
     `bertfit train` runs; returns the task (None when training would stop)."""
     try:
-        task, notes = infer_task(
-            examples, path, kind=config.model.task, separator=config.data.label_separator
-        )
+        task, notes = infer_run_task(examples, config)
         targets = task.targets(examples, path)
     except DataError as e:
         report.add(
@@ -295,13 +299,14 @@ def check_lengths(
     path: str,
     max_rows: int | None,
     max_positions: int | None = None,
-):
+) -> LabelledData:
     """Tokenizes (a sample of) the rows; reports how many are cut to max_seq_length.
 
-    Returns (the encoded texts, the indices of the rows they come from)."""
+    Returns the sampled rows, tokenized as the run tokenizes them (without targets)."""
     chosen = sample_indices(len(examples), max_rows)
     rows = [examples[i] for i in chosen]
-    encoded = encode_labelled(path, rows, config, tokenizer, None).encoded
+    data = encode_labelled(path, rows, config, tokenizer, None)
+    encoded = data.encoded
     limit = config.model.max_seq_length
     over = encoded.packed_lengths > limit
     report.stats[f"{path} tokenized"] = f"{len(rows)} of {len(examples)} rows"
@@ -319,7 +324,7 @@ def check_lengths(
             why="the cut-off words never reach the model",
             fix=_length_fix(int(np.percentile(encoded.packed_lengths, 95)), limit, max_positions),
         )
-    return encoded, chosen
+    return data
 
 
 def _length_fix(fits_95: int, limit: int, max_positions: int | None) -> str:
