@@ -30,35 +30,15 @@ from bertfit.training.setup import (
 IMBALANCE_RATIO = 20
 TRUNCATION_WARNING = 0.05
 
-# reader message fragment → code
-_DATA_ERRORS = [
-    ("file not found", "data-file-not-found"),
-    ("no rows", "data-empty-file"),
-    ("not valid UTF-8", "data-undecodable"),
-    ("UTF-16", "data-undecodable"),
-    ("for the text", "data-missing-column"),
-    ("for the label", "data-missing-column"),
-    ("for the text pair", "data-missing-column"),
-    ("the label (column", "data-empty-label"),
-    ("is empty", "data-empty-text"),
-    ("only whitespace", "data-empty-text"),
-    ("missing (null)", "data-empty-text"),
-    ("must be a string", "data-mixed-types"),
-]
-
 
 def data_error_finding(report: Report, error: DataError, role: str) -> None:
-    text = str(error)
-    code = error.code or next(
-        (c for fragment, c in _DATA_ERRORS if fragment in text), "data-unreadable"
-    )
     where = error.path or role
     if error.line is not None:
         where = f"{error.path}:{error.line}"
     report.add(
-        code,
+        error.code,
         ERROR,
-        text,
+        str(error),
         where=where,
         why=f"the {role} file cannot be read as `bertfit train` reads it",
         fix="see the message: it names the line and what to write instead",
@@ -85,7 +65,7 @@ def check_labels(
         targets = task.targets(examples, path)
     except DataError as e:
         report.add(
-            e.code or "data-label-invalid",
+            e.code,
             ERROR,
             str(e),
             where=_where(e, path),
@@ -214,7 +194,7 @@ def check_eval(
             task.targets(evaluation, path)
         except DataError as e:
             report.add(
-                e.code or "data-label-invalid",
+                e.code,
                 ERROR,
                 str(e),
                 where=_where(e, path),

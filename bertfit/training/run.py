@@ -333,6 +333,7 @@ def _check_same_task(run_dir: RunDir, task: Task) -> None:
             f"run being resumed in {run_dir.path} ({saved.kind}, {list(saved.labels)}): the "
             "data changed. Restore it, or start a new run (--overwrite or another --output-dir).",
             path=str(run_dir.labels_file),
+            code="data-changed",
         )
 
 
@@ -347,6 +348,7 @@ def _resume(run_dir: RunDir, checkpoints: RunCheckpoints, fresh: TrainingState) 
             "changed); resuming would not continue the same run. Restore the data, or start a "
             "new run (--overwrite or another --output-dir).",
             path=str(run_dir.path),
+            code="data-changed",
         )
     run_dir.keep_steps(state.global_step)
     where = f"epoch {state.epoch + 1}, step {state.step}"

@@ -93,7 +93,8 @@ def read_training_examples(pattern: str, config: RunConfig) -> list[Example]:
     if not paths:
         raise DataError(
             f"--train {pattern!r} matches no file; check the pattern (quote it so "
-            "the shell does not expand it) and the working directory."
+            "the shell does not expand it) and the working directory.",
+            code="data-file-not-found",
         )
     return [e for path in paths for e in read_examples(path, source_spec(config))]
 
