@@ -18,5 +18,5 @@ def _doctests_in_a_temporary_directory(request, tmp_path, monkeypatch):
 collect_ignore = [
     "tests/distributed/keras_fit.py",
     "tests/cli_errors.py",
-    "tests/train/killed_train.py",
+    "tests/training/killed_train.py",
 ]

@@ -28,7 +28,7 @@ SEQ, BATCH, LR, WARMUP, SEED, DECAY = 64, 32, 5e-5, 0.1, 42, 0.01
 
 
 def run_bertfit(args, workdir: Path) -> dict:
-    from bertfit.train.run import evaluate, train
+    from bertfit.training.run import evaluate, train
 
     data = rotten_tomatoes_dir()
     config = RunConfig(

@@ -51,8 +51,8 @@ def _parts(batch: int, seq: int, repeats: int) -> dict:
     from bertfit.checkpoints.registry import resolve
     from bertfit.config import TrainConfig
     from bertfit.model.classifier import BertClassifier
-    from bertfit.train.losses import batch_loss
-    from bertfit.train.optimizer import make_optimizer
+    from bertfit.training.losses import batch_loss
+    from bertfit.training.optimizer import make_optimizer
 
     checkpoint = read_checkpoint(resolve("minilm-l6"))
     model = BertClassifier(build_encoder(checkpoint), 2, "cls", 0.1, seed=0)
@@ -107,7 +107,7 @@ def _whole_step(batch: int, seq: int, repeats: int) -> dict:
     from bertfit.checkpoints.registry import resolve
     from bertfit.config import TrainConfig
     from bertfit.model.classifier import BertClassifier
-    from bertfit.train.loop import Trainer
+    from bertfit.training.loop import Trainer
 
     checkpoint = read_checkpoint(resolve("minilm-l6"))
     data = _batch(batch, seq)

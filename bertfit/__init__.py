@@ -5,12 +5,14 @@ The public API (imported on first use, so `import bertfit` does not load TensorF
     encoder, tokenizer = bertfit.load_encoder("minilm-l6")
     outputs = encoder(tokenizer(["a gripping film"], max_seq_length=32))
 
-    classifier = bertfit.load_classifier("runs/latest")     # a run or an export
+    config = bertfit.RunConfig(data=bertfit.DataConfig(train="train.csv", eval="dev.csv"))
+    report = bertfit.check(config)                          # `bertfit check`: findings, no training
+    summary = bertfit.train(config)                         # `bertfit train`: the run's metrics
+    metrics = bertfit.evaluate("runs/latest", "test.csv")   # `bertfit evaluate`
+    rows = bertfit.predict("runs/latest", "new.csv")        # `bertfit predict`: one dict a row
+
+    classifier = bertfit.load_classifier("runs/latest")     # a run or an export, in memory
     rows = classifier.predict(["a gripping film"])
-
-    bertfit.check(config)                                    # the checks of `bertfit check`
-
-Training, evaluation and prediction from files are `bertfit.train.run.train/evaluate/predict`.
 """
 
 import importlib
@@ -32,14 +34,17 @@ _EXPORTS = {
     "RunConfig": "bertfit.config",
     "Task": "bertfit.data.tasks",
     "TrainConfig": "bertfit.config",
-    "check": "bertfit.check",
+    "check": "bertfit.checks.api",
+    "evaluate": "bertfit.training.run",
     "load_classifier": "bertfit.predictor",
     "load_encoder": "bertfit.checkpoints.load",
-    "losses": "bertfit.train.losses",
+    "losses": "bertfit.training.losses",
     "make_dataset": "bertfit.data.dataset",
-    "metrics": "bertfit.train.metrics",
+    "metrics": "bertfit.training.metrics",
+    "predict": "bertfit.training.run",
+    "train": "bertfit.training.run",
 }
-_MODULES = {"check", "losses", "metrics"}
+_MODULES = {"losses", "metrics"}
 
 __all__ = sorted(_EXPORTS)
 

@@ -158,7 +158,7 @@ def run_config_from_args(args):
 
 
 def cmd_train(args) -> int:
-    from bertfit.train.run import train
+    from bertfit.training.run import train
 
     config = run_config_from_args(args)
     result = train(
@@ -174,7 +174,7 @@ def cmd_train(args) -> int:
 
 
 def cmd_evaluate(args) -> int:
-    from bertfit.train.run import evaluate
+    from bertfit.training.run import evaluate
 
     metrics = evaluate(args.run, args.data, quiet=args.quiet or args.json)
     if args.json:
@@ -190,7 +190,7 @@ def cmd_evaluate(args) -> int:
 
 def cmd_predict(args) -> int:
     from bertfit.predictions_file import check_output_path, write_predictions
-    from bertfit.train.run import predict
+    from bertfit.training.run import predict
 
     output = args.output or "-"
     check_output_path(output, args.data)
@@ -350,7 +350,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_optional_commands(sub) -> None:
     """Commands that live with their subsystem (checkpoint formats, checks)."""
-    for module in ("bertfit.checkpoints.commands", "bertfit.check.commands"):
+    for module in ("bertfit.checkpoints.commands", "bertfit.checks.commands"):
         try:
             commands = __import__(module, fromlist=["add_commands"])
         except ModuleNotFoundError as e:

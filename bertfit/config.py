@@ -30,7 +30,7 @@ PRECISION_POLICIES = {
 POOLINGS = ("cls", "mean")
 STRATEGIES = ("auto", "tpu", "mirrored", "multi-worker", "one-device", "default")
 TASKS = ("single-label", "multi-label", "regression")
-# Metrics a best checkpoint can be chosen by (bertfit.train.metrics computes them per task).
+# Metrics a best checkpoint can be chosen by (bertfit.training.metrics computes them per task).
 METRICS = (
     "accuracy",
     "macro_f1",

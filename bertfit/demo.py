@@ -11,7 +11,7 @@ from pathlib import Path
 
 from bertfit.config import DataConfig, ModelConfig, RunConfig, TrainConfig
 from bertfit.data.rotten_tomatoes import rotten_tomatoes_dir, task_dir
-from bertfit.train.metrics import HEADLINE_METRICS
+from bertfit.training.metrics import HEADLINE_METRICS
 
 DEMO_EPOCHS = 1
 DEMO_MAX_SEQ_LENGTH = 64
@@ -70,7 +70,7 @@ def run_demo(
     quiet: bool = False,
     task: str = "single-label",
 ) -> dict:
-    from bertfit.train.run import evaluate, train
+    from bertfit.training.run import evaluate, train
 
     started = time.perf_counter()
     config = demo_config(output_dir, epochs, max_train_examples, task)

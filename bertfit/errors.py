@@ -20,15 +20,15 @@ class CheckpointError(BertfitError):
 
 class DataError(BertfitError):
     """A data file has a problem; the message names the file and line, `code` the kind of
-    problem (as `bertfit check` reports it)."""
+    problem: the finding code `bertfit check` reports it under, e.g. "data-missing-column"."""
 
     def __init__(
         self,
         message: str,
         *,
+        code: str,
         path: str | None = None,
         line: int | None = None,
-        code: str | None = None,
     ):
         where = ""
         if path is not None:

@@ -26,8 +26,8 @@ from bertfit.errors import BertfitError, InputFormatError
 from bertfit.export.serving import METADATA_FILE, ClassifierModule, next_version, save_module
 from bertfit.model.classifier import BertClassifier
 from bertfit.model.encoder import BertEncoder
-from bertfit.train.checkpointing import restore_model
-from bertfit.train.run_dir import RunDir
+from bertfit.training.checkpointing import restore_model
+from bertfit.training.run_dir import RunDir
 
 BATCH_SIZE = 64
 

@@ -5,7 +5,7 @@ loss and learning rate per step, the gradient norm and throughput, the evaluatio
 epoch, the confusion matrix (single-label), per-label F1 (multi-label) or predicted against true
 values (regression), the token-length histogram with the bucket edges. Tables: the final
 metrics, per-class precision/recall/F1, padding waste per bucket, where the time went, the data
-and the model. Everything comes from the run directory's files (`bertfit.train.run_dir`).
+and the model. Everything comes from the run directory's files (`bertfit.training.run_dir`).
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from bertfit.atomic import write_text_atomic
 from bertfit.data.profile import LengthProfile
 from bertfit.data.tasks import MULTI_LABEL, REGRESSION, Task
 from bertfit.errors import ConfigError
-from bertfit.train.metrics import HEADLINE_METRICS
-from bertfit.train.run_dir import RunDir
+from bertfit.training.metrics import HEADLINE_METRICS
+from bertfit.training.run_dir import RunDir
 
 
 def _headline(kind: str) -> tuple[str, ...]:

@@ -58,7 +58,7 @@ BUCKETS = [8, 16]
 def trained_run(tmp_path_factory, trainable_hf_dir):
     """One tiny training run shared by the tests that evaluate, predict or inspect a run."""
     from bertfit.config import DataConfig, ModelConfig, RunConfig, TrainConfig
-    from bertfit.train.run import train
+    from bertfit.training.run import train
     from tests.tiny import sentiment_rows, write_csv
 
     path = tmp_path_factory.mktemp("run")

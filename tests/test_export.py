@@ -121,7 +121,7 @@ def test_the_export_loads_back_as_a_classifier(exported):
 def test_minilm_export_equals_bertfit_predict_on_the_real_test_split(rotten_tomatoes, tmp_path):
     from bertfit.config import DataConfig, ModelConfig, RunConfig, TrainConfig
     from bertfit.data.sources import read_examples
-    from bertfit.train.run import predict, train
+    from bertfit.training.run import predict, train
 
     config = RunConfig(
         output_dir=str(tmp_path / "run"),

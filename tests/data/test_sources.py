@@ -417,3 +417,29 @@ def test_a_label_longer_than_pythons_integer_limit_is_a_class_like_any_other(tmp
     path = write(tmp_path, "train.csv", f"text,label\na,{huge}\nb,2\n")
     task, _ = infer_task(read_examples(path), path)
     assert task.labels == ("2", huge)
+
+
+@pytest.mark.parametrize(
+    "name, content, code",
+    [
+        ("missing.csv", None, "data-file-not-found"),
+        ("a.csv", "text,label\n", "data-empty-file"),
+        ("a.csv", "text,label\n\n", "data-empty-file"),
+        ("a.csv", "sentence,label\nfilm,pos\n", "data-missing-column"),
+        ("a.jsonl", '{"text": "film"}\n', "data-missing-column"),
+        ("a.csv", "text,label\n\u200b,pos\n", "data-empty-text"),
+        ("a.csv", "text,label\nfilm, \n", "data-empty-label"),
+        ("a.csv", b"text,label\ncaf\xe9,pos\n", "data-undecodable"),
+        ("a.csv", codecs.BOM_UTF32_LE + "text,label\n".encode("utf-32-le"), "data-undecodable"),
+        ("a.jsonl", '{"text": "\\ud800", "label": 1}\n', "data-undecodable"),
+        ("a.jsonl", '{"text": 5, "label": 1}\n', "data-mixed-types"),
+        ("a.jsonl", '{"text": "film", "label": {"a": 1}}\n', "data-label-invalid"),
+        ("a.csv", 'text,label\n"film,pos\n', "data-unreadable"),
+        ("a.txt", "text,label\nfilm,pos\n", "data-unreadable"),
+    ],
+)
+def test_every_reader_error_carries_the_code_check_reports(tmp_path, name, content, code):
+    path = tmp_path / name if content is None else write(tmp_path, name, content)
+    with pytest.raises(DataError) as caught:
+        read_examples(path)
+    assert caught.value.code == code, str(caught.value)

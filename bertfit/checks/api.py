@@ -8,12 +8,18 @@ import time
 import keras
 import tensorflow as tf
 
-import bertfit.check.batches as B
-import bertfit.check.data as D
-import bertfit.check.model as M
-from bertfit.check.findings import ERROR, WARNING, Report
-from bertfit.config import RunConfig
-from bertfit.errors import BertfitError, CheckpointError
+import bertfit.checks.batches as B
+import bertfit.checks.data as D
+import bertfit.checks.model as M
+from bertfit.checkpoints.detect import detect
+from bertfit.checkpoints.load import read_detection
+from bertfit.checkpoints.registry import resolve
+from bertfit.checkpoints.savedmodel import SIGNATURE_ONLY
+from bertfit.checks.findings import ERROR, WARNING, Report
+from bertfit.config import RunConfig, check_positions
+from bertfit.errors import BertfitError, CheckpointError, ConfigError
+from bertfit.model.classifier import BertClassifier
+from bertfit.training.setup import bucketed, make_trainer, run_tokenizer
 
 TARGETS = ("tpu", "gpu", "cpu")
 TPU_REPLICAS = 8  # a v2-8 / v3-8 host: 8 cores
@@ -126,11 +132,6 @@ def check_precision(report: Report, precision: str, target: str) -> None:
 
 
 def _check_run(report: Report, config: RunConfig, replicas, max_rows, compile_, full) -> None:
-    from bertfit.checkpoints.detect import detect
-    from bertfit.checkpoints.load import build_tokenizer, read_detection
-    from bertfit.checkpoints.registry import resolve
-    from bertfit.checkpoints.savedmodel import SIGNATURE_ONLY
-
     target = report.target
     try:
         config.validate()
@@ -159,7 +160,7 @@ def _check_run(report: Report, config: RunConfig, replicas, max_rows, compile_, 
             )
         else:
             checkpoint = read_detection(found)
-            tokenizer = build_tokenizer(checkpoint, lower_case=config.model.lower_case)
+            tokenizer = run_tokenizer(checkpoint, config)
             _check_positions(report, config, checkpoint)
     except CheckpointError as e:
         report.add(
@@ -186,59 +187,48 @@ def _check_run(report: Report, config: RunConfig, replicas, max_rows, compile_, 
     if tokenizer is None:
         return
     positions = checkpoint.config.max_position_embeddings if checkpoint.config else None
-    encoded, chosen = D.check_lengths(
-        report, train, tokenizer, config, config.data.train, max_rows, positions
-    )
+    data = D.check_lengths(report, train, tokenizer, config, config.data.train, max_rows, positions)
     if evaluation is not None:
         D.check_lengths(
             report, evaluation, tokenizer, config, config.data.eval, max_rows, positions
         )
     if task is None or "shape-batch-not-divisible" in report.codes:
         return
-    targets = task.targets([train[i] for i in chosen], config.data.train)
+    data.labels = task.targets(data.examples, config.data.train)
     _check_pipeline(
-        report, config, checkpoint, tokenizer, encoded, targets, task, replicas, ctx, compile_, full
+        report, config, checkpoint, tokenizer, data, task, replicas, ctx, compile_, full
     )
 
 
-def _check_positions(report, config, checkpoint) -> None:
+def _check_positions(report: Report, config: RunConfig, checkpoint) -> None:
     if checkpoint.config is None:
         return
-    limit = checkpoint.config.max_position_embeddings
-    if config.model.max_seq_length > limit:
+    try:
+        check_positions(
+            config.model.max_seq_length,
+            checkpoint.config.max_position_embeddings,
+            config.model.name,
+        )
+    except ConfigError as e:
         report.add(
             "shape-seq-exceeds-positions",
             ERROR,
-            f"max_seq_length {config.model.max_seq_length} is longer than the "
-            f"checkpoint's position table (max_position_embeddings {limit})",
+            str(e),
             where=config.model.name,
             why="positions past the table do not exist: without XLA the step fails on "
             "long inputs, with XLA the positions would be clamped and the numbers wrong",
-            fix=f"use --max-seq-length {limit} or less",
         )
 
 
 def _check_pipeline(
-    report, config, checkpoint, tokenizer, encoded, targets, task, replicas, ctx, compile_, full
+    report, config, checkpoint, tokenizer, data, task, replicas, ctx, compile_, full
 ) -> None:
-    from bertfit.checkpoints.load import build_encoder
-    from bertfit.config import PRECISION_POLICIES
-    from bertfit.data.pipeline import BucketedInput, buckets_for, plan_batches
-    from bertfit.model.classifier import BertClassifier
-    from bertfit.train.loop import Trainer
-
+    """The run's own setup (`training.setup`) for one replica: its share of each step's batch,
+    the classifier at the run's precision, and the replica step the run compiles."""
     per_replica = config.train.batch_size // replicas
-    strategy = tf.distribute.get_strategy()
-    # One replica's view: the per-replica batch from the same plan and packing code.
-    plan = plan_batches(encoded.packed_lengths, buckets_for(config), per_replica, shuffle=False)
-    pipeline = BucketedInput(
-        encoded,
-        targets,
-        plan,
-        strategy,
-        cls_id=tokenizer.cls_id,
-        sep_id=tokenizer.sep_id,
-        pad_id=tokenizer.pad_id,
+    trainer = make_trainer(checkpoint, task, config, tf.distribute.get_strategy(), total_steps=1)
+    pipeline = bucketed(
+        data, trainer, tokenizer, config, shuffle=False, training=True, batch_size=per_replica
     )
     report.stats["buckets used"] = sorted(pipeline.datasets)
     bucket_ctx = B.InputContext(
@@ -259,34 +249,15 @@ def _check_pipeline(
         B.observe_batch(stats, element, bucket_ctx)
     B.report_batches(report, stats, bucket_ctx)
 
-    previous = keras.mixed_precision.dtype_policy()
-    keras.mixed_precision.set_dtype_policy(PRECISION_POLICIES[config.model.precision])
-    try:
-        frozen = ("pooler",) if config.model.pooling == "mean" else ()
-
-        def build_model():
-            return BertClassifier(
-                build_encoder(checkpoint),
-                task.num_outputs,
-                config.model.pooling,
-                config.model.dropout,
-                seed=config.train.seed,
-            )
-
-        trainer = Trainer(
-            build_model, strategy, config.train, total_steps=1, frozen=frozen, task_kind=task.kind
-        )
-        M.check_gradients(
-            report, trainer.model, firsts[0], excluded=frozen, where=config.model.name
-        )
-        if compile_ and "grad-none" not in report.codes:
-            M.compile_shapes(report, trainer._gradients, firsts, ctx.target, "replica step", full)
-        compute = tf.as_dtype(keras.mixed_precision.dtype_policy().compute_dtype).size
-        report.memory = M.memory_per_replica(
-            trainer.model, [(per_replica, s) for s in sorted(pipeline.datasets)], compute
-        )
-    finally:
-        keras.mixed_precision.set_dtype_policy(previous)
+    M.check_gradients(
+        report, trainer.model, firsts[0], excluded=trainer.frozen, where=config.model.name
+    )
+    if compile_ and "grad-none" not in report.codes:
+        M.compile_shapes(report, trainer.replica_step, firsts, ctx.target, "replica step", full)
+    compute = tf.as_dtype(trainer.model.encoder.dtype_policy.compute_dtype).size
+    report.memory = M.memory_per_replica(
+        trainer.model, [(per_replica, s) for s in sorted(pipeline.datasets)], compute
+    )
 
 
 # ---- a user's dataset ----
@@ -313,8 +284,6 @@ def _check_dataset(
     compile_,
     full,
 ) -> None:
-    from bertfit.model.classifier import BertClassifier
-
     if encoder is None and model is None:
         raise BertfitError(
             "check(dataset=...) needs encoder= (a bertfit encoder) or model= "

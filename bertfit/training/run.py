@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import glob
 import hashlib
 import json
 import signal
@@ -16,30 +15,19 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bertfit.checkpoints.load import build_encoder, build_tokenizer, read_checkpoint
-from bertfit.checkpoints.registry import resolve
-from bertfit.config import PRECISION_POLICIES, RunConfig, TrainConfig, check_positions
-from bertfit.data.buckets import choose_buckets, padding_share
-from bertfit.data.pipeline import (
-    Batch,
-    BucketedInput,
-    buckets_for,
-    default_buckets,
-    encode_texts,
-    plan_batches,
-)
+from bertfit.config import PRECISION_POLICIES, RunConfig, TrainConfig
+from bertfit.data.pipeline import buckets_for
 from bertfit.data.profile import LengthProfile
-from bertfit.data.sources import Example, SourceSpec, read_examples
-from bertfit.data.tasks import MULTI_LABEL, SINGLE_LABEL, Task, infer_task
+from bertfit.data.sources import Example, read_examples
+from bertfit.data.tasks import MULTI_LABEL, SINGLE_LABEL, Task
 from bertfit.errors import ConfigError, DataError, TrainingInterrupted
-from bertfit.model.classifier import BertClassifier
 from bertfit.predictor import Classifier, load_classifier
 from bertfit.progress import Progress
 from bertfit.report import describe_epoch, epoch_table, write_report
-from bertfit.train.checkpointing import RunCheckpoints, TrainingState
-from bertfit.train.interrupt import StopRequests
-from bertfit.train.loop import Trainer
-from bertfit.train.metrics import (
+from bertfit.training.checkpointing import RunCheckpoints, TrainingState
+from bertfit.training.interrupt import StopRequests
+from bertfit.training.loop import Trainer
+from bertfit.training.metrics import (
     TASK_METRICS,
     best_threshold,
     collapse_warning,
@@ -47,138 +35,24 @@ from bertfit.train.metrics import (
     is_better,
     task_metrics,
 )
-from bertfit.train.run_dir import FINISHED, RUNNING, RunDir, new_run_path
-from bertfit.train.strategy import make_strategy, per_replica_batch
-from bertfit.train.summaries import RunSummaries
+from bertfit.training.run_dir import FINISHED, RUNNING, RunDir, new_run_path
+from bertfit.training.setup import (
+    LabelledData,
+    bucketed,
+    classifier_source_spec,
+    encode_labelled,
+    infer_run_task,
+    load_checkpoint,
+    make_trainer,
+    plan_for,
+    read_labelled,
+    read_training_examples,
+    run_tokenizer,
+    with_chosen_buckets,
+)
+from bertfit.training.strategy import make_strategy, per_replica_batch
+from bertfit.training.summaries import RunSummaries
 from bertfit.translate import explain_errors
-
-
-@dataclasses.dataclass
-class LabelledData:
-    """Examples read from one file, tokenized, with their targets (`Task.targets`) and the
-    weight of each in the loss."""
-
-    path: str
-    examples: list[Example]
-    labels: np.ndarray | None
-    encoded: object  # EncodedTexts
-    weights: np.ndarray | None = None
-
-    def __len__(self) -> int:
-        return len(self.examples)
-
-
-def source_spec(config: RunConfig) -> SourceSpec:
-    d = config.data
-    return SourceSpec(
-        format=d.format,
-        text_column=d.text_column,
-        text_pair_column=d.text_pair_column,
-        label_column=d.label_column,
-    )
-
-
-def read_training_examples(pattern: str, config: RunConfig) -> list[Example]:
-    """The rows of one file, or of every file a glob matches (sorted by name, concatenated).
-
-    Every worker reads all of them: the batch plan is global and each worker's input pipeline
-    takes its replicas' rows of every global batch (see data/pipeline.py), which uses each
-    example exactly once per epoch and keeps every worker at the same step count.
-    """
-    if not glob.has_magic(pattern):
-        return read_examples(pattern, source_spec(config))
-    paths = sorted(glob.glob(pattern))
-    if not paths:
-        raise DataError(
-            f"--train {pattern!r} matches no file; check the pattern (quote it so "
-            "the shell does not expand it) and the working directory."
-        )
-    return [e for path in paths for e in read_examples(path, source_spec(config))]
-
-
-def read_labelled(
-    path: str, config: RunConfig, tokenizer, task: Task | None, labels_required: bool = True
-) -> LabelledData:
-    examples = read_examples(path, source_spec(config), labels_required=labels_required)
-    return encode_labelled(path, examples, config, tokenizer, task)
-
-
-def encode_labelled(
-    path: str, examples: list[Example], config: RunConfig, tokenizer, task: Task | None
-) -> LabelledData:
-    labels = None if task is None else task.targets(examples, path)
-    pairs = None
-    if config.data.text_pair_column:
-        pairs = [e.text_pair for e in examples]
-    encoded = encode_texts(tokenizer, [e.text for e in examples], pairs)
-    return LabelledData(path, examples, labels, encoded)
-
-
-def _with_chosen_buckets(
-    config: RunConfig, data: LabelledData, resumed: RunDir | None
-) -> tuple[RunConfig, str]:
-    """The config with the length buckets chosen from the training lengths (a resumed run
-    keeps the buckets it chose), and a sentence saying what they cost in padding."""
-    lengths = data.encoded.packed_lengths
-    if resumed is not None:
-        buckets = buckets_for(resumed.load_config())
-    else:
-        buckets = choose_buckets(
-            lengths,
-            config.model.max_seq_length,
-            batch_size=config.train.batch_size * config.train.grad_accum,
-            epochs=config.train.epochs,
-        )
-    chosen = dataclasses.replace(config, data=dataclasses.replace(config.data, buckets=buckets))
-    fixed = default_buckets(config.model.max_seq_length)
-    return chosen, (
-        f"length buckets {', '.join(map(str, buckets))} chosen from the training lengths: "
-        f"{padding_share(lengths, buckets):.0%} of token slots are padding "
-        f"({padding_share(lengths, fixed):.0%} with {', '.join(map(str, fixed))}); "
-        "--buckets sets them"
-    )
-
-
-def plan_for(
-    data: LabelledData, config: RunConfig, *, shuffle: bool, epoch: int = 0, training: bool = False
-) -> list[Batch]:
-    """Training plans hold grad_accum micro-batches per step, in runs of steps_per_execution."""
-    micro = config.train.grad_accum if training else 1
-    return plan_batches(
-        data.encoded.packed_lengths,
-        buckets_for(config),
-        config.train.batch_size * micro,
-        shuffle=shuffle,
-        seed=config.train.seed,
-        epoch=epoch,
-        run_length=config.train.steps_per_execution if training else 1,
-    )
-
-
-def bucketed(
-    data: LabelledData,
-    trainer: Trainer,
-    tokenizer,
-    config: RunConfig,
-    *,
-    shuffle: bool,
-    epoch: int = 0,
-    training: bool = False,
-    start: int = 0,
-) -> BucketedInput:
-    """The input of the plan's steps from `start` on (a resumed epoch skips the steps taken)."""
-    plan = plan_for(data, config, shuffle=shuffle, epoch=epoch, training=training)[start:]
-    return BucketedInput(
-        data.encoded,
-        data.labels,
-        plan,
-        trainer.strategy,
-        cls_id=tokenizer.cls_id,
-        sep_id=tokenizer.sep_id,
-        pad_id=tokenizer.pad_id,
-        micro_batches=config.train.grad_accum if training else 1,
-        weights=data.weights if training else None,
-    )
 
 
 def evaluate_data(
@@ -258,7 +132,7 @@ def train(
 ) -> dict:
     """Fine-tunes `config.model.name` on `config.data.train`; returns the final metrics.
 
-    Writes the run directory described in `bertfit.train.run_dir` (a new `runs/<date>-<time>`
+    Writes the run directory described in `bertfit.training.run_dir` (a new `runs/<date>-<time>`
     when `config.output_dir` is None). Every epoch evaluates on `config.data.eval` (when given)
     and keeps the best checkpoint by `train.best_metric`.
 
@@ -288,25 +162,13 @@ def train(
     run_dir.write = _is_chief(strategy)
     quiet = quiet or not run_dir.write
     started = time.perf_counter()
-    policy = PRECISION_POLICIES[config.model.precision]
-    checkpoint = read_checkpoint(resolve(config.model.name))
-    if checkpoint.config is not None:
-        check_positions(
-            config.model.max_seq_length,
-            checkpoint.config.max_position_embeddings,
-            config.model.name,
-        )
-    tokenizer = build_tokenizer(checkpoint, lower_case=config.model.lower_case)
+    checkpoint = load_checkpoint(config)
+    tokenizer = run_tokenizer(checkpoint, config)
     loaded = time.perf_counter()
 
     all_train = read_training_examples(config.data.train, config)
     train_examples = all_train[: config.data.max_train_examples]
-    task, notes = infer_task(
-        train_examples,
-        config.data.train,
-        kind=config.model.task,
-        separator=config.data.label_separator,
-    )
+    task, notes = infer_run_task(train_examples, config)
     best_metric = resolve_best_metric(config, task)
     train_data = encode_labelled(config.data.train, train_examples, config, tokenizer, task)
     train_data.weights = class_weights(config, task, train_data.labels)
@@ -314,7 +176,8 @@ def train(
         read_labelled(config.data.eval, config, tokenizer, task) if config.data.eval else None
     )
     if not config.data.buckets:
-        config, note = _with_chosen_buckets(config, train_data, run_dir if resuming else None)
+        saved = run_dir.load_config().data.buckets if resuming else None
+        config, note = with_chosen_buckets(config, train_data, saved)
         notes.append(note)
     for note in notes if run_dir.write else ():
         print(f"bertfit: {note}", file=sys.stderr)
@@ -324,27 +187,7 @@ def train(
     steps_per_epoch = len(first_plan)
     total_steps = steps_per_epoch * config.train.epochs
     keras.utils.set_random_seed(config.train.seed)
-
-    def build_model() -> BertClassifier:
-        encoder = build_encoder(checkpoint, dtype=policy)
-        return BertClassifier(
-            encoder,
-            task.num_outputs,
-            config.model.pooling,
-            config.model.dropout,
-            seed=config.train.seed,
-        )
-
-    frozen = ("pooler",) if config.model.pooling == "mean" else ()
-    trainer = Trainer(
-        build_model,
-        strategy,
-        config.train,
-        total_steps,
-        frozen=frozen,
-        loss_scale=config.model.precision == "mixed_fp16",
-        task_kind=task.kind,
-    )
+    trainer = make_trainer(checkpoint, task, config, strategy, total_steps)
     run_dir.create(overwrite=overwrite)
     if resuming:
         _check_same_task(run_dir, task)
@@ -394,8 +237,9 @@ def train(
         f"{task.kind}, labels {list(task.labels)}; buckets {buckets_for(config)}; "
         f"{steps_per_epoch} steps/epoch; strategy {type(strategy).__name__} with "
         f"{strategy.num_replicas_in_sync} replicas; precision {config.model.precision} "
-        f"({policy}); grad_accum {t.grad_accum} (effective batch "
-        f"{t.batch_size * t.grad_accum}); steps_per_execution {t.steps_per_execution}"
+        f"({PRECISION_POLICIES[config.model.precision]}); grad_accum {t.grad_accum} "
+        f"(effective batch {t.batch_size * t.grad_accum}); steps_per_execution "
+        f"{t.steps_per_execution}"
     )
     run_dir.save_metrics({"status": RUNNING, "epochs": state.history, **about})
 
@@ -494,6 +338,7 @@ def _check_same_task(run_dir: RunDir, task: Task) -> None:
             f"run being resumed in {run_dir.path} ({saved.kind}, {list(saved.labels)}): the "
             "data changed. Restore it, or start a new run (--overwrite or another --output-dir).",
             path=str(run_dir.labels_file),
+            code="data-changed",
         )
 
 
@@ -508,6 +353,7 @@ def _resume(run_dir: RunDir, checkpoints: RunCheckpoints, fresh: TrainingState) 
             "changed); resuming would not continue the same run. Restore the data, or start a "
             "new run (--overwrite or another --output-dir).",
             path=str(run_dir.path),
+            code="data-changed",
         )
     run_dir.keep_steps(state.global_step)
     where = f"epoch {state.epoch + 1}, step {state.step}"
@@ -715,16 +561,6 @@ def predict(run_path: str | Path, data_path: str, *, quiet: bool = False) -> lis
     classifier = load_classifier(run_path)
     examples = read_examples(data_path, classifier_source_spec(classifier), labels_required=False)
     return classifier.rows(_outputs(classifier, examples, "predict", quiet))
-
-
-def classifier_source_spec(classifier: Classifier) -> SourceSpec:
-    """How to read files for a trained classifier: the columns its training files used."""
-    columns = classifier.metadata.get("columns", {})
-    return SourceSpec(
-        text_column=columns.get("text", "text"),
-        text_pair_column=columns.get("text_pair"),
-        label_column=columns.get("label", "label"),
-    )
 
 
 def _outputs(

@@ -65,6 +65,37 @@ def test_clean_config_yields_no_findings(files, trainable_hf_dir):
     assert report.memory["parameters"] > 0 and report.memory["activations_bytes"]
 
 
+def test_check_compiles_the_step_the_run_compiles_at_its_precision(
+    files, trainable_hf_dir, monkeypatch
+):
+    """--grad-accum 2: the accumulated step, fed both micro-batches of a replica; bf16 comes
+    from the encoder's dtype policy, as in the run, never from a global Keras policy."""
+    import bertfit.checks.model
+    from bertfit.training.loop import Trainer
+
+    compile_shapes, seen = bertfit.checks.model.compile_shapes, []
+
+    def spy(report, step, *args, **kwargs):
+        model = step.__self__.model
+        policies = (model.encoder.dtype_policy.name, keras.mixed_precision.dtype_policy().name)
+        seen.append((step.__func__, step == step.__self__.replica_step, policies))
+        compile_shapes(report, step, *args, **kwargs)
+
+    monkeypatch.setattr(bertfit.checks.model, "compile_shapes", spy)
+    before = keras.mixed_precision.dtype_policy().name
+    config = config_for(
+        trainable_hf_dir,
+        good_csv(files / "accum.csv"),
+        batch_size=8,
+        grad_accum=2,
+        precision="mixed_bf16",
+    )
+    report = bertfit.check(config)
+    assert seen == [(Trainer._accumulated_gradients, True, ("mixed_bfloat16", before))]
+    assert keras.mixed_precision.dtype_policy().name == before == "float32"
+    assert [(c["shape"], c["ok"]) for c in report.compiled] == [("[16, 16]", True)]
+
+
 DATA_CASES = {
     "data-empty-file": lambda p: p.write_text("text,label\n"),
     "data-missing-column": lambda p: p.write_text("sentence,label\na good film,pos\n"),

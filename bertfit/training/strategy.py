@@ -26,7 +26,7 @@ def configure_cpu_replicas(count: int | None) -> None:
     except RuntimeError as e:
         raise ConfigError(
             f"--cpu-replicas {count} must be set before TensorFlow initialises its devices; "
-            "pass it on the command line, or call bertfit.train.strategy.configure_cpu_replicas "
+            "pass it on the command line, or call bertfit.training.strategy.configure_cpu_replicas "
             "first thing in your program."
         ) from e
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from bertfit.check.api import TARGETS
+from bertfit.checks.api import TARGETS
 
 
 def add_commands(subparsers) -> None:
@@ -50,7 +50,7 @@ def add_commands(subparsers) -> None:
 
 
 def run_check(args: argparse.Namespace) -> int:
-    from bertfit.check.api import check
+    from bertfit.checks.api import check
     from bertfit.cli import run_config_from_args
 
     config = run_config_from_args(args)

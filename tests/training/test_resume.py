@@ -1,7 +1,7 @@
 """Exact resume: a run killed at every awkward moment ends exactly like one never interrupted.
 
 Each `bertfit train` runs in its own process (SIGKILL ends it, as a crash or an OOM kill would);
-tests/train/killed_train.py picks the moment.
+tests/training/killed_train.py picks the moment.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def train_args(tmp_path_factory, trainable_hf_dir):
 
 def _start(args: list[str], killed_at: tuple[str, int] | None = None) -> subprocess.Popen:
     module = (
-        ["tests.train.killed_train", *map(str, killed_at)]
+        ["tests.training.killed_train", *map(str, killed_at)]
         if killed_at
         else ["bertfit.cli", "train"]
     )

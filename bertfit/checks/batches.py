@@ -14,7 +14,7 @@ from collections.abc import Mapping
 import numpy as np
 import tensorflow as tf
 
-from bertfit.check.findings import ERROR, INFO, WARNING, Report
+from bertfit.checks.findings import ERROR, INFO, WARNING, Report
 from bertfit.model.inputs import ALIASES, INPUT_NAMES, MASK, TYPE_IDS, WORD_IDS
 
 LABEL_KEYS = ("label", "labels", "y", "target")

@@ -8,8 +8,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bertfit.check.batches import canonical, shape_text, split_element
-from bertfit.check.findings import ERROR, INFO, WARNING, Report
+from bertfit.checks.batches import canonical, shape_text, split_element
+from bertfit.checks.findings import ERROR, INFO, WARNING, Report
 from bertfit.translate import translate
 
 SIGNATURE_ONLY_WHY = (

@@ -30,8 +30,8 @@ from bertfit.data.pipeline import GLOBAL_EXAMPLES, INDEX, BucketedInput, runs_of
 from bertfit.data.tasks import SINGLE_LABEL
 from bertfit.errors import BertfitError
 from bertfit.model.inputs import INPUT_NAMES
-from bertfit.train.losses import batch_loss, outputs
-from bertfit.train.optimizer import make_optimizer, schedule_for
+from bertfit.training.losses import batch_loss, outputs
+from bertfit.training.optimizer import make_optimizer, schedule_for
 
 
 def features(batch: dict) -> dict:
@@ -66,6 +66,7 @@ class Trainer:
         self.config = config
         self.task_kind = task_kind
         self.micro_batches = max(1, config.grad_accum)
+        self.frozen = frozen
         with strategy.scope():
             self.model = build_model()
             self.variables = [
@@ -76,8 +77,7 @@ class Trainer:
             )
         self.schedule = None if total_steps is None else schedule_for(config, total_steps)
         self.loss_scale = loss_scale
-        step = self._accumulated_gradients if self.micro_batches > 1 else self._gradients
-        self._replica_gradients = tf.function(step, jit_compile=config.jit_compile)
+        self._replica_gradients = tf.function(self.replica_step, jit_compile=config.jit_compile)
         self._replica_probabilities = tf.function(
             self._probabilities, jit_compile=config.jit_compile
         )
@@ -99,6 +99,12 @@ class Trainer:
         return optimizer
 
     # ---- replica side (compiled) ----
+
+    @property
+    def replica_step(self) -> Callable:
+        """The replica step the run compiles: one replica's batch in, (gradients, loss) out;
+        with `grad_accum` > 1 the loop over its micro-batches. `bertfit check` compiles it too."""
+        return self._accumulated_gradients if self.micro_batches > 1 else self._gradients
 
     def _gradients(self, batch):
         with tf.GradientTape() as tape:

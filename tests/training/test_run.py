@@ -10,8 +10,9 @@ from bertfit.config import RunConfig
 from bertfit.data.pipeline import bucket_of
 from bertfit.data.sources import read_examples
 from bertfit.predictor import load_classifier
-from bertfit.train.run import encode_labelled, evaluate, predict
-from bertfit.train.run_dir import RunDir
+from bertfit.training.run import evaluate, predict
+from bertfit.training.run_dir import RunDir
+from bertfit.training.setup import encode_labelled
 from tests.conftest import BUCKETS
 from tests.tiny import sentiment_rows, write_csv
 

@@ -1,7 +1,7 @@
 import pytest
 
 from bertfit.errors import ConfigError
-from bertfit.train.strategy import make_strategy, per_replica_batch
+from bertfit.training.strategy import make_strategy, per_replica_batch
 
 
 class Replicas:

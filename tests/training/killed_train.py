@@ -1,6 +1,6 @@
 """`bertfit train`, killed with SIGKILL at a chosen point: the crash a resumed run must survive.
 
-    python -m tests.train.killed_train POINT N TRAIN-ARGS...
+    python -m tests.training.killed_train POINT N TRAIN-ARGS...
 
 POINT is where the N-th time the process gets there it kills itself:
 - `steps`: after writing the step lines of a host call (between steps, mid-epoch);
@@ -39,8 +39,8 @@ def main() -> int:
     from tensorflow.python.checkpoint import functional_saver
 
     from bertfit.cli import main as cli
-    from bertfit.train.loop import Trainer
-    from bertfit.train.run_dir import RunDir
+    from bertfit.training.loop import Trainer
+    from bertfit.training.run_dir import RunDir
 
     owner, name, after = {
         "steps": (RunDir, "append_steps", True),

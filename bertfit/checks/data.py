@@ -13,46 +13,32 @@ import json
 
 import numpy as np
 
-from bertfit.check.findings import ERROR, INFO, WARNING, Report
+from bertfit.checks.findings import ERROR, INFO, WARNING, Report
 from bertfit.config import RunConfig
 from bertfit.data.labels import INTEGER_LABEL
 from bertfit.data.sources import Example, read_examples, resolve_format
-from bertfit.data.tasks import MULTI_LABEL, SINGLE_LABEL, Task, infer_task, label_counts
+from bertfit.data.tasks import MULTI_LABEL, SINGLE_LABEL, Task, label_counts
 from bertfit.errors import DataError
-from bertfit.train.run import encode_labelled, read_training_examples, source_spec
+from bertfit.training.setup import (
+    LabelledData,
+    encode_labelled,
+    infer_run_task,
+    read_training_examples,
+    source_spec,
+)
 
 IMBALANCE_RATIO = 20
 TRUNCATION_WARNING = 0.05
 
-# reader message fragment → code
-_DATA_ERRORS = [
-    ("file not found", "data-file-not-found"),
-    ("no rows", "data-empty-file"),
-    ("not valid UTF-8", "data-undecodable"),
-    ("UTF-16", "data-undecodable"),
-    ("for the text", "data-missing-column"),
-    ("for the label", "data-missing-column"),
-    ("for the text pair", "data-missing-column"),
-    ("the label (column", "data-empty-label"),
-    ("is empty", "data-empty-text"),
-    ("only whitespace", "data-empty-text"),
-    ("missing (null)", "data-empty-text"),
-    ("must be a string", "data-mixed-types"),
-]
-
 
 def data_error_finding(report: Report, error: DataError, role: str) -> None:
-    text = str(error)
-    code = error.code or next(
-        (c for fragment, c in _DATA_ERRORS if fragment in text), "data-unreadable"
-    )
     where = error.path or role
     if error.line is not None:
         where = f"{error.path}:{error.line}"
     report.add(
-        code,
+        error.code,
         ERROR,
-        text,
+        str(error),
         where=where,
         why=f"the {role} file cannot be read as `bertfit train` reads it",
         fix="see the message: it names the line and what to write instead",
@@ -75,13 +61,11 @@ def check_labels(
     """Label findings on the training rows, decided by the same `infer_task` that
     `bertfit train` runs; returns the task (None when training would stop)."""
     try:
-        task, notes = infer_task(
-            examples, path, kind=config.model.task, separator=config.data.label_separator
-        )
+        task, notes = infer_run_task(examples, config)
         targets = task.targets(examples, path)
     except DataError as e:
         report.add(
-            e.code or "data-label-invalid",
+            e.code,
             ERROR,
             str(e),
             where=_where(e, path),
@@ -210,7 +194,7 @@ def check_eval(
             task.targets(evaluation, path)
         except DataError as e:
             report.add(
-                e.code or "data-label-invalid",
+                e.code,
                 ERROR,
                 str(e),
                 where=_where(e, path),
@@ -295,13 +279,14 @@ def check_lengths(
     path: str,
     max_rows: int | None,
     max_positions: int | None = None,
-):
+) -> LabelledData:
     """Tokenizes (a sample of) the rows; reports how many are cut to max_seq_length.
 
-    Returns (the encoded texts, the indices of the rows they come from)."""
+    Returns the sampled rows, tokenized as the run tokenizes them (without targets)."""
     chosen = sample_indices(len(examples), max_rows)
     rows = [examples[i] for i in chosen]
-    encoded = encode_labelled(path, rows, config, tokenizer, None).encoded
+    data = encode_labelled(path, rows, config, tokenizer, None)
+    encoded = data.encoded
     limit = config.model.max_seq_length
     over = encoded.packed_lengths > limit
     report.stats[f"{path} tokenized"] = f"{len(rows)} of {len(examples)} rows"
@@ -319,7 +304,7 @@ def check_lengths(
             why="the cut-off words never reach the model",
             fix=_length_fix(int(np.percentile(encoded.packed_lengths, 95)), limit, max_positions),
         )
-    return encoded, chosen
+    return data
 
 
 def _length_fix(fits_95: int, limit: int, max_positions: int | None) -> str:

@@ -13,8 +13,8 @@ from bertfit.cli import main as cli
 from bertfit.config import DataConfig, ModelConfig, RunConfig, TrainConfig
 from bertfit.data.tasks import Task
 from bertfit.errors import ConfigError
-from bertfit.train.run import train
-from bertfit.train.run_dir import RunDir
+from bertfit.training.run import train
+from bertfit.training.run_dir import RunDir
 from tests.tiny import sentiment_rows, write_csv
 
 
