@@ -1,147 +1,174 @@
-"""Issue 3 benchmark: bertfit vs transformers' Trainer fine-tuning MiniLM-L6 on Rotten Tomatoes.
+"""Issue 11 benchmark: `bertfit train` / `evaluate` / `predict` with the CLI's default flags vs
+transformers' Trainer and the equivalent transformers prediction script, MiniLM-L6 on Rotten
+Tomatoes, each side in processes of its own, one after the other, on the same machine.
 
-    python -m bench.finetune                       # the full setting (long on a 2-core CPU)
-    python -m bench.finetune --epochs 1 --max-train-examples 2000   # a quick look
+    python -m bench.finetune                       # 1 epoch (about 10 minutes on 2 cores)
+    python -m bench.finetune --epochs 3            # the full setting
+    python -m bench.finetune --max-train-examples 2000   # a quick look
 
-Same settings for both: the train split, max_seq_length 64, global batch 32, learning rate 5e-5,
-linear schedule with 10% warmup, weight decay 0.01, clipping 1.0, seed 42, the [CLS] pooler
-head. transformers uses dynamic padding and `group_by_length`; bertfit its length buckets.
-Each side is timed from the raw text to a trained model (tokenization included), then
-evaluated on the test split. Run in one process, one after the other, on the same machine.
+Same settings for both (bench/settings.py): the train split, max_seq_length 64, global batch 32,
+learning rate 5e-5, linear schedule with 10% warmup, weight decay 0.01, clipping 1.0, seed 42,
+the [CLS] pooler head. The Trainer uses dynamic padding and `group_by_length`; bertfit its own
+defaults (length buckets chosen from the data, XLA, ...). Measured per process: wall time, peak
+RSS (`os.wait4`), the time from launch to the end of the first optimizer step (imports, loading,
+tokenizing, tracing: steps.jsonl's `wall_time` / a Trainer callback); the training loop's
+seconds; test accuracy; evaluation and prediction throughput from raw text to probabilities,
+in-process and as whole processes (median of 3).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-
 from bench.common import write_result
-from bertfit.checkpoints.registry import resolve
-from bertfit.config import DataConfig, ModelConfig, RunConfig, TrainConfig
-from bertfit.data.rotten_tomatoes import load_rotten_tomatoes, rotten_tomatoes_dir
+from bench.settings import BATCH, DECAY, LR, SEED, SEQ, WARMUP
+from bertfit.data.rotten_tomatoes import rotten_tomatoes_dir
 
-SEQ, BATCH, LR, WARMUP, SEED, DECAY = 64, 32, 5e-5, 0.1, 42, 0.01
+ROOT = Path(__file__).resolve().parent.parent
+BERTFIT = [sys.executable, "-m", "bertfit.cli"]
+PEER = [sys.executable, "-m"]
+REPEATS = 3
 
 
-def run_bertfit(args, workdir: Path) -> dict:
-    from bertfit.training.run import evaluate, train
-
-    data = rotten_tomatoes_dir()
-    config = RunConfig(
-        output_dir=str(workdir / "bertfit"),
-        model=ModelConfig(name="minilm-l6", max_seq_length=SEQ, pooling="cls"),
-        data=DataConfig(train=str(data / "train.csv"), max_train_examples=args.max_train_examples),
-        train=TrainConfig(
-            batch_size=BATCH,
-            epochs=args.epochs,
-            learning_rate=LR,
-            warmup_ratio=WARMUP,
-            weight_decay=DECAY,
-            seed=SEED,
-            jit_compile=args.bertfit_jit,
-        ),
-    )
+def run_measured(command: list[str]) -> dict:
+    """Runs `command` to the end; its wall seconds, peak RSS in MiB, launch time and stdout."""
+    launched = time.time()
     start = time.perf_counter()
-    result = train(config, quiet=True)
-    seconds = time.perf_counter() - start
-    test = evaluate(config.output_dir, str(data / "test.csv"), quiet=True)
+    with tempfile.TemporaryFile("w+") as out:
+        process = subprocess.Popen(command, cwd=ROOT, stdout=out, stderr=subprocess.PIPE, text=True)
+        _, status, usage = os.wait4(process.pid, 0)
+        seconds = time.perf_counter() - start
+        stderr = process.stderr.read()
+        process.returncode = os.waitstatus_to_exitcode(status)
+        if process.returncode:
+            raise RuntimeError(f"{' '.join(command)} failed ({process.returncode}):\n{stderr}")
+        out.seek(0)
+        return {
+            "seconds": seconds,
+            "peak_rss_mib": usage.ru_maxrss / 1024,
+            "launched": launched,
+            "stdout": out.read(),
+        }
+
+
+def _median_process(command: list[str]) -> dict:
+    runs = [run_measured(command) for _ in range(REPEATS)]
     return {
-        "train_seconds": seconds,
-        "test_accuracy": test["accuracy"],
-        "test_macro_f1": test["macro_f1"],
-        "test_examples": test["num_examples"],
-        "train_examples": result["train_num_examples"],
-        "jit_compile": args.bertfit_jit,
+        "seconds": statistics.median(r["seconds"] for r in runs),
+        "peak_rss_mib": max(r["peak_rss_mib"] for r in runs),
     }
 
 
-def run_transformers(args, workdir: Path) -> dict:
-    import torch
-    from transformers import (
-        AutoTokenizer,
-        BertForSequenceClassification,
-        DataCollatorWithPadding,
-        Trainer,
-        TrainingArguments,
-    )
+def _du_mib(path: Path) -> float:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 2**20
 
-    path = str(resolve("minilm-l6"))
-    train_rows = load_rotten_tomatoes("train")[: args.max_train_examples]
-    test_rows = load_rotten_tomatoes("test")
-    start = time.perf_counter()
-    tokenizer = AutoTokenizer.from_pretrained(path)
 
-    def encode(rows):
-        encoded = tokenizer([t for t, _ in rows], max_length=SEQ, truncation=True)
-        return [
-            {"input_ids": i, "attention_mask": m, "token_type_ids": t, "labels": label}
-            for i, m, t, (_, label) in zip(
-                encoded["input_ids"],
-                encoded["attention_mask"],
-                encoded["token_type_ids"],
-                rows,
-                strict=True,
-            )
-        ]
-
-    train_set = encode(train_rows)
-    torch.manual_seed(SEED)
-    model = BertForSequenceClassification.from_pretrained(path, num_labels=2)
-    training_args = TrainingArguments(
-        output_dir=str(workdir / "transformers"),
-        per_device_train_batch_size=BATCH,
-        num_train_epochs=args.epochs,
-        learning_rate=LR,
-        warmup_steps=WARMUP,  # a ratio in v5
-        weight_decay=DECAY,
-        max_grad_norm=1.0,
-        lr_scheduler_type="linear",
-        seed=SEED,
-        train_sampling_strategy="group_by_length",
-        save_strategy="no",
-        eval_strategy="no",
-        report_to=[],
-        logging_strategy="no",
-        use_cpu=True,
-        disable_tqdm=True,
+def bertfit_side(args, work: Path, train_csv: Path, test_csv: Path) -> dict:
+    run = work / "bertfit_run"
+    command = [*BERTFIT, "train", "--train", str(train_csv), "--output-dir", str(run)]
+    command += ["--max-seq-length", str(SEQ), "--batch-size", str(BATCH), "--epochs"]
+    command += [str(args.epochs), "--learning-rate", str(LR), "--warmup-ratio", str(WARMUP)]
+    command += ["--weight-decay", str(DECAY), "--seed", str(SEED), "--quiet"]
+    if args.max_train_examples:
+        command += ["--max-train-examples", str(args.max_train_examples)]
+    process = run_measured(command)
+    metrics = json.loads((run / "metrics.json").read_text())
+    steps = [json.loads(line) for line in (run / "steps.jsonl").read_text().splitlines()]
+    config = (run / "config.yaml").read_text()
+    evaluated = run_measured(
+        [*BERTFIT, "evaluate", "--run", str(run), "--data", str(test_csv), "--json", "--quiet"]
     )
-    trainer = Trainer(
-        model=model,
-        args=training_args,
-        train_dataset=train_set,
-        data_collator=DataCollatorWithPadding(tokenizer),
+    evaluation = json.loads(evaluated["stdout"])
+    predicted = _median_process(
+        [*BERTFIT, "predict", "--run", str(run), "--data", str(test_csv), "--quiet"]
+        + ["--output", str(work / "bertfit_predictions.csv")]
     )
-    trainer.train()
-    seconds = time.perf_counter() - start
-    predictions = trainer.predict(encode(test_rows))
-    # The Trainer may reorder prediction batches (transformers 5 groups eval batches by length
-    # too): compare with the label ids it returns beside the predictions, not the input order.
-    predicted = np.argmax(predictions.predictions, axis=1)
-    labels = predictions.label_ids
     return {
-        "train_seconds": seconds,
-        "test_accuracy": float(np.mean(predicted == labels)),
-        "test_examples": len(test_rows),
-        "train_examples": len(train_set),
-        "torch_threads": torch.get_num_threads(),
+        "train_process_seconds": process["seconds"],
+        "train_peak_rss_mib": process["peak_rss_mib"],
+        "first_step_seconds": steps[0]["wall_time"] - process["launched"],
+        "train_seconds": sum(e["train_seconds"] for e in metrics["epochs"]),
+        "time_split": metrics["time"],
+        "trace_counts": metrics["trace_counts"],
+        "config": config,
+        "checkpoint_mib": {
+            "best (weights)": _du_mib(run / "checkpoints" / "best"),
+            "latest (weights, optimizer, state)": _du_mib(run / "checkpoints" / "latest"),
+        },
+        "test_accuracy": evaluation["accuracy"],
+        "test_examples": evaluation["num_examples"],
+        "train_examples": metrics["train_num_examples"],
+        "evaluate_examples_per_second": evaluation["examples_per_second"],
+        "evaluate_process_seconds": evaluated["seconds"],
+        "predict_process_seconds": predicted["seconds"],
+        "predict_peak_rss_mib": predicted["peak_rss_mib"],
+    }
+
+
+def peer_side(args, work: Path, test_csv: Path) -> dict:
+    out = work / "peer.json"
+    command = [*PEER, "bench.peer_trainer", "--epochs", str(args.epochs), "--out", str(out)]
+    command += ["--workdir", str(work / "peer_run")]
+    if args.max_train_examples:
+        command += ["--max-train-examples", str(args.max_train_examples)]
+    process = run_measured(command)
+    trained = json.loads(out.read_text())
+    predict = [*PEER, "bench.peer_predict", "--data", str(test_csv), "--out", str(out)]
+    predict += ["--output", str(work / "peer_predictions.csv")]
+    in_process = []
+    for _ in range(REPEATS):
+        run_measured(predict)
+        in_process.append(json.loads(out.read_text()))
+    predicted = _median_process(predict)
+    seconds = statistics.median(r["seconds"] for r in in_process)
+    return {
+        "train_process_seconds": process["seconds"],
+        "train_peak_rss_mib": process["peak_rss_mib"],
+        "first_step_seconds": trained["first_step_ended"] - process["launched"],
+        "train_seconds": trained["train_seconds"],
+        "test_accuracy": trained["test_accuracy"],
+        "test_examples": trained["test_examples"],
+        "train_examples": trained["train_examples"],
+        "torch_threads": trained["torch_threads"],
+        "predict_examples_per_second": in_process[0]["examples"] / seconds,
+        "predict_process_seconds": predicted["seconds"],
+        "predict_peak_rss_mib": predicted["peak_rss_mib"],
     }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--max-train-examples", type=int, default=None)
-    parser.add_argument("--bertfit-jit", type=lambda s: s.lower() == "true", default=True)
     args = parser.parse_args()
+    data = rotten_tomatoes_dir()
     with tempfile.TemporaryDirectory() as tmp:
-        theirs = run_transformers(args, Path(tmp))
-        ours = run_bertfit(args, Path(tmp))
+        work = Path(tmp)
+        theirs = peer_side(args, work, data / "test.csv")
+        ours = bertfit_side(args, work, data / "train.csv", data / "test.csv")
+    ratios = {
+        "train_loop": ours["train_seconds"] / theirs["train_seconds"],
+        "train_process": ours["train_process_seconds"] / theirs["train_process_seconds"],
+        "first_step": ours["first_step_seconds"] / theirs["first_step_seconds"],
+        "train_peak_rss": ours["train_peak_rss_mib"] / theirs["train_peak_rss_mib"],
+        "evaluate_throughput": ours["evaluate_examples_per_second"]
+        / theirs["predict_examples_per_second"],
+        "predict_process_speed": theirs["predict_process_seconds"]
+        / ours["predict_process_seconds"],
+    }
+    name = "finetune" if args.epochs == 1 and not args.max_train_examples else "finetune_long"
+    if args.max_train_examples:
+        name = "finetune_quick"
     write_result(
-        "finetune",
+        name,
         {
             "settings": {
                 "max_seq_length": SEQ,
@@ -153,8 +180,8 @@ def main() -> None:
                 "max_train_examples": args.max_train_examples,
             },
             "bertfit": ours,
-            "transformers_trainer": theirs,
-            "wall_time_ratio_bertfit_over_trainer": ours["train_seconds"] / theirs["train_seconds"],
+            "transformers": theirs,
+            "bertfit_over_peer": ratios,
             "accuracy_difference_bertfit_minus_trainer": ours["test_accuracy"]
             - theirs["test_accuracy"],
         },
