@@ -15,13 +15,13 @@ from bertfit.checkpoints.detect import detect
 from bertfit.checkpoints.load import read_detection
 from bertfit.checkpoints.registry import resolve
 from bertfit.checkpoints.savedmodel import SIGNATURE_ONLY
-from bertfit.checks.findings import ERROR, WARNING, Report
+from bertfit.checks.findings import ERROR, TARGETS, WARNING, Report
 from bertfit.config import RunConfig, check_positions
 from bertfit.errors import BertfitError, CheckpointError, ConfigError
 from bertfit.model.classifier import BertClassifier
+from bertfit.model.inputs import WORD_IDS
 from bertfit.training.setup import bucketed, make_trainer, run_tokenizer
 
-TARGETS = ("tpu", "gpu", "cpu")
 TPU_REPLICAS = 8  # a v2-8 / v3-8 host: 8 cores
 
 
@@ -331,7 +331,7 @@ def _check_dataset(
     if compile_:
         shapes, distinct = [], []
         for element in samples:
-            ids = B.canonical(B.split_element(element)[0]).get("input_word_ids")
+            ids = B.canonical(B.split_element(element)[0]).get(WORD_IDS)
             key = tuple(ids.shape) if ids is not None else None
             if key not in shapes:
                 shapes.append(key)

@@ -15,11 +15,13 @@ import numpy as np
 import tensorflow as tf
 
 from bertfit.checks.findings import ERROR, INFO, WARNING, Report
+from bertfit.data.pipeline import GLOBAL_EXAMPLES, INDEX, LABEL, WEIGHT
 from bertfit.model.inputs import ALIASES, INPUT_NAMES, MASK, TYPE_IDS, WORD_IDS
 
-LABEL_KEYS = ("label", "labels", "y", "target")
-WEIGHT_KEYS = ("example_weight", "sample_weight", "weight")
-EXTRA_KEYS = ("index", "global_examples")  # bertfit's own bookkeeping
+# Batch keys that are not model inputs: bertfit's own, then the usual names in other libraries.
+LABEL_KEYS = (LABEL, "labels", "y", "target")
+WEIGHT_KEYS = (WEIGHT, "sample_weight", "weight")
+EXTRA_KEYS = (INDEX, GLOBAL_EXAMPLES)  # bertfit's own bookkeeping
 TPU_BATCH_MULTIPLE = 8
 
 
