@@ -323,6 +323,25 @@ def check_positions(
         )
 
 
+def per_replica_batch(global_batch: int, replicas: int, setting: str = "--batch-size") -> int:
+    """global_batch / replicas, or a `ConfigError` with the arithmetic and the two nearest
+    batch sizes that divide (`setting` is what to change, a flag by default).
+
+    Examples:
+    >>> per_replica_batch(32, 4)
+    8
+    """
+    if global_batch % replicas:
+        lower = global_batch - global_batch % replicas
+        raise ConfigError(
+            f"The global batch size {global_batch} does not divide over {replicas} replicas "
+            f"({global_batch} / {replicas} = {global_batch / replicas:.2f} examples per replica). "
+            f"Every replica must get the same number: use {setting} {lower or replicas} or "
+            f"{lower + replicas}."
+        )
+    return global_batch // replicas
+
+
 def _upgrade(section: str, values):
     """Reads configs written by earlier versions: `buckets: [0]` was "no buckets" (None)."""
     if section == "data" and isinstance(values, dict) and values.get("buckets") == [0]:

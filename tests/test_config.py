@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bertfit.cli import main
-from bertfit.config import RunConfig
+from bertfit.config import RunConfig, per_replica_batch
 from bertfit.errors import ConfigError
 
 
@@ -94,3 +94,13 @@ def test_the_flags_take_their_choices_from_the_config():
     choices = {flag: o["choices"] for flag, (_, o) in TRAIN_FLAGS.items() if "choices" in o}
     assert choices.keys() == expected.keys()
     assert all(choices[flag] is expected[flag] for flag in expected)
+
+
+def test_batch_that_does_not_divide_over_replicas_states_the_arithmetic_and_the_fix():
+    with pytest.raises(ConfigError, match=r"7 / 2 = 3\.50 examples per replica") as error:
+        per_replica_batch(7, 2)
+    assert "--batch-size 6 or 8" in str(error.value)
+
+
+def test_per_replica_batch_divides():
+    assert per_replica_batch(32, 4) == 8

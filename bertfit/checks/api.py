@@ -141,7 +141,10 @@ def _check_run(report: Report, config: RunConfig, replicas, max_rows, compile_, 
     replicas = replicas or (TPU_REPLICAS if target == "tpu" else config.train.cpu_replicas or 1)
     check_precision(report, config.model.precision, target)
     ctx = B.InputContext(
-        target=target, replicas=replicas, source=f"--batch-size {config.train.batch_size}"
+        target=target,
+        replicas=replicas,
+        source=f"--batch-size {config.train.batch_size}",
+        batch_setting="--batch-size",
     )
     B.check_batch_size(report, config.train.batch_size, ctx)
 

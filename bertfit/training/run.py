@@ -15,7 +15,14 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bertfit.config import BALANCED, NO_CLASS_WEIGHTS, PRECISION_POLICIES, RunConfig, TrainConfig
+from bertfit.config import (
+    BALANCED,
+    NO_CLASS_WEIGHTS,
+    PRECISION_POLICIES,
+    RunConfig,
+    TrainConfig,
+    per_replica_batch,
+)
 from bertfit.data.pipeline import buckets_for
 from bertfit.data.profile import LengthProfile
 from bertfit.data.sources import Example, read_examples
@@ -50,7 +57,7 @@ from bertfit.training.setup import (
     run_tokenizer,
     with_chosen_buckets,
 )
-from bertfit.training.strategy import make_strategy, per_replica_batch
+from bertfit.training.strategy import make_strategy
 from bertfit.training.summaries import RunSummaries
 from bertfit.translate import explain_errors
 
@@ -158,7 +165,7 @@ def train(
     strategy = strategy or make_strategy(
         t.strategy, t.cpu_replicas, t.tpu, t.workers, t.worker_index
     )
-    per_replica_batch(config.train.batch_size, strategy)
+    per_replica_batch(config.train.batch_size, strategy.num_replicas_in_sync)
     run_dir.write = _is_chief(strategy)
     quiet = quiet or not run_dir.write
     started = time.perf_counter()
