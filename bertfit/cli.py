@@ -11,7 +11,18 @@ import argparse
 import json
 import sys
 
-from bertfit.config import METRICS, TASKS
+from bertfit.config import (
+    BALANCED,
+    METRICS,
+    NO_CLASS_WEIGHTS,
+    POOLINGS,
+    PRECISIONS,
+    STRATEGIES,
+    TASKS,
+    RunConfig,
+    override,
+)
+from bertfit.data.sources import FORMATS
 from bertfit.errors import BertfitError, TrainingInterrupted
 from bertfit.tf_startup import load_tensorflow_quietly
 
@@ -34,9 +45,10 @@ def _workers(text: str) -> list[str]:
     return workers
 
 
-def _buckets(text: str) -> list[int]:
+def _buckets(text: str) -> list[int] | None:
+    """`--buckets 32,64,128`, or `none` (None: every batch padded to --max-seq-length)."""
     if text.lower() == "none":
-        return [0]
+        return None
     try:
         return sorted(int(b) for b in text.split(","))
     except ValueError as e:
@@ -49,13 +61,13 @@ def _buckets(text: str) -> list[int]:
 TRAIN_FLAGS = {
     "--model": ("model.name", {"help": "checkpoint path or short name (default minilm-l6)"}),
     "--max-seq-length": ("model.max_seq_length", {"type": int}),
-    "--pooling": ("model.pooling", {"choices": ["cls", "mean"]}),
+    "--pooling": ("model.pooling", {"choices": POOLINGS}),
     "--dropout": ("model.dropout", {"type": float}),
     "--lower-case": ("model.lower_case", {"type": _bool}),
-    "--precision": ("model.precision", {"choices": ["fp32", "bf16", "mixed_bf16", "mixed_fp16"]}),
+    "--precision": ("model.precision", {"choices": PRECISIONS}),
     "--task": (
         "model.task",
-        {"choices": list(TASKS), "help": "default: inferred from the training labels"},
+        {"choices": TASKS, "help": "default: inferred from the training labels"},
     ),
     "--train": (
         "data.train",
@@ -65,7 +77,7 @@ TRAIN_FLAGS = {
         },
     ),
     "--eval": ("data.eval", {"help": "evaluation file, evaluated every epoch"}),
-    "--format": ("data.format", {"choices": ["csv", "tsv", "jsonl", "parquet"]}),
+    "--format": ("data.format", {"choices": FORMATS}),
     "--text-column": ("data.text_column", {}),
     "--text-pair-column": ("data.text_pair_column", {}),
     "--label-column": ("data.label_column", {}),
@@ -86,10 +98,7 @@ TRAIN_FLAGS = {
     "--clip-norm": ("train.clip_norm", {"type": float}),
     "--seed": ("train.seed", {"type": int}),
     "--jit-compile": ("train.jit_compile", {"type": _bool, "help": "XLA on/off (default true)"}),
-    "--strategy": (
-        "train.strategy",
-        {"choices": ["auto", "tpu", "mirrored", "multi-worker", "one-device", "default"]},
-    ),
+    "--strategy": ("train.strategy", {"choices": STRATEGIES}),
     "--cpu-replicas": ("train.cpu_replicas", {"type": int}),
     "--tpu": ("train.tpu", {"help": "TPU name, or 'local' on a TPU VM"}),
     "--workers": (
@@ -105,13 +114,13 @@ TRAIN_FLAGS = {
     "--best-metric": (
         "train.best_metric",
         {
-            "choices": list(METRICS),
+            "choices": METRICS,
             "help": "default: accuracy, micro_f1 (multi-label) or rmse (regression)",
         },
     ),
     "--class-weights": (
         "train.class_weights",
-        {"help": "none (default), balanced, or a JSON file {label: weight}"},
+        {"help": f"{NO_CLASS_WEIGHTS} (default), {BALANCED}, or a JSON file {{label: weight}}"},
     ),
     "--tune-threshold": (
         "train.tune_threshold",
@@ -135,26 +144,31 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
         "--output-dir",
         help="run directory (default: a new runs/<date>-<time>; runs/latest points to the newest)",
     )
-    for flag, (_, options) in TRAIN_FLAGS.items():
-        parser.add_argument(flag, default=None, **options)
+    for flag, (_, options) in TRAIN_FLAGS.items():  # a flag not given leaves no attribute
+        parser.add_argument(flag, default=argparse.SUPPRESS, **options)
 
 
-def run_config_from_args(args):
-    from bertfit.config import RunConfig, override
-
+def run_config_from_args(args) -> RunConfig:
+    """The run config of `--config` (or the defaults) with the flags given on top."""
     config = RunConfig.load(args.config) if args.config else RunConfig()
     if args.output_dir:
         config.output_dir = args.output_dir
+    given = vars(args)
     override(
         config,
         {
-            field: getattr(args, flag[2:].replace("-", "_"))
+            field: given[_dest(flag)]
             for flag, (field, _) in TRAIN_FLAGS.items()
+            if _dest(flag) in given
         },
     )
     if not config.data.train:
         raise BertfitError("--train FILE is required (or data.train in --config).")
     return config.validate()
+
+
+def _dest(flag: str) -> str:
+    return flag[2:].replace("-", "_")
 
 
 def cmd_train(args) -> int:
@@ -335,7 +349,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--max-train-examples", type=int, default=None)
     demo.add_argument(
         "--task",
-        choices=list(TASKS),
+        choices=TASKS,
         default="single-label",
         help="Rotten Tomatoes as sentiment (default), sentiment + topic tags "
         "(multi-label) or log2 word count (regression)",

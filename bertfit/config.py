@@ -30,21 +30,17 @@ PRECISION_POLICIES = {
 POOLINGS = ("cls", "mean")
 STRATEGIES = ("auto", "tpu", "mirrored", "multi-worker", "one-device", "default")
 TASKS = ("single-label", "multi-label", "regression")
-# Metrics a best checkpoint can be chosen by (bertfit.training.metrics computes them per task).
-METRICS = (
-    "accuracy",
-    "macro_f1",
-    "mcc",
-    "roc_auc",
-    "loss",
-    "micro_f1",
-    "subset_accuracy",
-    "hamming_loss",
-    "rmse",
-    "mae",
-    "pearson",
-    "spearman",
-)
+# The metrics of each task (bertfit.training.metrics computes them), the default first.
+TASK_METRICS = {
+    "single-label": ("accuracy", "macro_f1", "mcc", "roc_auc", "loss"),
+    "multi-label": ("micro_f1", "macro_f1", "subset_accuracy", "hamming_loss", "loss"),
+    "regression": ("rmse", "mae", "pearson", "spearman", "loss"),
+}
+# Metrics a best checkpoint can be chosen by.
+METRICS = tuple(dict.fromkeys(m for metrics in TASK_METRICS.values() for m in metrics))
+# --class-weights: one of these, or a JSON file {label: weight}.
+NO_CLASS_WEIGHTS, BALANCED = "none", "balanced"
+CLASS_WEIGHTS = (NO_CLASS_WEIGHTS, BALANCED)
 
 
 @dataclasses.dataclass
@@ -80,8 +76,10 @@ class DataConfig:
         train, eval: data files (CSV, TSV, JSONL, Parquet).
         format: force a format instead of guessing from the extension.
         text_column, text_pair_column, label_column: column names in the files.
-        buckets: sequence-length buckets; empty means "derive from max_seq_length"; [0] or
-            "none" on the command line pads everything to max_seq_length.
+        buckets: the sequence lengths batches are padded to besides max_seq_length. [] (the
+            default): `train` chooses them from the training lengths and saves its choice
+            with the run (elsewhere they are max/4, max/2, max). None (`--buckets none`): no
+            buckets, every batch is padded to max_seq_length.
         max_train_examples: use only the first N training rows (reported, never silent).
         label_separator: splits a text label into the classes of a multi-label row ("|"
             by default with task multi-label).
@@ -93,7 +91,7 @@ class DataConfig:
     text_column: str = "text"
     text_pair_column: str | None = None
     label_column: str = "label"
-    buckets: list[int] = dataclasses.field(default_factory=list)
+    buckets: list[int] | None = dataclasses.field(default_factory=list)
     max_train_examples: int | None = None
     label_separator: str | None = None
 
@@ -144,7 +142,7 @@ class TrainConfig:
     grad_accum: int = 1
     steps_per_execution: int = 1
     best_metric: str | None = None
-    class_weights: str = "none"
+    class_weights: str = NO_CLASS_WEIGHTS
     tune_threshold: bool = False
     save_every_steps: int | None = None
     save_every_minutes: float | None = None
@@ -184,7 +182,7 @@ class RunConfig:
             ("model.dropout", 0 <= m.dropout < 1, "in [0, 1)"),
             (
                 "data.buckets",
-                all(0 <= b <= m.max_seq_length for b in d.buckets),
+                d.buckets is None or all(1 <= b <= m.max_seq_length for b in d.buckets),
                 f"lengths between 1 and max_seq_length {m.max_seq_length} (or none)",
             ),
             (
@@ -261,7 +259,8 @@ class RunConfig:
         kwargs = {}
         for key, value in values.items():
             if key in sections:
-                kwargs[key] = _build(sections[key], value or {}, f"{source}: {key}")
+                value = _upgrade(key, value or {})
+                kwargs[key] = _build(sections[key], value, f"{source}: {key}")
             elif key == "output_dir":
                 if value is not None and not isinstance(value, str):
                     raise ConfigError(f"{source}: output_dir must be a string; got {value!r}.")
@@ -322,6 +321,32 @@ def check_positions(
             f"(max_position_embeddings {max_position_embeddings}); use {flag} "
             f"{max_position_embeddings} or less."
         )
+
+
+def per_replica_batch(global_batch: int, replicas: int, setting: str = "--batch-size") -> int:
+    """global_batch / replicas, or a `ConfigError` with the arithmetic and the two nearest
+    batch sizes that divide (`setting` is what to change, a flag by default).
+
+    Examples:
+    >>> per_replica_batch(32, 4)
+    8
+    """
+    if global_batch % replicas:
+        lower = global_batch - global_batch % replicas
+        raise ConfigError(
+            f"The global batch size {global_batch} does not divide over {replicas} replicas "
+            f"({global_batch} / {replicas} = {global_batch / replicas:.2f} examples per replica). "
+            f"Every replica must get the same number: use {setting} {lower or replicas} or "
+            f"{lower + replicas}."
+        )
+    return global_batch // replicas
+
+
+def _upgrade(section: str, values):
+    """Reads configs written by earlier versions: `buckets: [0]` was "no buckets" (None)."""
+    if section == "data" and isinstance(values, dict) and values.get("buckets") == [0]:
+        return {**values, "buckets": None}
+    return values
 
 
 def _flatten(values: dict, prefix: str = "") -> dict:
@@ -404,10 +429,8 @@ def _describe(hint) -> str:
 
 
 def override(config, values: dict) -> None:
-    """Sets `section.field` values (from command-line flags) that are not None, with type checks."""
+    """Sets `section.field` values (from command-line flags); `validate` checks them."""
     for dotted, value in values.items():
-        if value is None:
-            continue
         section_name, field = dotted.split(".")
         section = getattr(config, section_name)
         hints = typing.get_type_hints(type(section))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bertfit.cli import main
-from bertfit.config import RunConfig
+from bertfit.config import RunConfig, per_replica_batch
 from bertfit.errors import ConfigError
 
 
@@ -62,3 +62,45 @@ def test_yaml_values_of_the_wrong_type_name_the_file_and_field(tmp_path, yaml_te
 def test_a_valid_config_passes_and_ints_are_numbers():
     config = RunConfig.from_dict({"train": {"learning_rate": 1, "warmup_ratio": 0}})
     assert config.validate() is config
+
+
+def test_buckets_none_means_no_buckets_from_flags_yaml_and_earlier_configs(tmp_path):
+    from bertfit.cli import build_parser, run_config_from_args
+    from bertfit.data.pipeline import buckets_for
+
+    flags = ["train", "--train", "t.csv", "--max-seq-length", "64", "--buckets", "none"]
+    config = run_config_from_args(build_parser().parse_args(flags))
+    assert config.data.buckets is None and buckets_for(config) == [64]
+    config.save(tmp_path / "run.yaml")
+    assert RunConfig.load(tmp_path / "run.yaml").data.buckets is None
+    (tmp_path / "old.yaml").write_text("data:\n  buckets: [0]\n")  # how earlier versions saved it
+    assert RunConfig.load(tmp_path / "old.yaml").data.buckets is None
+    assert buckets_for(RunConfig()) == [32, 64, 128]  # [] derives them from max_seq_length
+
+
+def test_the_flags_take_their_choices_from_the_config():
+    from bertfit import config
+    from bertfit.cli import TRAIN_FLAGS
+    from bertfit.data.sources import FORMATS
+
+    expected = {
+        "--pooling": config.POOLINGS,
+        "--precision": config.PRECISIONS,
+        "--task": config.TASKS,
+        "--format": FORMATS,
+        "--strategy": config.STRATEGIES,
+        "--best-metric": config.METRICS,
+    }
+    choices = {flag: o["choices"] for flag, (_, o) in TRAIN_FLAGS.items() if "choices" in o}
+    assert choices.keys() == expected.keys()
+    assert all(choices[flag] is expected[flag] for flag in expected)
+
+
+def test_batch_that_does_not_divide_over_replicas_states_the_arithmetic_and_the_fix():
+    with pytest.raises(ConfigError, match=r"7 / 2 = 3\.50 examples per replica") as error:
+        per_replica_batch(7, 2)
+    assert "--batch-size 6 or 8" in str(error.value)
+
+
+def test_per_replica_batch_divides():
+    assert per_replica_batch(32, 4) == 8

@@ -16,6 +16,7 @@ from bertfit.checkpoints.torch_bin import has_bin, read_torch_bin, shard_files
 from bertfit.checkpoints.weights import read_weights
 from bertfit.errors import CheckpointError
 from bertfit.model.config import BertConfig
+from bertfit.text.tokenizer import read_tokenizer_config
 
 SAFETENSORS = "model.safetensors"
 SAFETENSORS_INDEX = "model.safetensors.index.json"
@@ -54,20 +55,13 @@ def strip_prefix(tensors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     return {k.removeprefix(PREFIX): v for k, v in tensors.items()}
 
 
-def read_tokenizer_options(path: Path) -> dict:
-    config_file = path / "tokenizer_config.json"
-    if not config_file.is_file():
-        return {}
-    values = json.loads(config_file.read_text(encoding="utf-8"))
-    return {"lower_case": values.get("do_lower_case"), "strip_accents": values.get("strip_accents")}
-
-
 def read_hf(path: Path) -> Checkpoint:
     """Reads a HF BERT directory: safetensors ("hf") or, without them, a `.bin` ("hf-bin")."""
     config = BertConfig.from_json_file(path / "config.json")
     safetensors = has_safetensors(path)
     tensors = strip_prefix(read_safetensors(path) if safetensors else read_torch_bin(path))
     vocab = path / "vocab.txt"
+    tokenizer = read_tokenizer_config(path)
     return Checkpoint(
         format="hf" if safetensors else "hf-bin",
         path=path,
@@ -76,7 +70,8 @@ def read_hf(path: Path) -> Checkpoint:
         table=hf_table(config.num_hidden_layers),
         vocab_file=vocab if vocab.is_file() else None,
         ignored_prefixes=HF_IGNORED_PREFIXES,
-        **read_tokenizer_options(path),
+        lower_case=tokenizer.get("lower_case"),
+        strip_accents=tokenizer.get("strip_accents"),
     )
 
 

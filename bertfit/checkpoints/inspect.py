@@ -6,14 +6,10 @@ from pathlib import Path
 
 from bertfit.checkpoints.detect import Detection, detect, read_detected
 from bertfit.checkpoints.hub_module import module_signatures
-from bertfit.checkpoints.load import (
-    _capitalised,
-    build_encoder,
-    guess_lower_case,
-)
+from bertfit.checkpoints.load import build_encoder
 from bertfit.checkpoints.savedmodel import OpaqueCheckpoint
 from bertfit.errors import CheckpointError
-from bertfit.text.tokenizer import read_vocab
+from bertfit.text.tokenizer import capitalised_tokens, guess_lower_case, read_vocab
 
 ENCODER_INPUTS = {"input_word_ids": "int32", "input_mask": "int32", "input_type_ids": "int32"}
 ENCODER_OUTPUTS = {
@@ -92,16 +88,15 @@ def _vocab(checkpoint) -> dict:
     if checkpoint.vocab_file is None:
         return {"file": None, "size": None, "lower_case": checkpoint.lower_case}
     tokens = read_vocab(checkpoint.vocab_file)
-    capitals = _capitalised(tokens)
     lower = checkpoint.lower_case
     if lower is None:
-        lower = guess_lower_case(tokens, capitals)
+        lower = guess_lower_case(tokens)
     return {
         "file": str(checkpoint.vocab_file),
         "size": len(tokens),
         "lower_case": lower,
         "casing": "uncased" if lower else "cased",
-        "tokens_with_capitals": len(capitals),
+        "tokens_with_capitals": len(capitalised_tokens(tokens)),
     }
 
 

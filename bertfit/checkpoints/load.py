@@ -15,7 +15,12 @@ from bertfit.checkpoints.tf1 import vocab_in
 from bertfit.checkpoints.weights import LoadReport, assign_weights
 from bertfit.errors import CheckpointError
 from bertfit.model.encoder import BertEncoder
-from bertfit.text.tokenizer import BertTokenizer, read_vocab
+from bertfit.text.tokenizer import (
+    BertTokenizer,
+    capitalised_tokens,
+    guess_lower_case,
+    read_vocab,
+)
 
 
 def read_checkpoint(path: Path) -> Checkpoint:
@@ -46,47 +51,20 @@ def read_detection(found: Detection) -> Checkpoint:
 UPPERCASE_EXAMPLES = 5
 
 
-def _capitalised(tokens: list[str]) -> list[str]:
-    return [
-        t
-        for t in tokens
-        if t != t.lower()
-        and not (t.startswith("[") and t.endswith("]"))
-        and not (t.startswith("<") and t.endswith(">"))
-    ]
-
-
-def guess_lower_case(tokens: list[str], capitals: list[str]) -> bool:
-    """A vocab with (almost) no capitalised tokens belongs to an uncased model."""
-    return len(capitals) < max(10, len(tokens) // 100)
-
-
 def check_vocab(checkpoint: Checkpoint) -> None:
-    """The vocab must fit the embedding matrix; an uncased model with capitals in it is warned.
+    """The vocab must fit the embedding matrix (when the checkpoint has a config); an uncased
+    model with capitals in its vocab is warned.
 
     When the checkpoint does not say its casing, the vocab decides: capitals mean cased.
     """
     if checkpoint.vocab_file is None:
         return
     tokens = read_vocab(checkpoint.vocab_file)
-    rows = checkpoint.config.vocab_size
-    if len(tokens) > rows:
-        raise CheckpointError(
-            f"{checkpoint.vocab_file} has {len(tokens)} tokens but the word embedding matrix of "
-            f"{checkpoint.path} has {rows} rows, so ids {rows}..{len(tokens) - 1} would index "
-            "past its end. This vocab.txt belongs to another model; use the vocab.txt shipped "
-            "with these weights."
-        )
-    if len(tokens) < rows:
-        warnings.warn(
-            f"{checkpoint.vocab_file} has {len(tokens)} tokens and the word embedding matrix "
-            f"{rows} rows; the extra rows are never used (padded embeddings are common, but check "
-            "that this vocab.txt belongs to these weights).",
-            stacklevel=3,
-        )
-    capitals = _capitalised(tokens)
+    if checkpoint.config is not None:
+        _check_vocab_size(checkpoint, len(tokens))
+    capitals = capitalised_tokens(tokens)
     if checkpoint.lower_case is None:
-        checkpoint.lower_case = guess_lower_case(tokens, capitals)
+        checkpoint.lower_case = guess_lower_case(tokens)
     elif checkpoint.lower_case and capitals:
         examples = ", ".join(repr(t) for t in capitals[:UPPERCASE_EXAMPLES])
         warnings.warn(
@@ -95,6 +73,24 @@ def check_vocab(checkpoint: Checkpoint) -> None:
             "produce them, so this is probably a cased model: pass lower_case=False (the model's "
             "lower_case setting) unless you know the vocab is right.",
             stacklevel=3,
+        )
+
+
+def _check_vocab_size(checkpoint: Checkpoint, tokens: int) -> None:
+    rows = checkpoint.config.vocab_size
+    if tokens > rows:
+        raise CheckpointError(
+            f"{checkpoint.vocab_file} has {tokens} tokens but the word embedding matrix of "
+            f"{checkpoint.path} has {rows} rows, so ids {rows}..{tokens - 1} would index "
+            "past its end. This vocab.txt belongs to another model; use the vocab.txt shipped "
+            "with these weights."
+        )
+    if tokens < rows:
+        warnings.warn(
+            f"{checkpoint.vocab_file} has {tokens} tokens and the word embedding matrix "
+            f"{rows} rows; the extra rows are never used (padded embeddings are common, but check "
+            "that this vocab.txt belongs to these weights).",
+            stacklevel=4,
         )
 
 
@@ -184,7 +180,7 @@ def load_encoder(
             vocab_file=vocab_in(found.root),
             info=found.savedmodel,
         )
-        check_vocab_casing_only(checkpoint)
+        check_vocab(checkpoint)
         return (
             wrap_savedmodel(checkpoint, trainable=False),
             build_tokenizer(checkpoint, lower_case, strip_accents),
@@ -194,9 +190,3 @@ def load_encoder(
     if not trainable:
         encoder.trainable = False
     return encoder, build_tokenizer(checkpoint, lower_case, strip_accents)
-
-
-def check_vocab_casing_only(checkpoint: Checkpoint) -> None:
-    if checkpoint.vocab_file is not None and checkpoint.lower_case is None:
-        tokens = read_vocab(checkpoint.vocab_file)
-        checkpoint.lower_case = guess_lower_case(tokens, _capitalised(tokens))

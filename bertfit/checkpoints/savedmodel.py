@@ -31,6 +31,7 @@ from bertfit.checkpoints.tf1 import (
 from bertfit.errors import CheckpointError
 from bertfit.model.config import BertConfig
 from bertfit.model.inputs import INPUT_NAMES, normalize_inputs
+from bertfit.text.tokenizer import read_tokenizer_config
 
 REUSABLE, SIGNATURE_ONLY = "tf2-savedmodel", "tf2-savedmodel-signature"
 PREPROCESSING = "preprocessing"
@@ -213,13 +214,10 @@ def read_savedmodel(path: Path, info: SavedModelInfo | None = None) -> Checkpoin
 
 def _lower_case_asset(path: Path) -> bool | None:
     """bertfit's export writes `assets/tokenizer_config.json`; else guess from the folder name."""
-    import json
-
     for folder in (path / "assets", path):
-        if (folder / "tokenizer_config.json").is_file():
-            value = json.loads((folder / "tokenizer_config.json").read_text()).get("do_lower_case")
-            if value is not None:
-                return bool(value)
+        value = read_tokenizer_config(folder).get("lower_case")
+        if value is not None:
+            return bool(value)
     return casing_from_name(path)
 
 

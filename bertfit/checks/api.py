@@ -15,13 +15,13 @@ from bertfit.checkpoints.detect import detect
 from bertfit.checkpoints.load import read_detection
 from bertfit.checkpoints.registry import resolve
 from bertfit.checkpoints.savedmodel import SIGNATURE_ONLY
-from bertfit.checks.findings import ERROR, WARNING, Report
+from bertfit.checks.findings import ERROR, TARGETS, WARNING, Report
 from bertfit.config import RunConfig, check_positions
 from bertfit.errors import BertfitError, CheckpointError, ConfigError
 from bertfit.model.classifier import BertClassifier
+from bertfit.model.inputs import WORD_IDS
 from bertfit.training.setup import bucketed, make_trainer, run_tokenizer
 
-TARGETS = ("tpu", "gpu", "cpu")
 TPU_REPLICAS = 8  # a v2-8 / v3-8 host: 8 cores
 
 
@@ -141,7 +141,10 @@ def _check_run(report: Report, config: RunConfig, replicas, max_rows, compile_, 
     replicas = replicas or (TPU_REPLICAS if target == "tpu" else config.train.cpu_replicas or 1)
     check_precision(report, config.model.precision, target)
     ctx = B.InputContext(
-        target=target, replicas=replicas, source=f"--batch-size {config.train.batch_size}"
+        target=target,
+        replicas=replicas,
+        source=f"--batch-size {config.train.batch_size}",
+        batch_setting="--batch-size",
     )
     B.check_batch_size(report, config.train.batch_size, ctx)
 
@@ -331,7 +334,7 @@ def _check_dataset(
     if compile_:
         shapes, distinct = [], []
         for element in samples:
-            ids = B.canonical(B.split_element(element)[0]).get("input_word_ids")
+            ids = B.canonical(B.split_element(element)[0]).get(WORD_IDS)
             key = tuple(ids.shape) if ids is not None else None
             if key not in shapes:
                 shapes.append(key)

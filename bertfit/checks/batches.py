@@ -15,11 +15,15 @@ import numpy as np
 import tensorflow as tf
 
 from bertfit.checks.findings import ERROR, INFO, WARNING, Report
+from bertfit.config import per_replica_batch
+from bertfit.data.pipeline import GLOBAL_EXAMPLES, INDEX, LABEL, WEIGHT
+from bertfit.errors import ConfigError
 from bertfit.model.inputs import ALIASES, INPUT_NAMES, MASK, TYPE_IDS, WORD_IDS
 
-LABEL_KEYS = ("label", "labels", "y", "target")
-WEIGHT_KEYS = ("example_weight", "sample_weight", "weight")
-EXTRA_KEYS = ("index", "global_examples")  # bertfit's own bookkeeping
+# Batch keys that are not model inputs: bertfit's own, then the usual names in other libraries.
+LABEL_KEYS = (LABEL, "labels", "y", "target")
+WEIGHT_KEYS = (WEIGHT, "sample_weight", "weight")
+EXTRA_KEYS = (INDEX, GLOBAL_EXAMPLES)  # bertfit's own bookkeeping
 TPU_BATCH_MULTIPLE = 8
 
 
@@ -35,6 +39,7 @@ class InputContext:
     encoder_takes_text: bool = False
     source: str = "dataset"
     global_batch: bool = True  # the batch dimension is the global batch (else per replica)
+    batch_setting: str = "a global batch of"  # what sets it: how a fix names it
 
 
 def split_element(element):
@@ -275,20 +280,19 @@ def check_batch_size(report: Report, batch: int, ctx: InputContext) -> None:
     if {"shape-batch-not-divisible", "shape-tpu-batch-multiple"} & set(report.codes):
         return
     replicas = ctx.replicas
-    lower = batch - batch % replicas
-    if ctx.global_batch and batch % replicas:
-        report.add(
-            "shape-batch-not-divisible",
-            ERROR,
-            f"the global batch {batch} does not divide over {replicas} replicas "
-            f"({batch / replicas:.2f} examples each)",
-            where=ctx.source,
-            why="every replica must get the same number of examples",
-            fix=f"use a batch size that is a multiple of {replicas}, e.g. "
-            f"{lower or replicas} or {lower + replicas}",
-        )
-        return
-    per_replica = batch // replicas if ctx.global_batch else batch
+    per_replica = batch
+    if ctx.global_batch:
+        try:
+            per_replica = per_replica_batch(batch, replicas, ctx.batch_setting)
+        except ConfigError as e:
+            report.add(
+                "shape-batch-not-divisible",
+                ERROR,
+                str(e),
+                where=ctx.source,
+                why="every replica must get the same number of examples",
+            )
+            return
     if ctx.target == "tpu" and per_replica % TPU_BATCH_MULTIPLE:
         report.add(
             "shape-tpu-batch-multiple",

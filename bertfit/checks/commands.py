@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from bertfit.checks.api import TARGETS
+from bertfit.checks.findings import TARGETS
 
 
 def add_commands(subparsers) -> None:

@@ -13,6 +13,7 @@ import sys
 
 ERROR, WARNING, INFO = "error", "warning", "info"
 SEVERITIES = (ERROR, WARNING, INFO)
+TARGETS = ("tpu", "gpu", "cpu")  # the hardware a report judges for
 
 
 @dataclasses.dataclass

@@ -10,6 +10,7 @@ import tensorflow as tf
 
 from bertfit.checks.batches import canonical, shape_text, split_element
 from bertfit.checks.findings import ERROR, INFO, WARNING, Report
+from bertfit.model.inputs import WORD_IDS
 from bertfit.translate import translate
 
 SIGNATURE_ONLY_WHY = (
@@ -229,7 +230,7 @@ def compile_shapes(
     stage = compile_stage(target) if full else "hlo"
     for element in elements:
         features, _, _ = split_element(element)
-        ids = canonical(features).get("input_word_ids")
+        ids = canonical(features).get(WORD_IDS)
         shape = shape_text(ids.shape) if ids is not None else "?"
         start = time.perf_counter()
         ok = True

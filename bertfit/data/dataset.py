@@ -19,6 +19,7 @@ from collections.abc import Sequence
 import numpy as np
 import tensorflow as tf
 
+from bertfit.config import per_replica_batch
 from bertfit.data.pipeline import BucketedInput, default_buckets, encode_texts, plan_batches
 from bertfit.data.sources import Example, SourceSpec, read_examples
 from bertfit.data.tasks import Task, infer_task
@@ -109,10 +110,7 @@ def make_dataset(
         label_separator: splits text labels into multi-label sets.
     """
     strategy = strategy or tf.distribute.get_strategy()
-    if batch_size % strategy.num_replicas_in_sync:
-        from bertfit.training.strategy import per_replica_batch
-
-        per_replica_batch(batch_size, strategy)  # raises with the arithmetic and the fix
+    per_replica_batch(batch_size, strategy.num_replicas_in_sync)  # raises with the fix
     name, examples = _examples(data, columns or SourceSpec())
     if not isinstance(task, Task):
         task, _ = infer_task(examples, name, kind=task, separator=label_separator)

@@ -35,11 +35,12 @@ def default_buckets(max_seq_length: int) -> list[int]:
 
 
 def buckets_for(config) -> list[int]:
-    """The length buckets of a `RunConfig`: its `data.buckets` plus `max_seq_length`, or
-    `default_buckets`; `[0]` ("--buckets none") means max_seq_length alone."""
+    """The length buckets of a `RunConfig`: its `data.buckets` plus `max_seq_length`;
+    `default_buckets` when it names none ([]); `max_seq_length` alone when it is None
+    (`--buckets none`: no buckets)."""
     max_seq_length = config.model.max_seq_length
-    buckets = [b for b in config.data.buckets if b > 0]
-    if config.data.buckets and not buckets:
+    buckets = config.data.buckets
+    if buckets is None:
         return [max_seq_length]
     return sorted(set(buckets) | {max_seq_length}) if buckets else default_buckets(max_seq_length)
 

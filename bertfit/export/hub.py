@@ -27,19 +27,9 @@ import tensorflow as tf
 
 from bertfit.checkpoints.names import tf2_variable_table
 from bertfit.model.config import BertConfig
+from bertfit.model.encoder import activation
 from bertfit.model.inputs import INPUT_NAMES
 from bertfit.text.preprocessor import BertPreprocessor
-
-_ACTIVATIONS = {
-    "gelu": lambda x: tf.nn.gelu(x, approximate=False),
-    "gelu_new": lambda x: tf.nn.gelu(x, approximate=True),
-    "gelu_pytorch_tanh": lambda x: tf.nn.gelu(x, approximate=True),
-    "gelu_fast": lambda x: tf.nn.gelu(x, approximate=True),
-    "relu": tf.nn.relu,
-    "silu": tf.nn.silu,
-    "swish": tf.nn.silu,
-    "tanh": tf.tanh,
-}
 
 
 def _input_specs():
@@ -104,7 +94,7 @@ class HubBertEncoder(tf.Module):
         )
         bias = (1.0 - mask[:, tf.newaxis, tf.newaxis, :]) * -1e9
         scale = 1.0 / math.sqrt(config.head_size)
-        act = _ACTIVATIONS[config.hidden_act]
+        act = activation(config.hidden_act)  # traced into plain TF ops, like the rest
         encoder_outputs = []
         for i in range(config.num_hidden_layers):
             p = f"layer_{i}"

@@ -8,16 +8,18 @@ from pathlib import Path
 
 from bertfit.errors import CheckpointError
 
-ACTIVATIONS = (
-    "gelu",
-    "gelu_new",
-    "gelu_pytorch_tanh",
-    "gelu_fast",
-    "relu",
-    "silu",
-    "swish",
-    "tanh",
-)
+# A checkpoint's `hidden_act` → the `keras.activations` function and its arguments (the names
+# are Hugging Face's: "gelu" is the exact erf GELU, the others its tanh approximation).
+ACTIVATIONS = {
+    "gelu": ("gelu", {"approximate": False}),
+    "gelu_new": ("gelu", {"approximate": True}),
+    "gelu_pytorch_tanh": ("gelu", {"approximate": True}),
+    "gelu_fast": ("gelu", {"approximate": True}),
+    "relu": ("relu", {}),
+    "silu": ("silu", {}),
+    "swish": ("silu", {}),
+    "tanh": ("tanh", {}),
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,7 +56,8 @@ class BertConfig:
             )
         if self.hidden_act not in ACTIVATIONS:
             raise CheckpointError(
-                f"hidden_act {self.hidden_act!r} is not supported; bertfit supports {ACTIVATIONS}."
+                f"hidden_act {self.hidden_act!r} is not supported; bertfit supports "
+                f"{tuple(ACTIVATIONS)}."
             )
 
     @property

@@ -7,30 +7,26 @@ in float32.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import keras
 import tensorflow as tf
 
 from bertfit.errors import InputFormatError
-from bertfit.model.config import BertConfig
+from bertfit.model.config import ACTIVATIONS, BertConfig
 from bertfit.model.inputs import MASK, TYPE_IDS, WORD_IDS, normalize_inputs
 
 
 def activation(name: str):
-    """The function a checkpoint's `hidden_act` names; "gelu" is the exact (erf) GELU."""
-    exact_gelu = lambda x: keras.activations.gelu(x, approximate=False)  # noqa: E731
-    tanh_gelu = lambda x: keras.activations.gelu(x, approximate=True)  # noqa: E731
-    return {
-        "gelu": exact_gelu,
-        "gelu_new": tanh_gelu,
-        "gelu_pytorch_tanh": tanh_gelu,
-        "gelu_fast": tanh_gelu,
-        "relu": keras.activations.relu,
-        "silu": keras.activations.silu,
-        "swish": keras.activations.silu,
-        "tanh": keras.activations.tanh,
-    }[name]
+    """The function a checkpoint's `hidden_act` names (see `model.config.ACTIVATIONS`).
+
+    Examples:
+    >>> round(float(activation("gelu_new")(tf.constant(1.0))), 4)  # GELU's tanh approximation
+    0.8412
+    """
+    function, arguments = ACTIVATIONS[name]
+    return functools.partial(getattr(keras.activations, function), **arguments)
 
 
 def _dense(units: int, config: BertConfig, name: str, dtype, activation=None) -> keras.layers.Dense:

@@ -12,6 +12,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from bertfit.data.pipeline import GLOBAL_EXAMPLES, INDEX, LABEL, WEIGHT
 from bertfit.errors import InputFormatError
 
 WORD_IDS, MASK, TYPE_IDS = "input_word_ids", "input_mask", "input_type_ids"
@@ -19,7 +20,7 @@ INPUT_NAMES = (WORD_IDS, MASK, TYPE_IDS)
 
 # The other keys of a batch from bertfit's input pipeline (bertfit.data.pipeline): the model
 # reads its inputs and leaves these to the loss, so `model(batch)` works.
-PIPELINE_KEYS = frozenset({"label", "example_weight", "index", "global_examples"})
+PIPELINE_KEYS = frozenset({LABEL, WEIGHT, INDEX, GLOBAL_EXAMPLES})
 
 # Every accepted spelling of each input, by convention.
 ALIASES = {

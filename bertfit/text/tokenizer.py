@@ -154,7 +154,7 @@ class BertTokenizer(tf.Module):
                 f"{folder} has no vocab.txt; pass the folder of a BERT checkpoint "
                 "that ships its WordPiece vocabulary."
             )
-        config = _read_tokenizer_config(folder / "tokenizer_config.json")
+        config = read_tokenizer_config(folder)
         if lower_case is not None:
             config["lower_case"] = lower_case
         if strip_accents is not None:
@@ -329,8 +329,36 @@ def read_vocab(path: str | os.PathLike) -> list[str]:
         return [line.rstrip("\n") for line in f.readlines()]
 
 
-def _read_tokenizer_config(path: Path) -> dict:
-    """The `TokenizerConfig` fields that a Hugging Face `tokenizer_config.json` sets."""
+def capitalised_tokens(tokens: Sequence[str]) -> list[str]:
+    """The tokens with a capital letter, special tokens (`[CLS]`, `<s>`) left out.
+
+    Examples:
+    >>> capitalised_tokens(["[CLS]", "<s>", "the", "The", "##S"])
+    ['The', '##S']
+    """
+    return [
+        t
+        for t in tokens
+        if t != t.lower()
+        and not (t.startswith("[") and t.endswith("]"))
+        and not (t.startswith("<") and t.endswith(">"))
+    ]
+
+
+def guess_lower_case(tokens: Sequence[str]) -> bool:
+    """Whether a vocab belongs to an uncased model: it has (almost) no capitalised tokens.
+
+    Examples:
+    >>> guess_lower_case(["[CLS]", "the", "film"]), guess_lower_case([*"ABCDEFGHIJ", "the"])
+    (True, False)
+    """
+    return len(capitalised_tokens(tokens)) < max(10, len(tokens) // 100)
+
+
+def read_tokenizer_config(folder: str | os.PathLike) -> dict:
+    """The `TokenizerConfig` fields that a Hugging Face `tokenizer_config.json` in `folder`
+    sets (`do_lower_case` as `lower_case`, ...); {} without one."""
+    path = Path(folder) / "tokenizer_config.json"
     if not path.is_file():
         return {}
     raw = json.loads(path.read_text(encoding="utf-8"))

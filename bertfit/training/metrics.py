@@ -17,14 +17,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from bertfit.config import TASK_METRICS
 from bertfit.data.tasks import MULTI_LABEL, REGRESSION, SINGLE_LABEL, Task
 
 LOWER_IS_BETTER = {"loss", "rmse", "mae", "hamming_loss"}
-TASK_METRICS = {
-    SINGLE_LABEL: ("accuracy", "macro_f1", "mcc", "roc_auc", "loss"),
-    MULTI_LABEL: ("micro_f1", "macro_f1", "subset_accuracy", "hamming_loss", "loss"),
-    REGRESSION: ("rmse", "mae", "pearson", "spearman", "loss"),
-}
 # The two numbers a person reads first, per task (the demo's last line, the report, the table).
 HEADLINE_METRICS = {
     SINGLE_LABEL: ("accuracy", "macro_f1"),

@@ -15,7 +15,14 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bertfit.config import PRECISION_POLICIES, RunConfig, TrainConfig
+from bertfit.config import (
+    BALANCED,
+    NO_CLASS_WEIGHTS,
+    PRECISION_POLICIES,
+    RunConfig,
+    TrainConfig,
+    per_replica_batch,
+)
 from bertfit.data.pipeline import buckets_for
 from bertfit.data.profile import LengthProfile
 from bertfit.data.sources import Example, read_examples
@@ -50,7 +57,7 @@ from bertfit.training.setup import (
     run_tokenizer,
     with_chosen_buckets,
 )
-from bertfit.training.strategy import make_strategy, per_replica_batch
+from bertfit.training.strategy import make_strategy
 from bertfit.training.summaries import RunSummaries
 from bertfit.translate import explain_errors
 
@@ -84,13 +91,13 @@ def class_weights(config: RunConfig, task: Task, targets: np.ndarray) -> np.ndar
     """The loss weight of each training example from `--class-weights`: "balanced" gives class
     c the weight n / (classes × n_c), a JSON file {label: weight} its own; None for "none"."""
     choice = config.train.class_weights
-    if choice == "none":
+    if choice == NO_CLASS_WEIGHTS:
         return None
     if task.kind != SINGLE_LABEL:
         raise ConfigError(
             f"--class-weights applies to single-label tasks; this run is {task.kind}. Leave it out."
         )
-    if choice == "balanced":
+    if choice == BALANCED:
         counts = np.bincount(targets, minlength=len(task.labels)).astype(np.float64)
         per_class = len(targets) / (len(task.labels) * np.maximum(counts, 1))
     else:
@@ -103,7 +110,7 @@ def _weights_file(path: str, task: Task) -> np.ndarray:
         values = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
         raise ConfigError(
-            f"--class-weights {path}: expected 'balanced', 'none' or a JSON file "
+            f"--class-weights {path}: expected {BALANCED!r}, {NO_CLASS_WEIGHTS!r} or a JSON file "
             f'{{"label": weight, ...}} ({e}).'
         ) from None
     if (
@@ -158,7 +165,7 @@ def train(
     strategy = strategy or make_strategy(
         t.strategy, t.cpu_replicas, t.tpu, t.workers, t.worker_index
     )
-    per_replica_batch(config.train.batch_size, strategy)
+    per_replica_batch(config.train.batch_size, strategy.num_replicas_in_sync)
     run_dir.write = _is_chief(strategy)
     quiet = quiet or not run_dir.write
     started = time.perf_counter()
@@ -175,10 +182,15 @@ def train(
     eval_data = (
         read_labelled(config.data.eval, config, tokenizer, task) if config.data.eval else None
     )
-    if not config.data.buckets:
-        saved = run_dir.load_config().data.buckets if resuming else None
-        config, note = with_chosen_buckets(config, train_data, saved)
-        notes.append(note)
+    if config.data.buckets == []:  # not given: chosen from the data (a resumed run keeps its own)
+        saved = run_dir.load_config().data.buckets if resuming else []
+        if saved is None:  # the run was started with --buckets none
+            config = dataclasses.replace(
+                config, data=dataclasses.replace(config.data, buckets=None)
+            )
+        else:
+            config, note = with_chosen_buckets(config, train_data, saved or None)
+            notes.append(note)
     for note in notes if run_dir.write else ():
         print(f"bertfit: {note}", file=sys.stderr)
     tokenized = time.perf_counter()

@@ -144,7 +144,7 @@ class RunDir:
                 "new runs/<date>-<time>)."
             )
         saved = self.load_config()
-        if not config.data.buckets:  # chosen from the data: the saved run's choice
+        if config.data.buckets == []:  # chosen from the data: the saved run's choice
             config = dataclasses.replace(
                 config, data=dataclasses.replace(config.data, buckets=saved.data.buckets)
             )

@@ -1,4 +1,4 @@
-"""Pick and configure a `tf.distribute` strategy; check that the global batch divides over it."""
+"""Pick and configure a `tf.distribute` strategy."""
 
 from __future__ import annotations
 
@@ -129,17 +129,3 @@ def _connect_tpu(tpu: str | None) -> tf.distribute.TPUStrategy:
             "--strategy auto."
         ) from None
     return tf.distribute.TPUStrategy(resolver)
-
-
-def per_replica_batch(global_batch: int, strategy: tf.distribute.Strategy) -> int:
-    """global_batch / replicas, or a `ConfigError` with the arithmetic and the fix."""
-    replicas = strategy.num_replicas_in_sync
-    if global_batch % replicas:
-        lower = global_batch - global_batch % replicas
-        raise ConfigError(
-            f"The global batch size {global_batch} does not divide over {replicas} replicas "
-            f"({global_batch} / {replicas} = {global_batch / replicas:.2f} examples per replica). "
-            f"Every replica must get the same number: use --batch-size {lower or replicas} or "
-            f"{lower + replicas}."
-        )
-    return global_batch // replicas
