@@ -35,6 +35,10 @@ def _bool(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
+def _bool_or_auto(text: str) -> bool | None:
+    return None if text.lower() == "auto" else _bool(text)
+
+
 def _workers(text: str) -> list[str]:
     workers = [w.strip() for w in text.split(",") if w.strip()]
     if not workers or any(":" not in w for w in workers):
@@ -97,7 +101,10 @@ TRAIN_FLAGS = {
     "--weight-decay": ("train.weight_decay", {"type": float}),
     "--clip-norm": ("train.clip_norm", {"type": float}),
     "--seed": ("train.seed", {"type": int}),
-    "--jit-compile": ("train.jit_compile", {"type": _bool, "help": "XLA on/off (default true)"}),
+    "--jit-compile": (
+        "train.jit_compile",
+        {"type": _bool_or_auto, "help": "XLA: true, false or auto (default: per device)"},
+    ),
     "--strategy": ("train.strategy", {"choices": STRATEGIES}),
     "--cpu-replicas": ("train.cpu_replicas", {"type": int}),
     "--tpu": ("train.tpu", {"help": "TPU name, or 'local' on a TPU VM"}),

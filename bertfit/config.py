@@ -105,7 +105,8 @@ class TrainConfig:
         epochs, learning_rate, warmup_ratio, weight_decay, clip_norm: AdamW with linear warmup
             then linear decay, global-norm clipping.
         seed: seeds initialisation, dropout and shuffling.
-        jit_compile: XLA-compile the replica step.
+        jit_compile: XLA-compile the step: true, false, or null (auto: all of it on a GPU or
+            TPU, only the clipping + optimizer update on a CPU; see `training.loop.XlaChoice`).
         strategy: auto, tpu, mirrored, multi-worker, one-device or default.
         cpu_replicas: split the CPU into N logical devices (rehearse data parallelism).
         tpu: a TPU name, or "local" on a TPU VM (TPUClusterResolver).
@@ -133,7 +134,7 @@ class TrainConfig:
     weight_decay: float = 0.01
     clip_norm: float = 1.0
     seed: int = 42
-    jit_compile: bool = True
+    jit_compile: bool | None = None
     strategy: str = "auto"
     cpu_replicas: int | None = None
     tpu: str | None = None

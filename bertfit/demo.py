@@ -17,12 +17,6 @@ DEMO_EPOCHS = 1
 DEMO_MAX_SEQ_LENGTH = 64
 
 
-def _has_accelerator() -> bool:
-    import tensorflow as tf
-
-    return bool(tf.config.list_physical_devices("GPU") or tf.config.list_physical_devices("TPU"))
-
-
 def demo_files(task: str) -> dict[str, Path]:
     """Rotten Tomatoes' train/dev/test files shaped for `task` (see `rotten_tomatoes.task_dir`)."""
     if task == "single-label":
@@ -40,9 +34,6 @@ def demo_config(
     task: str = "single-label",
 ) -> RunConfig:
     files = demo_files(task)
-    # XLA's CPU backend runs this model's seq-64 step about 1.6x slower than TensorFlow's
-    # oneDNN kernels (measured on the 2-core machine), so a CPU-only demo turns it off.
-    jit = _has_accelerator()
     return RunConfig(
         output_dir=output_dir,
         # all-MiniLM-L6-v2 is a sentence-transformers model: its pooler was never trained for
@@ -58,7 +49,6 @@ def demo_config(
             epochs=epochs or DEMO_EPOCHS,
             learning_rate=5e-5,
             seed=42,
-            jit_compile=jit,
         ),
     )
 
@@ -75,13 +65,12 @@ def run_demo(
     started = time.perf_counter()
     config = demo_config(output_dir, epochs, max_train_examples, task)
     subset = config.data.max_train_examples or "all"
-    xla = "on" if config.train.jit_compile else "off (CPU only)"
     print(
         f"bertfit demo: fine-tuning MiniLM-L6 (minilm-l6) on Rotten Tomatoes ({task})\n"
         f"  train {config.data.train} ({subset} rows), dev for model selection\n"
         f"  epochs {config.train.epochs}, max_seq_length {config.model.max_seq_length}, "
         f"global batch {config.train.batch_size}, learning rate {config.train.learning_rate}, "
-        f"mean pooling, seed {config.train.seed}, XLA {xla}",
+        f"mean pooling, seed {config.train.seed}",
         flush=True,
     )
     result = train(config, quiet=quiet)

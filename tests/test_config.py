@@ -39,7 +39,10 @@ def test_nonsense_flags_are_refused_before_anything_runs(flags, message, tmp_pat
     [
         ("model:\n  max_seq_length: '64'\n", "model: max_seq_length must be an integer; got '64'"),
         ("train:\n  epochs: 2.5\n", "train: epochs must be an integer; got 2.5"),
-        ("train:\n  jit_compile: 'yes'\n", "train: jit_compile must be true or false; got 'yes'"),
+        (
+            "train:\n  jit_compile: 'yes'\n",
+            "train: jit_compile must be true or false or null; got 'yes'",
+        ),
         ("data:\n  buckets: [32, '64']\n", "data: buckets must be a list of integers"),
         (
             "train:\n  learning_rate: -1\n",

@@ -251,8 +251,10 @@ def train(
         f"{strategy.num_replicas_in_sync} replicas; precision {config.model.precision} "
         f"({PRECISION_POLICIES[config.model.precision]}); grad_accum {t.grad_accum} "
         f"(effective batch {t.batch_size * t.grad_accum}); steps_per_execution "
-        f"{t.steps_per_execution}"
+        f"{t.steps_per_execution}; {trainer.xla.describe()}"
     )
+    if run_dir.write and not quiet:
+        print(f"bertfit: {trainer.xla.describe()}; --jit-compile chooses", file=sys.stderr)
     run_dir.save_metrics({"status": RUNNING, "epochs": state.history, **about})
 
     epoch_run = EpochRunner(

@@ -203,3 +203,4 @@ def test_buckets_chosen_from_the_data_are_saved_and_kept_when_the_run_resumes(co
     assert chosen and chosen[-1] == 32
     log = (Path(fresh.output_dir) / "train.log").read_text()
     assert f"length buckets {', '.join(map(str, chosen))} chosen from the training lengths" in log
+    assert "XLA for nothing (--jit-compile False)" in log
