@@ -20,7 +20,7 @@ from bertfit.config import RunConfig, check_positions
 from bertfit.errors import BertfitError, CheckpointError, ConfigError
 from bertfit.model.classifier import BertClassifier
 from bertfit.model.inputs import WORD_IDS
-from bertfit.training.setup import bucketed, make_trainer, run_tokenizer
+from bertfit.training.setup import bucketed, make_trainer, run_tokenizer, with_chosen_buckets
 
 TPU_REPLICAS = 8  # a v2-8 / v3-8 host: 8 cores
 
@@ -198,6 +198,8 @@ def _check_run(report: Report, config: RunConfig, replicas, max_rows, compile_, 
     if task is None or "shape-batch-not-divisible" in report.codes:
         return
     data.labels = task.targets(data.examples, config.data.train)
+    if not config.data.buckets:  # as `bertfit train` will choose them
+        config, report.stats["length buckets"] = with_chosen_buckets(config, data, rows=len(train))
     _check_pipeline(
         report, config, checkpoint, tokenizer, data, task, replicas, ctx, compile_, full
     )

@@ -47,7 +47,7 @@ def epoch_cost(counts: np.ndarray, lengths: list[int], batch_size: int) -> float
 
 
 def choose_buckets(
-    packed_lengths: np.ndarray, max_seq_length: int, *, batch_size: int, epochs: int
+    packed_lengths: np.ndarray, max_seq_length: int, *, batch_size: int, epochs: float
 ) -> list[int]:
     """The buckets that minimise `epochs` epochs of steps plus one trace per bucket.
 

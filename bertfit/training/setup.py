@@ -151,11 +151,13 @@ def run_tokenizer(checkpoint: Checkpoint, config: RunConfig) -> BertTokenizer:
 
 
 def with_chosen_buckets(
-    config: RunConfig, data: LabelledData, saved: list[int] | None = None
+    config: RunConfig, data: LabelledData, saved: list[int] | None = None, rows: int | None = None
 ) -> tuple[RunConfig, str]:
     """The config with the length buckets chosen from the training lengths (`saved`: the
-    buckets a resumed run chose), and a sentence saying what they cost in padding."""
+    buckets a resumed run chose), and a sentence saying what they cost in padding. `rows`:
+    how many training rows `data` stands for when it is a sample (`bertfit check`)."""
     lengths = data.encoded.packed_lengths
+    scale = (rows or len(lengths)) / max(len(lengths), 1)
     if saved is not None:
         buckets = saved
     else:
@@ -163,7 +165,7 @@ def with_chosen_buckets(
             lengths,
             config.model.max_seq_length,
             batch_size=config.train.batch_size * config.train.grad_accum,
-            epochs=config.train.epochs,
+            epochs=config.train.epochs * scale,
         )
     chosen = dataclasses.replace(config, data=dataclasses.replace(config.data, buckets=buckets))
     buckets, fixed = buckets_for(chosen), default_buckets(config.model.max_seq_length)

@@ -443,3 +443,12 @@ def test_tpu_rehearsal_of_the_readme_keras_example(encoder, tokenizer):
     report = bertfit.check(dataset=data, model=model, target="tpu", replicas=2)
     assert report.exit_code() == 0, report.render(color=False)
     assert [c["ok"] for c in report.compiled] == [True]
+
+
+def test_check_chooses_the_buckets_train_will_choose(files, trainable_hf_dir):
+    config = config_for(trainable_hf_dir, good_csv(files / "auto.csv"), batch_size=8, buckets=[])
+    report = bertfit.check(config, compile=False)
+    assert "chosen from the training lengths" in report.stats["length buckets"]
+    chosen = report.stats["length buckets"].split(" chosen")[0].removeprefix("length buckets ")
+    assert set(report.stats["buckets used"]) <= {int(b) for b in chosen.split(", ")}
+    assert config.data.buckets == []  # the caller's config is left as it was
