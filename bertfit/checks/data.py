@@ -31,18 +31,12 @@ IMBALANCE_RATIO = 20
 TRUNCATION_WARNING = 0.05
 
 
-def data_error_finding(report: Report, error: DataError, role: str) -> None:
-    where = error.path or role
-    if error.line is not None:
+def data_error_finding(report: Report, error: DataError, path: str, why: str, fix: str) -> None:
+    """A `DataError` as the finding of its code, where it says (file:line) or at `path`."""
+    where = error.path or path
+    if error.path and error.line is not None:
         where = f"{error.path}:{error.line}"
-    report.add(
-        error.code,
-        ERROR,
-        str(error),
-        where=where,
-        why=f"the {role} file cannot be read as `bertfit train` reads it",
-        fix="see the message: it names the line and what to write instead",
-    )
+    report.add(error.code, ERROR, str(error), where=where, why=why, fix=fix)
 
 
 def read_checked(report: Report, path: str, config: RunConfig, role: str) -> list[Example] | None:
@@ -51,7 +45,10 @@ def read_checked(report: Report, path: str, config: RunConfig, role: str) -> lis
             return read_training_examples(path, config)
         return read_examples(path, source_spec(config))
     except DataError as e:
-        data_error_finding(report, e, role)
+        why = f"the {role} file cannot be read as `bertfit train` reads it"
+        data_error_finding(
+            report, e, role, why, "see the message: it names the line and what to write instead"
+        )
         return None
 
 
@@ -64,13 +61,9 @@ def check_labels(
         task, notes = infer_run_task(examples, config)
         targets = task.targets(examples, path)
     except DataError as e:
-        report.add(
-            e.code,
-            ERROR,
-            str(e),
-            where=_where(e, path),
-            why="`bertfit train` stops on the same label problem",
-            fix="see the message: it names the labels and the lines",
+        why = "`bertfit train` stops on the same label problem"
+        data_error_finding(
+            report, e, path, why, "see the message: it names the labels and the lines"
         )
         return None
     report.stats["task"] = task.kind
@@ -89,12 +82,6 @@ def check_labels(
     else:
         _regression_findings(report, task, targets, path)
     return task
-
-
-def _where(error: DataError, path: str) -> str:
-    if error.path and error.line is not None:
-        return f"{error.path}:{error.line}"
-    return error.path or path
 
 
 def _single_label_findings(report, examples, task, targets, path) -> None:
@@ -193,13 +180,9 @@ def check_eval(
         try:
             task.targets(evaluation, path)
         except DataError as e:
-            report.add(
-                e.code,
-                ERROR,
-                str(e),
-                where=_where(e, path),
-                why="the model has no output for it; evaluation would fail",
-                fix="fix the label, or add training rows of that class",
+            why = "the model has no output for it; evaluation would fail"
+            data_error_finding(
+                report, e, path, why, "fix the label, or add training rows of that class"
             )
     seen = {}
     for e in train:

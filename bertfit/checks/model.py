@@ -8,6 +8,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from bertfit.checkpoints.savedmodel import SavedModelEncoder
 from bertfit.checks.batches import canonical, shape_text, split_element
 from bertfit.checks.findings import ERROR, INFO, WARNING, Report
 from bertfit.model.inputs import WORD_IDS
@@ -162,8 +163,6 @@ def _untrainable_encoder_layers(model) -> list:
 
 
 def no_encoder_variables(report: Report, encoder, where: str) -> None:
-    from bertfit.checkpoints.savedmodel import SavedModelEncoder
-
     signature_only = (
         isinstance(encoder, SavedModelEncoder) or type(encoder).__name__ == "KerasLayer"
     ) and not encoder.weights

@@ -14,8 +14,6 @@ The way through:
 from __future__ import annotations
 
 import dataclasses
-import os
-import time
 from collections.abc import Sequence
 
 import numpy as np
@@ -145,18 +143,6 @@ def runs_of(plan: list[Batch], limit: int) -> list[tuple[int, int]]:
     return runs
 
 
-DEBUG_INDICES_ENV = "BERTFIT_DEBUG_INDICES"
-
-
-def _debug_dump(rows: np.ndarray, seq_length: int, pipeline: int) -> None:
-    """With $BERTFIT_DEBUG_INDICES set to a directory, saves the example indices this process's
-    input pipeline feeds (tests count them to prove exactly-once across workers)."""
-    directory = os.environ.get(DEBUG_INDICES_ENV)
-    if directory:
-        name = f"{os.getpid()}-{time.monotonic_ns()}-len{seq_length}-pipeline{pipeline}.npy"
-        np.save(os.path.join(directory, name), rows)
-
-
 class BucketedInput:
     """Per-bucket distributed datasets that follow a batch plan.
 
@@ -226,9 +212,7 @@ class BucketedInput:
             )
             rows.extend(per_replica[first : first + local])
             counts.extend([batch.num_examples] * local)
-        rows = np.stack(rows)
-        _debug_dump(rows, seq_length, context.input_pipeline_id)
-        return {INDEX: rows, GLOBAL_EXAMPLES: np.asarray(counts, np.float32)}
+        return {INDEX: np.stack(rows), GLOBAL_EXAMPLES: np.asarray(counts, np.float32)}
 
     def _dataset(self, seq_length: int, context: tf.distribute.InputContext) -> tf.data.Dataset:
         ids_a, ids_b = self.encoded.ids_a, self.encoded.ids_b

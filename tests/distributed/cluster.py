@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bertfit.data.pipeline import DEBUG_INDICES_ENV, PAD_INDEX
+from bertfit.data.pipeline import PAD_INDEX
 from tests.tiny import sentiment_rows, write_csv
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -56,20 +56,23 @@ def train_args(model: Path, train: str, output: Path, *extra: str, batch_size: i
     ]
 
 
-def _env(indices_dir: Path | None = None) -> dict:
+def _env() -> dict:
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": str(ROOT)}
     env.pop("TF_CONFIG", None)
-    if indices_dir is not None:
-        indices_dir.mkdir(parents=True, exist_ok=True)
-        env[DEBUG_INDICES_ENV] = str(indices_dir)
     return env
 
 
 def start(args: list, indices_dir: Path | None = None) -> subprocess.Popen:
+    """`bertfit train ARGS`; with `indices_dir`, it records there the example indices its input
+    pipelines feed (`tests/distributed/record_indices.py`)."""
+    command = [sys.executable, "-m", "bertfit.cli"]
+    if indices_dir is not None:
+        indices_dir.mkdir(parents=True, exist_ok=True)
+        command = [sys.executable, "-m", "tests.distributed.record_indices", str(indices_dir)]
     return subprocess.Popen(
-        [sys.executable, "-m", "bertfit.cli", "train", *args],
+        [*command, "train", *args],
         cwd=ROOT,
-        env=_env(indices_dir),
+        env=_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -125,8 +128,8 @@ def assert_same_weights(a: Path, b: Path, atol: float) -> None:
 
 
 def fed_indices(indices_dir: Path) -> np.ndarray:
-    """Every real example index that the dumped input pipelines fed (padding rows dropped)."""
+    """Every real example index that the recorded input pipelines fed (padding rows dropped)."""
     files = sorted(indices_dir.glob("*.npy"))
-    assert files, f"no index dumps in {indices_dir}"
+    assert files, f"no recorded indices in {indices_dir}"
     ids = np.concatenate([np.load(f).ravel() for f in files])
     return ids[ids != PAD_INDEX]
