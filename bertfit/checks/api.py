@@ -198,7 +198,7 @@ def _check_run(report: Report, config: RunConfig, replicas, max_rows, compile_, 
     if task is None or "shape-batch-not-divisible" in report.codes:
         return
     data.labels = task.targets(data.examples, config.data.train)
-    if not config.data.buckets:  # as `bertfit train` will choose them
+    if config.data.buckets == []:  # not given: as `bertfit train` will choose them
         config, report.stats["length buckets"] = with_chosen_buckets(config, data, rows=len(train))
     _check_pipeline(
         report, config, checkpoint, tokenizer, data, task, replicas, ctx, compile_, full
