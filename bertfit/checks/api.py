@@ -20,6 +20,7 @@ from bertfit.config import RunConfig, check_positions
 from bertfit.errors import BertfitError, CheckpointError, ConfigError
 from bertfit.model.classifier import BertClassifier
 from bertfit.model.inputs import WORD_IDS
+from bertfit.training.loop import XlaChoice
 from bertfit.training.setup import bucketed, make_trainer, run_tokenizer, with_chosen_buckets
 
 TPU_REPLICAS = 8  # a v2-8 / v3-8 host: 8 cores
@@ -199,10 +200,19 @@ def _check_run(report: Report, config: RunConfig, replicas, max_rows, compile_, 
         return
     data.labels = task.targets(data.examples, config.data.train)
     if config.data.buckets == []:  # not given: as `bertfit train` will choose them
-        config, report.stats["length buckets"] = with_chosen_buckets(config, data, rows=len(train))
+        config, report.stats["length buckets"] = with_chosen_buckets(
+            config, data, rows=len(train), traced_per_bucket=_traced_per_bucket(config, ctx.target)
+        )
     _check_pipeline(
         report, config, checkpoint, tokenizer, data, task, replicas, ctx, compile_, full
     )
+
+
+def _traced_per_bucket(config: RunConfig, target: str) -> bool:
+    """Whether the run will trace a step per bucket: with XLA, which a TPU or GPU target
+    implies, or which the config asks for on this machine."""
+    xla = XlaChoice.for_run(config.train.jit_compile, tf.distribute.get_strategy())
+    return target != "cpu" or xla.replica_step
 
 
 def _check_positions(report: Report, config: RunConfig, checkpoint) -> None:
@@ -233,7 +243,16 @@ def _check_pipeline(
     per_replica = config.train.batch_size // replicas
     trainer = make_trainer(checkpoint, task, config, tf.distribute.get_strategy(), total_steps=1)
     pipeline = bucketed(
-        data, trainer, tokenizer, config, shuffle=False, training=True, batch_size=per_replica
+        data,
+        trainer,
+        tokenizer,
+        config,
+        shuffle=False,
+        training=True,
+        batch_size=per_replica,
+        # the bucket lengths XLA and TPUs need; a CPU run without XLA pads each batch to its
+        # longest row inside the same buckets, so its shapes are at most these
+        static_shapes=True,
     )
     report.stats["buckets used"] = sorted(pipeline.datasets)
     bucket_ctx = B.InputContext(

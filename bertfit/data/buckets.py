@@ -47,9 +47,15 @@ def epoch_cost(counts: np.ndarray, lengths: list[int], batch_size: int) -> float
 
 
 def choose_buckets(
-    packed_lengths: np.ndarray, max_seq_length: int, *, batch_size: int, epochs: float
+    packed_lengths: np.ndarray,
+    max_seq_length: int,
+    *,
+    batch_size: int,
+    epochs: float,
+    trace_tokens: float = TRACE_TOKENS,
 ) -> list[int]:
-    """The buckets that minimise `epochs` epochs of steps plus one trace per bucket.
+    """The buckets that minimise `epochs` epochs of steps plus one trace per bucket
+    (`trace_tokens`: 0 when one trace serves every bucket).
 
     Dynamic programming over the candidate lengths: best[k][j] is the cheapest way to cover
     every example up to candidate j with k buckets, the last of them ending at j.
@@ -64,7 +70,7 @@ def choose_buckets(
         its steps, and its trace if any example uses it."""
         count = examples[end] - (examples[start] if start >= 0 else 0)
         steps = epochs * epoch_cost(np.array([count]), [candidates[end]], batch_size)
-        return steps + (TRACE_TOKENS if count else 0)
+        return steps + (trace_tokens if count else 0)
 
     n = len(candidates)
     best = [[math.inf] * n for _ in range(MAX_BUCKETS + 1)]

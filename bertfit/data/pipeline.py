@@ -157,6 +157,11 @@ class BucketedInput:
         micro_batches: each plan batch holds this many global micro-batches (gradient
             accumulation); a replica's element holds its rows of every micro-batch, micro-batch
             after micro-batch, and `global_examples` counts the real examples of all of them.
+        pad_to_longest: pad each replica's batch to its longest row (at most its bucket's
+            length) instead of to the bucket's length: the batches of every bucket then share
+            one element spec, [per-replica batch, None], so a step traced without XLA serves
+            them all once, with less padding. For TensorFlow's kernels only: XLA and TPUs need
+            the static lengths.
 
     Iterating yields `(seq_length, per-replica batch)` in plan order. A batch is a dict of
     `input_word_ids`, `input_mask`, `input_type_ids` ([per-replica batch, seq_length] int32),
@@ -177,8 +182,10 @@ class BucketedInput:
         pad_id: int,
         micro_batches: int = 1,
         weights: np.ndarray | None = None,
+        pad_to_longest: bool = False,
     ):
         self.encoded = encoded
+        self.pad_to_longest = pad_to_longest
         self.micro_batches = micro_batches
         self.labels = np.zeros(len(encoded), np.int32) if labels is None else labels
         self.weights = np.ones(len(encoded), np.float32) if weights is None else weights
@@ -224,14 +231,19 @@ class BucketedInput:
             safe = tf.maximum(index, 0)
             pair = None if ids_b is None else tf.gather(ids_b, safe)
             inputs = pack_inputs(
-                tf.gather(ids_a, safe), pair, max_seq_length=seq_length, **self.special_ids
+                tf.gather(ids_a, safe),
+                pair,
+                max_seq_length=seq_length,
+                padding="longest" if self.pad_to_longest else "max_length",
+                **self.special_ids,
             )
             real = index != PAD_INDEX
             per_replica = index.shape[0]
+            shape = [per_replica, None if self.pad_to_longest else seq_length]
             label = tf.gather(labels, safe)
             real_rows = tf.reshape(real, [-1] + [1] * (len(label.shape) - 1))
             return {
-                **{k: tf.ensure_shape(v, [per_replica, seq_length]) for k, v in inputs.items()},
+                **{k: tf.ensure_shape(v, shape) for k, v in inputs.items()},
                 LABEL: tf.where(real_rows, label, tf.zeros_like(label)),
                 WEIGHT: tf.where(real, tf.gather(weights, safe), 0.0),
                 INDEX: index,

@@ -233,7 +233,10 @@ class Trainer:
             results = results.write(i, tf.stack([loss, tf.cast(norm, tf.float32)]))
         return results.stack()
 
-    def _predict_step(self, batch):
+    def _predict_step(self, iterator):
+        """The next batch of one bucket's iterator (an iterator, not a batch, so that buckets
+        of one element spec share one trace): its probabilities and example indices."""
+        batch = next(iterator)
         probabilities, index = self.strategy.run(
             lambda b: (self._replica_probabilities(b), b[INDEX]), args=(batch,)
         )
@@ -265,9 +268,10 @@ class Trainer:
         """Probabilities for every example, in the original order; padding rows are dropped."""
         out = None
         seen = 0
-        for step, (_, batch) in enumerate(data):
+        iterators = {s: iter(d) for s, d in data.datasets.items()}
+        for step, batch in enumerate(data.plan):
             with self._timing("predict_step", self.predict_step):
-                probabilities, index = self.predict_step(batch)
+                probabilities, index = self.predict_step(iterators[batch.seq_length])
                 probabilities, index = probabilities.numpy(), index.numpy()
             if out is None:
                 out = np.full((num_examples, probabilities.shape[1]), np.nan, np.float32)

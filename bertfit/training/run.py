@@ -33,7 +33,7 @@ from bertfit.progress import Progress
 from bertfit.report import describe_epoch, epoch_table, write_report
 from bertfit.training.checkpointing import RunCheckpoints, TrainingState
 from bertfit.training.interrupt import StopRequests
-from bertfit.training.loop import Trainer
+from bertfit.training.loop import Trainer, XlaChoice
 from bertfit.training.metrics import (
     TASK_METRICS,
     best_threshold,
@@ -189,7 +189,10 @@ def train(
                 config, data=dataclasses.replace(config.data, buckets=None)
             )
         else:
-            config, note = with_chosen_buckets(config, train_data, saved or None)
+            xla = XlaChoice.for_run(config.train.jit_compile, strategy)
+            config, note = with_chosen_buckets(
+                config, train_data, saved or None, traced_per_bucket=xla.replica_step
+            )
             notes.append(note)
     for note in notes if run_dir.write else ():
         print(f"bertfit: {note}", file=sys.stderr)

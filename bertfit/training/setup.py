@@ -22,7 +22,7 @@ from bertfit.checkpoints.base import Checkpoint
 from bertfit.checkpoints.load import build_encoder, build_tokenizer, read_checkpoint
 from bertfit.checkpoints.registry import resolve
 from bertfit.config import PRECISION_POLICIES, RunConfig, check_positions
-from bertfit.data.buckets import choose_buckets, padding_share
+from bertfit.data.buckets import TRACE_TOKENS, choose_buckets, padding_share
 from bertfit.data.pipeline import (
     Batch,
     BucketedInput,
@@ -151,11 +151,17 @@ def run_tokenizer(checkpoint: Checkpoint, config: RunConfig) -> BertTokenizer:
 
 
 def with_chosen_buckets(
-    config: RunConfig, data: LabelledData, saved: list[int] | None = None, rows: int | None = None
+    config: RunConfig,
+    data: LabelledData,
+    saved: list[int] | None = None,
+    rows: int | None = None,
+    traced_per_bucket: bool = True,
 ) -> tuple[RunConfig, str]:
     """The config with the length buckets chosen from the training lengths (`saved`: the
     buckets a resumed run chose), and a sentence saying what they cost in padding. `rows`:
-    how many training rows `data` stands for when it is a sample (`bertfit check`)."""
+    how many training rows `data` stands for when it is a sample (`bertfit check`).
+    `traced_per_bucket`: False when one trace serves every bucket (no XLA: batches padded to
+    their longest row), so buckets cost no trace."""
     lengths = data.encoded.packed_lengths
     scale = (rows or len(lengths)) / max(len(lengths), 1)
     if saved is not None:
@@ -166,6 +172,7 @@ def with_chosen_buckets(
             config.model.max_seq_length,
             batch_size=config.train.batch_size * config.train.grad_accum,
             epochs=config.train.epochs * scale,
+            trace_tokens=TRACE_TOKENS if traced_per_bucket else 0,
         )
     chosen = dataclasses.replace(config, data=dataclasses.replace(config.data, buckets=buckets))
     buckets, fixed = buckets_for(chosen), default_buckets(config.model.max_seq_length)
@@ -212,8 +219,12 @@ def bucketed(
     training: bool = False,
     start: int = 0,
     batch_size: int | None = None,
+    static_shapes: bool = False,
 ) -> BucketedInput:
-    """The input of the plan's steps from `start` on (a resumed epoch skips the steps taken)."""
+    """The input of the plan's steps from `start` on (a resumed epoch skips the steps taken).
+    Batches are padded to their longest row when the trainer's replica step is not
+    XLA-compiled (and `static_shapes` does not ask for the bucket lengths), else to their
+    bucket's length."""
     plan = plan_for(
         data, config, shuffle=shuffle, epoch=epoch, training=training, batch_size=batch_size
     )
@@ -227,6 +238,7 @@ def bucketed(
         pad_id=tokenizer.pad_id,
         micro_batches=config.train.grad_accum if training else 1,
         weights=data.weights if training else None,
+        pad_to_longest=not (trainer.xla.replica_step or static_shapes),
     )
 
 

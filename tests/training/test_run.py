@@ -1,5 +1,6 @@
 """The main job end to end on a tiny random BERT: train, evaluate, predict, run directory."""
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -10,7 +11,7 @@ from bertfit.config import RunConfig
 from bertfit.data.pipeline import bucket_of
 from bertfit.data.sources import read_examples
 from bertfit.predictor import load_classifier
-from bertfit.training.run import evaluate, predict
+from bertfit.training.run import evaluate, predict, train
 from bertfit.training.run_dir import RunDir
 from bertfit.training.setup import encode_labelled
 from tests.conftest import BUCKETS
@@ -46,14 +47,31 @@ def test_learns_a_separable_task(trained_run):
     assert result["epochs"][-1]["train_loss"] < result["epochs"][0]["train_loss"]
 
 
-def test_train_step_is_traced_once_per_bucket_used(trained_run):
-    config, result = trained_run
-    tokenizer = RunDir(result["run_dir"]).load_tokenizer()
+def _buckets_used(config, run_dir) -> int:
+    tokenizer = RunDir(run_dir).load_tokenizer()
     examples = read_examples(config.data.train)
     lengths = encode_labelled("", examples, config, tokenizer, None).encoded.packed_lengths
-    used = len(set(bucket_of(lengths, BUCKETS)))
-    assert used == 2
-    assert result["trace_counts"]["train_step"] == used
+    return len(set(bucket_of(lengths, BUCKETS)))
+
+
+def test_without_xla_one_trace_serves_every_bucket(trained_run):
+    # on a CPU the default compiles the step with TensorFlow's kernels: batches are padded to
+    # their longest row and share one shape [batch, None]
+    config, result = trained_run
+    assert _buckets_used(config, result["run_dir"]) == 2
+    assert result["trace_counts"] == {"train_step": 1, "predict_step": 1}
+
+
+def test_with_xla_the_step_is_traced_once_per_bucket_used(trained_run, tmp_path):
+    config, _ = trained_run
+    xla = dataclasses.replace(
+        config,
+        output_dir=str(tmp_path / "xla"),
+        data=dataclasses.replace(config.data, eval=None),
+        train=dataclasses.replace(config.train, epochs=1, jit_compile=True),
+    )
+    result = train(xla, quiet=True, report=False)
+    assert result["trace_counts"]["train_step"] == _buckets_used(xla, result["run_dir"]) == 2
 
 
 def _unbatched_probabilities(run_dir, rows):
