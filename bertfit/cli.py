@@ -11,171 +11,12 @@ import argparse
 import json
 import sys
 
-from bertfit.config import (
-    BALANCED,
-    METRICS,
-    NO_CLASS_WEIGHTS,
-    POOLINGS,
-    PRECISIONS,
-    STRATEGIES,
-    TASKS,
-    RunConfig,
-    override,
-)
-from bertfit.data.sources import FORMATS
+from bertfit.checkpoints import commands as checkpoint_commands
+from bertfit.checks import commands as check_commands
+from bertfit.config import TASKS
 from bertfit.errors import BertfitError, TrainingInterrupted
+from bertfit.run_flags import add_train_arguments, run_config_from_args
 from bertfit.tf_startup import load_tensorflow_quietly
-
-
-def _bool(text: str) -> bool:
-    if text.lower() in ("1", "true", "yes", "on"):
-        return True
-    if text.lower() in ("0", "false", "no", "off"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
-
-
-def _bool_or_auto(text: str) -> bool | None:
-    return None if text.lower() == "auto" else _bool(text)
-
-
-def _workers(text: str) -> list[str]:
-    workers = [w.strip() for w in text.split(",") if w.strip()]
-    if not workers or any(":" not in w for w in workers):
-        raise argparse.ArgumentTypeError(
-            f"--workers takes comma-separated host:port pairs, e.g. 10.0.0.1:2222,10.0.0.2:2222; "
-            f"got {text!r}"
-        )
-    return workers
-
-
-def _buckets(text: str) -> list[int] | None:
-    """`--buckets 32,64,128`, or `none` (None: every batch padded to --max-seq-length)."""
-    if text.lower() == "none":
-        return None
-    try:
-        return sorted(int(b) for b in text.split(","))
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(
-            f"--buckets takes comma-separated lengths like 32,64,128 or 'none', got {text!r}"
-        ) from e
-
-
-# flag → (config field, argparse options)
-TRAIN_FLAGS = {
-    "--model": ("model.name", {"help": "checkpoint path or short name (default minilm-l6)"}),
-    "--max-seq-length": ("model.max_seq_length", {"type": int}),
-    "--pooling": ("model.pooling", {"choices": POOLINGS}),
-    "--dropout": ("model.dropout", {"type": float}),
-    "--lower-case": ("model.lower_case", {"type": _bool}),
-    "--precision": ("model.precision", {"choices": PRECISIONS}),
-    "--task": (
-        "model.task",
-        {"choices": TASKS, "help": "default: inferred from the training labels"},
-    ),
-    "--train": (
-        "data.train",
-        {
-            "help": "training file(s) (CSV, TSV, JSONL, Parquet); a glob "
-            "such as 'data/train-*.csv' reads every match"
-        },
-    ),
-    "--eval": ("data.eval", {"help": "evaluation file, evaluated every epoch"}),
-    "--format": ("data.format", {"choices": FORMATS}),
-    "--text-column": ("data.text_column", {}),
-    "--text-pair-column": ("data.text_pair_column", {}),
-    "--label-column": ("data.label_column", {}),
-    "--label-separator": (
-        "data.label_separator",
-        {
-            "help": "splits a text label into a multi-label row's classes "
-            "(default '|' with --task multi-label)"
-        },
-    ),
-    "--buckets": ("data.buckets", {"type": _buckets, "help": "e.g. 32,64,128 or none"}),
-    "--max-train-examples": ("data.max_train_examples", {"type": int}),
-    "--batch-size": ("train.batch_size", {"type": int, "help": "global batch size"}),
-    "--epochs": ("train.epochs", {"type": int}),
-    "--learning-rate": ("train.learning_rate", {"type": float}),
-    "--warmup-ratio": ("train.warmup_ratio", {"type": float}),
-    "--weight-decay": ("train.weight_decay", {"type": float}),
-    "--clip-norm": ("train.clip_norm", {"type": float}),
-    "--seed": ("train.seed", {"type": int}),
-    "--jit-compile": (
-        "train.jit_compile",
-        {"type": _bool_or_auto, "help": "XLA: true, false or auto (default: per device)"},
-    ),
-    "--strategy": ("train.strategy", {"choices": STRATEGIES}),
-    "--cpu-replicas": ("train.cpu_replicas", {"type": int}),
-    "--tpu": ("train.tpu", {"help": "TPU name, or 'local' on a TPU VM"}),
-    "--workers": (
-        "train.workers",
-        {"type": _workers, "help": "host:port,... of every worker (multi-worker)"},
-    ),
-    "--worker-index": ("train.worker_index", {"type": int, "help": "this worker; 0 = chief"}),
-    "--grad-accum": ("train.grad_accum", {"type": int, "help": "micro-batches per optimizer step"}),
-    "--steps-per-execution": (
-        "train.steps_per_execution",
-        {"type": int, "help": "optimizer steps per host call"},
-    ),
-    "--best-metric": (
-        "train.best_metric",
-        {
-            "choices": METRICS,
-            "help": "default: accuracy, micro_f1 (multi-label) or rmse (regression)",
-        },
-    ),
-    "--class-weights": (
-        "train.class_weights",
-        {"help": f"{NO_CLASS_WEIGHTS} (default), {BALANCED}, or a JSON file {{label: weight}}"},
-    ),
-    "--tune-threshold": (
-        "train.tune_threshold",
-        {"type": _bool, "help": "multi-label: pick the micro-F1-best threshold on --eval"},
-    ),
-    "--save-every-steps": (
-        "train.save_every_steps",
-        {"type": int, "help": "also save a resumable checkpoint every N steps"},
-    ),
-    "--save-every-minutes": (
-        "train.save_every_minutes",
-        {"type": float, "help": "also save one every M minutes"},
-    ),
-}
-
-
-def add_train_arguments(parser: argparse.ArgumentParser) -> None:
-    """The flags `train` and `check` share."""
-    parser.add_argument("--config", help="a run.yaml to start from; flags override it")
-    parser.add_argument(
-        "--output-dir",
-        help="run directory (default: a new runs/<date>-<time>; runs/latest points to the newest)",
-    )
-    for flag, (_, options) in TRAIN_FLAGS.items():  # a flag not given leaves no attribute
-        parser.add_argument(flag, default=argparse.SUPPRESS, **options)
-
-
-def run_config_from_args(args) -> RunConfig:
-    """The run config of `--config` (or the defaults) with the flags given on top."""
-    config = RunConfig.load(args.config) if args.config else RunConfig()
-    if args.output_dir:
-        config.output_dir = args.output_dir
-    given = vars(args)
-    override(
-        config,
-        {
-            field: given[_dest(flag)]
-            for flag, (field, _) in TRAIN_FLAGS.items()
-            if _dest(flag) in given
-        },
-    )
-    if not config.data.train:
-        raise BertfitError("--train FILE is required (or data.train in --config).")
-    return config.validate()
-
-
-def _dest(flag: str) -> str:
-    return flag[2:].replace("-", "_")
 
 
 def cmd_train(args) -> int:
@@ -365,20 +206,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     for name in ("train", "evaluate", "predict", "demo"):
         sub.choices[name].add_argument("--quiet", action="store_true", help="no progress output")
-    _add_optional_commands(sub)
-    return parser
-
-
-def _add_optional_commands(sub) -> None:
-    """Commands that live with their subsystem (checkpoint formats, checks)."""
-    for module in ("bertfit.checkpoints.commands", "bertfit.checks.commands"):
-        try:
-            commands = __import__(module, fromlist=["add_commands"])
-        except ModuleNotFoundError as e:
-            if e.name != module:
-                raise
-            continue
+    for commands in (checkpoint_commands, check_commands):  # they live with their subsystem
         commands.add_commands(sub)
+    return parser
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -83,8 +83,8 @@ def test_buckets_none_means_no_buckets_from_flags_yaml_and_earlier_configs(tmp_p
 
 def test_the_flags_take_their_choices_from_the_config():
     from bertfit import config
-    from bertfit.cli import TRAIN_FLAGS
     from bertfit.data.sources import FORMATS
+    from bertfit.run_flags import TRAIN_FLAGS
 
     expected = {
         "--pooling": config.POOLINGS,

@@ -5,12 +5,11 @@ from __future__ import annotations
 import argparse
 
 from bertfit.checks.findings import TARGETS
+from bertfit.run_flags import add_train_arguments, run_config_from_args
 
 
 def add_commands(subparsers) -> None:
     """Adds `check` to an argparse subparsers object; it sets `func(args) -> int`."""
-    from bertfit.cli import add_train_arguments
-
     check = subparsers.add_parser(
         "check",
         help="find data, shape, dtype, input and gradient problems before training",
@@ -51,7 +50,6 @@ def add_commands(subparsers) -> None:
 
 def run_check(args: argparse.Namespace) -> int:
     from bertfit.checks.api import check
-    from bertfit.cli import run_config_from_args
 
     config = run_config_from_args(args)
     report = check(
