@@ -27,6 +27,7 @@ PRECISION_POLICIES = {
     "mixed_bf16": "mixed_bfloat16",
     "mixed_fp16": "mixed_float16",
 }
+CONVERT_TARGETS = ("hf", "tf-hub")  # `bertfit convert --to`
 POOLINGS = ("cls", "mean")
 STRATEGIES = ("auto", "tpu", "mirrored", "multi-worker", "one-device", "default")
 TASKS = ("single-label", "multi-label", "regression")

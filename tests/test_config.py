@@ -107,3 +107,12 @@ def test_batch_that_does_not_divide_over_replicas_states_the_arithmetic_and_the_
 
 def test_per_replica_batch_divides():
     assert per_replica_batch(32, 4) == 8
+
+
+def test_convert_takes_its_targets_from_the_config():
+    from bertfit import config
+    from bertfit.cli import build_parser
+
+    convert = build_parser()._subparsers._group_actions[0].choices["convert"]
+    to = next(a for a in convert._actions if a.dest == "to")
+    assert to.choices is config.CONVERT_TARGETS

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from bertfit.config import CONVERT_TARGETS
+
 
 def add_commands(subparsers) -> None:
     """Adds `inspect PATH [--json]` and `convert SRC DST --to hf|tf-hub` to an argparse
@@ -28,7 +30,7 @@ def add_commands(subparsers) -> None:
     )
     convert.add_argument("source", metavar="SRC")
     convert.add_argument("destination", metavar="DST")
-    convert.add_argument("--to", required=True, choices=("hf", "tf-hub"))
+    convert.add_argument("--to", required=True, choices=CONVERT_TARGETS)
     convert.add_argument(
         "--seq-length",
         type=int,

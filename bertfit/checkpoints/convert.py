@@ -8,10 +8,8 @@ from pathlib import Path
 from bertfit.checkpoints.hf import write_hf
 from bertfit.checkpoints.load import build_encoder, read_checkpoint
 from bertfit.checkpoints.registry import resolve
-from bertfit.config import check_positions
+from bertfit.config import CONVERT_TARGETS, check_positions
 from bertfit.errors import CheckpointError
-
-TARGETS = ("hf", "tf-hub")
 
 
 def convert(
@@ -24,8 +22,8 @@ def convert(
     SavedModel) and `destination/preprocess` (strings → the three inputs, `seq_length` long:
     default 128, or the model's position table when that is shorter).
     """
-    if to not in TARGETS:
-        raise CheckpointError(f"--to {to!r} is not a target; choose one of {TARGETS}.")
+    if to not in CONVERT_TARGETS:
+        raise CheckpointError(f"--to {to!r} is not a target; choose one of {CONVERT_TARGETS}.")
     destination = Path(destination)
     if destination.exists() and any(destination.iterdir()):
         raise CheckpointError(f"{destination} exists and is not empty; pick a new folder.")
