@@ -165,8 +165,8 @@ class Trainer:
         gradient.
         """
         k = self.micro_batches
-        micro = {
-            name: tf.reshape(value, [k, -1, *value.shape[1:]])
+        micro = {  # [k, rows / k, ...]; the sequence length may be known only at run time
+            name: tf.reshape(value, tf.concat([[k, -1], tf.shape(value)[1:]], axis=0))
             for name, value in batch.items()
             if name != GLOBAL_EXAMPLES
         }

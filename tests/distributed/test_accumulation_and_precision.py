@@ -56,7 +56,8 @@ def test_steps_per_execution_8_equals_1(base, tmp_path, monkeypatch):
     assert len(losses) == 2 * 13  # every step's loss is still recorded
     np.testing.assert_allclose(losses, cluster.step_losses(tmp_path / "spe1"), rtol=1e-6)
     cluster.assert_same_weights(tmp_path / "spe8", tmp_path / "spe1", atol=1e-6)
-    assert result["trace_counts"]["train_step"] == 2  # once per bucket, whatever the run length
+    # without XLA one trace serves both buckets, whatever the run length
+    assert result["trace_counts"]["train_step"] == 1
 
 
 def test_bf16_trains_to_the_same_accuracy(trained_run, tmp_path):
