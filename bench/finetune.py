@@ -46,10 +46,9 @@ def run_measured(command: list[str]) -> dict:
         process = subprocess.Popen(command, cwd=ROOT, stdout=out, stderr=subprocess.PIPE, text=True)
         _, status, usage = os.wait4(process.pid, 0)
         seconds = time.perf_counter() - start
-        stderr = process.stderr.read()
-        process.returncode = os.waitstatus_to_exitcode(status)
-        if process.returncode:
-            raise RuntimeError(f"{' '.join(command)} failed ({process.returncode}):\n{stderr}")
+        code = os.waitstatus_to_exitcode(status)
+        if code:
+            raise RuntimeError(f"{' '.join(command)} failed ({code}):\n{process.stderr.read()}")
         out.seek(0)
         return {
             "seconds": seconds,
@@ -59,8 +58,8 @@ def run_measured(command: list[str]) -> dict:
         }
 
 
-def _median_process(command: list[str]) -> dict:
-    runs = [run_measured(command) for _ in range(REPEATS)]
+def _median_process(runs: list[dict]) -> dict:
+    """The median wall time and the highest peak RSS of repeated runs of one command."""
     return {
         "seconds": statistics.median(r["seconds"] for r in runs),
         "peak_rss_mib": max(r["peak_rss_mib"] for r in runs),
@@ -87,10 +86,9 @@ def bertfit_side(args, work: Path, train_csv: Path, test_csv: Path) -> dict:
         [*BERTFIT, "evaluate", "--run", str(run), "--data", str(test_csv), "--json", "--quiet"]
     )
     evaluation = json.loads(evaluated["stdout"])
-    predicted = _median_process(
-        [*BERTFIT, "predict", "--run", str(run), "--data", str(test_csv), "--quiet"]
-        + ["--output", str(work / "bertfit_predictions.csv")]
-    )
+    predict = [*BERTFIT, "predict", "--run", str(run), "--data", str(test_csv), "--quiet"]
+    predict += ["--output", str(work / "bertfit_predictions.csv")]
+    predicted = _median_process([run_measured(predict) for _ in range(REPEATS)])
     return {
         "train_process_seconds": process["seconds"],
         "train_peak_rss_mib": process["peak_rss_mib"],
@@ -123,11 +121,11 @@ def peer_side(args, work: Path, test_csv: Path) -> dict:
     trained = json.loads(out.read_text())
     predict = [*PEER, "bench.peer_predict", "--data", str(test_csv), "--out", str(out)]
     predict += ["--output", str(work / "peer_predictions.csv")]
-    in_process = []
+    runs, in_process = [], []  # each run gives its whole-process and in-process figures
     for _ in range(REPEATS):
-        run_measured(predict)
+        runs.append(run_measured(predict))
         in_process.append(json.loads(out.read_text()))
-    predicted = _median_process(predict)
+    predicted = _median_process(runs)
     seconds = statistics.median(r["seconds"] for r in in_process)
     return {
         "train_process_seconds": process["seconds"],
@@ -164,9 +162,10 @@ def main() -> None:
         "predict_process_speed": theirs["predict_process_seconds"]
         / ours["predict_process_seconds"],
     }
-    name = "finetune" if args.epochs == 1 and not args.max_train_examples else "finetune_long"
     if args.max_train_examples:
         name = "finetune_quick"
+    else:
+        name = "finetune" if args.epochs == 1 else "finetune_long"
     write_result(
         name,
         {
