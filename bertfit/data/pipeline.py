@@ -257,7 +257,11 @@ class BucketedInput:
             .prefetch(tf.data.AUTOTUNE)
         )
 
+    def iterators(self) -> dict:
+        """A fresh iterator over each bucket's distributed dataset, by bucket length."""
+        return {seq_length: iter(d) for seq_length, d in self.datasets.items()}
+
     def __iter__(self):
-        iterators = {s: iter(d) for s, d in self.datasets.items()}
+        iterators = self.iterators()
         for batch in self.plan:
             yield batch.seq_length, next(iterators[batch.seq_length])

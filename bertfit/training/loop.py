@@ -248,7 +248,7 @@ class Trainer:
         """Takes the steps of `data.plan` in order: consecutive steps of one bucket run
         together, up to `steps_per_execution` per host call. Yields each call's per-step
         (loss, gradient norm), so the caller can record, checkpoint or stop between calls."""
-        iterators = {s: iter(d) for s, d in data.datasets.items()}
+        iterators = data.iterators()
         limit = max(1, self.config.steps_per_execution)
         for seq_length, steps in runs_of(data.plan, limit):
             with self._timing("train_step", self.train_steps):
@@ -268,7 +268,7 @@ class Trainer:
         """Probabilities for every example, in the original order; padding rows are dropped."""
         out = None
         seen = 0
-        iterators = {s: iter(d) for s, d in data.datasets.items()}
+        iterators = data.iterators()
         for step, batch in enumerate(data.plan):
             with self._timing("predict_step", self.predict_step):
                 probabilities, index = self.predict_step(iterators[batch.seq_length])
