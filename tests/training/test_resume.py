@@ -67,7 +67,7 @@ def _start(args: list[str], killed_at: tuple[str, int] | None = None) -> subproc
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
     return subprocess.Popen(
-        [sys.executable, "-m", *module, *args],
+        [sys.executable, "-X", "faulthandler", "-m", *module, *args],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,
@@ -80,6 +80,11 @@ def _run(args: list[str], killed_at: tuple[str, int] | None = None) -> tuple[int
     process = _start(args, killed_at)
     _, err = process.communicate(timeout=cluster.TIMEOUT)
     return process.returncode, err
+
+
+def _killed(args: list[str], at: tuple[str, int]) -> None:
+    code, err = _run(args, at)
+    assert code == -signal.SIGKILL, f"killed at {at}: exit {code}\n{err}"
 
 
 def _steps(run: Path) -> list[dict]:
@@ -108,18 +113,19 @@ def test_killed_five_times_and_terminated_once_it_ends_exactly_like_an_uninterru
     train_args, tmp_path
 ):
     plain, killed = tmp_path / "plain", tmp_path / "killed"
-    assert _run([*train_args, "--output-dir", str(plain)])[0] == 0
+    code, err = _run([*train_args, "--output-dir", str(plain)])
+    assert code == 0, err
 
     args = [*train_args, "--output-dir", str(killed)]
     latest = killed / "checkpoints" / "latest"
     # 96 rows in buckets 8 and 16 at batch 8: 13 steps per epoch; a checkpoint every 3 steps.
-    assert _run(args, ("steps", 5))[0] == -signal.SIGKILL  # mid-epoch, between steps
-    assert _run(args, ("checkpoint", 1))[0] == -signal.SIGKILL  # inside a checkpoint write
+    _killed(args, ("steps", 5))  # mid-epoch, between steps
+    _killed(args, ("checkpoint", 1))  # inside a checkpoint write
     assert list(latest.glob("*_temp")), "the killed save should have left its temporary folder"
-    assert _run(args, ("eval", 1))[0] == -signal.SIGKILL  # during the evaluation
+    _killed(args, ("eval", 1))  # during the evaluation
     assert not list(latest.glob("*_temp")), "the resumed run should have removed the leftovers"
-    assert _run(args, ("epoch-end", 2))[0] == -signal.SIGKILL  # right after epoch 1
-    assert _run(args, ("steps", 2))[0] == -signal.SIGKILL  # early in epoch 2
+    _killed(args, ("epoch-end", 2))  # right after epoch 1
+    _killed(args, ("steps", 2))  # early in epoch 2
 
     code, err = _terminate_mid_training(args, killed)
     assert code == 143, err
