@@ -12,9 +12,18 @@ from pathlib import Path
 RESULTS = Path(__file__).parent / "results"
 
 
+def _cpu_model() -> str:
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return platform.processor()
+    return next((line.split(":", 1)[1].strip() for line in lines if "model name" in line), "")
+
+
 def machine() -> dict:
     return {
         "cpus": os.cpu_count(),
+        "cpu_model": _cpu_model(),
         "platform": platform.platform(),
         "python": platform.python_version(),
     }
