@@ -405,9 +405,12 @@ def _time_table(split: dict) -> str:
     names = {
         "load": "load the checkpoint",
         "tokenize": "read and tokenize",
+        "build": "build the model and optimizer",
         "trace": "trace and compile (first calls)",
         "train": "train",
         "eval": "evaluate",
+        "save": "write checkpoints",
+        "other": "the rest (run directory, logs, summaries)",
         "wall": "whole run",
     }
     wall = split.get("wall") or 1.0

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
 
 import tensorflow as tf
 
@@ -106,6 +107,7 @@ class RunCheckpoints:
     """
 
     def __init__(self, model, optimizer, latest_dir, best_dir):
+        self.seconds = 0.0  # spent writing checkpoints
         self._state = tf.Variable("", dtype=tf.string, trainable=False)
         resumable = make_checkpoint(model, optimizer, training_state=self._state)
         self._latest = tf.train.CheckpointManager(resumable, str(latest_dir), max_to_keep=1)
@@ -115,10 +117,16 @@ class RunCheckpoints:
 
     def save_latest(self, state: TrainingState) -> str:
         self._state.assign(state.to_json())
-        return self._latest.save(checkpoint_number=state.global_step)
+        return self._timed_save(self._latest, state)
 
     def save_best(self, state: TrainingState) -> str:
-        return self._best.save(checkpoint_number=state.global_step)
+        return self._timed_save(self._best, state)
+
+    def _timed_save(self, manager: tf.train.CheckpointManager, state: TrainingState) -> str:
+        start = time.perf_counter()
+        path = manager.save(checkpoint_number=state.global_step)
+        self.seconds += time.perf_counter() - start
+        return path
 
     def restore_latest(self) -> TrainingState | None:
         """Restores model, optimizer and RNG from `latest`; None when there is none yet."""

@@ -203,6 +203,7 @@ def train(
     total_steps = steps_per_epoch * config.train.epochs
     keras.utils.set_random_seed(config.train.seed)
     trainer = make_trainer(checkpoint, task, config, strategy, total_steps)
+    built = time.perf_counter()
     run_dir.create(overwrite=overwrite)
     if resuming:
         _check_same_task(run_dir, task)
@@ -281,6 +282,8 @@ def train(
             trainer.trace_seconds,
             load=loaded - started,
             tokenize=tokenized - loaded,
+            build=built - tokenized,
+            save=checkpoints.seconds,
             wall=time.perf_counter() - started,
         ),
         **about,
@@ -312,20 +315,26 @@ def time_split(
     *,
     load: float,
     tokenize: float,
+    build: float,
+    save: float,
     wall: float,
 ) -> dict:
     """Where the run's time went, in seconds: loading the checkpoint, reading and tokenizing,
-    the calls that traced and compiled, training and evaluation (without those calls)."""
+    building the model and optimizer, the calls that traced and compiled, training and
+    evaluation (without those calls), writing checkpoints, and the rest of `wall` (run
+    directory, logs, summaries)."""
     train = sum(r["train_seconds"] for r in history)
     evaluation = sum(r["eval"]["wall_seconds"] for r in history if "eval" in r)
-    return {
+    split = {
         "load": load,
         "tokenize": tokenize,
+        "build": build,
         "trace": sum(trace_seconds.values()),
         "train": max(0.0, train - trace_seconds["train_step"]),
         "eval": max(0.0, evaluation - trace_seconds["predict_step"]),
-        "wall": wall,
+        "save": save,
     }
+    return {**split, "other": max(0.0, wall - sum(split.values())), "wall": wall}
 
 
 def data_fingerprint(examples: list[Example]) -> str:
@@ -462,7 +471,8 @@ class EpochRunner:
                     self._stop(state, stop.signal)
                 if _save_due(t, state.global_step, last_save):
                     self.checkpoints.save_latest(state)
-                    last_save = (state.global_step, time.perf_counter())
+                    last_time = time.perf_counter()  # the save counts as saving, not training
+                    last_save = (state.global_step, last_time)
         progress.close()
         self.checkpoints.save_latest(state)  # a stop during evaluation resumes with it
 

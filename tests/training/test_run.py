@@ -47,6 +47,18 @@ def test_learns_a_separable_task(trained_run):
     assert result["epochs"][-1]["train_loss"] < result["epochs"][0]["train_loss"]
 
 
+def test_the_time_split_accounts_for_the_run_once(trained_run):
+    _, result = trained_run
+    split = result["time"]
+    parts = {k: v for k, v in split.items() if k not in ("other", "wall")}
+    assert set(parts) == {"load", "tokenize", "build", "trace", "train", "eval", "save"}
+    assert all(v >= 0 for v in split.values())
+    assert parts["build"] > 0 and parts["save"] > 0  # 3 epochs: a latest and a best each
+    # nothing counted twice: the named phases fit in the wall time, the rest is what is left
+    assert sum(parts.values()) <= split["wall"] * 1.01
+    assert split["other"] == pytest.approx(split["wall"] - sum(parts.values()), abs=1e-6)
+
+
 def _buckets_used(config, run_dir) -> int:
     tokenizer = RunDir(run_dir).load_tokenizer()
     examples = read_examples(config.data.train)
