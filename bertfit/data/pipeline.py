@@ -143,19 +143,6 @@ def runs_of(plan: list[Batch], limit: int) -> list[tuple[int, int]]:
     return runs
 
 
-def _options_without_autotune() -> tf.data.Options:
-    # With tf.data's autotuner on, deleting an iterator that has not reached its end (every
-    # bucket's iterator once its planned steps are taken) waits for the autotuner, which took
-    # 2-35 s per bucket at the end of each epoch and evaluation while a model computed on the
-    # same CPU (measured). A batch here is a gather and a pad: two in flight are plenty.
-    options = tf.data.Options()
-    options.autotune.enabled = False
-    return options
-
-
-_NO_AUTOTUNE = _options_without_autotune()
-
-
 class BucketedInput:
     """Per-bucket distributed datasets that follow a batch plan.
 
@@ -263,12 +250,18 @@ class BucketedInput:
                 GLOBAL_EXAMPLES: element[GLOBAL_EXAMPLES],
             }
 
+        # With tf.data's autotuner on, deleting an iterator that has not reached its end (each
+        # bucket's, once its planned steps are taken) waits for the autotuner: 2-35 s per bucket
+        # after each epoch and evaluation while the model computed on the same CPU (measured).
+        # A batch here is a gather and a pad: two in flight are plenty.
+        options = tf.data.Options()
+        options.autotune.enabled = False
         rows = self._rows_for(seq_length, context)
         return (
             tf.data.Dataset.from_tensor_slices(rows)
             .map(build, num_parallel_calls=2, deterministic=True)
             .prefetch(2)
-            .with_options(_NO_AUTOTUNE)
+            .with_options(options)
         )
 
     def iterators(self) -> dict:

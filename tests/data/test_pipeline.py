@@ -7,7 +7,7 @@ import tensorflow as tf
 from bertfit.data.pipeline import INDEX, BucketedInput, EncodedTexts, plan_batches
 
 
-def _bucketed(pad_to_longest: bool = True) -> BucketedInput:
+def _bucketed() -> BucketedInput:
     ids = tf.ragged.constant([[5] * n for n in (1, 3, 6, 2, 7, 4, 5)], dtype=tf.int32)
     encoded = EncodedTexts(ids, None, ids.row_lengths().numpy() + 2)
     plan = plan_batches(encoded.packed_lengths, [4, 8, 16], 2, shuffle=True, seed=1)
@@ -19,7 +19,7 @@ def _bucketed(pad_to_longest: bool = True) -> BucketedInput:
         cls_id=101,
         sep_id=102,
         pad_id=0,
-        pad_to_longest=pad_to_longest,
+        pad_to_longest=True,
     )
 
 
