@@ -6,8 +6,9 @@
 
 Both sources run the same graph (`bertfit.export.serving.ClassifierModule`): tokenization,
 packing to the length buckets, the model and the label lookup. Its functions are traced once,
-when the classifier is loaded, not once per call. Texts are grouped by length into batches so
-that short texts are not padded to the length of long ones; results come back in input order.
+when the classifier is loaded, not once per call. Texts are sorted by their number of tokens and
+batched in that order, so that short texts are not padded to the length of long ones; results
+come back in input order.
 """
 
 from __future__ import annotations
@@ -143,12 +144,7 @@ class Classifier:
         """Every output of the model by name (see `bertfit.export.outputs`), rows in input
         order."""
         texts, text_pairs = self._check(texts, text_pairs)
-        lengths = (
-            [len(t) for t in texts]
-            if text_pairs is None
-            else [len(a) + len(b) for a, b in zip(texts, text_pairs, strict=True)]
-        )
-        order = np.argsort(lengths, kind="stable")
+        order = np.argsort(self._lengths(texts, text_pairs), kind="stable")
         parts, done = [], 0
         for start in range(0, len(texts), self.batch_size):
             chosen = order[start : start + self.batch_size]
@@ -165,6 +161,20 @@ class Classifier:
         inverse = np.empty_like(order)
         inverse[order] = np.arange(len(order))
         return {k: v[inverse] for k, v in outputs.items()}
+
+    def _lengths(self, texts: list[str], text_pairs: list[str] | None) -> np.ndarray:
+        """Tokens per row, to batch texts of similar length together (characters for an
+        export written before the module had `token_lengths`)."""
+        inputs = [texts] if text_pairs is None else [texts, text_pairs]
+        if not hasattr(self.module, "token_lengths"):
+            return np.sum([[len(t) for t in column] for column in inputs], axis=0)
+        lengths = [
+            self.module.token_lengths(
+                *[tf.constant(column[start : start + 1024]) for column in inputs]
+            )
+            for start in range(0, len(texts), 1024)
+        ]
+        return np.concatenate([x.numpy() for x in lengths]) if lengths else np.zeros(0, np.int32)
 
     def _empty_outputs(self) -> dict[str, np.ndarray]:
         specs = self.signatures()["serving_default"].structured_outputs

@@ -117,6 +117,36 @@ def test_the_export_loads_back_as_a_classifier(exported):
     )
 
 
+class _Recording:
+    """A classifier module that remembers the batches of texts it classified."""
+
+    def __init__(self, module):
+        self.module, self.batches = module, []
+
+    def classify_text(self, text):
+        self.batches.append([t.decode() for t in text.numpy()])
+        return self.module.classify_text(text)
+
+    def __getattr__(self, name):
+        return getattr(self.module, name)
+
+
+def test_texts_are_batched_by_their_number_of_tokens_and_come_back_in_order(exported):
+    run, root = exported
+    # Characters mislead: an unknown word is one token, "a b c d e" five.
+    texts = ["a b c d e", "zqzqzqzqzqzqzqzqzq", "a b", "zqzqzqzqzqzq zqzqzqzqzqzqzq", "a b c"]
+    for source in (run, root):
+        classifier = load_classifier(source, batch_size=2)
+        expected = [classifier.predict_proba([t])[0] for t in texts]
+        classifier.module = _Recording(classifier.module)
+        np.testing.assert_allclose(classifier.predict_proba(texts), expected, atol=1e-6)
+        assert classifier.module.batches == [
+            ["zqzqzqzqzqzqzqzqzq", "a b"],
+            ["zqzqzqzqzqzq zqzqzqzqzqzqzq", "a b c"],
+            ["a b c d e"],
+        ]
+
+
 @pytest.mark.slow
 def test_minilm_export_equals_bertfit_predict_on_the_real_test_split(rotten_tomatoes, tmp_path):
     from bertfit.config import DataConfig, ModelConfig, RunConfig, TrainConfig

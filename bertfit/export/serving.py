@@ -11,6 +11,10 @@ needed to use it. Its signatures:
 - `classify_ids`: the three int32 inputs `input_word_ids`, `input_mask`, `input_type_ids`
   ([batch, seq]) → the same outputs, for clients that tokenize themselves.
 
+Besides the signatures, the module keeps `token_lengths` (the same text inputs → int32 [batch],
+WordPiece tokens per row before truncation), with which `bertfit.predictor` groups texts of
+similar length into a batch.
+
 Texts are truncated to the run's `max_seq_length` inside the graph; a batch is padded to the
 smallest length bucket that holds its longest row, so the shapes the model sees are few.
 """
@@ -80,13 +84,13 @@ class ClassifierModule(tf.Module):
         self.buckets = sorted(set(buckets) | {max_seq_length})
         self.pairs = pairs
         if pairs:
-            self.classify_text = tf.function(
-                self._classify_pairs, input_signature=[_text_spec("text"), _text_spec("text_pair")]
-            )
+            text_specs = [_text_spec("text"), _text_spec("text_pair")]
+            self.classify_text = tf.function(self._classify_pairs, input_signature=text_specs)
+            self.token_lengths = tf.function(self._pair_token_lengths, input_signature=text_specs)
         else:
-            self.classify_text = tf.function(
-                self._classify_texts, input_signature=[_text_spec("text")]
-            )
+            text_specs = [_text_spec("text")]
+            self.classify_text = tf.function(self._classify_texts, input_signature=text_specs)
+            self.token_lengths = tf.function(self._token_lengths, input_signature=text_specs)
         self.classify_ids = tf.function(self._classify_ids, input_signature=_ids_specs())
         self.pack = tf.function(self._pack)
 
@@ -105,6 +109,12 @@ class ClassifierModule(tf.Module):
         return self._classify(
             self._pack(self.tokenizer.tokenize(text), self.tokenizer.tokenize(text_pair))
         )
+
+    def _token_lengths(self, text):
+        return tf.cast(self.tokenizer.tokenize(text).row_lengths(), tf.int32)
+
+    def _pair_token_lengths(self, text, text_pair):
+        return self._token_lengths(text) + self._token_lengths(text_pair)
 
     def _classify_ids(self, input_word_ids, input_mask, input_type_ids):
         return self._classify(
