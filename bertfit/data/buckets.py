@@ -13,6 +13,12 @@ token of length from ~95 ms; tracing and compiling a bucket's train and predict 
 ~12 s), where they decide the most; on an accelerator the compute per token is cheaper, so
 the same constants choose no more buckets than a CPU would.
 
+When one trace serves every bucket (a step without XLA, batches padded to their longest row),
+a bucket costs only its last, part-empty batch: the buckets are then chosen from a finer grid
+(steps of max_seq_length / 32, from 8) and there may be more of them, which brings the padding
+close to that of sorting every batch by length (RT at 64: 28.5 token slots per example, 30.9
+on the grid of 8, 27.0 without padding).
+
     >>> import numpy as np
     >>> lengths = np.array([9] * 3000 + [20] * 3000 + [60] * 100)
     >>> choose_buckets(lengths, max_seq_length=64, batch_size=32, epochs=3)
@@ -30,13 +36,14 @@ import numpy as np
 STEP = 8  # bucket lengths are multiples of 8 (and max_seq_length): friendly to XLA's tiling
 MIN_BUCKET = 16
 MAX_BUCKETS = 8
+MAX_UNTRACED_BUCKETS = 16
 STEP_OVERHEAD_TOKENS = 8
 TRACE_TOKENS = 30_000
 
 
-def candidate_lengths(max_seq_length: int) -> list[int]:
-    """Multiples of STEP from MIN_BUCKET up to, and always including, max_seq_length."""
-    return sorted({*range(MIN_BUCKET, max_seq_length, STEP), max_seq_length})
+def candidate_lengths(max_seq_length: int, step: int = STEP, first: int = MIN_BUCKET) -> list[int]:
+    """Multiples of `step` from `first` up to, and always including, max_seq_length."""
+    return sorted({*range(first, max_seq_length, step), max_seq_length})
 
 
 def epoch_cost(counts: np.ndarray, lengths: list[int], batch_size: int) -> float:
@@ -52,15 +59,24 @@ def choose_buckets(
     *,
     batch_size: int,
     epochs: float,
-    trace_tokens: float = TRACE_TOKENS,
+    traced_per_bucket: bool = True,
 ) -> list[int]:
     """The buckets that minimise `epochs` epochs of steps plus one trace per bucket
-    (`trace_tokens`: 0 when one trace serves every bucket).
+    (`traced_per_bucket` False: one trace serves every bucket, see above).
 
     Dynamic programming over the candidate lengths: best[k][j] is the cheapest way to cover
     every example up to candidate j with k buckets, the last of them ending at j.
     """
-    candidates = candidate_lengths(max_seq_length)
+    if traced_per_bucket:
+        candidates, most, trace_tokens = (
+            candidate_lengths(max_seq_length),
+            MAX_BUCKETS,
+            TRACE_TOKENS,
+        )
+    else:
+        step = max(1, max_seq_length // 32)
+        candidates = candidate_lengths(max_seq_length, step, first=8)
+        most, trace_tokens = MAX_UNTRACED_BUCKETS, 0
     clipped = np.minimum(packed_lengths, max_seq_length)
     # examples[j]: how many examples are at most candidates[j] long
     examples = np.searchsorted(np.sort(clipped), candidates, side="right")
@@ -73,18 +89,18 @@ def choose_buckets(
         return steps + (trace_tokens if count else 0)
 
     n = len(candidates)
-    best = [[math.inf] * n for _ in range(MAX_BUCKETS + 1)]
-    came_from = [[-1] * n for _ in range(MAX_BUCKETS + 1)]
+    best = [[math.inf] * n for _ in range(most + 1)]
+    came_from = [[-1] * n for _ in range(most + 1)]
     for j in range(n):
         best[1][j] = cost(-1, j)
-    for k in range(2, MAX_BUCKETS + 1):
+    for k in range(2, most + 1):
         for j in range(n):
             for i in range(j):
                 total = best[k - 1][i] + cost(i, j)
                 if total < best[k][j]:
                     best[k][j], came_from[k][j] = total, i
     last = n - 1
-    k = min(range(1, MAX_BUCKETS + 1), key=lambda k: best[k][last])
+    k = min(range(1, most + 1), key=lambda k: best[k][last])
     chosen = []
     while last >= 0 and k >= 1:
         chosen.append(candidates[last])

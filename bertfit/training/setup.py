@@ -22,7 +22,7 @@ from bertfit.checkpoints.base import Checkpoint
 from bertfit.checkpoints.load import build_encoder, build_tokenizer, read_checkpoint
 from bertfit.checkpoints.registry import resolve
 from bertfit.config import PRECISION_POLICIES, RunConfig, check_positions
-from bertfit.data.buckets import TRACE_TOKENS, choose_buckets, padding_share
+from bertfit.data.buckets import choose_buckets, padding_share
 from bertfit.data.pipeline import (
     Batch,
     BucketedInput,
@@ -172,7 +172,7 @@ def with_chosen_buckets(
             config.model.max_seq_length,
             batch_size=config.train.batch_size * config.train.grad_accum,
             epochs=config.train.epochs * scale,
-            trace_tokens=TRACE_TOKENS if traced_per_bucket else 0,
+            traced_per_bucket=traced_per_bucket,
         )
     chosen = dataclasses.replace(config, data=dataclasses.replace(config.data, buckets=buckets))
     buckets, fixed = buckets_for(chosen), default_buckets(config.model.max_seq_length)

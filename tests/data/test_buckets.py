@@ -2,6 +2,7 @@ import numpy as np
 
 from bertfit.data.buckets import (
     MAX_BUCKETS,
+    MAX_UNTRACED_BUCKETS,
     candidate_lengths,
     choose_buckets,
     epoch_cost,
@@ -55,3 +56,11 @@ def test_candidates_and_padding_share():
     assert candidate_lengths(40) == [16, 24, 32, 40]
     assert candidate_lengths(50) == [16, 24, 32, 40, 48, 50]
     assert padding_share(np.array([8, 16]), [16]) == 0.25
+
+
+def test_when_one_trace_serves_every_bucket_finer_buckets_pad_less():
+    traced = choose_buckets(REVIEW_LENGTHS, 64, batch_size=32, epochs=1)
+    untraced = choose_buckets(REVIEW_LENGTHS, 64, batch_size=32, epochs=1, traced_per_bucket=False)
+    assert len(traced) < len(untraced) <= MAX_UNTRACED_BUCKETS
+    assert untraced[0] < 16 and any(b % 8 for b in untraced)
+    assert padding_share(REVIEW_LENGTHS, untraced) < padding_share(REVIEW_LENGTHS, traced) / 2
