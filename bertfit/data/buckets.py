@@ -67,15 +67,10 @@ def choose_buckets(
     Dynamic programming over the candidate lengths: best[k][j] is the cheapest way to cover
     every example up to candidate j with k buckets, the last of them ending at j.
     """
-    if traced_per_bucket:
-        candidates, most, trace_tokens = (
-            candidate_lengths(max_seq_length),
-            MAX_BUCKETS,
-            TRACE_TOKENS,
-        )
-    else:
-        step = max(1, max_seq_length // 32)
-        candidates = candidate_lengths(max_seq_length, step, first=8)
+    candidates = candidate_lengths(max_seq_length)
+    most, trace_tokens = MAX_BUCKETS, TRACE_TOKENS
+    if not traced_per_bucket:
+        candidates = candidate_lengths(max_seq_length, step=max(1, max_seq_length // 32), first=8)
         most, trace_tokens = MAX_UNTRACED_BUCKETS, 0
     clipped = np.minimum(packed_lengths, max_seq_length)
     # examples[j]: how many examples are at most candidates[j] long
