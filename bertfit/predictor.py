@@ -31,6 +31,7 @@ from bertfit.training.checkpointing import restore_model
 from bertfit.training.run_dir import RunDir
 
 BATCH_SIZE = 64
+LENGTHS_CHUNK = 1024  # texts per call when counting tokens (bounds its memory)
 
 
 class Classifier:
@@ -163,18 +164,17 @@ class Classifier:
         return {k: v[inverse] for k, v in outputs.items()}
 
     def _lengths(self, texts: list[str], text_pairs: list[str] | None) -> np.ndarray:
-        """Tokens per row, to batch texts of similar length together (characters for an
-        export written before the module had `token_lengths`)."""
-        inputs = [texts] if text_pairs is None else [texts, text_pairs]
-        if not hasattr(self.module, "token_lengths"):
-            return np.sum([[len(t) for t in column] for column in inputs], axis=0)
-        lengths = [
+        """Tokens per row, to batch texts of similar length together."""
+        columns = [texts] if text_pairs is None else [texts, text_pairs]
+        if not hasattr(self.module, "token_lengths"):  # an export written before it had one
+            return np.sum([[len(t) for t in column] for column in columns], axis=0)
+        chunks = [
             self.module.token_lengths(
-                *[tf.constant(column[start : start + 1024]) for column in inputs]
-            )
-            for start in range(0, len(texts), 1024)
+                *[tf.constant(column[start : start + LENGTHS_CHUNK]) for column in columns]
+            ).numpy()
+            for start in range(0, len(texts), LENGTHS_CHUNK)
         ]
-        return np.concatenate([x.numpy() for x in lengths]) if lengths else np.zeros(0, np.int32)
+        return np.concatenate([np.zeros(0, np.int32), *chunks])
 
     def _empty_outputs(self) -> dict[str, np.ndarray]:
         specs = self.signatures()["serving_default"].structured_outputs

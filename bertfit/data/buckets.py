@@ -36,6 +36,10 @@ import numpy as np
 STEP = 8  # bucket lengths are multiples of 8 (and max_seq_length): friendly to XLA's tiling
 MIN_BUCKET = 16
 MAX_BUCKETS = 8
+# One trace for every bucket: lengths in steps of max_seq_length / UNTRACED_GRID from
+# MIN_UNTRACED_BUCKET, at most MAX_UNTRACED_BUCKETS of them.
+UNTRACED_GRID = 32
+MIN_UNTRACED_BUCKET = 8
 MAX_UNTRACED_BUCKETS = 16
 STEP_OVERHEAD_TOKENS = 8
 TRACE_TOKENS = 30_000
@@ -70,7 +74,8 @@ def choose_buckets(
     candidates = candidate_lengths(max_seq_length)
     most, trace_tokens = MAX_BUCKETS, TRACE_TOKENS
     if not traced_per_bucket:
-        candidates = candidate_lengths(max_seq_length, step=max(1, max_seq_length // 32), first=8)
+        step = max(1, max_seq_length // UNTRACED_GRID)
+        candidates = candidate_lengths(max_seq_length, step, first=MIN_UNTRACED_BUCKET)
         most, trace_tokens = MAX_UNTRACED_BUCKETS, 0
     clipped = np.minimum(packed_lengths, max_seq_length)
     # examples[j]: how many examples are at most candidates[j] long
