@@ -147,6 +147,22 @@ def test_texts_are_batched_by_their_number_of_tokens_and_come_back_in_order(expo
         ]
 
 
+class _WithoutTokenLengths:
+    """An export written before the module had `token_lengths`."""
+
+    def __init__(self, module):
+        self.classify_text, self.signatures = module.classify_text, module.signatures
+
+
+def test_an_export_without_token_lengths_still_predicts_in_order(exported):
+    _, root = exported
+    texts = [t for t, _ in sentiment_rows(10, seed=4)]
+    classifier = load_classifier(root, batch_size=3)
+    expected = classifier.predict_proba(texts)
+    classifier.module = _WithoutTokenLengths(classifier.module)
+    np.testing.assert_allclose(classifier.predict_proba(texts), expected, atol=1e-6)
+
+
 @pytest.mark.slow
 def test_minilm_export_equals_bertfit_predict_on_the_real_test_split(rotten_tomatoes, tmp_path):
     from bertfit.config import DataConfig, ModelConfig, RunConfig, TrainConfig
