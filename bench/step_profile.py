@@ -1,6 +1,8 @@
 """Where one training step of MiniLM-L6 goes on this machine: forward, forward + backward,
-embedding-gradient densification, global-norm clipping and the AdamW update, each timed alone
-(graph mode and XLA), then the whole step as `bertfit train` runs it with XLA on, auto and off.
+embedding-gradient densification, global-norm clipping and the AdamW update (Keras' and the
+fused kernel's), each timed alone (graph mode and XLA; steady median, and the first call's
+tracing and compiling), then the whole step as `bertfit train` runs it with XLA on, auto and
+off.
 
     python -m bench.step_profile [--batch 32] [--seq 64] [--repeats 10]
 
@@ -19,17 +21,16 @@ from bench.common import write_result
 from bertfit.data.pipeline import GLOBAL_EXAMPLES, INDEX, LABEL, WEIGHT
 
 
-def _timed(fn, repeats: int) -> float:
-    """Median seconds of `repeats` calls after two warm-up calls (tracing/compiling)."""
-    fn()
-    fn()
+def _timed(fn, repeats: int) -> tuple[float, float]:
+    """Seconds of the first call (tracing, compiling, running), and the median of `repeats`
+    calls after a second warm-up call."""
     times = []
-    for _ in range(repeats):
+    for _ in range(repeats + 2):
         start = time.perf_counter()
         out = fn()
         tf.nest.map_structure(lambda t: t.numpy() if hasattr(t, "numpy") else t, out)
         times.append(time.perf_counter() - start)
-    return float(np.median(times))
+    return times[0], float(np.median(times[2:]))
 
 
 def _batch(batch: int, seq: int) -> dict:
@@ -52,7 +53,7 @@ def _parts(batch: int, seq: int, repeats: int) -> dict:
     from bertfit.config import TrainConfig
     from bertfit.model.classifier import BertClassifier
     from bertfit.training.losses import batch_loss
-    from bertfit.training.optimizer import make_optimizer
+    from bertfit.training.optimizer import FusedAdamW, make_optimizer
 
     checkpoint = read_checkpoint(resolve("minilm-l6"))
     model = BertClassifier(build_encoder(checkpoint), 2, "cls", 0.1, seed=0)
@@ -62,6 +63,7 @@ def _parts(batch: int, seq: int, repeats: int) -> dict:
     variables = model.trainable_variables
     optimizer = make_optimizer(TrainConfig(), 10_000)
     optimizer.build(variables)
+    fused = FusedAdamW(optimizer, variables)
 
     def forward():
         return model(features, training=True)
@@ -84,6 +86,10 @@ def _parts(batch: int, seq: int, repeats: int) -> dict:
         optimizer.apply(dense, variables)
         return optimizer.iterations
 
+    def fused_update():
+        fused.apply(dense)
+        return optimizer.iterations
+
     result = {}
     for name, fn in (
         ("forward", forward),
@@ -91,19 +97,20 @@ def _parts(batch: int, seq: int, repeats: int) -> dict:
         ("densify_embedding_gradient", densify),
         ("clip_global_norm", clip),
         ("adamw_update", update),
+        ("fused_adamw_update", fused_update),
     ):
-        result[name] = {
-            "graph_ms": 1000 * _timed(tf.function(fn), repeats),
-            "xla_ms": 1000 * _timed(tf.function(fn, jit_compile=True), repeats)
-            if name != "densify_embedding_gradient"
-            else None,
-        }
+        result[name] = {}
+        for mode, jit in (("graph", False), ("xla", True)):
+            if jit and name == "densify_embedding_gradient":
+                continue
+            first, steady = _timed(tf.function(fn, jit_compile=jit), repeats)
+            result[name] |= {f"{mode}_ms": 1000 * steady, f"{mode}_first_call_s": first}
     return result
 
 
 def _whole_step(batch: int, seq: int, repeats: int) -> dict:
     """The step as `Trainer` compiles it: XLA on (forward/backward and update compiled), auto
-    (on this CPU: the update only) and off."""
+    (on this CPU: none) and off; each with its first call's seconds."""
     from bertfit.checkpoints.load import build_encoder, read_checkpoint
     from bertfit.checkpoints.registry import resolve
     from bertfit.config import TrainConfig
@@ -122,7 +129,8 @@ def _whole_step(batch: int, seq: int, repeats: int) -> dict:
             10_000,
         )
         step = tf.function(lambda trainer=trainer: trainer._apply(data))
-        out[name] = 1000 * _timed(step, repeats)
+        first, steady = _timed(step, repeats)
+        out[name] = {"ms": 1000 * steady, "first_call_s": first, "xla": trainer.xla.describe()}
     return out
 
 
@@ -135,12 +143,19 @@ def main() -> None:
     parts = _parts(args.batch, args.seq, args.repeats)
     whole = _whole_step(args.batch, args.seq, args.repeats)
     timings = ", ".join(
-        f"{name} {v['graph_ms']:.0f}/{v['xla_ms'] or 0:.0f}" for name, v in parts.items()
+        f"{name} {v['graph_ms']:.0f}/{v.get('xla_ms', 0):.0f}" for name, v in parts.items()
+    )
+    updates = ", ".join(
+        f"{name} {parts[name]['graph_first_call_s']:.1f}/{parts[name]['xla_first_call_s']:.1f} s"
+        for name in ("adamw_update", "fused_adamw_update")
+    )
+    steps = ", ".join(
+        f"{name} {w['ms']:.0f} ms (first call {w['first_call_s']:.1f} s; {w['xla']})"
+        for name, w in whole.items()
     )
     rows = [
         f"| one train step, MiniLM-L6, batch {args.batch} x seq {args.seq}: {timings} ms "
-        f"(graph/XLA) | whole step {whole['auto']:.0f} ms (default: XLA for the update), "
-        f"{whole['xla']:.0f} ms (XLA on), {whole['graph']:.0f} ms (off) | - | - |"
+        f"(graph/XLA); first call {updates} (graph/XLA) | whole step: {steps} | - | - |"
     ]
     write_result(
         "step_profile",

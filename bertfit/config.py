@@ -107,7 +107,7 @@ class TrainConfig:
             then linear decay, global-norm clipping.
         seed: seeds initialisation, dropout and shuffling.
         jit_compile: XLA-compile the step: true, false, or null (auto: all of it on a GPU or
-            TPU, only the clipping + optimizer update on a CPU; see `training.loop.XlaChoice`).
+            TPU, none of it on a CPU; see `training.loop.XlaChoice`).
         strategy: auto, tpu, mirrored, multi-worker, one-device or default.
         cpu_replicas: split the CPU into N logical devices (rehearse data parallelism).
         tpu: a TPU name, or "local" on a TPU VM (TPUClusterResolver).

@@ -12,10 +12,10 @@ def _strategy(device: str, replicas: int):
     )
 
 
-def test_auto_on_a_cpu_compiles_only_the_update():
+def test_auto_on_a_cpu_compiles_nothing():
     choice = XlaChoice.for_run(None, tf.distribute.get_strategy())
-    assert (choice.replica_step, choice.update) == (False, True)
-    assert choice.describe() == "XLA for update (auto: CPU)"
+    assert (choice.replica_step, choice.update) == (False, False)
+    assert choice.describe() == "XLA for nothing (auto: CPU)"
 
 
 def test_auto_on_accelerators_compiles_the_step_and_the_update_only_on_one_device():
