@@ -21,6 +21,7 @@ smallest length bucket that holds its longest row, so the shapes the model sees 
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -83,16 +84,19 @@ class ClassifierModule(tf.Module):
         self.max_seq_length = max_seq_length
         self.buckets = sorted(set(buckets) | {max_seq_length})
         self.pairs = pairs
+        # No autograph: nothing here branches on a tensor, and converting costs seconds of the
+        # first prediction.
+        traced = functools.partial(tf.function, autograph=False)
         if pairs:
             text_specs = [_text_spec("text"), _text_spec("text_pair")]
-            self.classify_text = tf.function(self._classify_pairs, input_signature=text_specs)
-            self.token_lengths = tf.function(self._pair_token_lengths, input_signature=text_specs)
+            self.classify_text = traced(self._classify_pairs, input_signature=text_specs)
+            self.token_lengths = traced(self._pair_token_lengths, input_signature=text_specs)
         else:
             text_specs = [_text_spec("text")]
-            self.classify_text = tf.function(self._classify_texts, input_signature=text_specs)
-            self.token_lengths = tf.function(self._token_lengths, input_signature=text_specs)
-        self.classify_ids = tf.function(self._classify_ids, input_signature=_ids_specs())
-        self.pack = tf.function(self._pack)
+            self.classify_text = traced(self._classify_texts, input_signature=text_specs)
+            self.token_lengths = traced(self._token_lengths, input_signature=text_specs)
+        self.classify_ids = traced(self._classify_ids, input_signature=_ids_specs())
+        self.pack = traced(self._pack)
 
     def serving_signatures(self) -> dict:
         """The SavedModel signatures, as concrete functions (the same objects a loaded

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import time
 from collections.abc import Callable, Iterator
 
@@ -121,13 +122,16 @@ class Trainer:
         )
         self._fused_update = FusedAdamW(self.optimizer, self.variables) if fused else None
         self.xla = XlaChoice.for_run(config.jit_compile, strategy)
-        self._replica_gradients = tf.function(self.replica_step, jit_compile=self.xla.replica_step)
-        self._replica_probabilities = tf.function(
+        # No autograph: every loop here is an explicit tf.while_loop, and converting the step's
+        # Python cost ~2 s of its first call on a 2-core CPU.
+        compiled = functools.partial(tf.function, autograph=False)
+        self._replica_gradients = compiled(self.replica_step, jit_compile=self.xla.replica_step)
+        self._replica_probabilities = compiled(
             self._probabilities, jit_compile=self.xla.replica_step
         )
-        self._clip_and_update = tf.function(self._clip_and_update_step, jit_compile=self.xla.update)
-        self.train_steps = tf.function(self._train_steps)
-        self.predict_step = tf.function(self._predict_step)
+        self._clip_and_update = compiled(self._clip_and_update_step, jit_compile=self.xla.update)
+        self.train_steps = compiled(self._train_steps)
+        self.predict_step = compiled(self._predict_step)
         # wall time of the calls that traced (and compiled), per function
         self.trace_seconds = {"train_step": 0.0, "predict_step": 0.0}
 
@@ -234,13 +238,16 @@ class Trainer:
     def _train_steps(self, iterator, steps):
         """`steps` optimizer steps drawn from one bucket's iterator; every step's global loss
         and global gradient norm (before clipping), as [steps, 2]."""
-        results = tf.TensorArray(tf.float32, size=steps)
-        for i in tf.range(steps):
+
+        def step(i, results):
             loss, norm = self.strategy.run(self._apply, args=(next(iterator),))
             loss = self.strategy.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None)
             # Every replica computed the same norm of the all-reduced gradient.
             norm = self.strategy.reduce(tf.distribute.ReduceOp.MEAN, norm, axis=None)
-            results = results.write(i, tf.stack([loss, tf.cast(norm, tf.float32)]))
+            return i + 1, results.write(i, tf.stack([loss, tf.cast(norm, tf.float32)]))
+
+        start = (tf.constant(0), tf.TensorArray(tf.float32, size=steps))
+        _, results = tf.while_loop(lambda i, _: i < steps, step, start)
         return results.stack()
 
     def _predict_step(self, iterator):
