@@ -89,6 +89,18 @@ class TokenizerConfig:
         return (self.unk_token, self.cls_token, self.sep_token, self.pad_token, self.mask_token)
 
 
+@dataclasses.dataclass(frozen=True)
+class Vocabulary:
+    """The tokens in id order and each token's id (a repeated token: its last id).
+
+    One plain object, not a list and a dict on the tokenizer: a `tf.Module` wraps and tracks
+    every element of the lists and dicts it holds, ~1 s for a 30k-token vocabulary.
+    """
+
+    tokens: list[str]
+    ids: dict[str, int]
+
+
 class BertTokenizer(tf.Module):
     """Turns raw strings into BERT WordPiece ids and packed model inputs, inside the graph.
 
@@ -114,24 +126,24 @@ class BertTokenizer(tf.Module):
     def __init__(self, vocab: str | os.PathLike | Sequence[str], **config):
         super().__init__(name="bert_tokenizer")
         self.config = TokenizerConfig(**config)
-        self._tokens = read_vocab(vocab) if isinstance(vocab, (str, os.PathLike)) else list(vocab)
-        self._ids = {token: i for i, token in enumerate(self._tokens)}  # a repeated token: last id
+        tokens = read_vocab(vocab) if isinstance(vocab, (str, os.PathLike)) else list(vocab)
+        self._vocab = Vocabulary(tokens, {token: i for i, token in enumerate(tokens)})
         config = self.config
         required = (config.unk_token, config.cls_token, config.sep_token, config.pad_token)
-        missing = [token for token in required if token not in self._ids]
+        missing = [token for token in required if token not in self._vocab.ids]
         if missing:
             raise InputFormatError(
                 f"The vocabulary has no {missing}; pass the special tokens it "
                 "uses, e.g. BertTokenizer(vocab, unk_token='<unk>')."
             )
-        self._table = _lookup_table(self._ids)
+        self._table = _lookup_table(self._vocab.ids)
         self._wordpiece = tf_text.WordpieceTokenizer(
             self._table,
             max_bytes_per_word=4 * config.max_chars_per_word,  # the char limit comes first
             token_out_type=tf.int32,
             unknown_token=config.unk_token,
         )
-        specials = sorted((t for t in config.special_tokens if t in self._ids), key=len)
+        specials = sorted((t for t in config.special_tokens if t in self._vocab.ids), key=len)
         self._special_pattern = "|".join(re.escape(t) for t in reversed(specials))
 
     @classmethod
@@ -164,37 +176,37 @@ class BertTokenizer(tf.Module):
     @property
     def vocab_size(self) -> int:
         """The number of ids, i.e. lines of `vocab.txt`."""
-        return len(self._tokens)
+        return len(self._vocab.tokens)
 
     @property
     def cls_id(self) -> int:
-        return self._ids[self.config.cls_token]
+        return self._vocab.ids[self.config.cls_token]
 
     @property
     def sep_id(self) -> int:
-        return self._ids[self.config.sep_token]
+        return self._vocab.ids[self.config.sep_token]
 
     @property
     def pad_id(self) -> int:
-        return self._ids[self.config.pad_token]
+        return self._vocab.ids[self.config.pad_token]
 
     @property
     def unk_id(self) -> int:
-        return self._ids[self.config.unk_token]
+        return self._vocab.ids[self.config.unk_token]
 
     def id_to_token(self, token_id: int) -> str:
         """The vocabulary entry with this id."""
-        if not 0 <= token_id < len(self._tokens):
+        if not 0 <= token_id < len(self._vocab.tokens):
             raise InputFormatError(
-                f"Token id {token_id} is outside the vocabulary [0, {len(self._tokens)})."
+                f"Token id {token_id} is outside the vocabulary [0, {len(self._vocab.tokens)})."
             )
-        return self._tokens[token_id]
+        return self._vocab.tokens[token_id]
 
     def token_to_id(self, token: str) -> int:
         """The id of a vocabulary entry (the last one when `vocab.txt` repeats it)."""
-        if token not in self._ids:
+        if token not in self._vocab.ids:
             raise InputFormatError(f"Token {token!r} is not in the vocabulary.")
-        return self._ids[token]
+        return self._vocab.ids[token]
 
     def tokenize(self, texts) -> tf.RaggedTensor | tf.Tensor:
         """WordPiece ids (int32) of each text, without special tokens.

@@ -257,3 +257,15 @@ def test_config_rebuilds_the_same_tokenizer(vocab_file):
     rebuilt = BertTokenizer(VOCAB, **dataclasses.asdict(tokenizer.config))
     text = ["Hello café, unaffable ΣΊΣ " + "a" * 60]
     assert rebuilt.tokenize(text).to_list() == tokenizer.tokenize(text).to_list()
+
+
+def test_the_vocabulary_is_not_tracked_entry_by_entry():
+    # A tf.Module wraps every list and dict it holds in a tracking wrapper, entry by entry:
+    # ~1 s for a 30k-token vocabulary on each load. Only the lookup table needs tracking.
+    vocab = [*VOCAB, *(f"token{i}" for i in range(1000))]
+    tokenizer = BertTokenizer(vocab)
+    held = vars(tokenizer).items()
+    sizes = {name: len(v) for name, v in held if hasattr(v, "__len__") and not isinstance(v, str)}
+    assert max(sizes.values()) < 100, sizes
+    assert tokenizer.vocab_size == len(vocab)
+    assert tokenizer.token_to_id("token999") == len(vocab) - 1
