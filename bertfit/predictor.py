@@ -63,7 +63,8 @@ class Classifier:
         check_positions(
             config.model.max_seq_length, bert.max_position_embeddings, f"the encoder of {path}"
         )
-        encoder = BertEncoder(bert, dtype=PRECISION_POLICIES[config.model.precision])
+        precision = PRECISION_POLICIES[config.model.precision]
+        encoder = BertEncoder(bert, random_init=False, dtype=precision)
         model = BertClassifier(encoder, task.num_outputs, config.model.pooling, 0.0)
         restore_model(model, run_dir.checkpoint_path(which))
         metadata = run_metadata(config, task)

@@ -98,7 +98,7 @@ def build_encoder(checkpoint: Checkpoint, dtype=None) -> BertEncoder:
     """A `BertEncoder` with the checkpoint's weights; `encoder.load_report` says what was loaded."""
     if isinstance(checkpoint, OpaqueCheckpoint):
         return wrap_savedmodel(checkpoint)
-    encoder = BertEncoder(checkpoint.config, dtype=dtype)
+    encoder = BertEncoder(checkpoint.config, random_init=False, dtype=dtype)
     report = LoadReport(source=str(checkpoint.path), format=checkpoint.format)
     encoder.load_report = assign_weights(
         encoder, checkpoint.tensors, checkpoint.table, report, checkpoint.ignored_prefixes

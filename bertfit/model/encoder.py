@@ -188,6 +188,8 @@ class BertEncoder(keras.layers.Layer):
 
     Args:
         config: the architecture (`BertConfig`).
+        random_init: False starts the weights at zero (all but the pooler's), for an encoder
+            whose weights are loaded next.
         dtype: a Keras dtype policy name such as "float32" or "mixed_bfloat16".
 
     Call it with a dict of `input_word_ids`, `input_mask` and `input_type_ids` (int32,
@@ -207,7 +209,7 @@ class BertEncoder(keras.layers.Layer):
     TensorShape([1, 32])
     """
 
-    def __init__(self, config: BertConfig, **kwargs):
+    def __init__(self, config: BertConfig, random_init: bool = True, **kwargs):
         kwargs.setdefault("name", "bert_encoder")
         super().__init__(**kwargs)
         self.config = config
@@ -219,7 +221,21 @@ class BertEncoder(keras.layers.Layer):
         self.pooler = _dense(
             config.hidden_size, config, "pooler", self.dtype_policy, activation="tanh"
         )
+        if not random_init:
+            self._start_at_zero()
         self.build()
+
+    def _start_at_zero(self) -> None:
+        """Zeros for every weight but the pooler's (which a checkpoint may lack), for weights
+        a checkpoint is about to overwrite: drawing MiniLM's 22M random values takes ~0.6 s
+        of a 2-core CPU on every load."""
+        zeros = keras.initializers.Zeros()
+        for layer in self._flatten_layers(include_self=False):
+            if layer is self.pooler:
+                continue
+            for attribute in ("kernel_initializer", "embeddings_initializer"):
+                if hasattr(layer, attribute):
+                    setattr(layer, attribute, zeros)
 
     def build(self, input_shape=None):
         self.embeddings.build()

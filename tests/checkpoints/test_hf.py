@@ -58,9 +58,11 @@ def test_wrong_shape_is_an_error_naming_the_tensor_and_both_shapes(tmp_path):
 def test_absent_pooler_is_allowed_and_reported(tmp_path):
     write_tiny_hf(tmp_path)
     _rewrite(tmp_path, lambda t: [t.pop(k) for k in ("pooler.dense.weight", "pooler.dense.bias")])
-    report = build_encoder(read_hf(tmp_path)).load_report
+    encoder = build_encoder(read_hf(tmp_path))
+    report = encoder.load_report
     assert report.missing == ["pooler.dense.weight", "pooler.dense.bias"]
     assert "missing (left as initialised)" in str(report)
+    assert np.std(encoder.pooler.kernel.numpy()) > 0  # drawn at random, as a new pooler is
 
 
 def test_extra_tensors_are_reported_as_unexpected(tmp_path):

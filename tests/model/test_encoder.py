@@ -117,3 +117,12 @@ def test_pooled_only_computes_the_same_pooled_output_as_the_whole_encoder():
     np.testing.assert_allclose(pooled["pooled_output"], whole, atol=1e-6)
     jitted = tf.function(lambda x: encoder(x, pooled_only=True), jit_compile=True)
     np.testing.assert_allclose(jitted(inputs)["pooled_output"], whole, atol=1e-5)
+
+
+def test_an_encoder_to_be_loaded_starts_at_zero_but_for_its_pooler():
+    encoder = BertEncoder(TINY_CONFIG, random_init=False)
+    drawn = {name for name, v in encoder.named_variables().items() if np.any(v.numpy() != 0)}
+    gammas = {name for name in encoder.named_variables() if name.endswith("gamma")}  # ones
+    assert drawn - gammas == {"pooler/kernel"}
+    random = BertEncoder(TINY_CONFIG).named_variables()
+    assert np.std(random["embeddings/word_embeddings"].numpy()) > 0
