@@ -160,8 +160,8 @@ class BucketedInput:
         pad_to_longest: pad each replica's batch to its longest row (at most its bucket's
             length) instead of to the bucket's length: the batches of every bucket then share
             one element spec, [per-replica batch, None], so a step traced without XLA serves
-            them all once, with less padding. For TensorFlow's kernels only: XLA and TPUs need
-            the static lengths.
+            them all once, with less padding, and one pipeline feeds them all. For
+            TensorFlow's kernels only: XLA and TPUs need the static lengths.
 
     Iterating yields `(seq_length, per-replica batch)` in plan order. A batch is a dict of
     `input_word_ids`, `input_mask`, `input_type_ids` ([per-replica batch, seq_length] int32),
@@ -193,23 +193,33 @@ class BucketedInput:
         self.strategy = strategy
         self.special_ids = {"cls_id": cls_id, "sep_id": sep_id, "pad_id": pad_id}
         self.replicas = strategy.num_replicas_in_sync
-        self.datasets = {
-            seq_length: strategy.distribute_datasets_from_function(
-                lambda context, s=seq_length: self._dataset(s, context)
+        lengths = sorted({batch.seq_length for batch in plan})
+        if pad_to_longest and lengths:
+            # Every bucket has the same element spec, so one pipeline in plan order serves them
+            # all: one trace of its map function instead of one per bucket (~0.1 s each).
+            shared = strategy.distribute_datasets_from_function(
+                lambda context: self._dataset(lengths[-1], context, every_bucket=True)
             )
-            for seq_length in sorted({batch.seq_length for batch in plan})
-        }
+            self.datasets = dict.fromkeys(lengths, shared)
+        else:
+            self.datasets = {
+                seq_length: strategy.distribute_datasets_from_function(
+                    lambda context, s=seq_length: self._dataset(s, context)
+                )
+                for seq_length in lengths
+            }
 
     def __len__(self) -> int:
         return len(self.plan)
 
-    def _rows_for(self, seq_length: int, context: tf.distribute.InputContext) -> dict:
-        """The per-replica index rows this input pipeline feeds, in step order."""
+    def _rows_for(self, bucket: int | None, context: tf.distribute.InputContext) -> dict:
+        """The per-replica index rows this input pipeline feeds for the steps of `bucket`
+        (None: of every bucket), in step order."""
         local = self.replicas // context.num_input_pipelines
         first = context.input_pipeline_id * local
         rows, counts = [], []
         for batch in self.plan:
-            if batch.seq_length != seq_length:
+            if bucket is not None and batch.seq_length != bucket:
                 continue
             # [micro-batch, replica, row] → each replica's rows of every micro-batch, in order.
             per_replica = (
@@ -221,7 +231,11 @@ class BucketedInput:
             counts.extend([batch.num_examples] * local)
         return {INDEX: np.stack(rows), GLOBAL_EXAMPLES: np.asarray(counts, np.float32)}
 
-    def _dataset(self, seq_length: int, context: tf.distribute.InputContext) -> tf.data.Dataset:
+    def _dataset(
+        self, seq_length: int, context: tf.distribute.InputContext, every_bucket: bool = False
+    ) -> tf.data.Dataset:
+        """The batches of the bucket `seq_length` (`every_bucket`: the batches of all buckets,
+        in step order), packed to at most `seq_length` tokens."""
         ids_a, ids_b = self.encoded.ids_a, self.encoded.ids_b
         labels = tf.constant(self.labels)
         weights = tf.constant(self.weights, tf.float32)
@@ -256,7 +270,7 @@ class BucketedInput:
         # A batch here is a gather and a pad: two in flight are plenty.
         options = tf.data.Options()
         options.autotune.enabled = False
-        rows = self._rows_for(seq_length, context)
+        rows = self._rows_for(None if every_bucket else seq_length, context)
         return (
             tf.data.Dataset.from_tensor_slices(rows)
             .map(build, num_parallel_calls=2, deterministic=True)
@@ -265,7 +279,11 @@ class BucketedInput:
         )
 
     def iterators(self) -> dict:
-        """A fresh iterator over each bucket's distributed dataset, by bucket length."""
+        """A fresh iterator over each bucket's distributed dataset, by bucket length (the same
+        one for every bucket when they share a pipeline)."""
+        if self.pad_to_longest and self.datasets:
+            shared = iter(next(iter(self.datasets.values())))
+            return dict.fromkeys(self.datasets, shared)
         return {seq_length: iter(d) for seq_length, d in self.datasets.items()}
 
     def __iter__(self):

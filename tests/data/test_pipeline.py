@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import pytest
 import tensorflow as tf
 
 from bertfit.data.pipeline import INDEX, BucketedInput, EncodedTexts, plan_batches
 
+LENGTHS = (1, 3, 6, 2, 7, 4, 5)  # WordPiece ids per example, before [CLS] and [SEP]
 
-def _bucketed() -> BucketedInput:
-    ids = tf.ragged.constant([[5] * n for n in (1, 3, 6, 2, 7, 4, 5)], dtype=tf.int32)
+
+def _bucketed(pad_to_longest: bool = True) -> BucketedInput:
+    ids = tf.ragged.constant([[5] * n for n in LENGTHS], dtype=tf.int32)
     encoded = EncodedTexts(ids, None, ids.row_lengths().numpy() + 2)
     plan = plan_batches(encoded.packed_lengths, [4, 8, 16], 2, shuffle=True, seed=1)
     return BucketedInput(
@@ -19,18 +22,27 @@ def _bucketed() -> BucketedInput:
         cls_id=101,
         sep_id=102,
         pad_id=0,
-        pad_to_longest=True,
+        pad_to_longest=pad_to_longest,
     )
 
 
-def test_iterating_follows_the_plan_and_feeds_every_example_once():
-    data = _bucketed()
+@pytest.mark.parametrize("pad_to_longest", [True, False])
+def test_iterating_follows_the_plan_and_feeds_every_example_once(pad_to_longest):
+    data = _bucketed(pad_to_longest)
     fed = []
     for (seq_length, batch), planned in zip(data, data.plan, strict=True):
         assert seq_length == planned.seq_length
-        assert batch["input_word_ids"].shape[1] <= seq_length
-        fed.extend(i for i in batch[INDEX].numpy() if i >= 0)
+        real = [i for i in batch[INDEX].numpy() if i >= 0]
+        longest = max(LENGTHS[i] + 2 for i in real)
+        assert batch["input_word_ids"].shape[1] == (longest if pad_to_longest else seq_length)
+        fed.extend(real)
     assert sorted(fed) == list(range(7))
+
+
+def test_batches_padded_to_their_longest_row_come_from_one_pipeline():
+    # one element spec for every bucket: one pipeline (one trace of its map function)
+    assert len({id(d) for d in _bucketed(pad_to_longest=True).datasets.values()}) == 1
+    assert len({id(d) for d in _bucketed(pad_to_longest=False).datasets.values()}) == 3
 
 
 def test_the_bucket_pipelines_run_without_the_tf_data_autotuner():
