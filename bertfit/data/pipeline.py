@@ -8,7 +8,8 @@ The way through:
    index is -1 (example weight 0), so nothing is dropped and no batch is short.
 3. `BucketedInput` builds one `tf.data` pipeline per bucket whose element shape is fully static
    ([per-replica batch, bucket length]), distributed with `distribute_datasets_from_function`.
-   The host walks the plan and draws each step's batch from its bucket's iterator.
+   The host walks the plan and draws each step's batch from its bucket's iterator. (Without
+   XLA, batches are padded to their longest row instead and one pipeline feeds every bucket.)
 """
 
 from __future__ import annotations
