@@ -64,9 +64,10 @@ def modules_hidden(names: tuple[str, ...]):
 def load_tensorflow_quietly() -> None:
     """Imports TensorFlow (and tensorflow-text) and initialises its devices, without Keras'
     unused optional imports and, unless BERTFIT_VERBOSE_TF is set, without their log lines."""
+    quiet = contextlib.nullcontext()
     if not verbose():
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    quiet = contextlib.nullcontext() if verbose() else stderr_silenced()
+        quiet = stderr_silenced()
     with modules_hidden(UNUSED_OPTIONAL_MODULES), quiet:
         import tensorflow as tf
         import tensorflow_text  # noqa: F401  (registers its ops; logs on load too)
