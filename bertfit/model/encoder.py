@@ -3,6 +3,11 @@
 Post-LayerNorm transformer as in Devlin et al. (2018) and Hugging Face's `BertModel`. Under a mixed
 dtype policy the matrix work runs in the compute dtype while LayerNorm and the attention softmax run
 in float32.
+
+Between the embeddings and the outputs the hidden states are one row per token, [batch * seq,
+hidden], and only attention views them per example. Keras' Dense multiplies a 3-D input through
+`tf.tensordot`, whose shape arithmetic (and its gradient's) made up most of the training graph's
+ops; on rows it is one matrix product.
 """
 
 from __future__ import annotations
@@ -114,20 +119,21 @@ class SelfAttention(keras.layers.Layer):
 
     def build(self, input_shape=None):
         for layer in (self.query, self.key, self.value):
-            layer.build((None, None, self.hidden_size))
+            layer.build((None, self.hidden_size))
         self.built = True
 
-    def _split_heads(self, x):
-        batch, seq = tf.shape(x)[0], tf.shape(x)[1]
-        return tf.reshape(x, [batch, seq, self.num_heads, self.head_size])
+    def _split_heads(self, rows, batch_size):
+        return tf.reshape(rows, [batch_size, -1, self.num_heads, self.head_size])
 
     def call(self, x, attention_bias, training=False, queries=None):
-        """`queries`: the positions that attend (default: all of `x`); keys and values are
-        always every position of `x`."""
+        """`x`: the token rows [batch * seq, hidden]. `queries`: the rows that attend, the
+        same number per example (default: all of `x`); keys and values are always every row
+        of `x`. Returns one row per query."""
         queries = x if queries is None else queries
-        q = self._split_heads(self.query(queries))
-        k = self._split_heads(self.key(x))
-        v = self._split_heads(self.value(x))
+        batch_size = attention_bias.shape[0] or tf.shape(attention_bias)[0]
+        q = self._split_heads(self.query(queries), batch_size)
+        k = self._split_heads(self.key(x), batch_size)
+        v = self._split_heads(self.value(x), batch_size)
         scores = tf.einsum("bqhd,bkhd->bhqk", q, k) * (1.0 / math.sqrt(self.head_size))
         # Keras casts float arguments to the compute dtype; the bias is 0 or -1e9, so that is exact
         # enough, and the softmax itself runs in float32.
@@ -135,7 +141,14 @@ class SelfAttention(keras.layers.Layer):
         probs = tf.nn.softmax(logits, axis=-1)
         probs = self.dropout(tf.cast(probs, x.dtype), training=training)
         context = tf.einsum("bhqk,bkhd->bqhd", probs, v)
-        return tf.reshape(context, tf.shape(queries))
+        return tf.reshape(context, [-1, self.hidden_size])
+
+
+def _per_example(rows, attention_bias):
+    """The token rows [batch * seq, hidden] as [batch, seq, hidden] (seq static when the
+    [batch, 1, 1, seq] attention bias has it)."""
+    seq_length = attention_bias.shape[-1] or tf.shape(attention_bias)[-1]
+    return tf.reshape(rows, [-1, seq_length, rows.shape[-1]])
 
 
 class TransformerLayer(keras.layers.Layer):
@@ -162,19 +175,20 @@ class TransformerLayer(keras.layers.Layer):
         self.dropout = keras.layers.Dropout(config.hidden_dropout_prob, dtype=self.dtype_policy)
 
     def build(self, input_shape=None):
-        hidden = (None, None, self.hidden_size)
+        hidden = (None, self.hidden_size)
         self.attention.build(hidden)
         self.attention_output.build(hidden)
         self.attention_layer_norm.build(hidden)
         self.intermediate.build(hidden)
-        self.output_dense.build((None, None, self.intermediate_size))
+        self.output_dense.build((None, self.intermediate_size))
         self.output_layer_norm.build(hidden)
         self.built = True
 
     def call(self, x, attention_bias, training=False, cls_only=False):
-        """`cls_only`: compute the output at position 0 alone ([batch, 1, hidden]), attending
-        over every position as usual: the same numbers as `call(...)[:, :1]`, for less work."""
-        queries = x[:, :1] if cls_only else x
+        """`x`: [batch * seq, hidden], one row per token. `cls_only`: compute the output at
+        each example's first token alone ([batch, hidden]), attending over every token as
+        usual: the same numbers as those rows of the full output, for less work."""
+        queries = _per_example(x, attention_bias)[:, 0] if cls_only else x
         attended = self.attention(x, attention_bias, training=training, queries=queries)
         attended = self.attention_output(attended)
         x = self.attention_layer_norm(queries + self.dropout(attended, training=training))
@@ -256,18 +270,19 @@ class BertEncoder(keras.layers.Layer):
         mask = tf.cast(inputs[MASK], tf.float32)
         # [batch, 1, 1, seq]: 0 where attended, a large negative where padded.
         attention_bias = (1.0 - mask[:, tf.newaxis, tf.newaxis, :]) * -1e9
-        x = self.embeddings(inputs[WORD_IDS], inputs[TYPE_IDS], training=training)
+        embedded = self.embeddings(inputs[WORD_IDS], inputs[TYPE_IDS], training=training)
+        x = tf.reshape(embedded, [-1, self.config.hidden_size])  # one row per token
         encoder_outputs = []
         last = len(self.transformer_layers) - 1
         for i, layer in enumerate(self.transformer_layers):
             x = layer(x, attention_bias, training=training, cls_only=pooled_only and i == last)
             encoder_outputs.append(x)
-        pooled_output = self.pooler(x[:, 0, :])
-        if pooled_only:
-            return {"pooled_output": pooled_output}
+        if pooled_only:  # the last layer computed the first tokens only
+            return {"pooled_output": self.pooler(x)}
+        encoder_outputs = [_per_example(rows, attention_bias) for rows in encoder_outputs]
         return {
-            "sequence_output": x,
-            "pooled_output": pooled_output,
+            "sequence_output": encoder_outputs[-1],
+            "pooled_output": self.pooler(encoder_outputs[-1][:, 0]),
             "encoder_outputs": encoder_outputs,
         }
 

@@ -126,3 +126,13 @@ def test_an_encoder_to_be_loaded_starts_at_zero_but_for_its_pooler():
     assert drawn - gammas == {"pooler/kernel"}
     random = BertEncoder(TINY_CONFIG).named_variables()
     assert np.std(random["embeddings/word_embeddings"].numpy()) > 0
+
+
+def test_dense_layers_multiply_token_rows_without_tensordot():
+    # Keras' Dense multiplies a 3-D input through tf.tensordot, whose shape arithmetic (and its
+    # gradient's) was most of the training graph when the sizes are known only at run time.
+    encoder = tiny_encoder()
+    ids = tf.TensorSpec([None, None], tf.int32)
+    call = tf.function(lambda x: encoder({"input_word_ids": x, "input_mask": x}, training=True))
+    graph = call.get_concrete_function(ids).graph
+    assert not [op.name for op in graph.get_operations() if "Tensordot" in op.name]
