@@ -7,6 +7,7 @@ import tensorflow as tf
 
 from bertfit.model.encoder import BertEncoder
 from bertfit.model.inputs import MASK, normalize_inputs
+from bertfit.model.layers import Dropout
 from bertfit.model.replica_jit import ReplicaJit
 
 
@@ -52,7 +53,7 @@ class BertClassifier(ReplicaJit, keras.Model):
         self.pooling = pooling
         self.dropout_rate = dropout
         self.seed = seed
-        self.dropout = keras.layers.Dropout(dropout, seed=seed, dtype=encoder.dtype_policy)
+        self.dropout = Dropout(dropout, seed=seed, dtype=encoder.dtype_policy)
         self.head = keras.layers.Dense(
             num_classes,
             name="classifier",

@@ -21,6 +21,7 @@ import tensorflow as tf
 from bertfit.errors import InputFormatError
 from bertfit.model.config import ACTIVATIONS, BertConfig
 from bertfit.model.inputs import MASK, TYPE_IDS, WORD_IDS, normalize_inputs
+from bertfit.model.layers import Dropout, LayerNorm
 
 
 def activation(name: str):
@@ -54,9 +55,9 @@ def _embedding(rows: int, config: BertConfig, name: str, dtype) -> keras.layers.
     )
 
 
-def _layer_norm(config: BertConfig, name: str, dtype) -> keras.layers.LayerNormalization:
-    # Keras computes LayerNormalization in float32 whatever the compute dtype.
-    return keras.layers.LayerNormalization(epsilon=config.layer_norm_eps, name=name, dtype=dtype)
+def _layer_norm(config: BertConfig, name: str, dtype) -> LayerNorm:
+    # Computed in float32 whatever the compute dtype, as Keras' LayerNormalization.
+    return LayerNorm(epsilon=config.layer_norm_eps, name=name, dtype=dtype)
 
 
 class BertEmbeddings(keras.layers.Layer):
@@ -73,7 +74,7 @@ class BertEmbeddings(keras.layers.Layer):
             config.type_vocab_size, config, "token_type_embeddings", dtype
         )
         self.layer_norm = _layer_norm(config, "layer_norm", self.dtype_policy)
-        self.dropout = keras.layers.Dropout(config.hidden_dropout_prob, dtype=self.dtype_policy)
+        self.dropout = Dropout(config.hidden_dropout_prob, dtype=self.dtype_policy)
         self.hidden_size = config.hidden_size
         self.max_positions = config.max_position_embeddings
 
@@ -113,9 +114,7 @@ class SelfAttention(keras.layers.Layer):
         self.query = _dense(config.hidden_size, config, "query", self.dtype_policy)
         self.key = _dense(config.hidden_size, config, "key", self.dtype_policy)
         self.value = _dense(config.hidden_size, config, "value", self.dtype_policy)
-        self.dropout = keras.layers.Dropout(
-            config.attention_probs_dropout_prob, dtype=self.dtype_policy
-        )
+        self.dropout = Dropout(config.attention_probs_dropout_prob, dtype=self.dtype_policy)
 
     def build(self, input_shape=None):
         for layer in (self.query, self.key, self.value):
@@ -172,7 +171,7 @@ class TransformerLayer(keras.layers.Layer):
         )
         self.output_dense = _dense(config.hidden_size, config, "output", self.dtype_policy)
         self.output_layer_norm = _layer_norm(config, "output_layer_norm", self.dtype_policy)
-        self.dropout = keras.layers.Dropout(config.hidden_dropout_prob, dtype=self.dtype_policy)
+        self.dropout = Dropout(config.hidden_dropout_prob, dtype=self.dtype_policy)
 
     def build(self, input_shape=None):
         hidden = (None, self.hidden_size)
