@@ -6,7 +6,7 @@ in float32.
 
 Between the embeddings and the outputs the hidden states are one row per token, [batch * seq,
 hidden], and only attention views them per example. Keras' Dense multiplies a 3-D input through
-`tf.tensordot`, whose shape arithmetic (and its gradient's) made up most of the training graph's
+`tf.tensordot`, whose shape arithmetic (and its gradient's) was a quarter of the training graph's
 ops; on rows it is one matrix product.
 """
 
