@@ -130,7 +130,7 @@ def test_an_encoder_to_be_loaded_starts_at_zero_but_for_its_pooler():
 
 def test_dense_layers_multiply_token_rows_without_tensordot():
     # Keras' Dense multiplies a 3-D input through tf.tensordot, whose shape arithmetic (and its
-    # gradient's) was most of the training graph when the sizes are known only at run time.
+    # gradient's) was a quarter of the training graph when the sizes are known only at run time.
     encoder = tiny_encoder()
     ids = tf.TensorSpec([None, None], tf.int32)
     call = tf.function(lambda x: encoder({"input_word_ids": x, "input_mask": x}, training=True))
