@@ -129,7 +129,7 @@ class SelfAttention(keras.layers.Layer):
         same number per example (default: all of `x`); keys and values are always every row
         of `x`. Returns one row per query."""
         queries = x if queries is None else queries
-        batch_size = attention_bias.shape[0] or tf.shape(attention_bias)[0]
+        batch_size = _size(attention_bias, 0)
         q = self._split_heads(self.query(queries), batch_size)
         k = self._split_heads(self.key(x), batch_size)
         v = self._split_heads(self.value(x), batch_size)
@@ -143,11 +143,16 @@ class SelfAttention(keras.layers.Layer):
         return tf.reshape(context, [-1, self.hidden_size])
 
 
+def _size(tensor, axis: int):
+    """The size of `tensor` along `axis`: a Python int when static (XLA's shapes), else a
+    scalar tensor."""
+    return tensor.shape[axis] or tf.shape(tensor)[axis]
+
+
 def _per_example(rows, attention_bias):
-    """The token rows [batch * seq, hidden] as [batch, seq, hidden] (seq static when the
-    [batch, 1, 1, seq] attention bias has it)."""
-    seq_length = attention_bias.shape[-1] or tf.shape(attention_bias)[-1]
-    return tf.reshape(rows, [-1, seq_length, rows.shape[-1]])
+    """The token rows [batch * seq, hidden] as [batch, seq, hidden], seq taken from the
+    [batch, 1, 1, seq] attention bias."""
+    return tf.reshape(rows, [-1, _size(attention_bias, -1), rows.shape[-1]])
 
 
 class TransformerLayer(keras.layers.Layer):
