@@ -58,8 +58,7 @@ class EncodedTexts:
 
 def _tokenize_all(tokenizer, texts: Sequence[str], chunk: int) -> tf.RaggedTensor:
     dataset = tf.data.Dataset.from_tensor_slices(tf.constant(list(texts), tf.string))
-    tokenize = tf.autograph.experimental.do_not_convert(tokenizer.tokenize)  # no tensor branches
-    dataset = dataset.batch(chunk).map(tokenize, num_parallel_calls=tf.data.AUTOTUNE)
+    dataset = dataset.batch(chunk).map(tokenizer.tokenize, num_parallel_calls=tf.data.AUTOTUNE)
     pieces = list(dataset)
     if not pieces:
         return tf.ragged.constant([], dtype=tf.int32, ragged_rank=1)
