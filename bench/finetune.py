@@ -28,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.common import write_result
+from bench.common import fraction_of_peak, matmul_gflops, write_result
 from bench.settings import BATCH, DECAY, LR, SEED, SEQ, WARMUP
 from bertfit.data.rotten_tomatoes import rotten_tomatoes_dir
 
@@ -127,6 +127,7 @@ def peer_side(args, work: Path, test_csv: Path) -> dict:
         in_process.append(json.loads(out.read_text()))
     predicted = _median_process(runs)
     seconds = statistics.median(r["seconds"] for r in in_process)
+    gflop = in_process[0]["forward_gflop"]
     return {
         "train_process_seconds": process["seconds"],
         "train_peak_rss_mib": process["peak_rss_mib"],
@@ -137,9 +138,23 @@ def peer_side(args, work: Path, test_csv: Path) -> dict:
         "train_examples": trained["train_examples"],
         "torch_threads": trained["torch_threads"],
         "predict_examples_per_second": in_process[0]["examples"] / seconds,
+        "predict_gflop_per_second": gflop / seconds,
+        "predict_fraction_of_matmul_peak": fraction_of_peak(gflop, seconds, matmul_gflops()),
         "predict_process_seconds": predicted["seconds"],
         "predict_peak_rss_mib": predicted["peak_rss_mib"],
     }
+
+
+def _check_peer(theirs: dict) -> None:
+    """Says so when the peer's prediction ran far below this machine's matmul speed: the
+    harness, not transformers, would then be what the ratios measure."""
+    fraction = theirs["predict_fraction_of_matmul_peak"]
+    if fraction < 0.5:
+        print(
+            f"warning: the peer's prediction used {fraction:.0%} of this machine's matmul speed;"
+            " check its threads and that nothing else ran",
+            file=sys.stderr,
+        )
 
 
 def main() -> None:
@@ -152,6 +167,7 @@ def main() -> None:
         work = Path(tmp)
         theirs = peer_side(args, work, data / "test.csv")
         ours = bertfit_side(args, work, data / "train.csv", data / "test.csv")
+    _check_peer(theirs)
     ratios = {
         "train_loop": ours["train_seconds"] / theirs["train_seconds"],
         "train_process": ours["train_process_seconds"] / theirs["train_process_seconds"],

@@ -5,7 +5,8 @@ longest row, `torch.inference_mode()` — writing one row per input (label, prob
     python -m bench.peer_predict --data test.csv --output predictions.csv --out result.json
 
 Run as its own process by bench.finetune (the whole process is timed there); writes the seconds
-from the raw texts to the probabilities (tokenizing included) to --out.
+from the raw texts to the probabilities (tokenizing included) and the encoder's matrix products
+in GFLOP (for the check against the machine's speed) to --out.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import time
 import torch
 from transformers import AutoTokenizer, BertForSequenceClassification
 
+from bench.common import bert_forward_gflop
 from bench.settings import SEQ
 from bertfit.checkpoints.registry import resolve
 
@@ -36,7 +38,7 @@ def main() -> None:
     with open(args.data, newline="", encoding="utf-8") as f:
         texts = [row["text"] for row in csv.DictReader(f)]
     start = time.perf_counter()
-    probabilities = []
+    probabilities, gflop = [], 0.0
     with torch.inference_mode():
         for i in range(0, len(texts), BATCH):
             batch = tokenizer(
@@ -47,6 +49,7 @@ def main() -> None:
                 return_tensors="pt",
             )
             probabilities.append(torch.softmax(model(**batch).logits, dim=-1))
+            gflop += bert_forward_gflop(model.config.to_dict(), *batch["input_ids"].shape)
     probabilities = torch.cat(probabilities).numpy()
     seconds = time.perf_counter() - start
     with open(args.output, "w", newline="", encoding="utf-8") as f:
@@ -56,7 +59,12 @@ def main() -> None:
             writer.writerow([int(p.argmax()), float(p[0]), float(p[1])])
     with open(args.out, "w") as f:
         json.dump(
-            {"seconds": seconds, "examples": len(texts), "torch_threads": torch.get_num_threads()},
+            {
+                "seconds": seconds,
+                "examples": len(texts),
+                "forward_gflop": gflop,
+                "torch_threads": torch.get_num_threads(),
+            },
             f,
         )
 

@@ -34,7 +34,9 @@ def _row(name: str, result: dict) -> list[str]:
             f"{t['ratio_bertfit_over_transformers']:.2f}x |",
             f"| encoder forward, seq {e['seq_length']} batch {e['batch']} | "
             f"{max(e['bertfit_tf_function_examples_per_s'], e['bertfit_xla_examples_per_s']):.0f}"
-            f" ex/s | {e['transformers_torch_examples_per_s']:.0f} ex/s (torch) | "
+            f" ex/s{_of_peak(e, 'bertfit_best_fraction_of_matmul_peak')} | "
+            f"{e['transformers_torch_examples_per_s']:.0f} ex/s (torch"
+            f"{_of_peak(e, 'transformers_fraction_of_matmul_peak')}) | "
             f"{e['ratio_bertfit_best_over_transformers']:.2f}x |",
         ]
     if name.startswith("finetune"):
@@ -63,7 +65,8 @@ def _finetune_rows(result: dict) -> list[str]:
         f"{t['test_accuracy']:.4f} | {b['test_accuracy'] - t['test_accuracy']:+.4f} |",
         f"| evaluation, raw text to probabilities, in-process | "
         f"{b['evaluate_examples_per_second']:.0f} ex/s | "
-        f"{t['predict_examples_per_second']:.0f} ex/s (batch 64, per-batch padding) | "
+        f"{t['predict_examples_per_second']:.0f} ex/s (batch 64, per-batch padding"
+        f"{_of_peak(t, 'predict_fraction_of_matmul_peak')}) | "
         f"{r['evaluate_throughput']:.2f}x speed |",
         f"| predict {b['test_examples']} rows, whole process (median of 3) | "
         f"{b['predict_process_seconds']:.1f} s | {t['predict_process_seconds']:.1f} s | "
@@ -71,6 +74,21 @@ def _finetune_rows(result: dict) -> list[str]:
         f"| checkpoint size | best {b['checkpoint_mib']['best (weights)']:.0f} MiB, latest "
         f"{b['checkpoint_mib']['latest (weights, optimizer, state)']:.0f} MiB | - | - |",
     ]
+
+
+def _machine_words(machine: dict) -> str:
+    """'2 CPUs' and, where recorded, the CPU and its matmul speed at the time of the run."""
+    words = f"{machine.get('cpus', '?')} CPUs"
+    if machine.get("cpu_model"):
+        words += f" {machine['cpu_model']}"
+    if machine.get("matmul_gflops"):
+        words += f", matmul {machine['matmul_gflops']:.0f} GFLOP/s"
+    return words
+
+
+def _of_peak(result: dict, key: str) -> str:
+    """', N% of matmul peak' when the result has that fraction (older results do not)."""
+    return f", {result[key]:.0%} of matmul peak" if key in result else ""
 
 
 def write_table() -> None:
@@ -81,7 +99,7 @@ def write_table() -> None:
         lines += _row(path.stem, result)
         commands.append(
             f"- `{path.name}`: `{result.get('command', '?')}` ({result.get('date', '')},"
-            f" {result.get('machine', {}).get('cpus', '?')} CPUs)"
+            f" {_machine_words(result.get('machine', {}))})"
         )
     text = DOC.read_text() if DOC.exists() else "# Benchmarks\n\n"
     head = text.split(MARK)[0].rstrip() + "\n\n"

@@ -7,7 +7,9 @@ in-graph tokenizer vs the transformers fast tokenizer. Encoder: MiniLM-L6 forwar
 batch 64, bertfit (tf.function, with and without XLA) vs `BertModel` in `torch.inference_mode`.
 The torch side runs in a child process of its own: TensorFlow and torch in one process fight
 over threads and slow torch down several times (an earlier version of this file measured
-15 ex/s for torch that way; alone it does about 110-140).
+15 ex/s for torch that way). Both sides' speed is also given as a fraction of the machine's
+float32 matmul speed (bench.common.matmul_gflops): at seq 64 one batch is ~89 GFLOP, so a
+machine doing 60 GFLOP/s allows at most ~43 ex/s, and a machine three times as fast ~130.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import numpy as np
 import tensorflow as tf
 from transformers import AutoTokenizer
 
-from bench.common import best_of, write_result
+from bench.common import bert_forward_gflop, best_of, fraction_of_peak, matmul_gflops, write_result
 from bertfit import load_encoder
 from bertfit.checkpoints.registry import resolve
 from bertfit.data.rotten_tomatoes import load_rotten_tomatoes
@@ -56,6 +58,8 @@ def encoder_bench(texts: list[str], path: str) -> dict:
     graph_s = best_of(lambda: eager_graph(inputs).numpy(), repeats=5)
     xla_s = best_of(lambda: xla(inputs).numpy(), repeats=5)
     torch_s, torch_threads = torch_forward_seconds({k: v.numpy() for k, v in inputs.items()}, path)
+    gflop = bert_forward_gflop(json.loads((Path(path) / "config.json").read_text()), BATCH, SEQ)
+    peak = matmul_gflops()
     return {
         "seq_length": SEQ,
         "batch": BATCH,
@@ -63,6 +67,8 @@ def encoder_bench(texts: list[str], path: str) -> dict:
         "bertfit_xla_examples_per_s": BATCH / xla_s,
         "transformers_torch_examples_per_s": BATCH / torch_s,
         "ratio_bertfit_best_over_transformers": torch_s / min(graph_s, xla_s),
+        "bertfit_best_fraction_of_matmul_peak": fraction_of_peak(gflop, min(graph_s, xla_s), peak),
+        "transformers_fraction_of_matmul_peak": fraction_of_peak(gflop, torch_s, peak),
         "torch_threads": torch_threads,
     }
 
