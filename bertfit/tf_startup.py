@@ -12,6 +12,15 @@ inputs) and matplotlib.pyplot (image galleries) whenever they are installed, and
 they are not. No bertfit command uses any of them, and the `demo` extra installs the first two
 (sentence-transformers needs them): on a 2-core CPU they add ~2.4 s and ~80 MiB to every
 command. The CLI hides them while TensorFlow loads, then makes them importable again.
+
+TensorFlow's default CPU allocator hands every tensor to the C library's malloc, which gives
+large blocks back to the kernel when they are freed and maps them anew on the next request: the
+tensors of every training step (the dense gradient of a 30k-token embedding table, 45 MiB for
+MiniLM, the optimizer's temporaries, the activations) are page-faulted in again on every step.
+The CLI turns on TensorFlow's pooling (BFC) allocator for CPU tensors instead, which keeps freed
+memory for the next step: on a 2-core CPU MiniLM's clipping and AdamW update take 37 ms instead
+of 80, a whole training step 7-13% less, and a run's peak memory is 50-80 MiB lower. A user's own
+TF_CPU_ALLOCATOR_USE_BFC setting wins.
 """
 
 from __future__ import annotations
@@ -21,6 +30,7 @@ import os
 import sys
 
 VERBOSE_VARIABLE = "BERTFIT_VERBOSE_TF"
+POOLED_CPU_ALLOCATOR = "TF_CPU_ALLOCATOR_USE_BFC"
 
 
 def verbose() -> bool:
@@ -64,6 +74,7 @@ def modules_hidden(names: tuple[str, ...]):
 def load_tensorflow_quietly() -> None:
     """Imports TensorFlow (and tensorflow-text) and initialises its devices, without Keras'
     unused optional imports and, unless BERTFIT_VERBOSE_TF is set, without their log lines."""
+    os.environ.setdefault(POOLED_CPU_ALLOCATOR, "true")  # read once, when TensorFlow starts
     quiet = contextlib.nullcontext()
     if not verbose():
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")

@@ -1,6 +1,7 @@
 """The package's imports go one way: no module imports, directly or through others, a module
 that imports it back (function-level imports included; `if TYPE_CHECKING:` blocks are not
-imports at run time). And `import bertfit` / `bertfit --help` do not load TensorFlow."""
+imports at run time). And `import bertfit` / `bertfit --help` do not load TensorFlow; when the CLI
+loads it, it leaves out Keras' unused optional imports and pools CPU tensors (`bertfit.tf_startup`)."""
 
 from __future__ import annotations
 
@@ -139,3 +140,30 @@ def test_the_cli_loads_tensorflow_without_keras_unused_optional_imports(tmp_path
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env
     )
     assert done.stdout.strip() == "[] True False", done.stderr
+
+
+def _tensorflow_started_by_the_cli(env: dict) -> str:
+    code = (
+        "from bertfit.tf_startup import load_tensorflow_quietly\n"
+        "load_tensorflow_quietly()\n"
+        "import tensorflow as tf\n"
+        "tf.matmul(tf.ones([64, 64]), tf.ones([64, 64])).numpy()\n"
+        "try:\n"
+        "    print(tf.config.experimental.get_memory_info('CPU:0')['peak'] > 0)\n"
+        "except ValueError:  # only a pooling allocator keeps statistics\n"
+        "    print('no pool')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env
+    )
+    return done.stdout.strip() or done.stderr
+
+
+def test_the_cli_keeps_cpu_tensors_in_a_pooling_allocator():
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPU_ALLOCATOR_USE_BFC"}
+    assert _tensorflow_started_by_the_cli(env) == "True"
+
+
+def test_a_users_allocator_setting_wins():
+    env = {**os.environ, "TF_CPU_ALLOCATOR_USE_BFC": "false"}
+    assert _tensorflow_started_by_the_cli(env) == "no pool"
