@@ -121,8 +121,10 @@ class SelfAttention(keras.layers.Layer):
             layer.build((None, self.hidden_size))
         self.built = True
 
-    def _split_heads(self, rows, batch_size):
-        return tf.reshape(rows, [batch_size, -1, self.num_heads, self.head_size])
+    def _heads(self, rows, batch_size):
+        """Token rows [batch * seq, hidden] as [batch, heads, seq, head_size]."""
+        per_head = tf.reshape(rows, [batch_size, -1, self.num_heads, self.head_size])
+        return tf.transpose(per_head, [0, 2, 1, 3])
 
     def call(self, x, attention_bias, training=False, queries=None):
         """`x`: the token rows [batch * seq, hidden]. `queries`: the rows that attend, the
@@ -130,16 +132,18 @@ class SelfAttention(keras.layers.Layer):
         of `x`. Returns one row per query."""
         queries = x if queries is None else queries
         batch_size = _size(attention_bias, 0)
-        q = self._split_heads(self.query(queries), batch_size)
-        k = self._split_heads(self.key(x), batch_size)
-        v = self._split_heads(self.value(x), batch_size)
-        scores = tf.einsum("bqhd,bkhd->bhqk", q, k) * (1.0 / math.sqrt(self.head_size))
+        # Batched matrix products on [batch, heads, seq, head_size]: tf.einsum transposes the
+        # same way inside, yet a training or inference step took ~4% longer with it (2-core CPU).
+        q = self._heads(self.query(queries), batch_size)
+        k = self._heads(self.key(x), batch_size)
+        v = self._heads(self.value(x), batch_size)
+        scores = tf.matmul(q, k, transpose_b=True) * (1.0 / math.sqrt(self.head_size))
         # Keras casts float arguments to the compute dtype; the bias is 0 or -1e9, so that is exact
         # enough, and the softmax itself runs in float32.
         logits = tf.cast(scores, tf.float32) + tf.cast(attention_bias, tf.float32)
         probs = tf.nn.softmax(logits, axis=-1)
         probs = self.dropout(tf.cast(probs, x.dtype), training=training)
-        context = tf.einsum("bhqk,bkhd->bqhd", probs, v)
+        context = tf.transpose(tf.matmul(probs, v), [0, 2, 1, 3])  # [batch, seq, heads, size]
         return tf.reshape(context, [-1, self.hidden_size])
 
 
