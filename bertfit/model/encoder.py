@@ -21,7 +21,7 @@ import tensorflow as tf
 from bertfit.errors import InputFormatError
 from bertfit.model.config import ACTIVATIONS, BertConfig
 from bertfit.model.inputs import MASK, TYPE_IDS, WORD_IDS, normalize_inputs
-from bertfit.model.layers import Dropout, LayerNorm
+from bertfit.model.layers import Dropout, LayerNorm, gelu
 
 
 def activation(name: str):
@@ -33,6 +33,11 @@ def activation(name: str):
     """
     function, arguments = ACTIVATIONS[name]
     return functools.partial(getattr(keras.activations, function), **arguments)
+
+
+def _feed_forward_activation(name: str):
+    """`activation(name)`, with the exact GELU as `layers.gelu` (erf form, gradient written out)."""
+    return gelu if name == "gelu" else activation(name)
 
 
 def _dense(units: int, config: BertConfig, name: str, dtype, activation=None) -> keras.layers.Dense:
@@ -176,7 +181,7 @@ class TransformerLayer(keras.layers.Layer):
             config,
             "intermediate",
             self.dtype_policy,
-            activation(config.hidden_act),
+            _feed_forward_activation(config.hidden_act),
         )
         self.output_dense = _dense(config.hidden_size, config, "output", self.dtype_policy)
         self.output_layer_norm = _layer_norm(config, "output_layer_norm", self.dtype_policy)

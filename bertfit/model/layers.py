@@ -1,4 +1,5 @@
-"""Keras' LayerNormalization and Dropout with their gradients written out in closed form.
+"""Keras' LayerNormalization and Dropout, and the exact GELU, with their gradients written out in
+closed form.
 
 TensorFlow differentiates Keras' versions op by op, and when the batch and sequence sizes are
 known only at run time (one training graph for every length bucket) the gradient of each
@@ -8,9 +9,15 @@ a layer normalisation and its gradient are 110 graph nodes, 42 written out; a dr
 graph (3,156 -> 2,092 nodes), so every first step, export and check traces, optimises and
 schedules less. The numbers are Keras': the same random masks, the same normalisation to
 float32 rounding.
+
+The exact GELU is computed in the erf form Hugging Face uses, x * (1 + erf(x / sqrt(2))) / 2;
+Keras' `gelu` computes x * erfc(-x / sqrt(2)) / 2, the same function, whose Erfc kernel takes
+three times as long as Erf on a CPU (an inference step ~3% faster with erf).
 """
 
 from __future__ import annotations
+
+import math
 
 import keras
 import tensorflow as tf
@@ -48,6 +55,27 @@ def layer_norm(x: tf.Tensor, gamma: tf.Tensor, beta: tf.Tensor, epsilon: float) 
         return normalized * gamma + beta, gradient
 
     return normalize(x, gamma, beta)
+
+
+def gelu(x: tf.Tensor) -> tf.Tensor:
+    """x * Phi(x), Phi the standard normal CDF; its gradient Phi(x) + x * phi(x).
+
+    Examples:
+    >>> round(float(gelu(tf.constant(1.0))), 4)
+    0.8413
+    """
+
+    @tf.custom_gradient
+    def apply(x):
+        cdf = 0.5 * (1.0 + tf.math.erf(x * (1 / math.sqrt(2))))
+
+        def gradient(upstream):
+            pdf = tf.exp(-0.5 * tf.square(x)) * (1 / math.sqrt(2 * math.pi))
+            return upstream * (cdf + x * pdf)
+
+        return x * cdf, gradient
+
+    return apply(x)
 
 
 def masked(x: tf.Tensor, keep: tf.Tensor, scale: float) -> tf.Tensor:

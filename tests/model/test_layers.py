@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bertfit.model.layers import Dropout, LayerNorm
+from bertfit.model.layers import Dropout, LayerNorm, gelu
 
 UNKNOWN_ROWS = tf.TensorSpec([None, 16], tf.float32)  # sizes known only at run time
 
@@ -68,6 +68,25 @@ def test_dropout_draws_keras_masks_and_gradients_from_the_same_seed(dtype):
 def test_dropout_is_the_identity_when_not_training():
     x = tf.ones([2, 16])
     assert Dropout(0.5)(x, training=False) is x
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_gelu_matches_keras_exact_gelu_values_and_gradients(dtype):
+    x = tf.cast(tf.linspace(-8.0, 8.0, 161), dtype)
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch(x)
+        ours, expected = gelu(x), keras.activations.gelu(x, approximate=False)
+    assert ours.dtype == expected.dtype == x.dtype
+    tolerance = 1e-6 if dtype == "float32" else 2e-2
+    np.testing.assert_allclose(
+        tf.cast(ours, tf.float32), tf.cast(expected, tf.float32), atol=tolerance, rtol=tolerance
+    )
+    np.testing.assert_allclose(
+        tf.cast(tape.gradient(ours, x), tf.float32),
+        tf.cast(tape.gradient(expected, x), tf.float32),
+        atol=tolerance,
+        rtol=tolerance,
+    )
 
 
 def test_gradients_carry_no_shape_arithmetic_for_unknown_sizes():
