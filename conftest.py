@@ -3,9 +3,9 @@ temporary directory: examples that write files (e.g. `write_text_atomic`) leave 
 
 import pytest
 
-from bertfit.tf_startup import load_tensorflow_quietly
+from bertfit.tf_startup import start_tensorflow
 
-load_tensorflow_quietly()  # as the CLI does: no TensorFlow start-up lines in the test output
+start_tensorflow()  # as the CLI does: no TensorFlow start-up lines in the test output
 
 
 @pytest.fixture(autouse=True)

@@ -16,7 +16,7 @@ from bertfit.checks import commands as check_commands
 from bertfit.config import TASKS
 from bertfit.errors import BertfitError, TrainingInterrupted
 from bertfit.run_flags import add_train_arguments, run_config_from_args
-from bertfit.tf_startup import load_tensorflow_quietly
+from bertfit.tf_startup import start_tensorflow
 
 
 def cmd_train(args) -> int:
@@ -212,7 +212,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    load_tensorflow_quietly()
+    start_tensorflow()
     args = build_parser().parse_args(argv)
     handler = getattr(args, "handler", None) or args.func
     try:

@@ -140,9 +140,9 @@ def cases(work: Path, model: str) -> dict[str, list[str]]:
 
 def main(work: Path, model: str) -> None:
     from bertfit.cli import main as bertfit
-    from bertfit.tf_startup import load_tensorflow_quietly
+    from bertfit.tf_startup import start_tensorflow
 
-    load_tensorflow_quietly()  # as the `bertfit` command does, before the cases load anything
+    start_tensorflow()  # as the `bertfit` command does, before the cases load anything
 
     os.environ["BERTFIT_CACHE"] = str(work / "cache")
     results = {}
