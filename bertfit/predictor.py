@@ -81,7 +81,7 @@ class Classifier:
     @classmethod
     def from_export(cls, path: str | Path, **kwargs) -> Classifier:
         """An export written by `bertfit export` (the folder of versions: the newest)."""
-        import tensorflow_text  # noqa: F401  (registers the tokenizer's ops)
+        import bertfit.text.ops  # noqa: F401  (registers the tokenizer's ops)
 
         version = export_version_dir(Path(path))
         metadata = json.loads((version / METADATA_FILE).read_text(encoding="utf-8"))

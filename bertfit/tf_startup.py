@@ -83,7 +83,7 @@ def modules_hidden(names: tuple[str, ...]):
 
 
 def start_tensorflow() -> None:
-    """Imports TensorFlow (and tensorflow-text) and initialises its devices, set up for speed
+    """Imports TensorFlow and initialises its devices, set up for speed
     on a CPU (see above), without Keras' unused optional imports and, unless BERTFIT_VERBOSE_TF
     is set, without their log lines."""
     for name, value in CPU_SPEED_SETTINGS.items():
@@ -94,7 +94,6 @@ def start_tensorflow() -> None:
         quiet = stderr_silenced()
     with modules_hidden(UNUSED_OPTIONAL_MODULES), quiet:
         import tensorflow as tf
-        import tensorflow_text  # noqa: F401  (registers its ops; logs on load too)
 
         devices = tf.config.list_physical_devices()  # probes CUDA now, while silenced
     if all(device.device_type == "CPU" for device in devices):

@@ -49,6 +49,8 @@ def module_lower_case(path: Path) -> bool | None:
     publish it; otherwise a guess from the folder name."""
     if "tokenization_info" in module_signatures(path):
         try:
+            import tensorflow_text  # noqa: F401  (a module's preprocessing may use its ops)
+
             loaded = tf.saved_model.load(str(path), tags=[])
             info = loaded.signatures["tokenization_info"]()
             return bool(info["do_lower_case"].numpy())

@@ -296,6 +296,8 @@ class SavedModelEncoder(keras.layers.Layer):
         if (self.saved_model_path / MODULE_FILE).is_file():
             raise tf1_module_error(self.saved_model_path)
         self.info = info or inspect_savedmodel(self.saved_model_path)
+        import tensorflow_text  # noqa: F401  (someone else's SavedModel may use its ops)
+
         self._loaded = tf.saved_model.load(str(self.saved_model_path))
         exposed = list(getattr(self._loaded, "trainable_variables", []) or [])
         self.num_exposed = len(exposed)

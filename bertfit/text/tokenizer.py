@@ -1,8 +1,8 @@
 """BERT WordPiece tokenization inside the TensorFlow graph, id for id like Hugging Face's.
 
 The pipeline rebuilds the Rust `tokenizers` crate's `BertNormalizer`, `BertPreTokenizer` and
-`WordPiece` model from TensorFlow and TensorFlow Text ops, so it runs in `tf.data`, in a
-`tf.function` and in an exported SavedModel:
+`WordPiece` model from TensorFlow and TensorFlow Text ops (`bertfit.text.ops`), so it runs in
+`tf.data`, in a `tf.function` and in an exported SavedModel:
 
 1. Special tokens written in the raw text (`[SEP]`, `[MASK]`, ...) stay whole, as in HF.
 2. Clean: drop NUL, U+FFFD and control/format/private-use characters (Cc, Cf, Co); turn
@@ -34,9 +34,9 @@ from pathlib import Path
 
 import numpy as np
 import tensorflow as tf
-import tensorflow_text as tf_text
 
 from bertfit.errors import CheckpointError, InputFormatError
+from bertfit.text import ops
 from bertfit.text.packing import pack_inputs
 
 # For the methods `dataset.map` and exported tf.functions take: nothing in them branches on a
@@ -143,12 +143,6 @@ class BertTokenizer(tf.Module):
                 "uses, e.g. BertTokenizer(vocab, unk_token='<unk>')."
             )
         self._table = _lookup_table(self._vocab.ids)
-        self._wordpiece = tf_text.WordpieceTokenizer(
-            self._table,
-            max_bytes_per_word=4 * config.max_chars_per_word,  # the char limit comes first
-            token_out_type=tf.int32,
-            unknown_token=config.unk_token,
-        )
         specials = sorted((t for t in config.special_tokens if t in self._vocab.ids), key=len)
         self._special_pattern = "|".join(re.escape(t) for t in reversed(specials))
 
@@ -313,7 +307,7 @@ class BertTokenizer(tf.Module):
             text = tf.strings.regex_replace(text, _CJK, r" \0 ")
         strip_accents = self.config.strip_accents
         if strip_accents or (strip_accents is None and self.config.lower_case):
-            text = tf.strings.regex_replace(tf_text.normalize_utf8(text, "NFD"), r"\p{Mn}", "")
+            text = tf.strings.regex_replace(ops.normalize_nfd(text), r"\p{Mn}", "")
         if self.config.lower_case:
             text = tf.strings.regex_replace(text, _CAPITAL_SIGMA, _SMALL_SIGMA)
             text = tf.strings.lower(text, encoding="utf-8")
@@ -323,7 +317,12 @@ class BertTokenizer(tf.Module):
         """Words (strings) to [words, wordpieces] int32 ids; overlong words become [UNK]."""
         chars = tf.strings.length(words, unit="UTF8_CHAR")
         words = tf.where(chars > self.config.max_chars_per_word, self.config.unk_token, words)
-        return tf.cast(self._wordpiece.tokenize(words), tf.int32)
+        return ops.wordpiece_ids(
+            words,
+            self._table,
+            self.config.unk_token,
+            max_bytes_per_word=4 * self.config.max_chars_per_word,  # the char limit comes first
+        )
 
 
 def _merge_inner_rows(ids: tf.RaggedTensor) -> tf.RaggedTensor:
