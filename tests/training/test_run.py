@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from bertfit.config import RunConfig
 from bertfit.data.pipeline import bucket_of
@@ -13,7 +14,7 @@ from bertfit.data.sources import read_examples
 from bertfit.predictor import load_classifier
 from bertfit.training.run import evaluate, predict, train
 from bertfit.training.run_dir import RunDir
-from bertfit.training.setup import encode_labelled
+from bertfit.training.setup import encode_labelled, load_checkpoint, make_trainer
 from tests.conftest import BUCKETS
 from tests.tiny import sentiment_rows, write_csv
 
@@ -39,6 +40,20 @@ def test_run_directory_holds_config_labels_encoder_checkpoints_and_metrics(train
     for key in ("loss", "accuracy", "macro_f1", "num_examples", "examples_per_second"):
         assert key in metrics["final"]
     assert RunConfig.load(f"{run}/config.yaml") == config
+
+
+def test_the_model_takes_over_the_checkpoints_weights(trained_run):
+    # The run keeps its model; the checkpoint's arrays go (MiniLM's are 87 MiB).
+    config, _ = trained_run
+    checkpoint = load_checkpoint(config)
+    (name,) = [n for n in checkpoint.tensors if n.endswith("word_embeddings.weight")]
+    word_embeddings = checkpoint.tensors[name].copy()
+    task = RunDir(config.output_dir, write=False).load_task()
+    trainer = make_trainer(checkpoint, task, config, tf.distribute.get_strategy(), total_steps=1)
+    assert checkpoint.tensors == {}
+    np.testing.assert_array_equal(
+        trainer.model.encoder.embeddings.word_embeddings.embeddings.numpy(), word_embeddings
+    )
 
 
 def test_learns_a_separable_task(trained_run):
