@@ -19,6 +19,7 @@ import tensorflow as tf
 
 from bench.common import write_result
 from bertfit.data.pipeline import GLOBAL_EXAMPLES, INDEX, LABEL, WEIGHT
+from bertfit.tf_startup import start_tensorflow
 
 
 def _timed(fn, repeats: int) -> tuple[float, float]:
@@ -140,6 +141,7 @@ def main() -> None:
     parser.add_argument("--seq", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=10)
     args = parser.parse_args()
+    start_tensorflow()  # the CLI's Grappler setting; TensorFlow is loaded already
     parts = _parts(args.batch, args.seq, args.repeats)
     whole = _whole_step(args.batch, args.seq, args.repeats)
     timings = ", ".join(

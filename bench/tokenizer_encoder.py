@@ -28,6 +28,7 @@ from bench.common import bert_forward_gflop, best_of, fraction_of_peak, matmul_g
 from bertfit import load_encoder
 from bertfit.checkpoints.registry import resolve
 from bertfit.data.rotten_tomatoes import load_rotten_tomatoes
+from bertfit.tf_startup import start_tensorflow
 
 SEQ, BATCH = 64, 64
 
@@ -109,6 +110,7 @@ def torch_forward_seconds(inputs: dict, path: str) -> tuple[float, int]:
 
 
 def main() -> None:
+    start_tensorflow()  # the CLI's Grappler setting; TensorFlow is loaded already
     texts = [text for text, _ in load_rotten_tomatoes("train")]
     path = str(resolve("minilm-l6"))
     np.random.default_rng(0)

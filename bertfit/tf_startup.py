@@ -82,12 +82,18 @@ def modules_hidden(names: tuple[str, ...]):
                 del sys.modules[name]
 
 
-def start_tensorflow() -> None:
-    """Imports TensorFlow and initialises its devices, set up for speed
-    on a CPU (see above), without Keras' unused optional imports and, unless BERTFIT_VERBOSE_TF
-    is set, without their log lines."""
+def use_cpu_speed_settings() -> None:
+    """Puts `CPU_SPEED_SETTINGS` in the environment where it has no value of its own; they take
+    effect when TensorFlow loads (later in this process, or in its children)."""
     for name, value in CPU_SPEED_SETTINGS.items():
         os.environ.setdefault(name, value)
+
+
+def start_tensorflow() -> None:
+    """Imports TensorFlow and initialises its devices, set up for speed on a CPU (see above),
+    without Keras' unused optional imports and, unless BERTFIT_VERBOSE_TF is set, without
+    their log lines. Once TensorFlow is loaded, only the Grappler setting still applies."""
+    use_cpu_speed_settings()
     quiet = contextlib.nullcontext()
     if not verbose():
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
