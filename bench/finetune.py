@@ -7,13 +7,14 @@ Tomatoes, each side in processes of its own, one after the other, on the same ma
     python -m bench.finetune --max-train-examples 2000   # a quick look
 
 Same settings for both (bench/settings.py): the train split, max_seq_length 64, global batch 32,
-learning rate 5e-5, linear schedule with 10% warmup, weight decay 0.01, clipping 1.0, seed 42,
-the [CLS] pooler head. The Trainer uses dynamic padding and `group_by_length`; bertfit its own
-defaults (length buckets chosen from the data, XLA, ...). Measured per process: wall time, peak
-RSS (`os.wait4`), the time from launch to the end of the first optimizer step (imports, loading,
-tokenizing, tracing: steps.jsonl's `wall_time` / a Trainer callback); the training loop's
-seconds; test accuracy; evaluation and prediction throughput from raw text to probabilities,
-in-process and as whole processes (median of 3).
+learning rate 5e-5, linear schedule with 10% warmup, weight decay 0.01, clipping 1.0, seed 42, the
+[CLS] pooler head. The Trainer uses dynamic padding and `group_by_length`; bertfit its own
+defaults (length buckets chosen from the data, XLA only with an accelerator, ...). Measured per
+process: wall time, peak RSS (`os.wait4`), the time from launch to the end of the first optimizer
+step (imports, loading, tokenizing, tracing: steps.jsonl's `wall_time` / a Trainer callback); the
+training loop's seconds; test accuracy; evaluation and prediction throughput from raw text to
+probabilities, in-process and as whole processes (median of 3); both sides predict in batches of
+similar length.
 """
 
 from __future__ import annotations
@@ -140,6 +141,7 @@ def peer_side(args, work: Path, test_csv: Path) -> dict:
         "predict_examples_per_second": in_process[0]["examples"] / seconds,
         "predict_gflop_per_second": gflop / seconds,
         "predict_fraction_of_matmul_peak": fraction_of_peak(gflop, seconds, matmul_gflops()),
+        "predict_token_slots_per_example": in_process[0]["token_slots_per_example"],
         "predict_process_seconds": predicted["seconds"],
         "predict_peak_rss_mib": predicted["peak_rss_mib"],
     }

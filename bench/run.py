@@ -65,7 +65,8 @@ def _finetune_rows(result: dict) -> list[str]:
         f"{t['test_accuracy']:.4f} | {b['test_accuracy'] - t['test_accuracy']:+.4f} |",
         f"| evaluation, raw text to probabilities, in-process | "
         f"{b['evaluate_examples_per_second']:.0f} ex/s | "
-        f"{t['predict_examples_per_second']:.0f} ex/s (batch 64, per-batch padding"
+        f"{t['predict_examples_per_second']:.0f} ex/s "
+        "(batch 64 of similar length, padded to its longest"
         f"{_of_peak(t, 'predict_fraction_of_matmul_peak')}) | "
         f"{r['evaluate_throughput']:.2f}x speed |",
         f"| predict {b['test_examples']} rows, whole process (median of 3) | "
