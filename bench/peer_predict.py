@@ -55,9 +55,10 @@ def main() -> None:
             probabilities.append(torch.softmax(model(**batch).logits, dim=-1))
             gflop += bert_forward_gflop(model.config.to_dict(), *batch["input_ids"].shape)
             slots += batch["input_ids"].numel()
-    in_order = torch.empty(len(order), 2)
-    in_order[order] = torch.cat(probabilities)
-    probabilities = in_order.numpy()
+    sorted_rows = torch.cat(probabilities)
+    probabilities = torch.empty_like(sorted_rows)
+    probabilities[order] = sorted_rows  # back to input order
+    probabilities = probabilities.numpy()
     seconds = time.perf_counter() - start
     with open(args.output, "w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
