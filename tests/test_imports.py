@@ -132,7 +132,7 @@ def test_the_cli_loads_tensorflow_without_keras_unused_optional_imports(tmp_path
         "import sys\n"
         "from bertfit.tf_startup import start_tensorflow\n"
         "start_tensorflow()\n"
-        "loaded = [m for m in ('sklearn', 'scipy', 'matplotlib.pyplot') if m in sys.modules]\n"
+        "loaded = [m for m in ('sklearn', 'scipy', 'matplotlib') if m in sys.modules]\n"
         "import keras, sklearn, scipy.sparse, matplotlib.pyplot\n"
         "print(loaded, 'keras' in sys.modules, scipy.sparse.issparse(1))"
     )
