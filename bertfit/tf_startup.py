@@ -64,7 +64,7 @@ def stderr_silenced():
         os.close(devnull)
 
 
-# Optional imports of Keras' that no bertfit command uses (see above).
+# Keras' optional imports that nothing needs while TensorFlow loads (see above).
 UNUSED_OPTIONAL_MODULES = ("sklearn", "scipy", "matplotlib")
 
 
