@@ -59,7 +59,9 @@ class TaskDataset:
             seed=self.seed,
             epoch=epoch,
         )
-        return _Batches(self.encoded, self.targets, plan, self.strategy, **self.special_ids)
+        return _Batches(
+            self.encoded, self.targets, plan, self.strategy, special_ids=self.special_ids
+        )
 
     def __iter__(self):
         return iter(self.epoch(0))
@@ -120,7 +122,7 @@ def make_dataset(
     )
     encoded = encode_texts(tokenizer, [e.text for e in examples], pairs)
     buckets = sorted(set(buckets or default_buckets(max_seq_length)) | {max_seq_length})
-    special = {"cls_id": tokenizer.cls_id, "sep_id": tokenizer.sep_id, "pad_id": tokenizer.pad_id}
+    special = tokenizer.special_ids
     return TaskDataset(
         task, examples, targets, encoded, buckets, batch_size, strategy, seed, shuffle, special
     )

@@ -154,7 +154,7 @@ class BucketedInput:
         weights: float32 weight of each example in the loss (class weights), or None for 1.
         plan: the global batches, in the order the steps take them.
         strategy: the `tf.distribute` strategy that will consume the batches.
-        cls_id, sep_id, pad_id: the tokenizer's special ids.
+        special_ids: the tokenizer's `special_ids` (its special ids and pair template).
         micro_batches: each plan batch holds this many global micro-batches (gradient
             accumulation); a replica's element holds its rows of every micro-batch, micro-batch
             after micro-batch, and `global_examples` counts the real examples of all of them.
@@ -178,9 +178,7 @@ class BucketedInput:
         plan: list[Batch],
         strategy: tf.distribute.Strategy,
         *,
-        cls_id: int,
-        sep_id: int,
-        pad_id: int,
+        special_ids: dict[str, int],
         micro_batches: int = 1,
         weights: np.ndarray | None = None,
         pad_to_longest: bool = False,
@@ -192,7 +190,7 @@ class BucketedInput:
         self.weights = np.ones(len(encoded), np.float32) if weights is None else weights
         self.plan = plan
         self.strategy = strategy
-        self.special_ids = {"cls_id": cls_id, "sep_id": sep_id, "pad_id": pad_id}
+        self.special_ids = special_ids
         self.replicas = strategy.num_replicas_in_sync
         lengths = sorted({batch.seq_length for batch in plan})
         # Every bucket has the same element spec when padded to its longest row, so one

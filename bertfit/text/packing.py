@@ -22,11 +22,15 @@ def pack_inputs(
     sep_id: int,
     pad_id: int = 0,
     padding: str = "max_length",
+    pair_separators: int = 1,
+    second_type_id: int = 1,
 ) -> dict[str, tf.Tensor]:
     """Packs `[CLS] a [SEP]` or `[CLS] a [SEP] b [SEP]`, truncating like Hugging Face.
 
     Truncation is HF's `truncation=True`: single segments keep their first
     `max_seq_length - 2` ids; pairs follow `truncation_lengths` (longest first).
+    RoBERTa-style templates (`<s> a </s></s> b </s>`, every type id 0) are
+    `pair_separators=2, second_type_id=0`.
 
     Args:
         ids_a: ids of the first segments: a `tf.RaggedTensor` `[batch, None]`, a dense
@@ -37,6 +41,9 @@ def pack_inputs(
         cls_id: id of `[CLS]`.
         sep_id: id of `[SEP]`.
         pad_id: id written after the end of each row.
+        pair_separators: separator tokens between the two segments of a pair (BERT 1,
+            RoBERTa 2).
+        second_type_id: the type id of the second segment and its separators.
         padding: `"max_length"` pads to `max_seq_length`; `"longest"` to the longest row.
 
     Returns:
@@ -55,7 +62,9 @@ def pack_inputs(
     if isinstance(max_seq_length, tf.Tensor):
         max_seq_length = tf.cast(max_seq_length, tf.int64)
     else:
-        _check_max_seq_length(max_seq_length, special_tokens=3 if ids_b is not None else 2)
+        _check_max_seq_length(
+            max_seq_length, special_tokens=2 + pair_separators if ids_b is not None else 2
+        )
     if ids_b is None:
         segments = [(ids_a, tf.minimum(ids_a.row_lengths(), max_seq_length - 2))]
     else:
@@ -65,12 +74,15 @@ def pack_inputs(
                 "ids_a and ids_b must have one row per example each, got shapes "
                 f"{ids_a.shape} and {ids_b.shape}."
             )
-        budget = max_seq_length - 3
+        budget = max_seq_length - 2 - pair_separators
         keep_a, keep_b = truncation_lengths(ids_a.row_lengths(), ids_b.row_lengths(), budget)
         segments = [(ids_a, keep_a), (ids_b, keep_b)]
-    total = 1 + sum(keep + 1 for _, keep in segments)
+    separators = 1 if ids_b is None else 1 + pair_separators
+    total = 1 + sum(keep for _, keep in segments) + separators
     length = max_seq_length if padding == "max_length" else tf.reduce_max(total)
-    inputs = _pack_segments(segments, length, max_seq_length, cls_id, sep_id, pad_id)
+    inputs = _pack_segments(
+        segments, length, max_seq_length, (cls_id, sep_id, pad_id), pair_separators, second_type_id
+    )
     return {name: t[0] for name, t in inputs.items()} if single else inputs
 
 
@@ -101,31 +113,40 @@ def truncation_lengths(
     return keep_a, keep_b
 
 
-def _pack_segments(segments, length, max_seq_length, cls_id, sep_id, pad_id) -> dict:
+def _pack_segments(
+    segments, length, max_seq_length, special_ids, pair_separators, second_type_id
+) -> dict:
     """Writes `[CLS] a [SEP] b [SEP]` position by position with dense ops (cheap to trace).
 
     Args:
         segments: `(ids, keep)` pairs: ragged ids and how many of each row to keep.
         length: the packed width.
         max_seq_length: an upper bound on `length`, to make the ids dense.
+        special_ids: `(cls_id, sep_id, pad_id)`.
+        pair_separators: separators after the first segment of a pair (its last one's too).
+        second_type_id: the type id of the second segment.
     """
+    cls_id, sep_id, pad_id = special_ids
     positions = tf.range(length, dtype=tf.int64)[tf.newaxis, :]
     word_ids = tf.where(positions == 0, cls_id, pad_id)
     type_ids = tf.zeros_like(positions, tf.int32)
     start = tf.ones_like(segments[0][1])[:, tf.newaxis]  # [batch, 1]
-    for type_id, (ids, keep) in enumerate(segments):
-        end = start + keep[:, tf.newaxis]  # where this segment's [SEP] goes
+    for index, (ids, keep) in enumerate(segments):
+        end = start + keep[:, tf.newaxis]  # where this segment's separators start
+        separators = pair_separators if index == 0 and len(segments) == 2 else 1
         dense = _dense(ids, pad_id, max_seq_length)
         offsets = tf.clip_by_value(positions - start, 0, max_seq_length - 1)
         in_segment = (positions >= start) & (positions < end)
         word_ids = tf.where(in_segment, tf.gather(dense, offsets, batch_dims=1), word_ids)
-        word_ids = tf.where(positions == end, sep_id, word_ids)
-        type_ids = tf.where((positions >= start) & (positions <= end), type_id, type_ids)
-        start = end + 1
+        word_ids = tf.where((positions >= end) & (positions < end + separators), sep_id, word_ids)
+        if index == 1:
+            in_second = (positions >= start) & (positions < end + separators)
+            type_ids = tf.where(in_second, second_type_id, type_ids)
+        start = end + separators
     return {
         "input_word_ids": word_ids,
         "input_mask": tf.cast(positions < start, tf.int32),
-        "input_type_ids": type_ids,
+        "input_type_ids": tf.broadcast_to(type_ids, tf.shape(word_ids)),
     }
 
 

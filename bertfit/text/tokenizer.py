@@ -191,6 +191,11 @@ class BertTokenizer(tf.Module):
         return self._vocab.ids[self.config.pad_token]
 
     @property
+    def special_ids(self) -> dict[str, int]:
+        """The ids and template `pack_inputs` packs with (`[CLS] a [SEP] b [SEP]`)."""
+        return {"cls_id": self.cls_id, "sep_id": self.sep_id, "pad_id": self.pad_id}
+
+    @property
     def unk_id(self) -> int:
         return self._vocab.ids[self.config.unk_token]
 
@@ -251,13 +256,7 @@ class BertTokenizer(tf.Module):
     def pack(self, ids_a, ids_b=None, max_seq_length: int = 128, padding: str = "max_length"):
         """Packs ids from `tokenize` into model inputs; see `bertfit.text.packing.pack_inputs`."""
         return pack_inputs(
-            ids_a,
-            ids_b,
-            max_seq_length=max_seq_length,
-            cls_id=self.cls_id,
-            sep_id=self.sep_id,
-            pad_id=self.pad_id,
-            padding=padding,
+            ids_a, ids_b, max_seq_length=max_seq_length, padding=padding, **self.special_ids
         )
 
     def _tokenize(self, texts, name: str) -> tf.RaggedTensor | tf.Tensor:

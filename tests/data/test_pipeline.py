@@ -21,9 +21,7 @@ def _bucketed(pad_to_longest: bool = True) -> BucketedInput:
         None,
         plan,
         tf.distribute.get_strategy(),
-        cls_id=101,
-        sep_id=102,
-        pad_id=0,
+        special_ids={"cls_id": 101, "sep_id": 102, "pad_id": 0},
         pad_to_longest=pad_to_longest,
     )
 
