@@ -1,4 +1,9 @@
-"""`BertConfig`: the architecture of a BERT encoder, as BERT's `bert_config.json` describes it."""
+"""`BertConfig`: the architecture of an encoder of any supported family (BERT and its relatives:
+ELECTRA, DistilBERT, ALBERT, RoBERTa, XLM-R, DeBERTa-v3, ModernBERT), in BERT's terms.
+
+The BERT fields are those of BERT's `bert_config.json`; a family's differences are a few more
+fields, each off (BERT's behaviour) by default. Hugging Face `config.json` files of each family are
+translated into this config by `bertfit.checkpoints.families`."""
 
 from __future__ import annotations
 
@@ -47,6 +52,17 @@ class BertConfig:
     type_vocab_size: int = 2
     layer_norm_eps: float = 1e-12
     initializer_range: float = 0.02
+    # ---- family variations (BERT's behaviour by default) ----
+    model_type: str = "bert"  # the family, as Hugging Face's config.json names it
+    embedding_size: int | None = None  # factorised embeddings, projected to hidden_size
+    position_offset: int = 0  # RoBERTa/XLM-R: the first token's position id (padding_idx + 1)
+    absolute_positions: bool = True  # False: no position table (DeBERTa-v3, ModernBERT)
+    share_layers: bool = False  # ALBERT: one layer's weights in every layer
+    has_pooler: bool = True  # False: no dense+tanh pooler (its [CLS] vector is used as is)
+    pad_token_id: int = 0
+    # The settings of families whose layers differ from BERT's (`model/deberta.py`,
+    # `model/modernbert.py`), as plain dicts of those modules' settings dataclasses.
+    variant: dict = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):
         if self.hidden_size % self.num_attention_heads:
@@ -63,6 +79,18 @@ class BertConfig:
     @property
     def head_size(self) -> int:
         return self.hidden_size // self.num_attention_heads
+
+    @property
+    def embedding_width(self) -> int:
+        """The width of the embedding tables (`hidden_size` unless factorised)."""
+        return self.embedding_size or self.hidden_size
+
+    @property
+    def max_sequence_length(self) -> int | None:
+        """The longest input the position table allows (None: no position table)."""
+        if not self.absolute_positions:
+            return self.variant.get("max_sequence_length", self.max_position_embeddings)
+        return self.max_position_embeddings - self.position_offset
 
     @classmethod
     def from_dict(cls, values: dict) -> BertConfig:
@@ -89,11 +117,29 @@ class BertConfig:
         return dataclasses.asdict(self)
 
     def to_hf_dict(self) -> dict:
-        """The `config.json` a Hugging Face `BertModel` loads."""
+        """The `config.json` a Hugging Face `BertModel` loads (BERT-family encoders only)."""
+        if self.model_type != "bert":
+            raise CheckpointError(
+                f"writing a {self.model_type} encoder as a Hugging Face BertModel is not "
+                "supported; convert --to hf writes BERT-architecture encoders only."
+            )
+        bert_fields = {f.name for f in dataclasses.fields(BertConfig)} - set(FAMILY_FIELDS)
         return {
             "architectures": ["BertModel"],
             "model_type": "bert",
             "pad_token_id": 0,
             "position_embedding_type": "absolute",
-            **self.to_dict(),
+            **{k: v for k, v in self.to_dict().items() if k in bert_fields},
         }
+
+
+FAMILY_FIELDS = (
+    "model_type",
+    "embedding_size",
+    "position_offset",
+    "absolute_positions",
+    "share_layers",
+    "has_pooler",
+    "pad_token_id",
+    "variant",
+)

@@ -1,6 +1,9 @@
-"""`BertEncoder`: the one BERT implementation every checkpoint format loads into.
+"""`BertEncoder`: the one encoder every checkpoint format and family loads into.
 
-Post-LayerNorm transformer as in Devlin et al. (2018) and Hugging Face's `BertModel`. Under a mixed
+Post-LayerNorm transformer as in Devlin et al. (2018) and Hugging Face's `BertModel`; the
+families' differences are switches of `BertConfig` (factorised embeddings, position offsets, no
+token types, shared layers, no pooler) or, for DeBERTa-v3 and ModernBERT, their own layer class
+(`VARIANT_LAYERS`). Under a mixed
 dtype policy the matrix work runs in the compute dtype while LayerNorm and the attention softmax run
 in float32.
 
@@ -13,6 +16,7 @@ ops; on rows it is one matrix product.
 from __future__ import annotations
 
 import functools
+import importlib
 import math
 
 import keras
@@ -50,10 +54,12 @@ def _dense(units: int, config: BertConfig, name: str, dtype, activation=None) ->
     )
 
 
-def _embedding(rows: int, config: BertConfig, name: str, dtype) -> keras.layers.Embedding:
+def _embedding(
+    rows: int, width: int, config: BertConfig, name: str, dtype
+) -> keras.layers.Embedding:
     return keras.layers.Embedding(
         rows,
-        config.hidden_size,
+        width,
         embeddings_initializer=keras.initializers.TruncatedNormal(stddev=config.initializer_range),
         name=name,
         dtype=dtype,
@@ -66,46 +72,93 @@ def _layer_norm(config: BertConfig, name: str, dtype) -> LayerNorm:
 
 
 class BertEmbeddings(keras.layers.Layer):
-    """Word + position + token-type embeddings, then LayerNorm and dropout."""
+    """Word + position + token-type embeddings, then LayerNorm and dropout, then (factorised
+    embeddings: ALBERT, ELECTRA) a projection to the hidden size. Returns one row per token,
+    [batch * seq, hidden].
+
+    A family without a position table (`absolute_positions=False`) or without token types
+    (`type_vocab_size=0`) leaves that table out; RoBERTa's positions start at
+    `position_offset`."""
 
     def __init__(self, config: BertConfig, **kwargs):
         super().__init__(**kwargs)
         dtype = self.dtype_policy
-        self.word_embeddings = _embedding(config.vocab_size, config, "word_embeddings", dtype)
-        self.position_embeddings = _embedding(
-            config.max_position_embeddings, config, "position_embeddings", dtype
+        width = config.embedding_width
+        self.word_embeddings = _embedding(config.vocab_size, width, config, "word_embeddings", dtype)
+        self.position_embeddings = (
+            _embedding(config.max_position_embeddings, width, config, "position_embeddings", dtype)
+            if config.absolute_positions
+            else None
         )
-        self.token_type_embeddings = _embedding(
-            config.type_vocab_size, config, "token_type_embeddings", dtype
+        self.token_type_embeddings = (
+            _embedding(config.type_vocab_size, width, config, "token_type_embeddings", dtype)
+            if config.type_vocab_size
+            else None
         )
         self.layer_norm = _layer_norm(config, "layer_norm", self.dtype_policy)
         self.dropout = Dropout(config.hidden_dropout_prob, dtype=self.dtype_policy)
-        self.hidden_size = config.hidden_size
-        self.max_positions = config.max_position_embeddings
+        self.projection = (
+            _dense(config.hidden_size, config, "projection", dtype)
+            if width != config.hidden_size
+            else None
+        )
+        self.width = width
+        self.position_offset = config.position_offset
+        self.max_length = config.max_sequence_length
+
+    def _tables(self) -> list[keras.layers.Embedding]:
+        tables = (self.word_embeddings, self.position_embeddings, self.token_type_embeddings)
+        return [table for table in tables if table is not None]
 
     def build(self, input_shape=None):
-        for layer in (self.word_embeddings, self.position_embeddings, self.token_type_embeddings):
+        for layer in self._tables():
             layer.build((None, None))
-        self.layer_norm.build((None, None, self.hidden_size))
+        self.layer_norm.build((None, None, self.width))
+        if self.projection is not None:
+            self.projection.build((None, self.width))
         self.built = True
 
     def call(self, word_ids, type_ids, training=False):
         length = word_ids.shape[1]
-        if length is not None and length > self.max_positions:
+        if length is not None and self.max_length is not None and length > self.max_length:
             raise InputFormatError(
-                f"The inputs are {length} tokens long but this encoder has "
-                f"{self.max_positions} position embeddings (max_position_embeddings); pack "
-                f"them to at most {self.max_positions} tokens (max_seq_length)."
+                f"The inputs are {length} tokens long but this encoder takes at most "
+                f"{self.max_length} (its position embeddings); pack them to at most "
+                f"{self.max_length} tokens (max_seq_length)."
             )
-        # A slice, not a gather of position ids: XLA clamps an out-of-range gather index and
-        # would return wrong numbers silently; a slice past the table fails the addition below.
-        positions = self.position_embeddings.embeddings[: tf.shape(word_ids)[1]]
-        x = (
-            self.word_embeddings(word_ids)
-            + tf.cast(positions, self.compute_dtype)[tf.newaxis]
-            + self.token_type_embeddings(type_ids)
-        )
-        return self.dropout(self.layer_norm(x), training=training)
+        x = self.word_embeddings(word_ids)
+        if self.position_embeddings is not None:
+            # A slice, not a gather of position ids: XLA clamps an out-of-range gather index
+            # and would return wrong numbers silently; a slice past the table fails the
+            # addition below.
+            start = self.position_offset
+            positions = self.position_embeddings.embeddings[start : start + tf.shape(word_ids)[1]]
+            x += tf.cast(positions, self.compute_dtype)[tf.newaxis]
+        if self.token_type_embeddings is not None:
+            x += self.token_type_embeddings(type_ids)
+        rows = tf.reshape(self.dropout(self.layer_norm(x), training=training), [-1, self.width])
+        return rows if self.projection is None else self.projection(rows)
+
+    def named_variables(self) -> dict[str, keras.Variable]:
+        named = {f"{table.name}": table.embeddings for table in self._tables()}
+        named |= _norm_variables("layer_norm", self.layer_norm)
+        if self.projection is not None:
+            named |= _dense_variables("projection", self.projection)
+        return named
+
+
+def _norm_variables(name: str, norm) -> dict[str, keras.Variable]:
+    named = {f"{name}/gamma": norm.gamma}
+    if norm.beta is not None:
+        named[f"{name}/beta"] = norm.beta
+    return named
+
+
+def _dense_variables(name: str, dense) -> dict[str, keras.Variable]:
+    named = {f"{name}/kernel": dense.kernel}
+    if dense.bias is not None:
+        named[f"{name}/bias"] = dense.bias
+    return named
 
 
 class SelfAttention(keras.layers.Layer):
@@ -167,7 +220,7 @@ def _per_example(rows, attention_bias):
 class TransformerLayer(keras.layers.Layer):
     """One post-LayerNorm BERT layer: attention, add & norm, feed-forward, add & norm."""
 
-    def __init__(self, config: BertConfig, **kwargs):
+    def __init__(self, config: BertConfig, index: int = 0, **kwargs):
         super().__init__(**kwargs)
         self.hidden_size = config.hidden_size
         self.intermediate_size = config.intermediate_size
@@ -197,7 +250,7 @@ class TransformerLayer(keras.layers.Layer):
         self.output_layer_norm.build(hidden)
         self.built = True
 
-    def call(self, x, attention_bias, training=False, cls_only=False):
+    def call(self, x, attention_bias, training=False, cls_only=False, context=None):
         """`x`: [batch * seq, hidden], one row per token. `cls_only`: compute the output at
         each example's first token alone ([batch, hidden]), attending over every token as
         usual: the same numbers as those rows of the full output, for less work."""
@@ -207,6 +260,60 @@ class TransformerLayer(keras.layers.Layer):
         x = self.attention_layer_norm(queries + self.dropout(attended, training=training))
         feed_forward = self.output_dense(self.intermediate(x))
         return self.output_layer_norm(x + self.dropout(feed_forward, training=training))
+
+    supports_cls_only = True
+
+    def named_variables(self) -> dict[str, keras.Variable]:
+        """The layer's weights under their canonical names (below `layer_<i>/`)."""
+        named = {}
+        for name, dense in (
+            ("attention/query", self.attention.query),
+            ("attention/key", self.attention.key),
+            ("attention/value", self.attention.value),
+            ("attention/output", self.attention_output),
+            ("intermediate", self.intermediate),
+            ("output", self.output_dense),
+        ):
+            named |= _dense_variables(name, dense)
+        named |= _norm_variables("attention/layer_norm", self.attention_layer_norm)
+        named |= _norm_variables("output/layer_norm", self.output_layer_norm)
+        return named
+
+
+def _transformer_layers(config: BertConfig, dtype) -> list[keras.layers.Layer]:
+    """The encoder's layers: the family's layer class (BERT's post-LayerNorm layer unless
+    `config.variant` names another), one per layer, or one shared by all (ALBERT)."""
+    layer_class = TransformerLayer
+    if config.model_type in VARIANT_LAYERS:
+        module, name = VARIANT_LAYERS[config.model_type]
+        layer_class = getattr(importlib.import_module(module), name)
+    if config.share_layers:
+        shared = layer_class(config, name="layer_0", dtype=dtype)
+        return [shared] * config.num_hidden_layers
+    return [
+        layer_class(config, name=f"layer_{i}", dtype=dtype, index=i)
+        for i in range(config.num_hidden_layers)
+    ]
+
+
+# Families whose layers differ from BERT's: model_type -> (module, layer class). Such a layer
+# class takes `(config, name=, dtype=, index=)`, is called as `layer(x, attention_bias,
+# training=, context=)` on token rows and has `named_variables()`; its module may define an
+# `EncoderParts` layer (see `BertEncoder`) for weights outside the layers.
+VARIANT_LAYERS = {
+    "deberta-v2": ("bertfit.model.deberta", "DebertaLayer"),
+    "modernbert": ("bertfit.model.modernbert", "ModernBertLayer"),
+}
+
+
+def _encoder_parts(config: BertConfig, dtype) -> keras.layers.Layer | None:
+    """A family's weights outside its layers (DeBERTa's relative position table, ModernBERT's
+    final norm), as its module's `EncoderParts(config)` layer; None for BERT's families."""
+    if config.model_type not in VARIANT_LAYERS:
+        return None
+    module = importlib.import_module(VARIANT_LAYERS[config.model_type][0])
+    parts = getattr(module, "EncoderParts", None)
+    return None if parts is None else parts(config, name="encoder_parts", dtype=dtype)
 
 
 @keras.saving.register_keras_serializable(package="bertfit")
@@ -221,10 +328,12 @@ class BertEncoder(keras.layers.Layer):
 
     Call it with a dict of `input_word_ids`, `input_mask` and `input_type_ids` (int32,
     [batch, seq]; HF and KerasHub names work too). It returns a dict with `sequence_output`
-    [batch, seq, hidden], `pooled_output` [batch, hidden] and `encoder_outputs`, one
-    [batch, seq, hidden] tensor per layer. With `pooled_only=True` it returns `pooled_output`
-    alone and computes the last layer at [CLS] only (the other positions of the last layer do
-    not reach the pooler): the same numbers for about a sixth less work in a 6-layer model.
+    [batch, seq, hidden], `pooled_output` [batch, hidden] (families with a pooler) and
+    `encoder_outputs`, one [batch, seq, hidden] tensor per layer. With `pooled_only=True` it
+    returns `pooled_output` alone, the family's vector for the whole input (the pooler's output,
+    or the first token's for families without a pooler), and computes the last layer at the
+    first token only where the layer allows (the other positions of the last layer do not reach
+    it): the same numbers for about a sixth less work in a 6-layer model.
 
     Examples:
     >>> config = BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=2,
@@ -241,12 +350,12 @@ class BertEncoder(keras.layers.Layer):
         super().__init__(**kwargs)
         self.config = config
         self.embeddings = BertEmbeddings(config, name="embeddings", dtype=self.dtype_policy)
-        self.transformer_layers = [
-            TransformerLayer(config, name=f"layer_{i}", dtype=self.dtype_policy)
-            for i in range(config.num_hidden_layers)
-        ]
-        self.pooler = _dense(
-            config.hidden_size, config, "pooler", self.dtype_policy, activation="tanh"
+        self.transformer_layers = _transformer_layers(config, self.dtype_policy)
+        self.parts = _encoder_parts(config, self.dtype_policy)
+        self.pooler = (
+            _dense(config.hidden_size, config, "pooler", self.dtype_policy, activation="tanh")
+            if config.has_pooler
+            else None
         )
         if not random_init:
             self._start_at_zero()
@@ -268,7 +377,10 @@ class BertEncoder(keras.layers.Layer):
         self.embeddings.build()
         for layer in self.transformer_layers:
             layer.build()
-        self.pooler.build((None, self.config.hidden_size))
+        if self.parts is not None:
+            self.parts.build()
+        if self.pooler is not None:
+            self.pooler.build((None, self.config.hidden_size))
         self.built = True
 
     @property
@@ -283,52 +395,42 @@ class BertEncoder(keras.layers.Layer):
         mask = tf.cast(inputs[MASK], tf.float32)
         # [batch, 1, 1, seq]: 0 where attended, a large negative where padded.
         attention_bias = (1.0 - mask[:, tf.newaxis, tf.newaxis, :]) * -1e9
-        embedded = self.embeddings(inputs[WORD_IDS], inputs[TYPE_IDS], training=training)
-        x = tf.reshape(embedded, [-1, self.config.hidden_size])  # one row per token
+        x = self.embeddings(inputs[WORD_IDS], inputs[TYPE_IDS], training=training)
+        context = None if self.parts is None else self.parts.context(inputs, training=training)
         encoder_outputs = []
         last = len(self.transformer_layers) - 1
         for i, layer in enumerate(self.transformer_layers):
-            x = layer(x, attention_bias, training=training, cls_only=pooled_only and i == last)
+            cls_only = pooled_only and i == last and layer.supports_cls_only
+            x = layer(x, attention_bias, training=training, cls_only=cls_only, context=context)
             encoder_outputs.append(x)
-        if pooled_only:  # the last layer computed the first tokens only
-            return {"pooled_output": self.pooler(x)}
+        if self.parts is not None:
+            x = encoder_outputs[-1] = self.parts.finish(x)
+        if pooled_only:
+            if not cls_only:  # the last layer computed every row
+                x = _per_example(x, attention_bias)[:, 0]
+            return {"pooled_output": self.pool(x)}
         encoder_outputs = [_per_example(rows, attention_bias) for rows in encoder_outputs]
-        return {
-            "sequence_output": encoder_outputs[-1],
-            "pooled_output": self.pooler(encoder_outputs[-1][:, 0]),
-            "encoder_outputs": encoder_outputs,
-        }
+        outputs = {"sequence_output": encoder_outputs[-1], "encoder_outputs": encoder_outputs}
+        if self.pooler is not None:
+            outputs["pooled_output"] = self.pool(encoder_outputs[-1][:, 0])
+        return outputs
+
+    def pool(self, first_tokens: tf.Tensor) -> tf.Tensor:
+        """The family's vector for a whole input from its first token's output: BERT's
+        dense+tanh pooler, or the first token itself for families without a pooler."""
+        return first_tokens if self.pooler is None else self.pooler(first_tokens)
 
     def named_variables(self) -> dict[str, keras.Variable]:
-        """Every weight under its canonical bertfit name (the keys of `checkpoints.names`)."""
-        emb = self.embeddings
-        named = {
-            "embeddings/word_embeddings": emb.word_embeddings.embeddings,
-            "embeddings/position_embeddings": emb.position_embeddings.embeddings,
-            "embeddings/token_type_embeddings": emb.token_type_embeddings.embeddings,
-            "embeddings/layer_norm/gamma": emb.layer_norm.gamma,
-            "embeddings/layer_norm/beta": emb.layer_norm.beta,
-        }
-        for i, layer in enumerate(self.transformer_layers):
-            dense = {
-                "attention/query": layer.attention.query,
-                "attention/key": layer.attention.key,
-                "attention/value": layer.attention.value,
-                "attention/output": layer.attention_output,
-                "intermediate": layer.intermediate,
-                "output": layer.output_dense,
-            }
-            for name, d in dense.items():
-                named[f"layer_{i}/{name}/kernel"] = d.kernel
-                named[f"layer_{i}/{name}/bias"] = d.bias
-            for name, norm in (
-                ("attention/layer_norm", layer.attention_layer_norm),
-                ("output/layer_norm", layer.output_layer_norm),
-            ):
-                named[f"layer_{i}/{name}/gamma"] = norm.gamma
-                named[f"layer_{i}/{name}/beta"] = norm.beta
-        named["pooler/kernel"] = self.pooler.kernel
-        named["pooler/bias"] = self.pooler.bias
+        """Every weight under its canonical bertfit name (the keys of the name tables in
+        `checkpoints.families`); a shared layer (ALBERT) is named once, as `layer_0`."""
+        named = {f"embeddings/{k}": v for k, v in self.embeddings.named_variables().items()}
+        layers = self.transformer_layers[:1] if self.config.share_layers else self.transformer_layers
+        for i, layer in enumerate(layers):
+            named |= {f"layer_{i}/{k}": v for k, v in layer.named_variables().items()}
+        if self.parts is not None:
+            named |= self.parts.named_variables()
+        if self.pooler is not None:
+            named |= _dense_variables("pooler", self.pooler)
         return named
 
     def get_config(self):

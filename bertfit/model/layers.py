@@ -105,7 +105,7 @@ class LayerNorm(keras.layers.LayerNormalization):
         # gamma and beta enter `layer_norm` as tensors: a custom gradient may not read variables.
         x = tf.cast(inputs, tf.float32)
         gamma = tf.cast(self.gamma, tf.float32)
-        beta = tf.cast(self.beta, tf.float32)
+        beta = tf.zeros_like(gamma) if self.beta is None else tf.cast(self.beta, tf.float32)
         return tf.cast(layer_norm(x, gamma, beta, self.epsilon), self.compute_dtype)
 
 
