@@ -1,0 +1,81 @@
+"""The encoder families bertfit loads from Hugging Face directories: how each family's
+`config.json` reads as a `BertConfig`, and where each weight lives in its state dict.
+
+A family is a `Family`: a config translation, a name table (canonical name → `Source`, see
+`checkpoints.names`) and the state-dict prefixes its task models add. Everything else (the
+encoder's layers, the tokenizer) follows from the `BertConfig` and the checkpoint's own
+tokenizer files.
+
+Examples:
+>>> family_of({"model_type": "roberta"}).name
+'RoBERTa'
+>>> sorted(SUPPORTED)[:3]
+['albert', 'bert', 'camembert']
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from collections.abc import Callable
+from pathlib import Path
+
+from bertfit.checkpoints.names import Source
+from bertfit.errors import CheckpointError
+from bertfit.model.config import BertConfig
+
+
+@dataclasses.dataclass(frozen=True)
+class Family:
+    """One encoder family as Hugging Face stores it.
+
+    Args:
+        name: the family's name as people write it ("RoBERTa").
+        model_types: the `model_type` values of its `config.json`.
+        read_config: `config.json`'s dict → `BertConfig`.
+        table: the `BertConfig` → canonical name → `Source` in the state dict (without prefix).
+        prefixes: what task models put before the encoder's keys ("roberta.").
+        ignored: state-dict key prefixes that are known not to be encoder weights (heads).
+        optional: canonical names a checkpoint may lack (left as initialised, and reported).
+    """
+
+    name: str
+    model_types: tuple[str, ...]
+    read_config: Callable[[dict], BertConfig]
+    table: Callable[[BertConfig], dict[str, Source]]
+    prefixes: tuple[str, ...]
+    ignored: tuple[str, ...] = ()
+    optional: tuple[str, ...] = ("pooler/kernel", "pooler/bias")
+
+
+# One module per family, each with a `FAMILY` (or `FAMILIES`).
+_MODULES = ("bert", "electra", "distilbert", "albert", "roberta")
+
+
+def _load() -> dict[str, Family]:
+    by_type = {}
+    for module_name in _MODULES:
+        module = importlib.import_module(f"{__name__}.{module_name}")
+        for family in getattr(module, "FAMILIES", None) or (module.FAMILY,):
+            by_type |= dict.fromkeys(family.model_types, family)
+    return by_type
+
+
+SUPPORTED: dict[str, Family] = _load()
+
+
+def supported_names() -> str:
+    """The supported families, as a sentence part: "BERT, ELECTRA, ..."."""
+    return ", ".join(dict.fromkeys(family.name for family in SUPPORTED.values()))
+
+
+def family_of(config: dict, where: Path | str = "config.json") -> Family:
+    """The family of a Hugging Face `config.json` dict (no `model_type`: BERT, as Google's
+    `bert_config.json`); an unknown `model_type` is refused in one sentence."""
+    model_type = config.get("model_type") or "bert"
+    if model_type not in SUPPORTED:
+        raise CheckpointError(
+            f"{where}: this is a {model_type!r} model (config.json's model_type), which bertfit "
+            f"does not support. Supported families: {supported_names()}."
+        )
+    return SUPPORTED[model_type]

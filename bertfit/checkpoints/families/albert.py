@@ -1,0 +1,68 @@
+"""ALBERT (`AlbertModel`): factorised embeddings (`embedding_size` → hidden through
+`embedding_hidden_mapping_in`) and one layer whose weights every layer shares."""
+
+from __future__ import annotations
+
+from bertfit.checkpoints.families import Family
+from bertfit.checkpoints.names import HF_IGNORED_PREFIXES, Source, _hf_norm, _transposed
+from bertfit.errors import CheckpointError
+from bertfit.model.config import BertConfig
+
+_LAYER = "encoder.albert_layer_groups.0.albert_layers.0"
+_DENSE = {
+    "attention/query": "attention.query",
+    "attention/key": "attention.key",
+    "attention/value": "attention.value",
+    "attention/output": "attention.dense",
+    "intermediate": "ffn",
+    "output": "ffn_output",
+}
+_NORMS = {"attention/layer_norm": "attention.LayerNorm", "output/layer_norm": "full_layer_layer_norm"}
+
+
+def read_config(values: dict) -> BertConfig:
+    groups, inner = values.get("num_hidden_groups", 1), values.get("inner_group_num", 1)
+    if (groups, inner) != (1, 1):
+        raise CheckpointError(
+            f"this ALBERT has num_hidden_groups={groups}, inner_group_num={inner}; bertfit "
+            "loads ALBERTs with one shared layer (1, 1), as every released ALBERT has."
+        )
+    return BertConfig.from_dict(
+        {
+            **values,
+            "model_type": "albert",
+            "embedding_size": values.get("embedding_size", 128),
+            "share_layers": True,
+            "hidden_act": values.get("hidden_act", "gelu_new"),
+        }
+    )
+
+
+def table(config: BertConfig) -> dict[str, Source]:
+    names = {
+        f"embeddings/{e}": Source((f"embeddings.{e}.weight",))
+        for e in ("word_embeddings", "position_embeddings", "token_type_embeddings")
+    }
+    for p in ("gamma", "beta"):
+        names[f"embeddings/layer_norm/{p}"] = _hf_norm("embeddings.LayerNorm", p)
+    names["embeddings/projection/kernel"] = _transposed("encoder.embedding_hidden_mapping_in.weight")
+    names["embeddings/projection/bias"] = Source(("encoder.embedding_hidden_mapping_in.bias",))
+    for ours, theirs in _DENSE.items():
+        names[f"layer_0/{ours}/kernel"] = _transposed(f"{_LAYER}.{theirs}.weight")
+        names[f"layer_0/{ours}/bias"] = Source((f"{_LAYER}.{theirs}.bias",))
+    for ours, theirs in _NORMS.items():
+        for p in ("gamma", "beta"):
+            names[f"layer_0/{ours}/{p}"] = _hf_norm(f"{_LAYER}.{theirs}", p)
+    names["pooler/kernel"] = _transposed("pooler.weight")
+    names["pooler/bias"] = Source(("pooler.bias",))
+    return names
+
+
+FAMILY = Family(
+    name="ALBERT",
+    model_types=("albert",),
+    read_config=read_config,
+    table=table,
+    prefixes=("albert.",),
+    ignored=HF_IGNORED_PREFIXES + ("predictions.", "sop_classifier."),
+)

@@ -1,0 +1,66 @@
+"""DistilBERT (`DistilBertModel`): BERT's post-LayerNorm layers under their own names and config
+keys, no token types, no pooler."""
+
+from __future__ import annotations
+
+from bertfit.checkpoints.families import Family
+from bertfit.checkpoints.names import Source, _hf_norm, _transposed
+from bertfit.model.config import BertConfig
+
+_DENSE = {
+    "attention/query": "attention.q_lin",
+    "attention/key": "attention.k_lin",
+    "attention/value": "attention.v_lin",
+    "attention/output": "attention.out_lin",
+    "intermediate": "ffn.lin1",
+    "output": "ffn.lin2",
+}
+_NORMS = {"attention/layer_norm": "sa_layer_norm", "output/layer_norm": "output_layer_norm"}
+
+
+def read_config(values: dict) -> BertConfig:
+    return BertConfig(
+        vocab_size=values["vocab_size"],
+        hidden_size=values["dim"],
+        num_hidden_layers=values["n_layers"],
+        num_attention_heads=values["n_heads"],
+        intermediate_size=values["hidden_dim"],
+        hidden_act=values.get("activation", "gelu"),
+        hidden_dropout_prob=values.get("dropout", 0.1),
+        attention_probs_dropout_prob=values.get("attention_dropout", 0.1),
+        max_position_embeddings=values.get("max_position_embeddings", 512),
+        type_vocab_size=0,
+        layer_norm_eps=1e-12,
+        initializer_range=values.get("initializer_range", 0.02),
+        model_type="distilbert",
+        has_pooler=False,
+        pad_token_id=values.get("pad_token_id", 0),
+    )
+
+
+def table(config: BertConfig) -> dict[str, Source]:
+    names = {
+        f"embeddings/{e}": Source((f"embeddings.{e}.weight",))
+        for e in ("word_embeddings", "position_embeddings")
+    }
+    for p in ("gamma", "beta"):
+        names[f"embeddings/layer_norm/{p}"] = _hf_norm("embeddings.LayerNorm", p)
+    for i in range(config.num_hidden_layers):
+        layer = f"transformer.layer.{i}"
+        for ours, theirs in _DENSE.items():
+            names[f"layer_{i}/{ours}/kernel"] = _transposed(f"{layer}.{theirs}.weight")
+            names[f"layer_{i}/{ours}/bias"] = Source((f"{layer}.{theirs}.bias",))
+        for ours, theirs in _NORMS.items():
+            for p in ("gamma", "beta"):
+                names[f"layer_{i}/{ours}/{p}"] = _hf_norm(f"{layer}.{theirs}", p)
+    return names
+
+
+FAMILY = Family(
+    name="DistilBERT",
+    model_types=("distilbert",),
+    read_config=read_config,
+    table=table,
+    prefixes=("distilbert.",),
+    ignored=("vocab_", "pre_classifier.", "classifier.", "qa_outputs.", "embeddings.position_ids"),
+)
