@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from bertfit.checkpoints.names import Source
+from bertfit.checkpoints.names import OPTIONAL, Source
 from bertfit.model.config import BertConfig
 
 if TYPE_CHECKING:
@@ -29,6 +29,9 @@ class Checkpoint:
         lower_case: the checkpoint's casing, when it says; None means "ask the vocab".
         strip_accents: None follows `lower_case`, as in BERT's tokenizer.
         ignored_prefixes: stored names that are known not to be encoder weights.
+        optional: canonical names the checkpoint may lack (the pooler, by default).
+        tokenizer_dir: the folder holding the tokenizer's files, when it has one.
+        family: the encoder family ("BERT", "RoBERTa", ...).
         notes: guesses the reader made (shown by `bertfit inspect`).
         detection: the `detect()` result it was read from, when read through `read_detected`.
     """
@@ -42,5 +45,8 @@ class Checkpoint:
     lower_case: bool | None = None
     strip_accents: bool | None = None
     ignored_prefixes: tuple[str, ...] = ()
+    optional: tuple[str, ...] = OPTIONAL
+    tokenizer_dir: Path | None = None
+    family: str = "BERT"
     notes: list[str] = dataclasses.field(default_factory=list)
     detection: Detection | None = None

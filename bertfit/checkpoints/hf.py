@@ -1,4 +1,5 @@
-"""Hugging Face BERT directories: `config.json` + safetensors (single or sharded) + `vocab.txt`."""
+"""Hugging Face directories of every supported family: `config.json` + safetensors (single or
+sharded) or a PyTorch `.bin`, and the tokenizer's files (`tokenizer.json`, `vocab.txt`, ...)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from safetensors import SafetensorError
 from safetensors.numpy import load_file, save_file
 
 from bertfit.checkpoints.base import Checkpoint
-from bertfit.checkpoints.names import HF_IGNORED_PREFIXES, hf_table
+from bertfit.checkpoints.families import Family, family_of
+from bertfit.checkpoints.names import hf_table
 from bertfit.checkpoints.torch_bin import has_bin, read_torch_bin, shard_files
 from bertfit.checkpoints.weights import read_weights
 from bertfit.errors import CheckpointError
@@ -20,7 +22,6 @@ from bertfit.text.tokenizer import read_tokenizer_config
 
 SAFETENSORS = "model.safetensors"
 SAFETENSORS_INDEX = "model.safetensors.index.json"
-PREFIX = "bert."
 
 
 def has_safetensors(path: Path) -> bool:
@@ -50,16 +51,43 @@ def read_safetensors(path: Path) -> dict[str, np.ndarray]:
     return tensors
 
 
-def strip_prefix(tensors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """`BertForSequenceClassification` keys carry "bert."; `BertModel` keys do not. Accept both."""
-    return {k.removeprefix(PREFIX): v for k, v in tensors.items()}
+def strip_prefix(tensors: dict[str, np.ndarray], family: Family) -> dict[str, np.ndarray]:
+    """Task models' keys carry the family's prefix ("bert.", "roberta.", ...); base models'
+    keys do not. Accept both."""
+
+    def name(key: str) -> str:
+        for prefix in family.prefixes:
+            if key.startswith(prefix):
+                return key[len(prefix) :]
+        return key
+
+    return {name(k): v for k, v in tensors.items()}
+
+
+def read_hf_config(path: Path) -> tuple[Family, BertConfig]:
+    """The family and architecture `path/config.json` describes."""
+    file = path / "config.json"
+    try:
+        values = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise CheckpointError(f"{file}: cannot read the model config: {e}") from e
+    if not isinstance(values, dict):
+        raise CheckpointError(f"{file}: expected a JSON object, got {type(values).__name__}.")
+    family = family_of(values, file)
+    try:
+        return family, family.read_config(values)
+    except (TypeError, KeyError) as e:
+        raise CheckpointError(
+            f"{file}: not a complete {family.name} config ({type(e).__name__}: {e})."
+        ) from e
 
 
 def read_hf(path: Path) -> Checkpoint:
-    """Reads a HF BERT directory: safetensors ("hf") or, without them, a `.bin` ("hf-bin")."""
-    config = BertConfig.from_json_file(path / "config.json")
+    """Reads a HF directory of any supported family: safetensors ("hf") or, without them, a
+    `.bin` ("hf-bin")."""
+    family, config = read_hf_config(path)
     safetensors = has_safetensors(path)
-    tensors = strip_prefix(read_safetensors(path) if safetensors else read_torch_bin(path))
+    tensors = strip_prefix(read_safetensors(path) if safetensors else read_torch_bin(path), family)
     vocab = path / "vocab.txt"
     tokenizer = read_tokenizer_config(path)
     return Checkpoint(
@@ -67,9 +95,12 @@ def read_hf(path: Path) -> Checkpoint:
         path=path,
         config=config,
         tensors=tensors,
-        table=hf_table(config.num_hidden_layers),
+        table=family.table(config),
         vocab_file=vocab if vocab.is_file() else None,
-        ignored_prefixes=HF_IGNORED_PREFIXES,
+        ignored_prefixes=family.ignored,
+        optional=family.optional,
+        tokenizer_dir=path,
+        family=family.name,
         lower_case=tokenizer.get("lower_case"),
         strip_accents=tokenizer.get("strip_accents"),
     )

@@ -40,6 +40,7 @@ def inspect_checkpoint(path: str | Path) -> dict:
         return report
     config = checkpoint.config
     if not isinstance(checkpoint, OpaqueCheckpoint):
+        report["family"] = checkpoint.family
         report["architecture"] = {
             "layers": config.num_hidden_layers,
             "hidden": config.hidden_size,
@@ -52,7 +53,8 @@ def inspect_checkpoint(path: str | Path) -> dict:
         }
         report["loads_into"] = "native BertEncoder"
         try:  # the weights must fit the config: build it as train would
-            build_encoder(checkpoint)
+            encoder = build_encoder(checkpoint)
+            report["parameters"] = int(sum(v.numpy().size for v in encoder.weights))
         except CheckpointError as e:
             report["fine_tunable"] = False
             report["notes"].append(f"the weights do not fit the config: {e}")
@@ -61,13 +63,26 @@ def inspect_checkpoint(path: str | Path) -> dict:
         report["trainable_variables"] = checkpoint.info.num_trainable
     report["notes"] += checkpoint.notes
     report["vocab"] = _vocab(checkpoint)
-    if checkpoint.vocab_file is None:
+    report["tokenizer"] = _tokenizer_kind(checkpoint)
+    if report["tokenizer"] is None:
         report["fine_tunable"] = False
         report["notes"].append(
-            "no vocab.txt: bertfit cannot tokenize for this checkpoint; put "
-            "the vocab.txt it was trained with beside its weights."
+            "no tokenizer files (vocab.txt, tokenizer.json, spiece.model, vocab.json + "
+            "merges.txt): bertfit cannot tokenize for this checkpoint; put the tokenizer files it "
+            "was trained with beside its weights."
         )
     return report
+
+
+def _tokenizer_kind(checkpoint) -> str | None:
+    """"wordpiece", "sentencepiece" or "bpe": what the checkpoint's tokenizer files are."""
+    if checkpoint.vocab_file is not None:
+        return "wordpiece"
+    if checkpoint.tokenizer_dir is None:
+        return None
+    from bertfit.text.loading import tokenizer_kind
+
+    return tokenizer_kind(checkpoint.tokenizer_dir)
 
 
 def _interface(found: Detection) -> tuple[dict, dict]:
@@ -111,12 +126,16 @@ def format_report(report: dict) -> str:
         lines.append(f"  archive:       {report['archive']} (extracted safely)")
     if "architecture" in report:
         a = report["architecture"]
+        size = f", {report['parameters'] / 1e6:.1f}M parameters" if "parameters" in report else ""
+        lines.append(f"  family:        {report['family']}{size}")
         lines.append(
             f"  architecture:  {a['layers']} layers, hidden {a['hidden']}, {a['heads']} "
             f"heads, intermediate {a['intermediate']}, vocab {a['vocab']}, max positions "
             f"{a['max_positions']}, {a['activation']}"
         )
-    if report.get("vocab"):
+    if report.get("tokenizer"):
+        lines.append(f"  tokenizer:     {report['tokenizer']}")
+    if report.get("vocab") and report["vocab"].get("file"):
         v = report["vocab"]
         lines.append(
             f"  vocab:         {v.get('size')} tokens ({v.get('file')}), "

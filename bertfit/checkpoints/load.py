@@ -101,7 +101,12 @@ def build_encoder(checkpoint: Checkpoint, dtype=None) -> BertEncoder:
     encoder = BertEncoder(checkpoint.config, random_init=False, dtype=dtype)
     report = LoadReport(source=str(checkpoint.path), format=checkpoint.format)
     encoder.load_report = assign_weights(
-        encoder, checkpoint.tensors, checkpoint.table, report, checkpoint.ignored_prefixes
+        encoder,
+        checkpoint.tensors,
+        checkpoint.table,
+        report,
+        checkpoint.ignored_prefixes,
+        checkpoint.optional,
     )
     encoder.checkpoint_detection = checkpoint.detection
     return encoder
@@ -121,17 +126,26 @@ def wrap_savedmodel(checkpoint: OpaqueCheckpoint, trainable: bool = True) -> Sav
 
 def build_tokenizer(
     checkpoint: Checkpoint, lower_case: bool | None = None, strip_accents: bool | None = None
-) -> BertTokenizer:
-    if checkpoint.vocab_file is None:
-        raise CheckpointError(
-            f"{checkpoint.path}: the checkpoint has no vocab.txt, so bertfit cannot build the "
-            "tokenizer that matches it. Copy the model's vocab.txt next to its weights."
-        )
+):
+    """The tokenizer that matches `checkpoint`: BERT's WordPiece from its `vocab.txt`, or
+    whatever its tokenizer files describe (`tokenizer.json`, SentencePiece, byte-level BPE)."""
     lower = checkpoint.lower_case if lower_case is None else lower_case
-    return BertTokenizer(
-        checkpoint.vocab_file,
-        lower_case=True if lower is None else lower,
-        strip_accents=checkpoint.strip_accents if strip_accents is None else strip_accents,
+    strip = checkpoint.strip_accents if strip_accents is None else strip_accents
+    if checkpoint.vocab_file is not None:
+        return BertTokenizer(
+            checkpoint.vocab_file, lower_case=True if lower is None else lower, strip_accents=strip
+        )
+    if checkpoint.tokenizer_dir is not None:
+        from bertfit.text.loading import load_tokenizer
+
+        model_type = checkpoint.config.model_type if checkpoint.config is not None else None
+        return load_tokenizer(
+            checkpoint.tokenizer_dir, lower_case=lower, strip_accents=strip, model_type=model_type
+        )
+    raise CheckpointError(
+        f"{checkpoint.path}: the checkpoint has no tokenizer files (vocab.txt, tokenizer.json, "
+        "spiece.model, vocab.json + merges.txt), so bertfit cannot build the tokenizer that "
+        "matches it. Copy the model's tokenizer files next to its weights."
     )
 
 
@@ -142,7 +156,7 @@ def load_encoder(
     strip_accents: bool | None = None,
     dtype: str | keras.DTypePolicy | None = None,
     trainable: bool = True,
-) -> tuple[BertEncoder, BertTokenizer]:
+) -> tuple[BertEncoder, object]:
     """Loads a pretrained BERT encoder and the tokenizer that matches it.
 
     Args:

@@ -49,6 +49,7 @@ def assign_weights(
     table: dict[str, Source],
     report: LoadReport,
     ignored_prefixes: tuple[str, ...] = (),
+    optional: tuple[str, ...] = OPTIONAL,
 ) -> LoadReport:
     """Copies `stored` arrays into `encoder` through `table`.
 
@@ -63,7 +64,7 @@ def assign_weights(
         source = table[canonical]
         name = _find(stored, source)
         if name is None:
-            (report.missing if canonical in OPTIONAL else missing_required).append(source.names[0])
+            (report.missing if canonical in optional else missing_required).append(source.names[0])
             continue
         used.add(name)
         value = source.to_encoder(np.asarray(stored[name]))
@@ -74,7 +75,7 @@ def assign_weights(
             continue
         values[canonical] = value
     if missing_required or report.mismatched:
-        raise CheckpointError(_problem_message(report, missing_required))
+        raise CheckpointError(_problem_message(report, missing_required, len(stored)))
     for canonical, value in values.items():
         variables[canonical].assign(value.astype(variables[canonical].dtype))
         report.loaded.append(canonical)
@@ -83,12 +84,23 @@ def assign_weights(
     return report
 
 
-def _problem_message(report: LoadReport, missing_required: list[str]) -> str:
+SHOWN = 3  # tensors named in a message; the rest are counted
+
+
+def _few(items: list[str], separator: str = ", ") -> str:
+    shown = separator.join(items[:SHOWN])
+    return shown if len(items) <= SHOWN else f"{shown} and {len(items) - SHOWN} more"
+
+
+def _problem_message(report: LoadReport, missing_required: list[str], stored: int) -> str:
     lines = [f"Cannot load the {report.format} checkpoint {report.source}:"]
     if missing_required:
-        lines.append(f"  missing required tensors: {', '.join(missing_required)}")
+        lines.append(
+            f"  missing {len(missing_required)} required tensors of {stored} stored: "
+            + _few(missing_required)
+        )
     if report.mismatched:
-        lines.append("  shape mismatches: " + "; ".join(report.mismatched))
+        lines.append("  shape mismatches: " + _few(report.mismatched, "; "))
     lines.append(
         "The checkpoint is truncated or does not match its config file "
         "(num_hidden_layers, hidden_size, vocab_size, ...). Re-export it, or fix the config."

@@ -376,7 +376,8 @@ class BertEncoder(keras.layers.Layer):
     def build(self, input_shape=None):
         self.embeddings.build()
         for layer in self.transformer_layers:
-            layer.build()
+            if not layer.built:  # ALBERT's shared layer appears in every place
+                layer.build()
         if self.parts is not None:
             self.parts.build()
         if self.pooler is not None:

@@ -129,6 +129,8 @@ class BertTokenizer(tf.Module):
     (['input_mask', 'input_type_ids', 'input_word_ids'], TensorShape([1, 16]))
     """
 
+    kind = "wordpiece"
+
     def __init__(self, vocab: str | os.PathLike | Sequence[str], **config):
         super().__init__(name="bert_tokenizer")
         self.config = TokenizerConfig(**config)
@@ -172,6 +174,47 @@ class BertTokenizer(tf.Module):
         if strip_accents is not None:
             config["strip_accents"] = strip_accents
         return cls(folder / "vocab.txt", **config)
+
+    @classmethod
+    def from_tokenizer_json(cls, spec: dict, config: dict | None = None, **overrides):
+        """The tokenizer a Hugging Face `tokenizer.json` (parsed) with a `WordPiece` model
+        describes: its vocab, its `BertNormalizer` settings and special tokens.
+
+        Args:
+            spec: the parsed tokenizer.json.
+            config: the parsed tokenizer_config.json, for special tokens it alone names.
+            **overrides: `TokenizerConfig` fields that win over the files (`None` is ignored).
+        """
+        from bertfit.text import tokenizer_json
+
+        model = spec["model"]
+        vocab = sorted(model["vocab"], key=model["vocab"].get)
+        settings = {"unk_token": model.get("unk_token", "[UNK]")}
+        settings["max_chars_per_word"] = model.get("max_input_chars_per_word", 100)
+        normalizer = spec.get("normalizer") or {}
+        if normalizer.get("type") == "BertNormalizer":
+            settings["lower_case"] = normalizer.get("lowercase", True)
+            settings["strip_accents"] = normalizer.get("strip_accents")
+            settings["tokenize_chinese_chars"] = normalizer.get("handle_chinese_chars", True)
+        template = tokenizer_json.template(spec.get("post_processor"))
+        settings.update({k: template[k] for k in ("cls_token", "sep_token") if k in template})
+        pad = (spec.get("padding") or {}).get("pad_token")
+        settings.update({"pad_token": pad} if pad else {})
+        names = ("unk_token", "cls_token", "sep_token", "pad_token", "mask_token")
+        settings.update({k: v for k, v in _config_tokens(config or {}).items() if k in names})
+        settings.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(vocab, **settings)
+
+    def save(self, directory: str | os.PathLike) -> None:
+        """Writes `vocab.txt` and `tokenizer_config.json`, from which `from_pretrained_dir`
+        and `bertfit.text.loading.load_tokenizer` rebuild this tokenizer."""
+        folder = Path(directory)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "vocab.txt").write_text("".join(t + "\n" for t in self._vocab.tokens), "utf-8")
+        config = dataclasses.asdict(self.config)
+        names = {"lower_case": "do_lower_case", "max_chars_per_word": "max_chars_per_word"}
+        config = {names.get(key, key): value for key, value in config.items()}
+        (folder / "tokenizer_config.json").write_text(json.dumps(config, indent=2), "utf-8")
 
     @property
     def vocab_size(self) -> int:
@@ -389,6 +432,15 @@ def read_tokenizer_config(folder: str | os.PathLike) -> dict:
     ]:
         if theirs in raw:
             config[ours] = raw[theirs]
+    config.update(_config_tokens(raw))
+    if isinstance(raw.get("max_chars_per_word"), int):
+        config["max_chars_per_word"] = raw["max_chars_per_word"]
+    return config
+
+
+def _config_tokens(raw: dict) -> dict[str, str]:
+    """The special tokens a tokenizer_config.json names (a serialized AddedToken's content)."""
+    config = {}
     for name in ("unk_token", "cls_token", "sep_token", "pad_token", "mask_token"):
         token = raw.get(name)
         if isinstance(token, dict):  # a serialized AddedToken

@@ -1,0 +1,600 @@
+"""SentencePiece (Unigram) tokenization inside the TensorFlow graph, id for id like Hugging Face's
+fast tokenizers for ALBERT, XLM-RoBERTa and DeBERTa-v2/v3.
+
+The Viterbi search over pieces runs in tensorflow-text's SentencePiece op, loaded from its op
+library as `bertfit.text.ops` loads its two (no `import tensorflow_text`; a SavedModel that holds
+the tokenizer loads with `import tensorflow_text` as usual). The module holds the serialized
+sentencepiece `ModelProto` (pieces, scores, the normalizer's `precompiled_charsmap`), so a
+SavedModel needs no file.
+
+The op alone would tokenize like the `sentencepiece` library (the "slow" tokenizers), which
+differs from Hugging Face's fast ones on spaces (a trailing space is a `▁` token there) and on
+special tokens written in text. So the pipeline follows `tokenizer.json` step by step:
+
+1. Added tokens (`<s>`, `[MASK]`, ...) written in the text stay whole (with their `lstrip` and
+   `rstrip` spaces), as in HF; the text between them is tokenized segment by segment.
+2. Normalizers in their order: `Precompiled` runs the op with a character-level model that
+   carries only the charsmap (its output pieces, joined, are the normalized text); `Replace`,
+   `Lowercase`, `NFC`/`NFKC`/`NFD`/`NFKD`, `StripAccents` and `Strip` are TensorFlow ops.
+3. Pre-tokenizers: `WhitespaceSplit`, then `Metaspace` (spaces to `▁`, the prefix `▁`, a split
+   before each `▁`).
+4. Each word's Viterbi search, in the op with the pieces and an identity normalizer.
+
+Known differences from Hugging Face:
+- HF applies a charsmap grapheme by grapheme (a whole grapheme of under 6 bytes first); the op
+  takes the longest match at each position. They differ only where a charsmap entry spans a
+  grapheme boundary (no RT text does).
+- RE2 and ICU in TensorFlow use newer Unicode tables than the Rust crate; see
+  `bertfit.text.tokenizer` for the few characters this changes.
+- Metaspace's `prepend_scheme="first"` prepends `▁` to the first word of each text's first
+  segment.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import struct
+from collections.abc import Sequence
+from pathlib import Path
+
+import tensorflow as tf
+
+from bertfit.errors import CheckpointError, InputFormatError
+from bertfit.text import ops
+from bertfit.text.packing import pack_inputs
+from bertfit.text.tokenizer import (
+    _CAPITAL_SIGMA,
+    _SMALL_SIGMA,
+    Vocabulary,
+    _as_string_batch,
+    _no_autograph,
+)
+
+_sentencepiece = ops._op_library("_sentencepiece_tokenizer")
+_regex_split = ops._op_library("_regex_split_ops")
+
+# Rust's char::is_whitespace (Unicode White_Space), which HF's `\s` and WhitespaceSplit use.
+_WHITESPACE = r"[\t\n\x{0B}\x{0C}\r \x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}]"  # noqa: E501
+_NORMAL, _UNKNOWN, _CONTROL = 1, 2, 3  # SentencePiece.Type
+_UNIGRAM, _CHAR = 1, 4  # TrainerSpec.ModelType
+_FORMS = {"NFC", "NFD", "NFKC", "NFKD"}
+
+
+class SentencePieceTokenizer(tf.Module):
+    """Turns raw strings into SentencePiece (Unigram) ids and packed model inputs, in the graph.
+
+    Gives the ids of Hugging Face's fast tokenizer for the same `tokenizer.json` (see the module
+    docstring for the few differences). Build it with `from_tokenizer_json` or
+    `bertfit.text.loading.load_tokenizer`; the constructor takes the parts directly.
+
+    Args:
+        model_proto: a serialized sentencepiece `ModelProto`; its pieces in id order are the
+            vocabulary and its `normalizer_spec.precompiled_charsmap` is the `Precompiled` step.
+        normalizers: tokenizer.json normalizer steps in order (`{"type": "Precompiled"}` marks
+            where the charsmap applies).
+        pre_tokenizers: tokenizer.json pre-tokenizer steps (`WhitespaceSplit`, `Metaspace`).
+        added_tokens: tokens kept whole when written in a text: `{"content", "lstrip",
+            "rstrip"}` dicts; each must be a piece.
+        cls_token: the token that starts every packed sequence.
+        sep_token: the token that ends each segment.
+        pad_token: the token that fills packed sequences up to their length.
+        pair_separators: `sep_token`s between the segments of a pair (XLM-R 2, ALBERT 1).
+        second_type_id: the type id of the second segment (XLM-R 0, ALBERT 1).
+
+    Examples:
+    >>> from bertfit.text.loading import load_tokenizer
+    >>> tokenizer = load_tokenizer("path/to/xlm-roberta-base")  # doctest: +SKIP
+    >>> tokenizer.tokenize(["Hello world!"])  # doctest: +SKIP
+    <tf.RaggedTensor [[35378, 8999, 38]]>
+    >>> tokenizer(["a great film"], ["dull"], max_seq_length=16)["input_word_ids"][0, :8]
+    ... # doctest: +SKIP
+    <tf.Tensor: shape=(8,), dtype=int32, numpy=array([0, 10, 6782, 6528, 2, 2, 8, 1], ...)>
+    """
+
+    kind = "sentencepiece"
+
+    def __init__(
+        self,
+        model_proto: bytes,
+        *,
+        normalizers: Sequence[dict] = (),
+        pre_tokenizers: Sequence[dict] = (),
+        added_tokens: Sequence[dict] = (),
+        cls_token: str,
+        sep_token: str,
+        pad_token: str,
+        pair_separators: int = 1,
+        second_type_id: int = 1,
+    ):
+        super().__init__(name="sentencepiece_tokenizer")
+        model = parse_model_proto(model_proto)
+        tokens = [piece for piece, _, _ in model["pieces"]]
+        self._vocab = Vocabulary(tokens, {token: i for i, token in enumerate(tokens)})
+        self._proto = model_proto
+        self._steps = _Steps(list(normalizers), list(pre_tokenizers), list(added_tokens))
+        self._template = {"pair_separators": pair_separators, "second_type_id": second_type_id}
+        self._specials = {"cls": cls_token, "sep": sep_token, "pad": pad_token}
+        unknown = [t for t in self._specials.values() if t not in self._vocab.ids]
+        unknown += [t["content"] for t in added_tokens if t["content"] not in self._vocab.ids]
+        if unknown:
+            raise InputFormatError(f"The sentencepiece model has no pieces {unknown}.")
+        self._unk_id = next(i for i, (_, _, kind) in enumerate(model["pieces"]) if kind == _UNKNOWN)
+        self._check_steps()
+        self._pieces = _SentencePieceModel(_viterbi_proto(model, added_tokens), "pieces")
+        charsmap = model["normalizer"].get("precompiled_charsmap", b"")
+        self._charsmap = charsmap and _SentencePieceModel(_charsmap_proto(charsmap), "charsmap")
+        self._added_pattern = _added_tokens_pattern(added_tokens)
+
+    @classmethod
+    def from_tokenizer_json(cls, spec: dict, **overrides) -> SentencePieceTokenizer:
+        """The tokenizer a Hugging Face `tokenizer.json` (parsed) with a `Unigram` model
+        describes; `overrides` replace constructor arguments (e.g. `pad_token`)."""
+        from bertfit.text import tokenizer_json
+
+        model = spec["model"]
+        if model.get("byte_fallback"):
+            raise CheckpointError(
+                "tokenizer.json's Unigram model uses byte_fallback, which bertfit's "
+                "SentencePiece tokenizer does not support yet."
+            )
+        steps = tokenizer_json.flatten(spec.get("normalizer"), "normalizers")
+        charsmap = b""
+        for step in steps:
+            if step["type"] == "Precompiled":
+                charsmap = base64.b64decode(step.get("precompiled_charsmap") or "")
+        added = tokenizer_json.added_tokens(spec)
+        tokens = [piece for piece, _ in model["vocab"]]
+        kinds = [_NORMAL] * len(tokens)
+        kinds[model["unk_id"]] = _UNKNOWN
+        proto = build_model_proto(model["vocab"], kinds, charsmap)
+        arguments = {
+            "normalizers": [{"type": "Precompiled"} if s["type"] == "Precompiled" else s
+                            for s in steps],  # fmt: skip
+            "pre_tokenizers": tokenizer_json.flatten(spec.get("pre_tokenizer"), "pretokenizers"),
+            "added_tokens": [t for t in added if t["content"] in set(tokens)],
+            "pad_token": (spec.get("padding") or {}).get("pad_token"),
+            **tokenizer_json.template(spec.get("post_processor")),
+        }
+        arguments.update({key: value for key, value in overrides.items() if value is not None})
+        return cls(proto, **arguments)
+
+    def to_tokenizer_json(self) -> dict:
+        """A Hugging Face `tokenizer.json` (as a dict) that rebuilds this tokenizer."""
+        model = parse_model_proto(self._proto)
+        charsmap = base64.b64encode(model["normalizer"].get("precompiled_charsmap", b""))
+        normalizers = [
+            {"type": "Precompiled", "precompiled_charsmap": charsmap.decode("ascii")}
+            if step["type"] == "Precompiled" else step
+            for step in self._steps.normalizers
+        ]  # fmt: skip
+        cls_token, sep_token = self._specials["cls"], self._specials["sep"]
+        second = self._template["second_type_id"]
+        separators = [{"SpecialToken": {"id": sep_token, "type_id": 0}}]
+        pair = [{"SpecialToken": {"id": cls_token, "type_id": 0}},
+                {"Sequence": {"id": "A", "type_id": 0}},
+                *separators * self._template["pair_separators"],
+                {"Sequence": {"id": "B", "type_id": second}},
+                {"SpecialToken": {"id": sep_token, "type_id": second}}]  # fmt: skip
+        return {
+            "version": "1.0",
+            "added_tokens": [
+                {"id": self._vocab.ids[t["content"]], "content": t["content"], "single_word": False,
+                 "lstrip": t["lstrip"], "rstrip": t["rstrip"], "normalized": False,
+                 "special": True}
+                for t in self._steps.added_tokens
+            ],  # fmt: skip
+            "normalizer": {"type": "Sequence", "normalizers": normalizers},
+            "pre_tokenizer": {"type": "Sequence", "pretokenizers": self._steps.pre_tokenizers},
+            "post_processor": {
+                "type": "TemplateProcessing",
+                "single": [pair[0], pair[1], separators[0]],
+                "pair": pair,
+                "special_tokens": {
+                    token: {"id": token, "ids": [self._vocab.ids[token]], "tokens": [token]}
+                    for token in (cls_token, sep_token)
+                },
+            },
+            "padding": {"pad_token": self._specials["pad"], "pad_id": self.pad_id},
+            "model": {
+                "type": "Unigram",
+                "unk_id": self._unk_id,
+                "vocab": [[piece, score] for piece, score, _ in model["pieces"]],
+                "byte_fallback": False,
+            },
+        }
+
+    def save(self, directory: str | os.PathLike) -> None:
+        """Writes `tokenizer.json` and `tokenizer_config.json`, from which
+        `bertfit.text.loading.load_tokenizer(directory)` (and Hugging Face) rebuild it."""
+        folder = Path(directory)
+        folder.mkdir(parents=True, exist_ok=True)
+        spec = self.to_tokenizer_json()
+        (folder / "tokenizer.json").write_text(json.dumps(spec, ensure_ascii=False), "utf-8")
+        config = {
+            "cls_token": self._specials["cls"],
+            "sep_token": self._specials["sep"],
+            "pad_token": self._specials["pad"],
+            "unk_token": self._vocab.tokens[self._unk_id],
+        }
+        (folder / "tokenizer_config.json").write_text(json.dumps(config, indent=2), "utf-8")
+
+    @property
+    def vocab_size(self) -> int:
+        """The number of ids (pieces of the model)."""
+        return len(self._vocab.tokens)
+
+    @property
+    def cls_id(self) -> int:
+        return self._vocab.ids[self._specials["cls"]]
+
+    @property
+    def sep_id(self) -> int:
+        return self._vocab.ids[self._specials["sep"]]
+
+    @property
+    def pad_id(self) -> int:
+        return self._vocab.ids[self._specials["pad"]]
+
+    @property
+    def unk_id(self) -> int:
+        return self._unk_id
+
+    @property
+    def special_ids(self) -> dict[str, int]:
+        """The ids and template `pack_inputs` packs with."""
+        ids = {"cls_id": self.cls_id, "sep_id": self.sep_id, "pad_id": self.pad_id}
+        return {**ids, **self._template}
+
+    def id_to_token(self, token_id: int) -> str:
+        """The piece with this id."""
+        if not 0 <= token_id < len(self._vocab.tokens):
+            raise InputFormatError(
+                f"Token id {token_id} is outside the vocabulary [0, {len(self._vocab.tokens)})."
+            )
+        return self._vocab.tokens[token_id]
+
+    def token_to_id(self, token: str) -> int:
+        """The id of a piece (e.g. "▁the")."""
+        if token not in self._vocab.ids:
+            raise InputFormatError(f"Token {token!r} is not in the vocabulary.")
+        return self._vocab.ids[token]
+
+    @_no_autograph
+    def tokenize(self, texts) -> tf.RaggedTensor | tf.Tensor:
+        """Piece ids (int32) of each text, without special tokens.
+
+        Args:
+            texts: a string, a list or 1-D array of strings, or a string `tf.Tensor`.
+
+        Returns:
+            A `tf.RaggedTensor` of shape `[batch, None]`; a 1-D `tf.Tensor` for a single string.
+        """
+        return self._tokenize(texts, "texts")
+
+    def tokenize_words(self, texts):
+        """Not available: SentencePiece pieces do not group into words the way WordPiece's do."""
+        raise InputFormatError(
+            "tokenize_words is for WordPiece tokenizers; a SentencePiece tokenizer has no "
+            "word level. Use tokenize(texts) for the ids."
+        )
+
+    def __call__(
+        self, texts, text_pairs=None, max_seq_length: int = 128, padding: str = "max_length"
+    ):
+        """Tokenizes and packs `[CLS] a [SEP]` or `[CLS] a [SEP] b [SEP]` (the model's own
+        tokens and template), truncating like HF; see `BertTokenizer.__call__`."""
+        ids_a = self._tokenize(texts, "texts")
+        ids_b = None if text_pairs is None else self._tokenize(text_pairs, "text_pairs")
+        return self.pack(ids_a, ids_b, max_seq_length=max_seq_length, padding=padding)
+
+    @_no_autograph
+    def pack(self, ids_a, ids_b=None, max_seq_length: int = 128, padding: str = "max_length"):
+        """Packs ids from `tokenize` into model inputs; see `bertfit.text.packing.pack_inputs`."""
+        return pack_inputs(
+            ids_a, ids_b, max_seq_length=max_seq_length, padding=padding, **self.special_ids
+        )
+
+    def _tokenize(self, texts, name: str) -> tf.RaggedTensor | tf.Tensor:
+        batch, is_scalar = _as_string_batch(texts, name)
+        ids = self._tokenize_batch(batch)
+        return ids[0] if is_scalar else ids
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
+    def _tokenize_batch(self, texts: tf.Tensor) -> tf.RaggedTensor:
+        texts = tf.strings.unicode_transcode(texts, "UTF-8", "UTF-8", replacement_char=0xFFFD)
+        segments = _split(texts, self._added_pattern) if self._added_pattern else _rows(texts)
+        flat = segments.flat_values
+        is_added = (
+            tf.strings.regex_full_match(flat, self._added_pattern)
+            if self._added_pattern
+            else tf.zeros_like(flat, tf.bool)
+        )
+        first = tf.range(tf.size(flat, out_type=tf.int64)) == tf.gather(
+            segments.row_starts(), segments.value_rowids()
+        )
+        words = self._pre_tokenize(self._normalize(tf.where(is_added, "", flat)), first)
+        ids = words.with_values(self._piece_ids(words.values)).merge_dims(1, 2)  # [segments, ids]
+        added_ids = self._piece_ids(tf.strings.strip(flat))
+        ids = _choose(is_added, added_ids, ids)
+        return segments.with_values(ids).merge_dims(1, 2)
+
+    def _normalize(self, text: tf.Tensor) -> tf.Tensor:
+        for step in self._steps.normalizers:
+            text = _normalizer(step, self._charsmap)(text)
+        return text
+
+    def _pre_tokenize(self, text: tf.Tensor, first: tf.Tensor) -> tf.RaggedTensor:
+        """[segments, words] after the pre-tokenizers; `first`: each segment starts a text."""
+        words = _rows(text)
+        for step in self._steps.pre_tokenizers:
+            if step["type"] == "WhitespaceSplit":
+                words = words.with_flat_values(_split(words.flat_values, _WHITESPACE, keep=False))
+                words = words.merge_dims(1, 2)
+            elif step["type"] == "Metaspace":
+                words = _metaspace(words, first, step)
+        return words
+
+    def _piece_ids(self, words: tf.Tensor) -> tf.RaggedTensor:
+        ids, splits = _sentencepiece.sentencepiece_tokenize_op(
+            self._pieces.resource_handle, words, 0, 1.0, False, False, False, tf.int32,
+            return_nbest=False,
+        )  # fmt: skip
+        return tf.RaggedTensor.from_row_splits(ids, tf.cast(splits, tf.int64), validate=False)
+
+    def _check_steps(self) -> None:
+        known = {"Precompiled", "Replace", "Lowercase", "StripAccents", "Strip", *_FORMS}
+        for kind, steps, supported in [
+            ("normalizer", self._steps.normalizers, known),
+            ("pre_tokenizer", self._steps.pre_tokenizers, {"WhitespaceSplit", "Metaspace"}),
+        ]:
+            for step in steps:
+                if step["type"] not in supported:
+                    raise CheckpointError(
+                        f"tokenizer.json's {kind} {step['type']!r} is not supported by "
+                        f"bertfit's SentencePiece tokenizer (it knows {sorted(supported)})."
+                    )
+
+
+class _Steps:
+    """The pipeline's steps, held as one plain object (a `tf.Module` would track every list)."""
+
+    def __init__(self, normalizers: list, pre_tokenizers: list, added_tokens: list):
+        self.normalizers = normalizers
+        self.pre_tokenizers = pre_tokenizers
+        self.added_tokens = added_tokens
+
+
+class _SentencePieceModel(tf.saved_model.experimental.TrackableResource):
+    """The op's model resource, created from the serialized proto (saved in the graph)."""
+
+    def __init__(self, proto: bytes, name: str):
+        super().__init__()
+        self._model, self._name = proto, name
+        _ = self.resource_handle  # creates it now, as tensorflow_text does
+
+    def _create_resource(self):
+        with tf.name_scope(self._name):
+            return _sentencepiece.sentencepiece_op(model=self._model)
+
+
+def _choose(is_added: tf.Tensor, added: tf.RaggedTensor, ids: tf.RaggedTensor) -> tf.RaggedTensor:
+    """Row by row, `added` where `is_added`, else `ids` (two ragged [n, None] tensors)."""
+    lengths = tf.where(is_added, added.row_lengths(), ids.row_lengths())
+    values = tf.concat([added.values, ids.values], 0)
+    offsets = tf.where(is_added, added.row_starts(), ids.row_starts() + tf.size(added.values, out_type=tf.int64))
+    index = tf.ragged.range(offsets, offsets + lengths)
+    return tf.RaggedTensor.from_row_lengths(
+        tf.gather(values, index.flat_values), lengths, validate=False
+    )
+
+
+def _rows(values: tf.Tensor) -> tf.RaggedTensor:
+    """[n] to [n, 1]."""
+    return tf.RaggedTensor.from_row_lengths(
+        values, tf.ones_like(values, tf.int64), validate=False
+    )
+
+
+def _split(text: tf.Tensor, pattern: str, keep: bool = True) -> tf.RaggedTensor:
+    """[n] strings to [n, pieces]: split around matches of `pattern` (kept as pieces)."""
+    tokens, _, _, splits = _regex_split.regex_split_with_offsets(
+        text, pattern, pattern if keep else ""
+    )
+    return tf.RaggedTensor.from_row_splits(tokens, splits, validate=False)
+
+
+def _metaspace(words: tf.RaggedTensor, first: tf.Tensor, step: dict) -> tf.RaggedTensor:
+    """HF's Metaspace: spaces become `▁`, `▁` is prepended, and words split before each `▁`."""
+    mark = step.get("replacement", "\u2581")
+    text = tf.strings.regex_replace(words.flat_values, " ", mark)
+    scheme = step.get("prepend_scheme", "always" if step.get("add_prefix_space", True) else "never")
+    if scheme != "never":
+        prepend = ~tf.strings.regex_full_match(text, f"{re.escape(mark)}(?s:.*)")
+        if scheme == "first":
+            first_word = tf.range(tf.size(text, out_type=tf.int64)) == tf.gather(
+                words.row_starts(), words.value_rowids()
+            )
+            prepend &= first_word & tf.gather(first, words.value_rowids())
+        text = tf.where(prepend & (text != ""), mark + text, text)
+    words = words.with_flat_values(text)
+    if step.get("split", True):
+        pieces = _split(text, f"{re.escape(mark)}[^{re.escape(mark)}]*")
+        words = words.with_flat_values(pieces).merge_dims(1, 2)
+    return words
+
+
+def _normalizer(step: dict, charsmap: _SentencePieceModel):
+    """One tokenizer.json normalizer step as a function of a string tensor."""
+    kind = step["type"]
+    if kind == "Precompiled":
+        return lambda text: _apply_charsmap(text, charsmap)
+    if kind == "Replace":
+        pattern = step["pattern"]
+        regex = _onig_to_re2(pattern["Regex"]) if "Regex" in pattern else re.escape(pattern["String"])
+        content = step["content"].replace("\\", "\\\\")
+        return lambda text: tf.strings.regex_replace(text, regex, content)
+    if kind == "Lowercase":
+        return lambda text: tf.strings.lower(
+            tf.strings.regex_replace(text, _CAPITAL_SIGMA, _SMALL_SIGMA), encoding="utf-8"
+        )
+    if kind in _FORMS:
+        return lambda text: ops._normalize.normalize_utf8(text, kind)
+    if kind == "StripAccents":
+        return lambda text: tf.strings.regex_replace(text, r"\p{Mn}", "")
+    if kind == "Strip":
+        left = f"^{_WHITESPACE}+" if step.get("strip_left", True) else None
+        right = f"{_WHITESPACE}+$" if step.get("strip_right", True) else None
+        pattern = "|".join(p for p in (left, right) if p)
+        return lambda text: tf.strings.regex_replace(text, pattern, "") if pattern else text
+    raise CheckpointError(f"tokenizer.json's normalizer {kind!r} is not supported.")
+
+
+def _apply_charsmap(text: tf.Tensor, charsmap: _SentencePieceModel) -> tf.Tensor:
+    """The charsmap's normalization: the op's character model returns the normalized text in
+    pieces (consecutive unknown characters merged), which join back into one string."""
+    pieces, splits = _sentencepiece.sentencepiece_tokenize_op(
+        charsmap.resource_handle, text, 0, 1.0, False, False, False, tf.string,
+        return_nbest=False,
+    )  # fmt: skip
+    pieces = tf.RaggedTensor.from_row_splits(pieces, tf.cast(splits, tf.int64), validate=False)
+    return tf.strings.reduce_join(pieces, axis=1)
+
+
+def _onig_to_re2(pattern: str) -> str:
+    r"""An HF (Oniguruma) regex for RE2: `\s` is Unicode White_Space there, ASCII in RE2."""
+    return re.sub(r"(?<!\\)\\s", _WHITESPACE.replace("\\", "\\\\"), pattern)
+
+
+def _added_tokens_pattern(added_tokens: Sequence[dict]) -> str:
+    """A regex matching any added token (the longest first), with its stripped spaces."""
+    tokens = sorted(added_tokens, key=lambda t: len(t["content"]), reverse=True)
+    return "|".join(
+        (f"{_WHITESPACE}*" if t["lstrip"] else "")
+        + re.escape(t["content"])
+        + (f"{_WHITESPACE}*" if t["rstrip"] else "")
+        for t in tokens
+    )
+
+
+# -- The sentencepiece ModelProto, written and read in protobuf's wire format ------------------
+# Only the fields the op reads: pieces (1: piece 1, score 2, type 3), trainer_spec (2:
+# model_type 3) and normalizer_spec (3: name 1, precompiled_charsmap 2, add_dummy_prefix 3,
+# remove_extra_whitespaces 4, escape_whitespaces 5). Writing them by hand keeps the
+# `sentencepiece` package out of the runtime dependencies.
+
+
+def build_model_proto(
+    vocab: Sequence[Sequence], kinds: Sequence[int], charsmap: bytes = b""
+) -> bytes:
+    """A serialized Unigram `ModelProto` of `(piece, score)` pairs in id order.
+
+    Args:
+        vocab: `(piece, score)` pairs; the id of a piece is its index.
+        kinds: each piece's `SentencePiece.Type` (1 normal, 2 unknown, 3 control).
+        charsmap: the normalizer's `precompiled_charsmap` (empty: identity).
+
+    Examples:
+    >>> proto = build_model_proto([("<unk>", 0.0), ("▁a", -1.0)], [2, 1])
+    >>> [piece for piece, _, _ in parse_model_proto(proto)["pieces"]]
+    ['<unk>', '▁a']
+    """
+    pieces = b"".join(
+        _field(1, _field(1, piece.encode()) + _float(2, score) + _varint_field(3, kind))
+        for (piece, score), kind in zip(vocab, kinds)
+    )
+    return pieces + _field(2, _varint_field(3, _UNIGRAM)) + _field(3, _normalizer_spec(charsmap))
+
+
+def parse_model_proto(proto: bytes) -> dict:
+    """`{"pieces": [(piece, score, type)], "normalizer": {...}, "model_type": int}` of a
+    serialized sentencepiece `ModelProto` (e.g. the bytes of `spiece.model`)."""
+    model = {"pieces": [], "normalizer": {}, "model_type": _UNIGRAM, "byte_fallback": False}
+    for number, value in _fields(proto):
+        if number == 1:
+            piece = dict(_fields(value))
+            score = struct.unpack("<f", piece.get(2, b"\0\0\0\0"))[0]
+            model["pieces"].append((piece[1].decode(), score, piece.get(3, _NORMAL)))
+        elif number == 2:
+            trainer = dict(_fields(value))
+            model["model_type"] = trainer.get(3, _UNIGRAM)
+            model["byte_fallback"] = bool(trainer.get(35, 0))
+        elif number == 3:
+            names = {1: "name", 2: "precompiled_charsmap", 3: "add_dummy_prefix",
+                     4: "remove_extra_whitespaces", 5: "escape_whitespaces"}  # fmt: skip
+            model["normalizer"] = {names[n]: v for n, v in _fields(value) if n in names}
+    return model
+
+
+def _viterbi_proto(model: dict, added_tokens: Sequence[dict]) -> bytes:
+    """The pieces with an identity normalizer: words arrive normalized, `▁` included.
+    Added tokens become control pieces, which the search never produces (HF splits them off
+    before)."""
+    added = {t["content"] for t in added_tokens}
+    kinds = [_CONTROL if p in added and k != _UNKNOWN else k for p, _, k in model["pieces"]]
+    vocab = [(piece, score) for piece, score, _ in model["pieces"]]
+    return build_model_proto(vocab, kinds) if kinds else b""
+
+
+def _charsmap_proto(charsmap: bytes) -> bytes:
+    """A character model with only the unknown piece: its pieces are the normalized text."""
+    piece = _field(1, _field(1, b"<unk>") + _float(2, 0.0) + _varint_field(3, _UNKNOWN))
+    return piece + _field(2, _varint_field(3, _CHAR)) + _field(3, _normalizer_spec(charsmap))
+
+
+def _normalizer_spec(charsmap: bytes) -> bytes:
+    spec = _field(1, b"precompiled" if charsmap else b"identity")
+    spec += _field(2, charsmap) if charsmap else b""
+    return spec + _varint_field(3, 0) + _varint_field(4, 0) + _varint_field(5, 0)
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, value = value & 0x7F, value >> 7
+        out.append(byte | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
+
+
+def _field(number: int, payload: bytes) -> bytes:
+    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+
+
+def _varint_field(number: int, value: int) -> bytes:
+    return _varint(number << 3) + _varint(value)
+
+
+def _float(number: int, value: float) -> bytes:
+    return _varint(number << 3 | 5) + struct.pack("<f", value)
+
+
+def _fields(data: bytes):
+    """(field number, value) pairs: ints for varints, bytes for the rest."""
+    i = 0
+    while i < len(data):
+        key, i = _read_varint(data, i)
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            value, i = _read_varint(data, i)
+        elif wire == 2:
+            size, i = _read_varint(data, i)
+            value, i = data[i : i + size], i + size
+        elif wire in (1, 5):
+            size = 8 if wire == 1 else 4
+            value, i = data[i : i + size], i + size
+        else:
+            raise CheckpointError(f"Not a sentencepiece model: protobuf wire type {wire}.")
+        yield number, value
+
+
+def _read_varint(data: bytes, i: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        byte = data[i]
+        value |= (byte & 0x7F) << shift
+        i, shift = i + 1, shift + 7
+        if not byte & 0x80:
+            return value, i

@@ -1,0 +1,79 @@
+"""Every family's encoder computes what transformers computes from the same checkpoint."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from bertfit.checkpoints.hf import read_hf
+from bertfit.checkpoints.load import build_encoder
+from bertfit.errors import CheckpointError
+from tests.families import FAMILIES, write_family_model
+
+torch = pytest.importorskip("torch")
+
+
+def padded_batch(pad_id: int, vocab: int = 99, seq: int = 12):
+    rng = np.random.default_rng(3)
+    ids = rng.integers(5, vocab, (3, seq)).astype("int32")
+    lengths = [seq, 7, 3]
+    mask = (np.arange(seq)[None, :] < np.array(lengths)[:, None]).astype("int32")
+    ids = np.where(mask == 1, ids, pad_id).astype("int32")
+    types = np.zeros_like(ids)
+    types[0, 6:] = 1
+    return ids, mask, types
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_outputs_equal_transformers_on_a_padded_batch(family, tmp_path):
+    reference = write_family_model(family, tmp_path)
+    checkpoint = read_hf(tmp_path)
+    encoder = build_encoder(checkpoint)
+    assert not encoder.load_report.unexpected
+    config = encoder.config
+    ids, mask, types = padded_batch(config.pad_token_id)
+    if config.type_vocab_size < 2:
+        types = np.zeros_like(types)
+    ours = encoder({"input_word_ids": ids, "input_mask": mask, "input_type_ids": types})
+    arguments = {"input_ids": torch.tensor(ids), "attention_mask": torch.tensor(mask)}
+    if config.type_vocab_size:
+        arguments["token_type_ids"] = torch.tensor(types)
+    with torch.no_grad():
+        theirs = reference(**arguments)
+    real = mask.astype(bool)
+    sequence = ours["sequence_output"].numpy()[real]
+    np.testing.assert_allclose(sequence, theirs.last_hidden_state.numpy()[real], atol=1e-4)
+    pooler = getattr(theirs, "pooler_output", None)
+    assert ("pooled_output" in ours) == (pooler is not None)
+    if pooler is not None:
+        np.testing.assert_allclose(ours["pooled_output"].numpy(), pooler.numpy(), atol=1e-4)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_pooled_only_gives_the_same_vector(family, tmp_path):
+    write_family_model(family, tmp_path)
+    encoder = build_encoder(read_hf(tmp_path))
+    ids, mask, _ = padded_batch(encoder.config.pad_token_id)
+    inputs = {"input_word_ids": ids, "input_mask": mask, "input_type_ids": np.zeros_like(ids)}
+    full = encoder(inputs)
+    expected = full.get("pooled_output", full["sequence_output"][:, 0])
+    pooled = encoder(inputs, pooled_only=True)["pooled_output"]
+    np.testing.assert_allclose(pooled.numpy(), np.asarray(expected), atol=1e-5)
+
+
+def test_an_unsupported_model_type_is_named_in_one_sentence(tmp_path):
+    write_family_model("bert", tmp_path)
+    config = (tmp_path / "config.json").read_text().replace('"bert"', '"gpt2"')
+    (tmp_path / "config.json").write_text(config)
+    with pytest.raises(CheckpointError) as error:
+        read_hf(tmp_path)
+    message = str(error.value)
+    assert "'gpt2' model" in message and "RoBERTa" in message and "\n" not in message
+
+
+def test_a_shape_mismatch_names_a_few_tensors_then_counts_the_rest(tmp_path):
+    write_family_model("bert", tmp_path)
+    config = (tmp_path / "config.json").read_text().replace('"hidden_size": 32', '"hidden_size": 64')
+    (tmp_path / "config.json").write_text(config)
+    with pytest.raises(CheckpointError, match=r"and \d+ more"):
+        build_encoder(read_hf(tmp_path))
