@@ -61,7 +61,7 @@ class Classifier:
         task = run_dir.load_task()
         bert = run_dir.load_bert_config()
         check_positions(
-            config.model.max_seq_length, bert.max_position_embeddings, f"the encoder of {path}"
+            config.model.max_seq_length, bert.max_sequence_length, f"the encoder of {path}"
         )
         precision = PRECISION_POLICIES[config.model.precision]
         encoder = BertEncoder(bert, random_init=False, dtype=precision)

@@ -79,3 +79,86 @@ def write_family_model(family: str, path: Path, seed: int = 0):
                 parameter.normal_(0.0, 0.2)
     model.save_pretrained(path)
     return model
+
+
+# ---- whole checkpoints: a family's model and the kind of tokenizer its checkpoints ship ----
+
+TOKENIZER_KINDS = {
+    "bert": "wordpiece",
+    "electra": "wordpiece",
+    "distilbert": "wordpiece",
+    "albert": "unigram",
+    "xlm-roberta": "unigram",
+    "roberta": "bpe",
+}
+
+
+def train_tokenizer(kind: str, texts, vocab_size: int = 300):
+    """A `transformers` fast tokenizer of `kind` ("wordpiece", "unigram", "bpe") trained on
+    `texts` with the `tokenizers` library, set up as BERT, XLM-R and RoBERTa set theirs up."""
+    import transformers
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
+    from tokenizers import trainers
+
+    if kind == "wordpiece":
+        specials = {"pad": "[PAD]", "unk": "[UNK]", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"}
+        tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+        tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
+        tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+        tokenizer.decoder = decoders.WordPiece()
+        trainer = trainers.WordPieceTrainer(
+            vocab_size=vocab_size, special_tokens=list(specials.values())
+        )
+        single, pair = "[CLS] $A [SEP]", "[CLS] $A [SEP] $B:1 [SEP]:1"
+    else:
+        specials = {"cls": "<s>", "pad": "<pad>", "sep": "</s>", "unk": "<unk>", "mask": "<mask>"}
+        if kind == "unigram":
+            tokenizer = Tokenizer(models.Unigram())
+            tokenizer.normalizer = normalizers.NFKC()
+            tokenizer.pre_tokenizer = pre_tokenizers.Metaspace()
+            tokenizer.decoder = decoders.Metaspace()
+            trainer = trainers.UnigramTrainer(
+                vocab_size=vocab_size, special_tokens=list(specials.values()), unk_token="<unk>"
+            )
+        else:
+            tokenizer = Tokenizer(models.BPE())
+            tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+            tokenizer.decoder = decoders.ByteLevel()
+            trainer = trainers.BpeTrainer(
+                vocab_size=vocab_size,
+                special_tokens=list(specials.values()),
+                initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+            )
+        single, pair = "<s> $A </s>", "<s> $A </s> </s> $B </s>"
+    tokenizer.train_from_iterator(texts, trainer)
+    ids = {token: tokenizer.token_to_id(token) for token in specials.values()}
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single=single,
+        pair=pair,
+        special_tokens=[(specials["cls"], ids[specials["cls"]]), (specials["sep"], ids[specials["sep"]])],
+    )
+    return transformers.PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer, **{f"{k}_token": v for k, v in specials.items()}
+    )
+
+
+def write_family_checkpoint(family: str, path: Path, texts, seed: int = 0, trainable: bool = True):
+    """A whole tiny checkpoint of `family` at `path`: its tokenizer trained on `texts` (saved
+    by transformers 5: tokenizer.json, no vocab.txt) and a model sized to that vocabulary,
+    with the family's own initialisation (`trainable`) or random weights everywhere."""
+    import torch
+    import transformers
+
+    tokenizer = train_tokenizer(TOKENIZER_KINDS[family], texts)
+    tokenizer.save_pretrained(path)
+    model_class, config = _configs(transformers)[family]
+    config.vocab_size = len(tokenizer)
+    config.pad_token_id = tokenizer.pad_token_id
+    torch.manual_seed(seed)
+    model = model_class(config).eval()
+    if not trainable:
+        with torch.no_grad():
+            for name, parameter in model.named_parameters():
+                parameter.normal_(0.0, 0.2)
+    model.save_pretrained(path)
+    return tokenizer, model

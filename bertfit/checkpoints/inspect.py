@@ -47,7 +47,7 @@ def inspect_checkpoint(path: str | Path) -> dict:
             "heads": config.num_attention_heads,
             "intermediate": config.intermediate_size,
             "vocab": config.vocab_size,
-            "max_positions": config.max_position_embeddings,
+            "max_positions": config.max_sequence_length,
             "type_vocab": config.type_vocab_size,
             "activation": config.hidden_act,
         }

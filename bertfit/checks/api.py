@@ -190,7 +190,7 @@ def _check_run(report: Report, config: RunConfig, replicas, max_rows, compile_, 
         D.check_eval(report, train, evaluation, config.data.eval, config.data.train, task)
     if tokenizer is None:
         return
-    positions = checkpoint.config.max_position_embeddings if checkpoint.config else None
+    positions = checkpoint.config.max_sequence_length if checkpoint.config else None
     data = D.check_lengths(report, train, tokenizer, config, config.data.train, max_rows, positions)
     if evaluation is not None:
         D.check_lengths(
@@ -221,7 +221,7 @@ def _check_positions(report: Report, config: RunConfig, checkpoint) -> None:
     try:
         check_positions(
             config.model.max_seq_length,
-            checkpoint.config.max_position_embeddings,
+            checkpoint.config.max_sequence_length,
             config.model.name,
         )
     except ConfigError as e:
@@ -260,7 +260,7 @@ def _check_pipeline(
         replicas=replicas,
         global_batch=False,
         vocab_size=checkpoint.config.vocab_size,
-        type_vocab_size=checkpoint.config.type_vocab_size,
+        type_vocab_size=checkpoint.config.type_vocab_size or None,  # 0: types are ignored
         cls_id=tokenizer.cls_id,
         source="bertfit pipeline",
     )

@@ -208,7 +208,7 @@ def train(
     if resuming:
         _check_same_task(run_dir, task)
     else:
-        run_dir.save_setup(config, task, checkpoint.config, tokenizer, checkpoint.vocab_file)
+        run_dir.save_setup(config, task, checkpoint.config, tokenizer)
     if new_directory:
         run_dir.link_as_latest()
     checkpoints = RunCheckpoints(

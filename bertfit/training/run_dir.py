@@ -3,7 +3,9 @@
     run/
       config.yaml           the resolved RunConfig (reload with --config)
       labels.json           the task and its label names by output id (`Task`)
-      encoder/              config.json, vocab.txt, tokenizer.json (the tokenizer's settings)
+      encoder/              config.json (the architecture), tokenizer/ (the tokenizer's files,
+                            as `tokenizer.save` writes them; runs before 0.2: vocab.txt and
+                            tokenizer.json, the WordPiece settings)
       checkpoints/latest/   model + optimizer + RNG + data position: resumes the run exactly
       checkpoints/best/     the model weights of the best epoch by `best_metric` (no optimizer)
       metrics.json          per epoch and final: loss, accuracy, macro_f1, num_examples, ...;
@@ -39,6 +41,7 @@ from bertfit.config import RunConfig, config_differences
 from bertfit.data.tasks import Task
 from bertfit.errors import BertfitError, ConfigError
 from bertfit.model.config import BertConfig
+from bertfit.text.loading import load_tokenizer
 from bertfit.text.tokenizer import BertTokenizer, TokenizerConfig
 
 RUNS_ROOT = Path("runs")
@@ -85,6 +88,7 @@ class RunDir:
     config_file = property(lambda self: self.path / "config.yaml")
     labels_file = property(lambda self: self.path / "labels.json")
     encoder_dir = property(lambda self: self.path / "encoder")
+    tokenizer_dir = property(lambda self: self.path / "encoder" / "tokenizer")
     metrics_file = property(lambda self: self.path / "metrics.json")
     log_file = property(lambda self: self.path / "train.log")
     steps_file = property(lambda self: self.path / "steps.jsonl")
@@ -209,20 +213,13 @@ class RunDir:
         config: RunConfig,
         task: Task,
         bert: BertConfig,
-        tokenizer: BertTokenizer,
-        vocab_file: Path,
+        tokenizer,
     ) -> None:
         if not self.write:
             return
         self.encoder_dir.mkdir(exist_ok=True)
         write_text_atomic(self.encoder_dir / "config.json", json.dumps(bert.to_dict(), indent=2))
-        write_text_atomic(
-            self.encoder_dir / "vocab.txt", Path(vocab_file).read_text(encoding="utf-8")
-        )
-        write_text_atomic(
-            self.encoder_dir / "tokenizer.json",
-            json.dumps(dataclasses.asdict(tokenizer.config), indent=2),
-        )
+        tokenizer.save(self.tokenizer_dir)
         task.save(self.labels_file)
         config.save(self.config_file)  # last: its presence marks a run directory
 
@@ -314,7 +311,11 @@ class RunDir:
     def load_bert_config(self) -> BertConfig:
         return BertConfig.from_json_file(self._require(self.encoder_dir / "config.json"))
 
-    def load_tokenizer(self) -> BertTokenizer:
+    def load_tokenizer(self):
+        """The run's tokenizer, as `save_setup` wrote it."""
+        if self.tokenizer_dir.is_dir():
+            return load_tokenizer(self.tokenizer_dir)
+        # A run written before the families (bertfit 0.1): vocab.txt and WordPiece settings.
         settings = json.loads(self._require(self.encoder_dir / "tokenizer.json").read_text())
         return BertTokenizer(
             self.encoder_dir / "vocab.txt", **dataclasses.asdict(TokenizerConfig(**settings))

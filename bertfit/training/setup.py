@@ -136,7 +136,7 @@ def load_checkpoint(config: RunConfig) -> Checkpoint:
     if checkpoint.config is not None:
         check_positions(
             config.model.max_seq_length,
-            checkpoint.config.max_position_embeddings,
+            checkpoint.config.max_sequence_length,
             config.model.name,
         )
     return checkpoint

@@ -1,0 +1,53 @@
+"""Every encoder family, from a checkpoint saved by transformers 5 (tokenizer.json, no vocab.txt):
+trains the same over two replicas as on one device, compiles every bucket for a TPU in `check`,
+and exports a SavedModel that gives `bertfit predict`'s probabilities."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bertfit.cli import main
+from bertfit.predictor import load_classifier
+from tests.distributed import cluster
+from tests.families import TOKENIZER_KINDS, write_family_checkpoint
+from tests.tiny import sentiment_rows, write_csv
+
+pytestmark = pytest.mark.distributed
+
+pytest.importorskip("transformers")
+
+
+@pytest.mark.parametrize("family", sorted(TOKENIZER_KINDS))
+def test_a_family_trains_checks_and_exports(family, tmp_path, capsys):
+    rows = sentiment_rows(48, seed=7)
+    model = tmp_path / "model"
+    write_family_checkpoint(family, model, [text for text, _ in rows])
+    data = str(write_csv(tmp_path / "train.csv", rows))
+
+    one, two = tmp_path / "one", tmp_path / "two"
+    cluster.train(cluster.train_args(model, data, one, "--strategy", "default"))
+    cluster.train(
+        cluster.train_args(model, data, two, "--strategy", "mirrored", "--cpu-replicas", "2")
+    )
+    losses = cluster.step_losses(two)
+    assert len(losses) == 6 and np.isfinite(losses).all()
+    np.testing.assert_allclose(losses, cluster.step_losses(one), rtol=1e-4)
+    cluster.assert_same_weights(two, one, atol=1e-4)
+
+    check = ["check", "--model", str(model), "--train", data, "--max-seq-length", "32"]
+    assert main([*check, "--target", "tpu", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["errors"] == 0, report["findings"]
+    assert report["compiled"] and all(c["ok"] for c in report["compiled"])
+
+    export = tmp_path / "export"
+    assert main(["export", "--run", str(one), str(export)]) == 0
+    texts = [text for text, _ in rows[:10]] + ["an unseen word: zyzzyva!", ""]
+    expected = load_classifier(one).predict_proba(texts)
+    serve = tf.saved_model.load(str(export / "1")).signatures["serving_default"]
+    probabilities = serve(text=tf.constant(texts))["probabilities"].numpy()
+    np.testing.assert_allclose(probabilities, expected, atol=1e-5)
