@@ -40,12 +40,16 @@ _FAMILY_OF_FILE = {
     "spiece.model": "albert",
     "spm.model": "deberta-v2",
 }
-_FAMILY_ALIASES = {"camembert": "xlm-roberta", "deberta-v3": "deberta-v2", "xlm_roberta": "xlm-roberta"}
+_FAMILY_ALIASES = {
+    "camembert": "xlm-roberta",
+    "deberta-v3": "deberta-v2",
+    "xlm_roberta": "xlm-roberta",
+}
 _KINDS = {"WordPiece": "wordpiece", "Unigram": "sentencepiece", "BPE": "bpe"}
 
 
 def tokenizer_kind(folder: str | os.PathLike) -> str | None:
-    """"wordpiece", "sentencepiece" or "bpe": the kind of tokenizer `folder` ships, read from
+    """The kind of tokenizer `folder` ships ("wordpiece", "sentencepiece" or "bpe"), read from
     the file names (and tokenizer.json's model type) without building it; `None` if none.
 
     Examples:
@@ -165,7 +169,10 @@ def _from_sentencepiece_file(file: Path, family: str, config: dict, folder: Path
             tokens.append(specials[name])
     spec = {
         "model": {"type": "Unigram", "unk_id": tokens.index(specials["unk_token"]), "vocab": vocab},
-        "normalizer": {"type": "Sequence", "normalizers": _family_normalizers(family, model, config)},
+        "normalizer": {
+            "type": "Sequence",
+            "normalizers": _family_normalizers(family, model, config),
+        },
         "pre_tokenizer": {"type": "Sequence", "pretokenizers": _family_pre_tokenizers(family)},
         "added_tokens": [
             {"content": specials[name], "lstrip": False, "rstrip": False, "special": True}
@@ -192,7 +199,9 @@ def _family_normalizers(family: str, model: dict, config: dict) -> list[dict]:
         else []
     )
     if family == "albert":
-        steps = [{"type": "Replace", "pattern": {"String": q}, "content": '"'} for q in ("``", "''")]
+        steps = [
+            {"type": "Replace", "pattern": {"String": q}, "content": '"'} for q in ("``", "''")
+        ]
         if not config.get("keep_accents", False):
             steps += [{"type": "NFKD"}, {"type": "StripAccents"}]
         if config.get("do_lower_case", True):

@@ -58,6 +58,7 @@ _regex_split = ops._op_library("_regex_split_ops")
 
 # Rust's char::is_whitespace (Unicode White_Space), which HF's `\s` and WhitespaceSplit use.
 _WHITESPACE = r"[\t\n\x{0B}\x{0C}\r \x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}]"  # noqa: E501
+_NUL_STAND_IN = "\ufdd0"  # a noncharacter, in no vocabulary: unknown, like NUL
 _NORMAL, _UNKNOWN, _CONTROL = 1, 2, 3  # SentencePiece.Type
 _UNIGRAM, _CHAR = 1, 4  # TrainerSpec.ModelType
 _FORMS = {"NFC", "NFD", "NFKC", "NFKD"}
@@ -151,8 +152,9 @@ class SentencePieceTokenizer(tf.Module):
         kinds[model["unk_id"]] = _UNKNOWN
         proto = build_model_proto(model["vocab"], kinds, charsmap)
         arguments = {
-            "normalizers": [{"type": "Precompiled"} if s["type"] == "Precompiled" else s
-                            for s in steps],  # fmt: skip
+            "normalizers": [
+                {"type": "Precompiled"} if s["type"] == "Precompiled" else s for s in steps
+            ],  # fmt: skip
             "pre_tokenizers": tokenizer_json.flatten(spec.get("pre_tokenizer"), "pretokenizers"),
             "added_tokens": [t for t in added if t["content"] in set(tokens)],
             "pad_token": (spec.get("padding") or {}).get("pad_token"),
@@ -181,9 +183,15 @@ class SentencePieceTokenizer(tf.Module):
         return {
             "version": "1.0",
             "added_tokens": [
-                {"id": self._vocab.ids[t["content"]], "content": t["content"], "single_word": False,
-                 "lstrip": t["lstrip"], "rstrip": t["rstrip"], "normalized": False,
-                 "special": True}
+                {
+                    "id": self._vocab.ids[t["content"]],
+                    "content": t["content"],
+                    "single_word": False,
+                    "lstrip": t["lstrip"],
+                    "rstrip": t["rstrip"],
+                    "normalized": False,
+                    "special": True,
+                }
                 for t in self._steps.added_tokens
             ],  # fmt: skip
             "normalizer": {"type": "Sequence", "normalizers": normalizers},
@@ -305,6 +313,7 @@ class SentencePieceTokenizer(tf.Module):
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
     def _tokenize_batch(self, texts: tf.Tensor) -> tf.RaggedTensor:
         texts = tf.strings.unicode_transcode(texts, "UTF-8", "UTF-8", replacement_char=0xFFFD)
+        texts = tf.strings.regex_replace(texts, "\x00", _NUL_STAND_IN)  # the ops stop at NUL
         segments = _split(texts, self._added_pattern) if self._added_pattern else _rows(texts)
         flat = segments.flat_values
         is_added = (
@@ -331,7 +340,9 @@ class SentencePieceTokenizer(tf.Module):
         words = _rows(text)
         for step in self._steps.pre_tokenizers:
             if step["type"] == "WhitespaceSplit":
-                words = words.with_flat_values(_split(words.flat_values, _WHITESPACE, keep=False))
+                words = words.with_flat_values(
+                    _split(words.flat_values, _WHITESPACE + "+", keep=False)
+                )
                 words = words.merge_dims(1, 2)
             elif step["type"] == "Metaspace":
                 words = _metaspace(words, first, step)
@@ -384,7 +395,9 @@ def _choose(is_added: tf.Tensor, added: tf.RaggedTensor, ids: tf.RaggedTensor) -
     """Row by row, `added` where `is_added`, else `ids` (two ragged [n, None] tensors)."""
     lengths = tf.where(is_added, added.row_lengths(), ids.row_lengths())
     values = tf.concat([added.values, ids.values], 0)
-    offsets = tf.where(is_added, added.row_starts(), ids.row_starts() + tf.size(added.values, out_type=tf.int64))
+    offsets = tf.where(
+        is_added, added.row_starts(), ids.row_starts() + tf.size(added.values, out_type=tf.int64)
+    )
     index = tf.ragged.range(offsets, offsets + lengths)
     return tf.RaggedTensor.from_row_lengths(
         tf.gather(values, index.flat_values), lengths, validate=False
@@ -393,15 +406,13 @@ def _choose(is_added: tf.Tensor, added: tf.RaggedTensor, ids: tf.RaggedTensor) -
 
 def _rows(values: tf.Tensor) -> tf.RaggedTensor:
     """[n] to [n, 1]."""
-    return tf.RaggedTensor.from_row_lengths(
-        values, tf.ones_like(values, tf.int64), validate=False
-    )
+    return tf.RaggedTensor.from_row_lengths(values, tf.ones_like(values, tf.int64), validate=False)
 
 
 def _split(text: tf.Tensor, pattern: str, keep: bool = True) -> tf.RaggedTensor:
     """[n] strings to [n, pieces]: split around matches of `pattern` (kept as pieces)."""
     tokens, _, _, splits = _regex_split.regex_split_with_offsets(
-        text, pattern, pattern if keep else ""
+        text, f"({pattern})", f"({pattern})" if keep else "()"
     )
     return tf.RaggedTensor.from_row_splits(tokens, splits, validate=False)
 
@@ -433,7 +444,9 @@ def _normalizer(step: dict, charsmap: _SentencePieceModel):
         return lambda text: _apply_charsmap(text, charsmap)
     if kind == "Replace":
         pattern = step["pattern"]
-        regex = _onig_to_re2(pattern["Regex"]) if "Regex" in pattern else re.escape(pattern["String"])
+        regex = (
+            _onig_to_re2(pattern["Regex"]) if "Regex" in pattern else re.escape(pattern["String"])
+        )
         content = step["content"].replace("\\", "\\\\")
         return lambda text: tf.strings.regex_replace(text, regex, content)
     if kind == "Lowercase":
@@ -503,7 +516,7 @@ def build_model_proto(
     """
     pieces = b"".join(
         _field(1, _field(1, piece.encode()) + _float(2, score) + _varint_field(3, kind))
-        for (piece, score), kind in zip(vocab, kinds)
+        for (piece, score), kind in zip(vocab, kinds, strict=True)
     )
     return pieces + _field(2, _varint_field(3, _UNIGRAM)) + _field(3, _normalizer_spec(charsmap))
 

@@ -51,8 +51,7 @@ def template(post_processor: dict | None) -> dict:
 def _template_processing(post_processor: dict) -> dict:
     """`[CLS] $A [SEP] $B:1 [SEP]:1` (or `<s> $A </s> </s> $B </s>`) read item by item."""
     pair = post_processor["pair"]
-    kinds = ["A" if "Sequence" in item and item["Sequence"]["id"] == "A" else
-             "B" if "Sequence" in item else item["SpecialToken"]["id"] for item in pair]  # fmt: skip
+    kinds = [_template_item(item) for item in pair]
     a, b = kinds.index("A"), kinds.index("B")
     if a != 1 or b != len(kinds) - 2 or len(set(kinds[b + 1 :] + kinds[a + 1 : b])) != 1:
         raise CheckpointError(
@@ -65,6 +64,13 @@ def _template_processing(post_processor: dict) -> dict:
         "pair_separators": b - a - 1,
         "second_type_id": pair[b]["Sequence"]["type_id"],
     }
+
+
+def _template_item(item: dict) -> str:
+    """ "A" or "B" for a sequence, else the special token's name."""
+    if "Sequence" in item:
+        return item["Sequence"]["id"]
+    return item["SpecialToken"]["id"]
 
 
 def added_tokens(spec: dict) -> list[dict]:
