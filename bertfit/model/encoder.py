@@ -67,8 +67,10 @@ def _embedding(
 
 
 def _layer_norm(config: BertConfig, name: str, dtype) -> LayerNorm:
-    # Computed in float32 whatever the compute dtype, as Keras' LayerNormalization.
-    return LayerNorm(epsilon=config.layer_norm_eps, name=name, dtype=dtype)
+    # Computed in float32 whatever the compute dtype, as Keras' LayerNormalization. ModernBERT's
+    # norms have no bias unless its settings' `norm_bias` says so.
+    center = config.variant.get("norm_bias", True)
+    return LayerNorm(epsilon=config.layer_norm_eps, center=center, name=name, dtype=dtype)
 
 
 class BertEmbeddings(keras.layers.Layer):

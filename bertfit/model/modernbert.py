@@ -1,0 +1,260 @@
+"""ModernBERT's layers (Warner et al., 2024; Hugging Face's `ModernBertModel`) for `BertEncoder`.
+
+A pre-LayerNorm transformer without biases (by default) and without a position table:
+
+- embeddings: the token table, LayerNorm, dropout (`BertEmbeddings` with no position or
+  token-type table; its LayerNorm has no bias when `norm_bias` is off);
+- each layer: `attn_norm` (none in layer 0) -> one fused query/key/value projection (`Wqkv`)
+  -> rotary position embeddings on the queries and keys -> attention -> `Wo` -> residual; then
+  `mlp_norm` -> `Wi` to twice the intermediate size, split into an input and a gate ->
+  act(input) * gate (GeGLU) -> `Wo` -> residual;
+- every `global_attn_every_n_layers`-th layer (0, n, 2n, ...) attends globally with rotary
+  base `global_rope_theta`; the others attend within a sliding window, |i - j| <=
+  local_attention // 2, with base `local_rope_theta`;
+- `final_norm` after the last layer (`EncoderParts.finish`).
+
+Rotary embeddings use the "rotate half" layout: a head's vector is split in two halves
+(x1, x2), and each pair (x1[k], x2[k]) is rotated by position * theta ** (-2k / head_size).
+The angles are computed once per encoder call (`EncoderParts.context`) for the sequence's
+length, in float32, as are the rotations, the attention softmax and the LayerNorms under a
+mixed dtype policy.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from bertfit.model.config import BertConfig
+from bertfit.model.encoder import (
+    _dense_variables,
+    _feed_forward_activation,
+    _norm_variables,
+    _per_example,
+    _size,
+)
+from bertfit.model.inputs import WORD_IDS
+from bertfit.model.layers import Dropout, LayerNorm
+
+NEGATIVE = -1e9  # the additive bias of a key a query may not attend to, as the padding mask's
+
+
+@dataclasses.dataclass(frozen=True)
+class ModernBertSettings:
+    """ModernBERT's settings beyond `BertConfig`'s, stored in `BertConfig.variant` as a dict.
+
+    The activation is `BertConfig.hidden_act` (Hugging Face's `hidden_activation`), the norms'
+    epsilon `BertConfig.layer_norm_eps` (`norm_eps`), the embeddings' dropout
+    `hidden_dropout_prob` (`embedding_dropout`) and the attention's `attention_probs_dropout_prob`
+    (`attention_dropout`).
+
+    Examples:
+    >>> settings = ModernBertSettings(local_attention=8, global_attn_every_n_layers=3)
+    >>> [settings.is_global(i) for i in range(4)], settings.window
+    ([True, False, False, True], 4)
+    """
+
+    global_rope_theta: float = 160_000.0
+    local_rope_theta: float = 10_000.0
+    local_attention: int = 128  # the sliding window's width: |i - j| <= local_attention // 2
+    global_attn_every_n_layers: int = 3
+    norm_bias: bool = False
+    attention_bias: bool = False
+    mlp_bias: bool = False
+    mlp_dropout: float = 0.0
+    classifier_pooling: str = "cls"  # the checkpoint's own classifier's pooling: "cls" or "mean"
+    max_sequence_length: int = 8192  # Hugging Face's max_position_embeddings
+
+    @property
+    def window(self) -> int:
+        """The largest distance |i - j| at which a local layer's token i attends to token j."""
+        return self.local_attention // 2
+
+    def is_global(self, index: int) -> bool:
+        return index % self.global_attn_every_n_layers == 0
+
+
+def settings_of(config: BertConfig) -> ModernBertSettings:
+    return ModernBertSettings(**config.variant)
+
+
+def _dense(units: int, config: BertConfig, name: str, dtype, use_bias: bool) -> keras.layers.Dense:
+    return keras.layers.Dense(
+        units,
+        use_bias=use_bias,
+        name=name,
+        dtype=dtype,
+        kernel_initializer=keras.initializers.TruncatedNormal(stddev=config.initializer_range),
+    )
+
+
+def _norm(config: BertConfig, settings: ModernBertSettings, name: str, dtype) -> LayerNorm:
+    return LayerNorm(
+        epsilon=config.layer_norm_eps, center=settings.norm_bias, name=name, dtype=dtype
+    )
+
+
+def _rotate(x: tf.Tensor, cos: tf.Tensor, sin: tf.Tensor) -> tf.Tensor:
+    """`x` [batch, heads, seq, head_size] rotated by the angles whose cosines and sines are `cos`
+    and `sin` ([seq, head_size / 2], float32): (x1, x2) -> (x1 cos - x2 sin, x2 cos + x1 sin),
+    computed in float32 and returned in `x`'s dtype."""
+    x1, x2 = tf.split(tf.cast(x, tf.float32), 2, axis=-1)
+    rotated = tf.concat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
+    return tf.cast(rotated, x.dtype)
+
+
+@dataclasses.dataclass(frozen=True)
+class Context:
+    """What every layer of one encoder call shares, in float32: the (cos, sin) of the rotary
+    angles [seq, head_size / 2] for the global and the local base, and the sliding window's
+    attention bias [seq, seq] (0 within the window, NEGATIVE outside; None without local
+    layers). An object, not a dict of tensors, so that Keras does not cast them to the compute
+    dtype on the way into a layer under a mixed policy."""
+
+    global_rotary: tuple[tf.Tensor, tf.Tensor]
+    local_rotary: tuple[tf.Tensor, tf.Tensor]
+    window: tf.Tensor | None
+
+
+class ModernBertLayer(keras.layers.Layer):
+    """One pre-LayerNorm ModernBERT layer, global or sliding-window by its `index`."""
+
+    supports_cls_only = True
+
+    def __init__(self, config: BertConfig, index: int = 0, **kwargs):
+        super().__init__(**kwargs)
+        settings = settings_of(config)
+        dtype = self.dtype_policy
+        self.hidden_size = config.hidden_size
+        self.intermediate_size = config.intermediate_size
+        self.num_heads = config.num_attention_heads
+        self.head_size = config.head_size
+        self.is_global = settings.is_global(index)
+        # Hugging Face's layer 0 has no attention norm: the embeddings' norm precedes it.
+        self.attention_norm = (
+            None if index == 0 else _norm(config, settings, "attention_layer_norm", dtype)
+        )
+        self.qkv = _dense(3 * config.hidden_size, config, "qkv", dtype, settings.attention_bias)
+        self.attention_output = _dense(
+            config.hidden_size, config, "attention_output", dtype, settings.attention_bias
+        )
+        self.mlp_norm = _norm(config, settings, "mlp_layer_norm", dtype)
+        self.mlp_input = _dense(
+            2 * config.intermediate_size, config, "mlp_input", dtype, settings.mlp_bias
+        )
+        self.mlp_output = _dense(config.hidden_size, config, "mlp_output", dtype, settings.mlp_bias)
+        self.activation = _feed_forward_activation(config.hidden_act)
+        rate = config.attention_probs_dropout_prob
+        self.probs_dropout = Dropout(rate, dtype=dtype)
+        self.attention_dropout = Dropout(rate, dtype=dtype)
+        self.mlp_dropout = Dropout(settings.mlp_dropout, dtype=dtype)
+
+    def build(self, input_shape=None):
+        hidden = (None, self.hidden_size)
+        for layer in (self.qkv, self.attention_output, self.mlp_norm, self.mlp_input):
+            layer.build(hidden)
+        if self.attention_norm is not None:
+            self.attention_norm.build(hidden)
+        self.mlp_output.build((None, self.intermediate_size))
+        self.built = True
+
+    def call(self, x, attention_bias, training=False, cls_only=False, context=None):
+        """`x`: [batch * seq, hidden], one row per token; `attention_bias` [batch, 1, 1, seq];
+        `context`: `EncoderParts.context`'s `Context`. `cls_only`: compute each example's first
+        token alone ([batch, hidden]), attending over every token as usual."""
+        batch_size, length = _size(attention_bias, 0), _size(attention_bias, -1)
+        normed = x if self.attention_norm is None else self.attention_norm(x)
+        # Wqkv's outputs are [3, heads, head_size]: all queries, then all keys, then all values.
+        qkv = tf.reshape(self.qkv(normed), [batch_size, length, 3, self.num_heads, self.head_size])
+        # q, k, v: [batch, heads, seq, head_size]
+        q, k, v = tf.unstack(tf.transpose(qkv, [2, 0, 3, 1, 4]), axis=0)
+        cos, sin = context.global_rotary if self.is_global else context.local_rotary
+        bias = tf.cast(attention_bias, tf.float32)
+        if not self.is_global:
+            bias += context.window
+        residual = x
+        if cls_only:
+            q, bias = q[:, :, :1], bias[..., :1, :]
+            q = _rotate(q, cos[:1], sin[:1])
+            residual = _per_example(x, attention_bias)[:, 0]
+        else:
+            q = _rotate(q, cos, sin)
+        k = _rotate(k, cos, sin)
+        scores = tf.matmul(q, k, transpose_b=True) * (1.0 / math.sqrt(self.head_size))
+        probs = tf.nn.softmax(tf.cast(scores, tf.float32) + bias, axis=-1)
+        probs = self.probs_dropout(tf.cast(probs, v.dtype), training=training)
+        attended = tf.transpose(tf.matmul(probs, v), [0, 2, 1, 3])  # [batch, seq, heads, size]
+        attended = self.attention_output(tf.reshape(attended, [-1, self.hidden_size]))
+        x = residual + self.attention_dropout(attended, training=training)
+        hidden, gate = tf.split(self.mlp_input(self.mlp_norm(x)), 2, axis=-1)
+        hidden = self.mlp_dropout(self.activation(hidden) * gate, training=training)
+        return x + self.mlp_output(hidden)
+
+    def named_variables(self) -> dict[str, keras.Variable]:
+        """The layer's weights under their canonical names (below `layer_<i>/`)."""
+        named = {}
+        for name, dense in (
+            ("attention/qkv", self.qkv),
+            ("attention/output", self.attention_output),
+            ("mlp/input", self.mlp_input),
+            ("mlp/output", self.mlp_output),
+        ):
+            named |= _dense_variables(name, dense)
+        if self.attention_norm is not None:
+            named |= _norm_variables("attention/layer_norm", self.attention_norm)
+        named |= _norm_variables("mlp/layer_norm", self.mlp_norm)
+        return named
+
+
+class EncoderParts(keras.layers.Layer):
+    """ModernBERT's parts outside its layers: the final norm, and per call the rotary angles
+    (global and local base) and the sliding window's attention bias."""
+
+    def __init__(self, config: BertConfig, **kwargs):
+        super().__init__(**kwargs)
+        self.settings = settings_of(config)
+        self.hidden_size = config.hidden_size
+        self.has_local = any(
+            not self.settings.is_global(i) for i in range(config.num_hidden_layers)
+        )
+        head_size = config.head_size
+        # theta ** (-2k / head_size) in float32, as Hugging Face computes it.
+        exponents = np.arange(0, head_size, 2, dtype=np.float32) / np.float32(head_size)
+        self.inverse_frequencies = {
+            name: (np.float32(1.0) / np.float32(theta) ** exponents).astype(np.float32)
+            for name, theta in (
+                ("global", self.settings.global_rope_theta),
+                ("local", self.settings.local_rope_theta),
+            )
+        }
+        self.final_norm = _norm(config, self.settings, "final_norm", self.dtype_policy)
+
+    def build(self, input_shape=None):
+        self.final_norm.build((None, self.hidden_size))
+        self.built = True
+
+    def context(self, inputs, training=False) -> Context:
+        """The rotary angles and the sliding window's bias for this call's sequence length."""
+        length = _size(inputs[WORD_IDS], 1)
+        positions = tf.cast(tf.range(length), tf.float32)[:, tf.newaxis]
+        rotary = {}
+        for name, inverse in self.inverse_frequencies.items():
+            angles = positions * tf.constant(inverse)[tf.newaxis]
+            rotary[name] = (tf.cos(angles), tf.sin(angles))
+        window = None
+        if self.has_local:
+            distance = tf.abs(positions - tf.transpose(positions))
+            window = tf.where(
+                distance <= float(self.settings.window), 0.0, tf.constant(NEGATIVE, tf.float32)
+            )
+        return Context(rotary["global"], rotary["local"], window)
+
+    def finish(self, x):
+        return self.final_norm(x)
+
+    def named_variables(self) -> dict[str, keras.Variable]:
+        return _norm_variables("encoder/final_norm", self.final_norm)
