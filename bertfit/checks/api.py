@@ -319,7 +319,7 @@ def _check_dataset(
         target=report.target,
         replicas=replicas,
         vocab_size=getattr(config, "vocab_size", None),
-        type_vocab_size=getattr(config, "type_vocab_size", None),
+        type_vocab_size=getattr(config, "type_vocab_size", None) or None,
         cls_id=getattr(tokenizer, "cls_id", None),
         encoder_takes_text=takes_text,
         source="dataset",
