@@ -49,7 +49,7 @@ class Family:
 
 
 # One module per family, each with a `FAMILY` (or `FAMILIES`).
-_MODULES = ("bert", "electra", "distilbert", "albert", "roberta", "modernbert")
+_MODULES = ("bert", "electra", "distilbert", "albert", "roberta", "modernbert", "deberta")
 
 
 def _load() -> dict[str, Family]:
