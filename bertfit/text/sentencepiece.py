@@ -147,10 +147,13 @@ class SentencePieceTokenizer(tf.Module):
             if step["type"] == "Precompiled":
                 charsmap = base64.b64decode(step.get("precompiled_charsmap") or "")
         added = tokenizer_json.added_tokens(spec)
-        tokens = [piece for piece, _ in model["vocab"]]
+        vocab = [(piece, score) for piece, score in model["vocab"]] + _added_pieces(
+            added, len(model["vocab"])
+        )
+        tokens = [piece for piece, _ in vocab]
         kinds = [_NORMAL] * len(tokens)
         kinds[model["unk_id"]] = _UNKNOWN
-        proto = build_model_proto(model["vocab"], kinds, charsmap)
+        proto = build_model_proto(vocab, kinds, charsmap)
         arguments = {
             "normalizers": [
                 {"type": "Precompiled"} if s["type"] == "Precompiled" else s for s in steps
@@ -326,7 +329,10 @@ class SentencePieceTokenizer(tf.Module):
         )
         words = self._pre_tokenize(self._normalize(tf.where(is_added, "", flat)), first)
         ids = words.with_values(self._piece_ids(words.values)).merge_dims(1, 2)  # [segments, ids]
-        added_ids = self._piece_ids(tf.strings.strip(flat))
+        added = tf.strings.regex_replace(flat, f"^{_WHITESPACE}+|{_WHITESPACE}+$", "")
+        added_ids = _rows(
+            _sentencepiece.sentencepiece_string_to_id_op(self._pieces.resource_handle, added)
+        )
         ids = _choose(is_added, added_ids, ids)
         return segments.with_values(ids).merge_dims(1, 2)
 
@@ -367,6 +373,20 @@ class SentencePieceTokenizer(tf.Module):
                         f"tokenizer.json's {kind} {step['type']!r} is not supported by "
                         f"bertfit's SentencePiece tokenizer (it knows {sorted(supported)})."
                     )
+
+
+def _added_pieces(added_tokens: Sequence[dict], size: int) -> list[tuple[str, float]]:
+    """Added tokens whose ids follow the Unigram vocabulary (XLM-R's `<mask>`, DeBERTa-v3's
+    `[MASK]`), as pieces in id order."""
+    pieces = []
+    for token in sorted((t for t in added_tokens if t["id"] >= size), key=lambda t: t["id"]):
+        if token["id"] != size + len(pieces):
+            raise CheckpointError(
+                f"tokenizer.json's added token {token['content']!r} has id {token['id']}, past "
+                f"the {size + len(pieces)} ids before it; bertfit needs added ids without gaps."
+            )
+        pieces.append((token["content"], 0.0))
+    return pieces
 
 
 class _Steps:
