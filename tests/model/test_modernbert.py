@@ -10,7 +10,8 @@ import pytest
 import tensorflow as tf
 
 from bertfit.checkpoints.families import family_of
-from bertfit.checkpoints.weights import LoadReport, assign_weights
+from bertfit.checkpoints.hf import read_hf
+from bertfit.checkpoints.load import build_encoder
 from bertfit.errors import CheckpointError
 from bertfit.model.classifier import BertClassifier
 from bertfit.model.config import BertConfig
@@ -63,19 +64,7 @@ def _write(path, **overrides):
 
 
 def _load(path, dtype=None) -> BertEncoder:
-    from safetensors.numpy import load_file
-
-    values = json.loads((path / "config.json").read_text())
-    family = family_of(values)
-    config = family.read_config(values)
-    stored = load_file(str(path / "model.safetensors"))
-    stored = {k.removeprefix("model."): v for k, v in stored.items()}
-    encoder = BertEncoder(config, random_init=False, dtype=dtype)
-    report = LoadReport(source=str(path), format="hf")
-    encoder.load_report = assign_weights(
-        encoder, stored, family.table(config), report, family.ignored
-    )
-    return encoder
+    return build_encoder(read_hf(path), dtype=dtype)
 
 
 def _batch():
@@ -215,3 +204,26 @@ def test_refuses_what_it_cannot_compute(loaded):
     irregular = values | {"layer_types": ["full_attention"] * 2 + ["sliding_attention"] * 2}
     with pytest.raises(CheckpointError, match="layer_types"):
         family.read_config(irregular)
+
+
+def test_masked_lm_checkpoint(tmp_path):
+    """The released checkpoints are `ModernBertForMaskedLM`s: the encoder's keys under "model.",
+    the masked-LM head's ignored."""
+    torch.manual_seed(0)
+    model = transformers.ModernBertForMaskedLM(
+        transformers.ModernBertConfig(**TINY, attn_implementation="eager")
+    ).eval()
+    model.save_pretrained(tmp_path)
+    checkpoint = read_hf(tmp_path)
+    assert checkpoint.family == "ModernBERT"
+    encoder = build_encoder(checkpoint)
+    inputs = _batch()
+    with torch.no_grad():
+        expected = model.model(
+            input_ids=torch.tensor(inputs["input_word_ids"], dtype=torch.long),
+            attention_mask=torch.tensor(inputs["input_mask"], dtype=torch.long),
+        ).last_hidden_state.numpy()
+    assert _real_diff(encoder(inputs)["sequence_output"], inputs, expected) <= 1e-4
+    report = encoder.load_report
+    assert report.unexpected == [] and report.missing == []
+    assert report.ignored and all(n.startswith(("head.", "decoder.")) for n in report.ignored)
