@@ -94,3 +94,11 @@ def test_a_folder_without_tokenizer_files_names_what_it_looked_for(tmp_path):
     assert tokenizer_kind(tmp_path) is None
     with pytest.raises(CheckpointError, match="tokenizer.json, vocab.txt, spiece.model"):
         load_tokenizer(tmp_path)
+
+
+def test_wordpiece_save_and_load_give_the_same_ids(minilm_dir, tmp_path):
+    original = load_tokenizer(minilm_dir)
+    original.save(tmp_path)
+    again = load_tokenizer(tmp_path)
+    assert again.kind == "wordpiece" and again.config == original.config
+    assert again.tokenize(NASTY).to_list() == original.tokenize(NASTY).to_list()
