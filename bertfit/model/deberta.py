@@ -5,9 +5,9 @@ checkpoints (He et al., 2023), as Hugging Face's `DebertaV2Model` computes them.
 are BERT's (`BertEmbeddings`, usually without a position table and without token types); each
 layer is BERT's post-LayerNorm layer whose attention scores add to the content term q_i . k_j
 
-- content -> position (c2p): q_i . pk[d(i, j)], the query against the projected relative
-  position embedding of the distance between i and j,
-- position -> content (p2c): k_j . pq[d(j, i)], the key against the projected embedding of the
+- content -> position (c2p): q_i . pk[d(i - j)], the query against the projected relative
+  position embedding of the (bucketed) distance d from key j to query i,
+- position -> content (p2c): k_j . pq[-d(j - i)], the key against the projected embedding of the
   opposite distance,
 
 all divided by sqrt(head_size * (1 + number of terms)). Distances are bucketed: within

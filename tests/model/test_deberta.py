@@ -80,6 +80,16 @@ VARIANTS = {
         ),
         24,
     ),
+    # No relative attention (a position table instead); the scale still counts pos_att_type.
+    "absolute": (
+        dict(
+            relative_attention=False,
+            pos_att_type=["p2c", "c2p"],
+            position_biased_input=True,
+            type_vocab_size=0,
+        ),
+        16,
+    ),
 }
 
 
@@ -180,6 +190,23 @@ def test_classifier_gets_every_gradient(loaded):
     assert len(variables) >= len(encoder.named_variables())
     missing = [v.path for v, g in zip(variables, gradients, strict=True) if g is None]
     assert missing == []
+
+
+def test_xla_gradients_equal_eager(loaded):
+    name, encoder, _, inputs, _ = loaded
+    if name not in ("v3", "v2-conv"):
+        pytest.skip("v3 and v2-conv compile every part (a few seconds each on a CPU)")
+
+    def gradients(x):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(tf.square(encoder(x)["sequence_output"]))
+        return tape.gradient(loss, encoder.trainable_variables)
+
+    eager = gradients(inputs)
+    compiled = tf.function(gradients, jit_compile=True)(inputs)
+    for e, c in zip(eager, compiled, strict=True):
+        e, c = tf.convert_to_tensor(e).numpy(), tf.convert_to_tensor(c).numpy()
+        assert np.abs(e - c).max() <= 1e-4 * max(1.0, np.abs(e).max())
 
 
 def test_mixed_bfloat16_is_close(loaded, tmp_path):
