@@ -19,10 +19,18 @@ and in an exported SavedModel (the vocabulary and merges are constants in the gr
    non-overlapping occurrences left to right, until no pair has a rank. All words of a batch go
    through one `tf.while_loop` together, each distinct word once.
 
+Speed: all 12,752 Rotten Tomatoes texts in one call take ~0.45 s on 2 busy CPU cores (~28,000
+texts/s); `tf.data` batches of 32 ~2,900 texts/s (a fixed ~1.5 ms a batch), 256 ~7,000 texts/s.
+
+A SavedModel holding the tokenizer loads with plain `tf.saved_model.load`; with an NFC normalizer
+(ModernBERT) it uses tensorflow-text's normalize op, so `import tensorflow_text` first, as for
+`BertTokenizer`.
+
 Known differences from Hugging Face:
 - Letters and numbers (`\\p{L}`, `\\p{N}`) follow RE2's Unicode tables in TensorFlow, the Rust
-  crate follows Oniguruma's; code points that the two Unicode versions classify differently can
-  split differently (none in the tests' texts).
+  crate Oniguruma's. Of all 1,112,064 code points, 5,004 split differently, every one of them
+  assigned only in Unicode 15 or later (e.g. U+1C89, U+A7CB, U+105C0-U+105F3); whitespace and
+  all older characters match.
 - Text that is not valid UTF-8 (only possible for bytes/tensors; HF takes `str`) has its bad
   bytes replaced by U+FFFD first.
 - Merge lists in which a merge's parts are made by a *later* merge (never written by a BPE

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import subprocess
+import sys
 import unicodedata
 
 import numpy as np
@@ -331,6 +334,30 @@ def test_saved_model_needs_no_files(small, tmp_path, variant):
     restored = tf.saved_model.load(str(tmp_path / "served"))
     for name, tensor in restored.serve(texts).items():
         np.testing.assert_array_equal(tensor, expected[name], err_msg=name)
+
+
+def test_saved_model_loads_in_plain_tensorflow(small, tmp_path):
+    """Without NFC the graph has only core TensorFlow ops: a process that imports neither
+    bertfit nor tensorflow_text loads and runs it."""
+    tokenizer = small["roberta"][1]
+    tf.saved_model.save(_Serving(tokenizer), str(tmp_path / "served"))
+    expected = tokenizer(HOSTILE, HOSTILE, max_seq_length=24)["input_word_ids"].numpy()
+    script = (
+        "import json, sys; import tensorflow as tf\n"
+        "served = tf.saved_model.load(sys.argv[1])\n"
+        "texts = tf.constant(json.loads(sys.argv[2]))\n"
+        "print(json.dumps(served.serve(texts)['input_word_ids'].numpy().tolist()))\n"
+    )
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""}
+    result = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "served"), json.dumps(HOSTILE)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=True,
+    )
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == expected.tolist()
 
 
 # ---- saving and loading -----------------------------------------------------------------------
