@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -141,11 +142,12 @@ def _nested(weights: dict[str, np.ndarray]) -> tf.Module:
 
 
 def write_tiny_tf2(path: Path, config: BertConfig = TINY_CONFIG) -> BertEncoder:
-    """`tf.train.Checkpoint(encoder=...)` over objects laid out like Model Garden's encoder."""
+    """`tf.train.Checkpoint(encoder=...)` over objects laid out like Model Garden's encoder
+    (no config file, so its GELU is Model Garden's: the tanh approximation)."""
     from bertfit.checkpoints.names import tf2_checkpoint_table
     from bertfit.checkpoints.weights import read_weights
 
-    encoder = tiny_encoder(config)
+    encoder = tiny_encoder(dataclasses.replace(config, hidden_act="gelu_new"))
     table = tf2_checkpoint_table(config.num_hidden_layers, config.num_attention_heads)
     checkpoint = tf.train.Checkpoint(encoder=_nested(read_weights(encoder, table)))
     checkpoint.write(str(path / "bert_model.ckpt"))
@@ -229,8 +231,9 @@ def write_tiny_hub_module(
 ) -> BertEncoder:
     """A TF1 Hub module as `hub.Module.export` lays it out: a TF1 SavedModel (graphs tagged {}
     and {"train"}, `bert/...` variables, `assets/vocab.txt`, `tokens` and `tokenization_info`
-    signatures) plus `tfhub_module.pb` (a `ModuleDef` with format FORMAT_V3)."""
-    encoder = tiny_encoder(config)
+    signatures) plus `tfhub_module.pb` (a `ModuleDef` with format FORMAT_V3). Google built its
+    modules with `modeling.py`, whose GELU is the tanh approximation."""
+    encoder = tiny_encoder(dataclasses.replace(config, hidden_act="gelu_new"))
     weights = _google_weights(encoder)
     staging = path.parent / (path.name + "_vocab")
     staging.mkdir(parents=True, exist_ok=True)

@@ -14,7 +14,7 @@ import tensorflow as tf
 from bertfit.checkpoints.base import Checkpoint
 from bertfit.checkpoints.names import TF1_IGNORED_PREFIXES, tf1_table
 from bertfit.checkpoints.savedmodel import read_proto, signatures_of
-from bertfit.checkpoints.tf1 import casing_from_name, read_google, vocab_in
+from bertfit.checkpoints.tf1 import casing_in, read_google, vocab_in
 from bertfit.errors import CheckpointError
 
 
@@ -46,7 +46,7 @@ def read_hub_module(path: Path) -> Checkpoint:
 
 def module_lower_case(path: Path) -> bool | None:
     """`do_lower_case` from the module's `tokenization_info` signature, as Google's BERT modules
-    publish it; otherwise a guess from the folder name."""
+    publish it; else a `tokenizer_config.json`; else None (the vocab decides)."""
     if "tokenization_info" in module_signatures(path):
         try:
             import tensorflow_text  # noqa: F401  (a module's preprocessing may use its ops)
@@ -56,4 +56,4 @@ def module_lower_case(path: Path) -> bool | None:
             return bool(info["do_lower_case"].numpy())
         except Exception:  # noqa: BLE001 - a broken signature only loses the casing hint
             pass
-    return casing_from_name(path)
+    return casing_in(path / "assets", path)

@@ -231,13 +231,15 @@ def tf2_checkpoint_table(num_layers: int, num_heads: int) -> dict[str, Source]:
     )
 
 
-def tf2_variable_table(num_layers: int, num_heads: int) -> dict[str, Source]:
+def tf2_variable_table(num_layers: int, num_heads: int, scope: str = "") -> dict[str, Source]:
     """Canonical name → `tf.Variable.name` (without ":0") in a Model Garden encoder.
 
     These are the names TF Hub's TF2 BERT SavedModels hold, and the names bertfit's own
-    `convert --to tf-hub` writes.
+    `convert --to tf-hub` writes. `scope` is what comes before them when the encoder was built
+    inside another object's name scope ("bert_encoder_v2/" for an `EncoderConfig(type="bert_v2")`
+    export); see `tf2_variable_scope`.
     """
-    return _model_garden_table(
+    table = _model_garden_table(
         num_layers,
         num_heads,
         embeddings={
@@ -259,6 +261,33 @@ def tf2_variable_table(num_layers: int, num_heads: int) -> dict[str, Source]:
         },
         pooler=("pooler_transform",),
     )
+    if not scope:
+        return table
+    return {
+        canonical: dataclasses.replace(source, names=tuple(scope + n for n in source.names))
+        for canonical, source in table.items()
+    }
+
+
+TF2_WORD_EMBEDDINGS = "word_embeddings/embeddings"
+TF2_FIRST_QUERY = "transformer/layer_0/self_attention/query/kernel"
+
+
+def tf2_variable_scope(names) -> str | None:
+    """The scope Model Garden encoder variables sit in: "" for `BertEncoder`, a name scope such
+    as "bert_encoder_v2/" for an encoder built inside another Keras object; None if the names
+    are not a Model Garden encoder's. The scope is just a name, so any one is accepted when the
+    first layer's query kernel sits in it too."""
+    names = set(names)
+    found = [
+        name.removesuffix(TF2_WORD_EMBEDDINGS)
+        for name in names
+        if name == TF2_WORD_EMBEDDINGS or name.endswith("/" + TF2_WORD_EMBEDDINGS)
+    ]
+    for scope in sorted(found, key=len):
+        if scope + TF2_FIRST_QUERY in names:
+            return scope
+    return None
 
 
 def identify(names) -> str | None:
@@ -266,7 +295,7 @@ def identify(names) -> str | None:
     names = set(names)
     if "bert/embeddings/word_embeddings" in names:
         return "tf1"
-    if "word_embeddings/embeddings" in names:
+    if tf2_variable_scope(names) is not None:
         return "tf2-variables"
     if {"embeddings.word_embeddings.weight", "bert.embeddings.word_embeddings.weight"} & names:
         return "hf"

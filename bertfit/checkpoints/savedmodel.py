@@ -5,6 +5,13 @@ BERT is read into the native encoder, so it fine-tunes under any strategy and wi
 reusable SavedModels are wrapped whole as `SavedModelEncoder`, a Keras 3 layer whose variables
 really train. A signature-only SavedModel exposes no trainable variables: it is refused for
 training and offered for frozen feature extraction.
+
+What the SavedModel stores decides the rest, never its path:
+- bertfit's own `convert --to tf-hub` keeps the encoder's config (`assets/bert_config.json`,
+  with its `model_type`) and casing (`assets/tokenizer_config.json`), read back unchanged.
+- Model Garden's `export_tfhub` keeps no config: the architecture comes from the variables'
+  shapes and the activation is its tanh-approximated GELU (unless its Keras metadata names
+  another); the casing is the root's `do_lower_case` variable and the vocab its `vocab_file` asset.
 """
 
 from __future__ import annotations
@@ -19,19 +26,26 @@ import tensorflow as tf
 from tensorflow.core.protobuf import saved_model_pb2, trackable_object_graph_pb2
 
 from bertfit.checkpoints.base import Checkpoint
-from bertfit.checkpoints.names import identify, tf1_table, tf2_variable_table
+from bertfit.checkpoints.names import (
+    TF2_FIRST_QUERY,
+    identify,
+    tf1_table,
+    tf2_variable_scope,
+    tf2_variable_table,
+)
 from bertfit.checkpoints.tf1 import (
-    casing_from_name,
+    TF_DEFAULT_ACTIVATION,
+    casing_in,
     count_layers,
     find_config_file,
     infer_config,
     read_checkpoint_tensors,
+    read_config,
     vocab_in,
 )
 from bertfit.errors import CheckpointError
 from bertfit.model.config import BertConfig
 from bertfit.model.inputs import INPUT_NAMES, normalize_inputs
-from bertfit.text.tokenizer import read_tokenizer_config
 
 REUSABLE, SIGNATURE_ONLY = "tf2-savedmodel", "tf2-savedmodel-signature"
 PREPROCESSING = "preprocessing"
@@ -55,6 +69,10 @@ class SavedModelInfo:
     num_trainable: int  # entries of the root's trainable_variables
     signatures: dict[str, dict]  # name → {"inputs": {name: dtype}, "outputs": {...}}
     variables: list[SavedVariable]
+    # Model Garden's `export_tfhub` puts these on the root object: a `do_lower_case` variable
+    # and the `vocab_file` asset (its file name under assets/).
+    lower_case: bool | None = None
+    vocab_asset: str | None = None
 
 
 MODULE_FILE = "tfhub_module.pb"  # marks a TF1 Hub module
@@ -109,7 +127,7 @@ def inspect_savedmodel(path: Path) -> SavedModelInfo:
     root = {c.local_name: c.node_id for c in nodes[0].children}
     trainable = root.get("trainable_variables")
     num_trainable = 0 if trainable is None else len(nodes[trainable].children)
-    variables = _variables(path, nodes)
+    variables, reader, keys = _variables(path, nodes)
     outputs = {o for s in signatures.values() for o in s["outputs"]}
     all_string = any(
         s["inputs"] and set(s["inputs"].values()) == {"string"} for s in signatures.values()
@@ -120,12 +138,43 @@ def inspect_savedmodel(path: Path) -> SavedModelInfo:
         kind = REUSABLE
     else:
         kind = SIGNATURE_ONLY
-    return SavedModelInfo(kind, False, sorted(root), num_trainable, signatures, variables)
+    return SavedModelInfo(
+        kind,
+        False,
+        sorted(root),
+        num_trainable,
+        signatures,
+        variables,
+        lower_case=_stored_lower_case(reader, keys, root.get("do_lower_case")),
+        vocab_asset=_asset_name(meta, nodes, root.get("vocab_file")),
+    )
 
 
-def _variables(path: Path, nodes) -> list[SavedVariable]:
-    """Every variable in the object graph, with its checkpoint key (node ids match)."""
+def _stored_lower_case(reader, keys: dict[int, str], node_id: int | None) -> bool | None:
+    """The root's `do_lower_case` variable (Model Garden's encoder exports), when it has one."""
+    if reader is None or node_id is None or node_id not in keys:
+        return None
+    try:
+        return bool(np.asarray(reader.get_tensor(keys[node_id])).reshape(-1)[0])
+    except (tf.errors.OpError, ValueError, IndexError):
+        return None
+
+
+def _asset_name(meta, nodes, node_id: int | None) -> str | None:
+    """The file name (under assets/) of the root's `vocab_file` asset."""
+    if node_id is None or nodes[node_id].WhichOneof("kind") != "asset":
+        return None
+    index = nodes[node_id].asset.asset_file_def_index
+    if index >= len(meta.asset_file_def):
+        return None
+    return Path(meta.asset_file_def[index].filename).name or None
+
+
+def _variables(path: Path, nodes) -> tuple[list[SavedVariable], object, dict[int, str]]:
+    """Every variable in the object graph with its checkpoint key (node ids match); also the
+    checkpoint reader (None when unreadable) and the node id → key map."""
     keys: dict[int, str] = {}
+    reader = None
     try:
         reader = tf.train.load_checkpoint(str(path / "variables" / "variables"))
         graph = trackable_object_graph_pb2.TrackableObjectGraph()
@@ -135,7 +184,7 @@ def _variables(path: Path, nodes) -> list[SavedVariable]:
                 if attribute.name == "VARIABLE_VALUE":
                     keys[i] = attribute.checkpoint_key
     except (tf.errors.OpError, ValueError):
-        pass  # no or unreadable variables: reported when the weights are read
+        reader = None  # no or unreadable variables: reported when the weights are read
     found = []
     for i, node in enumerate(nodes):
         if node.WhichOneof("kind") == "variable":
@@ -148,19 +197,51 @@ def _variables(path: Path, nodes) -> list[SavedVariable]:
                     keys.get(i),
                 )
             )
-    return found
+    return found, reader, keys
 
 
-def _config(path: Path, shapes: dict[str, tuple], scheme: str, where: Path) -> BertConfig:
+def _config(path: Path, shapes: dict[str, tuple], scheme: str, scope: str) -> BertConfig:
+    """bertfit's `assets/bert_config.json` (or a config file beside the SavedModel, read with
+    `read_config`'s naming rule); else the shapes, with the activation Model Garden used."""
     config_file = find_config_file(path / "assets", path, path.parent)
     if config_file is not None:
-        return BertConfig.from_json_file(config_file)
+        return read_config(config_file)
+    act = keras_activation(path) or TF_DEFAULT_ACTIVATION
     if scheme == "tf1":
         num_layers = count_layers(shapes, r"bert/encoder/layer_(\d+)/")
-        return infer_config(shapes, tf1_table(num_layers), num_layers, None, where)[0]
-    num_layers = count_layers(shapes, r"^transformer/layer_(\d+)/")
-    heads = shapes["transformer/layer_0/self_attention/query/kernel"][1]
-    return infer_config(shapes, tf2_variable_table(num_layers, heads), num_layers, heads, where)[0]
+        return infer_config(shapes, tf1_table(num_layers), num_layers, None, path, act)[0]
+    num_layers = count_layers(shapes, "^" + re.escape(scope) + r"transformer/layer_(\d+)/")
+    heads = shapes[scope + TF2_FIRST_QUERY][1]
+    table = tf2_variable_table(num_layers, heads, scope)
+    return infer_config(shapes, table, num_layers, heads, path, act)[0]
+
+
+KERAS_METADATA = "keras_metadata.pb"  # what tf_keras's model.save(save_format="tf") adds
+# tf_keras's serialized activation → Hugging Face's name. Model Garden registers its GELU (the
+# tanh approximation) as "Text>gelu"; "gelu" alone is tf.keras.activations.gelu, exact by default.
+KERAS_ACTIVATIONS = {
+    "Text>gelu": "gelu_new",
+    "gelu": "gelu",
+    "relu": "relu",
+    "swish": "silu",
+    "silu": "silu",
+    "tanh": "tanh",
+}
+
+
+def keras_activation(path: Path) -> str | None:
+    """The transformer layers' activation as Model Garden's Keras metadata records it
+    (`inner_activation` of each `TransformerEncoderBlock`, `activation` of a `BertEncoder`);
+    None when there is no metadata or it names none bertfit knows."""
+    try:
+        text = (path / KERAS_METADATA).read_bytes().decode("utf-8", errors="replace")
+    except OSError:
+        return None
+    for key in ("inner_activation", "activation"):
+        for name in re.findall(rf'"{key}": "([^"]+)"', text):
+            if name in KERAS_ACTIVATIONS:
+                return KERAS_ACTIVATIONS[name]
+    return None
 
 
 @dataclasses.dataclass
@@ -177,7 +258,7 @@ def read_savedmodel(path: Path, info: SavedModelInfo | None = None) -> Checkpoin
         raise preprocessing_error(path)
     if info.kind == SIGNATURE_ONLY:
         raise signature_only_error(path, info)
-    vocab = vocab_in(path)
+    vocab = _vocab(path, info)
     by_name = {v.name: v for v in info.variables}
     scheme = identify(by_name)
     if scheme not in ("tf1", "tf2-variables"):
@@ -188,18 +269,22 @@ def read_savedmodel(path: Path, info: SavedModelInfo | None = None) -> Checkpoin
             tensors={},
             table={},
             vocab_file=vocab,
-            lower_case=casing_from_name(path),
+            lower_case=stored_lower_case(path, info),
             info=info,
         )
+    scope = tf2_variable_scope(by_name) if scheme == "tf2-variables" else ""
     shapes = {name: v.shape for name, v in by_name.items()}
-    config = _config(path, shapes, scheme, path)
-    key_to_name = {v.key: v.name for v in info.variables if v.key}
+    config = _config(path, shapes, scheme, scope)
+    # Model Garden's `do_lower_case` is a variable too: read above, not an encoder weight.
+    key_to_name = {
+        v.key: v.name for v in info.variables if v.key and not v.key.startswith("do_lower_case/")
+    }
     tensors = read_checkpoint_tensors(path / "variables" / "variables", lambda k: k in key_to_name)
     tensors = {key_to_name[k]: value for k, value in tensors.items()}
     table = (
         tf1_table(config.num_hidden_layers)
         if scheme == "tf1"
-        else tf2_variable_table(config.num_hidden_layers, config.num_attention_heads)
+        else tf2_variable_table(config.num_hidden_layers, config.num_attention_heads, scope)
     )
     return Checkpoint(
         format=REUSABLE,
@@ -208,17 +293,23 @@ def read_savedmodel(path: Path, info: SavedModelInfo | None = None) -> Checkpoin
         tensors=tensors,
         table=table,
         vocab_file=vocab,
-        lower_case=_lower_case_asset(path),
+        lower_case=stored_lower_case(path, info),
     )
 
 
-def _lower_case_asset(path: Path) -> bool | None:
-    """bertfit's export writes `assets/tokenizer_config.json`; else guess from the folder name."""
-    for folder in (path / "assets", path):
-        value = read_tokenizer_config(folder).get("lower_case")
-        if value is not None:
-            return bool(value)
-    return casing_from_name(path)
+def _vocab(path: Path, info: SavedModelInfo) -> Path | None:
+    """The root's `vocab_file` asset (Model Garden), else a vocab.txt in or beside assets/."""
+    if info.vocab_asset and (path / "assets" / info.vocab_asset).is_file():
+        return path / "assets" / info.vocab_asset
+    return vocab_in(path)
+
+
+def stored_lower_case(path: Path, info: SavedModelInfo) -> bool | None:
+    """The casing the SavedModel stores: Model Garden's `do_lower_case` variable or bertfit's
+    `assets/tokenizer_config.json`; None (the vocab decides) when it stores none."""
+    if info.lower_case is not None:
+        return info.lower_case
+    return casing_in(path / "assets", path)
 
 
 def _opaque_config(info: SavedModelInfo) -> BertConfig:
@@ -245,13 +336,21 @@ def signature_only_error(path: Path, info: SavedModelInfo) -> CheckpointError:
         if info.tf1
         else f"a SavedModel with signatures {sorted(info.signatures)} but no trainable_variables"
     )
+    frozen = (
+        "bertfit does not load TF1 SavedModels, not even frozen; for frozen features use "
+        "hub.KerasLayer(path, signature='serving_default', signature_outputs_as_dict=True) "
+        "in a tf_keras model"
+        if info.tf1
+        else "use it frozen for feature extraction with "
+        "bertfit.load_encoder(path, trainable=False) or "
+        "bertfit.checkpoints.savedmodel.load_frozen(path)"
+    )
     return CheckpointError(
         f"{path} is {where}: it exposes zero trainable variables, so fine-tuning it would "
-        "silently train nothing (this is what hub.KerasLayer(trainable=True) does with it). "
-        "bertfit refuses it for training. Options: use it frozen for feature extraction with "
-        "bertfit.checkpoints.savedmodel.load_frozen(path); or get the reusable SavedModel "
-        "(one with trainable_variables and __call__, as TF Hub publishes) or the original "
-        "checkpoint, and pass that instead."
+        "train nothing (hub.KerasLayer(path, trainable=True) refuses it with a ValueError, or "
+        "only logs that it has zero trainable weights). bertfit refuses it for training. "
+        f"Options: {frozen}; or get the reusable SavedModel (one with trainable_variables and "
+        "__call__, as TF Hub publishes) or the original checkpoint, and pass that instead."
     )
 
 
@@ -281,6 +380,9 @@ class SavedModelEncoder(keras.layers.Layer):
     Call it like `BertEncoder`; it returns the SavedModel's output dict (`pooled_output`,
     `sequence_output`, `encoder_outputs`, ...). It runs the SavedModel's traced functions, so it
     works with `tf.GradientTape` and `jit_compile` only as far as those functions allow.
+    `config` is a `BertConfig` with the output width (`hidden_size`) and vocabulary size, so
+    `BertClassifier(layer, ...)` and the checks take it like a `BertEncoder`; its other
+    fields are not known (`num_hidden_layers` is 0).
 
     Examples:
     >>> layer = SavedModelEncoder("exported/encoder")  # doctest: +SKIP
@@ -307,8 +409,24 @@ class SavedModelEncoder(keras.layers.Layer):
         everything = list(getattr(self._loaded, "variables", []) or exposed)
         self._adopted = [_adopt(v, trainable and id(v) in ids) for v in everything]
         self.built = True
+        self.config = dataclasses.replace(
+            _opaque_config(self.info), hidden_size=self._output_width(), num_attention_heads=1
+        )
 
-    def call(self, inputs, training=False):
+    def _output_width(self) -> int:
+        """The width of `pooled_output` (else `sequence_output`), from one call on 2 tokens."""
+        ids = tf.constant([[2, 3]], tf.int32)
+        try:
+            out = self.call(
+                {"input_word_ids": ids, "input_mask": tf.ones_like(ids), "input_type_ids": ids * 0}
+            )
+            value = out.get("pooled_output", out.get("sequence_output"))
+            return int(value.shape[-1])
+        except Exception:  # noqa: BLE001 - a model that refuses the probe keeps the guess
+            return _opaque_config(self.info).hidden_size
+
+    def call(self, inputs, training=False, pooled_only=False):
+        """`pooled_only` is accepted for `BertEncoder`'s callers; the SavedModel computes all."""
         inputs = normalize_inputs(inputs)
         loaded = self._loaded
         if callable(loaded) and self.num_exposed:

@@ -1,11 +1,19 @@
 """Google's original TF1 BERT checkpoints: `bert_config.json` + `bert_model.ckpt.*` + `vocab.txt`.
 
 Also holds what the TF checkpoint formats share: finding the checkpoint prefix in a folder,
-reading its tensors, and working out the architecture from tensor shapes when no config says it.
+reading its tensors and config, and working out the architecture from tensor shapes when no
+config says it.
+
+Activation names: `BertConfig.hidden_act` uses Hugging Face's ("gelu" is the exact erf GELU,
+"gelu_new" its tanh approximation). Google's `modeling.py` and Model Garden's encoders compute
+"gelu" as the tanh approximation, so a Google `bert_config.json` saying "gelu" and a TF encoder
+with no config are read as "gelu_new" (`GOOGLE_ACTIVATIONS`).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import re
 import warnings
 from collections.abc import Callable
@@ -18,6 +26,7 @@ from bertfit.checkpoints.base import Checkpoint
 from bertfit.checkpoints.names import TF1_IGNORED_PREFIXES, Source, tf1_table
 from bertfit.errors import CheckpointError
 from bertfit.model.config import BertConfig
+from bertfit.text.tokenizer import read_tokenizer_config
 
 CONFIG_NAMES = ("bert_config.json", "config.json")
 OPTIMIZER_SLOTS = ("/adam_m", "/adam_v", "/Adam", "/Adam_1", "/.OPTIMIZER_SLOT/")
@@ -80,6 +89,30 @@ def is_optimizer_slot(name: str) -> bool:
     return any(slot in name for slot in OPTIMIZER_SLOTS)
 
 
+# A Google `bert_config.json` / Model Garden activation name → Hugging Face's name for the same
+# function (`modeling.py`'s and Model Garden's `gelu` are the tanh approximation).
+GOOGLE_ACTIVATIONS = {"gelu": "gelu_new", "Text>gelu": "gelu_new", "swish": "silu"}
+TF_DEFAULT_ACTIVATION = "gelu_new"  # what Google's and Model Garden's encoders use
+
+
+def read_config(path: Path) -> BertConfig:
+    """A config file next to a TF checkpoint or in a SavedModel's assets.
+
+    A file that names its `model_type` was written by Hugging Face or by bertfit, and its
+    `hidden_act` already uses Hugging Face's names. One without (Google's `bert_config.json`)
+    uses `modeling.py`'s, where "gelu" is the tanh approximation.
+    """
+    config = BertConfig.from_json_file(path)
+    try:
+        values = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        values = {}
+    if isinstance(values, dict) and "model_type" not in values:
+        act = GOOGLE_ACTIVATIONS.get(config.hidden_act, config.hidden_act)
+        config = dataclasses.replace(config, hidden_act=act)
+    return config
+
+
 def find_config_file(*folders: Path) -> Path | None:
     for folder in folders:
         for name in CONFIG_NAMES:
@@ -99,8 +132,13 @@ def infer_config(
     num_layers: int,
     num_heads: int | None,
     where: Path,
+    hidden_act: str = TF_DEFAULT_ACTIVATION,
 ) -> tuple[BertConfig, list[str]]:
-    """The architecture from stored shapes; returns the config and notes about guesses made."""
+    """The architecture from stored shapes; returns the config and notes about guesses made.
+
+    No config says the activation, so it is that of the encoders these formats come from:
+    Google's and Model Garden's tanh-approximated GELU, unless `hidden_act` says otherwise.
+    """
 
     def shape(canonical: str) -> list[int]:
         source = table[canonical]
@@ -129,6 +167,7 @@ def infer_config(
         intermediate_size=shape("layer_0/intermediate/kernel")[1],
         max_position_embeddings=shape("embeddings/position_embeddings")[0],
         type_vocab_size=shape("embeddings/token_type_embeddings")[0],
+        hidden_act=hidden_act,
     )
     return config, notes
 
@@ -141,13 +180,16 @@ def vocab_in(*folders: Path) -> Path | None:
     return None
 
 
-def casing_from_name(path: Path) -> bool | None:
-    """Google names its folders `uncased_L-12_H-768_A-12` / `cased_L-12_...`."""
-    text = str(path).lower()
-    if "uncased" in text:
-        return True
-    if re.search(r"(^|[^n])cased", text):
-        return False
+def casing_in(*folders: Path) -> bool | None:
+    """`do_lower_case` from a `tokenizer_config.json` in `folders`; None when none says.
+
+    Never guessed from a path: an uncased model under `cased_experiments/` is still uncased.
+    With None, `load.check_vocab` lets the vocab decide (capitals in it mean cased).
+    """
+    for folder in folders:
+        value = read_tokenizer_config(folder).get("lower_case")
+        if value is not None:
+            return bool(value)
     return None
 
 
@@ -167,7 +209,7 @@ def read_tf1(path: Path) -> Checkpoint:
         tensors=tensors,
         table=tf1_table(config.num_hidden_layers, stored_prefix),
         vocab_file=vocab_in(folder),
-        lower_case=casing_from_name(folder),
+        lower_case=casing_in(folder),
         ignored_prefixes=TF1_IGNORED_PREFIXES + (stored_prefix + "cls/",),
     )
 
@@ -183,7 +225,7 @@ def read_google(
     config_file = find_config_file(*config_folders)
     notes: list[str] = []
     if config_file is not None:
-        config = BertConfig.from_json_file(config_file)
+        config = read_config(config_file)
     else:
         num_layers = count_layers(shapes, re.escape(stored_prefix) + r"encoder/layer_(\d+)/")
         config, notes = infer_config(

@@ -8,7 +8,7 @@ from pathlib import Path
 from bertfit.checkpoints.base import Checkpoint
 from bertfit.checkpoints.names import tf2_checkpoint_table
 from bertfit.checkpoints.tf1 import (
-    casing_from_name,
+    casing_in,
     count_layers,
     find_checkpoint_prefix,
     find_config_file,
@@ -16,10 +16,10 @@ from bertfit.checkpoints.tf1 import (
     is_optimizer_slot,
     list_checkpoint,
     read_checkpoint_tensors,
+    read_config,
     vocab_in,
 )
 from bertfit.errors import CheckpointError
-from bertfit.model.config import BertConfig
 
 VALUE = "/.ATTRIBUTES/VARIABLE_VALUE"
 # Where the word embeddings sit below the encoder object, for each way of writing the encoder.
@@ -72,7 +72,7 @@ def read_tf2(path: Path) -> Checkpoint:
     folder = prefix.parent
     config_file = find_config_file(folder, folder.parent)
     if config_file is not None:
-        config = BertConfig.from_json_file(config_file)
+        config = read_config(config_file)
     else:
         table = tf2_checkpoint_table(num_layers, query[1])
         config, _ = infer_config(shapes, table, num_layers, query[1], prefix)
@@ -87,5 +87,5 @@ def read_tf2(path: Path) -> Checkpoint:
         tensors=tensors,
         table=tf2_checkpoint_table(config.num_hidden_layers, config.num_attention_heads),
         vocab_file=vocab_in(folder),
-        lower_case=casing_from_name(folder),
+        lower_case=casing_in(folder, folder.parent),
     )

@@ -160,7 +160,7 @@ def _check_run(report: Report, config: RunConfig, replicas, max_rows, compile_, 
                 "the checkpoint is a signature-only SavedModel with zero trainable variables",
                 where=str(path),
                 why=M.SIGNATURE_ONLY_WHY,
-                fix=M.SIGNATURE_ONLY_FIX,
+                fix=M.signature_only_fix(found.savedmodel.tf1),
             )
         else:
             checkpoint = read_detection(found)
@@ -343,7 +343,7 @@ def _check_dataset(
         else f"{len(samples)} (all)"
     )
     B.report_batches(report, stats, ctx)
-    if not samples or blocking & set(report.codes) or takes_text:
+    if not samples or blocking & set(report.codes) or (takes_text and model is None):
         return
     if model is None:
         if getattr(encoder, "config", None) is None:  # a wrapped SavedModel: no head to add
@@ -375,6 +375,4 @@ def _check_dataset(
                 "once per batch, and a TPU run stalls on compilation",
                 fix="pad to fixed lengths (a few buckets at most) and fixed batch sizes",
             )
-        report.memory = M.memory_per_replica(
-            model, [(s[0] // replicas, s[1]) for s in shapes if s and len(s) == 2]
-        )
+        report.memory = M.dataset_memory(model, distinct, replicas)

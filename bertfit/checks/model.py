@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 
 import keras
@@ -15,20 +16,41 @@ from bertfit.model.inputs import WORD_IDS
 from bertfit.translate import translate
 
 SIGNATURE_ONLY_WHY = (
-    "a signature-only SavedModel exposes zero trainable variables: "
-    "fine-tuning it trains nothing (hub.KerasLayer(trainable=True) silently "
-    "does exactly that)"
+    "a signature-only SavedModel exposes zero trainable variables, so fine-tuning it "
+    "trains nothing. tensorflow-hub does not train it either: hub.KerasLayer(path, "
+    "trainable=True) raises a ValueError (a signature, a TF1 model, or no __call__), or, for "
+    "a callable SavedModel listing no trainable variables, logs 'trainable but has zero "
+    "trainable weights' and trains only the head"
 )
 SIGNATURE_ONLY_FIX = (
     "get the reusable SavedModel (trainable_variables and __call__) or the "
     "original checkpoint; or use it frozen for features with "
     "bertfit.load_encoder(path, trainable=False)"
 )
+TF1_SIGNATURE_ONLY_FIX = (
+    "get the reusable TF2 SavedModel or the original checkpoint (bertfit loads either); "
+    "bertfit does not load a TF1 SavedModel, not even frozen. For frozen features from it, "
+    "use hub.KerasLayer(path, signature='serving_default', signature_outputs_as_dict=True) "
+    "in a tf_keras model"
+)
+
+
+def signature_only_fix(tf1: bool) -> str:
+    """The fix for a signature-only SavedModel: TF1 ones cannot be loaded frozen by bertfit."""
+    return TF1_SIGNATURE_ONLY_FIX if tf1 else SIGNATURE_ONLY_FIX
+
+
+def model_inputs(features):
+    """What the model is called on: named inputs under bertfit's names, or the features as
+    they are when they are one unnamed tensor (a model taking one input, e.g. strings)."""
+    if isinstance(features, dict) or hasattr(features, "keys"):
+        return canonical(features)
+    return features
 
 
 def loss_and_logits(model, element, training: bool = True):
     features, labels, weights = split_element(element)
-    features = canonical(features)
+    features = model_inputs(features)
     logits = model(features, training=training)
     batch = tf.shape(logits)[0]
     labels = tf.zeros([batch], tf.int32) if labels is None else tf.cast(labels, tf.int32)
@@ -67,7 +89,7 @@ def check_gradients(
     if not variables:
         return
     try:
-        logits = model(canonical(features), training=False)
+        logits = model(model_inputs(features), training=False)
     except Exception as e:  # noqa: BLE001 - reported as a finding
         _failed(report, "grad-step-failed", "the model's forward pass failed", e, where)
         return
@@ -158,8 +180,22 @@ def _untrainable_encoder_layers(model) -> list:
     return [
         layer
         for layer in getattr(model, "layers", [])
-        if type(layer).__name__ in ENCODER_LAYER_TYPES and not layer.trainable_weights
+        if type(layer).__name__ in ENCODER_LAYER_TYPES
+        and not layer.trainable_weights
+        and not is_preprocessing_layer(layer)
     ]
+
+
+def is_preprocessing_layer(layer) -> bool:
+    """TF Hub's BERT preprocessing as a `hub.KerasLayer` (strings in, ids out): it has no
+    weights to train, and is not an encoder."""
+    loaded = getattr(layer, "_func", None)  # hub.KerasLayer's loaded SavedModel
+    if any(hasattr(loaded, name) for name in ("bert_pack_inputs", "tokenize")):
+        return True
+    try:
+        return any(tf.as_dtype(t.dtype) == tf.string for t in tf.nest.flatten(layer.input))
+    except (AttributeError, TypeError, ValueError):  # not called in a functional model
+        return False
 
 
 def no_encoder_variables(report: Report, encoder, where: str) -> None:
@@ -191,7 +227,7 @@ def no_encoder_variables(report: Report, encoder, where: str) -> None:
 
 
 def _leading(features):
-    named = canonical(features)
+    named = canonical(features)  # {"<features>": tensor} for one unnamed tensor
     for value in named.values():
         shape = getattr(value, "shape", None)
         if shape is not None and len(shape) >= 1:
@@ -237,13 +273,16 @@ def compile_shapes(
             function.experimental_get_compiler_ir(element)(stage=stage)
         except Exception as e:  # noqa: BLE001 - reported as a finding
             ok = False
-            _failed(
-                report,
-                "compile-failed",
-                f"XLA could not compile the {name} for {shape}",
-                e,
-                f"{name} {shape}",
-            )
+            if _holds_strings(features):
+                _strings_not_compiled(report, target, f"{name} {shape}")
+            else:
+                _failed(
+                    report,
+                    "compile-failed",
+                    f"XLA could not compile the {name} for {shape}",
+                    e,
+                    f"{name} {shape}",
+                )
         report.compiled.append(
             {
                 "name": name,
@@ -255,6 +294,108 @@ def compile_shapes(
         )
 
 
+def _holds_strings(features) -> bool:
+    return any(getattr(v, "dtype", None) == tf.string for v in tf.nest.flatten(features))
+
+
+def _strings_not_compiled(report: Report, target: str, where: str) -> None:
+    """A model that tokenizes inside its step (TF Hub's preprocessing layer) cannot be XLA
+    compiled: string ops have no XLA kernels. It trains without XLA on CPU and GPU."""
+    report.add(
+        "compile-strings-in-step",
+        ERROR if target == "tpu" else WARNING,
+        "the model takes strings and tokenizes inside the training step, so XLA cannot "
+        "compile the step (string ops have no XLA kernels)",
+        where=where,
+        why="a TPU runs only compiled steps; on CPU and GPU the model trains, but without "
+        "jit_compile",
+        fix="tokenize in the input pipeline instead: dataset.map(lambda text, label: "
+        "(preprocess(text), label)) with the TF Hub preprocessing model (or "
+        "bertfit.BertPreprocessor), and give the model the three int32 inputs",
+    )
+
+
+# ---- memory ----
+
+
+def encoder_config(model):
+    """The architecture of the encoder inside `model`, for the activation estimate: a bertfit
+    encoder's `config`, else one read from the encoder variables' names and shapes (a TF Hub
+    `hub.KerasLayer` in a tf_keras model); None when neither says."""
+    encoder = getattr(model, "encoder", None)
+    config = getattr(encoder, "config", None)
+    if config is not None and getattr(config, "num_hidden_layers", 0):
+        return config
+    return config_from_variables(getattr(model, "weights", []))
+
+
+def config_from_variables(variables):
+    """A `BertConfig` with the layer count, width and heads of the Model Garden or Google BERT
+    variables among `variables` (by `tf.Variable` name, any scope); None if there are none."""
+    from bertfit.checkpoints.names import TF2_FIRST_QUERY, tf2_variable_scope
+    from bertfit.model.config import BertConfig
+
+    shapes = {
+        re.sub(r":\d+$", "", getattr(v, "path", None) or v.name): tuple(v.shape) for v in variables
+    }
+    shapes.update({re.sub(r":\d+$", "", v.name): tuple(v.shape) for v in variables})
+    scope = tf2_variable_scope(shapes)
+    if scope is not None:
+        layer = re.escape(scope) + r"transformer/layer_(\d+)/"
+        query = shapes[scope + TF2_FIRST_QUERY]  # [hidden, heads, head_size]
+        hidden, heads = query[0], query[1]
+    else:
+        google = next((n for n in shapes if n.endswith("bert/embeddings/word_embeddings")), None)
+        if google is None:
+            return None
+        layer = (
+            re.escape(google.removesuffix("embeddings/word_embeddings")) + r"encoder/layer_(\d+)/"
+        )
+        hidden = shapes[google][1]
+        heads = max(1, hidden // 64)
+    found = {int(m.group(1)) for n in shapes if (m := re.match(layer, n))}
+    if not found:
+        return None
+    return BertConfig(
+        vocab_size=1,
+        hidden_size=hidden,
+        num_hidden_layers=max(found) + 1,
+        num_attention_heads=heads,
+    )
+
+
+def text_model_shapes(model, elements: list) -> list[tuple[int, int]]:
+    """The [batch, seq_length] a strings-in model packs each element to: the output of its
+    preprocessing layer (the one returning `input_word_ids`), run on the element's strings."""
+    shapes = []
+    for element in elements:
+        features = split_element(element)[0]
+        for layer in getattr(model, "layers", []):
+            try:
+                out = layer(features)
+            except Exception:  # noqa: BLE001 - not the preprocessing layer
+                continue
+            ids = out.get(WORD_IDS) if isinstance(out, dict) else None
+            if ids is not None and len(ids.shape) == 2:
+                shapes.append(tuple(int(d) for d in ids.shape))
+                break
+    return shapes
+
+
+def dataset_memory(model, elements: list, replicas: int) -> dict:
+    """`memory_per_replica` for a user's model on the shapes its batches take: the ids' shape,
+    or for a strings-in model the shape its preprocessing layer packs them to."""
+    shapes = []
+    for element in elements:
+        ids = canonical(split_element(element)[0]).get(WORD_IDS)
+        if ids is not None and len(ids.shape) == 2:
+            shapes.append(tuple(ids.shape))
+    if not shapes and _holds_strings(split_element(elements[0])[0] if elements else None):
+        shapes = text_model_shapes(model, elements[:1])
+    shapes = [(b // replicas, s) for b, s in dict.fromkeys(shapes)]
+    return memory_per_replica(model, shapes)
+
+
 def memory_per_replica(model, shapes: list[tuple[int, int]], compute_bytes: int = 4) -> dict:
     """Parameters (exact), gradients + AdamW slots (exact), activations (an estimate).
 
@@ -264,7 +405,7 @@ def memory_per_replica(model, shapes: list[tuple[int, int]], compute_bytes: int 
     parameters = int(sum(np.prod(v.shape) for v in model.weights))
     trainable = int(sum(np.prod(v.shape) for v in model.trainable_variables))
     param_bytes = int(sum(np.prod(v.shape) * tf.as_dtype(v.dtype).size for v in model.weights))
-    config = getattr(getattr(model, "encoder", None), "config", None)
+    config = encoder_config(model)
     activations = {}
     if config is not None and hasattr(config, "num_hidden_layers"):
         layers, h, a = config.num_hidden_layers, config.hidden_size, config.num_attention_heads

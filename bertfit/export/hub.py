@@ -2,13 +2,20 @@
 
 The encoder SavedModel follows TF Hub's reusable SavedModel interface: `__call__(inputs,
 training)` takes a dict of int32 `input_word_ids`, `input_mask`, `input_type_ids` and returns
-`pooled_output`, `sequence_output` and `encoder_outputs`; `variables`, `trainable_variables` and
+`pooled_output`, `default` (the same tensor, as TF Hub's text embeddings name it),
+`sequence_output` and `encoder_outputs`; `variables`, `trainable_variables` and
 `regularization_losses` are attributes, so `hub.KerasLayer(path, trainable=True)` fine-tunes it.
 The computation is written in plain TensorFlow ops on variables named as in Model Garden's
 `BertEncoder`, so the SavedModel needs neither Keras nor bertfit to load.
 
 The preprocessing SavedModel maps strings to the three inputs with bertfit's in-graph tokenizer;
-loading it needs `import tensorflow_text`, like TF Hub's own BERT preprocessors.
+loading it needs `import tensorflow_text`, like TF Hub's own BERT preprocessors. Its serving
+signature takes `sentences`, and `bert_pack_inputs` trims pairs round-robin, as TF Hub's do.
+
+bertfit reads its own encoder SavedModel back by what it stores: `assets/bert_config.json` is
+`BertConfig.to_dict()` (it names its `model_type`, so its `hidden_act` keeps Hugging Face's
+meaning: an HF source's exact GELU stays exact), unlike Model Garden's exports, which store no
+config and use the tanh-approximated GELU.
 
 Examples:
 >>> encoder, tokenizer = bertfit.load_encoder("minilm-l6")  # doctest: +SKIP
@@ -129,7 +136,12 @@ class HubBertEncoder(tf.Module):
             )
             encoder_outputs.append(x)
         pooled = tf.tanh(tf.matmul(x[:, 0, :], self._v("pooler/kernel")) + self._v("pooler/bias"))
-        return {"pooled_output": pooled, "sequence_output": x, "encoder_outputs": encoder_outputs}
+        return {
+            "pooled_output": pooled,
+            "default": pooled,  # TF Hub's alias for the whole-input representation
+            "sequence_output": x,
+            "encoder_outputs": encoder_outputs,
+        }
 
     @tf.function
     def __call__(self, inputs, training=False):
@@ -161,7 +173,7 @@ def write_hub_encoder(
             },
             training=False,
         )
-        return {"pooled_output": out["pooled_output"], "sequence_output": out["sequence_output"]}
+        return {key: out[key] for key in ("pooled_output", "default", "sequence_output")}
 
     tf.saved_model.save(module, str(path), signatures={"serving_default": serve})
     _write_assets(path / "assets", encoder.config, vocab_file, lower_case)
@@ -219,15 +231,17 @@ class _Preprocessor(tf.Module):
 
 def write_hub_preprocessor(tokenizer, path: str | Path, seq_length: int = 128) -> Path:
     """Writes a preprocessing SavedModel with TF Hub's interface: strings → `input_word_ids`,
-    `input_mask`, `input_type_ids` (int32, [batch, seq_length]); `tokenize`;
-    `bert_pack_inputs`; `pair(texts, text_pairs)` packs two segments."""
+    `input_mask`, `input_type_ids` (int32, [batch, seq_length]), the serving signature's input
+    named `sentences`; `tokenize`; `bert_pack_inputs` (pairs trimmed round-robin, as TF Hub's);
+    and bertfit's `pair(texts, text_pairs)`, which packs two segments as bertfit's training
+    does (Hugging Face's longest-first)."""
     path = Path(path)
     module = _Preprocessor(tokenizer, seq_length)
     module.trace()
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
-    def serve(text):
-        return module(text)
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="sentences")])
+    def serve(sentences):  # TF Hub's preprocessors name their input `sentences`
+        return module(sentences)
 
     tf.saved_model.save(module, str(path), signatures={"serving_default": serve})
     return path

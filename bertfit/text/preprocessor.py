@@ -3,6 +3,11 @@
 Strings in, the encoder's three int32 tensors out at a fixed `seq_length`, usable in `tf.data`
 (`dataset.map(preprocessor)`), eagerly, and inside a SavedModel. The methods mirror TF Hub's
 preprocessing SavedModels: `tokenize` and `bert_pack_inputs`.
+
+Pairs are trimmed two ways, on purpose: `bert_pack_inputs` as TF Hub's (tensorflow-text's
+`RoundRobinTrimmer`: one wordpiece per segment in turn, so the first segment gets the odd one),
+and a `(texts, pairs)` call as bertfit's tokenizer and training do (Hugging Face's longest-first,
+where the second segment gets it). They differ only when a pair is cut to an odd budget.
 """
 
 from __future__ import annotations
@@ -52,9 +57,36 @@ class BertPreprocessor(tf.Module):
 
     def bert_pack_inputs(self, segments, seq_length: int | None = None) -> dict[str, tf.Tensor]:
         """Packs one or two tokenized segments (from `tokenize`; [batch, words, wordpieces] or
-        [batch, wordpieces]) as TF Hub's `bert_pack_inputs`."""
+        [batch, wordpieces]) as TF Hub's `bert_pack_inputs`, trimming pairs round-robin."""
         flat = [s.merge_dims(-2, -1) if s.shape.rank == 3 else s for s in segments]
         if len(flat) not in (1, 2):
             raise ValueError(f"bert_pack_inputs takes one or two segments, not {len(flat)}")
         length = self.seq_length if seq_length is None else seq_length
+        if len(flat) == 2:
+            flat = [tf.cast(s, tf.int32).with_row_splits_dtype(tf.int64) for s in flat]
+            budget = tf.cast(length, tf.int64) - 3  # [CLS] a [SEP] b [SEP]
+            keep = round_robin_lengths(flat[0].row_lengths(), flat[1].row_lengths(), budget)
+            flat = [_first(s, k) for s, k in zip(flat, keep, strict=True)]
         return self.tokenizer.pack(*flat, max_seq_length=length)
+
+
+def round_robin_lengths(len_a, len_b, budget) -> tuple[tf.Tensor, tf.Tensor]:
+    """How many wordpieces of each segment tensorflow-text's `RoundRobinTrimmer` keeps (what
+    TF Hub's `bert_pack_inputs` uses): one per segment in turn until `budget` is spent, so an
+    odd token goes to the first segment.
+
+    Examples:
+    >>> a, b = round_robin_lengths(tf.constant([9, 2, 9]), tf.constant([9, 9, 1]), budget=5)
+    >>> a.numpy().tolist(), b.numpy().tolist()
+    ([3, 2, 4], [2, 3, 1])
+    """
+    half = (budget + 1) // 2
+    keep_a = tf.minimum(len_a, tf.maximum(half, budget - len_b))
+    keep_b = tf.minimum(len_b, budget - keep_a)
+    return keep_a, keep_b
+
+
+def _first(ids: tf.RaggedTensor, keep: tf.Tensor) -> tf.RaggedTensor:
+    """The first `keep[i]` ids of each row."""
+    positions = tf.ragged.range(ids.row_lengths())
+    return tf.ragged.boolean_mask(ids, positions < tf.cast(keep, tf.int64)[:, tf.newaxis])
