@@ -271,7 +271,7 @@ class ByteLevelBPETokenizer(tf.Module):
         added = tuple(_added_token(entry) for entry in spec.get("added_tokens") or ())
         vocab = model["vocab"]
         known = {**vocab, **{token.content: token.id for token in added}}
-        config.update(_template_settings(spec.get("post_processor"), known))
+        config.update(_template_settings(spec.get("post_processor")))
         if pad_token is None:
             pad_token = (spec.get("padding") or {}).get("pad_token")
         if pad_token is None:
@@ -836,14 +836,14 @@ def _added_token(entry: Mapping) -> AddedToken:
     )
 
 
-def _template_settings(processor: Mapping | None, known: Mapping[str, int]) -> dict:
+def _template_settings(processor: Mapping | None) -> dict:
     """cls/sep tokens, pair separators and the second type id of a post_processor."""
-    if processor and processor.get("type") == "Sequence":
-        found = [p for p in processor.get("processors", []) if p.get("type") != "ByteLevel"]
-        processor = found[0] if len(found) == 1 else None if not found else processor
-    if processor is None or processor.get("type") == "ByteLevel":
+    if processor and processor.get("type") == "Sequence":  # e.g. [ByteLevel, Template]
+        steps = [p for p in processor.get("processors", []) if p.get("type") != "ByteLevel"]
+        processor = steps[0] if len(steps) == 1 else processor if steps else None
+    kind = None if processor is None else processor.get("type")
+    if kind in (None, "ByteLevel"):  # adds no special tokens
         return {"cls_token": None, "sep_token": None}
-    kind = processor.get("type")
     if kind in ("RobertaProcessing", "BertProcessing"):
         roberta = kind == "RobertaProcessing"
         return {
@@ -861,45 +861,44 @@ def _template_settings(processor: Mapping | None, known: Mapping[str, int]) -> d
 
 
 def _template_processing(processor: Mapping) -> dict:
-    def parse(items):
-        out = []
-        for item in items:
-            if "SpecialToken" in item:
-                token = item["SpecialToken"]
-                ids = processor.get("special_tokens", {}).get(token["id"], {}).get("tokens")
-                out.append(
-                    (
-                        "special",
-                        ids[0] if ids and len(ids) == 1 else token["id"],
-                        token.get("type_id", 0),
-                    )
-                )
-            else:
-                out.append((item["Sequence"]["id"], None, item["Sequence"].get("type_id", 0)))
-        return out
-
-    single, pair = parse(processor["single"]), parse(processor.get("pair", []))
+    """The settings of a TemplateProcessing `[CLS] $A [SEP]` / `[CLS] $A [SEP]... $B:t [SEP]:t`."""
+    names = processor.get("special_tokens", {})
+    single = _template_items(processor["single"], names)
+    pair = _template_items(processor.get("pair") or [], names)
     unsupported = CheckpointError(
         f"tokenizer.json's TemplateProcessing {processor.get('single')} / "
         f"{processor.get('pair')} is not of the form [CLS] $A [SEP] ($B [SEP]); it is not "
         "supported."
     )
-    kinds = [k for k, _, _ in single]
-    if kinds != ["special", "A", "special"] or any(t for _, _, t in single):
+    if [item for item, _ in single][1:2] != [("A", None)] or any(t for _, t in single):
         raise unsupported
-    cls_token, sep_token = single[0][1], single[2][1]
-    settings = {"cls_token": cls_token, "sep_token": sep_token}
+    cls, sep = single[0][0], single[-1][0]
+    if len(single) != 3 or cls[0] != "special" or sep[0] != "special":
+        raise unsupported
+    settings = {"cls_token": cls[1], "sep_token": sep[1]}
     if not pair:
         return {**settings, "pair_separators": 1, "second_type_id": 1}
     separators = len(pair) - 4  # [CLS] $A [SEP]... $B [SEP]
-    expected = [("special", cls_token), ("A", None)]
-    expected += [("special", sep_token)] * separators + [("B", None), ("special", sep_token)]
-    second = pair[-2][2]
-    if (
-        separators < 1
-        or [(k, v) for k, v, _ in pair] != expected
-        or any(t for _, _, t in pair[:-2])
-        or pair[-1][2] != second
-    ):
+    expected = [cls, ("A", None)] + [sep] * separators + [("B", None), sep]
+    second = pair[-2][1]
+    types = [t for _, t in pair]
+    if separators < 1 or [item for item, _ in pair] != expected:
+        raise unsupported
+    if any(types[:-2]) or types[-1] != second:
         raise unsupported
     return {**settings, "pair_separators": separators, "second_type_id": second}
+
+
+def _template_items(items: Sequence[Mapping], names: Mapping) -> list[tuple[tuple, int]]:
+    """A template as `(("special", token) or (sequence, None), type_id)` items."""
+    out = []
+    for item in items:
+        if "SpecialToken" in item:
+            special = item["SpecialToken"]
+            tokens = names.get(special["id"], {}).get("tokens") or [special["id"]]
+            if len(tokens) != 1:
+                tokens = [None]  # several tokens for one name: not a [CLS]/[SEP] template
+            out.append((("special", tokens[0]), special.get("type_id", 0)))
+        else:
+            out.append(((item["Sequence"]["id"], None), item["Sequence"].get("type_id", 0)))
+    return out

@@ -405,14 +405,34 @@ def test_merges_as_strings_are_read_too(small):
     assert_same_ids(hf_tokenizer, tokenizer, HOSTILE)
 
 
-def test_ignore_merges_matches_hf(small):
-    _, _, folder = small["roberta"]
-    spec = json.loads((folder / "tokenizer.json").read_text())
-    spec["model"]["ignore_merges"] = True
+def _drop_bell_byte(spec, **model):
+    bell = bytes_to_unicode()[7]  # "\x07" is in HOSTILE and in no merge of the small corpus
+    assert not any(bell in "".join(pair) for pair in spec["model"]["merges"])
+    del spec["model"]["vocab"][bell]
+    spec["model"].update(model)
+
+
+SPEC_CHANGES = {
+    "ignore_merges": lambda s: s["model"].update(ignore_merges=True),
+    "no_regex": lambda s: s["pre_tokenizer"].update(use_regex=False),
+    "sequence": lambda s: s.update(
+        pre_tokenizer={"type": "Sequence", "pretokenizers": [s["pre_tokenizer"]]}
+    ),
+    "unknown_byte_dropped": _drop_bell_byte,
+    "unknown_byte_unk": lambda s: _drop_bell_byte(s, unk_token="<unk>"),
+    "unknown_byte_fused": lambda s: _drop_bell_byte(s, unk_token="<unk>", fuse_unk=True),
+}
+
+
+@pytest.mark.parametrize("change", SPEC_CHANGES)
+def test_other_bpe_settings_match_hf(small, change):
+    spec = json.loads((small["roberta"][2] / "tokenizer.json").read_text())
+    SPEC_CHANGES[change](spec)
     hf_tokenizer = transformers.PreTrainedTokenizerFast(
         tokenizer_object=tokenizers.Tokenizer.from_str(json.dumps(spec))
     )
-    assert_same_ids(hf_tokenizer, ByteLevelBPETokenizer.from_tokenizer_json(spec), HOSTILE)
+    texts = HOSTILE + ["\x07", "a\x07\x07\x07b \x07 x\x07"]
+    assert_same_ids(hf_tokenizer, ByteLevelBPETokenizer.from_tokenizer_json(spec), texts)
 
 
 @pytest.mark.parametrize(
@@ -427,6 +447,11 @@ def test_ignore_merges_matches_hf(small):
         (lambda s: s["added_tokens"][0].update(single_word=True), "single_word"),
         (lambda s: s["model"]["merges"].append(["Ġ", "zzzz"]), "not in the vocabulary"),
         (lambda s: s.update(post_processor={"type": "Weird"}), "Weird"),
+        (lambda s: s.update(post_processor=template("$A </s>", "$A </s> $B </s>")), "of the form"),
+        (
+            lambda s: s.update(post_processor=template("<s> $A </s>", "<s> $A $B </s>")),
+            "of the form",
+        ),
     ],
 )
 def test_unsupported_tokenizer_json_is_refused(small, change, message):
@@ -434,6 +459,32 @@ def test_unsupported_tokenizer_json_is_refused(small, change, message):
     change(spec)
     with pytest.raises(CheckpointError, match=message):
         ByteLevelBPETokenizer.from_tokenizer_json(spec)
+
+
+def template(single: str, pair: str) -> dict:
+    specials = [("<s>", 0), ("</s>", 2)]
+    processor = tokenizers.processors.TemplateProcessing(
+        single=single, pair=pair, special_tokens=specials
+    )
+    return json.loads(processor.__getstate__())
+
+
+def test_post_processors_give_the_pair_template(small):
+    spec = json.loads((small["roberta"][2] / "tokenizer.json").read_text())
+    settings = {
+        "bert": {"type": "BertProcessing", "sep": ["</s>", 2], "cls": ["<s>", 0]},
+        "three": template("<s> $A </s>", "<s> $A </s> </s> </s> $B:1 </s>:1"),
+        "sequence": {
+            "type": "Sequence",
+            "processors": [{"type": "ByteLevel"}, template("<s> $A </s>", "<s> $A </s> $B </s>")],
+        },
+    }
+    found = {}
+    for name, processor in settings.items():
+        tokenizer = ByteLevelBPETokenizer.from_tokenizer_json({**spec, "post_processor": processor})
+        ids = tokenizer.special_ids
+        found[name] = (ids["cls_id"], ids["sep_id"], ids["pair_separators"], ids["second_type_id"])
+    assert found == {"bert": (0, 2, 1, 1), "three": (0, 2, 3, 1), "sequence": (0, 2, 1, 0)}
 
 
 def test_tokenizer_json_without_a_template_tokenizes_but_cannot_pack(small):
