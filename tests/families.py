@@ -58,10 +58,54 @@ def _configs(transformers) -> dict:
                 **TINY, max_position_embeddings=66, type_vocab_size=1, pad_token_id=1
             ),
         ),
+        "deberta-v2": (
+            transformers.DebertaV2Model,
+            transformers.DebertaV2Config(
+                **{**TINY, "num_hidden_layers": 2},
+                max_position_embeddings=64,
+                relative_attention=True,
+                position_buckets=8,
+                pos_att_type=["p2c", "c2p"],
+                position_biased_input=False,
+                type_vocab_size=0,
+                norm_rel_ebd="layer_norm",
+                share_att_key=True,
+            ),
+        ),
+        "modernbert": (
+            transformers.ModernBertModel,
+            transformers.ModernBertConfig(
+                vocab_size=99,
+                hidden_size=32,
+                num_hidden_layers=3,
+                num_attention_heads=4,
+                intermediate_size=48,
+                max_position_embeddings=128,
+                local_attention=8,
+                global_attn_every_n_layers=2,
+                attention_dropout=0.0,
+                embedding_dropout=0.0,
+                mlp_dropout=0.0,
+                pad_token_id=0,
+                bos_token_id=2,
+                eos_token_id=3,
+                cls_token_id=2,
+                sep_token_id=3,
+            ),
+        ),
     }
 
 
-FAMILIES = ("bert", "electra", "distilbert", "albert", "roberta", "xlm-roberta")
+FAMILIES = (
+    "bert",
+    "electra",
+    "distilbert",
+    "albert",
+    "roberta",
+    "xlm-roberta",
+    "deberta-v2",
+    "modernbert",
+)
 
 
 def write_family_model(family: str, path: Path, seed: int = 0):
@@ -83,53 +127,60 @@ def write_family_model(family: str, path: Path, seed: int = 0):
 
 # ---- whole checkpoints: a family's model and the kind of tokenizer its checkpoints ship ----
 
+# family → (tokenizer model, special tokens as "[CLS]" (BERT's) or "<s>" (RoBERTa's))
 TOKENIZER_KINDS = {
-    "bert": "wordpiece",
-    "electra": "wordpiece",
-    "distilbert": "wordpiece",
-    "albert": "unigram",
-    "xlm-roberta": "unigram",
-    "roberta": "bpe",
+    "bert": ("wordpiece", "[CLS]"),
+    "electra": ("wordpiece", "[CLS]"),
+    "distilbert": ("wordpiece", "[CLS]"),
+    "albert": ("unigram", "[CLS]"),
+    "xlm-roberta": ("unigram", "<s>"),
+    "deberta-v2": ("unigram", "[CLS]"),
+    "roberta": ("bpe", "<s>"),
+    "modernbert": ("bpe", "[CLS]"),
 }
 
 
-def train_tokenizer(kind: str, texts, vocab_size: int = 300):
+def train_tokenizer(kind: str, texts, vocab_size: int = 300, style: str = "[CLS]"):
     """A `transformers` fast tokenizer of `kind` ("wordpiece", "unigram", "bpe") trained on
-    `texts` with the `tokenizers` library, set up as BERT, XLM-R and RoBERTa set theirs up."""
+    `texts` with the `tokenizers` library, with BERT's special tokens and pair template
+    (`style` "[CLS]") or RoBERTa's ("<s>")."""
     import transformers
     from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
     from tokenizers import trainers
 
-    if kind == "wordpiece":
+    if style == "[CLS]":
         specials = {"pad": "[PAD]", "unk": "[UNK]", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"}
-        tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+        single, pair = "[CLS] $A [SEP]", "[CLS] $A [SEP] $B:1 [SEP]:1"
+    else:
+        specials = {"cls": "<s>", "pad": "<pad>", "sep": "</s>", "unk": "<unk>", "mask": "<mask>"}
+        single, pair = "<s> $A </s>", "<s> $A </s> </s> $B </s>"
+    if kind == "wordpiece":
+        tokenizer = Tokenizer(models.WordPiece(unk_token=specials["unk"]))
         tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
         tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
         tokenizer.decoder = decoders.WordPiece()
         trainer = trainers.WordPieceTrainer(
             vocab_size=vocab_size, special_tokens=list(specials.values())
         )
-        single, pair = "[CLS] $A [SEP]", "[CLS] $A [SEP] $B:1 [SEP]:1"
+    elif kind == "unigram":
+        tokenizer = Tokenizer(models.Unigram())
+        tokenizer.normalizer = normalizers.NFKC()
+        tokenizer.pre_tokenizer = pre_tokenizers.Metaspace()
+        tokenizer.decoder = decoders.Metaspace()
+        trainer = trainers.UnigramTrainer(
+            vocab_size=vocab_size,
+            special_tokens=list(specials.values()),
+            unk_token=specials["unk"],
+        )
     else:
-        specials = {"cls": "<s>", "pad": "<pad>", "sep": "</s>", "unk": "<unk>", "mask": "<mask>"}
-        if kind == "unigram":
-            tokenizer = Tokenizer(models.Unigram())
-            tokenizer.normalizer = normalizers.NFKC()
-            tokenizer.pre_tokenizer = pre_tokenizers.Metaspace()
-            tokenizer.decoder = decoders.Metaspace()
-            trainer = trainers.UnigramTrainer(
-                vocab_size=vocab_size, special_tokens=list(specials.values()), unk_token="<unk>"
-            )
-        else:
-            tokenizer = Tokenizer(models.BPE())
-            tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-            tokenizer.decoder = decoders.ByteLevel()
-            trainer = trainers.BpeTrainer(
-                vocab_size=vocab_size,
-                special_tokens=list(specials.values()),
-                initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-            )
-        single, pair = "<s> $A </s>", "<s> $A </s> </s> $B </s>"
+        tokenizer = Tokenizer(models.BPE())
+        tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tokenizer.decoder = decoders.ByteLevel()
+        trainer = trainers.BpeTrainer(
+            vocab_size=vocab_size,
+            special_tokens=list(specials.values()),
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        )
     tokenizer.train_from_iterator(texts, trainer)
     ids = {token: tokenizer.token_to_id(token) for token in specials.values()}
     tokenizer.post_processor = processors.TemplateProcessing(
@@ -149,7 +200,8 @@ def write_family_checkpoint(family: str, path: Path, texts, seed: int = 0, train
     import torch
     import transformers
 
-    tokenizer = train_tokenizer(TOKENIZER_KINDS[family], texts)
+    kind, style = TOKENIZER_KINDS[family]
+    tokenizer = train_tokenizer(kind, texts, style=style)
     tokenizer.save_pretrained(path)
     model_class, config = _configs(transformers)[family]
     config.vocab_size = len(tokenizer)
