@@ -31,11 +31,11 @@ from bertfit.errors import CheckpointError
 # format → (what it is, what writes it)
 FORMATS = {
     "hf": (
-        "Hugging Face BERT directory (config.json + model.safetensors)",
+        "Hugging Face directory (config.json + model.safetensors)",
         "transformers save_pretrained / safetensors",
     ),
     "hf-bin": (
-        "Hugging Face BERT directory with a PyTorch pytorch_model.bin",
+        "Hugging Face directory with a PyTorch pytorch_model.bin",
         "transformers save_pretrained (PyTorch, pre-safetensors) / torch.save",
     ),
     "tf1-checkpoint": (

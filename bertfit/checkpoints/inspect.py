@@ -41,6 +41,8 @@ def inspect_checkpoint(path: str | Path) -> dict:
     config = checkpoint.config
     if not isinstance(checkpoint, OpaqueCheckpoint):
         report["family"] = checkpoint.family
+        if not config.has_pooler:  # its vector for a whole input is the first token's output
+            report["outputs"] = {k: v for k, v in report["outputs"].items() if k != "pooled_output"}
         report["architecture"] = {
             "layers": config.num_hidden_layers,
             "hidden": config.hidden_size,
@@ -126,7 +128,7 @@ def format_report(report: dict) -> str:
         lines.append(f"  archive:       {report['archive']} (extracted safely)")
     if "architecture" in report:
         a = report["architecture"]
-        size = f", {report['parameters'] / 1e6:.1f}M parameters" if "parameters" in report else ""
+        size = f", {report['parameters']:,} parameters" if "parameters" in report else ""
         lines.append(f"  family:        {report['family']}{size}")
         lines.append(
             f"  architecture:  {a['layers']} layers, hidden {a['hidden']}, {a['heads']} "
