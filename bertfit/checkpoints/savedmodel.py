@@ -230,17 +230,20 @@ KERAS_ACTIVATIONS = {
 
 
 def keras_activation(path: Path) -> str | None:
-    """The transformer layers' activation as Model Garden's Keras metadata records it
-    (`inner_activation` of each `TransformerEncoderBlock`, `activation` of a `BertEncoder`);
-    None when there is no metadata or it names none bertfit knows."""
+    """The transformer layers' activation as Model Garden's Keras metadata records it: the
+    `inner_activation` of its encoders and `TransformerEncoderBlock`s, or a `BertEncoder`'s
+    `activation` when it is Model Garden's GELU (other `activation` keys belong to Dense layers,
+    the pooler's tanh among them). None when there is no metadata or it names none bertfit knows.
+    """
     try:
         text = (path / KERAS_METADATA).read_bytes().decode("utf-8", errors="replace")
     except OSError:
         return None
-    for key in ("inner_activation", "activation"):
-        for name in re.findall(rf'"{key}": "([^"]+)"', text):
-            if name in KERAS_ACTIVATIONS:
-                return KERAS_ACTIVATIONS[name]
+    for name in re.findall(r'"inner_activation":\s*"([^"]+)"', text):
+        if name in KERAS_ACTIVATIONS:
+            return KERAS_ACTIVATIONS[name]
+    if re.search(r'"activation":\s*"Text>gelu"', text):
+        return KERAS_ACTIVATIONS["Text>gelu"]
     return None
 
 

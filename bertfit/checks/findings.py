@@ -124,12 +124,16 @@ class Report:
                 )
         if self.memory:
             m = self.memory
+            activations = (
+                f"up to {_gib(max(m['activations_bytes'].values()))}"
+                if m["activations_bytes"]
+                else "not estimated (the encoder's layers and width are not known)"
+            )
             lines.append("")
             lines.append(
                 f"memory per replica: parameters {_gib(m['parameters_bytes'])} "
                 f"({m['parameters']:,} values), + gradients and optimizer state "
-                f"{_gib(m['training_state_bytes'])}, activations (estimate) up to "
-                f"{_gib(max(m['activations_bytes'].values(), default=0))}"
+                f"{_gib(m['training_state_bytes'])}, activations (estimate) {activations}"
             )
             for shape, size in m["activations_bytes"].items():
                 lines.append(f"  activations {shape:<22} {_gib(size)}")

@@ -58,8 +58,21 @@ def write_model_garden_encoder(
         module.__call__.get_concrete_function(SPECS, training=training)
     tf.saved_model.save(module, str(path))
     if keras_activation is not None:
-        layer = {"class_name": "TransformerEncoderBlock", "config": {"name": "transformer/layer_0"}}
-        layer["config"]["inner_activation"] = keras_activation
-        metadata = json.dumps(layer).encode()
-        (path / "keras_metadata.pb").write_bytes(b"\n" + bytes([len(metadata) % 128]) + metadata)
+        _write_keras_metadata(path, keras_activation)
     return encoder
+
+
+def _write_keras_metadata(path: Path, inner_activation: str) -> None:
+    """Layer configs as tf_keras's `keras_metadata.pb` holds them (JSON strings in a proto):
+    the transformer layers' `inner_activation`, and Dense layers' own `activation` (the pooler's
+    tanh), which is not the encoder's."""
+    layers = [
+        {"class_name": "Dense", "config": {"name": "pooler_transform", "activation": "tanh"}},
+        {
+            "class_name": "TransformerEncoderBlock",
+            "config": {"name": "transformer/layer_0", "inner_activation": inner_activation},
+        },
+    ]
+    (path / "keras_metadata.pb").write_bytes(
+        b"".join(b"\x12" + json.dumps(x).encode() for x in layers)
+    )
