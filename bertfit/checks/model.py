@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import re
 import time
+from pathlib import Path
 
 import keras
 import numpy as np
 import tensorflow as tf
 
-from bertfit.checkpoints.savedmodel import SavedModelEncoder
+from bertfit.checkpoints.savedmodel import SavedModelEncoder, inspect_savedmodel
 from bertfit.checks.batches import canonical, shape_text, split_element
 from bertfit.checks.findings import ERROR, INFO, WARNING, Report
+from bertfit.errors import CheckpointError
 from bertfit.model.inputs import WORD_IDS
 from bertfit.translate import translate
 
@@ -212,7 +214,7 @@ def no_encoder_variables(report: Report, encoder, where: str) -> None:
             "the encoder is a signature-only SavedModel with zero trainable variables",
             where=where,
             why=SIGNATURE_ONLY_WHY,
-            fix=SIGNATURE_ONLY_FIX,
+            fix=signature_only_fix(_loads_tf1(encoder)),
         )
     else:
         report.add(
@@ -224,6 +226,19 @@ def no_encoder_variables(report: Report, encoder, where: str) -> None:
             "feature extraction only",
             fix="set encoder.trainable = True (load_encoder(..., trainable=True))",
         )
+
+
+def _loads_tf1(layer) -> bool:
+    """Whether a `hub.KerasLayer` holds a TF1 model (a Hub module or a TF1 SavedModel)."""
+    if getattr(layer, "_is_hub_module_v1", False):
+        return True
+    handle = getattr(layer, "_handle", None)  # hub.KerasLayer's path
+    if not isinstance(handle, str) or not Path(handle, "saved_model.pb").is_file():
+        return False
+    try:
+        return inspect_savedmodel(Path(handle)).tf1
+    except CheckpointError:
+        return False
 
 
 def _leading(features):

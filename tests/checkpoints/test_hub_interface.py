@@ -157,3 +157,20 @@ def test_check_runs_every_check_on_a_strings_in_tf_hub_model(hub_export, tmp_pat
     assert max(result["memory"]["activations_bytes"].values()) > 0  # [8, 16] from preprocessing
     assert "up to 0.0" not in result["text"]
     assert result["refused"] is not None  # hub.KerasLayer raises: nothing trains "silently"
+
+
+def test_a_tf1_model_in_a_hub_keras_layer_gets_the_tf1_fix(tmp_path):
+    from bertfit.checks.findings import Report
+    from bertfit.checks.model import TF1_SIGNATURE_ONLY_FIX, no_encoder_variables
+    from tests.tiny import write_tiny_hub_module
+
+    write_tiny_hub_module(tmp_path / "module")
+
+    class KerasLayer:  # what check sees of tensorflow-hub's layer: its name, weights, path
+        name, weights, trainable_weights = "keras_layer", [], []
+        _handle = str(tmp_path / "module")
+
+    report = Report()
+    no_encoder_variables(report, KerasLayer(), "model")
+    (finding,) = report.findings
+    assert finding.code == "grad-signature-only" and finding.fix == TF1_SIGNATURE_ONLY_FIX

@@ -223,3 +223,13 @@ def test_read_weights_roundtrip_with_a_scoped_table():
     table = tf2_variable_table(2, 4, SCOPE)
     stored = read_weights(encoder, table)
     assert all(name.startswith(SCOPE) for name in stored)
+
+
+def test_tf2_checkpoints_and_hub_modules_without_a_config_use_the_tanh_gelu(tmp_path):
+    from tests.tiny import write_tiny_hub_module, write_tiny_tf2
+
+    for name, writer in (("tf2", write_tiny_tf2), ("module", write_tiny_hub_module)):
+        (tmp_path / name).mkdir()
+        source = writer(tmp_path / name)
+        assert source.config.hidden_act == "gelu_new"
+        assert read_checkpoint(tmp_path / name).config.hidden_act == "gelu_new"
