@@ -236,4 +236,4 @@ def test_inspect_says_not_fine_tunable_when_config_and_weights_disagree_or_vocab
     (tmp_path / "no-vocab" / "vocab.txt").unlink()
     report = inspect_checkpoint(tmp_path / "no-vocab")
     assert report["fine_tunable"] is False
-    assert any("no vocab.txt" in note for note in report["notes"])
+    assert any("no tokenizer files (vocab.txt" in note for note in report["notes"])
