@@ -1,6 +1,6 @@
 """Every encoder family, from a checkpoint saved by transformers 5 (tokenizer.json, no vocab.txt):
 trains the same over two replicas as on one device, compiles every bucket for a TPU in `check`,
-and exports a SavedModel that gives `bertfit predict`'s probabilities."""
+evaluates every row, and exports a SavedModel that gives `bertfit predict`'s probabilities."""
 
 from __future__ import annotations
 
@@ -43,6 +43,10 @@ def test_a_family_trains_checks_and_exports(family, tmp_path, capsys):
     report = json.loads(capsys.readouterr().out)
     assert report["errors"] == 0, report["findings"]
     assert report["compiled"] and all(c["ok"] for c in report["compiled"])
+
+    assert main(["evaluate", "--run", str(one), "--data", data, "--json"]) == 0
+    metrics = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert metrics["num_examples"] == len(rows)
 
     export = tmp_path / "export"
     assert main(["export", "--run", str(one), str(export)]) == 0
