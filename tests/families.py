@@ -19,7 +19,10 @@ TINY = dict(
 def _configs(transformers) -> dict:
     """family → (model class, config) of a tiny random model."""
     return {
-        "bert": (transformers.BertModel, transformers.BertConfig(**TINY, max_position_embeddings=64)),
+        "bert": (
+            transformers.BertModel,
+            transformers.BertConfig(**TINY, max_position_embeddings=64),
+        ),
         "electra": (
             transformers.ElectraModel,
             transformers.ElectraConfig(**TINY, embedding_size=16, max_position_embeddings=64),
@@ -145,11 +148,24 @@ def train_tokenizer(kind: str, texts, vocab_size: int = 300, style: str = "[CLS]
     `texts` with the `tokenizers` library, with BERT's special tokens and pair template
     (`style` "[CLS]") or RoBERTa's ("<s>")."""
     import transformers
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
-    from tokenizers import trainers
+    from tokenizers import (
+        Tokenizer,
+        decoders,
+        models,
+        normalizers,
+        pre_tokenizers,
+        processors,
+        trainers,
+    )
 
     if style == "[CLS]":
-        specials = {"pad": "[PAD]", "unk": "[UNK]", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"}
+        specials = {
+            "pad": "[PAD]",
+            "unk": "[UNK]",
+            "cls": "[CLS]",
+            "sep": "[SEP]",
+            "mask": "[MASK]",
+        }
         single, pair = "[CLS] $A [SEP]", "[CLS] $A [SEP] $B:1 [SEP]:1"
     else:
         specials = {"cls": "<s>", "pad": "<pad>", "sep": "</s>", "unk": "<unk>", "mask": "<mask>"}
@@ -186,7 +202,10 @@ def train_tokenizer(kind: str, texts, vocab_size: int = 300, style: str = "[CLS]
     tokenizer.post_processor = processors.TemplateProcessing(
         single=single,
         pair=pair,
-        special_tokens=[(specials["cls"], ids[specials["cls"]]), (specials["sep"], ids[specials["sep"]])],
+        special_tokens=[
+            (specials["cls"], ids[specials["cls"]]),
+            (specials["sep"], ids[specials["sep"]]),
+        ],
     )
     return transformers.PreTrainedTokenizerFast(
         tokenizer_object=tokenizer, **{f"{k}_token": v for k, v in specials.items()}
@@ -210,7 +229,7 @@ def write_family_checkpoint(family: str, path: Path, texts, seed: int = 0, train
     model = model_class(config).eval()
     if not trainable:
         with torch.no_grad():
-            for name, parameter in model.named_parameters():
+            for parameter in model.parameters():
                 parameter.normal_(0.0, 0.2)
     model.save_pretrained(path)
     return tokenizer, model

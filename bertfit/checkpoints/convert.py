@@ -35,12 +35,17 @@ def convert(
             "rewrite it as another format; use it as it is with load_encoder()."
         )
     lower = True if checkpoint.lower_case is None else checkpoint.lower_case
+    if to == "hf" and encoder.config.model_type != "bert":
+        raise CheckpointError(
+            f"{source} is a {checkpoint.family} encoder; convert --to hf writes BERT-architecture "
+            "encoders only (a Hugging Face checkpoint of another family needs no conversion)."
+        )
     if to == "hf":
         write_hf(encoder, None, destination, vocab_file=checkpoint.vocab_file, lower_case=lower)
         return {"hf": destination}
     from bertfit.export.hub import write_hub_encoder, write_hub_preprocessor
 
-    positions = encoder.config.max_position_embeddings
+    positions = encoder.config.max_sequence_length
     if seq_length is None:
         seq_length = min(128, positions)
     check_positions(seq_length, positions, str(source), flag="--seq-length")
@@ -48,7 +53,7 @@ def convert(
     written = {
         "encoder": write_hub_encoder(encoder, destination / "encoder", checkpoint.vocab_file, lower)
     }
-    if checkpoint.vocab_file is not None:
+    if _has_tokenizer(checkpoint):
         from bertfit.checkpoints.load import build_tokenizer
 
         written["preprocess"] = write_hub_preprocessor(
@@ -66,3 +71,13 @@ def convert(
         )
     )
     return written
+
+
+def _has_tokenizer(checkpoint) -> bool:
+    if checkpoint.vocab_file is not None:
+        return True
+    if checkpoint.tokenizer_dir is None:
+        return False
+    from bertfit.text.loading import tokenizer_kind
+
+    return tokenizer_kind(checkpoint.tokenizer_dir) is not None

@@ -148,17 +148,53 @@ class HubBertEncoder(tf.Module):
         return self.forward(inputs, training)
 
 
+class HubKerasEncoder(tf.Module):
+    """An encoder of any family as TF Hub's reusable SavedModel: bertfit's Keras encoder, its
+    variables exposed as TF Hub asks. For families other than BERT, whose layers Model
+    Garden's names do not describe (the SavedModel needs `import tensorflow` only, no Keras
+    code, to load and run).
+
+    Args:
+        encoder: a `BertEncoder`.
+    """
+
+    variables = None
+    trainable_variables = None
+
+    def __init__(self, encoder):
+        super().__init__(name="bert_encoder")
+        self.encoder = encoder
+        self.config_json = json.dumps(encoder.config.to_dict())
+        self.variables = [v.value for v in encoder.weights]
+        self.trainable_variables = [v.value for v in encoder.trainable_weights]
+        self.regularization_losses = []
+
+    def forward(self, inputs, training: bool = False):
+        outputs = dict(self.encoder(inputs, training=training))
+        first = outputs.get("pooled_output", outputs["sequence_output"][:, 0])
+        return {**outputs, "default": first}  # TF Hub's whole-input representation
+
+    @tf.function
+    def __call__(self, inputs, training=False):
+        return self.forward(inputs, training)
+
+
 def write_hub_encoder(
     encoder, path: str | Path, vocab_file: Path | None = None, lower_case: bool | None = None
 ) -> Path:
     """Writes `encoder` (a `BertEncoder`) as a reusable TF Hub-style SavedModel at `path`.
 
-    The vocabulary and casing go to `assets/` (`vocab.txt`, `tokenizer_config.json`) with the
-    architecture (`assets/bert_config.json`), so bertfit reloads it unchanged.
+    A BERT is written in plain TF ops over Model Garden's variable names (`HubBertEncoder`);
+    another family as its Keras encoder (`HubKerasEncoder`). The vocabulary and casing go to
+    `assets/` (`vocab.txt`, `tokenizer_config.json`) with the architecture
+    (`assets/bert_config.json`), so bertfit reloads a BERT unchanged.
     """
     path = Path(path)
-    weights = {k: np.asarray(v.numpy()) for k, v in encoder.named_variables().items()}
-    module = HubBertEncoder(encoder.config, weights)
+    if encoder.config.model_type == "bert":
+        weights = {k: np.asarray(v.numpy()) for k, v in encoder.named_variables().items()}
+        module = HubBertEncoder(encoder.config, weights)
+    else:
+        module = HubKerasEncoder(encoder)
     specs = _input_specs()
     for training in (False, True):
         module.__call__.get_concrete_function(specs, training=training)
@@ -173,7 +209,9 @@ def write_hub_encoder(
             },
             training=False,
         )
-        return {key: out[key] for key in ("pooled_output", "default", "sequence_output")}
+        return {
+            key: out[key] for key in ("pooled_output", "default", "sequence_output") if key in out
+        }
 
     tf.saved_model.save(module, str(path), signatures={"serving_default": serve})
     _write_assets(path / "assets", encoder.config, vocab_file, lower_case)

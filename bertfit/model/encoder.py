@@ -86,7 +86,9 @@ class BertEmbeddings(keras.layers.Layer):
         super().__init__(**kwargs)
         dtype = self.dtype_policy
         width = config.embedding_width
-        self.word_embeddings = _embedding(config.vocab_size, width, config, "word_embeddings", dtype)
+        self.word_embeddings = _embedding(
+            config.vocab_size, width, config, "word_embeddings", dtype
+        )
         self.position_embeddings = (
             _embedding(config.max_position_embeddings, width, config, "position_embeddings", dtype)
             if config.absolute_positions
@@ -427,7 +429,9 @@ class BertEncoder(keras.layers.Layer):
         """Every weight under its canonical bertfit name (the keys of the name tables in
         `checkpoints.families`); a shared layer (ALBERT) is named once, as `layer_0`."""
         named = {f"embeddings/{k}": v for k, v in self.embeddings.named_variables().items()}
-        layers = self.transformer_layers[:1] if self.config.share_layers else self.transformer_layers
+        layers = (
+            self.transformer_layers[:1] if self.config.share_layers else self.transformer_layers
+        )
         for i, layer in enumerate(layers):
             named |= {f"layer_{i}/{k}": v for k, v in layer.named_variables().items()}
         if self.parts is not None:

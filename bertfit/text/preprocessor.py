@@ -52,8 +52,17 @@ class BertPreprocessor(tf.Module):
         return self.tokenizer(inputs, max_seq_length=self.seq_length)
 
     def tokenize(self, texts) -> tf.RaggedTensor:
-        """WordPiece ids per word, as TF Hub's `tokenize`: [batch, words, wordpieces]."""
-        return self.tokenizer.tokenize_words(texts)
+        """Token ids per word, as TF Hub's `tokenize`: [batch, words, wordpieces]. WordPiece
+        groups its pieces by word; for SentencePiece and byte-level BPE each piece is a word
+        of its own (their pieces carry their own word boundaries)."""
+        if self.tokenizer.kind == "wordpiece":
+            return self.tokenizer.tokenize_words(texts)
+        ids = self.tokenizer.tokenize(texts)
+        if not isinstance(ids, tf.RaggedTensor):  # one string
+            ids = tf.RaggedTensor.from_tensor(ids[tf.newaxis])
+        pieces = ids.flat_values
+        one_each = tf.ones_like(pieces, tf.int64)
+        return ids.with_flat_values(tf.RaggedTensor.from_row_lengths(pieces, one_each))
 
     def bert_pack_inputs(self, segments, seq_length: int | None = None) -> dict[str, tf.Tensor]:
         """Packs one or two tokenized segments (from `tokenize`; [batch, words, wordpieces] or
@@ -64,7 +73,9 @@ class BertPreprocessor(tf.Module):
         length = self.seq_length if seq_length is None else seq_length
         if len(flat) == 2:
             flat = [tf.cast(s, tf.int32).with_row_splits_dtype(tf.int64) for s in flat]
-            budget = tf.cast(length, tf.int64) - 3  # [CLS] a [SEP] b [SEP]
+            # [CLS] a [SEP] b [SEP], or RoBERTa's <s> a </s></s> b </s>
+            separators = self.tokenizer.special_ids.get("pair_separators", 1)
+            budget = tf.cast(length, tf.int64) - 2 - separators
             keep = round_robin_lengths(flat[0].row_lengths(), flat[1].row_lengths(), budget)
             flat = [_first(s, k) for s, k in zip(flat, keep, strict=True)]
         return self.tokenizer.pack(*flat, max_seq_length=length)

@@ -73,7 +73,9 @@ def test_an_unsupported_model_type_is_named_in_one_sentence(tmp_path):
 
 def test_a_shape_mismatch_names_a_few_tensors_then_counts_the_rest(tmp_path):
     write_family_model("bert", tmp_path)
-    config = (tmp_path / "config.json").read_text().replace('"hidden_size": 32', '"hidden_size": 64')
+    config = (
+        (tmp_path / "config.json").read_text().replace('"hidden_size": 32', '"hidden_size": 64')
+    )
     (tmp_path / "config.json").write_text(config)
     with pytest.raises(CheckpointError, match=r"and \d+ more"):
         build_encoder(read_hf(tmp_path))

@@ -17,7 +17,10 @@ _DENSE = {
     "intermediate": "ffn",
     "output": "ffn_output",
 }
-_NORMS = {"attention/layer_norm": "attention.LayerNorm", "output/layer_norm": "full_layer_layer_norm"}
+_NORMS = {
+    "attention/layer_norm": "attention.LayerNorm",
+    "output/layer_norm": "full_layer_layer_norm",
+}
 
 
 def read_config(values: dict) -> BertConfig:
@@ -45,7 +48,9 @@ def table(config: BertConfig) -> dict[str, Source]:
     }
     for p in ("gamma", "beta"):
         names[f"embeddings/layer_norm/{p}"] = _hf_norm("embeddings.LayerNorm", p)
-    names["embeddings/projection/kernel"] = _transposed("encoder.embedding_hidden_mapping_in.weight")
+    names["embeddings/projection/kernel"] = _transposed(
+        "encoder.embedding_hidden_mapping_in.weight"
+    )
     names["embeddings/projection/bias"] = Source(("encoder.embedding_hidden_mapping_in.bias",))
     for ours, theirs in _DENSE.items():
         names[f"layer_0/{ours}/kernel"] = _transposed(f"{_LAYER}.{theirs}.weight")

@@ -1,4 +1,4 @@
-"""BERT (`BertModel`; Google's `bert_config.json` too): the table every related family starts from."""
+"""BERT (`BertModel`; Google's `bert_config.json` too): the table its relatives start from."""
 
 from __future__ import annotations
 

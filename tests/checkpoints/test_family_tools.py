@@ -1,0 +1,87 @@
+"""`bertfit inspect` says what a checkpoint of any family is: family, size, tokenizer, whether it
+fine-tunes; an unsupported family gets one sentence, not a list of missing tensors. `bertfit
+convert --to tf-hub` writes any family as TF Hub's encoder + preprocessing SavedModels."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bertfit.checkpoints.load import load_encoder
+from bertfit.cli import main
+from tests.families import write_family_checkpoint
+from tests.tiny import sentiment_rows
+
+pytest.importorskip("transformers")
+
+TEXTS = [text for text, _ in sentiment_rows(60)]
+
+
+@pytest.mark.parametrize(
+    ("family", "name", "tokenizer"),
+    [
+        ("electra", "ELECTRA", "wordpiece"),
+        ("distilbert", "DistilBERT", "wordpiece"),
+        ("albert", "ALBERT", "sentencepiece"),
+        ("deberta-v2", "DeBERTa-v3", "sentencepiece"),
+        ("roberta", "RoBERTa", "bpe"),
+    ],
+)
+def test_inspect_names_the_family_and_its_tokenizer(family, name, tokenizer, tmp_path, capsys):
+    write_family_checkpoint(family, tmp_path, TEXTS)
+    assert main(["inspect", str(tmp_path), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["family"] == name
+    assert report["tokenizer"] == tokenizer
+    assert report["fine_tunable"] is True
+    assert report["parameters"] > 1000
+    assert ("pooled_output" in report["outputs"]) == (family in ("albert", "roberta"))
+    assert main(["inspect", str(tmp_path)]) == 0
+    assert f"family:        {name}" in capsys.readouterr().out
+
+
+def test_an_unsupported_family_is_one_sentence(tmp_path, capsys):
+    write_family_checkpoint("bert", tmp_path, TEXTS)
+    config = json.loads((tmp_path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**config, "model_type": "longformer"}))
+    main(["inspect", str(tmp_path), "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert report["fine_tunable"] is False
+    (note,) = report["notes"]
+    assert "'longformer' model" in note and "ModernBERT" in note and len(note) < 400
+
+
+@pytest.mark.parametrize("family", ["roberta", "deberta-v2", "electra"])
+def test_convert_to_tf_hub_keeps_the_family_and_its_tokenizer(family, tmp_path):
+    write_family_checkpoint(family, tmp_path / "model", TEXTS, trainable=False)
+    assert main(["convert", str(tmp_path / "model"), str(tmp_path / "hub"), "--to", "tf-hub",
+                 "--seq-length", "16"]) == 0  # fmt: skip
+    encoder, tokenizer = load_encoder(tmp_path / "model")
+    preprocess = tf.saved_model.load(str(tmp_path / "hub" / "preprocess"))
+    hub_encoder = tf.saved_model.load(str(tmp_path / "hub" / "encoder"))
+    texts, pairs = ["a good film", "bad"], ["dull", "the plot is not boring"]
+    theirs = preprocess(tf.constant(texts))
+    ours = tokenizer(texts, max_seq_length=16)
+    for name, value in ours.items():
+        np.testing.assert_array_equal(theirs[name].numpy(), value.numpy())
+    outputs = hub_encoder(dict(ours), False)
+    expected = encoder(ours)
+    np.testing.assert_allclose(
+        outputs["sequence_output"].numpy(), expected["sequence_output"].numpy(), atol=1e-5
+    )
+    assert "default" in outputs
+    segments = [preprocess.tokenize(tf.constant(t)) for t in (texts, pairs)]
+    packed = preprocess.bert_pack_inputs(segments, tf.constant(64))
+    np.testing.assert_array_equal(
+        packed["input_word_ids"].numpy(),
+        tokenizer(texts, pairs, max_seq_length=64)["input_word_ids"].numpy(),
+    )
+
+
+def test_convert_to_hf_refuses_another_family_in_one_sentence(tmp_path, capsys):
+    write_family_checkpoint("electra", tmp_path / "model", TEXTS)
+    assert main(["convert", str(tmp_path / "model"), str(tmp_path / "hf"), "--to", "hf"]) == 2
+    assert "ELECTRA encoder; convert --to hf writes BERT-architecture" in capsys.readouterr().err
