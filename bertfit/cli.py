@@ -8,15 +8,28 @@ never as a traceback.
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import sys
 
 from bertfit.checkpoints import commands as checkpoint_commands
 from bertfit.checks import commands as check_commands
 from bertfit.config import TASKS
+from bertfit.data.sources import FORMATS
 from bertfit.errors import BertfitError, TrainingInterrupted
 from bertfit.run_flags import add_train_arguments, run_config_from_args
 from bertfit.tf_startup import start_tensorflow
+
+# What the system refuses for reasons outside bertfit: a full disk, a read-only file system, no
+# permission. Said in one line like a user mistake; any other OSError is a bug and is raised.
+_SYSTEM_REFUSALS = {
+    errno.ENOSPC,
+    errno.EDQUOT,
+    errno.EROFS,
+    errno.EACCES,
+    errno.EPERM,
+    errno.EFBIG,
+}
 
 
 def cmd_train(args) -> int:
@@ -38,7 +51,7 @@ def cmd_train(args) -> int:
 def cmd_evaluate(args) -> int:
     from bertfit.training.run import evaluate
 
-    metrics = evaluate(args.run, args.data, quiet=args.quiet or args.json)
+    metrics = evaluate(args.run, args.data, quiet=args.quiet or args.json, format=args.format)
     if args.json:
         print(json.dumps(metrics))
     else:
@@ -55,8 +68,8 @@ def cmd_predict(args) -> int:
     from bertfit.training.run import predict
 
     output = args.output or "-"
-    check_output_path(output, args.data)
-    rows = predict(args.run, args.data, quiet=args.quiet)
+    check_output_path(output, args.data, args.run)
+    rows = predict(args.run, args.data, quiet=args.quiet, format=args.format)
     write_predictions(rows, output)
     if output != "-" and not args.quiet:
         print(f"wrote {len(rows)} predictions to {output}", file=sys.stderr)
@@ -64,8 +77,10 @@ def cmd_predict(args) -> int:
 
 
 def cmd_export(args) -> int:
+    from bertfit.paths import check_output_dir
     from bertfit.predictor import load_classifier
 
+    check_output_dir(args.output, "OUT", run_dir=args.run)
     path = load_classifier(args.run).export(args.output, version=args.version)
     print(path)
     return 0
@@ -96,7 +111,9 @@ def cmd_serve(args) -> int:
 def cmd_report(args) -> int:
     from bertfit.report import write_report
 
-    print(write_report(args.run, args.output))
+    path = write_report(args.run, args.output)
+    if args.output != "-":
+        print(path)
     return 0
 
 
@@ -111,6 +128,30 @@ def cmd_demo(args) -> int:
         task=args.task,
     )
     return 0
+
+
+def _serving_version(text: str) -> int:
+    """TF Serving's versions are positive int64 numbers."""
+    try:
+        version = int(text)
+    except ValueError:
+        version = 0
+    if not 1 <= version < 2**63:
+        raise argparse.ArgumentTypeError(
+            f"expected a whole number from 1 to {2**63 - 1} (TF Serving's versions); got {text!r}"
+        )
+    return version
+
+
+def _check_convert_destination(args) -> None:
+    from bertfit.paths import check_output_dir
+
+    check_output_dir(args.destination, "DST", inputs=[args.source])
+
+
+# Checks of a command's outputs run before its own code: commands that live with their subsystem
+# get them here.
+PREFLIGHT = {"convert": _check_convert_destination}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -142,14 +183,17 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument(
         "--run", required=True, help="a run directory from `bertfit train`, or an export"
     )
-    evaluate.add_argument("--data", required=True)
+    evaluate.add_argument("--data", required=True, help="a file, or - for standard input")
     evaluate.add_argument("--json", action="store_true")
     evaluate.set_defaults(handler=cmd_evaluate)
 
     predict = sub.add_parser("predict", help="predict labels, one output row per input row")
     predict.add_argument("--run", required=True, help="a run directory, or an export")
     predict.add_argument("--data", required=True, help="a file, or - for standard input")
-    predict.add_argument("--output", help="output .csv or .jsonl (default: JSONL on stdout)")
+    predict.add_argument(
+        "--output",
+        help="output .csv or .jsonl (default, or -: JSON lines on standard output)",
+    )
     predict.set_defaults(handler=cmd_predict)
 
     export = sub.add_parser(
@@ -159,7 +203,11 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument(
         "output", metavar="OUT", help="folder of versions; the next free version number is used"
     )
-    export.add_argument("--version", type=int, help="the version number (default: next free)")
+    export.add_argument(
+        "--version",
+        type=_serving_version,
+        help="the version number, 1 or more (default: next free)",
+    )
     export.set_defaults(handler=cmd_export)
 
     serve = sub.add_parser("serve", help="serve a classifier over TF Serving's REST API")
@@ -186,7 +234,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     report = sub.add_parser("report", help="an HTML page of a run's curves, metrics and data")
     report.add_argument("run", metavar="RUN", help="a run directory from `bertfit train`")
-    report.add_argument("--output", help="the HTML file (default: RUN/report.html)")
+    report.add_argument(
+        "--output", help="the HTML file (default: RUN/report.html; - for standard output)"
+    )
     report.set_defaults(handler=cmd_report)
 
     demo = sub.add_parser(
@@ -204,6 +254,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.set_defaults(handler=cmd_demo)
 
+    for name in ("evaluate", "predict"):
+        sub.choices[name].add_argument(
+            "--format",
+            choices=FORMATS,
+            help="the format of --data (default: from its name; standard input: csv)",
+        )
     for name in ("train", "evaluate", "predict", "demo"):
         sub.choices[name].add_argument("--quiet", action="store_true", help="no progress output")
     for commands in (checkpoint_commands, check_commands):  # they live with their subsystem
@@ -216,9 +272,17 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     handler = getattr(args, "handler", None) or args.func
     try:
+        if args.command in PREFLIGHT:
+            PREFLIGHT[args.command](args)
         return handler(args)
     except BertfitError as e:
         print(f"bertfit {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        if e.errno not in _SYSTEM_REFUSALS:
+            raise
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"bertfit {args.command}: error: {where}{e.strerror or e}", file=sys.stderr)
         return 2
     except TrainingInterrupted as e:
         print(f"bertfit {args.command}: {e}", file=sys.stderr)

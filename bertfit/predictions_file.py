@@ -1,4 +1,10 @@
-"""Writing `bertfit predict`'s output: checked before anything is computed, written whole."""
+"""Writing `bertfit predict`'s output: checked before anything is computed, written whole.
+
+JSON lines by default; CSV when the output name ends in .csv , with the
+columns of the run's task: `label,probabilities` (single-label), `labels,probabilities`
+(multi-label; the labels as a JSON list) or `value` (regression). Probabilities are a JSON
+object {label: probability}.
+"""
 
 from __future__ import annotations
 
@@ -6,57 +12,50 @@ import csv
 import io
 import json
 import os
-import sys
-import tempfile
-from pathlib import Path
 
-from bertfit.atomic import write_text_atomic
-from bertfit.errors import ConfigError
-
-STDOUT = "-"
+from bertfit.paths import check_output_file, write_output
 
 
-def check_output_path(output: str, data: str) -> None:
-    """Refuses an output that would overwrite the input, is a directory, or cannot be written,
-    before any prediction is computed."""
-    if output == STDOUT:
-        return
-    path = Path(output)
-    if data != STDOUT and path.exists() and os.path.samefile(path, data):
-        raise ConfigError(
-            f"--output {output} is the input file --data {data}; writing the "
-            "predictions there would destroy the input. Choose another --output."
-        )
-    if path.is_dir():
-        raise ConfigError(
-            f"--output {output} is a directory; give a file name such as "
-            f"{path / 'predictions.jsonl'}."
-        )
-    parent = path.absolute().parent
-    if not parent.is_dir():
-        raise ConfigError(f"--output {output}: the folder {parent} does not exist.")
-    try:
-        os.remove(tempfile.mkstemp(prefix=".bertfit-write-test-", dir=parent)[1])
-    except OSError as e:
-        raise ConfigError(f"--output {output}: cannot write in {parent} ({e.strerror}).") from None
+def check_output_path(output: str, data: str, run: str | None = None) -> None:
+    """Refuses an output that would overwrite the input or the run's files, is a directory, a
+    device or a FIFO, or cannot be written, before any prediction is computed."""
+    check_output_file(output, "--output", inputs=[data], run_dir=run)
+
+
+def output_format(output: str, asked: str | None = None) -> str:
+    """`asked`, else csv for a name ending in .csv, else jsonl."""
+    if asked:
+        return asked
+    return "csv" if os.fspath(output).lower().endswith(".csv") else "jsonl"
 
 
 def format_predictions(rows: list[dict], csv_format: bool) -> str:
-    """JSON lines, or CSV with a `label` column and the probabilities as JSON."""
+    """JSON lines, or CSV with the columns of the rows' task (see the module docstring)."""
     if not csv_format:
-        return "".join(json.dumps(row) + "\n" for row in rows)
+        return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
     buffer = io.StringIO(newline="")
     writer = csv.writer(buffer)
-    writer.writerow(["label", "probabilities"])
+    columns = _columns(rows)
+    writer.writerow(columns)
     for row in rows:
-        writer.writerow([row["label"], json.dumps(row["probabilities"])])
+        writer.writerow(
+            [
+                row[c] if c in ("label", "value") else json.dumps(row[c], ensure_ascii=False)
+                for c in columns
+            ]
+        )
     return buffer.getvalue()
 
 
-def write_predictions(rows: list[dict], output: str) -> None:
-    """Writes `rows` to `output` (.csv → CSV, else JSON lines; "-" → stdout), all or nothing."""
-    text = format_predictions(rows, output.endswith(".csv"))
-    if output == STDOUT:
-        sys.stdout.write(text)
-    else:
-        write_text_atomic(output, text)
+def _columns(rows: list[dict]) -> list[str]:
+    if not rows:
+        return ["label", "probabilities"]
+    if "value" in rows[0]:
+        return ["value"]
+    return ["labels" if "labels" in rows[0] else "label", "probabilities"]
+
+
+def write_predictions(rows: list[dict], output: str, format: str | None = None) -> None:
+    """Writes `rows` to `output` ("-" → stdout) in `format` (default: by the name), all or
+    nothing."""
+    write_output(output, format_predictions(rows, output_format(output, format) == "csv"))

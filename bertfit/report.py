@@ -18,10 +18,10 @@ from pathlib import Path
 
 import numpy as np
 
-from bertfit.atomic import write_text_atomic
 from bertfit.data.profile import LengthProfile
 from bertfit.data.tasks import MULTI_LABEL, REGRESSION, Task
 from bertfit.errors import ConfigError
+from bertfit.paths import STDOUT, check_output_file, write_output
 from bertfit.training.metrics import HEADLINE_METRICS
 from bertfit.training.run_dir import RunDir
 
@@ -77,20 +77,46 @@ def epoch_table(metrics: dict) -> str:
 # ---- the HTML report ----
 
 
-def write_report(run_path: str | Path, output: str | Path | None = None) -> Path:
-    """Writes the report of the run in `run_path` (default `RUN/report.html`); returns its
-    path. Raises ConfigError when `run_path` holds no run."""
+def write_report(run_path: str | Path, output: str | Path | None = None) -> Path | str:
+    """Writes the report of the run in `run_path` (default `RUN/report.html`; "-": standard
+    output); returns its path. Raises ConfigError when `run_path` holds no run, or when
+    `output` cannot be written or is one of the run's own files."""
     run = RunDir(run_path, write=False)
     if not run.metrics_file.is_file():
         raise ConfigError(
             f"{run.path} holds no bertfit run (no metrics.json); pass the run "
             "directory that `bertfit train` wrote."
         )
-    metrics = json.loads(run.metrics_file.read_text(encoding="utf-8"))
-    page = _page(run.path, metrics, run.read_steps(), run.load_task(), run.load_eval_outputs())
-    path = Path(output) if output else run.report_file
-    write_text_atomic(path, page)
-    return path
+    path = output if output is not None else run.report_file
+    check_output_file(path, "--output", run_dir=run.path, allowed_in_run=[run.report_file.name])
+    metrics = read_metrics(run.metrics_file)
+    try:
+        page = _page(run.path, metrics, run.read_steps(), run.load_task(), run.load_eval_outputs())
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise ConfigError(
+            f"{run.metrics_file} is not a complete bertfit metrics file ({type(e).__name__}: "
+            f"{str(e)[:200]}); the run directory may be damaged."
+        ) from None
+    write_output(path, page)
+    return path if path == STDOUT else Path(path)
+
+
+def read_metrics(file: Path) -> dict:
+    """A run's metrics.json as a dict, or a ConfigError saying what is wrong with it."""
+    try:
+        metrics = json.loads(file.read_bytes().decode("utf-8"))
+    except (OSError, ValueError) as e:  # UnicodeDecodeError and JSONDecodeError included
+        reason = e.strerror if isinstance(e, OSError) else str(e).splitlines()[0][:200]
+        raise ConfigError(
+            f"{file} cannot be read as the run's metrics ({reason}); the run directory may be "
+            "damaged or still being written. Rerun `bertfit train` to rewrite it."
+        ) from None
+    if not isinstance(metrics, dict) or not isinstance(metrics.get("epochs", []), list):
+        raise ConfigError(
+            f"{file} is not a bertfit metrics file (expected a JSON object with a list of "
+            "epochs); the run directory may be damaged."
+        )
+    return metrics
 
 
 def _page(run: Path, metrics: dict, steps: list[dict], task: Task, eval_outputs) -> str:

@@ -64,6 +64,23 @@ def cases(work: Path, model: str) -> dict[str, list[str]]:
     with zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as z:
         z.writestr("model/model.safetensors", b"\0" * (32 * 2**20))
     train = ["train", "--model", model, "--train", str(good), "--quiet", "--max-seq-length", "32"]
+    fake_run = work / "fake_run"  # enough of a run for the commands to check their outputs
+    fake_run.mkdir()
+    (fake_run / "config.yaml").write_text("model:\n  name: tiny\n")
+    (fake_run / "metrics.json").write_text('{"status": "finished", "epochs": []}')
+    damaged = {
+        "truncated": '{"status": "finish',
+        "list": "[1, 2, 3]",
+        "latin1": '{"status": "caf\xe9"}',
+    }
+    for name, text in damaged.items():
+        (work / f"damaged_{name}").mkdir()
+        (work / f"damaged_{name}" / "config.yaml").write_text("model:\n  name: tiny\n")
+        (work / f"damaged_{name}" / "metrics.json").write_bytes(text.encode("latin-1"))
+    os.mkfifo(work / "fifo")
+
+    def predict_to(output: str) -> list[str]:
+        return ["predict", "--run", str(work / "no-run"), "--data", str(good), "--output", output]
 
     def train_on(name: str, run: str) -> list[str]:
         return [
@@ -126,6 +143,42 @@ def cases(work: Path, model: str) -> dict[str, list[str]]:
             "128",
             "--no-compile",
         ],
+        "predict into /dev/null": predict_to("/dev/null"),
+        "predict into a fifo": predict_to(str(work / "fifo")),
+        "predict into a missing folder": predict_to(str(work / "missing" / "p.csv")),
+        "predict into a directory": predict_to(str(work)),
+        "predict into a read-only file system": predict_to("/proc/p.csv"),
+        "predict into the run": [
+            "predict",
+            "--run",
+            str(fake_run),
+            "--data",
+            str(good),
+            "--output",
+            str(fake_run / "p.csv"),
+        ],
+        "report over the run's config": [
+            "report",
+            str(fake_run),
+            "--output",
+            str(fake_run / "config.yaml"),
+        ],
+        "report into /dev/null": ["report", str(fake_run), "--output", "/dev/null"],
+        "report into a missing folder": [
+            "report",
+            str(fake_run),
+            "--output",
+            str(work / "missing" / "r.html"),
+        ],
+        "report on a truncated metrics.json": ["report", str(work / "damaged_truncated")],
+        "report on a list-shaped metrics.json": ["report", str(work / "damaged_list")],
+        "report on a latin-1 metrics.json": ["report", str(work / "damaged_latin1")],
+        "export into a file": ["export", "--run", str(fake_run), str(work / "a_file")],
+        "export into a fifo": ["export", "--run", str(fake_run), str(work / "fifo")],
+        "export into the run": ["export", "--run", str(fake_run), str(fake_run / "export")],
+        "export into a read-only file system": ["export", "--run", str(fake_run), "/proc/x/y"],
+        "convert into a file": ["convert", model, str(work / "a_file"), "--to", "hf"],
+        "convert into its source": ["convert", model, str(Path(model) / "out"), "--to", "hf"],
         "predict over its own input": [
             "predict",
             "--run",

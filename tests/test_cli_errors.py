@@ -4,6 +4,7 @@ TensorFlow log line, no half-written run directory. One subprocess runs all of t
 
 import json
 import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -52,6 +53,24 @@ EXPECTED = {  # case -> words its one line must hold
     "invisible text": "invisible.jsonl:1",
     "check on a length past the position table": "max_position_embeddings",
     "predict over its own input": "--output",
+    "predict into /dev/null": "is a device, not a regular file",
+    "predict into a fifo": "is a FIFO",
+    "predict into a missing folder": "does not exist",
+    "predict into a directory": "is a directory",
+    "predict into a read-only file system": "cannot create files in /proc",
+    "predict into the run": "inside the run directory",
+    "report over the run's config": "inside the run directory",
+    "report into /dev/null": "is a device",
+    "report into a missing folder": "does not exist",
+    "report on a truncated metrics.json": "cannot be read as the run's metrics",
+    "report on a list-shaped metrics.json": "not a bertfit metrics file",
+    "report on a latin-1 metrics.json": "cannot be read as the run's metrics",
+    "export into a file": "not a folder",
+    "export into a fifo": "is a FIFO",
+    "export into the run": "inside the run directory",
+    "export into a read-only file system": "cannot create files in /proc",
+    "convert into a file": "not a folder",
+    "convert into its source": "overlaps the input",
 }
 
 
@@ -78,6 +97,11 @@ def test_no_mistake_leaves_a_run_directory_or_a_half_written_file(results):
     assert not [p.name for p in work.iterdir() if p.name.startswith("r")]
     assert (work / "a_file").read_text() == "not a directory\n"
     assert (work / "good.csv").read_text().startswith("text,label\n")
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+    assert stat.S_ISFIFO(os.stat(work / "fifo").st_mode)
+    assert (work / "fake_run" / "config.yaml").read_text() == "model:\n  name: tiny\n"
+    assert sorted(p.name for p in (work / "fake_run").iterdir()) == ["config.yaml", "metrics.json"]
+    assert not (work / "missing").exists()
     cache = work / "cache" / "archives"
     assert not cache.exists() or not any(cache.iterdir())
 

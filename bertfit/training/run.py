@@ -564,11 +564,15 @@ def _writable(directory: Path, run_dir: RunDir) -> Path:
 # ---- evaluate / predict with a trained classifier ----
 
 
-def evaluate(run_path: str | Path, data_path: str, *, quiet: bool = False) -> dict:
+def evaluate(
+    run_path: str | Path, data_path: str, *, quiet: bool = False, format: str | None = None
+) -> dict:
     """The task's metrics (e.g. accuracy, macro_f1, loss) of a trained run (or an export) on a
-    labelled file, with num_examples; every row counts."""
+    labelled file (`format`: its format, else from its name), with num_examples; every row
+    counts."""
     classifier = load_classifier(run_path)
-    examples = read_examples(data_path, classifier_source_spec(classifier))
+    spec = dataclasses.replace(classifier_source_spec(classifier), format=format)
+    examples = read_examples(data_path, spec)
     targets = classifier.task.targets(examples, data_path)
     start = time.perf_counter()
     outputs = _outputs(classifier, examples, "evaluate", quiet)
@@ -582,11 +586,15 @@ def evaluate(run_path: str | Path, data_path: str, *, quiet: bool = False) -> di
     return metrics
 
 
-def predict(run_path: str | Path, data_path: str, *, quiet: bool = False) -> list[dict]:
+def predict(
+    run_path: str | Path, data_path: str, *, quiet: bool = False, format: str | None = None
+) -> list[dict]:
     """One prediction per input row, in input order: the label and a probability per label
-    (single-label), the labels and a probability per label (multi-label), or the value."""
+    (single-label), the labels and a probability per label (multi-label), or the value.
+    `format` reads `data_path` in that format (standard input is CSV without it)."""
     classifier = load_classifier(run_path)
-    examples = read_examples(data_path, classifier_source_spec(classifier), labels_required=False)
+    spec = dataclasses.replace(classifier_source_spec(classifier), format=format)
+    examples = read_examples(data_path, spec, labels_required=False)
     return classifier.rows(_outputs(classifier, examples, "predict", quiet))
 
 
