@@ -64,6 +64,13 @@ def stderr_silenced():
         os.close(devnull)
 
 
+def native_logs_quiet():
+    """`stderr_silenced()`, unless BERTFIT_VERBOSE_TF is set: for native code that logs while
+    it loads (an op library re-prints TensorFlow's buffered start-up lines when it initialises
+    its logging; SentencePiece notes "precompiled_charsmap is empty" for every model)."""
+    return contextlib.nullcontext() if verbose() else stderr_silenced()
+
+
 # Keras' optional imports that nothing needs while TensorFlow loads (see above).
 UNUSED_OPTIONAL_MODULES = ("sklearn", "scipy", "matplotlib")
 

@@ -15,12 +15,15 @@ from pathlib import Path
 
 import tensorflow as tf
 
+from bertfit.tf_startup import native_logs_quiet
+
 
 def _op_library(name: str):
     """tensorflow_text's op library `name`, found without importing the package, at the path
     tensorflow_text loads it from (TensorFlow registers a library's ops once per path)."""
     package = Path(importlib.util.find_spec("tensorflow_text").origin).parent
-    return tf.load_op_library(str(package / "python" / "ops" / f"{name}.so"))
+    with native_logs_quiet():
+        return tf.load_op_library(str(package / "python" / "ops" / f"{name}.so"))
 
 
 _normalize = _op_library("_normalize_ops")

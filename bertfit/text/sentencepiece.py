@@ -54,6 +54,7 @@ from bertfit.text.tokenizer import (
     _as_string_batch,
     _no_autograph,
 )
+from bertfit.tf_startup import native_logs_quiet
 
 _sentencepiece = ops._op_library("_sentencepiece_tokenizer")
 _regex_split = ops._op_library("_regex_split_ops")
@@ -406,7 +407,8 @@ class _SentencePieceModel(tf.saved_model.experimental.TrackableResource):
     def __init__(self, proto: bytes, name: str):
         super().__init__()
         self._model, self._name = proto, name
-        _ = self.resource_handle  # creates it now, as tensorflow_text does
+        with native_logs_quiet():  # the op logs a note for an identity normalizer
+            _ = self.resource_handle  # creates it now, as tensorflow_text does
 
     def _create_resource(self):
         with tf.name_scope(self._name):
