@@ -85,3 +85,14 @@ def test_convert_to_hf_refuses_another_family_in_one_sentence(tmp_path, capsys):
     write_family_checkpoint("electra", tmp_path / "model", TEXTS)
     assert main(["convert", str(tmp_path / "model"), str(tmp_path / "hf"), "--to", "hf"]) == 2
     assert "ELECTRA encoder; convert --to hf writes BERT-architecture" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("family", ["distilbert", "xlm-roberta", "modernbert"])
+def test_the_python_api_builds_a_classifier_and_preprocessor_for_any_family(family, tmp_path):
+    from bertfit import BertClassifier, BertPreprocessor
+
+    write_family_checkpoint(family, tmp_path, TEXTS)
+    preprocessor = BertPreprocessor.from_checkpoint(str(tmp_path), seq_length=16)
+    model = BertClassifier.from_checkpoint(str(tmp_path), num_classes=3, seed=0)
+    logits = model(preprocessor(["a good film", "bad"]))
+    assert logits.shape == (2, 3) and np.isfinite(logits.numpy()).all()
