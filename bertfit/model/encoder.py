@@ -322,7 +322,8 @@ def _encoder_parts(config: BertConfig, dtype) -> keras.layers.Layer | None:
 
 @keras.saving.register_keras_serializable(package="bertfit")
 class BertEncoder(keras.layers.Layer):
-    """A BERT encoder: token ids in, contextual vectors out.
+    """An encoder of any supported family (see `BertConfig`): token ids in, contextual vectors
+    out.
 
     Args:
         config: the architecture (`BertConfig`).
