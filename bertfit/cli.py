@@ -48,9 +48,20 @@ def cmd_train(args) -> int:
     return 0
 
 
+def warn_if_unfinished(path: str | None) -> None:
+    """A run that did not finish (killed, or still training) is used, but never silently: the
+    warning names the checkpoint it has."""
+    from bertfit.training.run_dir import RunDir
+
+    note = RunDir(path, write=False).unfinished_note() if path else None
+    if note:
+        print(f"bertfit: warning: {note}", file=sys.stderr)
+
+
 def cmd_evaluate(args) -> int:
     from bertfit.training.run import evaluate
 
+    warn_if_unfinished(args.run)
     metrics = evaluate(args.run, args.data, quiet=args.quiet or args.json, format=args.format)
     if args.json:
         print(json.dumps(metrics))
@@ -69,6 +80,7 @@ def cmd_predict(args) -> int:
 
     output = args.output or "-"
     check_output_path(output, args.data, args.run)
+    warn_if_unfinished(args.run)
     rows = predict(args.run, args.data, quiet=args.quiet, format=args.format)
     write_predictions(rows, output)
     if output != "-" and not args.quiet:
@@ -81,6 +93,7 @@ def cmd_export(args) -> int:
     from bertfit.predictor import load_classifier
 
     check_output_dir(args.output, "OUT", run_dir=args.run)
+    warn_if_unfinished(args.run)
     path = load_classifier(args.run).export(args.output, version=args.version)
     print(path)
     return 0
@@ -96,6 +109,7 @@ def cmd_serve(args) -> int:
             f"bertfit serve needs {e.name}: pip install 'bertfit[serve]' (uvicorn and starlette)."
         ) from None
 
+    warn_if_unfinished(args.run)
     serve(
         args.run or args.export,
         host=args.host,

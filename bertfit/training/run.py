@@ -42,7 +42,7 @@ from bertfit.training.metrics import (
     is_better,
     task_metrics,
 )
-from bertfit.training.run_dir import FINISHED, RUNNING, RunDir, new_run_path
+from bertfit.training.run_dir import FINISHED, RUNNING, RunBusy, RunDir, new_run_path
 from bertfit.training.setup import (
     LabelledData,
     bucketed,
@@ -160,14 +160,55 @@ def train(
     if new_directory:
         config = dataclasses.replace(config, output_dir=str(new_run_path()))
     run_dir = RunDir(config.output_dir)
-    resuming = run_dir.plan_start(config, resume=resume, overwrite=overwrite)
+    run_dir.plan_start(config, resume=resume, overwrite=overwrite)  # refuse before any work
     t = config.train
     strategy = strategy or make_strategy(
         t.strategy, t.cpu_replicas, t.tpu, t.workers, t.worker_index
     )
     per_replica_batch(config.train.batch_size, strategy.num_replicas_in_sync)
     run_dir.write = _is_chief(strategy)
-    quiet = quiet or not run_dir.write
+    lock = None
+    while run_dir.write:
+        try:
+            lock = run_dir.lock()
+            break
+        except RunBusy:
+            if not new_directory:
+                raise
+            # started in the same second as another run: take the next free name
+            config = dataclasses.replace(config, output_dir=str(new_run_path()))
+            run_dir = RunDir(config.output_dir)
+    try:
+        # decided again under the lock: another process may have written here meanwhile
+        resuming = run_dir.plan_start(config, resume=resume, overwrite=overwrite)
+        return _train(
+            config,
+            run_dir,
+            strategy,
+            resuming=resuming,
+            new_directory=new_directory,
+            quiet=quiet or not run_dir.write,
+            overwrite=overwrite,
+            report=report,
+        )
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _train(
+    config: RunConfig,
+    run_dir: RunDir,
+    strategy: tf.distribute.Strategy,
+    *,
+    resuming: bool,
+    new_directory: bool,
+    quiet: bool,
+    overwrite: bool,
+    report: bool,
+) -> dict:
+    """`train` once the run directory is decided and locked."""
+    t = config.train
     started = time.perf_counter()
     checkpoint = load_checkpoint(config)
     tokenizer = run_tokenizer(checkpoint, config)

@@ -17,18 +17,31 @@
       report.html           plots and tables of the run (`bertfit report`)
       train.log             what happened, readable
 
-One directory holds one run. Every file is written whole or not at all (a temporary file
-renamed into place); a checkpoint counts only once TensorFlow's `checkpoint` index names it,
-and what a killed save left behind is removed when the run resumes.
+One directory holds one run: `bertfit train` holds an exclusive lock on `RUN/.lock` (flock, with
+its pid inside) while it writes, so a second run started on the same directory is refused (and
+one started with the default output directory takes the next name). The lock dies with its
+process; a lock file left by a dead process is taken over, and said.
+
+Every file is written whole or not at all (a temporary file `.<name>.<pid>.tmp` renamed into
+place); the temporary files a kill left are recognised and removed when the next run takes the
+directory. A checkpoint counts only once TensorFlow's `checkpoint` index names it, and what a
+killed save left behind is removed when the run resumes.
+
+A run whose metrics.json does not say "finished" (killed, or still training) can still be
+evaluated, exported and served: its best checkpoint, or its latest (mid-epoch) one, is used and
+the commands say so in a warning (`RunDir.unfinished_note`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import errno
+import fcntl
 import io
 import json
 import os
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -36,7 +49,7 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from bertfit.atomic import write_bytes_atomic, write_text_atomic
+from bertfit.atomic import leftover_of, write_bytes_atomic, write_text_atomic
 from bertfit.config import RunConfig, config_differences
 from bertfit.data.tasks import Task
 from bertfit.errors import BertfitError, ConfigError
@@ -60,6 +73,95 @@ RUN_ENTRIES = {
     "report.html",
     "eval_outputs.npz",
 }
+LOCK_FILE = ".lock"
+
+
+class RunBusy(ConfigError):
+    """Another live `bertfit train` holds the run directory."""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class RunLock:
+    """An exclusive lock on a run directory for one training process (see the module
+    docstring). `acquire` creates the directory when needed; `release` removes what `acquire`
+    created when the run never wrote anything into it."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.file = path / LOCK_FILE
+        self._fd: int | None = None
+        self._created: list[Path] = []
+
+    def acquire(self) -> str | None:
+        """Takes the lock; returns a note when a dead process's lock was taken over.
+
+        Raises:
+            RunBusy: a live process holds it.
+        """
+        missing, existing = [], self.path.absolute()
+        while not existing.exists():
+            missing.append(existing)
+            existing = existing.parent
+        self.path.mkdir(parents=True, exist_ok=True)
+        self._created = missing  # deepest first
+        while True:
+            fd = os.open(self.file, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as e:
+                holder = os.read(fd, 64).decode("ascii", "replace").strip() or "unknown"
+                os.close(fd)
+                self._remove_created()
+                if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                    raise
+                raise RunBusy(
+                    f"--output-dir {self.path} is in use by another bertfit train (pid "
+                    f"{holder}); two runs in one directory would mix their files. Wait for it "
+                    "to finish, or choose another --output-dir."
+                ) from None
+            try:  # the holder may have removed the file between our open and our flock
+                same = os.fstat(fd).st_ino == os.stat(self.file).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
+            os.close(fd)
+        previous = os.read(fd, 64).decode("ascii", "replace").strip()
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._fd = fd
+        if previous.isdigit() and int(previous) != os.getpid():
+            state = "no longer running" if not _alive(int(previous)) else "no longer holding it"
+            return f"took over the lock {self.file} left by pid {previous} ({state})"
+        return None
+
+    def release(self) -> None:
+        if self._fd is None:
+            return
+        try:
+            self.file.unlink(missing_ok=True)
+        finally:
+            os.close(self._fd)
+            self._fd = None
+        self._remove_created()
+
+    def _remove_created(self) -> None:
+        """Removes the folders `acquire` made, while nothing else was written into them."""
+        for folder in self._created:
+            try:
+                folder.rmdir()
+            except OSError:
+                break
+        self._created = []
 
 
 def new_run_path(root: Path = RUNS_ROOT) -> Path:
@@ -70,6 +172,10 @@ def new_run_path(root: Path = RUNS_ROOT) -> Path:
         n += 1
         path = root / f"{stamp}-{n}"
     return path
+
+
+def _step(checkpoint: str) -> str:
+    return checkpoint.rpartition("-")[2]
 
 
 class RunDir:
@@ -104,7 +210,8 @@ class RunDir:
         "foreign" (files that are not a bertfit run)."""
         if not self.path.exists():
             return "new"
-        entries = {p.name for p in self.path.iterdir()}
+        entries = {p.name for p in self.path.iterdir()} - {LOCK_FILE}
+        entries -= set(self._leftovers(entries))
         if not entries:
             return "new"
         if not self.config_file.exists() or not entries <= RUN_ENTRIES:
@@ -133,8 +240,9 @@ class RunDir:
             raise ConfigError("--resume and --overwrite contradict each other; pass one.")
         if status == "foreign":
             raise ConfigError(
-                f"--output-dir {self.path} holds files that are not a bertfit run; bertfit will "
-                "not write into it or clear it. Choose a new or empty --output-dir."
+                f"--output-dir {self.path} holds files that are not a bertfit run "
+                f"({self._foreign_description()}); bertfit will not write into it or clear it. "
+                "Choose a new or empty --output-dir."
             )
         if overwrite or status == "new":
             if resume:
@@ -166,6 +274,65 @@ class RunDir:
             )
         return True
 
+    @staticmethod
+    def _leftovers(entries) -> list[str]:
+        """The temporary files of bertfit's own atomic writes among `entries` (a kill between
+        the write and the rename leaves them)."""
+        return [
+            name
+            for name in entries
+            if (found := leftover_of(name)) is not None and found[0] in RUN_ENTRIES
+        ]
+
+    def _foreign_description(self) -> str:
+        entries = sorted(p.name for p in self.path.iterdir())
+        if not self.config_file.exists():
+            return "no config.yaml"
+        skipped = {LOCK_FILE, *self._leftovers(entries)}
+        strangers = [name for name in entries if name not in RUN_ENTRIES | skipped]
+        shown = ", ".join(strangers[:5]) + (", ..." if len(strangers) > 5 else "")
+        return f"{shown} is not a run's file" if len(strangers) == 1 else f"{shown} are not"
+
+    def lock(self) -> RunLock:
+        """Takes the run's lock (see `RunLock`) and removes the temporary files a killed
+        run left; says when a dead process's lock was taken over."""
+        lock = RunLock(self.path)
+        note = lock.acquire()
+        if note:
+            print(f"bertfit: {note}", file=sys.stderr)
+        for name in self._leftovers(p.name for p in self.path.iterdir()):
+            if leftover_of(name)[1] != os.getpid():
+                (self.path / name).unlink(missing_ok=True)
+        return lock
+
+    def unfinished_note(self) -> str | None:
+        """A warning for commands that use a run that did not finish (killed, or still
+        training): which checkpoint they get. None for a finished run or no run."""
+        if self.status() != RUNNING:
+            return None
+        try:
+            metrics = json.loads(self.metrics_file.read_text(encoding="utf-8"))
+            done = len(metrics.get("epochs", []))
+        except (OSError, ValueError, AttributeError, TypeError):
+            done = 0
+        try:
+            planned = self.load_config().train.epochs
+        except BertfitError:
+            planned = "?"
+        best = tf.train.latest_checkpoint(str(self.best_dir))
+        latest = tf.train.latest_checkpoint(str(self.latest_dir))
+        if best:
+            used = f"its best checkpoint so far ({Path(best).name}, global step {_step(best)})"
+        elif latest:
+            used = f"its latest, mid-epoch checkpoint (global step {_step(latest)})"
+        else:
+            used = "no checkpoint (none was saved)"
+        return (
+            f"{self.path} is an unfinished run (killed, or still training: {done} of {planned} "
+            f"epochs finished); using {used}. Resume it with bertfit train --config "
+            f"{self.config_file} --resume to finish it."
+        )
+
     def _check_writable(self) -> None:
         if self.path.exists() and not self.path.is_dir():
             raise ConfigError(
@@ -190,6 +357,8 @@ class RunDir:
             return
         if overwrite and self.path.exists():
             for entry in self.path.iterdir():
+                if entry.name == LOCK_FILE:  # this run's own lock
+                    continue
                 shutil.rmtree(
                     entry
                 ) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
@@ -254,7 +423,8 @@ class RunDir:
         if not self.steps_file.exists():
             return []
         rows = []
-        for line in self.steps_file.read_text(encoding="utf-8").splitlines():
+        text = self.steps_file.read_bytes().decode("utf-8", errors="replace")
+        for line in text.splitlines():
             try:
                 rows.append(json.loads(line))
             except ValueError:
