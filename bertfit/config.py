@@ -39,6 +39,11 @@ TASK_METRICS = {
 }
 # Metrics a best checkpoint can be chosen by.
 METRICS = tuple(dict.fromkeys(m for metrics in TASK_METRICS.values() for m in metrics))
+# A learning rate above this makes AdamW's first steps move weights by more than their size: the
+# run diverges (NaN) at once. Fine-tuning uses 1e-5 to 1e-4.
+MAX_LEARNING_RATE = 1.0
+# Logical CPU devices for rehearsing data parallelism: each is a full replica of the model.
+MAX_CPU_REPLICAS = 64
 # --class-weights: one of these, or a JSON file {label: weight}.
 NO_CLASS_WEIGHTS, BALANCED = "none", "balanced"
 CLASS_WEIGHTS = (NO_CLASS_WEIGHTS, BALANCED)
@@ -201,8 +206,9 @@ class RunConfig:
             ("train.epochs", t.epochs >= 1, "at least 1"),
             (
                 "train.learning_rate",
-                math.isfinite(t.learning_rate) and t.learning_rate > 0,
-                "a positive number",
+                math.isfinite(t.learning_rate) and 0 < t.learning_rate <= MAX_LEARNING_RATE,
+                f"a positive number no larger than {MAX_LEARNING_RATE} (fine-tuning uses "
+                "1e-5 to 1e-4)",
             ),
             ("train.warmup_ratio", 0 <= t.warmup_ratio < 1, "in [0, 1)"),
             (
@@ -215,9 +221,14 @@ class RunConfig:
                 math.isfinite(t.clip_norm) and t.clip_norm > 0,
                 "a positive number",
             ),
-            ("train.seed", t.seed >= 0, "zero or positive"),
+            ("train.seed", 0 <= t.seed < 2**32, f"between 0 and {2**32 - 1}"),
             ("train.strategy", t.strategy in STRATEGIES, f"one of {', '.join(STRATEGIES)}"),
-            ("train.cpu_replicas", t.cpu_replicas is None or t.cpu_replicas >= 1, "at least 1"),
+            (
+                "train.cpu_replicas",
+                t.cpu_replicas is None or 1 <= t.cpu_replicas <= MAX_CPU_REPLICAS,
+                f"at least 1 and at most {MAX_CPU_REPLICAS} (logical CPU devices rehearse "
+                "data parallelism; more only slow the run down)",
+            ),
             (
                 "train.worker_index",
                 not t.workers or t.worker_index is not None,

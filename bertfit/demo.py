@@ -11,6 +11,7 @@ from pathlib import Path
 
 from bertfit.config import DataConfig, ModelConfig, RunConfig, TrainConfig
 from bertfit.data.rotten_tomatoes import rotten_tomatoes_dir, task_dir
+from bertfit.errors import ConfigError
 from bertfit.training.metrics import HEADLINE_METRICS
 
 DEMO_EPOCHS = 1
@@ -46,7 +47,7 @@ def demo_config(
         ),
         train=TrainConfig(
             batch_size=32,
-            epochs=epochs or DEMO_EPOCHS,
+            epochs=DEMO_EPOCHS if epochs is None else epochs,
             learning_rate=5e-5,
             seed=42,
         ),
@@ -63,7 +64,11 @@ def run_demo(
     from bertfit.training.run import evaluate, train
 
     started = time.perf_counter()
-    config = demo_config(output_dir, epochs, max_train_examples, task)
+    if epochs is not None and epochs < 1:  # checked before the data is fetched
+        raise ConfigError(f"--epochs must be at least 1; got {epochs}.")
+    if max_train_examples is not None and max_train_examples < 1:
+        raise ConfigError(f"--max-train-examples must be at least 1; got {max_train_examples}.")
+    config = demo_config(output_dir, epochs, max_train_examples, task).validate()
     subset = config.data.max_train_examples or "all"
     print(
         f"bertfit demo: fine-tuning MiniLM-L6 (minilm-l6) on Rotten Tomatoes ({task})\n"

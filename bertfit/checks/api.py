@@ -22,6 +22,7 @@ from bertfit.model.classifier import BertClassifier
 from bertfit.model.inputs import WORD_IDS
 from bertfit.training.loop import XlaChoice
 from bertfit.training.setup import bucketed, make_trainer, run_tokenizer, with_chosen_buckets
+from bertfit.training.strategy import check_hardware
 
 TPU_REPLICAS = 8  # a v2-8 / v3-8 host: 8 cores
 
@@ -102,6 +103,16 @@ def check_precision(report: Report, precision: str, target: str) -> None:
             why="TPUs compute in bfloat16; float16 is not supported",
             fix="use --precision mixed_bf16 (no loss scaling needed)",
         )
+    elif target == "cpu" and precision == "mixed_fp16":
+        report.add(
+            "dtype-precision-unsupported",
+            ERROR,
+            "float16 on a CPU",
+            where=where,
+            why="float16 training (loss scaling, float16 kernels) needs a GPU; on a CPU the "
+            "run fails at its first step",
+            fix="use --precision mixed_bf16 or fp32 on a CPU",
+        )
     elif target == "cpu" and precision != "fp32":
         report.add(
             "dtype-precision-unsupported",
@@ -141,6 +152,12 @@ def _check_run(report: Report, config: RunConfig, replicas, max_rows, compile_, 
         return
     replicas = replicas or (TPU_REPLICAS if target == "tpu" else config.train.cpu_replicas or 1)
     check_precision(report, config.model.precision, target)
+    if target == "cpu":
+        try:  # what `bertfit train` refuses on this machine before it starts
+            t = config.train
+            check_hardware(t.strategy, "fp32", t.cpu_replicas, t.tpu)
+        except ConfigError as e:
+            report.add("config-invalid", ERROR, str(e), where=f"--strategy {t.strategy}")
     ctx = B.InputContext(
         target=target,
         replicas=replicas,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import signal
 import sys
 import tempfile
@@ -27,7 +28,7 @@ from bertfit.data.pipeline import buckets_for
 from bertfit.data.profile import LengthProfile
 from bertfit.data.sources import Example, read_examples
 from bertfit.data.tasks import MULTI_LABEL, SINGLE_LABEL, Task
-from bertfit.errors import ConfigError, DataError, TrainingInterrupted
+from bertfit.errors import BertfitError, ConfigError, DataError, TrainingInterrupted
 from bertfit.predictor import Classifier, load_classifier
 from bertfit.progress import Progress
 from bertfit.report import describe_epoch, epoch_table, write_report
@@ -57,9 +58,11 @@ from bertfit.training.setup import (
     run_tokenizer,
     with_chosen_buckets,
 )
-from bertfit.training.strategy import make_strategy
+from bertfit.training.strategy import check_hardware, make_strategy
 from bertfit.training.summaries import RunSummaries
 from bertfit.translate import explain_errors
+
+DIVERGED = "diverged"  # metrics.json's status when the loss stopped being a number
 
 
 def evaluate_data(
@@ -162,6 +165,8 @@ def train(
     run_dir = RunDir(config.output_dir)
     run_dir.plan_start(config, resume=resume, overwrite=overwrite)  # refuse before any work
     t = config.train
+    if strategy is None:
+        check_hardware(t.strategy, config.model.precision, t.cpu_replicas, t.tpu)
     strategy = strategy or make_strategy(
         t.strategy, t.cpu_replicas, t.tpu, t.workers, t.worker_index
     )
@@ -479,10 +484,13 @@ class EpochRunner:
             for results in self.trainer.run_plan(batches):
                 now, wall_time = time.perf_counter(), time.time()
                 rows = []
+                diverged = None
                 for loss, norm in results:
                     examples = next(plan).num_examples
                     state.step += 1
                     state.global_step += 1
+                    if diverged is None and not math.isfinite(loss):
+                        diverged = (loss, state.step, state.global_step)
                     state.epoch_loss_sum += loss * examples
                     state.epoch_examples += examples
                     seen += examples
@@ -505,6 +513,9 @@ class EpochRunner:
                 last_time = now
                 self.run_dir.append_steps(rows)
                 self.summaries.steps(rows)
+                if diverged is not None:
+                    progress.close()
+                    self._diverged(state, *diverged)
                 progress.update(
                     state.step, seen, loss=state.epoch_loss_sum / max(state.epoch_examples, 1)
                 )
@@ -565,6 +576,26 @@ class EpochRunner:
                 print(f"bertfit: warning: {warning}", file=sys.stderr)
         return metrics
 
+    def _diverged(self, state: TrainingState, loss: float, step: int, global_step: int) -> None:
+        """Ends a run whose loss stopped being a number: nothing after it can be trusted."""
+        t = self.config.train
+        rate = self.trainer.schedule.at(global_step - 1)
+        fp16 = self.config.model.precision == "mixed_fp16"
+        message = (
+            f"the training loss became {loss} at epoch {state.epoch + 1}, step {step} (global "
+            f"step {global_step}, learning rate {rate:.3g}): training diverged and was stopped. "
+            f"The usual cause is a learning rate too high for this model (--learning-rate "
+            f"{t.learning_rate:g}; fine-tuning uses 1e-5 to 1e-4)"
+            + (", or float16 overflowing (try --precision mixed_bf16)" if fp16 else "")
+            + "; lower it and rerun with --overwrite. Its steps are in "
+            f"{self.run_dir.steps_file}."
+        )
+        self.run_dir.log(f"error: {message}")
+        self.run_dir.save_metrics(
+            {"status": DIVERGED, "error": message, "epochs": state.history, **self.about}
+        )
+        raise TrainingDiverged(message)
+
     def _stop(self, state: TrainingState, signum: int) -> None:
         path = self.checkpoints.save_latest(state)
         where = f"epoch {state.epoch + 1}, step {state.step}"
@@ -574,6 +605,10 @@ class EpochRunner:
             f"Run the same command again to resume (or add --resume).",
             signum,
         )
+
+
+class TrainingDiverged(BertfitError):
+    """The training loss became NaN or infinite; the message says where and what to change."""
 
 
 def _save_due(t: TrainConfig, global_step: int, last_save: tuple[int, float]) -> bool:

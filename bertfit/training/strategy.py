@@ -31,6 +31,31 @@ def configure_cpu_replicas(count: int | None) -> None:
         ) from e
 
 
+def check_hardware(
+    strategy: str, precision: str, cpu_replicas: int | None, tpu: str | None = None
+) -> None:
+    """Refuses, before anything is loaded or written, what this machine cannot run: float16
+    without a GPU (its loss scaling and kernels are GPU-only), or mirroring with one device.
+
+    Raises:
+        ConfigError: the setting, why, and what to use instead.
+    """
+    gpus = tf.config.list_physical_devices("GPU")
+    on_tpu = strategy == "tpu" or bool(tpu) or (strategy == "auto" and _tpu_present())
+    if precision == "mixed_fp16" and (on_tpu or not gpus):
+        where = "a TPU" if on_tpu else "this machine, which has no GPU"
+        raise ConfigError(
+            f"--precision mixed_fp16 needs a GPU (float16 with loss scaling); it cannot train "
+            f"on {where}. Use --precision mixed_bf16 or fp32."
+        )
+    if strategy == "mirrored" and not gpus and (cpu_replicas or 1) < 2:
+        raise ConfigError(
+            "--strategy mirrored copies the model onto several devices, and this machine has "
+            "one CPU and no GPU. Leave --strategy out (auto), or add --cpu-replicas 2 (or more) "
+            "to rehearse data parallelism on the CPU."
+        )
+
+
 def _tpu_present() -> bool:
     """A TPU VM shows /dev/accel* (or vfio); a remote TPU is named by TPU_NAME. Probing further
     would contact cloud metadata servers, which hangs on machines outside a cloud."""
