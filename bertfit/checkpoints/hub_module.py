@@ -12,9 +12,9 @@ from pathlib import Path
 import tensorflow as tf
 
 from bertfit.checkpoints.base import Checkpoint
-from bertfit.checkpoints.names import TF1_IGNORED_PREFIXES, tf1_table
+from bertfit.checkpoints.names import TF1_IGNORED_PREFIXES
 from bertfit.checkpoints.savedmodel import read_proto, signatures_of
-from bertfit.checkpoints.tf1 import casing_in, read_google, vocab_in
+from bertfit.checkpoints.tf1 import casing_in, read_google, sentencepiece_dir, vocab_in
 from bertfit.errors import CheckpointError
 
 
@@ -30,17 +30,20 @@ def read_hub_module(path: Path) -> Checkpoint:
             f"{path}: a TF1 Hub module without variables/variables.index, so its weights are "
             "missing (a truncated download or extraction?). Fetch the whole module again."
         )
-    config, tensors, stored_prefix, notes = read_google(prefix, path, path / "assets", path)
+    google = read_google(prefix, path, path / "assets", path)
+    vocab = vocab_in(path)
     return Checkpoint(
         format="tf1-hub-module",
         path=path,
-        config=config,
-        tensors=tensors,
-        table=tf1_table(config.num_hidden_layers, stored_prefix),
-        vocab_file=vocab_in(path),
+        config=google.config,
+        tensors=google.tensors,
+        table=google.table,
+        vocab_file=vocab,
         lower_case=module_lower_case(path),
+        tokenizer_dir=sentencepiece_dir(path / "assets") if vocab is None else None,
         ignored_prefixes=TF1_IGNORED_PREFIXES,
-        notes=notes,
+        family=google.family,
+        notes=google.notes,
     )
 
 

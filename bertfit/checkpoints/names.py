@@ -168,6 +168,7 @@ def _model_garden_table(
     layer_names: Callable[[int], tuple[str, ...]],
     parts: dict[str, str],
     pooler: tuple[str, ...],
+    projection: tuple[str, ...] = (),
 ) -> dict[str, Source]:
     table = {
         f"embeddings/{ours}": Source(tuple(f"{n}/embeddings" for n in theirs))
@@ -197,18 +198,27 @@ def _model_garden_table(
                     table[f"layer_{i}/{ours}/{p}"] = Source(names(p))
     for p in ("kernel", "bias"):
         table[f"pooler/{p}"] = Source(tuple(f"{n}/{p}" for n in pooler))
+        if projection:  # factorised embeddings (ALBERT, ELECTRA): an EinsumDense "...x,xy->...y"
+            table[f"embeddings/projection/{p}"] = Source(tuple(f"{n}/{p}" for n in projection))
     return table
 
 
-def tf2_checkpoint_table(num_layers: int, num_heads: int) -> dict[str, Source]:
-    """Canonical name → `tf.train.Checkpoint` object path of a Model Garden `BertEncoder`.
+def tf2_checkpoint_table(
+    num_layers: int, num_heads: int, *, projection: bool = False, shared: bool = False
+) -> dict[str, Source]:
+    """Canonical name → `tf.train.Checkpoint` object path of a Model Garden `BertEncoder`
+    (`projection`: with an `embedding_width` other than the hidden size, as ELECTRA's) or
+    `AlbertEncoder` (`shared`: one transformer layer, stored once, as `layer_0`).
 
     Paths are relative to the encoder object and lack "/.ATTRIBUTES/VARIABLE_VALUE". The first
     spelling is the subclassed encoder's attributes; the second the functional encoder's
-    `layer_with_weights-N` (embeddings 0-3, transformer layers 4.., then the pooler).
+    `layer_with_weights-N` (embeddings 0-3, the embedding projection when there is one, the
+    transformer layers, then the pooler).
     """
+    shift = 4 + int(projection)
+    layers = 1 if shared else num_layers
     return _model_garden_table(
-        num_layers,
+        layers,
         num_heads,
         embeddings={
             "word_embeddings": ("_embedding_layer", "layer_with_weights-0"),
@@ -216,7 +226,7 @@ def tf2_checkpoint_table(num_layers: int, num_heads: int) -> dict[str, Source]:
             "token_type_embeddings": ("_type_embedding_layer", "layer_with_weights-2"),
             "layer_norm": ("_embedding_norm_layer", "layer_with_weights-3"),
         },
-        layer_names=lambda i: (f"_transformer_layers/{i}", f"layer_with_weights-{4 + i}"),
+        layer_names=lambda i: (f"_transformer_layers/{i}", f"layer_with_weights-{shift + i}"),
         parts={
             "attention/query": "_attention_layer/_query_dense",
             "attention/key": "_attention_layer/_key_dense",
@@ -227,20 +237,30 @@ def tf2_checkpoint_table(num_layers: int, num_heads: int) -> dict[str, Source]:
             "output": "_output_dense",
             "output/layer_norm": "_output_layer_norm",
         },
-        pooler=("_pooler_layer", f"layer_with_weights-{4 + num_layers}"),
+        pooler=("_pooler_layer", f"layer_with_weights-{shift + layers}"),
+        projection=("_embedding_projection", "layer_with_weights-4") if projection else (),
     )
 
 
-def tf2_variable_table(num_layers: int, num_heads: int, scope: str = "") -> dict[str, Source]:
+def tf2_variable_table(
+    num_layers: int,
+    num_heads: int,
+    scope: str = "",
+    *,
+    projection: bool = False,
+    shared: bool = False,
+) -> dict[str, Source]:
     """Canonical name → `tf.Variable.name` (without ":0") in a Model Garden encoder.
 
     These are the names TF Hub's TF2 BERT SavedModels hold, and the names bertfit's own
     `convert --to tf-hub` writes. `scope` is what comes before them when the encoder was built
     inside another object's name scope ("bert_encoder_v2/" for an `EncoderConfig(type="bert_v2")`
-    export); see `tf2_variable_scope`.
+    export); see `tf2_variable_scope`. `projection`: factorised embeddings
+    (`embedding_projection`, as TF Hub's ELECTRA and ALBERT have); `shared`: an `AlbertEncoder`,
+    whose one layer is `transformer/...` (no index), named `layer_0` here.
     """
     table = _model_garden_table(
-        num_layers,
+        1 if shared else num_layers,
         num_heads,
         embeddings={
             "word_embeddings": ("word_embeddings",),
@@ -248,7 +268,9 @@ def tf2_variable_table(num_layers: int, num_heads: int, scope: str = "") -> dict
             "token_type_embeddings": ("type_embeddings",),
             "layer_norm": ("embeddings/layer_norm",),
         },
-        layer_names=lambda i: (f"transformer/layer_{i}",),
+        layer_names=(lambda i: ("transformer",))
+        if shared
+        else (lambda i: (f"transformer/layer_{i}",)),
         parts={
             "attention/query": "self_attention/query",
             "attention/key": "self_attention/key",
@@ -260,6 +282,7 @@ def tf2_variable_table(num_layers: int, num_heads: int, scope: str = "") -> dict
             "output/layer_norm": "output_layer_norm",
         },
         pooler=("pooler_transform",),
+        projection=("embedding_projection",) if projection else (),
     )
     if not scope:
         return table
@@ -271,6 +294,9 @@ def tf2_variable_table(num_layers: int, num_heads: int, scope: str = "") -> dict
 
 TF2_WORD_EMBEDDINGS = "word_embeddings/embeddings"
 TF2_FIRST_QUERY = "transformer/layer_0/self_attention/query/kernel"
+TF2_SHARED_QUERY = "transformer/self_attention/query/kernel"  # AlbertEncoder's one layer
+TF2_PROJECTION = "embedding_projection/kernel"
+TF2_POOLER = "pooler_transform/kernel"
 
 
 def tf2_variable_scope(names) -> str | None:
@@ -290,12 +316,80 @@ def tf2_variable_scope(names) -> str | None:
     return None
 
 
+def tf2_encoder_scope(names) -> str | None:
+    """As `tf2_variable_scope`, for every Model Garden encoder: a `BertEncoder` (first layer
+    `transformer/layer_0/...`) or an `AlbertEncoder` (its one layer `transformer/...`)."""
+    names = set(names)
+    scope = tf2_variable_scope(names)
+    if scope is not None:
+        return scope
+    found = [
+        name.removesuffix(TF2_WORD_EMBEDDINGS)
+        for name in names
+        if name == TF2_WORD_EMBEDDINGS or name.endswith("/" + TF2_WORD_EMBEDDINGS)
+    ]
+    return next((s for s in sorted(found, key=len) if s + TF2_SHARED_QUERY in names), None)
+
+
+def tf2_family(names, scope: str = "") -> str:
+    """The family a Model Garden encoder's variable names show: "ALBERT" (`AlbertEncoder`: one
+    shared layer), "ELECTRA" (`BertEncoder` with an `embedding_projection`, as TF Hub's ELECTRA
+    exports) or "BERT". An ELECTRA whose embedding width is its hidden size (ELECTRA-base,
+    -large) has exactly BERT's names and architecture, and reads as BERT."""
+    names = set(names)
+    if scope + TF2_SHARED_QUERY in names:
+        return "ALBERT"
+    return "ELECTRA" if scope + TF2_PROJECTION in names else "BERT"
+
+
+# ---- Google's original TF1 ALBERT (google-research/albert `modeling.py`) ----
+# One layer, stored once under transformer/group_0/inner_group_0 and applied num_hidden_layers
+# times; kernels are stored 2-D ([in, out]) as in BERT's TF1 checkpoints.
+
+_ALBERT_DENSE = {
+    "attention/query": "attention_1/self/query",
+    "attention/key": "attention_1/self/key",
+    "attention/value": "attention_1/self/value",
+    "attention/output": "attention_1/output/dense",
+    "intermediate": "ffn_1/intermediate/dense",
+    "output": "ffn_1/intermediate/output/dense",
+}
+_ALBERT_NORMS = {"attention/layer_norm": "LayerNorm", "output/layer_norm": "LayerNorm_1"}
+TF1_ALBERT_LAYER = "encoder/transformer/group_0/inner_group_0/"
+TF1_ALBERT_PROJECTION = "encoder/embedding_hidden_mapping_in/"
+
+
+def tf1_albert_table(prefix: str = "bert/") -> dict[str, Source]:
+    """Canonical name → Google TF1 ALBERT variable name (one group of one shared layer)."""
+    table = dict(tf1_table(0, prefix))
+    for p in ("kernel", "bias"):
+        table[f"embeddings/projection/{p}"] = Source((f"{prefix}{TF1_ALBERT_PROJECTION}{p}",))
+    layer = prefix + TF1_ALBERT_LAYER
+    for ours, theirs in _ALBERT_DENSE.items():
+        for p in ("kernel", "bias"):
+            table[f"layer_0/{ours}/{p}"] = Source((f"{layer}{theirs}/{p}",))
+    for ours, theirs in _ALBERT_NORMS.items():
+        for p in ("gamma", "beta"):
+            table[f"layer_0/{ours}/{p}"] = Source((f"{layer}{theirs}/{p}",))
+    return table
+
+
+def tf1_family(names, prefix: str = "bert/") -> str:
+    """ "ALBERT" when Google's names hold ALBERT's shared layer, else "BERT"."""
+    marker = prefix + TF1_ALBERT_LAYER
+    return "ALBERT" if any(n.startswith(marker) for n in names) else "BERT"
+
+
+def google_table(family: str, num_layers: int, prefix: str = "bert/") -> dict[str, Source]:
+    return tf1_albert_table(prefix) if family == "ALBERT" else tf1_table(num_layers, prefix)
+
+
 def identify(names) -> str | None:
     """Which naming scheme a set of stored names follows: "hf", "tf1", "tf2-variables" or None."""
     names = set(names)
     if "bert/embeddings/word_embeddings" in names:
         return "tf1"
-    if tf2_variable_scope(names) is not None:
+    if tf2_encoder_scope(names) is not None:
         return "tf2-variables"
     if {"embeddings.word_embeddings.weight", "bert.embeddings.word_embeddings.weight"} & names:
         return "hf"

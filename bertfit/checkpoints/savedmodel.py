@@ -11,7 +11,11 @@ What the SavedModel stores decides the rest, never its path:
   with its `model_type`) and casing (`assets/tokenizer_config.json`), read back unchanged.
 - Model Garden's `export_tfhub` keeps no config: the architecture comes from the variables'
   shapes and the activation is its tanh-approximated GELU (unless its Keras metadata names
-  another); the casing is the root's `do_lower_case` variable and the vocab its `vocab_file` asset.
+  another); the casing is the root's `do_lower_case` variable and the vocab its `vocab_file` asset
+  (or, for ALBERT, its `sp_model_file` SentencePiece model).
+- The family comes from the variable names (`names.tf2_family`): an `AlbertEncoder` (one shared
+  layer, `transformer/...`; its layer count is the length of `__call__`'s `encoder_outputs`),
+  a `BertEncoder` with an `embedding_projection` (TF Hub's ELECTRA), or BERT.
 """
 
 from __future__ import annotations
@@ -28,19 +32,27 @@ from tensorflow.core.protobuf import saved_model_pb2, trackable_object_graph_pb2
 from bertfit.checkpoints.base import Checkpoint
 from bertfit.checkpoints.names import (
     TF2_FIRST_QUERY,
+    TF2_POOLER,
+    TF2_SHARED_QUERY,
+    google_table,
     identify,
-    tf1_table,
-    tf2_variable_scope,
+    tf1_family,
+    tf2_encoder_scope,
+    tf2_family,
     tf2_variable_table,
 )
 from bertfit.checkpoints.tf1 import (
     TF_DEFAULT_ACTIVATION,
+    albert_layers_guess,
+    as_family,
     casing_in,
+    config_family,
     count_layers,
     find_config_file,
     infer_config,
     read_checkpoint_tensors,
     read_config,
+    staged_sentencepiece,
     vocab_in,
 )
 from bertfit.errors import CheckpointError
@@ -73,6 +85,11 @@ class SavedModelInfo:
     # and the `vocab_file` asset (its file name under assets/).
     lower_case: bool | None = None
     vocab_asset: str | None = None
+    # ALBERT's exports carry an `sp_model_file` asset (a SentencePiece model) instead.
+    sp_model_asset: str | None = None
+    # How many tensors `__call__` returns as `encoder_outputs` (one per layer), from its saved
+    # output signature: the layer count of an ALBERT, whose one layer is stored once.
+    num_encoder_outputs: int | None = None
 
 
 MODULE_FILE = "tfhub_module.pb"  # marks a TF1 Hub module
@@ -147,7 +164,28 @@ def inspect_savedmodel(path: Path) -> SavedModelInfo:
         variables,
         lower_case=_stored_lower_case(reader, keys, root.get("do_lower_case")),
         vocab_asset=_asset_name(meta, nodes, root.get("vocab_file")),
+        sp_model_asset=_asset_name(meta, nodes, root.get("sp_model_file")),
+        num_encoder_outputs=_num_encoder_outputs(meta, nodes, root.get("__call__")),
     )
+
+
+def _num_encoder_outputs(meta, nodes, node_id: int | None) -> int | None:
+    """The length of the `encoder_outputs` list the root's `__call__` returns (the same in
+    each of its traced functions), read from the saved output signatures."""
+    if node_id is None or nodes[node_id].WhichOneof("kind") != "function":
+        return None
+    functions = meta.object_graph_def.concrete_functions
+    for name in nodes[node_id].function.concrete_functions:
+        if name not in functions:
+            continue
+        outputs = functions[name].output_signature
+        if outputs.WhichOneof("kind") != "dict_value":
+            continue
+        field = outputs.dict_value.fields.get("encoder_outputs")
+        if field is not None and field.WhichOneof("kind") in ("list_value", "tuple_value"):
+            values = getattr(field, field.WhichOneof("kind")).values
+            return len(values) or None
+    return None
 
 
 def _stored_lower_case(reader, keys: dict[int, str], node_id: int | None) -> bool | None:
@@ -200,20 +238,54 @@ def _variables(path: Path, nodes) -> tuple[list[SavedVariable], object, dict[int
     return found, reader, keys
 
 
-def _config(path: Path, shapes: dict[str, tuple], scheme: str, scope: str) -> BertConfig:
+def _config(
+    path: Path,
+    shapes: dict[str, tuple],
+    scheme: str,
+    scope: str,
+    family: str,
+    info: SavedModelInfo,
+) -> tuple[BertConfig, list[str]]:
     """bertfit's `assets/bert_config.json` (or a config file beside the SavedModel, read with
-    `read_config`'s naming rule); else the shapes, with the activation Model Garden used."""
+    `read_config`'s naming rule); else the shapes, with the activation Model Garden used. Then
+    the family the names show (`as_family`); returns the config and notes about guesses."""
     config_file = find_config_file(path / "assets", path, path.parent)
-    if config_file is not None:
-        return read_config(config_file)
-    act = keras_activation(path) or TF_DEFAULT_ACTIVATION
+    config_family(config_file)  # refuses an ALBERT config with several layer groups
+    notes: list[str] = []
     if scheme == "tf1":
-        num_layers = count_layers(shapes, r"bert/encoder/layer_(\d+)/")
-        return infer_config(shapes, tf1_table(num_layers), num_layers, None, path, act)[0]
-    num_layers = count_layers(shapes, "^" + re.escape(scope) + r"transformer/layer_(\d+)/")
-    heads = shapes[scope + TF2_FIRST_QUERY][1]
-    table = tf2_variable_table(num_layers, heads, scope)
-    return infer_config(shapes, table, num_layers, heads, path, act)[0]
+        word, pooler = "bert/embeddings/word_embeddings", "bert/pooler/dense/kernel"
+    else:
+        word, pooler = scope + "word_embeddings/embeddings", scope + TF2_POOLER
+    if config_file is not None:
+        config = read_config(config_file)
+    else:
+        config, notes = _inferred_config(path, shapes, scheme, scope, family, info)
+    return as_family(config, family, shapes[word][1], pooler in shapes), notes
+
+
+def _inferred_config(path, shapes, scheme, scope, family, info) -> tuple[BertConfig, list[str]]:
+    act = keras_activation(path) or TF_DEFAULT_ACTIVATION
+    shared = family == "ALBERT"
+    if scheme == "tf1":
+        num_layers = 1 if shared else count_layers(shapes, r"bert/encoder/layer_(\d+)/")
+        table = google_table(family, num_layers)
+        config, notes = infer_config(shapes, table, num_layers, None, path, act)
+    else:
+        query = TF2_SHARED_QUERY if shared else TF2_FIRST_QUERY
+        pattern = "^" + re.escape(scope) + r"transformer/layer_(\d+)/"
+        num_layers = 1 if shared else count_layers(shapes, pattern)
+        heads = shapes[scope + query][1]
+        table = tf2_variable_table(
+            num_layers, heads, scope, projection=family != "BERT", shared=shared
+        )
+        config, notes = infer_config(shapes, table, num_layers, heads, path, act)
+    if shared:  # the one layer is applied once per output in `encoder_outputs`
+        layers = info.num_encoder_outputs
+        if layers is None:
+            layers, note = albert_layers_guess(config.hidden_size)
+            notes.append(note)
+        config = dataclasses.replace(config, num_hidden_layers=layers)
+    return config, notes
 
 
 KERAS_METADATA = "keras_metadata.pb"  # what tf_keras's model.save(save_format="tf") adds
@@ -275,9 +347,10 @@ def read_savedmodel(path: Path, info: SavedModelInfo | None = None) -> Checkpoin
             lower_case=stored_lower_case(path, info),
             info=info,
         )
-    scope = tf2_variable_scope(by_name) if scheme == "tf2-variables" else ""
+    scope = tf2_encoder_scope(by_name) if scheme == "tf2-variables" else ""
+    family = tf2_family(by_name, scope) if scheme == "tf2-variables" else tf1_family(by_name)
     shapes = {name: v.shape for name, v in by_name.items()}
-    config = _config(path, shapes, scheme, scope)
+    config, notes = _config(path, shapes, scheme, scope, family, info)
     # Model Garden's `do_lower_case` is a variable too: read above, not an encoder weight.
     key_to_name = {
         v.key: v.name for v in info.variables if v.key and not v.key.startswith("do_lower_case/")
@@ -285,9 +358,15 @@ def read_savedmodel(path: Path, info: SavedModelInfo | None = None) -> Checkpoin
     tensors = read_checkpoint_tensors(path / "variables" / "variables", lambda k: k in key_to_name)
     tensors = {key_to_name[k]: value for k, value in tensors.items()}
     table = (
-        tf1_table(config.num_hidden_layers)
+        google_table(family, config.num_hidden_layers)
         if scheme == "tf1"
-        else tf2_variable_table(config.num_hidden_layers, config.num_attention_heads, scope)
+        else tf2_variable_table(
+            config.num_hidden_layers,
+            config.num_attention_heads,
+            scope,
+            projection=family != "BERT",
+            shared=family == "ALBERT",
+        )
     )
     return Checkpoint(
         format=REUSABLE,
@@ -297,7 +376,20 @@ def read_savedmodel(path: Path, info: SavedModelInfo | None = None) -> Checkpoin
         table=table,
         vocab_file=vocab,
         lower_case=stored_lower_case(path, info),
+        tokenizer_dir=_sentencepiece(path, info) if vocab is None else None,
+        family=family,
+        notes=notes,
     )
+
+
+def _sentencepiece(path: Path, info: SavedModelInfo) -> Path | None:
+    """The folder of the root's `sp_model_file` asset (Model Garden's ALBERT exports), with the
+    model under the name bertfit's tokenizer loader knows (`spiece.model`)."""
+    if not info.sp_model_asset or not (path / "assets" / info.sp_model_asset).is_file():
+        return None
+    if info.sp_model_asset == "spiece.model":
+        return path / "assets"
+    return staged_sentencepiece(path / "assets" / info.sp_model_asset)
 
 
 def _vocab(path: Path, info: SavedModelInfo) -> Path | None:

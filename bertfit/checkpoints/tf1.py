@@ -23,12 +23,18 @@ import numpy as np
 import tensorflow as tf
 
 from bertfit.checkpoints.base import Checkpoint
-from bertfit.checkpoints.names import TF1_IGNORED_PREFIXES, Source, tf1_table
+from bertfit.checkpoints.names import (
+    TF1_ALBERT_LAYER,
+    TF1_IGNORED_PREFIXES,
+    Source,
+    google_table,
+    tf1_family,
+)
 from bertfit.errors import CheckpointError
 from bertfit.model.config import BertConfig
 from bertfit.text.tokenizer import read_tokenizer_config
 
-CONFIG_NAMES = ("bert_config.json", "config.json")
+CONFIG_NAMES = ("bert_config.json", "albert_config.json", "config.json")
 OPTIMIZER_SLOTS = ("/adam_m", "/adam_v", "/Adam", "/Adam_1", "/.OPTIMIZER_SLOT/")
 
 
@@ -150,7 +156,10 @@ def infer_config(
             )
         return list(source.to_encoder(np.zeros(shapes[name], np.int8)).shape)
 
-    vocab, hidden = shape("embeddings/word_embeddings")
+    vocab, width = shape("embeddings/word_embeddings")
+    hidden = width
+    if "embeddings/projection/kernel" in table:  # factorised embeddings: projected to hidden
+        hidden = shape("embeddings/projection/kernel")[1]
     notes = []
     if num_heads is None:
         num_heads = max(1, hidden // 64)
@@ -168,8 +177,73 @@ def infer_config(
         max_position_embeddings=shape("embeddings/position_embeddings")[0],
         type_vocab_size=shape("embeddings/token_type_embeddings")[0],
         hidden_act=hidden_act,
+        embedding_size=width if width != hidden else None,
     )
     return config, notes
+
+
+# ---- the families Google's and Model Garden's names hold besides BERT ----
+
+# The layer count of each released ALBERT by hidden size (base, large, xlarge, xxlarge): one
+# shared layer is stored, so only a config or the exported graph says how often it is applied.
+ALBERT_LAYERS = {768: 12, 1024: 24, 2048: 24, 4096: 12}
+
+
+def albert_layers_guess(hidden: int) -> tuple[int, str]:
+    """The layer count of a released ALBERT of this width, and a note saying it was guessed."""
+    layers = ALBERT_LAYERS.get(hidden, 12)
+    return layers, (
+        f"no config file gives ALBERT's number of layers (its one shared layer is stored once); "
+        f"assumed {layers}, as in Google's released ALBERT of hidden size {hidden}. Put an "
+        "albert_config.json next to the checkpoint if that is wrong."
+    )
+
+
+def config_family(config_file: Path | None) -> str | None:
+    """The family a config file names: its `model_type` (bertfit's and Hugging Face's), or
+    ALBERT for Google's `albert_config.json` (which has `num_hidden_groups`); None when it is
+    a plain BERT config that does not say."""
+    if config_file is None:
+        return None
+    try:
+        values = json.loads(config_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(values, dict):
+        return None
+    model_type = values.get("model_type")
+    if model_type in ("albert", "electra", "bert"):
+        return {"albert": "ALBERT", "electra": "ELECTRA", "bert": "BERT"}[model_type]
+    if config_file.name == "albert_config.json" or {"num_hidden_groups", "inner_group_num"} & set(
+        values
+    ):
+        groups, inner = values.get("num_hidden_groups", 1), values.get("inner_group_num", 1)
+        if (groups, inner) != (1, 1):
+            raise CheckpointError(
+                f"{config_file}: this ALBERT has num_hidden_groups={groups}, inner_group_num="
+                f"{inner}; bertfit loads ALBERTs with one shared layer (1, 1), as every "
+                "released ALBERT has."
+            )
+        return "ALBERT"
+    return None
+
+
+def as_family(
+    config: BertConfig, family: str, embedding_width: int, has_pooler: bool
+) -> BertConfig:
+    """A BERT config (read from Google's config file or inferred from shapes) as the family
+    the stored names show: ALBERT shares one layer, ALBERT and ELECTRA project embeddings of
+    `embedding_width` to the hidden size; the pooler is there when the checkpoint has one.
+    A config that already names the family (bertfit's own) is kept as it is."""
+    if family == "BERT" or config.model_type == family.lower():
+        return config
+    return dataclasses.replace(
+        config,
+        model_type=family.lower(),
+        embedding_size=embedding_width if embedding_width != config.hidden_size else None,
+        share_layers=family == "ALBERT",
+        has_pooler=has_pooler,
+    )
 
 
 def vocab_in(*folders: Path) -> Path | None:
@@ -199,40 +273,109 @@ def read_tf1(path: Path) -> Checkpoint:
     if prefix is None:
         raise CheckpointError(f"{path}: no TF checkpoint (*.index) found.")
     folder = prefix.parent
-    config, tensors, stored_prefix, notes = read_google(prefix, prefix, folder, folder.parent)
-    for note in notes:
+    google = read_google(prefix, prefix, folder, folder.parent)
+    for note in google.notes:
         warnings.warn(f"{prefix}: {note}", stacklevel=2)
     return Checkpoint(
         format="tf1-checkpoint",
         path=prefix,
-        config=config,
-        tensors=tensors,
-        table=tf1_table(config.num_hidden_layers, stored_prefix),
+        config=google.config,
+        tensors=google.tensors,
+        table=google.table,
         vocab_file=vocab_in(folder),
         lower_case=casing_in(folder),
-        ignored_prefixes=TF1_IGNORED_PREFIXES + (stored_prefix + "cls/",),
+        tokenizer_dir=sentencepiece_dir(folder) if vocab_in(folder) is None else None,
+        ignored_prefixes=TF1_IGNORED_PREFIXES + (google.prefix + "cls/",),
+        family=google.family,
+        notes=google.notes,
     )
 
 
-def read_google(
-    prefix: Path, where: Path, *config_folders: Path
-) -> tuple[BertConfig, dict[str, np.ndarray], str, list[str]]:
-    """A checkpoint with Google's `bert/...` names (TF1 checkpoints, TF1 Hub modules' variables):
-    its config (from a config file in `config_folders`, else inferred, with notes), its tensors
-    without optimizer slots, and the scope its names start with."""
+def sentencepiece_dir(*folders: Path) -> Path | None:
+    """A folder holding a SentencePiece model under a name bertfit's tokenizer loader knows
+    (ALBERT's `spiece.model`); Google's ALBERT releases call theirs `30k-clean.model`, which is
+    copied once into bertfit's cache as `spiece.model`."""
+    from bertfit.text.loading import SENTENCEPIECE_FILES
+
+    for folder in folders:
+        if any((folder / name).is_file() for name in SENTENCEPIECE_FILES):
+            return folder
+    for folder in folders:
+        models = sorted(folder.glob("*.model")) if folder.is_dir() else []
+        if models:
+            return staged_sentencepiece(models[0])
+    return None
+
+
+def staged_sentencepiece(model: Path) -> Path:
+    """A cache folder with `model` as `spiece.model` (the name ALBERT's tokenizer loads)."""
+    import hashlib
+
+    from bertfit.cache import cache_root
+
+    data = model.read_bytes()
+    folder = cache_root() / "sentencepiece" / hashlib.sha256(data).hexdigest()[:16]
+    if not (folder / "spiece.model").is_file():
+        folder.mkdir(parents=True, exist_ok=True)
+        partial = folder / f".spiece.model.{id(data)}"
+        partial.write_bytes(data)
+        partial.replace(folder / "spiece.model")
+    return folder
+
+
+@dataclasses.dataclass
+class GoogleCheckpoint:
+    """What `read_google` found: the architecture, tensors, name table and family."""
+
+    config: BertConfig
+    tensors: dict[str, np.ndarray]
+    table: dict[str, Source]
+    prefix: str  # the scope the names start with ("bert/")
+    family: str  # "BERT" or "ALBERT"
+    notes: list[str]
+
+
+def read_google(prefix: Path, where: Path, *config_folders: Path) -> GoogleCheckpoint:
+    """A checkpoint with Google's `bert/...` names (TF1 checkpoints, TF1 Hub modules' variables)
+    of a BERT or an ALBERT (google-research/albert, one shared layer): its config (from a config
+    file in `config_folders`, else inferred, with notes), its tensors without optimizer slots,
+    and the scope its names start with."""
     shapes = list_checkpoint(prefix)
     stored_prefix = _bert_prefix(shapes, where)
+    family = tf1_family(shapes, stored_prefix)
+    if family == "ALBERT" and any(
+        n.startswith(stored_prefix + "encoder/transformer/")
+        and not n.startswith(stored_prefix + TF1_ALBERT_LAYER)
+        for n in shapes
+    ):
+        raise CheckpointError(
+            f"{where}: this ALBERT has more than one layer group or inner group (names beyond "
+            f"{stored_prefix}{TF1_ALBERT_LAYER}); bertfit loads ALBERTs with one shared layer, "
+            "as every released ALBERT has."
+        )
     config_file = find_config_file(*config_folders)
+    config_family(config_file)  # refuses an ALBERT config with several layer groups
     notes: list[str] = []
+    if family == "ALBERT":
+        num_layers = 1
+    else:
+        num_layers = count_layers(shapes, re.escape(stored_prefix) + r"encoder/layer_(\d+)/")
+    table = google_table(family, num_layers, stored_prefix)
     if config_file is not None:
         config = read_config(config_file)
     else:
-        num_layers = count_layers(shapes, re.escape(stored_prefix) + r"encoder/layer_(\d+)/")
-        config, notes = infer_config(
-            shapes, tf1_table(num_layers, stored_prefix), num_layers, None, where
-        )
+        config, notes = infer_config(shapes, table, num_layers, None, where)
+        if family == "ALBERT":
+            layers, note = albert_layers_guess(config.hidden_size)
+            config = dataclasses.replace(config, num_hidden_layers=layers)
+            notes.append(note)
+    word_width = shapes[stored_prefix + "embeddings/word_embeddings"][1]
+    has_pooler = stored_prefix + "pooler/dense/kernel" in shapes
+    config = as_family(config, family, word_width, has_pooler)
+    if family == "BERT":
+        table = google_table(family, config.num_hidden_layers, stored_prefix)
     tensors = read_checkpoint_tensors(prefix, lambda n: not is_optimizer_slot(n))
-    return config, tensors, stored_prefix, notes
+    return GoogleCheckpoint(config, tensors, table, stored_prefix, family, notes)
 
 
 def _bert_prefix(shapes: dict, where: Path) -> str:

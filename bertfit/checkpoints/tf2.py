@@ -1,14 +1,26 @@
-"""TF2 checkpoints of a Model Garden BERT encoder, as `tf.train.Checkpoint` writes them."""
+"""TF2 checkpoints of a Model Garden encoder, as `tf.train.Checkpoint` writes them: a
+`BertEncoder` (BERT; ELECTRA when it has an `embedding_projection`) or an `AlbertEncoder`.
+
+The family comes from a config file beside the checkpoint when one says (`albert_config.json`,
+a `model_type`), else from what is stored: an embedding projection and a single stored
+transformer layer in a functional encoder is an `AlbertEncoder` (whose layer count only a config
+says: it is guessed from the width, with a note), a projection and more layers an ELECTRA.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import re
+import warnings
 from pathlib import Path
 
 from bertfit.checkpoints.base import Checkpoint
 from bertfit.checkpoints.names import tf2_checkpoint_table
 from bertfit.checkpoints.tf1 import (
+    albert_layers_guess,
+    as_family,
     casing_in,
+    config_family,
     count_layers,
     find_checkpoint_prefix,
     find_config_file,
@@ -17,6 +29,7 @@ from bertfit.checkpoints.tf1 import (
     list_checkpoint,
     read_checkpoint_tensors,
     read_config,
+    sentencepiece_dir,
     vocab_in,
 )
 from bertfit.errors import CheckpointError
@@ -62,20 +75,40 @@ def read_tf2(path: Path) -> Checkpoint:
         for n, s in shapes.items()
         if n.startswith(encoder) and n.endswith(VALUE) and not is_optimizer_slot(n)
     }
-    num_layers = max(
-        count_layers(shapes, r"^_transformer_layers/(\d+)/"),
-        count_layers(shapes, r"^layer_with_weights-(\d+)/_attention_layer/") - 4,
+    # A functional encoder's `layer_with_weights-4` is the embedding projection when it has one.
+    projection = "_embedding_projection/kernel" in shapes or "layer_with_weights-4/kernel" in shapes
+    subclassed = count_layers(shapes, r"^_transformer_layers/(\d+)/")
+    stored = max(
+        subclassed,
+        count_layers(shapes, r"^layer_with_weights-(\d+)/_attention_layer/") - 4 - projection,
     )
-    if num_layers <= 0:
+    if stored <= 0:
         raise CheckpointError(f"{prefix}: the encoder in this checkpoint has no layers.")
     query = next(s for n, s in shapes.items() if re.search(r"/_query_dense/kernel$", n))
     folder = prefix.parent
     config_file = find_config_file(folder, folder.parent)
+    family = config_family(config_file)
+    if family is None:
+        family = "BERT" if not projection else "ELECTRA"
+        if projection and stored == 1 and not subclassed:
+            family = "ALBERT"  # AlbertEncoder: functional, one stored layer
+    shared = family == "ALBERT"
+    notes: list[str] = []
     if config_file is not None:
         config = read_config(config_file)
     else:
-        table = tf2_checkpoint_table(num_layers, query[1])
-        config, _ = infer_config(shapes, table, num_layers, query[1], prefix)
+        table = tf2_checkpoint_table(stored, query[1], projection=projection, shared=shared)
+        config, notes = infer_config(shapes, table, stored, query[1], prefix)
+        if shared:
+            layers, note = albert_layers_guess(config.hidden_size)
+            config = dataclasses.replace(config, num_hidden_layers=layers)
+            notes.append(note)
+    pooler = f"layer_with_weights-{4 + projection + stored}/kernel"
+    has_pooler = "_pooler_layer/kernel" in shapes or pooler in shapes
+    word = next(s for n, s in shapes.items() if n.endswith(WORD_EMBEDDINGS))
+    config = as_family(config, family, word[1], has_pooler)
+    for note in notes:
+        warnings.warn(f"{prefix}: {note}", stacklevel=2)
     tensors = read_checkpoint_tensors(
         prefix, lambda n: n.startswith(encoder) and n.endswith(VALUE) and not is_optimizer_slot(n)
     )
@@ -85,7 +118,15 @@ def read_tf2(path: Path) -> Checkpoint:
         path=prefix,
         config=config,
         tensors=tensors,
-        table=tf2_checkpoint_table(config.num_hidden_layers, config.num_attention_heads),
+        table=tf2_checkpoint_table(
+            config.num_hidden_layers,
+            config.num_attention_heads,
+            projection=config.embedding_size is not None,
+            shared=config.share_layers,
+        ),
         vocab_file=vocab_in(folder),
         lower_case=casing_in(folder, folder.parent),
+        tokenizer_dir=sentencepiece_dir(folder) if vocab_in(folder) is None else None,
+        family=family,
+        notes=notes,
     )
