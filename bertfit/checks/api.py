@@ -17,6 +17,7 @@ from bertfit.checkpoints.registry import resolve
 from bertfit.checkpoints.savedmodel import SIGNATURE_ONLY
 from bertfit.checks.findings import ERROR, TARGETS, WARNING, Report
 from bertfit.config import RunConfig, check_positions
+from bertfit.data.tasks import SINGLE_LABEL
 from bertfit.errors import BertfitError, CheckpointError, ConfigError
 from bertfit.model.classifier import BertClassifier
 from bertfit.model.inputs import WORD_IDS
@@ -252,6 +253,17 @@ def _check_positions(report: Report, config: RunConfig, checkpoint) -> None:
         )
 
 
+def _class_id_spec(spec, task):
+    """An element (or its spec) as the generic checks take it: they read labels as integer
+    class ids (the dtype check, the gradient check's cross-entropy), which only a single-label
+    run has; multi-label (multi-hot rows) and regression (values) targets are float by design,
+    so they are left out (the run's own step, with its own loss, is compiled as it is)."""
+    if task.kind == SINGLE_LABEL:
+        return spec
+    features, _, weights = B.split_element(spec)
+    return (features, None, weights)
+
+
 def _check_pipeline(
     report, config, checkpoint, tokenizer, data, task, replicas, ctx, compile_, full
 ) -> None:
@@ -284,14 +296,18 @@ def _check_pipeline(
     stats = B.BatchStats()
     firsts = []
     for _, dataset in sorted(pipeline.datasets.items()):
-        B.check_spec(report, dataset.element_spec, bucket_ctx)
+        B.check_spec(report, _class_id_spec(dataset.element_spec, task), bucket_ctx)
         element = next(iter(dataset))
         firsts.append(element)
         B.observe_batch(stats, element, bucket_ctx)
     B.report_batches(report, stats, bucket_ctx)
 
     M.check_gradients(
-        report, trainer.model, firsts[0], excluded=trainer.frozen, where=config.model.name
+        report,
+        trainer.model,
+        _class_id_spec(firsts[0], task),
+        excluded=trainer.frozen,
+        where=config.model.name,
     )
     if compile_ and "grad-none" not in report.codes:
         M.compile_shapes(report, trainer.replica_step, firsts, ctx.target, "replica step", full)

@@ -17,7 +17,7 @@ from bertfit.checks.findings import ERROR, INFO, WARNING, Report
 from bertfit.config import RunConfig
 from bertfit.data.labels import INTEGER_LABEL
 from bertfit.data.sources import Example, read_examples, resolve_format
-from bertfit.data.tasks import MULTI_LABEL, SINGLE_LABEL, Task, label_counts
+from bertfit.data.tasks import MULTI_LABEL, SINGLE_LABEL, WARNING_NOTE, Task, label_counts
 from bertfit.errors import DataError
 from bertfit.training.setup import (
     LabelledData,
@@ -68,6 +68,15 @@ def check_labels(
         return None
     report.stats["task"] = task.kind
     for note in notes:
+        if note.startswith(WARNING_NOTE):
+            report.add(
+                "data-multi-label-single",
+                WARNING,
+                note.removeprefix(WARNING_NOTE),
+                where=path,
+                fix="train it as --task single-label, or check --label-separator",
+            )
+            continue
         report.add(
             "data-task-inferred",
             INFO,
@@ -86,12 +95,14 @@ def check_labels(
 
 def _single_label_findings(report, examples, task, targets, path) -> None:
     if all(INTEGER_LABEL.fullmatch(label) for label in task.labels):
-        values = sorted(int(label) for label in task.labels)
+        # ids past 18 digits are out of any range; Python refuses int() past 4300 digits
+        values = sorted(int(label) if len(label) <= 18 else 10**18 for label in task.labels)
+        shown = [_short(label) for label in sorted(task.labels, key=lambda x: (len(x), x))]
         if values[0] < 0 or values[-1] >= len(values):
             report.add(
                 "data-label-out-of-range",
                 WARNING,
-                f"integer labels {values[:10]} are not the class ids 0..{len(values) - 1}",
+                f"integer labels {shown[:10]} are not the class ids 0..{len(values) - 1}",
                 where=path,
                 why="bertfit maps them to ids by order, but a label outside the intended "
                 "range is often a typo (or a missing class)",
@@ -101,6 +112,10 @@ def _single_label_findings(report, examples, task, targets, path) -> None:
     _imbalance(report, counts, path, "class")
 
 
+def _short(label: str) -> str:
+    return label if len(label) <= 24 else f"{label[:10]}...{label[-10:]} ({len(label)} chars)"
+
+
 def _imbalance(report, counts: dict[str, int], path: str, what: str) -> None:
     present = {k: v for k, v in counts.items() if v}
     if len(present) < 2:
@@ -108,12 +123,12 @@ def _imbalance(report, counts: dict[str, int], path: str, what: str) -> None:
     most = max(present, key=present.get)
     least = min(present, key=present.get)
     ratio = present[most] / present[least]
-    report.stats["imbalance"] = f"{ratio:.1f}:1 ({most!r} / {least!r})"
+    report.stats["imbalance"] = f"{ratio:.1f}:1 ({_short(most)!r} / {_short(least)!r})"
     if ratio >= IMBALANCE_RATIO:
         report.add(
             "data-imbalance",
             WARNING,
-            f"{what} {most!r} has {present[most]} rows, {what} {least!r} only "
+            f"{what} {_short(most)!r} has {present[most]} rows, {what} {_short(least)!r} only "
             f"{present[least]} ({ratio:.0f}:1)",
             where=path,
             why="the model can score well by ignoring the small class; accuracy hides it",

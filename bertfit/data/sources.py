@@ -106,6 +106,9 @@ class SourceSpec:
         text_column: the column (JSONL: key) with the text.
         text_pair_column: the column with the second text of a pair task, or None.
         label_column: the column with the label.
+        empty_labels: whether a row's label may be empty (an empty cell, null, whitespace:
+            read as None) while the column stays required: the task decides (the empty set in
+            a multi-label file, an error in any other; see `bertfit.data.tasks`).
 
     Examples:
     >>> SourceSpec(text_column="sentence").label_column
@@ -116,6 +119,7 @@ class SourceSpec:
     text_column: str = "text"
     text_pair_column: str | None = None
     label_column: str = "label"
+    empty_labels: bool = False
 
 
 def read_examples(
@@ -376,7 +380,7 @@ class _Reader:
             message = _empty_message(pair or "", "text_pair_column", self.spec)
             raise self.error(message, line, EMPTY_TEXT)
         if label is None or (isinstance(label, str) and not visible(label)):
-            if self.labels_required:
+            if self.labels_required and not self.spec.empty_labels:
                 message = _empty_message(label, "label_column", self.spec)
                 raise self.error(message, line, "data-empty-label")
             label = None

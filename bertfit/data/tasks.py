@@ -7,7 +7,10 @@
   deviation, which `Task` keeps so predictions come back in the original units.
 
 `infer_task` reads the training labels once: JSON lists (or a separator) mean multi-label, numbers
-that are not all integers mean regression (with a note), anything else single-label. A column
+that are not all integers mean regression (with a note), anything else single-label. A column of
+numbers holding NaN or infinity is a regression file with a bad target, refused at its line,
+never a classifier with "nan" as a class. A row without a label (an empty cell, read as None) is
+the empty set in a multi-label file and an error in any other. A column
 that mixes styles (integers and words), spells one number two ways ("01" and "1", "3" and
 "3.0"), or looks multi-label without saying so is a `DataError`, in `bertfit train` and
 `bertfit check` alike. Labels are NFC-normalised and stripped first.
@@ -35,6 +38,7 @@ SINGLE_LABEL, MULTI_LABEL, REGRESSION = TASKS
 DEFAULT_SEPARATOR = "|"
 DEFAULT_THRESHOLD = 0.5
 LABEL_MAP_INVALID = "data-label-map-invalid"  # labels.json of a run (`DataError.code`)
+WARNING_NOTE = "warning: "  # a note of `infer_task` that is a warning
 
 
 def normalize_label(label: str) -> str:
@@ -85,7 +89,9 @@ class Task:
         return 1 if self.kind == REGRESSION else len(self.labels)
 
     def label_set(self, label) -> list[str]:
-        """The classes of one multi-label row."""
+        """The classes of one multi-label row (None, an empty cell: none)."""
+        if label is None:
+            return []
         items = label if isinstance(label, tuple) else label.split(self.separator)
         return [n for n in (normalize_label(item) for item in items) if n]
 
@@ -103,7 +109,7 @@ class Task:
             return out
         out = np.zeros((len(examples), len(self.labels)), np.float32)
         for i, e in enumerate(examples):
-            for label in self.label_set(_present(e, path)):
+            for label in self.label_set(e.label):
                 out[i, self._id(ids, label, e, path)] = 1.0
         return out
 
@@ -198,22 +204,44 @@ def infer_task(
     if kind == REGRESSION:
         return _regression(examples, path), notes
     if kind == MULTI_LABEL:
-        return _multi_label(examples, path, separator or DEFAULT_SEPARATOR), notes
+        task = _multi_label(examples, path, separator or DEFAULT_SEPARATOR)
+        single = _one_label_per_row(task, examples)
+        return task, notes + ([single] if single else [])
     return _single_label(examples, path, explicit=asked == SINGLE_LABEL), notes
 
 
 def _inferred_kind(examples: Sequence[Example], separator: str | None) -> str:
     if separator is not None or any(isinstance(e.label, tuple) for e in examples):
         return MULTI_LABEL
-    numbers = [parse_number(normalize_label(e.label)) for e in examples if e.label is not None]
-    if (
-        numbers
-        and all(n is not None for n in numbers)
-        and not all(INTEGER_LABEL.fullmatch(normalize_label(e.label)) for e in examples)
-    ):
-        if any(not float(n).is_integer() for n in numbers):
-            return REGRESSION
+    labels = [normalize_label(e.label) for e in examples if e.label is not None]
+    numbers = [_any_float(label) for label in labels]
+    if not labels or any(n is None for n in numbers):
+        return SINGLE_LABEL
+    integers = [bool(INTEGER_LABEL.fullmatch(label)) for label in labels]
+    if any(not math.isfinite(n) and not i for n, i in zip(numbers, integers, strict=True)):
+        return REGRESSION  # NaN or infinity among numbers: a bad target, said at its line
+    if not all(integers) and any(not n.is_integer() for n in numbers):
+        return REGRESSION
     return SINGLE_LABEL
+
+
+def _any_float(label: str) -> float | None:
+    """The number a label spells, NaN and infinity included (finite or not), or None."""
+    try:
+        return float(label)
+    except (ValueError, OverflowError):
+        return None
+
+
+def _one_label_per_row(task: Task, examples: Sequence[Example]) -> str | None:
+    """A warning when every row of a multi-label file has exactly one label."""
+    if len(task.labels) < 2 or any(len(task.label_set(e.label)) != 1 for e in examples):
+        return None
+    return (
+        f"{WARNING_NOTE}every row has exactly one label, so this multi-label task is "
+        "effectively single-label: a single-label model (softmax) usually learns it better. "
+        "Pass --task single-label, or check --label-separator"
+    )
 
 
 def _inferred_note(kind: str, separator: str | None) -> str:
@@ -242,7 +270,12 @@ def _single(example: Example, path) -> str:
 def _present(example: Example, path):
     if example.label is None:
         raise example_error(
-            "the row has no label; training needs one", path, example.line, code="data-empty-label"
+            "the row has no label (the cell is empty); training needs one on every row, except "
+            "in a multi-label file, where an empty cell is the empty set (pass --task "
+            "multi-label if this is one). Fill it in or delete the row",
+            path,
+            example.line,
+            code="data-empty-label",
         )
     return example.label
 
@@ -279,7 +312,7 @@ def _multi_label(examples: Sequence[Example], path, separator: str) -> Task:
     task = Task(MULTI_LABEL, (), separator)
     first_line: dict[str, int] = {}
     for e in examples:
-        for label in task.label_set(_present(e, path)):
+        for label in task.label_set(e.label):
             first_line.setdefault(label, e.line)
     _check_number_spellings(first_line, path)
     if not first_line:

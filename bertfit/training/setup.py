@@ -69,6 +69,7 @@ def source_spec(config: RunConfig) -> SourceSpec:
         text_column=d.text_column,
         text_pair_column=d.text_pair_column,
         label_column=d.label_column,
+        empty_labels=True,  # the task decides: the empty set in multi-label data, else an error
     )
 
 
@@ -79,6 +80,7 @@ def classifier_source_spec(classifier: Classifier) -> SourceSpec:
         text_column=columns.get("text", "text"),
         text_pair_column=columns.get("text_pair"),
         label_column=columns.get("label", "label"),
+        empty_labels=True,
     )
 
 
