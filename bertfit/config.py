@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
+import stat
 import types
 import typing
 from pathlib import Path
@@ -44,6 +46,8 @@ METRICS = tuple(dict.fromkeys(m for metrics in TASK_METRICS.values() for m in me
 MAX_LEARNING_RATE = 1.0
 # Logical CPU devices for rehearsing data parallelism: each is a full replica of the model.
 MAX_CPU_REPLICAS = 64
+# A run.yaml is a few hundred bytes; anything this large is another file.
+MAX_CONFIG_BYTES = 2**20
 # --class-weights: one of these, or a JSON file {label: weight}.
 NO_CLASS_WEIGHTS, BALANCED = "none", "balanced"
 CLASS_WEIGHTS = (NO_CLASS_WEIGHTS, BALANCED)
@@ -286,10 +290,31 @@ class RunConfig:
 
     @classmethod
     def load(cls, path: str | Path) -> RunConfig:
+        """A run config from YAML (as `save` writes it); anything else is a `ConfigError`."""
         try:
-            values = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-        except (OSError, yaml.YAMLError) as e:
-            raise ConfigError(f"{path}: cannot read the run config: {e}") from e
+            if not stat.S_ISREG(os.stat(path).st_mode):
+                raise ConfigError(f"{path}: not a regular file; pass a run.yaml.")
+            data = Path(path).read_bytes()
+            if len(data) > MAX_CONFIG_BYTES:
+                raise ConfigError(
+                    f"{path}: {len(data):,} bytes is far too large for a run config "
+                    f"(at most {MAX_CONFIG_BYTES:,}); is this the right file?"
+                )
+            values = yaml.safe_load(data.decode("utf-8"))
+        except (OSError, yaml.YAMLError, UnicodeDecodeError, RecursionError) as e:
+            reason = (
+                "not UTF-8 text"
+                if isinstance(e, UnicodeDecodeError)
+                else "nested too deeply"
+                if isinstance(e, RecursionError)
+                else " ".join((getattr(e, "strerror", None) or str(e)).split())[:300]
+            )
+            raise ConfigError(f"{path}: cannot read the run config: {reason}") from None
+        if values is not None and not isinstance(values, dict):
+            raise ConfigError(
+                f"{path}: a run config is a mapping (output_dir, model, data, train); this "
+                f"file holds {_yaml_kind(values)}."
+            )
         return cls.from_dict(values, str(path))
 
 
@@ -353,6 +378,11 @@ def per_replica_batch(global_batch: int, replicas: int, setting: str = "--batch-
             f"{lower + replicas}."
         )
     return global_batch // replicas
+
+
+def _yaml_kind(value) -> str:
+    kinds = {list: "a list", str: "a string", int: "a number", float: "a number", bool: "a boolean"}
+    return kinds.get(type(value), f"a {type(value).__name__}")
 
 
 def _upgrade(section: str, values):

@@ -78,6 +78,10 @@ def cases(work: Path, model: str) -> dict[str, list[str]]:
         (work / f"damaged_{name}" / "config.yaml").write_text("model:\n  name: tiny\n")
         (work / f"damaged_{name}" / "metrics.json").write_bytes(text.encode("latin-1"))
     os.mkfifo(work / "fifo")
+    (work / "list.yaml").write_text("- model\n- data\n")
+    (work / "deep.yaml").write_text("model: " + "[" * 100_000 + "]" * 100_000 + "\n")
+    (work / "binary.yaml").write_bytes(b"\x89PNG\r\n\x1a\n\x00\xff\xfe")
+    (work / "broken.yaml").write_text("model: [\n")
 
     def predict_to(output: str) -> list[str]:
         return ["predict", "--run", str(work / "no-run"), "--data", str(good), "--output", output]
@@ -170,6 +174,18 @@ def cases(work: Path, model: str) -> dict[str, list[str]]:
             "mixed_fp16",
             "--no-compile",
         ],
+        "train on /dev/zero": [*train, "--train", "/dev/zero", "--output-dir", str(work / "r21")],
+        "train on a fifo": [
+            *train,
+            "--train",
+            str(work / "fifo"),
+            "--output-dir",
+            str(work / "r22"),
+        ],
+        "yaml config that is a list": [*train, "--config", str(work / "list.yaml")],
+        "deeply nested yaml config": [*train, "--config", str(work / "deep.yaml")],
+        "binary yaml config": [*train, "--config", str(work / "binary.yaml")],
+        "broken yaml config": [*train, "--config", str(work / "broken.yaml")],
         "zero cpu replicas": [*train, "--cpu-replicas", "0", "--output-dir", str(work / "r3")],
         "negative cpu replicas": [*train, "--cpu-replicas", "-2", "--output-dir", str(work / "r4")],
         "yaml string where a number is due": [

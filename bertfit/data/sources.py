@@ -28,12 +28,15 @@ import gzip
 import io
 import json
 import os
+import stat
 import sys
 import unicodedata
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 from bertfit.errors import DataError, MissingDependencyError
 
@@ -145,6 +148,8 @@ def read_examples(
     >>> read_examples("train.csv", SourceSpec(label_column="stars"), labels_required=False)[0].label
     """
     name = display_name(path)
+    if path != STDIN:
+        _check_regular(path, name)
     fmt = resolve_format(path, spec.format)
     return parse_examples(_read_bytes(path, name), name, fmt, spec, labels_required=labels_required)
 
@@ -159,6 +164,8 @@ def parse_examples(
 ) -> list[Example]:
     """`read_examples` on bytes already in memory (an upload, a fuzz test): `name` is what
     messages call them, `fmt` one of `FORMATS`; gzip is not undone here."""
+    if fmt != "parquet":
+        _check_line_lengths(data, name)
     parse = (
         _read_parquet if fmt == "parquet" else _read_jsonl if fmt == "jsonl" else _read_delimited
     )
@@ -295,6 +302,43 @@ def _read_bytes(path: str | os.PathLike, name: str) -> bytes:
     except OSError as e:
         raise DataError(f"cannot be read: {e.strerror or e}", path=name, code=UNREADABLE) from None
     return _gunzip(data, name) if data[:2] == b"\x1f\x8b" else data
+
+
+def _check_regular(path: str | os.PathLike, name: str) -> None:
+    """Devices and FIFOs are refused before a byte is read: /dev/zero never ends."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return  # reading it says what is wrong
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):  # a directory: said by the caller
+        return
+    kind = "a FIFO (named pipe)" if stat.S_ISFIFO(mode) else "a device or socket"
+    raise DataError(
+        f"is {kind}, not a regular file; bertfit reads data files (pass - to read standard "
+        "input, e.g. `producer | bertfit predict --data - --format jsonl`)",
+        path=name,
+        code=UNREADABLE,
+    )
+
+
+MAX_LINE_BYTES = 8 * 2**20
+"""The longest line a text data file may have: far past any model's input, short of a file
+that is one endless line (binary data, a wrong file)."""
+
+
+def _check_line_lengths(data: bytes, name: str) -> None:
+    if len(data) <= MAX_LINE_BYTES:
+        return
+    ends = np.flatnonzero(np.frombuffer(data, np.uint8) == ord("\n"))
+    lengths = np.diff(np.concatenate(([-1], ends, [len(data)]))) - 1
+    longest = int(lengths.argmax())
+    if lengths[longest] > MAX_LINE_BYTES:
+        raise DataError(
+            f"line {longest + 1} is {int(lengths[longest]):,} bytes long, past the "
+            f"{MAX_LINE_BYTES:,} a text data file may have; is this the right file (and format)?",
+            path=name,
+            code=UNREADABLE,
+        )
 
 
 def _gunzip(data: bytes, name: str) -> bytes:
