@@ -5,6 +5,11 @@ Hypothesis generates CSV, TSV and JSONL files three ways: well-formed rows of aw
 tokens) with labels of every JSON type (huge numbers, NaN, nested lists), the same files with
 bytes flipped or cut, and raw bytes. Each goes through the reader, then the task inference,
 and every text accepted goes through the in-graph tokenizer at the end. 10,200 files in all.
+
+The same for the other things a user hands bertfit: run configs (YAML documents of random
+shape, mutated and raw bytes) load or raise a BertfitError, and output paths (devices, FIFOs,
+folders, missing parents, a run's files, symlinks to each) are accepted and written, or refused
+with a BertfitError leaving everything as it was.
 """
 
 from __future__ import annotations
@@ -12,13 +17,18 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import random
+import stat
+from pathlib import Path
 
 import pytest
+import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bertfit.data.sources import parse_examples
+from bertfit.config import TASKS, RunConfig
+from bertfit.data.sources import SourceSpec, parse_examples
 from bertfit.data.tasks import infer_task
 from bertfit.errors import BertfitError
 
@@ -147,6 +157,17 @@ def fuzz(fmt: str, data: bytes) -> None:
         infer_task(examples, f"fuzz.{fmt}")
     except BertfitError:
         pass
+    # as a run reads its files: empty labels allowed, the task (each one) decides
+    try:
+        examples = parse_examples(data, f"fuzz.{fmt}", fmt, SourceSpec(empty_labels=True))
+    except BertfitError:
+        return
+    for kind in (None, *TASKS):
+        try:
+            task, _ = infer_task(examples, f"fuzz.{fmt}", kind=kind)
+            task.targets(examples, f"fuzz.{fmt}")
+        except BertfitError:
+            pass
 
 
 SETTINGS = settings(
@@ -170,3 +191,180 @@ def test_every_accepted_text_tokenizes_to_at_least_one_id(tiny_hf_dir):
     for start in range(0, len(ACCEPTED_TEXTS), 4096):
         ids = tokenizer.tokenize(ACCEPTED_TEXTS[start : start + 4096])
         assert int(ids.row_lengths().numpy().min()) >= 1
+
+
+# ---- run configs ----
+
+CONFIG_EXAMPLES, PATH_EXAMPLES = 400, 300
+
+CONFIG_KEYS = [
+    "output_dir",
+    "model",
+    "data",
+    "train",
+    "name",
+    "max_seq_length",
+    "buckets",
+    "batch_size",
+    "learning_rate",
+    "seed",
+    "epochs",
+    "task",
+    "precision",
+    "x",
+    "",
+]
+CONFIG_VALUES = [
+    None,
+    True,
+    0,
+    -1,
+    2**64,
+    1e308,
+    float("nan"),
+    "",
+    "64",
+    "fp32",
+    "minilm-l6",
+    [],
+    [0],
+    [16, 999],
+    {},
+    "\ud800",
+]
+
+
+def random_yaml_value(r, depth: int = 0):
+    roll = r.random()
+    if depth < 4 and roll < 0.3:
+        return {
+            r.choice(CONFIG_KEYS): random_yaml_value(r, depth + 1) for _ in range(r.randrange(4))
+        }
+    if depth < 4 and roll < 0.4:
+        return [random_yaml_value(r, depth + 1) for _ in range(r.randrange(3))]
+    return r.choice(CONFIG_VALUES)
+
+
+@st.composite
+def config_files(draw) -> bytes:
+    r = random.Random(draw(st.integers(0, 2**64)))
+    kind = r.choices(["shaped", "mutated", "bytes", "deep"], [8, 4, 2, 1])[0]
+    if kind == "bytes":
+        return r.randbytes(r.randrange(200))
+    if kind == "deep":
+        opening, closing = r.choice([("[", "]"), ("{a: ", "}"), ("- ", "")])
+        n = r.choice([10, 200, 1200])  # past Python's recursion limit: the parser's own
+        return ("model: " + opening * n + "1" + closing * n + "\n").encode()
+    document = (
+        random_yaml_value(r)
+        if r.random() < 0.3
+        else {
+            section: random_yaml_value(r, 1)
+            for section in r.sample(CONFIG_KEYS[:4], r.randrange(5))
+        }
+    )
+    data = yaml.safe_dump(document, allow_unicode=True).encode("utf-8", "surrogatepass")
+    if kind == "mutated" and data:
+        data = bytearray(data)
+        for _ in range(r.randrange(1, 4)):
+            data[r.randrange(len(data))] = r.randrange(256)
+        data = bytes(data)
+    return data
+
+
+def test_run_configs_load_or_raise_only_bertfit_errors(tmp_path):
+    path = tmp_path / "run.yaml"
+
+    def load(data: bytes) -> None:
+        path.write_bytes(data)
+        try:
+            RunConfig.load(path).validate()
+        except BertfitError:
+            pass
+
+    settings(
+        max_examples=600, deadline=None, database=None, suppress_health_check=list(HealthCheck)
+    )(given(config_files())(load))()
+
+
+# ---- output paths ----
+
+
+def test_output_paths_are_written_or_refused_leaving_everything_as_it_was(tmp_path):
+    from bertfit.paths import check_output_dir, check_output_file, write_output
+
+    root = tmp_path / "place"
+    root.mkdir()
+    (root / "file.txt").write_text("keep")
+    (root / "folder").mkdir()
+    os.mkfifo(root / "fifo")
+    (root / "run").mkdir()
+    (root / "run" / "config.yaml").write_text("keep")
+    for name, target in [
+        ("to-null", "/dev/null"),
+        ("to-fifo", root / "fifo"),
+        ("to-file", root / "file.txt"),
+        ("to-run", root / "run"),
+    ]:
+        (root / name).symlink_to(target)
+    parts = [
+        "file.txt",
+        "folder",
+        "fifo",
+        "run",
+        "config.yaml",
+        "report.html",
+        "missing",
+        "-",
+        "to-null",
+        "to-fifo",
+        "to-file",
+        "to-run",
+        "..",
+        ".",
+        "new.csv",
+    ]
+    bases = [str(root), "/dev", "/proc", "/dev/null", "-"]
+
+    def before() -> dict:
+        return {
+            "null": stat.S_ISCHR(os.stat("/dev/null").st_mode),
+            "fifo": stat.S_ISFIFO(os.stat(root / "fifo").st_mode),
+            "file": (root / "file.txt").read_text(),
+            "config": (root / "run" / "config.yaml").read_text(),
+            "run": sorted(p.name for p in (root / "run").iterdir()),
+        }
+
+    original = before()
+
+    @given(st.integers(0, 2**64))
+    @settings(
+        max_examples=400, deadline=None, database=None, suppress_health_check=list(HealthCheck)
+    )
+    def one(seed: int) -> None:
+        r = random.Random(seed)
+        path = "/".join([r.choice(bases), *(r.choice(parts) for _ in range(r.randrange(3)))])
+        if r.random() < 0.1:
+            path = "-"
+        try:
+            check_output_file(
+                path,
+                "--output",
+                inputs=[root / "file.txt"],
+                run_dir=root / "run",
+                allowed_in_run=["report.html"],
+            )
+        except BertfitError:
+            pass
+        else:
+            if path != "-":
+                write_output(path, "written")
+                assert Path(path).read_text() == "written"
+                Path(path).unlink()
+        try:
+            check_output_dir(path, "OUT", inputs=[root / "file.txt"], run_dir=root / "run")
+        except BertfitError:
+            pass
+        assert before() == original, path
+
+    one()
