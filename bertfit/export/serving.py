@@ -9,9 +9,18 @@ needed to use it. Its signatures:
   outputs (`bertfit.export.outputs`): `probabilities` (float32 [batch, labels]), `label`
   (string [batch]) and `label_id` (int32) for single-label models.
 - `classify_ids`: the three int32 inputs `input_word_ids`, `input_mask`, `input_type_ids`
-  ([batch, seq]) → the same outputs, for clients that tokenize themselves.
+  ([batch, seq]) → the same outputs, for clients that tokenize themselves. Inputs the model
+  cannot read (the three of different shapes, ids outside the vocabulary, type ids outside the
+  type vocabulary, rows longer than the position table) fail with an `InvalidArgumentError`
+  that says so, before the model runs: on a GPU an id outside the table would silently read
+  zeros.
 
-Besides the signatures, the module keeps `token_lengths` (the same text inputs → int32 [batch],
+An empty batch gives empty outputs of the right shapes.
+
+Besides the signatures, the module keeps `vocab_size`, `type_vocab_size` and `max_length`
+(int32 scalar variables; `max_length` is -1 when the encoder has no length limit), the limits
+`classify_ids` checks, so that a server can check requests before batching them; and
+`token_lengths` (the same text inputs → int32 [batch],
 WordPiece tokens per row before truncation), with which `bertfit.predictor` groups texts of
 similar length into a batch.
 
@@ -21,6 +30,7 @@ smallest length bucket that holds its longest row, so the shapes the model sees 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
@@ -82,6 +92,10 @@ class ClassifierModule(tf.Module):
             shape=[len(task.labels)],
         )
         self.max_seq_length = max_seq_length
+        self.limits = IdLimits.of_model(model)
+        for name, value in self.limits.as_dict().items():
+            value = -1 if value is None else value
+            setattr(self, name, tf.Variable(value, trainable=False, dtype=tf.int32, name=name))
         self.buckets = sorted(set(buckets) | {max_seq_length})
         self.pairs = pairs
         # No autograph: nothing here branches on a tensor, and converting costs seconds of the
@@ -121,12 +135,64 @@ class ClassifierModule(tf.Module):
         return self._token_lengths(text) + self._token_lengths(text_pair)
 
     def _classify_ids(self, input_word_ids, input_mask, input_type_ids):
-        return self._classify(
-            {WORD_IDS: input_word_ids, MASK: input_mask, TYPE_IDS: input_type_ids}
+        inputs = {WORD_IDS: input_word_ids, MASK: input_mask, TYPE_IDS: input_type_ids}
+        with tf.control_dependencies(self._id_checks(inputs)):
+            inputs = {name: tf.identity(value) for name, value in inputs.items()}
+        return self._classify(inputs)
+
+    def _id_checks(self, inputs: dict) -> list:
+        """Asserts that the model can read `inputs` (see the module's docstring)."""
+        ids, limits = inputs[WORD_IDS], self.limits
+        shape = tf.shape(ids)
+        checks = [
+            tf.debugging.assert_equal(
+                tf.shape(inputs[name]),
+                shape,
+                message=f"{name} must have the shape of {WORD_IDS} [batch, seq]",
+            )
+            for name in (MASK, TYPE_IDS)
+        ]
+        checks.append(
+            tf.debugging.assert_greater(
+                shape[1], 0, message=f"{WORD_IDS} must have at least one id per row"
+            )
         )
+        type_ids = None if limits.type_vocab_size is None else max(limits.type_vocab_size, 1)
+        ranges = [
+            (WORD_IDS, limits.vocab_size, "the vocabulary size"),
+            (TYPE_IDS, type_ids, "the type vocabulary size"),
+        ]
+        for name, size, what in ranges:
+            checks.append(
+                tf.debugging.assert_non_negative(inputs[name], message=f"{name} must be >= 0")
+            )
+            if size is not None:
+                checks.append(
+                    tf.debugging.assert_less(
+                        inputs[name], size, message=f"{name} must be < {size} ({what})"
+                    )
+                )
+        if limits.max_length is not None:
+            checks.append(
+                tf.debugging.assert_less_equal(
+                    shape[1],
+                    limits.max_length,
+                    message=f"rows must be at most {limits.max_length} ids long "
+                    "(the encoder's position table)",
+                )
+            )
+        return checks
 
     def _pack(self, ids_a, ids_b=None):
-        """Packs to the longest row (at most `max_seq_length`), then pads to its bucket."""
+        """Packs to the longest row (at most `max_seq_length`), then pads to its bucket; no rows
+        pack to [0, smallest bucket]."""
+        return tf.cond(
+            ids_a.nrows() > 0,
+            lambda: self._pack_rows(ids_a, ids_b),
+            lambda: {name: tf.zeros([0, self.buckets[0]], tf.int32) for name in INPUT_NAMES},
+        )
+
+    def _pack_rows(self, ids_a, ids_b=None):
         inputs = self.tokenizer.pack(
             ids_a, ids_b, max_seq_length=self.max_seq_length, padding="longest"
         )
@@ -140,7 +206,49 @@ class ClassifierModule(tf.Module):
         }
 
     def _classify(self, inputs):
-        return task_outputs(self.task, self.model(inputs, training=False), self.label_names)
+        # An empty batch does not reach the model (its attention's reshapes cannot infer a
+        # size from no elements): it gets [0, outputs] logits.
+        logits = tf.cond(
+            tf.shape(inputs[WORD_IDS])[0] > 0,
+            lambda: tf.cast(self.model(inputs, training=False), tf.float32),
+            lambda: tf.zeros([0, self.task.num_outputs], tf.float32),
+        )
+        return task_outputs(self.task, logits, self.label_names)
+
+
+@dataclasses.dataclass(frozen=True)
+class IdLimits:
+    """What `classify_ids` accepts: ids below `vocab_size`, type ids below `type_vocab_size`
+    (0 only when it is 0 or 1), rows of at most `max_length` ids; `None` for no limit known."""
+
+    vocab_size: int | None = None
+    type_vocab_size: int | None = None
+    max_length: int | None = None
+
+    @classmethod
+    def of_model(cls, model) -> IdLimits:
+        """From a `BertClassifier`'s encoder config; no limits for another kind of model."""
+        config = getattr(getattr(model, "encoder", None), "config", None)
+        if config is None:
+            return cls()
+        return cls(config.vocab_size, config.type_vocab_size, config.max_sequence_length)
+
+    @classmethod
+    def of_module(cls, module) -> IdLimits:
+        """From a `ClassifierModule` or a loaded export (no limits for an export written before
+        they were saved in it)."""
+        if isinstance(module, ClassifierModule):
+            return module.limits
+
+        def value(name):
+            variable = getattr(module, name, None)
+            number = None if variable is None else int(variable.numpy())
+            return None if number is None or number < 0 else number
+
+        return cls(**{field.name: value(field.name) for field in dataclasses.fields(cls)})
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
 
 
 def next_version(root: Path) -> int:

@@ -8,12 +8,19 @@ dynamic batching needs no threads besides the one that runs TensorFlow.
     GET  /v1/models/NAME[/versions/V]             model status
     GET  /v1/models/NAME[/versions/V]/metadata    signatures
     POST /v1/models/NAME[/versions/V]:predict     {"instances": [...]} or {"inputs": ...}
+
+A request the model cannot take is answered 400 with TF Serving's `{"error": "..."}` body: the
+checks in `bertfit.serve.rest` refuse it before it joins a batch, and a batch that fails anyway
+is retried request by request (`DynamicBatcher`), so one bad request fails only itself. Only a
+broken server answers 500.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import re
+import socket
 
 import numpy as np
 import tensorflow as tf
@@ -22,6 +29,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from bertfit.errors import ConfigError
+from bertfit.export.serving import IdLimits
 from bertfit.predictor import Classifier
 from bertfit.serve.batching import DynamicBatcher
 from bertfit.serve.rest import (
@@ -37,6 +46,9 @@ _MODEL_PATH = re.compile(
     r"^/v1/models/(?P<name>[^/:]+)(?:/versions/(?P<version>[^/:]+))?"
     r"(?P<verb>:predict|/metadata)?$"
 )
+# What TF Serving's URLs can carry as a model NAME: no "/" or ":" (they delimit the path), and
+# nothing a URL must escape ("?", "#", "%", spaces, control characters).
+_MODEL_NAME = re.compile(r"^[^/:?#%\s\x00-\x1f\x7f]+$")
 
 
 class ModelServer:
@@ -62,6 +74,13 @@ class ModelServer:
         max_request_instances: int = 4096,
         max_body_bytes: int = 32 << 20,
     ):
+        check_options(
+            model_name=model_name,
+            max_batch=max_batch,
+            max_wait=max_wait,
+            max_request_instances=max_request_instances,
+            max_body_bytes=max_body_bytes,
+        )
         self.classifier = classifier
         self.model_name = model_name
         self.version = version
@@ -69,6 +88,7 @@ class ModelServer:
         self.max_body_bytes = max_body_bytes
         self.functions = classifier.signatures()
         self.signatures = {name: Signature.of(name, f) for name, f in self.functions.items()}
+        self.limits = IdLimits.of_module(classifier.module)
         self.batcher = DynamicBatcher(self._classify_texts, max_batch, max_wait)
 
     def app(self) -> Starlette:
@@ -95,7 +115,13 @@ class ModelServer:
         try:
             return JSONResponse(await self._models(request))
         except RequestError as e:
-            return JSONResponse({"error": str(e)}, status_code=e.status)
+            return _error(str(e), e.status)
+        except (tf.errors.InvalidArgumentError, UnicodeError) as e:
+            # What the model refused, on this request alone (a failed batch is retried
+            # request by request): the request's fault, as TF Serving answers it.
+            return _error(_model_error(e), 400)
+        except Exception as e:  # noqa: BLE001 - the server is broken; still a JSON body
+            return _error(f"internal error: {type(e).__name__}: {e}"[:2000], 500)
 
     async def _models(self, request: Request) -> dict:
         match = _MODEL_PATH.match(request.url.path)
@@ -129,7 +155,7 @@ class ModelServer:
         return bytes(body)
 
     async def _predict(self, body: bytes) -> dict:
-        request = parse_predict(body, self.signatures, self.max_request_instances)
+        request = parse_predict(body, self.signatures, self.max_request_instances, self.limits)
         if request.signature.name == "serving_default":
             outputs = await self.batcher.submit(request.rows)
         else:
@@ -138,13 +164,6 @@ class ModelServer:
 
     async def _call_directly(self, request) -> list[dict]:
         names = list(request.signature.inputs)
-        lengths = {len(row[names[0]]) for row in request.rows}
-        if len(lengths) != 1 or any(
-            len(row[n]) not in lengths for row in request.rows for n in names
-        ):
-            raise RequestError(
-                "every instance's id lists must have the same length (pad them with input_mask 0)"
-            )
         inputs = {n: tf.constant([row[n] for row in request.rows], tf.int32) for n in names}
         function = self.functions[request.signature.name]
         result = await self.batcher.run_alone(lambda: function(**inputs))
@@ -162,22 +181,110 @@ def _rows(outputs: dict[str, np.ndarray]) -> list[dict]:
     return [{name: values[i] for name, values in outputs.items()} for i in range(size)]
 
 
+def _error(message: str, status: int) -> JSONResponse:
+    """TF Serving's error body. Messages quote the request, which may hold lone surrogates:
+    they are escaped (\\ud800) so that the body is UTF-8."""
+    text = message.encode("utf-8", "backslashreplace").decode("utf-8")
+    return JSONResponse({"error": text}, status_code=status)
+
+
+def _model_error(error: Exception) -> str:
+    """The line of a TensorFlow error that says what was wrong, without its graph trace."""
+    if not isinstance(error, tf.errors.OpError):
+        return f"the model could not take the request: {error}"
+    skip = ("[[", "File ", "Detected at node", "Graph execution error", "<stack traces")
+    lines = [line.strip() for line in error.message.splitlines()]
+    useful = [line for line in lines if line and not line.startswith(skip)]
+    return f"the model refused the request: {useful[-1] if useful else error.message}"[:2000]
+
+
+def check_options(
+    model_name: str = "model",
+    port: int = 8501,
+    max_batch: int = 1,
+    max_wait: float = 0.0,
+    max_request_instances: int = 1,
+    max_body_bytes: int = 1,
+) -> None:
+    """`ConfigError`s for serving options no server can work with."""
+    if not isinstance(model_name, str) or not _MODEL_NAME.match(model_name):
+        raise ConfigError(
+            f"--model-name {model_name!r} cannot be routed in TF Serving's URLs "
+            "(/v1/models/NAME:predict): use a non-empty name without '/', ':', '?', '#', '%' "
+            "or spaces, e.g. --model-name sst"
+        )
+    if not 1 <= port <= 65535:
+        raise ConfigError(f"--port {port} is not a TCP port; use one from 1 to 65535 (e.g. 8501)")
+    for flag, value, least in [
+        ("--max-batch", max_batch, 1),
+        ("--max-request-instances", max_request_instances, 1),
+        ("max_body_bytes", max_body_bytes, 1),
+    ]:
+        if value < least:
+            raise ConfigError(f"{flag} must be at least {least}, got {value}")
+    if not max_wait >= 0:  # NaN too
+        raise ConfigError(f"--max-wait-ms must be 0 or more, got {max_wait * 1000}")
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A socket bound to host:port and listening, or a `ConfigError` that says why not (the
+    port in use, no permission, not an address of this machine)."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+    except (socket.gaierror, UnicodeError) as e:
+        raise ConfigError(
+            f"--host {host!r} is not a host name or address this machine knows ({e})"
+        ) from None
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(2048)
+    except OSError as e:
+        sock.close()
+        if e.errno == errno.EADDRINUSE:
+            raise ConfigError(
+                f"port {port} is in use on {host}; stop what is serving there, or pass another "
+                "--port"
+            ) from None
+        if e.errno == errno.EACCES:
+            raise ConfigError(
+                f"no permission to listen on port {port}; ports below 1024 need root: use "
+                "another --port (e.g. 8501)"
+            ) from None
+        if e.errno == errno.EADDRNOTAVAIL:
+            raise ConfigError(
+                f"--host {host} is not an address of this machine; use 127.0.0.1 (this machine "
+                "only) or 0.0.0.0 (every interface)"
+            ) from None
+        raise ConfigError(f"cannot listen on {host}:{port}: {e.strerror}") from None
+    return sock
+
+
 def serve(
     path: str, host: str = "127.0.0.1", port: int = 8501, model_name: str = "model", **options
 ) -> None:
     """Loads the classifier at `path` (a run directory or an export) and serves it until
-    interrupted."""
+    interrupted. The port is taken before the model loads, so a busy port is said at once."""
     import uvicorn
 
     from bertfit.predictor import load_classifier
 
-    classifier = load_classifier(path)
-    version = str(classifier.metadata.get("version", 1))
-    server = ModelServer(classifier, model_name, version, **options)
-    classifier.outputs(["warm up"], ["warm up"] if classifier.pairs else None)
-    print(
-        f"bertfit serve: {path} as model {model_name!r} version {version} on "
-        f"http://{host}:{port}/v1/models/{model_name}",
-        flush=True,
-    )
-    uvicorn.run(server.app(), host=host, port=port, log_level="warning")
+    check_options(model_name=model_name, port=port, **options)
+    sock = listen(host, port)
+    try:
+        classifier = load_classifier(path)
+        version = str(classifier.metadata.get("version", 1))
+        server = ModelServer(classifier, model_name, version, **options)
+        classifier.outputs(["warm up"], ["warm up"] if classifier.pairs else None)
+        print(
+            f"bertfit serve: {path} as model {model_name!r} version {version} on "
+            f"http://{host}:{port}/v1/models/{model_name}",
+            flush=True,
+        )
+        config = uvicorn.Config(server.app(), host=host, port=port, log_level="warning")
+        uvicorn.Server(config).run(sockets=[sock])
+    finally:
+        sock.close()

@@ -11,6 +11,9 @@ class DynamicBatcher:
     """Collects rows from concurrent requests into batches of at most `max_batch` rows,
     waiting at most `max_wait` seconds after the first, and runs each batch in one thread.
 
+    When a batch fails, its requests run again one by one, so that a request the model cannot
+    take fails alone and the others still get their results.
+
     Args:
         run_batch: rows → one result per row; runs in the worker thread (TensorFlow releases
             the GIL, so the event loop keeps accepting requests meanwhile).
@@ -24,7 +27,7 @@ class DynamicBatcher:
         self.run_batch = run_batch
         self.max_batch = max_batch
         self.max_wait = max_wait
-        self.batches = 0  # model calls made, for /healthz and tests
+        self.batches = 0  # model calls made (failed ones too), for /healthz and tests
         self._queue: asyncio.Queue = asyncio.Queue()
         self._worker = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="bertfit")
         self._task: asyncio.Task | None = None
@@ -34,7 +37,11 @@ class DynamicBatcher:
 
     async def stop(self) -> None:
         if self._task is not None:
-            self._task.cancel()
+            # asyncio.wait_for (Python 3.10, 3.11) swallows a cancellation that arrives as its
+            # queue.get() completes: cancel until the task has ended.
+            while not self._task.done():
+                self._task.cancel()
+                await asyncio.wait({self._task}, timeout=0.1)
         self._worker.shutdown(wait=False)
 
     async def submit(self, rows: list) -> list:
@@ -70,15 +77,32 @@ class DynamicBatcher:
     async def _run(self, loop, pending: list) -> None:
         rows = [row for request_rows, _ in pending for row in request_rows]
         try:
-            results = await loop.run_in_executor(self._worker, self.run_batch, rows)
-            self.batches += 1
-        except Exception as error:  # noqa: BLE001 - each waiting request gets the error
-            for _, future in pending:
-                if not future.done():
-                    future.set_exception(error)
+            results = await self._call(loop, rows)
+        except Exception as error:  # noqa: BLE001 - retried below, or the request's own error
+            if len(pending) == 1:
+                _settle(pending[0][1], exception=error)
+            else:
+                for request_rows, future in pending:
+                    await self._run(loop, [(request_rows, future)])
             return
         start = 0
         for request_rows, future in pending:
-            if not future.done():
-                future.set_result(results[start : start + len(request_rows)])
+            _settle(future, results[start : start + len(request_rows)])
             start += len(request_rows)
+
+    async def _call(self, loop, rows: list) -> Sequence:
+        self.batches += 1
+        results = await loop.run_in_executor(self._worker, self.run_batch, rows)
+        if len(results) != len(rows):
+            raise RuntimeError(f"the model returned {len(results)} results for {len(rows)} rows")
+        return results
+
+
+def _settle(future: asyncio.Future, result=None, exception: BaseException | None = None) -> None:
+    """Completes `future` unless its request went away (the client disconnected)."""
+    if future.done():
+        return
+    if exception is not None:
+        future.set_exception(exception)
+    else:
+        future.set_result(result)

@@ -1,0 +1,271 @@
+"""The REST app in-process: every request the model cannot take is a 400 naming its instance,
+one bad request never fails the requests it shares a batch with, and no fault is a 500."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from bertfit.export.serving import IdLimits
+from bertfit.predictor import load_classifier
+from bertfit.serve.app import ModelServer
+from bertfit.serve.batching import DynamicBatcher
+from tests.serve.asgi import call, serving
+from tests.tiny import sentiment_rows
+
+PREDICT = "/v1/models/sst:predict"
+TEXTS = [t for t, _ in sentiment_rows(24, seed=31)]
+
+
+@pytest.fixture(scope="module")
+def classifier(trained_run):
+    _, result = trained_run
+    return load_classifier(result["run_dir"])
+
+
+@pytest.fixture(scope="module")
+def expected(classifier):
+    return dict(zip(TEXTS, classifier.predict_proba(TEXTS), strict=True))
+
+
+def _server(classifier, **options) -> ModelServer:
+    return ModelServer(classifier, "sst", max_batch=64, max_wait=0.05, **options)
+
+
+def _ids(word_ids, mask=None, type_ids=None) -> dict:
+    return {
+        "input_word_ids": word_ids,
+        "input_mask": [1] * len(word_ids) if mask is None else mask,
+        "input_type_ids": [0] * len(word_ids) if type_ids is None else type_ids,
+    }
+
+
+def test_a_lone_surrogate_fails_only_its_own_request_in_a_shared_batch(classifier, expected):
+    # The hostile trial: 28 well-behaved clients and 4 sending "\ud800" at the same time.
+    server = _server(classifier)
+    bodies = [{"instances": [TEXTS[i % len(TEXTS)]]} for i in range(28)]
+    for i in range(4):
+        bodies.insert(7 * i + 3, {"instances": [TEXTS[0], "fine \ud800 text"]})
+
+    async def scenario(app):
+        return await asyncio.gather(*(call(app, PREDICT, body) for body in bodies))
+
+    answers = serving(server, scenario)
+    for body, (status, answer) in zip(bodies, answers, strict=True):
+        if len(body["instances"]) == 2:
+            assert status == 400
+            assert "instance 1: input 'text' has a lone surrogate '\\ud800'" in answer["error"]
+        else:
+            assert status == 200, answer
+            np.testing.assert_allclose(
+                answer["predictions"][0]["probabilities"], expected[body["instances"][0]], atol=1e-5
+            )
+    assert server.batcher.batches < len(bodies)  # they did share batches
+
+
+@pytest.mark.parametrize(
+    "instances, message",
+    [
+        (
+            [_ids([2, 5, 3]), _ids([2, 41, 3])],
+            "instance 1: input 'input_word_ids' has 41 at position 1; ids must be in [0, 41)",
+        ),
+        ([_ids([2, 2**31, 3])], "has 2147483648 at position 1; ids must be in [0, 41)"),
+        ([_ids([2, 2**64 + 5, 3])], "has 18446744073709551621 at position 1"),
+        ([_ids([-1, 5, 3])], "has -1 at position 0; ids must be in [0, 41)"),
+        ([_ids([-(2**31) - 1, 5, 3])], "has -2147483649 at position 0"),
+        ([_ids([2] + [5] * 63 + [3])], "instance 0: 65 ids; the model takes at most 64 per row"),
+        ([_ids([2, 5, 3], type_ids=[0, 2, 0])], "type ids must be in [0, 2)"),
+        ([_ids([2, 5, 3], type_ids=[0, -1, 0])], "'input_type_ids' has -1 at position 1"),
+        ([_ids([])], "instance 0: input 'input_word_ids' is empty"),
+        ([_ids([2, 5, 3], mask=[1])], "instance 0: input_word_ids has 3, input_mask has 1"),
+        ([_ids([2, 5, 3], mask=[1, 7, 1])], "input_mask values must be 0 (padding) or 1"),
+        ([_ids([2, 5, 3]), _ids([2, 5, 5, 3])], "instance 1 has 4 ids but instance 0 has 3"),
+        ([_ids([2, 1.5, 3])], "'input_word_ids' must be a list of integers"),
+        ([_ids([2, True, 3])], "'input_word_ids' must be a list of integers"),
+        ([_ids([[2, 5, 3]])], "'input_word_ids' must be a list of integers"),
+    ],
+)
+def test_ids_the_model_cannot_take_are_400s_naming_the_instance(classifier, instances, message):
+    server = _server(classifier)
+    body = {"signature_name": "classify_ids", "instances": instances}
+    status, answer = serving(server, lambda app: call(app, PREDICT, body))
+    assert status == 400 and set(answer) == {"error"}
+    assert message in answer["error"]
+
+
+def test_the_longest_row_the_position_table_holds_is_answered(classifier):
+    server = _server(classifier)
+    body = {"signature_name": "classify_ids", "instances": [_ids([2] + [5] * 62 + [3])] * 2}
+    status, answer = serving(server, lambda app: call(app, PREDICT, body))
+    assert status == 200 and len(answer["predictions"]) == 2
+
+
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ({"inputs": {"text": ["a"], "txet": ["b"]}}, "unknown inputs ['txet']"),
+        ({"inputs": {"text": ["ok", "\udfff"]}}, "instance 1: input 'text' has a lone surrogate"),
+        ({"instances": [{"text": "a\ud800b"}]}, "at character 1"),
+        ({"instances": ["a"], "signature_name": "\ud800"}, 'name: "\\ud800" not found'),
+    ],
+)
+def test_texts_that_are_not_unicode_are_400s(classifier, body, message):
+    status, answer = serving(_server(classifier), lambda app: call(app, PREDICT, body))
+    assert status == 400 and message in answer["error"]
+
+
+def test_what_the_model_itself_refuses_is_a_400_with_its_reason(classifier):
+    # Without the limits the checks before batching would use, the graph's own asserts refuse.
+    server = _server(classifier)
+    server.limits = IdLimits()
+    body = {"signature_name": "classify_ids", "instances": [_ids([2, 400, 3])]}
+    status, answer = serving(server, lambda app: call(app, PREDICT, body))
+    assert status == 400
+    assert answer["error"].startswith("the model refused the request: assertion failed: ")
+    assert "input_word_ids must be < 41 (the vocabulary size)" in answer["error"]
+
+
+def test_a_broken_server_answers_500_with_a_json_body(classifier):
+    server = _server(classifier)
+
+    def broken(rows):
+        raise RuntimeError("the model file went away")
+
+    server.batcher.run_batch = broken
+    status, answer = serving(server, lambda app: call(app, PREDICT, {"instances": ["a"]}))
+    assert status == 500
+    assert answer == {"error": "internal error: RuntimeError: the model file went away"}
+
+
+def test_a_failed_batch_is_retried_request_by_request():
+    def run_batch(rows):
+        if "poison" in rows:
+            raise ValueError("poisoned batch")
+        return [row.upper() for row in rows]
+
+    batcher = DynamicBatcher(run_batch, max_batch=64, max_wait=0.05)
+    requests = [["a", "b"], ["poison"], ["c"], ["d", "poison", "e"], ["f"]]
+
+    async def scenario():
+        batcher.start()
+        try:
+            return await asyncio.gather(
+                *(batcher.submit(rows) for rows in requests), return_exceptions=True
+            )
+        finally:
+            await batcher.stop()
+
+    results = asyncio.run(scenario())
+    assert results[0] == ["A", "B"] and results[2] == ["C"] and results[4] == ["F"]
+    assert all(isinstance(results[i], ValueError) for i in (1, 3))
+    assert batcher.batches == 1 + len(requests)  # the shared batch, then each request alone
+
+
+# The fuzz: Hypothesis draws one seed per round, and a Random with that seed builds the round's
+# bodies (Hypothesis' own strategies would cost far more per body). Every round sends its
+# hostile bodies and valid requests at once, so they share batches.
+ROUNDS, HOSTILE_PER_ROUND, VALID_PER_ROUND = 8, 40, 16
+POOL = ["a", "film", " ", "good", "bad", "\ud800", "\udfff", "\x00", "\u00e9", "\U0001f600"]
+POOL += ["[SEP]", "\u2028", '"', "\\", "{", "]"]
+NUMBERS = [0, 1, 2, 3, 40, 41, -1, 2**31 - 1, 2**31, -(2**31), 2**63, 2**70, 0.5, 1e308]
+NUMBERS += [float("nan"), float("inf"), True, False, None, "1", [1]]
+KEYS = ["instances", "inputs", "signature_name", "text", "text_pair", "input_word_ids"]
+KEYS += ["input_mask", "input_type_ids", "", "\ud800"]
+
+
+def _text(rng: random.Random) -> str:
+    return "".join(rng.choice(POOL) for _ in range(rng.randrange(6)))
+
+
+def _value(rng: random.Random, depth: int = 0):
+    kind = rng.randrange(7 if depth < 4 else 3)
+    if kind == 0:
+        return rng.choice(NUMBERS)
+    if kind in (1, 2):
+        return _text(rng)
+    if kind in (3, 4):
+        return [_value(rng, depth + 1) for _ in range(rng.randrange(4))]
+    return {rng.choice(KEYS): _value(rng, depth + 1) for _ in range(rng.randrange(4))}
+
+
+def _id_row(rng: random.Random, length: int) -> list:
+    row = [rng.randrange(41) for _ in range(length)]
+    if rng.random() < 0.5 and row:
+        row[rng.randrange(len(row))] = rng.choice(NUMBERS)
+    return row
+
+
+def _hostile(rng: random.Random) -> bytes:
+    kind = rng.randrange(9)
+    if kind == 0:
+        return bytes(rng.randrange(256) for _ in range(rng.randrange(40)))
+    if kind == 1:
+        body = json.dumps({"instances": [_text(rng) for _ in range(3)]})
+        return body[: rng.randrange(len(body))].encode()
+    if kind == 2:
+        return json.dumps(_value(rng)).encode()
+    if kind == 3:
+        return ("[" * rng.choice([10, 1000, 100000])).encode()
+    if kind == 4:
+        return json.dumps({"instances": [_text(rng) for _ in range(rng.randrange(4))]}).encode()
+    if kind == 5:
+        instances = [
+            {
+                name: _id_row(rng, rng.choice([0, 3, 3, 3, 4, 65]))
+                for name in ("input_word_ids", "input_mask", "input_type_ids")
+                if rng.random() < 0.95
+            }
+            for _ in range(rng.randrange(1, 4))
+        ]
+        return json.dumps({"signature_name": "classify_ids", "instances": instances}).encode()
+    if kind == 6:
+        return json.dumps({"inputs": {"text": _value(rng)}}).encode()
+    if kind == 7:
+        body = {rng.choice(KEYS): _value(rng) for _ in range(rng.randrange(1, 4))}
+        return json.dumps(body).encode()
+    return json.dumps({"instances": [_value(rng) for _ in range(3)]}).encode("utf-8", "replace")
+
+
+@settings(
+    max_examples=ROUNDS,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(seed=st.integers(0, 2**32 - 1))
+def test_hostile_bodies_get_200_or_400_and_valid_neighbours_their_answers(
+    classifier, expected, seed
+):
+    rng = random.Random(seed)
+    bodies: list[tuple[bytes, str | None]] = [
+        (_hostile(rng), None) for _ in range(HOSTILE_PER_ROUND)
+    ]
+    for _ in range(VALID_PER_ROUND):
+        text = rng.choice(TEXTS)
+        bodies.insert(
+            rng.randrange(len(bodies) + 1), (json.dumps({"instances": [text]}).encode(), text)
+        )
+    server = _server(classifier, max_request_instances=50)
+
+    async def scenario(app):
+        return await asyncio.gather(*(call(app, PREDICT, body) for body, _ in bodies))
+
+    for (body, text), (status, answer) in zip(bodies, serving(server, scenario), strict=True):
+        assert status in (200, 400), (body[:300], status, answer)
+        assert isinstance(answer, dict), (body[:300], answer)
+        if status == 400:
+            assert set(answer) == {"error"} and answer["error"], (body[:300], answer)
+        else:
+            assert set(answer) in ({"predictions"}, {"outputs"}), (body[:300], answer)
+        if text is not None:
+            assert status == 200, (text, answer)
+            np.testing.assert_allclose(
+                answer["predictions"][0]["probabilities"], expected[text], atol=1e-5
+            )
