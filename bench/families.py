@@ -68,6 +68,11 @@ def configs(transformers) -> dict:
             num_attention_heads=12,
             intermediate_size=1536,
             max_position_embeddings=8192,
+            pad_token_id=0,
+            bos_token_id=101,
+            eos_token_id=102,
+            cls_token_id=101,
+            sep_token_id=102,
         ),
     }
 

@@ -25,7 +25,7 @@ import tensorflow as tf
 from bertfit.errors import InputFormatError
 from bertfit.model.config import ACTIVATIONS, BertConfig
 from bertfit.model.inputs import MASK, TYPE_IDS, WORD_IDS, normalize_inputs
-from bertfit.model.layers import Dropout, LayerNorm, gelu
+from bertfit.model.layers import Dropout, LayerNorm, gelu, gelu_tanh
 
 
 def activation(name: str):
@@ -39,9 +39,15 @@ def activation(name: str):
     return functools.partial(getattr(keras.activations, function), **arguments)
 
 
+TANH_GELUS = ("gelu_new", "gelu_pytorch_tanh", "gelu_fast")
+
+
 def _feed_forward_activation(name: str):
-    """`activation(name)`, with the exact GELU as `layers.gelu` (erf form, gradient written out)."""
-    return gelu if name == "gelu" else activation(name)
+    """`activation(name)`, with the GELUs as `layers.gelu` (erf form) and `layers.gelu_tanh`
+    (tanh form), their gradients written out."""
+    if name == "gelu":
+        return gelu
+    return gelu_tanh if name in TANH_GELUS else activation(name)
 
 
 def _dense(units: int, config: BertConfig, name: str, dtype, activation=None) -> keras.layers.Dense:
