@@ -168,6 +168,21 @@ def test_the_ids_signature(server):
         ({"texts": ["a"]}, 400, "'instances'"),
         ({"instances": "a"}, 400, "must be a list"),
         ({"instances": []}, 400, "no instances"),
+        ({"instances": ["ok", "\ud800"]}, 400, "instance 1: input 'text' has a lone surrogate"),
+        (
+            {
+                "signature_name": "classify_ids",
+                "instances": [
+                    {
+                        "input_word_ids": [2, 2**31, 3],
+                        "input_mask": [1] * 3,
+                        "input_type_ids": [0] * 3,
+                    }
+                ],
+            },
+            400,
+            "instance 0: input 'input_word_ids' has 2147483648 at position 1",
+        ),
         (
             {
                 "signature_name": "classify_ids",
