@@ -77,7 +77,7 @@ def inspect_checkpoint(path: str | Path) -> dict:
 
 
 def _tokenizer_kind(checkpoint) -> str | None:
-    """"wordpiece", "sentencepiece" or "bpe": what the checkpoint's tokenizer files are."""
+    """ "wordpiece", "sentencepiece" or "bpe": what the checkpoint's tokenizer files are."""
     if checkpoint.vocab_file is not None:
         return "wordpiece"
     if checkpoint.tokenizer_dir is None:

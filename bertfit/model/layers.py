@@ -11,9 +11,11 @@ schedules less. The numbers are Keras': the same random masks, the same normalis
 float32 rounding.
 
 GELU's tanh approximation (`gelu_tanh`) has its gradient written out too: Keras' version is
-differentiated op by op. The exact GELU is computed in the erf form Hugging Face uses, x * (1 + erf(x / sqrt(2))) / 2;
-Keras' `gelu` computes x * erfc(-x / sqrt(2)) / 2, the same function, whose Erfc kernel takes
-three times as long as Erf on a CPU (an inference step ~3% faster with erf).
+differentiated op by op (an ALBERT training step at MiniLM's size 0.89x torch's with it, 1.2x
+with this). The exact GELU is computed in the erf form Hugging Face uses,
+x * (1 + erf(x / sqrt(2))) / 2; Keras' `gelu` computes x * erfc(-x / sqrt(2)) / 2, the same
+function, whose Erfc kernel takes three times as long as Erf on a CPU (an inference step ~3%
+faster with erf).
 """
 
 from __future__ import annotations
