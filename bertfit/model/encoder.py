@@ -132,9 +132,9 @@ class BertEmbeddings(keras.layers.Layer):
         length = word_ids.shape[1]
         if length is not None and self.max_length is not None and length > self.max_length:
             raise InputFormatError(
-                f"The inputs are {length} tokens long but this encoder takes at most "
-                f"{self.max_length} (its position embeddings); pack them to at most "
-                f"{self.max_length} tokens (max_seq_length)."
+                f"The inputs are {length} tokens long but this encoder has {self.max_length} "
+                f"positions (its position table, or the longest input it was trained for); "
+                f"pack them to at most {self.max_length} tokens (max_seq_length)."
             )
         x = self.word_embeddings(word_ids)
         if self.position_embeddings is not None:

@@ -1,6 +1,7 @@
 """Every encoder family, from a checkpoint saved by transformers 5 (tokenizer.json, no vocab.txt):
 trains the same over two replicas as on one device, compiles every bucket for a TPU in `check`,
-evaluates every row, and exports a SavedModel that gives `bertfit predict`'s probabilities."""
+evaluates every row, exports a SavedModel that gives `bertfit predict`'s probabilities and serves
+it through TF Serving's REST API."""
 
 from __future__ import annotations
 
@@ -12,8 +13,10 @@ import tensorflow as tf
 
 from bertfit.cli import main
 from bertfit.predictor import load_classifier
+from bertfit.serve.app import ModelServer
 from tests.distributed import cluster
 from tests.families import TOKENIZER_KINDS, write_family_checkpoint
+from tests.serve.asgi import call, serving
 from tests.tiny import sentiment_rows, write_csv
 
 pytestmark = pytest.mark.distributed
@@ -55,3 +58,11 @@ def test_a_family_trains_checks_and_exports(family, tmp_path, capsys):
     serve = tf.saved_model.load(str(export / "1")).signatures["serving_default"]
     probabilities = serve(text=tf.constant(texts))["probabilities"].numpy()
     np.testing.assert_allclose(probabilities, expected, atol=1e-5)
+
+    server = ModelServer(load_classifier(export), "sst", max_batch=8, max_wait=0.01)
+    status, answer = serving(
+        server, lambda app: call(app, "/v1/models/sst:predict", {"instances": texts})
+    )
+    assert status == 200, answer
+    served = [row["probabilities"] for row in answer["predictions"]]
+    np.testing.assert_allclose(served, expected, atol=1e-5)
