@@ -54,10 +54,7 @@ import tensorflow as tf
 
 from bertfit.errors import CheckpointError, InputFormatError
 from bertfit.text import ops
-from bertfit.text.packing import pack_inputs
-from bertfit.text.tokenizer import _as_string_batch
-
-_no_autograph = tf.autograph.experimental.do_not_convert
+from bertfit.text.base import InGraphTokenizer
 
 # Unicode White_Space: Oniguruma's `\s` in the Rust crate's regex, and Rust's `is_whitespace`.
 _WS = (
@@ -153,7 +150,7 @@ class _Model:
     tokens: dict[int, str]
 
 
-class ByteLevelBPETokenizer(tf.Module):
+class ByteLevelBPETokenizer(InGraphTokenizer):
     """Turns raw strings into byte-level BPE ids and packed model inputs, inside the graph.
 
     Gives the same ids as Hugging Face's fast tokenizer for GPT-2-style byte-level BPE
@@ -479,50 +476,6 @@ class ByteLevelBPETokenizer(tf.Module):
             )
 
     # ---- tokenizing -----------------------------------------------------------------------------
-
-    @_no_autograph
-    def tokenize(self, texts) -> tf.RaggedTensor | tf.Tensor:
-        """BPE ids (int32) of each text, without special tokens around it.
-
-        Args:
-            texts: a string, a list or 1-D array of strings, or a string `tf.Tensor`.
-
-        Returns:
-            A `tf.RaggedTensor` of shape `[batch, None]`; a 1-D `tf.Tensor` for a single string.
-        """
-        return self._tokenize(texts, "texts")
-
-    def __call__(
-        self, texts, text_pairs=None, max_seq_length: int = 128, padding: str = "max_length"
-    ):
-        """Tokenizes and packs `<s> a </s>` or `<s> a </s></s> b </s>` (or the checkpoint's own
-        template), truncating like Hugging Face.
-
-        Args:
-            texts: a string, a list or 1-D array of strings, or a string `tf.Tensor`.
-            text_pairs: second segments, one per text, or `None`.
-            max_seq_length: the packed length, special tokens included.
-            padding: `"max_length"` pads to `max_seq_length`; `"longest"` to the longest row.
-
-        Returns:
-            A dict of int32 `input_word_ids`, `input_mask`, `input_type_ids`, each
-            `[batch, length]` (`[length]` for a single string).
-        """
-        ids_a = self._tokenize(texts, "texts")
-        ids_b = None if text_pairs is None else self._tokenize(text_pairs, "text_pairs")
-        return self.pack(ids_a, ids_b, max_seq_length=max_seq_length, padding=padding)
-
-    @_no_autograph
-    def pack(self, ids_a, ids_b=None, max_seq_length: int = 128, padding: str = "max_length"):
-        """Packs ids from `tokenize` into model inputs; see `bertfit.text.packing.pack_inputs`."""
-        return pack_inputs(
-            ids_a, ids_b, max_seq_length=max_seq_length, padding=padding, **self.special_ids
-        )
-
-    def _tokenize(self, texts, name: str) -> tf.RaggedTensor | tf.Tensor:
-        batch, is_scalar = _as_string_batch(texts, name)
-        ids = self._tokenize_batch(batch)
-        return ids[0] if is_scalar else ids
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
     def _tokenize_batch(self, texts: tf.Tensor) -> tf.RaggedTensor:

@@ -46,14 +46,8 @@ import tensorflow as tf
 
 from bertfit.errors import CheckpointError, InputFormatError
 from bertfit.text import ops
-from bertfit.text.packing import pack_inputs
-from bertfit.text.tokenizer import (
-    _CAPITAL_SIGMA,
-    _SMALL_SIGMA,
-    Vocabulary,
-    _as_string_batch,
-    _no_autograph,
-)
+from bertfit.text.base import InGraphTokenizer
+from bertfit.text.tokenizer import _CAPITAL_SIGMA, _SMALL_SIGMA, Vocabulary
 from bertfit.tf_startup import native_logs_quiet
 
 _sentencepiece = ops._op_library("_sentencepiece_tokenizer")
@@ -67,7 +61,7 @@ _UNIGRAM, _CHAR = 1, 4  # TrainerSpec.ModelType
 _FORMS = {"NFC", "NFD", "NFKC", "NFKD"}
 
 
-class SentencePieceTokenizer(tf.Module):
+class SentencePieceTokenizer(InGraphTokenizer):
     """Turns raw strings into SentencePiece (Unigram) ids and packed model inputs, in the graph.
 
     Gives the ids of Hugging Face's fast tokenizer for the same `tokenizer.json` (see the module
@@ -276,45 +270,12 @@ class SentencePieceTokenizer(tf.Module):
             raise InputFormatError(f"Token {token!r} is not in the vocabulary.")
         return self._vocab.ids[token]
 
-    @_no_autograph
-    def tokenize(self, texts) -> tf.RaggedTensor | tf.Tensor:
-        """Piece ids (int32) of each text, without special tokens.
-
-        Args:
-            texts: a string, a list or 1-D array of strings, or a string `tf.Tensor`.
-
-        Returns:
-            A `tf.RaggedTensor` of shape `[batch, None]`; a 1-D `tf.Tensor` for a single string.
-        """
-        return self._tokenize(texts, "texts")
-
     def tokenize_words(self, texts):
         """Not available: SentencePiece pieces do not group into words the way WordPiece's do."""
         raise InputFormatError(
             "tokenize_words is for WordPiece tokenizers; a SentencePiece tokenizer has no "
             "word level. Use tokenize(texts) for the ids."
         )
-
-    def __call__(
-        self, texts, text_pairs=None, max_seq_length: int = 128, padding: str = "max_length"
-    ):
-        """Tokenizes and packs `[CLS] a [SEP]` or `[CLS] a [SEP] b [SEP]` (the model's own
-        tokens and template), truncating like HF; see `BertTokenizer.__call__`."""
-        ids_a = self._tokenize(texts, "texts")
-        ids_b = None if text_pairs is None else self._tokenize(text_pairs, "text_pairs")
-        return self.pack(ids_a, ids_b, max_seq_length=max_seq_length, padding=padding)
-
-    @_no_autograph
-    def pack(self, ids_a, ids_b=None, max_seq_length: int = 128, padding: str = "max_length"):
-        """Packs ids from `tokenize` into model inputs; see `bertfit.text.packing.pack_inputs`."""
-        return pack_inputs(
-            ids_a, ids_b, max_seq_length=max_seq_length, padding=padding, **self.special_ids
-        )
-
-    def _tokenize(self, texts, name: str) -> tf.RaggedTensor | tf.Tensor:
-        batch, is_scalar = _as_string_batch(texts, name)
-        ids = self._tokenize_batch(batch)
-        return ids[0] if is_scalar else ids
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
     def _tokenize_batch(self, texts: tf.Tensor) -> tf.RaggedTensor:

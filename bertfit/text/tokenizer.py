@@ -32,18 +32,11 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
 import tensorflow as tf
 
 from bertfit.errors import CheckpointError, InputFormatError
 from bertfit.text import ops
-from bertfit.text.packing import pack_inputs
-
-# For the methods `dataset.map` and exported tf.functions take: nothing in them branches on a
-# tensor, and AutoGraph's conversion of them took ~0.35 s per data set on a 2-core CPU.
-# (A tokenizer mapped as an object still has its small `__call__` converted: AutoGraph does not
-# look for the mark there.)
-_no_autograph = tf.autograph.experimental.do_not_convert
+from bertfit.text.base import InGraphTokenizer, as_string_batch, no_autograph
 
 # Rust `tokenizers` is_chinese_char; its fifth range starts at U+2B920 (not U+2B820 as in the
 # original BERT code), and bertfit follows the Rust crate.
@@ -107,7 +100,7 @@ class Vocabulary:
     ids: dict[str, int]
 
 
-class BertTokenizer(tf.Module):
+class BertTokenizer(InGraphTokenizer):
     """Turns raw strings into BERT WordPiece ids and packed model inputs, inside the graph.
 
     Gives the same ids as Hugging Face's fast `BertTokenizer` (see the module docstring for the
@@ -256,56 +249,13 @@ class BertTokenizer(tf.Module):
             raise InputFormatError(f"Token {token!r} is not in the vocabulary.")
         return self._vocab.ids[token]
 
-    @_no_autograph
-    def tokenize(self, texts) -> tf.RaggedTensor | tf.Tensor:
-        """WordPiece ids (int32) of each text, without special tokens.
-
-        Args:
-            texts: a string, a list or 1-D array of strings, or a string `tf.Tensor`.
-
-        Returns:
-            A `tf.RaggedTensor` of shape `[batch, None]`; a 1-D `tf.Tensor` for a single string.
-        """
-        return self._tokenize(texts, "texts")
-
-    @_no_autograph
+    @no_autograph
     def tokenize_words(self, texts) -> tf.RaggedTensor:
         """WordPiece ids grouped by word, as TF Hub's preprocessors' `tokenize`:
         `[batch, words, wordpieces]` (a special token written in a text is a word of its own).
         Merging the last two dimensions gives `tokenize(texts)`."""
-        batch, _ = _as_string_batch(texts, "texts")
+        batch, _ = as_string_batch(texts, "texts")
         return self._tokenize_words_batch(batch)
-
-    def __call__(
-        self, texts, text_pairs=None, max_seq_length: int = 128, padding: str = "max_length"
-    ):
-        """Tokenizes and packs `[CLS] a [SEP]` or `[CLS] a [SEP] b [SEP]`, truncating like HF.
-
-        Args:
-            texts: a string, a list or 1-D array of strings, or a string `tf.Tensor`.
-            text_pairs: second segments, one per text, or `None`.
-            max_seq_length: the packed length, special tokens included.
-            padding: `"max_length"` pads to `max_seq_length`; `"longest"` to the longest row.
-
-        Returns:
-            A dict of int32 `input_word_ids`, `input_mask`, `input_type_ids`, each
-            `[batch, length]` (`[length]` for a single string).
-        """
-        ids_a = self._tokenize(texts, "texts")
-        ids_b = None if text_pairs is None else self._tokenize(text_pairs, "text_pairs")
-        return self.pack(ids_a, ids_b, max_seq_length=max_seq_length, padding=padding)
-
-    @_no_autograph
-    def pack(self, ids_a, ids_b=None, max_seq_length: int = 128, padding: str = "max_length"):
-        """Packs ids from `tokenize` into model inputs; see `bertfit.text.packing.pack_inputs`."""
-        return pack_inputs(
-            ids_a, ids_b, max_seq_length=max_seq_length, padding=padding, **self.special_ids
-        )
-
-    def _tokenize(self, texts, name: str) -> tf.RaggedTensor | tf.Tensor:
-        batch, is_scalar = _as_string_batch(texts, name)
-        ids = self._tokenize_batch(batch)
-        return ids[0] if is_scalar else ids
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
     def _tokenize_batch(self, texts: tf.Tensor) -> tf.RaggedTensor:
@@ -448,35 +398,3 @@ def _config_tokens(raw: dict) -> dict[str, str]:
         if isinstance(token, str):
             config[name] = token
     return config
-
-
-def _as_string_batch(texts, name: str) -> tuple[tf.Tensor, bool]:
-    """A 1-D string tensor of the texts, and whether they were a single string."""
-    if isinstance(texts, (tf.RaggedTensor, tf.SparseTensor)) or texts is None:
-        raise InputFormatError(
-            f"{name} must be strings (a str, a list of str or a string tensor), "
-            f"got {type(texts).__name__}."
-        )
-    if isinstance(texts, (str, bytes)):
-        return tf.constant([texts]), True
-    if isinstance(texts, (list, tuple)):
-        for i, text in enumerate(texts):
-            if not isinstance(text, (str, bytes)):
-                raise InputFormatError(
-                    f"{name}[{i}] is {type(text).__name__} {text!r:.40}; pass raw "
-                    "text: the tokenizer makes the ids."
-                )
-        return tf.constant(list(texts), tf.string, shape=[len(texts)]), False
-    if isinstance(texts, np.ndarray) and texts.dtype.kind not in "USO":
-        raise InputFormatError(f"{name} is a {texts.dtype} array; pass raw text, not ids.")
-    tensor = tf.convert_to_tensor(texts) if not isinstance(texts, tf.Tensor) else texts
-    if tensor.dtype != tf.string:
-        raise InputFormatError(
-            f"{name} has dtype {tensor.dtype.name}; pass raw text (tf.string), "
-            "the tokenizer makes the ids."
-        )
-    if tensor.shape.rank not in (0, 1):
-        raise InputFormatError(
-            f"{name} must be a string or a 1-D batch of strings, got shape {tensor.shape}."
-        )
-    return (tf.reshape(tensor, [1]), True) if tensor.shape.rank == 0 else (tensor, False)
