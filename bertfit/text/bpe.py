@@ -53,7 +53,7 @@ import numpy as np
 import tensorflow as tf
 
 from bertfit.errors import CheckpointError, InputFormatError
-from bertfit.text import ops
+from bertfit.text import ops, tokenizer_json
 from bertfit.text.base import InGraphTokenizer
 
 # Unicode White_Space: Oniguruma's `\s` in the Rust crate's regex, and Rust's `is_whitespace`.
@@ -270,7 +270,9 @@ class ByteLevelBPETokenizer(InGraphTokenizer):
         added = tuple(_added_token(entry) for entry in spec.get("added_tokens") or ())
         vocab = model["vocab"]
         known = {**vocab, **{token.content: token.id for token in added}}
-        config.update(_template_settings(spec.get("post_processor")))
+        # No post_processor (or ByteLevel's alone) adds no special tokens: packing is refused.
+        no_template = {"cls_token": None, "sep_token": None}
+        config.update(tokenizer_json.template(spec.get("post_processor")) or no_template)
         if pad_token is None:
             pad_token = (spec.get("padding") or {}).get("pad_token")
         if pad_token is None:
@@ -789,71 +791,3 @@ def _added_token(entry: Mapping) -> AddedToken:
         rstrip=bool(entry.get("rstrip", False)),
         normalized=bool(entry.get("normalized", not entry.get("special", False))),
     )
-
-
-def _template_settings(processor: Mapping | None) -> dict:
-    """cls/sep tokens, pair separators and the second type id of a post_processor."""
-    if processor and processor.get("type") == "Sequence":  # e.g. [ByteLevel, Template]
-        steps = [p for p in processor.get("processors", []) if p.get("type") != "ByteLevel"]
-        processor = steps[0] if len(steps) == 1 else processor if steps else None
-    kind = None if processor is None else processor.get("type")
-    if kind in (None, "ByteLevel"):  # adds no special tokens
-        return {"cls_token": None, "sep_token": None}
-    if kind in ("RobertaProcessing", "BertProcessing"):
-        roberta = kind == "RobertaProcessing"
-        return {
-            "cls_token": processor["cls"][0],
-            "sep_token": processor["sep"][0],
-            "pair_separators": 2 if roberta else 1,
-            "second_type_id": 0 if roberta else 1,
-        }
-    if kind == "TemplateProcessing":
-        return _template_processing(processor)
-    raise CheckpointError(
-        f"tokenizer.json's post_processor {kind!r} is not supported; use RobertaProcessing, "
-        "BertProcessing or a TemplateProcessing of the form [CLS] $A [SEP] ($B [SEP])."
-    )
-
-
-def _template_processing(processor: Mapping) -> dict:
-    """The settings of a TemplateProcessing `[CLS] $A [SEP]` / `[CLS] $A [SEP]... $B:t [SEP]:t`."""
-    names = processor.get("special_tokens", {})
-    single = _template_items(processor["single"], names)
-    pair = _template_items(processor.get("pair") or [], names)
-    unsupported = CheckpointError(
-        f"tokenizer.json's TemplateProcessing {processor.get('single')} / "
-        f"{processor.get('pair')} is not of the form [CLS] $A [SEP] ($B [SEP]); it is not "
-        "supported."
-    )
-    if [item for item, _ in single][1:2] != [("A", None)] or any(t for _, t in single):
-        raise unsupported
-    cls, sep = single[0][0], single[-1][0]
-    if len(single) != 3 or cls[0] != "special" or sep[0] != "special":
-        raise unsupported
-    settings = {"cls_token": cls[1], "sep_token": sep[1]}
-    if not pair:
-        return {**settings, "pair_separators": 1, "second_type_id": 1}
-    separators = len(pair) - 4  # [CLS] $A [SEP]... $B [SEP]
-    expected = [cls, ("A", None)] + [sep] * separators + [("B", None), sep]
-    second = pair[-2][1]
-    types = [t for _, t in pair]
-    if separators < 1 or [item for item, _ in pair] != expected:
-        raise unsupported
-    if any(types[:-2]) or types[-1] != second:
-        raise unsupported
-    return {**settings, "pair_separators": separators, "second_type_id": second}
-
-
-def _template_items(items: Sequence[Mapping], names: Mapping) -> list[tuple[tuple, int]]:
-    """A template as `(("special", token) or (sequence, None), type_id)` items."""
-    out = []
-    for item in items:
-        if "SpecialToken" in item:
-            special = item["SpecialToken"]
-            tokens = names.get(special["id"], {}).get("tokens") or [special["id"]]
-            if len(tokens) != 1:
-                tokens = [None]  # several tokens for one name: not a [CLS]/[SEP] template
-            out.append((("special", tokens[0]), special.get("type_id", 0)))
-        else:
-            out.append(((item["Sequence"]["id"], None), item["Sequence"].get("type_id", 0)))
-    return out
