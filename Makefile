@@ -29,7 +29,9 @@ bench: install
 	$(PYTHON) -m pip install -q -e '.[$(EXTRAS),bench]'
 	$(PYTHON) -m bench.run
 
-lint: install
+# Only ruff: linting needs neither TensorFlow nor torch.
+lint: | $(PYTHON)
+	$(PYTHON) -m pip install -q 'ruff>=0.6'
 	$(VENV)/bin/ruff check bertfit tests bench conftest.py
 	$(VENV)/bin/ruff format --check bertfit tests bench conftest.py
 

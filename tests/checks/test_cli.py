@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
@@ -48,7 +47,6 @@ def test_exit_codes_and_json(tmp_path, trainable_hf_dir, capsys):
 
 @pytest.mark.slow
 def test_tpu_rehearsal_on_the_demo_setup(rotten_tomatoes, capsys):
-    start = time.perf_counter()
     code = main(
         [
             "check",
@@ -67,7 +65,6 @@ def test_tpu_rehearsal_on_the_demo_setup(rotten_tomatoes, capsys):
             "--json",
         ]
     )
-    seconds = time.perf_counter() - start
     report = json.loads(capsys.readouterr().out)
     assert code == 0 and report["errors"] == 0, report["findings"]
     # the buckets train would choose for 3 epochs of these lengths, each compiled once
@@ -75,7 +72,6 @@ def test_tpu_rehearsal_on_the_demo_setup(rotten_tomatoes, capsys):
     assert [c["shape"] for c in report["compiled"]] == [f"[4, {b}]" for b in chosen.split(", ")]
     assert all(c["ok"] for c in report["compiled"])
     assert report["memory"]["parameters"] > 20_000_000
-    assert seconds < 60, seconds
 
 
 def test_check_reads_a_train_glob_as_train_does(tmp_path, trainable_hf_dir, capsys):
