@@ -6,7 +6,12 @@ import json
 from pathlib import Path
 
 from bertfit.checkpoints.hf import write_hf
-from bertfit.checkpoints.load import build_encoder, read_checkpoint
+from bertfit.checkpoints.load import (
+    build_encoder,
+    build_tokenizer,
+    checkpoint_tokenizer_kind,
+    read_checkpoint,
+)
 from bertfit.checkpoints.registry import resolve
 from bertfit.config import CONVERT_TARGETS, check_positions
 from bertfit.errors import CheckpointError
@@ -53,9 +58,7 @@ def convert(
     written = {
         "encoder": write_hub_encoder(encoder, destination / "encoder", checkpoint.vocab_file, lower)
     }
-    if _has_tokenizer(checkpoint):
-        from bertfit.checkpoints.load import build_tokenizer
-
+    if checkpoint_tokenizer_kind(checkpoint) is not None:
         written["preprocess"] = write_hub_preprocessor(
             build_tokenizer(checkpoint), destination / "preprocess", seq_length
         )
@@ -71,13 +74,3 @@ def convert(
         )
     )
     return written
-
-
-def _has_tokenizer(checkpoint) -> bool:
-    if checkpoint.vocab_file is not None:
-        return True
-    if checkpoint.tokenizer_dir is None:
-        return False
-    from bertfit.text.loading import tokenizer_kind
-
-    return tokenizer_kind(checkpoint.tokenizer_dir) is not None

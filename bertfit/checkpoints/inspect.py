@@ -6,7 +6,7 @@ from pathlib import Path
 
 from bertfit.checkpoints.detect import Detection, detect, read_detected
 from bertfit.checkpoints.hub_module import module_signatures
-from bertfit.checkpoints.load import build_encoder
+from bertfit.checkpoints.load import build_encoder, checkpoint_tokenizer_kind
 from bertfit.checkpoints.savedmodel import OpaqueCheckpoint
 from bertfit.errors import CheckpointError
 from bertfit.text.tokenizer import capitalised_tokens, guess_lower_case, read_vocab
@@ -65,7 +65,7 @@ def inspect_checkpoint(path: str | Path) -> dict:
         report["trainable_variables"] = checkpoint.info.num_trainable
     report["notes"] += checkpoint.notes
     report["vocab"] = _vocab(checkpoint)
-    report["tokenizer"] = _tokenizer_kind(checkpoint)
+    report["tokenizer"] = checkpoint_tokenizer_kind(checkpoint)
     if report["tokenizer"] is None:
         report["fine_tunable"] = False
         report["notes"].append(
@@ -74,17 +74,6 @@ def inspect_checkpoint(path: str | Path) -> dict:
             "was trained with beside its weights."
         )
     return report
-
-
-def _tokenizer_kind(checkpoint) -> str | None:
-    """ "wordpiece", "sentencepiece" or "bpe": what the checkpoint's tokenizer files are."""
-    if checkpoint.vocab_file is not None:
-        return "wordpiece"
-    if checkpoint.tokenizer_dir is None:
-        return None
-    from bertfit.text.loading import tokenizer_kind
-
-    return tokenizer_kind(checkpoint.tokenizer_dir)
 
 
 def _interface(found: Detection) -> tuple[dict, dict]:

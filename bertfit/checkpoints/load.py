@@ -124,6 +124,18 @@ def wrap_savedmodel(checkpoint: OpaqueCheckpoint, trainable: bool = True) -> Sav
     return layer
 
 
+def checkpoint_tokenizer_kind(checkpoint: Checkpoint) -> str | None:
+    """ "wordpiece", "sentencepiece" or "bpe": what the checkpoint's tokenizer files are
+    (None: it has none), read from the files without building the tokenizer."""
+    if checkpoint.vocab_file is not None:
+        return "wordpiece"
+    if checkpoint.tokenizer_dir is None:
+        return None
+    from bertfit.text.loading import tokenizer_kind
+
+    return tokenizer_kind(checkpoint.tokenizer_dir)
+
+
 def build_tokenizer(
     checkpoint: Checkpoint, lower_case: bool | None = None, strip_accents: bool | None = None
 ):
