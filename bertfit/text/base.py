@@ -8,6 +8,8 @@ encoder's three inputs with the checkpoint's special tokens and pair template. A
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import tensorflow as tf
 
@@ -19,6 +21,36 @@ from bertfit.text.packing import pack_inputs
 # (A tokenizer mapped as an object still has its small `__call__` converted: AutoGraph does not
 # look for the mark there.)
 no_autograph = tf.autograph.experimental.do_not_convert
+
+
+@dataclasses.dataclass(frozen=True)
+class Vocabulary:
+    """The tokens in id order and each token's id (a repeated token: its last id).
+
+    One plain object, not a list and a dict on the tokenizer: a `tf.Module` wraps and tracks
+    every element of the lists and dicts it holds, ~1 s for a 30k-token vocabulary.
+    """
+
+    tokens: list[str]
+    ids: dict[str, int]
+
+    @classmethod
+    def of(cls, tokens: list[str]) -> Vocabulary:
+        return cls(tokens, {token: i for i, token in enumerate(tokens)})
+
+    def token(self, token_id: int) -> str:
+        """The entry with this id."""
+        if not 0 <= token_id < len(self.tokens):
+            raise InputFormatError(
+                f"Token id {token_id} is outside the vocabulary [0, {len(self.tokens)})."
+            )
+        return self.tokens[token_id]
+
+    def id(self, token: str) -> int:
+        """The id of an entry."""
+        if token not in self.ids:
+            raise InputFormatError(f"Token {token!r} is not in the vocabulary.")
+        return self.ids[token]
 
 
 class InGraphTokenizer(tf.Module):

@@ -46,8 +46,8 @@ import tensorflow as tf
 
 from bertfit.errors import CheckpointError, InputFormatError
 from bertfit.text import ops
-from bertfit.text.base import InGraphTokenizer
-from bertfit.text.tokenizer import _CAPITAL_SIGMA, _SMALL_SIGMA, Vocabulary
+from bertfit.text.base import InGraphTokenizer, Vocabulary
+from bertfit.text.tokenizer import _CAPITAL_SIGMA, _SMALL_SIGMA
 from bertfit.tf_startup import native_logs_quiet
 
 _sentencepiece = ops._op_library("_sentencepiece_tokenizer")
@@ -110,7 +110,7 @@ class SentencePieceTokenizer(InGraphTokenizer):
         super().__init__(name="sentencepiece_tokenizer")
         model = parse_model_proto(model_proto)
         tokens = [piece for piece, _, _ in model["pieces"]]
-        self._vocab = Vocabulary(tokens, {token: i for i, token in enumerate(tokens)})
+        self._vocab = Vocabulary.of(tokens)
         self._proto = model_proto
         self._steps = _Steps(list(normalizers), list(pre_tokenizers), list(added_tokens))
         self._template = {"pair_separators": pair_separators, "second_type_id": second_type_id}
@@ -258,17 +258,11 @@ class SentencePieceTokenizer(InGraphTokenizer):
 
     def id_to_token(self, token_id: int) -> str:
         """The piece with this id."""
-        if not 0 <= token_id < len(self._vocab.tokens):
-            raise InputFormatError(
-                f"Token id {token_id} is outside the vocabulary [0, {len(self._vocab.tokens)})."
-            )
-        return self._vocab.tokens[token_id]
+        return self._vocab.token(token_id)
 
     def token_to_id(self, token: str) -> int:
         """The id of a piece (e.g. "▁the")."""
-        if token not in self._vocab.ids:
-            raise InputFormatError(f"Token {token!r} is not in the vocabulary.")
-        return self._vocab.ids[token]
+        return self._vocab.id(token)
 
     def tokenize_words(self, texts):
         """Not available: SentencePiece pieces do not group into words the way WordPiece's do."""

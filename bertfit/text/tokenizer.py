@@ -36,7 +36,7 @@ import tensorflow as tf
 
 from bertfit.errors import CheckpointError, InputFormatError
 from bertfit.text import ops
-from bertfit.text.base import InGraphTokenizer, as_string_batch, no_autograph
+from bertfit.text.base import InGraphTokenizer, Vocabulary, as_string_batch, no_autograph
 
 # Rust `tokenizers` is_chinese_char; its fifth range starts at U+2B920 (not U+2B820 as in the
 # original BERT code), and bertfit follows the Rust crate.
@@ -88,18 +88,6 @@ class TokenizerConfig:
         return (self.unk_token, self.cls_token, self.sep_token, self.pad_token, self.mask_token)
 
 
-@dataclasses.dataclass(frozen=True)
-class Vocabulary:
-    """The tokens in id order and each token's id (a repeated token: its last id).
-
-    One plain object, not a list and a dict on the tokenizer: a `tf.Module` wraps and tracks
-    every element of the lists and dicts it holds, ~1 s for a 30k-token vocabulary.
-    """
-
-    tokens: list[str]
-    ids: dict[str, int]
-
-
 class BertTokenizer(InGraphTokenizer):
     """Turns raw strings into BERT WordPiece ids and packed model inputs, inside the graph.
 
@@ -128,7 +116,7 @@ class BertTokenizer(InGraphTokenizer):
         super().__init__(name="bert_tokenizer")
         self.config = TokenizerConfig(**config)
         tokens = read_vocab(vocab) if isinstance(vocab, (str, os.PathLike)) else list(vocab)
-        self._vocab = Vocabulary(tokens, {token: i for i, token in enumerate(tokens)})
+        self._vocab = Vocabulary.of(tokens)
         config = self.config
         required = (config.unk_token, config.cls_token, config.sep_token, config.pad_token)
         missing = [token for token in required if token not in self._vocab.ids]
@@ -237,17 +225,11 @@ class BertTokenizer(InGraphTokenizer):
 
     def id_to_token(self, token_id: int) -> str:
         """The vocabulary entry with this id."""
-        if not 0 <= token_id < len(self._vocab.tokens):
-            raise InputFormatError(
-                f"Token id {token_id} is outside the vocabulary [0, {len(self._vocab.tokens)})."
-            )
-        return self._vocab.tokens[token_id]
+        return self._vocab.token(token_id)
 
     def token_to_id(self, token: str) -> int:
         """The id of a vocabulary entry (the last one when `vocab.txt` repeats it)."""
-        if token not in self._vocab.ids:
-            raise InputFormatError(f"Token {token!r} is not in the vocabulary.")
-        return self._vocab.ids[token]
+        return self._vocab.id(token)
 
     @no_autograph
     def tokenize_words(self, texts) -> tf.RaggedTensor:
