@@ -186,13 +186,6 @@ class ClassifierModule(tf.Module):
     def _pack(self, ids_a, ids_b=None):
         """Packs to the longest row (at most `max_seq_length`), then pads to its bucket; no rows
         pack to [0, smallest bucket]."""
-        return tf.cond(
-            ids_a.nrows() > 0,
-            lambda: self._pack_rows(ids_a, ids_b),
-            lambda: {name: tf.zeros([0, self.buckets[0]], tf.int32) for name in INPUT_NAMES},
-        )
-
-    def _pack_rows(self, ids_a, ids_b=None):
         inputs = self.tokenizer.pack(
             ids_a, ids_b, max_seq_length=self.max_seq_length, padding="longest"
         )

@@ -79,7 +79,9 @@ def pack_inputs(
         segments = [(ids_a, keep_a), (ids_b, keep_b)]
     separators = 1 if ids_b is None else 1 + pair_separators
     total = 1 + sum(keep for _, keep in segments) + separators
-    length = max_seq_length if padding == "max_length" else tf.reduce_max(total)
+    # The longest row; 0 for no rows (reduce_max of nothing is the dtype's minimum).
+    longest = tf.maximum(tf.reduce_max(total), 0)
+    length = max_seq_length if padding == "max_length" else longest
     inputs = _pack_segments(
         segments, length, max_seq_length, (cls_id, sep_id, pad_id), pair_separators, second_type_id
     )
