@@ -213,8 +213,11 @@ def check_options(
             "(/v1/models/NAME:predict): use a non-empty name without '/', ':', '?', '#', '%' "
             "or spaces, e.g. --model-name sst"
         )
-    if not 1 <= port <= 65535:
-        raise ConfigError(f"--port {port} is not a TCP port; use one from 1 to 65535 (e.g. 8501)")
+    if not 0 <= port <= 65535:
+        raise ConfigError(
+            f"--port {port} is not a TCP port; use one from 1 to 65535 (e.g. 8501), or 0 for any "
+            "free port"
+        )
     for flag, value, least in [
         ("--max-batch", max_batch, 1),
         ("--max-request-instances", max_request_instances, 1),
@@ -274,6 +277,7 @@ def serve(
 
     check_options(model_name=model_name, port=port, **options)
     sock = listen(host, port)
+    port = sock.getsockname()[1]  # the one bound: --port 0 takes any free port
     try:
         classifier = load_classifier(path)
         version = str(classifier.metadata.get("version", 1))

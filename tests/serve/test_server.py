@@ -5,6 +5,7 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -16,17 +17,37 @@ import numpy as np
 import pytest
 
 from bertfit.predictor import load_classifier
-from tests.distributed.cluster import free_ports
 from tests.tiny import sentiment_rows
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def _announced_url(process: subprocess.Popen, timeout: float) -> str:
+    """The address `bertfit serve` says it serves on (with --port 0, the port it bound)."""
+
+    def announcement() -> re.Match | None:
+        for line in process.stdout:
+            if found := re.search(r" on (http://\S+?)/v1/models/", line):
+                return found
+        return None  # it exited without announcing
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        reading = pool.submit(announcement)
+        try:
+            found = reading.result(timeout=timeout)
+        except concurrent.futures.TimeoutError:
+            process.kill()  # ends the read
+            raise AssertionError(f"the server announced nothing in {timeout:.0f}s") from None
+    assert found, process.communicate()[1][-3000:]
+    return found[1]
+
+
 @pytest.fixture(scope="module")
 def server(trained_run):
     _, result = trained_run
-    (port,) = free_ports(1)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    # Port 0: the server binds a free port itself and says which; a port picked here and handed
+    # over could be taken by another process in between.
     process = subprocess.Popen(
         [
             sys.executable,
@@ -36,7 +57,7 @@ def server(trained_run):
             "--run",
             result["run_dir"],
             "--port",
-            str(port),
+            "0",
             "--model-name",
             "sst",
             "--max-request-instances",
@@ -50,8 +71,8 @@ def server(trained_run):
         stderr=subprocess.PIPE,
         text=True,
     )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 180
+    url = _announced_url(process, timeout=180)
+    deadline = time.monotonic() + 60
     while True:
         try:
             urllib.request.urlopen(f"{url}/healthz", timeout=2)
