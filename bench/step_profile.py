@@ -18,7 +18,7 @@ import numpy as np
 import tensorflow as tf
 
 from bench.common import write_result
-from bertfit.data.pipeline import GLOBAL_EXAMPLES, INDEX, LABEL, WEIGHT
+from bertfit.model.inputs import GLOBAL_EXAMPLES, INDEX, LABEL, WEIGHT
 from bertfit.tf_startup import start_tensorflow
 
 

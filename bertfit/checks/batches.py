@@ -16,9 +16,18 @@ import tensorflow as tf
 
 from bertfit.checks.findings import ERROR, INFO, WARNING, Report
 from bertfit.config import per_replica_batch
-from bertfit.data.pipeline import GLOBAL_EXAMPLES, INDEX, LABEL, WEIGHT
 from bertfit.errors import ConfigError
-from bertfit.model.inputs import ALIASES, INPUT_NAMES, MASK, TYPE_IDS, WORD_IDS
+from bertfit.model.inputs import (
+    ALIASES,
+    GLOBAL_EXAMPLES,
+    INDEX,
+    INPUT_NAMES,
+    LABEL,
+    MASK,
+    TYPE_IDS,
+    WEIGHT,
+    WORD_IDS,
+)
 
 # Batch keys that are not model inputs: bertfit's own, then the usual names in other libraries.
 LABEL_KEYS = (LABEL, "labels", "y", "target")

@@ -20,10 +20,9 @@ from collections.abc import Sequence
 import numpy as np
 import tensorflow as tf
 
+from bertfit.model.inputs import GLOBAL_EXAMPLES, INDEX, LABEL, WEIGHT
 from bertfit.text.packing import pack_inputs
 
-INDEX, WEIGHT, LABEL = "index", "example_weight", "label"
-GLOBAL_EXAMPLES = "global_examples"
 PAD_INDEX = -1
 
 

@@ -12,14 +12,17 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bertfit.data.pipeline import GLOBAL_EXAMPLES, INDEX, LABEL, WEIGHT
 from bertfit.errors import InputFormatError
 
 WORD_IDS, MASK, TYPE_IDS = "input_word_ids", "input_mask", "input_type_ids"
 INPUT_NAMES = (WORD_IDS, MASK, TYPE_IDS)
 
-# The other keys of a batch from bertfit's input pipeline (bertfit.data.pipeline): the model
-# reads its inputs and leaves these to the loss, so `model(batch)` works.
+# The other keys of a batch from bertfit's input pipeline (bertfit.data.pipeline): each row's
+# example index (-1 on padding rows), its weight in the loss (0 on padding rows), its target,
+# and the real examples of the whole global batch. The model reads its inputs and leaves these
+# to the loss, so `model(batch)` works.
+INDEX, WEIGHT, LABEL = "index", "example_weight", "label"
+GLOBAL_EXAMPLES = "global_examples"
 PIPELINE_KEYS = frozenset({LABEL, WEIGHT, INDEX, GLOBAL_EXAMPLES})
 
 # Every accepted spelling of each input, by convention.

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from bertfit.data.pipeline import GLOBAL_EXAMPLES, LABEL, WEIGHT
 from bertfit.data.tasks import MULTI_LABEL, REGRESSION
+from bertfit.model.inputs import GLOBAL_EXAMPLES, LABEL, WEIGHT
 
 
 def per_example_loss(kind: str, labels: tf.Tensor, logits: tf.Tensor) -> tf.Tensor:

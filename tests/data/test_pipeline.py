@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import tensorflow as tf
 
-from bertfit.data.pipeline import INDEX, BucketedInput, EncodedTexts, encode_texts, plan_batches
+from bertfit.data.pipeline import BucketedInput, EncodedTexts, encode_texts, plan_batches
+from bertfit.model.inputs import INDEX
 from bertfit.text.tokenizer import BertTokenizer
 from tests.tiny import TINY_VOCAB
 

@@ -16,7 +16,8 @@ def record_fed_indices(directory: Path) -> None:
     """Wraps `BucketedInput._rows_for`, which makes the index rows of one input pipeline."""
     import numpy as np
 
-    from bertfit.data.pipeline import INDEX, BucketedInput
+    from bertfit.data.pipeline import BucketedInput
+    from bertfit.model.inputs import INDEX
 
     rows_for, calls = BucketedInput._rows_for, itertools.count()
 
