@@ -13,6 +13,7 @@ The public API (imported on first use, so `import bertfit` does not load TensorF
 
     classifier = bertfit.load_classifier("runs/latest")     # a run or an export, in memory
     rows = classifier.predict(["a gripping film"])
+    bertfit.export_classifier(classifier, "exported/sst")   # `bertfit export`: TF Serving's layout
 """
 
 import importlib
@@ -28,7 +29,7 @@ _EXPORTS = {
     "BertTokenizer": "bertfit.text.tokenizer",
     "BertfitError": "bertfit.errors",
     "ByteLevelBPETokenizer": "bertfit.text.bpe",
-    "Classifier": "bertfit.predictor",
+    "Classifier": "bertfit.inference.predictor",
     "DataConfig": "bertfit.config",
     "ModelConfig": "bertfit.config",
     "ReplicaJitModel": "bertfit.model.replica_jit",
@@ -37,14 +38,15 @@ _EXPORTS = {
     "Task": "bertfit.data.tasks",
     "TrainConfig": "bertfit.config",
     "check": "bertfit.checks.api",
-    "evaluate": "bertfit.training.run",
-    "load_classifier": "bertfit.predictor",
+    "evaluate": "bertfit.inference.run",
+    "export_classifier": "bertfit.export.serving",
+    "load_classifier": "bertfit.inference.predictor",
     "load_encoder": "bertfit.checkpoints.load",
     "load_tokenizer": "bertfit.text.loading",
     "losses": "bertfit.training.losses",
     "make_dataset": "bertfit.data.dataset",
     "metrics": "bertfit.training.metrics",
-    "predict": "bertfit.training.run",
+    "predict": "bertfit.inference.run",
     "train": "bertfit.training.run",
 }
 _MODULES = {"losses", "metrics"}

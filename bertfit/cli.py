@@ -59,7 +59,7 @@ def warn_if_unfinished(path: str | None) -> None:
 
 
 def cmd_evaluate(args) -> int:
-    from bertfit.training.run import evaluate
+    from bertfit.inference.run import evaluate
 
     warn_if_unfinished(args.run)
     metrics = evaluate(args.run, args.data, quiet=args.quiet or args.json, format=args.format)
@@ -75,8 +75,8 @@ def cmd_evaluate(args) -> int:
 
 
 def cmd_predict(args) -> int:
-    from bertfit.predictions_file import check_output_path, write_predictions
-    from bertfit.training.run import predict
+    from bertfit.inference.predictions_file import check_output_path, write_predictions
+    from bertfit.inference.run import predict
 
     output = args.output or "-"
     check_output_path(output, args.data, args.run)
@@ -89,12 +89,13 @@ def cmd_predict(args) -> int:
 
 
 def cmd_export(args) -> int:
+    from bertfit.export.serving import export_classifier
+    from bertfit.inference.predictor import load_classifier
     from bertfit.paths import check_output_dir
-    from bertfit.predictor import load_classifier
 
     check_output_dir(args.output, "OUT", run_dir=args.run)
     warn_if_unfinished(args.run)
-    path = load_classifier(args.run).export(args.output, version=args.version)
+    path = export_classifier(load_classifier(args.run), args.output, version=args.version)
     print(path)
     return 0
 

@@ -61,7 +61,8 @@ def run_demo(
     quiet: bool = False,
     task: str = "single-label",
 ) -> dict:
-    from bertfit.training.run import evaluate, train
+    from bertfit.inference.run import evaluate
+    from bertfit.training.run import train
 
     started = time.perf_counter()
     if epochs is not None and epochs < 1:  # checked before the data is fetched

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from bertfit.cli import main
-from bertfit.predictor import load_classifier
+from bertfit.inference.predictor import load_classifier
 from tests.tiny import sentiment_rows
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -167,7 +167,8 @@ def test_an_export_without_token_lengths_still_predicts_in_order(exported):
 def test_minilm_export_equals_bertfit_predict_on_the_real_test_split(rotten_tomatoes, tmp_path):
     from bertfit.config import DataConfig, ModelConfig, RunConfig, TrainConfig
     from bertfit.data.sources import read_examples
-    from bertfit.training.run import predict, train
+    from bertfit.inference.run import predict
+    from bertfit.training.run import train
 
     config = RunConfig(
         output_dir=str(tmp_path / "run"),

@@ -14,8 +14,8 @@ import pytest
 from bertfit import atomic
 from bertfit.cli import build_parser
 from bertfit.errors import BertfitError, ConfigError
+from bertfit.inference.predictions_file import format_predictions, write_predictions
 from bertfit.paths import check_output_dir, check_output_file, write_output
-from bertfit.predictions_file import format_predictions, write_predictions
 
 
 def test_predictions_csv_has_the_columns_of_each_task():

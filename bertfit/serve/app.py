@@ -30,8 +30,8 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from bertfit.errors import ConfigError
-from bertfit.export.serving import IdLimits
-from bertfit.predictor import Classifier
+from bertfit.inference.graph import IdLimits
+from bertfit.inference.predictor import Classifier
 from bertfit.serve.batching import DynamicBatcher
 from bertfit.serve.rest import (
     RequestError,
@@ -273,7 +273,7 @@ def serve(
     interrupted. The port is taken before the model loads, so a busy port is said at once."""
     import uvicorn
 
-    from bertfit.predictor import load_classifier
+    from bertfit.inference.predictor import load_classifier
 
     check_options(model_name=model_name, port=port, **options)
     sock = listen(host, port)

@@ -7,7 +7,7 @@ object per instance with every output by name; requests in columnar format
 (404 for an unknown model or version).
 
 Every instance is checked here, before it can join a batch with other requests' instances:
-texts must be valid Unicode, ids must fit the model (`bertfit.export.serving.IdLimits`: the
+texts must be valid Unicode, ids must fit the model (`bertfit.inference.graph.IdLimits`: the
 vocabulary, the type vocabulary, the position table), rows must not be empty or ragged. A fault
 is named by its instance index and says what was expected.
 """
@@ -19,9 +19,9 @@ import json
 
 import numpy as np
 
-from bertfit.export.serving import IdLimits
+from bertfit.inference.graph import IdLimits
+from bertfit.inference.predictor import text_problem
 from bertfit.model.inputs import MASK, TYPE_IDS, WORD_IDS
-from bertfit.predictor import text_problem
 
 PREDICT_METHOD = "tensorflow/serving/predict"
 _DTYPES = {"string": "DT_STRING", "float32": "DT_FLOAT", "int32": "DT_INT32", "int64": "DT_INT64"}

@@ -1,4 +1,5 @@
-"""The main job: `train` a classifier from labelled text files, then `evaluate` and `predict`."""
+"""The main job: `train` a classifier from labelled text files (`bertfit.inference.run`
+evaluates and predicts with it)."""
 
 from __future__ import annotations
 
@@ -26,10 +27,9 @@ from bertfit.config import (
 )
 from bertfit.data.pipeline import buckets_for
 from bertfit.data.profile import LengthProfile
-from bertfit.data.sources import Example, read_examples
+from bertfit.data.sources import Example
 from bertfit.data.tasks import MULTI_LABEL, SINGLE_LABEL, Task
 from bertfit.errors import BertfitError, ConfigError, DataError, TrainingInterrupted
-from bertfit.predictor import Classifier, load_classifier
 from bertfit.progress import Progress
 from bertfit.report import describe_epoch, epoch_table, write_report
 from bertfit.training.checkpointing import RunCheckpoints, TrainingState
@@ -47,7 +47,6 @@ from bertfit.training.run_dir import FINISHED, RUNNING, RunBusy, RunDir, new_run
 from bertfit.training.setup import (
     LabelledData,
     bucketed,
-    classifier_source_spec,
     encode_labelled,
     infer_run_task,
     load_checkpoint,
@@ -635,50 +634,3 @@ def _writable(directory: Path, run_dir: RunDir) -> Path:
     if run_dir.write:
         return directory
     return Path(tempfile.mkdtemp(prefix="bertfit-worker-"))
-
-
-# ---- evaluate / predict with a trained classifier ----
-
-
-def evaluate(
-    run_path: str | Path, data_path: str, *, quiet: bool = False, format: str | None = None
-) -> dict:
-    """The task's metrics (e.g. accuracy, macro_f1, loss) of a trained run (or an export) on a
-    labelled file (`format`: its format, else from its name), with num_examples; every row
-    counts."""
-    classifier = load_classifier(run_path)
-    spec = dataclasses.replace(classifier_source_spec(classifier), format=format)
-    examples = read_examples(data_path, spec)
-    targets = classifier.task.targets(examples, data_path)
-    start = time.perf_counter()
-    outputs = _outputs(classifier, examples, "evaluate", quiet)
-    seconds = time.perf_counter() - start
-    metrics = task_metrics(classifier.task, targets, classifier.metric_outputs(outputs))
-    metrics.update(
-        num_examples=len(examples),
-        wall_seconds=seconds,
-        examples_per_second=len(examples) / max(seconds, 1e-9),
-    )
-    return metrics
-
-
-def predict(
-    run_path: str | Path, data_path: str, *, quiet: bool = False, format: str | None = None
-) -> list[dict]:
-    """One prediction per input row, in input order: the label and a probability per label
-    (single-label), the labels and a probability per label (multi-label), or the value.
-    `format` reads `data_path` in that format (standard input is CSV without it)."""
-    classifier = load_classifier(run_path)
-    spec = dataclasses.replace(classifier_source_spec(classifier), format=format)
-    examples = read_examples(data_path, spec, labels_required=False)
-    return classifier.rows(_outputs(classifier, examples, "predict", quiet))
-
-
-def _outputs(
-    classifier: Classifier, examples: list[Example], title: str, quiet: bool
-) -> dict[str, np.ndarray]:
-    pairs = [e.text_pair for e in examples] if classifier.pairs else None
-    progress = Progress(title, -(-len(examples) // classifier.batch_size), quiet=quiet)
-    outputs = classifier.outputs([e.text for e in examples], pairs, progress)
-    progress.close()
-    return outputs

@@ -40,7 +40,7 @@ from bertfit.text.tokenizer import BertTokenizer
 from bertfit.training.loop import Trainer
 
 if TYPE_CHECKING:
-    from bertfit.predictor import Classifier
+    from bertfit.inference.predictor import Classifier
 
 
 @dataclasses.dataclass

@@ -12,7 +12,7 @@ import pytest
 import tensorflow as tf
 
 from bertfit.cli import main
-from bertfit.predictor import load_classifier
+from bertfit.inference.predictor import load_classifier
 from bertfit.serve.app import ModelServer
 from tests.distributed import cluster
 from tests.families import TOKENIZER_KINDS, write_family_checkpoint

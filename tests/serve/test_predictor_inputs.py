@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from bertfit.errors import ConfigError, InputFormatError
-from bertfit.predictor import load_classifier
+from bertfit.inference.predictor import load_classifier
 
 
 @pytest.fixture(scope="module")

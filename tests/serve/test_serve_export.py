@@ -9,8 +9,9 @@ import re
 import pytest
 import tensorflow as tf
 
-from bertfit.export.serving import IdLimits
-from bertfit.predictor import load_classifier
+from bertfit.export.serving import export_classifier
+from bertfit.inference.graph import IdLimits
+from bertfit.inference.predictor import load_classifier
 
 CLASSIFY_IDS_FAULTS = [
     ([[2, 5, 3]], [[1]], [[0, 0, 0]], "input_mask must have the shape of input_word_ids"),
@@ -31,7 +32,7 @@ def signatures(trained_run, tmp_path_factory):
     _, result = trained_run
     classifier = load_classifier(result["run_dir"])
     root = tmp_path_factory.mktemp("export")
-    classifier.export(root)
+    export_classifier(classifier, root)
     exported = load_classifier(root)
     return {"module": classifier.signatures(), "export": exported.signatures()}
 
@@ -67,7 +68,7 @@ def test_ids_the_model_cannot_read_fail_in_the_graph_saying_why(
 def test_the_export_keeps_the_limits_a_server_checks(trained_run, tmp_path):
     _, result = trained_run
     classifier = load_classifier(result["run_dir"])
-    exported = load_classifier(classifier.export(tmp_path / "sst"))
+    exported = load_classifier(export_classifier(classifier, tmp_path / "sst"))
     expected = IdLimits(vocab_size=41, type_vocab_size=2, max_length=64)
     assert IdLimits.of_module(classifier.module) == IdLimits.of_module(exported.module) == expected
     # An export written before the limits were saved has none: the graph's checks still refuse.

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bertfit.export.serving import IdLimits
-from bertfit.predictor import load_classifier
+from bertfit.inference.graph import IdLimits
+from bertfit.inference.predictor import load_classifier
 from bertfit.serve.app import ModelServer
 from bertfit.serve.batching import DynamicBatcher
 from tests.serve.asgi import call, serving

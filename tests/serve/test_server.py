@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bertfit.predictor import load_classifier
+from bertfit.inference.predictor import load_classifier
 from tests.tiny import sentiment_rows
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -8,7 +8,7 @@ import bertfit
 from bertfit.cli import main
 from bertfit.config import DataConfig, ModelConfig, RunConfig, TrainConfig
 from bertfit.errors import ConfigError
-from bertfit.predictor import load_classifier
+from bertfit.inference.predictor import load_classifier
 from tests.tiny import TINY_CONFIG, sentiment_rows, write_csv
 
 LIMIT = TINY_CONFIG.max_position_embeddings  # 64

@@ -11,8 +11,9 @@ import tensorflow as tf
 from bertfit.config import RunConfig
 from bertfit.data.pipeline import bucket_of
 from bertfit.data.sources import read_examples
-from bertfit.predictor import load_classifier
-from bertfit.training.run import evaluate, predict, train
+from bertfit.inference.predictor import load_classifier
+from bertfit.inference.run import evaluate, predict
+from bertfit.training.run import train
 from bertfit.training.run_dir import RunDir
 from bertfit.training.setup import encode_labelled, load_checkpoint, make_trainer
 from tests.conftest import BUCKETS

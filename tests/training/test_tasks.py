@@ -10,7 +10,8 @@ import pytest
 
 from bertfit.cli import main
 from bertfit.data.tasks import Task
-from bertfit.predictor import load_classifier
+from bertfit.export.serving import export_classifier
+from bertfit.inference.predictor import load_classifier
 from tests.tiny import scored_rows, sentiment_rows, tagged_rows, write_csv, write_jsonl
 
 
@@ -86,7 +87,7 @@ def test_multi_label_trains_tunes_its_threshold_evaluates_and_predicts_label_lis
     rows = load_classifier(run).predict(["the plot was good", "it was awful"])
     assert set(rows[0]) == {"labels", "probabilities"}
     assert set(rows[0]["labels"]) == {"plot", "pos"} and rows[1]["labels"] == ["neg"]
-    exported = load_classifier(load_classifier(run).export(tmp_path / "export"))
+    exported = load_classifier(export_classifier(load_classifier(run), tmp_path / "export"))
     again = exported.predict(["the plot was good", "it was awful"])
     assert [r["labels"] for r in again] == [r["labels"] for r in rows]
     assert [r["probabilities"] for r in again] == [pytest.approx(r["probabilities"]) for r in rows]
@@ -122,7 +123,7 @@ def test_regression_predicts_values_in_the_targets_units(trainable_hf_dir, tmp_p
     texts = ["good great fun", "awful bad boring"]
     values = [row["value"] for row in load_classifier(run).predict(texts)]
     assert values[0] > 1.5 and values[1] < -0.5  # +3.5 and -2.5 in the targets' units
-    exported = load_classifier(load_classifier(run).export(tmp_path / "export"))
+    exported = load_classifier(export_classifier(load_classifier(run), tmp_path / "export"))
     assert [row["value"] for row in exported.predict(texts)] == pytest.approx(values, abs=1e-5)
     assert 'alt="predicted against true values"' in (run / "report.html").read_text()
 

@@ -4,7 +4,7 @@
     clf.predict(["a gripping film", "dull"])            # [{"label": "pos", "probabilities": ...}]
     clf.predict_proba(["a gripping film"])              # array [1, num_labels]
 
-Both sources run the same graph (`bertfit.export.serving.ClassifierModule`): tokenization,
+Both sources run the same graph (`bertfit.inference.graph.ClassifierModule`): tokenization,
 packing to the length buckets, the model and the label lookup. Its functions are traced once,
 when the classifier is loaded, not once per call. Texts are sorted by their number of tokens and
 batched in that order, so that short texts are not padded to the length of long ones; results
@@ -24,7 +24,7 @@ from bertfit.config import PRECISION_POLICIES, check_positions
 from bertfit.data.pipeline import buckets_for
 from bertfit.data.tasks import MULTI_LABEL, REGRESSION, Task
 from bertfit.errors import BertfitError, ConfigError, InputFormatError
-from bertfit.export.serving import METADATA_FILE, ClassifierModule, next_version, save_module
+from bertfit.inference.graph import METADATA_FILE, ClassifierModule, next_version
 from bertfit.model.classifier import BertClassifier
 from bertfit.model.encoder import BertEncoder
 from bertfit.training.checkpointing import restore_model
@@ -101,12 +101,6 @@ class Classifier:
             return self.module.serving_signatures()
         return dict(self.module.signatures)
 
-    def export(self, root: str | Path, version: int | None = None) -> Path:
-        """Writes this classifier as a TF Serving SavedModel: `root/<version>/` (the next free
-        version by default). See `bertfit.export.serving` for its signatures."""
-        metadata = {k: v for k, v in self.metadata.items() if k != "version"}
-        return save_module(self.module, root, metadata, version, self.signatures())
-
     def predict_proba(
         self, texts: Sequence[str], text_pairs: Sequence[str] | None = None, progress=None
     ) -> np.ndarray:
@@ -150,7 +144,7 @@ class Classifier:
     def outputs(
         self, texts: Sequence[str], text_pairs: Sequence[str] | None = None, progress=None
     ) -> dict[str, np.ndarray]:
-        """Every output of the model by name (see `bertfit.export.outputs`), rows in input
+        """Every output of the model by name (see `bertfit.inference.outputs`), rows in input
         order."""
         texts, text_pairs = self._check(texts, text_pairs)
         order = np.argsort(self._lengths(texts, text_pairs), kind="stable")

@@ -1,0 +1,59 @@
+"""`evaluate` and `predict`: a trained classifier (a run or an export) over a file of texts."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+
+import numpy as np
+
+from bertfit.data.sources import Example, read_examples
+from bertfit.inference.predictor import Classifier, load_classifier
+from bertfit.progress import Progress
+from bertfit.training.metrics import task_metrics
+from bertfit.training.setup import classifier_source_spec
+
+
+def evaluate(
+    run_path: str | Path, data_path: str, *, quiet: bool = False, format: str | None = None
+) -> dict:
+    """The task's metrics (e.g. accuracy, macro_f1, loss) of a trained run (or an export) on a
+    labelled file (`format`: its format, else from its name), with num_examples; every row
+    counts."""
+    classifier = load_classifier(run_path)
+    spec = dataclasses.replace(classifier_source_spec(classifier), format=format)
+    examples = read_examples(data_path, spec)
+    targets = classifier.task.targets(examples, data_path)
+    start = time.perf_counter()
+    outputs = _outputs(classifier, examples, "evaluate", quiet)
+    seconds = time.perf_counter() - start
+    metrics = task_metrics(classifier.task, targets, classifier.metric_outputs(outputs))
+    metrics.update(
+        num_examples=len(examples),
+        wall_seconds=seconds,
+        examples_per_second=len(examples) / max(seconds, 1e-9),
+    )
+    return metrics
+
+
+def predict(
+    run_path: str | Path, data_path: str, *, quiet: bool = False, format: str | None = None
+) -> list[dict]:
+    """One prediction per input row, in input order: the label and a probability per label
+    (single-label), the labels and a probability per label (multi-label), or the value.
+    `format` reads `data_path` in that format (standard input is CSV without it)."""
+    classifier = load_classifier(run_path)
+    spec = dataclasses.replace(classifier_source_spec(classifier), format=format)
+    examples = read_examples(data_path, spec, labels_required=False)
+    return classifier.rows(_outputs(classifier, examples, "predict", quiet))
+
+
+def _outputs(
+    classifier: Classifier, examples: list[Example], title: str, quiet: bool
+) -> dict[str, np.ndarray]:
+    pairs = [e.text_pair for e in examples] if classifier.pairs else None
+    progress = Progress(title, -(-len(examples) // classifier.batch_size), quiet=quiet)
+    outputs = classifier.outputs([e.text for e in examples], pairs, progress)
+    progress.close()
+    return outputs
