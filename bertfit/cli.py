@@ -2,7 +2,8 @@
 only.
 
 User mistakes arrive here as `BertfitError`s and are printed as one clear message (exit 2),
-never as a traceback.
+never as a traceback. The arguments are parsed before TensorFlow loads (seconds): `--help` and
+usage errors answer at once, and nothing imported here or by the flags' parsing loads it.
 """
 
 from __future__ import annotations
@@ -283,12 +284,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    start_tensorflow()
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(argv)  # --help and usage errors exit here, without TensorFlow
     handler = getattr(args, "handler", None) or args.func
     try:
         if args.command in PREFLIGHT:
             PREFLIGHT[args.command](args)
+        start_tensorflow()  # before any handler imports TensorFlow: it reads its settings on load
         return handler(args)
     except BertfitError as e:
         print(f"bertfit {args.command}: error: {e}", file=sys.stderr)

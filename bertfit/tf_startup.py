@@ -3,9 +3,10 @@
 Loading TensorFlow prints C++ log lines (oneDNN notes, CUDA probing, and on every CPU-only
 machine `E0000 ... failed call to cuInit: ... CUDA error`) that read like failures. The CLI loads
 TensorFlow and enumerates its devices with standard error's file descriptor pointed at
-/dev/null, and raises TensorFlow's C++ log threshold to errors-only-fatal; BERTFIT_VERBOSE_TF=1
-keeps all of it. Python exceptions are not affected: they are raised after the descriptor is
-restored.
+/dev/null, and raises TensorFlow's C++ log threshold to fatal-only, which also keeps off the
+lines logged later in a run (oneDNN's `E0000 ... oneDNN supports DT_INT64 only on platforms with
+AVX-512` on a CPU without it); BERTFIT_VERBOSE_TF=1 keeps all of it. Python exceptions are not
+affected: they are raised after the descriptor is restored.
 
 Keras, loaded with TensorFlow, imports scikit-learn (for its estimator wrappers), scipy (sparse
 inputs) and matplotlib (image galleries) whenever they are installed, and falls back when they
@@ -104,6 +105,12 @@ def start_tensorflow() -> None:
     use_cpu_speed_settings()
     quiet = contextlib.nullcontext()
     if not verbose():
+        # The silenced descriptor covers loading only; this threshold (read when TensorFlow
+        # loads; a user's own value wins) also covers the C++ lines logged later, mid-run. One
+        # is on every x86 CPU without AVX-512, where oneDNN is on (above): at the first int64
+        # op oneDNN cannot take, TensorFlow logs once `E0000 ... util.cc:131] oneDNN supports
+        # DT_INT64 only on platforms with AVX-512. Falling back to the default Eigen-based
+        # implementation if present.` (a note, at ERROR level: 3 is FATAL only).
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
         quiet = stderr_silenced()
     with modules_hidden(UNUSED_OPTIONAL_MODULES), quiet:
