@@ -252,7 +252,7 @@ def explain_errors() -> Iterator[None]:
     """Re-raises known TF/XLA/Keras errors as `TranslatedError` (original as `__cause__`)."""
     try:
         yield
-    except Exception as error:  # noqa: BLE001 - only known errors are translated
+    except Exception as error:  # only known errors are translated
         translated = translate(error)
         if translated is None:
             raise

@@ -278,7 +278,7 @@ def main(work: Path, model: str) -> None:
                 code = bertfit(argv)
             except SystemExit as e:  # argparse
                 code = e.code
-            except BaseException as e:  # noqa: BLE001 - the test reports any escape
+            except BaseException as e:  # the test reports any escape
                 import traceback
 
                 traceback.print_exc()

@@ -57,6 +57,6 @@ def module_lower_case(path: Path) -> bool | None:
             loaded = tf.saved_model.load(str(path), tags=[])
             info = loaded.signatures["tokenization_info"]()
             return bool(info["do_lower_case"].numpy())
-        except Exception:  # noqa: BLE001 - a broken signature only loses the casing hint
+        except Exception:  # a broken signature only loses the casing hint
             pass
     return casing_in(path / "assets", path)

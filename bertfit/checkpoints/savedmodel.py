@@ -110,7 +110,7 @@ def read_proto(path: Path) -> saved_model_pb2.SavedModel:
     proto = saved_model_pb2.SavedModel()
     try:
         proto.ParseFromString((path / "saved_model.pb").read_bytes())
-    except Exception as e:  # noqa: BLE001 - protobuf raises its own DecodeError
+    except Exception as e:  # protobuf raises its own DecodeError
         raise CheckpointError(
             f"{path / 'saved_model.pb'}: cannot be parsed ({e}). The file is truncated or not a "
             "SavedModel; export or download it again."
@@ -517,7 +517,7 @@ class SavedModelEncoder(keras.layers.Layer):
             )
             value = out.get("pooled_output", out.get("sequence_output"))
             return int(value.shape[-1])
-        except Exception:  # noqa: BLE001 - a model that refuses the probe keeps the guess
+        except Exception:  # a model that refuses the probe keeps the guess
             return _opaque_config(self.info).hidden_size
 
     def call(self, inputs, training=False, pooled_only=False):

@@ -53,7 +53,7 @@ def read_torch_bin(path: Path) -> dict[str, np.ndarray]:
             state = torch.load(str(file), map_location="cpu", weights_only=True)
         except FileNotFoundError as e:
             raise CheckpointError(f"{file}: the shard is missing; download it again.") from e
-        except Exception as e:  # noqa: BLE001 - torch raises UnpicklingError, RuntimeError, ...
+        except Exception as e:  # torch raises UnpicklingError, RuntimeError, ...
             raise CheckpointError(
                 f"{file}: torch.load(weights_only=True) refused or failed ({str(e)[:200]}). The "
                 "file is truncated, or holds objects other than tensors, which bertfit will not "

@@ -92,7 +92,7 @@ def check_gradients(
         return
     try:
         logits = model(model_inputs(features), training=False)
-    except Exception as e:  # noqa: BLE001 - reported as a finding
+    except Exception as e:  # reported as a finding
         _failed(report, "grad-step-failed", "the model's forward pass failed", e, where)
         return
     if batch_size is not None and logits.shape[0] is not None and logits.shape[0] != batch_size:
@@ -111,7 +111,7 @@ def check_gradients(
         with tf.GradientTape() as tape:
             loss, logits = loss_and_logits(model, element)
         gradients = tape.gradient(loss, variables)
-    except Exception as e:  # noqa: BLE001 - reported as a finding
+    except Exception as e:  # reported as a finding
         _failed(report, "grad-step-failed", "one training step on one batch failed", e, where)
         return
     head = {id(v) for v in getattr(getattr(model, "head", None), "trainable_weights", [])}
@@ -286,7 +286,7 @@ def compile_shapes(
         ok = True
         try:
             function.experimental_get_compiler_ir(element)(stage=stage)
-        except Exception as e:  # noqa: BLE001 - reported as a finding
+        except Exception as e:  # reported as a finding
             ok = False
             if _holds_strings(features):
                 _strings_not_compiled(report, target, f"{name} {shape}")
@@ -388,7 +388,7 @@ def text_model_shapes(model, elements: list) -> list[tuple[int, int]]:
         for layer in getattr(model, "layers", []):
             try:
                 out = layer(features)
-            except Exception:  # noqa: BLE001 - not the preprocessing layer
+            except Exception:  # not the preprocessing layer
                 continue
             ids = out.get(WORD_IDS) if isinstance(out, dict) else None
             if ids is not None and len(ids.shape) == 2:

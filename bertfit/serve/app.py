@@ -120,7 +120,7 @@ class ModelServer:
             # What the model refused, on this request alone (a failed batch is retried
             # request by request): the request's fault, as TF Serving answers it.
             return _error(_model_error(e), 400)
-        except Exception as e:  # noqa: BLE001 - the server is broken; still a JSON body
+        except Exception as e:  # the server is broken; still a JSON body
             return _error(f"internal error: {type(e).__name__}: {e}"[:2000], 500)
 
     async def _models(self, request: Request) -> dict:

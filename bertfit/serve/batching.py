@@ -78,7 +78,7 @@ class DynamicBatcher:
         rows = [row for request_rows, _ in pending for row in request_rows]
         try:
             results = await self._call(loop, rows)
-        except Exception as error:  # noqa: BLE001 - retried below, or the request's own error
+        except Exception as error:  # retried below, or the request's own error
             if len(pending) == 1:
                 _settle(pending[0][1], exception=error)
             else:

@@ -69,7 +69,7 @@ def _tpu_resolver(tpu: str | None):
         resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu or "")
         resolver.cluster_spec()
         return resolver
-    except Exception:  # noqa: BLE001 - resolvers raise URLError, ValueError, RuntimeError, ...
+    except Exception:  # resolvers raise URLError, ValueError, RuntimeError, ...
         return None
 
 
