@@ -1,6 +1,9 @@
 """What a classifier's logits mean to a user: the one place they become probabilities, labels or
-values. The exported SavedModel, the in-memory predictor and `bertfit serve` all use it, so they
-cannot disagree.
+values. The exported SavedModel, the in-memory predictor, `bertfit serve`, `bertfit evaluate` and
+`bertfit predict` all use it, so they cannot disagree; and the probabilities are the trainer's
+(`bertfit.training.losses.outputs`), so evaluation during training and after it agree too.
+
+`task_outputs` (in the graph) gives every output by name:
 
 - single-label: `probabilities` [batch, labels] (softmax), `label_id` [batch] (int32), `label`
   [batch] (string);
@@ -8,13 +11,18 @@ cannot disagree.
   (int32 1 at or above the threshold), `labels` [batch] (the predicted names joined by the
   task's separator, "" for none);
 - regression: `value` [batch] (float32, in the training targets' units).
+
+`prediction_rows` and `metric_inputs` read those arrays back (numpy): as `predict`'s rows, and as
+what `task_metrics` takes.
 """
 
 from __future__ import annotations
 
+import numpy as np
 import tensorflow as tf
 
 from bertfit.data.tasks import MULTI_LABEL, REGRESSION, Task
+from bertfit.training.losses import outputs as logit_meaning
 
 
 def task_outputs(task: Task, logits: tf.Tensor, label_names: tf.Tensor) -> dict[str, tf.Tensor]:
@@ -26,22 +34,54 @@ def task_outputs(task: Task, logits: tf.Tensor, label_names: tf.Tensor) -> dict[
     >>> out["label"].numpy().tolist(), out["label_id"].numpy().tolist()
     ([b'pos'], [1])
     """
-    logits = tf.cast(logits, tf.float32)
+    meaning = logit_meaning(task.kind, logits)
     if task.kind == REGRESSION:
-        return {"value": logits[:, 0] * task.std + task.mean}
+        return {"value": meaning[:, 0] * task.std + task.mean}
     if task.kind == MULTI_LABEL:
-        probabilities = tf.sigmoid(logits)
-        predicted = probabilities >= task.threshold
+        predicted = meaning >= task.threshold
         names = tf.ragged.boolean_mask(tf.broadcast_to(label_names, tf.shape(predicted)), predicted)
         return {
-            "probabilities": probabilities,
+            "probabilities": meaning,
             "predicted": tf.cast(predicted, tf.int32),
             "labels": tf.strings.reduce_join(names, axis=-1, separator=task.separator),
         }
-    probabilities = tf.nn.softmax(logits, axis=-1)
-    label_id = tf.argmax(probabilities, axis=-1, output_type=tf.int32)
+    label_id = tf.argmax(meaning, axis=-1, output_type=tf.int32)
     return {
-        "probabilities": probabilities,
+        "probabilities": meaning,
         "label": tf.gather(label_names, label_id),
         "label_id": label_id,
     }
+
+
+def prediction_rows(task: Task, outputs: dict[str, np.ndarray]) -> list[dict]:
+    """One row per example of `task_outputs`' arrays: `{"label", "probabilities"}`
+    (single-label), `{"labels", "probabilities"}` (multi-label) or `{"value"}` (regression);
+    probabilities by label name.
+
+    Examples:
+    >>> task = Task("single-label", ("neg", "pos"))
+    >>> prediction_rows(task, {"probabilities": np.array([[0.25, 0.75]]), "label_id": [1]})
+    [{'label': 'pos', 'probabilities': {'neg': 0.25, 'pos': 0.75}}]
+    """
+    if task.kind == REGRESSION:
+        return [{"value": float(v)} for v in outputs["value"]]
+    labels = list(task.labels)
+    rows = [
+        {"probabilities": {name: float(v) for name, v in zip(labels, p, strict=True)}}
+        for p in outputs["probabilities"]
+    ]
+    if task.kind == MULTI_LABEL:
+        for row, chosen in zip(rows, outputs["predicted"], strict=True):
+            row["labels"] = [name for name, on in zip(labels, chosen, strict=True) if on]
+    else:
+        for row, label_id in zip(rows, outputs["label_id"], strict=True):
+            row["label"] = labels[int(label_id)]
+    return [dict(sorted(row.items())) for row in rows]
+
+
+def metric_inputs(task: Task, outputs: dict[str, np.ndarray]) -> np.ndarray:
+    """What `task_metrics` takes from `task_outputs`' arrays, as the trainer gives it: the
+    probabilities, or [n, 1] standardised values (regression)."""
+    if task.kind == REGRESSION:
+        return ((outputs["value"] - task.mean) / task.std)[:, None]
+    return outputs["probabilities"]

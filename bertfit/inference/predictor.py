@@ -22,9 +22,10 @@ import tensorflow as tf
 
 from bertfit.config import PRECISION_POLICIES, check_positions
 from bertfit.data.pipeline import buckets_for
-from bertfit.data.tasks import MULTI_LABEL, REGRESSION, Task
+from bertfit.data.tasks import REGRESSION, Task
 from bertfit.errors import BertfitError, ConfigError, InputFormatError
 from bertfit.inference.graph import METADATA_FILE, ClassifierModule, next_version
+from bertfit.inference.outputs import prediction_rows
 from bertfit.model.classifier import BertClassifier
 from bertfit.model.encoder import BertEncoder
 from bertfit.training.checkpointing import restore_model
@@ -117,29 +118,7 @@ class Classifier:
     ) -> list[dict]:
         """One row per text, in input order: `{"label", "probabilities"}` (single-label),
         `{"labels", "probabilities"}` (multi-label) or `{"value"}` (regression)."""
-        return self.rows(self.outputs(texts, text_pairs, progress))
-
-    def rows(self, outputs: dict[str, np.ndarray]) -> list[dict]:
-        """`predict`'s rows for the arrays `outputs` returned."""
-        if self.task.kind == REGRESSION:
-            return [{"value": float(v)} for v in outputs["value"]]
-        rows = [
-            {"probabilities": {name: float(v) for name, v in zip(self.labels, p, strict=True)}}
-            for p in outputs["probabilities"]
-        ]
-        if self.task.kind == MULTI_LABEL:
-            for row, chosen in zip(rows, outputs["predicted"], strict=True):
-                row["labels"] = [name for name, on in zip(self.labels, chosen, strict=True) if on]
-        else:
-            for row, label_id in zip(rows, outputs["label_id"], strict=True):
-                row["label"] = self.labels[int(label_id)]
-        return [dict(sorted(row.items())) for row in rows]
-
-    def metric_outputs(self, outputs: dict[str, np.ndarray]) -> np.ndarray:
-        """What `task_metrics` takes: the probabilities, or [n, 1] standardised values."""
-        if self.task.kind == REGRESSION:
-            return ((outputs["value"] - self.task.mean) / self.task.std)[:, None]
-        return outputs["probabilities"]
+        return prediction_rows(self.task, self.outputs(texts, text_pairs, progress))
 
     def outputs(
         self, texts: Sequence[str], text_pairs: Sequence[str] | None = None, progress=None

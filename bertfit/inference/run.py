@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from bertfit.data.sources import Example, read_examples
+from bertfit.inference.outputs import metric_inputs, prediction_rows
 from bertfit.inference.predictor import Classifier, load_classifier
 from bertfit.progress import Progress
 from bertfit.training.metrics import task_metrics
@@ -28,7 +29,7 @@ def evaluate(
     start = time.perf_counter()
     outputs = _outputs(classifier, examples, "evaluate", quiet)
     seconds = time.perf_counter() - start
-    metrics = task_metrics(classifier.task, targets, classifier.metric_outputs(outputs))
+    metrics = task_metrics(classifier.task, targets, metric_inputs(classifier.task, outputs))
     metrics.update(
         num_examples=len(examples),
         wall_seconds=seconds,
@@ -46,7 +47,7 @@ def predict(
     classifier = load_classifier(run_path)
     spec = dataclasses.replace(classifier_source_spec(classifier), format=format)
     examples = read_examples(data_path, spec, labels_required=False)
-    return classifier.rows(_outputs(classifier, examples, "predict", quiet))
+    return prediction_rows(classifier.task, _outputs(classifier, examples, "predict", quiet))
 
 
 def _outputs(
