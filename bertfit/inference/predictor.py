@@ -130,10 +130,8 @@ class Classifier:
         parts, done = [], 0
         for start in range(0, len(texts), self.batch_size):
             chosen = order[start : start + self.batch_size]
-            args = [tf.constant([texts[i] for i in chosen])]
-            if text_pairs is not None:
-                args.append(tf.constant([text_pairs[i] for i in chosen]))
-            parts.append({k: v.numpy() for k, v in self.module.classify_text(*args).items()})
+            pairs = None if text_pairs is None else [text_pairs[i] for i in chosen]
+            parts.append(self.classify_batch([texts[i] for i in chosen], pairs))
             done += len(chosen)
             if progress is not None:
                 progress.update(start // self.batch_size + 1, done)
@@ -143,6 +141,17 @@ class Classifier:
         inverse = np.empty_like(order)
         inverse[order] = np.arange(len(order))
         return {k: v[inverse] for k, v in outputs.items()}
+
+    def classify_batch(
+        self, texts: Sequence[str], text_pairs: Sequence[str] | None = None
+    ) -> dict[str, np.ndarray]:
+        """Every output of the model by name for one batch, in one call: each text tokenized
+        once, rows in the order given, nothing sorted or split. For callers that make their own
+        batches (`bertfit serve`'s dynamic batcher) and have checked the texts; `outputs`
+        checks, sorts by length and batches."""
+        columns = [texts] if text_pairs is None else [texts, text_pairs]
+        outputs = self.module.classify_text(*[tf.constant(c, tf.string) for c in columns])
+        return {name: value.numpy() for name, value in outputs.items()}
 
     def _lengths(self, texts: list[str], text_pairs: list[str] | None) -> np.ndarray:
         """Tokens per row, to batch texts of similar length together."""

@@ -170,9 +170,15 @@ class ModelServer:
         return _rows({k: v.numpy() for k, v in result.items()})
 
     def _classify_texts(self, rows: list[dict]) -> list[dict]:
-        texts = [row["text"] for row in rows]
-        pairs = [row["text_pair"] for row in rows] if self.classifier.pairs else None
-        return _rows(self.classifier.outputs(texts, pairs))
+        """The batcher's batch in one model call (a request larger than `max_batch`, which
+        comes whole, in calls of `max_batch` rows): each text is tokenized once."""
+        results = []
+        for start in range(0, len(rows), self.batcher.max_batch):
+            chunk = rows[start : start + self.batcher.max_batch]
+            texts = [row["text"] for row in chunk]
+            pairs = [row["text_pair"] for row in chunk] if self.classifier.pairs else None
+            results += _rows(self.classifier.classify_batch(texts, pairs))
+        return results
 
 
 def _rows(outputs: dict[str, np.ndarray]) -> list[dict]:
@@ -282,7 +288,7 @@ def serve(
         classifier = load_classifier(path)
         version = str(classifier.metadata.get("version", 1))
         server = ModelServer(classifier, model_name, version, **options)
-        classifier.outputs(["warm up"], ["warm up"] if classifier.pairs else None)
+        classifier.classify_batch(["warm up"], ["warm up"] if classifier.pairs else None)
         print(
             f"bertfit serve: {path} as model {model_name!r} version {version} on "
             f"http://{host}:{port}/v1/models/{model_name}",

@@ -132,6 +132,57 @@ def test_what_the_model_itself_refuses_is_a_400_with_its_reason(classifier):
     assert "input_word_ids must be < 41 (the vocabulary size)" in answer["error"]
 
 
+def test_each_served_text_is_tokenized_once_in_one_model_call_per_batch(
+    classifier, expected, monkeypatch
+):
+    # The dynamic batcher's batch is the model's: it is not sorted by length and cut again,
+    # which would tokenize every text twice (once to count its tokens).
+    server = _server(classifier)
+    module, calls = classifier.module, []
+
+    def counted(name):
+        function = getattr(module, name)
+
+        def call_and_count(*columns):
+            calls.append((name, [t.decode() for t in columns[0].numpy()]))
+            return function(*columns)
+
+        return call_and_count
+
+    for name in ("classify_text", "token_lengths"):
+        monkeypatch.setattr(module, name, counted(name))
+    bodies = [{"instances": TEXTS[i : i + 2]} for i in range(0, 24, 2)]
+
+    async def scenario(app):
+        return await asyncio.gather(*(call(app, PREDICT, body) for body in bodies))
+
+    for body, (status, answer) in zip(bodies, serving(server, scenario), strict=True):
+        assert status == 200, answer
+        np.testing.assert_allclose(
+            [row["probabilities"] for row in answer["predictions"]],
+            [expected[text] for text in body["instances"]],
+            atol=1e-5,
+        )
+    assert [name for name, _ in calls] == ["classify_text"] * server.batcher.batches
+    assert sorted(text for _, texts in calls for text in texts) == sorted(TEXTS)
+    assert server.batcher.batches < len(bodies)  # they did share batches
+
+
+def test_a_request_larger_than_max_batch_runs_in_calls_of_max_batch(classifier, monkeypatch):
+    server = ModelServer(classifier, "sst", max_batch=5, max_wait=0.0)
+    module, sizes = classifier.module, []
+    classify_text = module.classify_text
+
+    def counted(*columns):
+        sizes.append(len(columns[0].numpy()))
+        return classify_text(*columns)
+
+    monkeypatch.setattr(module, "classify_text", counted)
+    status, answer = serving(server, lambda app: call(app, PREDICT, {"instances": TEXTS[:12]}))
+    assert status == 200 and len(answer["predictions"]) == 12
+    assert sizes == [5, 5, 2]
+
+
 def test_a_broken_server_answers_500_with_a_json_body(classifier):
     server = _server(classifier)
 
