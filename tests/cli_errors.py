@@ -41,7 +41,7 @@ def captured_fds():
 
 def cases(work: Path, model: str) -> dict[str, list[str]]:
     """Each case: the argv of one mistake from issue 13."""
-    from tests.tiny import sentiment_rows, write_csv, write_jsonl
+    from tests.tiny import sentiment_rows, train_args, write_csv, write_jsonl
 
     good = write_csv(work / "good.csv", sentiment_rows(16))
     long_texts = write_csv(
@@ -63,7 +63,8 @@ def cases(work: Path, model: str) -> dict[str, list[str]]:
     bomb = work / "bomb.zip"
     with zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as z:
         z.writestr("model/model.safetensors", b"\0" * (32 * 2**20))
-    train = ["train", "--model", model, "--train", str(good), "--quiet", "--max-seq-length", "32"]
+    # train's own batch size and epochs: a case's message may depend on them
+    train = train_args(model, good, max_seq_length=32, batch_size=None, epochs=None)
     fake_run = work / "fake_run"  # enough of a run for the commands to check their outputs
     fake_run.mkdir()
     (fake_run / "config.yaml").write_text("model:\n  name: tiny\n")
@@ -87,17 +88,15 @@ def cases(work: Path, model: str) -> dict[str, list[str]]:
         return ["predict", "--run", str(work / "no-run"), "--data", str(good), "--output", output]
 
     def train_on(name: str, run: str) -> list[str]:
-        return [
-            "train",
-            "--model",
+        return train_args(
             model,
-            "--train",
-            str(work / name),
-            "--max-seq-length",
-            "32",
-            "--output-dir",
-            str(work / run),
-        ]
+            work / name,
+            work / run,
+            max_seq_length=32,
+            batch_size=None,
+            epochs=None,
+            quiet=None,
+        )
 
     return {
         "length past the position table": [

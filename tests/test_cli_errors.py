@@ -122,7 +122,7 @@ def test_no_mistake_leaves_a_run_directory_or_a_half_written_file(results):
 
 
 def test_help_and_a_tiny_check_print_no_tensorflow_start_up_lines(trainable_hf_dir, tmp_path):
-    from tests.tiny import sentiment_rows, write_csv
+    from tests.tiny import sentiment_rows, train_args, write_csv
 
     train = write_csv(tmp_path / "train.csv", sentiment_rows(16))
     env = {
@@ -133,18 +133,15 @@ def test_help_and_a_tiny_check_print_no_tensorflow_start_up_lines(trainable_hf_d
     bertfit = [sys.executable, "-m", "bertfit.cli"]
     for argv in (
         ["--help"],
-        [
-            "check",
-            "--model",
-            str(trainable_hf_dir),
-            "--train",
-            str(train),
-            "--batch-size",
-            "8",
-            "--max-seq-length",
-            "32",
-            "--no-compile",
-        ],
+        train_args(
+            trainable_hf_dir,
+            train,
+            command="check",
+            max_seq_length=32,
+            epochs=None,
+            quiet=None,
+            no_compile=True,
+        ),
     ):
         done = subprocess.run(
             [*bertfit, *argv], env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path

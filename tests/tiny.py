@@ -363,3 +363,33 @@ def write_jsonl(path: Path, rows, keys=("text", "label")) -> Path:
         for row in rows:
             f.write(json.dumps(dict(zip(keys, row, strict=True))) + "\n")
     return path
+
+
+# ---- command lines ----
+
+TRAIN_FLAGS = {"max_seq_length": 16, "batch_size": 8, "epochs": 1, "quiet": True}
+
+
+def train_args(
+    model, train, output=None, *extra: str, command: str | None = "train", **flags
+) -> list[str]:
+    """`bertfit train` arguments on a tiny model: `--model`, `--train`, `--output-dir` when
+    `output` is given, then `flags` over the defaults `TRAIN_FLAGS` (max_seq_length 16,
+    batch_size 8, epochs 1, quiet), then `extra` as given (last, so they win).
+
+    A flag's name is the option with `_` for `-`: True is a bare switch (`quiet=True` is
+    `--quiet`), None leaves it out (`epochs=None`: bertfit's default), anything else is its
+    value (`jit_compile="false"`, `buckets="8,16"`). `command` is the subcommand first in the
+    list (`"check"` takes the same flags), or None for none.
+    """
+    args = [command] if command else []
+    args += ["--model", str(model), "--train", str(train)]
+    if output is not None:
+        args += ["--output-dir", str(output)]
+    for name, value in {**TRAIN_FLAGS, **flags}.items():
+        if value is False:
+            raise ValueError(f"{name}=False: use None to leave a flag out, or a string value")
+        if value is not None:
+            flag = "--" + name.replace("_", "-")
+            args += [flag] if value is True else [flag, str(value)]
+    return [*args, *extra]

@@ -2,44 +2,32 @@
 
 from __future__ import annotations
 
+import functools
 import json
 
 import pytest
 
 from bertfit.cli import main
-from tests.tiny import sentiment_rows, write_csv
+from tests.tiny import sentiment_rows, train_args, write_csv
 
-
-def args(model, train, *extra):
-    return [
-        "check",
-        "--model",
-        str(model),
-        "--train",
-        str(train),
-        "--max-seq-length",
-        "16",
-        "--buckets",
-        "16",
-        "--batch-size",
-        "8",
-        "--no-compile",
-        *extra,
-    ]
+# `bertfit check` takes train's flags (no --quiet); without compiling, it is fast.
+check_args = functools.partial(
+    train_args, command="check", epochs=None, quiet=None, buckets=16, no_compile=True
+)
 
 
 def test_exit_codes_and_json(tmp_path, trainable_hf_dir, capsys):
     clean = write_csv(tmp_path / "clean.csv", sentiment_rows(32))
-    assert main(args(trainable_hf_dir, clean)) == 0
+    assert main(check_args(trainable_hf_dir, clean)) == 0
     assert "0 error(s), 0 warning(s)" in capsys.readouterr().out
     imbalanced = write_csv(
         tmp_path / "imb.csv", [(t, "pos") for t, _ in sentiment_rows(60)] + [("awful", "neg")]
     )
-    assert main(args(trainable_hf_dir, imbalanced)) == 0
-    assert main(args(trainable_hf_dir, imbalanced, "--strict")) == 1
+    assert main(check_args(trainable_hf_dir, imbalanced)) == 0
+    assert main(check_args(trainable_hf_dir, imbalanced, strict=True)) == 1
     capsys.readouterr()
     single = write_csv(tmp_path / "single.csv", [(t, "pos") for t, _ in sentiment_rows(8)])
-    assert main(args(trainable_hf_dir, single, "--json")) == 2
+    assert main(check_args(trainable_hf_dir, single, json=True)) == 2
     report = json.loads(capsys.readouterr().out)
     assert report["ok"] is False and report["findings"][0]["code"] == "data-single-class"
     assert {"code", "severity", "message", "where", "why", "fix"} <= set(report["findings"][0])
@@ -78,6 +66,6 @@ def test_check_reads_a_train_glob_as_train_does(tmp_path, trainable_hf_dir, caps
     rows = sentiment_rows(32)
     write_csv(tmp_path / "part-1.csv", rows[:16])
     write_csv(tmp_path / "part-2.csv", rows[16:])
-    assert main(args(trainable_hf_dir, tmp_path / "part-*.csv", "--json")) == 0
+    assert main(check_args(trainable_hf_dir, tmp_path / "part-*.csv", json=True)) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["stats"]["training rows"] == 32

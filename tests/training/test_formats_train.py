@@ -7,6 +7,7 @@ import pytest
 from bertfit.cli import main
 from tests.tiny import (
     sentiment_rows,
+    train_args,
     write_csv,
     write_tiny_hub_module,
     write_tiny_savedmodel,
@@ -26,27 +27,7 @@ def train_file(tmp_path_factory):
 
 
 def _train(model, train_file, output, capsys):
-    code = main(
-        [
-            "train",
-            "--model",
-            str(model),
-            "--train",
-            str(train_file),
-            "--output-dir",
-            str(output),
-            "--max-seq-length",
-            "16",
-            "--batch-size",
-            "8",
-            "--epochs",
-            "1",
-            "--buckets",
-            "none",
-            "--quiet",
-            "--json",
-        ]
-    )
+    code = main(train_args(model, train_file, output, buckets="none", json=True))
     return code, capsys.readouterr()
 
 

@@ -18,45 +18,32 @@ import numpy as np
 import pytest
 
 from tests.distributed import cluster
-from tests.tiny import sentiment_rows, write_csv
+from tests.tiny import sentiment_rows, train_args, write_csv
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def train_args(tmp_path_factory, trainable_hf_dir):
+def run_args(tmp_path_factory, trainable_hf_dir):
     data = tmp_path_factory.mktemp("resume_data")
     train = write_csv(data / "train.csv", sentiment_rows(96, seed=11))
     dev = write_csv(data / "dev.csv", sentiment_rows(24, seed=12))
     # Dropout on (the encoder's and the head's): the resumed run must continue its RNG too.
-    return [
-        "--model",
-        str(trainable_hf_dir),
-        "--train",
-        str(train),
-        "--eval",
-        str(dev),
-        "--max-seq-length",
-        "16",
-        "--buckets",
-        "8,16",
-        "--batch-size",
-        "8",
-        "--epochs",
-        "2",
-        "--learning-rate",
-        "2e-3",
-        "--dropout",
-        "0.2",
-        "--seed",
-        "3",
-        "--jit-compile",
-        "false",
-        "--save-every-steps",
-        "3",
-        "--quiet",
-        "--json",
-    ]
+    return train_args(
+        trainable_hf_dir,
+        train,
+        None,  # each test names its own --output-dir
+        command=None,  # _start runs `bertfit train` or tests/training/killed_train.py
+        eval=dev,
+        buckets="8,16",
+        epochs=2,
+        learning_rate="2e-3",
+        dropout="0.2",
+        seed=3,
+        jit_compile="false",
+        save_every_steps=3,
+        json=True,
+    )
 
 
 def _start(args: list[str], killed_at: tuple[str, int] | None = None) -> subprocess.Popen:
@@ -110,13 +97,13 @@ def _terminate_mid_training(args: list[str], run: Path) -> tuple[int, str]:
 
 
 def test_killed_five_times_and_terminated_once_it_ends_exactly_like_an_uninterrupted_run(
-    train_args, tmp_path
+    run_args, tmp_path
 ):
     plain, killed = tmp_path / "plain", tmp_path / "killed"
-    code, err = _run([*train_args, "--output-dir", str(plain)])
+    code, err = _run([*run_args, "--output-dir", str(plain)])
     assert code == 0, err
 
-    args = [*train_args, "--output-dir", str(killed)]
+    args = [*run_args, "--output-dir", str(killed)]
     latest = killed / "checkpoints" / "latest"
     # 96 rows in buckets 8 and 16 at batch 8: 13 steps per epoch; a checkpoint every 3 steps.
     _killed(args, ("steps", 5))  # mid-epoch, between steps

@@ -12,40 +12,28 @@ from bertfit.cli import main
 from bertfit.data.tasks import Task
 from bertfit.export.serving import export_classifier
 from bertfit.inference.predictor import load_classifier
-from tests.tiny import scored_rows, sentiment_rows, tagged_rows, write_csv, write_jsonl
+from tests.tiny import (
+    scored_rows,
+    sentiment_rows,
+    tagged_rows,
+    train_args,
+    write_csv,
+    write_jsonl,
+)
+
+FLAGS = {  # over tests.tiny.TRAIN_FLAGS; each test says how many epochs
+    "buckets": "8,16",
+    "learning_rate": "5e-3",
+    "dropout": 0,
+    "seed": 0,
+    "jit_compile": "false",
+    "pooling": "mean",
+    "json": True,
+}
 
 
-def _train(model, train, output, *extra) -> int:
-    return main(
-        [
-            "train",
-            "--model",
-            str(model),
-            "--train",
-            str(train),
-            "--output-dir",
-            str(output),
-            "--max-seq-length",
-            "16",
-            "--buckets",
-            "8,16",
-            "--batch-size",
-            "8",
-            "--learning-rate",
-            "5e-3",
-            "--dropout",
-            "0",
-            "--seed",
-            "0",
-            "--jit-compile",
-            "false",
-            "--pooling",
-            "mean",
-            "--quiet",
-            "--json",
-            *extra,
-        ]
-    )
+def _train(model, train, output, *extra, **flags) -> int:
+    return main(train_args(model, train, output, *extra, **{**FLAGS, **flags}))
 
 
 def _metrics(run: Path) -> dict:
@@ -65,10 +53,9 @@ def test_multi_label_trains_tunes_its_threshold_evaluates_and_predicts_label_lis
             run,
             "--eval",
             str(dev),
-            "--epochs",
-            "6",
             "--tune-threshold",
             "true",
+            epochs=6,
         )
         == 0
     )
@@ -107,10 +94,9 @@ def test_regression_predicts_values_in_the_targets_units(trainable_hf_dir, tmp_p
             run,
             "--eval",
             str(dev),
-            "--epochs",
-            "6",
             "--best-metric",
             "spearman",
+            epochs=6,
         )
         == 0
     )
@@ -146,8 +132,7 @@ def test_pairs_work_for_every_task(trainable_hf_dir, tmp_path):
             "hypothesis",
             "--label-column",
             "y",
-            "--epochs",
-            "1",
+            epochs=1,
         )
         == 0
     )
@@ -169,10 +154,8 @@ def test_balanced_class_weights_and_the_collapse_warning(trainable_hf_dir, tmp_p
             run,
             "--eval",
             str(dev),
-            "--epochs",
-            "1",
-            "--learning-rate",
-            "1e-7",
+            epochs=1,
+            learning_rate="1e-7",
         )
         == 0
     )
@@ -185,10 +168,7 @@ def test_balanced_class_weights_and_the_collapse_warning(trainable_hf_dir, tmp_p
     assert {"mcc", "roc_auc"} <= set(final)
 
     weighted = tmp_path / "weighted"
-    assert (
-        _train(trainable_hf_dir, train, weighted, "--epochs", "1", "--class-weights", "balanced")
-        == 0
-    )
+    assert _train(trainable_hf_dir, train, weighted, epochs=1, class_weights="balanced") == 0
     plain_loss = _metrics(run)["epochs"][0]["train_loss"]
     weighted_loss = _metrics(weighted)["epochs"][0]["train_loss"]
     assert weighted_loss != pytest.approx(plain_loss, rel=1e-3)
@@ -197,6 +177,6 @@ def test_balanced_class_weights_and_the_collapse_warning(trainable_hf_dir, tmp_p
 def test_a_mixed_label_column_stops_train_as_it_stops_check(trainable_hf_dir, tmp_path, capsys):
     rows = [(t, str(i % 2)) for i, (t, _) in enumerate(sentiment_rows(30))] + [("x", "pos")]
     train = write_csv(tmp_path / "mixed.csv", rows)
-    assert _train(trainable_hf_dir, train, tmp_path / "run", "--epochs", "1") == 2
+    assert _train(trainable_hf_dir, train, tmp_path / "run", epochs=1) == 2
     assert "mixes integers" in capsys.readouterr().err
     assert not (tmp_path / "run").exists()
