@@ -3,6 +3,8 @@ the per-step losses, the final weights and the example indices each input pipeli
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import os
 import socket
@@ -13,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from bertfit.data.pipeline import PAD_INDEX
+from tests import tiny
 from tests.tiny import sentiment_rows, write_csv
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,32 +31,17 @@ def write_shards(directory: Path, rows: int = 96, shards: int = 3) -> str:
     return str(directory / "train-*.csv")
 
 
-def train_args(model: Path, train: str, output: Path, *extra: str, batch_size: int = 8) -> list:
-    return [
-        "--model",
-        str(model),
-        "--train",
-        train,
-        "--output-dir",
-        str(output),
-        "--max-seq-length",
-        "16",
-        "--buckets",
-        "none",
-        "--batch-size",
-        str(batch_size),
-        "--epochs",
-        "1",
-        "--learning-rate",
-        "1e-3",
-        "--dropout",
-        "0",
-        "--seed",
-        "0",
-        "--quiet",
-        "--json",
-        *extra,
-    ]
+# `bertfit train` arguments of every run here: `train_args(model, train, output, *extra)`;
+# `start` puts `train` in front.
+train_args = functools.partial(
+    tiny.train_args,
+    command=None,
+    buckets="none",
+    learning_rate="1e-3",
+    dropout=0,
+    seed=0,
+    json=True,
+)
 
 
 def _env() -> dict:
@@ -94,14 +82,27 @@ def train(args: list, indices_dir: Path | None = None) -> dict:
     return finish(start(args, indices_dir))
 
 
-def free_ports(count: int) -> list[int]:
+@contextlib.contextmanager
+def reserved_ports(count: int):
+    """`count` free ports on this machine, kept from other processes until the block ends.
+
+    TF_CONFIG names every worker's port before any worker starts, so a worker cannot bind port
+    0 and say which it got. A port picked here and closed could be taken by someone else (any
+    connect() or bind to port 0) before its worker binds it. So each probe socket stays bound,
+    with SO_REUSEADDR and never listening, while the workers run: the kernel gives a bound port
+    to no connect() or bind to port 0 and refuses it to a plain bind, while TensorFlow's gRPC
+    server, which sets SO_REUSEADDR too, may bind it and listen (Linux lets SO_REUSEADDR sockets
+    share a port so long as only one listens).
+    """
     sockets = [socket.socket() for _ in range(count)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
+    try:
+        for s in sockets:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind(("127.0.0.1", 0))
+        yield [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
 
 
 def step_losses(run: Path) -> np.ndarray:

@@ -11,18 +11,25 @@ pytestmark = pytest.mark.distributed
 def test_two_workers_match_one_process_use_each_example_once_and_only_the_chief_writes(
     tmp_path, trainable_hf_dir, shards, reference
 ):
-    workers = ",".join(f"127.0.0.1:{port}" for port in cluster.free_ports(2))
     runs = [tmp_path / f"worker{i}" for i in range(2)]
-    processes = [
-        cluster.start(
-            cluster.train_args(
-                trainable_hf_dir, shards, runs[i], "--workers", workers, "--worker-index", str(i)
-            ),
-            indices_dir=tmp_path / f"indices{i}",
-        )
-        for i in range(2)
-    ]
-    results = [cluster.finish(p) for p in processes]  # both finish
+    with cluster.reserved_ports(2) as ports:  # held until both workers are done
+        workers = ",".join(f"127.0.0.1:{port}" for port in ports)
+        processes = [
+            cluster.start(
+                cluster.train_args(
+                    trainable_hf_dir,
+                    shards,
+                    runs[i],
+                    "--workers",
+                    workers,
+                    "--worker-index",
+                    str(i),
+                ),
+                indices_dir=tmp_path / f"indices{i}",
+            )
+            for i in range(2)
+        ]
+        results = [cluster.finish(p) for p in processes]  # both finish
 
     chief, other = runs
     assert results[0]["run_dir"] == str(chief)
