@@ -7,7 +7,8 @@ The public API (imported on first use, so `import bertfit` does not load TensorF
 
     config = bertfit.RunConfig(data=bertfit.DataConfig(train="train.csv", eval="dev.csv"))
     report = bertfit.check(config)                          # `bertfit check`: findings, no training
-    summary = bertfit.train(config)                         # `bertfit train`: the run's metrics
+    summary = bertfit.train(config)                         # `bertfit train`: a RunSummary
+    bertfit.write_report(summary.run_dir)                   # report.html, as `bertfit train` does
     metrics = bertfit.evaluate("runs/latest", "test.csv")   # `bertfit evaluate`
     rows = bertfit.predict("runs/latest", "new.csv")        # `bertfit predict`: one dict a row
 
@@ -48,6 +49,7 @@ _EXPORTS = {
     "metrics": "bertfit.training.metrics",
     "predict": "bertfit.inference.run",
     "train": "bertfit.training.run",
+    "write_report": "bertfit.report",
 }
 _MODULES = {"losses", "metrics"}
 

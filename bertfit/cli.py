@@ -34,18 +34,22 @@ _SYSTEM_REFUSALS = {
 
 
 def cmd_train(args) -> int:
+    from bertfit.report import write_report
     from bertfit.training.run import train
 
     config = run_config_from_args(args)
-    result = train(
+    summary = train(
         config,
         quiet=args.quiet,
         resume=True if args.resume else None,
         overwrite=args.overwrite,
-        report=not args.no_report,
     )
-    summary = result.get("final", {"train_loss": result["epochs"][-1]["train_loss"]})
-    print(json.dumps({**summary, "run_dir": result["run_dir"]}, indent=None if args.json else 2))
+    if summary.run_dir is not None and not args.no_report:  # None: a non-chief worker's
+        report = write_report(summary.run_dir)
+        if not args.quiet:
+            print(f"report: {report}", file=sys.stderr)
+    printed = {**summary.headline, "run_dir": summary.run_dir}
+    print(json.dumps(printed, indent=None if args.json else 2))
     return 0
 
 
@@ -54,7 +58,7 @@ def warn_if_unfinished(path: str | None) -> None:
     warning names the checkpoint it has."""
     from bertfit.training.run_dir import RunDir
 
-    note = RunDir(path, write=False).unfinished_note() if path else None
+    note = RunDir(path).unfinished_note() if path else None
     if note:
         print(f"bertfit: warning: {note}", file=sys.stderr)
 

@@ -33,6 +33,7 @@ CONVERT_TARGETS = ("hf", "tf-hub")  # `bertfit convert --to`
 POOLINGS = ("cls", "mean")
 STRATEGIES = ("auto", "tpu", "mirrored", "multi-worker", "one-device", "default")
 TASKS = ("single-label", "multi-label", "regression")
+AUTO_BUCKETS, NO_BUCKETS = "auto", "none"  # `--buckets`: chosen from the data, or none
 # The metrics of each task (bertfit.training.metrics computes them), the default first.
 TASK_METRICS = {
     "single-label": ("accuracy", "macro_f1", "mcc", "roc_auc", "loss"),
@@ -86,10 +87,10 @@ class DataConfig:
         train, eval: data files (CSV, TSV, JSONL, Parquet).
         format: force a format instead of guessing from the extension.
         text_column, text_pair_column, label_column: column names in the files.
-        buckets: the sequence lengths batches are padded to besides max_seq_length. [] (the
-            default): `train` chooses them from the training lengths and saves its choice
-            with the run (elsewhere they are max/4, max/2, max). None (`--buckets none`): no
-            buckets, every batch is padded to max_seq_length.
+        buckets: the sequence lengths batches are padded to: "auto" (the default: `train`
+            chooses them from the training lengths, see `data.buckets.resolve_buckets`), "none"
+            (every batch padded to max_seq_length), or a list of lengths (max_seq_length is
+            always added). A run saves the list it resolved.
         max_train_examples: use only the first N training rows (reported, never silent).
         label_separator: splits a text label into the classes of a multi-label row ("|"
             by default with task multi-label).
@@ -101,7 +102,7 @@ class DataConfig:
     text_column: str = "text"
     text_pair_column: str | None = None
     label_column: str = "label"
-    buckets: list[int] | None = dataclasses.field(default_factory=list)
+    buckets: str | list[int] = AUTO_BUCKETS
     max_train_examples: int | None = None
     label_separator: str | None = None
 
@@ -193,8 +194,13 @@ class RunConfig:
             ("model.dropout", 0 <= m.dropout < 1, "in [0, 1)"),
             (
                 "data.buckets",
-                d.buckets is None or all(1 <= b <= m.max_seq_length for b in d.buckets),
-                f"lengths between 1 and max_seq_length {m.max_seq_length} (or none)",
+                d.buckets in (AUTO_BUCKETS, NO_BUCKETS)
+                or (
+                    isinstance(d.buckets, list)
+                    and all(1 <= b <= m.max_seq_length for b in d.buckets)
+                ),
+                f"{AUTO_BUCKETS!r}, {NO_BUCKETS!r} or lengths between 1 and max_seq_length "
+                f"{m.max_seq_length}",
             ),
             (
                 "data.max_train_examples",
@@ -386,9 +392,13 @@ def _yaml_kind(value) -> str:
 
 
 def _upgrade(section: str, values):
-    """Reads configs written by earlier versions: `buckets: [0]` was "no buckets" (None)."""
-    if section == "data" and isinstance(values, dict) and values.get("buckets") == [0]:
-        return {**values, "buckets": None}
+    """Reads the run configs saved before buckets were spelled "auto" / "none" ([] and null)."""
+    if section == "data" and isinstance(values, dict) and "buckets" in values:
+        old = values["buckets"]
+        if old == []:
+            return {**values, "buckets": AUTO_BUCKETS}
+        if old is None:
+            return {**values, "buckets": NO_BUCKETS}
     return values
 
 

@@ -62,6 +62,7 @@ def run_demo(
     task: str = "single-label",
 ) -> dict:
     from bertfit.inference.run import evaluate
+    from bertfit.report import write_report
     from bertfit.training.run import train
 
     started = time.perf_counter()
@@ -79,8 +80,8 @@ def run_demo(
         f"mean pooling, seed {config.train.seed}",
         flush=True,
     )
-    result = train(config, quiet=quiet)
-    run_dir = result["run_dir"]
+    run_dir = train(config, quiet=quiet).run_dir
+    report = write_report(run_dir)
     metrics = evaluate(run_dir, str(demo_files(task)["test"]), quiet=quiet)
     minutes = (time.perf_counter() - started) / 60
     first, second = HEADLINE_METRICS[task]
@@ -88,7 +89,7 @@ def run_demo(
         f"\ntest {first.replace('_', '-')} {metrics[first]:.4f} ({second.replace('_', '-')} "
         f"{metrics[second]:.4f}) on {metrics['num_examples']} test examples\n"
         f"time {minutes:.1f} min; run directory: {run_dir}\n"
-        f"report: {result['report']} (TensorBoard: tensorboard --logdir {run_dir})",
+        f"report: {report} (TensorBoard: tensorboard --logdir {run_dir})",
         flush=True,
     )
     return metrics

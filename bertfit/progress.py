@@ -67,3 +67,29 @@ class Progress:
         if not self.quiet and self.tty and self.text:
             self.stream.write("\n")
             self.stream.flush()
+
+
+class Console:
+    """What a command tells its user on standard error. `say`: what is never silent (notes,
+    warnings, a resumed run); `info`: what `--quiet` leaves out. A silent console (a non-chief
+    worker's: the chief speaks for the run) prints nothing.
+
+    Args:
+        quiet: leave out progress and `info`.
+        silent: print nothing at all.
+    """
+
+    def __init__(self, *, quiet: bool = False, silent: bool = False):
+        self.quiet = quiet or silent
+        self.silent = silent
+
+    def say(self, text: str) -> None:
+        if not self.silent:
+            print(text, file=sys.stderr)
+
+    def info(self, text: str) -> None:
+        if not self.quiet:
+            print(text, file=sys.stderr)
+
+    def progress(self, title: str, total_steps: int, first_step: int = 0) -> Progress:
+        return Progress(title, total_steps, quiet=self.quiet, first_step=first_step)

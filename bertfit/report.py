@@ -25,55 +25,6 @@ from bertfit.paths import STDOUT, check_output_file, write_output
 from bertfit.training.metrics import HEADLINE_METRICS
 from bertfit.training.run_dir import RunDir
 
-
-def _headline(kind: str) -> tuple[str, ...]:
-    return (*HEADLINE_METRICS[kind], "loss")
-
-
-# ---- text summaries (train.log lines and the terminal table) ----
-
-
-def describe_epoch(record: dict) -> str:
-    """One readable train.log line for an epoch's record in metrics.json."""
-    text = (
-        f"epoch {record['epoch']}: train loss {record['train_loss']:.4f} "
-        f"({record['train_examples']} examples, "
-        f"{record['train_examples_per_second']:.1f} ex/s, {record['train_seconds']:.1f} s)"
-    )
-    if "eval" in record:
-        scores = ", ".join(
-            f"{name} {value:.4f}"
-            for name, value in record["eval"].items()
-            if isinstance(value, float) and name not in ("wall_seconds", "examples_per_second")
-        )
-        text += f"; eval on {record['eval']['num_examples']} examples: {scores}"
-    return text + ("; best so far" if record.get("best") else "")
-
-
-def epoch_table(metrics: dict) -> str:
-    """The end-of-run table: one row per epoch with the task's headline metrics."""
-    kind = metrics.get("task", "single-label")
-    names = [n for n in _headline(kind) if any(n in r.get("eval", {}) for r in metrics["epochs"])]
-    header = ["epoch", "train loss", *(f"eval {n}" for n in names), "ex/s", "seconds", ""]
-    rows = [
-        [
-            str(r["epoch"]),
-            f"{r['train_loss']:.4f}",
-            *(f"{r['eval'][n]:.4f}" for n in names),
-            f"{r['train_examples_per_second']:.1f}",
-            f"{r['train_seconds']:.0f}",
-            "best" if r.get("best") else "",
-        ]
-        for r in metrics["epochs"]
-    ]
-    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
-    lines = [
-        "  ".join(cell.rjust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
-        for row in [header, *rows]
-    ]
-    return "\n".join(lines)
-
-
 # ---- the HTML report ----
 
 
@@ -81,7 +32,7 @@ def write_report(run_path: str | Path, output: str | Path | None = None) -> Path
     """Writes the report of the run in `run_path` (default `RUN/report.html`; "-": standard
     output); returns its path. Raises ConfigError when `run_path` holds no run, or when
     `output` cannot be written or is one of the run's own files."""
-    run = RunDir(run_path, write=False)
+    run = RunDir(run_path)
     if not run.metrics_file.is_file():
         raise ConfigError(
             f"{run.path} holds no bertfit run (no metrics.json); pass the run "

@@ -42,15 +42,17 @@ def _workers(text: str) -> list[str]:
     return workers
 
 
-def _buckets(text: str) -> list[int] | None:
-    """`--buckets 32,64,128`, or `none` (None: every batch padded to --max-seq-length)."""
-    if text.lower() == "none":
-        return None
+def _buckets(text: str) -> str | list[int]:
+    """`--buckets 32,64,128`, `none` (every batch padded to --max-seq-length) or `auto`
+    (chosen from the training lengths)."""
+    if text.lower() in ("auto", "none"):
+        return text.lower()
     try:
         return sorted(int(b) for b in text.split(","))
     except ValueError as e:
         raise argparse.ArgumentTypeError(
-            f"--buckets takes comma-separated lengths like 32,64,128 or 'none', got {text!r}"
+            f"--buckets takes comma-separated lengths like 32,64,128, 'auto' or 'none', "
+            f"got {text!r}"
         ) from e
 
 
@@ -85,7 +87,10 @@ TRAIN_FLAGS = {
             "(default '|' with --task multi-label)"
         },
     ),
-    "--buckets": ("data.buckets", {"type": _buckets, "help": "e.g. 32,64,128 or none"}),
+    "--buckets": (
+        "data.buckets",
+        {"type": _buckets, "help": "auto (default), none, or lengths e.g. 32,64,128"},
+    ),
     "--max-train-examples": ("data.max_train_examples", {"type": int}),
     "--batch-size": ("train.batch_size", {"type": int, "help": "global batch size"}),
     "--epochs": ("train.epochs", {"type": int}),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -58,6 +59,7 @@ BUCKETS = [8, 16]
 def trained_run(tmp_path_factory, trainable_hf_dir):
     """One tiny training run shared by the tests that evaluate, predict or inspect a run."""
     from bertfit.config import DataConfig, ModelConfig, RunConfig, TrainConfig
+    from bertfit.report import write_report
     from bertfit.training.run import train
     from tests.tiny import sentiment_rows, write_csv
 
@@ -72,4 +74,22 @@ def trained_run(tmp_path_factory, trainable_hf_dir):
         ),
         train=TrainConfig(batch_size=8, epochs=3, learning_rate=5e-3, seed=0, strategy="default"),
     )
-    return config, train(config, quiet=True)
+    summary = train(config, quiet=True)
+    write_report(summary.run_dir)  # as `bertfit train` does
+    return config, summary
+
+
+# ---- markers for `make test-fast` (-m "not slow and not distributed"); `make test` runs all ----
+
+SLOW_FIXTURES = {"minilm_dir", "rotten_tomatoes"}  # the real MiniLM-L6 / Rotten Tomatoes
+DISTRIBUTED_DIR = Path(__file__).parent / "distributed"
+
+
+def pytest_collection_modifyitems(config, items):
+    """Every test under tests/distributed/ is `distributed`; every test that uses the real
+    MiniLM or Rotten Tomatoes fixtures is `slow`. (Others mark themselves.)"""
+    for item in items:
+        if DISTRIBUTED_DIR in item.path.parents:
+            item.add_marker(pytest.mark.distributed)
+        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)

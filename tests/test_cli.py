@@ -4,27 +4,7 @@ import csv
 import json
 
 from bertfit.cli import main
-from tests.tiny import sentiment_rows, write_csv
-
-
-def _train_args(model, train, output, *extra):
-    return [
-        "train",
-        "--model",
-        str(model),
-        "--train",
-        str(train),
-        "--output-dir",
-        str(output),
-        "--max-seq-length",
-        "16",
-        "--batch-size",
-        "8",
-        "--epochs",
-        "1",
-        "--quiet",
-        *extra,
-    ]
+from tests.tiny import sentiment_rows, train_args, write_csv
 
 
 def _error(capsys):
@@ -35,7 +15,7 @@ def _error(capsys):
 
 def test_evaluate_json_has_the_documented_keys(trained_run, capsys):
     config, result = trained_run
-    assert main(["evaluate", "--run", result["run_dir"], "--data", config.data.eval, "--json"]) == 0
+    assert main(["evaluate", "--run", result.run_dir, "--data", config.data.eval, "--json"]) == 0
     metrics = json.loads(capsys.readouterr().out)
     assert {"accuracy", "macro_f1", "loss", "num_examples"} <= set(metrics)
     assert metrics["num_examples"] == 37
@@ -51,7 +31,7 @@ def test_predict_writes_one_csv_row_per_input_row_in_order(trained_run, tmp_path
             [
                 "predict",
                 "--run",
-                result["run_dir"],
+                result.run_dir,
                 "--data",
                 str(data),
                 "--output",
@@ -72,7 +52,7 @@ def test_predict_writes_one_csv_row_per_input_row_in_order(trained_run, tmp_path
 def test_predict_jsonl_to_stdout(trained_run, tmp_path, capsys):
     _, result = trained_run
     data = write_csv(tmp_path / "in.csv", [(t,) for t, _ in sentiment_rows(5, seed=2)], ("text",))
-    assert main(["predict", "--run", result["run_dir"], "--data", str(data), "--quiet"]) == 0
+    assert main(["predict", "--run", result.run_dir, "--data", str(data), "--quiet"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert [set(json.loads(line)) for line in lines] == [{"label", "probabilities"}] * 5
 
@@ -81,13 +61,13 @@ def test_empty_text_in_training_file_names_file_and_line(trainable_hf_dir, tmp_p
     rows = sentiment_rows(10)
     rows[2] = ("   ", "pos")  # the header is line 1, so this row is line 4
     train = write_csv(tmp_path / "train.csv", rows)
-    assert main(_train_args(trainable_hf_dir, train, tmp_path / "run")) == 2
+    assert main(train_args(trainable_hf_dir, train, tmp_path / "run")) == 2
     assert f"{train}:4:" in _error(capsys)
 
 
 def test_missing_column_lists_the_columns_that_exist(trainable_hf_dir, tmp_path, capsys):
     train = write_csv(tmp_path / "train.csv", sentiment_rows(10), header=("sentence", "label"))
-    assert main(_train_args(trainable_hf_dir, train, tmp_path / "run")) == 2
+    assert main(train_args(trainable_hf_dir, train, tmp_path / "run")) == 2
     err = _error(capsys)
     assert "sentence" in err and "--text-column" in err
 
@@ -97,7 +77,7 @@ def test_label_unseen_in_training_is_an_error_with_line(trainable_hf_dir, tmp_pa
     eval_rows = sentiment_rows(4)
     eval_rows[1] = (eval_rows[1][0], "neutral")
     evaluation = write_csv(tmp_path / "eval.csv", eval_rows)
-    args = _train_args(trainable_hf_dir, train, tmp_path / "run", "--eval", str(evaluation))
+    args = train_args(trainable_hf_dir, train, tmp_path / "run", "--eval", str(evaluation))
     assert main(args) == 2
     err = _error(capsys)
     assert f"{evaluation}:3:" in err and "neutral" in err
@@ -105,7 +85,7 @@ def test_label_unseen_in_training_is_an_error_with_line(trainable_hf_dir, tmp_pa
 
 def test_unknown_model_path_is_a_clear_error(tmp_path, capsys):
     train = write_csv(tmp_path / "train.csv", sentiment_rows(10))
-    assert main(_train_args(tmp_path / "no-such-model", train, tmp_path / "run")) == 2
+    assert main(train_args(tmp_path / "no-such-model", train, tmp_path / "run")) == 2
     assert "no-such-model" in _error(capsys)
 
 
@@ -120,7 +100,7 @@ def test_config_file_round_trips_and_flags_override_it(trained_run, tmp_path):
 
     config, result = trained_run
     args = build_parser().parse_args(
-        ["train", "--config", f"{result['run_dir']}/config.yaml", "--epochs", "7"]
+        ["train", "--config", f"{result.run_dir}/config.yaml", "--epochs", "7"]
     )
     loaded = run_config_from_args(args)
     assert loaded.train.epochs == 7

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bertfit.cli import main
-from bertfit.config import RunConfig, per_replica_batch
+from bertfit.config import DataConfig, RunConfig, per_replica_batch
 from bertfit.errors import ConfigError
 
 
@@ -21,7 +21,10 @@ from bertfit.errors import ConfigError
         (["--weight-decay", "-1"], "train.weight_decay (--weight-decay) must be zero or positive"),
         (["--clip-norm", "0"], "train.clip_norm (--clip-norm) must be a positive number"),
         (["--max-train-examples", "0"], "data.max_train_examples (--max-train-examples)"),
-        (["--buckets", "16,999"], "data.buckets (--buckets) must be lengths between 1 and"),
+        (
+            ["--buckets", "16,999"],
+            "data.buckets (--buckets) must be 'auto', 'none' or lengths between 1 and",
+        ),
         (["--epochs", "0"], "train.epochs (--epochs) must be at least 1"),
     ],
 )
@@ -43,7 +46,7 @@ def test_nonsense_flags_are_refused_before_anything_runs(flags, message, tmp_pat
             "train:\n  jit_compile: 'yes'\n",
             "train: jit_compile must be true or false or null; got 'yes'",
         ),
-        ("data:\n  buckets: [32, '64']\n", "data: buckets must be a list of integers"),
+        ("data:\n  buckets: [32, '64']\n", "data: buckets must be a string or a list of integers"),
         (
             "train:\n  learning_rate: -1\n",
             "train.learning_rate (--learning-rate) must be a positive",
@@ -67,18 +70,24 @@ def test_a_valid_config_passes_and_ints_are_numbers():
     assert config.validate() is config
 
 
-def test_buckets_none_means_no_buckets_from_flags_yaml_and_earlier_configs(tmp_path):
+def test_buckets_are_auto_none_or_lengths_from_flags_yaml_and_earlier_configs(tmp_path):
     from bertfit.cli import build_parser, run_config_from_args
-    from bertfit.data.pipeline import buckets_for
+    from bertfit.data.buckets import fixed_buckets, saved_buckets
 
     flags = ["train", "--train", "t.csv", "--max-seq-length", "64", "--buckets", "none"]
     config = run_config_from_args(build_parser().parse_args(flags))
-    assert config.data.buckets is None and buckets_for(config) == [64]
+    assert config.data.buckets == "none" and fixed_buckets(config.data.buckets, 64) == (64,)
     config.save(tmp_path / "run.yaml")
-    assert RunConfig.load(tmp_path / "run.yaml").data.buckets is None
-    (tmp_path / "old.yaml").write_text("data:\n  buckets: [0]\n")  # how earlier versions saved it
-    assert RunConfig.load(tmp_path / "old.yaml").data.buckets is None
-    assert buckets_for(RunConfig()) == [32, 64, 128]  # [] derives them from max_seq_length
+    assert "buckets: none" in (tmp_path / "run.yaml").read_text()
+    assert RunConfig.load(tmp_path / "run.yaml").data.buckets == "none"
+    assert RunConfig().data.buckets == "auto"
+    assert saved_buckets("auto", 128) == (32, 64, 128)  # a config that never trained
+    # how runs saved them before "auto" and "none": [] and null
+    for old, now in (("[]", "auto"), ("null", "none"), ("[16, 32]", [16, 32])):
+        (tmp_path / "old.yaml").write_text(f"data:\n  buckets: {old}\n")
+        assert RunConfig.load(tmp_path / "old.yaml").data.buckets == now
+    with pytest.raises(ConfigError, match="data.buckets"):
+        RunConfig(data=DataConfig(buckets="some")).validate()
 
 
 def test_the_flags_take_their_choices_from_the_config():

@@ -60,8 +60,8 @@ def _client(export: Path, texts: list[str], tmp_path: Path) -> tuple[np.ndarray,
 def exported(trained_run, tmp_path_factory):
     _, result = trained_run
     root = tmp_path_factory.mktemp("export") / "sst"
-    assert main(["export", "--run", result["run_dir"], str(root)]) == 0
-    return result["run_dir"], root
+    assert main(["export", "--run", result.run_dir, str(root)]) == 0
+    return result.run_dir, root
 
 
 def test_export_writes_version_1_then_the_next_free_version(exported, tmp_path):

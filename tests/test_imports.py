@@ -126,15 +126,10 @@ RANKS = {
 # Imports against the ranks still to be moved: (importing module, imported package) → why it is
 # here and where it goes. Empty it; never add to it.
 KNOWN_VIOLATIONS = {
-    # The report is written by the CLI after `train` (the lead is moving it).
-    ("bertfit.training.run", "report"): "train() writes the HTML report",
     # Convenience constructors from a checkpoint name, as KerasHub's from_preset: they belong
     # in checkpoints/ (e.g. checkpoints.load.load_preprocessor / load_classifier_head).
     ("bertfit.text.preprocessor", "checkpoints"): "BertPreprocessor.from_checkpoint",
     ("bertfit.model.classifier", "checkpoints"): "BertClassifier.from_checkpoint",
-    # `bertfit convert --to hub` writes TF Hub SavedModels with export/hub.py: an encoder format
-    # that checkpoints/ also reads back, so hub.py belongs in checkpoints/.
-    ("bertfit.checkpoints.convert", "export"): "convert --to hub uses export.hub",
 }
 
 

@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 from bertfit.cli import main
-from bertfit.report import epoch_table
+from bertfit.training.records import RunSummary
 
 PLOTS = [
     "training loss per step",
@@ -64,8 +64,8 @@ def _events(run: Path) -> dict[str, list[tuple[int, float | str]]]:
 
 def test_train_writes_a_self_contained_report_with_the_runs_numbers(trained_run):
     _, result = trained_run
-    run = Path(result["run_dir"])
-    assert result["report"] == str(run / "report.html")
+    run = Path(result.run_dir)
+    assert (run / "report.html").is_file()
     page = _parse(run / "report.html")
     text = " ".join(page.text)
     metrics = json.loads((run / "metrics.json").read_text())
@@ -79,7 +79,7 @@ def test_train_writes_a_self_contained_report_with_the_runs_numbers(trained_run)
 
 def test_tensorboard_holds_step_eval_length_and_config_summaries(trained_run):
     _, result = trained_run
-    run = Path(result["run_dir"])
+    run = Path(result.run_dir)
     tags = _events(run)
     steps = [json.loads(line) for line in (run / "steps.jsonl").read_text().splitlines()]
     for name in ("loss", "learning_rate", "grad_norm", "examples_per_second"):
@@ -99,7 +99,7 @@ def test_tensorboard_holds_step_eval_length_and_config_summaries(trained_run):
 def test_steps_log_learning_rate_warmup_and_decay_and_gradient_norms(trained_run):
     config, result = trained_run
     steps = [
-        json.loads(line) for line in Path(result["run_dir"], "steps.jsonl").read_text().splitlines()
+        json.loads(line) for line in Path(result.run_dir, "steps.jsonl").read_text().splitlines()
     ]
     rates = [row["learning_rate"] for row in steps]
     peak = config.train.learning_rate
@@ -110,15 +110,15 @@ def test_steps_log_learning_rate_warmup_and_decay_and_gradient_norms(trained_run
 
 def test_train_log_lines_read_as_sentences(trained_run):
     _, result = trained_run
-    log = Path(result["run_dir"], "train.log").read_text()
+    log = Path(result.run_dir, "train.log").read_text()
     assert "epoch 1: train loss " in log and "eval on " in log
     assert "{'" not in log  # no Python dict reprs
 
 
 def test_end_of_run_table_has_a_row_per_epoch(trained_run):
     _, result = trained_run
-    metrics = json.loads(Path(result["run_dir"], "metrics.json").read_text())
-    lines = epoch_table(metrics).splitlines()
+    metrics = json.loads(Path(result.run_dir, "metrics.json").read_text())
+    lines = RunSummary.from_dict(metrics).epoch_table().splitlines()
     assert lines[0].split()[:4] == ["epoch", "train", "loss", "eval"]
     assert len(lines) == 1 + len(metrics["epochs"])
 
@@ -126,7 +126,7 @@ def test_end_of_run_table_has_a_row_per_epoch(trained_run):
 def test_report_command_writes_elsewhere_and_refuses_a_non_run(trained_run, tmp_path, capsys):
     _, result = trained_run
     out = tmp_path / "r.html"
-    assert main(["report", result["run_dir"], "--output", str(out)]) == 0
+    assert main(["report", result.run_dir, "--output", str(out)]) == 0
     assert [img["alt"] for img in _parse(out).images] == PLOTS
     assert main(["report", str(tmp_path)]) == 2
     assert "holds no bertfit run" in capsys.readouterr().err

@@ -159,7 +159,7 @@ def write_tiny_savedmodel(
     path: Path, config: BertConfig = TINY_CONFIG, signature_only: bool = False
 ) -> BertEncoder:
     """`tf.saved_model.save`: a reusable TF Hub-style encoder, or one with signatures only."""
-    from bertfit.export.hub import HubBertEncoder, write_hub_encoder
+    from bertfit.checkpoints.hub_export import HubBertEncoder, write_hub_encoder
 
     encoder = tiny_encoder(config)
     if not signature_only:

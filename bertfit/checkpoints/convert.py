@@ -48,7 +48,7 @@ def convert(
     if to == "hf":
         write_hf(encoder, None, destination, vocab_file=checkpoint.vocab_file, lower_case=lower)
         return {"hf": destination}
-    from bertfit.export.hub import write_hub_encoder, write_hub_preprocessor
+    from bertfit.checkpoints.hub_export import write_hub_encoder, write_hub_preprocessor
 
     positions = encoder.config.max_sequence_length
     if seq_length is None:

@@ -8,22 +8,45 @@ import time
 import keras
 import tensorflow as tf
 
-import bertfit.checks.batches as B
-import bertfit.checks.data as D
-import bertfit.checks.model as M
 from bertfit.checkpoints.detect import detect
 from bertfit.checkpoints.load import read_detection
 from bertfit.checkpoints.registry import resolve
 from bertfit.checkpoints.savedmodel import SIGNATURE_ONLY
+from bertfit.checks.batches import (
+    BatchExpectations,
+    BatchStats,
+    canonical,
+    check_batch_size,
+    check_spec,
+    observe_batch,
+    report_batches,
+    split_element,
+)
+from bertfit.checks.data import (
+    check_eval,
+    check_jsonl_types,
+    check_labels,
+    check_lengths,
+    read_checked,
+)
 from bertfit.checks.findings import ERROR, TARGETS, WARNING, Report
+from bertfit.checks.model import (
+    SIGNATURE_ONLY_WHY,
+    check_gradients,
+    compile_shapes,
+    dataset_memory,
+    memory_per_replica,
+    no_encoder_variables,
+    replica_step,
+    signature_only_fix,
+)
 from bertfit.config import RunConfig, check_positions
 from bertfit.data.tasks import SINGLE_LABEL
 from bertfit.errors import BertfitError, CheckpointError, ConfigError
 from bertfit.model.classifier import BertClassifier
 from bertfit.model.inputs import WORD_IDS
-from bertfit.training.loop import XlaChoice
-from bertfit.training.setup import bucketed, make_trainer, run_tokenizer, with_chosen_buckets
-from bertfit.training.strategy import check_hardware
+from bertfit.training.setup import RunSetup, assemble, run_tokenizer
+from bertfit.training.strategy import XlaChoice, check_hardware
 
 TPU_REPLICAS = 8  # a v2-8 / v3-8 host: 8 cores
 
@@ -159,15 +182,57 @@ def _check_run(report: Report, config: RunConfig, replicas, max_rows, compile_, 
             check_hardware(t.strategy, "fp32", t.cpu_replicas, t.tpu)
         except ConfigError as e:
             report.add("config-invalid", ERROR, str(e), where=f"--strategy {t.strategy}")
-    ctx = B.InputContext(
+    expected = BatchExpectations(
         target=target,
         replicas=replicas,
         source=f"--batch-size {config.train.batch_size}",
         batch_setting="--batch-size",
     )
-    B.check_batch_size(report, config.train.batch_size, ctx)
+    check_batch_size(report, config.train.batch_size, expected)
+    checkpoint, tokenizer = _checked_checkpoint(report, config)
 
-    checkpoint = tokenizer = None
+    train = read_checked(report, config.data.train, config, "training")
+    evaluation = (
+        read_checked(report, config.data.eval, config, "evaluation") if config.data.eval else None
+    )
+    if train is None:
+        return
+    report.stats["training rows"] = len(train)
+    train = train[: config.data.max_train_examples]
+    check_jsonl_types(report, config.data.train, config)
+    task = check_labels(report, train, config.data.train, config)
+    if evaluation is not None:
+        report.stats["evaluation rows"] = len(evaluation)
+        check_eval(report, train, evaluation, config.data.eval, config.data.train, task)
+    if tokenizer is None:
+        return
+    positions = checkpoint.config.max_sequence_length if checkpoint.config else None
+    data = check_lengths(report, train, tokenizer, config, config.data.train, max_rows, positions)
+    if evaluation is not None:
+        check_lengths(report, evaluation, tokenizer, config, config.data.eval, max_rows, positions)
+    if task is None or "shape-batch-not-divisible" in report.codes:
+        return
+    data.labels = task.targets(data.examples, config.data.train)
+    strategy = tf.distribute.get_strategy()
+    setup = assemble(
+        config,
+        strategy,
+        XlaChoice.for_target(target, config.train.jit_compile, strategy),
+        checkpoint,
+        tokenizer,
+        task,
+        data,
+        rows_read=len(train),
+        total_steps=1,
+    )
+    if setup.notes:  # the buckets `bertfit train` will choose
+        report.stats["length buckets"] = setup.notes[-1]
+    _check_pipeline(report, setup, replicas, expected, compile_, full)
+
+
+def _checked_checkpoint(report: Report, config: RunConfig) -> tuple:
+    """The run's checkpoint and tokenizer as `train` loads them, or (None, None) with a
+    finding when it cannot train."""
     try:
         path = resolve(config.model.name)
         found = detect(path)
@@ -177,13 +242,14 @@ def _check_run(report: Report, config: RunConfig, replicas, max_rows, compile_, 
                 ERROR,
                 "the checkpoint is a signature-only SavedModel with zero trainable variables",
                 where=str(path),
-                why=M.SIGNATURE_ONLY_WHY,
-                fix=M.signature_only_fix(found.savedmodel.tf1),
+                why=SIGNATURE_ONLY_WHY,
+                fix=signature_only_fix(found.savedmodel.tf1),
             )
-        else:
-            checkpoint = read_detection(found)
-            tokenizer = run_tokenizer(checkpoint, config)
-            _check_positions(report, config, checkpoint)
+            return None, None
+        checkpoint = read_detection(found)
+        tokenizer = run_tokenizer(checkpoint, config)
+        _check_positions(report, config, checkpoint)
+        return checkpoint, tokenizer
     except CheckpointError as e:
         report.add(
             "model-unloadable",
@@ -192,45 +258,7 @@ def _check_run(report: Report, config: RunConfig, replicas, max_rows, compile_, 
             where=config.model.name,
             fix="`bertfit inspect PATH` says what the checkpoint is",
         )
-
-    train = D.read_checked(report, config.data.train, config, "training")
-    evaluation = (
-        D.read_checked(report, config.data.eval, config, "evaluation") if config.data.eval else None
-    )
-    if train is None:
-        return
-    report.stats["training rows"] = len(train)
-    train = train[: config.data.max_train_examples]
-    D.check_jsonl_types(report, config.data.train, config)
-    task = D.check_labels(report, train, config.data.train, config)
-    if evaluation is not None:
-        report.stats["evaluation rows"] = len(evaluation)
-        D.check_eval(report, train, evaluation, config.data.eval, config.data.train, task)
-    if tokenizer is None:
-        return
-    positions = checkpoint.config.max_sequence_length if checkpoint.config else None
-    data = D.check_lengths(report, train, tokenizer, config, config.data.train, max_rows, positions)
-    if evaluation is not None:
-        D.check_lengths(
-            report, evaluation, tokenizer, config, config.data.eval, max_rows, positions
-        )
-    if task is None or "shape-batch-not-divisible" in report.codes:
-        return
-    data.labels = task.targets(data.examples, config.data.train)
-    if config.data.buckets == []:  # not given: as `bertfit train` will choose them
-        config, report.stats["length buckets"] = with_chosen_buckets(
-            config, data, rows=len(train), traced_per_bucket=_traced_per_bucket(config, ctx.target)
-        )
-    _check_pipeline(
-        report, config, checkpoint, tokenizer, data, task, replicas, ctx, compile_, full
-    )
-
-
-def _traced_per_bucket(config: RunConfig, target: str) -> bool:
-    """Whether the run will trace a step per bucket: with XLA, which a TPU or GPU target
-    implies, or which the config asks for on this machine."""
-    xla = XlaChoice.for_run(config.train.jit_compile, tf.distribute.get_strategy())
-    return target != "cpu" or xla.replica_step
+        return None, None
 
 
 def _check_positions(report: Report, config: RunConfig, checkpoint) -> None:
@@ -260,22 +288,20 @@ def _class_id_spec(spec, task):
     so they are left out (the run's own step, with its own loss, is compiled as it is)."""
     if task.kind == SINGLE_LABEL:
         return spec
-    features, _, weights = B.split_element(spec)
+    features, _, weights = split_element(spec)
     return (features, None, weights)
 
 
 def _check_pipeline(
-    report, config, checkpoint, tokenizer, data, task, replicas, ctx, compile_, full
+    report: Report, setup: RunSetup, replicas: int, expected: BatchExpectations, compile_, full
 ) -> None:
-    """The run's own setup (`training.setup`) for one replica: its share of each step's batch,
-    the classifier at the run's precision, and the replica step the run compiles."""
+    """The run's own setup (`training.setup.assemble`) for one replica: its share of each
+    step's batch, the classifier at the run's precision, and the replica step the run
+    compiles."""
+    config, trainer, task = setup.config, setup.trainer, setup.task
     per_replica = config.train.batch_size // replicas
-    trainer = make_trainer(checkpoint, task, config, tf.distribute.get_strategy(), total_steps=1)
-    pipeline = bucketed(
-        data,
-        trainer,
-        tokenizer,
-        config,
+    pipeline = setup.batches(
+        setup.train,
         shuffle=False,
         training=True,
         batch_size=per_replica,
@@ -284,8 +310,9 @@ def _check_pipeline(
         static_shapes=True,
     )
     report.stats["buckets used"] = sorted(pipeline.datasets)
-    bucket_ctx = B.InputContext(
-        target=ctx.target,
+    checkpoint, tokenizer = setup.checkpoint, setup.tokenizer
+    per_bucket = BatchExpectations(
+        target=expected.target,
         replicas=replicas,
         global_batch=False,
         vocab_size=checkpoint.config.vocab_size,
@@ -293,16 +320,16 @@ def _check_pipeline(
         cls_id=tokenizer.cls_id,
         source="bertfit pipeline",
     )
-    stats = B.BatchStats()
+    stats = BatchStats()
     firsts = []
     for _, dataset in sorted(pipeline.datasets.items()):
-        B.check_spec(report, _class_id_spec(dataset.element_spec, task), bucket_ctx)
+        check_spec(report, _class_id_spec(dataset.element_spec, task), per_bucket)
         element = next(iter(dataset))
         firsts.append(element)
-        B.observe_batch(stats, element, bucket_ctx)
-    B.report_batches(report, stats, bucket_ctx)
+        observe_batch(stats, element, per_bucket)
+    report_batches(report, stats, per_bucket)
 
-    M.check_gradients(
+    check_gradients(
         report,
         trainer.model,
         _class_id_spec(firsts[0], task),
@@ -310,9 +337,9 @@ def _check_pipeline(
         where=config.model.name,
     )
     if compile_ and "grad-none" not in report.codes:
-        M.compile_shapes(report, trainer.replica_step, firsts, ctx.target, "replica step", full)
+        compile_shapes(report, trainer.replica_step, firsts, expected.target, "replica step", full)
     compute = tf.as_dtype(trainer.model.encoder.dtype_policy.compute_dtype).size
-    report.memory = M.memory_per_replica(
+    report.memory = memory_per_replica(
         trainer.model, [(per_replica, s) for s in sorted(pipeline.datasets)], compute
     )
 
@@ -348,7 +375,7 @@ def _check_dataset(
         )
     config = getattr(encoder, "config", None)
     takes_text = _encoder_takes_text(model if model is not None else encoder)
-    ctx = B.InputContext(
+    expected = BatchExpectations(
         target=report.target,
         replicas=replicas,
         vocab_size=getattr(config, "vocab_size", None),
@@ -357,7 +384,7 @@ def _check_dataset(
         encoder_takes_text=takes_text,
         source="dataset",
     )
-    B.check_spec(report, dataset.element_spec, ctx)
+    check_spec(report, dataset.element_spec, expected)
     blocking = {
         "input-raw-strings",
         "input-ids-to-text-encoder",
@@ -365,37 +392,37 @@ def _check_dataset(
         "input-missing",
         "dtype-float-ids",
     }
-    stats = B.BatchStats()
+    stats = BatchStats()
     samples = []
     for element in itertools.islice(dataset, sample_batches):
         samples.append(element)
-        B.observe_batch(stats, element, ctx)
+        observe_batch(stats, element, expected)
     report.stats["dataset batches sampled"] = (
         f"{len(samples)} (the first {sample_batches}; the rest were not read)"
         if len(samples) == sample_batches
         else f"{len(samples)} (all)"
     )
-    B.report_batches(report, stats, ctx)
+    report_batches(report, stats, expected)
     if not samples or blocking & set(report.codes) or (takes_text and model is None):
         return
     if model is None:
         if getattr(encoder, "config", None) is None:  # a wrapped SavedModel: no head to add
             if not encoder.trainable_weights:
-                M.no_encoder_variables(report, encoder, "encoder")
+                no_encoder_variables(report, encoder, "encoder")
             return
         model = BertClassifier(encoder, num_classes, pooling, dropout=0.0)
-    M.check_gradients(report, model, samples[0], encoder=encoder, where="model")
+    check_gradients(report, model, samples[0], encoder=encoder, where="model")
     if compile_:
         shapes, distinct = [], []
         for element in samples:
-            ids = B.canonical(B.split_element(element)[0]).get(WORD_IDS)
+            ids = canonical(split_element(element)[0]).get(WORD_IDS)
             key = tuple(ids.shape) if ids is not None else None
             if key not in shapes:
                 shapes.append(key)
                 distinct.append(element)
         variables = list(model.trainable_variables)
-        M.compile_shapes(
-            report, M.replica_step(model, variables), distinct, report.target, "replica step", full
+        compile_shapes(
+            report, replica_step(model, variables), distinct, report.target, "replica step", full
         )
         if len(distinct) > 1:
             report.add(
@@ -408,4 +435,4 @@ def _check_dataset(
                 "once per batch, and a TPU run stalls on compilation",
                 fix="pad to fixed lengths (a few buckets at most) and fixed batch sizes",
             )
-        report.memory = M.dataset_memory(model, distinct, replicas)
+        report.memory = dataset_memory(model, distinct, replicas)

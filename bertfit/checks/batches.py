@@ -37,7 +37,7 @@ TPU_BATCH_MULTIPLE = 8
 
 
 @dataclasses.dataclass
-class InputContext:
+class BatchExpectations:
     """What the checks need to know about the consumer of the batches."""
 
     target: str = "cpu"
@@ -80,7 +80,7 @@ def canonical(features) -> dict:
 # ---- static: the element spec ----
 
 
-def check_spec(report: Report, spec, ctx: InputContext) -> None:
+def check_spec(report: Report, spec, ctx: BatchExpectations) -> None:
     features, labels, weights = split_element(spec)
     named = _named(features)
     _check_keys(report, named, ctx)
@@ -157,7 +157,7 @@ def check_spec(report: Report, spec, ctx: InputContext) -> None:
         check_batch_size(report, batch, ctx)
 
 
-def _check_keys(report: Report, named: dict, ctx: InputContext) -> None:
+def _check_keys(report: Report, named: dict, ctx: BatchExpectations) -> None:
     if ctx.encoder_takes_text:
         return  # a model taking strings names its own inputs (or takes one unnamed tensor)
     unknown = [k for k in named if k not in ALIASES]
@@ -196,7 +196,7 @@ def _check_keys(report: Report, named: dict, ctx: InputContext) -> None:
         )
 
 
-def _check_dtype(report: Report, name: str, dtype: tf.DType, ctx: InputContext) -> None:
+def _check_dtype(report: Report, name: str, dtype: tf.DType, ctx: BatchExpectations) -> None:
     if dtype == tf.string:
         if not ctx.encoder_takes_text:
             report.add(
@@ -240,7 +240,7 @@ def _check_dtype(report: Report, name: str, dtype: tf.DType, ctx: InputContext) 
         )
 
 
-def _judge_batch_dimension(report: Report, leading: dict, ctx: InputContext) -> None:
+def _judge_batch_dimension(report: Report, leading: dict, ctx: BatchExpectations) -> None:
     """The batch dimension is one for the whole element: `ds.batch(B, drop_remainder=True)
     .map(tokenizer)` leaves the labels at [B] while shape inference loses B in the tokenizer's
     outputs ([None, L]); every element still has B rows, so that is not a dynamic batch."""
@@ -263,7 +263,7 @@ def _judge_batch_dimension(report: Report, leading: dict, ctx: InputContext) -> 
     )
 
 
-def _dynamic_batch(report: Report, name: str, ctx: InputContext) -> None:
+def _dynamic_batch(report: Report, name: str, ctx: BatchExpectations) -> None:
     if "shape-dynamic-batch" in report.codes:
         return
     report.add(
@@ -286,7 +286,7 @@ _STATIC_WHY = {
 }
 
 
-def check_batch_size(report: Report, batch: int, ctx: InputContext) -> None:
+def check_batch_size(report: Report, batch: int, ctx: BatchExpectations) -> None:
     """Global batch over replicas, and the per-replica batch a TPU wants (reported once)."""
     if {"shape-batch-not-divisible", "shape-tpu-batch-multiple"} & set(report.codes):
         return
@@ -340,7 +340,7 @@ class BatchStats:
     zero_weight_batches: int = 0
 
 
-def observe_batch(stats: BatchStats, element, ctx: InputContext) -> None:
+def observe_batch(stats: BatchStats, element, ctx: BatchExpectations) -> None:
     features, _, weights = split_element(element)
     named = canonical(features)
     ids, mask, types = (named.get(n) for n in (WORD_IDS, MASK, TYPE_IDS))
@@ -378,7 +378,7 @@ def observe_batch(stats: BatchStats, element, ctx: InputContext) -> None:
         stats.max_type = max(stats.max_type, int(types.max(initial=0)))
 
 
-def report_batches(report: Report, stats: BatchStats, ctx: InputContext) -> None:
+def report_batches(report: Report, stats: BatchStats, ctx: BatchExpectations) -> None:
     where = f"{ctx.source}: {stats.batches} batch(es) sampled"
     if len(stats.leading_sizes) > 1:
         report.add(

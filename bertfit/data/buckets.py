@@ -29,9 +29,12 @@ on the grid of 8, 27.0 without padding).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
+
+from bertfit.config import AUTO_BUCKETS, NO_BUCKETS
 
 STEP = 8  # bucket lengths are multiples of 8 (and max_seq_length): friendly to XLA's tiling
 MIN_BUCKET = 16
@@ -113,3 +116,73 @@ def padding_share(packed_lengths: np.ndarray, buckets: list[int]) -> float:
     clipped = np.minimum(packed_lengths, buckets[-1])
     padded = np.asarray(buckets)[np.searchsorted(buckets, clipped)]
     return float(1 - clipped.sum() / max(padded.sum(), 1))
+
+
+def default_buckets(max_seq_length: int) -> tuple[int, ...]:
+    """max/4, max/2 and max, keeping those of at least 16: 128 → (32, 64, 128)."""
+    candidates = [max_seq_length // 4, max_seq_length // 2, max_seq_length]
+    return tuple(sorted({b for b in candidates if b >= 16} | {max_seq_length}))
+
+
+def fixed_buckets(setting: str | list[int], max_seq_length: int) -> tuple[int, ...] | None:
+    """The buckets a `--buckets` setting names without looking at data: "none" →
+    (max_seq_length,), a list → itself with max_seq_length; None for "auto".
+
+    >>> fixed_buckets([64, 32], 128), fixed_buckets("none", 128), fixed_buckets("auto", 128)
+    ((32, 64, 128), (128,), None)
+    """
+    if setting == AUTO_BUCKETS:
+        return None
+    if setting == NO_BUCKETS:
+        return (max_seq_length,)
+    return tuple(sorted(set(setting) | {max_seq_length}))
+
+
+def saved_buckets(setting: str | list[int], max_seq_length: int) -> tuple[int, ...]:
+    """The buckets of a saved run (or an export made from one): what it resolved; a config
+    that never trained ("auto") gets `default_buckets`."""
+    return fixed_buckets(setting, max_seq_length) or default_buckets(max_seq_length)
+
+
+@dataclasses.dataclass(frozen=True)
+class ResolvedBuckets:
+    """The length buckets a run uses, decided once (`resolve_buckets`), and a note for the
+    user when they were chosen from the data."""
+
+    lengths: tuple[int, ...]
+    note: str | None = None
+
+
+def resolve_buckets(
+    setting: str | list[int],
+    max_seq_length: int,
+    packed_lengths: np.ndarray,
+    *,
+    batch_size: int,
+    epochs: float,
+    traced_per_bucket: bool,
+    saved: tuple[int, ...] | None = None,
+) -> ResolvedBuckets:
+    """The run's buckets: those `setting` names, else (`"auto"`) those a resumed run chose
+    (`saved`), else chosen from the training lengths for `epochs` epochs of `batch_size`
+    (`traced_per_bucket`: whether each bucket costs a trace, i.e. the step runs under XLA)."""
+    fixed = fixed_buckets(setting, max_seq_length) or saved
+    if fixed is not None:
+        return ResolvedBuckets(tuple(fixed))
+    chosen = tuple(
+        choose_buckets(
+            packed_lengths,
+            max_seq_length,
+            batch_size=batch_size,
+            epochs=epochs,
+            traced_per_bucket=traced_per_bucket,
+        )
+    )
+    default = default_buckets(max_seq_length)
+    return ResolvedBuckets(
+        chosen,
+        f"length buckets {', '.join(map(str, chosen))} chosen from the training lengths: "
+        f"{padding_share(packed_lengths, chosen):.0%} of token slots are padding "
+        f"({padding_share(packed_lengths, default):.0%} with {', '.join(map(str, default))}); "
+        "--buckets sets them",
+    )

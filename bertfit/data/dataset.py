@@ -20,7 +20,8 @@ import numpy as np
 import tensorflow as tf
 
 from bertfit.config import per_replica_batch
-from bertfit.data.pipeline import BucketedInput, default_buckets, encode_texts, plan_batches
+from bertfit.data.buckets import default_buckets
+from bertfit.data.pipeline import BucketedInput, encode_texts, plan_batches
 from bertfit.data.sources import Example, SourceSpec, read_examples
 from bertfit.data.tasks import Task, infer_task
 

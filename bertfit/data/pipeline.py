@@ -26,23 +26,6 @@ from bertfit.text.packing import pack_inputs
 PAD_INDEX = -1
 
 
-def default_buckets(max_seq_length: int) -> list[int]:
-    """max/4, max/2 and max, keeping those of at least 16: 128 → [32, 64, 128]."""
-    candidates = [max_seq_length // 4, max_seq_length // 2, max_seq_length]
-    return sorted({b for b in candidates if b >= 16} | {max_seq_length})
-
-
-def buckets_for(config) -> list[int]:
-    """The length buckets of a `RunConfig`: its `data.buckets` plus `max_seq_length`;
-    `default_buckets` when it names none ([]); `max_seq_length` alone when it is None
-    (`--buckets none`: no buckets)."""
-    max_seq_length = config.model.max_seq_length
-    buckets = config.data.buckets
-    if buckets is None:
-        return [max_seq_length]
-    return sorted(set(buckets) | {max_seq_length}) if buckets else default_buckets(max_seq_length)
-
-
 @dataclasses.dataclass
 class EncodedTexts:
     """WordPiece ids of every example (no special tokens) and its packed length."""

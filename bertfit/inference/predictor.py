@@ -21,7 +21,7 @@ import numpy as np
 import tensorflow as tf
 
 from bertfit.config import PRECISION_POLICIES, check_positions
-from bertfit.data.pipeline import buckets_for
+from bertfit.data.buckets import saved_buckets
 from bertfit.data.tasks import REGRESSION, Task
 from bertfit.errors import BertfitError, ConfigError, InputFormatError
 from bertfit.inference.graph import METADATA_FILE, ClassifierModule, next_version
@@ -64,7 +64,7 @@ class Classifier:
     @classmethod
     def from_run(cls, path: str | Path, which: str = "best", **kwargs) -> Classifier:
         """The run's best checkpoint (or `which="latest"`), as `bertfit train` left it."""
-        run_dir = RunDir(path, write=False)
+        run_dir = RunDir(path)
         config = run_dir.load_config()
         task = run_dir.load_task()
         bert = run_dir.load_bert_config()
@@ -81,7 +81,7 @@ class Classifier:
             run_dir.load_tokenizer(),
             task,
             config.model.max_seq_length,
-            buckets_for(config),
+            list(saved_buckets(config.data.buckets, config.model.max_seq_length)),
             metadata["pairs"],
         )
         return cls(module, metadata, **kwargs)
@@ -252,7 +252,7 @@ def run_metadata(config, task: Task) -> dict:
         "labels": list(task.labels),
         "pairs": data.text_pair_column is not None,
         "max_seq_length": config.model.max_seq_length,
-        "buckets": buckets_for(config),
+        "buckets": list(saved_buckets(config.data.buckets, config.model.max_seq_length)),
         "model": config.model.name,
         "columns": {
             "text": data.text_column,
@@ -292,6 +292,6 @@ def load_classifier(path: str | Path, **kwargs) -> Classifier:
     path = Path(path)
     if not path.exists():
         raise BertfitError(f"{path}: no such run directory or export.")
-    if RunDir(path, write=False).config_file.exists():
+    if RunDir(path).config_file.exists():
         return Classifier.from_run(path, **kwargs)
     return Classifier.from_export(path, **kwargs)

@@ -8,12 +8,22 @@ from pathlib import Path
 
 import numpy as np
 
-from bertfit.data.sources import Example, read_examples
+from bertfit.data.sources import Example, SourceSpec, read_examples
 from bertfit.inference.outputs import metric_inputs, prediction_rows
 from bertfit.inference.predictor import Classifier, load_classifier
 from bertfit.progress import Progress
 from bertfit.training.metrics import task_metrics
-from bertfit.training.setup import classifier_source_spec
+
+
+def classifier_source_spec(classifier: Classifier) -> SourceSpec:
+    """How to read files for a trained classifier: the columns its training files used."""
+    columns = classifier.metadata.get("columns", {})
+    return SourceSpec(
+        text_column=columns.get("text", "text"),
+        text_pair_column=columns.get("text_pair"),
+        label_column=columns.get("label", "label"),
+        empty_labels=True,
+    )
 
 
 def evaluate(

@@ -19,6 +19,8 @@ import time
 
 import tensorflow as tf
 
+from bertfit.training.records import EpochRecord
+
 
 def _key(name: str) -> str:
     return name.replace("/", ".")
@@ -86,16 +88,20 @@ class TrainingState:
     epoch_loss_sum: float = 0.0
     epoch_examples: int = 0
     epoch_seconds: float = 0.0
-    history: list = dataclasses.field(default_factory=list)
+    history: list[EpochRecord] = dataclasses.field(default_factory=list)
     best_value: float | None = None
     data_fingerprint: str = ""
 
     def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self))
+        values = dataclasses.asdict(self)
+        values["history"] = [record.to_dict() for record in self.history]
+        return json.dumps(values)
 
     @classmethod
     def from_json(cls, text: str) -> TrainingState:
-        return cls(**json.loads(text))
+        values = json.loads(text)
+        values["history"] = [EpochRecord.from_dict(r) for r in values["history"]]
+        return cls(**values)
 
 
 class RunCheckpoints:

@@ -18,7 +18,6 @@ Scale-out levers, all inside compiled code:
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
 import time
 from collections.abc import Callable, Iterator
@@ -34,48 +33,11 @@ from bertfit.errors import BertfitError
 from bertfit.model.inputs import INPUT_NAMES
 from bertfit.training.losses import batch_loss, outputs
 from bertfit.training.optimizer import FusedAdamW, make_optimizer, schedule_for
+from bertfit.training.strategy import XlaChoice
 
 
 def features(batch: dict) -> dict:
     return {name: batch[name] for name in INPUT_NAMES}
-
-
-@dataclasses.dataclass(frozen=True)
-class XlaChoice:
-    """Which parts of a training step XLA compiles, and why (printed by `bertfit train`)."""
-
-    replica_step: bool  # forward, loss and gradients (and the predict step)
-    update: bool  # global-norm clipping + the AdamW update (one device only)
-    reason: str
-
-    @classmethod
-    def for_run(cls, jit_compile: bool | None, strategy: tf.distribute.Strategy) -> XlaChoice:
-        """`jit_compile` True/False: as asked. None (auto): everything on a GPU or TPU; on a
-        CPU nothing: XLA's forward/backward is no faster than TensorFlow's oneDNN kernels
-        there and costs about twice the trace time for every length bucket, and the one-device
-        update is TensorFlow's fused Adam kernel (`FusedAdamW`), as fast as XLA's compiled
-        update without its compilation (on 2 cores: first step 7.8 s instead of 15.3 s with
-        Keras' update under XLA, peak memory 300 MiB lower, the same step time)."""
-        # Keras' apply() merges across replicas, which cannot be inside XLA.
-        one_device = strategy.num_replicas_in_sync == 1
-        if jit_compile is not None:
-            return cls(jit_compile, jit_compile and one_device, f"--jit-compile {jit_compile}")
-        try:
-            devices = strategy.extended.worker_devices
-        except RuntimeError:  # the default strategy: TensorFlow places ops on its best device
-            devices = [d.name for d in tf.config.list_logical_devices()]
-        kinds = {tf.DeviceSpec.from_string(d).device_type for d in devices}
-        if kinds - {"CPU"}:
-            return cls(True, one_device, f"auto: {'/'.join(sorted(kinds))}")
-        return cls(False, False, "auto: CPU")
-
-    def describe(self) -> str:
-        parts = [
-            name
-            for name, on in (("forward/backward", self.replica_step), ("update", self.update))
-            if on
-        ]
-        return f"XLA for {' and '.join(parts) if parts else 'nothing'} ({self.reason})"
 
 
 class Trainer:
@@ -90,6 +52,8 @@ class Trainer:
         frozen: names of variables left out of training (e.g. an unused pooler).
         loss_scale: dynamic loss scaling (needed for float16 compute).
         task_kind: single-label, multi-label or regression: the loss and the outputs.
+        xla: which parts of the step XLA compiles (`XlaChoice.for_run`, decided with the
+            strategy); default: as `config.jit_compile` picks for `strategy`.
     """
 
     def __init__(
@@ -101,6 +65,7 @@ class Trainer:
         frozen: tuple[str, ...] = (),
         loss_scale: bool = False,
         task_kind: str = SINGLE_LABEL,
+        xla: XlaChoice | None = None,
     ):
         self.strategy = strategy
         self.config = config
@@ -121,7 +86,7 @@ class Trainer:
             self.optimizer is not None and not loss_scale and FusedAdamW.applies_to(self.variables)
         )
         self._fused_update = FusedAdamW(self.optimizer, self.variables) if fused else None
-        self.xla = XlaChoice.for_run(config.jit_compile, strategy)
+        self.xla = xla or XlaChoice.for_run(config.jit_compile, strategy)
         # No autograph: every loop here is an explicit tf.while_loop, and converting the step's
         # Python cost ~2 s of its first call on a 2-core CPU.
         compiled = functools.partial(tf.function, autograph=False)

@@ -1,133 +1,42 @@
-"""The main job: `train` a classifier from labelled text files (`bertfit.inference.run`
-evaluates and predicts with it)."""
+"""`train`: fine-tunes a classifier on labelled text files and writes its run directory.
+
+It reads top to bottom as: plan (which directory, resume or not, locked) → prepare
+(`training.setup.prepare`: checkpoint, tokenizer, data, task, buckets, trainer) → write the
+setup → epochs (`EpochRunner`) → the `RunSummary` (metrics.json).
+"""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
 import math
+import shutil
 import signal
-import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
-import keras
 import numpy as np
 import tensorflow as tf
 
-from bertfit.config import (
-    BALANCED,
-    NO_CLASS_WEIGHTS,
-    PRECISION_POLICIES,
-    RunConfig,
-    TrainConfig,
-    per_replica_batch,
-)
-from bertfit.data.pipeline import buckets_for
+from bertfit.config import PRECISION_POLICIES, RunConfig, TrainConfig, per_replica_batch
 from bertfit.data.profile import LengthProfile
 from bertfit.data.sources import Example
-from bertfit.data.tasks import MULTI_LABEL, SINGLE_LABEL, Task
-from bertfit.errors import BertfitError, ConfigError, DataError, TrainingInterrupted
-from bertfit.progress import Progress
-from bertfit.report import describe_epoch, epoch_table, write_report
+from bertfit.data.tasks import MULTI_LABEL
+from bertfit.errors import BertfitError, DataError, TrainingInterrupted
+from bertfit.progress import Console
 from bertfit.training.checkpointing import RunCheckpoints, TrainingState
 from bertfit.training.interrupt import StopRequests
-from bertfit.training.loop import Trainer, XlaChoice
-from bertfit.training.metrics import (
-    TASK_METRICS,
-    best_threshold,
-    collapse_warning,
-    default_metric,
-    is_better,
-    task_metrics,
-)
-from bertfit.training.run_dir import FINISHED, RUNNING, RunBusy, RunDir, new_run_path
-from bertfit.training.setup import (
-    LabelledData,
-    bucketed,
-    encode_labelled,
-    infer_run_task,
-    load_checkpoint,
-    make_trainer,
-    plan_for,
-    read_labelled,
-    read_training_examples,
-    run_tokenizer,
-    with_chosen_buckets,
-)
-from bertfit.training.strategy import check_hardware, make_strategy
+from bertfit.training.metrics import best_threshold, collapse_warning, is_better, task_metrics
+from bertfit.training.records import DIVERGED, FINISHED, RUNNING, EpochRecord, RunSummary
+from bertfit.training.run_dir import RunBusy, RunDir, new_run_path
+from bertfit.training.setup import LabelledData, RunSetup, prepare
+from bertfit.training.strategy import XlaChoice, check_hardware, make_strategy
 from bertfit.training.summaries import RunSummaries
 from bertfit.translate import explain_errors
-
-DIVERGED = "diverged"  # metrics.json's status when the loss stopped being a number
-
-
-def evaluate_data(
-    trainer: Trainer,
-    data: LabelledData,
-    tokenizer,
-    config: RunConfig,
-    task: Task,
-    title: str = "eval",
-    quiet: bool = False,
-) -> tuple[dict, np.ndarray]:
-    """The task's metrics over every example of `data` (none dropped) and the outputs."""
-    batches = bucketed(data, trainer, tokenizer, config, shuffle=False)
-    progress = Progress(title, len(batches), quiet=quiet)
-    start = time.perf_counter()
-    outputs = trainer.predict(batches, len(data), progress)
-    progress.close()
-    seconds = time.perf_counter() - start
-    metrics = task_metrics(task, data.labels, outputs)
-    metrics.update(
-        num_examples=len(data),
-        wall_seconds=seconds,
-        examples_per_second=len(data) / max(seconds, 1e-9),
-    )
-    return metrics, outputs
-
-
-def class_weights(config: RunConfig, task: Task, targets: np.ndarray) -> np.ndarray | None:
-    """The loss weight of each training example from `--class-weights`: "balanced" gives class
-    c the weight n / (classes × n_c), a JSON file {label: weight} its own; None for "none"."""
-    choice = config.train.class_weights
-    if choice == NO_CLASS_WEIGHTS:
-        return None
-    if task.kind != SINGLE_LABEL:
-        raise ConfigError(
-            f"--class-weights applies to single-label tasks; this run is {task.kind}. Leave it out."
-        )
-    if choice == BALANCED:
-        counts = np.bincount(targets, minlength=len(task.labels)).astype(np.float64)
-        per_class = len(targets) / (len(task.labels) * np.maximum(counts, 1))
-    else:
-        per_class = _weights_file(choice, task)
-    return per_class[targets].astype(np.float32)
-
-
-def _weights_file(path: str, task: Task) -> np.ndarray:
-    try:
-        values = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise ConfigError(
-            f"--class-weights {path}: expected {BALANCED!r}, {NO_CLASS_WEIGHTS!r} or a JSON file "
-            f'{{"label": weight, ...}} ({e}).'
-        ) from None
-    if (
-        not isinstance(values, dict)
-        or set(values) != set(task.labels)
-        or not all(
-            isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
-            for v in values.values()
-        )
-    ):
-        raise ConfigError(
-            f"--class-weights {path}: give one positive number for each label "
-            f'{list(task.labels)}, as {{"label": weight, ...}}.'
-        )
-    return np.asarray([values[label] for label in task.labels], np.float64)
 
 
 def train(
@@ -137,13 +46,13 @@ def train(
     strategy: tf.distribute.Strategy | None = None,
     resume: bool | None = None,
     overwrite: bool = False,
-    report: bool = True,
-) -> dict:
-    """Fine-tunes `config.model.name` on `config.data.train`; returns the final metrics.
+) -> RunSummary:
+    """Fine-tunes `config.model.name` on `config.data.train`; returns the run's summary.
 
     Writes the run directory described in `bertfit.training.run_dir` (a new `runs/<date>-<time>`
     when `config.output_dir` is None). Every epoch evaluates on `config.data.eval` (when given)
-    and keeps the best checkpoint by `train.best_metric`.
+    and keeps the best checkpoint by `train.best_metric`. `bertfit.write_report(run_dir)`
+    (which `bertfit train` runs) turns it into report.html.
 
     Args:
         config: the run.
@@ -152,210 +61,208 @@ def train(
         resume: True: continue the unfinished run in the output directory (or fail); False:
             never; None: continue it when its config is this one, refuse any other run there.
         overwrite: clear a previous run in the output directory first.
-        report: write `report.html` (`bertfit report`) at the end.
 
     Raises:
         TrainingInterrupted: SIGTERM or Ctrl-C stopped training after saving a checkpoint.
+        TrainingDiverged: the loss stopped being a number.
     """
     config.validate()
-    new_directory = config.output_dir is None
-    if new_directory:
-        config = dataclasses.replace(config, output_dir=str(new_run_path()))
-    run_dir = RunDir(config.output_dir)
-    run_dir.plan_start(config, resume=resume, overwrite=overwrite)  # refuse before any work
-    t = config.train
+    if config.output_dir is not None:
+        RunDir(config.output_dir).plan_start(config, resume=resume, overwrite=overwrite)
     if strategy is None:
+        t = config.train
         check_hardware(t.strategy, config.model.precision, t.cpu_replicas, t.tpu)
-    strategy = strategy or make_strategy(
-        t.strategy, t.cpu_replicas, t.tpu, t.workers, t.worker_index
-    )
+        strategy = make_strategy(t.strategy, t.cpu_replicas, t.tpu, t.workers, t.worker_index)
     per_replica_batch(config.train.batch_size, strategy.num_replicas_in_sync)
-    run_dir.write = _is_chief(strategy)
-    lock = None
-    while run_dir.write:
+    xla = XlaChoice.for_run(config.train.jit_compile, strategy)
+    if not is_chief(strategy):
+        return _train_as_worker(config, strategy, xla)
+    with _claimed(config, resume=resume, overwrite=overwrite) as (config, run_dir, resuming, new):
+        console = Console(quiet=quiet)
+        return _train(config, run_dir, strategy, xla, resuming, console, overwrite, new)
+
+
+def _train_as_worker(config: RunConfig, strategy, xla: XlaChoice) -> RunSummary:
+    """A non-chief worker takes part in every step and collective, checkpoint saves
+    included, but writes into a scratch directory, removed at the end, and prints nothing:
+    the chief writes the run and speaks for it."""
+    scratch = tempfile.mkdtemp(prefix="bertfit-worker-")
+    try:
+        config = dataclasses.replace(config, output_dir=scratch)
+        silent = Console(silent=True)
+        summary = _train(config, RunDir(scratch), strategy, xla, False, silent, False, False)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return dataclasses.replace(summary, run_dir=None)
+
+
+@contextlib.contextmanager
+def _claimed(
+    config: RunConfig, *, resume: bool | None, overwrite: bool
+) -> Iterator[tuple[RunConfig, RunDir, bool, bool]]:
+    """The run directory, locked for this run: `--output-dir`, or a new runs/<date>-<time>
+    (the next free name when another run took this second's). Yields the config with its
+    directory, the `RunDir`, whether the run resumes (decided under the lock) and whether
+    the directory is a new runs/<date>-<time>."""
+    new_directory = config.output_dir is None
+    while True:
+        if new_directory:
+            config = dataclasses.replace(config, output_dir=str(new_run_path()))
+        run_dir = RunDir(config.output_dir)
         try:
             lock = run_dir.lock()
             break
         except RunBusy:
             if not new_directory:
                 raise
-            # started in the same second as another run: take the next free name
-            config = dataclasses.replace(config, output_dir=str(new_run_path()))
-            run_dir = RunDir(config.output_dir)
     try:
         # decided again under the lock: another process may have written here meanwhile
         resuming = run_dir.plan_start(config, resume=resume, overwrite=overwrite)
-        return _train(
-            config,
-            run_dir,
-            strategy,
-            resuming=resuming,
-            new_directory=new_directory,
-            quiet=quiet or not run_dir.write,
-            overwrite=overwrite,
-            report=report,
-        )
+        yield config, run_dir, resuming, new_directory
     finally:
-        if lock is not None:
-            lock.release()
+        lock.release()
 
 
 def _train(
     config: RunConfig,
     run_dir: RunDir,
     strategy: tf.distribute.Strategy,
-    *,
+    xla: XlaChoice,
     resuming: bool,
-    new_directory: bool,
-    quiet: bool,
+    console: Console,
     overwrite: bool,
-    report: bool,
-) -> dict:
+    new_directory: bool,
+) -> RunSummary:
     """`train` once the run directory is decided and locked."""
-    t = config.train
     started = time.perf_counter()
-    checkpoint = load_checkpoint(config)
-    tokenizer = run_tokenizer(checkpoint, config)
-    loaded = time.perf_counter()
-
-    all_train = read_training_examples(config.data.train, config)
-    train_examples = all_train[: config.data.max_train_examples]
-    task, notes = infer_run_task(train_examples, config)
-    best_metric = resolve_best_metric(config, task)
-    train_data = encode_labelled(config.data.train, train_examples, config, tokenizer, task)
-    train_data.weights = class_weights(config, task, train_data.labels)
-    eval_data = (
-        read_labelled(config.data.eval, config, tokenizer, task) if config.data.eval else None
-    )
-    if config.data.buckets == []:  # not given: chosen from the data (a resumed run keeps its own)
-        saved = run_dir.load_config().data.buckets if resuming else []
-        if saved is None:  # the run was started with --buckets none
-            config = dataclasses.replace(
-                config, data=dataclasses.replace(config.data, buckets=None)
-            )
-        else:
-            xla = XlaChoice.for_run(config.train.jit_compile, strategy)
-            config, note = with_chosen_buckets(
-                config, train_data, saved or None, traced_per_bucket=xla.replica_step
-            )
-            notes.append(note)
-    for note in notes if run_dir.write else ():
-        print(f"bertfit: {note}", file=sys.stderr)
-    tokenized = time.perf_counter()
-
-    first_plan = plan_for(train_data, config, shuffle=False, training=True)
-    steps_per_epoch = len(first_plan)
-    total_steps = steps_per_epoch * config.train.epochs
-    keras.utils.set_random_seed(config.train.seed)
-    trainer = make_trainer(checkpoint, task, config, strategy, total_steps)
-    built = time.perf_counter()
-    run_dir.create(overwrite=overwrite)
-    if resuming:
-        _check_same_task(run_dir, task)
-    else:
-        run_dir.save_setup(config, task, checkpoint.config, tokenizer)
+    saved_buckets = run_dir.saved_buckets() if resuming else None
+    setup = prepare(config, strategy, xla, saved_buckets=saved_buckets)
+    for note in setup.notes:
+        console.say(f"bertfit: {note}")
+    run_dir.create(overwrite=overwrite)  # after everything that can refuse the run's input
     if new_directory:
         run_dir.link_as_latest()
-    checkpoints = RunCheckpoints(
-        trainer.model,
-        trainer.optimizer,
-        _writable(run_dir.latest_dir, run_dir),
-        _writable(run_dir.best_dir, run_dir),
-    )
-    state = TrainingState(data_fingerprint=data_fingerprint(train_examples))
     if resuming:
-        state = _resume(run_dir, checkpoints, state)
-    lengths = LengthProfile.of(train_data.encoded.packed_lengths, buckets_for(config), first_plan)
-    about = {
-        "task": task.kind,
-        "labels": list(task.labels),
-        "model": {
+        _check_same_task(run_dir, setup)
+    else:
+        run_dir.save_setup(setup.config, setup.task, setup.checkpoint.config, setup.tokenizer)
+    trainer = setup.trainer
+    checkpoints = RunCheckpoints(
+        trainer.model, trainer.optimizer, run_dir.latest_dir, run_dir.best_dir
+    )
+    state = TrainingState(data_fingerprint=data_fingerprint(setup.train.examples))
+    if resuming:
+        state = _resume(run_dir, checkpoints, state, console)
+    plan = setup.plan(setup.train, shuffle=False, training=True)
+    lengths = LengthProfile.of(setup.train.encoded.packed_lengths, list(setup.buckets), plan)
+    summary = _describe(setup, strategy, lengths)
+    summaries = RunSummaries(run_dir.path / "tensorboard")
+    summaries.config(setup.config.to_dict())
+    summaries.lengths(lengths)
+    _log_setup(run_dir, setup, strategy)
+    console.info(f"bertfit: {setup.xla.describe()}; --jit-compile chooses")
+    run_dir.save_metrics(dataclasses.replace(summary, epochs=state.history))
+
+    epochs = EpochRunner(setup, run_dir, checkpoints, console, summaries, summary)
+    with StopRequests() as stop:
+        while state.epoch < setup.config.train.epochs:
+            epochs.train(state, stop)
+            epochs.finish(state, stop)
+    summaries.close()
+
+    summary = _finished(summary, setup, state, run_dir, checkpoints, started)
+    run_dir.save_metrics(summary)
+    run_dir.log("finished")
+    console.info(summary.epoch_table())
+    return summary
+
+
+def _describe(
+    setup: RunSetup, strategy: tf.distribute.Strategy, lengths: LengthProfile
+) -> RunSummary:
+    """The summary of a run that starts: what is trained, on what, how."""
+    config, train, model = setup.config, setup.train, setup.trainer.model
+    return RunSummary(
+        status=RUNNING,
+        task=setup.task.kind,
+        labels=list(setup.task.labels),
+        model={
             "name": config.model.name,
-            "format": checkpoint.format,
-            "load_report": str(trainer.model.encoder.load_report),
-            "parameters": sum(int(np.prod(v.shape)) for v in trainer.model.weights),
+            "format": setup.checkpoint.format,
+            "load_report": str(model.encoder.load_report),
+            "parameters": sum(int(np.prod(v.shape)) for v in model.weights),
         },
-        "data": {
+        data={
             "train": config.data.train,
-            "train_rows": len(train_data),
-            "train_rows_read": len(all_train),
+            "train_rows": len(train),
+            "train_rows_read": setup.rows_read,
             "eval": config.data.eval,
-            "eval_rows": len(eval_data) if eval_data is not None else 0,
+            "eval_rows": len(setup.eval) if setup.eval is not None else 0,
             "token_lengths": lengths.to_dict(),
         },
-        "strategy": {"name": type(strategy).__name__, "replicas": strategy.num_replicas_in_sync},
-    }
-    summaries = RunSummaries(run_dir.path / "tensorboard" if run_dir.write else None)
-    summaries.config(config.to_dict())
-    summaries.lengths(lengths)
-    run_dir.log(
-        f"model {config.model.name} ({checkpoint.format}); {trainer.model.encoder.load_report}"
+        strategy={"name": type(strategy).__name__, "replicas": strategy.num_replicas_in_sync},
+        run_dir=str(Path(config.output_dir)),
     )
-    for note in notes:
+
+
+def _log_setup(run_dir: RunDir, setup: RunSetup, strategy: tf.distribute.Strategy) -> None:
+    config, t, trainer = setup.config, setup.config.train, setup.trainer
+    steps_per_epoch = len(setup.plan(setup.train, shuffle=False, training=True))
+    run_dir.log(
+        f"model {config.model.name} ({setup.checkpoint.format}); "
+        f"{trainer.model.encoder.load_report}"
+    )
+    for note in setup.notes:
         run_dir.log(note)
     run_dir.log(
-        f"train {config.data.train}: {len(train_data)} of {len(all_train)} rows; "
-        f"{task.kind}, labels {list(task.labels)}; buckets {buckets_for(config)}; "
+        f"train {config.data.train}: {len(setup.train)} of {setup.rows_read} rows; "
+        f"{setup.task.kind}, labels {list(setup.task.labels)}; buckets {list(setup.buckets)}; "
         f"{steps_per_epoch} steps/epoch; strategy {type(strategy).__name__} with "
         f"{strategy.num_replicas_in_sync} replicas; precision {config.model.precision} "
         f"({PRECISION_POLICIES[config.model.precision]}); grad_accum {t.grad_accum} "
         f"(effective batch {t.batch_size * t.grad_accum}); steps_per_execution "
-        f"{t.steps_per_execution}; {trainer.xla.describe()}"
+        f"{t.steps_per_execution}; {setup.xla.describe()}"
     )
-    if run_dir.write and not quiet:
-        print(f"bertfit: {trainer.xla.describe()}; --jit-compile chooses", file=sys.stderr)
-    run_dir.save_metrics({"status": RUNNING, "epochs": state.history, **about})
 
-    epoch_run = EpochRunner(
-        trainer, tokenizer, config, task, best_metric, run_dir, checkpoints, quiet, summaries, about
-    )
-    with StopRequests() as stop:
-        while state.epoch < config.train.epochs:
-            epoch_run.train(train_data, state, stop)
-            epoch_run.finish(eval_data, state, stop)
-    summaries.close()
 
-    final = {
-        "status": FINISHED,
-        "epochs": state.history,
-        "wall_seconds": time.perf_counter() - started,
-        "train_num_examples": len(train_data),
-        "run_dir": str(run_dir.path),
-        "trace_counts": trainer.trace_counts(),
-        "time": time_split(
+def _finished(
+    summary: RunSummary,
+    setup: RunSetup,
+    state: TrainingState,
+    run_dir: RunDir,
+    checkpoints: RunCheckpoints,
+    started: float,
+) -> RunSummary:
+    """The summary of a finished run; with --tune-threshold the best epoch's threshold is
+    saved with the task."""
+    trainer, wall = setup.trainer, time.perf_counter() - started
+    finished = dataclasses.replace(
+        summary,
+        status=FINISHED,
+        epochs=state.history,
+        wall_seconds=wall,
+        train_num_examples=len(setup.train),
+        trace_counts=trainer.trace_counts(),
+        time=time_split(
             state.history,
             trainer.trace_seconds,
-            load=loaded - started,
-            tokenize=tokenized - loaded,
-            build=built - tokenized,
             save=checkpoints.seconds,
-            wall=time.perf_counter() - started,
+            wall=wall,
+            **setup.seconds,
         ),
-        **about,
-    }
-    if eval_data is not None:
-        final["final"] = state.history[-1]["eval"]
-        final["best"] = {best_metric: state.best_value}
-        tuned = [
-            r["eval"]["threshold"]
-            for r in state.history
-            if r.get("best") and "threshold" in r["eval"]
-        ]
-        if config.train.tune_threshold and tuned:
-            run_dir.save_task(dataclasses.replace(task, threshold=tuned[-1]))
-    run_dir.save_metrics(final)
-    run_dir.log("finished")
-    if run_dir.write and not quiet:
-        print(epoch_table(final), file=sys.stderr)
-    if report and run_dir.write:
-        final["report"] = str(write_report(run_dir.path))
-        if not quiet:
-            print(f"report: {final['report']}", file=sys.stderr)
-    return final
+    )
+    if setup.eval is None:
+        return finished
+    tuned = [r.eval["threshold"] for r in state.history if r.best and "threshold" in r.eval]
+    if setup.config.train.tune_threshold and tuned:
+        run_dir.save_task(dataclasses.replace(setup.task, threshold=tuned[-1]))
+    return dataclasses.replace(
+        finished, final=state.history[-1].eval, best={setup.best_metric: state.best_value}
+    )
 
 
 def time_split(
-    history: list[dict],
+    history: list[EpochRecord],
     trace_seconds: dict[str, float],
     *,
     load: float,
@@ -368,8 +275,8 @@ def time_split(
     building the model and optimizer, the calls that traced and compiled, training and
     evaluation (without those calls), writing checkpoints, and the rest of `wall` (run
     directory, logs, summaries)."""
-    train = sum(r["train_seconds"] for r in history)
-    evaluation = sum(r["eval"]["wall_seconds"] for r in history if "eval" in r)
+    train = sum(r.train_seconds for r in history)
+    evaluation = sum(r.eval["wall_seconds"] for r in history if r.eval is not None)
     split = {
         "load": load,
         "tokenize": tokenize,
@@ -390,19 +297,21 @@ def data_fingerprint(examples: list[Example]) -> str:
     return digest.hexdigest()
 
 
-def resolve_best_metric(config: RunConfig, task: Task) -> str:
-    """`--best-metric`, or the task's default; it must be one of the task's metrics."""
-    metric = config.train.best_metric or default_metric(task.kind)
-    if metric not in TASK_METRICS[task.kind]:
-        raise ConfigError(
-            f"--best-metric {metric} is not a {task.kind} metric; choose one of "
-            f"{', '.join(TASK_METRICS[task.kind])}."
-        )
-    return metric
+def is_chief(strategy: tf.distribute.Strategy) -> bool:
+    """Whether this process writes the run: always, except on a MultiWorkerMirroredStrategy
+    worker that is not the chief (task "chief", or worker 0 in a cluster without one)."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        return True
+    return resolver.task_type in (None, "chief") or (
+        resolver.task_type == "worker"
+        and resolver.task_id == 0
+        and "chief" not in resolver.cluster_spec().as_dict()
+    )
 
 
-def _check_same_task(run_dir: RunDir, task: Task) -> None:
-    saved = run_dir.load_task()
+def _check_same_task(run_dir: RunDir, setup: RunSetup) -> None:
+    saved, task = run_dir.load_task(), setup.task
     if (saved.kind, saved.labels) != (task.kind, task.labels):
         raise DataError(
             f"the training file's labels ({task.kind}, {list(task.labels)}) are not those of the "
@@ -413,7 +322,9 @@ def _check_same_task(run_dir: RunDir, task: Task) -> None:
         )
 
 
-def _resume(run_dir: RunDir, checkpoints: RunCheckpoints, fresh: TrainingState) -> TrainingState:
+def _resume(
+    run_dir: RunDir, checkpoints: RunCheckpoints, fresh: TrainingState, console: Console
+) -> TrainingState:
     """Restores `latest` (when a checkpoint was saved before the run stopped) and drops the
     steps logged after it."""
     run_dir.remove_checkpoint_leftovers()
@@ -429,9 +340,27 @@ def _resume(run_dir: RunDir, checkpoints: RunCheckpoints, fresh: TrainingState) 
     run_dir.keep_steps(state.global_step)
     where = f"epoch {state.epoch + 1}, step {state.step}"
     run_dir.log(f"resumed at {where} (global step {state.global_step})")
-    if run_dir.write:  # even with --quiet: continuing a run is never silent
-        print(f"resuming the unfinished run in {run_dir.path} at {where}", file=sys.stderr)
+    console.say(f"resuming the unfinished run in {run_dir.path} at {where}")  # even with --quiet
     return state
+
+
+def evaluate_data(
+    setup: RunSetup, data: LabelledData, console: Console, title: str = "eval"
+) -> tuple[dict, np.ndarray]:
+    """The task's metrics over every example of `data` (none dropped) and the outputs."""
+    batches = setup.batches(data, shuffle=False)
+    progress = console.progress(title, len(batches))
+    start = time.perf_counter()
+    outputs = setup.trainer.predict(batches, len(data), progress)
+    progress.close()
+    seconds = time.perf_counter() - start
+    metrics = task_metrics(setup.task, data.labels, outputs)
+    metrics.update(
+        num_examples=len(data),
+        wall_seconds=seconds,
+        examples_per_second=len(data) / max(seconds, 1e-9),
+    )
+    return metrics, outputs
 
 
 class EpochRunner:
@@ -440,81 +369,49 @@ class EpochRunner:
 
     def __init__(
         self,
-        trainer: Trainer,
-        tokenizer,
-        config: RunConfig,
-        task: Task,
-        best_metric: str,
+        setup: RunSetup,
         run_dir: RunDir,
         checkpoints: RunCheckpoints,
-        quiet: bool,
+        console: Console,
         summaries: RunSummaries,
-        about: dict,
+        summary: RunSummary,
     ):
-        self.trainer, self.tokenizer, self.config = trainer, tokenizer, config
-        self.task, self.best_metric = task, best_metric
-        self.run_dir, self.checkpoints, self.quiet = run_dir, checkpoints, quiet
-        self.summaries, self.about = summaries, about
+        self.setup, self.trainer, self.config = setup, setup.trainer, setup.config
+        self.run_dir, self.checkpoints, self.console = run_dir, checkpoints, console
+        self.summaries, self.summary = summaries, summary
 
-    def train(self, data: LabelledData, state: TrainingState, stop: StopRequests) -> None:
+    def train(self, state: TrainingState, stop: StopRequests) -> None:
         """Takes the epoch's remaining steps; saves `latest` at the end (and every
         save_every_steps / save_every_minutes), or on a stop request before raising."""
-        batches = bucketed(
-            data,
-            self.trainer,
-            self.tokenizer,
-            self.config,
-            shuffle=True,
-            epoch=state.epoch,
-            training=True,
-            start=state.step,
+        batches = self.setup.batches(
+            self.setup.train, shuffle=True, epoch=state.epoch, training=True, start=state.step
         )
-        total = state.step + len(batches)
         if not len(batches):
             return  # the epoch's training was done; its evaluation remains
         t = self.config.train
-        progress = Progress(
-            f"epoch {state.epoch + 1}/{t.epochs}", total, quiet=self.quiet, first_step=state.step
+        progress = self.console.progress(
+            f"epoch {state.epoch + 1}/{t.epochs}", state.step + len(batches), state.step
         )
         plan = iter(batches.plan)
         seen, last_time = 0, time.perf_counter()
         last_save = (state.global_step, last_time)
         with explain_errors():  # known TF/XLA errors in plain words
             for results in self.trainer.run_plan(batches):
-                now, wall_time = time.perf_counter(), time.time()
-                rows = []
-                diverged = None
-                for loss, norm in results:
-                    examples = next(plan).num_examples
-                    state.step += 1
-                    state.global_step += 1
-                    if diverged is None and not math.isfinite(loss):
-                        diverged = (loss, state.step, state.global_step)
-                    state.epoch_loss_sum += loss * examples
-                    state.epoch_examples += examples
-                    seen += examples
-                    rows.append(
-                        {
-                            "epoch": state.epoch + 1,
-                            "step": state.step,
-                            "global_step": state.global_step,
-                            "loss": loss,
-                            "learning_rate": self.trainer.schedule.at(state.global_step - 1),
-                            "grad_norm": norm,
-                            "examples": examples,
-                            "wall_time": wall_time,
-                        }
-                    )
-                call_rate = sum(r["examples"] for r in rows) / max(now - last_time, 1e-9)
+                now = time.perf_counter()
+                rows = self._step_rows(results, plan, state)
                 for row in rows:
-                    row["examples_per_second"] = call_rate
+                    row["examples_per_second"] = sum(r["examples"] for r in rows) / max(
+                        now - last_time, 1e-9
+                    )
+                seen += sum(r["examples"] for r in rows)
                 state.epoch_seconds += now - last_time
                 last_time = now
                 self.run_dir.append_steps(rows)
                 self.summaries.steps(rows)
+                diverged = next((r for r in rows if not math.isfinite(r["loss"])), None)
                 if diverged is not None:
                     progress.close()
-                    self._diverged(state, *diverged)
+                    self._diverged(state, diverged)
                 progress.update(
                     state.step, seen, loss=state.epoch_loss_sum / max(state.epoch_examples, 1)
                 )
@@ -527,62 +424,80 @@ class EpochRunner:
         progress.close()
         self.checkpoints.save_latest(state)  # a stop during evaluation resumes with it
 
-    def finish(
-        self, eval_data: LabelledData | None, state: TrainingState, stop: StopRequests
-    ) -> None:
+    def _step_rows(self, results, plan, state: TrainingState) -> list[dict]:
+        """One steps.jsonl row per optimizer step of a host call, advancing `state`."""
+        rows, wall_time = [], time.time()
+        for loss, norm in results:
+            examples = next(plan).num_examples
+            state.step += 1
+            state.global_step += 1
+            state.epoch_loss_sum += loss * examples
+            state.epoch_examples += examples
+            rows.append(
+                {
+                    "epoch": state.epoch + 1,
+                    "step": state.step,
+                    "global_step": state.global_step,
+                    "loss": loss,
+                    "learning_rate": self.trainer.schedule.at(state.global_step - 1),
+                    "grad_norm": norm,
+                    "examples": examples,
+                    "wall_time": wall_time,
+                }
+            )
+        return rows
+
+    def finish(self, state: TrainingState, stop: StopRequests) -> None:
         """Evaluates the epoch, keeps the best weights, records it and moves to the next."""
-        record = {
-            "epoch": state.epoch + 1,
-            "train_loss": state.epoch_loss_sum / max(state.epoch_examples, 1),
-            "train_examples": state.epoch_examples,
-            "train_examples_per_second": state.epoch_examples / max(state.epoch_seconds, 1e-9),
-            "train_seconds": state.epoch_seconds,
-        }
-        best_metric = self.best_metric
-        if eval_data is not None:
-            metrics = self._evaluate(eval_data)
-            record["eval"] = metrics
-            self.summaries.evaluation(metrics, state.global_step)
-            if is_better(best_metric, metrics[best_metric], state.best_value):
-                state.best_value = metrics[best_metric]
-                record["best"] = True
-        if eval_data is None or record.get("best"):
+        record = EpochRecord(
+            epoch=state.epoch + 1,
+            train_loss=state.epoch_loss_sum / max(state.epoch_examples, 1),
+            train_examples=state.epoch_examples,
+            train_examples_per_second=state.epoch_examples / max(state.epoch_seconds, 1e-9),
+            train_seconds=state.epoch_seconds,
+        )
+        metric = self.setup.best_metric
+        if self.setup.eval is not None:
+            record.eval = self._evaluate(self.setup.eval)
+            self.summaries.evaluation(record.eval, state.global_step)
+            record.best = is_better(metric, record.eval[metric], state.best_value)
+            if record.best:
+                state.best_value = record.eval[metric]
+        if self.setup.eval is None or record.best:
             self.checkpoints.save_best(state)  # without evaluation: the latest epoch
         state.history.append(record)
         state.epoch += 1
         state.step = 0
         state.epoch_loss_sum, state.epoch_examples, state.epoch_seconds = 0.0, 0, 0.0
-        self.run_dir.log(describe_epoch(record))
-        self.run_dir.save_metrics({"status": RUNNING, "epochs": state.history, **self.about})
+        self.run_dir.log(record.describe())
+        self.run_dir.save_metrics(dataclasses.replace(self.summary, epochs=state.history))
         if stop.signal is not None:
             self._stop(state, stop.signal)
 
     def _evaluate(self, data: LabelledData) -> dict:
         """The epoch's evaluation; with --tune-threshold the multi-label threshold that suits
         these outputs best; a warning when single-label predictions collapsed."""
-        metrics, outputs = evaluate_data(
-            self.trainer, data, self.tokenizer, self.config, self.task, quiet=self.quiet
-        )
+        task = self.setup.task
+        metrics, outputs = evaluate_data(self.setup, data, self.console)
         self.run_dir.save_eval_outputs(data.labels, outputs)
-        if self.config.train.tune_threshold and self.task.kind == MULTI_LABEL:
-            tuned = dataclasses.replace(self.task, threshold=best_threshold(data.labels, outputs))
+        if self.config.train.tune_threshold and task.kind == MULTI_LABEL:
+            tuned = dataclasses.replace(task, threshold=best_threshold(data.labels, outputs))
             metrics.update(task_metrics(tuned, data.labels, outputs))
-        warning = collapse_warning(self.task, data.labels, outputs)
+        warning = collapse_warning(task, data.labels, outputs)
         if warning:
             metrics["warnings"] = [warning]
             self.run_dir.log(f"warning: {warning}")
-            if self.run_dir.write:
-                print(f"bertfit: warning: {warning}", file=sys.stderr)
+            self.console.say(f"bertfit: warning: {warning}")
         return metrics
 
-    def _diverged(self, state: TrainingState, loss: float, step: int, global_step: int) -> None:
+    def _diverged(self, state: TrainingState, row: dict) -> None:
         """Ends a run whose loss stopped being a number: nothing after it can be trusted."""
         t = self.config.train
-        rate = self.trainer.schedule.at(global_step - 1)
         fp16 = self.config.model.precision == "mixed_fp16"
         message = (
-            f"the training loss became {loss} at epoch {state.epoch + 1}, step {step} (global "
-            f"step {global_step}, learning rate {rate:.3g}): training diverged and was stopped. "
+            f"the training loss became {row['loss']} at epoch {state.epoch + 1}, step "
+            f"{row['step']} (global step {row['global_step']}, learning rate "
+            f"{row['learning_rate']:.3g}): training diverged and was stopped. "
             f"The usual cause is a learning rate too high for this model (--learning-rate "
             f"{t.learning_rate:g}; fine-tuning uses 1e-5 to 1e-4)"
             + (", or float16 overflowing (try --precision mixed_bf16)" if fp16 else "")
@@ -591,7 +506,7 @@ class EpochRunner:
         )
         self.run_dir.log(f"error: {message}")
         self.run_dir.save_metrics(
-            {"status": DIVERGED, "error": message, "epochs": state.history, **self.about}
+            dataclasses.replace(self.summary, status=DIVERGED, error=message, epochs=state.history)
         )
         raise TrainingDiverged(message)
 
@@ -616,21 +531,3 @@ def _save_due(t: TrainConfig, global_step: int, last_save: tuple[int, float]) ->
         (t.save_every_steps and global_step - step >= t.save_every_steps)
         or (t.save_every_minutes and time.perf_counter() - when >= 60 * t.save_every_minutes)
     )
-
-
-def _is_chief(strategy: tf.distribute.Strategy) -> bool:
-    resolver = getattr(strategy, "cluster_resolver", None)
-    if resolver is None or not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
-        return True
-    return resolver.task_type in (None, "chief") or (
-        resolver.task_type == "worker"
-        and resolver.task_id == 0
-        and "chief" not in resolver.cluster_spec().as_dict()
-    )
-
-
-def _writable(directory: Path, run_dir: RunDir) -> Path:
-    """Non-chief workers must still save (collectives), but to a scratch directory."""
-    if run_dir.write:
-        return directory
-    return Path(tempfile.mkdtemp(prefix="bertfit-worker-"))

@@ -51,15 +51,16 @@ import tensorflow as tf
 
 from bertfit.atomic import leftover_of, write_bytes_atomic, write_text_atomic
 from bertfit.config import RunConfig, config_differences
+from bertfit.data.buckets import fixed_buckets, saved_buckets
 from bertfit.data.tasks import Task
 from bertfit.errors import BertfitError, ConfigError
 from bertfit.model.config import BertConfig
 from bertfit.text.loading import load_tokenizer
 from bertfit.text.tokenizer import BertTokenizer, TokenizerConfig
+from bertfit.training.records import FINISHED, RUNNING, RunSummary
 
 RUNS_ROOT = Path("runs")
 LATEST_LINK = "latest"
-RUNNING, FINISHED = "running", "finished"
 # What a run directory may hold; anything else means the directory is someone else's.
 RUN_ENTRIES = {
     "config.yaml",
@@ -178,17 +179,28 @@ def _step(checkpoint: str) -> str:
     return checkpoint.rpartition("-")[2]
 
 
+def _buckets_resolved(saved: RunConfig, config: RunConfig) -> tuple[RunConfig, RunConfig]:
+    """Both configs with their buckets as lists of lengths, "auto" taking the saved run's
+    choice, so a rerun of the same command (or `--buckets none` against [max]) compares
+    equal."""
+    saved_lengths = saved_buckets(saved.data.buckets, saved.model.max_seq_length)
+    wanted = fixed_buckets(config.data.buckets, config.model.max_seq_length) or saved_lengths
+
+    def with_buckets(c: RunConfig, lengths: tuple[int, ...]) -> RunConfig:
+        return dataclasses.replace(c, data=dataclasses.replace(c.data, buckets=list(lengths)))
+
+    return with_buckets(saved, saved_lengths), with_buckets(config, wanted)
+
+
 class RunDir:
     """Paths and readers/writers of one run directory.
 
     Args:
-        path: the directory.
-        write: whether this process writes files (False on non-chief workers).
+        path: the directory (a non-chief worker's is a scratch directory: see `train`).
     """
 
-    def __init__(self, path: str | Path, write: bool = True):
+    def __init__(self, path: str | Path):
         self.path = Path(path)
-        self.write = write
 
     # paths
     config_file = property(lambda self: self.path / "config.yaml")
@@ -256,11 +268,7 @@ class RunDir:
                 "new runs/<date>-<time>)."
             )
         saved = self.load_config()
-        if config.data.buckets == []:  # chosen from the data: the saved run's choice
-            config = dataclasses.replace(
-                config, data=dataclasses.replace(config.data, buckets=saved.data.buckets)
-            )
-        differences = config_differences(saved, config)
+        differences = config_differences(*_buckets_resolved(saved, config))
         if differences:
             raise ConfigError(
                 f"{where} holds an unfinished run with other settings ({'; '.join(differences)})."
@@ -273,6 +281,11 @@ class RunDir:
                 "to continue it or --overwrite to start again."
             )
         return True
+
+    def saved_buckets(self) -> tuple[int, ...]:
+        """The length buckets the run here resolved (a resumed run keeps them)."""
+        saved = self.load_config()
+        return saved_buckets(saved.data.buckets, saved.model.max_seq_length)
 
     @staticmethod
     def _leftovers(entries) -> list[str]:
@@ -353,8 +366,6 @@ class RunDir:
 
     def create(self, *, overwrite: bool = False) -> None:
         """Makes the directory (clearing a previous run first with `overwrite`)."""
-        if not self.write:
-            return
         if overwrite and self.path.exists():
             for entry in self.path.iterdir():
                 if entry.name == LOCK_FILE:  # this run's own lock
@@ -367,8 +378,6 @@ class RunDir:
     def link_as_latest(self) -> None:
         """Points `<parent>/latest` at this run (a symlink), unless `latest` is a real
         directory (an older run's), which is left alone."""
-        if not self.write:
-            return
         link = self.path.parent / LATEST_LINK
         if link.exists() and not link.is_symlink():
             return
@@ -384,8 +393,6 @@ class RunDir:
         bert: BertConfig,
         tokenizer,
     ) -> None:
-        if not self.write:
-            return
         self.encoder_dir.mkdir(exist_ok=True)
         write_text_atomic(self.encoder_dir / "config.json", json.dumps(bert.to_dict(), indent=2))
         tokenizer.save(self.tokenizer_dir)
@@ -394,26 +401,24 @@ class RunDir:
 
     def save_task(self, task: Task) -> None:
         """Rewrites labels.json (a tuned multi-label threshold at the end of a run)."""
-        if self.write:
-            task.save(self.labels_file)
+        task.save(self.labels_file)
 
     # ---- during a run ----
 
     def log(self, message: str) -> None:
-        if self.write:
-            with self.log_file.open("a", encoding="utf-8") as f:
-                f.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {message}\n")
+        with self.log_file.open("a", encoding="utf-8") as f:
+            f.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {message}\n")
 
     def append_steps(self, rows: list[dict]) -> None:
         """One JSON line per optimizer step (epoch, step in epoch, global step, loss, ...)."""
-        if self.write and rows:
+        if rows:
             with self.steps_file.open("a", encoding="utf-8") as f:
                 f.writelines(json.dumps(row) + "\n" for row in rows)
 
     def keep_steps(self, global_step: int) -> None:
         """Drops the step lines after `global_step` (written after the checkpoint a resumed
         run restarts from, or cut off by a kill)."""
-        if not self.write or not self.steps_file.exists():
+        if not self.steps_file.exists():
             return
         kept = [row for row in self.read_steps() if row.get("global_step", 0) <= global_step]
         write_text_atomic(self.steps_file, "".join(json.dumps(row) + "\n" for row in kept))
@@ -432,10 +437,9 @@ class RunDir:
         return rows
 
     def save_eval_outputs(self, targets: np.ndarray, outputs: np.ndarray) -> None:
-        if self.write:
-            buffer = io.BytesIO()
-            np.savez(buffer, targets=targets, outputs=outputs)
-            write_bytes_atomic(self.eval_outputs_file, buffer.getvalue())
+        buffer = io.BytesIO()
+        np.savez(buffer, targets=targets, outputs=outputs)
+        write_bytes_atomic(self.eval_outputs_file, buffer.getvalue())
 
     def load_eval_outputs(self) -> tuple[np.ndarray, np.ndarray] | None:
         """(targets, outputs) of the latest evaluation, if one was saved."""
@@ -444,15 +448,12 @@ class RunDir:
         with np.load(self.eval_outputs_file) as data:
             return data["targets"], data["outputs"]
 
-    def save_metrics(self, metrics: dict) -> None:
-        if self.write:
-            write_text_atomic(self.metrics_file, json.dumps(metrics, indent=2))
+    def save_metrics(self, summary: RunSummary) -> None:
+        write_text_atomic(self.metrics_file, json.dumps(summary.to_dict(), indent=2))
 
     def remove_checkpoint_leftovers(self) -> None:
         """Deletes what a killed save left: temporary folders and files of a checkpoint that
         TensorFlow's `checkpoint` index does not name."""
-        if not self.write:
-            return
         for directory in (self.latest_dir, self.best_dir):
             if not directory.is_dir():
                 continue

@@ -1,18 +1,22 @@
-"""What a run sets up before its first step, written once for `train`, `check`, `evaluate` and
-`predict`: the files read as the run reads them (a `--train` glob included), the task, the
-checkpoint and its tokenizer, the tokenized data, the bucket plan, the classifier at the run's
-precision and the `Trainer` whose `replica_step` is the function the run compiles.
+"""What a run decides and builds before its first step, written once for `train` and `check`:
+`prepare(config, strategy, xla) -> RunSetup` reads the files as the run reads them (a `--train`
+glob included), infers the task, loads the checkpoint and its tokenizer, tokenizes the data,
+then `assemble` resolves the length buckets (the only place they are decided), and builds the
+classifier at the run's precision and the `Trainer` whose `replica_step` the run compiles.
 
-`bertfit check` builds the same objects from the same functions, so it compiles exactly what
-`bertfit train` will (the accumulated step under `--grad-accum`, the encoder's dtype policy from
-`--precision`, never a global Keras policy).
+`bertfit check` reads and samples the data its own way (every problem is a finding, not an
+error) and then calls the same `assemble`, so it compiles exactly what `bertfit train` will
+(the accumulated step under `--grad-accum`, the encoder's dtype policy from `--precision`,
+never a global Keras policy). `evaluate`/`predict` on a trained run are in `bertfit.inference`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import glob
-from typing import TYPE_CHECKING
+import json
+import time
+from pathlib import Path
 
 import keras
 import numpy as np
@@ -21,26 +25,24 @@ import tensorflow as tf
 from bertfit.checkpoints.base import Checkpoint
 from bertfit.checkpoints.load import build_encoder, build_tokenizer, read_checkpoint
 from bertfit.checkpoints.registry import resolve
-from bertfit.config import PRECISION_POLICIES, RunConfig, check_positions
-from bertfit.data.buckets import choose_buckets, padding_share
-from bertfit.data.pipeline import (
-    Batch,
-    BucketedInput,
-    EncodedTexts,
-    buckets_for,
-    default_buckets,
-    encode_texts,
-    plan_batches,
+from bertfit.config import (
+    BALANCED,
+    NO_CLASS_WEIGHTS,
+    PRECISION_POLICIES,
+    TASK_METRICS,
+    RunConfig,
+    check_positions,
 )
+from bertfit.data.buckets import resolve_buckets
+from bertfit.data.pipeline import Batch, BucketedInput, EncodedTexts, encode_texts, plan_batches
 from bertfit.data.sources import Example, SourceSpec, read_examples
-from bertfit.data.tasks import Task, infer_task
-from bertfit.errors import DataError
+from bertfit.data.tasks import SINGLE_LABEL, Task, infer_task
+from bertfit.errors import ConfigError, DataError
 from bertfit.model.classifier import BertClassifier
-from bertfit.text.tokenizer import BertTokenizer
+from bertfit.text.base import InGraphTokenizer
 from bertfit.training.loop import Trainer
-
-if TYPE_CHECKING:
-    from bertfit.inference.predictor import Classifier
+from bertfit.training.metrics import default_metric
+from bertfit.training.strategy import XlaChoice
 
 
 @dataclasses.dataclass
@@ -70,17 +72,6 @@ def source_spec(config: RunConfig) -> SourceSpec:
         text_pair_column=d.text_pair_column,
         label_column=d.label_column,
         empty_labels=True,  # the task decides: the empty set in multi-label data, else an error
-    )
-
-
-def classifier_source_spec(classifier: Classifier) -> SourceSpec:
-    """How to read files for a trained classifier: the columns its training files used."""
-    columns = classifier.metadata.get("columns", {})
-    return SourceSpec(
-        text_column=columns.get("text", "text"),
-        text_pair_column=columns.get("text_pair"),
-        label_column=columns.get("label", "label"),
-        empty_labels=True,
     )
 
 
@@ -144,102 +135,256 @@ def load_checkpoint(config: RunConfig) -> Checkpoint:
     return checkpoint
 
 
-def run_tokenizer(checkpoint: Checkpoint, config: RunConfig) -> BertTokenizer:
+def run_tokenizer(checkpoint: Checkpoint, config: RunConfig) -> InGraphTokenizer:
     """The checkpoint's tokenizer, with `--lower-case` when given."""
     return build_tokenizer(checkpoint, lower_case=config.model.lower_case)
 
 
-# ---- batches ----
+# ---- everything before the first step ----
 
 
-def with_chosen_buckets(
-    config: RunConfig,
-    data: LabelledData,
-    saved: list[int] | None = None,
-    rows: int | None = None,
-    traced_per_bucket: bool = True,
-) -> tuple[RunConfig, str]:
-    """The config with the length buckets chosen from the training lengths (`saved`: the
-    buckets a resumed run chose), and a sentence saying what they cost in padding. `rows`:
-    how many training rows `data` stands for when it is a sample (`bertfit check`).
-    `traced_per_bucket`: False when one trace serves every bucket (no XLA: batches padded to
-    their longest row), so buckets cost no trace."""
-    lengths = data.encoded.packed_lengths
-    scale = (rows or len(lengths)) / max(len(lengths), 1)
-    if saved is not None:
-        buckets = saved
-    else:
-        buckets = choose_buckets(
-            lengths,
-            config.model.max_seq_length,
-            batch_size=config.train.batch_size * config.train.grad_accum,
-            epochs=config.train.epochs * scale,
-            traced_per_bucket=traced_per_bucket,
+@dataclasses.dataclass
+class RunSetup:
+    """What a run decides and builds before its first step; `train` and `check` make it with
+    the same functions, so `check` compiles exactly what `train` will.
+
+    Args:
+        config: the run's config, its `data.buckets` the resolved list.
+        checkpoint, tokenizer: the checkpoint read and its tokenizer.
+        task: the task of the training rows; best_metric: `--best-metric` or its default.
+        train, eval: the tokenized data (eval None without `--eval`).
+        buckets: the resolved length buckets (the last is max_seq_length).
+        xla: what XLA compiles (decided with the strategy).
+        trainer: the model, optimizer and compiled steps, built in the strategy's scope.
+        notes: what the user should read before training (task inferred, buckets chosen).
+        rows_read: training rows in the files, before `--max-train-examples`.
+        seconds: time spent loading, tokenizing and building.
+    """
+
+    config: RunConfig
+    checkpoint: Checkpoint
+    tokenizer: InGraphTokenizer
+    task: Task
+    best_metric: str
+    train: LabelledData
+    eval: LabelledData | None
+    buckets: tuple[int, ...]
+    xla: XlaChoice
+    trainer: Trainer
+    notes: list[str]
+    rows_read: int
+    seconds: dict[str, float] = dataclasses.field(default_factory=dict)
+
+    def plan(
+        self,
+        data: LabelledData,
+        *,
+        shuffle: bool,
+        epoch: int = 0,
+        training: bool = False,
+        batch_size: int | None = None,
+    ) -> list[Batch]:
+        """The batch plan of `data`. Training plans hold grad_accum micro-batches per step,
+        in runs of steps_per_execution. `batch_size` (default `--batch-size`, the global batch)
+        is one replica's batch when `check` plans what a single replica is fed."""
+        t = self.config.train
+        return plan_batches(
+            data.encoded.packed_lengths,
+            self.buckets,
+            (batch_size or t.batch_size) * (t.grad_accum if training else 1),
+            shuffle=shuffle,
+            seed=t.seed,
+            epoch=epoch,
+            run_length=t.steps_per_execution if training else 1,
         )
-    chosen = dataclasses.replace(config, data=dataclasses.replace(config.data, buckets=buckets))
-    buckets, fixed = buckets_for(chosen), default_buckets(config.model.max_seq_length)
-    return chosen, (
-        f"length buckets {', '.join(map(str, buckets))} chosen from the training lengths: "
-        f"{padding_share(lengths, buckets):.0%} of token slots are padding "
-        f"({padding_share(lengths, fixed):.0%} with {', '.join(map(str, fixed))}); "
-        "--buckets sets them"
-    )
+
+    def batches(
+        self,
+        data: LabelledData,
+        *,
+        shuffle: bool,
+        epoch: int = 0,
+        training: bool = False,
+        start: int = 0,
+        batch_size: int | None = None,
+        static_shapes: bool = False,
+    ) -> BucketedInput:
+        """The input of the plan's steps from `start` on (a resumed epoch skips the steps
+        taken). Batches are padded to their longest row when the replica step is not
+        XLA-compiled (and `static_shapes` does not ask for the bucket lengths), else to their
+        bucket's length."""
+        plan = self.plan(
+            data, shuffle=shuffle, epoch=epoch, training=training, batch_size=batch_size
+        )
+        return BucketedInput(
+            data.encoded,
+            data.labels,
+            plan[start:],
+            self.trainer.strategy,
+            special_ids=self.tokenizer.special_ids,
+            micro_batches=self.config.train.grad_accum if training else 1,
+            weights=data.weights if training else None,
+            pad_to_longest=not (self.xla.replica_step or static_shapes),
+        )
 
 
-def plan_for(
-    data: LabelledData,
+def prepare(
     config: RunConfig,
+    strategy: tf.distribute.Strategy,
+    xla: XlaChoice,
     *,
-    shuffle: bool,
-    epoch: int = 0,
-    training: bool = False,
-    batch_size: int | None = None,
-) -> list[Batch]:
-    """The run's batch plan of `data`. Training plans hold grad_accum micro-batches per step,
-    in runs of steps_per_execution. `batch_size` (default `--batch-size`, the global batch) is
-    one replica's batch when `check` plans what a single replica is fed."""
-    micro = config.train.grad_accum if training else 1
-    return plan_batches(
-        data.encoded.packed_lengths,
-        buckets_for(config),
-        (batch_size or config.train.batch_size) * micro,
-        shuffle=shuffle,
-        seed=config.train.seed,
-        epoch=epoch,
-        run_length=config.train.steps_per_execution if training else 1,
+    saved_buckets: tuple[int, ...] | None = None,
+) -> RunSetup:
+    """`train`'s setup: the checkpoint and its tokenizer, every training and eval row read and
+    tokenized, the task, then `assemble`. `saved_buckets`: those a resumed run chose."""
+    started = time.perf_counter()
+    checkpoint = load_checkpoint(config)
+    tokenizer = run_tokenizer(checkpoint, config)
+    loaded = time.perf_counter()
+    rows = read_training_examples(config.data.train, config)
+    examples = rows[: config.data.max_train_examples]
+    task, notes = infer_run_task(examples, config)
+    resolve_best_metric(config, task)  # a wrong --best-metric fails before the tokenizing
+    train = encode_labelled(config.data.train, examples, config, tokenizer, task)
+    train.weights = class_weights(config, task, train.labels)
+    evaluation = (
+        read_labelled(config.data.eval, config, tokenizer, task) if config.data.eval else None
     )
+    tokenized = time.perf_counter()
+    setup = assemble(
+        config,
+        strategy,
+        xla,
+        checkpoint,
+        tokenizer,
+        task,
+        train,
+        evaluation,
+        notes=notes,
+        rows_read=len(rows),
+        saved_buckets=saved_buckets,
+    )
+    setup.seconds = {
+        "load": loaded - started,
+        "tokenize": tokenized - loaded,
+        "build": time.perf_counter() - tokenized,
+    }
+    return setup
 
 
-def bucketed(
-    data: LabelledData,
-    trainer: Trainer,
-    tokenizer,
+def assemble(
     config: RunConfig,
+    strategy: tf.distribute.Strategy,
+    xla: XlaChoice,
+    checkpoint: Checkpoint,
+    tokenizer: InGraphTokenizer,
+    task: Task,
+    train: LabelledData,
+    evaluation: LabelledData | None = None,
     *,
-    shuffle: bool,
-    epoch: int = 0,
-    training: bool = False,
-    start: int = 0,
-    batch_size: int | None = None,
-    static_shapes: bool = False,
-) -> BucketedInput:
-    """The input of the plan's steps from `start` on (a resumed epoch skips the steps taken).
-    Batches are padded to their longest row when the trainer's replica step is not
-    XLA-compiled (and `static_shapes` does not ask for the bucket lengths), else to their
-    bucket's length."""
-    plan = plan_for(
-        data, config, shuffle=shuffle, epoch=epoch, training=training, batch_size=batch_size
+    notes: list[str] | None = None,
+    rows_read: int | None = None,
+    saved_buckets: tuple[int, ...] | None = None,
+    total_steps: int | None = None,
+) -> RunSetup:
+    """The decisions and the trainer once the data is tokenized: the buckets (resolved here,
+    once), the batch plan's length and the `Trainer`. `rows_read`: how many training rows
+    `train` stands for when it is a sample (`check`); `total_steps`: the schedule's length
+    (default: the run's)."""
+    t = config.train
+    rows_read = len(train) if rows_read is None else rows_read
+    resolved = resolve_buckets(
+        config.data.buckets,
+        config.model.max_seq_length,
+        train.encoded.packed_lengths,
+        batch_size=t.batch_size * t.grad_accum,
+        epochs=t.epochs * rows_read / max(len(train), 1),
+        traced_per_bucket=xla.replica_step,
+        saved=saved_buckets,
     )
-    return BucketedInput(
-        data.encoded,
-        data.labels,
-        plan[start:],
-        trainer.strategy,
-        special_ids=tokenizer.special_ids,
-        micro_batches=config.train.grad_accum if training else 1,
-        weights=data.weights if training else None,
-        pad_to_longest=not (trainer.xla.replica_step or static_shapes),
+    config = dataclasses.replace(
+        config, data=dataclasses.replace(config.data, buckets=list(resolved.lengths))
     )
+    notes = [*(notes or []), *([resolved.note] if resolved.note else [])]
+    if total_steps is None:
+        steps_per_epoch = len(
+            plan_batches(
+                train.encoded.packed_lengths,
+                resolved.lengths,
+                t.batch_size * t.grad_accum,
+                shuffle=False,
+                run_length=t.steps_per_execution,
+            )
+        )
+        total_steps = steps_per_epoch * t.epochs
+    keras.utils.set_random_seed(t.seed)
+    trainer = make_trainer(checkpoint, task, config, strategy, total_steps, xla)
+    return RunSetup(
+        config=config,
+        checkpoint=checkpoint,
+        tokenizer=tokenizer,
+        task=task,
+        best_metric=resolve_best_metric(config, task),
+        train=train,
+        eval=evaluation,
+        buckets=resolved.lengths,
+        xla=xla,
+        trainer=trainer,
+        notes=notes,
+        rows_read=rows_read,
+    )
+
+
+def resolve_best_metric(config: RunConfig, task: Task) -> str:
+    """`--best-metric`, or the task's default; it must be one of the task's metrics."""
+    metric = config.train.best_metric or default_metric(task.kind)
+    if metric not in TASK_METRICS[task.kind]:
+        raise ConfigError(
+            f"--best-metric {metric} is not a {task.kind} metric; choose one of "
+            f"{', '.join(TASK_METRICS[task.kind])}."
+        )
+    return metric
+
+
+def class_weights(config: RunConfig, task: Task, targets: np.ndarray) -> np.ndarray | None:
+    """The loss weight of each training example from `--class-weights`: "balanced" gives class
+    c the weight n / (classes × n_c), a JSON file {label: weight} its own; None for "none"."""
+    choice = config.train.class_weights
+    if choice == NO_CLASS_WEIGHTS:
+        return None
+    if task.kind != SINGLE_LABEL:
+        raise ConfigError(
+            f"--class-weights applies to single-label tasks; this run is {task.kind}. Leave it out."
+        )
+    if choice == BALANCED:
+        counts = np.bincount(targets, minlength=len(task.labels)).astype(np.float64)
+        per_class = len(targets) / (len(task.labels) * np.maximum(counts, 1))
+    else:
+        per_class = _weights_file(choice, task)
+    return per_class[targets].astype(np.float32)
+
+
+def _weights_file(path: str, task: Task) -> np.ndarray:
+    try:
+        values = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise ConfigError(
+            f"--class-weights {path}: expected {BALANCED!r}, {NO_CLASS_WEIGHTS!r} or a JSON file "
+            f'{{"label": weight, ...}} ({e}).'
+        ) from None
+    if (
+        not isinstance(values, dict)
+        or set(values) != set(task.labels)
+        or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
+            for v in values.values()
+        )
+    ):
+        raise ConfigError(
+            f"--class-weights {path}: give one positive number for each label "
+            f'{list(task.labels)}, as {{"label": weight, ...}}.'
+        )
+    return np.asarray([values[label] for label in task.labels], np.float64)
 
 
 # ---- the model and its trainer ----
@@ -263,6 +408,7 @@ def make_trainer(
     config: RunConfig,
     strategy: tf.distribute.Strategy,
     total_steps: int,
+    xla: XlaChoice,
 ) -> Trainer:
     """The run's `Trainer`: the classifier built in the strategy's scope with the encoder's dtype
     policy from `--precision` (no global Keras policy is set), the unused pooler left out of
@@ -281,6 +427,7 @@ def make_trainer(
         frozen=("pooler",) if config.model.pooling == "mean" else (),
         loss_scale=config.model.precision == "mixed_fp16",
         task_kind=task.kind,
+        xla=xla,
     )
     checkpoint.tensors.clear()
     return trainer

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import tensorflow as tf
 
-from bertfit.export.hub import HubBertEncoder
+from bertfit.checkpoints.hub_export import HubBertEncoder
 from bertfit.model.config import BertConfig
 from bertfit.model.encoder import BertEncoder
 from tests.tiny import TINY_CONFIG, TINY_VOCAB, tiny_encoder, write_vocab

@@ -38,7 +38,7 @@ def test_signature_only_savedmodel_is_refused_for_training_and_offered_frozen(tm
 
 
 def test_preprocessing_model_given_as_encoder(tmp_path):
-    from bertfit.export.hub import write_hub_preprocessor
+    from bertfit.checkpoints.hub_export import write_hub_preprocessor
     from bertfit.text.tokenizer import BertTokenizer
 
     write_hub_preprocessor(BertTokenizer(write_vocab(tmp_path)), tmp_path / "pre", seq_length=16)

@@ -52,7 +52,7 @@ def test_bert_pack_inputs_trims_pairs_as_tf_hub_and_the_call_as_training_does(tm
 
 
 def test_preprocess_savedmodel_signature_takes_sentences(tmp_path):
-    from bertfit.export.hub import write_hub_preprocessor
+    from bertfit.checkpoints.hub_export import write_hub_preprocessor
 
     tokenizer = BertTokenizer(write_vocab(tmp_path))
     write_hub_preprocessor(tokenizer, tmp_path / "preprocess", seq_length=8)

@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from bertfit.checkpoints.hub_export import write_hub_encoder
 from bertfit.checkpoints.inspect import inspect_checkpoint
 from bertfit.checkpoints.load import load_encoder, read_checkpoint
 from bertfit.checkpoints.names import identify, tf1_table
 from bertfit.checkpoints.weights import read_weights
-from bertfit.export.hub import write_hub_encoder
 from bertfit.model.classifier import BertClassifier
 from bertfit.model.encoder import BertEncoder
 from tests.checkpoints.model_garden import write_model_garden_encoder

@@ -70,10 +70,10 @@ def test_check_compiles_the_step_the_run_compiles_at_its_precision(
 ):
     """--grad-accum 2: the accumulated step, fed both micro-batches of a replica; bf16 comes
     from the encoder's dtype policy, as in the run, never from a global Keras policy."""
-    import bertfit.checks.model
+    import bertfit.checks.api
     from bertfit.training.loop import Trainer
 
-    compile_shapes, seen = bertfit.checks.model.compile_shapes, []
+    compile_shapes, seen = bertfit.checks.api.compile_shapes, []
 
     def spy(report, step, *args, **kwargs):
         model = step.__self__.model
@@ -81,7 +81,7 @@ def test_check_compiles_the_step_the_run_compiles_at_its_precision(
         seen.append((step.__func__, step == step.__self__.replica_step, policies))
         compile_shapes(report, step, *args, **kwargs)
 
-    monkeypatch.setattr(bertfit.checks.model, "compile_shapes", spy)
+    monkeypatch.setattr(bertfit.checks.api, "compile_shapes", spy)
     before = keras.mixed_precision.dtype_policy().name
     config = config_for(
         trainable_hf_dir,
@@ -446,9 +446,11 @@ def test_tpu_rehearsal_of_the_readme_keras_example(encoder, tokenizer):
 
 
 def test_check_chooses_the_buckets_train_will_choose(files, trainable_hf_dir):
-    config = config_for(trainable_hf_dir, good_csv(files / "auto.csv"), batch_size=8, buckets=[])
+    config = config_for(
+        trainable_hf_dir, good_csv(files / "auto.csv"), batch_size=8, buckets="auto"
+    )
     report = bertfit.check(config, compile=False)
     assert "chosen from the training lengths" in report.stats["length buckets"]
     chosen = report.stats["length buckets"].split(" chosen")[0].removeprefix("length buckets ")
     assert set(report.stats["buckets used"]) <= {int(b) for b in chosen.split(", ")}
-    assert config.data.buckets == []  # the caller's config is left as it was
+    assert config.data.buckets == "auto"  # the caller's config is left as it was

@@ -64,3 +64,25 @@ def test_when_one_trace_serves_every_bucket_finer_buckets_pad_less():
     assert len(traced) < len(untraced) <= MAX_UNTRACED_BUCKETS
     assert untraced[0] < 16 and any(b % 8 for b in untraced)
     assert padding_share(REVIEW_LENGTHS, untraced) < padding_share(REVIEW_LENGTHS, traced) / 2
+
+
+def test_buckets_are_resolved_once_from_the_setting_a_resumed_run_or_the_data():
+    from bertfit.data.buckets import resolve_buckets
+
+    def resolve(setting, saved=None):
+        return resolve_buckets(
+            setting,
+            64,
+            REVIEW_LENGTHS,
+            batch_size=32,
+            epochs=3,
+            traced_per_bucket=True,
+            saved=saved,
+        )
+
+    assert resolve([32, 16]).lengths == (16, 32, 64) and resolve([32, 16]).note is None
+    assert resolve("none").lengths == (64,)
+    assert resolve("auto", saved=(24, 64)).lengths == (24, 64)  # a resumed run keeps its own
+    chosen = resolve("auto")
+    assert chosen.lengths == tuple(choose_buckets(REVIEW_LENGTHS, 64, batch_size=32, epochs=3))
+    assert chosen.note.startswith(f"length buckets {', '.join(map(str, chosen.lengths))} chosen")

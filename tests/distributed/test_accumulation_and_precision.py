@@ -57,7 +57,7 @@ def test_steps_per_execution_8_equals_1(base, tmp_path, monkeypatch):
     np.testing.assert_allclose(losses, cluster.step_losses(tmp_path / "spe1"), rtol=1e-6)
     cluster.assert_same_weights(tmp_path / "spe8", tmp_path / "spe1", atol=1e-6)
     # without XLA one trace serves both buckets, whatever the run length
-    assert result["trace_counts"]["train_step"] == 1
+    assert result.trace_counts["train_step"] == 1
 
 
 def test_bf16_trains_to_the_same_accuracy(trained_run, tmp_path):
@@ -66,8 +66,8 @@ def test_bf16_trains_to_the_same_accuracy(trained_run, tmp_path):
         dataclasses.replace(config, model=dataclasses.replace(config.model, precision="bf16")),
         tmp_path / "bf16",
     )
-    assert fp32["final"]["accuracy"] >= 0.9
-    assert bf16["final"]["accuracy"] == pytest.approx(fp32["final"]["accuracy"], abs=0.03)
+    assert fp32.final["accuracy"] >= 0.9
+    assert bf16.final["accuracy"] == pytest.approx(fp32.final["accuracy"], abs=0.03)
 
 
 @pytest.mark.slow

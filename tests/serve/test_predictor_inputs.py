@@ -13,7 +13,7 @@ from bertfit.inference.predictor import load_classifier
 @pytest.fixture(scope="module")
 def run_dir(trained_run):
     _, result = trained_run
-    return result["run_dir"]
+    return result.run_dir
 
 
 @pytest.fixture(scope="module")

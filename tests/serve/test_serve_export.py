@@ -30,7 +30,7 @@ CLASSIFY_IDS_FAULTS = [
 def signatures(trained_run, tmp_path_factory):
     """The signatures of the classifier in memory and of its export loaded back."""
     _, result = trained_run
-    classifier = load_classifier(result["run_dir"])
+    classifier = load_classifier(result.run_dir)
     root = tmp_path_factory.mktemp("export")
     export_classifier(classifier, root)
     exported = load_classifier(root)
@@ -67,7 +67,7 @@ def test_ids_the_model_cannot_read_fail_in_the_graph_saying_why(
 
 def test_the_export_keeps_the_limits_a_server_checks(trained_run, tmp_path):
     _, result = trained_run
-    classifier = load_classifier(result["run_dir"])
+    classifier = load_classifier(result.run_dir)
     exported = load_classifier(export_classifier(classifier, tmp_path / "sst"))
     expected = IdLimits(vocab_size=41, type_vocab_size=2, max_length=64)
     assert IdLimits.of_module(classifier.module) == IdLimits.of_module(exported.module) == expected

@@ -26,7 +26,7 @@ TEXTS = [t for t, _ in sentiment_rows(24, seed=31)]
 @pytest.fixture(scope="module")
 def classifier(trained_run):
     _, result = trained_run
-    return load_classifier(result["run_dir"])
+    return load_classifier(result.run_dir)
 
 
 @pytest.fixture(scope="module")

@@ -55,7 +55,7 @@ def server(trained_run):
             "bertfit.cli",
             "serve",
             "--run",
-            result["run_dir"],
+            result.run_dir,
             "--port",
             "0",
             "--model-name",
@@ -81,7 +81,7 @@ def server(trained_run):
             assert process.poll() is None, process.communicate()[1][-3000:]
             assert time.monotonic() < deadline, "the server did not start"
             time.sleep(0.2)
-    yield url, result["run_dir"]
+    yield url, result.run_dir
     process.terminate()
     process.communicate(timeout=30)
 

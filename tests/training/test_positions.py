@@ -9,7 +9,7 @@ from bertfit.cli import main
 from bertfit.config import DataConfig, ModelConfig, RunConfig, TrainConfig
 from bertfit.errors import ConfigError
 from bertfit.inference.predictor import load_classifier
-from tests.tiny import TINY_CONFIG, sentiment_rows, write_csv
+from tests.tiny import TINY_CONFIG, sentiment_rows, train_args, write_csv
 
 LIMIT = TINY_CONFIG.max_position_embeddings  # 64
 
@@ -18,22 +18,8 @@ def test_train_and_check_refuse_a_length_past_the_position_table(
     trainable_hf_dir, tmp_path, capsys
 ):
     train = write_csv(tmp_path / "train.csv", sentiment_rows(16))
-    assert (
-        main(
-            [
-                "train",
-                "--model",
-                str(trainable_hf_dir),
-                "--train",
-                str(train),
-                "--max-seq-length",
-                str(2 * LIMIT),
-                "--output-dir",
-                str(tmp_path / "run"),
-            ]
-        )
-        == 2
-    )
+    run = tmp_path / "run"
+    assert main(train_args(trainable_hf_dir, train, run, max_seq_length=2 * LIMIT)) == 2
     error = capsys.readouterr().err
     assert f"max_position_embeddings {LIMIT}" in error and f"--max-seq-length {LIMIT}" in error
     assert not (tmp_path / "run").exists()
@@ -51,7 +37,7 @@ def test_a_run_whose_length_exceeds_its_encoder_is_refused_when_loaded(trained_r
 
     _, result = trained_run
     run = tmp_path / "edited"
-    shutil.copytree(result["run_dir"], run)
+    shutil.copytree(result.run_dir, run)
     config = RunConfig.load(run / "config.yaml")
     config.model.max_seq_length = 2 * LIMIT
     config.save(run / "config.yaml")

@@ -16,13 +16,14 @@ from bertfit.inference.run import evaluate, predict
 from bertfit.training.run import train
 from bertfit.training.run_dir import RunDir
 from bertfit.training.setup import encode_labelled, load_checkpoint, make_trainer
+from bertfit.training.strategy import XlaChoice
 from tests.conftest import BUCKETS
 from tests.tiny import sentiment_rows, write_csv
 
 
 def test_run_directory_holds_config_labels_encoder_checkpoints_and_metrics(trained_run):
     config, result = trained_run
-    run = result["run_dir"]
+    run = result.run_dir
     for name in (
         "config.yaml",
         "labels.json",
@@ -48,8 +49,10 @@ def test_the_model_takes_over_the_checkpoints_weights(trained_run):
     checkpoint = load_checkpoint(config)
     (name,) = [n for n in checkpoint.tensors if n.endswith("word_embeddings.weight")]
     word_embeddings = checkpoint.tensors[name].copy()
-    task = RunDir(config.output_dir, write=False).load_task()
-    trainer = make_trainer(checkpoint, task, config, tf.distribute.get_strategy(), total_steps=1)
+    task = RunDir(config.output_dir).load_task()
+    strategy = tf.distribute.get_strategy()
+    xla = XlaChoice.for_run(None, strategy)
+    trainer = make_trainer(checkpoint, task, config, strategy, total_steps=1, xla=xla)
     assert checkpoint.tensors == {}
     np.testing.assert_array_equal(
         trainer.model.encoder.embeddings.word_embeddings.embeddings.numpy(), word_embeddings
@@ -58,13 +61,13 @@ def test_the_model_takes_over_the_checkpoints_weights(trained_run):
 
 def test_learns_a_separable_task(trained_run):
     _, result = trained_run
-    assert result["final"]["accuracy"] >= 0.9
-    assert result["epochs"][-1]["train_loss"] < result["epochs"][0]["train_loss"]
+    assert result.final["accuracy"] >= 0.9
+    assert result.epochs[-1].train_loss < result.epochs[0].train_loss
 
 
 def test_the_time_split_accounts_for_the_run_once(trained_run):
     _, result = trained_run
-    split = result["time"]
+    split = result.time
     parts = {k: v for k, v in split.items() if k not in ("other", "wall")}
     assert set(parts) == {"load", "tokenize", "build", "trace", "train", "eval", "save"}
     assert all(v >= 0 for v in split.values())
@@ -85,8 +88,8 @@ def test_without_xla_one_trace_serves_every_bucket(trained_run):
     # on a CPU the default compiles the step with TensorFlow's kernels: batches are padded to
     # their longest row and share one shape [batch, None]
     config, result = trained_run
-    assert _buckets_used(config, result["run_dir"]) == 2
-    assert result["trace_counts"] == {"train_step": 1, "predict_step": 1}
+    assert _buckets_used(config, result.run_dir) == 2
+    assert result.trace_counts == {"train_step": 1, "predict_step": 1}
 
 
 def test_with_xla_the_step_is_traced_once_per_bucket_used(trained_run, tmp_path):
@@ -97,8 +100,8 @@ def test_with_xla_the_step_is_traced_once_per_bucket_used(trained_run, tmp_path)
         data=dataclasses.replace(config.data, eval=None),
         train=dataclasses.replace(config.train, epochs=1, jit_compile=True),
     )
-    result = train(xla, quiet=True, report=False)
-    assert result["trace_counts"]["train_step"] == _buckets_used(xla, result["run_dir"]) == 2
+    result = train(xla, quiet=True)
+    assert result.trace_counts["train_step"] == _buckets_used(xla, result.run_dir) == 2
 
 
 def _unbatched_probabilities(run_dir, rows):
@@ -115,9 +118,9 @@ def _unbatched_probabilities(run_dir, rows):
 def test_evaluation_counts_every_row_and_equals_an_unbatched_pass(trained_run):
     config, result = trained_run
     rows = sentiment_rows(37, seed=1)  # 37 rows, batch 8: the last batch is padded
-    metrics = evaluate(result["run_dir"], config.data.eval, quiet=True)
+    metrics = evaluate(result.run_dir, config.data.eval, quiet=True)
     assert metrics["num_examples"] == 37
-    probabilities = _unbatched_probabilities(result["run_dir"], rows)
+    probabilities = _unbatched_probabilities(result.run_dir, rows)
     labels = np.array([r[1] == "pos" for r in rows], int)
     assert metrics["accuracy"] == pytest.approx(np.mean(probabilities.argmax(1) == labels))
 
@@ -126,9 +129,9 @@ def test_predict_keeps_row_order_and_count(trained_run, tmp_path):
     _, result = trained_run
     rows = sentiment_rows(29, seed=5)
     unlabelled = write_csv(tmp_path / "new.csv", [(t,) for t, _ in rows], header=("text",))
-    predictions = predict(result["run_dir"], str(unlabelled), quiet=True)
+    predictions = predict(result.run_dir, str(unlabelled), quiet=True)
     assert len(predictions) == 29
-    expected = _unbatched_probabilities(result["run_dir"], rows)
+    expected = _unbatched_probabilities(result.run_dir, rows)
     got = np.array([[p["probabilities"]["neg"], p["probabilities"]["pos"]] for p in predictions])
     np.testing.assert_allclose(got, expected, atol=1e-5)
     assert [p["label"] for p in predictions] == [["neg", "pos"][i] for i in expected.argmax(1)]
@@ -136,7 +139,7 @@ def test_predict_keeps_row_order_and_count(trained_run, tmp_path):
 
 def test_the_predictor_traces_once_whatever_the_batch_or_the_lengths(trained_run):
     _, result = trained_run
-    classifier = load_classifier(result["run_dir"], batch_size=8)
+    classifier = load_classifier(result.run_dir, batch_size=8)
     rows = sentiment_rows(50, seed=8)
     for n in (1, 3, 8, 13, 50):
         texts = [t * (1 + i % 3) for i, (t, _) in enumerate(rows[:n])]

@@ -15,7 +15,7 @@ from bertfit.data.tasks import Task
 from bertfit.errors import ConfigError
 from bertfit.training.run import train
 from bertfit.training.run_dir import RunDir
-from tests.tiny import sentiment_rows, write_csv
+from tests.tiny import sentiment_rows, train_args, write_csv
 
 
 @pytest.fixture
@@ -30,45 +30,29 @@ def config(tmp_path, trainable_hf_dir) -> RunConfig:
     )
 
 
-def _cli_train(config: RunConfig, *extra: str) -> int:
+def _cli_train(config: RunConfig, output=None, *extra: str) -> int:
     return cli(
-        [
-            "train",
-            "--model",
+        train_args(
             config.model.name,
-            "--train",
             config.data.train,
-            "--max-seq-length",
-            "16",
-            "--buckets",
-            "16",
-            "--batch-size",
-            "8",
-            "--epochs",
-            "1",
-            "--jit-compile",
-            "false",
-            "--quiet",
-            "--json",
+            output,
             *extra,
-        ]
+            buckets=16,
+            jit_compile="false",
+            json=True,
+        )
     )
 
 
 def test_a_second_run_into_a_finished_run_is_refused_and_overwrite_replaces_it(config, capsys):
     train(config, quiet=True)
     before = (Path(config.output_dir) / "steps.jsonl").read_text()
-    assert _cli_train(config, "--output-dir", config.output_dir) == 2
+    assert _cli_train(config, config.output_dir) == 2
     error = capsys.readouterr().err
     assert "holds a finished run" in error and "--overwrite" in error and "--resume" in error
     assert (Path(config.output_dir) / "steps.jsonl").read_text() == before  # untouched
 
-    assert (
-        _cli_train(
-            config, "--output-dir", config.output_dir, "--overwrite", "--learning-rate", "1e-3"
-        )
-        == 0
-    )
+    assert _cli_train(config, config.output_dir, "--overwrite", "--learning-rate", "1e-3") == 0
     steps = (Path(config.output_dir) / "steps.jsonl").read_text().splitlines()
     assert len(steps) == len(before.splitlines())  # the new run's lines only, none appended
     assert RunConfig.load(Path(config.output_dir) / "config.yaml").train.learning_rate == 1e-3
@@ -89,7 +73,7 @@ def test_an_unfinished_run_of_other_settings_is_refused_naming_the_ways_out(conf
     with pytest.raises(ConfigError, match="--resume and --overwrite"):
         train(config, quiet=True, resume=True, overwrite=True)
     result = train(config, quiet=True)  # the same settings: continues it
-    assert result["status"] == "finished"
+    assert result.status == "finished"
 
 
 def test_resume_needs_a_run_to_resume(config):
@@ -110,8 +94,8 @@ def test_without_output_dir_each_run_gets_a_new_directory_and_latest_points_to_i
     config, tmp_path, monkeypatch
 ):
     monkeypatch.chdir(tmp_path)
-    first = train(dataclasses.replace(config, output_dir=None), quiet=True)["run_dir"]
-    second = train(dataclasses.replace(config, output_dir=None), quiet=True)["run_dir"]
+    first = train(dataclasses.replace(config, output_dir=None), quiet=True).run_dir
+    second = train(dataclasses.replace(config, output_dir=None), quiet=True).run_dir
     assert first != second
     assert Path(first).parent == Path(second).parent == Path("runs")
     assert os.path.realpath("runs/latest") == os.path.realpath(second)
@@ -122,7 +106,7 @@ def test_early_errors_leave_no_directory(config, tmp_path, capsys):
     missing = dataclasses.replace(
         config, data=dataclasses.replace(config.data, train=str(tmp_path / "missing.csv"))
     )
-    assert _cli_train(missing, "--output-dir", config.output_dir) == 2
+    assert _cli_train(missing, config.output_dir) == 2
     assert not Path(config.output_dir).exists()
     capsys.readouterr()
 
@@ -140,27 +124,14 @@ def test_an_unusable_output_dir_is_refused_before_the_model_is_loaded(
     (tmp_path / "a-file").write_text("")
     path = output if output.startswith("/") else str(tmp_path / output)
     # A model path that does not exist: the output check must come first.
-    assert (
-        cli(
-            [
-                "train",
-                "--model",
-                str(tmp_path / "no-model"),
-                "--train",
-                config.data.train,
-                "--output-dir",
-                path,
-            ]
-        )
-        == 2
-    )
+    assert cli(train_args(tmp_path / "no-model", config.data.train, path)) == 2
     error = capsys.readouterr().err
     assert message in error and "Traceback" not in error and "no-model" not in error
 
 
 def test_metrics_say_running_until_the_run_finished(config):
     result = train(config, quiet=True)
-    assert result["status"] == "finished"
+    assert result.status == "finished"
     metrics = json.loads((Path(config.output_dir) / "metrics.json").read_text())
     assert metrics["status"] == "finished"
     assert RunDir(config.output_dir).status() == "finished"
@@ -184,7 +155,7 @@ def test_buckets_chosen_from_the_data_are_saved_and_kept_when_the_run_resumes(co
     auto = dataclasses.replace(
         config,
         model=dataclasses.replace(config.model, max_seq_length=32),
-        data=dataclasses.replace(config.data, buckets=[]),
+        data=dataclasses.replace(config.data, buckets="auto"),
     )
     run = RunDir(auto.output_dir)
     run.create()  # a run killed before its first checkpoint, which had chosen 24 and 32:
@@ -193,9 +164,9 @@ def test_buckets_chosen_from_the_data_are_saved_and_kept_when_the_run_resumes(co
         run.config_file
     )
     result = train(auto, quiet=True)  # no --buckets: the saved choice, not a new one
-    assert result["status"] == "finished"
+    assert result.status == "finished"
     assert run.load_config().data.buckets == [24, 32]
-    assert "length buckets 24, 32 chosen" in (Path(auto.output_dir) / "train.log").read_text()
+    assert "; buckets [24, 32];" in (Path(auto.output_dir) / "train.log").read_text()
 
     fresh = dataclasses.replace(auto, output_dir=str(Path(config.output_dir).parent / "fresh"))
     train(fresh, quiet=True)

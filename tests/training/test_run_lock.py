@@ -62,21 +62,21 @@ def test_two_runs_started_in_the_same_second_get_two_directories(config, tmp_pat
     held = RunLock(taken)
     held.acquire()  # the other run, which took the name first
     try:
-        result = train(dataclasses.replace(config, output_dir=None), quiet=True, report=False)
+        result = train(dataclasses.replace(config, output_dir=None), quiet=True)
     finally:
         held.release()
-    assert result["run_dir"].endswith("20250101-000000-2")
-    assert RunDir(result["run_dir"]).status() == "finished"
-    assert not (Path(result["run_dir"]) / LOCK_FILE).exists()
+    assert result.run_dir.endswith("20250101-000000-2")
+    assert RunDir(result.run_dir).status() == "finished"
+    assert not (Path(result.run_dir) / LOCK_FILE).exists()
 
 
 def test_a_killed_atomic_write_leaves_a_run_that_reruns_and_is_cleaned(config, capsys):
-    train(config, quiet=True, report=False)
+    train(config, quiet=True)
     run = Path(config.output_dir)
     leftover = run / ".metrics.json.4242.tmp"
     leftover.write_text('{"status": "runn')
     assert RunDir(run).status() == "finished"
-    train(config, quiet=True, report=False, overwrite=True)
+    train(config, quiet=True, overwrite=True)
     assert not leftover.exists()
 
     (run / "notes.txt").write_text("mine")
@@ -85,7 +85,7 @@ def test_a_killed_atomic_write_leaves_a_run_that_reruns_and_is_cleaned(config, c
 
 
 def test_an_unfinished_run_is_used_with_a_warning_naming_its_checkpoint(config):
-    train(config, quiet=True, report=False)
+    train(config, quiet=True)
     run = RunDir(config.output_dir)
     metrics = json.loads(run.metrics_file.read_text())
     run.metrics_file.write_text(json.dumps({**metrics, "status": "running", "epochs": []}))
@@ -99,7 +99,7 @@ def test_an_unfinished_run_is_used_with_a_warning_naming_its_checkpoint(config):
 def test_evaluate_on_an_unfinished_run_warns(config, capsys):
     from bertfit.cli import main as cli
 
-    train(config, quiet=True, report=False)
+    train(config, quiet=True)
     run = RunDir(config.output_dir)
     metrics = json.loads(run.metrics_file.read_text())
     run.metrics_file.write_text(json.dumps({**metrics, "status": "running"}))

@@ -2,7 +2,7 @@ from types import SimpleNamespace
 
 import tensorflow as tf
 
-from bertfit.training.loop import XlaChoice
+from bertfit.training.strategy import XlaChoice
 
 
 def _strategy(device: str, replicas: int):
