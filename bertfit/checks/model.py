@@ -114,6 +114,12 @@ def check_gradients(
     except Exception as e:  # reported as a finding
         _failed(report, "grad-step-failed", "one training step on one batch failed", e, where)
         return
+    _report_gradients(report, model, variables, gradients, weights, excluded)
+
+
+def _report_gradients(report: Report, model, variables, gradients, weights, excluded) -> None:
+    """Findings about one step's gradients: None for the pooler, the head or other
+    variables; all zero."""
     head = {id(v) for v in getattr(getattr(model, "head", None), "trainable_weights", [])}
     none = [v for v, g in zip(variables, gradients, strict=True) if g is None]
     pooler = [v for v in none if "pooler" in _path(v)]
