@@ -4,8 +4,7 @@
       config.yaml           the resolved RunConfig (reload with --config)
       labels.json           the task and its label names by output id (`Task`)
       encoder/              config.json (the architecture), tokenizer/ (the tokenizer's files,
-                            as `tokenizer.save` writes them; runs before 0.2: vocab.txt and
-                            tokenizer.json, the WordPiece settings)
+                            as `tokenizer.save` writes them)
       checkpoints/latest/   model + optimizer + RNG + data position: resumes the run exactly
       checkpoints/best/     the model weights of the best epoch by `best_metric` (no optimizer)
       metrics.json          per epoch and final: loss, accuracy, macro_f1, num_examples, ...;
@@ -56,7 +55,6 @@ from bertfit.data.tasks import Task
 from bertfit.errors import BertfitError, ConfigError
 from bertfit.model.config import BertConfig
 from bertfit.text.loading import load_tokenizer
-from bertfit.text.tokenizer import BertTokenizer, TokenizerConfig
 from bertfit.training.records import FINISHED, RUNNING, RunSummary
 
 RUNS_ROOT = Path("runs")
@@ -484,13 +482,7 @@ class RunDir:
 
     def load_tokenizer(self):
         """The run's tokenizer, as `save_setup` wrote it."""
-        if self.tokenizer_dir.is_dir():
-            return load_tokenizer(self.tokenizer_dir)
-        # A run written before the families (bertfit 0.1): vocab.txt and WordPiece settings.
-        settings = json.loads(self._require(self.encoder_dir / "tokenizer.json").read_text())
-        return BertTokenizer(
-            self.encoder_dir / "vocab.txt", **dataclasses.asdict(TokenizerConfig(**settings))
-        )
+        return load_tokenizer(self._require(self.tokenizer_dir))
 
     def checkpoint_path(self, which: str = "best") -> str:
         directory = self.best_dir if which == "best" else self.latest_dir
