@@ -111,7 +111,7 @@ def test_the_package_has_no_import_cycles():
 # a rank here.
 RANKS = {
     **dict.fromkeys(["errors", "cache", "progress", "tf_startup"], 0),
-    **dict.fromkeys(["atomic", "translate"], 1),
+    **dict.fromkeys(["atomic", "translate", "storage"], 1),
     **dict.fromkeys(["config", "paths"], 2),
     **dict.fromkeys(["text", "model"], 3),
     **dict.fromkeys(["checkpoints", "data"], 4),

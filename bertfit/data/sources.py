@@ -38,7 +38,8 @@ from pathlib import Path
 
 import numpy as np
 
-from bertfit.errors import DataError, MissingDependencyError
+from bertfit import storage
+from bertfit.errors import BertfitError, DataError, MissingDependencyError
 
 FORMATS = ("csv", "tsv", "jsonl", "parquet")
 """The formats `read_examples` understands."""
@@ -148,7 +149,7 @@ def read_examples(
     >>> read_examples("train.csv", SourceSpec(label_column="stars"), labels_required=False)[0].label
     """
     name = display_name(path)
-    if path != STDIN:
+    if path != STDIN and not storage.is_url(path):
         _check_regular(path, name)
     fmt = resolve_format(path, spec.format)
     return parse_examples(_read_bytes(path, name), name, fmt, spec, labels_required=labels_required)
@@ -283,6 +284,9 @@ def _gc_paused() -> Iterator[None]:
 
 
 def _read_bytes(path: str | os.PathLike, name: str) -> bytes:
+    if storage.is_url(path):
+        data = _read_url(os.fspath(path), name)
+        return _gunzip(data, name) if data[:2] == b"\x1f\x8b" else data
     try:
         if path == STDIN:
             stream = getattr(sys.stdin, "buffer", None)
@@ -302,6 +306,28 @@ def _read_bytes(path: str | os.PathLike, name: str) -> bytes:
     except OSError as e:
         raise DataError(f"cannot be read: {e.strerror or e}", path=name, code=UNREADABLE) from None
     return _gunzip(data, name) if data[:2] == b"\x1f\x8b" else data
+
+
+def _read_url(url: str, name: str) -> bytes:
+    """An object of a bucket (`bertfit.storage`), with the errors of a local file."""
+    try:
+        return storage.read_bytes(url)
+    except FileNotFoundError:
+        if storage.isdir(url):
+            raise DataError(
+                "is a folder of objects; expected a data file", path=name, code=UNREADABLE
+            ) from None
+        raise DataError(
+            "not found: no such object, or no such bucket; check the URL",
+            path=name,
+            code="data-file-not-found",
+        ) from None
+    except BertfitError:
+        raise
+    except Exception as e:  # the client's own errors (permissions, network): said, not shown
+        raise DataError(
+            f"cannot be read: {type(e).__name__}: {str(e)[:300]}", path=name, code=UNREADABLE
+        ) from None
 
 
 def _check_regular(path: str | os.PathLike, name: str) -> None:

@@ -1,0 +1,284 @@
+"""Files behind URLs: `gs://`, `s3://`, TensorFlow's `ram://` and whatever else fsspec or
+`tf.io.gfile` reads, with the few operations bertfit needs. Local paths never come here.
+
+Which library serves a URL:
+
+- fsspec (gcsfs for `gs://`, s3fs for `s3://`, `memory://`, ...) for every protocol fsspec
+  knows. It reaches emulators and S3-compatible servers (`STORAGE_EMULATOR_HOST`,
+  `AWS_ENDPOINT_URL`), which TensorFlow's own GCS file system cannot be pointed at, and TF 2.21
+  has no `s3://` at all. Credentials and endpoints are fsspec's own settings: the usual cloud
+  environment variables, or `FSSPEC_<PROTOCOL>_<OPTION>` (e.g. `FSSPEC_GS_TOKEN=anon`).
+- `tf.io.gfile` for the schemes only TensorFlow knows (`ram://`, and file systems that TF
+  plugins register).
+
+gcsfs 2025+ probes every bucket for hierarchical-namespace features over gRPC, which stalls
+about a minute per call against an emulator; bertfit turns that experiment off unless
+`GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT` is set (the plain JSON API serves every bucket).
+
+An object store has no rename and no append: `write_bytes` is one upload, which the store makes
+visible whole or not at all, so a reader never sees half a file. `create_exclusive` writes only
+if nothing is there (a generation/`If-None-Match` precondition), which the run lock uses.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from bertfit.errors import BertfitError, MissingDependencyError
+
+_URL = re.compile(r"(?P<protocol>[A-Za-z][A-Za-z0-9+.-]*)://(?P<rest>.*)", re.DOTALL)
+_LIBRARIES = {"gs": "gcsfs", "gcs": "gcsfs", "s3": "s3fs", "s3a": "s3fs"}
+
+
+class StorageError(BertfitError):
+    """A URL bertfit cannot use: an unknown scheme, or a client library that is missing."""
+
+
+def is_url(path: str | os.PathLike | None) -> bool:
+    """Whether `path` is a URL served here (not a local path; `file://` counts as local).
+
+    Examples:
+    >>> is_url("gs://bucket/train.csv"), is_url("data/train.csv"), is_url("file:///tmp/a")
+    (True, False, False)
+    """
+    if path is None or isinstance(path, Path):
+        return False
+    match = _URL.fullmatch(os.fspath(path))
+    return match is not None and match["protocol"].lower() != "file"
+
+
+def join(url: str, *parts: str) -> str:
+    """`url` with `parts` appended, one `/` between each.
+
+    Examples:
+    >>> join("gs://bucket/runs/", "a", "checkpoints/latest")
+    'gs://bucket/runs/a/checkpoints/latest'
+    """
+    return "/".join([url.rstrip("/"), *(p.strip("/") for p in parts if p)])
+
+
+def name_of(url: str) -> str:
+    """The last part of a URL, as `Path.name` is of a path.
+
+    Examples:
+    >>> name_of("s3://bucket/data/train.csv.gz")
+    'train.csv.gz'
+    """
+    return url.rstrip("/").rpartition("/")[2]
+
+
+# ---- the two backends ----
+
+
+class _Fsspec:
+    def __init__(self, protocol: str):
+        import fsspec
+
+        if protocol in ("gs", "gcs"):
+            os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
+        try:
+            self.fs = fsspec.filesystem(protocol)
+        except ImportError:
+            library = _LIBRARIES.get(protocol, f"the fsspec implementation of {protocol}://")
+            raise MissingDependencyError(
+                f"{protocol}:// paths need {library}: `pip install {library}` (or "
+                "`pip install 'bertfit[storage]'`)."
+            ) from None
+
+    def read(self, url: str) -> bytes:
+        return self.fs.cat_file(url)
+
+    def write(self, url: str, data: bytes) -> None:
+        self.fs.pipe_file(url, data)
+
+    def create_exclusive(self, url: str, data: bytes) -> bool:
+        try:
+            with self.fs.open(url, "xb") as f:
+                f.write(data)
+        except FileExistsError:
+            return False
+        return True
+
+    def exists(self, url: str) -> bool:
+        return self.fs.exists(url)
+
+    def isdir(self, url: str) -> bool:
+        return self.fs.isdir(url)
+
+    def walk_files(self, url: str) -> list[str]:
+        if not self.fs.isdir(url):
+            return []
+        self.fs.invalidate_cache(url)
+        prefix = self.fs._strip_protocol(url).rstrip("/") + "/"
+        found = self.fs.find(url)
+        return sorted(p[len(prefix) :] for p in found if p.startswith(prefix))
+
+    def makedirs(self, url: str) -> None:
+        self.fs.makedirs(url, exist_ok=True)
+
+    def remove(self, url: str) -> None:
+        self.fs.rm_file(url)
+
+
+class _Gfile:
+    def __init__(self, protocol: str):
+        import tensorflow as tf
+
+        self.gfile = tf.io.gfile
+        self.errors = tf.errors
+
+    def read(self, url: str) -> bytes:
+        try:
+            with self.gfile.GFile(url, "rb") as f:
+                return f.read()
+        except self.errors.NotFoundError:
+            raise FileNotFoundError(url) from None
+
+    def write(self, url: str, data: bytes) -> None:
+        with self.gfile.GFile(url, "wb") as f:
+            f.write(data)
+
+    def create_exclusive(self, url: str, data: bytes) -> bool:
+        if self.gfile.exists(url):  # no precondition in tf.io.gfile: check, then write
+            return False
+        self.write(url, data)
+        return True
+
+    def exists(self, url: str) -> bool:
+        return self.gfile.exists(url)
+
+    def isdir(self, url: str) -> bool:
+        return self.gfile.isdir(url)
+
+    def walk_files(self, url: str) -> list[str]:
+        if not self.gfile.isdir(url):
+            return []
+        root, found = url.rstrip("/"), []
+        for directory, _, files in self.gfile.walk(root):
+            relative = directory[len(root) :].strip("/")
+            found += [f"{relative}/{f}" if relative else f for f in files]
+        return sorted(found)
+
+    def makedirs(self, url: str) -> None:
+        self.gfile.makedirs(url)
+
+    def remove(self, url: str) -> None:
+        try:
+            self.gfile.remove(url)
+        except self.errors.NotFoundError:
+            raise FileNotFoundError(url) from None
+
+
+_backends: dict[str, _Fsspec | _Gfile] = {}
+
+
+def _backend(url: str) -> _Fsspec | _Gfile:
+    match = _URL.fullmatch(url)
+    if match is None:
+        raise StorageError(f"{url} is not a URL")
+    protocol = match["protocol"].lower()
+    if protocol not in _backends:
+        from fsspec.registry import known_implementations, registry
+
+        if protocol in known_implementations or protocol in registry:
+            _backends[protocol] = _Fsspec(protocol)
+        elif protocol in _tensorflow_schemes():
+            _backends[protocol] = _Gfile(protocol)
+        else:
+            raise StorageError(
+                f"{url}: no file system serves {protocol}:// (neither fsspec nor TensorFlow "
+                "knows it); use a local path, gs://, s3:// or another fsspec protocol."
+            )
+    return _backends[protocol]
+
+
+def _tensorflow_schemes() -> set[str]:
+    import tensorflow as tf
+
+    try:
+        return set(tf.io.gfile.get_registered_schemes())
+    except AttributeError:  # older TensorFlow: the schemes it ships
+        return {"ram", "gs", "hdfs"}
+
+
+def reset() -> None:
+    """Forgets the clients made so far (endpoints or credentials changed: tests)."""
+    _backends.clear()
+    try:
+        from fsspec.spec import AbstractFileSystem
+
+        AbstractFileSystem.clear_instance_cache()
+    except ImportError:
+        pass
+
+
+# ---- the operations ----
+
+
+def read_bytes(url: str) -> bytes:
+    """The whole object at `url`.
+
+    Raises:
+        FileNotFoundError: no such object (or bucket).
+        OSError: the store refused (permissions, network).
+    """
+    return _backend(url).read(url)
+
+
+def write_bytes(url: str, data: bytes) -> None:
+    """Writes `data` to `url` in one upload: readers see the old object or the new one whole."""
+    _backend(url).write(url, data)
+
+
+def write_text(url: str, text: str) -> None:
+    write_bytes(url, text.encode("utf-8"))
+
+
+def create_exclusive(url: str, data: bytes) -> bool:
+    """Writes `data` to `url` only if no object is there; False when one was. Atomic on GCS
+    (`ifGenerationMatch=0`) and S3 (`If-None-Match: *`); `tf.io.gfile` schemes check first."""
+    return _backend(url).create_exclusive(url, data)
+
+
+def exists(url: str) -> bool:
+    return _backend(url).exists(url)
+
+
+def isdir(url: str) -> bool:
+    """Whether objects lie under `url/` (a "folder" on an object store)."""
+    return _backend(url).isdir(url)
+
+
+def list_files(url: str) -> list[str]:
+    """Every file under `url`, as sorted paths relative to it ("checkpoints/best/x.index");
+    [] when there is none."""
+    return _backend(url).walk_files(url)
+
+
+def makedirs(url: str) -> None:
+    _backend(url).makedirs(url)
+
+
+def remove(url: str) -> None:
+    _backend(url).remove(url)
+
+
+def upload_file(local: str | os.PathLike, url: str) -> None:
+    """Copies a local file to `url` (one upload: whole or absent)."""
+    write_bytes(url, Path(local).read_bytes())
+
+
+def download_tree(url: str, local: str | os.PathLike, skip: tuple[str, ...] = ()) -> list[str]:
+    """Copies every file under `url` into the local folder `local` (made when needed), except
+    those whose first path part is in `skip`; returns their relative paths."""
+    copied = []
+    for relative in list_files(url):
+        if relative.split("/")[0] in skip:
+            continue
+        target = Path(local, relative)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(read_bytes(join(url, relative)))
+        copied.append(relative)
+    return copied
