@@ -1,5 +1,5 @@
-"""`bertfit train|evaluate|predict|export|serve|report|demo|check|inspect|convert`: argument parsing
-only.
+"""`bertfit train|prepare|evaluate|predict|export|serve|report|demo|check|inspect|convert`:
+argument parsing only.
 
 User mistakes arrive here as `BertfitError`s and are printed as one clear message (exit 2),
 never as a traceback. The arguments are parsed before TensorFlow loads (seconds): `--help` and
@@ -18,7 +18,7 @@ from bertfit.checks import commands as check_commands
 from bertfit.config import TASKS
 from bertfit.data.sources import FORMATS
 from bertfit.errors import BertfitError, TrainingInterrupted
-from bertfit.run_flags import add_train_arguments, run_config_from_args
+from bertfit.run_flags import TRAIN_FLAGS, add_train_arguments, run_config_from_args
 from bertfit.tf_startup import start_tensorflow
 
 # What the system refuses for reasons outside bertfit: a full disk, a read-only file system, no
@@ -50,6 +50,31 @@ def cmd_train(args) -> int:
             print(f"report: {report}", file=sys.stderr)
     printed = {**summary.headline, "run_dir": summary.run_dir}
     print(json.dumps(printed, indent=None if args.json else 2))
+    return 0
+
+
+PREPARE_FLAGS = (
+    "--model",
+    "--max-seq-length",
+    "--lower-case",
+    "--task",
+    "--format",
+    "--text-column",
+    "--text-pair-column",
+    "--label-column",
+    "--label-separator",
+)
+
+
+def cmd_prepare(args) -> int:
+    from bertfit.training.shards import prepare_shards
+
+    args.train, args.config, args.output_dir = args.data, None, None
+    config = run_config_from_args(args)
+    manifest = prepare_shards(config, args.output, shards=args.shards, overwrite=args.overwrite)
+    print(
+        json.dumps({"output": args.output, "rows": manifest.rows, "shards": len(manifest.shards)})
+    )
     return 0
 
 
@@ -198,6 +223,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="do not write report.html at the end (`bertfit report` can later)",
     )
     train.set_defaults(handler=cmd_train)
+
+    prepare = sub.add_parser(
+        "prepare", help="tokenize a data file into TFRecord shards and a manifest for `train`"
+    )
+    prepare.add_argument("data", metavar="DATA", help="a CSV, TSV, JSONL or Parquet file")
+    prepare.add_argument("output", metavar="OUT", help="the directory of shards to write")
+    for flag in PREPARE_FLAGS:
+        prepare.add_argument(flag, default=argparse.SUPPRESS, **TRAIN_FLAGS[flag][1])
+    prepare.add_argument(
+        "--shards", type=int, help="how many files (default: one per 100,000 rows, at most 256)"
+    )
+    prepare.add_argument("--overwrite", action="store_true", help="replace a prepared set in OUT")
+    prepare.set_defaults(handler=cmd_prepare)
 
     evaluate = sub.add_parser("evaluate", help="metrics of a trained run on a labelled file")
     evaluate.add_argument(

@@ -1,0 +1,159 @@
+"""Reading a data file in chunks of rows, so that memory does not grow with the file.
+
+`read_chunks(path, spec)` yields lists of `Example`s in file order, validated row by row with the
+same rules and messages as `bertfit.data.sources.read_examples` (which reads the whole file at
+once and stays the reader of the in-memory path). CSV/TSV/JSONL are read from a text stream
+(gzip decompressed on the fly when the file starts with gzip's magic bytes); Parquet one record
+batch at a time.
+
+    >>> from pathlib import Path
+    >>> _ = Path("chunks.csv").write_text("text,label\\na,pos\\nb,neg\\nc,pos\\n")
+    >>> [[e.text for e in chunk] for chunk in read_chunks("chunks.csv", rows=2)]
+    [['a', 'b'], ['c']]
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import os
+import zlib
+from collections.abc import Iterator
+
+from bertfit.data import sources
+from bertfit.data.sources import Example, SourceSpec, display_name, resolve_format
+from bertfit.errors import DataError
+
+CHUNK_ROWS = 8192
+
+
+def read_chunks(
+    path: str | os.PathLike,
+    spec: SourceSpec | None = None,
+    *,
+    rows: int = CHUNK_ROWS,
+    labels_required: bool = True,
+) -> Iterator[list[Example]]:
+    """The rows of `path` as lists of at most `rows` `Example`s, in file order.
+
+    Raises:
+        DataError: as `read_examples`: a missing or malformed file, a missing column, an empty
+            text or label (the message names the file and line).
+    """
+    spec = spec or SourceSpec()
+    name = display_name(path)
+    if not os.path.isfile(path):
+        raise DataError(
+            f"file not found (the working directory is {os.getcwd()}); check the path",
+            path=name,
+            code="data-file-not-found",
+        )
+    fmt = resolve_format(path, spec.format)
+    reader = sources._Reader(name, spec, labels_required, fmt)
+    if fmt == "parquet":
+        examples = _parquet_rows(path, reader, rows)
+    elif fmt == "jsonl":
+        examples = _jsonl_rows(path, reader)
+    else:
+        examples = _delimited_rows(path, reader)
+    chunk: list[Example] = []
+    try:
+        for example in examples:
+            chunk.append(example)
+            if len(chunk) == rows:
+                yield chunk
+                chunk = []
+    except UnicodeDecodeError as e:
+        raise DataError(
+            f"is not valid UTF-8 ({e.reason}); re-encode the file as UTF-8, e.g. "
+            "`iconv -f latin1 -t UTF-8 IN > OUT`",
+            path=name,
+            code=sources.UNDECODABLE,
+        ) from None
+    except (OSError, EOFError, zlib.error) as e:
+        raise DataError(f"cannot be read: {e}", path=name, code=sources.UNREADABLE) from None
+    if chunk:
+        yield chunk
+
+
+def _text_stream(path: str | os.PathLike) -> io.TextIOBase:
+    with open(path, "rb") as f:
+        gzipped = f.read(2) == b"\x1f\x8b"
+    binary = gzip.open(path, "rb") if gzipped else open(path, "rb")  # noqa: SIM115
+    # utf-8-sig skips a byte-order mark, as read_examples does
+    return io.TextIOWrapper(binary, encoding="utf-8-sig", newline="")
+
+
+def _delimited_rows(path, reader) -> Iterator[Example]:
+    tsv = reader.format == "tsv"
+    with _text_stream(path) as text:
+        if tsv:
+            rows = csv.reader(text, delimiter="\t", quoting=csv.QUOTE_NONE)
+        else:
+            rows = csv.reader(text, strict=True)
+        sources._allow_long_fields()
+        header, header_line, indices, blank, start = None, 1, None, None, 1
+        try:
+            for row in rows:
+                if not row:
+                    blank = blank or start
+                elif blank is not None:
+                    raise sources._blank_line_error(reader.name, blank)
+                elif header is None:
+                    header, header_line = row, start
+                    indices = sources._column_indices(header, reader, header_line)
+                else:
+                    if len(row) != len(header):
+                        message = sources._width_message(row, header, "\t" if tsv else ",")
+                        raise reader.error(message, start)
+                    ti, pi, li = indices
+                    yield reader.example(
+                        start,
+                        row[ti],
+                        None if pi is None else row[pi],
+                        None if li is None else row[li],
+                    )
+                start = rows.line_num + 1
+        except csv.Error as e:
+            raise sources._csv_error(e, reader.name, start) from None
+        if header is None:
+            raise reader.empty_file("a header line, then one row per line")
+
+
+def _jsonl_rows(path, reader) -> Iterator[Example]:
+    blank = None
+    with _text_stream(path) as text:
+        for line, raw in enumerate(text, start=1):
+            raw = raw.rstrip("\r\n")
+            if not raw or raw.isspace():
+                blank = blank or line
+                continue
+            if blank is not None:
+                raise sources._blank_line_error(reader.name, blank)
+            obj = sources._parse_object(raw, line, reader)
+            yield sources._json_example(obj, line, reader)
+
+
+def _parquet_rows(path, reader, rows: int) -> Iterator[Example]:
+    pq = sources._import_parquet()
+    import pyarrow as pa
+
+    spec = reader.spec
+    try:
+        table_file = pq.ParquetFile(path)
+        needed = sources._parquet_columns(list(table_file.schema_arrow.names), reader)
+        batches = table_file.iter_batches(batch_size=rows, columns=needed)
+        row = 0
+        for batch in batches:
+            values = {name: batch.column(name).to_pylist() for name in needed}
+            texts = values[spec.text_column]
+            pairs = values.get(spec.text_pair_column or "", [None] * len(texts))
+            labels = values.get(spec.label_column, [None] * len(texts))
+            for text, pair, label in zip(texts, pairs, labels, strict=True):
+                row += 1
+                yield sources._parquet_example(row, text, pair, label, reader)
+    except (pa.ArrowException, OSError) as e:
+        raise DataError(
+            f"cannot be read as Parquet: {e}", path=reader.name, code=sources.UNREADABLE
+        ) from None

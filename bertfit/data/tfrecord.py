@@ -1,0 +1,231 @@
+"""Tokenized training data as TFRecord shards and their manifest (`bertfit prepare` writes them,
+`bertfit train` streams them: `bertfit.data.streaming`).
+
+A prepared directory holds `shard-00000-of-0000K.tfrecord` files and `manifest.json`. Each record
+is a `tf.train.Example` of one row:
+
+- `ids_a` (int64 list): the WordPiece ids of the text, without special tokens, at most
+  max_seq_length of them (packing truncates further, exactly as the in-memory path does);
+- `ids_b` (int64 list): those of the text pair, present only in pair data;
+- `label`: the target: the class id (int64 [1]), the multi-hot row (float [labels]) or the
+  standardised value (float [1]), as `Task.targets` computes it;
+- `length` (int64 [1]): the packed length, special tokens included, before truncation;
+- `row` (int64 [1]): the row's index in the prepared data (0-based, over all shards).
+
+The manifest (JSON) says what the shards hold: the task (labels.json's content), the model and
+max_seq_length they were prepared for, the tokenizer's fingerprint (`tokenizer_fingerprint`: a
+digest of its saved files: a run with another tokenizer refuses the shards), and per shard its
+file, rows and length histogram (packed lengths clipped to max_seq_length). The manifest is
+written last, atomically: a directory without one is not a prepared set.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import tensorflow as tf
+
+from bertfit.atomic import write_text_atomic
+from bertfit.data.tasks import MULTI_LABEL, SINGLE_LABEL, Task
+from bertfit.errors import DataError
+
+MANIFEST = "manifest.json"
+FORMAT = "bertfit-tfrecord-1"
+IDS_A, IDS_B, LABEL, LENGTH, ROW = "ids_a", "ids_b", "label", "length", "row"
+
+
+def tokenizer_fingerprint(tokenizer) -> str:
+    """A sha256 digest of the files `tokenizer.save` writes (names and contents): two
+    tokenizers with one fingerprint turn every text into the same ids."""
+    digest = hashlib.sha256()
+    with tempfile.TemporaryDirectory() as folder:
+        tokenizer.save(folder)
+        for file in sorted(Path(folder).rglob("*")):
+            if file.is_file():
+                digest.update(file.relative_to(folder).as_posix().encode() + b"\0")
+                digest.update(file.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+@dataclasses.dataclass(frozen=True)
+class Shard:
+    """One TFRecord file of a prepared set: its name in the directory, rows and length
+    histogram ({packed length clipped to max_seq_length: rows})."""
+
+    file: str
+    rows: int
+    lengths: dict[int, int]
+
+
+@dataclasses.dataclass(frozen=True)
+class Manifest:
+    """What a prepared directory holds; see the module docstring."""
+
+    source: str
+    model: str
+    max_seq_length: int
+    tokenizer_fingerprint: str
+    task: Task
+    pair: bool
+    shards: tuple[Shard, ...]
+
+    @property
+    def rows(self) -> int:
+        return sum(s.rows for s in self.shards)
+
+    def lengths(self, shards: list[int] | None = None) -> np.ndarray:
+        """Every row's packed length (of the shards given by index; default all), from the
+        histograms: what `resolve_buckets` chooses buckets from."""
+        chosen = self.shards if shards is None else [self.shards[i] for i in shards]
+        values = [(length, count) for s in chosen for length, count in s.lengths.items()]
+        if not values:
+            return np.zeros(0, np.int64)
+        return np.repeat([v for v, _ in values], [c for _, c in values]).astype(np.int64)
+
+    def to_dict(self) -> dict:
+        return {
+            "format": FORMAT,
+            "source": self.source,
+            "model": self.model,
+            "max_seq_length": self.max_seq_length,
+            "tokenizer_fingerprint": self.tokenizer_fingerprint,
+            "task": self.task.to_dict(),
+            "pair": self.pair,
+            "rows": self.rows,
+            "lengths": {str(k): v for k, v in sorted(_total(self.shards).items())},
+            "shards": [
+                {
+                    "file": s.file,
+                    "rows": s.rows,
+                    "lengths": {str(k): v for k, v in sorted(s.lengths.items())},
+                }
+                for s in self.shards
+            ],
+        }
+
+    def save(self, directory: str | os.PathLike) -> None:
+        write_text_atomic(Path(directory) / MANIFEST, json.dumps(self.to_dict(), indent=1) + "\n")
+
+    @classmethod
+    def load(cls, directory: str | os.PathLike) -> Manifest:
+        file = Path(directory) / MANIFEST
+        try:
+            values = json.loads(file.read_text(encoding="utf-8"))
+            if values.get("format") != FORMAT:
+                raise ValueError(f"format {values.get('format')!r}, expected {FORMAT!r}")
+            return cls(
+                source=values["source"],
+                model=values["model"],
+                max_seq_length=int(values["max_seq_length"]),
+                tokenizer_fingerprint=values["tokenizer_fingerprint"],
+                task=Task.from_dict(values["task"], str(file)),
+                pair=bool(values["pair"]),
+                shards=tuple(
+                    Shard(s["file"], int(s["rows"]), {int(k): v for k, v in s["lengths"].items()})
+                    for s in values["shards"]
+                ),
+            )
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise DataError(
+                f"is not a manifest `bertfit prepare` wrote ({e}); prepare the data again",
+                path=str(file),
+                code="data-unreadable",
+            ) from None
+
+    def paths(self, directory: str | os.PathLike) -> list[str]:
+        return [str(Path(directory) / s.file) for s in self.shards]
+
+
+def _total(shards) -> dict[int, int]:
+    total: dict[int, int] = {}
+    for s in shards:
+        for length, count in s.lengths.items():
+            total[length] = total.get(length, 0) + count
+    return total
+
+
+def is_prepared(path: str | os.PathLike | None) -> bool:
+    """Whether `path` is a directory `bertfit prepare` wrote (or its manifest.json)."""
+    if path is None:
+        return False
+    path = Path(path)
+    return (path / MANIFEST).is_file() or (path.name == MANIFEST and path.is_file())
+
+
+def prepared_directory(path: str | os.PathLike) -> Path:
+    path = Path(path)
+    return path.parent if path.name == MANIFEST else path
+
+
+# ---- records ----
+
+
+def _int64(values) -> tf.train.Feature:
+    return tf.train.Feature(int64_list=tf.train.Int64List(value=values))
+
+
+def _float(values) -> tf.train.Feature:
+    return tf.train.Feature(float_list=tf.train.FloatList(value=values))
+
+
+def serialize(ids_a, ids_b, label: np.ndarray, length: int, row: int, max_seq_length: int) -> bytes:
+    """One row as a serialized `tf.train.Example` (see the module docstring)."""
+    label = np.atleast_1d(label)
+    features = {
+        IDS_A: _int64(ids_a[:max_seq_length]),
+        LABEL: _int64(label) if label.dtype.kind in "iu" else _float(label),
+        LENGTH: _int64([int(length)]),
+        ROW: _int64([int(row)]),
+    }
+    if ids_b is not None:
+        features[IDS_B] = _int64(ids_b[:max_seq_length])
+    example = tf.train.Example(features=tf.train.Features(feature=features))
+    return example.SerializeToString()
+
+
+def feature_spec(task: Task, pair: bool) -> dict:
+    """The `tf.io.parse_single_example` spec of a prepared set's records."""
+    if task.kind == SINGLE_LABEL:
+        label = tf.io.FixedLenFeature([], tf.int64)
+    elif task.kind == MULTI_LABEL:
+        label = tf.io.FixedLenFeature([len(task.labels)], tf.float32)
+    else:
+        label = tf.io.FixedLenFeature([], tf.float32)
+    spec = {
+        IDS_A: tf.io.VarLenFeature(tf.int64),
+        LABEL: label,
+        LENGTH: tf.io.FixedLenFeature([], tf.int64),
+        ROW: tf.io.FixedLenFeature([], tf.int64),
+    }
+    if pair:
+        spec[IDS_B] = tf.io.VarLenFeature(tf.int64)
+    return spec
+
+
+def parser(task: Task, pair: bool):
+    """A function from a serialized record to {ids_a, ids_b?: int32 [None], label (the
+    targets' dtype: int32 for single-label), length, row: int64}."""
+    spec = feature_spec(task, pair)
+
+    @tf.autograph.experimental.do_not_convert
+    def parse(record):
+        values = tf.io.parse_single_example(record, spec)
+        out = {
+            IDS_A: tf.cast(tf.sparse.to_dense(values[IDS_A]), tf.int32),
+            LABEL: values[LABEL],
+            LENGTH: values[LENGTH],
+            ROW: values[ROW],
+        }
+        if task.kind == SINGLE_LABEL:
+            out[LABEL] = tf.cast(values[LABEL], tf.int32)
+        if pair:
+            out[IDS_B] = tf.cast(tf.sparse.to_dense(values[IDS_B]), tf.int32)
+        return out
+
+    return parse

@@ -1,0 +1,120 @@
+"""`bertfit prepare`: TFRecord shards and a manifest that hold exactly the in-memory path's
+tokenization, read in chunks (issue 33)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bertfit.cli import main
+from bertfit.config import DataConfig, ModelConfig, RunConfig
+from bertfit.data.chunks import read_chunks
+from bertfit.data.sources import SourceSpec, read_examples
+from bertfit.data.tfrecord import Manifest, parser, tokenizer_fingerprint
+from bertfit.errors import DataError
+from bertfit.training.setup import (
+    encode_labelled,
+    infer_run_task,
+    load_checkpoint,
+    read_training_examples,
+    run_tokenizer,
+)
+from bertfit.training.shards import prepare_shards
+from tests.tiny import sentiment_rows, tagged_rows, write_csv, write_jsonl
+
+
+def _config(model, train, **data) -> RunConfig:
+    return RunConfig(
+        model=ModelConfig(name=str(model), max_seq_length=16),
+        data=DataConfig(train=str(train), **data),
+    )
+
+
+def _records(directory, manifest: Manifest) -> list[dict]:
+    parse = parser(manifest.task, manifest.pair)
+    dataset = tf.data.TFRecordDataset(manifest.paths(directory)).map(parse)
+    return [{k: v.numpy() for k, v in r.items()} for r in dataset]
+
+
+def test_chunks_are_the_rows_of_read_examples(tmp_path):
+    rows = sentiment_rows(23)
+    for path in (write_csv(tmp_path / "a.csv", rows), write_jsonl(tmp_path / "a.jsonl", rows)):
+        whole = read_examples(path)
+        chunks = list(read_chunks(path, rows=5))
+        assert [len(c) for c in chunks] == [5, 5, 5, 5, 3]
+        assert [e for c in chunks for e in c] == whole
+    packed = tmp_path / "a.csv.gz"
+    packed.write_bytes(gzip.compress((tmp_path / "a.csv").read_bytes()))
+    assert [e for c in read_chunks(packed, rows=4) for e in c] == read_examples(tmp_path / "a.csv")
+
+
+def test_chunks_report_the_line_of_a_bad_row(tmp_path):
+    path = tmp_path / "bad.csv"
+    path.write_text("text,label\na,pos\nb\n")
+    with pytest.raises(DataError, match=r"bad.csv:3: expected 2 fields"):
+        list(read_chunks(path, SourceSpec(), rows=1))
+
+
+def test_prepared_shards_hold_the_in_memory_tokenization(tiny_hf_dir, tmp_path):
+    model, _ = tiny_hf_dir
+    train = write_csv(tmp_path / "train.csv", sentiment_rows(37))
+    config = _config(model, train)
+    manifest = prepare_shards(config, tmp_path / "out", shards=3, chunk_rows=8)
+
+    tokenizer = run_tokenizer(load_checkpoint(config), config)
+    examples = read_training_examples(str(train), config)
+    task, _ = infer_run_task(examples, config)
+    memory = encode_labelled(str(train), examples, config, tokenizer, task)
+
+    loaded = Manifest.load(tmp_path / "out")
+    assert loaded == manifest
+    assert loaded.task == task
+    assert [s.rows for s in loaded.shards] == [13, 12, 12]
+    assert loaded.tokenizer_fingerprint == tokenizer_fingerprint(tokenizer)
+    np.testing.assert_array_equal(
+        np.sort(loaded.lengths()), np.sort(np.minimum(memory.encoded.packed_lengths, 16))
+    )
+    records = _records(tmp_path / "out", loaded)
+    assert [r["row"] for r in records] == list(range(37))
+    for r, ids, length, label in zip(
+        records,
+        memory.encoded.ids_a.to_list(),
+        memory.encoded.packed_lengths,
+        memory.labels,
+        strict=True,
+    ):
+        assert r["ids_a"].tolist() == ids[:16]
+        assert r["length"] == length
+        assert r["label"] == label
+    summary = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert summary["rows"] == 37 and sum(summary["lengths"].values()) == 37
+
+
+def test_multi_label_pairs_through_the_cli(tiny_hf_dir, tmp_path, capsys):
+    model, _ = tiny_hf_dir
+    rows = [(text, text[::-1], labels) for text, labels in tagged_rows(20)]
+    train = write_jsonl(tmp_path / "train.jsonl", rows, keys=("text", "pair", "label"))
+    out = tmp_path / "prepared"
+    args = ["prepare", str(train), str(out), "--model", str(model), "--max-seq-length", "16"]
+    assert main([*args, "--text-pair-column", "pair", "--shards", "2"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"output": str(out), "rows": 20, "shards": 2}
+
+    config = _config(model, train, text_pair_column="pair")
+    tokenizer = run_tokenizer(load_checkpoint(config), config)
+    examples = read_training_examples(str(train), config)
+    task, _ = infer_run_task(examples, config)
+    memory = encode_labelled(str(train), examples, config, tokenizer, task)
+    manifest = Manifest.load(out)
+    assert manifest.pair and manifest.task == task
+    records = _records(out, manifest)
+    assert [r["ids_b"].tolist() for r in records] == [
+        ids[:16] for ids in memory.encoded.ids_b.to_list()
+    ]
+    np.testing.assert_array_equal(np.stack([r["label"] for r in records]), memory.labels)
+
+    assert main([*args, "--text-pair-column", "pair"]) == 2  # a prepared set is not replaced
+    assert "already holds a prepared data set" in capsys.readouterr().err
