@@ -1,0 +1,169 @@
+"""The streaming input of a prepared TFRecord set (issue 33): the same rows as the in-memory
+path, every row once per epoch, equal step counts on every worker, shards split by file."""
+
+from __future__ import annotations
+
+import collections
+
+import pytest
+import tensorflow as tf
+
+from bertfit.config import DataConfig, ModelConfig, RunConfig
+from bertfit.data.pipeline import PAD_INDEX, BucketedInput, plan_batches
+from bertfit.data.streaming import StreamedInput, StreamLayout, TrainStream
+from bertfit.data.tfrecord import Manifest
+from bertfit.model.inputs import GLOBAL_EXAMPLES, INDEX, WEIGHT, WORD_IDS
+from bertfit.training.setup import (
+    encode_labelled,
+    infer_run_task,
+    load_checkpoint,
+    read_training_examples,
+    run_tokenizer,
+)
+from bertfit.training.shards import prepare_shards
+from tests.tiny import sentiment_rows, write_csv
+
+BUCKETS = (8, 16)
+
+
+@pytest.fixture(scope="module")
+def prepared(tiny_hf_dir, tmp_path_factory):
+    """37 rows prepared into 3 shards, and the same rows tokenized in memory."""
+    model, _ = tiny_hf_dir
+    folder = tmp_path_factory.mktemp("stream")
+    train = write_csv(folder / "train.csv", sentiment_rows(37, seed=3))
+    config = RunConfig(
+        model=ModelConfig(name=str(model), max_seq_length=16), data=DataConfig(train=str(train))
+    )
+    prepare_shards(config, folder / "prepared", shards=3, chunk_rows=10)
+    tokenizer = run_tokenizer(load_checkpoint(config), config)
+    examples = read_training_examples(str(train), config)
+    task, _ = infer_run_task(examples, config)
+    memory = encode_labelled(str(train), examples, config, tokenizer, task)
+    stream = TrainStream(folder / "prepared", Manifest.load(folder / "prepared"))
+    return stream, memory, tokenizer
+
+
+def _rows(batches) -> list[tuple[int, tuple[int, ...]]]:
+    """(index, unpadded word ids) of every real row of per-replica batches."""
+    seen = []
+    for batch in batches:
+        for index, ids in zip(batch[INDEX].numpy(), batch[WORD_IDS].numpy(), strict=True):
+            if index != PAD_INDEX:
+                seen.append((int(index), tuple(int(i) for i in ids if i)))
+    return seen
+
+
+def test_an_epoch_streams_the_rows_the_in_memory_path_trains(prepared):
+    stream, memory, tokenizer = prepared
+    layout = StreamLayout.of(stream.manifest, BUCKETS, pipelines=1, rows_per_step=8)
+    streamed = StreamedInput(
+        stream,
+        layout,
+        tf.distribute.get_strategy(),
+        special_ids=tokenizer.special_ids,
+        seed=1,
+        epoch=0,
+        shuffle_buffer=4,
+    )
+    plan = plan_batches(memory.encoded.packed_lengths, BUCKETS, 8, shuffle=True, seed=1)
+    in_memory = BucketedInput(
+        memory.encoded,
+        memory.labels,
+        plan,
+        tf.distribute.get_strategy(),
+        special_ids=tokenizer.special_ids,
+    )
+    assert sorted(s.seq_length for s in streamed.plan) == sorted(b.seq_length for b in plan)
+    by_bucket = sorted((s.seq_length, s.num_examples) for s in streamed.plan)
+    assert by_bucket == sorted((b.seq_length, b.num_examples) for b in plan)
+
+    batches, memory_batches, counts = [], [], []
+    iterators = streamed.iterators()
+    for step in streamed.plan:
+        batch = next(iterators[step.seq_length])
+        assert batch[WORD_IDS].shape == (8, step.seq_length)
+        real = int((batch[INDEX].numpy() != PAD_INDEX).sum())
+        assert real == step.num_examples == batch[GLOBAL_EXAMPLES].numpy()
+        assert batch[WEIGHT].numpy().sum() == real
+        batches.append(batch)
+        counts.append(real)
+    memory_batches = [batch for _, batch in in_memory]
+    streamed_rows, memory_rows = _rows(batches), _rows(memory_batches)
+    assert sorted(streamed_rows) == sorted(memory_rows)  # same rows, same ids
+    assert collections.Counter(i for i, _ in streamed_rows) == collections.Counter(range(37))
+    assert sum(counts) == 37
+
+
+def test_a_resumed_epoch_skips_exactly_the_steps_taken(prepared):
+    stream, _, tokenizer = prepared
+    layout = StreamLayout.of(stream.manifest, BUCKETS, pipelines=1, rows_per_step=4)
+
+    def rows(start):
+        streamed = StreamedInput(
+            stream,
+            layout,
+            tf.distribute.get_strategy(),
+            special_ids=tokenizer.special_ids,
+            seed=2,
+            epoch=1,
+            start=start,
+            shuffle_buffer=8,
+        )
+        iterators = streamed.iterators()
+        return [_rows([next(iterators[step.seq_length])]) for step in streamed.plan]
+
+    whole = rows(0)
+    assert rows(3) == whole[3:]
+    assert sorted(i for step in whole for i, _ in step) == list(range(37))
+
+
+def _pipeline_rows(streamed: StreamedInput, pipelines: int, replicas: int) -> list[list[int]]:
+    seen = []
+    for p in range(pipelines):
+        context = tf.distribute.InputContext(pipelines, p, replicas)
+        rows = []
+        for b in range(len(BUCKETS)):
+            elements = list(streamed.dataset(b, context))
+            steps = int(streamed.layout.steps()[b])
+            assert len(elements) == steps * replicas // pipelines  # equal on every worker
+            rows += [int(i) for e in elements for i in e[INDEX].numpy() if i != PAD_INDEX]
+        seen.append(rows)
+    return seen
+
+
+def test_two_workers_read_disjoint_files_that_cover_every_row(prepared):
+    stream, _, tokenizer = prepared
+    layout = StreamLayout.of(stream.manifest, BUCKETS, pipelines=2, rows_per_step=4)
+    assert layout.files == ((0, 2), (1,)) and not layout.by_row and layout.note is None
+    streamed = StreamedInput(
+        stream,
+        layout,
+        tf.distribute.get_strategy(),
+        special_ids=tokenizer.special_ids,
+        seed=0,
+        epoch=0,
+    )
+    first, second = _pipeline_rows(streamed, pipelines=2, replicas=4)
+    shards = [s.rows for s in stream.manifest.shards]  # rows 0-12, 13-24, 25-36
+    assert sorted(first) == list(range(shards[0])) + list(range(37 - shards[2], 37))
+    assert sorted(second) == list(range(shards[0], shards[0] + shards[1]))
+    plan = layout.plan(shuffle=True)
+    assert sum(step.num_examples for step in plan) == 37
+
+
+def test_more_workers_than_files_split_the_rows(prepared):
+    stream, _, tokenizer = prepared
+    layout = StreamLayout.of(stream.manifest, BUCKETS, pipelines=4, rows_per_step=2)
+    assert layout.by_row and "fewer files than the 4 workers" in layout.note
+    streamed = StreamedInput(
+        stream,
+        layout,
+        tf.distribute.get_strategy(),
+        special_ids=tokenizer.special_ids,
+        seed=0,
+        epoch=0,
+    )
+    seen = _pipeline_rows(streamed, pipelines=4, replicas=4)
+    assert sorted(i for rows in seen for i in rows) == list(range(37))
+    assert all(not set(a) & set(b) for a in seen for b in seen if a is not b)
