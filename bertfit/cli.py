@@ -1,4 +1,4 @@
-"""`bertfit train|prepare|evaluate|predict|export|serve|report|demo|check|inspect|convert`:
+"""`bertfit train|tune|prepare|evaluate|predict|export|serve|report|demo|check|inspect|convert`:
 argument parsing only.
 
 User mistakes arrive here as `BertfitError`s and are printed as one clear message (exit 2),
@@ -19,6 +19,7 @@ from bertfit.config import TASKS
 from bertfit.data.sources import FORMATS
 from bertfit.errors import BertfitError, TrainingInterrupted
 from bertfit.run_flags import TRAIN_FLAGS, add_train_arguments, run_config_from_args
+from bertfit.sweeps.flags import add_tune_arguments, sweep_from_args
 from bertfit.tf_startup import start_tensorflow
 
 # What the system refuses for reasons outside bertfit: a full disk, a read-only file system, no
@@ -49,6 +50,25 @@ def cmd_train(args) -> int:
         if not args.quiet:
             print(f"report: {report}", file=sys.stderr)
     printed = {**summary.headline, "run_dir": summary.run_dir}
+    print(json.dumps(printed, indent=None if args.json else 2))
+    return 0
+
+
+def cmd_tune(args) -> int:
+    from bertfit.sweeps.tune import tune
+
+    base, spec = sweep_from_args(args)
+    results = tune(base, spec, args.output_dir, quiet=args.quiet, reports=not args.no_report)
+    chosen, run = results.chosen, results.chosen_run
+    printed = {
+        "metric": results.metric,
+        "chosen_trial": chosen.name if chosen else None,
+        "params": chosen.params if chosen else None,
+        "mean": chosen.mean if chosen else None,
+        "sd": chosen.sd if chosen else None,
+        "chosen_run": run.run_dir if run else None,
+        "sweep_dir": args.output_dir,
+    }
     print(json.dumps(printed, indent=None if args.json else 2))
     return 0
 
@@ -311,6 +331,14 @@ def build_parser() -> argparse.ArgumentParser:
         "(multi-label) or log2 word count (regression)",
     )
     demo.set_defaults(handler=cmd_demo)
+
+    tune = sub.add_parser(
+        "tune",
+        help="sweep settings (a grid or random draw) × seeds, or k-fold cross-validate; "
+        "choose the best mean",
+    )
+    add_tune_arguments(tune)
+    tune.set_defaults(handler=cmd_tune)
 
     for name in ("evaluate", "predict"):
         sub.choices[name].add_argument(

@@ -1,0 +1,99 @@
+"""`bertfit tune`'s flags: every `bertfit train` flag (`run_flags.TRAIN_FLAGS`), the swept ones
+taking comma-separated values, and the sweep's own (--seeds, --folds, --trials). Light: parsed
+before TensorFlow loads."""
+
+from __future__ import annotations
+
+import argparse
+
+from bertfit.config import RunConfig
+from bertfit.run_flags import TRAIN_FLAGS, run_config_from_args
+from bertfit.sweeps.spec import SWEPT_FLAGS, SweepSpec
+
+
+def _values(flag: str, options: dict):
+    """The argparse type of a swept flag: comma-separated values, each parsed and checked as
+    the train flag's own."""
+    parse, choices = options.get("type", str), options.get("choices")
+
+    def values(text: str) -> list:
+        items = [item.strip() for item in text.split(",")]
+        if not all(items):
+            raise argparse.ArgumentTypeError(f"expected comma-separated values, got {text!r}")
+        parsed = [parse(item) for item in items]
+        if choices is not None and any(v not in choices for v in parsed):
+            raise argparse.ArgumentTypeError(
+                f"each value must be one of {', '.join(choices)}; got {text!r}"
+            )
+        if len(set(parsed)) < len(parsed):
+            raise argparse.ArgumentTypeError(f"a value is repeated in {text!r}")
+        return parsed
+
+    values.__name__ = flag.lstrip("-")  # argparse names the type in its messages
+    return values
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
+    return value
+
+
+def add_tune_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", help="a run.yaml to start every trial from; flags override it")
+    parser.add_argument(
+        "--output-dir",
+        required=True,
+        help="the sweep directory; rerunning the same command there resumes the sweep",
+    )
+    for flag, (_, options) in TRAIN_FLAGS.items():
+        if flag in SWEPT_FLAGS:
+            help = f"{options.get('help', '')} (comma-separated values are swept)".lstrip()
+            options = {"type": _values(flag, options), "help": help}
+        parser.add_argument(flag, default=argparse.SUPPRESS, **options)
+    parser.add_argument(
+        "--seeds",
+        type=_positive,
+        default=1,
+        help="runs per trial, at seeds --seed, --seed+1, ... (default 1)",
+    )
+    parser.add_argument(
+        "--folds",
+        type=_positive,
+        help="k-fold cross-validation on --train: K runs per trial and seed, each evaluated on "
+        "its held-out fold (stratified); out-of-fold predictions written",
+    )
+    parser.add_argument(
+        "--trials",
+        type=_positive,
+        help="random search: this many of the grid's combinations, drawn at random (seeded "
+        "by --seed); default: the whole grid",
+    )
+    parser.add_argument(
+        "--no-report",
+        action="store_true",
+        help="write no report.html (neither the runs' nor the sweep's)",
+    )
+    parser.add_argument("--json", action="store_true", help="print the result as one JSON line")
+    parser.add_argument("--quiet", action="store_true", help="no progress output")
+
+
+def sweep_from_args(args) -> tuple[RunConfig, SweepSpec]:
+    """The base run config (every flag given, the swept ones at their first value) and the
+    sweep: the swept flags with more than one value make the grid."""
+    given = vars(args)
+    grid, first = {}, {}
+    for flag in SWEPT_FLAGS:
+        dest = flag[2:].replace("-", "_")
+        if dest in given:
+            first[dest] = given[dest][0]
+            if len(given[dest]) > 1:
+                grid[TRAIN_FLAGS[flag][0]] = given[dest]
+    base = run_config_from_args(argparse.Namespace(**{**given, **first}))
+    seeds = [base.train.seed + i for i in range(args.seeds)]
+    spec = SweepSpec(grid, seeds, args.folds, args.trials, search_seed=base.train.seed)
+    return base, spec

@@ -1,0 +1,99 @@
+"""The data of k-fold cross-validation: the training rows split into fold files that a normal
+run reads, and the out-of-fold predictions gathered back from the K runs."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import numpy as np
+
+from bertfit.atomic import write_text_atomic
+from bertfit.config import RunConfig
+from bertfit.data.sources import Example
+from bertfit.data.tasks import Task
+from bertfit.sweeps.folds import check_every_label_trains, fold_of_rows
+from bertfit.training.setup import infer_run_task, read_training_examples
+
+
+@dataclasses.dataclass
+class FoldSplit:
+    """The training rows (as a run reads them, --max-train-examples applied) and the held-out
+    fold (1 to K) of each."""
+
+    examples: list[Example]
+    fold: np.ndarray
+    task: Task
+    folder: Path
+
+    def files(self, k: int) -> tuple[Path, Path]:
+        """(training file, held-out file) of fold `k`."""
+        return self.folder / f"fold-{k}-train.jsonl", self.folder / f"fold-{k}-heldout.jsonl"
+
+
+def split_training_rows(base: RunConfig, folds: int, folder: Path) -> FoldSplit:
+    """Reads `base`'s training rows, splits them into `folds` stratified folds (seeded by
+    `--seed`) and writes each fold's files into `folder`, in the training file's own columns,
+    so each run reads them as it would the original. A rerun writes the same files (and leaves
+    files that are already right untouched)."""
+    examples = read_training_examples(base.data.train, base)[: base.data.max_train_examples]
+    task, _ = infer_run_task(examples, base)
+    targets = task.targets(examples, base.data.train)
+    check_every_label_trains(task, targets, base.data.train)
+    split = FoldSplit(
+        examples, fold_of_rows(task.kind, targets, folds, base.train.seed) + 1, task, folder
+    )
+    folder.mkdir(parents=True, exist_ok=True)
+    lines = [_jsonl_line(e, base) for e in examples]
+    for k in range(1, folds + 1):
+        train_file, held_out_file = split.files(k)
+        _write_if_changed(
+            train_file, "".join(x for x, f in zip(lines, split.fold, strict=True) if f != k)
+        )
+        _write_if_changed(
+            held_out_file, "".join(x for x, f in zip(lines, split.fold, strict=True) if f == k)
+        )
+    assignment = {"folds": folds, "seed": base.train.seed, "fold_of_row": split.fold.tolist()}
+    _write_if_changed(folder / "folds.json", json.dumps(assignment) + "\n")
+    return split
+
+
+def out_of_fold_rows(split: FoldSplit, predictions: dict[int, list[dict]]) -> list[dict]:
+    """One row per training row, in the training file's order: its index, line and fold, the
+    text (and pair), the true label as `target`, and the prediction of the run that did not
+    train on it (`predictions[k]`: fold k's held-out rows, in order).
+
+    Examples:
+    >>> split = FoldSplit([Example("a", None, "pos", 2), Example("b", None, "neg", 3)],
+    ...                   np.array([2, 1]), Task("single-label", ("neg", "pos")), Path("."))
+    >>> out_of_fold_rows(split, {1: [{"label": "neg"}], 2: [{"label": "pos"}]})[0]
+    {'row': 0, 'line': 2, 'fold': 2, 'text': 'a', 'target': 'pos', 'label': 'pos'}
+    """
+    remaining = {k: iter(rows) for k, rows in predictions.items()}
+    rows = []
+    for i, (example, fold) in enumerate(zip(split.examples, split.fold, strict=True)):
+        row = {"row": i, "line": example.line, "fold": int(fold), "text": example.text}
+        if example.text_pair is not None:
+            row["text_pair"] = example.text_pair
+        row["target"] = _label_value(example.label)
+        rows.append({**row, **next(remaining[int(fold)])})
+    return rows
+
+
+def _jsonl_line(example: Example, config: RunConfig) -> str:
+    d = config.data
+    row = {d.text_column: example.text}
+    if d.text_pair_column:
+        row[d.text_pair_column] = example.text_pair
+    row[d.label_column] = _label_value(example.label)
+    return json.dumps(row, ensure_ascii=False) + "\n"
+
+
+def _label_value(label):
+    return list(label) if isinstance(label, tuple) else label
+
+
+def _write_if_changed(path: Path, text: str) -> None:
+    if not path.exists() or path.read_text(encoding="utf-8") != text:
+        write_text_atomic(path, text)

@@ -1,0 +1,194 @@
+"""`tune`: a grid (or a random draw from it) of trials × seeds (× folds), each run a normal
+bertfit run, one after another in this process, then the table, the choice and the report.
+
+Resumable by its directories alone: rerunning the same sweep skips the runs whose metrics.json
+says finished (or diverged), resumes an unfinished one from its checkpoint as `bertfit train`
+does, and starts the rest (see `bertfit.sweeps.sweep_dir`).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+from bertfit.atomic import write_text_atomic
+from bertfit.config import RunConfig, override
+from bertfit.errors import ConfigError
+from bertfit.inference.outputs import prediction_rows
+from bertfit.inference.predictor import load_classifier
+from bertfit.progress import Console
+from bertfit.report import write_report
+from bertfit.sweeps.fold_data import FoldSplit, out_of_fold_rows, split_training_rows
+from bertfit.sweeps.results import RunResult, SweepResults, TrialResult
+from bertfit.sweeps.spec import RunPlan, SweepSpec
+from bertfit.sweeps.sweep_dir import SweepDir, run_state
+from bertfit.training.metrics import default_metric
+from bertfit.training.records import FINISHED, RunSummary
+from bertfit.training.run import TrainingDiverged, train
+
+
+def tune(
+    base: RunConfig,
+    spec: SweepSpec,
+    output_dir: str | Path,
+    *,
+    quiet: bool = False,
+    reports: bool = True,
+) -> SweepResults:
+    """Runs (or resumes) the sweep `spec` over `base` in `output_dir`; returns its results.
+
+    Args:
+        base: the run config every trial starts from (every train flag), with --eval, or
+            without one when `spec.folds` is set (each fold is evaluated on its held-out rows).
+        spec: the grid, seeds, folds and random-search budget.
+        output_dir: the sweep directory (see `bertfit.sweeps.sweep_dir`).
+        quiet: no progress output.
+        reports: write each run's report.html and the sweep's.
+
+    Raises:
+        ConfigError: no way to score a run, or the directory holds something else.
+        TrainingInterrupted: SIGTERM or Ctrl-C stopped a run (rerun the sweep to resume it).
+    """
+    _check_scoring(base, spec)
+    console = Console(quiet=quiet)
+    sweep = SweepDir(output_dir)
+    lock, note = sweep.claim(spec, base)
+    try:
+        if note:
+            console.say(f"bertfit: {note}")
+        return _sweep(base, spec, sweep, console, reports)
+    finally:
+        lock.release()
+
+
+def _check_scoring(base: RunConfig, spec: SweepSpec) -> None:
+    if spec.folds and base.data.eval:
+        raise ConfigError(
+            "--folds evaluates each fold on its held-out training rows; --eval would not be "
+            "used. Leave --eval out (and evaluate the chosen config on it later with bertfit "
+            "train --config SWEEP/chosen.yaml --eval FILE), or drop --folds."
+        )
+    if not spec.folds and not base.data.eval:
+        raise ConfigError(
+            "a sweep chooses by the evaluation metric: pass --eval FILE, or --folds K to "
+            "cross-validate on the training rows."
+        )
+
+
+def _sweep(
+    base: RunConfig, spec: SweepSpec, sweep: SweepDir, console: Console, reports: bool
+) -> SweepResults:
+    split = split_training_rows(base, spec.folds, sweep.folds_dir) if spec.folds else None
+    plans = spec.runs(base, sweep.path, split.files if split else None)
+    trials = spec.trial_list()
+    sweep.log(
+        f"sweep: {len(trials)} trial(s) × {len(spec.seeds)} seed(s)"
+        + (f" × {spec.folds} folds" if spec.folds else "")
+        + f" = {len(plans)} runs"
+    )
+    summaries: dict[str, RunSummary] = {}
+    for number, plan in enumerate(plans, 1):
+        summaries[plan.name] = _run(plan, f"run {number}/{len(plans)}", console, sweep, reports)
+        results = _results(base, spec, plans, summaries)
+        write_text_atomic(sweep.results_file, json.dumps(results.to_dict(), indent=2))
+        if split and plan.fold == spec.folds:
+            _write_out_of_fold(split, [p for p in plans if _same_seed(p, plan)], sweep, console)
+    chosen = results.chosen
+    if chosen is not None:
+        _chosen_config(base, chosen, results).save(sweep.chosen_file)
+    if reports:
+        from bertfit.sweeps.report import write_sweep_report
+
+        write_sweep_report(sweep.path)
+    console.info(results.table())
+    sweep.log(
+        f"finished; chosen {chosen.name if chosen else 'none'} "
+        f"({results.metric} {chosen.mean if chosen else '-'})"
+    )
+    return results
+
+
+def _run(plan: RunPlan, title: str, console: Console, sweep: SweepDir, reports: bool) -> RunSummary:
+    """The run's summary: read when it finished (or diverged) before, else trained (or
+    resumed) now."""
+    state = run_state(plan.path)
+    if state in (FINISHED, "diverged"):
+        console.info(f"bertfit tune: {title} {plan.name}: {state} before, kept")
+        summary = _saved_summary(plan.path)
+    else:
+        doing = "resuming" if state == "unfinished" else "training"
+        console.say(f"bertfit tune: {title} {plan.name}: {doing}")
+        sweep.log(f"{doing} {plan.name}")
+        try:
+            summary = train(plan.config, quiet=console.quiet, resume=None)
+        except TrainingDiverged as e:
+            console.say(f"bertfit tune: {plan.name} diverged: {e}")
+            summary = _saved_summary(plan.path)
+        sweep.log(f"{plan.name}: {summary.status}")
+    if reports and not (plan.path / "report.html").exists():
+        write_report(plan.path)
+    return summary
+
+
+def _saved_summary(path: Path) -> RunSummary:
+    return RunSummary.from_dict(json.loads((path / "metrics.json").read_text(encoding="utf-8")))
+
+
+def _results(
+    base: RunConfig, spec: SweepSpec, plans: list[RunPlan], summaries: dict[str, RunSummary]
+) -> SweepResults:
+    """The results so far: runs not yet trained are "pending"."""
+    first = next(iter(summaries.values()))
+    metric = base.train.best_metric or default_metric(first.task)
+    trials = []
+    for trial in spec.trial_list():
+        runs = []
+        for plan in (p for p in plans if p.trial.name == trial.name):
+            summary = summaries.get(plan.name)
+            if summary is None:
+                runs.append(RunResult(plan.seed, plan.fold, str(plan.path), "pending"))
+            else:
+                runs.append(RunResult.of(summary, plan.seed, plan.fold, metric))
+        trials.append(TrialResult(trial.name, trial.params, runs))
+    return SweepResults(metric, trials, spec.folds)
+
+
+def _same_seed(plan: RunPlan, last: RunPlan) -> bool:
+    return plan.trial.name == last.trial.name and plan.seed == last.seed
+
+
+def _write_out_of_fold(
+    split: FoldSplit, folds: list[RunPlan], sweep: SweepDir, console: Console
+) -> None:
+    """runs/TRIAL/oof-seedS.jsonl: every training row once, predicted by the fold run that
+    held it out (its final weights, those its held-out score is of)."""
+    path = folds[0].path.parent / f"oof-seed{folds[0].seed}.jsonl"
+    if path.exists():
+        return
+    if any(run_state(p.path) != FINISHED for p in folds):
+        console.say(
+            f"bertfit tune: no out-of-fold predictions for {path.parent.name}: a fold "
+            "run did not finish"
+        )
+        return
+    predictions = {}
+    for plan in folds:
+        held_out = [e for e, f in zip(split.examples, split.fold, strict=True) if f == plan.fold]
+        classifier = load_classifier(plan.path, which="latest")
+        pairs = [e.text_pair for e in held_out] if classifier.pairs else None
+        outputs = classifier.outputs([e.text for e in held_out], pairs)
+        predictions[plan.fold] = prediction_rows(classifier.task, outputs)
+    rows = out_of_fold_rows(split, predictions)
+    write_text_atomic(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    sweep.log(f"wrote {len(rows)} out-of-fold predictions to {path}")
+
+
+def _chosen_config(base: RunConfig, chosen: TrialResult, results: SweepResults) -> RunConfig:
+    """The chosen trial's settings on the sweep's data (with --folds: all the training rows),
+    at the chosen run's seed (with --folds: the base seed)."""
+    config = copy.deepcopy(base)
+    run = results.chosen_run
+    override(config, {**chosen.params, "train.seed": run.seed if run else base.train.seed})
+    config.output_dir = None
+    return config

@@ -1,0 +1,146 @@
+"""`bertfit tune`: a sweep of tiny runs resumes after a SIGKILL without re-running finished
+trials; k-fold writes out-of-fold predictions for every row; one directory holds one sweep."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bertfit.cli import main
+from bertfit.config import DataConfig, ModelConfig, RunConfig, TrainConfig
+from bertfit.errors import ConfigError
+from bertfit.sweeps.spec import SweepSpec
+from tests.tiny import sentiment_rows, train_args, write_csv
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _data(tmp_path: Path) -> tuple[Path, Path]:
+    train = write_csv(tmp_path / "train.csv", sentiment_rows(32, seed=0))
+    return train, write_csv(tmp_path / "eval.csv", sentiment_rows(12, seed=1))
+
+
+def _files(run: Path) -> dict[str, int]:
+    """Every file of a run directory with its modification time (ns)."""
+    return {str(p.relative_to(run)): p.stat().st_mtime_ns for p in run.rglob("*") if p.is_file()}
+
+
+@pytest.mark.slow  # two processes' TensorFlow start and four tiny runs: ~40 s on 2 cores
+def test_a_killed_sweep_resumes_without_rerunning_finished_trials(tmp_path, trainable_hf_dir):
+    train, evaluation = _data(tmp_path)
+    sweep = tmp_path / "sweep"
+    args = train_args(
+        trainable_hf_dir, train, sweep, "--learning-rate", "1e-3,5e-3", "--batch-size", "8,16",
+        command="tune", eval=evaluation, buckets="16", strategy="default", no_report=True,
+    )  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "bertfit.cli", *args],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 300
+    while not list(sweep.glob("runs/t2-*/seed42")):  # the second trial started: the first is done
+        assert process.poll() is None, process.stderr.read()
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    process.stderr.close()
+    first = next(sweep.glob("runs/t1-*/seed42"))
+    assert json.loads((first / "metrics.json").read_text())["status"] == "finished"
+    before = _files(first)
+
+    assert main(args) == 0
+
+    assert _files(first) == before  # the finished trial was not trained again, nor touched
+    log = (sweep / "sweep.log").read_text()
+    assert log.count(f"training {first.parent.name}/seed42") == 1
+    results = json.loads((sweep / "results.json").read_text())
+    assert [t["name"] for t in results["trials"]] == [
+        "t1-lr0.001-bs8", "t2-lr0.001-bs16", "t3-lr0.005-bs8", "t4-lr0.005-bs16"
+    ]  # fmt: skip
+    for trial in results["trials"]:
+        [run] = trial["runs"]
+        assert run["status"] == "finished" and run["value"] is not None
+        metrics = json.loads((Path(run["run_dir"]) / "metrics.json").read_text())
+        assert run["value"] == metrics["best"]["accuracy"]
+    chosen = max(results["trials"], key=lambda t: t["mean"])  # the first on a tie, as max
+    assert results["chosen_trial"] == chosen["name"]
+    assert results["chosen_run"] == chosen["runs"][0]["run_dir"]
+
+
+def test_two_folds_write_out_of_fold_predictions_for_every_row(tmp_path, trainable_hf_dir):
+    from bertfit.sweeps.tune import tune
+
+    train, _ = _data(tmp_path)
+    base = RunConfig(
+        model=ModelConfig(name=str(trainable_hf_dir), max_seq_length=16, dropout=0.0),
+        data=DataConfig(train=str(train), buckets=[16]),
+        train=TrainConfig(batch_size=8, epochs=1, learning_rate=5e-3, seed=0, strategy="default"),
+    )
+    sweep = tmp_path / "cv"
+    results = tune(base, SweepSpec({}, [0], folds=2), sweep, quiet=True)
+
+    [trial] = results.trials
+    assert [(r.fold, r.status) for r in trial.runs] == [(1, "finished"), (2, "finished")]
+    assert trial.mean == pytest.approx(np.mean([r.value for r in trial.runs]))
+    rows = [
+        json.loads(line) for line in (sweep / "runs/t1/oof-seed0.jsonl").read_text().splitlines()
+    ]
+    texts = [text for text, _ in sentiment_rows(32, seed=0)]
+    assert [r["row"] for r in rows] == list(range(32))
+    assert [r["text"] for r in rows] == texts
+    folds = json.loads((sweep / "folds/folds.json").read_text())["fold_of_row"]
+    assert [r["fold"] for r in rows] == folds and sorted(set(folds)) == [1, 2]
+    for run in trial.runs:  # each held-out row predicted by the run that did not train on it
+        held_out = [r for r in rows if r["fold"] == run.fold]
+        with np.load(Path(run.run_dir) / "eval_outputs.npz") as saved:
+            np.testing.assert_allclose(
+                [[r["probabilities"]["neg"], r["probabilities"]["pos"]] for r in held_out],
+                saved["outputs"],
+                atol=1e-5,
+            )
+        accuracy = np.mean([r["label"] == r["target"] for r in held_out])
+        assert run.value == pytest.approx(accuracy)
+    assert (sweep / "report.html").read_text().count("<img") == 1  # the spread; lr not swept
+    chosen = RunConfig.load(sweep / "chosen.yaml")
+    assert chosen.data.train == str(train) and chosen.train.learning_rate == 5e-3
+
+
+def test_a_directory_holding_another_sweep_or_other_files_is_refused(tmp_path):
+    from bertfit.sweeps.sweep_dir import SweepDir
+
+    base = RunConfig(data=DataConfig(train="train.csv", eval="eval.csv"))
+    first = SweepSpec({"train.learning_rate": [1e-5, 2e-5]}, [42])
+    lock, _ = SweepDir(tmp_path / "s").claim(first, base)
+    lock.release()
+    other = SweepSpec({"train.learning_rate": [1e-5, 3e-5]}, [42])
+    with pytest.raises(ConfigError, match="holds another sweep .*grid"):
+        SweepDir(tmp_path / "s").claim(other, base)
+    lock, _ = SweepDir(tmp_path / "s").claim(first, base)  # the same sweep: resumed
+    lock.release()
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "config.yaml").write_text("")
+    with pytest.raises(ConfigError, match="not a bertfit sweep"):
+        SweepDir(tmp_path / "run").claim(first, base)
+
+
+def test_tune_refuses_a_sweep_it_could_not_score(tmp_path, capsys):
+    train, evaluation = _data(tmp_path)
+    args = train_args("tiny", train, tmp_path / "s", "--learning-rate", "1e-3,2e-3", command="tune")
+    assert main(args) == 2
+    assert "pass --eval FILE, or --folds K" in capsys.readouterr().err
+    assert main([*args, "--folds", "2", "--eval", str(evaluation)]) == 2
+    assert "--folds evaluates each fold on its held-out" in capsys.readouterr().err
+    assert not (tmp_path / "s").exists()
