@@ -150,11 +150,13 @@ def _train(
     checkpoints = RunCheckpoints(
         trainer.model, trainer.optimizer, run_dir.latest_dir, run_dir.best_dir
     )
-    state = TrainingState(data_fingerprint=data_fingerprint(setup.train.examples))
+    fingerprint = (
+        setup.train.fingerprint() if setup.streamed else data_fingerprint(setup.train.examples)
+    )
+    state = TrainingState(data_fingerprint=fingerprint)
     if resuming:
         state = _resume(run_dir, checkpoints, state, console)
-    plan = setup.plan(setup.train, shuffle=False, training=True)
-    lengths = LengthProfile.of(setup.train.encoded.packed_lengths, list(setup.buckets), plan)
+    lengths = setup.length_profile()
     summary = _describe(setup, strategy, lengths)
     summaries = RunSummaries(run_dir.path / "tensorboard")
     summaries.config(setup.config.to_dict())

@@ -35,8 +35,17 @@ from bertfit.config import (
 )
 from bertfit.data.buckets import resolve_buckets
 from bertfit.data.pipeline import Batch, BucketedInput, EncodedTexts, encode_texts, plan_batches
+from bertfit.data.profile import LengthProfile
 from bertfit.data.sources import Example, SourceSpec, read_examples
+from bertfit.data.streaming import (
+    StreamedInput,
+    StreamLayout,
+    StreamStep,
+    TrainStream,
+    input_pipelines,
+)
 from bertfit.data.tasks import SINGLE_LABEL, Task, infer_task
+from bertfit.data.tfrecord import Manifest, is_prepared, prepared_directory, tokenizer_fingerprint
 from bertfit.errors import ConfigError, DataError
 from bertfit.model.classifier import BertClassifier
 from bertfit.text.base import InGraphTokenizer
@@ -152,13 +161,15 @@ class RunSetup:
         config: the run's config, its `data.buckets` the resolved list.
         checkpoint, tokenizer: the checkpoint read and its tokenizer.
         task: the task of the training rows; best_metric: `--best-metric` or its default.
-        train, eval: the tokenized data (eval None without `--eval`).
+        train, eval: the tokenized data (eval None without `--eval`); `train` is a
+            `TrainStream` when `--train` is a prepared TFRecord set (`bertfit prepare`).
         buckets: the resolved length buckets (the last is max_seq_length).
         xla: what XLA compiles (decided with the strategy).
         trainer: the model, optimizer and compiled steps, built in the strategy's scope.
         notes: what the user should read before training (task inferred, buckets chosen).
         rows_read: training rows in the files, before `--max-train-examples`.
         seconds: time spent loading, tokenizing and building.
+        stream_layout: how a streamed `train` is split among the input pipelines and steps.
     """
 
     config: RunConfig
@@ -166,7 +177,7 @@ class RunSetup:
     tokenizer: InGraphTokenizer
     task: Task
     best_metric: str
-    train: LabelledData
+    train: LabelledData | TrainStream
     eval: LabelledData | None
     buckets: tuple[int, ...]
     xla: XlaChoice
@@ -174,20 +185,37 @@ class RunSetup:
     notes: list[str]
     rows_read: int
     seconds: dict[str, float] = dataclasses.field(default_factory=dict)
+    stream_layout: StreamLayout | None = None
+
+    @property
+    def streamed(self) -> bool:
+        """Whether the training data is streamed from a prepared set."""
+        return isinstance(self.train, TrainStream)
+
+    def length_profile(self) -> LengthProfile:
+        """The training lengths against the buckets (report, TensorBoard)."""
+        if self.streamed:
+            return self.stream_layout.profile(self.train.manifest)
+        plan = self.plan(self.train, shuffle=False, training=True)
+        return LengthProfile.of(self.train.encoded.packed_lengths, list(self.buckets), plan)
 
     def plan(
         self,
-        data: LabelledData,
+        data: LabelledData | TrainStream,
         *,
         shuffle: bool,
         epoch: int = 0,
         training: bool = False,
         batch_size: int | None = None,
-    ) -> list[Batch]:
+    ) -> list[Batch] | list[StreamStep]:
         """The batch plan of `data`. Training plans hold grad_accum micro-batches per step,
         in runs of steps_per_execution. `batch_size` (default `--batch-size`, the global batch)
         is one replica's batch when `check` plans what a single replica is fed."""
         t = self.config.train
+        if isinstance(data, TrainStream):
+            return self.stream_layout.plan(
+                shuffle=shuffle, seed=t.seed, epoch=epoch, run_length=t.steps_per_execution
+            )
         return plan_batches(
             data.encoded.packed_lengths,
             self.buckets,
@@ -200,7 +228,7 @@ class RunSetup:
 
     def batches(
         self,
-        data: LabelledData,
+        data: LabelledData | TrainStream,
         *,
         shuffle: bool,
         epoch: int = 0,
@@ -208,11 +236,25 @@ class RunSetup:
         start: int = 0,
         batch_size: int | None = None,
         static_shapes: bool = False,
-    ) -> BucketedInput:
+    ) -> BucketedInput | StreamedInput:
         """The input of the plan's steps from `start` on (a resumed epoch skips the steps
         taken). Batches are padded to their longest row when the replica step is not
         XLA-compiled (and `static_shapes` does not ask for the bucket lengths), else to their
-        bucket's length."""
+        bucket's length. A `TrainStream` is trained from its shards (`StreamedInput`)."""
+        if isinstance(data, TrainStream):
+            t = self.config.train
+            return StreamedInput(
+                data,
+                self.stream_layout,
+                self.trainer.strategy,
+                special_ids=self.tokenizer.special_ids,
+                seed=t.seed,
+                epoch=epoch,
+                start=start,
+                run_length=t.steps_per_execution,
+                micro_batches=t.grad_accum,
+                pad_to_longest=not (self.xla.replica_step or static_shapes),
+            )
         plan = self.plan(
             data, shuffle=shuffle, epoch=epoch, training=training, batch_size=batch_size
         )
@@ -236,7 +278,10 @@ def prepare(
     saved_buckets: tuple[int, ...] | None = None,
 ) -> RunSetup:
     """`train`'s setup: the checkpoint and its tokenizer, every training and eval row read and
-    tokenized, the task, then `assemble`. `saved_buckets`: those a resumed run chose."""
+    tokenized, the task, then `assemble`. `saved_buckets`: those a resumed run chose.
+    A prepared `--train` (`bertfit prepare`) is streamed instead: `prepare_stream`."""
+    if is_prepared(config.data.train):
+        return prepare_stream(config, strategy, xla, saved_buckets=saved_buckets)
     started = time.perf_counter()
     checkpoint = load_checkpoint(config)
     tokenizer = run_tokenizer(checkpoint, config)
@@ -272,6 +317,84 @@ def prepare(
     return setup
 
 
+def prepare_stream(
+    config: RunConfig,
+    strategy: tf.distribute.Strategy,
+    xla: XlaChoice,
+    *,
+    saved_buckets: tuple[int, ...] | None = None,
+) -> RunSetup:
+    """`prepare` for a prepared training set: its manifest gives the task, the lengths (the
+    buckets) and the step counts; no training row is read before the first step. The eval file
+    is read and tokenized as always (every eval row is evaluated once)."""
+    started = time.perf_counter()
+    checkpoint = load_checkpoint(config)
+    tokenizer = run_tokenizer(checkpoint, config)
+    loaded = time.perf_counter()
+    directory = prepared_directory(config.data.train)
+    train = TrainStream(directory, Manifest.load(directory))
+    check_stream(train.manifest, config, tokenizer, str(directory))
+    task = train.manifest.task
+    resolve_best_metric(config, task)
+    evaluation = (
+        read_labelled(config.data.eval, config, tokenizer, task) if config.data.eval else None
+    )
+    tokenized = time.perf_counter()
+    note = f"streaming the prepared set {directory} ({len(train)} rows, {len(train.files)} files)"
+    setup = assemble(
+        config,
+        strategy,
+        xla,
+        checkpoint,
+        tokenizer,
+        task,
+        train,
+        evaluation,
+        notes=[note],
+        saved_buckets=saved_buckets,
+    )
+    setup.seconds = {
+        "load": loaded - started,
+        "tokenize": tokenized - loaded,
+        "build": time.perf_counter() - tokenized,
+    }
+    return setup
+
+
+def check_stream(manifest: Manifest, config: RunConfig, tokenizer, where: str) -> None:
+    """A prepared set must suit the run: the model's tokenizer, a max_seq_length it holds,
+    the task asked for, and no option that needs every row in memory."""
+    if manifest.tokenizer_fingerprint != tokenizer_fingerprint(tokenizer):
+        raise DataError(
+            f"was prepared with another tokenizer (for --model {manifest.model}) than that of "
+            f"--model {config.model.name}{' with --lower-case' if config.model.lower_case else ''}"
+            ": its ids would mean other words. Prepare the data again with this model "
+            "(`bertfit prepare DATA OUT --model ...`)",
+            path=where,
+            code="data-tokenizer-mismatch",
+        )
+    if config.model.max_seq_length > manifest.max_seq_length:
+        raise ConfigError(
+            f"--max-seq-length {config.model.max_seq_length} is longer than the "
+            f"{manifest.max_seq_length} {where} was prepared for (its ids are cut there); "
+            "prepare it again with the longer length, or train with a shorter one."
+        )
+    if config.model.task is not None and config.model.task != manifest.task.kind:
+        raise ConfigError(
+            f"--task {config.model.task}: {where} was prepared as {manifest.task.kind}; "
+            "prepare it again with --task, or leave --task out."
+        )
+    for value, flag in (
+        (config.data.max_train_examples, "--max-train-examples"),
+        (config.train.class_weights != NO_CLASS_WEIGHTS or None, "--class-weights"),
+    ):
+        if value is not None:
+            raise ConfigError(
+                f"{flag} needs the training rows in memory; a prepared set ({where}) is "
+                f"streamed. Leave {flag} out, or train on the data file."
+            )
+
+
 def assemble(
     config: RunConfig,
     strategy: tf.distribute.Strategy,
@@ -293,12 +416,14 @@ def assemble(
     (default: the run's)."""
     t = config.train
     rows_read = len(train) if rows_read is None else rows_read
+    streamed = isinstance(train, TrainStream)
+    lengths = train.bucket_lengths() if streamed else train.encoded.packed_lengths
     resolved = resolve_buckets(
         config.data.buckets,
         config.model.max_seq_length,
-        train.encoded.packed_lengths,
+        lengths,
         batch_size=t.batch_size * t.grad_accum,
-        epochs=t.epochs * rows_read / max(len(train), 1),
+        epochs=t.epochs * rows_read / max(len(lengths), 1),
         traced_per_bucket=xla.replica_step,
         saved=saved_buckets,
     )
@@ -306,7 +431,15 @@ def assemble(
         config, data=dataclasses.replace(config.data, buckets=list(resolved.lengths))
     )
     notes = [*(notes or []), *([resolved.note] if resolved.note else [])]
-    if total_steps is None:
+    layout = None
+    if streamed:
+        pipelines = input_pipelines(strategy)
+        rows_per_step = t.batch_size * t.grad_accum // pipelines
+        layout = StreamLayout.of(train.manifest, resolved.lengths, pipelines, rows_per_step)
+        notes += [layout.note] if layout.note else []
+    if total_steps is None and layout is not None:
+        total_steps = len(layout.plan(shuffle=False)) * t.epochs
+    elif total_steps is None:
         steps_per_epoch = len(
             plan_batches(
                 train.encoded.packed_lengths,
@@ -332,6 +465,7 @@ def assemble(
         trainer=trainer,
         notes=notes,
         rows_read=rows_read,
+        stream_layout=layout,
     )
 
 

@@ -4,10 +4,12 @@ path, every row once per epoch, equal step counts on every worker, shards split 
 from __future__ import annotations
 
 import collections
+import json
 
 import pytest
 import tensorflow as tf
 
+from bertfit.cli import main
 from bertfit.config import DataConfig, ModelConfig, RunConfig
 from bertfit.data.pipeline import PAD_INDEX, BucketedInput, plan_batches
 from bertfit.data.streaming import StreamedInput, StreamLayout, TrainStream
@@ -21,7 +23,7 @@ from bertfit.training.setup import (
     run_tokenizer,
 )
 from bertfit.training.shards import prepare_shards
-from tests.tiny import sentiment_rows, write_csv
+from tests.tiny import sentiment_rows, train_args, write_csv
 
 BUCKETS = (8, 16)
 
@@ -167,3 +169,46 @@ def test_more_workers_than_files_split_the_rows(prepared):
     seen = _pipeline_rows(streamed, pipelines=4, replicas=4)
     assert sorted(i for rows in seen for i in rows) == list(range(37))
     assert all(not set(a) & set(b) for a in seen for b in seen if a is not b)
+
+
+# ---- bertfit train on a prepared set ----
+
+
+@pytest.fixture(scope="module")
+def prepared_run_data(trainable_hf_dir, tmp_path_factory):
+    """A prepared training set (2 shards) of 40 rows and an eval file of 13."""
+    folder = tmp_path_factory.mktemp("streamed_train")
+    train = write_csv(folder / "train.csv", sentiment_rows(40, seed=5))
+    evaluation = write_csv(folder / "eval.csv", sentiment_rows(13, seed=6))
+    args = ["prepare", str(train), str(folder / "prepared"), "--model", str(trainable_hf_dir)]
+    assert main([*args, "--max-seq-length", "16", "--shards", "2"]) == 0
+    return folder / "prepared", evaluation
+
+
+def test_train_on_prepared_shards_trains_every_row_and_evaluates_every_eval_row(
+    trainable_hf_dir, prepared_run_data, tmp_path, capsys
+):
+    prepared, evaluation = prepared_run_data
+    args = train_args(trainable_hf_dir, prepared, tmp_path / "run", epochs=2, buckets="8,16")
+    assert main([*args, "--eval", str(evaluation)]) == 0, capsys.readouterr().err
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert metrics["status"] == "finished"
+    assert [e["train_examples"] for e in metrics["epochs"]] == [40, 40]
+    assert [e["eval"]["num_examples"] for e in metrics["epochs"]] == [13, 13]
+    assert metrics["data"]["train_rows"] == 40
+    steps = [json.loads(line) for line in (tmp_path / "run" / "steps.jsonl").open()]
+    per_epoch = len(StreamLayout.of(Manifest.load(prepared), BUCKETS, 1, 8).plan(shuffle=False))
+    assert len(steps) == 2 * per_epoch
+    assert sum(s["examples"] for s in steps if s["epoch"] == 1) == 40
+    assert "streaming the prepared set" in (tmp_path / "run" / "train.log").read_text()
+
+
+def test_shards_of_another_tokenizer_are_refused(
+    trainable_hf_dir, prepared_run_data, tmp_path, capsys
+):
+    prepared, _ = prepared_run_data
+    args = train_args(trainable_hf_dir, prepared, tmp_path / "run", lower_case="false")
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "prepared with another tokenizer" in err and "Traceback" not in err
+    assert not (tmp_path / "run" / "config.yaml").exists()
