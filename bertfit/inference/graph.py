@@ -9,6 +9,11 @@ the tokenizer's ops); bertfit is not needed to use it. Its signatures:
 - `serving_default`: `text` (string [batch]; and `text_pair` for a pair model) → the task's
   outputs (`bertfit.inference.outputs`): `probabilities` (float32 [batch, labels]), `label`
   (string [batch]) and `label_id` (int32) for single-label models.
+- `classify` (single- and multi-label models) and `regress` (regression), for TF Serving's
+  Classify and Regress APIs (method names `tensorflow/serving/classify|regress`): `inputs`
+  (string [batch], serialized `tf.train.Example`s with a bytes feature `text`, and `text_pair`
+  for a pair model) → `classes` (string [batch, labels], the label names) and `scores` (float32
+  [batch, labels], the probabilities), or `outputs` (float32 [batch], the value).
 - `classify_ids`: the three int32 inputs `input_word_ids`, `input_mask`, `input_type_ids`
   ([batch, seq]) → the same outputs, for clients that tokenize themselves. Inputs the model
   cannot read (the three of different shapes, ids outside the vocabulary, type ids outside the
@@ -36,13 +41,15 @@ from pathlib import Path
 
 import tensorflow as tf
 
-from bertfit.data.tasks import Task
+from bertfit.data.tasks import REGRESSION, Task
 from bertfit.inference.outputs import task_outputs
 from bertfit.model.inputs import INPUT_NAMES, MASK, TYPE_IDS, WORD_IDS
 from bertfit.text.tokenizer import BertTokenizer
 
 DEFAULT_SIGNATURE = "serving_default"
 IDS_SIGNATURE = "classify_ids"
+CLASSIFY_SIGNATURE = "classify"  # TF Serving's Classify API (single- and multi-label)
+REGRESS_SIGNATURE = "regress"  # TF Serving's Regress API (regression)
 # An export on disk: ROOT/<version>/ holds the SavedModel and, beside it, what a loaded classifier
 # needs to know besides the graph (`bertfit.inference.predictor.run_metadata`).
 METADATA_FILE = "assets.extra/bertfit.json"  # TF Serving ignores assets.extra/
@@ -108,15 +115,45 @@ class ClassifierModule(tf.Module):
             self.classify_text = traced(self._classify_texts, input_signature=text_specs)
             self.token_lengths = traced(self._token_lengths, input_signature=text_specs)
         self.classify_ids = traced(self._classify_ids, input_signature=_ids_specs())
+        # TF Serving's Classify or Regress API, whichever the task has (saving traces every
+        # tf.function of the module, so the other one is not defined).
+        examples = [_text_spec("inputs")]
+        if task.kind == REGRESSION:
+            self.regress_examples = traced(self._regress_examples, input_signature=examples)
+        else:
+            self.classify_examples = traced(self._classify_examples, input_signature=examples)
         self.pack = traced(self._pack)
 
     def serving_signatures(self) -> dict:
         """The SavedModel signatures, as concrete functions (the same objects a loaded
         SavedModel lists under `.signatures`)."""
+        by_examples = (
+            {REGRESS_SIGNATURE: self.regress_examples}
+            if self.task.kind == REGRESSION
+            else {CLASSIFY_SIGNATURE: self.classify_examples}
+        )  # the one the task has
         return {
             DEFAULT_SIGNATURE: self.classify_text.get_concrete_function(),
             IDS_SIGNATURE: self.classify_ids.get_concrete_function(),
+            **{name: f.get_concrete_function() for name, f in by_examples.items()},
         }
+
+    def _example_outputs(self, inputs):
+        """The task's outputs for serialized tf.Examples holding `text` (and `text_pair`)."""
+        names = ["text", "text_pair"] if self.pairs else ["text"]
+        features = tf.io.parse_example(
+            inputs, {name: tf.io.FixedLenFeature([], tf.string) for name in names}
+        )
+        texts = [features[name] for name in names]
+        return self._classify_pairs(*texts) if self.pairs else self._classify_texts(*texts)
+
+    def _classify_examples(self, inputs):
+        scores = self._example_outputs(inputs)["probabilities"]
+        classes = tf.broadcast_to(self.label_names, tf.shape(scores))
+        return {"classes": classes, "scores": scores}
+
+    def _regress_examples(self, inputs):
+        return {"outputs": self._example_outputs(inputs)["value"]}
 
     def _classify_texts(self, text):
         return self._classify(self._pack(self.tokenizer.tokenize(text)))

@@ -1,18 +1,22 @@
-"""The HTTP server: Starlette (routing, requests) on uvicorn (the ASGI server).
+"""The HTTP server: Starlette (requests) on uvicorn (the ASGI server).
 
 Why these: uvicorn is the maintained, production ASGI server most Python services run on, and
 Starlette is the small ASGI toolkit under FastAPI; together they give an asyncio event loop, so
 dynamic batching needs no threads besides the one that runs TensorFlow.
 
-    GET  /healthz
-    GET  /v1/models/NAME[/versions/V]             model status
-    GET  /v1/models/NAME[/versions/V]/metadata    signatures
-    POST /v1/models/NAME[/versions/V]:predict     {"instances": [...]} or {"inputs": ...}
+    GET  /healthz                                            bertfit's own
+    GET  /v1/models/NAME[/versions/V | /labels/L]            model status
+    GET  /v1/models/NAME[/versions/V | /labels/L]/metadata   signatures
+    POST /v1/models/NAME[/versions/V | /labels/L]:predict    {"instances": [...]} or {"inputs": ...}
+    POST /v1/models/NAME[/versions/V | /labels/L]:classify   {"examples": [...]}
+    POST /v1/models/NAME[/versions/V | /labels/L]:regress    {"examples": [...]}
+    OPTIONS /v1/...                                          CORS preflight
 
-A request the model cannot take is answered 400 with TF Serving's `{"error": "..."}` body: the
-checks in `bertfit.serve.rest` refuse it before it joins a batch, and a batch that fails anyway
-is retried request by request (`DynamicBatcher`), so one bad request fails only itself. Only a
-broken server answers 500.
+Every path under /v1/ is TF Serving's (`bertfit.serve.rest` parses it and its body,
+`bertfit.serve.core` answers): a request it cannot take is answered with TF Serving's status
+and `{"error": "..."}` body; a request the model refuses is a 400 (a batch that fails is retried
+request by request, `DynamicBatcher`, so one bad request fails only itself). Only a broken
+server answers 500.
 """
 
 from __future__ import annotations
@@ -21,58 +25,68 @@ import contextlib
 import errno
 import re
 import socket
+from pathlib import Path
 
-import numpy as np
 import tensorflow as tf
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from bertfit.errors import ConfigError
-from bertfit.inference.graph import IdLimits
 from bertfit.inference.predictor import Classifier
-from bertfit.serve.batching import DynamicBatcher
-from bertfit.serve.rest import (
-    RequestError,
-    Signature,
-    format_predict,
-    model_metadata,
-    model_status,
-    parse_predict,
+from bertfit.serve import rest
+from bertfit.serve.core import (
+    HTTP_STATUS,
+    INTERNAL,
+    PREDICT_METHOD,
+    ModelCore,
+    ServedVersion,
+    ServingError,
+    model_error,
 )
 
-_MODEL_PATH = re.compile(
-    r"^/v1/models/(?P<name>[^/:]+)(?:/versions/(?P<version>[^/:]+))?"
-    r"(?P<verb>:predict|/metadata)?$"
-)
 # What TF Serving's URLs can carry as a model NAME: no "/" or ":" (they delimit the path), and
 # nothing a URL must escape ("?", "#", "%", spaces, control characters).
 _MODEL_NAME = re.compile(r"^[^/:?#%\s\x00-\x1f\x7f]+$")
+_CORS_HEADERS = {  # http_rest_api_util.cc AddCORSHeaders
+    "Access-Control-Allow-Origin": "*",
+    "Access-Control-Allow-Methods": "POST, GET",
+    "Access-Control-Allow-Headers": "Content-Type",
+}
+_JSON = "application/json"
 
 
 class ModelServer:
-    """Serves one classifier under one model name and version.
+    """Serves a model's versions over TF Serving's REST API.
 
     Args:
-        classifier: the loaded classifier (`bertfit.load_classifier`).
+        classifier: the loaded classifier (`bertfit.load_classifier`), served as `version`;
+            or None with `versions` given.
         model_name: the NAME in the URLs (TF Serving's container calls it "model").
-        version: the version reported and accepted in `/versions/V`.
+        version: the version number of `classifier`.
         max_batch: most texts per model call when batching requests together.
         max_wait: seconds a request waits for others to share its batch.
         max_request_instances: most instances in one request.
         max_body_bytes: largest request body.
+        versions: the `ServedVersion`s to serve instead of `classifier` (the latest answers
+            requests that name no version).
+        version_labels: label → version, for /labels/LABEL paths.
+        enable_cors: add TF Serving's CORS headers to every answer (`--enable-cors`).
     """
 
     def __init__(
         self,
-        classifier: Classifier,
+        classifier: Classifier | None,
         model_name: str = "model",
-        version: str = "1",
+        version: int = 1,
         max_batch: int = 64,
         max_wait: float = 0.005,
         max_request_instances: int = 4096,
         max_body_bytes: int = 32 << 20,
+        versions: list[ServedVersion] | None = None,
+        version_labels: dict[str, int] | None = None,
+        enable_cors: bool = False,
     ):
         check_options(
             model_name=model_name,
@@ -81,127 +95,136 @@ class ModelServer:
             max_request_instances=max_request_instances,
             max_body_bytes=max_body_bytes,
         )
-        self.classifier = classifier
+        if versions is None:
+            versions = [ServedVersion(int(version), classifier, max_batch, max_wait)]
+        check_version_labels(version_labels or {}, [served.version for served in versions])
+        self.core = ModelCore(model_name, versions, version_labels, max_request_instances)
         self.model_name = model_name
-        self.version = version
-        self.max_request_instances = max_request_instances
         self.max_body_bytes = max_body_bytes
-        self.functions = classifier.signatures()
-        self.signatures = {name: Signature.of(name, f) for name, f in self.functions.items()}
-        self.limits = IdLimits.of_module(classifier.module)
-        self.batcher = DynamicBatcher(self._classify_texts, max_batch, max_wait)
+        self.enable_cors = enable_cors
 
-    def app(self) -> Starlette:
+    @property
+    def batcher(self):
+        """The latest version's batcher."""
+        return self.core.latest.batcher
+
+    @property
+    def limits(self):
+        return self.core.latest.limits
+
+    @limits.setter
+    def limits(self, value):
+        self.core.latest.limits = value
+
+    def app(self, grpc_address: tuple[str, int] | None = None) -> Starlette:
+        """The ASGI app; with `grpc_address` (host, port) it also runs the gRPC services
+        (`bertfit.serve.grpc`) on the same event loop and model core."""
+
         @contextlib.asynccontextmanager
         async def lifespan(app):
-            self.batcher.start()
+            self.core.start()
+            grpc_server = await self._start_grpc(*grpc_address) if grpc_address else None
             yield
-            await self.batcher.stop()
+            if grpc_server is not None:
+                await grpc_server.stop(grace=1.0)
+            await self.core.stop()
 
+        methods = ["GET", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "HEAD"]
         return Starlette(
             routes=[
                 Route("/healthz", self.health),
-                Route("/v1/models/{rest:path}", self.models, methods=["GET", "POST"]),
+                Route("/{path:path}", self.dispatch, methods=methods),
             ],
             lifespan=lifespan,
         )
+
+    async def _start_grpc(self, host: str, port: int):
+        from bertfit.serve import grpc as grpc_api
+
+        server, bound = grpc_api.bind(host, port)
+        grpc_api.add_services(server, self.core)
+        await server.start()
+        print(f"bertfit serve: gRPC on {host}:{bound}", flush=True)
+        return server
 
     async def health(self, request: Request) -> JSONResponse:
         return JSONResponse(
             {"status": "ok", "model": self.model_name, "batches": self.batcher.batches}
         )
 
-    async def models(self, request: Request) -> JSONResponse:
+    async def dispatch(self, request: Request) -> Response:
+        path = _raw_path(request)
+        if not rest.REST_PATHS.fullmatch(path):  # TF Serving's server ignores it: 404
+            return Response(b"", 404, headers=self._headers({}))
+        if request.method == "OPTIONS":  # http_server.cc: a CORS preflight needs an Origin
+            origin = request.headers.get("origin", "")
+            status = 200 if re.search(r"https?://", origin) else 400
+            return Response(b"", status, headers=self._headers({}))
         try:
-            return JSONResponse(await self._models(request))
-        except RequestError as e:
-            return _error(str(e), e.status)
+            status, body = 200, await self._answer(request, path)
+        except ServingError as e:
+            status, body = HTTP_STATUS.get(e.code, 500), rest.error_body(e.message)
         except (tf.errors.InvalidArgumentError, UnicodeError) as e:
             # What the model refused, on this request alone (a failed batch is retried
             # request by request): the request's fault, as TF Serving answers it.
-            return _error(_model_error(e), 400)
+            status, body = 400, rest.error_body(model_error(e))
         except Exception as e:  # the server is broken; still a JSON body
-            return _error(f"internal error: {type(e).__name__}: {e}"[:2000], 500)
+            status = HTTP_STATUS[INTERNAL]
+            body = rest.error_body(f"internal error: {type(e).__name__}: {e}"[:2000])
+        headers = self._headers({"Content-Type": _JSON})
+        return Response(body.encode("utf-8"), status, headers=headers)
 
-    async def _models(self, request: Request) -> dict:
-        match = _MODEL_PATH.match(request.url.path)
-        if match is None:
-            raise RequestError(f"Malformed request: {request.method} {request.url.path}", 404)
-        name, version, verb = match["name"], match["version"], match["verb"]
-        if name != self.model_name or version not in (None, self.version):
-            found = f"Specific({name}, {version})" if version else f"Latest({name})"
-            raise RequestError(f"Servable not found for request: {found}", 404)
-        if verb == ":predict":
-            if request.method != "POST":
-                raise RequestError("predict needs POST", 405)
-            return await self._predict(await self._body(request))
-        if request.method != "GET":
-            raise RequestError(f"Malformed request: POST {request.url.path}", 405)
-        if verb == "/metadata":
-            return model_metadata(self.model_name, self.version, self.signatures)
-        return model_status(self.version)
+    def _headers(self, headers: dict) -> dict:
+        return {**headers, **_CORS_HEADERS} if self.enable_cors else headers
+
+    async def _answer(self, request: Request, path: str) -> str:
+        route = rest.route(request.method, path)
+        core = self.core
+        if route.call == "status":
+            return rest.json_body(core.model_status(route.model_name, route.version, route.label))
+        served = core.find(route.model_name, route.version, route.label)
+        if route.call == "metadata":
+            return rest.json_body(core.model_metadata(route.model_name, route.version, route.label))
+        document = rest.parse_body(await self._body(request))
+        name = rest.signature_name(document)
+        if route.call == "predict":
+            signature = core.signature(served, name, PREDICT_METHOD)
+            rows, columnar = rest.predict_rows(document, signature)
+            return rest.predict_body(await core.predict(served, name, rows), columnar)
+        examples = rest.examples(document, route.call)
+        if route.call == "classify":
+            return rest.classify_body(await core.classify(served, name, examples))
+        return rest.regress_body(await core.regress(served, name, examples))
 
     async def _body(self, request: Request) -> bytes:
         declared = request.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
-            raise RequestError(
+            raise ServingError(
                 f"the request body has {declared} bytes; at most {self.max_body_bytes} are accepted"
             )
         body = bytearray()
         async for chunk in request.stream():
             body += chunk
             if len(body) > self.max_body_bytes:
-                raise RequestError(f"the request body is larger than {self.max_body_bytes} bytes")
+                raise ServingError(f"the request body is larger than {self.max_body_bytes} bytes")
         return bytes(body)
 
-    async def _predict(self, body: bytes) -> dict:
-        request = parse_predict(body, self.signatures, self.max_request_instances, self.limits)
-        if request.signature.name == "serving_default":
-            outputs = await self.batcher.submit(request.rows)
-        else:
-            outputs = await self._call_directly(request)
-        return format_predict(request, outputs)
 
-    async def _call_directly(self, request) -> list[dict]:
-        names = list(request.signature.inputs)
-        inputs = {n: tf.constant([row[n] for row in request.rows], tf.int32) for n in names}
-        function = self.functions[request.signature.name]
-        result = await self.batcher.run_alone(lambda: function(**inputs))
-        return _rows({k: v.numpy() for k, v in result.items()})
-
-    def _classify_texts(self, rows: list[dict]) -> list[dict]:
-        """The batcher's batch in one model call (a request larger than `max_batch`, which
-        comes whole, in calls of `max_batch` rows): each text is tokenized once."""
-        results = []
-        for start in range(0, len(rows), self.batcher.max_batch):
-            chunk = rows[start : start + self.batcher.max_batch]
-            texts = [row["text"] for row in chunk]
-            pairs = [row["text_pair"] for row in chunk] if self.classifier.pairs else None
-            results += _rows(self.classifier.classify_batch(texts, pairs))
-        return results
+def _raw_path(request: Request) -> str:
+    """The path as the client sent it (escapes kept: TF Serving unescapes the model name and
+    label itself)."""
+    raw = request.scope.get("raw_path")
+    return raw.decode("latin-1") if raw else request.url.path
 
 
-def _rows(outputs: dict[str, np.ndarray]) -> list[dict]:
-    """{name: [batch, ...]} → one {name: value} per row."""
-    size = len(next(iter(outputs.values())))
-    return [{name: values[i] for name, values in outputs.items()} for i in range(size)]
-
-
-def _error(message: str, status: int) -> JSONResponse:
-    """TF Serving's error body. Messages quote the request, which may hold lone surrogates:
-    they are escaped (\\ud800) so that the body is UTF-8."""
-    text = message.encode("utf-8", "backslashreplace").decode("utf-8")
-    return JSONResponse({"error": text}, status_code=status)
-
-
-def _model_error(error: Exception) -> str:
-    """The line of a TensorFlow error that says what was wrong, without its graph trace."""
-    if not isinstance(error, tf.errors.OpError):
-        return f"the model could not take the request: {error}"
-    skip = ("[[", "File ", "Detected at node", "Graph execution error", "<stack traces")
-    lines = [line.strip() for line in error.message.splitlines()]
-    useful = [line for line in lines if line and not line.startswith(skip)]
-    return f"the model refused the request: {useful[-1] if useful else error.message}"[:2000]
+def check_version_labels(labels: dict[str, int], versions: list[int]) -> None:
+    """`ConfigError` for a label naming a version that is not served."""
+    for label, version in labels.items():
+        if version not in versions:
+            raise ConfigError(
+                f"--version-labels {label}={version}: version {version} is not served (the "
+                f"export has {', '.join(map(str, versions))}); label one of those"
+            )
 
 
 def check_options(
@@ -272,29 +295,70 @@ def listen(host: str, port: int) -> socket.socket:
     return sock
 
 
-def serve(
-    path: str, host: str = "127.0.0.1", port: int = 8501, model_name: str = "model", **options
-) -> None:
-    """Loads the classifier at `path` (a run directory or an export) and serves it until
-    interrupted. The port is taken before the model loads, so a busy port is said at once."""
-    import uvicorn
+def served_versions(path: str | Path, max_batch: int = 64, max_wait: float = 0.005) -> list:
+    """The versions to serve from `path`: a run directory is one version (1); an export is
+    every numbered version in it (or the one version folder given)."""
+    from bertfit.inference.graph import next_version
+    from bertfit.inference.predictor import Classifier, export_version_dir, load_classifier
 
-    from bertfit.inference.predictor import load_classifier
+    path = Path(path)
+    if (path / "saved_model.pb").is_file() or next_version(path) == 1:
+        classifier = load_classifier(path)
+        folder = export_version_dir(path) if "version" in classifier.metadata else None
+        number = int(classifier.metadata.get("version", 1))
+        return [ServedVersion(number, classifier, max_batch, max_wait, folder)]
+    folders = sorted(
+        (p for p in path.iterdir() if p.name.isdigit() and (p / "saved_model.pb").is_file()),
+        key=lambda p: int(p.name),
+    )
+    return [
+        ServedVersion(int(f.name), Classifier.from_export(f), max_batch, max_wait, f)
+        for f in folders
+    ]
+
+
+def serve(
+    path: str,
+    host: str = "127.0.0.1",
+    port: int = 8501,
+    model_name: str = "model",
+    version_labels: dict[str, int] | None = None,
+    enable_cors: bool = False,
+    grpc_port: int | None = None,
+    **options,
+) -> None:
+    """Loads the classifier at `path` (a run directory, or an export: every version in it)
+    and serves it until interrupted (gRPC too on `grpc_port`, unless it is None or -1).
+    The port is taken before the model loads, so a busy port
+    is said at once."""
+    import uvicorn
 
     check_options(model_name=model_name, port=port, **options)
     sock = listen(host, port)
     port = sock.getsockname()[1]  # the one bound: --port 0 takes any free port
     try:
-        classifier = load_classifier(path)
-        version = str(classifier.metadata.get("version", 1))
-        server = ModelServer(classifier, model_name, version, **options)
-        classifier.classify_batch(["warm up"], ["warm up"] if classifier.pairs else None)
+        versions = served_versions(
+            path, options.get("max_batch", 64), options.get("max_wait", 0.005)
+        )
+        server = ModelServer(
+            None,
+            model_name,
+            versions=versions,
+            version_labels=version_labels,
+            enable_cors=enable_cors,
+            **options,
+        )
+        for served in versions:
+            classifier = served.classifier
+            classifier.classify_batch(["warm up"], ["warm up"] if classifier.pairs else None)
+        numbers = ", ".join(str(served.version) for served in versions)
         print(
-            f"bertfit serve: {path} as model {model_name!r} version {version} on "
+            f"bertfit serve: {path} as model {model_name!r} version {numbers} on "
             f"http://{host}:{port}/v1/models/{model_name}",
             flush=True,
         )
-        config = uvicorn.Config(server.app(), host=host, port=port, log_level="warning")
+        grpc_address = None if grpc_port is None or grpc_port < 0 else (host, grpc_port)
+        config = uvicorn.Config(server.app(grpc_address), host=host, port=port, log_level="warning")
         uvicorn.Server(config).run(sockets=[sock])
     finally:
         sock.close()

@@ -1,301 +1,411 @@
-"""TensorFlow Serving's REST API, as its documentation (g3doc/api_rest.md) describes it.
+"""TensorFlow Serving's REST API in JSON: request paths and bodies in, response bodies out.
 
-Requests in row format (`{"instances": [...]}`) are answered `{"predictions": [...]}`, one
-object per instance with every output by name; requests in columnar format
-(`{"inputs": ...}`) are answered `{"outputs": {name: [...]}}`. Every mistake in a request is a
-`RequestError` whose message goes back as TF Serving's `{"error": "..."}` body with HTTP 400
-(404 for an unknown model or version).
-
-Every instance is checked here, before it can join a batch with other requests' instances:
-texts must be valid Unicode, ids must fit the model (`bertfit.inference.graph.IdLimits`: the
-vocabulary, the type vocabulary, the position table), rows must not be empty or ragged. A fault
-is named by its instance index and says what was expected.
+It follows TF Serving's own code (tensorflow/serving): the paths of
+`model_servers/http_rest_api_util.cc` (case-insensitive, as its regexes), the request bodies of
+`util/json_tensor.cc` (row format `{"instances": [...]}` and columnar `{"inputs": ...}`, base64
+strings as `{"b64": "..."}`, classify/regress `{"examples": [...], "context": {...}}`, anything
+after the JSON document ignored), and its response bodies (one output unnamed, several by name;
+float32 printed as TF Serving prints it). What bertfit does differently is listed in
+docs/serving.md. Everything here raises `bertfit.serve.core.ServingError`.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import dataclasses
 import json
+import math
+import re
+import urllib.parse
 
 import numpy as np
+import tensorflow as tf
 
-from bertfit.inference.graph import IdLimits
-from bertfit.inference.predictor import text_problem
-from bertfit.model.inputs import MASK, TYPE_IDS, WORD_IDS
+from bertfit.serve.core import ServingError, Signature
 
-PREDICT_METHOD = "tensorflow/serving/predict"
-_DTYPES = {"string": "DT_STRING", "float32": "DT_FLOAT", "int32": "DT_INT32", "int64": "DT_INT64"}
-_INT_BITS = {"int32": 32, "int64": 64}
-
-
-class RequestError(Exception):
-    """A request TF Serving would refuse; `status` is the HTTP status to answer with."""
-
-    def __init__(self, message: str, status: int = 400):
-        super().__init__(message)
-        self.status = status
+# http_rest_api_util.cc kPredictionApiGegex / kModelStatusApiRegex.
+_POST_PATH = re.compile(
+    r"/v1/models/([^/:]+)(?:(?:/versions/(\d+))|(?:/labels/([^/:]+)))?:(classify|regress|predict)",
+    re.IGNORECASE,
+)
+_GET_PATH = re.compile(
+    r"/v1/models(?:/([^/:]+))?(?:(?:/versions/(\d+))|(?:/labels/([^/:]+)))?(?:/(metadata))?",
+    re.IGNORECASE,
+)
+REST_PATHS = re.compile(r"/v1/.*", re.IGNORECASE | re.DOTALL)  # http_rest_api_handler.h
+_INT64_MAX = 2**63 - 1
 
 
 @dataclasses.dataclass(frozen=True)
-class Signature:
-    """One signature of the served model: its input and output names, dtypes and shapes."""
+class Route:
+    """What a request path asks for: `call` is "predict", "classify", "regress", "metadata"
+    or "status"."""
 
-    name: str
-    inputs: dict[str, tuple[str, tuple]]  # name → (dtype, shape with None for any)
-    outputs: dict[str, tuple[str, tuple]]
-
-    @classmethod
-    def of(cls, name: str, function) -> Signature:
-        """From a concrete function (a SavedModel signature)."""
-
-        def spec(t):
-            return (t.dtype.name, tuple(t.shape.as_list()))
-
-        args, kwargs = function.structured_input_signature
-        inputs = {k: spec(v) for k, v in kwargs.items()} or {t.name: spec(t) for t in args}
-        outputs = {k: spec(v) for k, v in function.structured_outputs.items()}
-        return cls(name, inputs, outputs)
-
-    def metadata(self) -> dict:
-        """The SignatureDef as TF Serving's metadata API writes it."""
-
-        def tensors(specs, prefix):
-            return {
-                name: {
-                    "dtype": _DTYPES.get(dtype, dtype),
-                    "tensor_shape": {
-                        "dim": [{"size": str(-1 if d is None else d), "name": ""} for d in shape],
-                        "unknown_rank": False,
-                    },
-                    "name": f"{prefix}_{name}:0",
-                }
-                for name, (dtype, shape) in specs.items()
-            }
-
-        return {
-            "inputs": tensors(self.inputs, self.name),
-            "outputs": tensors(self.outputs, "StatefulCall"),
-            "method_name": PREDICT_METHOD,
-        }
+    call: str
+    model_name: str
+    version: int | None = None
+    label: str | None = None
 
 
-@dataclasses.dataclass
-class PredictRequest:
-    """A parsed predict request: the signature and one dict of input values per row."""
+def route(method: str, path: str) -> Route:
+    """The call a request names, or TF Serving's `ServingError` (http_rest_api_handler.cc
+    ProcessRequest: whatever it cannot dispatch is "Malformed request")."""
+    malformed = ServingError(f"Malformed request: {method} {path}")
+    pattern = {"POST": _POST_PATH, "GET": _GET_PATH}.get(method)
+    match = pattern.fullmatch(path) if pattern else None
+    if match is None:
+        raise malformed
+    name, version, label, verb = match.groups()
+    name = urllib.parse.unquote(name or "")
+    if version and int(version) > _INT64_MAX:
+        raise ServingError(f"Failed to convert version: {version} to numeric.")
+    version = int(version) if version else None
+    label = urllib.parse.unquote(label) if label else None
+    if method == "POST":
+        if verb not in ("predict", "classify", "regress"):  # matched case-insensitively only
+            raise malformed
+        return Route(verb, name, version, label)
+    if not name:
+        raise ServingError("Missing model name in request.")
+    call = "metadata" if verb == "metadata" else "status"
+    return Route(call, name, version, label)
 
-    signature: Signature
-    rows: list[dict]
-    columnar: bool
+
+# ---- request bodies ----
 
 
-def parse_predict(
-    body: bytes,
-    signatures: dict[str, Signature],
-    max_rows: int,
-    limits: IdLimits | None = None,
-) -> PredictRequest:
-    """Validates a predict request body against the signatures and the model's id `limits`;
-    every fault is a `RequestError` with TF Serving's wording where it has one."""
+def parse_body(body: bytes) -> dict:
+    """The JSON object a request body starts with (json_tensor.cc ParseJson: what follows
+    the document is ignored, NaN and Infinity are numbers)."""
+    if not body:
+        raise ServingError("JSON Parse error: The document is empty")
     try:
-        request = json.loads(body)
-    except (ValueError, RecursionError) as e:
-        raise RequestError(f"JSON Parse error: {e}") from None
-    if not isinstance(request, dict):
-        raise RequestError(
-            'JSON Value: the request body must be a JSON object with "instances" or "inputs".'
-        )
-    name = request.get("signature_name") or "serving_default"
-    if not isinstance(name, str) or name not in signatures:
-        raise RequestError(f'Serving signature name: "{name}" not found in signature def')
-    signature = signatures[name]
-    if ("instances" in request) == ("inputs" in request):
-        raise RequestError(
-            "Missing 'inputs' or 'instances' key"
-            if "inputs" not in request
-            else "JSON object: does not have named input: instances and inputs cannot both be given"
-        )
-    columnar = "inputs" in request
-    rows = (
-        _columns_to_rows(request["inputs"], signature)
-        if columnar
-        else _instances_to_rows(request["instances"], signature)
-    )
-    if not rows:
-        raise RequestError("the request has no instances")
-    if len(rows) > max_rows:
-        raise RequestError(
-            f"the request has {len(rows)} instances; at most {max_rows} are "
-            "accepted in one request (split it, or start the server with a "
-            "larger --max-request-instances)"
-        )
-    limits = limits or IdLimits()
-    rows = [_checked(row, signature, i, limits) for i, row in enumerate(rows)]
-    _check_not_ragged(rows, signature)
-    return PredictRequest(signature, rows, columnar)
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as e:
+        message = f"JSON Parse error: Invalid encoding in string. at offset: {e.start}"
+        raise ServingError(message) from None
+    start = len(text) - len(text.lstrip(" \t\n\r"))
+    if start == len(text):
+        raise ServingError("JSON Parse error: The document is empty")
+    try:
+        document, _ = json.JSONDecoder().raw_decode(text, start)
+    except json.JSONDecodeError as e:
+        raise ServingError(f"JSON Parse error: {e.msg} at offset: {e.pos}") from None
+    except RecursionError:
+        raise ServingError("JSON Parse error: the document is nested too deeply") from None
+    if not isinstance(document, dict):
+        raise ServingError(f"JSON Value: {_debug(document)} Is not object")
+    return document
 
 
-def _instances_to_rows(instances, signature: Signature) -> list[dict]:
-    if not isinstance(instances, list):
-        raise RequestError('JSON Value: "instances" must be a list, one item per instance')
-    names = list(signature.inputs)
-    if len(names) == 1:
-        (only,) = names
-        return [
-            item if isinstance(item, dict) and set(item) == {only} else {only: item}
-            for item in instances
-        ]
-    for i, item in enumerate(instances):
-        if not isinstance(item, dict):
-            raise RequestError(
-                f"instance {i}: expected an object with the inputs "
-                f"{', '.join(names)}, got {json.dumps(item)[:60]}"
+def signature_name(document: dict) -> str:
+    """The optional "signature_name" ("" when absent); it must be a string when given."""
+    name = document.get("signature_name", "")
+    if not isinstance(name, str):
+        raise ServingError(
+            f"JSON Value: {_debug(document)} not formatted correctly. 'signature_name' key "
+            "must be a string value."
+        )
+    return name
+
+
+def predict_rows(document: dict, signature: Signature) -> tuple[list[dict], bool]:
+    """(one {input: value} per instance, whether the request was columnar), from a predict
+    request's "instances" or "inputs" (json_tensor.cc FillPredictRequestFromJson)."""
+    has_instances, has_inputs = "instances" in document, "inputs" in document
+    if has_instances and has_inputs:
+        raise ServingError(
+            f"JSON Value: {_debug(document)} Not formatted correctly expecting only one of "
+            "'inputs' or 'instances' keys to exist "
+        )
+    if has_instances:
+        instances = document["instances"]
+        if not isinstance(instances, list):
+            raise ServingError(
+                f"JSON Value: {_debug(document)} Expecting 'instances' to be an list/array"
             )
-    return instances
+        if not instances:
+            raise ServingError(f"JSON Value: {_debug(document)} No values in 'instances' array")
+        return _instances_to_rows(instances, signature), False
+    if has_inputs:
+        return _columns_to_rows(document["inputs"], signature), True
+    raise ServingError("Missing 'inputs' or 'instances' key")
+
+
+def _is_b64(value) -> bool:
+    return isinstance(value, dict) and len(value) == 1 and isinstance(value.get("b64"), str)
+
+
+def _is_object(value) -> bool:
+    return isinstance(value, dict) and not _is_b64(value)
+
+
+def _instances_to_rows(instances: list, signature: Signature) -> list[dict]:
+    names = list(signature.inputs)
+    objects = _is_object(instances[0])
+    if not isinstance(instances[0], dict) and len(names) > 1:
+        raise ServingError(
+            "instances is a plain list, but expecting list of objects as multiple input "
+            "tensors required as per tensorinfo_map"
+        )
+    rows = []
+    for index, item in enumerate(instances):
+        if objects and not _is_object(item):
+            raise ServingError(f"Expecting object but got list at item {index} of input list")
+        if not objects and _is_object(item):
+            raise ServingError(f"Expecting value/list but got object at item {index} of input list")
+        if not objects:
+            rows.append({names[0]: _value(item, signature, names[0], index)})
+            continue
+        for key in item:
+            if key not in signature.inputs:
+                raise ServingError(
+                    f"Failed to process element: {index} key: {key} of 'instances' list. "
+                    f"Error: JSON object: does not have named input: {key}"
+                )
+        if set(item) != set(names):
+            raise ServingError(
+                f"Failed to process element: {index} of 'instances' list. JSON object: "
+                f"{_debug(item)} keys must be equal to: {','.join(sorted(names))}"
+            )
+        rows.append({name: _value(item[name], signature, name, index) for name in names})
+    return rows
 
 
 def _columns_to_rows(inputs, signature: Signature) -> list[dict]:
     names = list(signature.inputs)
-    if len(names) == 1 and not (isinstance(inputs, dict) and names[0] in inputs):
-        inputs = {names[0]: inputs}  # one input: the value itself, as TF Serving allows
-    if not isinstance(inputs, dict):
-        raise RequestError(f'"inputs" must be an object with the inputs {", ".join(names)}')
+    if not _is_object(inputs):
+        if len(names) > 1:
+            raise ServingError(
+                "inputs is a plain value/list, but expecting an object as multiple input "
+                "tensors required as per tensorinfo_map"
+            )
+        inputs = {names[0]: inputs}
+    for name in names:
+        if name not in inputs:
+            raise ServingError(f"Missing named input: {name} in 'inputs' object.")
     unknown = sorted(set(inputs) - set(names))
-    if unknown:
-        raise RequestError(f'"inputs" has unknown inputs {unknown}; expected {", ".join(names)}')
-    columns = [inputs.get(name) for name in names]
+    if unknown:  # TF Serving ignores them; bertfit refuses a misspelled input (docs/serving.md)
+        raise ServingError(f'"inputs" has unknown inputs {unknown}; expected {", ".join(names)}')
+    columns = [inputs[name] for name in names]
     for name, column in zip(names, columns, strict=True):
         if not isinstance(column, list):
-            raise RequestError(f"input {name!r} must be a list, one value per instance")
+            raise ServingError(f"input {name!r} must be a list, one value per instance")
     if len({len(c) for c in columns}) != 1:
-        raise RequestError("every input must have the same number of values (the batch size)")
-    return [dict(zip(names, values, strict=True)) for values in zip(*columns, strict=True)]
+        raise ServingError("every input must have the same number of values (the batch size)")
+    return [
+        {name: _value(v, signature, name, index) for name, v in zip(names, values, strict=True)}
+        for index, values in enumerate(zip(*columns, strict=True))
+    ]
 
 
-def _checked(row: dict, signature: Signature, index: int, limits: IdLimits) -> dict:
-    missing = set(signature.inputs) - set(row)
-    extra = set(row) - set(signature.inputs)
-    if missing or extra:
-        raise RequestError(
-            f"instance {index}: expected the inputs "
-            f"{', '.join(signature.inputs)}; missing {sorted(missing)}, "
-            f"unknown {sorted(extra)}"
+def _value(value, signature: Signature, name: str, index: int):
+    """A JSON value for input `name`: base64 objects decoded to bytes for string inputs."""
+    if signature.inputs[name].dtype == "string" and _is_b64(value):
+        return decode_b64(value["b64"])
+    if isinstance(value, dict):
+        raise ServingError(
+            f"instance {index}: input {name!r}: JSON Value: {_debug(value)} Type: Object is "
+            f"not of expected type: {signature.inputs[name].dtype}"
         )
-    for name, (dtype, shape) in signature.inputs.items():
-        value, where = row[name], f"instance {index}: input {name!r}"
-        if dtype == "string":
-            if not isinstance(value, str):
-                raise RequestError(f"{where} must be a string, got {json.dumps(value)[:60]}")
-            problem = text_problem(value)
-            if problem is not None:
-                raise RequestError(f"{where} {problem}; send the text as valid UTF-8")
-        elif dtype in _INT_BITS:
-            _check_ids(value, where, name, dtype, shape, limits)
-    _check_lengths(row, signature, index, limits)
-    return row
-
-
-def _check_ids(value, where: str, name: str, dtype: str, shape: tuple, limits: IdLimits) -> None:
-    """One instance's row of integer ids: a non-empty list of integers in the input's range."""
-    if not (isinstance(value, list) and all(type(v) is int for v in value)):
-        raise RequestError(
-            f"{where} must be a list of integers (one row of shape {list(shape[1:])}), "
-            f"got {json.dumps(value)[:60]}"
-        )
-    if not value:
-        raise RequestError(f"{where} is empty; every row needs at least one id")
-    low, high, expected = _id_range(name, dtype, limits)
-    if low <= min(value) and max(value) < high:
-        return
-    position, bad = next((i, v) for i, v in enumerate(value) if not low <= v < high)
-    raise RequestError(f"{where} has {bad} at position {position}; {expected}")
-
-
-def _id_range(name: str, dtype: str, limits: IdLimits) -> tuple[int, int, str]:
-    """[low, high) and what it means, for the values of input `name`."""
-    if name == MASK:
-        return 0, 2, "input_mask values must be 0 (padding) or 1 (a token)"
-    if name == WORD_IDS and limits.vocab_size is not None:
-        size = limits.vocab_size
-        return 0, size, f"ids must be in [0, {size}): the model's vocabulary has {size} tokens"
-    if name == TYPE_IDS and limits.type_vocab_size is not None:
-        size = max(limits.type_vocab_size, 1)
-        return 0, size, f"type ids must be in [0, {size}): the model has {size} token type(s)"
-    bits = _INT_BITS[dtype]
-    low = 0 if name in (WORD_IDS, TYPE_IDS) else -(2 ** (bits - 1))
-    return low, 2 ** (bits - 1), f"values must be in [{low}, {2 ** (bits - 1)}) ({dtype})"
-
-
-def _check_lengths(row: dict, signature: Signature, index: int, limits: IdLimits) -> None:
-    """An instance's id rows all have one length, at most the position table's."""
-    lengths = {
-        name: len(row[name]) for name, (dtype, _) in signature.inputs.items() if dtype in _INT_BITS
-    }
-    if len(set(lengths.values())) > 1:
-        listed = ", ".join(f"{name} has {n}" for name, n in lengths.items())
-        raise RequestError(
-            f"instance {index}: {listed} values; every input of an instance must have the "
-            "same length (one value per token)"
-        )
-    longest = limits.max_length
-    if lengths and longest is not None and max(lengths.values()) > longest:
-        raise RequestError(
-            f"instance {index}: {max(lengths.values())} ids; the model takes at most "
-            f"{longest} per row (its position table): truncate the row to {longest} ids"
-        )
-
-
-def _check_not_ragged(rows: list[dict], signature: Signature) -> None:
-    """The instances of one request form one [batch, seq] tensor: their rows have one length."""
-    names = [name for name, (dtype, _) in signature.inputs.items() if dtype in _INT_BITS]
-    if not names:
-        return
-    first = len(rows[0][names[0]])
-    for index, row in enumerate(rows):
-        if len(row[names[0]]) != first:
-            raise RequestError(
-                f"instance {index} has {len(row[names[0]])} ids but instance 0 has {first}; "
-                "every instance of a request must have the same length: pad the shorter rows "
-                "(with input_mask 0) or send them in separate requests"
-            )
-
-
-def format_predict(request: PredictRequest, outputs: list[dict]) -> dict:
-    """`{"predictions": [...]}` (row format) or `{"outputs": {...}}` (columnar)."""
-    rows = [{k: _json_value(v) for k, v in row.items()} for row in outputs]
-    if request.columnar:
-        return {"outputs": {name: [row[name] for row in rows] for name in rows[0]}}
-    return {"predictions": rows}
-
-
-def _json_value(value):
-    if isinstance(value, bytes):
-        return value.decode("utf-8")
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, np.generic):
-        return value.item()
     return value
 
 
-def model_status(version: str) -> dict:
-    return {
-        "model_version_status": [
-            {
-                "version": version,
-                "state": "AVAILABLE",
-                "status": {"error_code": "OK", "error_message": ""},
-            }
-        ]
-    }
+def decode_b64(text: str) -> bytes:
+    """Standard or URL-safe base64, padded or not (absl::Base64Unescape)."""
+    try:
+        text = text.strip().replace("-", "+").replace("_", "/")
+        return base64.b64decode(text + "=" * (-len(text) % 4), validate=True)
+    except (binascii.Error, ValueError):
+        raise ServingError("Unable to base64 decode") from None
 
 
-def model_metadata(name: str, version: str, signatures: dict[str, Signature]) -> dict:
-    return {
-        "model_spec": {"name": name, "signature_name": "", "version": version},
-        "metadata": {
-            "signature_def": {
-                "signature_def": {n: s.metadata() for n, s in signatures.items()},
-                "@type": "type.googleapis.com/tensorflow.serving.SignatureDefMap",
-            }
-        },
-    }
+def examples(document: dict, method: str) -> list[bytes]:
+    """The serialized tf.Examples of a classify/regress request (json_tensor.cc
+    FillClassifyRegressRequestFromJson), each merged with the request's "context"."""
+    context = _example(document["context"]) if "context" in document else None
+    items = document.get("examples")
+    if items is None:
+        raise ServingError(
+            f"JSON Value: {_debug(document)} When method is {method}, key 'examples' is "
+            "expected and was not found"
+        )
+    if not isinstance(items, list):
+        raise ServingError(
+            f"JSON Value: {_debug(document)} Expecting 'examples' value to be an list/array"
+        )
+    if not items:
+        raise ServingError(f"JSON Value: {_debug(document)} 'examples' value is an empty array")
+    serialized = []
+    for item in items:
+        example = _example(item)
+        if context is not None:  # ExampleListWithContext: the context's features, then its own
+            merged = tf.train.Example()
+            merged.CopyFrom(context)
+            merged.MergeFrom(example)
+            example = merged
+        serialized.append(example.SerializeToString())
+    return serialized
+
+
+def _example(value) -> tf.train.Example:
+    if not isinstance(value, dict):
+        raise ServingError(f"Example must be JSON object but got JSON {_json_type(value)}")
+    example = tf.train.Example()
+    for name, content in value.items():
+        feature = example.features.feature[name]
+        for item in content if isinstance(content, list) else [content]:
+            _add_to_feature(item, name, feature)
+    return example
+
+
+def _add_to_feature(value, name: str, feature) -> None:
+    kind = feature.WhichOneof("kind")
+
+    def expect(wanted: str):
+        if kind not in (None, wanted):
+            expected = {"bytes_list": "bytes", "float_list": "float", "int64_list": "int64"}
+            raise ServingError(
+                f"Unexpected element type in feature: {name} expecting type: {expected[kind]}"
+            )
+
+    if isinstance(value, str) or _is_b64(value):
+        expect("bytes_list")
+        data = decode_b64(value["b64"]) if isinstance(value, dict) else value
+        if isinstance(data, str):
+            try:
+                data = data.encode("utf-8")
+            except UnicodeEncodeError as e:
+                raise ServingError(
+                    f"Feature: {name} has a lone surrogate {data[e.start]!a}; send the text as "
+                    "valid UTF-8"
+                ) from None
+        feature.bytes_list.value.append(data)
+    elif isinstance(value, bool) or (isinstance(value, int) and -(2**63) <= value <= _INT64_MAX):
+        expect("int64_list")
+        feature.int64_list.value.append(int(value))
+    elif isinstance(value, int):
+        raise ServingError(f"Feature: {name} has uint64_t element. Only int64_t is supported.")
+    elif isinstance(value, float):
+        expect("float_list")
+        feature.float_list.value.append(value)
+    else:
+        raise ServingError(
+            f"Feature: {name} has element with unexpected JSON type: {_json_type(value)}"
+        )
+
+
+# ---- response bodies ----
+
+
+def predict_body(outputs: dict[str, np.ndarray], columnar: bool) -> str:
+    """`{"predictions": [...]}` (row format) or `{"outputs": ...}` (columnar), outputs sorted
+    by name; a lone output is written without its name (json_tensor.cc MakeJsonFromTensors)."""
+    names = sorted(outputs)
+    if columnar:
+        if len(names) == 1:
+            return _object({"outputs": _Raw(_tensor(outputs[names[0]], names[0]))})
+        columns = {name: _Raw(_tensor(outputs[name], name)) for name in names}
+        return _object({"outputs": _Raw(_object(columns))})
+    size = len(outputs[names[0]])
+    rows = []
+    for i in range(size):
+        if len(names) == 1:
+            rows.append(_tensor(outputs[names[0]][i], names[0]))
+        else:
+            rows.append(_object({n: _Raw(_tensor(outputs[n][i], n)) for n in names}))
+    return _object({"predictions": _Raw("[" + ", ".join(rows) + "]")})
+
+
+def classify_body(results: list[list[tuple[str, float]]]) -> str:
+    """`{"results": [[["label", score], ...], ...]}` (MakeJsonFromClassificationResult)."""
+    rows = [
+        "["
+        + ", ".join(f"[{json.dumps(label)}, {float32_text(score)}]" for label, score in row)
+        + "]"
+        for row in results
+    ]
+    return _object({"results": _Raw("[" + ", ".join(rows) + "]")})
+
+
+def regress_body(values: list[float]) -> str:
+    """`{"results": [value, ...]}` (MakeJsonFromRegressionResult)."""
+    return _object({"results": _Raw("[" + ", ".join(float32_text(v) for v in values) + "]")})
+
+
+def json_body(value: dict) -> str:
+    """A status or metadata answer (protobuf's JSON, printed with whitespace as TF Serving
+    does)."""
+    return json.dumps(value, indent=1, ensure_ascii=False)
+
+
+def error_body(message: str) -> str:
+    """TF Serving's error body. Messages quote the request, which may hold lone surrogates:
+    they are escaped (\\ud800) so that the body is UTF-8."""
+    return json.dumps({"error": message.encode("utf-8", "backslashreplace").decode("utf-8")})
+
+
+def float32_text(value: float) -> str:
+    """A float32 as TF Serving prints it (json_tensor.cc WriteDecimal): six significant
+    digits when they read back as the same float32, else nine; ".0" after a whole number;
+    NaN, Infinity, -Infinity.
+
+    Examples:
+    >>> float32_text(0.2), float32_text(1.0), float32_text(0.7310586), float32_text(1e-5)
+    ('0.2', '1.0', '0.731058598', '1e-05')
+    """
+    value = np.float32(value)
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "-Infinity" if value < 0 else "Infinity"
+    text = f"{float(value):g}"
+    if np.float32(float(text)) != value:
+        text = f"{float(value):.9g}"
+    if "." not in text and "e" not in text:
+        text += ".0"
+    return text
+
+
+class _Raw(str):
+    """JSON text written as it is."""
+
+
+def _object(items: dict) -> str:
+    fields = (
+        f"{json.dumps(k)}: {v if isinstance(v, _Raw) else json.dumps(v)}" for k, v in items.items()
+    )
+    return "{" + ", ".join(fields) + "}"
+
+
+def _tensor(value, name: str) -> str:
+    """A (batch-free) value of an output tensor in JSON; strings of outputs named `*_bytes`
+    as {"b64": ...} (json_tensor.cc IsNamedTensorBytes)."""
+    if isinstance(value, np.ndarray) and value.ndim > 0:
+        return "[" + ", ".join(_tensor(v, name) for v in value) + "]"
+    if isinstance(value, np.ndarray):
+        value = value[()]
+    if isinstance(value, bytes):
+        if name.endswith("_bytes"):
+            return json.dumps({"b64": base64.b64encode(value).decode("ascii")})
+        return json.dumps(value.decode("utf-8", "replace"), ensure_ascii=False)
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, (np.floating, float)):
+        return float32_text(value)
+    if isinstance(value, (np.bool_, bool)):
+        return "true" if value else "false"
+    return str(int(value))
+
+
+def _debug(value) -> str:
+    """A JSON value as TF Serving quotes it in an error (JsonValueToDebugString)."""
+    return json.dumps(value, separators=(",", ":"))[:1000]
+
+
+def _json_type(value) -> str:
+    for kind, name in [(bool, "Boolean"), (dict, "Object"), (list, "Array"), (str, "String")]:
+        if isinstance(value, kind):
+            return name
+    return "Null" if value is None else "Number"

@@ -185,10 +185,10 @@ def test_the_ids_signature(server):
         ({"instances": ["a"], "signature_name": "nope"}, 400, 'signature name: "nope" not found'),
         ({"instances": ["a"] * 51}, 400, "at most 50"),
         ({"instances": ["a", 5]}, 400, "instance 1: input 'text' must be a string"),
-        ({"instances": [{"txt": "a"}]}, 400, "must be a string"),
+        ({"instances": [{"txt": "a"}]}, 400, "does not have named input: txt"),
         ({"texts": ["a"]}, 400, "'instances'"),
-        ({"instances": "a"}, 400, "must be a list"),
-        ({"instances": []}, 400, "no instances"),
+        ({"instances": "a"}, 400, "Expecting 'instances' to be an list/array"),
+        ({"instances": []}, 400, "No values in 'instances' array"),
         ({"instances": ["ok", "\ud800"]}, 400, "instance 1: input 'text' has a lone surrogate"),
         (
             {

@@ -1,0 +1,522 @@
+"""The model server without its transport: what `bertfit serve`'s REST API (`bertfit.serve.app`,
+`bertfit.serve.rest`) and a gRPC PredictionService share.
+
+`ModelCore` holds the served versions of one model and answers TF Serving's five calls with
+Python values, never with HTTP or protobuf:
+
+- `find(name, version, label)` → the `ServedVersion` a model spec names (TF Serving's rules:
+  no version and no label is the latest version);
+- `predict(served, signature_name, rows)` → {output name: array [batch, ...]};
+- `classify(served, signature_name, examples)` → per example [(label, score), ...];
+- `regress(served, signature_name, examples)` → per example one float;
+- `model_status(name, version, label)` / `model_metadata(name, version, label)` → the
+  GetModelStatusResponse / GetModelMetadataResponse as TF Serving prints them in JSON.
+
+Predict's `rows` are one dict per instance ({input name: value}: a str or bytes for a string
+input, a list of ints for an id input); classify's and regress' `examples` are serialized
+`tf.train.Example`s. Every refusal is a `ServingError` whose `code` is TF Serving's status code
+(`INVALID_ARGUMENT`, `NOT_FOUND`, `FAILED_PRECONDITION`, `INTERNAL`: the names of
+`grpc.StatusCode`); `HTTP_STATUS` maps them as TF Serving's HTTP server does. An error the
+model raises on a request (`tf.errors.InvalidArgumentError`) is the request's fault:
+`INVALID_ARGUMENT`, with the line of TensorFlow's message that says what was wrong.
+
+Every predict instance is checked here, before it can join a batch with other requests'
+instances: texts must be valid Unicode, ids must fit the model (`IdLimits`: the vocabulary, the
+type vocabulary, the position table), rows must not be empty or ragged. A fault is named by its
+instance index and says what was expected.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import numpy as np
+import tensorflow as tf
+
+from bertfit.inference.graph import (
+    CLASSIFY_SIGNATURE,
+    DEFAULT_SIGNATURE,
+    REGRESS_SIGNATURE,
+    IdLimits,
+)
+from bertfit.inference.predictor import Classifier, text_problem
+from bertfit.model.inputs import MASK, TYPE_IDS, WORD_IDS
+from bertfit.serve.batching import DynamicBatcher
+
+PREDICT_METHOD = "tensorflow/serving/predict"
+CLASSIFY_METHOD = "tensorflow/serving/classify"
+REGRESS_METHOD = "tensorflow/serving/regress"
+INIT_OP_SIGNATURE = "__saved_model_init_op"
+
+# TF Serving's status codes (absl::StatusCode; grpc.StatusCode has the same names).
+INVALID_ARGUMENT = "INVALID_ARGUMENT"
+NOT_FOUND = "NOT_FOUND"
+FAILED_PRECONDITION = "FAILED_PRECONDITION"
+INTERNAL = "INTERNAL"
+# model_servers/http_server.cc ToHTTPStatusCode.
+HTTP_STATUS = {INVALID_ARGUMENT: 400, NOT_FOUND: 404, FAILED_PRECONDITION: 400, INTERNAL: 500}
+
+_DTYPES = {"string": "DT_STRING", "float32": "DT_FLOAT", "int32": "DT_INT32", "int64": "DT_INT64"}
+_INT_BITS = {"int32": 32, "int64": 64}
+
+
+class ServingError(Exception):
+    """A call TF Serving would refuse: `code` is its status code (see `HTTP_STATUS`)."""
+
+    def __init__(self, message: str, code: str = INVALID_ARGUMENT):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorInfo:
+    """One input or output of a signature: numpy dtype name, shape (None for any), and the
+    graph tensor's name as the SavedModel records it."""
+
+    dtype: str
+    shape: tuple
+    tensor_name: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Signature:
+    """One signature of a served version, as its SignatureDef describes it."""
+
+    name: str
+    method_name: str
+    inputs: dict[str, TensorInfo]
+    outputs: dict[str, TensorInfo]
+
+    @classmethod
+    def of(cls, name: str, function) -> Signature:
+        """From a concrete function (a SavedModel signature), with the tensor names
+        `tf.saved_model.save` gives it: inputs `<signature>_<input>:0`, outputs
+        `StatefulPartitionedCall:<i>` in the order of their sorted names."""
+
+        args, kwargs = function.structured_input_signature
+        specs = kwargs or {t.name: t for t in args}
+        inputs = {
+            k: TensorInfo(v.dtype.name, tuple(v.shape.as_list()), f"{name}_{k}:0")
+            for k, v in specs.items()
+        }
+        outputs = {
+            k: TensorInfo(v.dtype.name, tuple(v.shape.as_list()), f"StatefulPartitionedCall:{i}")
+            for i, (k, v) in enumerate(sorted(function.structured_outputs.items()))
+        }
+        return cls(name, _method_of(name), inputs, outputs)
+
+    def signature_def(self) -> dict:
+        """The SignatureDef in JSON, as TF Serving's metadata API prints it."""
+
+        def tensors(infos: dict[str, TensorInfo]) -> dict:
+            return {
+                name: {
+                    "dtype": _DTYPES.get(info.dtype, info.dtype),
+                    "tensor_shape": {
+                        "dim": [
+                            {"size": str(-1 if d is None else d), "name": ""} for d in info.shape
+                        ],
+                        "unknown_rank": False,
+                    },
+                    "name": info.tensor_name,
+                }
+                for name, info in infos.items()
+            }
+
+        return {
+            "inputs": tensors(self.inputs),
+            "outputs": tensors(self.outputs),
+            "method_name": self.method_name,
+            "defaults": {},
+        }
+
+
+def _method_of(signature_name: str) -> str:
+    return {CLASSIFY_SIGNATURE: CLASSIFY_METHOD, REGRESS_SIGNATURE: REGRESS_METHOD}.get(
+        signature_name, PREDICT_METHOD
+    )
+
+
+# What `tf.saved_model.save` writes beside the signatures, and TF Serving lists with them.
+INIT_OP_SIGNATURE_DEF = {
+    "inputs": {},
+    "outputs": {
+        INIT_OP_SIGNATURE: {
+            "dtype": "DT_INVALID",
+            "tensor_shape": {"dim": [], "unknown_rank": True},
+            "name": "NoOp",
+        }
+    },
+    "method_name": "",
+    "defaults": {},
+}
+
+
+class ServedVersion:
+    """One loaded version of the model: its classifier, signatures and batcher."""
+
+    def __init__(
+        self,
+        version: int,
+        classifier: Classifier,
+        max_batch: int = 64,
+        max_wait: float = 0.005,
+        saved_model_dir: str | Path | None = None,
+    ):
+        self.version = version
+        self.classifier = classifier
+        self.functions = classifier.signatures()
+        self.signatures = {name: Signature.of(name, f) for name, f in self.functions.items()}
+        self.signature_defs = _saved_signature_defs(saved_model_dir) or {
+            **{name: s.signature_def() for name, s in self.signatures.items()},
+            INIT_OP_SIGNATURE: INIT_OP_SIGNATURE_DEF,
+        }
+        self.limits = IdLimits.of_module(classifier.module)
+        self.batcher = DynamicBatcher(self._classify_texts, max_batch, max_wait)
+
+    def _classify_texts(self, rows: list[dict]) -> list[dict]:
+        """The batcher's batch in one model call (a request larger than `max_batch`, which
+        comes whole, in calls of `max_batch` rows): each text is tokenized once."""
+        results = []
+        for start in range(0, len(rows), self.batcher.max_batch):
+            chunk = rows[start : start + self.batcher.max_batch]
+            texts = [row["text"] for row in chunk]
+            pairs = [row["text_pair"] for row in chunk] if self.classifier.pairs else None
+            results += _rows(self.classifier.classify_batch(texts, pairs))
+        return results
+
+
+def _saved_signature_defs(saved_model_dir: str | Path | None) -> dict | None:
+    """The SignatureDefs of an export as its saved_model.pb records them (None in memory)."""
+    if saved_model_dir is None:
+        return None
+    from google.protobuf import json_format
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    saved = saved_model_pb2.SavedModel.FromString(
+        (Path(saved_model_dir) / "saved_model.pb").read_bytes()
+    )
+    return {
+        name: json_format.MessageToDict(
+            signature, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
+        )
+        for name, signature in saved.meta_graphs[0].signature_def.items()
+    }
+
+
+class ModelCore:
+    """The served versions of one model, and TF Serving's calls on them.
+
+    Args:
+        model_name: the model's name (TF Serving's `--model_name`).
+        versions: version number → its `ServedVersion`.
+        version_labels: label → version (TF Serving's `version_labels`).
+        max_request_instances: most instances in one request.
+    """
+
+    def __init__(
+        self,
+        model_name: str,
+        versions: list[ServedVersion],
+        version_labels: dict[str, int] | None = None,
+        max_request_instances: int = 4096,
+    ):
+        self.model_name = model_name
+        self.versions = {served.version: served for served in sorted(versions, key=_number)}
+        self.version_labels = dict(version_labels or {})
+        self.max_request_instances = max_request_instances
+
+    @property
+    def latest(self) -> ServedVersion:
+        return self.versions[max(self.versions)]
+
+    def start(self) -> None:
+        """Starts the batchers (in the running event loop)."""
+        for served in self.versions.values():
+            served.batcher.start()
+
+    async def stop(self) -> None:
+        for served in self.versions.values():
+            await served.batcher.stop()
+
+    # ---- model specs ----
+
+    def find(
+        self, name: str, version: int | None = None, label: str | None = None
+    ) -> ServedVersion:
+        """The version a model spec names; TF Serving's errors for what it cannot find."""
+        if version is not None and label is not None:
+            raise ServingError(
+                f"Both model version ({version}) and model version label ({label}) cannot be "
+                "supplied."
+            )
+        if label is not None:  # server_core.cc GetModelVersionForLabel
+            if name != self.model_name or label not in self.version_labels:
+                raise ServingError(f"Unrecognized servable version label: {label}")
+            version = self.version_labels[label]
+        if name != self.model_name or (version is not None and version not in self.versions):
+            found = f"Specific({name}, {version})" if version is not None else f"Latest({name})"
+            raise ServingError(f"Servable not found for request: {found}", NOT_FOUND)
+        return self.latest if version is None else self.versions[version]
+
+    def signature(self, served: ServedVersion, name: str | None, method: str) -> Signature:
+        """The signature `name` ("" or None: the method's default) for a call of `method`.
+
+        TF Serving's default is always `serving_default`, which in a bertfit export is the
+        text predict signature; for classify and regress bertfit defaults to its `classify` /
+        `regress` signature instead (docs/serving.md)."""
+        if not name:
+            name = {CLASSIFY_METHOD: CLASSIFY_SIGNATURE, REGRESS_METHOD: REGRESS_SIGNATURE}.get(
+                method, DEFAULT_SIGNATURE
+            )
+        if name not in served.signatures:
+            if method == PREDICT_METHOD:
+                raise ServingError(f'Serving signature name: "{name}" not found in signature def')
+            raise ServingError(f"No signature was found with the name: {name}")
+        signature = served.signatures[name]
+        if method != PREDICT_METHOD and signature.method_name != method:
+            kind = "classification" if method == CLASSIFY_METHOD else "regression"
+            raise ServingError(
+                f"Expected {kind} signature method_name to be {method}. Was: "
+                f"{signature.method_name}"
+            )
+        return signature
+
+    # ---- the calls ----
+
+    async def predict(
+        self, served: ServedVersion, signature_name: str | None, rows: list[dict]
+    ) -> dict[str, np.ndarray]:
+        """Runs the signature on `rows` (checked first, see the module's docstring); returns
+        each output by name, batch first."""
+        signature = self.signature(served, signature_name, PREDICT_METHOD)
+        check_rows(rows, signature, served.limits, self.max_request_instances)
+        try:
+            if signature.name == DEFAULT_SIGNATURE:
+                return _columns(await served.batcher.submit(rows), signature)
+            inputs = {
+                name: tf.constant([row[name] for row in rows], tf.as_dtype(info.dtype))
+                for name, info in signature.inputs.items()
+            }
+            function = served.functions[signature.name]
+            result = await served.batcher.run_alone(lambda: function(**inputs))
+            return {k: v.numpy() for k, v in result.items()}
+        except (tf.errors.InvalidArgumentError, UnicodeError) as e:
+            raise ServingError(model_error(e)) from None
+
+    async def classify(
+        self, served: ServedVersion, signature_name: str | None, examples: list[bytes]
+    ) -> list[list[tuple[str, float]]]:
+        """Per serialized tf.Example, its (label, score) pairs in the labels' order."""
+        outputs = await self._run_examples(served, signature_name, examples, CLASSIFY_METHOD)
+        classes, scores = outputs["classes"], outputs["scores"]
+        return [
+            [(c.decode("utf-8"), float(s)) for c, s in zip(row_c, row_s, strict=True)]
+            for row_c, row_s in zip(classes, scores, strict=True)
+        ]
+
+    async def regress(
+        self, served: ServedVersion, signature_name: str | None, examples: list[bytes]
+    ) -> list[float]:
+        """Per serialized tf.Example, the predicted value."""
+        outputs = await self._run_examples(served, signature_name, examples, REGRESS_METHOD)
+        return [float(v) for v in np.reshape(outputs["outputs"], [-1])]
+
+    async def _run_examples(
+        self, served: ServedVersion, signature_name: str | None, examples: list[bytes], method: str
+    ) -> dict[str, np.ndarray]:
+        signature = self.signature(served, signature_name, method)
+        if not examples:
+            raise ServingError("Input is empty.")
+        if len(examples) > self.max_request_instances:
+            raise ServingError(_too_many(len(examples), self.max_request_instances))
+        function = served.functions[signature.name]
+        inputs = tf.constant(examples, tf.string)
+        try:
+            result = await served.batcher.run_alone(lambda: function(inputs=inputs))
+        except (tf.errors.InvalidArgumentError, UnicodeError) as e:
+            raise ServingError(model_error(e)) from None
+        return {k: v.numpy() for k, v in result.items()}
+
+    def model_status(self, name: str, version: int | None = None, label: str | None = None) -> dict:
+        """GetModelStatusResponse in JSON: every served version, or the one named. As TF
+        Serving's GetModelStatusImpl, a version label is ignored (every version is listed)."""
+        if name != self.model_name:
+            raise ServingError(f"Could not find any versions of model {name}", NOT_FOUND)
+        if version is None:
+            chosen = list(self.versions.values())
+        elif version in self.versions:
+            chosen = [self.versions[version]]
+        else:
+            raise ServingError(f"Could not find version {version} of model {name}", NOT_FOUND)
+        return {
+            "model_version_status": [
+                {
+                    "version": str(served.version),
+                    "state": "AVAILABLE",
+                    "status": {"error_code": "OK", "error_message": ""},
+                }
+                for served in chosen
+            ]
+        }
+
+    def model_metadata(
+        self, name: str, version: int | None = None, label: str | None = None
+    ) -> dict:
+        """GetModelMetadataResponse in JSON as TF Serving's REST API prints it (the
+        SignatureDefMap unpacked from its Any, so without "@type")."""
+        served = self.find(name, version, label)
+        return {
+            "model_spec": {"name": name, "signature_name": "", "version": str(served.version)},
+            "metadata": {"signature_def": {"signature_def": served.signature_defs}},
+        }
+
+
+def _number(served: ServedVersion) -> int:
+    return served.version
+
+
+def _rows(outputs: dict[str, np.ndarray]) -> list[dict]:
+    """{name: [batch, ...]} → one {name: value} per row."""
+    size = len(next(iter(outputs.values())))
+    return [{name: values[i] for name, values in outputs.items()} for i in range(size)]
+
+
+def _columns(rows: list[dict], signature: Signature) -> dict[str, np.ndarray]:
+    """One {name: value} per row → {name: [batch, ...]}, in the signature's dtypes."""
+    return {
+        name: np.array(
+            [row[name] for row in rows], object if info.dtype == "string" else info.dtype
+        )
+        for name, info in signature.outputs.items()
+    }
+
+
+def model_error(error: Exception) -> str:
+    """The line of a TensorFlow error that says what was wrong, without its graph trace."""
+    if not isinstance(error, tf.errors.OpError):
+        return f"the model could not take the request: {error}"
+    skip = ("[[", "File ", "Detected at node", "Graph execution error", "<stack traces")
+    lines = [line.strip() for line in error.message.splitlines()]
+    useful = [line for line in lines if line and not line.startswith(skip)]
+    return f"the model refused the request: {useful[-1] if useful else error.message}"[:2000]
+
+
+def _too_many(count: int, most: int) -> str:
+    return (
+        f"the request has {count} instances; at most {most} are accepted in one request "
+        "(split it, or start the server with a larger --max-request-instances)"
+    )
+
+
+# ---- the checks of predict instances ----
+
+
+def check_rows(
+    rows: list[dict], signature: Signature, limits: IdLimits, max_rows: int = 4096
+) -> None:
+    """`ServingError`s for instances the model cannot take (see the module's docstring)."""
+    if not rows:
+        raise ServingError("the request has no instances")
+    if len(rows) > max_rows:
+        raise ServingError(_too_many(len(rows), max_rows))
+    for index, row in enumerate(rows):
+        _check_row(row, signature, index, limits)
+    _check_not_ragged(rows, signature)
+
+
+def _check_row(row: dict, signature: Signature, index: int, limits: IdLimits) -> None:
+    missing = set(signature.inputs) - set(row)
+    extra = set(row) - set(signature.inputs)
+    if missing or extra:
+        raise ServingError(
+            f"instance {index}: expected the inputs "
+            f"{', '.join(signature.inputs)}; missing {sorted(missing)}, "
+            f"unknown {sorted(extra)}"
+        )
+    for name, info in signature.inputs.items():
+        value, where = row[name], f"instance {index}: input {name!r}"
+        if info.dtype == "string":
+            if not isinstance(value, (str, bytes)):
+                raise ServingError(f"{where} must be a string, got {_quoted(value)}")
+            if signature.method_name == PREDICT_METHOD:
+                problem = text_problem(value)
+                if problem is not None:
+                    raise ServingError(f"{where} {problem}; send the text as valid UTF-8")
+        elif info.dtype in _INT_BITS:
+            _check_ids(value, where, name, info, limits)
+    _check_lengths(row, signature, index, limits)
+
+
+def _quoted(value) -> str:
+    if isinstance(value, bytes):
+        return repr(value)[:60]
+    return json.dumps(value)[:60]
+
+
+def _check_ids(value, where: str, name: str, info: TensorInfo, limits: IdLimits) -> None:
+    """One instance's row of integer ids: a non-empty list of integers in the input's range."""
+    if not (isinstance(value, list) and all(type(v) is int for v in value)):
+        raise ServingError(
+            f"{where} must be a list of integers (one row of shape {list(info.shape[1:])}), "
+            f"got {_quoted(value)}"
+        )
+    if not value:
+        raise ServingError(f"{where} is empty; every row needs at least one id")
+    low, high, expected = _id_range(name, info.dtype, limits)
+    if low <= min(value) and max(value) < high:
+        return
+    position, bad = next((i, v) for i, v in enumerate(value) if not low <= v < high)
+    raise ServingError(f"{where} has {bad} at position {position}; {expected}")
+
+
+def _id_range(name: str, dtype: str, limits: IdLimits) -> tuple[int, int, str]:
+    """[low, high) and what it means, for the values of input `name`."""
+    if name == MASK:
+        return 0, 2, "input_mask values must be 0 (padding) or 1 (a token)"
+    if name == WORD_IDS and limits.vocab_size is not None:
+        size = limits.vocab_size
+        return 0, size, f"ids must be in [0, {size}): the model's vocabulary has {size} tokens"
+    if name == TYPE_IDS and limits.type_vocab_size is not None:
+        size = max(limits.type_vocab_size, 1)
+        return 0, size, f"type ids must be in [0, {size}): the model has {size} token type(s)"
+    bits = _INT_BITS[dtype]
+    low = 0 if name in (WORD_IDS, TYPE_IDS) else -(2 ** (bits - 1))
+    return low, 2 ** (bits - 1), f"values must be in [{low}, {2 ** (bits - 1)}) ({dtype})"
+
+
+def _check_lengths(row: dict, signature: Signature, index: int, limits: IdLimits) -> None:
+    """An instance's id rows all have one length, at most the position table's."""
+    lengths = {
+        name: len(row[name]) for name, info in signature.inputs.items() if info.dtype in _INT_BITS
+    }
+    if len(set(lengths.values())) > 1:
+        listed = ", ".join(f"{name} has {n}" for name, n in lengths.items())
+        raise ServingError(
+            f"instance {index}: {listed} values; every input of an instance must have the "
+            "same length (one value per token)"
+        )
+    longest = limits.max_length
+    if lengths and longest is not None and max(lengths.values()) > longest:
+        raise ServingError(
+            f"instance {index}: {max(lengths.values())} ids; the model takes at most "
+            f"{longest} per row (its position table): truncate the row to {longest} ids"
+        )
+
+
+def _check_not_ragged(rows: list[dict], signature: Signature) -> None:
+    """The instances of one request form one [batch, seq] tensor: their rows have one length."""
+    names = [name for name, info in signature.inputs.items() if info.dtype in _INT_BITS]
+    if not names:
+        return
+    first = len(rows[0][names[0]])
+    for index, row in enumerate(rows):
+        if len(row[names[0]]) != first:
+            raise ServingError(
+                f"instance {index} has {len(row[names[0]])} ids but instance 0 has {first}; "
+                "every instance of a request must have the same length: pad the shorter rows "
+                "(with input_mask 0) or send them in separate requests"
+            )
