@@ -136,6 +136,14 @@ class TrainConfig:
         save_every_steps: also save a resumable checkpoint every N optimizer steps (long
             epochs); the end of every epoch's training is always saved.
         save_every_minutes: also save one whenever this many minutes passed since the last.
+        early_stopping_patience: stop after this many evaluations in a row (at epoch ends, and
+            every `eval_every_steps`) that did not improve `best_metric` by more than
+            `early_stopping_min_delta` on its best so far; None: run every epoch. Needs `eval`.
+        early_stopping_min_delta: the smallest change of `best_metric` that counts as an
+            improvement for early stopping (the best checkpoint takes any improvement).
+        eval_every_steps: also evaluate every N optimizer steps of the run (global steps;
+            one that ends an epoch is that epoch's evaluation), for long epochs: the best
+            checkpoint and early stopping see these evaluations too. Needs `eval`.
     """
 
     batch_size: int = 32
@@ -158,6 +166,9 @@ class TrainConfig:
     tune_threshold: bool = False
     save_every_steps: int | None = None
     save_every_minutes: float | None = None
+    early_stopping_patience: int | None = None
+    early_stopping_min_delta: float = 0.0
+    eval_every_steps: int | None = None
 
 
 @dataclasses.dataclass
@@ -266,6 +277,38 @@ class RunConfig:
                 t.save_every_minutes is None
                 or (math.isfinite(t.save_every_minutes) and t.save_every_minutes > 0),
                 "a positive number",
+            ),
+            (
+                "train.early_stopping_patience",
+                t.early_stopping_patience is None or t.early_stopping_patience >= 1,
+                "at least 1 (evaluations without an improvement before training stops)",
+            ),
+            (
+                "train.early_stopping_patience",
+                t.early_stopping_patience is None or d.eval is not None,
+                "given only with --eval FILE: early stopping watches --best-metric on the "
+                "evaluation data; add --eval or leave --early-stopping-patience out",
+            ),
+            (
+                "train.early_stopping_min_delta",
+                math.isfinite(t.early_stopping_min_delta) and t.early_stopping_min_delta >= 0,
+                "zero or positive",
+            ),
+            (
+                "train.early_stopping_min_delta",
+                t.early_stopping_min_delta == 0 or t.early_stopping_patience is not None,
+                "given only with --early-stopping-patience N (alone it changes nothing)",
+            ),
+            (
+                "train.eval_every_steps",
+                t.eval_every_steps is None or t.eval_every_steps >= 1,
+                "at least 1",
+            ),
+            (
+                "train.eval_every_steps",
+                t.eval_every_steps is None or d.eval is not None,
+                "given only with --eval FILE (the data it evaluates on); add --eval or leave "
+                "--eval-every-steps out",
             ),
         ]
 

@@ -139,6 +139,22 @@ TRAIN_FLAGS = {
         "train.save_every_minutes",
         {"type": float, "help": "also save one every M minutes"},
     ),
+    "--early-stopping-patience": (
+        "train.early_stopping_patience",
+        {
+            "type": int,
+            "help": "stop after N evaluations without an improvement of --best-metric "
+            "(needs --eval)",
+        },
+    ),
+    "--early-stopping-min-delta": (
+        "train.early_stopping_min_delta",
+        {"type": float, "help": "the smallest change that counts as an improvement (default 0)"},
+    ),
+    "--eval-every-steps": (
+        "train.eval_every_steps",
+        {"type": int, "help": "also evaluate every N optimizer steps (needs --eval)"},
+    ),
 }
 
 

@@ -15,7 +15,7 @@ The way through:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -115,11 +115,18 @@ def plan_batches(
     return [batch for run in runs for batch in run]
 
 
-def runs_of(plan: list[Batch], limit: int) -> list[tuple[int, int]]:
-    """(seq_length, steps) for consecutive same-bucket steps of `plan`, at most `limit` each."""
+def runs_of(plan: list[Batch], limit: int, ends: Collection[int] = ()) -> list[tuple[int, int]]:
+    """(seq_length, steps) for consecutive same-bucket steps of `plan`, at most `limit` each;
+    a run also ends after the steps counted in `ends` (so its caller can act there).
+
+    Examples:
+    >>> plan = [Batch(8, np.zeros(2))] * 5
+    >>> runs_of(plan, 4), runs_of(plan, 4, ends={2})
+    ([(8, 4), (8, 1)], [(8, 2), (8, 3)])
+    """
     runs: list[tuple[int, int]] = []
-    for batch in plan:
-        if runs and runs[-1][0] == batch.seq_length and runs[-1][1] < limit:
+    for taken, batch in enumerate(plan):
+        if runs and runs[-1][0] == batch.seq_length and runs[-1][1] < limit and taken not in ends:
             runs[-1] = (batch.seq_length, runs[-1][1] + 1)
         else:
             runs.append((batch.seq_length, 1))

@@ -19,7 +19,7 @@ import time
 
 import tensorflow as tf
 
-from bertfit.training.records import EpochRecord
+from bertfit.training.records import EarlyStop, EpochRecord, StepEvaluation
 
 
 def _key(name: str) -> str:
@@ -80,6 +80,12 @@ class TrainingState:
         history: one record per finished epoch (as in metrics.json).
         best_value: the best `best_metric` value so far.
         data_fingerprint: identifies the training rows, so a resume on changed data is refused.
+        evaluations: the evaluations inside epochs so far (`--eval-every-steps`).
+        evaluations_without_improvement: evaluations in a row (at epoch ends and inside
+            epochs) that did not improve `best_metric` by more than the minimum delta: early
+            stopping's count.
+        stopped_early: set by the evaluation that exhausted the patience; the run takes no
+            step after it.
     """
 
     epoch: int = 0
@@ -91,6 +97,16 @@ class TrainingState:
     history: list[EpochRecord] = dataclasses.field(default_factory=list)
     best_value: float | None = None
     data_fingerprint: str = ""
+    evaluations: list[StepEvaluation] = dataclasses.field(default_factory=list)
+    evaluations_without_improvement: int = 0
+    stopped_early: EarlyStop | None = None
+
+    def epochs_remain(self, epochs: int) -> bool:
+        """Whether an epoch is still to train or to record: none after the last of `epochs`,
+        nor after the one early stopping ended (recorded once `epoch` moved past it)."""
+        if self.stopped_early is not None:
+            return self.epoch < self.stopped_early.epoch
+        return self.epoch < epochs
 
     def to_json(self) -> str:
         values = dataclasses.asdict(self)
@@ -101,6 +117,9 @@ class TrainingState:
     def from_json(cls, text: str) -> TrainingState:
         values = json.loads(text)
         values["history"] = [EpochRecord.from_dict(r) for r in values["history"]]
+        values["evaluations"] = [StepEvaluation(**e) for e in values.get("evaluations", [])]
+        if values.get("stopped_early") is not None:
+            values["stopped_early"] = EarlyStop(**values["stopped_early"])
         return cls(**values)
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 
 import keras
 import numpy as np
@@ -226,13 +226,16 @@ class Trainer:
 
     # ---- host loops ----
 
-    def run_plan(self, data: BucketedInput) -> Iterator[list[tuple[float, float]]]:
+    def run_plan(
+        self, data: BucketedInput, ends: Collection[int] = ()
+    ) -> Iterator[list[tuple[float, float]]]:
         """Takes the steps of `data.plan` in order: consecutive steps of one bucket run
         together, up to `steps_per_execution` per host call. Yields each call's per-step
-        (loss, gradient norm), so the caller can record, checkpoint or stop between calls."""
+        (loss, gradient norm), so the caller can record, checkpoint or stop between calls;
+        a call also ends after the steps counted in `ends` (e.g. where the run evaluates)."""
         iterators = data.iterators()
         limit = max(1, self.config.steps_per_execution)
-        for seq_length, steps in runs_of(data.plan, limit):
+        for seq_length, steps in runs_of(data.plan, limit, ends):
             with self._timing("train_step", self.train_steps):
                 results = self.train_steps(iterators[seq_length], tf.constant(steps, tf.int32))
                 results = results.numpy()

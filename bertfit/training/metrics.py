@@ -176,12 +176,19 @@ def collapse_warning(task: Task, targets: np.ndarray, probabilities: np.ndarray)
     return None
 
 
-def is_better(metric: str, value: float, best: float | None) -> bool:
-    """Whether `value` of `metric` beats `best` (lower is better for loss, rmse, mae and
-    hamming_loss)."""
+def is_better(metric: str, value: float, best: float | None, min_delta: float = 0.0) -> bool:
+    """Whether `value` of `metric` beats `best` by more than `min_delta` (lower is better for
+    loss, rmse, mae and hamming_loss).
+
+    Examples:
+    >>> is_better("accuracy", 0.82, 0.80), is_better("accuracy", 0.82, 0.80, min_delta=0.05)
+    (True, False)
+    >>> is_better("loss", 0.30, 0.35)
+    True
+    """
     if best is None:
         return True
-    return value < best if metric in LOWER_IS_BETTER else value > best
+    return value < best - min_delta if metric in LOWER_IS_BETTER else value > best + min_delta
 
 
 def roc_auc(positive: np.ndarray, scores: np.ndarray) -> float:

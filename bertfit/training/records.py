@@ -1,6 +1,8 @@
-"""What a run records: one `EpochRecord` per epoch and the `RunSummary` that `train` returns and
-`metrics.json` holds (`to_dict` writes exactly the keys metrics.json always had), with the
-train.log line and the terminal table made from them."""
+"""What a run records: one `EpochRecord` per epoch, a `StepEvaluation` per evaluation inside an
+epoch (`--eval-every-steps`), the `EarlyStop` that ended a run early, and the `RunSummary` that
+`train` returns and `metrics.json` holds (`to_dict` writes exactly the keys metrics.json always
+had, plus `evaluations` and `stopped_early` only when a run has them), with the train.log lines
+and the terminal table made from them."""
 
 from __future__ import annotations
 
@@ -23,14 +25,19 @@ class EpochRecord:
     train_seconds: float
     eval: dict | None = None
     best: bool = False
+    stopped_after_steps: int | None = None
 
     def to_dict(self) -> dict:
-        """As metrics.json has it: `eval` only when evaluated, `best` only when true."""
+        """As metrics.json has it: `eval` only when evaluated, `best` only when true,
+        `stopped_after_steps` only when early stopping cut the epoch short (its `eval` is then
+        the step evaluation that stopped it)."""
         record = dataclasses.asdict(self)
         if self.eval is None:
             del record["eval"]
         if not self.best:
             del record["best"]
+        if self.stopped_after_steps is None:
+            del record["stopped_after_steps"]
         return record
 
     @classmethod
@@ -39,19 +46,94 @@ class EpochRecord:
 
     def describe(self) -> str:
         """One readable train.log line."""
+        cut = (
+            f" (stopped early after {self.stopped_after_steps} steps)"
+            if self.stopped_after_steps is not None
+            else ""
+        )
         text = (
-            f"epoch {self.epoch}: train loss {self.train_loss:.4f} "
+            f"epoch {self.epoch}{cut}: train loss {self.train_loss:.4f} "
             f"({self.train_examples} examples, "
             f"{self.train_examples_per_second:.1f} ex/s, {self.train_seconds:.1f} s)"
         )
         if self.eval is not None:
-            scores = ", ".join(
-                f"{name} {value:.4f}"
-                for name, value in self.eval.items()
-                if isinstance(value, float) and name not in ("wall_seconds", "examples_per_second")
-            )
-            text += f"; eval on {self.eval['num_examples']} examples: {scores}"
+            text += f"; {describe_scores(self.eval)}"
         return text + ("; best so far" if self.best else "")
+
+
+def describe_scores(metrics: dict) -> str:
+    """An evaluation's scores in words: "eval on 24 examples: accuracy 0.9167, loss 0.3012"."""
+    scores = ", ".join(
+        f"{name} {value:.4f}"
+        for name, value in metrics.items()
+        if isinstance(value, float) and name not in ("wall_seconds", "examples_per_second")
+    )
+    return f"eval on {metrics['num_examples']} examples: {scores}"
+
+
+@dataclasses.dataclass
+class StepEvaluation:
+    """An evaluation inside an epoch (`--eval-every-steps`): where it was taken, its metrics
+    (as an epoch's `eval`) and whether it was the best so far (then `checkpoints/best` holds
+    the weights it evaluated).
+
+    Args:
+        epoch: the epoch it was taken in (1-based).
+        step: that epoch's steps taken.
+        global_step: the run's steps taken.
+        metrics: the evaluation's metrics.
+        best: whether its `best_metric` value was the best so far.
+    """
+
+    epoch: int
+    step: int
+    global_step: int
+    metrics: dict
+    best: bool = False
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def describe(self) -> str:
+        """One readable train.log line."""
+        return (
+            f"evaluation at epoch {self.epoch}, step {self.step} (global step "
+            f"{self.global_step}): {describe_scores(self.metrics)}"
+            + ("; best so far" if self.best else "")
+        )
+
+
+@dataclasses.dataclass
+class EarlyStop:
+    """Where and why early stopping ended a run (metrics.json's `stopped_early`).
+
+    Args:
+        epoch: the epoch it ended in (1-based); step: that epoch's steps taken (all of them
+            when it stopped at the epoch's end); global_step: the run's steps taken.
+        best_metric, best_value: the metric watched and its best value.
+        patience: the evaluations in a row without an improvement that stopped the run.
+        min_delta: the smallest change that counted as an improvement.
+    """
+
+    epoch: int
+    step: int
+    global_step: int
+    best_metric: str
+    best_value: float
+    patience: int
+    min_delta: float
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def describe(self) -> str:
+        """The one line train.log and the terminal show."""
+        return (
+            f"stopped early at epoch {self.epoch}, step {self.step} (global step "
+            f"{self.global_step}): {self.patience} evaluation(s) in a row did not improve "
+            f"{self.best_metric} by more than {self.min_delta:g} on its best {self.best_value:.4f} "
+            f"(--early-stopping-patience {self.patience}); checkpoints/best holds that best"
+        )
 
 
 @dataclasses.dataclass
@@ -67,6 +149,8 @@ class RunSummary:
         final: the last epoch's evaluation (with `--eval`); best: {best_metric: best value}.
         error: why a diverged run stopped.
         wall_seconds, train_num_examples, trace_counts, time: the finished run's totals.
+        evaluations: the evaluations inside epochs (`--eval-every-steps`), None without.
+        stopped_early: where and why early stopping ended the run, None when it did not.
     """
 
     status: str
@@ -84,11 +168,17 @@ class RunSummary:
     train_num_examples: int | None = None
     trace_counts: dict | None = None
     time: dict | None = None
+    evaluations: list[StepEvaluation] | None = None
+    stopped_early: EarlyStop | None = None
 
     def to_dict(self) -> dict:
         """metrics.json: the fields that are set (no `final` without evaluation)."""
         values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         values["epochs"] = [record.to_dict() for record in self.epochs]
+        if self.evaluations is not None:
+            values["evaluations"] = [e.to_dict() for e in self.evaluations]
+        if self.stopped_early is not None:
+            values["stopped_early"] = self.stopped_early.to_dict()
         return {key: value for key, value in values.items() if value is not None}
 
     @classmethod
@@ -96,6 +186,10 @@ class RunSummary:
         names = {f.name for f in dataclasses.fields(cls)}
         known = {key: value for key, value in values.items() if key in names}
         known["epochs"] = [EpochRecord.from_dict(r) for r in values.get("epochs", [])]
+        if values.get("evaluations") is not None:
+            known["evaluations"] = [StepEvaluation(**e) for e in values["evaluations"]]
+        if values.get("stopped_early") is not None:
+            known["stopped_early"] = EarlyStop(**values["stopped_early"])
         return cls(**known)
 
     @property
@@ -120,7 +214,9 @@ class RunSummary:
                 *(f"{r.eval[n]:.4f}" for n in names),
                 f"{r.train_examples_per_second:.1f}",
                 f"{r.train_seconds:.0f}",
-                "best" if r.best else "",
+                ", ".join(
+                    ["best"] * r.best + ["stopped early"] * (r.stopped_after_steps is not None)
+                ),
             ]
             for r in self.epochs
         ]
@@ -129,4 +225,6 @@ class RunSummary:
             "  ".join(cell.rjust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
             for row in [header, *rows]
         ]
+        if self.stopped_early is not None:
+            lines.append(self.stopped_early.describe())
         return "\n".join(lines)

@@ -30,8 +30,22 @@ from bertfit.errors import BertfitError, DataError, TrainingInterrupted
 from bertfit.progress import Console
 from bertfit.training.checkpointing import RunCheckpoints, TrainingState
 from bertfit.training.interrupt import StopRequests
-from bertfit.training.metrics import best_threshold, collapse_warning, is_better, task_metrics
-from bertfit.training.records import DIVERGED, FINISHED, RUNNING, EpochRecord, RunSummary
+from bertfit.training.metrics import (
+    HEADLINE_METRICS,
+    best_threshold,
+    collapse_warning,
+    is_better,
+    task_metrics,
+)
+from bertfit.training.records import (
+    DIVERGED,
+    FINISHED,
+    RUNNING,
+    EarlyStop,
+    EpochRecord,
+    RunSummary,
+    StepEvaluation,
+)
 from bertfit.training.run_dir import RunBusy, RunDir, new_run_path
 from bertfit.training.setup import LabelledData, RunSetup, prepare
 from bertfit.training.strategy import XlaChoice, check_hardware, make_strategy
@@ -51,8 +65,10 @@ def train(
 
     Writes the run directory described in `bertfit.training.run_dir` (a new `runs/<date>-<time>`
     when `config.output_dir` is None). Every epoch evaluates on `config.data.eval` (when given)
-    and keeps the best checkpoint by `train.best_metric`. `bertfit.write_report(run_dir)`
-    (which `bertfit train` runs) turns it into report.html.
+    and keeps the best checkpoint by `train.best_metric`, also every `train.eval_every_steps`
+    optimizer steps; `train.early_stopping_patience` ends the run after that many evaluations
+    without an improvement. `bertfit.write_report(run_dir)` (which `bertfit train` runs) turns
+    it into report.html.
 
     Args:
         config: the run.
@@ -163,11 +179,11 @@ def _train(
     summaries.lengths(lengths)
     _log_setup(run_dir, setup, strategy)
     console.info(f"bertfit: {setup.xla.describe()}; --jit-compile chooses")
-    run_dir.save_metrics(dataclasses.replace(summary, epochs=state.history))
+    run_dir.save_metrics(so_far(summary, state))
 
     epochs = EpochRunner(setup, run_dir, checkpoints, console, summaries, summary)
     with StopRequests() as stop:
-        while state.epoch < setup.config.train.epochs:
+        while state.epochs_remain(setup.config.train.epochs):
             epochs.train(state, stop)
             epochs.finish(state, stop)
     summaries.close()
@@ -239,9 +255,8 @@ def _finished(
     saved with the task."""
     trainer, wall = setup.trainer, time.perf_counter() - started
     finished = dataclasses.replace(
-        summary,
+        so_far(summary, state),
         status=FINISHED,
-        epochs=state.history,
         wall_seconds=wall,
         train_num_examples=len(setup.train),
         trace_counts=trainer.trace_counts(),
@@ -250,14 +265,15 @@ def _finished(
             trainer.trace_seconds,
             save=checkpoints.seconds,
             wall=wall,
+            step_evaluations=_step_evaluation_seconds(state),
             **setup.seconds,
         ),
     )
     if setup.eval is None:
         return finished
-    tuned = [r.eval["threshold"] for r in state.history if r.best and "threshold" in r.eval]
-    if setup.config.train.tune_threshold and tuned:
-        run_dir.save_task(dataclasses.replace(setup.task, threshold=tuned[-1]))
+    best = _best_evaluation(state, setup.best_metric)
+    if setup.config.train.tune_threshold and best is not None and "threshold" in best:
+        run_dir.save_task(dataclasses.replace(setup.task, threshold=best["threshold"]))
     return dataclasses.replace(
         finished, final=state.history[-1].eval, best={setup.best_metric: state.best_value}
     )
@@ -272,13 +288,17 @@ def time_split(
     build: float,
     save: float,
     wall: float,
+    step_evaluations: float = 0.0,
 ) -> dict:
     """Where the run's time went, in seconds: loading the checkpoint, reading and tokenizing,
     building the model and optimizer, the calls that traced and compiled, training and
-    evaluation (without those calls), writing checkpoints, and the rest of `wall` (run
+    evaluation (the epochs' and `step_evaluations`, the seconds of those inside epochs;
+    without the calls that traced), writing checkpoints, and the rest of `wall` (run
     directory, logs, summaries)."""
     train = sum(r.train_seconds for r in history)
-    evaluation = sum(r.eval["wall_seconds"] for r in history if r.eval is not None)
+    evaluation = step_evaluations + sum(
+        r.eval["wall_seconds"] for r in history if r.eval is not None
+    )
     split = {
         "load": load,
         "tokenize": tokenize,
@@ -289,6 +309,33 @@ def time_split(
         "save": save,
     }
     return {**split, "other": max(0.0, wall - sum(split.values())), "wall": wall}
+
+
+def so_far(summary: RunSummary, state: TrainingState) -> RunSummary:
+    """`summary` with what the run recorded up to `state` (metrics.json while it runs)."""
+    return dataclasses.replace(
+        summary,
+        epochs=state.history,
+        evaluations=state.evaluations or None,
+        stopped_early=state.stopped_early,
+    )
+
+
+def _best_evaluation(state: TrainingState, metric: str) -> dict | None:
+    """The metrics of the evaluation (at an epoch's end or inside one) whose weights
+    `checkpoints/best` holds: of those that were best when taken, the one with the best value
+    (each beat the ones before it)."""
+    best = [r.eval for r in state.history if r.best]
+    best += [e.metrics for e in state.evaluations if e.best]
+    return next((m for m in best if m[metric] == state.best_value), None)
+
+
+def _step_evaluation_seconds(state: TrainingState) -> float:
+    """The time of the evaluations inside epochs, less the one that ended an epoch cut short
+    by early stopping: that epoch's record holds it (and counts it) too."""
+    cut = state.history and state.history[-1].stopped_after_steps is not None
+    ended = state.stopped_early.global_step if cut and state.stopped_early else None
+    return sum(e.metrics["wall_seconds"] for e in state.evaluations if e.global_step != ended)
 
 
 def data_fingerprint(examples: list[Example]) -> str:
@@ -383,22 +430,26 @@ class EpochRunner:
         self.summaries, self.summary = summaries, summary
 
     def train(self, state: TrainingState, stop: StopRequests) -> None:
-        """Takes the epoch's remaining steps; saves `latest` at the end (and every
-        save_every_steps / save_every_minutes), or on a stop request before raising."""
+        """Takes the epoch's remaining steps, evaluating every eval_every_steps (which may
+        stop the run early); saves `latest` at the end (and every save_every_steps /
+        save_every_minutes), or on a stop request before raising."""
+        if state.stopped_early is not None:
+            return  # early stopping ended this epoch; only its record remains
         batches = self.setup.batches(
             self.setup.train, shuffle=True, epoch=state.epoch, training=True, start=state.step
         )
         if not len(batches):
             return  # the epoch's training was done; its evaluation remains
-        t = self.config.train
+        t, start = self.config.train, state.step
         progress = self.console.progress(
-            f"epoch {state.epoch + 1}/{t.epochs}", state.step + len(batches), state.step
+            f"epoch {state.epoch + 1}/{t.epochs}", start + len(batches), start
         )
         plan = iter(batches.plan)
         seen, last_time = 0, time.perf_counter()
         last_save = (state.global_step, last_time)
+        evaluations = self._evaluation_points(state, len(batches))
         with explain_errors():  # known TF/XLA errors in plain words
-            for results in self.trainer.run_plan(batches):
+            for results in self.trainer.run_plan(batches, ends=evaluations):
                 now = time.perf_counter()
                 rows = self._step_rows(results, plan, state)
                 for row in rows:
@@ -417,6 +468,12 @@ class EpochRunner:
                 progress.update(
                     state.step, seen, loss=state.epoch_loss_sum / max(state.epoch_examples, 1)
                 )
+                if state.step - start in evaluations:
+                    progress.close()
+                    self._evaluate_inside_epoch(state)
+                    last_time = time.perf_counter()  # the evaluation is not training time
+                    if state.stopped_early is not None:
+                        break
                 if stop.signal is not None:
                     self._stop(state, stop.signal)
                 if _save_due(t, state.global_step, last_save):
@@ -425,6 +482,79 @@ class EpochRunner:
                     last_save = (state.global_step, last_time)
         progress.close()
         self.checkpoints.save_latest(state)  # a stop during evaluation resumes with it
+
+    def _evaluation_points(self, state: TrainingState, steps: int) -> set[int]:
+        """Where, counted in steps from `state`, the next `steps` steps evaluate: at every
+        multiple of eval_every_steps of the run's steps, but the epoch's end (whose own
+        evaluation that is)."""
+        every = self.config.train.eval_every_steps
+        if every is None or self.setup.eval is None:
+            return set()
+        return {n for n in range(1, steps) if (state.global_step + n) % every == 0}
+
+    def _evaluate_inside_epoch(self, state: TrainingState) -> None:
+        """An --eval-every-steps evaluation: recorded, kept as `best` when it is, and counted
+        for early stopping."""
+        metrics = self._evaluate(self.setup.eval)
+        self.summaries.evaluation(metrics, state.global_step)
+        evaluation = StepEvaluation(
+            epoch=state.epoch + 1,
+            step=state.step,
+            global_step=state.global_step,
+            metrics=metrics,
+            best=self._judge(state, metrics),
+        )
+        if evaluation.best:
+            self.checkpoints.save_best(state)
+        state.evaluations.append(evaluation)
+        self.run_dir.log(evaluation.describe())
+        headline = ", ".join(
+            f"{name} {metrics[name]:.4f}" for name in HEADLINE_METRICS[self.setup.task.kind]
+        )
+        self.console.info(
+            f"step {state.global_step}: eval {headline}"
+            + (" (best so far)" if evaluation.best else "")
+        )
+        self._stop_early_when_due(state)
+        self.run_dir.save_metrics(so_far(self.summary, state))
+
+    def _judge(self, state: TrainingState, metrics: dict) -> bool:
+        """Whether the evaluation `metrics` is the best so far (then `state.best_value` takes
+        it); counts it for early stopping unless it improved by more than the minimum delta."""
+        metric, t = self.setup.best_metric, self.config.train
+        value = metrics[metric]
+        if is_better(metric, value, state.best_value, t.early_stopping_min_delta):
+            state.evaluations_without_improvement = 0
+        else:
+            state.evaluations_without_improvement += 1
+        best = is_better(metric, value, state.best_value)
+        if best:
+            state.best_value = value
+        return best
+
+    def _stop_early_when_due(self, state: TrainingState, epoch_end: bool = False) -> None:
+        """Marks the run stopped early once `early_stopping_patience` evaluations in a row did
+        not improve (not after the last epoch's evaluation: nothing is left to stop)."""
+        t = self.config.train
+        if t.early_stopping_patience is None:
+            return
+        if state.evaluations_without_improvement < t.early_stopping_patience:
+            return
+        if epoch_end and state.epoch + 1 == t.epochs:
+            return
+        state.stopped_early = EarlyStop(
+            epoch=state.epoch + 1,
+            step=state.step,
+            global_step=state.global_step,
+            best_metric=self.setup.best_metric,
+            best_value=state.best_value,
+            patience=t.early_stopping_patience,
+            min_delta=t.early_stopping_min_delta,
+        )
+        message = state.stopped_early.describe()
+        self.run_dir.log(message)
+        self.summaries.stopped_early(message, state.global_step)
+        self.console.say(f"bertfit: {message}")
 
     def _step_rows(self, results, plan, state: TrainingState) -> list[dict]:
         """One steps.jsonl row per optimizer step of a host call, advancing `state`."""
@@ -450,7 +580,9 @@ class EpochRunner:
         return rows
 
     def finish(self, state: TrainingState, stop: StopRequests) -> None:
-        """Evaluates the epoch, keeps the best weights, records it and moves to the next."""
+        """Evaluates the epoch, keeps the best weights, records it and moves to the next. An
+        epoch that early stopping cut short is not evaluated again: the evaluation that
+        stopped it is its record's."""
         record = EpochRecord(
             epoch=state.epoch + 1,
             train_loss=state.epoch_loss_sum / max(state.epoch_examples, 1),
@@ -458,21 +590,24 @@ class EpochRunner:
             train_examples_per_second=state.epoch_examples / max(state.epoch_seconds, 1e-9),
             train_seconds=state.epoch_seconds,
         )
-        metric = self.setup.best_metric
-        if self.setup.eval is not None:
-            record.eval = self._evaluate(self.setup.eval)
-            self.summaries.evaluation(record.eval, state.global_step)
-            record.best = is_better(metric, record.eval[metric], state.best_value)
-            if record.best:
-                state.best_value = record.eval[metric]
-        if self.setup.eval is None or record.best:
-            self.checkpoints.save_best(state)  # without evaluation: the latest epoch
+        if state.stopped_early is not None:
+            stopping = state.evaluations[-1]
+            record.eval, record.best = stopping.metrics, stopping.best
+            record.stopped_after_steps = state.step
+        else:
+            if self.setup.eval is not None:
+                record.eval = self._evaluate(self.setup.eval)
+                self.summaries.evaluation(record.eval, state.global_step)
+                record.best = self._judge(state, record.eval)
+                self._stop_early_when_due(state, epoch_end=True)
+            if self.setup.eval is None or record.best:
+                self.checkpoints.save_best(state)  # without evaluation: the latest epoch
         state.history.append(record)
         state.epoch += 1
         state.step = 0
         state.epoch_loss_sum, state.epoch_examples, state.epoch_seconds = 0.0, 0, 0.0
         self.run_dir.log(record.describe())
-        self.run_dir.save_metrics(dataclasses.replace(self.summary, epochs=state.history))
+        self.run_dir.save_metrics(so_far(self.summary, state))
         if stop.signal is not None:
             self._stop(state, stop.signal)
 
@@ -508,7 +643,7 @@ class EpochRunner:
         )
         self.run_dir.log(f"error: {message}")
         self.run_dir.save_metrics(
-            dataclasses.replace(self.summary, status=DIVERGED, error=message, epochs=state.history)
+            dataclasses.replace(so_far(self.summary, state), status=DIVERGED, error=message)
         )
         raise TrainingDiverged(message)
 

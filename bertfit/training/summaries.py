@@ -2,8 +2,9 @@
 
 Written by the chief only. Scalars per optimizer step under `train/` (loss, learning_rate,
 grad_norm before clipping, examples_per_second), every numeric metric of each evaluation under
-`eval/` (x = global step at the end of the epoch), the training data's token-length histogram
-and bucket edges, and the run config as text.
+`eval/` (x = the global step it was taken at: an epoch's end, or every `--eval-every-steps`),
+the training data's token-length histogram and bucket edges, the run config as text, and why
+early stopping ended the run (`run/stopped_early`), when it did.
 """
 
 from __future__ import annotations
@@ -64,6 +65,9 @@ class RunSummaries:
                     tf.summary.scalar(f"eval/{name}", value, step=global_step)
 
         self._write(write)
+
+    def stopped_early(self, reason: str, global_step: int) -> None:
+        self._write(lambda: tf.summary.text("run/stopped_early", reason, step=global_step))
 
     def _write(self, write) -> None:
         if self.writer is None:

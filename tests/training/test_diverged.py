@@ -18,9 +18,9 @@ from tests.tiny import sentiment_rows, write_csv
 def nan_on_the_second_step(monkeypatch):
     original = Trainer.run_plan
 
-    def run_plan(self, data):
+    def run_plan(self, data, ends=()):
         seen = 0
-        for results in original(self, data):
+        for results in original(self, data, ends):
             out = []
             for loss, norm in results:
                 seen += 1
