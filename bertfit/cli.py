@@ -101,9 +101,9 @@ def cmd_prepare(args) -> int:
 def warn_if_unfinished(path: str | None) -> None:
     """A run that did not finish (killed, or still training) is used, but never silently: the
     warning names the checkpoint it has."""
-    from bertfit.training.run_dir import RunDir
+    from bertfit.training.remote_run import open_run
 
-    note = RunDir(path).unfinished_note() if path else None
+    note = open_run(path, checkpoints=False).unfinished_note() if path else None
     if note:
         print(f"bertfit: warning: {note}", file=sys.stderr)
 

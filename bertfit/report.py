@@ -18,12 +18,13 @@ from pathlib import Path
 
 import numpy as np
 
+from bertfit import storage
 from bertfit.data.profile import LengthProfile
 from bertfit.data.tasks import MULTI_LABEL, REGRESSION, Task
 from bertfit.errors import ConfigError
 from bertfit.paths import STDOUT, check_output_file, write_output
 from bertfit.training.metrics import HEADLINE_METRICS
-from bertfit.training.run_dir import RunDir
+from bertfit.training.remote_run import open_run
 
 # ---- the HTML report ----
 
@@ -32,10 +33,10 @@ def write_report(run_path: str | Path, output: str | Path | None = None) -> Path
     """Writes the report of the run in `run_path` (default `RUN/report.html`; "-": standard
     output); returns its path. Raises ConfigError when `run_path` holds no run, or when
     `output` cannot be written or is one of the run's own files."""
-    run = RunDir(run_path)
+    run = open_run(run_path, checkpoints=False)
     if not run.metrics_file.is_file():
         raise ConfigError(
-            f"{run.path} holds no bertfit run (no metrics.json); pass the run "
+            f"{run.shown} holds no bertfit run (no metrics.json); pass the run "
             "directory that `bertfit train` wrote."
         )
     path = output if output is not None else run.report_file
@@ -49,6 +50,10 @@ def write_report(run_path: str | Path, output: str | Path | None = None) -> Path
             f"{str(e)[:200]}); the run directory may be damaged."
         ) from None
     write_output(path, page)
+    if output is None and storage.is_url(run_path):  # a run at a URL: upload it there
+        url = storage.join(run.shown, run.report_file.name)
+        storage.upload_file(path, url)
+        return url
     return path if path == STDOUT else Path(path)
 
 

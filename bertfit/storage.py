@@ -137,8 +137,13 @@ class _Gfile:
             raise FileNotFoundError(url) from None
 
     def write(self, url: str, data: bytes) -> None:
-        with self.gfile.GFile(url, "wb") as f:
+        # Written beside, then renamed over: whole or absent (ram:// also keeps the tail of a
+        # longer file that "wb" writes over).
+        temporary = f"{url}.{os.getpid()}.tmp"
+        self.gfile.makedirs(url.rpartition("/")[0])  # listed by walk only once made
+        with self.gfile.GFile(temporary, "wb") as f:
             f.write(data)
+        self.gfile.rename(temporary, url, overwrite=True)
 
     def create_exclusive(self, url: str, data: bytes) -> bool:
         if self.gfile.exists(url):  # no precondition in tf.io.gfile: check, then write
@@ -270,15 +275,25 @@ def upload_file(local: str | os.PathLike, url: str) -> None:
     write_bytes(url, Path(local).read_bytes())
 
 
-def download_tree(url: str, local: str | os.PathLike, skip: tuple[str, ...] = ()) -> list[str]:
+def download_tree(url: str, local: str | os.PathLike, skip=lambda relative: False) -> list[str]:
     """Copies every file under `url` into the local folder `local` (made when needed), except
-    those whose first path part is in `skip`; returns their relative paths."""
+    those whose relative path `skip` is true of; returns the relative paths copied."""
     copied = []
     for relative in list_files(url):
-        if relative.split("/")[0] in skip:
+        if skip(relative):
             continue
         target = Path(local, relative)
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(read_bytes(join(url, relative)))
         copied.append(relative)
     return copied
+
+
+def path_text(path: str | os.PathLike) -> str:
+    """A path as text: a URL as given (less a trailing `/`), a local path as `Path` writes it.
+
+    Examples:
+    >>> path_text("gs://bucket/runs/a/"), path_text("runs//a/")
+    ('gs://bucket/runs/a', 'runs/a')
+    """
+    return os.fspath(path).rstrip("/") if is_url(path) else str(Path(path))

@@ -13,13 +13,17 @@ come back in input order.
 
 from __future__ import annotations
 
+import atexit
 import json
+import shutil
+import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 import tensorflow as tf
 
+from bertfit import storage
 from bertfit.config import PRECISION_POLICIES, check_positions
 from bertfit.data.buckets import saved_buckets
 from bertfit.data.tasks import REGRESSION, Task
@@ -29,6 +33,7 @@ from bertfit.inference.outputs import prediction_rows
 from bertfit.model.classifier import BertClassifier
 from bertfit.model.encoder import BertEncoder
 from bertfit.training.checkpointing import restore_model
+from bertfit.training.remote_run import open_run
 from bertfit.training.run_dir import RunDir
 
 BATCH_SIZE = 64
@@ -64,7 +69,7 @@ class Classifier:
     @classmethod
     def from_run(cls, path: str | Path, which: str = "best", **kwargs) -> Classifier:
         """The run's best checkpoint (or `which="latest"`), as `bertfit train` left it."""
-        run_dir = RunDir(path)
+        run_dir = open_run(path)
         config = run_dir.load_config()
         task = run_dir.load_task()
         bert = run_dir.load_bert_config()
@@ -289,9 +294,24 @@ def load_classifier(path: str | Path, **kwargs) -> Classifier:
     >>> clf.predict(["a gripping film"])[0]["label"]  # doctest: +SKIP
     'pos'
     """
+    if storage.is_url(path):
+        path = storage.path_text(path)
+        if storage.exists(storage.join(path, "config.yaml")):
+            return Classifier.from_run(path, **kwargs)
+        if not storage.isdir(path):
+            raise BertfitError(f"{path}: no such run directory or export.")
+        return Classifier.from_export(_downloaded(path), **kwargs)
     path = Path(path)
     if not path.exists():
         raise BertfitError(f"{path}: no such run directory or export.")
     if RunDir(path).config_file.exists():
         return Classifier.from_run(path, **kwargs)
     return Classifier.from_export(path, **kwargs)
+
+
+def _downloaded(url: str) -> Path:
+    """A local copy of the export at `url`, removed at exit."""
+    folder = Path(tempfile.mkdtemp(prefix="bertfit-export-copy-"))
+    atexit.register(shutil.rmtree, folder, True)
+    storage.download_tree(url, folder)
+    return folder

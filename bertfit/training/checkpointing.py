@@ -129,10 +129,12 @@ class RunCheckpoints:
     Args:
         model, optimizer: the trainer's.
         latest_dir, best_dir: where the two live (non-chief workers pass scratch folders).
+        after_save: called after each save (`RunDir.sync`: a run at a URL uploads it).
     """
 
-    def __init__(self, model, optimizer, latest_dir, best_dir):
-        self.seconds = 0.0  # spent writing checkpoints
+    def __init__(self, model, optimizer, latest_dir, best_dir, after_save=None):
+        self.seconds = 0.0  # spent writing checkpoints (and uploading them)
+        self._after_save = after_save
         self._state = tf.Variable("", dtype=tf.string, trainable=False)
         resumable = make_checkpoint(model, optimizer, training_state=self._state)
         self._latest = tf.train.CheckpointManager(resumable, str(latest_dir), max_to_keep=1)
@@ -150,6 +152,8 @@ class RunCheckpoints:
     def _timed_save(self, manager: tf.train.CheckpointManager, state: TrainingState) -> str:
         start = time.perf_counter()
         path = manager.save(checkpoint_number=state.global_step)
+        if self._after_save is not None:
+            self._after_save()
         self.seconds += time.perf_counter() - start
         return path
 

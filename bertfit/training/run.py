@@ -17,17 +17,18 @@ import signal
 import tempfile
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import numpy as np
 import tensorflow as tf
 
+from bertfit import storage
 from bertfit.config import PRECISION_POLICIES, RunConfig, TrainConfig, per_replica_batch
 from bertfit.data.profile import LengthProfile
 from bertfit.data.sources import Example
 from bertfit.data.tasks import MULTI_LABEL
 from bertfit.errors import BertfitError, DataError, TrainingInterrupted
 from bertfit.progress import Console
+from bertfit.training import remote_run
 from bertfit.training.checkpointing import RunCheckpoints, TrainingState
 from bertfit.training.interrupt import StopRequests
 from bertfit.training.metrics import (
@@ -83,7 +84,7 @@ def train(
         TrainingDiverged: the loss stopped being a number.
     """
     config.validate()
-    if config.output_dir is not None:
+    if config.output_dir is not None and not storage.is_url(config.output_dir):
         RunDir(config.output_dir).plan_start(config, resume=resume, overwrite=overwrite)
     if strategy is None:
         t = config.train
@@ -120,6 +121,11 @@ def _claimed(
     (the next free name when another run took this second's). Yields the config with its
     directory, the `RunDir`, whether the run resumes (decided under the lock) and whether
     the directory is a new runs/<date>-<time>."""
+    if storage.is_url(config.output_dir):  # locked, staged and uploaded: remote_run
+        with remote_run.claimed(config.output_dir) as run_dir:
+            resuming = run_dir.plan_start(config, resume=resume, overwrite=overwrite)
+            yield config, run_dir, resuming, False
+        return
     new_directory = config.output_dir is None
     while True:
         if new_directory:
@@ -164,7 +170,7 @@ def _train(
         run_dir.save_setup(setup.config, setup.task, setup.checkpoint.config, setup.tokenizer)
     trainer = setup.trainer
     checkpoints = RunCheckpoints(
-        trainer.model, trainer.optimizer, run_dir.latest_dir, run_dir.best_dir
+        trainer.model, trainer.optimizer, run_dir.latest_dir, run_dir.best_dir, run_dir.sync
     )
     fingerprint = (
         setup.train.fingerprint() if setup.streamed else data_fingerprint(setup.train.examples)
@@ -219,7 +225,7 @@ def _describe(
             "token_lengths": lengths.to_dict(),
         },
         strategy={"name": type(strategy).__name__, "replicas": strategy.num_replicas_in_sync},
-        run_dir=str(Path(config.output_dir)),
+        run_dir=storage.path_text(config.output_dir),
     )
 
 
@@ -364,7 +370,7 @@ def _check_same_task(run_dir: RunDir, setup: RunSetup) -> None:
     if (saved.kind, saved.labels) != (task.kind, task.labels):
         raise DataError(
             f"the training file's labels ({task.kind}, {list(task.labels)}) are not those of the "
-            f"run being resumed in {run_dir.path} ({saved.kind}, {list(saved.labels)}): the "
+            f"run being resumed in {run_dir.shown} ({saved.kind}, {list(saved.labels)}): the "
             "data changed. Restore it, or start a new run (--overwrite or another --output-dir).",
             path=str(run_dir.labels_file),
             code="data-changed",
@@ -383,13 +389,13 @@ def _resume(
             "the training rows differ from those the run started with (texts, labels or order "
             "changed); resuming would not continue the same run. Restore the data, or start a "
             "new run (--overwrite or another --output-dir).",
-            path=str(run_dir.path),
+            path=run_dir.shown,
             code="data-changed",
         )
     run_dir.keep_steps(state.global_step)
     where = f"epoch {state.epoch + 1}, step {state.step}"
     run_dir.log(f"resumed at {where} (global step {state.global_step})")
-    console.say(f"resuming the unfinished run in {run_dir.path} at {where}")  # even with --quiet
+    console.say(f"resuming the unfinished run in {run_dir.shown} at {where}")  # even with --quiet
     return state
 
 

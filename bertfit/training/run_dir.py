@@ -195,10 +195,26 @@ class RunDir:
 
     Args:
         path: the directory (a non-chief worker's is a scratch directory: see `train`).
+        shown_as: how messages name it: the URL of a run at a URL, whose files are in the
+            local staging folder `path` (`bertfit.training.remote_run`).
+        sync: called after each save (metrics, checkpoints) to upload what changed.
     """
 
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, *, shown_as: str | None = None, sync=None):
         self.path = Path(path)
+        self.shown = shown_as or str(path)
+        self._sync = sync
+
+    def _shown(self, file: Path) -> str:
+        """How messages name `file` of this run (under the URL for a run at a URL)."""
+        if self.shown == str(self.path):
+            return str(file)
+        return f"{self.shown}/{file.relative_to(self.path).as_posix()}"
+
+    def sync(self) -> None:
+        """Uploads what changed, for a run at a URL (nothing to do for a local one)."""
+        if self._sync is not None:
+            self._sync()
 
     # paths
     config_file = property(lambda self: self.path / "config.yaml")
@@ -250,15 +266,15 @@ class RunDir:
             raise ConfigError("--resume and --overwrite contradict each other; pass one.")
         if status == "foreign":
             raise ConfigError(
-                f"--output-dir {self.path} holds files that are not a bertfit run "
+                f"--output-dir {self.shown} holds files that are not a bertfit run "
                 f"({self._foreign_description()}); bertfit will not write into it or clear it. "
                 "Choose a new or empty --output-dir."
             )
         if overwrite or status == "new":
             if resume:
-                raise ConfigError(f"--resume: {self.path} holds no run to resume.")
+                raise ConfigError(f"--resume: {self.shown} holds no run to resume.")
             return False
-        where = f"--output-dir {self.path}"
+        where = f"--output-dir {self.shown}"
         if status == FINISHED:
             raise ConfigError(
                 f"{where} holds a finished run (--resume continues only unfinished ones). Pass "
@@ -270,8 +286,8 @@ class RunDir:
         if differences:
             raise ConfigError(
                 f"{where} holds an unfinished run with other settings ({'; '.join(differences)})."
-                f" To continue it: bertfit train --config {self.config_file} --resume. "
-                "To replace it: --overwrite. Or choose another --output-dir."
+                f" To continue it: bertfit train --config {self._shown(self.config_file)} "
+                "--resume. To replace it: --overwrite. Or choose another --output-dir."
             )
         if resume is False:
             raise ConfigError(
@@ -339,26 +355,26 @@ class RunDir:
         else:
             used = "no checkpoint (none was saved)"
         return (
-            f"{self.path} is an unfinished run (killed, or still training: {done} of {planned} "
+            f"{self.shown} is an unfinished run (killed, or still training: {done} of {planned} "
             f"epochs finished); using {used}. Resume it with bertfit train --config "
-            f"{self.config_file} --resume to finish it."
+            f"{self._shown(self.config_file)} --resume to finish it."
         )
 
     def _check_writable(self) -> None:
         if self.path.exists() and not self.path.is_dir():
             raise ConfigError(
-                f"--output-dir {self.path} is a file, not a directory; choose a directory path."
+                f"--output-dir {self.shown} is a file, not a directory; choose a directory path."
             )
         existing = self.path.absolute()
         while not existing.exists():
             existing = existing.parent
         if not existing.is_dir():
-            raise ConfigError(f"--output-dir {self.path}: {existing} is a file, not a directory.")
+            raise ConfigError(f"--output-dir {self.shown}: {existing} is a file, not a directory.")
         try:  # a real write: permissions, read-only file systems and quotas all show here
             os.rmdir(tempfile.mkdtemp(prefix=".bertfit-write-test-", dir=existing))
         except OSError as e:
             raise ConfigError(
-                f"--output-dir {self.path}: cannot create files in {existing} "
+                f"--output-dir {self.shown}: cannot create files in {existing} "
                 f"({e.strerror}); choose a directory you can write to."
             ) from None
 
@@ -448,6 +464,7 @@ class RunDir:
 
     def save_metrics(self, summary: RunSummary) -> None:
         write_text_atomic(self.metrics_file, json.dumps(summary.to_dict(), indent=2))
+        self.sync()
 
     def remove_checkpoint_leftovers(self) -> None:
         """Deletes what a killed save left: temporary folders and files of a checkpoint that
@@ -466,7 +483,7 @@ class RunDir:
     def _require(self, file: Path) -> Path:
         if not file.exists():
             raise BertfitError(
-                f"{self.path} is not a complete bertfit run directory: {file.name} is missing. "
+                f"{self.shown} is not a complete bertfit run directory: {file.name} is missing. "
                 "Pass the --output-dir of a finished `bertfit train`."
             )
         return file
@@ -490,5 +507,5 @@ class RunDir:
         if path is None and which == "best":
             path = tf.train.latest_checkpoint(str(self.latest_dir))
         if path is None:
-            raise BertfitError(f"{self.path}: no checkpoint found under {directory}.")
+            raise BertfitError(f"{self.shown}: no checkpoint found under {self._shown(directory)}.")
         return path

@@ -1,0 +1,182 @@
+"""A run directory at a URL (`gs://`, `s3://`, `ram://`, ...: `bertfit.storage`).
+
+TensorFlow writes checkpoints, TensorBoard events and the run's files into a local staging
+copy, exactly as into a local run directory (`RunDir`); `RemoteRun.push` then uploads what
+changed and deletes what the staging copy no longer holds. An object store has no rename, so
+the rules of a local run directory hold this way:
+
+- Whole files: each file is one upload, which the store shows whole or not at all.
+- Whole checkpoints: a checkpoint's data files are uploaded before its folder's `checkpoint`
+  index (TensorFlow's own list of the checkpoints there), and the files of the checkpoint it
+  replaces are deleted only after. A reader takes only the checkpoint the index names, so a
+  push killed half-way leaves the previous checkpoint, whole, as the one that loads; the files
+  of the unfinished one are removed when the run resumes.
+- One run: `RUN/.lock` is an object created only if none is there (GCS `ifGenerationMatch=0`,
+  S3 `If-None-Match`), holding the host and pid of the run. A lock whose process on this host
+  is gone is taken over, and said; one held from another host is refused, with the object to
+  delete when that run is known to be dead (a store cannot tell whether a far process lives).
+
+What a kill costs: the run as of its last push (each checkpoint save, each metrics.json
+write: at least once an epoch, and at the end).
+
+Reading a run (`open_run`): its files are downloaded into a temporary folder, removed at
+exit; the checkpoint is the one the index names.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import shutil
+import socket
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from bertfit import storage
+from bertfit.atomic import leftover_of
+from bertfit.training.run_dir import LOCK_FILE, RunBusy, RunDir, _alive
+
+_INDEX = "checkpoint"  # TensorFlow's list of a folder's checkpoints: uploaded last
+_SKIPPED = ("tensorboard",)  # not needed to evaluate, predict, export or report a run
+
+
+class RemoteRun:
+    """The run directory at `url`, mirrored by a local staging folder.
+
+    Args:
+        url: the run directory (`--output-dir gs://bucket/runs/a`).
+    """
+
+    def __init__(self, url: str):
+        self.url = url.rstrip("/")
+        self.lock_url = storage.join(self.url, LOCK_FILE)
+        self.staging = Path(tempfile.mkdtemp(prefix="bertfit-run-"))
+        self._holder = f"{socket.gethostname()} {os.getpid()} {time.time():.0f}\n"
+        self._pushed: dict[str, tuple[int, int]] = {}  # file -> (size, mtime) as uploaded
+        self._remote: set[str] = set()  # files at the URL
+
+    def acquire(self) -> str | None:
+        """Takes `RUN/.lock`; returns a note when a dead process's lock was taken over.
+
+        Raises:
+            RunBusy: another process holds it.
+        """
+        # A store without preconditions (an emulator) still refuses a lock that is there.
+        if not storage.exists(self.lock_url) and storage.create_exclusive(
+            self.lock_url, self._holder.encode()
+        ):
+            return None
+        try:
+            held = storage.read_bytes(self.lock_url).decode("utf-8", "replace").split()
+        except FileNotFoundError:  # released between our two calls: try once more
+            held = []
+        host, pid = (held + ["?", "?"])[:2]
+        if held and host == socket.gethostname() and pid.isdigit() and not _alive(int(pid)):
+            storage.write_bytes(self.lock_url, self._holder.encode())
+            return f"took over the lock of {self.url} from pid {pid}, which is no longer running"
+        if not held and storage.create_exclusive(self.lock_url, self._holder.encode()):
+            return None
+        raise RunBusy(
+            f"--output-dir {self.url} is in use by another bertfit train (pid {pid} on "
+            f"{host}); two runs in one directory would mix their files. Wait for it to finish, "
+            f"or choose another --output-dir. If that run is dead (killed on another machine), "
+            f"delete {self.lock_url} and run again."
+        )
+
+    def release(self) -> None:
+        """Removes the lock if it is still this process's; removes the staging folder."""
+        try:
+            if storage.read_bytes(self.lock_url).decode("utf-8", "replace") == self._holder:
+                storage.remove(self.lock_url)
+        except FileNotFoundError:
+            pass
+        finally:
+            shutil.rmtree(self.staging, ignore_errors=True)
+
+    def pull(self) -> None:
+        """Downloads the run at the URL (if any) into the staging folder."""
+        self._remote = set(
+            storage.download_tree(self.url, self.staging, skip=lambda name: name == LOCK_FILE)
+        )
+        self._pushed = {name: _stamp(self.staging / name) for name in self._remote}
+
+    def push(self) -> None:
+        """Uploads the staging files that changed since the last push (checkpoint indexes
+        last), then deletes the files at the URL that staging no longer holds."""
+        files = _run_files(self.staging)
+        changed = [name for name, stamp in files.items() if self._pushed.get(name) != stamp]
+        for name in sorted(changed, key=_upload_order):
+            storage.upload_file(self.staging / name, storage.join(self.url, name))
+            self._pushed[name] = files[name]
+            self._remote.add(name)
+        for name in sorted(self._remote - files.keys()):
+            with contextlib.suppress(FileNotFoundError):
+                storage.remove(storage.join(self.url, name))
+            self._remote.discard(name)
+            self._pushed.pop(name, None)
+
+
+def _stamp(path: Path) -> tuple[int, int]:
+    status = path.stat()
+    return status.st_size, status.st_mtime_ns
+
+
+def _run_files(folder: Path) -> dict[str, tuple[int, int]]:
+    """The run's files under `folder` (relative names), without the lock and the temporary
+    files of writes in progress."""
+    files = {}
+    for path in folder.rglob("*"):
+        if path.is_file() and path.name != LOCK_FILE and leftover_of(path.name) is None:
+            files[path.relative_to(folder).as_posix()] = _stamp(path)
+    return files
+
+
+def _upload_order(name: str) -> tuple[int, str]:
+    """Data first, then config.yaml (it marks a run directory), then checkpoint indexes."""
+    last = name.rpartition("/")[2]
+    return (2 if last == _INDEX else 1 if name == "config.yaml" else 0), name
+
+
+@contextlib.contextmanager
+def claimed(url: str) -> Iterator[RunDir]:
+    """The run directory at `url`, locked, pulled into a staging folder and pushed after
+    every save (`RunDir.sync`) and at the end, however the run ends."""
+    remote = RemoteRun(url)
+    try:
+        note = remote.acquire()
+    except BaseException:
+        shutil.rmtree(remote.staging, ignore_errors=True)
+        raise
+    try:
+        if note:
+            print(f"bertfit: {note}", file=sys.stderr)
+        remote.pull()
+        yield RunDir(remote.staging, shown_as=remote.url, sync=remote.push)
+    finally:
+        try:
+            remote.push()  # however the run ended: a stop's checkpoint, an error in metrics
+        finally:
+            remote.release()
+
+
+def open_run(path: str | os.PathLike, *, checkpoints: bool = True) -> RunDir:
+    """The `RunDir` of the run at `path`, to read (evaluate, predict, export, report). A run
+    at a URL is downloaded, less its TensorBoard events (and its checkpoints' weights without
+    `checkpoints`: a report, a warning), into a temporary folder removed at exit."""
+    if not storage.is_url(path):
+        return RunDir(path)
+    url = storage.path_text(path)
+
+    def skip(name: str) -> bool:
+        parts = name.split("/")
+        weights = parts[0] == "checkpoints" and ".data-" in parts[-1]
+        return parts[0] in (LOCK_FILE, *_SKIPPED) or (weights and not checkpoints)
+
+    folder = Path(tempfile.mkdtemp(prefix="bertfit-run-copy-"))
+    atexit.register(shutil.rmtree, folder, True)
+    storage.download_tree(url, folder, skip=skip)
+    return RunDir(folder, shown_as=url)
