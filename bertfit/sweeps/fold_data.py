@@ -12,7 +12,7 @@ import numpy as np
 from bertfit.atomic import write_text_atomic
 from bertfit.config import RunConfig
 from bertfit.data.sources import Example
-from bertfit.data.tasks import Task
+from bertfit.data.tasks import MULTI_LABEL, REGRESSION, Task, normalize_label, parse_number
 from bertfit.sweeps.folds import check_every_label_trains, fold_of_rows
 from bertfit.training.setup import infer_run_task, read_training_examples
 
@@ -76,7 +76,7 @@ def out_of_fold_rows(split: FoldSplit, predictions: dict[int, list[dict]]) -> li
         row = {"row": i, "line": example.line, "fold": int(fold), "text": example.text}
         if example.text_pair is not None:
             row["text_pair"] = example.text_pair
-        row["target"] = _label_value(example.label)
+        row["target"] = _target(split.task, example.label)
         rows.append({**row, **next(remaining[int(fold)])})
     return rows
 
@@ -88,6 +88,16 @@ def _jsonl_line(example: Example, config: RunConfig) -> str:
         row[d.text_pair_column] = example.text_pair
     row[d.label_column] = _label_value(example.label)
     return json.dumps(row, ensure_ascii=False) + "\n"
+
+
+def _target(task: Task, label):
+    """The true label as `predict` writes labels: a list of classes (multi-label), the label
+    (single-label) or the number (regression)."""
+    if task.kind == MULTI_LABEL:
+        return task.label_set(label)
+    if task.kind == REGRESSION:
+        return parse_number(normalize_label(label))
+    return normalize_label(label)
 
 
 def _label_value(label):
