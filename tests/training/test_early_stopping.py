@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -23,7 +25,10 @@ from bertfit.config import DataConfig, ModelConfig, RunConfig, TrainConfig
 from bertfit.errors import ConfigError, TrainingInterrupted
 from bertfit.training import run as run_module
 from bertfit.training.run import train
+from tests.distributed import cluster
 from tests.tiny import sentiment_rows, train_args, write_csv
+
+ROOT = Path(__file__).resolve().parents[2]
 
 STEPS_PER_EPOCH = 4  # 32 training rows, batch 8, one bucket
 
@@ -289,6 +294,81 @@ def test_a_real_run_stops_early_and_its_best_checkpoint_serves(tmp_path, trainab
     assert [r["epoch"] for r in metrics["epochs"]] == [1, 2]
     assert (run / "report.html").exists()
     assert main(["evaluate", "--run", str(run), "--data", data[1], "--json"]) == 0
+
+
+def _cli(args: list[str], killed_at: tuple[str, int] | None = None) -> tuple[int, str]:
+    """`bertfit train ARGS` in a process of its own; with `killed_at`, SIGKILLed at that point
+    (tests/training/killed_train.py)."""
+    module = ["tests.training.killed_train", *map(str, killed_at)] if killed_at else []
+    done = subprocess.run(
+        [sys.executable, "-m", *(module or ["bertfit.cli", "train"]), *args],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"},
+        capture_output=True,
+        text=True,
+        timeout=cluster.TIMEOUT,
+    )
+    return done.returncode, done.stderr
+
+
+@pytest.mark.slow  # three processes train a tiny model
+def test_killed_as_an_evaluation_starts_it_resumes_to_the_same_stop_and_weights(
+    tmp_path, trainable_hf_dir, data
+):
+    # Real metrics. min_delta 1.0: after the first evaluation none counts as an improvement,
+    # so patience 2 stops at the third: global step 6 (evaluations at 3, 4 = epoch 1's end, 6).
+    args = train_args(
+        trainable_hf_dir,
+        data[0],
+        None,
+        command=None,
+        eval=data[1],
+        buckets="16",
+        epochs=3,
+        learning_rate="1e-3",
+        dropout="0.1",  # the resumed run must continue the dropout RNG too
+        jit_compile="false",
+        eval_every_steps=3,
+        save_every_steps=3,
+        early_stopping_patience=2,
+        early_stopping_min_delta=1.0,
+    )
+    plain, killed = tmp_path / "plain", tmp_path / "killed"
+    code, err = _cli([*args, "--output-dir", str(plain)])
+    assert code == 0, err
+    # Killed as the evaluation at step 6 starts: the last checkpoint is epoch 1's (step 4,
+    # saved before its evaluation), so the resumed run evaluates step 4 again, then 6.
+    code, err = _cli([*args, "--output-dir", str(killed)], killed_at=("eval", 3))
+    assert code == -signal.SIGKILL, err
+    assert [e["global_step"] for e in _metrics(killed)["evaluations"]] == [3]
+    code, err = _cli([*args, "--output-dir", str(killed)])
+    assert code == 0 and "resuming the unfinished run" in err, err
+    assert "stopped early at epoch 2, step 2 (global step 6)" in err
+
+    want, got = _metrics(plain), _metrics(killed)
+    assert got["stopped_early"] == want["stopped_early"]
+    assert want["stopped_early"]["global_step"] == 6
+    for key in ("evaluations", "epochs", "final"):  # the same records, to float round-off
+        flat_got, flat_want = _untimed(got[key]), _untimed(want[key])
+        assert flat_got.keys() == flat_want.keys(), key
+        assert flat_got == pytest.approx(flat_want, abs=1e-6), key
+    assert [e["global_step"] for e in got["evaluations"]] == [3, 6]
+    assert _best_checkpoint_step(killed) == _best_checkpoint_step(plain)
+    cluster.assert_same_weights(plain, killed, atol=1e-6)
+
+
+def _untimed(value, prefix: str = "") -> dict:
+    """`value` flattened to {path: leaf}, without what measures time (it differs per run)."""
+    if isinstance(value, dict):
+        items = [(k, v) for k, v in value.items() if "second" not in k]
+    elif isinstance(value, list):
+        items = list(enumerate(value))
+    else:
+        return {prefix: value}
+    flat = {}
+    for key, item in items:
+        flat.update(_untimed(item, f"{prefix}/{key}"))
+    return flat
 
 
 @pytest.mark.parametrize(
