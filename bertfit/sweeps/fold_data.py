@@ -28,8 +28,12 @@ class FoldSplit:
     folder: Path
 
     def files(self, k: int) -> tuple[Path, Path]:
-        """(training file, held-out file) of fold `k`."""
-        return self.folder / f"fold-{k}-train.jsonl", self.folder / f"fold-{k}-heldout.jsonl"
+        return fold_files(self.folder, k)
+
+
+def fold_files(folder: Path, k: int) -> tuple[Path, Path]:
+    """(training file, held-out file) of fold `k`."""
+    return folder / f"fold-{k}-train.jsonl", folder / f"fold-{k}-heldout.jsonl"
 
 
 def split_training_rows(base: RunConfig, folds: int, folder: Path) -> FoldSplit:

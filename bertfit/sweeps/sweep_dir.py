@@ -58,9 +58,9 @@ class SweepDir:
     log_file = property(lambda self: self.path / "sweep.log")
 
     def claim(self, spec: SweepSpec, base: RunConfig) -> tuple[RunLock, str | None]:
-        """Locks the directory for this sweep and records its spec (a new sweep), or checks
-        that the spec there is this one (a sweep resumed). Returns the lock and a note when a
-        dead process's lock was taken over.
+        """Locks the directory for this sweep and checks that it is new or holds this sweep
+        (`record` writes its spec). Returns the lock and a note when a dead process's lock was
+        taken over.
 
         Raises:
             ConfigError: another sweep, a run, or other files are there; or a live
@@ -80,13 +80,16 @@ class SweepDir:
         try:
             self._remove_leftovers()
             self._check_is_ours(spec, base)
-            if not self.spec_file.exists():
-                document = {"spec": spec.to_dict(), "config": _base_dict(base)}
-                write_text_atomic(self.spec_file, json.dumps(document, indent=2))
         except BaseException:
             lock.release()
             raise
         return lock, note
+
+    def record(self, spec: SweepSpec, base: RunConfig) -> None:
+        """Writes sweep.json (a new sweep's), which marks the directory as this sweep's."""
+        if not self.spec_file.exists():
+            document = {"spec": spec.to_dict(), "config": _base_dict(base)}
+            write_text_atomic(self.spec_file, json.dumps(document, indent=2))
 
     def _check_is_ours(self, spec: SweepSpec, base: RunConfig) -> None:
         entries = {p.name for p in self.path.iterdir()} - {LOCK_FILE}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+from functools import partial
 from pathlib import Path
 
 from bertfit.atomic import write_text_atomic
@@ -19,7 +20,7 @@ from bertfit.inference.outputs import prediction_rows
 from bertfit.inference.predictor import load_classifier
 from bertfit.progress import Console
 from bertfit.report import write_report
-from bertfit.sweeps.fold_data import FoldSplit, out_of_fold_rows, split_training_rows
+from bertfit.sweeps.fold_data import FoldSplit, fold_files, out_of_fold_rows, split_training_rows
 from bertfit.sweeps.results import RunResult, SweepResults, TrialResult
 from bertfit.sweeps.spec import RunPlan, SweepSpec
 from bertfit.sweeps.sweep_dir import SweepDir, run_state
@@ -53,6 +54,7 @@ def tune(
     _check_scoring(base, spec)
     console = Console(quiet=quiet)
     sweep = SweepDir(output_dir)
+    spec.runs(base, sweep.path, partial(fold_files, sweep.folds_dir))  # every run's config valid
     lock, note = sweep.claim(spec, base)
     try:
         if note:
@@ -80,6 +82,7 @@ def _sweep(
     base: RunConfig, spec: SweepSpec, sweep: SweepDir, console: Console, reports: bool
 ) -> SweepResults:
     split = split_training_rows(base, spec.folds, sweep.folds_dir) if spec.folds else None
+    sweep.record(spec, base)  # once the data was read and split without a mistake
     plans = spec.runs(base, sweep.path, split.files if split else None)
     trials = spec.trial_list()
     sweep.log(

@@ -124,6 +124,7 @@ def test_a_directory_holding_another_sweep_or_other_files_is_refused(tmp_path):
     base = RunConfig(data=DataConfig(train="train.csv", eval="eval.csv"))
     first = SweepSpec({"train.learning_rate": [1e-5, 2e-5]}, [42])
     lock, _ = SweepDir(tmp_path / "s").claim(first, base)
+    SweepDir(tmp_path / "s").record(first, base)
     lock.release()
     other = SweepSpec({"train.learning_rate": [1e-5, 3e-5]}, [42])
     with pytest.raises(ConfigError, match="holds another sweep .*grid"):
@@ -143,4 +144,6 @@ def test_tune_refuses_a_sweep_it_could_not_score(tmp_path, capsys):
     assert "pass --eval FILE, or --folds K" in capsys.readouterr().err
     assert main([*args, "--folds", "2", "--eval", str(evaluation)]) == 2
     assert "--folds evaluates each fold on its held-out" in capsys.readouterr().err
+    assert main([*args, "--eval", str(evaluation), "--epochs", "1,0"]) == 2  # every run checked
+    assert "train.epochs (--epochs) must be at least 1" in capsys.readouterr().err
     assert not (tmp_path / "s").exists()
