@@ -94,6 +94,9 @@ class DataConfig:
         max_train_examples: use only the first N training rows (reported, never silent).
         label_separator: splits a text label into the classes of a multi-label row ("|"
             by default with task multi-label).
+        streaming: train from TFRecord shards of `train` (prepared once into the cache,
+            memory flat in the rows) instead of holding its rows in memory; a prepared
+            directory (`bertfit prepare`) as `train` is always streamed.
     """
 
     train: str | None = None
@@ -105,6 +108,7 @@ class DataConfig:
     buckets: str | list[int] = AUTO_BUCKETS
     max_train_examples: int | None = None
     label_separator: str | None = None
+    streaming: bool = False
 
 
 @dataclasses.dataclass

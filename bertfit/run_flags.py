@@ -92,6 +92,14 @@ TRAIN_FLAGS = {
         {"type": _buckets, "help": "auto (default), none, or lengths e.g. 32,64,128"},
     ),
     "--max-train-examples": ("data.max_train_examples", {"type": int}),
+    "--streaming": (
+        "data.streaming",
+        {
+            "action": "store_true",
+            "help": "stream --train from TFRecord shards prepared once into the cache "
+            "(see `bertfit prepare`) instead of holding its rows in memory",
+        },
+    ),
     "--batch-size": ("train.batch_size", {"type": int, "help": "global batch size"}),
     "--epochs": ("train.epochs", {"type": int}),
     "--learning-rate": ("train.learning_rate", {"type": float}),

@@ -14,7 +14,11 @@ from __future__ import annotations
 
 import dataclasses
 import glob
+import hashlib
 import json
+import os
+import shutil
+import tempfile
 import time
 from pathlib import Path
 
@@ -22,6 +26,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from bertfit.cache import cache_root
 from bertfit.checkpoints.base import Checkpoint
 from bertfit.checkpoints.load import build_encoder, build_tokenizer, read_checkpoint
 from bertfit.checkpoints.registry import resolve
@@ -36,6 +41,7 @@ from bertfit.config import (
 from bertfit.data.buckets import resolve_buckets
 from bertfit.data.pipeline import Batch, BucketedInput, EncodedTexts, encode_texts, plan_batches
 from bertfit.data.profile import LengthProfile
+from bertfit.data.shard_writer import ShardSource, write_prepared
 from bertfit.data.sources import Example, SourceSpec, read_examples
 from bertfit.data.streaming import (
     StreamedInput,
@@ -280,7 +286,7 @@ def prepare(
     """`train`'s setup: the checkpoint and its tokenizer, every training and eval row read and
     tokenized, the task, then `assemble`. `saved_buckets`: those a resumed run chose.
     A prepared `--train` (`bertfit prepare`) is streamed instead: `prepare_stream`."""
-    if is_prepared(config.data.train):
+    if is_prepared(config.data.train) or config.data.streaming:
         return prepare_stream(config, strategy, xla, saved_buckets=saved_buckets)
     started = time.perf_counter()
     checkpoint = load_checkpoint(config)
@@ -326,12 +332,16 @@ def prepare_stream(
 ) -> RunSetup:
     """`prepare` for a prepared training set: its manifest gives the task, the lengths (the
     buckets) and the step counts; no training row is read before the first step. The eval file
-    is read and tokenized as always (every eval row is evaluated once)."""
+    is read and tokenized as always (every eval row is evaluated once). With `--streaming` a
+    data file is prepared first, once, into the cache (`cached_shards`)."""
     started = time.perf_counter()
     checkpoint = load_checkpoint(config)
     tokenizer = run_tokenizer(checkpoint, config)
     loaded = time.perf_counter()
-    directory = prepared_directory(config.data.train)
+    if is_prepared(config.data.train):
+        directory = prepared_directory(config.data.train)
+    else:
+        directory = cached_shards(config, tokenizer)
     train = TrainStream(directory, Manifest.load(directory))
     check_stream(train.manifest, config, tokenizer, str(directory))
     task = train.manifest.task
@@ -359,6 +369,57 @@ def prepare_stream(
         "build": time.perf_counter() - tokenized,
     }
     return setup
+
+
+def shard_source(config: RunConfig) -> ShardSource:
+    """What `bertfit prepare` and `--streaming` tokenize: `--train`, read as the run reads it."""
+    return ShardSource(
+        path=config.data.train,
+        spec=source_spec(config),
+        model=config.model.name,
+        max_seq_length=config.model.max_seq_length,
+        task=config.model.task,
+        separator=config.data.label_separator,
+    )
+
+
+def cached_shards(config: RunConfig, tokenizer) -> Path:
+    """`--streaming` on a data file: its shards in the cache (`$BERTFIT_CACHE/prepared/KEY`,
+    KEY a digest of the file's path, size and modification time, the tokenizer and how the
+    file is read), written once with `write_prepared` (into a temporary directory renamed into
+    place: two processes preparing one file both end with one whole set)."""
+    path = config.data.train
+    if glob.has_magic(path) or not Path(path).is_file():
+        raise ConfigError(
+            f"--streaming reads one data file; {path!r} is not one. Prepare the data with "
+            "`bertfit prepare DATA OUT` and pass --train OUT."
+        )
+    source = shard_source(config)
+    stat = Path(path).stat()
+    key = json.dumps(
+        [
+            str(Path(path).resolve()),
+            stat.st_size,
+            stat.st_mtime_ns,
+            tokenizer_fingerprint(tokenizer),
+            dataclasses.asdict(source),
+        ],
+        sort_keys=True,
+    )
+    directory = cache_root() / "prepared" / hashlib.sha256(key.encode()).hexdigest()[:24]
+    if is_prepared(directory):
+        return directory
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=f".{directory.name}-", dir=directory.parent))
+    try:
+        write_prepared(source, scratch, tokenizer)
+        os.rename(scratch, directory)
+    except OSError:
+        if not is_prepared(directory):  # another process did not finish it either
+            raise
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return directory
 
 
 def check_stream(manifest: Manifest, config: RunConfig, tokenizer, where: str) -> None:

@@ -212,3 +212,18 @@ def test_shards_of_another_tokenizer_are_refused(
     err = capsys.readouterr().err
     assert "prepared with another tokenizer" in err and "Traceback" not in err
     assert not (tmp_path / "run" / "config.yaml").exists()
+
+
+def test_streaming_a_data_file_prepares_it_once_into_the_cache(
+    trainable_hf_dir, tmp_path, monkeypatch, capsys
+):
+    monkeypatch.setenv("BERTFIT_CACHE", str(tmp_path / "cache"))
+    train = write_csv(tmp_path / "train.csv", sentiment_rows(30, seed=7))
+    for run in ("a", "b"):
+        args = train_args(trainable_hf_dir, train, tmp_path / run, streaming=True, buckets="8,16")
+        assert main(args) == 0, capsys.readouterr().err
+        metrics = json.loads((tmp_path / run / "metrics.json").read_text())
+        assert [e["train_examples"] for e in metrics["epochs"]] == [30]
+    (prepared,) = (tmp_path / "cache" / "prepared").iterdir()  # the second run reused it
+    assert Manifest.load(prepared).rows == 30
+    assert "streaming the prepared set" in (tmp_path / "b" / "train.log").read_text()
