@@ -2,7 +2,7 @@
 VENV   := .venv
 PYTHON := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
-EXTRAS := dev,torch,demo,hub,serve
+EXTRAS := dev,torch,demo,hub,serve,export
 
 
 .PHONY: install demo test bench lint clean

@@ -22,6 +22,8 @@ from bertfit.run_flags import TRAIN_FLAGS, add_train_arguments, run_config_from_
 from bertfit.sweeps.flags import add_tune_arguments, sweep_from_args
 from bertfit.tf_startup import start_tensorflow
 
+EXPORT_FORMATS = ("saved-model", "litert", "onnx")  # bertfit.export.formats.FORMATS
+
 # What the system refuses for reasons outside bertfit: a full disk, a read-only file system, no
 # permission. Said in one line like a user mistake; any other OSError is a bug and is raised.
 _SYSTEM_REFUSALS = {
@@ -139,13 +141,26 @@ def cmd_predict(args) -> int:
 
 
 def cmd_export(args) -> int:
-    from bertfit.export.serving import export_classifier
     from bertfit.inference.predictor import load_classifier
     from bertfit.paths import check_output_dir
 
+    if args.quantize and args.format == "saved-model":
+        raise BertfitError(
+            "--quantize int8 is for --format litert or onnx; a saved-model export keeps the "
+            "run's weights as they are."
+        )
     check_output_dir(args.output, "OUT", run_dir=args.run)
     warn_if_unfinished(args.run)
-    path = export_classifier(load_classifier(args.run), args.output, version=args.version)
+    classifier = load_classifier(args.run)
+    if args.format == "saved-model":
+        from bertfit.export.serving import export_classifier
+
+        path = export_classifier(classifier, args.output, version=args.version)
+    else:
+        from bertfit.export.formats import exporter
+
+        write = exporter(args.format)
+        path = write(classifier, args.output, version=args.version, quantize=args.quantize)
     print(path)
     return 0
 
@@ -285,6 +300,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--version",
         type=_serving_version,
         help="the version number, 1 or more (default: next free)",
+    )
+    export.add_argument(
+        "--format",
+        choices=EXPORT_FORMATS,
+        default="saved-model",
+        help="saved-model (TF Serving, the default); litert (raw strings in, the tokenizer "
+        "inside); onnx (token ids in, tokenizer.json beside)",
+    )
+    export.add_argument(
+        "--quantize",
+        choices=["int8"],
+        help="int8 weights (dynamic-range quantization) for --format litert or onnx",
     )
     export.set_defaults(handler=cmd_export)
 

@@ -1,0 +1,177 @@
+"""`bertfit export --format litert`: a LiteRT (TFLite) model with the tokenizer inside.
+
+Raw strings in, probabilities out: the signature `serving_default` takes `text` (string
+[batch]) and gives `probabilities` (float32 [batch, labels]; `value` [batch] for regression).
+Inside, TensorFlow Text's `FastBertTokenizer` (whose ops, `FastBertNormalize`,
+`FastWordpieceTokenizeWithOffsets` and `RaggedTensorToTensor`, have LiteRT kernels) tokenizes,
+every text is packed to the run's `max_seq_length` (`[CLS] ids [SEP]`, padded), and the model and
+the softmax/sigmoid run as LiteRT builtins. `--quantize int8` quantizes the weights to int8
+(dynamic range). The folder `OUT/<version>/` holds `model.tflite` and `bertfit.json` (labels,
+task, max_seq_length).
+
+The tokenizer ops are custom ops: the interpreter must have TensorFlow Text's kernels. In Python,
+with `ai-edge-litert` and `tensorflow-text` installed, and without importing TensorFlow::
+
+    import ctypes, importlib.util, os
+    import numpy as np
+    from ai_edge_litert.interpreter import InterpreterWithCustomOps
+
+    def package_dir(name):
+        return importlib.util.find_spec(name).submodule_search_locations[0]
+
+    for library in (os.path.join(package_dir("tensorflow"), "libtensorflow_framework.so.2"),
+                    os.path.join(package_dir("tensorflow_text"), "core", "pybinds",
+                                 "libpybinds_library_common.so")):
+        ctypes.CDLL(library, mode=ctypes.RTLD_GLOBAL)   # C libraries only, no Python modules
+    interpreter = InterpreterWithCustomOps(
+        model_path="OUT/1/model.tflite", custom_op_registerers=LITERT_TEXT_OPS)
+    classify = interpreter.get_signature_runner()
+    classify(text=np.array(["a gripping film"]))["probabilities"]
+
+(or, where TensorFlow may be imported, `custom_op_registerers=
+tensorflow_text.tflite_registrar.SELECT_TFTEXT_OPS`). On Android and iOS, build LiteRT with
+TensorFlow Text's TFLite ops (`tensorflow_text/core/kernels/*_tflite`) and register the same
+three ops.
+
+Only WordPiece runs of single texts export (`bertfit.export.portable.check_portable`); a
+SentencePiece or byte-level BPE run, or a text-pair model, is refused with what to do instead.
+`FastBertTokenizer` tokenizes as BERT's own code does; bertfit's in-graph tokenizer follows
+Hugging Face's, and the two differ on a few inputs: a special token written in the text
+(`[SEP]`) is split into punctuation and a word here but kept whole by bertfit; words longer than
+100 UTF-8 bytes (bertfit: 100 characters) become `[UNK]`.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import tensorflow as tf
+import tensorflow_text as tf_text
+from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
+
+from bertfit.errors import ConfigError
+from bertfit.export import portable
+from bertfit.inference.graph import ClassifierModule
+from bertfit.model.inputs import MASK, TYPE_IDS, WORD_IDS
+
+MODEL_FILE = "model.tflite"
+# The custom ops of the model, as the C functions that register them (TensorFlow Text's).
+LITERT_TEXT_OPS = ["AddFastBertNormalize", "AddFastWordpieceTokenize", "AddRaggedTensorToTensor"]
+
+
+def export_litert(
+    classifier, root: str | Path, version: int | None = None, quantize: str | None = None
+) -> Path:
+    """Writes `classifier` (from a run directory) as `root/<version>/model.tflite` and
+    `bertfit.json`; returns that folder.
+
+    Examples:
+    >>> clf = bertfit.load_classifier("runs/sst")  # doctest: +SKIP
+    >>> export_litert(clf, "exported/sst-lite", quantize="int8")  # doctest: +SKIP
+    PosixPath('exported/sst-lite/1')
+    """
+    module = portable.check_portable(classifier, "litert")
+    portable.check_quantize(quantize)
+    if module.pairs:
+        raise ConfigError(
+            "--format litert exports single-text models; this one classifies text pairs. Use "
+            "--format onnx (its tokenizer.json packs pairs) or --format saved-model."
+        )
+    content = litert_model(module, quantize)
+    data = portable.metadata(
+        module,
+        "litert",
+        quantize,
+        inputs={"text": "string [batch]"},
+        custom_ops=LITERT_TEXT_OPS,
+    )
+
+    def write(folder: Path) -> None:
+        (folder / MODEL_FILE).write_bytes(content)
+        portable.write_metadata(folder, data)
+
+    return portable.write_export(root, version, write)
+
+
+def litert_model(module: ClassifierModule, quantize: str | None = None) -> bytes:
+    """The LiteRT flatbuffer of `module`: strings in, the numeric output out."""
+    graph = _LiteGraph(module)
+    with portable.convertible_activations(module.model):
+        traced = graph.classify.get_concrete_function()
+    frozen = _Frozen(convert_variables_to_constants_v2(traced), traced.structured_outputs)
+    # The converter leaves a traced Keras model's weights as variables without values; a
+    # function with the weights as constants, saved and read back, converts whole.
+    with tempfile.TemporaryDirectory() as saved:
+        tf.saved_model.save(
+            frozen,
+            saved,
+            signatures={"serving_default": frozen.classify.get_concrete_function()},
+            options=tf.saved_model.SaveOptions(experimental_custom_gradients=False),
+        )
+        converter = tf.lite.TFLiteConverter.from_saved_model(saved)
+        converter.allow_custom_ops = True  # TensorFlow Text's tokenizer ops
+        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+        if quantize == "int8":
+            converter.optimizations = [tf.lite.Optimize.DEFAULT]  # int8 weights, dynamic range
+        return converter.convert()
+
+
+def _text_spec() -> list[tf.TensorSpec]:
+    return [tf.TensorSpec([None], tf.string, name="text")]
+
+
+class _LiteGraph(tf.Module):
+    """Strings → FastBertTokenizer → packed to `max_seq_length` → model → numeric output."""
+
+    def __init__(self, module: ClassifierModule):
+        super().__init__(name="bertfit_litert")
+        self.module = module
+        tokenizer = module.tokenizer
+        config = tokenizer.config
+        lower = config.lower_case
+        if config.strip_accents not in (None, lower):
+            raise ConfigError(
+                "--format litert: TensorFlow Text's FastBertTokenizer lowercases and strips "
+                f"accents together, but this run's tokenizer has lower_case={lower} and "
+                f"strip_accents={config.strip_accents}; export with --format onnx or saved-model."
+            )
+        self.fast = tf_text.FastBertTokenizer(
+            vocab=list(tokenizer._vocab.tokens),
+            suffix_indicator="##",
+            max_bytes_per_word=config.max_chars_per_word,
+            token_out_type=tf.int32,
+            unknown_token=config.unk_token,
+            lower_case_nfd_strip_accents=lower,
+        )
+        self.classify = tf.function(self._classify, input_signature=_text_spec(), autograph=False)
+
+    def _classify(self, text):
+        module, tokenizer = self.module, self.module.tokenizer
+        length = module.max_seq_length
+        ids = self.fast.tokenize(text)
+        kept = tf.minimum(tf.cast(ids.row_lengths(), tf.int32), length - 2)
+        body = ids.to_tensor(default_value=tokenizer.pad_id, shape=[None, length - 2])
+        rows = tf.shape(body)[0]
+        word_ids = tf.concat(
+            [tf.fill([rows, 1], tokenizer.cls_id), body, tf.fill([rows, 1], tokenizer.pad_id)],
+            axis=1,
+        )
+        position = tf.range(length)[tf.newaxis, :]
+        word_ids = tf.where(position == (kept + 1)[:, tf.newaxis], tokenizer.sep_id, word_ids)
+        mask = tf.cast(position < (kept + 2)[:, tf.newaxis], tf.int32)
+        inputs = {WORD_IDS: word_ids, MASK: mask, TYPE_IDS: tf.zeros_like(word_ids)}
+        return portable.numeric_outputs(module, module.model(inputs, training=False))
+
+
+class _Frozen(tf.Module):
+    """A frozen (weights as constants) text function, with its outputs named again."""
+
+    def __init__(self, function, structure):
+        super().__init__(name="bertfit_litert_frozen")
+        self.function = function
+        self.structure = structure
+        self.classify = tf.function(self._classify, input_signature=_text_spec(), autograph=False)
+
+    def _classify(self, text):
+        return tf.nest.pack_sequence_as(self.structure, self.function(text))

@@ -1,0 +1,132 @@
+"""What the LiteRT and ONNX exports share: which classifiers they take, the model as a frozen
+numeric function, and writing an export folder whole or not at all.
+
+Both formats take a classifier loaded from a run directory with a WordPiece (BERT-style)
+tokenizer; the folder they write, `OUT/<version>/`, holds the model file and `bertfit.json`
+(the labels and what the model's inputs and outputs are), so that a client needs no bertfit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import keras
+import tensorflow as tf
+
+from bertfit.data.tasks import REGRESSION
+from bertfit.errors import ConfigError
+from bertfit.inference.graph import ClassifierModule, next_version
+from bertfit.model import layers
+from bertfit.text.tokenizer import BertTokenizer
+from bertfit.training.losses import outputs as logit_meaning
+
+METADATA_NAME = "bertfit.json"
+QUANTIZATIONS = ("int8",)
+
+
+def check_portable(classifier, format_name: str) -> ClassifierModule:
+    """The classifier's `ClassifierModule`, or a `ConfigError` saying why `format_name` cannot
+    hold it: it must come from a run directory and tokenize with WordPiece."""
+    module = classifier.module
+    if not isinstance(module, ClassifierModule):
+        raise ConfigError(
+            f"--format {format_name} exports from a run directory (bertfit train's --output-dir), "
+            "not from a SavedModel export; pass --run RUN_DIR."
+        )
+    tokenizer = module.tokenizer
+    if not isinstance(tokenizer, BertTokenizer):
+        raise ConfigError(
+            f"--format {format_name} needs a WordPiece (BERT-style) tokenizer; this run's is "
+            f"{tokenizer.kind or type(tokenizer).__name__}. Export it with --format saved-model "
+            "(the tokenizer inside, for TF Serving or `bertfit serve`)."
+        )
+    return module
+
+
+def check_quantize(quantize: str | None) -> None:
+    if quantize is not None and quantize not in QUANTIZATIONS:
+        raise ConfigError(f"--quantize {quantize!r}: expected one of {QUANTIZATIONS}.")
+
+
+def output_name(module: ClassifierModule) -> str:
+    """`value` for a regression model, else `probabilities`."""
+    return "value" if module.task.kind == REGRESSION else "probabilities"
+
+
+def numeric_outputs(module: ClassifierModule, logits: tf.Tensor) -> dict[str, tf.Tensor]:
+    """The model's one numeric output: probabilities (softmax, or a sigmoid per label for a
+    multi-label model) or, for regression, the value in the training targets' units."""
+    meaning = logit_meaning(module.task.kind, tf.cast(logits, tf.float32))
+    if module.task.kind == REGRESSION:
+        return {"value": meaning[:, 0] * module.task.std + module.task.mean}
+    return {"probabilities": meaning}
+
+
+def exact_gelu(x: tf.Tensor) -> tf.Tensor:
+    """The erf GELU written as converters recognise it (`0.5 * x * (1 + erf(x / sqrt 2))`, one
+    GELU op in LiteRT); `bertfit.model.layers.gelu` computes the same with its gradient written
+    out, which the LiteRT converter leaves as an `Erf` op it has no kernel for."""
+    return 0.5 * x * (1.0 + tf.math.erf(x / 1.4142135623730951))
+
+
+@contextlib.contextmanager
+def convertible_activations(model: keras.Model):
+    """Within the block, the model's erf-GELU layers use `exact_gelu` (the same function)."""
+    swapped = [
+        layer
+        for layer in model._flatten_layers()
+        if isinstance(layer, keras.layers.Dense) and layer.activation is layers.gelu
+    ]
+    for layer in swapped:
+        layer.activation = exact_gelu
+    try:
+        yield
+    finally:
+        for layer in swapped:
+            layer.activation = layers.gelu
+
+
+def metadata(module: ClassifierModule, format_name: str, quantize: str | None, **extra) -> dict:
+    """`bertfit.json`: what a client needs besides the model file."""
+    return {
+        "format": format_name,
+        "quantize": quantize,
+        "task": module.task.to_dict(),
+        "labels": list(module.task.labels),
+        "max_seq_length": module.max_seq_length,
+        "pairs": module.pairs,
+        "output": output_name(module),
+        **extra,
+    }
+
+
+def write_export(root: str | Path, version: int | None, write: Callable[[Path], None]) -> Path:
+    """Calls `write(folder)` on a temporary folder beside `root/<version>/` (the next free
+    version by default) and renames it into place: the version appears whole or not at all."""
+    root = Path(root)
+    if root.exists() and not root.is_dir():
+        raise ConfigError(f"{root} is a file; pass a folder for the exported versions.")
+    version = next_version(root) if version is None else version
+    final = root / str(version)
+    if final.exists():
+        raise ConfigError(
+            f"{final} exists already; pass another --version or leave it out for the next free one."
+        )
+    root.mkdir(parents=True, exist_ok=True)
+    temporary = root / f".{version}.tmp-{os.getpid()}"
+    try:
+        temporary.mkdir()
+        write(temporary)
+        os.replace(temporary, final)
+    finally:
+        shutil.rmtree(temporary, ignore_errors=True)
+    return final
+
+
+def write_metadata(folder: Path, data: dict) -> None:
+    (folder / METADATA_NAME).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
