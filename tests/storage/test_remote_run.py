@@ -33,9 +33,18 @@ def test_a_run_trains_into_a_bucket_from_a_bucket(remote, trainable_hf_dir, trai
     summary = json.loads(out.out)
     assert summary["run_dir"] == run
     files = storage.list_files(run)
-    for name in ("config.yaml", "labels.json", "metrics.json", "steps.jsonl", "train.log",
-                 "report.html", "eval_outputs.npz", "encoder/config.json",
-                 "checkpoints/latest/checkpoint", "checkpoints/best/checkpoint"):
+    for name in (
+        "config.yaml",
+        "labels.json",
+        "metrics.json",
+        "steps.jsonl",
+        "train.log",
+        "report.html",
+        "eval_outputs.npz",
+        "encoder/config.json",
+        "checkpoints/latest/checkpoint",
+        "checkpoints/best/checkpoint",
+    ):
         assert name in files, files
     assert ".lock" not in files  # released
     assert any(name.startswith("tensorboard/") for name in files)
