@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -9,6 +11,8 @@ import pytest
 from bertfit.cli import build_parser
 from bertfit.sweeps.flags import sweep_from_args
 from bertfit.sweeps.spec import SweepSpec
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _parse(*flags: str):
@@ -61,3 +65,21 @@ def test_a_random_draw_is_a_seeded_subset_of_the_grid_in_grid_order():
     assert drawn == SweepSpec(grid, [0], trials=5, search_seed=1).trial_list()
     assert drawn != SweepSpec(grid, [0], trials=5, search_seed=2).trial_list()
     assert len(SweepSpec(grid, [0], trials=50).trial_list()) == 12  # a budget over the grid
+
+
+def test_tune_help_and_its_usage_errors_load_no_tensorflow():
+    code = (
+        "import sys\n"
+        "from bertfit.cli import main\n"
+        "for argv in (['tune', '--help'], ['tune', '--output-dir', 's', '--epochs', '3,x']):\n"
+        "    try:\n"
+        "        main(argv)\n"
+        "    except SystemExit as e:\n"
+        "        print('exit', e.code)\n"
+        "print([m for m in ('tensorflow', 'keras') if m in sys.modules])\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT
+    )
+    assert done.stdout.split("\n")[-4:] == ["exit 0", "exit 2", "[]", ""], done.stderr
+    assert "--folds" in done.stdout and "invalid epochs value: '3,x'" in done.stderr
