@@ -30,7 +30,8 @@ def _parquet_bytes() -> bytes:
     [
         ("train.csv", CSV.encode()),
         ("train.jsonl", JSONL.encode()),
-        ("train.csv.gz", gzip.compress(CSV.encode())),
+        # mtime=0: the bytes are part of the test id, which pytest-xdist workers must agree on
+        ("train.csv.gz", gzip.compress(CSV.encode(), mtime=0)),
         ("train.parquet", None),
     ],
 )
