@@ -39,7 +39,7 @@ import tensorflow as tf
 from bertfit.data.pipeline import PAD_INDEX, bucket_of
 from bertfit.data.profile import LengthProfile
 from bertfit.data.tasks import MULTI_LABEL, SINGLE_LABEL
-from bertfit.data.tfrecord import IDS_A, IDS_B, LABEL, LENGTH, MANIFEST, ROW, Manifest, parser
+from bertfit.data.tfrecord import IDS_A, IDS_B, LABEL, LENGTH, ROW, Manifest, parser, read_manifest
 from bertfit.errors import BertfitError
 from bertfit.model.inputs import GLOBAL_EXAMPLES, INDEX, WEIGHT
 from bertfit.text.packing import pack_inputs
@@ -49,10 +49,11 @@ SAMPLE_FOR_BUCKETS = 1_000_000  # lengths that choose the buckets (a larger set 
 
 
 class TrainStream:
-    """A prepared training set: its directory and manifest (`len`: its rows)."""
+    """A prepared training set: its directory (a local path, or a URL that TensorFlow's file
+    systems read: `gs://`, `ram://`, ...) and manifest (`len`: its rows)."""
 
     def __init__(self, directory: str | Path, manifest: Manifest):
-        self.directory = Path(directory)
+        self.directory = directory
         self.manifest = manifest
         self.path = str(directory)
         self.labels = None  # never in memory
@@ -67,7 +68,7 @@ class TrainStream:
 
     def fingerprint(self) -> str:
         """A digest of the manifest: the rows' shards, counts, lengths and tokenizer."""
-        return hashlib.sha256((self.directory / MANIFEST).read_bytes()).hexdigest()
+        return hashlib.sha256(read_manifest(self.directory)).hexdigest()
 
     def bucket_lengths(self, limit: int = SAMPLE_FOR_BUCKETS) -> np.ndarray:
         """Packed lengths to choose the buckets from: all of them, or an evenly spaced sample

@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
+from bertfit import storage
 from bertfit.atomic import write_text_atomic
 from bertfit.data.tasks import MULTI_LABEL, SINGLE_LABEL, Task
 from bertfit.errors import DataError
@@ -114,9 +115,10 @@ class Manifest:
 
     @classmethod
     def load(cls, directory: str | os.PathLike) -> Manifest:
-        file = Path(directory) / MANIFEST
+        """The manifest of a prepared directory: a local path, or a URL (`bertfit.storage`)."""
+        file = manifest_path(directory)
         try:
-            values = json.loads(file.read_text(encoding="utf-8"))
+            values = json.loads(read_manifest(directory).decode("utf-8"))
             if values.get("format") != FORMAT:
                 raise ValueError(f"format {values.get('format')!r}, expected {FORMAT!r}")
             return cls(
@@ -139,7 +141,23 @@ class Manifest:
             ) from None
 
     def paths(self, directory: str | os.PathLike) -> list[str]:
+        """The shards' paths (URLs in a directory at a URL)."""
+        if storage.is_url(directory):
+            return [storage.join(directory, s.file) for s in self.shards]
         return [str(Path(directory) / s.file) for s in self.shards]
+
+
+def manifest_path(directory: str | os.PathLike) -> str:
+    if storage.is_url(directory):
+        return storage.join(directory, MANIFEST)
+    return str(Path(directory) / MANIFEST)
+
+
+def read_manifest(directory: str | os.PathLike) -> bytes:
+    """The manifest's bytes, from a local directory or a URL."""
+    if storage.is_url(directory):
+        return storage.read_bytes(manifest_path(directory))
+    return Path(manifest_path(directory)).read_bytes()
 
 
 def _total(shards) -> dict[int, int]:
@@ -151,14 +169,21 @@ def _total(shards) -> dict[int, int]:
 
 
 def is_prepared(path: str | os.PathLike | None) -> bool:
-    """Whether `path` is a directory `bertfit prepare` wrote (or its manifest.json)."""
+    """Whether `path` is a directory `bertfit prepare` wrote (or its manifest.json), local or
+    at a URL (`gs://`, `ram://`, ...)."""
     if path is None:
         return False
+    if storage.is_url(path):
+        return storage.exists(manifest_path(prepared_directory(path)))
     path = Path(path)
     return (path / MANIFEST).is_file() or (path.name == MANIFEST and path.is_file())
 
 
-def prepared_directory(path: str | os.PathLike) -> Path:
+def prepared_directory(path: str | os.PathLike) -> str | Path:
+    """The directory of a prepared set named by its directory or its manifest."""
+    if storage.is_url(path):
+        url = str(path).rstrip("/")
+        return url[: -len(MANIFEST) - 1] if storage.name_of(url) == MANIFEST else url
     path = Path(path)
     return path.parent if path.name == MANIFEST else path
 

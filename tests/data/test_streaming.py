@@ -227,3 +227,18 @@ def test_streaming_a_data_file_prepares_it_once_into_the_cache(
     (prepared,) = (tmp_path / "cache" / "prepared").iterdir()  # the second run reused it
     assert Manifest.load(prepared).rows == 30
     assert "streaming the prepared set" in (tmp_path / "b" / "train.log").read_text()
+
+
+def test_a_prepared_set_at_a_url_is_streamed(trainable_hf_dir, prepared_run_data, tmp_path):
+    """TensorFlow's `ram://` file system stands for `gs://`: the manifest is read through
+    `bertfit.storage`, the shards by `tf.data` itself, nothing through local-only calls."""
+    prepared, _ = prepared_run_data
+    url = f"ram://prepared-{tmp_path.name}"
+    tf.io.gfile.makedirs(url)
+    for file in prepared.iterdir():
+        tf.io.gfile.copy(str(file), f"{url}/{file.name}")
+    args = train_args(trainable_hf_dir, url, tmp_path / "run", buckets="8,16")
+    assert main(args) == 0
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert [e["train_examples"] for e in metrics["epochs"]] == [40]
+    assert metrics["data"]["train"] == url
