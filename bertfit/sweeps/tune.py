@@ -21,6 +21,7 @@ from bertfit.inference.predictor import load_classifier
 from bertfit.progress import Console
 from bertfit.report import write_report
 from bertfit.sweeps.fold_data import FoldSplit, fold_files, out_of_fold_rows, split_training_rows
+from bertfit.sweeps.report import write_sweep_report
 from bertfit.sweeps.results import RunResult, SweepResults, TrialResult
 from bertfit.sweeps.spec import RunPlan, SweepSpec
 from bertfit.sweeps.sweep_dir import SweepDir, run_state
@@ -101,14 +102,10 @@ def _sweep(
     if chosen is not None:
         _chosen_config(base, chosen, results).save(sweep.chosen_file)
     if reports:
-        from bertfit.sweeps.report import write_sweep_report
-
         write_sweep_report(sweep.path)
     console.info(results.table())
-    sweep.log(
-        f"finished; chosen {chosen.name if chosen else 'none'} "
-        f"({results.metric} {chosen.mean if chosen else '-'})"
-    )
+    score = f"{results.metric} {chosen.mean:.4f} ± {chosen.sd:.4f}" if chosen else "no trial"
+    sweep.log(f"finished; chosen {chosen.name if chosen else 'none'} ({score})")
     return results
 
 
@@ -121,7 +118,8 @@ def _run(plan: RunPlan, title: str, console: Console, sweep: SweepDir, reports: 
         summary = _saved_summary(plan.path)
     else:
         doing = "resuming" if state == "unfinished" else "training"
-        console.say(f"bertfit tune: {title} {plan.name}: {doing}")
+        tell = console.say if state == "unfinished" else console.info  # as train tells it
+        tell(f"bertfit tune: {title} {plan.name}: {doing}")
         sweep.log(f"{doing} {plan.name}")
         try:
             summary = train(plan.config, quiet=console.quiet, resume=None)
