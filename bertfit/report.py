@@ -24,6 +24,7 @@ from bertfit.data.tasks import MULTI_LABEL, REGRESSION, Task
 from bertfit.errors import ConfigError
 from bertfit.paths import STDOUT, check_output_file, write_output
 from bertfit.training.metrics import HEADLINE_METRICS
+from bertfit.training.records import EarlyStop
 from bertfit.training.remote_run import open_run
 
 # ---- the HTML report ----
@@ -83,9 +84,14 @@ def _page(run: Path, metrics: dict, steps: list[dict], task: Task, eval_outputs)
         _section("Gradient norm and throughput", [_norm_plot(steps)]),
     ]
     if last_eval is not None:
-        sections.append(
-            _section("Evaluation", [_eval_plot(epochs, task), _final_table(last_eval, task)])
+        evaluations = metrics.get("evaluations", [])
+        plot = (
+            _step_eval_plot(epochs, evaluations, steps, task)
+            if evaluations
+            else _eval_plot(epochs, task)
         )
+        stop = _stop_note(metrics.get("stopped_early"))
+        sections.append(_section("Evaluation", [plot, stop, _final_table(last_eval, task)]))
         sections.append(_section(_task_title(task), _task_parts(task, last_eval, eval_outputs)))
     if "token_lengths" in metrics.get("data", {}):
         lengths = LengthProfile.from_dict(metrics["data"]["token_lengths"])
@@ -248,6 +254,37 @@ def _eval_plot(epochs: list[dict], task: Task) -> str:
         return "evaluation metrics per epoch"
 
     return _figure(draw, height=2.8)
+
+
+def _step_eval_plot(
+    epochs: list[dict], evaluations: list[dict], steps: list[dict], task: Task
+) -> str:
+    """The evaluations at epoch ends and every --eval-every-steps, by global step."""
+    ends = _epoch_end_steps(steps)
+    points = {ends[r["epoch"]]: r["eval"] for r in epochs if "eval" in r and r["epoch"] in ends}
+    points.update({e["global_step"]: e["metrics"] for e in evaluations})
+    x = sorted(points)
+    names = HEADLINE_METRICS[task.kind]
+
+    def draw(figure):
+        axes = figure.subplots()
+        for name in names:
+            axes.plot(x, [points[step][name] for step in x], "o-", markersize=3, label=name)
+        for end in sorted(ends.values())[:-1]:
+            axes.axvline(end, color="#bbb", linewidth=0.8, linestyle=":")
+        axes.set(xlabel="optimizer step (dotted: epoch ends)", title="Evaluations")
+        if task.kind != REGRESSION:
+            axes.set_ylim(0, 1.02)
+        axes.legend()
+        return "evaluation metrics per evaluation"
+
+    return _figure(draw, height=2.8)
+
+
+def _stop_note(stopped_early: dict | None) -> str:
+    if not stopped_early:
+        return ""
+    return f"<p>{html.escape(EarlyStop(**stopped_early).describe().capitalize())}.</p>"
 
 
 def _final_table(last_eval: dict, task: Task) -> str:

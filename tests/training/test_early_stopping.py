@@ -292,7 +292,9 @@ def test_a_real_run_stops_early_and_its_best_checkpoint_serves(tmp_path, trainab
     assert (metrics["stopped_early"]["global_step"], metrics["stopped_early"]["epoch"]) == (6, 2)
     assert [e["global_step"] for e in metrics["evaluations"]] == [3, 6]
     assert [r["epoch"] for r in metrics["epochs"]] == [1, 2]
-    assert (run / "report.html").exists()
+    report = (run / "report.html").read_text()
+    assert 'alt="evaluation metrics per evaluation"' in report
+    assert "Stopped early at epoch 2, step 2 (global step 6)" in report
     assert main(["evaluate", "--run", str(run), "--data", data[1], "--json"]) == 0
 
 
@@ -390,6 +392,19 @@ def test_without_what_it_needs_it_is_refused_by_train_and_check(
         assert f"bertfit {command}: error: train." in err and words in err, err
         assert flags[0] in err and "Traceback" not in err
     assert not (tmp_path / "run").exists()
+
+
+def test_check_and_train_take_the_flags_into_the_run_config(tmp_path, data):
+    from bertfit.cli import build_parser
+    from bertfit.run_flags import run_config_from_args
+
+    flags = ["--early-stopping-patience", "3", "--early-stopping-min-delta", "0.005"]
+    flags += ["--eval-every-steps", "50"]
+    for command in ("check", "train"):
+        args = build_parser().parse_args([command, "--train", data[0], "--eval", data[1], *flags])
+        t = run_config_from_args(args).train
+        assert (t.early_stopping_patience, t.early_stopping_min_delta) == (3, 0.005)
+        assert t.eval_every_steps == 50
 
 
 @pytest.mark.parametrize(
