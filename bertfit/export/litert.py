@@ -35,10 +35,11 @@ three ops.
 
 Only WordPiece runs of single texts export (`bertfit.export.portable.check_portable`); a
 SentencePiece or byte-level BPE run, or a text-pair model, is refused with what to do instead.
-`FastBertTokenizer` tokenizes as BERT's own code does; bertfit's in-graph tokenizer follows
+`FastBertTokenizer` tokenizes as Google's BERT code does; bertfit's in-graph tokenizer follows
 Hugging Face's, and the two differ on a few inputs: a special token written in the text
-(`[SEP]`) is split into punctuation and a word here but kept whole by bertfit; words longer than
-100 UTF-8 bytes (bertfit: 100 characters) become `[UNK]`.
+(`[SEP]`) is split into punctuation and a word here but kept whole by bertfit; a NUL character;
+compatibility characters (the ligature `ﬁ`, fullwidth `Ａ`, `Ǆ`), decomposed here where Hugging
+Face gives `[UNK]`.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ from bertfit.errors import ConfigError
 from bertfit.export import portable
 from bertfit.inference.graph import ClassifierModule
 from bertfit.model.inputs import MASK, TYPE_IDS, WORD_IDS
+from bertfit.text.tokenizer import BertTokenizer
 
 MODEL_FILE = "model.tflite"
 # The custom ops of the model, as the C functions that register them (TensorFlow Text's).
@@ -117,6 +119,27 @@ def litert_model(module: ClassifierModule, quantize: str | None = None) -> bytes
         return converter.convert()
 
 
+def fast_bert_tokenizer(tokenizer: BertTokenizer) -> tf_text.FastBertTokenizer:
+    """TensorFlow Text's `FastBertTokenizer` with `tokenizer`'s vocabulary and settings (ids
+    without special tokens, as `tokenizer.tokenize`), or a `ConfigError` for settings it lacks."""
+    config = tokenizer.config
+    lower = config.lower_case
+    if config.strip_accents not in (None, lower):
+        raise ConfigError(
+            "--format litert: TensorFlow Text's FastBertTokenizer lowercases and strips "
+            f"accents together, but this run's tokenizer has lower_case={lower} and "
+            f"strip_accents={config.strip_accents}; export with --format onnx or saved-model."
+        )
+    return tf_text.FastBertTokenizer(
+        vocab=list(tokenizer._vocab.tokens),
+        suffix_indicator="##",
+        max_bytes_per_word=config.max_chars_per_word,
+        token_out_type=tf.int32,
+        unknown_token=config.unk_token,
+        lower_case_nfd_strip_accents=lower,
+    )
+
+
 def _text_spec() -> list[tf.TensorSpec]:
     return [tf.TensorSpec([None], tf.string, name="text")]
 
@@ -127,23 +150,7 @@ class _LiteGraph(tf.Module):
     def __init__(self, module: ClassifierModule):
         super().__init__(name="bertfit_litert")
         self.module = module
-        tokenizer = module.tokenizer
-        config = tokenizer.config
-        lower = config.lower_case
-        if config.strip_accents not in (None, lower):
-            raise ConfigError(
-                "--format litert: TensorFlow Text's FastBertTokenizer lowercases and strips "
-                f"accents together, but this run's tokenizer has lower_case={lower} and "
-                f"strip_accents={config.strip_accents}; export with --format onnx or saved-model."
-            )
-        self.fast = tf_text.FastBertTokenizer(
-            vocab=list(tokenizer._vocab.tokens),
-            suffix_indicator="##",
-            max_bytes_per_word=config.max_chars_per_word,
-            token_out_type=tf.int32,
-            unknown_token=config.unk_token,
-            lower_case_nfd_strip_accents=lower,
-        )
+        self.fast = fast_bert_tokenizer(module.tokenizer)
         self.classify = tf.function(self._classify, input_signature=_text_spec(), autograph=False)
 
     def _classify(self, text):

@@ -82,3 +82,29 @@ def test_unknown_quantizations_are_usage_errors(trained_run, tmp_path, bad, caps
         main(["export", "--format", "onnx", "--quantize", bad, "--run", summary.run_dir, "x"])
     assert exit_.value.code == 2
     assert "invalid choice" in capsys.readouterr().err
+
+
+# FastBertTokenizer (Google BERT's tokenization) against bertfit's (Hugging Face's), with
+# MiniLM-L6's vocabulary: the inputs bertfit/export/litert.py documents as different, and
+# ordinary text (cased, accented, CJK, punctuation, emoji, long words) that must not be.
+SAME_IDS = [
+    "Hello, world!!! it's 3.14",
+    "naïve Café déjà",
+    "東京タワー is tall",
+    "emoji 😀 ok",
+    "don't-stop",
+    "x" * 60 + "é" * 30,
+]
+DOCUMENTED_DIFFERENCES = ["a [SEP] b", "nul\x00char", "ﬁne", "ＡＢＣ", "Ǆ"]
+
+
+def test_the_tokenizer_inside_gives_bertfits_ids_except_where_documented(minilm_dir):
+    from bertfit.export.litert import fast_bert_tokenizer
+    from bertfit.text.tokenizer import BertTokenizer
+
+    tokenizer = BertTokenizer.from_pretrained_dir(minilm_dir)
+    fast = fast_bert_tokenizer(tokenizer)
+    for texts, same in ((SAME_IDS, True), (DOCUMENTED_DIFFERENCES, False)):
+        ours = tokenizer.tokenize(texts).to_list()
+        theirs = fast.tokenize(texts).to_list()
+        assert [a == b for a, b in zip(ours, theirs, strict=True)] == [same] * len(texts)
