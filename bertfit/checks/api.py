@@ -6,6 +6,7 @@ import itertools
 import time
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 from bertfit.checkpoints.detect import detect
@@ -27,6 +28,7 @@ from bertfit.checks.data import (
     check_jsonl_types,
     check_labels,
     check_lengths,
+    data_error_finding,
     read_checked,
 )
 from bertfit.checks.findings import ERROR, TARGETS, WARNING, Report
@@ -41,11 +43,19 @@ from bertfit.checks.model import (
     signature_only_fix,
 )
 from bertfit.config import RunConfig, check_positions
+from bertfit.data.streaming import TrainStream
 from bertfit.data.tasks import SINGLE_LABEL
-from bertfit.errors import BertfitError, CheckpointError, ConfigError
+from bertfit.data.tfrecord import Manifest, is_prepared, prepared_directory
+from bertfit.errors import BertfitError, CheckpointError, ConfigError, DataError
 from bertfit.model.classifier import BertClassifier
 from bertfit.model.inputs import WORD_IDS
-from bertfit.training.setup import RunSetup, assemble, run_tokenizer
+from bertfit.training.setup import (
+    RunSetup,
+    assemble,
+    check_stream,
+    encode_labelled,
+    run_tokenizer,
+)
 from bertfit.training.strategy import XlaChoice, check_hardware
 
 TPU_REPLICAS = 8  # a v2-8 / v3-8 host: 8 cores
@@ -190,6 +200,10 @@ def _check_run(report: Report, config: RunConfig, replicas, max_rows, compile_, 
     )
     check_batch_size(report, config.train.batch_size, expected)
     checkpoint, tokenizer = _checked_checkpoint(report, config)
+    if is_prepared(config.data.train):
+        if tokenizer is not None:
+            _check_prepared(report, config, checkpoint, tokenizer, replicas, expected, compile_)
+        return
 
     train = read_checked(report, config.data.train, config, "training")
     evaluation = (
@@ -228,6 +242,60 @@ def _check_run(report: Report, config: RunConfig, replicas, max_rows, compile_, 
     if setup.notes:  # the buckets `bertfit train` will choose
         report.stats["length buckets"] = setup.notes[-1]
     _check_pipeline(report, setup, replicas, expected, compile_, full)
+
+
+def _check_prepared(
+    report: Report, config: RunConfig, checkpoint, tokenizer, replicas, expected, compile_
+) -> None:
+    """A prepared training set (`bertfit prepare`): the task, the row count and the lengths
+    come from its manifest, and the pipeline check reads only the first batch of each bucket
+    from the shards: nothing reads every row, and the report says what was sampled."""
+    where = str(config.data.train)
+    try:
+        directory = prepared_directory(config.data.train)
+        train = TrainStream(directory, Manifest.load(directory))
+        check_stream(train.manifest, config, tokenizer, where)
+    except BertfitError as e:
+        report.add(getattr(e, "code", "data-prepared-unusable"), ERROR, str(e), where=where)
+        return
+    manifest = train.manifest
+    report.stats["training rows"] = (
+        f"{manifest.rows} in {len(manifest.shards)} shards (from the manifest; the pipeline "
+        "check samples the first batch of each bucket, no other row is read)"
+    )
+    at_limit = manifest.lengths()
+    truncated = float(np.mean(at_limit >= manifest.max_seq_length)) if len(at_limit) else 0.0
+    report.stats["training rows at max_seq_length (truncated or exactly that long)"] = (
+        f"{truncated:.1%}"
+    )
+    evaluation = None
+    if config.data.eval:
+        rows = read_checked(report, config.data.eval, config, "evaluation")
+        if rows is None:
+            return
+        report.stats["evaluation rows"] = len(rows)
+        try:
+            evaluation = encode_labelled(config.data.eval, rows, config, tokenizer, manifest.task)
+        except DataError as e:
+            why = "the evaluation labels must be labels of the prepared training set"
+            data_error_finding(report, e, "evaluation", why, "fix the label, or prepare again")
+            return
+    strategy = tf.distribute.get_strategy()
+    xla = XlaChoice.for_target(report.target, config.train.jit_compile, strategy)
+    setup = assemble(
+        config,
+        strategy,
+        xla,
+        checkpoint,
+        tokenizer,
+        manifest.task,
+        train,
+        evaluation,
+        total_steps=1,
+    )
+    if setup.notes:
+        report.stats["length buckets"] = setup.notes[-1]
+    _check_pipeline(report, setup, replicas, expected, compile_, False)
 
 
 def _checked_checkpoint(report: Report, config: RunConfig) -> tuple:

@@ -249,9 +249,12 @@ class RunSetup:
         bucket's length. A `TrainStream` is trained from its shards (`StreamedInput`)."""
         if isinstance(data, TrainStream):
             t = self.config.train
+            layout = self.stream_layout
+            if batch_size is not None:  # `check`: one replica's batches, one pipeline
+                layout = StreamLayout.of(data.manifest, self.buckets, 1, batch_size * t.grad_accum)
             return StreamedInput(
                 data,
-                self.stream_layout,
+                layout,
                 self.trainer.strategy,
                 special_ids=self.tokenizer.special_ids,
                 seed=t.seed,

@@ -242,3 +242,27 @@ def test_a_prepared_set_at_a_url_is_streamed(trainable_hf_dir, prepared_run_data
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert [e["train_examples"] for e in metrics["epochs"]] == [40]
     assert metrics["data"]["train"] == url
+
+
+def test_check_on_a_prepared_set_samples_and_says_so(
+    trainable_hf_dir, prepared_run_data, tmp_path, capsys
+):
+    prepared, evaluation = prepared_run_data
+    args = train_args(trainable_hf_dir, prepared, command="check", buckets="8,16", quiet=None)
+    code = main([*args, "--eval", str(evaluation), "--json"])
+    out = capsys.readouterr().out
+    report = json.loads(out)
+    assert code == 0, out
+    assert "40 in 2 shards" in report["stats"]["training rows"]
+    assert "samples the first batch of each bucket" in report["stats"]["training rows"]
+    assert report["stats"]["buckets used"] == [8, 16]
+
+    code = main(
+        [
+            *train_args(trainable_hf_dir, prepared, command="check", quiet=None),
+            "--lower-case",
+            "false",
+        ]
+    )
+    assert code != 0
+    assert "prepared with another tokenizer" in capsys.readouterr().out
