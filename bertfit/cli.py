@@ -180,12 +180,21 @@ def cmd_serve(args) -> int:
         args.run or args.export,
         host=args.host,
         port=args.port,
+        grpc_port=grpc_port_of(args),
         model_name=args.model_name,
         max_batch=args.max_batch,
         max_wait=args.max_wait_ms / 1000,
         max_request_instances=args.max_request_instances,
     )
     return 0
+
+
+def grpc_port_of(args) -> int:
+    """--grpc-port, or TF Serving's 8500; with --port 0 (any free port) any free one too, so
+    that a server started for a test or beside others takes no fixed port."""
+    if args.grpc_port is not None:
+        return args.grpc_port
+    return 0 if args.port == 0 else 8500
 
 
 def cmd_report(args) -> int:
@@ -315,12 +324,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     export.set_defaults(handler=cmd_export)
 
-    serve = sub.add_parser("serve", help="serve a classifier over TF Serving's REST API")
+    serve = sub.add_parser("serve", help="serve a classifier over TF Serving's REST and gRPC APIs")
     source = serve.add_mutually_exclusive_group(required=True)
     source.add_argument("--run", help="a run directory from `bertfit train`")
     source.add_argument("--export", help="an export from `bertfit export` (its newest version)")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8501)
+    serve.add_argument(
+        "--grpc-port",
+        type=int,
+        help="TF Serving's gRPC API (default 8500, or any free port with --port 0; 0: any "
+        "free port; -1: no gRPC server)",
+    )
     serve.add_argument("--model-name", default="model", help="NAME in /v1/models/NAME")
     serve.add_argument(
         "--max-batch",

@@ -33,7 +33,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from bertfit.errors import ConfigError
+from bertfit.errors import ConfigError, MissingDependencyError
 from bertfit.inference.predictor import Classifier
 from bertfit.serve import rest
 from bertfit.serve.core import (
@@ -116,14 +116,18 @@ class ModelServer:
     def limits(self, value):
         self.core.latest.limits = value
 
-    def app(self, grpc_address: tuple[str, int] | None = None) -> Starlette:
-        """The ASGI app; with `grpc_address` (host, port) it also runs the gRPC services
-        (`bertfit.serve.grpc`) on the same event loop and model core."""
+    def app(self, grpc_server=None) -> Starlette:
+        """The ASGI app; with `grpc_server` (a bound `grpc.aio.Server`, `bertfit.serve.grpc.bind`)
+        it also runs TF Serving's gRPC services on the same event loop and model core."""
 
         @contextlib.asynccontextmanager
         async def lifespan(app):
             self.core.start()
-            grpc_server = await self._start_grpc(*grpc_address) if grpc_address else None
+            if grpc_server is not None:
+                from bertfit.serve import grpc as grpc_api
+
+                grpc_api.add_services(grpc_server, self.core)
+                await grpc_server.start()
             yield
             if grpc_server is not None:
                 await grpc_server.stop(grace=1.0)
@@ -137,15 +141,6 @@ class ModelServer:
             ],
             lifespan=lifespan,
         )
-
-    async def _start_grpc(self, host: str, port: int):
-        from bertfit.serve import grpc as grpc_api
-
-        server, bound = grpc_api.bind(host, port)
-        grpc_api.add_services(server, self.core)
-        await server.start()
-        print(f"bertfit serve: gRPC on {host}:{bound}", flush=True)
-        return server
 
     async def health(self, request: Request) -> JSONResponse:
         return JSONResponse(
@@ -324,41 +319,77 @@ def serve(
     model_name: str = "model",
     version_labels: dict[str, int] | None = None,
     enable_cors: bool = False,
-    grpc_port: int | None = None,
+    grpc_port: int = -1,
     **options,
 ) -> None:
     """Loads the classifier at `path` (a run directory, or an export: every version in it)
-    and serves it until interrupted (gRPC too on `grpc_port`, unless it is None or -1).
-    The port is taken before the model loads, so a busy port
-    is said at once."""
-    import uvicorn
+    and serves it until interrupted: TF Serving's REST API on `port`, and its gRPC API on
+    `grpc_port` (-1: none) in the same event loop. The ports are taken before the model loads,
+    so a busy port is said at once."""
+    import asyncio
 
     check_options(model_name=model_name, port=port, **options)
+    check_grpc_port(grpc_port)
+    if grpc_port >= 0:
+        _import_grpc()
     sock = listen(host, port)
-    port = sock.getsockname()[1]  # the one bound: --port 0 takes any free port
     try:
-        versions = served_versions(
-            path, options.get("max_batch", 64), options.get("max_wait", 0.005)
+        asyncio.run(
+            _serve(path, sock, host, grpc_port, model_name, version_labels, enable_cors, options)
         )
-        server = ModelServer(
-            None,
-            model_name,
-            versions=versions,
-            version_labels=version_labels,
-            enable_cors=enable_cors,
-            **options,
-        )
-        for served in versions:
-            classifier = served.classifier
-            classifier.classify_batch(["warm up"], ["warm up"] if classifier.pairs else None)
-        numbers = ", ".join(str(served.version) for served in versions)
-        print(
-            f"bertfit serve: {path} as model {model_name!r} version {numbers} on "
-            f"http://{host}:{port}/v1/models/{model_name}",
-            flush=True,
-        )
-        grpc_address = None if grpc_port is None or grpc_port < 0 else (host, grpc_port)
-        config = uvicorn.Config(server.app(grpc_address), host=host, port=port, log_level="warning")
-        uvicorn.Server(config).run(sockets=[sock])
     finally:
         sock.close()
+
+
+async def _serve(path, sock, host, grpc_port, model_name, version_labels, enable_cors, options):
+    import uvicorn
+
+    port = sock.getsockname()[1]  # the one bound: --port 0 takes any free port
+    grpc_server = None
+    if grpc_port >= 0:  # bound in the loop that will run it, before the model loads
+        from bertfit.serve import grpc as grpc_api
+
+        grpc_server, grpc_port = grpc_api.bind(host, grpc_port)
+    versions = served_versions(path, options.get("max_batch", 64), options.get("max_wait", 0.005))
+    server = ModelServer(
+        None,
+        model_name,
+        versions=versions,
+        version_labels=version_labels,
+        enable_cors=enable_cors,
+        **options,
+    )
+    for served in versions:
+        classifier = served.classifier
+        classifier.classify_batch(["warm up"], ["warm up"] if classifier.pairs else None)
+    numbers = ", ".join(str(served.version) for served in versions)
+    print(
+        f"bertfit serve: {path} as model {model_name!r} version {numbers} on "
+        f"http://{host}:{port}/v1/models/{model_name}",
+        flush=True,
+    )
+    if grpc_server is not None:
+        print(f"bertfit serve: gRPC (TF Serving's API) on {host}:{grpc_port}", flush=True)
+    config = uvicorn.Config(server.app(grpc_server), log_level="warning")
+    await uvicorn.Server(config).serve(sockets=[sock])
+
+
+def check_grpc_port(port: int) -> None:
+    """A `ConfigError` for a --grpc-port that is no TCP port (-1: no gRPC server)."""
+    if not -1 <= port <= 65535:
+        raise ConfigError(
+            f"--grpc-port {port} is not a TCP port; use one from 1 to 65535 (TF Serving's is "
+            "8500), 0 for any free port, or -1 for no gRPC server"
+        )
+
+
+def _import_grpc() -> None:
+    """Imports `bertfit.serve.grpc`, or raises a `MissingDependencyError` naming what to
+    install."""
+    try:
+        import bertfit.serve.grpc  # noqa: F401
+    except ModuleNotFoundError as e:
+        raise MissingDependencyError(
+            f"the gRPC API needs {e.name}: pip install 'bertfit[serve]' (grpcio and "
+            "tensorflow-serving-api), or serve REST only with --grpc-port -1"
+        ) from None

@@ -1,0 +1,360 @@
+"""TensorFlow Serving's gRPC API, from the `tensorflow-serving-api` protos, beside the REST API.
+
+`tensorflow.serving.PredictionService` (`Predict`, `Classify`, `Regress`, `GetModelMetadata`) and
+`tensorflow.serving.ModelService.GetModelStatus` answer as TF Serving's model server does
+(`model_servers/prediction_service_impl.cc`, `servables/tensorflow/predict_util.cc`,
+`classifier.cc`, `regressor.cc`, `get_model_metadata_impl.cc`, `get_model_status_impl.cc`): the
+same status codes and messages for a wrong model name, version or signature, missing or unknown
+inputs and wrong dtypes; `output_filter`; the `model_spec` echoed with the version served;
+outputs as typed value fields (`float_val`, `string_val`...), TF Serving's default. Messages
+longer than 1024 characters are cut and end in "...TRUNCATED", as there.
+
+The services answer from the `bertfit.serve.core.ModelCore` the REST API answers from, on the
+REST server's event loop (`grpc.aio`): requests of both APIs share its batchers and its model.
+Classify and Regress run the export's `classify` / `regress` signature (method
+`tensorflow/serving/classify|regress`, input `inputs`: serialized `tf.Example`s with a bytes
+feature `text`), bertfit's default for them (TF Serving's is `serving_default`); a signature of
+another method answers INVALID_ARGUMENT, as TF Serving does.
+
+A client, exactly as with TF Serving:
+
+    import grpc, tensorflow as tf
+    from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
+
+    stub = prediction_service_pb2_grpc.PredictionServiceStub(
+        grpc.insecure_channel("127.0.0.1:8500"))
+    request = predict_pb2.PredictRequest()
+    request.model_spec.name = "model"
+    request.inputs["text"].CopyFrom(tf.make_tensor_proto(["a fine film"]))
+    probabilities = tf.make_ndarray(stub.Predict(request).outputs["probabilities"])
+"""
+
+from __future__ import annotations
+
+import grpc
+import numpy as np
+import tensorflow as tf
+from google.protobuf import json_format
+from tensorflow.core.framework import tensor_pb2, types_pb2
+from tensorflow_serving.apis import (
+    classification_pb2,
+    get_model_metadata_pb2,
+    get_model_status_pb2,
+    model_service_pb2_grpc,
+    predict_pb2,
+    prediction_service_pb2_grpc,
+    regression_pb2,
+)
+
+from bertfit.errors import ConfigError
+from bertfit.inference.graph import DEFAULT_SIGNATURE
+from bertfit.serve.core import (
+    CLASSIFY_METHOD,
+    REGRESS_METHOD,
+    ModelCore,
+    ServedVersion,
+    ServingError,
+    Signature,
+)
+
+SIGNATURE_DEF = "signature_def"  # the one metadata field TF Serving knows
+_MESSAGE_LIMIT = 1024  # model_servers/grpc_status_util.cc
+
+
+def _invalid(message: str) -> ServingError:
+    return ServingError(message, "INVALID_ARGUMENT")
+
+
+# ---- the services ----
+
+
+def _answering(method):
+    """A servicer method whose `ServingError`s end the call with TF Serving's status code and
+    message (cut at 1024 characters, as grpc_status_util.cc does)."""
+
+    async def answer(self, request, context):
+        try:
+            return await method(self, request, context)
+        except ServingError as e:
+            message = e.message.encode("utf-8", "backslashreplace").decode("utf-8")
+            if len(message) > _MESSAGE_LIMIT:
+                message = message[:_MESSAGE_LIMIT] + "...TRUNCATED"
+            await context.abort(getattr(grpc.StatusCode, e.code), message)
+
+    answer.__name__ = method.__name__
+    answer.__doc__ = method.__doc__
+    return answer
+
+
+def _served(core: ModelCore, request) -> ServedVersion:
+    """The version a request's model_spec names (server_core.cc ServableRequestFromModelSpec,
+    then the servable lookup)."""
+    if not request.HasField("model_spec"):
+        raise _invalid("Missing ModelSpec")
+    spec = request.model_spec
+    if not spec.name:
+        raise _invalid("ModelSpec has no name specified.")
+    choice = spec.WhichOneof("version_choice")
+    return core.find(
+        spec.name,
+        spec.version.value if choice == "version" else None,
+        spec.version_label if choice == "version_label" else None,
+    )
+
+
+def _echo_spec(request_spec, served: ServedVersion, response_spec, signature: str | None):
+    """The response's model_spec: the name asked, the version served, the signature run."""
+    response_spec.name = request_spec.name
+    response_spec.version.value = served.version
+    if signature is not None:
+        response_spec.signature_name = signature
+
+
+class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
+    """`tensorflow.serving.PredictionService` on a `ModelCore` (MultiInference: UNIMPLEMENTED,
+    the generated servicer's answer)."""
+
+    def __init__(self, core: ModelCore):
+        self.core = core
+
+    @_answering
+    async def Predict(self, request, context):  # noqa: N802 (the proto's method names)
+        """predict_util.cc RunPredict: signature, inputs, output_filter, then the model."""
+        served = _served(self.core, request)
+        name = request.model_spec.signature_name or DEFAULT_SIGNATURE
+        signature = served.signatures.get(name)
+        if signature is None:
+            raise ServingError(f'Serving signature key "{name}" not found.', "FAILED_PRECONDITION")
+        inputs = input_arrays(request, signature)
+        wanted = output_names(request, signature)
+        outputs = await self.core.predict(served, name, _rows(inputs))
+        response = predict_pb2.PredictResponse()
+        _echo_spec(request.model_spec, served, response.model_spec, name)
+        for output in wanted:
+            response.outputs[output].CopyFrom(tensor_proto(outputs[output]))
+        return response
+
+    @_answering
+    async def Classify(self, request, context):  # noqa: N802
+        """classifier.cc: the classify signature on the request's tf.Examples."""
+        served = _served(self.core, request)
+        name = self.core.signature(served, request.model_spec.signature_name, CLASSIFY_METHOD)
+        results = await self.core.classify(served, name.name, serialized_examples(request.input))
+        response = classification_pb2.ClassificationResponse()
+        _echo_spec(request.model_spec, served, response.model_spec, name.name)
+        for pairs in results:
+            classes = response.result.classifications.add().classes
+            for label, score in pairs:
+                classes.add(label=label, score=score)
+        return response
+
+    @_answering
+    async def Regress(self, request, context):  # noqa: N802
+        """regressor.cc: the regress signature on the request's tf.Examples."""
+        served = _served(self.core, request)
+        name = self.core.signature(served, request.model_spec.signature_name, REGRESS_METHOD)
+        values = await self.core.regress(served, name.name, serialized_examples(request.input))
+        response = regression_pb2.RegressionResponse()
+        _echo_spec(request.model_spec, served, response.model_spec, name.name)
+        for value in values:
+            response.result.regressions.add(value=value)
+        return response
+
+    @_answering
+    async def GetModelMetadata(self, request, context):  # noqa: N802
+        """get_model_metadata_impl.cc: the version's SignatureDefMap, packed in an Any."""
+        if not request.HasField("model_spec"):
+            raise _invalid("Missing ModelSpec")
+        if not request.metadata_field:
+            raise _invalid("GetModelMetadataRequest must specify at least one metadata_field")
+        for field in request.metadata_field:
+            if field != SIGNATURE_DEF:
+                raise _invalid(f"Metadata field {field} is not supported")
+        served = _served(self.core, request)
+        response = get_model_metadata_pb2.GetModelMetadataResponse()
+        _echo_spec(request.model_spec, served, response.model_spec, None)
+        signature_map = json_format.ParseDict(
+            {"signature_def": served.signature_defs}, get_model_metadata_pb2.SignatureDefMap()
+        )
+        response.metadata[SIGNATURE_DEF].Pack(signature_map)
+        return response
+
+
+class ModelService(model_service_pb2_grpc.ModelServiceServicer):
+    """`tensorflow.serving.ModelService.GetModelStatus` on a `ModelCore`
+    (HandleReloadConfigRequest: UNIMPLEMENTED; bertfit serves what it started with)."""
+
+    def __init__(self, core: ModelCore):
+        self.core = core
+
+    @_answering
+    async def GetModelStatus(self, request, context):  # noqa: N802
+        """get_model_status_impl.cc: every version, or the one asked."""
+        if not request.HasField("model_spec"):
+            raise _invalid("Missing ModelSpec")
+        spec = request.model_spec
+        version = spec.version.value if spec.HasField("version") else None
+        status = self.core.model_status(spec.name, version)
+        return json_format.ParseDict(status, get_model_status_pb2.GetModelStatusResponse())
+
+
+def serialized_examples(request_input) -> list[bytes]:
+    """A Classify/Regress `Input` as serialized `tf.Example`s, as TF Serving's
+    `InputToSerializedExampleTensor` makes them (the context merged into each example by
+    concatenating the serialized protos)."""
+    kind = request_input.WhichOneof("kind")
+    if kind == "example_list":
+        return [e.SerializeToString() for e in request_input.example_list.examples]
+    if kind == "example_list_with_context":
+        listed = request_input.example_list_with_context
+        context = listed.context.SerializeToString()
+        return [context + e.SerializeToString() for e in listed.examples]
+    return []
+
+
+# ---- the server ----
+
+
+def bind(host: str, port: int) -> tuple[grpc.aio.Server, int]:
+    """A gRPC server bound to host:port (0: any free port), not started, and the port bound;
+    or a `ConfigError` that says why not. Call it in the event loop that will run it."""
+    server = grpc.aio.server()
+    address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    try:
+        bound = server.add_insecure_port(address)
+    except RuntimeError:
+        bound = 0
+    if not bound:
+        raise ConfigError(
+            f"cannot listen for gRPC on {address}: the port is in use or the host is not an "
+            "address of this machine; pass another --grpc-port, or --grpc-port -1 for no gRPC"
+        )
+    return server, bound
+
+
+def add_services(server: grpc.aio.Server, core: ModelCore) -> None:
+    """PredictionService and ModelService on `core`, added to `server` before it starts."""
+    prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(
+        PredictionService(core), server
+    )
+    model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelService(core), server)
+
+
+# ---- inputs: a PredictRequest's tensors checked as TF Serving checks them ----
+
+
+def input_arrays(request, signature: Signature) -> dict[str, np.ndarray]:
+    """The request's inputs as arrays: predict_util.cc's `VerifyRequestInputsSize`, the
+    SavedModel's `GetInputValues`, then the session's check of each argument's dtype."""
+    sent, expected = set(request.inputs), set(signature.inputs)
+    if len(sent) != len(expected):
+        raise _invalid(
+            f"input size does not match signature: {len(sent)}!={len(expected)} "
+            f"len({_set(sent)}) != len({_set(expected)}). Sent extra: {_set(sent - expected)}. "
+            f"Missing but required: {_set(expected - sent)}."
+        )
+    for alias in sorted(sent - expected):
+        raise _invalid(
+            f"input tensor alias not found in signature: {alias}. Inputs expected to be in the "
+            f"set {_set(expected)}."
+        )
+    arrays = {}
+    for index, name in enumerate(sorted(expected)):
+        arrays[name] = _input_array(request.inputs[name], signature.inputs[name], name, index)
+    if len({len(a) for a in arrays.values()}) > 1:
+        sizes = ", ".join(f"{n} has {len(a)}" for n, a in arrays.items())
+        raise _invalid(f"every input must have the same batch size (dimension 0): {sizes}")
+    return arrays
+
+
+def _input_array(proto, info, name: str, index: int) -> np.ndarray:
+    expected = tf.as_dtype(info.dtype).as_datatype_enum
+    if proto.dtype != expected:
+        raise _invalid(
+            f"Expects arg[{index}] to be {_type_name(expected)} but {_type_name(proto.dtype)} "
+            "is provided"
+        )
+    try:
+        array = tf.make_ndarray(proto)
+    except (TypeError, ValueError) as e:
+        raise _invalid(f"input {name}: the TensorProto cannot be read ({e})") from None
+    if array.ndim != len(info.shape):
+        raise _invalid(
+            f"input {name} must have shape {_shape(info.shape)} (rank {len(info.shape)}), "
+            f"got {list(array.shape)}"
+        )
+    return array
+
+
+def _rows(inputs: dict[str, np.ndarray]) -> list[dict]:
+    """One {name: value} per instance, as `ModelCore.predict` takes them: texts as str (bytes
+    that are not UTF-8 stay bytes, for the core to refuse), id rows as lists of ints."""
+
+    def value(item):
+        if isinstance(item, bytes):
+            try:
+                return item.decode("utf-8")
+            except UnicodeDecodeError:
+                return item
+        return item.tolist() if isinstance(item, np.ndarray) else item
+
+    size = len(next(iter(inputs.values())))
+    return [{name: value(array[i]) for name, array in inputs.items()} for i in range(size)]
+
+
+def output_names(request, signature: Signature) -> list[str]:
+    """`output_filter` checked as predict_util.cc does; every output when it is empty."""
+    chosen: list[str] = []
+    for alias in request.output_filter:
+        if alias not in signature.outputs:
+            raise _invalid(
+                f"output tensor alias not found in signature: {alias} Outputs expected to be in "
+                f"the set {_set(signature.outputs)}."
+            )
+        if alias in chosen:
+            raise _invalid(f"duplicate output tensor alias: {alias}")
+        chosen.append(alias)
+    return chosen or sorted(signature.outputs)
+
+
+def _type_name(dtype: int) -> str:
+    """TensorFlow's DataTypeString: DT_FLOAT → "float", DT_STRING → "string"."""
+    return types_pb2.DataType.Name(dtype).removeprefix("DT_").lower()
+
+
+def _set(names) -> str:
+    return "{" + ",".join(sorted(names)) + "}"
+
+
+def _shape(shape: tuple) -> str:
+    return "[" + ",".join("-1" if d is None else str(d) for d in shape) + "]"
+
+
+# ---- tensors: TensorProto <-> numpy ----
+
+_VALUE_FIELDS = {
+    types_pb2.DT_FLOAT: "float_val",
+    types_pb2.DT_DOUBLE: "double_val",
+    types_pb2.DT_INT32: "int_val",
+    types_pb2.DT_INT16: "int_val",
+    types_pb2.DT_INT8: "int_val",
+    types_pb2.DT_UINT8: "int_val",
+    types_pb2.DT_INT64: "int64_val",
+    types_pb2.DT_BOOL: "bool_val",
+    types_pb2.DT_STRING: "string_val",
+}
+
+
+def tensor_proto(array: np.ndarray) -> tensor_pb2.TensorProto:
+    """`array` as TF Serving writes outputs by default (`Tensor::AsProtoField`): its values in
+    the dtype's repeated field, not packed in `tensor_content`."""
+    text = array.dtype == object or array.dtype.kind in "SU"
+    dtype = tf.string if text else tf.as_dtype(array.dtype)
+    proto = tensor_pb2.TensorProto(
+        dtype=dtype.as_datatype_enum, tensor_shape=tf.TensorShape(array.shape).as_proto()
+    )
+    values = array.ravel().tolist()
+    if dtype == tf.string:
+        values = [v.encode("utf-8") if isinstance(v, str) else v for v in values]
+    getattr(proto, _VALUE_FIELDS[dtype.as_datatype_enum]).extend(values)
+    return proto

@@ -1,0 +1,488 @@
+"""`bertfit serve`'s gRPC API driven with TF Serving's own client stubs (`tensorflow-serving-api`),
+as a TF Serving client drives it: the same numbers as the REST API, TF Serving's status codes and
+messages for a wrong model, version, signature, input or dtype.
+
+The server is the one `bertfit serve` runs: a `ModelServer` on an export of the tiny trained run,
+its REST app and the gRPC server on one event loop (in a thread here), gRPC bound to port 0."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import threading
+import urllib.request
+from pathlib import Path
+
+import grpc
+import numpy as np
+import pytest
+import tensorflow as tf
+from tensorflow_serving.apis import (
+    classification_pb2,
+    get_model_metadata_pb2,
+    get_model_status_pb2,
+    model_service_pb2_grpc,
+    predict_pb2,
+    prediction_service_pb2_grpc,
+    regression_pb2,
+)
+
+from bertfit.cli import main
+from bertfit.export.serving import export_classifier
+from bertfit.inference.predictor import export_version_dir, load_classifier
+from bertfit.serve import grpc as grpc_api
+from bertfit.serve.app import ModelServer
+from bertfit.serve.core import ServedVersion
+from tests.serve.asgi import call
+from tests.tiny import scored_rows, write_csv
+
+ROOT = Path(__file__).resolve().parents[2]
+TEXTS = ["a fine, moving film", "dull and far too long", "it was fine"]
+
+
+class LiveServer:
+    """A `ModelServer`'s REST app and gRPC server, started together by the app's lifespan on an
+    event loop in a thread, as `bertfit serve` runs them; gRPC bound to any free port."""
+
+    def __init__(self, server: ModelServer):
+        self.server = server
+        self.core = server.core
+        self.loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self.thread = threading.Thread(target=self.loop.run_until_complete, args=(self._main(),))
+        self.thread.start()
+        assert self._ready.wait(60), "the servers did not start"
+        self.channel = grpc.insecure_channel(f"127.0.0.1:{self.grpc_port}")
+        self.predictions = prediction_service_pb2_grpc.PredictionServiceStub(self.channel)
+        self.models = model_service_pb2_grpc.ModelServiceStub(self.channel)
+
+    async def _main(self):
+        self._stop = asyncio.Event()
+        grpc_server, self.grpc_port = grpc_api.bind("127.0.0.1", 0)
+        self.app = self.server.app(grpc_server)
+        async with self.app.router.lifespan_context(self.app):
+            self._ready.set()
+            await self._stop.wait()
+
+    def run(self, coroutine):
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(60)
+
+    def rest(self, path: str, body: dict | None = None) -> tuple[int, object]:
+        return self.run(call(self.app, path, body))
+
+    def close(self):
+        self.channel.close()
+        self.loop.call_soon_threadsafe(self._stop.set)
+        self.thread.join(30)
+
+
+def _live(run_dir, root, name="sst") -> LiveServer:
+    """`run_dir` exported to `root` and served as model `name` version 1."""
+    export_classifier(load_classifier(run_dir), root)
+    version = export_version_dir(root)
+    served = ServedVersion(1, load_classifier(root), max_wait=0.02, saved_model_dir=version)
+    return LiveServer(ModelServer(None, name, versions=[served]))
+
+
+@pytest.fixture(scope="module")
+def live(trained_run, tmp_path_factory):
+    _, result = trained_run
+    live = _live(result.run_dir, tmp_path_factory.mktemp("export"))
+    yield live
+    live.close()
+
+
+def _predict_request(texts=TEXTS, name="sst", **spec) -> predict_pb2.PredictRequest:
+    request = predict_pb2.PredictRequest()
+    request.model_spec.name = name
+    for field, value in spec.items():
+        if field == "version":
+            request.model_spec.version.value = value
+        else:
+            setattr(request.model_spec, field, value)
+    if texts is not None:
+        request.inputs["text"].CopyFrom(tf.make_tensor_proto(texts))
+    return request
+
+
+def _error(call, request) -> tuple[grpc.StatusCode, str]:
+    with pytest.raises(grpc.RpcError) as raised:
+        call(request, timeout=60)
+    return raised.value.code(), raised.value.details()
+
+
+def _rest(live: LiveServer, path: str, body: dict) -> dict:
+    status, answer = live.rest(path, body)
+    assert status == 200, answer
+    return answer
+
+
+def test_predict_gives_the_numbers_rest_and_bertfit_predict_give(live, trained_run):
+    response = live.predictions.Predict(_predict_request(), timeout=60)
+    probabilities = tf.make_ndarray(response.outputs["probabilities"])
+    assert probabilities.dtype == np.float32 and probabilities.shape == (3, 2)
+    rest = _rest(live, "/v1/models/sst:predict", {"instances": TEXTS})["predictions"]
+    rest_probabilities = np.array([row["probabilities"] for row in rest], np.float32)
+    np.testing.assert_array_equal(probabilities, rest_probabilities)  # float32 text, exact
+    labels = [label.decode() for label in tf.make_ndarray(response.outputs["label"])]
+    assert labels == [row["label"] for row in rest]
+    ids = tf.make_ndarray(response.outputs["label_id"])
+    assert ids.tolist() == [row["label_id"] for row in rest]
+    expected = load_classifier(trained_run[1].run_dir).outputs(TEXTS)  # bertfit predict's
+    np.testing.assert_allclose(probabilities, expected["probabilities"], rtol=1e-5, atol=1e-6)
+    # TF Serving writes outputs as typed values (Tensor::AsProtoField), not tensor_content.
+    assert len(response.outputs["probabilities"].float_val) == 6
+    assert response.outputs["probabilities"].tensor_content == b""
+    assert response.model_spec.name == "sst"
+    assert response.model_spec.version.value == 1
+    assert response.model_spec.signature_name == "serving_default"
+
+
+def test_grpc_and_rest_requests_share_one_model_call(live):
+    batcher = live.core.latest.batcher
+
+    async def both():
+        before = batcher.batches
+        grpc_call = asyncio.to_thread(live.predictions.Predict, _predict_request(), timeout=60)
+        rest_call = call(live.app, "/v1/models/sst:predict", {"instances": ["a fine film"]})
+        response, (status, rest) = await asyncio.gather(grpc_call, rest_call)
+        return batcher.batches - before, response, status, rest
+
+    calls, response, status, rest = live.run(both())
+    assert len(response.outputs["probabilities"].float_val) == 6
+    assert status == 200 and len(rest["predictions"]) == 1
+    assert calls == 1  # within max_wait of each other: one model call for both
+
+
+def test_output_filter_and_the_ids_signature(live):
+    request = _predict_request(signature_name="classify_ids", texts=None)
+    ids = [[2, 5, 7, 3], [2, 9, 3, 0]]
+    request.inputs["input_word_ids"].CopyFrom(tf.make_tensor_proto(ids, tf.int32))
+    request.inputs["input_mask"].CopyFrom(tf.make_tensor_proto([[1, 1, 1, 1], [1, 1, 1, 0]]))
+    request.inputs["input_type_ids"].CopyFrom(tf.make_tensor_proto(np.zeros((2, 4), np.int32)))
+    request.output_filter.append("probabilities")
+    response = live.predictions.Predict(request, timeout=60)
+    assert list(response.outputs) == ["probabilities"]
+    assert response.model_spec.signature_name == "classify_ids"
+    rows = [
+        {"input_word_ids": w, "input_mask": m, "input_type_ids": [0] * 4}
+        for w, m in zip(ids, [[1, 1, 1, 1], [1, 1, 1, 0]], strict=True)
+    ]
+    body = {"signature_name": "classify_ids", "instances": rows}
+    rest = _rest(live, "/v1/models/sst:predict", body)["predictions"]
+    np.testing.assert_array_equal(
+        tf.make_ndarray(response.outputs["probabilities"]),
+        np.array([row["probabilities"] for row in rest], np.float32),
+    )
+
+
+def test_model_status_is_tf_servings(live):
+    request = get_model_status_pb2.GetModelStatusRequest()
+    request.model_spec.name = "sst"
+    response = live.models.GetModelStatus(request, timeout=60)
+    (status,) = response.model_version_status
+    assert status.version == 1
+    assert status.state == get_model_status_pb2.ModelVersionStatus.AVAILABLE
+    assert (status.status.error_code, status.status.error_message) == (0, "")
+    request.model_spec.version.value = 2
+    assert _error(live.models.GetModelStatus, request) == (
+        grpc.StatusCode.NOT_FOUND,
+        "Could not find version 2 of model sst",
+    )
+    request.model_spec.name = "other"
+    request.model_spec.ClearField("version")
+    assert _error(live.models.GetModelStatus, request) == (
+        grpc.StatusCode.NOT_FOUND,
+        "Could not find any versions of model other",
+    )
+    assert _error(live.models.GetModelStatus, get_model_status_pb2.GetModelStatusRequest()) == (
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "Missing ModelSpec",
+    )
+
+
+def test_metadata_holds_the_exports_own_signature_defs(live):
+    request = get_model_metadata_pb2.GetModelMetadataRequest()
+    request.model_spec.name = "sst"
+    request.metadata_field.append("signature_def")
+    response = live.predictions.GetModelMetadata(request, timeout=60)
+    assert (response.model_spec.name, response.model_spec.version.value) == ("sst", 1)
+    signatures = get_model_metadata_pb2.SignatureDefMap()
+    assert response.metadata["signature_def"].Unpack(signatures)
+    default = signatures.signature_def["serving_default"]
+    assert default.method_name == "tensorflow/serving/predict"
+    assert default.inputs["text"].dtype == tf.string.as_datatype_enum
+    assert default.inputs["text"].name == "serving_default_text:0"  # the SavedModel's tensor
+    assert set(default.outputs) == {"probabilities", "label", "label_id"}
+    assert "classify_ids" in signatures.signature_def
+    request.metadata_field[0] = "graph"
+    assert _error(live.predictions.GetModelMetadata, request) == (
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "Metadata field graph is not supported",
+    )
+    request.ClearField("metadata_field")
+    assert _error(live.predictions.GetModelMetadata, request) == (
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "GetModelMetadataRequest must specify at least one metadata_field",
+    )
+
+
+@pytest.mark.parametrize(
+    "spec, code, message",
+    [
+        ({"name": "other"}, "NOT_FOUND", "Servable not found for request: Latest(other)"),
+        ({"version": 7}, "NOT_FOUND", "Servable not found for request: Specific(sst, 7)"),
+        ({"name": ""}, "INVALID_ARGUMENT", "ModelSpec has no name specified."),
+        (
+            {"signature_name": "nope"},
+            "FAILED_PRECONDITION",
+            'Serving signature key "nope" not found.',
+        ),
+        (
+            {"version_label": "stable"},
+            "INVALID_ARGUMENT",
+            "Unrecognized servable version label: stable",
+        ),
+    ],
+)
+def test_a_wrong_model_version_or_signature_gets_tf_servings_status(live, spec, code, message):
+    request = _predict_request(**spec)
+    assert _error(live.predictions.Predict, request) == (getattr(grpc.StatusCode, code), message)
+
+
+def test_wrong_inputs_get_tf_servings_status(live):
+    request = _predict_request()
+    request.inputs["text_pair"].CopyFrom(tf.make_tensor_proto(TEXTS))
+    assert _error(live.predictions.Predict, request) == (
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "input size does not match signature: 2!=1 len({text,text_pair}) != len({text}). "
+        "Sent extra: {text_pair}. Missing but required: {}.",
+    )
+    request = _predict_request(texts=None)
+    assert _error(live.predictions.Predict, request)[0] == grpc.StatusCode.INVALID_ARGUMENT
+    request.inputs["txt"].CopyFrom(tf.make_tensor_proto(TEXTS))
+    assert _error(live.predictions.Predict, request) == (
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "input tensor alias not found in signature: txt. Inputs expected to be in the set {text}.",
+    )
+    request = _predict_request(texts=None)
+    request.inputs["text"].CopyFrom(tf.make_tensor_proto([1.5, 2.5]))
+    assert _error(live.predictions.Predict, request) == (
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "Expects arg[0] to be string but float is provided",
+    )
+    request = _predict_request()
+    request.output_filter.extend(["label", "logits"])
+    assert _error(live.predictions.Predict, request) == (
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "output tensor alias not found in signature: logits Outputs expected to be in the set "
+        "{label,label_id,probabilities}.",
+    )
+    request = _predict_request()
+    request.output_filter.extend(["label", "label"])
+    assert _error(live.predictions.Predict, request) == (
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "duplicate output tensor alias: label",
+    )
+    request = _predict_request(texts=[b"\xff\xfe broken"])
+    code, message = _error(live.predictions.Predict, request)
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "UTF-8" in message
+
+
+def test_ids_the_model_cannot_read_are_invalid_argument(live):
+    request = _predict_request(signature_name="classify_ids", texts=None)
+    request.inputs["input_word_ids"].CopyFrom(tf.make_tensor_proto([[2, 99999, 3]], tf.int32))
+    request.inputs["input_mask"].CopyFrom(tf.make_tensor_proto([[1, 1, 1]], tf.int32))
+    request.inputs["input_type_ids"].CopyFrom(tf.make_tensor_proto([[0, 0, 0]], tf.int32))
+    assert _error(live.predictions.Predict, request) == (
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "instance 0: input 'input_word_ids' has 99999 at position 1; ids must be in [0, 41): "
+        "the model's vocabulary has 41 tokens",
+    )
+
+
+def _classification_request(texts, **spec) -> classification_pb2.ClassificationRequest:
+    request = classification_pb2.ClassificationRequest()
+    request.model_spec.name = "sst"
+    for field, value in spec.items():
+        setattr(request.model_spec, field, value)
+    for text in texts:
+        example = request.input.example_list.examples.add()
+        example.features.feature["text"].bytes_list.value.append(text.encode())
+    return request
+
+
+def test_classify_gives_each_label_with_its_probability(live):
+    response = live.predictions.Classify(_classification_request(TEXTS), timeout=60)
+    predicted = live.predictions.Predict(_predict_request(), timeout=60)
+    probabilities = tf.make_ndarray(predicted.outputs["probabilities"])
+    labels = live.core.latest.classifier.labels
+    assert [[c.label for c in r.classes] for r in response.result.classifications] == [
+        labels
+    ] * len(TEXTS)
+    scores = np.array([[c.score for c in r.classes] for r in response.result.classifications])
+    np.testing.assert_allclose(scores, probabilities, rtol=1e-6, atol=1e-7)  # another graph
+    examples = [{"text": text} for text in TEXTS]
+    rest = _rest(live, "/v1/models/sst:classify", {"examples": examples})["results"]
+    assert [[label for label, _ in row] for row in rest] == [labels] * len(TEXTS)
+    np.testing.assert_array_equal(
+        np.array([[score for _, score in row] for row in rest], np.float32), probabilities
+    )
+    assert response.model_spec.signature_name == "classify"
+    assert response.model_spec.version.value == 1
+
+
+def test_classify_and_regress_refuse_what_tf_serving_refuses(live):
+    request = _classification_request(TEXTS, signature_name="serving_default")
+    assert _error(live.predictions.Classify, request) == (
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "Expected classification signature method_name to be tensorflow/serving/classify. "
+        "Was: tensorflow/serving/predict",
+    )
+    assert _error(live.predictions.Classify, _classification_request([])) == (
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "Input is empty.",
+    )
+    request = regression_pb2.RegressionRequest()
+    request.model_spec.name = "sst"
+    request.input.example_list.examples.add()
+    assert _error(live.predictions.Regress, request) == (
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "No signature was found with the name: regress",
+    )
+
+
+@pytest.fixture(scope="module")
+def regression_live(trainable_hf_dir, tmp_path_factory):
+    """A regression run (one epoch on the toy scores) exported and served as model "score"."""
+    from bertfit.config import DataConfig, ModelConfig, RunConfig, TrainConfig
+    from bertfit.training.run import train
+
+    path = tmp_path_factory.mktemp("regression")
+    config = RunConfig(
+        output_dir=str(path / "run"),
+        model=ModelConfig(
+            name=str(trainable_hf_dir), max_seq_length=16, dropout=0.0, task="regression"
+        ),
+        data=DataConfig(
+            train=str(write_csv(path / "train.csv", scored_rows(32, seed=3))), buckets=[8, 16]
+        ),
+        train=TrainConfig(batch_size=8, epochs=1, learning_rate=5e-3, seed=0, strategy="default"),
+    )
+    live = _live(train(config, quiet=True).run_dir, path / "export", name="score")
+    yield live
+    live.close()
+
+
+def test_regress_gives_the_values_predict_gives(regression_live):
+    live = regression_live
+    request = regression_pb2.RegressionRequest()
+    request.model_spec.name = "score"
+    for text in TEXTS:
+        example = request.input.example_list.examples.add()
+        example.features.feature["text"].bytes_list.value.append(text.encode())
+    response = live.predictions.Regress(request, timeout=60)
+    values = [r.value for r in response.result.regressions]
+    predicted = live.predictions.Predict(_predict_request(name="score"), timeout=60)
+    expected = tf.make_ndarray(predicted.outputs["value"])
+    np.testing.assert_allclose(values, expected.reshape(-1), rtol=1e-6, atol=1e-6)
+    examples = [{"text": text} for text in TEXTS]
+    rest = _rest(live, "/v1/models/score:regress", {"examples": examples})["results"]
+    np.testing.assert_array_equal(np.array(rest, np.float32), np.float32(values))
+    assert response.model_spec.signature_name == "regress"
+    classify = _classification_request(TEXTS)
+    classify.model_spec.name = "score"
+    assert _error(live.predictions.Classify, classify) == (
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "No signature was found with the name: classify",
+    )
+
+
+def test_bertfit_serve_runs_grpc_beside_rest_on_its_own_port(trained_run):
+    """The CLI: with --port 0 the gRPC port is any free one too, said on start-up; a TF
+    Serving client gets the numbers REST gives, from the same process."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    command = [sys.executable, "-m", "bertfit.cli", "serve", "--run", trained_run[1].run_dir]
+    process = subprocess.Popen(
+        [*command, "--port", "0", "--model-name", "sst"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        lines = _lines_until(process, "gRPC", timeout=180)
+        rest_url = re.search(r" on (http://\S+?)/v1/models/", lines[0])[1]
+        grpc_port = int(re.search(r"gRPC \(TF Serving's API\) on 127\.0\.0\.1:(\d+)$", lines[1])[1])
+        with grpc.insecure_channel(f"127.0.0.1:{grpc_port}") as channel:
+            stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
+            response = stub.Predict(_predict_request(), timeout=60)
+        request = urllib.request.Request(
+            f"{rest_url}/v1/models/sst:predict", json.dumps({"instances": TEXTS}).encode()
+        )
+        with urllib.request.urlopen(request, timeout=60) as answer:
+            rest = json.loads(answer.read())["predictions"]
+        np.testing.assert_array_equal(
+            tf.make_ndarray(response.outputs["probabilities"]),
+            np.array([row["probabilities"] for row in rest], np.float32),
+        )
+    finally:
+        process.terminate()
+        process.communicate(timeout=30)
+
+
+def _lines_until(process: subprocess.Popen, marker: str, timeout: float) -> list[str]:
+    """The lines `process` prints up to the one containing `marker`."""
+
+    def read() -> list[str]:
+        lines = []
+        for line in process.stdout:
+            lines.append(line.rstrip("\n"))
+            if marker in line:
+                break
+        return lines
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        try:
+            lines = pool.submit(read).result(timeout=timeout)
+        except concurrent.futures.TimeoutError:
+            process.kill()  # ends the read
+            raise AssertionError(f"the server said no {marker!r} line in {timeout:.0f}s") from None
+    assert lines and marker in lines[-1], process.communicate()[1][-3000:]
+    return lines
+
+
+def test_a_busy_grpc_port_is_said_before_the_model_loads(capsys):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        code = main(["serve", "--run", "no-such-run", "--port", "0", "--grpc-port", str(port)])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == "" and "Traceback" not in err
+    assert err.strip() == (
+        f"bertfit serve: error: cannot listen for gRPC on 127.0.0.1:{port}: the port is in use "
+        "or the host is not an address of this machine; pass another --grpc-port, or "
+        "--grpc-port -1 for no gRPC"
+    )
+
+
+@pytest.mark.parametrize("port", ["-2", "65536"])
+def test_a_grpc_port_outside_the_tcp_range_is_refused(capsys, port):
+    code = main(["serve", "--run", "no-such-run", "--grpc-port", port])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    assert f"--grpc-port {port} is not a TCP port" in err
+
+
+def test_grpc_port_minus_one_serves_rest_only(capsys):
+    code = main(["serve", "--run", "no-such-run", "--port", "0", "--grpc-port", "-1"])
+    _, err = capsys.readouterr()
+    assert code == 2 and "no-such-run: no such run directory or export" in err
