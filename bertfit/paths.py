@@ -17,6 +17,7 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
+from bertfit import storage
 from bertfit.atomic import write_text_atomic
 from bertfit.errors import ConfigError
 
@@ -139,6 +140,16 @@ def check_output_dir(
     output = os.fspath(output)
     if output == STDOUT:
         raise ConfigError(f"{flag} -: this output is a folder and cannot go to standard output.")
+    if storage.is_url(output):  # a bucket: what the store refuses is said when writing
+        inside = run_dir is not None and f"{output.rstrip('/')}/".startswith(
+            f"{os.fspath(run_dir).rstrip('/')}/"
+        )
+        if inside:
+            raise ConfigError(
+                f"{flag} {output} is inside the run directory {run_dir}, whose files belong to "
+                "the run; choose a folder outside it."
+            )
+        return
     path = Path(output)
     if path.exists() and not path.is_dir():
         mode = os.stat(path).st_mode

@@ -15,10 +15,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 import tensorflow as tf
 
+from bertfit import storage
 from bertfit.errors import ConfigError
 from bertfit.inference.graph import METADATA_FILE, next_version
 from bertfit.inference.predictor import Classifier
@@ -37,10 +39,13 @@ def save_module(
     metadata: dict,
     version: int | None = None,
     signatures: dict | None = None,
-) -> Path:
+) -> Path | str:
     """Saves `module` (a `ClassifierModule`, or one loaded from an export together with its
     `signatures`) as `root/<version>/` (the next free version by default), whole or not at
-    all: it is written beside the final name and renamed into place."""
+    all: it is written beside the final name and renamed into place. A `root` at a URL
+    (gs://, s3://: `bertfit.storage`) gets it uploaded (`_save_module_to_url`)."""
+    if storage.is_url(root):
+        return _save_module_to_url(module, storage.path_text(root), metadata, version, signatures)
     root = Path(root)
     if root.exists() and not root.is_dir():
         raise ConfigError(f"{root} is a file; pass a folder for the exported versions.")
@@ -61,4 +66,25 @@ def save_module(
         os.replace(temporary, final)
     finally:
         shutil.rmtree(temporary, ignore_errors=True)
+    return final
+
+
+def _save_module_to_url(
+    module, root: str, metadata: dict, version: int | None, signatures: dict | None
+) -> str:
+    """`save_module` into a local folder, then uploaded file by file with `saved_model.pb`
+    last: a version folder without it (an upload killed half-way) is no SavedModel to TF
+    Serving or bertfit, and is best deleted."""
+    versions = {int(n.split("/")[0]) for n in storage.list_files(root) if n.split("/")[0].isdigit()}
+    version = max(versions, default=0) + 1 if version is None else version
+    final = storage.join(root, str(version))
+    if version in versions:
+        raise ConfigError(
+            f"{final} exists already; pass another --version or leave it out for the next free one."
+        )
+    with tempfile.TemporaryDirectory(prefix="bertfit-export-") as local:
+        saved = Path(save_module(module, local, metadata, version, signatures))
+        files = sorted(p.relative_to(saved).as_posix() for p in saved.rglob("*") if p.is_file())
+        for name in sorted(files, key=lambda name: name == "saved_model.pb"):
+            storage.upload_file(saved / name, storage.join(final, name))
     return final

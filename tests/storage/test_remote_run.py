@@ -4,11 +4,13 @@ checkpoints and what reads it, against the local servers (`conftest.py`)."""
 from __future__ import annotations
 
 import json
+import uuid
 
 import pytest
 
 from bertfit import storage
 from bertfit.cli import main
+from tests.storage.servers import BUCKET
 from tests.tiny import sentiment_rows, train_args, write_csv
 
 
@@ -66,3 +68,31 @@ def test_a_run_trains_into_a_bucket_from_a_bucket(remote, trainable_hf_dir, trai
     assert main(["predict", "--run", run, "--data", train]) == 0
     predictions = capsys.readouterr().out.splitlines()
     assert len(predictions) == 24
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("store", ["gs", "s3"])
+def test_an_export_goes_to_a_bucket_and_predicts_from_there(
+    store, object_stores, trained_run, train_csv, capsys
+):
+    run = trained_run[1].run_dir
+    remote = f"{store}://{BUCKET}/{uuid.uuid4().hex[:12]}"
+    exported = storage.join(remote, "exports", "sst")
+
+    assert main(["export", "--run", str(run), exported]) == 0
+    assert main(["export", "--run", str(run), exported]) == 0
+    out = capsys.readouterr().out.split()
+    assert out == [storage.join(exported, "1"), storage.join(exported, "2")]
+    files = storage.list_files(exported)
+    assert "1/saved_model.pb" in files and any(f.startswith("2/variables/") for f in files)
+
+    assert main(["predict", "--run", exported, "--data", str(train_csv)]) == 0
+    from_bucket = capsys.readouterr().out
+    assert main(["predict", "--run", str(run), "--data", str(train_csv)]) == 0
+    assert from_bucket == capsys.readouterr().out
+
+
+def test_an_export_into_the_run_directory_at_a_url_is_refused(remote, capsys):
+    run = storage.join(remote, "run")
+    assert main(["export", "--run", run, storage.join(run, "exported")]) == 2
+    assert "inside the run directory" in capsys.readouterr().err
