@@ -80,7 +80,9 @@ def test_a_killed_sweep_resumes_without_rerunning_finished_trials(tmp_path, trai
     assert results["chosen_run"] == chosen["runs"][0]["run_dir"]
 
 
+@pytest.mark.slow  # two tiny runs traced and trained, two classifiers loaded: ~15 s on 2 cores
 def test_two_folds_write_out_of_fold_predictions_for_every_row(tmp_path, trainable_hf_dir):
+    from bertfit.sweeps.report import write_sweep_report
     from bertfit.sweeps.tune import tune
 
     train, _ = _data(tmp_path)
@@ -90,7 +92,7 @@ def test_two_folds_write_out_of_fold_predictions_for_every_row(tmp_path, trainab
         train=TrainConfig(batch_size=8, epochs=1, learning_rate=5e-3, seed=0, strategy="default"),
     )
     sweep = tmp_path / "cv"
-    results = tune(base, SweepSpec({}, [0], folds=2), sweep, quiet=True)
+    results = tune(base, SweepSpec({}, [0], folds=2), sweep, quiet=True, reports=False)
 
     [trial] = results.trials
     assert [(r.fold, r.status) for r in trial.runs] == [(1, "finished"), (2, "finished")]
@@ -113,7 +115,9 @@ def test_two_folds_write_out_of_fold_predictions_for_every_row(tmp_path, trainab
             )
         accuracy = np.mean([r["label"] == r["target"] for r in held_out])
         assert run.value == pytest.approx(accuracy)
-    assert (sweep / "report.html").read_text().count("<img") == 1  # the spread; lr not swept
+    assert not list(sweep.rglob("report.html"))  # reports=False
+    page = write_sweep_report(sweep).read_text()
+    assert page.count("<img") == 1 and "learning rate was not swept" in page  # the spread only
     chosen = RunConfig.load(sweep / "chosen.yaml")
     assert chosen.data.train == str(train) and chosen.train.learning_rate == 5e-3
 
