@@ -394,6 +394,49 @@ def test_without_what_it_needs_it_is_refused_by_train_and_check(
     assert not (tmp_path / "run").exists()
 
 
+def test_metrics_json_has_evaluations_and_stopped_early_only_when_used_and_reads_back():
+    from bertfit.training.checkpointing import TrainingState
+    from bertfit.training.records import EarlyStop, EpochRecord, RunSummary, StepEvaluation
+
+    epoch = EpochRecord(1, 0.5, 32, 10.0, 3.2, eval={"accuracy": 0.5, "num_examples": 16})
+    plain = RunSummary("finished", "single-label", ["neg", "pos"], {}, {}, {}, epochs=[epoch])
+    assert set(plain.to_dict()) == {
+        "status",
+        "task",
+        "labels",
+        "model",
+        "data",
+        "strategy",
+        "epochs",
+    }
+    assert set(plain.to_dict()["epochs"][0]) == {
+        "epoch",
+        "train_loss",
+        "train_examples",
+        "train_examples_per_second",
+        "train_seconds",
+        "eval",
+    }
+    step = StepEvaluation(1, 3, 3, {"accuracy": 0.75, "num_examples": 16}, best=True)
+    stop = EarlyStop(2, 1, 5, "accuracy", 0.75, 2, 0.0)
+    used = RunSummary(**{**vars(plain), "evaluations": [step], "stopped_early": stop})
+    values = used.to_dict()
+    assert values["evaluations"] == [
+        {"epoch": 1, "step": 3, "global_step": 3, "metrics": step.metrics, "best": True}
+    ]
+    assert values["stopped_early"]["global_step"] == 5
+    assert RunSummary.from_dict(json.loads(json.dumps(values))) == used
+    state = TrainingState(
+        global_step=5, evaluations=[step], evaluations_without_improvement=2, stopped_early=stop
+    )
+    assert TrainingState.from_json(state.to_json()) == state
+    # a checkpoint written before these fields existed still reads
+    old = json.loads(TrainingState(global_step=4).to_json())
+    for key in ("evaluations", "evaluations_without_improvement", "stopped_early"):
+        del old[key]
+    assert TrainingState.from_json(json.dumps(old)) == TrainingState(global_step=4)
+
+
 def test_check_and_train_take_the_flags_into_the_run_config(tmp_path, data):
     from bertfit.cli import build_parser
     from bertfit.run_flags import run_config_from_args
