@@ -16,6 +16,7 @@ from pathlib import Path
 
 import yaml
 
+from bertfit import storage
 from bertfit.atomic import write_text_atomic
 from bertfit.errors import ConfigError
 
@@ -345,9 +346,12 @@ class RunConfig:
     def load(cls, path: str | Path) -> RunConfig:
         """A run config from YAML (as `save` writes it); anything else is a `ConfigError`."""
         try:
-            if not stat.S_ISREG(os.stat(path).st_mode):
+            if storage.is_url(path):  # a run's config.yaml in a bucket
+                data = storage.read_bytes(os.fspath(path))
+            elif not stat.S_ISREG(os.stat(path).st_mode):
                 raise ConfigError(f"{path}: not a regular file; pass a run.yaml.")
-            data = Path(path).read_bytes()
+            else:
+                data = Path(path).read_bytes()
             if len(data) > MAX_CONFIG_BYTES:
                 raise ConfigError(
                     f"{path}: {len(data):,} bytes is far too large for a run config "

@@ -10,6 +10,7 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
+import yaml
 
 from bertfit import storage
 from bertfit.training import remote_run
@@ -98,3 +99,15 @@ def test_a_lock_held_from_another_host_is_refused_with_what_to_delete(remote):
     with pytest.raises(RunBusy, match="pid 12 on another-host") as caught:
         RemoteRun(url).acquire()
     assert f"delete {url}/.lock" in str(caught.value)
+
+
+def test_the_config_of_a_run_in_a_bucket_loads_from_its_url(remote):
+    from bertfit.config import ModelConfig, RunConfig
+    from bertfit.errors import ConfigError
+
+    url = storage.join(remote, "run", "config.yaml")
+    config = RunConfig(output_dir=storage.join(remote, "run"), model=ModelConfig(name="m"))
+    storage.write_text(url, yaml.safe_dump(config.to_dict(), sort_keys=False))  # as save writes
+    assert RunConfig.load(url) == config
+    with pytest.raises(ConfigError, match="cannot read the run config"):
+        RunConfig.load(storage.join(remote, "none.yaml"))
