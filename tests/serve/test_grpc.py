@@ -87,7 +87,7 @@ def _live(run_dir, root, name="sst") -> LiveServer:
     export_classifier(load_classifier(run_dir), root)
     version = export_version_dir(root)
     served = ServedVersion(1, load_classifier(root), max_wait=0.02, saved_model_dir=version)
-    return LiveServer(ModelServer(None, name, versions=[served]))
+    return LiveServer(ModelServer(None, name, versions=[served], version_labels={"stable": 1}))
 
 
 @pytest.fixture(scope="module")
@@ -142,6 +142,18 @@ def test_predict_gives_the_numbers_rest_and_bertfit_predict_give(live, trained_r
     assert response.model_spec.name == "sst"
     assert response.model_spec.version.value == 1
     assert response.model_spec.signature_name == "serving_default"
+
+
+def test_a_version_label_names_its_version(live):
+    response = live.predictions.Predict(_predict_request(version_label="stable"), timeout=60)
+    assert response.model_spec.version.value == 1
+    assert len(response.outputs["probabilities"].float_val) == 6
+
+
+def test_an_empty_batch_gets_outputs_with_no_rows(live):
+    response = live.predictions.Predict(_predict_request(texts=np.array([], object)), timeout=60)
+    assert tf.make_ndarray(response.outputs["probabilities"]).shape == (0, 2)
+    assert tf.make_ndarray(response.outputs["label"]).shape == (0,)
 
 
 def test_grpc_and_rest_requests_share_one_model_call(live):
@@ -245,9 +257,14 @@ def test_metadata_holds_the_exports_own_signature_defs(live):
             'Serving signature key "nope" not found.',
         ),
         (
-            {"version_label": "stable"},
+            {"version_label": "canary"},
             "INVALID_ARGUMENT",
-            "Unrecognized servable version label: stable",
+            "Unrecognized servable version label: canary",
+        ),
+        (
+            {"signature_name": "x" * 2000},
+            "FAILED_PRECONDITION",
+            ('Serving signature key "' + "x" * 2000)[:1024] + "...TRUNCATED",  # grpc_status_util
         ),
     ],
 )
@@ -265,7 +282,11 @@ def test_wrong_inputs_get_tf_servings_status(live):
         "Sent extra: {text_pair}. Missing but required: {}.",
     )
     request = _predict_request(texts=None)
-    assert _error(live.predictions.Predict, request)[0] == grpc.StatusCode.INVALID_ARGUMENT
+    assert _error(live.predictions.Predict, request) == (
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "input size does not match signature: 0!=1 len({}) != len({text}). Sent extra: {}. "
+        "Missing but required: {text}.",
+    )
     request.inputs["txt"].CopyFrom(tf.make_tensor_proto(TEXTS))
     assert _error(live.predictions.Predict, request) == (
         grpc.StatusCode.INVALID_ARGUMENT,
