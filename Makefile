@@ -5,7 +5,7 @@ STAMP  := $(VENV)/.installed-stamp
 EXTRAS := dev,torch,demo,hub,serve,export
 
 
-.PHONY: install demo test bench lint clean
+.PHONY: install demo test test-fast bench lint clean
 
 $(PYTHON):
 	python3 -m venv $(VENV)
@@ -24,6 +24,11 @@ demo: install
 # long ones (resume, export parity, distributed) across both.
 test: install
 	$(PYTHON) -m pytest -q -n 2 --dist worksteal
+
+# The inner loop (under 2 minutes on 2 cores): no `slow` test (MiniLM, Rotten Tomatoes, the
+# tiny-model tests that take seconds: tests/conftest.py lists them) and no `distributed` one.
+test-fast: install
+	$(PYTHON) -m pytest -q -n 2 --dist worksteal -m "not slow and not distributed"
 
 bench: install
 	$(PYTHON) -m pip install -q -e '.[$(EXTRAS),bench]'
