@@ -135,6 +135,10 @@ class _Gfile:
                 return f.read()
         except self.errors.NotFoundError:
             raise FileNotFoundError(url) from None
+        except self.errors.InvalidArgumentError:
+            if self.gfile.isdir(url):
+                raise IsADirectoryError(url) from None
+            raise
 
     def write(self, url: str, data: bytes) -> None:
         # Written beside, then renamed over: whole or absent (ram:// also keeps the tail of a
@@ -227,6 +231,7 @@ def read_bytes(url: str) -> bytes:
 
     Raises:
         FileNotFoundError: no such object (or bucket).
+        IsADirectoryError: a folder (tf.io.gfile schemes; an object store says not found).
         OSError: the store refused (permissions, network).
     """
     return _backend(url).read(url)

@@ -312,7 +312,7 @@ def _read_url(url: str, name: str) -> bytes:
     """An object of a bucket (`bertfit.storage`), with the errors of a local file."""
     try:
         return storage.read_bytes(url)
-    except FileNotFoundError:
+    except (FileNotFoundError, IsADirectoryError):
         if storage.isdir(url):
             raise DataError(
                 "is a folder of objects; expected a data file", path=name, code=UNREADABLE
