@@ -115,6 +115,10 @@ class _Fsspec:
         found = self.fs.find(url)
         return sorted(p[len(prefix) :] for p in found if p.startswith(prefix))
 
+    def glob(self, pattern: str) -> list[str]:
+        protocol = pattern.partition("://")[0]
+        return [f"{protocol}://{path}" for path in self.fs.glob(pattern)]
+
     def makedirs(self, url: str) -> None:
         self.fs.makedirs(url, exist_ok=True)
 
@@ -169,6 +173,9 @@ class _Gfile:
             relative = directory[len(root) :].strip("/")
             found += [f"{relative}/{f}" if relative else f for f in files]
         return sorted(found)
+
+    def glob(self, pattern: str) -> list[str]:
+        return self.gfile.glob(pattern)
 
     def makedirs(self, url: str) -> None:
         self.gfile.makedirs(url)
@@ -265,6 +272,11 @@ def list_files(url: str) -> list[str]:
     """Every file under `url`, as sorted paths relative to it ("checkpoints/best/x.index");
     [] when there is none."""
     return _backend(url).walk_files(url)
+
+
+def glob(pattern: str) -> list[str]:
+    """The URLs of the objects that `pattern` (`gs://bucket/data/train-*.csv`) matches, sorted."""
+    return sorted(_backend(pattern).glob(pattern))
 
 
 def makedirs(url: str) -> None:

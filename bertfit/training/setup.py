@@ -26,6 +26,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from bertfit import storage
 from bertfit.cache import cache_root
 from bertfit.checkpoints.base import Checkpoint
 from bertfit.checkpoints.load import build_encoder, build_tokenizer, read_checkpoint
@@ -99,7 +100,7 @@ def read_training_examples(pattern: str, config: RunConfig) -> list[Example]:
     """
     if not glob.has_magic(pattern):
         return read_examples(pattern, source_spec(config))
-    paths = sorted(glob.glob(pattern))
+    paths = storage.glob(pattern) if storage.is_url(pattern) else sorted(glob.glob(pattern))
     if not paths:
         raise DataError(
             f"--train {pattern!r} matches no file; check the pattern (quote it so "

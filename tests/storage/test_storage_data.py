@@ -85,3 +85,21 @@ def test_a_malformed_remote_file_names_the_url_and_line(remote):
 def test_an_unknown_scheme_says_which_schemes_work():
     with pytest.raises(storage.StorageError, match="no file system serves nosuch://"):
         read_examples("nosuch://bucket/train.csv")
+
+
+def test_a_train_glob_in_a_bucket_reads_every_match_in_name_order(remote):
+    from bertfit.config import DataConfig, ModelConfig, RunConfig
+    from bertfit.training.setup import read_training_examples
+
+    for part, label in (("b", "neg"), ("a", "pos")):
+        text = f"text,label\n{part} one,{label}\n{part} two,{label}\n"
+        storage.write_bytes(storage.join(remote, "data", f"train-{part}.csv"), text.encode())
+    storage.write_bytes(storage.join(remote, "data", "other.csv"), CSV.encode())
+    pattern = storage.join(remote, "data", "train-*.csv")
+    config = RunConfig(model=ModelConfig(name="m"), data=DataConfig(train=pattern))
+
+    rows = read_training_examples(pattern, config)
+
+    assert [e.text for e in rows] == ["a one", "a two", "b one", "b two"]
+    with pytest.raises(DataError, match="matches no file"):
+        read_training_examples(storage.join(remote, "nothing-*.csv"), config)
