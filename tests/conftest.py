@@ -92,6 +92,7 @@ SLOW_TESTS = (
     "tests/test_readme.py",
     "tests/test_cli_errors.py",
     "tests/serve/test_server.py",
+    "tests/serve/test_grpc.py::test_bertfit_serve_runs_grpc_beside_rest_on_its_own_port",
     "tests/checks/test_hub_model.py",
     "tests/checkpoints/test_hub_preprocessor.py",
     "tests/checkpoints/test_hub_interface.py::test_check_runs_every_check_on_a_strings_in_tf_hub_model",
@@ -105,6 +106,7 @@ SLOW_TESTS = (
     "tests/test_cli_startup.py::test_onednn_int64_note_logged_mid_run_stays_off_the_terminal",
     # train end to end (several runs, or several epochs)
     "tests/training/test_tasks.py",
+    "tests/serve/test_grpc.py::test_regress_gives_the_values_predict_gives",
     "tests/training/test_formats_train.py",
     "tests/storage/test_remote_run.py",
     "tests/storage/test_remote_resume.py",

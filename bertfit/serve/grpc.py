@@ -1,9 +1,10 @@
 """TensorFlow Serving's gRPC API, from the `tensorflow-serving-api` protos, beside the REST API.
 
-`tensorflow.serving.PredictionService` (`Predict`, `Classify`, `Regress`, `GetModelMetadata`) and
-`tensorflow.serving.ModelService.GetModelStatus` answer as TF Serving's model server does
-(`model_servers/prediction_service_impl.cc`, `servables/tensorflow/predict_util.cc`,
-`classifier.cc`, `regressor.cc`, `get_model_metadata_impl.cc`, `get_model_status_impl.cc`): the
+`tensorflow.serving.PredictionService` (`Predict`, `Classify`, `Regress`, `MultiInference`,
+`GetModelMetadata`) and `tensorflow.serving.ModelService.GetModelStatus` answer as TF Serving's
+model server does (`model_servers/prediction_service_impl.cc`,
+`servables/tensorflow/predict_util.cc`, `classifier.cc`, `regressor.cc`, `multi_inference.cc`,
+`get_model_metadata_impl.cc`, `get_model_status_impl.cc`): the
 same status codes and messages for a wrong model name, version or signature, missing or unknown
 inputs and wrong dtypes; `output_filter`; the `model_spec` echoed with the version served;
 outputs as typed value fields (`float_val`, `string_val`...), TF Serving's default. Messages
@@ -40,6 +41,7 @@ from tensorflow_serving.apis import (
     classification_pb2,
     get_model_metadata_pb2,
     get_model_status_pb2,
+    inference_pb2,
     model_service_pb2_grpc,
     predict_pb2,
     prediction_service_pb2_grpc,
@@ -111,8 +113,7 @@ def _echo_spec(request_spec, served: ServedVersion, response_spec, signature: st
 
 
 class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
-    """`tensorflow.serving.PredictionService` on a `ModelCore` (MultiInference: UNIMPLEMENTED,
-    the generated servicer's answer)."""
+    """`tensorflow.serving.PredictionService` on a `ModelCore`."""
 
     def __init__(self, core: ModelCore):
         self.core = core
@@ -145,10 +146,7 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
         results = await self.core.classify(served, name.name, serialized_examples(request.input))
         response = classification_pb2.ClassificationResponse()
         _echo_spec(request.model_spec, served, response.model_spec, name.name)
-        for pairs in results:
-            classes = response.result.classifications.add().classes
-            for label, score in pairs:
-                classes.add(label=label, score=score)
+        _classifications(results, response.result)
         return response
 
     @_answering
@@ -162,6 +160,46 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
         for value in values:
             response.result.regressions.add(value=value)
         return response
+
+    @_answering
+    async def MultiInference(self, request, context):  # noqa: N802
+        """multi_inference.cc: classify and regress tasks of one model on one input."""
+        first = request.tasks[0] if request.tasks else inference_pb2.InferenceTask()
+        served = _served(self.core, first)
+        signatures = [self._task_signature(served, task, first) for task in request.tasks]
+        if len(set(signatures)) < len(signatures):
+            duplicate = next(n for n in signatures if signatures.count(n) > 1)
+            raise _invalid(f"Duplicate evaluation of signature: {duplicate}")
+        examples = serialized_examples(request.input)
+        response = inference_pb2.MultiInferenceResponse()
+        for task, name in zip(request.tasks, signatures, strict=True):
+            result = response.results.add()
+            if task.method_name == CLASSIFY_METHOD:
+                pairs = await self.core.classify(served, name, examples)
+                _classifications(pairs, result.classification_result)
+            else:
+                values = await self.core.regress(served, name, examples)
+                for value in values:
+                    result.regression_result.regressions.add(value=value)
+            _echo_spec(task.model_spec, served, result.model_spec, name)
+        return response
+
+    def _task_signature(self, served: ServedVersion, task, first) -> str:
+        """The signature a MultiInference task runs, checked as multi_inference.cc does."""
+        if not task.model_spec.name:
+            raise _invalid("Found ModelSpec with an empty model name.")
+        if task.model_spec.name != first.model_spec.name:
+            raise _invalid(
+                "All ModelSpecs in a MultiInferenceRequest must access the same model name."
+            )
+        if task.method_name not in (CLASSIFY_METHOD, REGRESS_METHOD):
+            raise ServingError(
+                f"Unsupported signature method_name: {task.method_name}", "UNIMPLEMENTED"
+            )
+        name = task.model_spec.signature_name
+        if name and name not in served.signatures:
+            raise _invalid(f"Requested signature not found in model graph: {name}")
+        return self.core.signature(served, name, task.method_name).name
 
     @_answering
     async def GetModelMetadata(self, request, context):  # noqa: N802
@@ -209,6 +247,14 @@ async def _outputs_of_no_rows(served: ServedVersion, name: str, inputs: dict) ->
     function = served.functions[name]
     result = await served.batcher.run_alone(lambda: function(**tensors))
     return {k: v.numpy() for k, v in result.items()}
+
+
+def _classifications(results: list[list[tuple[str, float]]], into) -> None:
+    """Per example its (label, score) pairs, into a ClassificationResult."""
+    for pairs in results:
+        classes = into.classifications.add().classes
+        for label, score in pairs:
+            classes.add(label=label, score=score)
 
 
 def serialized_examples(request_input) -> list[bytes]:

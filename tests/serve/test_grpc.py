@@ -27,6 +27,7 @@ from tensorflow_serving.apis import (
     classification_pb2,
     get_model_metadata_pb2,
     get_model_status_pb2,
+    inference_pb2,
     model_service_pb2_grpc,
     predict_pb2,
     prediction_service_pb2_grpc,
@@ -359,6 +360,53 @@ def test_classify_gives_each_label_with_its_probability(live):
     assert response.model_spec.version.value == 1
 
 
+def _multi_inference(texts, *tasks) -> inference_pb2.MultiInferenceRequest:
+    request = inference_pb2.MultiInferenceRequest()
+    for name, method, signature in tasks:
+        task = request.tasks.add(method_name=f"tensorflow/serving/{method}")
+        task.model_spec.name = name
+        task.model_spec.signature_name = signature
+    request.input.CopyFrom(_classification_request(texts).input)
+    return request
+
+
+def test_multi_inference_gives_what_classify_gives(live):
+    request = _multi_inference(TEXTS, ("sst", "classify", ""))
+    response = live.predictions.MultiInference(request, timeout=60)
+    classified = live.predictions.Classify(_classification_request(TEXTS), timeout=60)
+    (result,) = response.results
+    assert result.classification_result == classified.result
+    assert (result.model_spec.name, result.model_spec.version.value) == ("sst", 1)
+    assert result.model_spec.signature_name == "classify"
+    for tasks, code, message in [
+        (
+            [("sst", "classify", ""), ("sst", "classify", "classify")],
+            "INVALID_ARGUMENT",
+            "Duplicate evaluation of signature: classify",
+        ),
+        (
+            [("sst", "classify", ""), ("other", "classify", "")],
+            "INVALID_ARGUMENT",
+            "All ModelSpecs in a MultiInferenceRequest must access the same model name.",
+        ),
+        (
+            [("sst", "predict", "")],
+            "UNIMPLEMENTED",
+            "Unsupported signature method_name: tensorflow/serving/predict",
+        ),
+        (
+            [("sst", "classify", "nope")],
+            "INVALID_ARGUMENT",
+            "Requested signature not found in model graph: nope",
+        ),
+    ]:
+        request = _multi_inference(TEXTS, *tasks)
+        assert _error(live.predictions.MultiInference, request) == (
+            getattr(grpc.StatusCode, code),
+            message,
+        )
+
+
 def test_classify_and_regress_refuse_what_tf_serving_refuses(live):
     request = _classification_request(TEXTS, signature_name="serving_default")
     assert _error(live.predictions.Classify, request) == (
@@ -417,6 +465,9 @@ def test_regress_gives_the_values_predict_gives(regression_live):
     rest = _rest(live, "/v1/models/score:regress", {"examples": examples})["results"]
     np.testing.assert_array_equal(np.array(rest, np.float32), np.float32(values))
     assert response.model_spec.signature_name == "regress"
+    multi = _multi_inference(TEXTS, ("score", "regress", ""))
+    (result,) = live.predictions.MultiInference(multi, timeout=60).results
+    assert result.regression_result == response.result
     classify = _classification_request(TEXTS)
     classify.model_spec.name = "score"
     assert _error(live.predictions.Classify, classify) == (
