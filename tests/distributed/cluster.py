@@ -44,15 +44,19 @@ train_args = functools.partial(
 )
 
 
-def _env() -> dict:
+def _env(temporary_dir: Path | None = None) -> dict:
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": str(ROOT)}
     env.pop("TF_CONFIG", None)
+    if temporary_dir is not None:
+        env["TMPDIR"] = str(temporary_dir)
     return env
 
 
-def start(args: list, indices_dir: Path | None = None) -> subprocess.Popen:
+def start(
+    args: list, indices_dir: Path | None = None, temporary_dir: Path | None = None
+) -> subprocess.Popen:
     """`bertfit train ARGS`; with `indices_dir`, it records there the example indices its input
-    pipelines feed (`tests/distributed/record_indices.py`)."""
+    pipelines feed (`tests/distributed/record_indices.py`); `temporary_dir` is its TMPDIR."""
     command = [sys.executable, "-m", "bertfit.cli"]
     if indices_dir is not None:
         indices_dir.mkdir(parents=True, exist_ok=True)
@@ -60,7 +64,7 @@ def start(args: list, indices_dir: Path | None = None) -> subprocess.Popen:
     return subprocess.Popen(
         [*command, "train", *args],
         cwd=ROOT,
-        env=_env(),
+        env=_env(temporary_dir),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -12,6 +12,9 @@ def test_two_workers_match_one_process_use_each_example_once_and_only_the_chief_
     tmp_path, trainable_hf_dir, shards, reference
 ):
     runs = [tmp_path / f"worker{i}" for i in range(2)]
+    temporary = [tmp_path / f"tmp{i}" for i in range(2)]
+    for directory in temporary:
+        directory.mkdir()
     with cluster.reserved_ports(2) as ports:  # held until both workers are done
         workers = ",".join(f"127.0.0.1:{port}" for port in ports)
         processes = [
@@ -26,6 +29,7 @@ def test_two_workers_match_one_process_use_each_example_once_and_only_the_chief_
                     str(i),
                 ),
                 indices_dir=tmp_path / f"indices{i}",
+                temporary_dir=temporary[i],
             )
             for i in range(2)
         ]
@@ -35,6 +39,8 @@ def test_two_workers_match_one_process_use_each_example_once_and_only_the_chief_
     assert results[0]["run_dir"] == str(chief)
     assert "CollectiveAllReduceStrategy with 2 replicas" in (chief / "train.log").read_text()
     assert not other.exists(), "a non-chief worker wrote its run directory"
+    assert results[1]["run_dir"] is None  # the non-chief's summary names no run directory
+    assert list(temporary[1].glob("bertfit-worker-*")) == []  # its scratch run was removed
     np.testing.assert_allclose(
         cluster.step_losses(chief), cluster.step_losses(reference), rtol=1e-4
     )
