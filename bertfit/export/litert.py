@@ -35,11 +35,12 @@ three ops.
 
 Only WordPiece runs of single texts export (`bertfit.export.portable.check_portable`); a
 SentencePiece or byte-level BPE run, or a text-pair model, is refused with what to do instead.
-`FastBertTokenizer` tokenizes as Google's BERT code does; bertfit's in-graph tokenizer follows
-Hugging Face's, and the two differ on a few inputs: a special token written in the text
-(`[SEP]`) is split into punctuation and a word here but kept whole by bertfit; a NUL character;
-compatibility characters (the ligature `ﬁ`, fullwidth `Ａ`, `Ǆ`), decomposed here where Hugging
-Face gives `[UNK]`.
+bertfit's in-graph tokenizer follows Hugging Face's; `FastBertTokenizer` differs from it on a
+few inputs: a special token written in the text (`[SEP]`) is split into punctuation and a word
+here but kept whole by bertfit; a NUL character; Unicode compatibility characters, which
+`FastBertNormalizer` decomposes when it lowercases (NFKD: the ellipsis `…` becomes `...`, the
+ligature `ﬁ` `fi`, fullwidth `Ａ` `a`, where Hugging Face keeps `…` or gives `[UNK]`). LiteRT has
+no other string normalizer to replace it with.
 """
 
 from __future__ import annotations
