@@ -38,7 +38,8 @@ from pathlib import Path
 
 from bertfit import storage
 from bertfit.atomic import leftover_of
-from bertfit.training.run_dir import LOCK_FILE, RunBusy, RunDir, _alive
+from bertfit.errors import ConfigError
+from bertfit.training.run_dir import LOCK_FILE, RUN_ENTRIES, RunBusy, RunDir, _alive
 
 _INDEX = "checkpoint"  # TensorFlow's list of a folder's checkpoints: uploaded last
 _SKIPPED = ("tensorboard",)  # not needed to evaluate, predict, export or report a run
@@ -98,7 +99,24 @@ class RemoteRun:
             shutil.rmtree(self.staging, ignore_errors=True)
 
     def pull(self) -> None:
-        """Downloads the run at the URL (if any) into the staging folder."""
+        """Downloads the run at the URL (if any) into the staging folder.
+
+        Raises:
+            ConfigError: the URL holds objects that are not a run's; nothing is downloaded.
+        """
+        names = storage.list_files(self.url)
+        strangers = sorted(
+            {n.split("/")[0] for n in names}
+            - RUN_ENTRIES
+            - {LOCK_FILE}
+            - {n for n in names if leftover_of(n) is not None}
+        )
+        if strangers:
+            shown = ", ".join(strangers[:5]) + (", ..." if len(strangers) > 5 else "")
+            raise ConfigError(
+                f"--output-dir {self.url} holds objects that are not a bertfit run ({shown}); "
+                "bertfit will not write into it or clear it. Choose a new or empty --output-dir."
+            )
         self._remote = set(
             storage.download_tree(self.url, self.staging, skip=lambda name: name == LOCK_FILE)
         )

@@ -111,3 +111,16 @@ def test_the_config_of_a_run_in_a_bucket_loads_from_its_url(remote):
     assert RunConfig.load(url) == config
     with pytest.raises(ConfigError, match="cannot read the run config"):
         RunConfig.load(storage.join(remote, "none.yaml"))
+
+
+def test_a_prefix_holding_other_objects_is_refused_before_anything_is_downloaded(remote):
+    from bertfit.errors import ConfigError
+
+    url = storage.join(remote, "shared")
+    storage.write_text(storage.join(url, "datasets/big.csv"), "text,label\n")
+    storage.write_text(storage.join(url, "metrics.json"), "{}")
+    with pytest.raises(ConfigError, match=r"not a bertfit run \(datasets\)"):
+        with remote_run.claimed(url):
+            pass
+    assert not storage.exists(storage.join(url, ".lock"))  # released
+    assert storage.list_files(url) == ["datasets/big.csv", "metrics.json"]  # untouched
