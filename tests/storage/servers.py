@@ -6,16 +6,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import socket
 from collections.abc import Iterator
 
 BUCKET = "bertfit-test"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @contextlib.contextmanager
@@ -25,9 +18,9 @@ def gcs_emulator() -> Iterator[dict[str, str]]:
     from gcp_storage_emulator.server import create_server
 
     logging.getLogger("gcp_storage_emulator").setLevel(logging.WARNING)
-    port = _free_port()
-    server = create_server("127.0.0.1", port, in_memory=True, default_bucket=BUCKET)
+    server = create_server("127.0.0.1", 0, in_memory=True, default_bucket=BUCKET)
     server.start()
+    port = server._api._httpd.server_address[1]  # port 0: the one bound (no public name)
     try:
         yield {"STORAGE_EMULATOR_HOST": f"http://127.0.0.1:{port}", "FSSPEC_GS_TOKEN": "anon"}
     finally:
