@@ -6,7 +6,6 @@ import itertools
 import time
 
 import keras
-import numpy as np
 import tensorflow as tf
 
 from bertfit.checkpoints.detect import detect
@@ -263,8 +262,9 @@ def _check_prepared(
         f"{manifest.rows} in {len(manifest.shards)} shards (from the manifest; the pipeline "
         "check samples the first batch of each bucket, no other row is read)"
     )
-    at_limit = manifest.lengths()
-    truncated = float(np.mean(at_limit >= manifest.max_seq_length)) if len(at_limit) else 0.0
+    histogram = manifest.histogram()
+    at_limit = sum(rows for length, rows in histogram.items() if length >= manifest.max_seq_length)
+    truncated = at_limit / max(manifest.rows, 1)
     report.stats["training rows at max_seq_length (truncated or exactly that long)"] = (
         f"{truncated:.1%}"
     )

@@ -71,12 +71,16 @@ class TrainStream:
         return hashlib.sha256(read_manifest(self.directory)).hexdigest()
 
     def bucket_lengths(self, limit: int = SAMPLE_FOR_BUCKETS) -> np.ndarray:
-        """Packed lengths to choose the buckets from: all of them, or an evenly spaced sample
-        of `limit` of the sorted lengths for a larger set (the same histogram, smaller)."""
-        lengths = self.manifest.lengths()
-        if len(lengths) <= limit:
-            return lengths
-        return np.sort(lengths)[np.linspace(0, len(lengths) - 1, limit).astype(np.int64)]
+        """Packed lengths to choose the buckets from: all of them, or for a larger set `limit`
+        evenly spaced quantiles of the histogram (the same shape, never all rows in memory)."""
+        histogram = self.manifest.histogram()
+        values = np.asarray(sorted(histogram), np.int64)
+        counts = np.asarray([histogram[v] for v in values], np.int64)
+        rows = int(counts.sum())
+        if rows <= limit:
+            return np.repeat(values, counts)
+        positions = np.linspace(0, rows - 1, limit).astype(np.int64)
+        return values[np.searchsorted(np.cumsum(counts), positions, side="right")]
 
 
 def input_pipelines(strategy: tf.distribute.Strategy) -> int:

@@ -80,6 +80,10 @@ class Manifest:
     def rows(self) -> int:
         return sum(s.rows for s in self.shards)
 
+    def histogram(self) -> dict[int, int]:
+        """{packed length clipped to max_seq_length: rows} over every shard."""
+        return _total(self.shards)
+
     def lengths(self, shards: list[int] | None = None) -> np.ndarray:
         """Every row's packed length (of the shards given by index; default all), from the
         histograms: what `resolve_buckets` chooses buckets from."""

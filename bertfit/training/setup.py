@@ -247,7 +247,8 @@ class RunSetup:
         """The input of the plan's steps from `start` on (a resumed epoch skips the steps
         taken). Batches are padded to their longest row when the replica step is not
         XLA-compiled (and `static_shapes` does not ask for the bucket lengths), else to their
-        bucket's length. A `TrainStream` is trained from its shards (`StreamedInput`)."""
+        bucket's length. A `TrainStream` is trained from its shards (`StreamedInput`, always
+        shuffled: it serves training only)."""
         if isinstance(data, TrainStream):
             t = self.config.train
             layout = self.stream_layout
@@ -449,11 +450,12 @@ def check_stream(manifest: Manifest, config: RunConfig, tokenizer, where: str) -
             f"--task {config.model.task}: {where} was prepared as {manifest.task.kind}; "
             "prepare it again with --task, or leave --task out."
         )
-    for value, flag in (
-        (config.data.max_train_examples, "--max-train-examples"),
-        (config.train.class_weights != NO_CLASS_WEIGHTS or None, "--class-weights"),
-    ):
-        if value is not None:
+    in_memory_only = {
+        "--max-train-examples": config.data.max_train_examples is not None,
+        "--class-weights": config.train.class_weights != NO_CLASS_WEIGHTS,
+    }
+    for flag, given in in_memory_only.items():
+        if given:
             raise ConfigError(
                 f"{flag} needs the training rows in memory; a prepared set ({where}) is "
                 f"streamed. Leave {flag} out, or train on the data file."

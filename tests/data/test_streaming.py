@@ -6,6 +6,7 @@ from __future__ import annotations
 import collections
 import json
 
+import numpy as np
 import pytest
 import tensorflow as tf
 
@@ -266,3 +267,11 @@ def test_check_on_a_prepared_set_samples_and_says_so(
     )
     assert code != 0
     assert "prepared with another tokenizer" in capsys.readouterr().out
+
+
+def test_buckets_are_chosen_from_the_histogram_or_its_quantiles(prepared):
+    stream, memory, _ = prepared
+    lengths = np.sort(np.minimum(memory.encoded.packed_lengths, 16))
+    np.testing.assert_array_equal(np.sort(stream.bucket_lengths()), lengths)
+    quantiles = lengths[np.linspace(0, len(lengths) - 1, 10).astype(np.int64)]
+    np.testing.assert_array_equal(stream.bucket_lengths(limit=10), quantiles)
