@@ -61,6 +61,12 @@ from bertfit.serve.core import (
 
 SIGNATURE_DEF = "signature_def"  # the one metadata field TF Serving knows
 _MESSAGE_LIMIT = 1024  # model_servers/grpc_status_util.cc
+# TF Serving takes messages of any size a protobuf can hold (server.cc SetMaxMessageSize), not
+# gRPC's default 4 MB: a large batch is bounded by --max-request-instances instead.
+_MESSAGE_SIZE_OPTIONS = [
+    ("grpc.max_receive_message_length", 2**31 - 1),
+    ("grpc.max_send_message_length", 2**31 - 1),
+]
 
 
 def _invalid(message: str) -> ServingError:
@@ -277,7 +283,7 @@ def serialized_examples(request_input) -> list[bytes]:
 def bind(host: str, port: int) -> tuple[grpc.aio.Server, int]:
     """A gRPC server bound to host:port (0: any free port), not started, and the port bound;
     or a `ConfigError` that says why not. Call it in the event loop that will run it."""
-    server = grpc.aio.server()
+    server = grpc.aio.server(options=_MESSAGE_SIZE_OPTIONS)
     address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     try:
         bound = server.add_insecure_port(address)

@@ -145,6 +145,20 @@ def test_predict_gives_the_numbers_rest_and_bertfit_predict_give(live, trained_r
     assert response.model_spec.signature_name == "serving_default"
 
 
+def test_a_request_over_grpcs_default_4_mb_is_read_as_tf_serving_reads_it(live):
+    request = _predict_request(texts=None)
+    request.inputs["text"].CopyFrom(tf.make_tensor_proto(np.zeros(1_300_000, np.float32)))
+    assert request.ByteSize() > 5_000_000
+    options = [("grpc.max_send_message_length", 64 << 20)]
+    with grpc.insecure_channel(f"127.0.0.1:{live.grpc_port}", options=options) as channel:
+        stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
+        # Read and checked (not RESOURCE_EXHAUSTED at gRPC's default 4 MB limit).
+        assert _error(stub.Predict, request) == (
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "Expects arg[0] to be string but float is provided",
+        )
+
+
 def test_a_version_label_names_its_version(live):
     response = live.predictions.Predict(_predict_request(version_label="stable"), timeout=60)
     assert response.model_spec.version.value == 1
