@@ -329,6 +329,20 @@ def test_wrong_inputs_get_tf_servings_status(live):
     request = _predict_request(texts=[b"\xff\xfe broken"])
     code, message = _error(live.predictions.Predict, request)
     assert code == grpc.StatusCode.INVALID_ARGUMENT and "UTF-8" in message
+    request = _predict_request(signature_name="classify_ids", texts=None)
+    request.inputs["input_word_ids"].CopyFrom(tf.make_tensor_proto([[2, 5], [2, 6]], tf.int32))
+    request.inputs["input_mask"].CopyFrom(tf.make_tensor_proto([[1, 1]], tf.int32))
+    request.inputs["input_type_ids"].CopyFrom(tf.make_tensor_proto([5, 6], tf.int32))
+    assert _error(live.predictions.Predict, request) == (
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "input input_type_ids must have shape [-1,-1] (rank 2), got [2]",
+    )
+    request.inputs["input_type_ids"].CopyFrom(tf.make_tensor_proto([[0, 0], [0, 0]], tf.int32))
+    assert _error(live.predictions.Predict, request) == (
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "every input must have the same batch size (dimension 0): input_mask has 1, "
+        "input_type_ids has 2, input_word_ids has 2",
+    )
 
 
 def test_ids_the_model_cannot_read_are_invalid_argument(live):
