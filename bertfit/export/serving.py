@@ -1,7 +1,8 @@
 """`bertfit export`: a trained classifier as a TF Serving SavedModel, `OUT/<version>/`.
 
 What is saved is the classifier's graph (`bertfit.inference.graph.ClassifierModule`: tokenizer,
-model and label names, with its signatures `serving_default` and `classify_ids`) and, in
+model and label names, with its signatures `serving_default`, `classify_ids` and `classify` or
+`regress`, the last two with TF Serving's classify/regress method names) and, in
 `assets.extra/`, what `bertfit.load_classifier` needs to load it back. It loads with plain
 `tf.saved_model.load` (plus `import tensorflow_text` for the tokenizer's ops): neither bertfit nor
 Keras is needed to use it.
@@ -22,7 +23,12 @@ import tensorflow as tf
 
 from bertfit import storage
 from bertfit.errors import ConfigError
-from bertfit.inference.graph import METADATA_FILE, next_version
+from bertfit.inference.graph import (
+    CLASSIFY_SIGNATURE,
+    METADATA_FILE,
+    REGRESS_SIGNATURE,
+    next_version,
+)
 from bertfit.inference.predictor import Classifier
 
 
@@ -61,6 +67,7 @@ def save_module(
         tf.saved_model.save(
             module, str(temporary), signatures=signatures or module.serving_signatures()
         )
+        _set_method_names(temporary)
         (temporary / METADATA_FILE).parent.mkdir(exist_ok=True)
         (temporary / METADATA_FILE).write_text(json.dumps(metadata, indent=2))
         os.replace(temporary, final)
@@ -88,3 +95,24 @@ def _save_module_to_url(
         for name in sorted(files, key=lambda name: name == "saved_model.pb"):
             storage.upload_file(saved / name, storage.join(final, name))
     return final
+
+
+# TF Serving's Classify and Regress APIs take only signatures of these method names;
+# `tf.saved_model.save` writes every signature as a predict one.
+METHOD_NAMES = {
+    CLASSIFY_SIGNATURE: "tensorflow/serving/classify",
+    REGRESS_SIGNATURE: "tensorflow/serving/regress",
+}
+
+
+def _set_method_names(saved_model_dir: Path) -> None:
+    """Gives the `classify` / `regress` signatures of the SavedModel TF Serving's method names."""
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    path = saved_model_dir / "saved_model.pb"
+    saved = saved_model_pb2.SavedModel.FromString(path.read_bytes())
+    for meta_graph in saved.meta_graphs:
+        for name, method in METHOD_NAMES.items():
+            if name in meta_graph.signature_def:
+                meta_graph.signature_def[name].method_name = method
+    path.write_bytes(saved.SerializeToString())

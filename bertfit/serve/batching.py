@@ -33,6 +33,10 @@ class DynamicBatcher:
         self._task: asyncio.Task | None = None
 
     def start(self) -> None:
+        """Starts batching in the running event loop (again after `stop`, in a new loop too)."""
+        self._queue = asyncio.Queue()
+        if self._worker is None:
+            self._worker = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="bertfit")
         self._task = asyncio.get_running_loop().create_task(self._serve())
 
     async def stop(self) -> None:
@@ -42,7 +46,9 @@ class DynamicBatcher:
             while not self._task.done():
                 self._task.cancel()
                 await asyncio.wait({self._task}, timeout=0.1)
-        self._worker.shutdown(wait=False)
+        if self._worker is not None:
+            self._worker.shutdown(wait=False)
+            self._worker = None
 
     async def submit(self, rows: list) -> list:
         """The results of `rows`, in order, once their batch ran."""

@@ -91,10 +91,11 @@ class Signature:
     outputs: dict[str, TensorInfo]
 
     @classmethod
-    def of(cls, name: str, function) -> Signature:
+    def of(cls, name: str, function, call: str = "StatefulPartitionedCall") -> Signature:
         """From a concrete function (a SavedModel signature), with the tensor names
-        `tf.saved_model.save` gives it: inputs `<signature>_<input>:0`, outputs
-        `StatefulPartitionedCall:<i>` in the order of their sorted names."""
+        `tf.saved_model.save` gives it: inputs `<signature>_<input>:0`, outputs `<call>:<i>`
+        in the order of their sorted names (`call` is `StatefulPartitionedCall`, `_1`, `_2`...
+        for the signatures in the order of their names)."""
 
         args, kwargs = function.structured_input_signature
         specs = kwargs or {t.name: t for t in args}
@@ -103,7 +104,7 @@ class Signature:
             for k, v in specs.items()
         }
         outputs = {
-            k: TensorInfo(v.dtype.name, tuple(v.shape.as_list()), f"StatefulPartitionedCall:{i}")
+            k: TensorInfo(v.dtype.name, tuple(v.shape.as_list()), f"{call}:{i}")
             for i, (k, v) in enumerate(sorted(function.structured_outputs.items()))
         }
         return cls(name, _method_of(name), inputs, outputs)
@@ -169,7 +170,10 @@ class ServedVersion:
         self.version = version
         self.classifier = classifier
         self.functions = classifier.signatures()
-        self.signatures = {name: Signature.of(name, f) for name, f in self.functions.items()}
+        self.signatures = {
+            name: Signature.of(name, self.functions[name], _saved_call(i))
+            for i, name in enumerate(sorted(self.functions))
+        }
         self.signature_defs = _saved_signature_defs(saved_model_dir) or {
             **{name: s.signature_def() for name, s in self.signatures.items()},
             INIT_OP_SIGNATURE: INIT_OP_SIGNATURE_DEF,
@@ -187,6 +191,11 @@ class ServedVersion:
             pairs = [row["text_pair"] for row in chunk] if self.classifier.pairs else None
             results += _rows(self.classifier.classify_batch(texts, pairs))
         return results
+
+
+def _saved_call(index: int) -> str:
+    """The node `tf.saved_model.save` names the call of its `index`-th signature (by name)."""
+    return "StatefulPartitionedCall" + (f"_{index}" if index else "")
 
 
 def _saved_signature_defs(saved_model_dir: str | Path | None) -> dict | None:

@@ -228,7 +228,7 @@ def examples(document: dict, method: str) -> list[bytes]:
     items = document.get("examples")
     if items is None:
         raise ServingError(
-            f"JSON Value: {_debug(document)} When method is {method}, key 'examples' is "
+            f"JSON Value: {_debug(document)} When method is classify, key 'examples' is "
             "expected and was not found"
         )
     if not isinstance(items, list):

@@ -55,3 +55,39 @@ def serving(server, scenario):
             return await scenario(app)
 
     return asyncio.run(main())
+
+
+async def exchange(
+    app, method: str, path: str, body: bytes | dict | None = None, headers: dict | None = None
+) -> tuple[int, dict, bytes]:
+    """(status, headers, raw body) of one request with any method and headers."""
+    if isinstance(body, dict):
+        body = json.dumps(body).encode()
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode("utf-8", "surrogatepass"),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()],
+        "client": ("127.0.0.1", 1),
+        "server": ("127.0.0.1", 8501),
+    }
+    messages = [{"type": "http.request", "body": body or b"", "more_body": False}]
+    sent: list[dict] = []
+
+    async def receive():
+        if messages:
+            return messages.pop(0)
+        await asyncio.Event().wait()
+
+    async def send(message):
+        sent.append(message)
+
+    await app(scope, receive, send)
+    answer_headers = {k.decode().lower(): v.decode() for k, v in sent[0].get("headers", [])}
+    return sent[0]["status"], answer_headers, b"".join(m.get("body", b"") for m in sent[1:])
