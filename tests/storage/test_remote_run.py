@@ -24,6 +24,7 @@ def _upload(local, url: str) -> str:
     return url
 
 
+@pytest.mark.slow  # trains end to end, as tests/conftest.py's SLOW_TESTS do
 def test_a_run_trains_into_a_bucket_from_a_bucket(remote, trainable_hf_dir, train_csv, capsys):
     train = _upload(train_csv, storage.join(remote, "data", "train.csv"))
     run = storage.join(remote, "runs", "a")
