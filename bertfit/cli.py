@@ -185,6 +185,8 @@ def cmd_serve(args) -> int:
         max_batch=args.max_batch,
         max_wait=args.max_wait_ms / 1000,
         max_request_instances=args.max_request_instances,
+        version_labels=args.version_labels,
+        enable_cors=args.enable_cors,
     )
     return 0
 
@@ -217,6 +219,21 @@ def cmd_demo(args) -> int:
         task=args.task,
     )
     return 0
+
+
+def _version_labels(text: str) -> dict[str, int]:
+    """`stable=1,canary=2` → {"stable": 1, "canary": 2}."""
+    labels = {}
+    for item in filter(None, text.split(",")):
+        label, _, version = item.partition("=")
+        label, version = label.strip(), version.strip()
+        if not label or not version.isdigit() or int(version) < 1 or "/" in label or ":" in label:
+            raise argparse.ArgumentTypeError(
+                f"{item!r} is not LABEL=VERSION (a label without '/' or ':', a version of 1 or "
+                "more); e.g. --version-labels stable=1,canary=2"
+            )
+        labels[label] = int(version)
+    return labels
 
 
 def _serving_version(text: str) -> int:
@@ -327,7 +344,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="serve a classifier over TF Serving's REST and gRPC APIs")
     source = serve.add_mutually_exclusive_group(required=True)
     source.add_argument("--run", help="a run directory from `bertfit train`")
-    source.add_argument("--export", help="an export from `bertfit export` (its newest version)")
+    source.add_argument(
+        "--export",
+        help="an export from `bertfit export`: every version in it (the newest answers requests "
+        "that name none)",
+    )
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8501)
     serve.add_argument(
@@ -350,6 +371,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="how long a request waits for others to share its batch (ms)",
     )
     serve.add_argument("--max-request-instances", type=int, default=4096)
+    serve.add_argument(
+        "--version-labels",
+        type=_version_labels,
+        default={},
+        help="labels for /v1/models/NAME/labels/LABEL, e.g. stable=1,canary=2 (TF Serving's "
+        "version_labels)",
+    )
+    serve.add_argument(
+        "--enable-cors",
+        action="store_true",
+        help="add CORS headers (Access-Control-Allow-Origin: *) to every answer",
+    )
     serve.set_defaults(handler=cmd_serve)
 
     report = sub.add_parser("report", help="an HTML page of a run's curves, metrics and data")
