@@ -66,6 +66,8 @@ class WindowPooling(keras.layers.Layer):
         else:
             if self.pooling == "mean":
                 weights = keras.ops.cast(real, "float32")
+            elif values.shape[1] == 1:  # one window: its weight is 1 (softmax over one)
+                weights = keras.ops.cast(real, "float32")
             else:
                 scores = self.score(keras.ops.where(real, values, zeros))
                 scores = keras.ops.where(real, scores, keras.ops.full_like(scores, -1e9))

@@ -1,0 +1,174 @@
+"""Batches of whole documents cut into windows, with static shapes: `[batch, K, seq]` (issue 35).
+
+The way through, like the length buckets of `bertfit.data.pipeline`:
+1. `encode_documents` tokenizes every text once and counts the windows each one needs
+   (`bertfit.text.windows.WindowSpec`).
+2. `plan_documents` puts each document in the smallest chunk-count bucket K that holds its
+   windows (`chunk_buckets`: 1, 2, 4, ... up to `max_chunks`; longer documents keep their
+   first `max_chunks` windows) and cuts each bucket into full global batches, padded with
+   documents of index -1. Every document is in exactly one batch, once, never once per window.
+3. `WindowedInput` feeds each bucket's batches from its own pipeline with the fully static
+   element shape `[per-replica batch, K, max_seq_length]`: one row per document, so the loss
+   and the metrics count documents. A padding document has weight 0 and no real window
+   (`window_mask` 0), so none of its windows reaches the pooled document vector either.
+
+In a windowed plan, `Batch.seq_length` holds the bucket's chunk count K (the bucket key the
+plan and the input pipeline share); every window has `max_seq_length` tokens.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from bertfit.data.pipeline import (
+    PAD_INDEX,
+    Batch,
+    BucketedInput,
+    EncodedTexts,
+    encode_texts,
+    plan_batches,
+)
+from bertfit.model.inputs import GLOBAL_EXAMPLES, INDEX, LABEL, WEIGHT
+from bertfit.text.windows import WINDOW_MASK, WindowSpec, window_ids
+
+MODEL_KEYS = ("input_word_ids", "input_mask", "input_type_ids", WINDOW_MASK)
+
+
+@dataclasses.dataclass
+class WindowedDocuments:
+    """Token ids of every document (no special tokens) and the windows each one needs."""
+
+    ids: tf.RaggedTensor
+    windows: np.ndarray  # before the max_chunks cut
+    spec: WindowSpec
+
+    def __len__(self) -> int:
+        return len(self.windows)
+
+    @property
+    def kept_windows(self) -> np.ndarray:
+        return np.minimum(self.windows, self.spec.max_chunks)
+
+    @property
+    def dropped_tokens(self) -> np.ndarray:
+        """Ids of each document after its last kept window."""
+        lengths = self.ids.row_lengths().numpy()
+        covered = (self.kept_windows - 1) * self.spec.step + self.spec.content
+        return np.maximum(lengths - covered, 0)
+
+
+def encode_documents(tokenizer, texts: Sequence[str], spec: WindowSpec) -> WindowedDocuments:
+    """Tokenizes every text once (in-graph, in order) and counts its windows."""
+    ids = encode_texts(tokenizer, texts).ids_a
+    return WindowedDocuments(ids, spec.windows_needed(ids.row_lengths()).numpy(), spec)
+
+
+def chunk_buckets(max_chunks: int) -> tuple[int, ...]:
+    """Chunk counts K of the buckets: powers of two below `max_chunks`, and `max_chunks`.
+
+    Examples:
+    >>> chunk_buckets(1), chunk_buckets(6), chunk_buckets(8)
+    ((1,), (1, 2, 4, 6), (1, 2, 4, 8))
+    """
+    powers = [2**i for i in range(max_chunks.bit_length()) if 2**i < max_chunks]
+    return (*powers, max_chunks)
+
+
+def plan_documents(
+    documents: WindowedDocuments,
+    global_batch: int,
+    *,
+    shuffle: bool,
+    seed: int = 0,
+    epoch: int = 0,
+    buckets: Sequence[int] | None = None,
+) -> list[Batch]:
+    """Full global batches of documents, one chunk-count bucket each (`Batch.seq_length` = K).
+
+    Args:
+        documents: the encoded documents.
+        global_batch: documents per step.
+        shuffle: shuffle inside each bucket and the order of the batches, by (seed, epoch).
+        buckets: the chunk counts; `chunk_buckets(spec.max_chunks)` by default.
+    """
+    buckets = chunk_buckets(documents.spec.max_chunks) if buckets is None else buckets
+    return plan_batches(
+        documents.kept_windows, buckets, global_batch, shuffle=shuffle, seed=seed, epoch=epoch
+    )
+
+
+class WindowedInput(BucketedInput):
+    """Per-bucket distributed datasets of windowed documents that follow a plan.
+
+    Args:
+        documents: the encoded documents.
+        labels: the targets of the documents (`Task.targets`), or None (prediction).
+        plan: the global batches (`plan_documents`), in step order.
+        strategy: the `tf.distribute` strategy that will consume the batches.
+        special_ids: the tokenizer's `special_ids`.
+        weights: float32 weight of each document in the loss, or None for 1.
+
+    Iterating yields `(K, per-replica batch)` in plan order. A batch holds `input_word_ids`,
+    `input_mask`, `input_type_ids` ([per-replica batch, K, max_seq_length] int32),
+    `window_mask` ([per-replica batch, K] int32; all 0 on padding documents), and one row per
+    document of `label`, `example_weight` (0 on padding documents), `index` (-1 on them) and
+    `global_examples`, as `BucketedInput` gives them.
+    """
+
+    def __init__(
+        self,
+        documents: WindowedDocuments,
+        labels: np.ndarray | None,
+        plan: list[Batch],
+        strategy: tf.distribute.Strategy,
+        *,
+        special_ids: dict[str, int],
+        weights: np.ndarray | None = None,
+    ):
+        self.documents = documents
+        encoded = EncodedTexts(documents.ids, None, documents.windows)
+        super().__init__(encoded, labels, plan, strategy, special_ids=special_ids, weights=weights)
+
+    def _dataset(
+        self, seq_length: int, context: tf.distribute.InputContext, every_bucket: bool = False
+    ) -> tf.data.Dataset:
+        """The batches of the bucket of K = `seq_length` windows per document."""
+        chunks = seq_length
+        ids, spec = self.documents.ids, self.documents.spec
+        labels = tf.constant(self.labels)
+        weights = tf.constant(self.weights, tf.float32)
+
+        def build(element):
+            index = element[INDEX]
+            safe = tf.maximum(index, 0)
+            real = index != PAD_INDEX
+            windows = window_ids(tf.gather(ids, safe), spec, max_chunks=chunks, **self.special_ids)
+            shape = [index.shape[0], chunks]
+            width = [*shape, spec.max_seq_length]
+            inputs = {k: tf.ensure_shape(windows[k], width) for k in MODEL_KEYS[:3]}
+            mask = tf.where(real[:, tf.newaxis], windows[WINDOW_MASK], 0)
+            label = tf.gather(labels, safe)
+            real_rows = tf.reshape(real, [-1] + [1] * (len(label.shape) - 1))
+            return {
+                **inputs,
+                WINDOW_MASK: tf.ensure_shape(mask, shape),
+                LABEL: tf.where(real_rows, label, tf.zeros_like(label)),
+                WEIGHT: tf.where(real, tf.gather(weights, safe), 0.0),
+                INDEX: index,
+                GLOBAL_EXAMPLES: element[GLOBAL_EXAMPLES],
+            }
+
+        options = tf.data.Options()
+        options.autotune.enabled = False  # see BucketedInput._dataset
+        rows = self._rows_for(None if every_bucket else chunks, context)
+        build = tf.autograph.experimental.do_not_convert(build)
+        return (
+            tf.data.Dataset.from_tensor_slices(rows)
+            .map(build, num_parallel_calls=2, deterministic=True)
+            .prefetch(2)
+            .with_options(options)
+        )
