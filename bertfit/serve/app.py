@@ -291,25 +291,27 @@ def listen(host: str, port: int) -> socket.socket:
 
 
 def served_versions(path: str | Path, max_batch: int = 64, max_wait: float = 0.005) -> list:
-    """The versions to serve from `path`: a run directory is one version (1); an export is
-    every numbered version in it (or the one version folder given)."""
-    from bertfit.inference.graph import next_version
+    """The versions to serve from `path`: an export's every numbered version (TF Serving's
+    layout), else the one classifier at `path` (a run directory is version 1, a version
+    folder its number)."""
     from bertfit.inference.predictor import Classifier, export_version_dir, load_classifier
 
     path = Path(path)
-    if (path / "saved_model.pb").is_file() or next_version(path) == 1:
-        classifier = load_classifier(path)
-        folder = export_version_dir(path) if "version" in classifier.metadata else None
-        number = int(classifier.metadata.get("version", 1))
-        return [ServedVersion(number, classifier, max_batch, max_wait, folder)]
     folders = sorted(
-        (p for p in path.iterdir() if p.name.isdigit() and (p / "saved_model.pb").is_file()),
+        (p for p in path.iterdir() if p.name.isdigit() and (p / "saved_model.pb").is_file())
+        if path.is_dir()
+        else [],
         key=lambda p: int(p.name),
     )
-    return [
-        ServedVersion(int(f.name), Classifier.from_export(f), max_batch, max_wait, f)
-        for f in folders
-    ]
+    if folders and not (path / "saved_model.pb").is_file():
+        return [
+            ServedVersion(int(f.name), Classifier.from_export(f), max_batch, max_wait, f)
+            for f in folders
+        ]
+    classifier = load_classifier(path)
+    folder = export_version_dir(path) if "version" in classifier.metadata else None
+    number = int(classifier.metadata.get("version", 1))
+    return [ServedVersion(number, classifier, max_batch, max_wait, folder)]
 
 
 def serve(
