@@ -439,3 +439,55 @@ def test_the_serve_flags_for_labels_and_cors():
     for wrong in ["stable", "stable=0", "stable=x", "a/b=1", "=1"]:
         with pytest.raises(SystemExit):
             parser.parse_args(["serve", "--export", "x", "--version-labels", wrong])
+
+
+@pytest.fixture(scope="module")
+def pair_server():
+    """An untrained multi-label pair classifier in memory (no training: the numbers only need
+    to agree between the calls)."""
+    from bertfit.data.tasks import Task
+    from bertfit.inference.graph import ClassifierModule
+    from bertfit.inference.predictor import Classifier
+    from bertfit.model.classifier import BertClassifier
+    from bertfit.text.tokenizer import BertTokenizer
+    from tests.tiny import TINY_VOCAB, tiny_encoder
+
+    task = Task("multi-label", ("a", "b", "c"), threshold=0.4)
+    model = BertClassifier(tiny_encoder(seed=3), task.num_outputs, dropout=0.0)
+    module = ClassifierModule(model, BertTokenizer(TINY_VOCAB), task, 16, [8, 16], pairs=True)
+    classifier = Classifier(module, {"task": task.to_dict(), "pairs": True})
+    expected = classifier.predict_proba(TEXTS, TEXTS[::-1])
+    return ModelServer(classifier, "pair"), expected
+
+
+def test_a_multi_label_pair_model_predicts_and_classifies_alike(pair_server):
+    server, expected = pair_server
+    pairs = list(zip(TEXTS, TEXTS[::-1], strict=True))
+    rows = [
+        {"text": a, "text_pair": {"b64": base64.b64encode(b.encode()).decode()}} for a, b in pairs
+    ]
+    examples = [{"text": a, "text_pair": [b]} for a, b in pairs]
+    answers = _ask(
+        server,
+        ("POST", "/v1/models/pair:predict", {"instances": rows}),
+        ("POST", "/v1/models/pair:predict", {"inputs": {"text": TEXTS, "text_pair": TEXTS[::-1]}}),
+        ("POST", "/v1/models/pair:classify", {"examples": examples}),
+        (
+            "POST",
+            "/v1/models/pair:classify",
+            {"context": {"text_pair": TEXTS[0]}, "examples": [{"text": TEXTS[-1]}]},
+        ),
+        ("POST", "/v1/models/pair:predict", {"instances": TEXTS}),
+        ("POST", "/v1/models/pair:predict", {"inputs": {"text": TEXTS}}),
+    )
+    assert [status for status, _, _ in answers] == [200, 200, 200, 200, 400, 400], answers
+    predictions = answers[0][2]["predictions"]
+    assert set(predictions[0]) == {"labels", "predicted", "probabilities"}
+    np.testing.assert_allclose([p["probabilities"] for p in predictions], expected, atol=1e-5)
+    np.testing.assert_allclose(answers[1][2]["outputs"]["probabilities"], expected, atol=1e-5)
+    results = answers[2][2]["results"]
+    assert [[label for label, _ in row] for row in results] == [["a", "b", "c"]] * len(TEXTS)
+    np.testing.assert_allclose([[s for _, s in row] for row in results], expected, atol=1e-5)
+    np.testing.assert_allclose([s for _, s in answers[3][2]["results"][0]], expected[-1], atol=1e-5)
+    assert "instances is a plain list, but expecting list of objects" in answers[4][2]["error"]
+    assert answers[5][2]["error"] == "Missing named input: text_pair in 'inputs' object."
