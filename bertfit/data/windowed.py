@@ -86,6 +86,7 @@ def plan_documents(
     seed: int = 0,
     epoch: int = 0,
     buckets: Sequence[int] | None = None,
+    run_length: int = 1,
 ) -> list[Batch]:
     """Full global batches of documents, one chunk-count bucket each (`Batch.seq_length` = K).
 
@@ -94,10 +95,17 @@ def plan_documents(
         global_batch: documents per step.
         shuffle: shuffle inside each bucket and the order of the batches, by (seed, epoch).
         buckets: the chunk counts; `chunk_buckets(spec.max_chunks)` by default.
+        run_length: keep a bucket's batches together in runs of this many (as `plan_batches`).
     """
     buckets = chunk_buckets(documents.spec.max_chunks) if buckets is None else buckets
     return plan_batches(
-        documents.kept_windows, buckets, global_batch, shuffle=shuffle, seed=seed, epoch=epoch
+        documents.kept_windows,
+        buckets,
+        global_batch,
+        shuffle=shuffle,
+        seed=seed,
+        epoch=epoch,
+        run_length=run_length,
     )
 
 
@@ -110,6 +118,8 @@ class WindowedInput(BucketedInput):
         plan: the global batches (`plan_documents`), in step order.
         strategy: the `tf.distribute` strategy that will consume the batches.
         special_ids: the tokenizer's `special_ids`.
+        micro_batches: global micro-batches per plan batch (gradient accumulation), laid
+            out as `BucketedInput` lays them out.
         weights: float32 weight of each document in the loss, or None for 1.
 
     Iterating yields `(K, per-replica batch)` in plan order. A batch holds `input_word_ids`,
@@ -127,11 +137,20 @@ class WindowedInput(BucketedInput):
         strategy: tf.distribute.Strategy,
         *,
         special_ids: dict[str, int],
+        micro_batches: int = 1,
         weights: np.ndarray | None = None,
     ):
         self.documents = documents
         encoded = EncodedTexts(documents.ids, None, documents.windows)
-        super().__init__(encoded, labels, plan, strategy, special_ids=special_ids, weights=weights)
+        super().__init__(
+            encoded,
+            labels,
+            plan,
+            strategy,
+            special_ids=special_ids,
+            micro_batches=micro_batches,
+            weights=weights,
+        )
 
     def _dataset(
         self, seq_length: int, context: tf.distribute.InputContext, every_bucket: bool = False

@@ -66,12 +66,12 @@ class WindowPooling(keras.layers.Layer):
         else:
             if self.pooling == "mean":
                 weights = keras.ops.cast(real, "float32")
-            elif values.shape[1] == 1:  # one window: its weight is 1 (softmax over one)
-                weights = keras.ops.cast(real, "float32")
-            else:
+            else:  # a softmax over the real windows, written out (a window alone weighs 1)
                 scores = self.score(keras.ops.where(real, values, zeros))
                 scores = keras.ops.where(real, scores, keras.ops.full_like(scores, -1e9))
-                weights = keras.ops.where(real, keras.ops.softmax(scores, axis=1), 0.0)
+                scores = scores - keras.ops.max(scores, axis=1, keepdims=True)
+                exp = keras.ops.where(real, keras.ops.exp(scores), 0.0)
+                weights = exp / keras.ops.maximum(keras.ops.sum(exp, axis=1, keepdims=True), 1e-30)
             total = keras.ops.sum(keras.ops.where(real, values * weights, zeros), axis=1)
             pooled = total / keras.ops.maximum(keras.ops.sum(weights, axis=1), 1e-9)
         return keras.ops.cast(pooled, vectors.dtype)

@@ -30,6 +30,7 @@ from bertfit.config import TrainConfig
 from bertfit.data.pipeline import GLOBAL_EXAMPLES, INDEX, BucketedInput, runs_of
 from bertfit.data.tasks import SINGLE_LABEL
 from bertfit.errors import BertfitError
+from bertfit.model.chunked import WINDOW_MASK
 from bertfit.model.inputs import INPUT_NAMES
 from bertfit.training.losses import batch_loss, outputs
 from bertfit.training.optimizer import FusedAdamW, make_optimizer, schedule_for
@@ -37,7 +38,9 @@ from bertfit.training.strategy import XlaChoice
 
 
 def features(batch: dict) -> dict:
-    return {name: batch[name] for name in INPUT_NAMES}
+    """The model's inputs in a pipeline batch; windowed documents' window mask too."""
+    names = (*INPUT_NAMES, WINDOW_MASK) if WINDOW_MASK in batch else INPUT_NAMES
+    return {name: batch[name] for name in names}
 
 
 class Trainer:
