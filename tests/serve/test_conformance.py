@@ -491,3 +491,25 @@ def test_a_multi_label_pair_model_predicts_and_classifies_alike(pair_server):
     np.testing.assert_allclose([s for _, s in answers[3][2]["results"][0]], expected[-1], atol=1e-5)
     assert "instances is a plain list, but expecting list of objects" in answers[4][2]["error"]
     assert answers[5][2]["error"] == "Missing named input: text_pair in 'inputs' object."
+
+
+def test_an_export_written_before_the_classify_signature_still_serves(run_dir, tmp_path):
+    from bertfit.export.serving import save_module
+
+    classifier = load_classifier(run_dir)
+    functions = classifier.signatures()
+    old = {name: functions[name] for name in ("serving_default", "classify_ids")}
+    metadata = {k: v for k, v in classifier.metadata.items() if k != "version"}
+    save_module(classifier.module, tmp_path, metadata, 1, old)
+    server = ModelServer(None, "sst", versions=served_versions(tmp_path))
+    answers = _ask(
+        server,
+        ("POST", PREDICT, {"instances": TEXTS}),
+        ("POST", "/v1/models/sst:classify", {"examples": [{"text": TEXTS[0]}]}),
+        ("GET", "/v1/models/sst/metadata"),
+    )
+    assert answers[0][0] == 200 and len(answers[0][2]["predictions"]) == len(TEXTS)
+    assert answers[1][:1] == (400,)
+    assert answers[1][2] == {"error": "No signature was found with the name: classify"}
+    signatures = answers[2][2]["metadata"]["signature_def"]["signature_def"]
+    assert set(signatures) == {"serving_default", "classify_ids", "__saved_model_init_op"}
