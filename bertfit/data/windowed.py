@@ -67,6 +67,89 @@ def encode_documents(tokenizer, texts: Sequence[str], spec: WindowSpec) -> Windo
     return WindowedDocuments(ids, spec.windows_needed(ids.row_lengths()).numpy(), spec)
 
 
+@dataclasses.dataclass(frozen=True)
+class WindowProfile:
+    """Documents' token lengths against the window: what the report shows for `chunk`.
+
+    Args:
+        documents: how many documents.
+        max_seq_length, max_chunks: the window and the cap they were cut with.
+        median_tokens, max_tokens: documents' ids (no special tokens).
+        windows: kept windows per document -> documents.
+        cut_documents: documents that needed more than `max_chunks` windows.
+        dropped_share: the share of all ids dropped after the last kept window.
+
+    Examples:
+    >>> ids = tf.ragged.constant([[1] * 3, [1] * 9, [1] * 40])
+    >>> spec = WindowSpec(max_seq_length=6, stride=0, max_chunks=3)  # 4 ids a window
+    >>> profile = WindowProfile.of(WindowedDocuments(ids, spec.windows_needed([3, 9, 40]).numpy(),
+    ...                                              spec))
+    >>> profile.windows, profile.cut_documents, round(profile.dropped_share, 3)
+    ({1: 1, 3: 2}, 1, 0.538)
+    >>> profile.line()
+    '3 documents of 9 ids (median; longest 40) in windows of 6: 1 to 3 windows; 1 cut at 3 windows, 53.8% of the ids dropped'
+    """  # noqa: E501
+
+    documents: int
+    max_seq_length: int
+    max_chunks: int
+    median_tokens: float
+    max_tokens: int
+    windows: dict[int, int]
+    cut_documents: int
+    dropped_share: float
+
+    @classmethod
+    def of(cls, documents: WindowedDocuments) -> WindowProfile:
+        lengths = documents.ids.row_lengths().numpy()
+        kept, counts = np.unique(documents.kept_windows, return_counts=True)
+        spec = documents.spec
+        return cls(
+            documents=len(documents),
+            max_seq_length=spec.max_seq_length,
+            max_chunks=spec.max_chunks,
+            median_tokens=float(np.median(lengths)) if len(lengths) else 0.0,
+            max_tokens=int(lengths.max(initial=0)),
+            windows=dict(zip(map(int, kept), map(int, counts), strict=True)),
+            cut_documents=int((documents.windows > spec.max_chunks).sum()),
+            dropped_share=float(documents.dropped_tokens.sum() / max(lengths.sum(), 1)),
+        )
+
+    def line(self) -> str:
+        """One line for the report and the console."""
+        spread = f"{min(self.windows, default=0)} to {max(self.windows, default=0)} windows"
+        cut = (
+            f"; {self.cut_documents} cut at {self.max_chunks} windows, "
+            f"{self.dropped_share:.1%} of the ids dropped"
+            if self.cut_documents
+            else "; nothing dropped"
+        )
+        return (
+            f"{self.documents} documents of {self.median_tokens:g} ids (median; longest "
+            f"{self.max_tokens}) in windows of {self.max_seq_length}: {spread}{cut}"
+        )
+
+
+def chunk_suggestion(packed_lengths: np.ndarray, max_seq_length: int, threshold: float = 0.1):
+    """The one-line suggestion `truncate` prints when more than `threshold` of the rows lose
+    tokens to max_seq_length, with the measured share; None when few do.
+
+    Examples:
+    >>> chunk_suggestion(np.array([10, 200, 300, 90]), 128)
+    '50.0% of the training rows are longer than --max-seq-length 128 and lose tokens; --long-documents chunk classifies them whole (windows pooled per document).'
+    >>> chunk_suggestion(np.array([10, 20]), 128) is None
+    True
+    """  # noqa: E501
+    lengths = np.asarray(packed_lengths)
+    share = float((lengths > max_seq_length).mean()) if len(lengths) else 0.0
+    if share <= threshold:
+        return None
+    return (
+        f"{share:.1%} of the training rows are longer than --max-seq-length {max_seq_length} and "
+        "lose tokens; --long-documents chunk classifies them whole (windows pooled per document)."
+    )
+
+
 def chunk_buckets(max_chunks: int) -> tuple[int, ...]:
     """Chunk counts K of the buckets: powers of two below `max_chunks`, and `max_chunks`.
 

@@ -11,6 +11,7 @@ import tensorflow as tf
 from bertfit.data.pipeline import PAD_INDEX
 from bertfit.data.windowed import (
     WindowedInput,
+    WindowProfile,
     chunk_buckets,
     encode_documents,
     plan_documents,
@@ -110,3 +111,18 @@ def test_a_documents_logits_do_not_depend_on_its_batch_and_padding_has_no_weight
         np.testing.assert_allclose(per_document[i], alone[0].numpy(), rtol=0, atol=1e-5)
         expected += weights[i] * float(loss(tf.constant([i % 3]), alone)[0])
     assert total == pytest.approx(expected, rel=1e-5)
+
+
+def test_the_window_profile_counts_windows_cuts_and_dropped_ids(tokenizer):
+    texts = _texts(23)
+    documents = encode_documents(tokenizer, texts, SPEC)
+    profile = WindowProfile.of(documents)
+    lengths = [len(tokenizer.tokenize([t]).to_list()[0]) for t in texts]
+    needed = [1 + max(0, -(-(n - 10) // 8)) for n in lengths]
+    assert profile.documents == 23 and profile.max_tokens == max(lengths)
+    assert profile.cut_documents == sum(w > 4 for w in needed) > 0
+    assert sum(profile.windows.values()) == 23 and max(profile.windows) == 4
+    covered = [(min(w, 4) - 1) * 8 + 10 for w in needed]
+    dropped = sum(max(0, n - c) for n, c in zip(lengths, covered, strict=True))
+    assert profile.dropped_share == pytest.approx(dropped / sum(lengths))
+    assert f"{profile.cut_documents} cut at 4 windows" in profile.line()

@@ -8,6 +8,7 @@ import pytest
 import tensorflow as tf
 
 from bertfit.config import TrainConfig
+from bertfit.data.tasks import MULTI_LABEL, REGRESSION
 from bertfit.data.windowed import WindowedInput, encode_documents, plan_documents
 from bertfit.model.chunked import ChunkedClassifier
 from bertfit.model.classifier import BertClassifier
@@ -84,3 +85,29 @@ def test_gradient_accumulation_over_windowed_documents_equals_the_big_batch(data
     for a, b in zip(big.model.trainable_variables, accumulated.model.trainable_variables,
                     strict=True):  # fmt: skip
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("kind", [MULTI_LABEL, REGRESSION])
+def test_multi_label_and_regression_train_and_predict_one_row_per_document(data, kind):
+    tokenizer, texts, labels, documents = data
+    if kind == MULTI_LABEL:  # "good" and "bad" tags, 2 outputs
+        targets = np.asarray([[w in t.split() for w in ("good", "bad")] for t in texts], "float32")
+    else:  # the document's length in words, 1 output
+        targets = np.asarray([len(t.split()) / 40 for t in texts], "float32")
+    outputs = 2 if kind == MULTI_LABEL else 1
+    config = TrainConfig(batch_size=4, learning_rate=1e-3, jit_compile=False)
+
+    def build():
+        classifier = BertClassifier(tiny_encoder(), outputs, "mean", dropout=0.0, seed=0)
+        return ChunkedClassifier(classifier, "max")
+
+    trainer = Trainer(build, tf.distribute.get_strategy(), config, 4, ("pooler",), task_kind=kind)
+    plan = plan_documents(documents, 4, shuffle=True, seed=0)
+    strategy, ids = trainer.strategy, tokenizer.special_ids
+    training = WindowedInput(documents, targets, plan, strategy, special_ids=ids)
+    losses = [loss for results in trainer.run_plan(training) for loss, _ in results]
+    assert len(losses) == len(plan) and np.isfinite(losses).all()
+    predicting = WindowedInput(documents, None, plan, strategy, special_ids=ids)
+    predictions = trainer.predict(predicting, len(texts))
+    assert predictions.shape == ((14, 2) if kind == MULTI_LABEL else (14, 1))
+    assert np.isfinite(predictions).all()
