@@ -1,0 +1,67 @@
+"""The real case: MiniLM-L6 fine-tuned on Rotten Tomatoes, each portable export run in its own
+runtime's process on the whole test split (1283 texts) against `bertfit predict`."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from bertfit.cli import main
+from tests.export.runtimes import LITERT_CLIENT, ONNX_CLIENT, drift, run_client
+
+# int8 (dynamic range) against fp32 bertfit, measured on this run (and printed, pytest -s).
+INT8_LABEL_AGREEMENT = 0.97
+INT8_MAX_DRIFT = 0.1
+
+
+@pytest.mark.slow
+def test_minilm_exports_agree_with_bertfit_predict_on_the_real_test_split(
+    rotten_tomatoes, tmp_path
+):
+    from bertfit.config import DataConfig, ModelConfig, RunConfig, TrainConfig
+    from bertfit.data.sources import read_examples
+    from bertfit.export.litert import fast_bert_tokenizer
+    from bertfit.inference.predictor import load_classifier
+    from bertfit.training.run import train
+
+    config = RunConfig(
+        output_dir=str(tmp_path / "run"),
+        model=ModelConfig(name="minilm-l6", max_seq_length=64, pooling="mean"),
+        data=DataConfig(train=str(rotten_tomatoes / "train.csv"), max_train_examples=256),
+        train=TrainConfig(batch_size=32, epochs=1, learning_rate=1e-4, jit_compile=False),
+    )
+    train(config, quiet=True)
+    texts = [e.text for e in read_examples(str(rotten_tomatoes / "test.csv"))]
+    classifier = load_classifier(config.output_dir)
+    expected = classifier.predict_proba(texts)
+    # The texts FastBertTokenizer tokenizes as bertfit does (all but 2, which hold '…').
+    tokenizer = classifier.module.tokenizer
+    same = np.array(
+        [
+            a == b
+            for a, b in zip(
+                tokenizer.tokenize(texts).to_list(),
+                fast_bert_tokenizer(tokenizer).tokenize(texts).to_list(),
+                strict=True,
+            )
+        ]
+    )
+    assert len(texts) == 1283 and same.sum() == 1281
+    clients = {"litert": (LITERT_CLIENT, same), "onnx": (ONNX_CLIENT, np.ones_like(same))}
+    for format_name, (client, exact) in clients.items():
+        for quantize in (None, "int8"):
+            root = tmp_path / f"{format_name}-{quantize or 'fp32'}"
+            flags = ["--quantize", quantize] if quantize else []
+            argv = ["export", "--format", format_name, *flags, "--run", config.output_dir]
+            assert main([*argv, str(root)]) == 0
+            work = tmp_path / f"{root.name}-client"
+            work.mkdir()
+            got = run_client(client, root / "1", texts, work)
+            agreement, max_drift = drift(expected, got)
+            print(f"{root.name}: labels agree {agreement:.2%}, max drift {max_drift:.2e}")
+            if quantize is None:
+                np.testing.assert_array_equal(got.argmax(1), expected.argmax(1))
+                np.testing.assert_allclose(got[exact], expected[exact], atol=1e-4)
+            else:
+                assert agreement >= INT8_LABEL_AGREEMENT
+                assert max_drift <= INT8_MAX_DRIFT
