@@ -111,3 +111,27 @@ def test_multi_label_and_regression_train_and_predict_one_row_per_document(data,
     predictions = trainer.predict(predicting, len(texts))
     assert predictions.shape == ((14, 2) if kind == MULTI_LABEL else (14, 1))
     assert np.isfinite(predictions).all()
+
+
+@pytest.mark.slow
+def test_the_xla_compiled_step_is_traced_once_per_chunk_count_bucket(data):
+    tokenizer, _, labels, documents = data
+    config = TrainConfig(batch_size=4, learning_rate=1e-3, jit_compile=True)
+
+    def build():
+        classifier = BertClassifier(tiny_encoder(), 2, "cls", dropout=0.0, seed=0)
+        return ChunkedClassifier(classifier, "attention")
+
+    trainer = Trainer(build, tf.distribute.get_strategy(), config, 20)
+    assert trainer.xla.replica_step
+    losses = []
+    for epoch in range(2):
+        plan = plan_documents(documents, 4, shuffle=True, seed=1, epoch=epoch)
+        batches = WindowedInput(
+            documents, labels, plan, trainer.strategy, special_ids=tokenizer.special_ids
+        )
+        losses += [loss for step in trainer.run_plan(batches) for loss, _ in step]
+    buckets = {batch.seq_length for batch in plan}
+    assert len(buckets) == 3 and np.isfinite(losses).all()
+    assert trainer.train_steps.experimental_get_tracing_count() == len(buckets)
+    assert trainer._replica_gradients.experimental_get_tracing_count() == len(buckets)
