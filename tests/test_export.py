@@ -90,7 +90,7 @@ def test_signatures_label_names_and_batches_of_1_and_1000(exported):
 
     _, root = exported
     loaded = tf.saved_model.load(str(root / "1"))
-    assert set(loaded.signatures) == {"serving_default", "classify_ids"}
+    assert set(loaded.signatures) == {"serving_default", "classify_ids", "classify"}
     serve = loaded.signatures["serving_default"]
     assert set(serve.structured_input_signature[1]) == {"text"}
     assert set(serve.structured_outputs) == {"probabilities", "label", "label_id"}
