@@ -19,4 +19,5 @@ collect_ignore = [
     "tests/distributed/keras_fit.py",
     "tests/cli_errors.py",
     "tests/training/killed_train.py",
+    "tests/distributed/windowed_replicas.py",
 ]
