@@ -14,8 +14,6 @@ Keras is needed to use it.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import tempfile
 from pathlib import Path
 
@@ -23,11 +21,11 @@ import tensorflow as tf
 
 from bertfit import storage
 from bertfit.errors import ConfigError
+from bertfit.export.portable import write_export
 from bertfit.inference.graph import (
     CLASSIFY_SIGNATURE,
     METADATA_FILE,
     REGRESS_SIGNATURE,
-    next_version,
 )
 from bertfit.inference.predictor import Classifier
 
@@ -52,28 +50,16 @@ def save_module(
     (gs://, s3://: `bertfit.storage`) gets it uploaded (`_save_module_to_url`)."""
     if storage.is_url(root):
         return _save_module_to_url(module, storage.path_text(root), metadata, version, signatures)
-    root = Path(root)
-    if root.exists() and not root.is_dir():
-        raise ConfigError(f"{root} is a file; pass a folder for the exported versions.")
-    version = next_version(root) if version is None else version
-    final = root / str(version)
-    if final.exists():
-        raise ConfigError(
-            f"{final} exists already; pass another --version or leave it out for the next free one."
-        )
-    root.mkdir(parents=True, exist_ok=True)
-    temporary = root / f".{version}.tmp-{os.getpid()}"
-    try:
+
+    def write(folder: Path) -> None:
         tf.saved_model.save(
-            module, str(temporary), signatures=signatures or module.serving_signatures()
+            module, str(folder), signatures=signatures or module.serving_signatures()
         )
-        _set_method_names(temporary)
-        (temporary / METADATA_FILE).parent.mkdir(exist_ok=True)
-        (temporary / METADATA_FILE).write_text(json.dumps(metadata, indent=2))
-        os.replace(temporary, final)
-    finally:
-        shutil.rmtree(temporary, ignore_errors=True)
-    return final
+        _set_method_names(folder)
+        (folder / METADATA_FILE).parent.mkdir(exist_ok=True)
+        (folder / METADATA_FILE).write_text(json.dumps(metadata, indent=2))
+
+    return write_export(root, version, write)
 
 
 def _save_module_to_url(
