@@ -32,6 +32,11 @@ PRECISION_POLICIES = {
 }
 CONVERT_TARGETS = ("hf", "tf-hub")  # `bertfit convert --to`
 POOLINGS = ("cls", "mean")
+# --long-documents: cut texts at max_seq_length, or classify them whole from windows (issue 35).
+TRUNCATE, CHUNK = "truncate", "chunk"
+LONG_DOCUMENTS = (TRUNCATE, CHUNK)
+CHUNK_POOLINGS = ("mean", "max", "attention")
+MAX_CHUNKS = 256
 STRATEGIES = ("auto", "tpu", "mirrored", "multi-worker", "one-device", "default")
 TASKS = ("single-label", "multi-label", "regression")
 AUTO_BUCKETS, NO_BUCKETS = "auto", "none"  # `--buckets`: chosen from the data, or none
@@ -69,6 +74,15 @@ class ModelConfig:
         precision: fp32, bf16, mixed_bf16 or mixed_fp16.
         task: "single-label", "multi-label" or "regression"; None infers it from the
             training labels (see `bertfit.data.tasks`).
+        long_documents: "truncate" (texts cut at max_seq_length) or "chunk" (each text cut
+            into overlapping windows of max_seq_length and classified whole from them; see
+            `bertfit.text.windows` and `bertfit.model.chunked`).
+        chunk_stride: ids two consecutive windows share; None: a quarter of a window's text
+            ids (`WindowSpec.for_model`).
+        max_chunks: the most windows a document keeps; the ids after them are dropped and
+            counted.
+        chunk_pooling: how windows' vectors make one document vector: "mean", "max" or
+            "attention" (a learned weighting), padding windows excluded.
     """
 
     name: str = "minilm-l6"
@@ -78,6 +92,10 @@ class ModelConfig:
     lower_case: bool | None = None
     precision: str = "fp32"
     task: str | None = None
+    long_documents: str = TRUNCATE
+    chunk_stride: int | None = None
+    max_chunks: int = 8
+    chunk_pooling: str = "mean"
 
 
 @dataclasses.dataclass
@@ -208,6 +226,23 @@ class RunConfig:
             ("model.task", m.task is None or m.task in TASKS, f"one of {', '.join(TASKS)}"),
             ("model.max_seq_length", 8 <= m.max_seq_length <= 8192, "between 8 and 8192"),
             ("model.dropout", 0 <= m.dropout < 1, "in [0, 1)"),
+            (
+                "model.long_documents",
+                m.long_documents in LONG_DOCUMENTS,
+                f"one of {', '.join(LONG_DOCUMENTS)}",
+            ),
+            (
+                "model.chunk_pooling",
+                m.chunk_pooling in CHUNK_POOLINGS,
+                f"one of {', '.join(CHUNK_POOLINGS)}",
+            ),
+            ("model.max_chunks", 1 <= m.max_chunks <= MAX_CHUNKS, f"between 1 and {MAX_CHUNKS}"),
+            (
+                "model.chunk_stride",
+                m.chunk_stride is None or 0 <= m.chunk_stride < m.max_seq_length - 2,
+                f"at least 0 and less than max_seq_length - 2 ({m.max_seq_length - 2}, the "
+                "text ids of one window)",
+            ),
             (
                 "data.buckets",
                 d.buckets in (AUTO_BUCKETS, NO_BUCKETS)

@@ -7,6 +7,8 @@ import argparse
 
 from bertfit.config import (
     BALANCED,
+    CHUNK_POOLINGS,
+    LONG_DOCUMENTS,
     METRICS,
     NO_CLASS_WEIGHTS,
     POOLINGS,
@@ -67,6 +69,26 @@ TRAIN_FLAGS = {
     "--task": (
         "model.task",
         {"choices": TASKS, "help": "default: inferred from the training labels"},
+    ),
+    "--long-documents": (
+        "model.long_documents",
+        {
+            "choices": LONG_DOCUMENTS,
+            "help": "truncate (default) texts at --max-seq-length, or chunk them into "
+            "overlapping windows and classify each document whole",
+        },
+    ),
+    "--chunk-stride": (
+        "model.chunk_stride",
+        {"type": int, "help": "ids two windows share (default: a quarter of a window)"},
+    ),
+    "--max-chunks": (
+        "model.max_chunks",
+        {"type": int, "help": "the most windows per document (default 8); the rest is dropped"},
+    ),
+    "--chunk-pooling": (
+        "model.chunk_pooling",
+        {"choices": CHUNK_POOLINGS, "help": "windows to one document vector (default mean)"},
     ),
     "--train": (
         "data.train",

@@ -99,6 +99,8 @@ def test_the_flags_take_their_choices_from_the_config():
         "--pooling": config.POOLINGS,
         "--precision": config.PRECISIONS,
         "--task": config.TASKS,
+        "--long-documents": config.LONG_DOCUMENTS,
+        "--chunk-pooling": config.CHUNK_POOLINGS,
         "--format": FORMATS,
         "--strategy": config.STRATEGIES,
         "--best-metric": config.METRICS,
@@ -125,3 +127,22 @@ def test_convert_takes_its_targets_from_the_config():
     convert = build_parser()._subparsers._group_actions[0].choices["convert"]
     to = next(a for a in convert._actions if a.dest == "to")
     assert to.choices is config.CONVERT_TARGETS
+
+
+@pytest.mark.parametrize(
+    "flags, field",
+    [
+        (["--long-documents", "chunk", "--chunk-stride", "126"], "model.chunk_stride"),
+        (["--max-chunks", "0"], "model.max_chunks"),
+    ],
+)
+def test_chunk_settings_out_of_range_name_their_flag(flags, field):
+    import argparse
+
+    from bertfit.run_flags import add_train_arguments, run_config_from_args
+
+    parser = argparse.ArgumentParser()
+    add_train_arguments(parser)
+    args = parser.parse_args(["--train", "t.csv", "--max-seq-length", "128", *flags])
+    with pytest.raises(ConfigError, match=field):
+        run_config_from_args(args)

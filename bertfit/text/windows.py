@@ -17,6 +17,7 @@ import dataclasses
 
 import tensorflow as tf
 
+from bertfit.config import CHUNK
 from bertfit.errors import ConfigError
 from bertfit.text.packing import pack_inputs
 
@@ -58,6 +59,23 @@ class WindowSpec:
             )
         if not isinstance(self.max_chunks, int) or self.max_chunks < 1:
             raise ConfigError(f"max_chunks must be an int of at least 1, got {self.max_chunks!r}.")
+
+    @classmethod
+    def for_model(cls, model) -> WindowSpec | None:
+        """The windows of a run's `ModelConfig`: None unless `long_documents` is "chunk".
+
+        >>> from bertfit.config import ModelConfig
+        >>> WindowSpec.for_model(ModelConfig(max_seq_length=130, long_documents="chunk"))
+        WindowSpec(max_seq_length=130, stride=32, max_chunks=8)
+        >>> WindowSpec.for_model(ModelConfig()) is None
+        True
+        """
+        if model.long_documents != CHUNK:
+            return None
+        stride = (
+            (model.max_seq_length - 2) // 4 if model.chunk_stride is None else model.chunk_stride
+        )
+        return cls(model.max_seq_length, stride=stride, max_chunks=model.max_chunks)
 
     @property
     def content(self) -> int:
