@@ -18,7 +18,8 @@ from bertfit.inference.predictor import load_classifier
 from bertfit.serve.app import ModelServer, served_versions
 from bertfit.serve.rest import float32_text
 from tests.serve.asgi import exchange, serving
-from tests.tiny import scored_rows, sentiment_rows, write_csv
+from tests.serve.conftest import PAIR_TEXTS
+from tests.tiny import sentiment_rows
 
 TEXTS = [t for t, _ in sentiment_rows(6, seed=41)]
 PREDICT = "/v1/models/sst:predict"
@@ -330,25 +331,10 @@ def test_the_export_has_tf_servings_classify_signature(export_root, expected):
 
 
 @pytest.fixture(scope="module")
-def regression_server(trainable_hf_dir, tmp_path_factory):
-    from bertfit.config import DataConfig, ModelConfig, RunConfig, TrainConfig
-    from bertfit.training.run import train
-
-    path = tmp_path_factory.mktemp("regression")
-    config = RunConfig(
-        output_dir=str(path / "run"),
-        model=ModelConfig(
-            name=str(trainable_hf_dir), max_seq_length=16, dropout=0.0, task="regression"
-        ),
-        data=DataConfig(
-            train=str(write_csv(path / "train.csv", scored_rows(16, seed=3))), buckets=[8, 16]
-        ),
-        train=TrainConfig(batch_size=8, epochs=1, learning_rate=5e-3, seed=0, strategy="default"),
-    )
-    run = train(config, quiet=True).run_dir
-    export_classifier(load_classifier(run), path / "export")
+def regression_server(regression_export):
+    run, export = regression_export
     values = load_classifier(run).outputs(TEXTS)["value"]
-    return ModelServer(None, "score", versions=served_versions(path / "export")), values
+    return ModelServer(None, "score", versions=served_versions(export)), values
 
 
 def test_regress_and_a_lone_output_as_tf_serving(regression_server):
@@ -442,27 +428,14 @@ def test_the_serve_flags_for_labels_and_cors():
 
 
 @pytest.fixture(scope="module")
-def pair_server():
-    """An untrained multi-label pair classifier in memory (no training: the numbers only need
-    to agree between the calls)."""
-    from bertfit.data.tasks import Task
-    from bertfit.inference.graph import ClassifierModule
-    from bertfit.inference.predictor import Classifier
-    from bertfit.model.classifier import BertClassifier
-    from bertfit.text.tokenizer import BertTokenizer
-    from tests.tiny import TINY_VOCAB, tiny_encoder
-
-    task = Task("multi-label", ("a", "b", "c"), threshold=0.4)
-    model = BertClassifier(tiny_encoder(seed=3), task.num_outputs, dropout=0.0)
-    module = ClassifierModule(model, BertTokenizer(TINY_VOCAB), task, 16, [8, 16], pairs=True)
-    classifier = Classifier(module, {"task": task.to_dict(), "pairs": True})
-    expected = classifier.predict_proba(TEXTS, TEXTS[::-1])
+def pair_server(pair_classifier):
+    classifier, expected = pair_classifier
     return ModelServer(classifier, "pair"), expected
 
 
 def test_a_multi_label_pair_model_predicts_and_classifies_alike(pair_server):
     server, expected = pair_server
-    pairs = list(zip(TEXTS, TEXTS[::-1], strict=True))
+    pairs = list(zip(PAIR_TEXTS, PAIR_TEXTS[::-1], strict=True))
     rows = [
         {"text": a, "text_pair": {"b64": base64.b64encode(b.encode()).decode()}} for a, b in pairs
     ]
@@ -470,15 +443,19 @@ def test_a_multi_label_pair_model_predicts_and_classifies_alike(pair_server):
     answers = _ask(
         server,
         ("POST", "/v1/models/pair:predict", {"instances": rows}),
-        ("POST", "/v1/models/pair:predict", {"inputs": {"text": TEXTS, "text_pair": TEXTS[::-1]}}),
+        (
+            "POST",
+            "/v1/models/pair:predict",
+            {"inputs": {"text": PAIR_TEXTS, "text_pair": PAIR_TEXTS[::-1]}},
+        ),
         ("POST", "/v1/models/pair:classify", {"examples": examples}),
         (
             "POST",
             "/v1/models/pair:classify",
-            {"context": {"text_pair": TEXTS[0]}, "examples": [{"text": TEXTS[-1]}]},
+            {"context": {"text_pair": PAIR_TEXTS[0]}, "examples": [{"text": PAIR_TEXTS[-1]}]},
         ),
-        ("POST", "/v1/models/pair:predict", {"instances": TEXTS}),
-        ("POST", "/v1/models/pair:predict", {"inputs": {"text": TEXTS}}),
+        ("POST", "/v1/models/pair:predict", {"instances": PAIR_TEXTS}),
+        ("POST", "/v1/models/pair:predict", {"inputs": {"text": PAIR_TEXTS}}),
     )
     assert [status for status, _, _ in answers] == [200, 200, 200, 200, 400, 400], answers
     predictions = answers[0][2]["predictions"]
@@ -486,7 +463,7 @@ def test_a_multi_label_pair_model_predicts_and_classifies_alike(pair_server):
     np.testing.assert_allclose([p["probabilities"] for p in predictions], expected, atol=1e-5)
     np.testing.assert_allclose(answers[1][2]["outputs"]["probabilities"], expected, atol=1e-5)
     results = answers[2][2]["results"]
-    assert [[label for label, _ in row] for row in results] == [["a", "b", "c"]] * len(TEXTS)
+    assert [[label for label, _ in row] for row in results] == [["a", "b", "c"]] * len(PAIR_TEXTS)
     np.testing.assert_allclose([[s for _, s in row] for row in results], expected, atol=1e-5)
     np.testing.assert_allclose([s for _, s in answers[3][2]["results"][0]], expected[-1], atol=1e-5)
     assert "instances is a plain list, but expecting list of objects" in answers[4][2]["error"]

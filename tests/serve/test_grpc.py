@@ -41,7 +41,7 @@ from bertfit.serve import grpc as grpc_api
 from bertfit.serve.app import ModelServer
 from bertfit.serve.core import ServedVersion
 from tests.serve.asgi import call
-from tests.tiny import scored_rows, write_csv
+from tests.serve.conftest import PAIR_TEXTS
 
 ROOT = Path(__file__).resolve().parents[2]
 TEXTS = ["a fine, moving film", "dull and far too long", "it was fine"]
@@ -83,9 +83,8 @@ class LiveServer:
         self.thread.join(30)
 
 
-def _live(run_dir, root, name="sst") -> LiveServer:
-    """`run_dir` exported to `root` and served as model `name` version 1."""
-    export_classifier(load_classifier(run_dir), root)
+def _serve(root, name="sst") -> LiveServer:
+    """The export at `root` served as model `name` version 1 (label "stable")."""
     version = export_version_dir(root)
     served = ServedVersion(1, load_classifier(root), max_wait=0.02, saved_model_dir=version)
     return LiveServer(ModelServer(None, name, versions=[served], version_labels={"stable": 1}))
@@ -94,7 +93,9 @@ def _live(run_dir, root, name="sst") -> LiveServer:
 @pytest.fixture(scope="module")
 def live(trained_run, tmp_path_factory):
     _, result = trained_run
-    live = _live(result.run_dir, tmp_path_factory.mktemp("export"))
+    root = tmp_path_factory.mktemp("export")
+    export_classifier(load_classifier(result.run_dir), root)
+    live = _serve(root)
     yield live
     live.close()
 
@@ -456,23 +457,10 @@ def test_classify_and_regress_refuse_what_tf_serving_refuses(live):
 
 
 @pytest.fixture(scope="module")
-def regression_live(trainable_hf_dir, tmp_path_factory):
-    """A regression run (one epoch on the toy scores) exported and served as model "score"."""
-    from bertfit.config import DataConfig, ModelConfig, RunConfig, TrainConfig
-    from bertfit.training.run import train
-
-    path = tmp_path_factory.mktemp("regression")
-    config = RunConfig(
-        output_dir=str(path / "run"),
-        model=ModelConfig(
-            name=str(trainable_hf_dir), max_seq_length=16, dropout=0.0, task="regression"
-        ),
-        data=DataConfig(
-            train=str(write_csv(path / "train.csv", scored_rows(32, seed=3))), buckets=[8, 16]
-        ),
-        train=TrainConfig(batch_size=8, epochs=1, learning_rate=5e-3, seed=0, strategy="default"),
-    )
-    live = _live(train(config, quiet=True).run_dir, path / "export", name="score")
+def regression_live(regression_export):
+    """The regression run's export served as model "score"."""
+    _, export = regression_export
+    live = _serve(export, name="score")
     yield live
     live.close()
 
@@ -586,3 +574,41 @@ def test_grpc_port_minus_one_serves_rest_only(capsys):
     code = main(["serve", "--run", "no-such-run", "--port", "0", "--grpc-port", "-1"])
     _, err = capsys.readouterr()
     assert code == 2 and "no-such-run: no such run directory or export" in err
+
+
+@pytest.fixture(scope="module")
+def pair_live(pair_classifier):
+    classifier, expected = pair_classifier
+    live = LiveServer(ModelServer(classifier, "pair"))
+    yield live, expected
+    live.close()
+
+
+def test_text_pairs_predict_and_classify_as_rest_does(pair_live):
+    live, expected = pair_live
+    request = _predict_request(PAIR_TEXTS, name="pair")
+    request.inputs["text_pair"].CopyFrom(tf.make_tensor_proto(PAIR_TEXTS[::-1]))
+    response = live.predictions.Predict(request, timeout=60)
+    probabilities = tf.make_ndarray(response.outputs["probabilities"])
+    np.testing.assert_allclose(probabilities, expected, atol=1e-5)
+    rest = _rest(
+        live,
+        "/v1/models/pair:predict",
+        {"inputs": {"text": PAIR_TEXTS, "text_pair": PAIR_TEXTS[::-1]}},
+    )
+    np.testing.assert_array_equal(probabilities, np.float32(rest["outputs"]["probabilities"]))
+
+    classify = _classification_request(PAIR_TEXTS, name="pair")
+    for example, second in zip(classify.input.example_list.examples, PAIR_TEXTS[::-1], strict=True):
+        example.features.feature["text_pair"].bytes_list.value.append(second.encode())
+    classified = live.predictions.Classify(classify, timeout=60).result.classifications
+    assert [[c.label for c in row.classes] for row in classified] == [["a", "b", "c"]] * 3
+    scores = [[c.score for c in row.classes] for row in classified]
+    np.testing.assert_allclose(scores, expected, atol=1e-5)
+
+    alone = _predict_request(PAIR_TEXTS, name="pair")  # the second text missing
+    assert _error(live.predictions.Predict, alone) == (
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "input size does not match signature: 1!=2 len({text}) != len({text,text_pair}). "
+        "Sent extra: {}. Missing but required: {text_pair}.",
+    )
