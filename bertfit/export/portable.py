@@ -31,12 +31,22 @@ QUANTIZATIONS = ("int8",)
 
 def check_portable(classifier, format_name: str) -> ClassifierModule:
     """The classifier's `ClassifierModule`, or a `ConfigError` saying why `format_name` cannot
-    hold it: it must come from a run directory and tokenize with WordPiece."""
+    hold it: it must come from a run directory, tokenize with WordPiece and truncate texts
+    (not `--long-documents chunk`)."""
     module = classifier.module
     if not isinstance(module, ClassifierModule):
         raise ConfigError(
             f"--format {format_name} exports from a run directory (bertfit train's --output-dir), "
             "not from a SavedModel export; pass --run RUN_DIR."
+        )
+    if module.windows is not None:
+        raise ConfigError(
+            f"--format {format_name} does not take a --long-documents chunk model: its model "
+            "reads one packed row per text, while a chunk model needs each document cut into "
+            "overlapping windows that are encoded together and pooled, which bertfit does in "
+            "TensorFlow ops of the SavedModel's graph only. Export it with --format saved-model "
+            "(whole documents in, for TF Serving or `bertfit serve`), or train with "
+            "--long-documents truncate."
         )
     tokenizer = module.tokenizer
     if not isinstance(tokenizer, BertTokenizer):

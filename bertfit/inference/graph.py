@@ -31,6 +31,15 @@ which `bertfit.inference.predictor` groups texts of similar length into a batch.
 
 Texts are truncated to the run's `max_seq_length` inside the graph; a batch is padded to the
 smallest length bucket that holds its longest row, so the shapes the model sees are few.
+
+A run trained with `--long-documents chunk` (`windows`: a `bertfit.text.windows.WindowSpec`)
+keeps the same signatures, but its graph classifies whole documents: each text is tokenized once
+and cut into overlapping windows (`window_ids`); the batch becomes `[batch, K, seq]` windows
+with a `window_mask`, K the smallest chunk-count bucket (`bertfit.data.windowed.chunk_buckets`)
+that holds the batch's most windows and seq the smallest length bucket that holds its longest
+window, and the `ChunkedClassifier` pools each document's real windows into one row of outputs.
+A document needing more than `max_chunks` windows keeps its first `max_chunks`, as in training.
+`classify_ids` rows are documents of one window each (ids a client packed itself).
 """
 
 from __future__ import annotations
@@ -42,9 +51,12 @@ from pathlib import Path
 import tensorflow as tf
 
 from bertfit.data.tasks import REGRESSION, Task
+from bertfit.data.windowed import chunk_buckets
+from bertfit.errors import ConfigError
 from bertfit.inference.outputs import task_outputs
 from bertfit.model.inputs import INPUT_NAMES, MASK, TYPE_IDS, WORD_IDS
 from bertfit.text.tokenizer import BertTokenizer
+from bertfit.text.windows import WINDOW_MASK, WindowSpec, window_ids
 
 DEFAULT_SIGNATURE = "serving_default"
 IDS_SIGNATURE = "classify_ids"
@@ -67,13 +79,16 @@ class ClassifierModule(tf.Module):
     """Tokenizer + classifier + label names, with the serving signatures as tf.functions.
 
     Args:
-        model: a `BertClassifier` (any Keras model taking the three int32 inputs).
+        model: a `BertClassifier` (any Keras model taking the three int32 inputs), or a
+            `ChunkedClassifier` with `windows`.
         tokenizer: the run's `BertTokenizer`.
         task: what the outputs mean (`bertfit.data.tasks.Task`: kind, label names, threshold,
             target scale).
         max_seq_length: texts are truncated to this many tokens, special tokens included.
         buckets: the sequence lengths a batch is padded to (the largest is `max_seq_length`).
         pairs: whether the model classifies text pairs (`text`, `text_pair`).
+        windows: how documents are cut into windows for a `ChunkedClassifier`
+            (`WindowSpec.for_model`), or None: texts are truncated.
     """
 
     def __init__(
@@ -84,8 +99,15 @@ class ClassifierModule(tf.Module):
         max_seq_length: int,
         buckets: list[int],
         pairs: bool = False,
+        windows: WindowSpec | None = None,
     ):
         super().__init__(name="bertfit_classifier")
+        if windows is not None and pairs:
+            raise ConfigError(
+                "--long-documents chunk windows one text per document; a text-pair model "
+                "cannot be windowed. Use --long-documents truncate."
+            )
+        self.windows = windows
         self.model = model
         self.tokenizer = tokenizer
         self.task = task
@@ -156,7 +178,8 @@ class ClassifierModule(tf.Module):
         return {"outputs": self._example_outputs(inputs)["value"]}
 
     def _classify_texts(self, text):
-        return self._classify(self._pack(self.tokenizer.tokenize(text)))
+        ids = self.tokenizer.tokenize(text)
+        return self._classify(self._pack(ids) if self.windows is None else self._window(ids))
 
     def _classify_pairs(self, text, text_pair):
         return self._classify(
@@ -173,6 +196,9 @@ class ClassifierModule(tf.Module):
         inputs = {WORD_IDS: input_word_ids, MASK: input_mask, TYPE_IDS: input_type_ids}
         with tf.control_dependencies(self._id_checks(inputs)):
             inputs = {name: tf.identity(value) for name, value in inputs.items()}
+        if self.windows is not None:  # each row a document of one window
+            inputs = {name: value[:, tf.newaxis, :] for name, value in inputs.items()}
+            inputs[WINDOW_MASK] = tf.ones_like(inputs[WORD_IDS][:, :, 0])
         return self._classify(inputs)
 
     def _id_checks(self, inputs: dict) -> list:
@@ -225,13 +251,24 @@ class ClassifierModule(tf.Module):
             ids_a, ids_b, max_seq_length=self.max_seq_length, padding="longest"
         )
         longest = tf.shape(inputs[WORD_IDS])[1]
-        buckets = tf.constant(self.buckets, tf.int32)
-        length = tf.gather(buckets, tf.searchsorted(buckets, [longest])[0])
+        length = _bucket(self.buckets, longest)
         pad = {WORD_IDS: self.tokenizer.pad_id, MASK: 0, TYPE_IDS: 0}
         return {
             name: tf.pad(value, [[0, 0], [0, length - longest]], constant_values=pad[name])
             for name, value in inputs.items()
         }
+
+    def _window(self, ids):
+        """Cuts documents' ids into windows `[batch, K, seq]` (see the module docstring): K
+        the smallest chunk-count bucket holding the batch's most windows, seq the smallest
+        length bucket holding its longest window (the slices cut only padding)."""
+        inputs = window_ids(ids, self.windows, **self.tokenizer.special_ids)  # K = max_chunks
+        most = tf.reduce_max(tf.reduce_sum(inputs[WINDOW_MASK], axis=1))
+        longest = tf.reduce_max(tf.reduce_sum(inputs[MASK], axis=2))
+        k = _bucket(chunk_buckets(self.windows.max_chunks), most)
+        length = _bucket(self.buckets, longest)
+        windows = {name: inputs[name][:, :k, :length] for name in INPUT_NAMES}
+        return {**windows, WINDOW_MASK: inputs[WINDOW_MASK][:, :k]}
 
     def _classify(self, inputs):
         # An empty batch does not reach the model (its attention's reshapes cannot infer a
@@ -242,6 +279,13 @@ class ClassifierModule(tf.Module):
             lambda: tf.zeros([0, self.task.num_outputs], tf.float32),
         )
         return task_outputs(self.task, logits, self.label_names)
+
+
+def _bucket(buckets, size) -> tf.Tensor:
+    """The smallest of `buckets` that holds `size` (a scalar int tensor; an empty batch's
+    maximum, the lowest int, gets the smallest bucket)."""
+    buckets = tf.constant(sorted(buckets), tf.int32)
+    return tf.gather(buckets, tf.searchsorted(buckets, [tf.cast(size, tf.int32)])[0])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -255,7 +299,9 @@ class IdLimits:
 
     @classmethod
     def of_model(cls, model) -> IdLimits:
-        """From a `BertClassifier`'s encoder config; no limits for another kind of model."""
+        """From a `BertClassifier`'s (or a `ChunkedClassifier`'s) encoder config; no limits for
+        another kind of model."""
+        model = getattr(model, "classifier", model)  # a ChunkedClassifier's BertClassifier
         config = getattr(getattr(model, "encoder", None), "config", None)
         if config is None:
             return cls()

@@ -24,14 +24,17 @@ import numpy as np
 import tensorflow as tf
 
 from bertfit import storage
-from bertfit.config import PRECISION_POLICIES, check_positions
+from bertfit.config import CHUNK, PRECISION_POLICIES, check_positions
 from bertfit.data.buckets import saved_buckets
 from bertfit.data.tasks import REGRESSION, Task
+from bertfit.data.windowed import chunk_buckets
 from bertfit.errors import BertfitError, ConfigError, InputFormatError
 from bertfit.inference.graph import METADATA_FILE, ClassifierModule, next_version
 from bertfit.inference.outputs import prediction_rows
+from bertfit.model.chunked import ChunkedClassifier
 from bertfit.model.classifier import BertClassifier
 from bertfit.model.encoder import BertEncoder
+from bertfit.text.windows import WindowSpec
 from bertfit.training.checkpointing import restore_model
 from bertfit.training.remote_run import open_run
 from bertfit.training.run_dir import RunDir
@@ -48,7 +51,10 @@ class Classifier:
         module: a `ClassifierModule`, or a loaded export (which has the same functions).
         metadata: `task` (`Task.to_dict()`), `pairs` (whether it takes text pairs),
             `max_seq_length`, `buckets` and `columns`, as `run_metadata` makes them.
-        batch_size: texts per call of the model, at least 1.
+        batch_size: texts per call of the model, at least 1; for a model of long documents
+            (`--long-documents chunk`) windows per call: documents of similar length are
+            batched together until their windows (padded to the batch's chunk-count bucket)
+            would pass it, and a document needing more windows goes alone.
     """
 
     def __init__(self, module, metadata: dict, batch_size: int = BATCH_SIZE):
@@ -65,6 +71,7 @@ class Classifier:
         self.labels: list[str] = list(self.task.labels)
         self.pairs: bool = bool(metadata.get("pairs"))
         self.batch_size = batch_size
+        self.windows = _window_spec(metadata)
 
     @classmethod
     def from_run(cls, path: str | Path, which: str = "best", **kwargs) -> Classifier:
@@ -79,6 +86,9 @@ class Classifier:
         precision = PRECISION_POLICIES[config.model.precision]
         encoder = BertEncoder(bert, random_init=False, dtype=precision)
         model = BertClassifier(encoder, task.num_outputs, config.model.pooling, 0.0)
+        windows = WindowSpec.for_model(config.model)
+        if windows is not None:
+            model = ChunkedClassifier(model, config.model.chunk_pooling)
         restore_model(model, run_dir.checkpoint_path(which))
         metadata = run_metadata(config, task)
         module = ClassifierModule(
@@ -88,6 +98,7 @@ class Classifier:
             config.model.max_seq_length,
             list(saved_buckets(config.data.buckets, config.model.max_seq_length)),
             metadata["pairs"],
+            windows,
         )
         return cls(module, metadata, **kwargs)
 
@@ -131,15 +142,18 @@ class Classifier:
         """Every output of the model by name (see `bertfit.inference.outputs`), rows in input
         order."""
         texts, text_pairs = self._check(texts, text_pairs)
-        order = np.argsort(self._lengths(texts, text_pairs), kind="stable")
+        lengths = self._lengths(texts, text_pairs)
+        order = np.argsort(lengths, kind="stable")
+        batches = self._batches(order, lengths)
+        if progress is not None:  # made for batches of batch_size texts; windows make more
+            progress.total = max(len(batches), 1)
         parts, done = [], 0
-        for start in range(0, len(texts), self.batch_size):
-            chosen = order[start : start + self.batch_size]
+        for step, chosen in enumerate(batches, start=1):
             pairs = None if text_pairs is None else [text_pairs[i] for i in chosen]
             parts.append(self.classify_batch([texts[i] for i in chosen], pairs))
             done += len(chosen)
             if progress is not None:
-                progress.update(start // self.batch_size + 1, done)
+                progress.update(step, done)
         if not parts:
             return self._empty_outputs()
         outputs = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
@@ -157,6 +171,22 @@ class Classifier:
         columns = [texts] if text_pairs is None else [texts, text_pairs]
         outputs = self.module.classify_text(*[tf.constant(c, tf.string) for c in columns])
         return {name: value.numpy() for name, value in outputs.items()}
+
+    def _batches(self, order: np.ndarray, lengths: np.ndarray) -> list[np.ndarray]:
+        """The rows of each model call, in `order` (texts by their number of tokens): runs of
+        `batch_size` texts, or for windowed documents of at most `batch_size` windows."""
+        if self.windows is None:
+            return [order[i : i + self.batch_size] for i in range(0, len(order), self.batch_size)]
+        kept = np.minimum(self.windows.windows_needed(lengths).numpy(), self.windows.max_chunks)
+        buckets = np.asarray(chunk_buckets(self.windows.max_chunks))
+        padded = buckets[np.searchsorted(buckets, kept)]  # each document's K
+        batches, batch = [], []
+        for row in order:  # K grows along the order: the newest row sets the batch's K
+            if batch and (len(batch) + 1) * padded[row] > self.batch_size:
+                batches.append(np.asarray(batch))
+                batch = []
+            batch.append(row)
+        return [*batches, np.asarray(batch)] if batch else batches
 
     def _lengths(self, texts: list[str], text_pairs: list[str] | None) -> np.ndarray:
         """Tokens per row, to batch texts of similar length together."""
@@ -193,6 +223,16 @@ class Classifier:
                     f"{len(texts)} texts but {len(text_pairs)} text pairs; pass one pair per text."
                 )
         return texts, text_pairs
+
+
+def _window_spec(metadata: dict) -> WindowSpec | None:
+    """The windows of a chunk model from its metadata (`run_metadata`), else None."""
+    long_documents = metadata.get("long_documents") or {}
+    if long_documents.get("mode") != CHUNK:
+        return None
+    return WindowSpec(
+        metadata["max_seq_length"], long_documents["stride"], long_documents["max_chunks"]
+    )
 
 
 def _text_list(values, name: str) -> list:
@@ -259,11 +299,26 @@ def run_metadata(config, task: Task) -> dict:
         "max_seq_length": config.model.max_seq_length,
         "buckets": list(saved_buckets(config.data.buckets, config.model.max_seq_length)),
         "model": config.model.name,
+        "long_documents": _long_documents(config.model),
         "columns": {
             "text": data.text_column,
             "text_pair": data.text_pair_column,
             "label": data.label_column,
         },
+    }
+
+
+def _long_documents(model) -> dict:
+    """How the model reads texts longer than its window: `{"mode": "truncate"}`, or for
+    "chunk" the windows (`stride`, `max_chunks`) and their pooling."""
+    windows = WindowSpec.for_model(model)
+    if windows is None:
+        return {"mode": model.long_documents}
+    return {
+        "mode": model.long_documents,
+        "stride": windows.stride,
+        "max_chunks": windows.max_chunks,
+        "chunk_pooling": model.chunk_pooling,
     }
 
 
