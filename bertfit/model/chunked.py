@@ -109,6 +109,11 @@ class ChunkedClassifier(ReplicaJit, keras.Model):
         self.window_pooling.build((None, None, classifier.encoder.config.hidden_size))
 
     @property
+    def encoder(self):
+        """The classifier's encoder (its load report, dtype policy and config)."""
+        return self.classifier.encoder
+
+    @property
     def input_dtype(self):
         """Token ids, not the compute dtype: Keras builds and saves this model with int32."""
         return "int32"

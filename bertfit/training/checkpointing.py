@@ -27,14 +27,20 @@ def _key(name: str) -> str:
 
 
 def model_variables(model) -> dict[str, object]:
-    """Every weight of a `BertClassifier` under a stable name."""
-    encoder = model.encoder
+    """Every weight of a `BertClassifier` under a stable name. A `ChunkedClassifier`'s are its
+    classifier's, under the same names, and its window pooling's (the attention score's
+    kernel as `window_pooling/score/kernel`; mean and max have none)."""
+    classifier = getattr(model, "classifier", model)
+    encoder = classifier.encoder
     if hasattr(encoder, "named_variables"):
         named = {f"encoder/{k}": v for k, v in encoder.named_variables().items()}
     else:  # an opaque wrapped SavedModel: its variable paths are stable
         named = {f"encoder/{v.path}": v for v in encoder.weights}
-    named["head/kernel"] = model.head.kernel
-    named["head/bias"] = model.head.bias
+    named["head/kernel"] = classifier.head.kernel
+    named["head/bias"] = classifier.head.bias
+    score = getattr(getattr(model, "window_pooling", None), "score", None)
+    if score is not None:
+        named["window_pooling/score/kernel"] = score.kernel
     return named
 
 

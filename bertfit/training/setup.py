@@ -53,24 +53,41 @@ from bertfit.data.streaming import (
 )
 from bertfit.data.tasks import SINGLE_LABEL, Task, infer_task
 from bertfit.data.tfrecord import Manifest, is_prepared, prepared_directory, tokenizer_fingerprint
+from bertfit.data.windowed import (
+    WindowedDocuments,
+    WindowedInput,
+    WindowProfile,
+    chunk_buckets,
+    chunk_suggestion,
+    encode_documents,
+    plan_documents,
+)
 from bertfit.errors import ConfigError, DataError
+from bertfit.model.chunked import ChunkedClassifier
 from bertfit.model.classifier import BertClassifier
 from bertfit.text.base import InGraphTokenizer
+from bertfit.text.windows import WindowSpec
 from bertfit.training.loop import Trainer
 from bertfit.training.metrics import default_metric
 from bertfit.training.strategy import XlaChoice
+
+# With --long-documents truncate, more than this share of training rows losing tokens prints
+# one line suggesting --long-documents chunk (with the measured share).
+CHUNK_SUGGESTION_SHARE = 0.1
 
 
 @dataclasses.dataclass
 class LabelledData:
     """Examples read from one file, tokenized, with their targets (`Task.targets`) and the
-    weight of each in the loss."""
+    weight of each in the loss. With `--long-documents chunk`, `documents` holds the same ids
+    cut into windows (each example one document, fed as `[batch, K, seq]`)."""
 
     path: str
     examples: list[Example]
     labels: np.ndarray | None
     encoded: EncodedTexts
     weights: np.ndarray | None = None
+    documents: WindowedDocuments | None = None
 
     def __len__(self) -> int:
         return len(self.examples)
@@ -127,13 +144,62 @@ def read_labelled(
 def encode_labelled(
     path: str, examples: list[Example], config: RunConfig, tokenizer, task: Task | None
 ) -> LabelledData:
-    """Tokenizes the examples (and their pairs); their targets when a task is given."""
+    """Tokenizes the examples (and their pairs); their targets when a task is given. With
+    `--long-documents chunk` each text is tokenized once and cut into windows."""
     labels = None if task is None else task.targets(examples, path)
+    spec = window_spec(config)
+    if spec is not None:
+        documents = encode_documents(tokenizer, [e.text for e in examples], spec)
+        packed = documents.ids.row_lengths().numpy().astype(np.int64) + 2
+        encoded = EncodedTexts(documents.ids, None, packed)
+        return LabelledData(path, examples, labels, encoded, documents=documents)
     pairs = None
     if config.data.text_pair_column:
         pairs = [e.text_pair for e in examples]
     encoded = encode_texts(tokenizer, [e.text for e in examples], pairs)
     return LabelledData(path, examples, labels, encoded)
+
+
+def window_spec(config: RunConfig) -> WindowSpec | None:
+    """How `--long-documents chunk` cuts the texts; None with `truncate`. Refuses what chunking
+    cannot do: text pairs (see `bertfit.text.windows`), and a streamed or prepared `--train`,
+    whose shards hold each row's ids already cut at max_seq_length."""
+    spec = WindowSpec.for_model(config.model)
+    if spec is None:
+        return None
+    if config.data.text_pair_column:
+        raise ConfigError(
+            f"--long-documents chunk windows one text per document; --text-pair-column "
+            f"{config.data.text_pair_column} gives pairs, which are not windowed (no choice of "
+            "which text to cut suits every task). Put both texts in one column, or use "
+            "--long-documents truncate."
+        )
+    if config.data.streaming or is_prepared(config.data.train):
+        raise ConfigError(
+            "--long-documents chunk needs whole documents, but a prepared or --streaming "
+            "training set holds each row's ids already cut at --max-seq-length. Train on the "
+            "data file without --streaming, or use --long-documents truncate."
+        )
+    if isinstance(config.data.buckets, list) and config.data.buckets != [
+        config.model.max_seq_length
+    ]:
+        raise ConfigError(
+            f"--buckets {','.join(map(str, config.data.buckets))}: with --long-documents chunk "
+            f"every window is --max-seq-length {config.model.max_seq_length} long and the "
+            "buckets are chunk counts (1, 2, 4, ... --max-chunks). Leave --buckets out."
+        )
+    return spec
+
+
+def truncation_note(config: RunConfig, train: LabelledData) -> list[str]:
+    """With `truncate`, the one-line suggestion of `chunk` when more than
+    `CHUNK_SUGGESTION_SHARE` of the training rows lose tokens (single texts only)."""
+    if train.documents is not None or config.data.text_pair_column:
+        return []
+    note = chunk_suggestion(
+        train.encoded.packed_lengths, config.model.max_seq_length, CHUNK_SUGGESTION_SHARE
+    )
+    return [] if note is None else [note]
 
 
 # ---- the checkpoint ----
@@ -177,6 +243,9 @@ class RunSetup:
         rows_read: training rows in the files, before `--max-train-examples`.
         seconds: time spent loading, tokenizing and building.
         stream_layout: how a streamed `train` is split among the input pipelines and steps.
+        chunks: with `--long-documents chunk`, the chunk-count buckets K of the
+            `[batch, K, max_seq_length]` batches (`buckets` is then `(max_seq_length,)`);
+            empty with `truncate`.
     """
 
     config: RunConfig
@@ -193,18 +262,32 @@ class RunSetup:
     rows_read: int
     seconds: dict[str, float] = dataclasses.field(default_factory=dict)
     stream_layout: StreamLayout | None = None
+    chunks: tuple[int, ...] = ()
 
     @property
     def streamed(self) -> bool:
         """Whether the training data is streamed from a prepared set."""
         return isinstance(self.train, TrainStream)
 
+    @property
+    def windowed(self) -> bool:
+        """Whether documents are cut into windows (`--long-documents chunk`)."""
+        return bool(self.chunks)
+
     def length_profile(self) -> LengthProfile:
-        """The training lengths against the buckets (report, TensorBoard)."""
+        """The training lengths against the buckets (report, TensorBoard); for windowed
+        documents, their kept windows against the chunk-count buckets (a bucket's "tokens"
+        are then windows, its padding the padding windows)."""
         if self.streamed:
             return self.stream_layout.profile(self.train.manifest)
         plan = self.plan(self.train, shuffle=False, training=True)
+        if self.windowed:
+            return LengthProfile.of(self.train.documents.kept_windows, list(self.chunks), plan)
         return LengthProfile.of(self.train.encoded.packed_lengths, list(self.buckets), plan)
+
+    def window_profile(self) -> WindowProfile | None:
+        """The training documents' lengths against the window (`chunk` only)."""
+        return WindowProfile.of(self.train.documents) if self.windowed else None
 
     def plan(
         self,
@@ -222,6 +305,16 @@ class RunSetup:
         if isinstance(data, TrainStream):
             return self.stream_layout.plan(
                 shuffle=shuffle, seed=t.seed, epoch=epoch, run_length=t.steps_per_execution
+            )
+        if data.documents is not None:
+            return plan_documents(
+                data.documents,
+                (batch_size or t.batch_size) * (t.grad_accum if training else 1),
+                shuffle=shuffle,
+                seed=t.seed,
+                epoch=epoch,
+                buckets=self.chunks,
+                run_length=t.steps_per_execution if training else 1,
             )
         return plan_batches(
             data.encoded.packed_lengths,
@@ -269,6 +362,16 @@ class RunSetup:
         plan = self.plan(
             data, shuffle=shuffle, epoch=epoch, training=training, batch_size=batch_size
         )
+        if data.documents is not None:  # static [batch, K, max_seq_length] with or without XLA
+            return WindowedInput(
+                data.documents,
+                data.labels,
+                plan[start:],
+                self.trainer.strategy,
+                special_ids=self.tokenizer.special_ids,
+                micro_batches=self.config.train.grad_accum if training else 1,
+                weights=data.weights if training else None,
+            )
         return BucketedInput(
             data.encoded,
             data.labels,
@@ -291,6 +394,7 @@ def prepare(
     """`train`'s setup: the checkpoint and its tokenizer, every training and eval row read and
     tokenized, the task, then `assemble`. `saved_buckets`: those a resumed run chose.
     A prepared `--train` (`bertfit prepare`) is streamed instead: `prepare_stream`."""
+    window_spec(config)  # what chunking refuses, before any work
     if is_prepared(config.data.train) or config.data.streaming:
         return prepare_stream(config, strategy, xla, saved_buckets=saved_buckets)
     started = time.perf_counter()
@@ -303,6 +407,7 @@ def prepare(
     resolve_best_metric(config, task)  # a wrong --best-metric fails before the tokenizing
     train = encode_labelled(config.data.train, examples, config, tokenizer, task)
     train.weights = class_weights(config, task, train.labels)
+    notes += truncation_note(config, train)
     evaluation = (
         read_labelled(config.data.eval, config, tokenizer, task) if config.data.eval else None
     )
@@ -484,6 +589,11 @@ def assemble(
     t = config.train
     rows_read = len(train) if rows_read is None else rows_read
     streamed = isinstance(train, TrainStream)
+    if not streamed and train.documents is not None:
+        return _assemble_windowed(
+            config, strategy, xla, checkpoint, tokenizer, task, train, evaluation,
+            notes=notes, rows_read=rows_read, total_steps=total_steps,
+        )  # fmt: skip
     lengths = train.bucket_lengths() if streamed else train.encoded.packed_lengths
     resolved = resolve_buckets(
         config.data.buckets,
@@ -533,6 +643,57 @@ def assemble(
         notes=notes,
         rows_read=rows_read,
         stream_layout=layout,
+    )
+
+
+def _assemble_windowed(
+    config: RunConfig,
+    strategy: tf.distribute.Strategy,
+    xla: XlaChoice,
+    checkpoint: Checkpoint,
+    tokenizer: InGraphTokenizer,
+    task: Task,
+    train: LabelledData,
+    evaluation: LabelledData | None,
+    *,
+    notes: list[str] | None,
+    rows_read: int,
+    total_steps: int | None,
+) -> RunSetup:
+    """`assemble` for `--long-documents chunk`: every window is max_seq_length long (the one
+    length bucket, saved with the run), and documents go into chunk-count buckets
+    (`chunk_buckets`: 1, 2, 4, ... max_chunks windows)."""
+    t = config.train
+    length = config.model.max_seq_length
+    config = dataclasses.replace(config, data=dataclasses.replace(config.data, buckets=[length]))
+    chunks = chunk_buckets(config.model.max_chunks)
+    profile = WindowProfile.of(train.documents)
+    notes = [*(notes or []), f"long documents in windows: {profile.line()}"]
+    if total_steps is None:
+        plan = plan_documents(
+            train.documents,
+            t.batch_size * t.grad_accum,
+            shuffle=False,
+            buckets=chunks,
+            run_length=t.steps_per_execution,
+        )
+        total_steps = len(plan) * t.epochs
+    keras.utils.set_random_seed(t.seed)
+    trainer = make_trainer(checkpoint, task, config, strategy, total_steps, xla)
+    return RunSetup(
+        config=config,
+        checkpoint=checkpoint,
+        tokenizer=tokenizer,
+        task=task,
+        best_metric=resolve_best_metric(config, task),
+        train=train,
+        eval=evaluation,
+        buckets=(length,),
+        xla=xla,
+        trainer=trainer,
+        notes=notes,
+        rows_read=rows_read,
+        chunks=chunks,
     )
 
 
@@ -591,16 +752,22 @@ def _weights_file(path: str, task: Task) -> np.ndarray:
 # ---- the model and its trainer ----
 
 
-def build_classifier(encoder: keras.Layer, task: Task, config: RunConfig) -> BertClassifier:
+def build_classifier(
+    encoder: keras.Layer, task: Task, config: RunConfig
+) -> BertClassifier | ChunkedClassifier:
     """The classifier a run puts on `encoder`: one output per label (or the value), with the
-    run's pooling, dropout and seed."""
-    return BertClassifier(
+    run's pooling, dropout and seed; with `--long-documents chunk` a `ChunkedClassifier` that
+    pools each document's windows with `--chunk-pooling`."""
+    classifier = BertClassifier(
         encoder,
         task.num_outputs,
         config.model.pooling,
         config.model.dropout,
         seed=config.train.seed,
     )
+    if WindowSpec.for_model(config.model) is None:
+        return classifier
+    return ChunkedClassifier(classifier, config.model.chunk_pooling)
 
 
 def make_trainer(
@@ -616,7 +783,7 @@ def make_trainer(
     training with `--pooling mean`, dynamic loss scaling with `mixed_fp16`. The model takes over
     the checkpoint's weights: its arrays are released (a run would hold MiniLM's 87 MiB twice)."""
 
-    def build_model() -> BertClassifier:
+    def build_model() -> BertClassifier | ChunkedClassifier:
         encoder = build_encoder(checkpoint, dtype=PRECISION_POLICIES[config.model.precision])
         return build_classifier(encoder, task, config)
 

@@ -1,0 +1,99 @@
+"""`bertfit train --long-documents chunk` end to end on a tiny BERT (issue 35): every task
+trains on whole documents cut into windows, evaluation counts each document once, the step is
+traced once per chunk-count bucket, and the attention pooling's weights are checkpointed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bertfit.cli import main
+from bertfit.data.windowed import chunk_buckets
+from bertfit.text.windows import WindowSpec
+from tests.tiny import FILLER, NEGATIVE, POSITIVE, train_args, write_csv, write_jsonl
+
+# max_seq_length 16: windows of 14 ids, stride 3 (a quarter), so 1 to 5 windows below 60 words
+SPEC = WindowSpec(max_seq_length=16, stride=3, max_chunks=4)
+FLAGS = {  # over tests.tiny.TRAIN_FLAGS
+    "long_documents": "chunk",
+    "max_chunks": 4,
+    "learning_rate": "5e-3",
+    "dropout": 0,
+    "seed": 0,
+    "jit_compile": "false",
+    "pooling": "mean",
+}
+
+
+def long_text(rng, words: int, signal: list[str]) -> str:
+    """`words` filler words (one id each in the tiny vocabulary) with `signal` spread in."""
+    text = list(rng.choice(FILLER, size=max(words - len(signal), 0)))
+    for word in signal:
+        text.insert(int(rng.integers(0, len(text) + 1)), word)
+    return " ".join(map(str, text))
+
+
+def documents(n: int, seed: int, kind: str) -> list[tuple]:
+    """Rows of 2 to 60 words (1 to 5 windows of `SPEC`) for each task."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i in range(n):
+        words = int(rng.integers(2, 61))
+        if kind == "single-label":
+            word = str(rng.choice(POSITIVE if i % 2 else NEGATIVE))
+            rows.append((long_text(rng, words, [word]), ("neg", "pos")[i % 2]))
+        elif kind == "multi-label":
+            labels = [name for name in ("pos", "neg") if rng.random() < 0.5]
+            signal = [str(rng.choice(POSITIVE if n == "pos" else NEGATIVE)) for n in labels]
+            rows.append((long_text(rng, words, signal), labels))
+        else:
+            good = int(rng.integers(0, 3))
+            rows.append((long_text(rng, words, [str(rng.choice(POSITIVE))] * good), good + 0.5))
+    return rows
+
+
+def buckets_used(rows: list[tuple]) -> set[int]:
+    """The chunk-count buckets the rows' documents fall in."""
+    buckets = np.asarray(chunk_buckets(SPEC.max_chunks))
+    windows = np.minimum(SPEC.windows_needed([len(r[0].split()) for r in rows]).numpy(), 4)
+    return set(buckets[np.searchsorted(buckets, windows)].tolist())
+
+
+def _metrics(run: Path) -> dict:
+    return json.loads((run / "metrics.json").read_text())
+
+
+@pytest.mark.parametrize(
+    "kind, pooling", [("single-label", "attention"), ("multi-label", "max"), ("regression", "mean")]
+)
+def test_train_chunk_counts_every_document_once_and_traces_once_per_chunk_bucket(
+    trainable_hf_dir, tmp_path, kind, pooling
+):
+    train_rows, eval_rows = documents(29, 0, kind), documents(13, 1, kind)
+    write = write_jsonl if kind == "multi-label" else write_csv
+    train = write(tmp_path / f"train.{'jsonl' if kind == 'multi-label' else 'csv'}", train_rows)
+    dev = write(tmp_path / f"dev.{'jsonl' if kind == 'multi-label' else 'csv'}", eval_rows)
+    run = tmp_path / "run"
+    extra = ["--eval", str(dev), "--chunk-pooling", pooling]
+    if kind == "regression":
+        extra += ["--task", "regression"]
+    assert main(train_args(trainable_hf_dir, train, run, *extra, **FLAGS, epochs=2)) == 0
+
+    metrics = _metrics(run)
+    assert metrics["status"] == "finished" and metrics["task"] == kind
+    assert metrics["data"]["train_rows"] == 29 and metrics["train_num_examples"] == 29
+    for epoch in metrics["epochs"]:  # one row per document, never one per window
+        assert epoch["train_examples"] == 29 and epoch["eval"]["num_examples"] == 13
+    assert metrics["final"]["num_examples"] == 13
+    outputs = np.load(run / "eval_outputs.npz")
+    assert len(outputs[outputs.files[0]]) == 13
+    assert len(buckets_used(train_rows)) > 1
+    assert metrics["trace_counts"] == {  # two epochs, one trace per (length, K) bucket
+        "train_step": len(buckets_used(train_rows)),
+        "predict_step": len(buckets_used(eval_rows)),
+    }
+    config = (run / "config.yaml").read_text()
+    assert "long_documents: chunk" in config and f"chunk_pooling: {pooling}" in config
