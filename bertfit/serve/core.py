@@ -183,7 +183,11 @@ class ServedVersion:
 
     def _classify_texts(self, rows: list[dict]) -> list[dict]:
         """The batcher's batch in one model call (a request larger than `max_batch`, which
-        comes whole, in calls of `max_batch` rows): each text is tokenized once."""
+        comes whole, in calls of `max_batch` rows): each text is tokenized once. Long documents
+        (a `--long-documents chunk` model) go through `Classifier.outputs`, which batches them
+        by windows: at most the classifier's `batch_size` windows a call."""
+        if self.classifier.windows is not None:
+            return _rows(self.classifier.outputs([row["text"] for row in rows]))
         results = []
         for start in range(0, len(rows), self.batcher.max_batch):
             chunk = rows[start : start + self.batcher.max_batch]
