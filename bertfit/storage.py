@@ -22,6 +22,7 @@ if nothing is there (a generation/`If-None-Match` precondition), which the run l
 
 from __future__ import annotations
 
+import io
 import os
 import re
 from pathlib import Path
@@ -90,6 +91,12 @@ class _Fsspec:
     def read(self, url: str) -> bytes:
         return self.fs.cat_file(url)
 
+    def open_read(self, url: str):
+        return self.fs.open(url, "rb")
+
+    def put(self, local: str, url: str) -> None:
+        self.fs.put_file(local, url)
+
     def write(self, url: str, data: bytes) -> None:
         self.fs.pipe_file(url, data)
 
@@ -144,6 +151,17 @@ class _Gfile:
                 raise IsADirectoryError(url) from None
             raise
 
+    def open_read(self, url: str):
+        if not self.gfile.exists(url):
+            raise FileNotFoundError(url)
+        return io.BufferedReader(_GFileReader(self.gfile.GFile(url, "rb")))
+
+    def put(self, local: str, url: str) -> None:
+        temporary = f"{url}.{os.getpid()}.tmp"
+        self.gfile.makedirs(url.rpartition("/")[0])
+        self.gfile.copy(local, temporary, overwrite=True)
+        self.gfile.rename(temporary, url, overwrite=True)
+
     def write(self, url: str, data: bytes) -> None:
         # Written beside, then renamed over: whole or absent (ram:// also keeps the tail of a
         # longer file that "wb" writes over).
@@ -185,6 +203,36 @@ class _Gfile:
             self.gfile.remove(url)
         except self.errors.NotFoundError:
             raise FileNotFoundError(url) from None
+
+
+class _GFileReader(io.RawIOBase):
+    """A `tf.io.gfile.GFile` as a standard binary stream (`io.TextIOWrapper`, gzip and
+    pyarrow need `readable`, `readinto`, ...)."""
+
+    def __init__(self, gfile):
+        self._file = gfile
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        data = self._file.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        self._file.seek(offset, whence)
+        return self._file.tell()
+
+    def tell(self) -> int:
+        return self._file.tell()
+
+    def close(self) -> None:
+        self._file.close()
+        super().close()
 
 
 _backends: dict[str, _Fsspec | _Gfile] = {}
@@ -285,6 +333,34 @@ def makedirs(url: str) -> None:
 
 def remove(url: str) -> None:
     _backend(url).remove(url)
+
+
+def open_read(url: str):
+    """The object at `url` as a binary file open for reading, streamed (not read whole).
+
+    Raises:
+        FileNotFoundError: no such object (or bucket).
+    """
+    return _backend(url).open_read(url)
+
+
+def put_file(local: str | os.PathLike, url: str) -> None:
+    """Streams a local file to `url` without reading it into memory. The object appears whole
+    or not at all: one upload (GCS's resumable and S3's multipart uploads show the object only
+    when they complete); on `tf.io.gfile` schemes a copy beside, renamed over."""
+    _backend(url).put(os.fspath(local), url)
+
+
+def tensorflow_reads(url: str) -> bool:
+    """Whether TensorFlow's own file systems (`tf.io.gfile`, `tf.data.TFRecordDataset`) read
+    `url`'s scheme: `gs://`, `ram://` and those of TF plugins do; TF 2.21 has no `s3://`.
+
+    Examples:
+    >>> tensorflow_reads("ram://prepared"), tensorflow_reads("s3://bucket/prepared")
+    (True, False)
+    """
+    match = _URL.fullmatch(os.fspath(url))
+    return match is None or match["protocol"].lower() in _tensorflow_schemes()
 
 
 def upload_file(local: str | os.PathLike, url: str) -> None:

@@ -4,7 +4,8 @@
 same rules and messages as `bertfit.data.sources.read_examples` (which reads the whole file at
 once and stays the reader of the in-memory path). CSV/TSV/JSONL are read from a text stream
 (gzip decompressed on the fly when the file starts with gzip's magic bytes); Parquet one record
-batch at a time.
+batch at a time. A URL (`gs://`, `s3://`, `ram://`: `bertfit.storage`) is streamed the same
+way, never downloaded whole; `source_files` expands a glob, local or at a URL.
 
     >>> from pathlib import Path
     >>> _ = Path("chunks.csv").write_text("text,label\\na,pos\\nb,neg\\nc,pos\\n")
@@ -14,13 +15,16 @@ batch at a time.
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import glob
 import gzip
 import io
 import os
 import zlib
 from collections.abc import Iterator
 
+from bertfit import storage
 from bertfit.data import sources
 from bertfit.data.sources import Example, SourceSpec, display_name, resolve_format
 from bertfit.errors import DataError
@@ -43,12 +47,7 @@ def read_chunks(
     """
     spec = spec or SourceSpec()
     name = display_name(path)
-    if not os.path.isfile(path):
-        raise DataError(
-            f"file not found (the working directory is {os.getcwd()}); check the path",
-            path=name,
-            code="data-file-not-found",
-        )
+    _check_file(path, name)
     fmt = resolve_format(path, spec.format)
     reader = sources._Reader(name, spec, labels_required, fmt)
     if fmt == "parquet":
@@ -77,12 +76,59 @@ def read_chunks(
         yield chunk
 
 
-def _text_stream(path: str | os.PathLike) -> io.TextIOBase:
-    with open(path, "rb") as f:
-        gzipped = f.read(2) == b"\x1f\x8b"
-    binary = gzip.open(path, "rb") if gzipped else open(path, "rb")  # noqa: SIM115
-    # utf-8-sig skips a byte-order mark, as read_examples does
-    return io.TextIOWrapper(binary, encoding="utf-8-sig", newline="")
+def source_files(pattern: str) -> list[str]:
+    """The files a data path names: itself, or every match of a glob (local or at a URL),
+    sorted by name.
+
+    Raises:
+        DataError: a glob that matches nothing.
+    """
+    if not glob.has_magic(pattern):
+        return [pattern]
+    paths = storage.glob(pattern) if storage.is_url(pattern) else sorted(glob.glob(pattern))
+    if not paths:
+        raise DataError(
+            f"{pattern!r} matches no file; check the pattern (quote it so the shell does not "
+            "expand it) and the working directory.",
+            code="data-file-not-found",
+        )
+    return paths
+
+
+def _check_file(path: str | os.PathLike, name: str) -> None:
+    if storage.is_url(path):
+        if storage.exists(os.fspath(path)) and not storage.isdir(os.fspath(path)):
+            return
+        if storage.isdir(os.fspath(path)):
+            message, code = "is a folder of objects; expected a data file", sources.UNREADABLE
+        else:
+            message = "not found: no such object, or no such bucket; check the URL"
+            code = "data-file-not-found"
+        raise DataError(message, path=name, code=code)
+    if not os.path.isfile(path):
+        raise DataError(
+            f"file not found (the working directory is {os.getcwd()}); check the path",
+            path=name,
+            code="data-file-not-found",
+        )
+
+
+def _open_binary(path: str | os.PathLike):
+    """The file (or the object at a URL, streamed), open for reading bytes."""
+    if storage.is_url(path):
+        return storage.open_read(os.fspath(path))
+    return open(path, "rb")  # noqa: SIM115
+
+
+@contextlib.contextmanager
+def _text_stream(path: str | os.PathLike) -> Iterator[io.TextIOBase]:
+    with _open_binary(path) as raw:
+        gzipped = raw.read(2) == b"\x1f\x8b"
+        raw.seek(0)
+        binary = gzip.GzipFile(fileobj=raw, mode="rb") if gzipped else raw
+        # utf-8-sig skips a byte-order mark, as read_examples does
+        with io.TextIOWrapper(binary, encoding="utf-8-sig", newline="") as text:
+            yield text
 
 
 def _delimited_rows(path, reader) -> Iterator[Example]:
@@ -141,18 +187,19 @@ def _parquet_rows(path, reader, rows: int) -> Iterator[Example]:
 
     spec = reader.spec
     try:
-        table_file = pq.ParquetFile(path)
-        needed = sources._parquet_columns(list(table_file.schema_arrow.names), reader)
-        batches = table_file.iter_batches(batch_size=rows, columns=needed)
-        row = 0
-        for batch in batches:
-            values = {name: batch.column(name).to_pylist() for name in needed}
-            texts = values[spec.text_column]
-            pairs = values.get(spec.text_pair_column or "", [None] * len(texts))
-            labels = values.get(spec.label_column, [None] * len(texts))
-            for text, pair, label in zip(texts, pairs, labels, strict=True):
-                row += 1
-                yield sources._parquet_example(row, text, pair, label, reader)
+        with _open_binary(path) as raw:
+            table_file = pq.ParquetFile(raw)
+            needed = sources._parquet_columns(list(table_file.schema_arrow.names), reader)
+            batches = table_file.iter_batches(batch_size=rows, columns=needed)
+            row = 0
+            for batch in batches:
+                values = {name: batch.column(name).to_pylist() for name in needed}
+                texts = values[spec.text_column]
+                pairs = values.get(spec.text_pair_column or "", [None] * len(texts))
+                labels = values.get(spec.label_column, [None] * len(texts))
+                for text, pair, label in zip(texts, pairs, labels, strict=True):
+                    row += 1
+                    yield sources._parquet_example(row, text, pair, label, reader)
     except (pa.ArrowException, OSError) as e:
         raise DataError(
             f"cannot be read as Parquet: {e}", path=reader.name, code=sources.UNREADABLE

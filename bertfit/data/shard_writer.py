@@ -8,25 +8,41 @@ The file is read twice, in chunks (`bertfit.data.chunks`):
 2. the texts: each chunk is tokenized with the given tokenizer and its rows written in order,
    rows [s*n/K, (s+1)*n/K) to shard s.
 
-Shards are written under temporary names and renamed when whole; the manifest is written last
-(atomically), so a directory with a manifest is a whole prepared set.
+The file may be a glob (its matches in name order) and at a URL (streamed: `bertfit.storage`);
+the output a local directory or a URL that TensorFlow reads (`gs://`, `ram://`: training
+streams the shards with tf.data, and TF 2.21 has no `s3://`). Whole or nothing (`Destination`):
+a shard becomes visible under its name only when whole (renamed locally, one upload at a URL),
+an old manifest is removed before anything is written and the new one written last, so a
+directory with a manifest is a whole prepared set and one without is refused as unfinished.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 import math
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import numpy as np
 import tensorflow as tf
 
-from bertfit.data.chunks import CHUNK_ROWS, read_chunks
+from bertfit import storage
+from bertfit.data.chunks import CHUNK_ROWS, read_chunks, source_files
 from bertfit.data.pipeline import encode_texts
 from bertfit.data.sources import Example, SourceSpec
 from bertfit.data.tasks import REGRESSION, infer_task, normalize_label, parse_number
-from bertfit.data.tfrecord import MANIFEST, Manifest, Shard, serialize, tokenizer_fingerprint
+from bertfit.data.tfrecord import (
+    MANIFEST,
+    Manifest,
+    Shard,
+    check_tensorflow_reads,
+    manifest_path,
+    serialize,
+    tokenizer_fingerprint,
+)
 from bertfit.errors import DataError
 
 ROWS_PER_SHARD = 100_000  # the default number of shards: one per this many rows
@@ -89,26 +105,31 @@ def write_prepared(
     """Tokenizes `source` with `tokenizer` into TFRecord shards and a manifest in `output`.
 
     Args:
-        source: the file and how to read it.
-        output: the directory to write (created; one with a manifest needs `overwrite`).
+        source: the file (or glob: its matches in name order) and how to read it; local or
+            at a URL.
+        output: the directory to write (created; one with a manifest needs `overwrite`): a
+            local path or a URL that TensorFlow reads (`gs://`, `ram://`; not `s3://`).
         tokenizer: the model's tokenizer.
         shards: how many shards (default: one per 100,000 rows, at most 256; never more
             than the rows).
         chunk_rows: rows held in memory at a time.
 
     Raises:
-        DataError: the file's problems, as `train` reports them; an `output` already prepared.
+        DataError: the file's problems, as `train` reports them; an `output` already prepared;
+            an `output` TensorFlow cannot read.
     """
-    out = Path(output)
-    if (out / MANIFEST).exists() and not overwrite:
+    check_tensorflow_reads(output)
+    files = source_files(source.path)
+    destination = Destination(output)
+    if destination.has_manifest() and not overwrite:
         raise DataError(
             "already holds a prepared data set (manifest.json); choose another directory "
             "or pass --overwrite",
-            path=str(out),
+            path=destination.name,
             code="data-output-exists",
         )
     scan = LabelScan({})
-    for chunk in read_chunks(source.path, source.spec, rows=chunk_rows):
+    for _, chunk in _chunks(files, source.spec, chunk_rows):
         scan.add(chunk)
     task, _ = infer_task(
         list(scan.firsts.values()), source.path, kind=source.task, separator=source.separator
@@ -117,67 +138,176 @@ def write_prepared(
         mean, std = scan.regression_moments()
         task = dataclasses.replace(task, mean=mean, std=std)
     count = min(shards or default_shards(scan.rows), scan.rows)
-    out.mkdir(parents=True, exist_ok=True)
-    for old in out.glob("shard-*.tfrecord"):
-        old.unlink()  # --overwrite: no shard of the old set stays
-    written = _write_shards(source, out, tokenizer, task, scan.rows, count, chunk_rows)
-    manifest = Manifest(
-        source=source.path,
-        model=source.model,
-        max_seq_length=source.max_seq_length,
-        tokenizer_fingerprint=tokenizer_fingerprint(tokenizer),
-        task=task,
-        pair=source.spec.text_pair_column is not None,
-        shards=tuple(written),
-    )
-    manifest.save(out)
+    with destination:
+        destination.clear()  # the old manifest first: from here the old set is incomplete
+        written = _write_shards(
+            source, files, destination, tokenizer, task, (scan.rows, count, chunk_rows)
+        )
+        manifest = Manifest(
+            source=source.path,
+            model=source.model,
+            max_seq_length=source.max_seq_length,
+            tokenizer_fingerprint=tokenizer_fingerprint(tokenizer),
+            task=task,
+            pair=source.spec.text_pair_column is not None,
+            shards=tuple(written),
+        )
+        manifest.save(destination.root)  # last: the mark of a whole set
     return manifest
 
 
+class Destination:
+    """The directory a prepared set is written to, local or at a URL, whole or not at all.
+
+    Each shard is written to a staging file and becomes visible under its name only when
+    whole: renamed in a local directory, uploaded in one upload at a URL (the staging file is
+    local, and removed once uploaded: one shard on local disk at a time). The manifest is
+    written last by the caller; `clear` removes an old one before anything else.
+    """
+
+    def __init__(self, output: str | os.PathLike):
+        self.is_url = storage.is_url(output)
+        self.root: str | Path = storage.path_text(output) if self.is_url else Path(output)
+        self.name = str(self.root)
+        self._scratch: str | None = None
+
+    def __enter__(self) -> Destination:
+        if self.is_url:
+            self._scratch = tempfile.mkdtemp(prefix="bertfit-prepare-")
+        else:
+            self.root.mkdir(parents=True, exist_ok=True)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            self._scratch = None
+
+    def has_manifest(self) -> bool:
+        if self.is_url:
+            return storage.exists(manifest_path(self.root))
+        return (self.root / MANIFEST).exists()
+
+    def clear(self) -> None:
+        """Removes a manifest, then every shard (and staging file) of an earlier set."""
+        if self.is_url:
+            if storage.exists(manifest_path(self.root)):
+                storage.remove(manifest_path(self.root))
+            for relative in storage.list_files(self.root):
+                if fnmatch.fnmatch(relative, "shard-*.tfrecord*"):
+                    storage.remove(storage.join(self.root, relative))
+        else:
+            (self.root / MANIFEST).unlink(missing_ok=True)
+            for old in self.root.glob(".shard-*.tfrecord.tmp"):
+                old.unlink()
+            for old in self.root.glob("shard-*.tfrecord"):
+                old.unlink()
+
+    def staging(self, name: str) -> str:
+        """Where shard `name` is written before `commit`."""
+        if self.is_url:
+            return os.path.join(self._scratch, name)
+        return str(self.root / f".{name}.tmp")
+
+    def commit(self, name: str) -> None:
+        """Makes the whole staged shard `name` visible under its name."""
+        if self.is_url:
+            storage.put_file(self.staging(name), storage.join(self.root, name))
+            os.remove(self.staging(name))
+        else:
+            os.replace(self.staging(name), self.root / name)
+
+
+def _chunks(files: list[str], spec: SourceSpec, chunk_rows: int):
+    """(file, chunk of its examples) for every file in order."""
+    for file in files:
+        for chunk in read_chunks(file, spec, rows=chunk_rows):
+            yield file, chunk
+
+
 def _write_shards(
-    source: ShardSource, out: Path, tokenizer, task, rows: int, count: int, chunk_rows: int
-):
-    """The second pass: every row tokenized and written to its shard, in order."""
+    source: ShardSource,
+    files: list[str],
+    destination: Destination,
+    tokenizer,
+    task,
+    sizes: tuple[int, int, int],
+) -> list[Shard]:
+    """The second pass: every row tokenized and written to its shard, in order. `sizes`:
+    the rows counted by the first pass, the shards, the rows per chunk."""
+    rows, count, chunk_rows = sizes
     max_len = source.max_seq_length
-    names = [f"shard-{s:05d}-of-{count:05d}.tfrecord" for s in range(count)]
-    histograms: list[dict[int, int]] = [{} for _ in range(count)]
-    counts = [0] * count
-    writers: dict[int, tf.io.TFRecordWriter] = {}
-    row = 0
+    sink = _ShardSink(destination, rows, count, max_len)
     try:
-        for chunk in read_chunks(source.path, source.spec, rows=chunk_rows):
-            targets = task.targets(chunk, source.path)
+        for file, chunk in _chunks(files, source.spec, chunk_rows):
+            targets = task.targets(chunk, file)
             pairs = [e.text_pair for e in chunk] if source.spec.text_pair_column else None
             encoded = encode_texts(tokenizer, [e.text for e in chunk], pairs)
             ids_a = encoded.ids_a.to_list()
             ids_b = encoded.ids_b.to_list() if encoded.ids_b is not None else None
             for i, length in enumerate(encoded.packed_lengths):
-                shard = row * count // rows
-                if shard not in writers:
-                    writers[shard] = tf.io.TFRecordWriter(str(out / f".{names[shard]}.tmp"))
-                writers[shard].write(
-                    serialize(
-                        ids_a[i],
-                        None if ids_b is None else ids_b[i],
-                        np.asarray(targets[i]),
-                        int(length),
-                        row,
-                        max_len,
-                    )
+                if sink.row == rows:
+                    raise _changed(source, rows, "more")
+                record = serialize(
+                    ids_a[i],
+                    None if ids_b is None else ids_b[i],
+                    np.asarray(targets[i]),
+                    int(length),
+                    sink.row,
+                    max_len,
                 )
-                clipped = int(min(length, max_len))
-                histograms[shard][clipped] = histograms[shard].get(clipped, 0) + 1
-                counts[shard] += 1
-                row += 1
+                sink.write(record, int(length))
     finally:
-        for writer in writers.values():
-            writer.close()
-    if row != rows:
-        raise DataError(
-            f"changed while it was read ({rows} rows, then {row}); prepare it again",
-            path=source.path,
-            code="data-changed",
-        )
-    for name in names:
-        os.replace(out / f".{name}.tmp", out / name)
-    return [Shard(n, c, h) for n, c, h in zip(names, counts, histograms, strict=True)]
+        sink.close()
+    if sink.row != rows:
+        raise _changed(source, rows, str(sink.row))
+    sink.commit_last()
+    return sink.shards()
+
+
+def _changed(source: ShardSource, rows: int, then: str) -> DataError:
+    return DataError(
+        f"changed while it was read ({rows} rows, then {then}); prepare it again",
+        path=source.path,
+        code="data-changed",
+    )
+
+
+class _ShardSink:
+    """Rows [s*n/K, (s+1)*n/K) into shard s, in order: each shard committed as soon as the
+    next begins (so a URL's staging holds one shard), with its rows and length histogram."""
+
+    def __init__(self, destination: Destination, rows: int, count: int, max_seq_length: int):
+        self.destination, self.rows, self.max_seq_length = destination, rows, max_seq_length
+        self.names = [f"shard-{s:05d}-of-{count:05d}.tfrecord" for s in range(count)]
+        self.histograms: list[dict[int, int]] = [{} for _ in range(count)]
+        self.counts = [0] * count
+        self.row, self.current, self.writer = 0, -1, None
+
+    def write(self, record: bytes, length: int) -> None:
+        shard = self.row * len(self.names) // self.rows
+        if shard != self.current:
+            if self.writer is not None:
+                self.close()
+                self.destination.commit(self.names[self.current])
+            staging = self.destination.staging(self.names[shard])
+            self.current, self.writer = shard, tf.io.TFRecordWriter(staging)
+        self.writer.write(record)
+        clipped = min(length, self.max_seq_length)
+        self.histograms[shard][clipped] = self.histograms[shard].get(clipped, 0) + 1
+        self.counts[shard] += 1
+        self.row += 1
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+
+    def commit_last(self) -> None:
+        if self.current >= 0:
+            self.destination.commit(self.names[self.current])
+
+    def shards(self) -> list[Shard]:
+        return [
+            Shard(n, c, h) for n, c, h in zip(self.names, self.counts, self.histograms, strict=True)
+        ]

@@ -151,7 +151,11 @@ def read_examples(
     name = display_name(path)
     if path != STDIN and not storage.is_url(path):
         _check_regular(path, name)
-    fmt = resolve_format(path, spec.format)
+    try:
+        fmt = resolve_format(path, spec.format)
+    except DataError:
+        _refuse_unfinished_set(path, name)
+        raise
     return parse_examples(_read_bytes(path, name), name, fmt, spec, labels_required=labels_required)
 
 
@@ -301,11 +305,40 @@ def _read_bytes(path: str | os.PathLike, name: str) -> bytes:
         ) from None
     except IsADirectoryError:
         raise DataError(
-            "is a directory; expected a data file", path=name, code=UNREADABLE
+            "is a directory; expected a data file" + _unfinished_note(Path(path).glob("*")),
+            path=name,
+            code=UNREADABLE,
         ) from None
     except OSError as e:
         raise DataError(f"cannot be read: {e.strerror or e}", path=name, code=UNREADABLE) from None
     return _gunzip(data, name) if data[:2] == b"\x1f\x8b" else data
+
+
+def _refuse_unfinished_set(path: str | os.PathLike, name: str) -> None:
+    """A folder of shards without a manifest (no format to read it with) is said to be an
+    unfinished prepare rather than a file of unknown format."""
+    if path == STDIN:
+        return
+    if storage.is_url(path):
+        files = storage.list_files(os.fspath(path)) if storage.isdir(os.fspath(path)) else []
+    else:
+        files = list(Path(path).glob("*")) if Path(path).is_dir() else []
+    note = _unfinished_note(files)
+    if note:
+        raise DataError(f"is a folder, not a data file{note}", path=name, code=UNREADABLE)
+
+
+def _unfinished_note(files) -> str:
+    """What a folder of TFRecord shards without manifest.json is: an unfinished prepare
+    (`bertfit.data.shard_writer` writes the manifest last), refused as incomplete."""
+    names = [Path(str(f)).name for f in files]
+    if "manifest.json" in names or not any(n.startswith("shard-") for n in names):
+        return ""
+    return (
+        " (it holds TFRecord shards but no manifest.json: a `bertfit prepare` that did not "
+        "finish, since the manifest is written last; an incomplete set is never trained on. "
+        "Run the prepare again)"
+    )
 
 
 def _read_url(url: str, name: str) -> bytes:
@@ -315,7 +348,10 @@ def _read_url(url: str, name: str) -> bytes:
     except (FileNotFoundError, IsADirectoryError):
         if storage.isdir(url):
             raise DataError(
-                "is a folder of objects; expected a data file", path=name, code=UNREADABLE
+                "is a folder of objects; expected a data file"
+                + _unfinished_note(storage.list_files(url)),
+                path=name,
+                code=UNREADABLE,
             ) from None
         raise DataError(
             "not found: no such object, or no such bucket; check the URL",

@@ -115,11 +115,18 @@ class Manifest:
         }
 
     def save(self, directory: str | os.PathLike) -> None:
-        write_text_atomic(Path(directory) / MANIFEST, json.dumps(self.to_dict(), indent=1) + "\n")
+        """Writes manifest.json whole (renamed into place; one upload at a URL)."""
+        text = json.dumps(self.to_dict(), indent=1) + "\n"
+        if storage.is_url(directory):
+            storage.write_text(manifest_path(directory), text)
+        else:
+            write_text_atomic(Path(directory) / MANIFEST, text)
 
     @classmethod
     def load(cls, directory: str | os.PathLike) -> Manifest:
-        """The manifest of a prepared directory: a local path, or a URL (`bertfit.storage`)."""
+        """The manifest of a prepared directory: a local path, or a URL (`bertfit.storage`)
+        whose scheme TensorFlow reads (`check_tensorflow_reads`)."""
+        check_tensorflow_reads(directory)
         file = manifest_path(directory)
         try:
             values = json.loads(read_manifest(directory).decode("utf-8"))
@@ -149,6 +156,27 @@ class Manifest:
         if storage.is_url(directory):
             return [storage.join(directory, s.file) for s in self.shards]
         return [str(Path(directory) / s.file) for s in self.shards]
+
+
+def check_tensorflow_reads(directory: str | os.PathLike) -> None:
+    """Training streams the shards with `tf.data`, which reads only TensorFlow's own file
+    systems: a prepared set at a URL of another scheme (`s3://`: TF 2.21 has none) is refused
+    here, before anything is written or trained.
+
+    Raises:
+        DataError: the scheme, why, and where to put the set instead.
+    """
+    if storage.is_url(directory) and not storage.tensorflow_reads(directory):
+        scheme = os.fspath(directory).partition("://")[0]
+        raise DataError(
+            f"TensorFlow {tf.__version__} has no {scheme}:// file system, so training could "
+            "not stream TFRecord shards from there (tf.data reads local paths, gs:// and "
+            "ram://). Prepare into gs:// or a local directory, or copy the set there (e.g. "
+            "`aws s3 cp --recursive` to a local directory). Data files (CSV, JSONL, Parquet) "
+            f"are still read from {scheme}:// by `prepare` and `train`",
+            path=storage.path_text(directory),
+            code="data-unreadable",
+        )
 
 
 def manifest_path(directory: str | os.PathLike) -> str:
