@@ -97,3 +97,85 @@ def test_train_chunk_counts_every_document_once_and_traces_once_per_chunk_bucket
     }
     config = (run / "config.yaml").read_text()
     assert "long_documents: chunk" in config and f"chunk_pooling: {pooling}" in config
+
+
+def _attention_trainer(total_steps: int = 4):
+    import tensorflow as tf
+
+    from bertfit.config import TrainConfig
+    from bertfit.model.chunked import ChunkedClassifier
+    from bertfit.model.classifier import BertClassifier
+    from bertfit.training.loop import Trainer
+    from tests.tiny import tiny_encoder
+
+    def build():
+        return ChunkedClassifier(BertClassifier(tiny_encoder(), 2, "mean", 0.0), "attention")
+
+    config = TrainConfig(batch_size=4, learning_rate=1e-2, jit_compile=False)
+    strategy = tf.distribute.get_strategy()
+    return Trainer(build, strategy, config, total_steps, frozen=("pooler",))
+
+
+def test_attention_pooling_weights_are_saved_and_restored_with_their_optimizer_slots(tmp_path):
+    from bertfit.data.windowed import WindowedInput, encode_documents, plan_documents
+    from bertfit.text import BertTokenizer
+    from bertfit.training.checkpointing import RunCheckpoints, TrainingState, restore_model
+    from tests.tiny import write_vocab
+
+    tokenizer = BertTokenizer(write_vocab(tmp_path))
+    rows = documents(8, 2, "single-label")
+    docs = encode_documents(tokenizer, [text for text, _ in rows], SPEC)
+    labels = np.asarray([label == "pos" for _, label in rows], np.int32)
+    trained = _attention_trainer()
+    plan = plan_documents(docs, 4, shuffle=False)
+    data = WindowedInput(docs, labels, plan, trained.strategy, special_ids=tokenizer.special_ids)
+    for _ in trained.run_plan(data):
+        pass
+    score = trained.model.window_pooling.score.kernel
+    assert np.abs(score.numpy()).max() > 0  # trained away from its zero start
+    saved = RunCheckpoints(trained.model, trained.optimizer, tmp_path / "latest", tmp_path / "best")
+    saved.save_latest(TrainingState(global_step=len(plan)))
+    saved.save_best(TrainingState(global_step=len(plan)))
+
+    resumed = _attention_trainer()
+    assert RunCheckpoints(
+        resumed.model, resumed.optimizer, tmp_path / "latest", tmp_path / "best"
+    ).restore_latest() == TrainingState(global_step=len(plan))
+    pairs = [
+        *zip(trained.model.weights, resumed.model.weights, strict=True),
+        *zip(trained.optimizer.variables, resumed.optimizer.variables, strict=True),
+    ]
+    for a, b in pairs:
+        np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=a.path)
+    inference = _attention_trainer(total_steps=None).model  # what evaluate/predict build
+    restore_model(inference, saved._best.latest_checkpoint)
+    np.testing.assert_array_equal(inference.window_pooling.score.kernel.numpy(), score.numpy())
+
+
+@pytest.mark.slow
+def test_a_killed_attention_pooling_run_resumes_to_the_weights_of_an_uninterrupted_one(
+    trainable_hf_dir, tmp_path
+):
+    from tests.distributed import cluster
+    from tests.training.kill import resume_args, run_killed, run_train
+
+    train = write_csv(tmp_path / "train.csv", documents(24, 3, "single-label"))
+    dev = write_csv(tmp_path / "dev.csv", documents(9, 4, "single-label"))
+    flags = {
+        **FLAGS,
+        "chunk_pooling": "attention",
+        "dropout": "0.2",
+        "eval": str(dev),
+        "buckets": None,
+    }
+    args = resume_args(trainable_hf_dir, train, **flags)
+    plain, killed = tmp_path / "plain", tmp_path / "killed"
+    code, err = run_train([*args, "--output-dir", str(plain)])
+    assert code == 0, err
+    run_killed([*args, "--output-dir", str(killed)], ("steps", 2))  # mid-epoch 1
+    code, err = run_train([*args, "--output-dir", str(killed)])
+    assert code == 0 and "resuming the unfinished run" in err, err
+    cluster.assert_same_weights(plain, killed, atol=1e-6)
+    weights = cluster.final_weights(killed)
+    (score,) = [value for name, value in weights.items() if "window_pooling" in name]
+    assert np.abs(score).max() > 0  # the attention score trained, and was saved and restored
