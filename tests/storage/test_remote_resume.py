@@ -12,8 +12,8 @@ import pytest
 from bertfit import storage
 from bertfit.training.remote_run import open_run
 from tests.distributed import cluster
-from tests.tiny import sentiment_rows, train_args, write_csv
-from tests.training.test_resume import _killed, _run, _steps
+from tests.tiny import sentiment_rows, write_csv
+from tests.training.kill import resume_args, run_killed, run_train, steps_of
 
 
 @pytest.mark.slow
@@ -24,35 +24,22 @@ def test_a_run_in_a_bucket_killed_twice_resumes_exactly(
     bucket = f"{store}://bertfit-test/{tmp_path.name}"
     train = storage.join(bucket, "train.csv")
     storage.upload_file(write_csv(tmp_path / "train.csv", sentiment_rows(48, seed=11)), train)
-    args = train_args(
-        trainable_hf_dir,
-        train,
-        None,
-        command=None,
-        buckets="8,16",
-        epochs=2,
-        learning_rate="2e-3",
-        dropout="0.2",
-        seed=3,
-        jit_compile="false",
-        save_every_steps=2,
-        json=True,
-    )
+    args = resume_args(trainable_hf_dir, train)
     plain, killed = tmp_path / "plain", storage.join(bucket, "run")
-    code, err = _run([*args, "--output-dir", str(plain)])
+    code, err = run_train([*args, "--output-dir", str(plain)])
     assert code == 0, err
 
     remote_args = [*args, "--output-dir", killed]
-    _killed(remote_args, ("steps", 4))  # mid-epoch, after a checkpoint was uploaded
+    run_killed(remote_args, ("steps", 4))  # mid-epoch, after a checkpoint was uploaded
     assert storage.exists(storage.join(killed, ".lock"))  # left by the killed process
-    _killed(remote_args, ("epoch-end", 2))  # right after epoch 1
-    code, err = _run(remote_args)
+    run_killed(remote_args, ("epoch-end", 2))  # right after epoch 1
+    code, err = run_train(remote_args)
     assert code == 0, err
     assert "resuming the unfinished run" in err and "took over the lock" in err
 
     resumed = open_run(killed).path
     cluster.assert_same_weights(plain, resumed, atol=1e-6)
-    got, want = _steps(resumed), _steps(plain)
+    got, want = steps_of(resumed), steps_of(plain)
     assert (
         [s["global_step"] for s in got]
         == [s["global_step"] for s in want]

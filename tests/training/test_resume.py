@@ -7,10 +7,7 @@ tests/training/killed_train.py picks the moment.
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -18,9 +15,8 @@ import numpy as np
 import pytest
 
 from tests.distributed import cluster
-from tests.tiny import sentiment_rows, train_args, write_csv
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.tiny import sentiment_rows, write_csv
+from tests.training.kill import resume_args, run_killed, run_train, start_train, steps_of
 
 
 @pytest.fixture(scope="module")
@@ -29,53 +25,7 @@ def run_args(tmp_path_factory, trainable_hf_dir):
     train = write_csv(data / "train.csv", sentiment_rows(96, seed=11))
     dev = write_csv(data / "dev.csv", sentiment_rows(24, seed=12))
     # Dropout on (the encoder's and the head's): the resumed run must continue its RNG too.
-    return train_args(
-        trainable_hf_dir,
-        train,
-        None,  # each test names its own --output-dir
-        command=None,  # _start runs `bertfit train` or tests/training/killed_train.py
-        eval=dev,
-        buckets="8,16",
-        epochs=2,
-        learning_rate="2e-3",
-        dropout="0.2",
-        seed=3,
-        jit_compile="false",
-        save_every_steps=3,
-        json=True,
-    )
-
-
-def _start(args: list[str], killed_at: tuple[str, int] | None = None) -> subprocess.Popen:
-    module = (
-        ["tests.training.killed_train", *map(str, killed_at)]
-        if killed_at
-        else ["bertfit.cli", "train"]
-    )
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
-    return subprocess.Popen(
-        [sys.executable, "-X", "faulthandler", "-m", *module, *args],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
-def _run(args: list[str], killed_at: tuple[str, int] | None = None) -> tuple[int, str]:
-    process = _start(args, killed_at)
-    _, err = process.communicate(timeout=cluster.TIMEOUT)
-    return process.returncode, err
-
-
-def _killed(args: list[str], at: tuple[str, int]) -> None:
-    code, err = _run(args, at)
-    assert code == -signal.SIGKILL, f"killed at {at}: exit {code}\n{err}"
-
-
-def _steps(run: Path) -> list[dict]:
-    return [json.loads(line) for line in (run / "steps.jsonl").read_text().splitlines()]
+    return resume_args(trainable_hf_dir, train, eval=dev, save_every_steps=3)
 
 
 def _step_count(run: Path) -> int:
@@ -86,7 +36,7 @@ def _step_count(run: Path) -> int:
 def _terminate_mid_training(args: list[str], run: Path) -> tuple[int, str]:
     """Starts a resumed run and sends SIGTERM once it has taken a step of its own."""
     before = _step_count(run)
-    process = _start(args)
+    process = start_train(args)
     deadline = time.monotonic() + cluster.TIMEOUT
     while _step_count(run) <= before and process.poll() is None:
         assert time.monotonic() < deadline, "the resumed run took no step"
@@ -100,30 +50,30 @@ def test_killed_five_times_and_terminated_once_it_ends_exactly_like_an_uninterru
     run_args, tmp_path
 ):
     plain, killed = tmp_path / "plain", tmp_path / "killed"
-    code, err = _run([*run_args, "--output-dir", str(plain)])
+    code, err = run_train([*run_args, "--output-dir", str(plain)])
     assert code == 0, err
 
     args = [*run_args, "--output-dir", str(killed)]
     latest = killed / "checkpoints" / "latest"
     # 96 rows in buckets 8 and 16 at batch 8: 13 steps per epoch; a checkpoint every 3 steps.
-    _killed(args, ("steps", 5))  # mid-epoch, between steps
-    _killed(args, ("checkpoint", 1))  # inside a checkpoint write
+    run_killed(args, ("steps", 5))  # mid-epoch, between steps
+    run_killed(args, ("checkpoint", 1))  # inside a checkpoint write
     assert list(latest.glob("*_temp")), "the killed save should have left its temporary folder"
-    _killed(args, ("eval", 1))  # during the evaluation
+    run_killed(args, ("eval", 1))  # during the evaluation
     assert not list(latest.glob("*_temp")), "the resumed run should have removed the leftovers"
-    _killed(args, ("epoch-end", 2))  # right after epoch 1
-    _killed(args, ("steps", 2))  # early in epoch 2
+    run_killed(args, ("epoch-end", 2))  # right after epoch 1
+    run_killed(args, ("steps", 2))  # early in epoch 2
 
     code, err = _terminate_mid_training(args, killed)
     assert code == 143, err
     assert "SIGTERM" in err and "checkpoint saved to" in err and "Traceback" not in err
 
-    code, err = _run(args)
+    code, err = run_train(args)
     assert code == 0, err
     assert "resuming the unfinished run" in err
 
     cluster.assert_same_weights(plain, killed, atol=1e-6)
-    got, want = _steps(killed), _steps(plain)
+    got, want = steps_of(killed), steps_of(plain)
     assert (
         [(s["epoch"], s["step"], s["global_step"]) for s in got]
         == [(s["epoch"], s["step"], s["global_step"]) for s in want]

@@ -8,8 +8,8 @@ import pytest
 
 from bertfit.cli import main
 from tests.distributed import cluster
-from tests.tiny import sentiment_rows, train_args, write_csv
-from tests.training.test_resume import _killed, _run, _steps
+from tests.tiny import sentiment_rows, write_csv
+from tests.training.kill import resume_args, run_killed, run_train, steps_of
 
 
 @pytest.mark.slow  # ~80 s: three training processes
@@ -18,31 +18,18 @@ def test_a_streamed_run_killed_mid_epoch_ends_like_an_uninterrupted_one(tmp_path
     prepared = tmp_path / "prepared"
     args = ["prepare", str(train), str(prepared), "--model", str(trainable_hf_dir)]
     assert main([*args, "--max-seq-length", "16", "--shards", "3"]) == 0
-    run_args = train_args(
-        trainable_hf_dir,
-        prepared,
-        None,
-        command=None,
-        buckets="8,16",
-        epochs=2,
-        learning_rate="2e-3",
-        dropout="0.2",
-        seed=3,
-        jit_compile="false",
-        save_every_steps=2,
-        json=True,
-    )
+    run_args = resume_args(trainable_hf_dir, prepared)
     plain, killed = tmp_path / "plain", tmp_path / "killed"
-    code, err = _run([*run_args, "--output-dir", str(plain)])
+    code, err = run_train([*run_args, "--output-dir", str(plain)])
     assert code == 0, err
     args = [*run_args, "--output-dir", str(killed)]
-    _killed(args, ("steps", 3))  # mid-epoch 1, a checkpoint at step 2
-    code, err = _run(args)
+    run_killed(args, ("steps", 3))  # mid-epoch 1, a checkpoint at step 2
+    code, err = run_train(args)
     assert code == 0, err
     assert "resuming the unfinished run" in err
 
     cluster.assert_same_weights(plain, killed, atol=1e-6)
-    got, want = _steps(killed), _steps(plain)
+    got, want = steps_of(killed), steps_of(plain)
     assert [(s["global_step"], s["examples"]) for s in got] == [
         (s["global_step"], s["examples"]) for s in want
     ]

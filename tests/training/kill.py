@@ -1,0 +1,66 @@
+"""Running `bertfit train` in a process of its own and killing it at a chosen moment: the
+harness of the kill-and-resume tests (SIGKILL ends it as a crash or an OOM kill would;
+tests/training/killed_train.py picks the moment)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.distributed import cluster
+from tests.tiny import train_args
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def resume_args(model, train, **flags) -> list[str]:
+    """`bertfit train` arguments (no subcommand, no --output-dir: each test names its own) of a
+    two-epoch run on the tiny model with dropout on (a resumed run must continue its RNG too)
+    and a checkpoint every 2 steps; `flags` as in `tests.tiny.train_args`."""
+    defaults = dict(
+        buckets="8,16",
+        epochs=2,
+        learning_rate="2e-3",
+        dropout="0.2",
+        seed=3,
+        jit_compile="false",
+        save_every_steps=2,
+        json=True,
+    )
+    return train_args(model, train, None, command=None, **{**defaults, **flags})
+
+
+def start_train(args: list[str], killed_at: tuple[str, int] | None = None) -> subprocess.Popen:
+    module = (
+        ["tests.training.killed_train", *map(str, killed_at)]
+        if killed_at
+        else ["bertfit.cli", "train"]
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    return subprocess.Popen(
+        [sys.executable, "-X", "faulthandler", "-m", *module, *args],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def run_train(args: list[str], killed_at: tuple[str, int] | None = None) -> tuple[int, str]:
+    process = start_train(args, killed_at)
+    _, err = process.communicate(timeout=cluster.TIMEOUT)
+    return process.returncode, err
+
+
+def run_killed(args: list[str], at: tuple[str, int]) -> None:
+    code, err = run_train(args, at)
+    assert code == -signal.SIGKILL, f"killed at {at}: exit {code}\n{err}"
+
+
+def steps_of(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / "steps.jsonl").read_text().splitlines()]
