@@ -179,3 +179,101 @@ def test_a_killed_attention_pooling_run_resumes_to_the_weights_of_an_uninterrupt
     weights = cluster.final_weights(killed)
     (score,) = [value for name, value in weights.items() if "window_pooling" in name]
     assert np.abs(score).max() > 0  # the attention score trained, and was saved and restored
+
+
+def _setup(model_dir, tmp_path, train_rows, eval_rows=None, **model):
+    import tensorflow as tf
+
+    from bertfit.config import DataConfig, ModelConfig, RunConfig, TrainConfig
+    from bertfit.training.setup import prepare
+    from bertfit.training.strategy import XlaChoice
+
+    dev = None if eval_rows is None else str(write_csv(tmp_path / "dev.csv", eval_rows))
+    config = RunConfig(
+        model=ModelConfig(name=str(model_dir), max_seq_length=16, dropout=0.0, **model),
+        data=DataConfig(train=str(write_csv(tmp_path / "train.csv", train_rows)), eval=dev),
+        train=TrainConfig(batch_size=8, epochs=1, strategy="default", jit_compile=False),
+    )
+    strategy = tf.distribute.get_strategy()
+    return prepare(config, strategy, XlaChoice.for_run(False, strategy))
+
+
+def test_padding_documents_reach_neither_the_loss_nor_the_evaluation(trainable_hf_dir, tmp_path):
+    import tensorflow as tf
+
+    from bertfit.progress import Console
+    from bertfit.text.windows import tokenize_windows
+    from bertfit.training.losses import per_example_loss
+    from bertfit.training.run import evaluate_data
+
+    train_rows, eval_rows = documents(13, 5, "single-label"), documents(11, 6, "single-label")
+    setup = _setup(trainable_hf_dir, tmp_path, train_rows, eval_rows, long_documents="chunk",
+                   max_chunks=4, chunk_pooling="attention")  # fmt: skip
+    model, tokenizer = setup.trainer.model, setup.tokenizer
+    model.window_pooling.score.kernel.assign(np.full([32, 1], 0.3, "float32"))  # not the mean
+    keys = ("input_word_ids", "input_mask", "input_type_ids", "window_mask")
+
+    def alone(text: str) -> tf.Tensor:  # the document's logits, classified on its own
+        inputs = tokenize_windows(tokenizer, [text], SPEC)
+        return model({k: inputs[k] for k in keys})[0]
+
+    labels = {"neg": 0, "pos": 1}
+    padded = 0
+    for batch in setup.batches(setup.train, shuffle=False, training=True):
+        _, batch = batch
+        real = batch["index"].numpy() >= 0
+        padded += int((~real).sum())
+        assert (batch["window_mask"].numpy()[~real] == 0).all()
+        _, loss = setup.trainer.replica_step(batch)
+        rows = [train_rows[i] for i in batch["index"].numpy()[real]]
+        logits = tf.stack([alone(text) for text, _ in rows])
+        want = per_example_loss("single-label", [labels[y] for _, y in rows], logits)
+        np.testing.assert_allclose(float(loss), float(tf.reduce_mean(want)), rtol=1e-5)
+    assert padded > 0  # some batches had padding documents
+
+    metrics, outputs = evaluate_data(setup, setup.eval, Console(silent=True))
+    assert metrics["num_examples"] == 11 and outputs.shape == (11, 2)
+    each = tf.nn.softmax(tf.stack([alone(text) for text, _ in eval_rows])).numpy()
+    np.testing.assert_allclose(outputs, each, atol=1e-5)
+    gold = np.asarray([labels[y] for _, y in eval_rows])
+    assert metrics["accuracy"] == pytest.approx(float((each.argmax(1) == gold).mean()))
+    loss = per_example_loss("single-label", gold, np.log(each)).numpy().mean()
+    assert metrics["loss"] == pytest.approx(float(loss), rel=1e-4)
+
+
+def test_truncate_suggests_chunk_once_when_many_rows_lose_tokens(trainable_hf_dir, tmp_path):
+    from bertfit.training.setup import CHUNK_SUGGESTION_SHARE
+
+    rows = documents(20, 7, "single-label")
+    over = np.mean([len(text.split()) + 2 > 16 for text, _ in rows])
+    assert over > CHUNK_SUGGESTION_SHARE
+    notes = _setup(trainable_hf_dir, tmp_path, rows).notes
+    suggestions = [note for note in notes if "--long-documents chunk" in note]
+    assert suggestions == [
+        f"{over:.1%} of the training rows are longer than --max-seq-length 16 and lose tokens; "
+        "--long-documents chunk classifies them whole (windows pooled per document)."
+    ]
+    short = [(" ".join(text.split()[:10]), label) for text, label in rows]
+    assert not any("--long-documents" in n for n in _setup(trainable_hf_dir, tmp_path, short).notes)
+    chunked = _setup(trainable_hf_dir, tmp_path, rows, long_documents="chunk", max_chunks=4)
+    assert not any("--long-documents chunk classifies" in n for n in chunked.notes)
+
+
+@pytest.mark.parametrize(
+    "extra, says",
+    [
+        (["--text-pair-column", "text_pair"], "--text-pair-column text_pair gives pairs"),
+        (["--streaming"], "needs whole documents"),
+        (["--buckets", "8,16"], "Leave --buckets out"),
+    ],
+)
+def test_what_chunk_cannot_do_is_refused_before_anything_is_written(
+    trainable_hf_dir, tmp_path, capsys, extra, says
+):
+    rows = [(text, text, label) for text, label in documents(8, 8, "single-label")]
+    train = write_csv(tmp_path / "train.csv", rows, header=("text", "text_pair", "label"))
+    run = tmp_path / "run"
+    assert main(train_args(trainable_hf_dir, train, run, *extra, **FLAGS)) == 2
+    err = capsys.readouterr().err
+    assert says in err and "Traceback" not in err
+    assert not run.exists()
