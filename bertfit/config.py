@@ -138,6 +138,9 @@ class TrainConfig:
         batch_size: the global batch, summed over all replicas.
         epochs, learning_rate, warmup_ratio, weight_decay, clip_norm: AdamW with linear warmup
             then linear decay, global-norm clipping.
+        max_steps: train exactly this many optimizer steps instead of `epochs` (across
+            epochs, the last one cut short; it then evaluates and saves as an epoch's end);
+            the learning-rate schedule spans these steps. None: `epochs` whole epochs.
         seed: seeds initialisation, dropout and shuffling.
         jit_compile: XLA-compile the step: true, false, or null (auto: all of it on a GPU or
             TPU, none of it on a CPU; see `training.loop.XlaChoice`).
@@ -171,6 +174,7 @@ class TrainConfig:
 
     batch_size: int = 32
     epochs: int = 3
+    max_steps: int | None = None
     learning_rate: float = 5e-5
     warmup_ratio: float = 0.1
     weight_decay: float = 0.01
@@ -265,6 +269,7 @@ class RunConfig:
             ),
             ("train.batch_size", t.batch_size >= 1, "at least 1"),
             ("train.epochs", t.epochs >= 1, "at least 1"),
+            ("train.max_steps", t.max_steps is None or t.max_steps >= 1, "at least 1"),
             (
                 "train.learning_rate",
                 math.isfinite(t.learning_rate) and 0 < t.learning_rate <= MAX_LEARNING_RATE,

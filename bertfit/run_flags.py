@@ -124,6 +124,14 @@ TRAIN_FLAGS = {
     ),
     "--batch-size": ("train.batch_size", {"type": int, "help": "global batch size"}),
     "--epochs": ("train.epochs", {"type": int}),
+    "--max-steps": (
+        "train.max_steps",
+        {
+            "type": int,
+            "help": "train exactly N optimizer steps instead of --epochs (the last epoch cut "
+            "short; the learning-rate schedule spans N)",
+        },
+    ),
     "--learning-rate": ("train.learning_rate", {"type": float}),
     "--warmup-ratio": ("train.warmup_ratio", {"type": float}),
     "--weight-decay": ("train.weight_decay", {"type": float}),

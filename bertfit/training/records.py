@@ -26,18 +26,21 @@ class EpochRecord:
     eval: dict | None = None
     best: bool = False
     stopped_after_steps: int | None = None
+    max_steps_cut: int | None = None
 
     def to_dict(self) -> dict:
         """As metrics.json has it: `eval` only when evaluated, `best` only when true,
         `stopped_after_steps` only when early stopping cut the epoch short (its `eval` is then
-        the step evaluation that stopped it)."""
+        the step evaluation that stopped it), `max_steps_cut` (the steps it took) only when
+        `--max-steps` did."""
         record = dataclasses.asdict(self)
         if self.eval is None:
             del record["eval"]
         if not self.best:
             del record["best"]
-        if self.stopped_after_steps is None:
-            del record["stopped_after_steps"]
+        for cut in ("stopped_after_steps", "max_steps_cut"):
+            if record[cut] is None:
+                del record[cut]
         return record
 
     @classmethod
@@ -49,6 +52,8 @@ class EpochRecord:
         cut = (
             f" (stopped early after {self.stopped_after_steps} steps)"
             if self.stopped_after_steps is not None
+            else f" (cut at --max-steps after {self.max_steps_cut} steps)"
+            if self.max_steps_cut is not None
             else ""
         )
         text = (
@@ -151,6 +156,8 @@ class RunSummary:
         wall_seconds, train_num_examples, trace_counts, time: the finished run's totals.
         evaluations: the evaluations inside epochs (`--eval-every-steps`), None without.
         stopped_early: where and why early stopping ended the run, None when it did not.
+        stopped_at_max_steps: `--max-steps` when the run ended after taking that many steps
+            (None without it, or when early stopping ended the run first).
     """
 
     status: str
@@ -170,6 +177,7 @@ class RunSummary:
     time: dict | None = None
     evaluations: list[StepEvaluation] | None = None
     stopped_early: EarlyStop | None = None
+    stopped_at_max_steps: int | None = None
 
     def to_dict(self) -> dict:
         """metrics.json: the fields that are set (no `final` without evaluation)."""
@@ -215,7 +223,9 @@ class RunSummary:
                 f"{r.train_examples_per_second:.1f}",
                 f"{r.train_seconds:.0f}",
                 ", ".join(
-                    ["best"] * r.best + ["stopped early"] * (r.stopped_after_steps is not None)
+                    ["best"] * r.best
+                    + ["stopped early"] * (r.stopped_after_steps is not None)
+                    + ["max steps"] * (r.max_steps_cut is not None)
                 ),
             ]
             for r in self.epochs
@@ -227,4 +237,6 @@ class RunSummary:
         ]
         if self.stopped_early is not None:
             lines.append(self.stopped_early.describe())
+        if self.stopped_at_max_steps is not None:
+            lines.append(f"stopped at --max-steps {self.stopped_at_max_steps}")
         return "\n".join(lines)

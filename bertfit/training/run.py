@@ -48,6 +48,7 @@ from bertfit.training.records import (
     StepEvaluation,
 )
 from bertfit.training.run_dir import RunBusy, RunDir, new_run_path
+from bertfit.training.run_length import RunLength
 from bertfit.training.setup import LabelledData, RunSetup, prepare
 from bertfit.training.strategy import XlaChoice, check_hardware, make_strategy
 from bertfit.training.summaries import RunSummaries
@@ -183,18 +184,21 @@ def _train(
     summaries = RunSummaries(run_dir.path / "tensorboard")
     summaries.config(setup.config.to_dict())
     summaries.lengths(lengths)
-    _log_setup(run_dir, setup, strategy)
+    length = RunLength.of(
+        setup.config.train, len(setup.plan(setup.train, shuffle=False, training=True))
+    )
+    _log_setup(run_dir, setup, strategy, length)
     console.info(f"bertfit: {setup.xla.describe()}; --jit-compile chooses")
     run_dir.save_metrics(so_far(summary, state))
 
-    epochs = EpochRunner(setup, run_dir, checkpoints, console, summaries, summary)
+    epochs = EpochRunner(setup, run_dir, checkpoints, console, summaries, summary, length)
     with StopRequests() as stop:
-        while state.epochs_remain(setup.config.train.epochs):
+        while state.epochs_remain(length.epochs):
             epochs.train(state, stop)
             epochs.finish(state, stop)
     summaries.close()
 
-    summary = _finished(summary, setup, state, run_dir, checkpoints, started)
+    summary = _finished(summary, setup, state, run_dir, checkpoints, started, length)
     run_dir.save_metrics(summary)
     run_dir.log("finished")
     console.info(summary.epoch_table())
@@ -229,9 +233,10 @@ def _describe(
     )
 
 
-def _log_setup(run_dir: RunDir, setup: RunSetup, strategy: tf.distribute.Strategy) -> None:
+def _log_setup(
+    run_dir: RunDir, setup: RunSetup, strategy: tf.distribute.Strategy, length: RunLength
+) -> None:
     config, t, trainer = setup.config, setup.config.train, setup.trainer
-    steps_per_epoch = len(setup.plan(setup.train, shuffle=False, training=True))
     run_dir.log(
         f"model {config.model.name} ({setup.checkpoint.format}); "
         f"{trainer.model.encoder.load_report}"
@@ -241,7 +246,7 @@ def _log_setup(run_dir: RunDir, setup: RunSetup, strategy: tf.distribute.Strateg
     run_dir.log(
         f"train {config.data.train}: {len(setup.train)} of {setup.rows_read} rows; "
         f"{setup.task.kind}, labels {list(setup.task.labels)}; buckets {list(setup.buckets)}; "
-        f"{steps_per_epoch} steps/epoch; strategy {type(strategy).__name__} with "
+        f"{length.describe()}; strategy {type(strategy).__name__} with "
         f"{strategy.num_replicas_in_sync} replicas; precision {config.model.precision} "
         f"({PRECISION_POLICIES[config.model.precision]}); grad_accum {t.grad_accum} "
         f"(effective batch {t.batch_size * t.grad_accum}); steps_per_execution "
@@ -256,13 +261,16 @@ def _finished(
     run_dir: RunDir,
     checkpoints: RunCheckpoints,
     started: float,
+    length: RunLength,
 ) -> RunSummary:
     """The summary of a finished run; with --tune-threshold the best epoch's threshold is
     saved with the task."""
     trainer, wall = setup.trainer, time.perf_counter() - started
+    at_max_steps = state.stopped_early is None and state.global_step == length.max_steps
     finished = dataclasses.replace(
         so_far(summary, state),
         status=FINISHED,
+        stopped_at_max_steps=length.max_steps if at_max_steps else None,
         wall_seconds=wall,
         train_num_examples=len(setup.train),
         trace_counts=trainer.trace_counts(),
@@ -430,10 +438,11 @@ class EpochRunner:
         console: Console,
         summaries: RunSummaries,
         summary: RunSummary,
+        length: RunLength,
     ):
         self.setup, self.trainer, self.config = setup, setup.trainer, setup.config
         self.run_dir, self.checkpoints, self.console = run_dir, checkpoints, console
-        self.summaries, self.summary = summaries, summary
+        self.summaries, self.summary, self.length = summaries, summary, length
 
     def train(self, state: TrainingState, stop: StopRequests) -> None:
         """Takes the epoch's remaining steps, evaluating every eval_every_steps (which may
@@ -444,11 +453,13 @@ class EpochRunner:
         batches = self.setup.batches(
             self.setup.train, shuffle=True, epoch=state.epoch, training=True, start=state.step
         )
+        # --max-steps: a prefix of the plan takes a prefix of each bucket's batches
+        batches.plan = batches.plan[: max(0, self.length.steps_in(state.epoch) - state.step)]
         if not len(batches):
             return  # the epoch's training was done; its evaluation remains
         t, start = self.config.train, state.step
         progress = self.console.progress(
-            f"epoch {state.epoch + 1}/{t.epochs}", start + len(batches), start
+            f"epoch {state.epoch + 1}/{self.length.epochs}", start + len(batches), start
         )
         plan = iter(batches.plan)
         seen, last_time = 0, time.perf_counter()
@@ -546,7 +557,7 @@ class EpochRunner:
             return
         if state.evaluations_without_improvement < t.early_stopping_patience:
             return
-        if epoch_end and state.epoch + 1 == t.epochs:
+        if epoch_end and state.epoch + 1 == self.length.epochs:
             return
         state.stopped_early = EarlyStop(
             epoch=state.epoch + 1,
@@ -595,6 +606,9 @@ class EpochRunner:
             train_examples=state.epoch_examples,
             train_examples_per_second=state.epoch_examples / max(state.epoch_seconds, 1e-9),
             train_seconds=state.epoch_seconds,
+            max_steps_cut=(
+                state.step if self.length.cut(state.epoch) and state.stopped_early is None else None
+            ),
         )
         if state.stopped_early is not None:
             stopping = state.evaluations[-1]

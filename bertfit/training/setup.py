@@ -587,6 +587,8 @@ def assemble(
     `train` stands for when it is a sample (`check`); `total_steps`: the schedule's length
     (default: the run's)."""
     t = config.train
+    if total_steps is None and t.max_steps is not None:
+        total_steps = t.max_steps  # the schedule spans --max-steps (training/run_length.py)
     rows_read = len(train) if rows_read is None else rows_read
     streamed = isinstance(train, TrainStream)
     if not streamed and train.documents is not None:
