@@ -34,12 +34,15 @@ SHORT = ["bad", "the plot was fun", "", "boring !"]
 DOCUMENTS = [CUT, SHORT[0], THREE_WINDOWS, ONE_WINDOW, *SHORT[1:], THREE_WINDOWS[::-1]]
 
 
-def chunk_classifier(folder: Path, batch_size: int = 64) -> Classifier:
-    """A random tiny `ChunkedClassifier` (attention pooling with a non-zero score, a head
-    with large weights, so documents get clearly different probabilities) loaded as
+SINGLE_LABEL = Task("single-label", ("neg", "neutral", "pos"))
+
+
+def chunk_classifier(folder: Path, batch_size: int = 64, task: Task = SINGLE_LABEL) -> Classifier:
+    """A random tiny `ChunkedClassifier` of `task` (attention pooling with a non-zero score, a
+    head with large weights, so documents get clearly different outputs) loaded as
     `load_classifier` loads a chunk run."""
-    task = Task("single-label", ("neg", "neutral", "pos"))
-    model = ChunkedClassifier(BertClassifier(tiny_encoder(), 3, "mean", dropout=0.0), "attention")
+    classifier = BertClassifier(tiny_encoder(), task.num_outputs, "mean", dropout=0.0)
+    model = ChunkedClassifier(classifier, "attention")
     rng = np.random.default_rng(7)
     for variable in (model.window_pooling.score.kernel, model.classifier.head.kernel):
         variable.assign(rng.normal(0, 2, variable.shape).astype("float32"))

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from bertfit.data.tasks import Task
 from bertfit.errors import ConfigError
 from bertfit.export.litert import export_litert
 from bertfit.export.onnx import export_onnx
@@ -14,6 +15,7 @@ from bertfit.export.serving import export_classifier
 from bertfit.inference.predictor import load_classifier
 from bertfit.text.windows import tokenize_windows
 from tests.long_documents import CUT, DOCUMENTS, ONE_WINDOW, SHORT, SPEC, chunk_classifier
+from tests.tiny import WORDS
 
 MODEL_KEYS = ("input_word_ids", "input_mask", "input_type_ids", "window_mask")
 
@@ -30,11 +32,14 @@ def exported(classifier, tmp_path_factory):
     return root
 
 
-def _model_on_windows(classifier, text: str) -> np.ndarray:
+def _logits(classifier, text: str) -> np.ndarray:
     """The model on the document's windows as training cuts them (K = max_chunks, full length)."""
     windows = tokenize_windows(classifier.module.tokenizer, [text], SPEC)
-    logits = classifier.module.model({k: windows[k] for k in MODEL_KEYS})
-    return tf.nn.softmax(logits)[0].numpy()
+    return classifier.module.model({k: windows[k] for k in MODEL_KEYS})[0].numpy()
+
+
+def _model_on_windows(classifier, text: str) -> np.ndarray:
+    return tf.nn.softmax(_logits(classifier, text)).numpy()
 
 
 def test_the_documents_need_one_several_and_more_than_max_chunks_windows(classifier):
@@ -51,6 +56,18 @@ def test_predict_gives_one_row_per_document_its_windows_pooled(classifier):
     assert np.ptp(probabilities[:, 0]) > 1e-3  # documents differ far more than the tolerance
     rows = classifier.predict(DOCUMENTS)
     assert len(rows) == len(DOCUMENTS) and {"label", "probabilities"} <= set(rows[0])
+
+
+def test_the_model_sees_windows_padded_to_the_buckets_only(classifier):
+    module = classifier.module  # chunk-count buckets 1, 2, 4; length buckets 8, 16
+    shapes = set()
+    ten, twenty = " ".join(WORDS[:10]), " ".join(WORDS[:20])  # 1 window of 12, 2 windows
+    batches = [[SHORT[0]], SHORT, [ten, *SHORT], [twenty], [ONE_WINDOW, DOCUMENTS[2]], [CUT], []]
+    for batch in batches:
+        windows = module._window(module.tokenizer.tokenize(tf.constant(batch, tf.string)))
+        shapes.add(tuple(windows["input_word_ids"].shape[1:]))
+        assert windows["window_mask"].shape == windows["input_word_ids"].shape[:2]
+    assert shapes == {(1, 8), (1, 16), (2, 16), (4, 16)}
 
 
 def test_a_document_alone_or_among_short_documents_gets_the_same_probabilities(classifier):
@@ -99,6 +116,34 @@ def test_classify_ids_rows_are_documents_of_one_window(classifier, exported):
     for source in (classifier, load_classifier(exported)):
         outputs = source.signatures()["classify_ids"](**packed)
         np.testing.assert_allclose(outputs["probabilities"].numpy(), expected, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "task",
+    [Task("multi-label", ("plot", "pos", "neg"), threshold=0.4), Task("regression", mean=3, std=2)],
+)
+def test_multi_label_and_regression_documents_get_their_windows_pooled(tmp_path, task):
+    classifier = chunk_classifier(tmp_path, task=task)
+    outputs = classifier.outputs(DOCUMENTS)
+    logits = np.stack([_logits(classifier, text) for text in DOCUMENTS])
+    examples = [_example(text) for text in DOCUMENTS]
+    if task.kind == "regression":
+        np.testing.assert_allclose(outputs["value"], logits[:, 0] * 2 + 3, rtol=0, atol=1e-5)
+        by_examples = classifier.signatures()["regress"](inputs=tf.constant(examples))
+        np.testing.assert_allclose(by_examples["outputs"], outputs["value"], rtol=0, atol=1e-6)
+    else:
+        expected = 1 / (1 + np.exp(-logits))
+        np.testing.assert_allclose(outputs["probabilities"], expected, rtol=0, atol=1e-6)
+        np.testing.assert_array_equal(outputs["predicted"], expected >= 0.4)
+        by_examples = classifier.signatures()["classify"](inputs=tf.constant(examples))
+        np.testing.assert_allclose(by_examples["scores"], expected, rtol=0, atol=1e-6)
+
+
+def _example(text: str) -> bytes:
+    feature = tf.train.Feature(bytes_list=tf.train.BytesList(value=[text.encode()]))
+    return tf.train.Example(
+        features=tf.train.Features(feature={"text": feature})
+    ).SerializeToString()
 
 
 @pytest.mark.parametrize("export", [export_litert, export_onnx])
