@@ -301,7 +301,6 @@ class IdLimits:
     def of_model(cls, model) -> IdLimits:
         """From a `BertClassifier`'s (or a `ChunkedClassifier`'s) encoder config; no limits for
         another kind of model."""
-        model = getattr(model, "classifier", model)  # a ChunkedClassifier's BertClassifier
         config = getattr(getattr(model, "encoder", None), "config", None)
         if config is None:
             return cls()

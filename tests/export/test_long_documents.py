@@ -12,10 +12,11 @@ from bertfit.errors import ConfigError
 from bertfit.export.litert import export_litert
 from bertfit.export.onnx import export_onnx
 from bertfit.export.serving import export_classifier
+from bertfit.inference.graph import IdLimits
 from bertfit.inference.predictor import load_classifier
 from bertfit.text.windows import tokenize_windows
 from tests.long_documents import CUT, DOCUMENTS, ONE_WINDOW, SHORT, SPEC, chunk_classifier
-from tests.tiny import WORDS
+from tests.tiny import TINY_VOCAB, WORDS
 
 MODEL_KEYS = ("input_word_ids", "input_mask", "input_type_ids", "window_mask")
 
@@ -116,6 +117,10 @@ def test_classify_ids_rows_are_documents_of_one_window(classifier, exported):
     for source in (classifier, load_classifier(exported)):
         outputs = source.signatures()["classify_ids"](**packed)
         np.testing.assert_allclose(outputs["probabilities"].numpy(), expected, atol=1e-5)
+        assert IdLimits.of_module(source.module) == IdLimits(len(TINY_VOCAB), 2, 64)
+        bad = {**packed, "input_word_ids": packed["input_word_ids"] + len(TINY_VOCAB)}
+        with pytest.raises(tf.errors.InvalidArgumentError, match="the vocabulary size"):
+            source.signatures()["classify_ids"](**bad)
 
 
 @pytest.mark.parametrize(
