@@ -3,9 +3,11 @@
 Plots (PNG, embedded as data URIs, so the file opens anywhere without a network): the training
 loss and learning rate per step, the gradient norm and throughput, the evaluation metrics per
 epoch, the confusion matrix (single-label), per-label F1 (multi-label) or predicted against true
-values (regression), the token-length histogram with the bucket edges. Tables: the final
-metrics, per-class precision/recall/F1, padding waste per bucket, where the time went, the data
-and the model. Everything comes from the run directory's files (`bertfit.training.run_dir`).
+values (regression), the token-length histogram with the bucket edges (for `--long-documents
+chunk`: documents' token lengths against the window edges, windows per document and the share of
+text dropped). Tables: the final metrics, per-class precision/recall/F1, padding waste per
+bucket, where the time went, the data and the model. Everything comes from the run directory's
+files (`bertfit.training.run_dir`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import numpy as np
 from bertfit import storage
 from bertfit.data.profile import LengthProfile
 from bertfit.data.tasks import MULTI_LABEL, REGRESSION, Task
+from bertfit.data.windowed import WindowProfile
 from bertfit.errors import ConfigError
 from bertfit.paths import STDOUT, check_output_file, write_output
 from bertfit.training.metrics import HEADLINE_METRICS
@@ -93,8 +96,13 @@ def _page(run: Path, metrics: dict, steps: list[dict], task: Task, eval_outputs)
         stop = _stop_note(metrics.get("stopped_early"))
         sections.append(_section("Evaluation", [plot, stop, _final_table(last_eval, task)]))
         sections.append(_section(_task_title(task), _task_parts(task, last_eval, eval_outputs)))
-    if "token_lengths" in metrics.get("data", {}):
-        lengths = LengthProfile.from_dict(metrics["data"]["token_lengths"])
+    data = metrics.get("data", {})
+    if "windows" in data:  # --long-documents chunk: its token_lengths count windows
+        windows = WindowProfile.from_dict(data["windows"])
+        buckets = LengthProfile.from_dict(data["token_lengths"])
+        sections.append(_section("Long documents in windows", _window_parts(windows, buckets)))
+    elif "token_lengths" in data:
+        lengths = LengthProfile.from_dict(data["token_lengths"])
         sections.append(
             _section("Token lengths and buckets", [_length_plot(lengths), _waste_table(lengths)])
         )
@@ -402,7 +410,52 @@ def _length_plot(lengths: LengthProfile) -> str:
     return _figure(draw, height=3.0)
 
 
-def _waste_table(lengths: LengthProfile) -> str:
+def _window_parts(windows: WindowProfile, buckets: LengthProfile) -> list[str]:
+    """Documents' token lengths against the window edges, windows per document, the share of
+    text dropped, and the padding windows of each chunk-count bucket."""
+    ends = windows.window_ends()
+
+    def draw(figure):
+        axes = figure.subplots()
+        counts = windows.token_counts
+        axes.bar(list(counts), list(counts.values()), width=1.0, color="#579")
+        for end in ends:
+            axes.axvline(end + 0.5, color="#c50", linestyle="--", linewidth=1)
+        axes.set(
+            xlabel="tokens per document (no [CLS]/[SEP])",
+            ylabel="documents",
+            title=f"Training documents' token lengths; the ids 1 to {windows.max_chunks} "
+            f"windows of {windows.max_seq_length} hold (dashed)",
+        )
+        return "document token-length histogram with window edges"
+
+    per_document = _table(
+        ["windows kept", "documents"], [[k, n] for k, n in sorted(windows.windows.items())]
+    )
+    dropped = _table(
+        None,
+        [
+            ["documents", windows.documents],
+            ["median / longest (ids)", f"{windows.median_tokens:g} / {windows.max_tokens}"],
+            [
+                "window, stride (overlap), most windows",
+                f"{windows.max_seq_length}, {windows.stride}, {windows.max_chunks}",
+            ],
+            [f"documents cut at {windows.max_chunks} windows", windows.cut_documents],
+            ["share of the text dropped", f"{windows.dropped_share:.1%}"],
+        ],
+        "about",
+    )
+    return [
+        f"<p>{html.escape(windows.line())}</p>",
+        _figure(draw, height=3.0),
+        per_document,
+        dropped,
+        _waste_table(buckets, unit="windows"),
+    ]
+
+
+def _waste_table(lengths: LengthProfile, unit: str = "tokens") -> str:
     rows = [
         [bucket, examples, real, slots, f"{waste:.1%}"]
         for bucket, examples, real, slots, waste in zip(
@@ -414,8 +467,15 @@ def _waste_table(lengths: LengthProfile) -> str:
             strict=True,
         )
     ]
+    singular = unit.rstrip("s")
     return _table(
-        ["bucket (tokens)", "examples", "real tokens", "token slots computed", "padding waste"],
+        [
+            f"bucket ({unit})",
+            "examples",
+            f"real {unit}",
+            f"{singular} slots computed",
+            "padding waste",
+        ],
         rows,
     )
 

@@ -78,6 +78,8 @@ class WindowProfile:
         windows: kept windows per document -> documents.
         cut_documents: documents that needed more than `max_chunks` windows.
         dropped_share: the share of all ids dropped after the last kept window.
+        stride: ids two consecutive windows share.
+        token_counts: documents' ids -> documents (the report's histogram).
 
     Examples:
     >>> ids = tf.ragged.constant([[1] * 3, [1] * 9, [1] * 40])
@@ -98,11 +100,14 @@ class WindowProfile:
     windows: dict[int, int]
     cut_documents: int
     dropped_share: float
+    stride: int = 0
+    token_counts: dict[int, int] = dataclasses.field(default_factory=dict)
 
     @classmethod
     def of(cls, documents: WindowedDocuments) -> WindowProfile:
         lengths = documents.ids.row_lengths().numpy()
         kept, counts = np.unique(documents.kept_windows, return_counts=True)
+        values, documents_of = np.unique(lengths, return_counts=True)
         spec = documents.spec
         return cls(
             documents=len(documents),
@@ -113,7 +118,41 @@ class WindowProfile:
             windows=dict(zip(map(int, kept), map(int, counts), strict=True)),
             cut_documents=int((documents.windows > spec.max_chunks).sum()),
             dropped_share=float(documents.dropped_tokens.sum() / max(lengths.sum(), 1)),
+            stride=spec.stride,
+            token_counts=dict(zip(map(int, values), map(int, documents_of), strict=True)),
         )
+
+    def window_ends(self) -> list[int]:
+        """The ids a document of 1, 2, ... max_chunks windows holds at most (the report's
+        window edges)."""
+        spec = WindowSpec(self.max_seq_length, self.stride, self.max_chunks)
+        return [spec.content + k * spec.step for k in range(self.max_chunks)]
+
+    def to_dict(self) -> dict:
+        """As JSON holds it (metrics.json `data.windows`): the counts' keys as strings."""
+        values = dataclasses.asdict(self)
+        for name in ("windows", "token_counts"):
+            values[name] = {str(k): v for k, v in values[name].items()}
+        return values
+
+    @classmethod
+    def from_dict(cls, values: dict) -> WindowProfile:
+        """The profile `to_dict` wrote.
+
+        >>> import json
+        >>> spec = WindowSpec(max_seq_length=6, stride=1, max_chunks=2)
+        >>> ids = tf.ragged.constant([[1] * 3, [1] * 9])
+        >>> profile = WindowProfile.of(WindowedDocuments(ids, spec.windows_needed([3, 9]).numpy(),
+        ...                                              spec))
+        >>> WindowProfile.from_dict(json.loads(json.dumps(profile.to_dict()))) == profile
+        True
+        >>> profile.window_ends()
+        [4, 7]
+        """
+        values = dict(values)
+        for name in ("windows", "token_counts"):
+            values[name] = {int(k): v for k, v in values.get(name, {}).items()}
+        return cls(**values)
 
     def line(self) -> str:
         """One line for the report and the console."""

@@ -210,6 +210,7 @@ def _describe(
 ) -> RunSummary:
     """The summary of a run that starts: what is trained, on what, how."""
     config, train, model = setup.config, setup.train, setup.trainer.model
+    windows = setup.window_profile()  # --long-documents chunk: the report redraws it
     return RunSummary(
         status=RUNNING,
         task=setup.task.kind,
@@ -227,6 +228,7 @@ def _describe(
             "eval": config.data.eval,
             "eval_rows": len(setup.eval) if setup.eval is not None else 0,
             "token_lengths": lengths.to_dict(),
+            **({"windows": windows.to_dict()} if windows is not None else {}),
         },
         strategy={"name": type(strategy).__name__, "replicas": strategy.num_replicas_in_sync},
         run_dir=storage.path_text(config.output_dir),

@@ -98,6 +98,24 @@ def test_train_chunk_counts_every_document_once_and_traces_once_per_chunk_bucket
     config = (run / "config.yaml").read_text()
     assert "long_documents: chunk" in config and f"chunk_pooling: {pooling}" in config
 
+    # what the report shows: documents' lengths against the window, windows, text dropped
+    lengths = np.asarray([len(row[0].split()) for row in train_rows])  # one id per word
+    needed = SPEC.windows_needed(lengths).numpy()
+    kept = np.minimum(needed, SPEC.max_chunks)
+    covered = SPEC.content + (kept - 1) * SPEC.step
+    windows = metrics["data"]["windows"]
+    assert windows["documents"] == 29 and windows["max_tokens"] == lengths.max()
+    assert windows["windows"] == {str(k): int((kept == k).sum()) for k in np.unique(kept)}
+    assert windows["cut_documents"] == int((needed > SPEC.max_chunks).sum()) > 0
+    dropped = np.maximum(lengths - covered, 0).sum() / lengths.sum()
+    assert windows["dropped_share"] == pytest.approx(dropped)
+    assert windows["token_counts"] == {str(n): int((lengths == n).sum()) for n in set(lengths)}
+    report = (run / "report.html").read_text()
+    assert "Long documents in windows" in report and f"{dropped:.1%}" in report
+    (run / "report.html").unlink()
+    assert main(["report", str(run)]) == 0  # redrawn from the run directory alone
+    assert (run / "report.html").read_text().count("document token-length histogram") == 1
+
 
 def _attention_trainer(total_steps: int = 4):
     import tensorflow as tf
