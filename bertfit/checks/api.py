@@ -54,6 +54,7 @@ from bertfit.training.setup import (
     check_stream,
     encode_labelled,
     run_tokenizer,
+    window_spec,
 )
 from bertfit.training.strategy import XlaChoice, check_hardware
 
@@ -180,6 +181,7 @@ def _check_run(report: Report, config: RunConfig, replicas, max_rows, compile_, 
     target = report.target
     try:
         config.validate()
+        window_spec(config)  # what --long-documents chunk cannot do (pairs, --streaming)
     except BertfitError as e:
         report.add("config-invalid", ERROR, str(e), where="run config")
         return
@@ -407,9 +409,10 @@ def _check_pipeline(
     if compile_ and "grad-none" not in report.codes:
         compile_shapes(report, trainer.replica_step, firsts, expected.target, "replica step", full)
     compute = tf.as_dtype(trainer.model.encoder.dtype_policy.compute_dtype).size
-    report.memory = memory_per_replica(
-        trainer.model, [(per_replica, s) for s in sorted(pipeline.datasets)], compute
-    )
+    shapes = [(per_replica, s) for s in sorted(pipeline.datasets)]
+    if setup.windowed:  # [batch, K, max_seq_length]: the encoder runs on batch·K windows
+        shapes = [(per_replica, k, config.model.max_seq_length) for k in sorted(pipeline.datasets)]
+    report.memory = memory_per_replica(trainer.model, shapes, compute)
 
 
 # ---- a user's dataset ----

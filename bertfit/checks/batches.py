@@ -28,6 +28,7 @@ from bertfit.model.inputs import (
     WEIGHT,
     WORD_IDS,
 )
+from bertfit.text.windows import WINDOW_MASK
 
 # Batch keys that are not model inputs: bertfit's own, then the usual names in other libraries.
 LABEL_KEYS = (LABEL, "labels", "y", "target")
@@ -160,7 +161,8 @@ def check_spec(report: Report, spec, ctx: BatchExpectations) -> None:
 def _check_keys(report: Report, named: dict, ctx: BatchExpectations) -> None:
     if ctx.encoder_takes_text:
         return  # a model taking strings names its own inputs (or takes one unnamed tensor)
-    unknown = [k for k in named if k not in ALIASES]
+    # window_mask: the ChunkedClassifier's input next to the windows (--long-documents chunk)
+    unknown = [k for k in named if k not in ALIASES and k != WINDOW_MASK]
     for key in unknown:
         close = difflib.get_close_matches(key, list(ALIASES), n=1, cutoff=0.5)
         target = ALIASES[close[0]] if close else None
@@ -348,17 +350,23 @@ def observe_batch(stats: BatchStats, element, ctx: BatchExpectations) -> None:
     if ids is None or not hasattr(ids, "shape") or getattr(ids, "dtype", None) == tf.string:
         return
     ids = np.asarray(ids)
-    if ids.ndim != 2:
+    windows = named.get(WINDOW_MASK)
+    if not (ids.ndim == 2 or (ids.ndim == 3 and windows is not None)):
         return
     stats.rows += ids.shape[0]
     stats.leading_sizes.add(ids.shape[0])
-    stats.seq_sizes.add(ids.shape[1])
+    stats.seq_sizes.add(ids.shape[-1])
     if tuple(ids.shape) not in stats.shapes:
         stats.shapes.append(tuple(ids.shape))
     real = np.ones(ids.shape[0], bool)
     if weights is not None:
         real = np.asarray(weights) > 0
         stats.zero_weight_batches += int(not real.any())
+    if ids.ndim == 3:  # documents' windows [batch, K, seq]: check every real window as a row
+        real = (np.asarray(windows) > 0) & real[:, None]
+        ids, real = ids.reshape(-1, ids.shape[-1]), real.reshape(-1)
+        mask = None if mask is None else np.asarray(mask).reshape(ids.shape)
+        types = None if types is None else np.asarray(types).reshape(ids.shape)
     if mask is not None:
         mask = np.asarray(mask)
         stats.bad_mask |= set(np.unique(mask).tolist()) - {0, 1}

@@ -18,6 +18,7 @@ from bertfit.config import RunConfig
 from bertfit.data.labels import INTEGER_LABEL
 from bertfit.data.sources import Example, read_examples, resolve_format
 from bertfit.data.tasks import MULTI_LABEL, SINGLE_LABEL, WARNING_NOTE, Task, label_counts
+from bertfit.data.windowed import WindowProfile
 from bertfit.errors import DataError
 from bertfit.training.setup import (
     LabelledData,
@@ -278,7 +279,8 @@ def check_lengths(
     max_rows: int | None,
     max_positions: int | None = None,
 ) -> LabelledData:
-    """Tokenizes (a sample of) the rows; reports how many are cut to max_seq_length.
+    """Tokenizes (a sample of) the rows; reports how many are cut to max_seq_length (with
+    `--long-documents chunk`: how many need more than --max-chunks windows, and the ids lost).
 
     Returns the sampled rows, tokenized as the run tokenizes them (without targets)."""
     chosen = sample_indices(len(examples), max_rows)
@@ -288,7 +290,9 @@ def check_lengths(
     limit = config.model.max_seq_length
     over = encoded.packed_lengths > limit
     report.stats[f"{path} tokenized"] = f"{len(rows)} of {len(examples)} rows"
-    if over.any():
+    if data.documents is not None:
+        check_windows(report, data, path)
+    elif over.any():
         cut = encoded.packed_lengths[over] - limit
         share = over.mean()
         first = rows[int(np.flatnonzero(over)[0])]
@@ -303,6 +307,32 @@ def check_lengths(
             fix=_length_fix(int(np.percentile(encoded.packed_lengths, 95)), limit, max_positions),
         )
     return data
+
+
+def check_windows(report: Report, data: LabelledData, path: str) -> None:
+    """`--long-documents chunk`: the documents' windows, and a finding for those that need more
+    than --max-chunks windows (the ids after the last kept window are dropped)."""
+    documents = data.documents
+    spec, profile = documents.spec, WindowProfile.of(documents)
+    report.stats[f"{path} windows"] = profile.line()
+    cut = documents.windows > spec.max_chunks
+    if not cut.any():
+        return
+    dropped = documents.dropped_tokens[cut]
+    first = data.examples[int(np.flatnonzero(cut)[0])]
+    needs_95 = int(np.ceil(np.percentile(documents.windows, 95)))
+    report.add(
+        "data-windows-cut",
+        WARNING if cut.mean() > TRUNCATION_WARNING else INFO,
+        f"{int(cut.sum())} of {len(documents)} document(s) ({cut.mean():.1%}) need more than "
+        f"--max-chunks {spec.max_chunks} windows of {spec.max_seq_length} tokens; they lose "
+        f"{dropped.mean():.0f} tokens on average, up to {int(dropped.max())} "
+        f"({profile.dropped_share:.1%} of all the text)",
+        where=f"{data.path}:{first.line}",
+        why="the tokens after a document's last kept window never reach the model",
+        fix=f"raise --max-chunks (95% of the documents fit in {needs_95} windows; memory and "
+        "time grow with it), or accept the cut",
+    )
 
 
 def _length_fix(fits_95: int, limit: int, max_positions: int | None) -> str:

@@ -417,11 +417,12 @@ def dataset_memory(model, elements: list, replicas: int) -> dict:
     return memory_per_replica(model, shapes)
 
 
-def memory_per_replica(model, shapes: list[tuple[int, int]], compute_bytes: int = 4) -> dict:
+def memory_per_replica(model, shapes: list[tuple[int, ...]], compute_bytes: int = 4) -> dict:
     """Parameters (exact), gradients + AdamW slots (exact), activations (an estimate).
 
     Activations kept for the backward pass per layer ≈ b·s·(34·h + 5·a·s) bytes at 16 bits
-    (Korthikanti et al., 2022), scaled to the compute dtype's size.
+    (Korthikanti et al., 2022), scaled to the compute dtype's size. A shape [b, K, s] (windows
+    of long documents) is b·K sequences of s tokens: the encoder runs on every window.
     """
     parameters = int(sum(np.prod(v.shape) for v in model.weights))
     trainable = int(sum(np.prod(v.shape) for v in model.trainable_variables))
@@ -430,9 +431,11 @@ def memory_per_replica(model, shapes: list[tuple[int, int]], compute_bytes: int 
     activations = {}
     if config is not None and hasattr(config, "num_hidden_layers"):
         layers, h, a = config.num_hidden_layers, config.hidden_size, config.num_attention_heads
-        for b, s in shapes:
+        for shape in shapes:
+            b, s = int(np.prod(shape[:-1])), shape[-1]
             per_layer = b * s * (34 * h + 5 * a * s) * compute_bytes / 2
-            activations[f"[{b}, {s}]"] = int(layers * per_layer + b * s * h * compute_bytes)
+            name = f"[{', '.join(map(str, shape))}]"
+            activations[name] = int(layers * per_layer + b * s * h * compute_bytes)
     return {
         "parameters": parameters,
         "parameters_bytes": param_bytes,

@@ -295,3 +295,31 @@ def test_what_chunk_cannot_do_is_refused_before_anything_is_written(
     err = capsys.readouterr().err
     assert says in err and "Traceback" not in err
     assert not run.exists()
+
+
+def test_check_estimates_memory_for_every_window_and_reports_the_cut_documents(
+    trainable_hf_dir, tmp_path
+):
+    from bertfit.checks.api import check
+    from bertfit.config import DataConfig, ModelConfig, RunConfig, TrainConfig
+
+    rows = documents(24, 9, "single-label")
+    model = dict(name=str(trainable_hf_dir), max_seq_length=16, long_documents="chunk")
+    config = RunConfig(
+        model=ModelConfig(**model, max_chunks=4),
+        data=DataConfig(train=str(write_csv(tmp_path / "train.csv", rows))),
+        train=TrainConfig(batch_size=8, jit_compile=False),
+    )
+    report = check(config, compile=False)
+    assert not [f for f in report.findings if f.severity == "error"], report.render()
+    assert "data-truncated" not in report.codes
+    (cut,) = [f for f in report.findings if f.code == "data-windows-cut"]
+    lengths = np.asarray([len(text.split()) for text, _ in rows])
+    needed = SPEC.windows_needed(lengths).numpy()
+    assert cut.message.startswith(f"{int((needed > 4).sum())} of 24 document(s)")
+    used = sorted(buckets_used(rows))
+    activations = report.memory["activations_bytes"]
+    assert list(activations) == [f"[8, {k}, 16]" for k in used]
+    # the encoder runs on batch·K windows: the estimate of [8, K, 16] is K times [8, 1, 16]
+    one = activations["[8, 1, 16]"]
+    assert [activations[f"[8, {k}, 16]"] for k in used] == [pytest.approx(k * one) for k in used]
