@@ -107,17 +107,9 @@ def _client(
         latencies.append(time.perf_counter() - start)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--run", help="a run directory to serve (default: train one briefly)")
-    parser.add_argument("--clients", type=int, default=32)
-    parser.add_argument("--seconds", type=float, default=20.0)
-    args = parser.parse_args()
-
-    from bertfit.data.rotten_tomatoes import load_rotten_tomatoes
-
-    texts = [text for text, _ in load_rotten_tomatoes("test")]
-    run = Path(args.run) if args.run else _train_run()
+def load_test(run: Path, texts: list[str], clients: int, seconds: float) -> dict:
+    """Serves `run` with `bertfit serve` on a free port of 127.0.0.1 and sends it one text a
+    request from `clients` threads for `seconds`; requests/s, errors and latency percentiles."""
     port = _free_port()
     server = subprocess.Popen(
         [sys.executable, "-m", "bertfit.cli", "serve", "--run", str(run), "--port", str(port)],
@@ -127,10 +119,10 @@ def main() -> None:
         _wait_ready(port, server)
         latencies: list[float] = []
         errors: list[int] = []
-        stop_at = time.monotonic() + args.seconds
+        stop_at = time.monotonic() + seconds
         threads = [
             threading.Thread(target=_client, args=(port, texts, stop_at, latencies, errors, i))
-            for i in range(args.clients)
+            for i in range(clients)
         ]
         started = time.perf_counter()
         for thread in threads:
@@ -142,10 +134,10 @@ def main() -> None:
         server.terminate()
         server.wait(timeout=60)
     ms = np.asarray(latencies) * 1000
-    result = {
+    return {
         "settings": {
-            "clients": args.clients,
-            "seconds": args.seconds,
+            "clients": clients,
+            "seconds": seconds,
             "texts_per_request": 1,
             "run": str(run),
             "max_batch": 64,
@@ -161,11 +153,26 @@ def main() -> None:
             "max": float(ms.max()),
         },
     }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--run", help="a run directory to serve (default: train one briefly)")
+    parser.add_argument("--clients", type=int, default=32)
+    parser.add_argument("--seconds", type=float, default=20.0)
+    args = parser.parse_args()
+
+    from bertfit.data.rotten_tomatoes import load_rotten_tomatoes
+
+    texts = [text for text, _ in load_rotten_tomatoes("test")]
+    run = Path(args.run) if args.run else _train_run()
+    result = load_test(run, texts, args.clients, args.seconds)
+    errors = result["errors"]
     result["table_rows"] = [
         f"| `bertfit serve` (TF Serving REST), {args.clients} clients x {args.seconds:.0f} s, "
         f"1 text/request, MiniLM-L6 seq 64 | {result['requests_per_second']:.0f} req/s, "
         f"p50 {result['latency_ms']['p50']:.0f} ms, p99 {result['latency_ms']['p99']:.0f} ms, "
-        f"{len(errors)} errors | no peer here (TF Serving is not installable from PyPI) | - |"
+        f"{errors} errors | no peer here (TF Serving is not installable from PyPI) | - |"
     ]
     write_result("serve", result)
 
