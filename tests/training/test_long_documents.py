@@ -78,8 +78,8 @@ def test_train_chunk_counts_every_document_once_and_traces_once_per_chunk_bucket
     dev = write(tmp_path / f"dev.{'jsonl' if kind == 'multi-label' else 'csv'}", eval_rows)
     run = tmp_path / "run"
     extra = ["--eval", str(dev), "--chunk-pooling", pooling]
-    if kind == "regression":
-        extra += ["--task", "regression"]
+    if kind == "regression":  # with gradient accumulation: 2 micro-batches of 8 documents
+        extra += ["--task", "regression", "--grad-accum", "2"]
     assert main(train_args(trainable_hf_dir, train, run, *extra, **FLAGS, epochs=2)) == 0
 
     metrics = _metrics(run)
@@ -323,3 +323,17 @@ def test_check_estimates_memory_for_every_window_and_reports_the_cut_documents(
     # the encoder runs on batch·K windows: the estimate of [8, K, 16] is K times [8, 1, 16]
     one = activations["[8, 1, 16]"]
     assert [activations[f"[8, {k}, 16]"] for k in used] == [pytest.approx(k * one) for k in used]
+
+
+@pytest.mark.slow
+def test_the_xla_compiled_cli_run_traces_once_per_chunk_bucket(trainable_hf_dir, tmp_path):
+    train_rows, eval_rows = documents(29, 0, "single-label"), documents(13, 1, "single-label")
+    train = write_csv(tmp_path / "train.csv", train_rows)
+    dev = write_csv(tmp_path / "dev.csv", eval_rows)
+    run = tmp_path / "run"
+    flags = {**FLAGS, "jit_compile": "true", "epochs": 2}
+    assert main(train_args(trainable_hf_dir, train, run, "--eval", str(dev), **flags)) == 0
+    assert _metrics(run)["trace_counts"] == {
+        "train_step": len(buckets_used(train_rows)),
+        "predict_step": len(buckets_used(eval_rows)),
+    }
