@@ -31,16 +31,23 @@ import tensorflow as tf
 
 from bertfit import storage
 from bertfit.data.chunks import CHUNK_ROWS, read_chunks, source_files
-from bertfit.data.pipeline import encode_texts
 from bertfit.data.sources import Example, SourceSpec
-from bertfit.data.tasks import REGRESSION, infer_task, normalize_label, parse_number
+from bertfit.data.tasks import (
+    MULTI_LABEL,
+    REGRESSION,
+    SINGLE_LABEL,
+    Task,
+    infer_task,
+    normalize_label,
+    parse_number,
+)
 from bertfit.data.tfrecord import (
     MANIFEST,
     Manifest,
     Shard,
     check_tensorflow_reads,
     manifest_path,
-    serialize,
+    serialize_batch,
     tokenizer_fingerprint,
 )
 from bertfit.errors import DataError
@@ -230,39 +237,79 @@ def _write_shards(
     files: list[str],
     destination: Destination,
     tokenizer,
-    task,
+    task: Task,
     sizes: tuple[int, int, int],
 ) -> list[Shard]:
     """The second pass: every row tokenized and written to its shard, in order. `sizes`:
     the rows counted by the first pass, the shards, the rows per chunk."""
     rows, count, chunk_rows = sizes
-    max_len = source.max_seq_length
-    sink = _ShardSink(destination, rows, count, max_len)
+    sink = _ShardSink(destination, rows, count, source.max_seq_length)
     try:
-        for file, chunk in _chunks(files, source.spec, chunk_rows):
-            targets = task.targets(chunk, file)
-            pairs = [e.text_pair for e in chunk] if source.spec.text_pair_column else None
-            encoded = encode_texts(tokenizer, [e.text for e in chunk], pairs)
-            ids_a = encoded.ids_a.to_list()
-            ids_b = encoded.ids_b.to_list() if encoded.ids_b is not None else None
-            for i, length in enumerate(encoded.packed_lengths):
-                if sink.row == rows:
-                    raise _changed(source, rows, "more")
-                record = serialize(
-                    ids_a[i],
-                    None if ids_b is None else ids_b[i],
-                    np.asarray(targets[i]),
-                    int(length),
-                    sink.row,
-                    max_len,
-                )
-                sink.write(record, int(length))
+        for records, lengths in _encoded_chunks(source, files, tokenizer, task, chunk_rows):
+            if sink.row + len(records) > rows:
+                raise _changed(source, rows, "more")
+            sink.write(records, lengths)
     finally:
         sink.close()
     if sink.row != rows:
         raise _changed(source, rows, str(sink.row))
     sink.commit_last()
     return sink.shards()
+
+
+def _encoded_chunks(source: ShardSource, files: list[str], tokenizer, task: Task, chunk_rows):
+    """(serialized records, packed lengths) of each chunk of rows, in order.
+
+    Python reads the chunks (and their targets); a `tf.data` pipeline tokenizes them and
+    serializes their records in the graph (`serialize_batch`), several chunks at a time on
+    TensorFlow's threads, while Python reads the next and writes the last: the file is read
+    once more, but no row becomes a Python list of ids or a Python protobuf.
+    """
+    pair = source.spec.text_pair_column is not None
+    failures: list[BaseException] = []
+
+    def chunks():
+        start = 0
+        try:
+            for file, chunk in _chunks(files, source.spec, chunk_rows):
+                texts = [e.text for e in chunk]
+                pairs = [e.text_pair for e in chunk] if pair else texts
+                yield texts, pairs, task.targets(chunk, file), start
+                start += len(chunk)
+        except Exception as e:  # noqa: BLE001 - said in Python, not as a TF error
+            failures.append(e)
+
+    @tf.autograph.experimental.do_not_convert
+    def encode(texts, pairs, targets, start):
+        ids_a = tokenizer.tokenize(texts)
+        lengths = tf.cast(ids_a.row_lengths(), tf.int64) + 2
+        ids_b = None
+        if pair:
+            ids_b = tokenizer.tokenize(pairs)
+            lengths += tf.cast(ids_b.row_lengths(), tf.int64) + 1
+        rows = start + tf.range(tf.shape(lengths, out_type=tf.int64)[0])
+        max_len = source.max_seq_length
+        return serialize_batch(ids_a, ids_b, targets, lengths, rows, max_len), lengths
+
+    label = _target_spec(task)
+    signature = (_STRINGS, _STRINGS, label, tf.TensorSpec([], tf.int64))
+    dataset = tf.data.Dataset.from_generator(chunks, output_signature=signature)
+    dataset = dataset.map(encode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    yield from dataset.prefetch(2).as_numpy_iterator()
+    if failures:
+        raise failures[0]
+
+
+_STRINGS = tf.TensorSpec([None], tf.string)
+
+
+def _target_spec(task: Task) -> tf.TensorSpec:
+    """What `Task.targets` gives for a chunk: int32 [n], float32 [n, labels] or float32 [n]."""
+    if task.kind == SINGLE_LABEL:
+        return tf.TensorSpec([None], tf.int32)
+    if task.kind == MULTI_LABEL:
+        return tf.TensorSpec([None, len(task.labels)], tf.float32)
+    return tf.TensorSpec([None], tf.float32)
 
 
 def _changed(source: ShardSource, rows: int, then: str) -> DataError:
@@ -284,19 +331,31 @@ class _ShardSink:
         self.counts = [0] * count
         self.row, self.current, self.writer = 0, -1, None
 
-    def write(self, record: bytes, length: int) -> None:
-        shard = self.row * len(self.names) // self.rows
-        if shard != self.current:
-            if self.writer is not None:
-                self.close()
-                self.destination.commit(self.names[self.current])
-            staging = self.destination.staging(self.names[shard])
-            self.current, self.writer = shard, tf.io.TFRecordWriter(staging)
-        self.writer.write(record)
-        clipped = min(length, self.max_seq_length)
-        self.histograms[shard][clipped] = self.histograms[shard].get(clipped, 0) + 1
-        self.counts[shard] += 1
-        self.row += 1
+    def write(self, records: np.ndarray, lengths: np.ndarray) -> None:
+        """Writes the next rows (serialized records and their packed lengths)."""
+        done = 0
+        while done < len(records):
+            shard = self.row * len(self.names) // self.rows
+            if shard != self.current:
+                self._begin(shard)
+            end_row = -(-(shard + 1) * self.rows // len(self.names))  # the next shard's first
+            take = min(len(records) - done, end_row - self.row)
+            for record in records[done : done + take]:
+                self.writer.write(record)
+            clipped = np.minimum(lengths[done : done + take], self.max_seq_length)
+            histogram = self.histograms[shard]
+            for length, n in zip(*np.unique(clipped, return_counts=True), strict=True):
+                histogram[int(length)] = histogram.get(int(length), 0) + int(n)
+            self.counts[shard] += take
+            self.row += take
+            done += take
+
+    def _begin(self, shard: int) -> None:
+        if self.writer is not None:
+            self.close()
+            self.destination.commit(self.names[self.current])
+        staging = self.destination.staging(self.names[shard])
+        self.current, self.writer = shard, tf.io.TFRecordWriter(staging)
 
     def close(self) -> None:
         if self.writer is not None:

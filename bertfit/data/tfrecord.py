@@ -246,6 +246,67 @@ def serialize(ids_a, ids_b, label: np.ndarray, length: int, row: int, max_seq_le
     return example.SerializeToString()
 
 
+def serialize_batch(
+    ids_a: tf.RaggedTensor,
+    ids_b: tf.RaggedTensor | None,
+    labels: tf.Tensor,
+    lengths: tf.Tensor,
+    rows: tf.Tensor,
+    max_seq_length: int,
+) -> tf.Tensor:
+    """`serialize` of a batch of rows, in the graph (`tf.io.encode_proto`): string [n], the
+    same `tf.train.Example`s that `serialize` writes one by one in Python.
+
+    Args:
+        ids_a, ids_b: ragged [n, None] token ids (ids_b None: no pairs).
+        labels: int [n] class ids, or float [n] / [n, labels] targets.
+        lengths, rows: [n] packed lengths and row indices.
+        max_seq_length: ids beyond it are not stored.
+    """
+    n = tf.shape(lengths)[0]
+    int_label = labels.dtype.is_integer
+    features = {
+        IDS_A: _ragged_feature(ids_a[:, :max_seq_length], "int64_list"),
+        LABEL: _dense_feature(labels, "int64_list" if int_label else "float_list"),
+        LENGTH: _dense_feature(lengths, "int64_list"),
+        ROW: _dense_feature(rows, "int64_list"),
+    }
+    if ids_b is not None:
+        features[IDS_B] = _ragged_feature(ids_b[:, :max_seq_length], "int64_list")
+    entries = [
+        _encode("tensorflow.Features.FeatureEntry", {"key": tf.fill([n], key), "value": value})
+        for key, value in features.items()
+    ]
+    listed = _encode("tensorflow.Features", {"feature": tf.stack(entries, axis=1)})
+    return _encode("tensorflow.Example", {"features": listed})
+
+
+def _encode(message: str, fields: dict[str, tf.Tensor], sizes: tf.Tensor | None = None):
+    """One serialized `message` per row; each field's values [n] (one each) or [n, k] (the
+    first `sizes` [n] of each row's k; all k when None)."""
+    values = [v if v.shape.rank > 1 else v[:, tf.newaxis] for v in fields.values()]
+    n = tf.shape(values[0])[0]
+    if sizes is None:
+        counts = tf.stack([tf.fill([n], tf.shape(v)[1]) for v in values], axis=1)
+    else:
+        counts = tf.cast(sizes, tf.int32)[:, tf.newaxis]
+    return tf.io.encode_proto(counts, values, list(fields), message)
+
+
+def _ragged_feature(ids: tf.RaggedTensor, kind: str) -> tf.Tensor:
+    ids = tf.cast(ids, tf.int64)
+    listed = _encode("tensorflow.Int64List", {"value": ids.to_tensor()}, ids.row_lengths())
+    return _encode("tensorflow.Feature", {kind: listed})
+
+
+def _dense_feature(values: tf.Tensor, kind: str) -> tf.Tensor:
+    if kind == "int64_list":
+        message, values = "tensorflow.Int64List", tf.cast(values, tf.int64)
+    else:
+        message, values = "tensorflow.FloatList", tf.cast(values, tf.float32)
+    return _encode("tensorflow.Feature", {kind: _encode(message, {"value": values})})
+
+
 def feature_spec(task: Task, pair: bool) -> dict:
     """The `tf.io.parse_single_example` spec of a prepared set's records."""
     if task.kind == SINGLE_LABEL:

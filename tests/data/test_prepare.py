@@ -12,9 +12,16 @@ import tensorflow as tf
 
 from bertfit.cli import main
 from bertfit.config import DataConfig, ModelConfig, RunConfig
+from bertfit.data import shard_writer
 from bertfit.data.chunks import read_chunks
-from bertfit.data.sources import SourceSpec, read_examples
-from bertfit.data.tfrecord import Manifest, parser, tokenizer_fingerprint
+from bertfit.data.sources import Example, SourceSpec, read_examples
+from bertfit.data.tfrecord import (
+    Manifest,
+    parser,
+    serialize,
+    serialize_batch,
+    tokenizer_fingerprint,
+)
 from bertfit.errors import DataError
 from bertfit.training.setup import (
     encode_labelled,
@@ -118,3 +125,65 @@ def test_multi_label_pairs_through_the_cli(tiny_hf_dir, tmp_path, capsys):
 
     assert main([*args, "--text-pair-column", "pair"]) == 2  # a prepared set is not replaced
     assert "already holds a prepared data set" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "labels",
+    [
+        np.array([1, 0, 2], np.int32),  # single-label class ids
+        np.array([[1, 0], [0, 1], [1, 1]], np.float32),  # multi-hot rows
+        np.array([0.5, -1.25, 2.0], np.float32),  # standardised values
+    ],
+)
+@pytest.mark.parametrize("pair", [False, True])
+def test_records_serialized_in_the_graph_are_those_serialized_in_python(labels, pair):
+    ids_a, ids_b = [[5, 6, 7, 8], [9], [10, 11]], [[1], [2, 3, 4, 5, 6], [7]]
+    lengths, rows = [7, 5, 6], [10, 11, 12]
+    batch = serialize_batch(
+        tf.ragged.constant(ids_a),
+        tf.ragged.constant(ids_b) if pair else None,
+        tf.constant(labels),
+        tf.constant(lengths, tf.int64),
+        tf.constant(rows, tf.int64),
+        3,
+    ).numpy()
+    for i, record in enumerate(batch):
+        one = serialize(ids_a[i], ids_b[i] if pair else None, labels[i], lengths[i], rows[i], 3)
+        assert tf.train.Example.FromString(record) == tf.train.Example.FromString(one)
+
+
+def _second_pass_reads(monkeypatch, extra):
+    """The file as the first pass read it, then with `extra` rows appended (it changed)."""
+    real, calls = shard_writer._chunks, []
+
+    def chunks(files, spec, chunk_rows):
+        calls.append(files)
+        yield from real(files, spec, chunk_rows)
+        if len(calls) == 2:
+            yield files[0], extra
+
+    monkeypatch.setattr(shard_writer, "_chunks", chunks)
+
+
+def test_a_file_that_grows_between_the_passes_is_refused_and_leaves_no_set(
+    tiny_hf_dir, tmp_path, monkeypatch
+):
+    model, _ = tiny_hf_dir
+    train = write_csv(tmp_path / "train.csv", sentiment_rows(12))
+    _second_pass_reads(monkeypatch, [Example("good", None, "pos", 14)])
+    with pytest.raises(DataError, match=r"changed while it was read \(12 rows, then more\)"):
+        prepare_shards(_config(model, train), tmp_path / "out", shards=2)
+    assert not (tmp_path / "out" / "manifest.json").exists()
+
+
+def test_a_data_error_of_the_second_pass_is_said_as_the_data_error_it_is(
+    tiny_hf_dir, tmp_path, monkeypatch
+):
+    """A row read inside the tf.data pipeline's generator fails as itself (file and line),
+    not as a TensorFlow error."""
+    model, _ = tiny_hf_dir
+    train = write_csv(tmp_path / "train.csv", sentiment_rows(12))
+    _second_pass_reads(monkeypatch, [Example("good", None, "meh", 14)])
+    with pytest.raises(DataError, match=r"train.csv:14: label 'meh' was not seen"):
+        prepare_shards(_config(model, train), tmp_path / "out")
+    assert not (tmp_path / "out" / "manifest.json").exists()
