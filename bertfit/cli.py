@@ -288,8 +288,16 @@ def build_parser() -> argparse.ArgumentParser:
     prepare = sub.add_parser(
         "prepare", help="tokenize a data file into TFRecord shards and a manifest for `train`"
     )
-    prepare.add_argument("data", metavar="DATA", help="a CSV, TSV, JSONL or Parquet file")
-    prepare.add_argument("output", metavar="OUT", help="the directory of shards to write")
+    prepare.add_argument(
+        "data",
+        metavar="DATA",
+        help="a CSV, TSV, JSONL or Parquet file, or a quoted glob; local or a URL (gs://, s3://)",
+    )
+    prepare.add_argument(
+        "output",
+        metavar="OUT",
+        help="the directory of shards to write: local or gs:// (not s3://: TF cannot read it)",
+    )
     for flag in PREPARE_FLAGS:
         prepare.add_argument(flag, default=argparse.SUPPRESS, **TRAIN_FLAGS[flag][1])
     prepare.add_argument(
