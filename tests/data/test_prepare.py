@@ -31,7 +31,7 @@ from bertfit.training.setup import (
     run_tokenizer,
 )
 from bertfit.training.shards import prepare_shards
-from tests.tiny import sentiment_rows, tagged_rows, write_csv, write_jsonl
+from tests.tiny import scored_rows, sentiment_rows, tagged_rows, write_csv, write_jsonl
 
 
 def _config(model, train, **data) -> RunConfig:
@@ -187,3 +187,25 @@ def test_a_data_error_of_the_second_pass_is_said_as_the_data_error_it_is(
     with pytest.raises(DataError, match=r"train.csv:14: label 'meh' was not seen"):
         prepare_shards(_config(model, train), tmp_path / "out")
     assert not (tmp_path / "out" / "manifest.json").exists()
+
+
+def test_a_regression_task_prepares_the_standardised_targets_of_the_in_memory_path(
+    tiny_hf_dir, tmp_path
+):
+    model, _ = tiny_hf_dir
+    train = write_jsonl(tmp_path / "scores.jsonl", scored_rows(21))
+    config = _config(model, train)
+    manifest = prepare_shards(config, tmp_path / "out", shards=2, chunk_rows=4)
+
+    tokenizer = run_tokenizer(load_checkpoint(config), config)
+    examples = read_training_examples(str(train), config)
+    task, _ = infer_run_task(examples, config)
+    memory = encode_labelled(str(train), examples, config, tokenizer, task)
+    assert manifest.task.kind == "regression"
+    np.testing.assert_allclose([manifest.task.mean, manifest.task.std], [task.mean, task.std])
+    records = _records(tmp_path / "out", manifest)
+    assert [r["row"] for r in records] == list(range(21))
+    np.testing.assert_allclose([r["label"] for r in records], memory.labels, rtol=1e-6)
+    assert [r["ids_a"].tolist() for r in records] == [
+        ids[:16] for ids in memory.encoded.ids_a.to_list()
+    ]
