@@ -50,7 +50,7 @@ from bertfit.data.tfrecord import (
     serialize_batch,
     tokenizer_fingerprint,
 )
-from bertfit.errors import DataError
+from bertfit.errors import ConfigError, DataError
 
 ROWS_PER_SHARD = 100_000  # the default number of shards: one per this many rows
 MAX_DEFAULT_SHARDS = 256
@@ -124,7 +124,10 @@ def write_prepared(
     Raises:
         DataError: the file's problems, as `train` reports them; an `output` already prepared;
             an `output` TensorFlow cannot read.
+        ConfigError: fewer than one shard asked for.
     """
+    if shards is not None and shards < 1:
+        raise ConfigError(f"--shards {shards}: a prepared set needs at least one shard.")
     check_tensorflow_reads(output)
     files = source_files(source.path)
     destination = Destination(output)

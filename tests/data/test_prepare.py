@@ -209,3 +209,13 @@ def test_a_regression_task_prepares_the_standardised_targets_of_the_in_memory_pa
     assert [r["ids_a"].tolist() for r in records] == [
         ids[:16] for ids in memory.encoded.ids_a.to_list()
     ]
+
+
+def test_fewer_than_one_shard_is_refused_with_the_flag(tiny_hf_dir, tmp_path, capsys):
+    model, _ = tiny_hf_dir
+    train = write_csv(tmp_path / "train.csv", sentiment_rows(6))
+    args = ["prepare", str(train), str(tmp_path / "out"), "--model", str(model)]
+    assert main([*args, "--max-seq-length", "16", "--shards", "0"]) == 2
+    error = capsys.readouterr().err
+    assert "--shards 0: a prepared set needs at least one shard" in error
+    assert "Traceback" not in error and not (tmp_path / "out").exists()
