@@ -30,6 +30,7 @@ from bertfit.training.setup import (
 
 IMBALANCE_RATIO = 20
 TRUNCATION_WARNING = 0.05
+CHUNK_FIX = "; or --long-documents chunk: whole texts classified from windows of max_seq_length"
 
 
 def data_error_finding(report: Report, error: DataError, path: str, why: str, fix: str) -> None:
@@ -304,7 +305,8 @@ def check_lengths(
             f"tokens on average, up to {int(cut.max())}",
             where=f"{path}:{first.line}",
             why="the cut-off words never reach the model",
-            fix=_length_fix(int(np.percentile(encoded.packed_lengths, 95)), limit, max_positions),
+            fix=_length_fix(int(np.percentile(encoded.packed_lengths, 95)), limit, max_positions)
+            + ("" if encoded.ids_b is not None else CHUNK_FIX),
         )
     return data
 

@@ -148,6 +148,8 @@ def test_texts_longer_than_max_seq_length(files, trainable_hf_dir):
     report = bertfit.check(config, compile=False)
     (finding,) = [f for f in report.findings if f.code == "data-truncated"]
     assert "4 of 8 row(s)" in finding.message and finding.severity == "warning"
+    chunk = "or --long-documents chunk: whole texts classified from windows of max_seq_length"
+    assert finding.fix.endswith(chunk)
 
 
 def test_jsonl_mixed_types_and_float_labels(files, trainable_hf_dir):
