@@ -181,3 +181,17 @@ def test_an_unfinished_local_set_is_refused_as_unfinished(tiny_hf_dir, tmp_path,
     assert not is_prepared(out)
     with pytest.raises(DataError, match="no manifest.json"):
         read_examples(out)
+
+
+def test_a_shard_larger_than_one_simple_upload_arrives_whole(remote, tmp_path):
+    """gcsfs sends files of 5 MiB or more as a resumable upload (the object appears when it
+    is finalised): `put_file` streams such a file and the object holds every byte."""
+    data = bytes(range(256)) * (6 * 2**20 // 256 + 7)
+    local = tmp_path / "big.tfrecord"
+    local.write_bytes(data)
+    url = storage.join(remote, "big.tfrecord")
+    storage.put_file(local, url)
+    assert storage.read_bytes(url) == data
+    with storage.open_read(url) as f:
+        f.seek(6 * 2**20)
+        assert f.read(5) == data[6 * 2**20 : 6 * 2**20 + 5]
