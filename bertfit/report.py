@@ -83,8 +83,8 @@ def _page(run: Path, metrics: dict, steps: list[dict], task: Task, eval_outputs)
     epochs = metrics.get("epochs", [])
     last_eval = next((r["eval"] for r in reversed(epochs) if "eval" in r), None)
     sections = [
-        _section("Training", [_loss_plot(steps, epochs), _rate_plot(steps)]),
-        _section("Gradient norm and throughput", [_norm_plot(steps)]),
+        section("Training", [_loss_plot(steps, epochs), _rate_plot(steps)]),
+        section("Gradient norm and throughput", [_norm_plot(steps)]),
     ]
     if last_eval is not None:
         evaluations = metrics.get("evaluations", [])
@@ -94,23 +94,33 @@ def _page(run: Path, metrics: dict, steps: list[dict], task: Task, eval_outputs)
             else _eval_plot(epochs, task)
         )
         stop = _stop_note(metrics.get("stopped_early"))
-        sections.append(_section("Evaluation", [plot, stop, _final_table(last_eval, task)]))
-        sections.append(_section(_task_title(task), _task_parts(task, last_eval, eval_outputs)))
+        sections.append(section("Evaluation", [plot, stop, _final_table(last_eval, task)]))
+        sections.append(section(_task_title(task), _task_parts(task, last_eval, eval_outputs)))
     data = metrics.get("data", {})
     if "windows" in data:  # --long-documents chunk: its token_lengths count windows
         windows = WindowProfile.from_dict(data["windows"])
         buckets = LengthProfile.from_dict(data["token_lengths"])
-        sections.append(_section("Long documents in windows", _window_parts(windows, buckets)))
+        sections.append(section("Long documents in windows", _window_parts(windows, buckets)))
     elif "token_lengths" in data:
         lengths = LengthProfile.from_dict(data["token_lengths"])
         sections.append(
-            _section("Token lengths and buckets", [_length_plot(lengths), _waste_table(lengths)])
+            section("Token lengths and buckets", [_length_plot(lengths), _waste_table(lengths)])
         )
     if "time" in metrics:
-        sections.append(_section("Where the time went", [_time_table(metrics["time"])]))
-    sections.append(_section("Data and model", [_about_table(metrics, task)]))
+        sections.append(section("Where the time went", [_time_table(metrics["time"])]))
+    sections.append(section("Data and model", [_about_table(metrics, task)]))
     status = metrics.get("status", "unknown")
     title = f"bertfit run {run.resolve().name}"
+    intro = (
+        f"{html.escape(str(run.resolve()))} · status <b>{html.escape(status)}</b> ·\n"
+        f"task {html.escape(task.kind)} · {len(epochs)} epoch(s), {len(steps)} optimizer steps"
+    )
+    return page(title, intro, sections)
+
+
+def page(title: str, intro: str, sections: list[str]) -> str:
+    """A whole self-contained HTML page: the title, an intro paragraph (HTML) and sections
+    (`section`); the run report and the sweep report look alike."""
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
 <style>
@@ -122,33 +132,35 @@ th {{ background: #f4f4f4; }} td:first-child, th:first-child {{ text-align: left
 img {{ max-width: 100%; }} table.about td {{ text-align: left; }}
 </style></head><body>
 <h1>{html.escape(title)}</h1>
-<p>{html.escape(str(run.resolve()))} · status <b>{html.escape(status)}</b> ·
-task {html.escape(task.kind)} · {len(epochs)} epoch(s), {len(steps)} optimizer steps</p>
+<p>{intro}</p>
 {"".join(sections)}
 </body></html>
 """
 
 
-def _section(title: str, parts: list[str]) -> str:
+def section(title: str, parts: list[str]) -> str:
+    """An <h2> and its parts (HTML; empty parts left out)."""
     return f"<h2>{html.escape(title)}</h2>\n" + "\n".join(p for p in parts if p) + "\n"
 
 
-def _figure(draw, width: float = 9.0, height: float = 3.2) -> str:
-    """Runs `draw(figure)` and returns an <img> with the PNG inlined."""
+def figure(draw, width: float = 9.0, height: float = 3.2) -> str:
+    """Runs `draw(canvas)` on a matplotlib Figure; returns an <img> with the PNG inlined and
+    the alt text `draw` returned."""
     import matplotlib
 
     matplotlib.use("Agg")
     from matplotlib.figure import Figure
 
-    figure = Figure(figsize=(width, height), dpi=100, layout="constrained")
-    alt = draw(figure)
+    canvas = Figure(figsize=(width, height), dpi=100, layout="constrained")
+    alt = draw(canvas)
     buffer = io.BytesIO()
-    figure.savefig(buffer, format="png")
+    canvas.savefig(buffer, format="png")
     data = base64.b64encode(buffer.getvalue()).decode("ascii")
     return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{data}">'
 
 
-def _table(header: list[str] | None, rows: list[list], css_class: str = "") -> str:
+def table(header: list[str] | None, rows: list[list], css_class: str = "") -> str:
+    """An HTML table; floats shown to 4 decimals."""
     head = (
         ""
         if header is None
@@ -202,7 +214,7 @@ def _loss_plot(steps: list[dict], epochs: list[dict]) -> str:
         axes.legend()
         return "training loss per step"
 
-    return _figure(draw)
+    return figure(draw)
 
 
 def _epoch_end_steps(steps: list[dict]) -> dict[int, int]:
@@ -223,7 +235,7 @@ def _rate_plot(steps: list[dict]) -> str:
         axes.set(xlabel="optimizer step", ylabel="learning rate", title="Learning rate")
         return "learning rate per step"
 
-    return _figure(draw, height=2.6)
+    return figure(draw, height=2.6)
 
 
 def _norm_plot(steps: list[dict]) -> str:
@@ -242,7 +254,7 @@ def _norm_plot(steps: list[dict]) -> str:
         right.set(xlabel="optimizer step", ylabel="examples/s", title="Training throughput")
         return "gradient norm and throughput per step"
 
-    return _figure(draw)
+    return figure(draw)
 
 
 def _eval_plot(epochs: list[dict], task: Task) -> str:
@@ -261,7 +273,7 @@ def _eval_plot(epochs: list[dict], task: Task) -> str:
         axes.legend()
         return "evaluation metrics per epoch"
 
-    return _figure(draw, height=2.8)
+    return figure(draw, height=2.8)
 
 
 def _step_eval_plot(
@@ -286,7 +298,7 @@ def _step_eval_plot(
         axes.legend()
         return "evaluation metrics per evaluation"
 
-    return _figure(draw, height=2.8)
+    return figure(draw, height=2.8)
 
 
 def _stop_note(stopped_early: dict | None) -> str:
@@ -301,7 +313,7 @@ def _final_table(last_eval: dict, task: Task) -> str:
         for name, value in last_eval.items()
         if isinstance(value, (int, float)) and name not in ("wall_seconds",)
     ]
-    return "<p>Last evaluation:</p>" + _table(["metric", "value"], rows)
+    return "<p>Last evaluation:</p>" + table(["metric", "value"], rows)
 
 
 def _task_title(task: Task) -> str:
@@ -317,12 +329,12 @@ def _task_parts(task: Task, last_eval: dict, eval_outputs) -> list[str]:
         f1 = last_eval.get("per_label_f1", {})
         return [
             _bar_plot(f1, "F1 per label"),
-            _table(["label", "F1"], [[name, value] for name, value in f1.items()]),
+            table(["label", "F1"], [[name, value] for name, value in f1.items()]),
         ]
     per_class = last_eval.get("per_class", {})
     return [
         _confusion_plot(last_eval.get("confusion_matrix"), list(task.labels)),
-        _table(
+        table(
             ["class", "precision", "recall", "F1", "support"],
             [
                 [name, v["precision"], v["recall"], v["f1"], v["support"]]
@@ -356,7 +368,7 @@ def _confusion_plot(confusion, labels: list[str]) -> str:
         return "confusion matrix"
 
     size = min(8.0, 2.5 + 0.5 * len(labels))
-    return _figure(draw, width=size, height=size)
+    return figure(draw, width=size, height=size)
 
 
 def _bar_plot(values: dict, title: str) -> str:
@@ -370,7 +382,7 @@ def _bar_plot(values: dict, title: str) -> str:
         axes.tick_params(axis="x", rotation=45 if len(values) > 4 else 0)
         return title
 
-    return _figure(draw, height=3.0)
+    return figure(draw, height=3.0)
 
 
 def _scatter_plot(task: Task, eval_outputs) -> str:
@@ -391,7 +403,7 @@ def _scatter_plot(task: Task, eval_outputs) -> str:
         axes.legend()
         return "predicted against true values"
 
-    return _figure(draw, width=5.0, height=5.0)
+    return figure(draw, width=5.0, height=5.0)
 
 
 def _length_plot(lengths: LengthProfile) -> str:
@@ -407,7 +419,7 @@ def _length_plot(lengths: LengthProfile) -> str:
         )
         return "token-length histogram with bucket edges"
 
-    return _figure(draw, height=3.0)
+    return figure(draw, height=3.0)
 
 
 def _window_parts(windows: WindowProfile, buckets: LengthProfile) -> list[str]:
@@ -417,8 +429,9 @@ def _window_parts(windows: WindowProfile, buckets: LengthProfile) -> list[str]:
 
     def draw(figure):
         axes = figure.subplots()
-        counts = windows.token_counts
-        axes.bar(list(counts), list(counts.values()), width=1.0, color="#579")
+        counts = windows.token_counts  # long documents: up to 60 bins, not one bar a length
+        bins = min(60, max(counts, default=0) - min(counts, default=0) + 1)
+        axes.hist(list(counts), bins=bins, weights=list(counts.values()), color="#579")
         for end in ends:
             axes.axvline(end + 0.5, color="#c50", linestyle="--", linewidth=1)
         axes.set(
@@ -429,10 +442,10 @@ def _window_parts(windows: WindowProfile, buckets: LengthProfile) -> list[str]:
         )
         return "document token-length histogram with window edges"
 
-    per_document = _table(
+    per_document = table(
         ["windows kept", "documents"], [[k, n] for k, n in sorted(windows.windows.items())]
     )
-    dropped = _table(
+    dropped = table(
         None,
         [
             ["documents", windows.documents],
@@ -448,7 +461,7 @@ def _window_parts(windows: WindowProfile, buckets: LengthProfile) -> list[str]:
     )
     return [
         f"<p>{html.escape(windows.line())}</p>",
-        _figure(draw, height=3.0),
+        figure(draw, height=3.0),
         per_document,
         dropped,
         _waste_table(buckets, unit="windows"),
@@ -468,7 +481,7 @@ def _waste_table(lengths: LengthProfile, unit: str = "tokens") -> str:
         )
     ]
     singular = unit.rstrip("s")
-    return _table(
+    return table(
         [
             f"bucket ({unit})",
             "examples",
@@ -493,7 +506,7 @@ def _time_table(split: dict) -> str:
         "wall": "whole run",
     }
     wall = split.get("wall") or 1.0
-    return _table(
+    return table(
         ["phase", "seconds", "share"],
         [
             [label, f"{split[key]:.1f}", f"{split[key] / wall:.0%}"]
@@ -521,4 +534,4 @@ def _about_table(metrics: dict, task: Task) -> str:
         ["load report", model.get("load_report", "")],
         ["strategy", f"{strategy.get('name')} with {strategy.get('replicas')} replica(s)"],
     ]
-    return _table(None, rows, css_class="about")
+    return table(None, rows, css_class="about")

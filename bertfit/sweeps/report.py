@@ -11,9 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from bertfit.atomic import write_text_atomic
-
-# The run report's page pieces, so the two pages look alike.
-from bertfit.report import _figure, _section, _table
+from bertfit.report import figure, page, section, table
 
 LEARNING_RATE = "train.learning_rate"
 
@@ -38,26 +36,11 @@ def _page(sweep: Path, results: dict) -> str:
         + (f"; {results['folds']}-fold cross-validation" if results["folds"] else "")
     )
     sections = [
-        _section("Trials", [_trials_table(results)]),
-        _section(f"{metric} against the learning rate", [_rate_plot(results)]),
-        _section("Spread over the runs of each trial", [_spread_plot(results)]),
+        section("Trials", [_trials_table(results)]),
+        section(f"{metric} against the learning rate", [_rate_plot(results)]),
+        section("Spread over the runs of each trial", [_spread_plot(results)]),
     ]
-    title = f"bertfit sweep {sweep.resolve().name}"
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
-<style>
-body {{ font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1000px; color: #222; }}
-h1 {{ font-size: 1.5em; }} h2 {{ font-size: 1.2em; border-bottom: 1px solid #ccc; }}
-table {{ border-collapse: collapse; margin: 0.5em 0 1em; }}
-td, th {{ border: 1px solid #ddd; padding: 3px 8px; text-align: right; }}
-th {{ background: #f4f4f4; }} td:first-child, th:first-child {{ text-align: left; }}
-img {{ max-width: 100%; }}
-</style></head><body>
-<h1>{html.escape(title)}</h1>
-<p>{summary}</p>
-{"".join(sections)}
-</body></html>
-"""
+    return page(f"bertfit sweep {sweep.resolve().name}", summary, sections)
 
 
 def _trials_table(results: dict) -> str:
@@ -80,7 +63,7 @@ def _trials_table(results: dict) -> str:
                 runs,
             ]
         )
-    return _table(header, rows)
+    return table(header, rows)
 
 
 def _setting(value) -> str:
@@ -126,7 +109,7 @@ def _rate_plot(results: dict) -> str:
         axes.grid(alpha=0.3)
         return f"{metric} against the learning rate: the mean per trial, each run a dot"
 
-    return _figure(draw)
+    return figure(draw)
 
 
 def _spread_plot(results: dict) -> str:
@@ -146,4 +129,4 @@ def _spread_plot(results: dict) -> str:
         axes.grid(alpha=0.3, axis="y")
         return "each trial's runs (dots) and their mean ± sd (black)"
 
-    return _figure(draw, height=3.6)
+    return figure(draw, height=3.6)
