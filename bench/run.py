@@ -22,6 +22,7 @@ BENCHMARKS = [
     ["bench.serve"],
     ["bench.families"],
     ["bench.inference"],  # issue 34: raw text to probabilities, every path vs ORT and torch
+    ["bench.scale"],  # issue 33: 10k to 5M rows, in memory and streamed (about an hour)
     ["bench.long_documents"],  # issue 35: truncate vs chunk, convention speeches (hours)
 ]
 DOC = Path(__file__).parent.parent / "BENCHMARKS.md"
