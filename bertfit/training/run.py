@@ -183,7 +183,10 @@ def _train(
     summary = _describe(setup, strategy, lengths)
     summaries = RunSummaries(run_dir.path / "tensorboard")
     summaries.config(setup.config.to_dict())
-    summaries.lengths(lengths)
+    if setup.windowed:
+        summaries.windows(setup.window_profile())
+    else:
+        summaries.lengths(lengths)
     length = RunLength.of(
         setup.config.train, len(setup.plan(setup.train, shuffle=False, training=True))
     )

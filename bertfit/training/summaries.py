@@ -3,8 +3,9 @@
 Written by the chief only. Scalars per optimizer step under `train/` (loss, learning_rate,
 grad_norm before clipping, examples_per_second), every numeric metric of each evaluation under
 `eval/` (x = the global step it was taken at: an epoch's end, or every `--eval-every-steps`),
-the training data's token-length histogram and bucket edges, the run config as text, and why
-early stopping ended the run (`run/stopped_early`), when it did.
+the training data's token-length histogram and bucket edges (with `--long-documents chunk`:
+the documents' token lengths, windows per document and the share of text dropped), the run
+config as text, and why early stopping ended the run (`run/stopped_early`), when it did.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import tensorflow as tf
 import yaml
 
 from bertfit.data.profile import LengthProfile
+from bertfit.data.windowed import WindowProfile
 
 STEP_SCALARS = ("loss", "learning_rate", "grad_norm", "examples_per_second")
 
@@ -46,6 +48,20 @@ class RunSummaries:
             tf.summary.text(
                 "data/buckets", f"bucket edges: {edges}; padding waste: {waste}", step=0
             )
+
+        self._write(write)
+
+    def windows(self, profile: WindowProfile) -> None:
+        """`--long-documents chunk`: documents' token lengths and windows, the text dropped."""
+
+        def write():
+            for name, counts in (
+                ("data/document_tokens", profile.token_counts),
+                ("data/windows_per_document", profile.windows),
+            ):
+                values = np.repeat(list(counts), list(counts.values())).astype(np.float32)
+                tf.summary.histogram(name, values, buckets=min(64, max(1, len(counts))), step=0)
+            tf.summary.text("data/windows", profile.line(), step=0)
 
         self._write(write)
 

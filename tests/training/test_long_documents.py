@@ -115,6 +115,17 @@ def test_train_chunk_counts_every_document_once_and_traces_once_per_chunk_bucket
     (run / "report.html").unlink()
     assert main(["report", str(run)]) == 0  # redrawn from the run directory alone
     assert (run / "report.html").read_text().count("document token-length histogram") == 1
+    tags = _tensorboard_tags(run)
+    assert {"data/document_tokens", "data/windows_per_document", "data/windows"} <= tags
+    assert "data/token_length" not in tags  # a chunk run's lengths are documents' and windows'
+
+
+def _tensorboard_tags(run: Path) -> set[str]:
+    import tensorflow as tf
+
+    files = (run / "tensorboard").glob("events.out.tfevents.*")
+    events = [e for file in files for e in tf.compat.v1.train.summary_iterator(str(file))]
+    return {value.tag for event in events for value in event.summary.value}
 
 
 def _attention_trainer(total_steps: int = 4):
