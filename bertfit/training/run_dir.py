@@ -343,9 +343,15 @@ class RunDir:
         except (OSError, ValueError, AttributeError, TypeError):
             done = 0
         try:
-            planned = self.load_config().train.epochs
+            train = self.load_config().train
+            planned = train.epochs if train.max_steps is None else None
         except BertfitError:
-            planned = "?"
+            train, planned = None, "?"
+        progress = (
+            f"{done} of {planned} epochs finished"
+            if planned is not None
+            else f"{done} epoch(s) finished of a --max-steps {train.max_steps} run"
+        )
         best = tf.train.latest_checkpoint(str(self.best_dir))
         latest = tf.train.latest_checkpoint(str(self.latest_dir))
         if best:
@@ -355,8 +361,8 @@ class RunDir:
         else:
             used = "no checkpoint (none was saved)"
         return (
-            f"{self.shown} is an unfinished run (killed, or still training: {done} of {planned} "
-            f"epochs finished); using {used}. Resume it with bertfit train --config "
+            f"{self.shown} is an unfinished run (killed, or still training: {progress}); "
+            f"using {used}. Resume it with bertfit train --config "
             f"{self._shown(self.config_file)} --resume to finish it."
         )
 

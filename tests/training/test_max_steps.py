@@ -11,6 +11,7 @@ import pytest
 
 from bertfit.cli import main
 from bertfit.training.optimizer import WarmupLinearDecay
+from bertfit.training.run_dir import RunDir
 from tests.distributed import cluster
 from tests.tiny import sentiment_rows, train_args, write_csv
 from tests.training.kill import run_killed, run_train, steps_of
@@ -69,6 +70,9 @@ def test_a_run_takes_exactly_max_steps_across_epochs_and_says_so(trainable_hf_di
     log = (run / "train.log").read_text()
     assert "--max-steps 7: 2 epoch(s) of 5 steps, the last cut at 2 steps" in log
     assert "epoch 2 (cut at --max-steps after 2 steps)" in log
+    killed = RunDir(run)  # as a killed run's metrics.json reads
+    killed.metrics_file.write_text(json.dumps({**metrics, "status": "running", "epochs": []}))
+    assert "0 epoch(s) finished of a --max-steps 7 run" in killed.unfinished_note()
 
 
 @pytest.mark.slow  # three training processes per path: ~3 min each on a loaded 2-core machine
