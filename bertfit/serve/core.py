@@ -181,6 +181,15 @@ class ServedVersion:
         self.limits = IdLimits.of_module(classifier.module)
         self.batcher = DynamicBatcher(self._classify_texts, max_batch, max_wait)
 
+    def examples_per_call(self, count: int) -> int:
+        """How many of a request's `count` tf.Examples go into one model call: all of them, or
+        for long documents (a `--long-documents chunk` model) as many as the classifier's
+        `batch_size` windows hold at `max_chunks` windows each."""
+        windows = self.classifier.windows
+        if windows is None:
+            return count
+        return max(1, self.classifier.batch_size // windows.max_chunks)
+
     def _classify_texts(self, rows: list[dict]) -> list[dict]:
         """The batcher's batch in one model call (a request larger than `max_batch`, which
         comes whole, in calls of `max_batch` rows): each text is tokenized once. Long documents
@@ -347,12 +356,19 @@ class ModelCore:
         if len(examples) > self.max_request_instances:
             raise ServingError(_too_many(len(examples), self.max_request_instances))
         function = served.functions[signature.name]
-        inputs = tf.constant(examples, tf.string)
+        size = served.examples_per_call(len(examples))
+
+        def run() -> dict[str, np.ndarray]:
+            parts = [
+                function(inputs=tf.constant(examples[start : start + size], tf.string))
+                for start in range(0, len(examples), size)
+            ]
+            return {k: np.concatenate([part[k].numpy() for part in parts]) for k in parts[0]}
+
         try:
-            result = await served.batcher.run_alone(lambda: function(inputs=inputs))
+            return await served.batcher.run_alone(run)
         except (tf.errors.InvalidArgumentError, UnicodeError) as e:
             raise ServingError(model_error(e)) from None
-        return {k: v.numpy() for k, v in result.items()}
 
     def model_status(self, name: str, version: int | None = None, label: str | None = None) -> dict:
         """GetModelStatusResponse in JSON: every served version, or the one named. As TF

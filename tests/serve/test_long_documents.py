@@ -62,3 +62,20 @@ def test_rest_predict_and_classify_answer_long_documents_as_predict(classifier, 
     results = answers[3][1]["results"]
     scores = [[score for _, score in row] for row in results]
     np.testing.assert_allclose(scores, expected, rtol=0, atol=1e-5)
+
+
+@pytest.mark.slow  # shares the export above
+def test_classify_splits_long_documents_into_calls_of_batch_size_windows(classifier, server):
+    served = server.core.latest
+    assert served.examples_per_call(8) == 16  # batch_size 64 windows, max_chunks 4
+    served.classifier.batch_size = 8  # 2 documents of up to 4 windows a call
+    try:
+        assert served.examples_per_call(len(DOCUMENTS)) == 2
+        examples = [{"text": text} for text in DOCUMENTS[:-1]]  # 7: the last call holds 1
+        [(status, body)] = _ask(server, (f"{PATH}:classify", {"examples": examples}))
+    finally:
+        served.classifier.batch_size = 64
+    assert status == 200, body
+    scores = [[score for _, score in row] for row in body["results"]]
+    expected = classifier.predict_proba(DOCUMENTS[:-1])
+    np.testing.assert_allclose(scores, expected, rtol=0, atol=1e-5)
