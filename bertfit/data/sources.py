@@ -523,6 +523,8 @@ def visible(text: str) -> bool:
     >>> visible(" a "), visible("\u200b\u0301 \x00")
     (True, False)
     """
+    if text[:1].isalnum():  # the usual row, at once: a letter or digit is never C, Z or M
+        return True
     return any(unicodedata.category(c)[0] not in "CZM" for c in text)
 
 

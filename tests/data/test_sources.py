@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from bertfit.data.sources import Example, SourceSpec, read_examples, resolve_format
+from bertfit.data.sources import Example, SourceSpec, read_examples, resolve_format, visible
 from bertfit.errors import DataError, MissingDependencyError
 
 DEFAULT = SourceSpec()
@@ -443,3 +443,15 @@ def test_every_reader_error_carries_the_code_check_reports(tmp_path, name, conte
     with pytest.raises(DataError) as caught:
         read_examples(path)
     assert caught.value.code == code, str(caught.value)
+
+
+def test_visibles_fast_path_holds_for_every_code_point():
+    """`visible` takes a leading letter or digit as visible without looking it up: no code
+    point that `str.isalnum` accepts is in a category `visible` rejects (C, Z or M)."""
+    import unicodedata
+
+    rejected = [
+        c for c in map(chr, range(0x110000)) if c.isalnum() and unicodedata.category(c)[0] in "CZM"
+    ]
+    assert rejected == []
+    assert visible("a\u200b") and visible("\u200ba") and not visible("\u200b\u0301")
