@@ -629,22 +629,9 @@ def assemble(
             )
         )
         total_steps = steps_per_epoch * t.epochs
-    keras.utils.set_random_seed(t.seed)
-    trainer = make_trainer(checkpoint, task, config, strategy, total_steps, xla)
-    return RunSetup(
-        config=config,
-        checkpoint=checkpoint,
-        tokenizer=tokenizer,
-        task=task,
-        best_metric=resolve_best_metric(config, task),
-        train=train,
-        eval=evaluation,
-        buckets=resolved.lengths,
-        xla=xla,
-        trainer=trainer,
-        notes=notes,
-        rows_read=rows_read,
-        stream_layout=layout,
+    made = (config, strategy, xla, checkpoint, tokenizer, task, train, evaluation, total_steps)
+    return _with_trainer(
+        *made, buckets=resolved.lengths, notes=notes, rows_read=rows_read, stream_layout=layout
     )
 
 
@@ -680,7 +667,25 @@ def _assemble_windowed(
             run_length=t.steps_per_execution,
         )
         total_steps = len(plan) * t.epochs
-    keras.utils.set_random_seed(t.seed)
+    made = (config, strategy, xla, checkpoint, tokenizer, task, train, evaluation, total_steps)
+    return _with_trainer(*made, buckets=(length,), notes=notes, rows_read=rows_read, chunks=chunks)
+
+
+def _with_trainer(
+    config: RunConfig,
+    strategy: tf.distribute.Strategy,
+    xla: XlaChoice,
+    checkpoint: Checkpoint,
+    tokenizer: InGraphTokenizer,
+    task: Task,
+    train: LabelledData | TrainStream,
+    evaluation: LabelledData | None,
+    total_steps: int,
+    **decided,
+) -> RunSetup:
+    """The `RunSetup` of what `assemble` decided (`decided`: buckets, notes, ...), with its
+    `Trainer` built from the run's seed."""
+    keras.utils.set_random_seed(config.train.seed)
     trainer = make_trainer(checkpoint, task, config, strategy, total_steps, xla)
     return RunSetup(
         config=config,
@@ -690,12 +695,9 @@ def _assemble_windowed(
         best_metric=resolve_best_metric(config, task),
         train=train,
         eval=evaluation,
-        buckets=(length,),
         xla=xla,
         trainer=trainer,
-        notes=notes,
-        rows_read=rows_read,
-        chunks=chunks,
+        **decided,
     )
 
 
