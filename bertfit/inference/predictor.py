@@ -50,7 +50,8 @@ class Classifier:
     Args:
         module: a `ClassifierModule`, or a loaded export (which has the same functions).
         metadata: `task` (`Task.to_dict()`), `pairs` (whether it takes text pairs),
-            `max_seq_length`, `buckets` and `columns`, as `run_metadata` makes them.
+            `max_seq_length`, `buckets`, `columns` and `long_documents` (the windows of a
+            chunk model), as `run_metadata` makes them.
         batch_size: texts per call of the model, at least 1; for a model of long documents
             (`--long-documents chunk`) windows per call: documents of similar length are
             batched together until their windows (padded to the batch's chunk-count bucket)
