@@ -32,6 +32,7 @@ PRECISION_POLICIES = {
 }
 CONVERT_TARGETS = ("hf", "tf-hub")  # `bertfit convert --to`
 POOLINGS = ("cls", "mean")
+HEAD_BIASES = ("prior", "zero")
 # --long-documents: cut texts at max_seq_length, or classify them whole from windows (issue 35).
 TRUNCATE, CHUNK = "truncate", "chunk"
 LONG_DOCUMENTS = (TRUNCATE, CHUNK)
@@ -70,6 +71,9 @@ class ModelConfig:
         pooling: "cls" (the pooler on [CLS]) or "mean" (mean over unmasked tokens, for
             checkpoints whose pooler was never trained, such as sentence-transformers models).
         dropout: dropout before the classification layer.
+        head_bias: the classification layer's initial bias for multi-label tasks: "prior" (each
+            label's log-odds in the training data, so rare labels start at their base rate)
+            or "zero" (50% for every label). Single-label and regression heads start at zero.
         lower_case: override the checkpoint's casing (None: what its tokenizer config says).
         precision: fp32, bf16, mixed_bf16 or mixed_fp16.
         task: "single-label", "multi-label" or "regression"; None infers it from the
@@ -89,6 +93,7 @@ class ModelConfig:
     max_seq_length: int = 128
     pooling: str = "cls"
     dropout: float = 0.1
+    head_bias: str = "prior"
     lower_case: bool | None = None
     precision: str = "fp32"
     task: str | None = None
@@ -158,7 +163,9 @@ class TrainConfig:
         class_weights: "none", "balanced" (inverse class frequency) or a JSON file
             {label: weight}; single-label only.
         tune_threshold: multi-label: pick the decision threshold that maximises micro-F1 on the
-            evaluation data (else 0.5), saved with the run.
+            evaluation data, saved with the run (on by default: with rare labels the
+            probabilities of positives often stay under 0.5 for epochs while ranking them
+            right; without --eval, or with false, the threshold is 0.5).
         save_every_steps: also save a resumable checkpoint every N optimizer steps (long
             epochs); the end of every epoch's training is always saved.
         save_every_minutes: also save one whenever this many minutes passed since the last.
@@ -190,7 +197,7 @@ class TrainConfig:
     steps_per_execution: int = 1
     best_metric: str | None = None
     class_weights: str = NO_CLASS_WEIGHTS
-    tune_threshold: bool = False
+    tune_threshold: bool = True
     save_every_steps: int | None = None
     save_every_minutes: float | None = None
     early_stopping_patience: int | None = None
@@ -230,6 +237,7 @@ class RunConfig:
             ("model.task", m.task is None or m.task in TASKS, f"one of {', '.join(TASKS)}"),
             ("model.max_seq_length", 8 <= m.max_seq_length <= 8192, "between 8 and 8192"),
             ("model.dropout", 0 <= m.dropout < 1, "in [0, 1)"),
+            ("model.head_bias", m.head_bias in HEAD_BIASES, f"one of {', '.join(HEAD_BIASES)}"),
             (
                 "model.long_documents",
                 m.long_documents in LONG_DOCUMENTS,

@@ -8,6 +8,7 @@ import argparse
 from bertfit.config import (
     BALANCED,
     CHUNK_POOLINGS,
+    HEAD_BIASES,
     LONG_DOCUMENTS,
     METRICS,
     NO_CLASS_WEIGHTS,
@@ -64,6 +65,10 @@ TRAIN_FLAGS = {
     "--max-seq-length": ("model.max_seq_length", {"type": int}),
     "--pooling": ("model.pooling", {"choices": POOLINGS}),
     "--dropout": ("model.dropout", {"type": float}),
+    "--head-bias": (
+        "model.head_bias",
+        {"choices": HEAD_BIASES, "help": "multi-label head's initial bias (default: prior)"},
+    ),
     "--lower-case": ("model.lower_case", {"type": _bool}),
     "--precision": ("model.precision", {"choices": PRECISIONS}),
     "--task": (
@@ -167,7 +172,10 @@ TRAIN_FLAGS = {
     ),
     "--tune-threshold": (
         "train.tune_threshold",
-        {"type": _bool, "help": "multi-label: pick the micro-F1-best threshold on --eval"},
+        {
+            "type": _bool,
+            "help": "multi-label: pick the micro-F1-best threshold on --eval (default: true)",
+        },
     ),
     "--save-every-steps": (
         "train.save_every_steps",

@@ -97,6 +97,7 @@ def test_the_flags_take_their_choices_from_the_config():
 
     expected = {
         "--pooling": config.POOLINGS,
+        "--head-bias": config.HEAD_BIASES,
         "--precision": config.PRECISIONS,
         "--task": config.TASKS,
         "--long-documents": config.LONG_DOCUMENTS,

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import keras
+import numpy as np
 import tensorflow as tf
 
 from bertfit.model.encoder import BertEncoder
@@ -25,6 +28,9 @@ class BertClassifier(ReplicaJit, keras.Model):
             tokens of `sequence_output` (for checkpoints whose pooler was never trained).
         dropout: dropout rate before the dense layer.
         seed: seeds the head's initialisation and its dropout.
+        head_bias: the dense layer's initial bias, one value per output (zeros when None).
+            bertfit's trainer gives a multi-label head the training labels' log-odds
+            (`prior_log_odds`), so training starts from the base rates instead of 50%.
 
     Logits are float32 whatever the encoder's dtype policy, so the loss is computed in float32.
 
@@ -45,6 +51,7 @@ class BertClassifier(ReplicaJit, keras.Model):
         pooling: str = "cls",
         dropout: float = 0.1,
         seed: int | None = None,
+        head_bias: Sequence[float] | None = None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -53,6 +60,7 @@ class BertClassifier(ReplicaJit, keras.Model):
         self.pooling = pooling
         self.dropout_rate = dropout
         self.seed = seed
+        self.head_bias = None if head_bias is None else [float(b) for b in head_bias]
         self.dropout = Dropout(dropout, seed=seed, dtype=encoder.dtype_policy)
         self.head = keras.layers.Dense(
             num_classes,
@@ -61,6 +69,9 @@ class BertClassifier(ReplicaJit, keras.Model):
             kernel_initializer=keras.initializers.TruncatedNormal(
                 stddev=encoder.config.initializer_range, seed=seed
             ),
+            bias_initializer="zeros"
+            if head_bias is None
+            else keras.initializers.Constant(self.head_bias),
         )
         self.head.build((None, encoder.config.hidden_size))
 
@@ -115,6 +126,7 @@ class BertClassifier(ReplicaJit, keras.Model):
             "pooling": self.pooling,
             "dropout": self.dropout_rate,
             "seed": self.seed,
+            "head_bias": self.head_bias,
             "encoder": keras.saving.serialize_keras_object(self.encoder),
         }
 
@@ -123,3 +135,17 @@ class BertClassifier(ReplicaJit, keras.Model):
         config = dict(config)
         encoder = keras.saving.deserialize_keras_object(config.pop("encoder"))
         return cls(encoder, **config)
+
+
+def prior_log_odds(targets: np.ndarray, floor: float = 1e-3) -> list[float]:
+    """Each label's log-odds log(p / (1 - p)) in multi-hot training `targets` [n, labels], p
+    clipped to [floor, 1 - floor]: the bias at which a sigmoid head predicts each label's base
+    rate. A head started at 0 predicts 50% for every label, and its first steps spend
+    themselves pushing rare labels down (the bias of focal loss's "prior" initialisation).
+
+    Examples:
+    >>> [round(b, 3) for b in prior_log_odds(np.array([[1, 0], [0, 0], [0, 0], [0, 1]]))]
+    [-1.099, -1.099]
+    """
+    p = np.clip(np.asarray(targets, np.float64).mean(axis=0), floor, 1 - floor)
+    return [float(v) for v in np.log(p / (1 - p))]

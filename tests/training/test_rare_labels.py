@@ -1,0 +1,91 @@
+"""Issue 36's defaults for rare labels: a multi-label head starts at the training labels'
+log-odds (`--head-bias prior`), and the decision threshold is tuned on `--eval` by default."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bertfit.config import DataConfig, ModelConfig, RunConfig, TrainConfig
+from bertfit.data.tasks import Task
+from bertfit.errors import ConfigError
+from bertfit.model.classifier import prior_log_odds
+from bertfit.training.metrics import best_threshold
+from bertfit.training.run import train
+from bertfit.training.setup import head_bias, prepare
+from bertfit.training.strategy import XlaChoice
+from tests.conftest import BUCKETS
+from tests.tiny import tagged_rows, write_jsonl
+
+
+def test_prior_log_odds_is_each_labels_training_log_odds_clipped():
+    targets = np.zeros((1000, 3), np.float32)
+    targets[:50, 0] = 1  # 5%
+    targets[:500, 1] = 1  # 50%
+    got = prior_log_odds(targets)
+    assert got[0] == pytest.approx(np.log(0.05 / 0.95))
+    assert got[1] == pytest.approx(0.0)
+    assert got[2] == pytest.approx(np.log(1e-3 / (1 - 1e-3)))  # never seen: clipped, finite
+
+
+def test_the_defaults_are_a_prior_head_bias_and_a_tuned_threshold():
+    config = RunConfig()
+    assert config.model.head_bias == "prior" and config.train.tune_threshold is True
+
+
+def _config(tmp_path, model, rows) -> RunConfig:
+    return RunConfig(
+        output_dir=str(tmp_path / "run"),
+        model=ModelConfig(name=str(model), max_seq_length=16, dropout=0.0),
+        data=DataConfig(train=str(write_jsonl(tmp_path / "train.jsonl", rows)), buckets=BUCKETS),
+        train=TrainConfig(batch_size=8, epochs=1, seed=0, strategy="default"),
+    )
+
+
+def _head_bias(config: RunConfig) -> tuple[np.ndarray, np.ndarray]:
+    strategy = tf.distribute.get_strategy()
+    setup = prepare(config, strategy, XlaChoice.for_run(None, strategy))
+    return setup.trainer.model.head.bias.numpy(), setup.train.labels
+
+
+def test_a_multi_label_head_starts_at_the_training_priors(trainable_hf_dir, tmp_path):
+    bias, labels = _head_bias(_config(tmp_path, trainable_hf_dir, tagged_rows(80, 1)))
+    assert labels.shape == (80, 3) and bias.any()
+    np.testing.assert_allclose(bias, prior_log_odds(labels), rtol=1e-6)
+
+
+def test_head_bias_zero_single_label_and_streamed_sets_start_at_zero():
+    multi, single = Task("multi-label", ("a", "b")), Task("single-label", ("a", "b"))
+    rows = SimpleNamespace(labels=np.array([[1, 0], [0, 0], [0, 0], [0, 1]], np.float32))
+    assert head_bias(RunConfig(), multi, rows) == pytest.approx([np.log(1 / 3)] * 2)
+    zero = RunConfig(model=ModelConfig(head_bias="zero"))
+    assert head_bias(zero, multi, rows) is None
+    assert head_bias(RunConfig(), single, SimpleNamespace(labels=np.array([0, 1]))) is None
+    assert head_bias(RunConfig(), multi, SimpleNamespace()) is None  # streamed: no labels
+
+
+def test_head_bias_is_validated():
+    with pytest.raises(ConfigError, match="--head-bias"):
+        RunConfig(model=ModelConfig(head_bias="mean")).validate()
+
+
+@pytest.mark.slow
+def test_a_multi_label_run_with_eval_tunes_and_saves_its_threshold(trainable_hf_dir, tmp_path):
+    # One rare label (1 row in 8) and one short epoch: the probabilities stay near the prior,
+    # so no row reaches 0.5 and the micro-F1-best threshold is well below it.
+    rows = [
+        (f"the film was {'plot' if i % 8 == 0 else 'fine'}", ["plot"] * (i % 8 == 0))
+        for i in range(48)
+    ]
+    config = _config(tmp_path, trainable_hf_dir, rows)
+    config.data.eval = str(write_jsonl(tmp_path / "dev.jsonl", rows[:24]))
+    run = Path(train(config, quiet=True).run_dir)
+    final = json.loads((run / "metrics.json").read_text())["final"]
+    outputs = np.load(run / "eval_outputs.npz")
+    assert final["threshold"] == best_threshold(outputs["targets"], outputs["outputs"]) < 0.5
+    assert Task.load(run / "labels.json").threshold == final["threshold"]
