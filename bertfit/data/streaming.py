@@ -11,8 +11,8 @@ themselves only pass through `tf.data`:
    pipelines every pipeline reads every file and keeps its share of each bucket's rows
    (`Dataset.shard`), which `StreamLayout.note` says.
 2. **Bucketing in-stream**: one dataset per length bucket, so every batch has the bucket's
-   static shape: the pipeline's files are read (interleaved, parsed with a parallel map), the
-   rows of the bucket kept, shuffled with a bounded buffer (seeded by seed, epoch, bucket and
+   static shape: the pipeline's files are read (interleaved; only the lengths parsed, in
+   batches), the rows of the bucket kept and parsed with a parallel map, shuffled with a bounded buffer (seeded by seed, epoch, bucket and
    pipeline: a resumed epoch skips exactly the batches it took), packed to the bucket length.
 3. **Equal step counts, nothing dropped**: a bucket takes, on every worker, as many steps as
    the pipeline with the most rows of that bucket needs; a pipeline with fewer rows fills its
@@ -46,6 +46,7 @@ from bertfit.text.packing import pack_inputs
 
 SHUFFLE_BUFFER = 10_000  # rows per bucket and pipeline: the shuffle's memory bound
 SAMPLE_FOR_BUCKETS = 1_000_000  # lengths that choose the buckets (a larger set is sampled)
+LENGTH_BATCH = 256  # records whose lengths are parsed together (the buckets' filter)
 
 
 class TrainStream:
@@ -270,23 +271,32 @@ class StreamedInput:
     def iterators(self) -> dict:
         return {length: iter(d) for length, d in self.datasets.items()}
 
-    def _rows(self, pipeline: int, context: tf.distribute.InputContext) -> tf.data.Dataset:
-        """Every row of the pipeline's files, parsed, the files in a (seed, epoch) order."""
-        manifest = self.stream.manifest
+    def _records(self, pipeline: int) -> tf.data.Dataset:
+        """(serialized record, its packed length) of every row of the pipeline's files, the
+        files in a (seed, epoch) order. Only the length is parsed, a batch of records at a
+        time: each bucket's dataset reads every row and keeps its own, and parsing just the
+        lengths in batches made that filter ~5x cheaper than parsing whole rows one by one."""
         files = [self.stream.files[i] for i in self.layout.files[pipeline]]
         # split by row, every pipeline must read the rows in one order
         key = [self.seed, self.epoch] + ([] if self.layout.by_row else [pipeline])
         order = np.random.default_rng(key).permutation(len(files))
         files = tf.data.Dataset.from_tensor_slices([files[i] for i in order])
-        return files.interleave(
+        length = {LENGTH: tf.io.FixedLenFeature([], tf.int64)}
+
+        @tf.autograph.experimental.do_not_convert
+        def with_lengths(records):
+            return records, tf.io.parse_example(records, length)[LENGTH]
+
+        records = files.interleave(
             tf.data.TFRecordDataset,
             cycle_length=min(4, len(order)),
             num_parallel_calls=tf.data.AUTOTUNE,
             deterministic=True,
-        ).map(
-            parser(manifest.task, manifest.pair),
-            num_parallel_calls=tf.data.AUTOTUNE,
-            deterministic=True,
+        )
+        return (
+            records.batch(LENGTH_BATCH)
+            .map(with_lengths, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+            .unbatch()
         )
 
     def _padding(self, rows: int) -> tf.data.Dataset:
@@ -324,8 +334,13 @@ class StreamedInput:
         high = buckets[bucket] if bucket < len(buckets) - 1 else np.iinfo(np.int64).max
         pair = self.stream.manifest.pair
 
-        def in_bucket(row):
-            return (row[LENGTH] > low) & (row[LENGTH] <= high)
+        @tf.autograph.experimental.do_not_convert
+        def in_bucket(record, length):
+            return (length > low) & (length <= high)
+
+        @tf.autograph.experimental.do_not_convert
+        def record_only(record, length):
+            return record
 
         def example(row):
             out = {IDS_A: row[IDS_A], LABEL: row[LABEL], WEIGHT: 1.0, INDEX: row[ROW]}
@@ -333,9 +348,15 @@ class StreamedInput:
                 out[IDS_B] = row[IDS_B]
             return out
 
-        rows = self._rows(pipeline, context).filter(in_bucket)
+        records = self._records(pipeline).filter(in_bucket).map(record_only)
         if layout.by_row:
-            rows = rows.shard(layout.pipelines, pipeline)
+            records = records.shard(layout.pipelines, pipeline)
+        manifest = self.stream.manifest
+        rows = records.map(
+            parser(manifest.task, manifest.pair),
+            num_parallel_calls=tf.data.AUTOTUNE,
+            deterministic=True,
+        )
         seed = int(np.random.default_rng([self.seed, self.epoch, bucket, pipeline]).integers(2**31))
         rows = rows.shuffle(self.shuffle_buffer, seed=seed, reshuffle_each_iteration=False)
         steps = int(layout.steps()[bucket])
