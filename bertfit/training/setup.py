@@ -51,7 +51,7 @@ from bertfit.data.streaming import (
     TrainStream,
     input_pipelines,
 )
-from bertfit.data.tasks import MULTI_LABEL, SINGLE_LABEL, Task, infer_task
+from bertfit.data.tasks import SINGLE_LABEL, Task, infer_task
 from bertfit.data.tfrecord import Manifest, is_prepared, prepared_directory, tokenizer_fingerprint
 from bertfit.data.windowed import (
     WindowedDocuments,
@@ -64,7 +64,7 @@ from bertfit.data.windowed import (
 )
 from bertfit.errors import ConfigError, DataError
 from bertfit.model.chunked import ChunkedClassifier
-from bertfit.model.classifier import BertClassifier, prior_log_odds
+from bertfit.model.classifier import BertClassifier
 from bertfit.text.base import InGraphTokenizer
 from bertfit.text.windows import WindowSpec
 from bertfit.training.loop import Trainer
@@ -306,19 +306,12 @@ class RunSetup:
             return self.stream_layout.plan(
                 shuffle=shuffle, seed=t.seed, epoch=epoch, run_length=t.steps_per_execution
             )
-        if data.documents is not None:
-            return plan_documents(
-                data.documents,
-                (batch_size or t.batch_size) * (t.grad_accum if training else 1),
-                shuffle=shuffle,
-                seed=t.seed,
-                epoch=epoch,
-                buckets=self.chunks,
-                run_length=t.steps_per_execution if training else 1,
-            )
+        sizes, buckets = data.encoded.packed_lengths, self.buckets
+        if data.documents is not None:  # documents by their windows, in chunk-count buckets
+            sizes, buckets = data.documents.kept_windows, self.chunks
         return plan_batches(
-            data.encoded.packed_lengths,
-            self.buckets,
+            sizes,
+            buckets,
             (batch_size or t.batch_size) * (t.grad_accum if training else 1),
             shuffle=shuffle,
             seed=t.seed,
@@ -362,24 +355,18 @@ class RunSetup:
         plan = self.plan(
             data, shuffle=shuffle, epoch=epoch, training=training, batch_size=batch_size
         )
-        if data.documents is not None:  # static [batch, K, max_seq_length] with or without XLA
-            return WindowedInput(
-                data.documents,
-                data.labels,
-                plan[start:],
-                self.trainer.strategy,
-                special_ids=self.tokenizer.special_ids,
-                micro_batches=self.config.train.grad_accum if training else 1,
-                weights=data.weights if training else None,
-            )
-        return BucketedInput(
-            data.encoded,
-            data.labels,
-            plan[start:],
-            self.trainer.strategy,
+        steps = (data.labels, plan[start:], self.trainer.strategy)
+        options = dict(
             special_ids=self.tokenizer.special_ids,
             micro_batches=self.config.train.grad_accum if training else 1,
             weights=data.weights if training else None,
+        )
+        if data.documents is not None:  # static [batch, K, max_seq_length] with or without XLA
+            return WindowedInput(data.documents, *steps, **options)
+        return BucketedInput(
+            data.encoded,
+            *steps,
+            **options,
             pad_to_longest=not (self.xla.replica_step or static_shapes),
         )
 
@@ -686,9 +673,7 @@ def _with_trainer(
     """The `RunSetup` of what `assemble` decided (`decided`: buckets, notes, ...), with its
     `Trainer` built from the run's seed."""
     keras.utils.set_random_seed(config.train.seed)
-    trainer = make_trainer(
-        checkpoint, task, config, strategy, total_steps, xla, head_bias(config, task, train)
-    )
+    trainer = make_trainer(checkpoint, task, config, strategy, total_steps, xla)
     return RunSetup(
         config=config,
         checkpoint=checkpoint,
@@ -758,18 +743,8 @@ def _weights_file(path: str, task: Task) -> np.ndarray:
 # ---- the model and its trainer ----
 
 
-def head_bias(config: RunConfig, task: Task, train) -> list[float] | None:
-    """The classification layer's initial bias: with `--head-bias prior` (the default) a
-    multi-label head starts at each label's training log-odds; None (zeros) for other tasks,
-    for `--head-bias zero`, and for a streamed training set, whose labels are not in memory."""
-    labels = getattr(train, "labels", None)
-    if task.kind != MULTI_LABEL or config.model.head_bias != "prior" or labels is None:
-        return None
-    return prior_log_odds(labels)
-
-
 def build_classifier(
-    encoder: keras.Layer, task: Task, config: RunConfig, head_bias: list[float] | None = None
+    encoder: keras.Layer, task: Task, config: RunConfig
 ) -> BertClassifier | ChunkedClassifier:
     """The classifier a run puts on `encoder`: one output per label (or the value), with the
     run's pooling, dropout and seed; with `--long-documents chunk` a `ChunkedClassifier` that
@@ -780,7 +755,6 @@ def build_classifier(
         config.model.pooling,
         config.model.dropout,
         seed=config.train.seed,
-        head_bias=head_bias,
     )
     if WindowSpec.for_model(config.model) is None:
         return classifier
@@ -794,7 +768,6 @@ def make_trainer(
     strategy: tf.distribute.Strategy,
     total_steps: int,
     xla: XlaChoice,
-    head_bias: list[float] | None = None,
 ) -> Trainer:
     """The run's `Trainer`: the classifier built in the strategy's scope with the encoder's dtype
     policy from `--precision` (no global Keras policy is set), the unused pooler left out of
@@ -803,7 +776,7 @@ def make_trainer(
 
     def build_model() -> BertClassifier | ChunkedClassifier:
         encoder = build_encoder(checkpoint, dtype=PRECISION_POLICIES[config.model.precision])
-        return build_classifier(encoder, task, config, head_bias)
+        return build_classifier(encoder, task, config)
 
     trainer = Trainer(
         build_model,
