@@ -51,7 +51,7 @@ from bertfit.data.streaming import (
     TrainStream,
     input_pipelines,
 )
-from bertfit.data.tasks import SINGLE_LABEL, Task, infer_task
+from bertfit.data.tasks import MULTI_LABEL, SINGLE_LABEL, Task, infer_task
 from bertfit.data.tfrecord import Manifest, is_prepared, prepared_directory, tokenizer_fingerprint
 from bertfit.data.windowed import (
     WindowedDocuments,
@@ -64,7 +64,7 @@ from bertfit.data.windowed import (
 )
 from bertfit.errors import ConfigError, DataError
 from bertfit.model.chunked import ChunkedClassifier
-from bertfit.model.classifier import BertClassifier
+from bertfit.model.classifier import BertClassifier, prior_log_odds
 from bertfit.text.base import InGraphTokenizer
 from bertfit.text.windows import WindowSpec
 from bertfit.training.loop import Trainer
@@ -673,7 +673,9 @@ def _with_trainer(
     """The `RunSetup` of what `assemble` decided (`decided`: buckets, notes, ...), with its
     `Trainer` built from the run's seed."""
     keras.utils.set_random_seed(config.train.seed)
-    trainer = make_trainer(checkpoint, task, config, strategy, total_steps, xla)
+    trainer = make_trainer(
+        checkpoint, task, config, strategy, total_steps, xla, head_bias(config, task, train)
+    )
     return RunSetup(
         config=config,
         checkpoint=checkpoint,
@@ -743,8 +745,18 @@ def _weights_file(path: str, task: Task) -> np.ndarray:
 # ---- the model and its trainer ----
 
 
+def head_bias(config: RunConfig, task: Task, train) -> list[float] | None:
+    """The classification layer's initial bias: with `--head-bias prior` (the default) a
+    multi-label head starts at each label's training log-odds; None (zeros) for other tasks,
+    for `--head-bias zero`, and for a streamed training set, whose labels are not in memory."""
+    labels = getattr(train, "labels", None)
+    if task.kind != MULTI_LABEL or config.model.head_bias != "prior" or labels is None:
+        return None
+    return prior_log_odds(labels)
+
+
 def build_classifier(
-    encoder: keras.Layer, task: Task, config: RunConfig
+    encoder: keras.Layer, task: Task, config: RunConfig, head_bias: list[float] | None = None
 ) -> BertClassifier | ChunkedClassifier:
     """The classifier a run puts on `encoder`: one output per label (or the value), with the
     run's pooling, dropout and seed; with `--long-documents chunk` a `ChunkedClassifier` that
@@ -755,6 +767,7 @@ def build_classifier(
         config.model.pooling,
         config.model.dropout,
         seed=config.train.seed,
+        head_bias=head_bias,
     )
     if WindowSpec.for_model(config.model) is None:
         return classifier
@@ -768,6 +781,7 @@ def make_trainer(
     strategy: tf.distribute.Strategy,
     total_steps: int,
     xla: XlaChoice,
+    head_bias: list[float] | None = None,
 ) -> Trainer:
     """The run's `Trainer`: the classifier built in the strategy's scope with the encoder's dtype
     policy from `--precision` (no global Keras policy is set), the unused pooler left out of
@@ -776,7 +790,7 @@ def make_trainer(
 
     def build_model() -> BertClassifier | ChunkedClassifier:
         encoder = build_encoder(checkpoint, dtype=PRECISION_POLICIES[config.model.precision])
-        return build_classifier(encoder, task, config)
+        return build_classifier(encoder, task, config, head_bias)
 
     trainer = Trainer(
         build_model,
