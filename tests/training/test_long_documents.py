@@ -348,3 +348,14 @@ def test_the_xla_compiled_cli_run_traces_once_per_chunk_bucket(trainable_hf_dir,
         "train_step": len(buckets_used(train_rows)),
         "predict_step": len(buckets_used(eval_rows)),
     }
+
+
+def test_a_chunk_runs_saved_config_is_accepted_again():
+    """config.yaml holds the resolved buckets, [max_seq_length]: `--config` reruns it."""
+    from bertfit.config import DataConfig, ModelConfig, RunConfig
+    from bertfit.training.setup import window_spec
+
+    model = ModelConfig(max_seq_length=16, long_documents="chunk", max_chunks=4)
+    saved = RunConfig(model=model, data=DataConfig(train="train.csv", buckets=[16]))
+    assert window_spec(saved) == SPEC
+    assert window_spec(RunConfig(data=DataConfig(train="train.csv", buckets=[8, 16]))) is None
