@@ -12,6 +12,7 @@ import pytest
 from bertfit import storage
 from bertfit.cli import main
 from bertfit.data import shard_writer
+from bertfit.data.chunks import read_chunks
 from bertfit.data.sources import read_examples
 from bertfit.data.tfrecord import Manifest, is_prepared
 from bertfit.errors import DataError
@@ -195,3 +196,28 @@ def test_a_shard_larger_than_one_simple_upload_arrives_whole(remote, tmp_path):
     with storage.open_read(url) as f:
         f.seek(6 * 2**20)
         assert f.read(5) == data[6 * 2**20 : 6 * 2**20 + 5]
+
+
+@pytest.mark.parametrize("name", ["train.jsonl.gz", "train.parquet", "train.tsv"])
+def test_chunks_of_a_remote_file_are_the_rows_of_the_local_file(remote, tmp_path, name):
+    """Streamed from the store (never read whole), in chunks of 3 rows: the same examples,
+    lines included, as the local file read at once."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = sentiment_rows(8)
+    local = tmp_path / name
+    if name.endswith(".parquet"):
+        table = pa.table({"text": [t for t, _ in rows], "label": [label for _, label in rows]})
+        pq.write_table(table, local, row_group_size=3)
+    elif name.endswith(".tsv"):
+        local.write_text("text\tlabel\n" + "".join(f"{t}\t{label}\n" for t, label in rows))
+    else:
+        lines = "".join(json.dumps({"text": t, "label": label}) + "\n" for t, label in rows)
+        local.write_bytes(gzip.compress(lines.encode(), mtime=0))
+    url = storage.join(remote, "data", name)
+    storage.put_file(local, url)
+
+    chunks = list(read_chunks(url, rows=3))
+    assert [len(c) for c in chunks] == [3, 3, 2]
+    assert [e for c in chunks for e in c] == read_examples(local)
