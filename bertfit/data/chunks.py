@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from bertfit import storage
 from bertfit.data import sources
 from bertfit.data.sources import Example, SourceSpec, display_name, resolve_format
-from bertfit.errors import DataError
+from bertfit.errors import BertfitError, DataError
 
 CHUNK_ROWS = 8192
 
@@ -72,8 +72,19 @@ def read_chunks(
         ) from None
     except (OSError, EOFError, zlib.error) as e:
         raise DataError(f"cannot be read: {e}", path=name, code=sources.UNREADABLE) from None
+    except BertfitError:
+        raise
+    except Exception as e:
+        if not storage.is_url(path):
+            raise
+        raise _client_error(e, name) from None  # the store's client: permissions, network
     if chunk:
         yield chunk
+
+
+def _client_error(error: Exception, name: str) -> DataError:
+    message = f"cannot be read: {type(error).__name__}: {str(error)[:300]}"
+    return DataError(message, path=name, code=sources.UNREADABLE)
 
 
 def source_files(pattern: str) -> list[str]:
@@ -97,9 +108,15 @@ def source_files(pattern: str) -> list[str]:
 
 def _check_file(path: str | os.PathLike, name: str) -> None:
     if storage.is_url(path):
-        if storage.exists(os.fspath(path)) and not storage.isdir(os.fspath(path)):
+        try:
+            found, folder = storage.exists(os.fspath(path)), storage.isdir(os.fspath(path))
+        except BertfitError:
+            raise
+        except Exception as e:
+            raise _client_error(e, name) from None
+        if found and not folder:
             return
-        if storage.isdir(os.fspath(path)):
+        if folder:
             message, code = "is a folder of objects; expected a data file", sources.UNREADABLE
         else:
             message = "not found: no such object, or no such bucket; check the URL"

@@ -5,6 +5,7 @@ prepared set to train on) refused with the reason (issue 33, item 3)."""
 from __future__ import annotations
 
 import gzip
+import io
 import json
 
 import pytest
@@ -221,3 +222,31 @@ def test_chunks_of_a_remote_file_are_the_rows_of_the_local_file(remote, tmp_path
     chunks = list(read_chunks(url, rows=3))
     assert [len(c) for c in chunks] == [3, 3, 2]
     assert [e for c in chunks for e in c] == read_examples(local)
+
+
+def test_a_store_clients_own_error_is_a_data_error_naming_the_url(monkeypatch):
+    """Permissions or the network failing in the client (gcsfs and s3fs raise their own
+    exception types) are said as the URL that cannot be read, not as a traceback."""
+
+    class Forbidden(Exception):
+        pass
+
+    class Failing(io.BytesIO):
+        def read(self, *size):
+            raise Forbidden("403 caller does not have storage.objects.get access")
+
+    url = "gs://bucket/data/train.csv"
+    monkeypatch.setattr(storage, "exists", lambda u: True)
+    monkeypatch.setattr(storage, "isdir", lambda u: False)
+    monkeypatch.setattr(storage, "open_read", lambda u: Failing())
+    with pytest.raises(
+        DataError, match=r"^gs://bucket/data/train.csv: cannot be read: Forbidden: 403"
+    ):
+        list(read_chunks(url))
+
+    def refused(u):
+        raise Forbidden("403 on the bucket")
+
+    monkeypatch.setattr(storage, "exists", refused)
+    with pytest.raises(DataError, match=r"cannot be read: Forbidden: 403 on the bucket"):
+        list(read_chunks(url))
