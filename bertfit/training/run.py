@@ -645,7 +645,7 @@ class EpochRunner:
         if self.config.train.tune_threshold and task.kind == MULTI_LABEL:
             tuned = dataclasses.replace(task, threshold=best_threshold(data.labels, outputs))
             metrics.update(task_metrics(tuned, data.labels, outputs))
-        warning = collapse_warning(task, data.labels, outputs)
+        warning = collapse_warning(task, data.labels, outputs, self.config.train)
         if warning:
             metrics["warnings"] = [warning]
             self.run_dir.log(f"warning: {warning}")

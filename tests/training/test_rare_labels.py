@@ -1,5 +1,6 @@
-"""Issue 36's defaults for rare labels: a multi-label head starts at the training labels'
-log-odds (`--head-bias prior`), and the decision threshold is tuned on `--eval` by default."""
+"""Issue 36: a multi-label head starts at the training labels' log-odds (`--head-bias prior`),
+the decision threshold is tuned on `--eval` by default, and a collapse warning says what to rerun
+with."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from bertfit.config import DataConfig, ModelConfig, RunConfig, TrainConfig
 from bertfit.data.tasks import Task
 from bertfit.errors import ConfigError
 from bertfit.model.classifier import prior_log_odds
-from bertfit.training.metrics import best_threshold
+from bertfit.training.metrics import best_threshold, collapse_warning
 from bertfit.training.run import train
 from bertfit.training.setup import head_bias, prepare
 from bertfit.training.strategy import XlaChoice
@@ -89,3 +90,15 @@ def test_a_multi_label_run_with_eval_tunes_and_saves_its_threshold(trainable_hf_
     outputs = np.load(run / "eval_outputs.npz")
     assert final["threshold"] == best_threshold(outputs["targets"], outputs["outputs"]) < 0.5
     assert Task.load(run / "labels.json").threshold == final["threshold"]
+
+
+def test_the_collapse_warning_gives_the_flags_to_rerun_with():
+    task = Task("single-label", ("fresh", "rotten", "acting"))
+    targets = np.array([0] * 6 + [1] * 3 + [2])
+    collapsed = np.tile([0.8, 0.15, 0.05], (10, 1))  # everything 'fresh'
+    plain = collapse_warning(task, targets, collapsed, TrainConfig())
+    assert "'fresh' takes 100%" in plain and "Rerun with --class-weights balanced" in plain
+    weighted = collapse_warning(task, targets, collapsed, TrainConfig(class_weights="balanced"))
+    assert "--epochs 6 --learning-rate 0.0001" in weighted
+    spread = np.eye(3)[[0, 0, 0, 0, 0, 0, 1, 1, 1, 2]]
+    assert collapse_warning(task, targets, spread, TrainConfig()) is None
