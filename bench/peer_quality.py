@@ -7,7 +7,8 @@ CSV task as a transformers user writes it, with bench.settings' hyper-parameters
 multi-label: `problem_type="multi_label_classification"` (binary cross-entropy on sigmoid
 outputs), labels split on `|`, threshold 0.5. single-label: softmax cross-entropy. Like bertfit,
 it evaluates on `--eval` after every epoch and keeps the best epoch (micro-F1, or accuracy for
-single-label), then scores `--test`.
+single-label), then scores `--test`; for multi-label also at the threshold bertfit's
+`--tune-threshold` rule picks on `--eval` (`test_tuned_threshold`, for comparison).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from transformers import (
 
 from bench.settings import BATCH, DECAY, LR, SEQ, WARMUP
 from bertfit.checkpoints.registry import resolve
+from bertfit.training.metrics import best_threshold
 
 
 def read(path: str) -> list[tuple[str, str]]:
@@ -90,6 +92,9 @@ def main() -> None:
         ]
 
     best = "micro_f1" if multi else "accuracy"
+    # One thread: the scores do not depend on it, and on a crowded 2-core CPU torch's two
+    # threads waited on each other (one epoch took over 30 minutes).
+    torch.set_num_threads(1)
     torch.manual_seed(args.seed)
     model = BertForSequenceClassification.from_pretrained(
         path,
@@ -134,9 +139,17 @@ def main() -> None:
     ]
     # The Trainer may reorder prediction batches: score against the label ids it returns.
     predictions = trainer.predict(encode(test))
+    tuned = {}
+    if multi:  # for comparison only: bertfit's default threshold rule, on the Trainer's outputs
+        on_dev = trainer.predict(encode(dev))
+        threshold = best_threshold(on_dev.label_ids, 1 / (1 + np.exp(-on_dev.predictions)))
+        shifted = predictions.predictions - np.log(threshold / (1 - threshold))
+        tuned = {"test_tuned_threshold": scores(args.task, shifted, predictions.label_ids)}
+        tuned["test_tuned_threshold"]["threshold"] = threshold
     result = {
         "labels": labels,
         "test": scores(args.task, predictions.predictions, predictions.label_ids),
+        **tuned,
         "dev_epochs": dev_epochs,
         "train_examples": len(train),
         "test_examples": len(test),

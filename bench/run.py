@@ -21,6 +21,7 @@ BENCHMARKS = [
     ["bench.finetune", "--epochs", "3"],
     ["bench.serve"],
     ["bench.families"],
+    ["bench.quality"],  # issue 36: rare labels, 3 seeds per side; about 2 hours on 2 cores
     ["bench.inference"],  # issue 34: raw text to probabilities, every path vs ORT and torch
     ["bench.scale"],  # issue 33: 10k to 5M rows, in memory and streamed (about an hour)
     ["bench.long_documents"],  # issue 35: truncate vs chunk, convention speeches (hours)
