@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
+import functools
 import math
 import os
 import shutil
@@ -50,7 +51,7 @@ from bertfit.data.tfrecord import (
     serialize_batch,
     tokenizer_fingerprint,
 )
-from bertfit.errors import ConfigError, DataError
+from bertfit.errors import BertfitError, ConfigError, DataError
 
 ROWS_PER_SHARD = 100_000  # the default number of shards: one per this many rows
 MAX_DEFAULT_SHARDS = 256
@@ -162,8 +163,29 @@ def write_prepared(
             pair=source.spec.text_pair_column is not None,
             shards=tuple(written),
         )
-        manifest.save(destination.root)  # last: the mark of a whole set
+        destination.save(manifest)
     return manifest
+
+
+def _said(method):
+    """A `Destination` method whose store-client errors (a missing bucket, no permission to
+    write, the network) are a `StorageError` naming the output, not a traceback."""
+
+    @functools.wraps(method)
+    def wrapper(self, *args):
+        try:
+            return method(self, *args)
+        except BertfitError:
+            raise
+        except Exception as e:
+            if not self.is_url:
+                raise
+            raise storage.StorageError(
+                f"{self.name}: cannot be written ({type(e).__name__}: {str(e)[:300]}); check "
+                "that the bucket exists and that your credentials may write to it"
+            ) from None
+
+    return wrapper
 
 
 class Destination:
@@ -193,11 +215,13 @@ class Destination:
             shutil.rmtree(self._scratch, ignore_errors=True)
             self._scratch = None
 
+    @_said
     def has_manifest(self) -> bool:
         if self.is_url:
             return storage.exists(manifest_path(self.root))
         return (self.root / MANIFEST).exists()
 
+    @_said
     def clear(self) -> None:
         """Removes a manifest, then every shard (and staging file) of an earlier set."""
         if self.is_url:
@@ -213,12 +237,18 @@ class Destination:
             for old in self.root.glob("shard-*.tfrecord"):
                 old.unlink()
 
+    @_said
+    def save(self, manifest: Manifest) -> None:
+        """Writes the manifest: last, the mark of a whole set."""
+        manifest.save(self.root)
+
     def staging(self, name: str) -> str:
         """Where shard `name` is written before `commit`."""
         if self.is_url:
             return os.path.join(self._scratch, name)
         return str(self.root / f".{name}.tmp")
 
+    @_said
     def commit(self, name: str) -> None:
         """Makes the whole staged shard `name` visible under its name."""
         if self.is_url:

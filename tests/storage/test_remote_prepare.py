@@ -250,3 +250,15 @@ def test_a_store_clients_own_error_is_a_data_error_naming_the_url(monkeypatch):
     monkeypatch.setattr(storage, "exists", refused)
     with pytest.raises(DataError, match=r"cannot be read: Forbidden: 403 on the bucket"):
         list(read_chunks(url))
+
+
+def test_prepare_into_a_missing_bucket_says_so_and_names_the_output(
+    tiny_hf_dir, tmp_path, object_stores, capsys
+):
+    model, _ = tiny_hf_dir
+    csv = write_csv(tmp_path / "train.csv", sentiment_rows(10))
+    out = "gs://no-such-bucket-of-bertfit/prepared"
+    assert main(_prepare(model, str(csv), out)) == 2
+    error = capsys.readouterr().err
+    assert f"{out}: cannot be written" in error and "check that the bucket exists" in error
+    assert "Traceback" not in error
