@@ -109,7 +109,8 @@ def _cell(summary: dict, metric: str) -> str:
     s = summary.get(metric)
     if not s:
         return "-"
-    return f"{s['mean']:.3f} [{s['min']:.3f}-{s['max']:.3f}] ({s['seeds']} seeds)"
+    seeds = f"{s['seeds']} seed{'s' if s['seeds'] > 1 else ''}"
+    return f"{s['mean']:.3f} [{s['min']:.3f}-{s['max']:.3f}] ({seeds})"
 
 
 def table_rows(results: dict) -> list[str]:
@@ -134,9 +135,10 @@ def table_rows(results: dict) -> list[str]:
                 continue
             words = " ".join(flags) or "defaults"
             gap = f"{mine['mean'] - peer[metric]['mean']:+.3f} mean" if metric in peer else "-"
+            theirs = f"{_cell(peer, metric)} (Trainer)" if metric in peer else "no Trainer run"
             rows.append(
                 f"| quality: {dataset} set, test {metric}, bertfit {words} | "
-                f"{_cell(variant['summary'], metric)} | {_cell(peer, metric)} (Trainer) | {gap} |"
+                f"{_cell(variant['summary'], metric)} | {theirs} | {gap} |"
             )
     return rows
 
