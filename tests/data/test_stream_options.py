@@ -4,6 +4,7 @@ before its end (each epoch's end, a --max-steps run's end) waited 23 s for 16 bu
 
 from __future__ import annotations
 
+import numpy as np
 import tensorflow as tf
 
 from bertfit.config import DataConfig, ModelConfig, RunConfig
@@ -39,3 +40,23 @@ def test_every_bucket_dataset_has_the_autotuner_off_and_still_feeds_its_batches(
         dataset = streamed.dataset(bucket, context)
         assert dataset.options().autotune.enabled is False
         assert len(list(dataset)) == layout.steps()[bucket]
+
+
+def test_the_shuffle_buffer_is_split_among_the_buckets_by_their_share_of_rows():
+    layout = StreamLayout(
+        buckets=(8, 16, 32),
+        files=((0,),),
+        by_row=False,
+        counts=np.asarray([[900_000, 90_000, 10]]),
+        rows_per_step=32,
+    )
+    streamed = StreamedInput(
+        None, layout, tf.distribute.get_strategy(), special_ids={}, seed=0, epoch=0
+    )
+    buffers = [streamed.bucket_buffer(b, 0) for b in range(3)]
+    assert buffers == [9090, 909, 256]  # 10,000 rows by share; a rare bucket keeps 256
+    small = StreamedInput(
+        None, layout, tf.distribute.get_strategy(), special_ids={}, seed=0, epoch=0,
+        shuffle_buffer=4,
+    )  # fmt: skip
+    assert [small.bucket_buffer(b, 0) for b in range(3)] == [4, 4, 4]
