@@ -19,6 +19,7 @@ results survive; a run already there with the same settings is not run again.
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import os
 import statistics
@@ -233,7 +234,17 @@ def _previous() -> dict:
 
 def save(runs: list[dict], profile: dict) -> list[dict]:
     """Writes `runs` with those another bench process wrote meanwhile (several may run at
-    once on disjoint arms); all of them."""
+    once on disjoint arms; a lock keeps one reading and writing at a time); all of them."""
+    RESULTS.mkdir(exist_ok=True)
+    folder = os.open(RESULTS, os.O_RDONLY)  # the lock is the results folder's
+    try:
+        fcntl.flock(folder, fcntl.LOCK_EX)
+        return _merge_and_write(runs, profile)
+    finally:
+        os.close(folder)
+
+
+def _merge_and_write(runs: list[dict], profile: dict) -> list[dict]:
     previous = _previous()
     mine = {_key(r) for r in runs}
     runs = runs + [r for r in previous.get("runs", []) if _key(r) not in mine]
