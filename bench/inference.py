@@ -270,7 +270,7 @@ def main() -> None:
     parser.add_argument("--texts", type=int, default=1283, help="first N test texts")
     parser.add_argument("--train-examples", type=int, default=3000)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--passes", type=int, default=3, help="per process: 1 cold + warm ones")
+    parser.add_argument("--passes", type=int, default=2, help="per process: 1 cold + warm ones")
     parser.add_argument("--clients", type=int, default=16, help="bertfit serve's load")
     parser.add_argument("--serve-seconds", type=float, default=20.0, help="0: no serve test")
     args = parser.parse_args()
