@@ -275,3 +275,17 @@ def test_buckets_are_chosen_from_the_histogram_or_its_quantiles(prepared):
     np.testing.assert_array_equal(np.sort(stream.bucket_lengths()), lengths)
     quantiles = lengths[np.linspace(0, len(lengths) - 1, 10).astype(np.int64)]
     np.testing.assert_array_equal(stream.bucket_lengths(limit=10), quantiles)
+
+
+@pytest.mark.parametrize("shuffle, run_length", [(False, 1), (True, 1), (True, 3)])
+def test_a_plan_takes_each_buckets_steps_in_order_in_runs_and_counts_every_row(shuffle, run_length):
+    counts = np.array([[0, 41, 7, 130], [3, 38, 0, 129]])  # 2 pipelines, 4 buckets
+    layout = StreamLayout((8, 16, 32, 64), ((0,), (1,)), False, counts, rows_per_step=4)
+    plan = layout.plan(shuffle=shuffle, seed=5, epoch=1, run_length=run_length)
+    assert sum(step.num_examples for step in plan) == counts.sum()
+    for b, length in enumerate(layout.buckets):
+        taken = [step.num_examples for step in plan if step.seq_length == length]
+        assert taken == layout.global_examples(b).tolist()  # in order, padding last
+    in_bucket_order = [s.seq_length for s in plan] == sorted(s.seq_length for s in plan)
+    assert in_bucket_order != shuffle
+    assert plan == layout.plan(shuffle=shuffle, seed=5, epoch=1, run_length=run_length)
