@@ -216,13 +216,18 @@ def benchmark_rows(summary: list[dict]) -> list[str]:
         ours, theirs = row["test_macro_f1"], base["test_macro_f1"]
         rows.append(
             f"| long documents (convention speeches), seq {row['max_seq_length']}, "
-            f"{_arm_words(row['arm'])}, {len(row['seeds'])} seeds: test macro-F1, train time | "
+            f"{_arm_words(row['arm'])}, {_seeds(row)}: test macro-F1, train time | "
             f"{_spread(ours)}, {row['train_process_seconds']:.0f} s | "
             f"truncate {_spread(theirs)}, {base['train_process_seconds']:.0f} s | "
             f"{ours['mean'] - theirs['mean']:+.3f} macro-F1, "
             f"{row['train_process_seconds'] / base['train_process_seconds']:.1f}x the time |"
         )
     return rows
+
+
+def _seeds(row: dict) -> str:
+    n = len(row["seeds"])
+    return f"{n} seed" if n == 1 else f"{n} seeds"
 
 
 def _previous() -> dict:
