@@ -87,7 +87,7 @@ def _client_error(error: Exception, name: str) -> DataError:
     return DataError(message, path=name, code=sources.UNREADABLE)
 
 
-def source_files(pattern: str) -> list[str]:
+def source_files(pattern: str, flag: str = "") -> list[str]:
     """The files a data path names: itself, or every match of a glob (local or at a URL),
     sorted by name.
 
@@ -99,8 +99,8 @@ def source_files(pattern: str) -> list[str]:
     paths = storage.glob(pattern) if storage.is_url(pattern) else sorted(glob.glob(pattern))
     if not paths:
         raise DataError(
-            f"{pattern!r} matches no file; check the pattern (quote it so the shell does not "
-            "expand it) and the working directory.",
+            f"{flag + ' ' if flag else ''}{pattern!r} matches no file; check the pattern (quote "
+            "it so the shell does not expand it) and the working directory.",
             code="data-file-not-found",
         )
     return paths

@@ -26,7 +26,6 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bertfit import storage
 from bertfit.cache import cache_root
 from bertfit.checkpoints.base import Checkpoint
 from bertfit.checkpoints.load import build_encoder, build_tokenizer, read_checkpoint
@@ -40,6 +39,7 @@ from bertfit.config import (
     check_positions,
 )
 from bertfit.data.buckets import resolve_buckets
+from bertfit.data.chunks import source_files
 from bertfit.data.pipeline import Batch, BucketedInput, EncodedTexts, encode_texts, plan_batches
 from bertfit.data.profile import LengthProfile
 from bertfit.data.shard_writer import ShardSource, write_prepared
@@ -115,16 +115,8 @@ def read_training_examples(pattern: str, config: RunConfig) -> list[Example]:
     takes its replicas' rows of every global batch (see data/pipeline.py), which uses each
     example exactly once per epoch and keeps every worker at the same step count.
     """
-    if not glob.has_magic(pattern):
-        return read_examples(pattern, source_spec(config))
-    paths = storage.glob(pattern) if storage.is_url(pattern) else sorted(glob.glob(pattern))
-    if not paths:
-        raise DataError(
-            f"--train {pattern!r} matches no file; check the pattern (quote it so "
-            "the shell does not expand it) and the working directory.",
-            code="data-file-not-found",
-        )
-    return [e for path in paths for e in read_examples(path, source_spec(config))]
+    spec = source_spec(config)
+    return [e for path in source_files(pattern, "--train") for e in read_examples(path, spec)]
 
 
 def infer_run_task(examples: list[Example], config: RunConfig) -> tuple[Task, list[str]]:
