@@ -596,7 +596,7 @@ def assemble(
         layout = StreamLayout.of(train.manifest, resolved.lengths, pipelines, rows_per_step)
         notes += [layout.note] if layout.note else []
     if total_steps is None and layout is not None:
-        total_steps = len(layout.plan(shuffle=False)) * t.epochs
+        total_steps = int(layout.steps().sum()) * t.epochs  # an epoch's plan length
     elif total_steps is None:
         steps_per_epoch = len(
             plan_batches(
