@@ -156,7 +156,17 @@ def _litert(work: Path, precision: str) -> Runner:
         ]
         return _in_order(parts, order)
 
-    return Runner(predict, {"token_slots_per_text": meta.get("max_seq_length", SEQ)})
+    def profile(texts: list[str]) -> dict:
+        """Token slots per text: each batch's row width (the export pads to the batch's length
+        bucket), read from the [batch, width, hidden] tensors the interpreter sized."""
+        slots = 0
+        for batch in _batches(np.argsort([len(text) for text in texts], kind="stable")):
+            classify(text=np.array([texts[i] for i in batch], dtype=object))
+            shapes = [d["shape"] for d in interpreter.get_tensor_details() if len(d["shape"]) == 3]
+            slots += len(batch) * max(int(s[1]) for s in shapes if s[0] == len(batch))
+        return {"token_slots_per_text": slots / len(texts)}
+
+    return Runner(predict, profile=profile)
 
 
 def _ort_session(model: Path):

@@ -4,8 +4,10 @@ Raw strings in, probabilities out: the signature `serving_default` takes `text` 
 [batch]) and gives `probabilities` (float32 [batch, labels]; `value` [batch] for regression).
 Inside, TensorFlow Text's `FastBertTokenizer` (whose ops, `FastBertNormalize`,
 `FastWordpieceTokenizeWithOffsets` and `RaggedTensorToTensor`, have LiteRT kernels) tokenizes,
-every text is packed to the run's `max_seq_length` (`[CLS] ids [SEP]`, padded), and the model and
-the softmax/sigmoid run as LiteRT builtins. `--quantize int8` quantizes the weights to int8
+every text is packed (`[CLS] ids [SEP]`, truncated to the run's `max_seq_length`) and the batch
+padded to the smallest of the run's length buckets that holds its longest text, as the
+SavedModel pads, and the model and the softmax/sigmoid run as LiteRT builtins (the shapes are
+dynamic: the interpreter sizes its tensors at each call). `--quantize int8` quantizes the weights to int8
 (dynamic range). The folder `OUT/<version>/` holds `model.tflite` and `bertfit.json` (labels,
 task, max_seq_length).
 
@@ -55,7 +57,7 @@ from tensorflow.python.framework.convert_to_constants import convert_variables_t
 
 from bertfit.errors import ConfigError
 from bertfit.export import portable
-from bertfit.inference.graph import ClassifierModule
+from bertfit.inference.graph import ClassifierModule, smallest_bucket
 from bertfit.model.inputs import MASK, TYPE_IDS, WORD_IDS
 from bertfit.text.tokenizer import BertTokenizer
 
@@ -147,7 +149,8 @@ def _text_spec() -> list[tf.TensorSpec]:
 
 
 class _LiteGraph(tf.Module):
-    """Strings → FastBertTokenizer → packed to `max_seq_length` → model → numeric output."""
+    """Strings → FastBertTokenizer → packed to the batch's length bucket → model → numeric
+    output."""
 
     def __init__(self, module: ClassifierModule):
         super().__init__(name="bertfit_litert")
@@ -157,16 +160,18 @@ class _LiteGraph(tf.Module):
 
     def _classify(self, text):
         module, tokenizer = self.module, self.module.tokenizer
-        length = module.max_seq_length
         ids = self.fast.tokenize(text)
-        kept = tf.minimum(tf.cast(ids.row_lengths(), tf.int32), length - 2)
-        body = ids.to_tensor(default_value=tokenizer.pad_id, shape=[None, length - 2])
-        rows = tf.shape(body)[0]
+        kept = tf.minimum(tf.cast(ids.row_lengths(), tf.int32), module.max_seq_length - 2)
+        # Padded to the smallest length bucket holding the batch's longest text, as the
+        # SavedModel does: a short text costs a short row, not max_seq_length.
+        width = smallest_bucket(module.buckets, tf.reduce_max(kept) + 2)
+        rows = tf.cast(ids.nrows(), tf.int32)
+        body = ids.to_tensor(default_value=tokenizer.pad_id, shape=tf.stack([rows, width - 2]))
         word_ids = tf.concat(
             [tf.fill([rows, 1], tokenizer.cls_id), body, tf.fill([rows, 1], tokenizer.pad_id)],
             axis=1,
         )
-        position = tf.range(length)[tf.newaxis, :]
+        position = tf.range(width)[tf.newaxis, :]
         word_ids = tf.where(position == (kept + 1)[:, tf.newaxis], tokenizer.sep_id, word_ids)
         mask = tf.cast(position < (kept + 2)[:, tf.newaxis], tf.int32)
         inputs = {WORD_IDS: word_ids, MASK: mask, TYPE_IDS: tf.zeros_like(word_ids)}

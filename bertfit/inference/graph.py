@@ -251,7 +251,7 @@ class ClassifierModule(tf.Module):
             ids_a, ids_b, max_seq_length=self.max_seq_length, padding="longest"
         )
         longest = tf.shape(inputs[WORD_IDS])[1]
-        length = _bucket(self.buckets, longest)
+        length = smallest_bucket(self.buckets, longest)
         pad = {WORD_IDS: self.tokenizer.pad_id, MASK: 0, TYPE_IDS: 0}
         return {
             name: tf.pad(value, [[0, 0], [0, length - longest]], constant_values=pad[name])
@@ -265,8 +265,8 @@ class ClassifierModule(tf.Module):
         inputs = window_ids(ids, self.windows, **self.tokenizer.special_ids)  # K = max_chunks
         most = tf.reduce_max(tf.reduce_sum(inputs[WINDOW_MASK], axis=1))
         longest = tf.reduce_max(tf.reduce_sum(inputs[MASK], axis=2))
-        k = _bucket(chunk_buckets(self.windows.max_chunks), most)
-        length = _bucket(self.buckets, longest)
+        k = smallest_bucket(chunk_buckets(self.windows.max_chunks), most)
+        length = smallest_bucket(self.buckets, longest)
         windows = {name: inputs[name][:, :k, :length] for name in INPUT_NAMES}
         return {**windows, WINDOW_MASK: inputs[WINDOW_MASK][:, :k]}
 
@@ -281,11 +281,12 @@ class ClassifierModule(tf.Module):
         return task_outputs(self.task, logits, self.label_names)
 
 
-def _bucket(buckets, size) -> tf.Tensor:
+def smallest_bucket(buckets, size) -> tf.Tensor:
     """The smallest of `buckets` that holds `size` (a scalar int tensor; an empty batch's
-    maximum, the lowest int, gets the smallest bucket)."""
+    maximum, the lowest int, gets the smallest bucket; a size past them all, the largest).
+    A minimum, not a search: LiteRT has builtins for these ops and none for `searchsorted`."""
     buckets = tf.constant(sorted(buckets), tf.int32)
-    return tf.gather(buckets, tf.searchsorted(buckets, [tf.cast(size, tf.int32)])[0])
+    return tf.reduce_min(tf.where(buckets >= tf.cast(size, tf.int32), buckets, buckets[-1]))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -405,8 +405,10 @@ class BertEncoder(keras.layers.Layer):
 
     def call(self, inputs, training=False, pooled_only=False):
         mask = tf.cast(inputs[MASK], tf.float32)
-        # [batch, 1, 1, seq]: 0 where attended, a large negative where padded.
-        attention_bias = (1.0 - mask[:, tf.newaxis, tf.newaxis, :]) * -1e9
+        # [batch, 1, 1, seq]: 0 where attended, a large negative where padded. expand_dims, not
+        # [:, newaxis, newaxis, :]: LiteRT has no builtin for a new-axis slice of a tensor whose
+        # length is known only at run time (the LiteRT export pads to the batch's bucket).
+        attention_bias = (1.0 - tf.expand_dims(tf.expand_dims(mask, 1), 1)) * -1e9
         x = self.embeddings(inputs[WORD_IDS], inputs[TYPE_IDS], training=training)
         context = None if self.parts is None else self.parts.context(inputs, training=training)
         encoder_outputs = []

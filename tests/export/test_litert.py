@@ -42,15 +42,35 @@ def test_int8_drift_is_measured_and_small(
     assert _weight_types(folder / "model.tflite") >= {np.int8}
 
 
-def _weight_types(path) -> set:
-    """The element types of the model's constant tensors."""
+def _interpreter(path):
     from ai_edge_litert.interpreter import InterpreterWithCustomOps
     from tensorflow_text import tflite_registrar
 
-    interpreter = InterpreterWithCustomOps(
+    return InterpreterWithCustomOps(
         model_path=str(path), custom_op_registerers=tflite_registrar.SELECT_TFTEXT_OPS
     )
-    return {detail["dtype"] for detail in interpreter.get_tensor_details()}
+
+
+def _weight_types(path) -> set:
+    """The element types of the model's constant tensors."""
+    return {detail["dtype"] for detail in _interpreter(path).get_tensor_details()}
+
+
+def test_a_batch_is_padded_to_its_length_bucket_not_max_seq_length(portable_export):
+    """The run's buckets are 8 and 16 (tests/conftest.py): short texts run as rows of 8 token
+    slots, and one long text makes the batch 16, as the SavedModel pads."""
+    interpreter = _interpreter(portable_export("litert") / "model.tflite")
+    classify = interpreter.get_signature_runner()
+
+    def row_width(texts):
+        """The longest axis 1 of the [batch, ...] hidden states the call computed."""
+        probabilities = classify(text=np.array(texts, dtype=object))["probabilities"]
+        assert probabilities.shape == (len(texts), 2)
+        shapes = [d["shape"] for d in interpreter.get_tensor_details() if len(d["shape"]) == 3]
+        return max(int(shape[1]) for shape in shapes if shape[0] == len(texts))
+
+    assert row_width(["good film", "bad"]) == 8
+    assert row_width(["good film", "the good film " * 12]) == 16
 
 
 def test_the_folder_says_what_a_client_needs(portable_export):
