@@ -69,7 +69,7 @@ def _pad(rows: list[list[int]], value: int) -> np.ndarray:
 def _start_tensorflow():
     from bertfit.tf_startup import start_tensorflow
 
-    start_tensorflow()  # the CLI's settings
+    start_tensorflow(for_inference=True)  # the settings of `bertfit predict` and `serve`
     import tensorflow as tf
 
     tf.config.threading.set_intra_op_parallelism_threads(THREADS)

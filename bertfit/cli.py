@@ -258,6 +258,9 @@ def _check_convert_destination(args) -> None:
 # Checks of a command's outputs run before its own code: commands that live with their subsystem
 # get them here.
 PREFLIGHT = {"convert": _check_convert_destination}
+# Commands that only run a trained model: TensorFlow's graph optimizer stays on for them
+# (bertfit.tf_startup says why and what it measured).
+INFERENCE_COMMANDS = ("evaluate", "predict", "serve")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -442,7 +445,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command in PREFLIGHT:
             PREFLIGHT[args.command](args)
-        start_tensorflow()  # before any handler imports TensorFlow: it reads its settings on load
+        # Before any handler imports TensorFlow: it reads its settings on load.
+        start_tensorflow(for_inference=args.command in INFERENCE_COMMANDS)
         return handler(args)
     except BertfitError as e:
         print(f"bertfit {args.command}: error: {e}", file=sys.stderr)

@@ -220,12 +220,13 @@ def test_the_cli_loads_tensorflow_without_keras_unused_optional_imports(tmp_path
     assert done.stdout.strip() == "[] True False", done.stderr
 
 
-def _tensorflow_started_by_the_cli(**environment: str) -> list[str]:
+def _tensorflow_started_by_the_cli(for_inference: bool = False, **environment: str) -> list[str]:
     """What a process's TensorFlow runs with after the CLI's start-up: a pooling CPU allocator,
-    oneDNN kernels, Grappler off; `environment` overrides the parent's variables."""
+    oneDNN kernels, Grappler off (on `for_inference`); `environment` overrides the parent's
+    variables."""
     code = (
         "from bertfit.tf_startup import start_tensorflow\n"
-        "start_tensorflow()\n"
+        f"start_tensorflow(for_inference={for_inference})\n"
         "import tensorflow as tf\n"
         "from tensorflow.python.util import _pywrap_util_port\n"
         "tf.matmul(tf.ones([64, 64]), tf.ones([64, 64])).numpy()\n"
@@ -246,6 +247,27 @@ def _tensorflow_started_by_the_cli(**environment: str) -> list[str]:
 
 def test_the_cli_sets_tensorflow_up_for_speed_on_a_cpu():
     assert _tensorflow_started_by_the_cli() == ["True", "True", "True"]
+
+
+def test_commands_that_only_run_a_model_keep_the_graph_optimizer(monkeypatch):
+    assert _tensorflow_started_by_the_cli(for_inference=True) == ["True", "True", "False"]
+    from bertfit import cli
+
+    started = []
+    monkeypatch.setattr(cli, "start_tensorflow", lambda **kw: started.append(kw))
+    monkeypatch.setattr(cli, "build_parser", _parser_that_stops_after_start_up)
+    for command in ("predict", "evaluate", "serve", "train", "export"):
+        cli.main([command])
+    assert [kw["for_inference"] for kw in started] == [True, True, True, False, False]
+
+
+def _parser_that_stops_after_start_up():
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("command")
+    parser.set_defaults(func=lambda args: 0)
+    return parser
 
 
 def test_a_users_own_tensorflow_settings_win():
