@@ -14,6 +14,7 @@ every trial, so a killed benchmark keeps what finished and a rerun skips it. A t
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import statistics
 import subprocess
@@ -41,8 +42,10 @@ VARIANTS: dict[str, tuple[str, str, list[str]]] = {
     "three/bertfit": ("bertfit", "three", []),
     "three/bertfit-advice": ("bertfit", "three", ["--class-weights", "balanced"]),
     "rare/bertfit-tune-only": ("bertfit", "rare", ["--head-bias", "zero"]),
+    "rt/bertfit": ("bertfit", "rt", []),
+    "rt/trainer": ("trainer", "rt", []),
 }
-TASKS = {"rare": "multi-label", "three": "single-label"}
+TASKS = {"rare": "multi-label", "three": "single-label", "rt": "single-label"}
 
 
 def _run(command: list[str]) -> str:
@@ -173,14 +176,22 @@ def markdown(results: dict) -> str:
 
 
 def save(results: dict) -> None:
-    for variant in results["variants"].values():
-        variant["summary"] = spread(variant["trials"])
-    results["table_rows"] = table_rows(results)
-    results["command"] = "python -m bench.quality"
-    results["date"] = time.strftime("%Y-%m-%d")
-    tmp = OUT.with_suffix(".tmp")
-    tmp.write_text(json.dumps(results, indent=1))
-    tmp.replace(OUT)
+    """Writes the results file, first merging in trials another `bench.quality` process (say,
+    the Trainer's side run beside bertfit's) saved since this one read it."""
+    with open(OUT.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if OUT.exists():
+            for name, saved in json.loads(OUT.read_text())["variants"].items():
+                variant = results["variants"].setdefault(name, {**saved, "trials": {}})
+                variant["trials"] = {**saved["trials"], **variant["trials"]}
+        for variant in results["variants"].values():
+            variant["summary"] = spread(variant["trials"])
+        results["table_rows"] = table_rows(results)
+        results["command"] = "python -m bench.quality"
+        results["date"] = time.strftime("%Y-%m-%d")
+        tmp = OUT.with_suffix(".tmp")
+        tmp.write_text(json.dumps(results, indent=1))
+        tmp.replace(OUT)
 
 
 def main() -> None:

@@ -1,7 +1,7 @@
 """Two hard sets built from Rotten Tomatoes by documented rules (issue 36): rare multi-label
 keyword tags, and a small imbalanced 3-class set.
 
-python -m bench.rare_labels DIR    # writes DIR/rare/{train,dev,test}.csv, DIR/three/{...}.csv
+python -m bench.rare_labels DIR    # writes DIR/rare/{train,dev,test}.csv, DIR/three/..., DIR/rt/...
 
 Both start from bertfit's Rotten Tomatoes splits (`bertfit.data.rotten_tomatoes`: the sha1 split
 rule of DATA.md), read in file order. A row's `h` is `int(sha1(text).hexdigest(), 16) // 10` (the
@@ -22,6 +22,9 @@ with `h % 2 == 0` (638: 6.7%, 3.8%). Test: every RT test row (1,283: 7.6%, 4.8%)
 rare's train rows), keeping every `fresh` and `acting` row but a `rotten` row only when
 `(h // 14) % 5 < 3`: 586 rows, `fresh` 61%, `rotten` 31%, `acting` 8.4%. Dev (1,055 rows) and test
 (1,092; `acting` 8.9%): the same rule on RT dev and test rows, without the `h % 14` selection.
+
+**rt** (single-label `fresh` / `rotten`): bertfit's Rotten Tomatoes splits unchanged, the easy
+reference: train 10,205 rows (fresh 58%), dev 1,264, test 1,283.
 """
 
 from __future__ import annotations
@@ -97,11 +100,17 @@ def three_rows(split: str) -> list[tuple[str, str]]:
     return rows
 
 
+def rt_rows(split: str) -> list[tuple[str, str]]:
+    """Rotten Tomatoes itself, every row, its label named (`fresh` / `rotten`): the easy,
+    balanced reference the hard sets are compared with."""
+    return [(text, LABELS[label]) for text, label in _rt(split)]
+
+
 def write(folder: Path) -> dict:
-    """Writes both sets' CSVs (`text,label`) under `folder`; returns their row counts and label
+    """Writes the sets' CSVs (`text,label`) under `folder`; returns their row counts and label
     shares."""
     summary = {}
-    for name, make in (("rare", rare_rows), ("three", three_rows)):
+    for name, make in (("rare", rare_rows), ("three", three_rows), ("rt", rt_rows)):
         (folder / name).mkdir(parents=True, exist_ok=True)
         for split in ("train", "dev", "test"):
             rows = make(split)
