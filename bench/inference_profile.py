@@ -188,6 +188,24 @@ def summarize(parts: dict) -> dict:
     return table
 
 
+def rows(result: dict) -> list[str]:
+    """BENCHMARKS.md's generated rows: each TensorFlow setting's forward against torch's."""
+    out = []
+    for shape, table in result["summary"].items():
+        torch = table["torch"]
+        for name, row in table.items():
+            if not name.startswith("tensorflow"):
+                continue
+            out.append(
+                f"| one forward, {shape} tokens, {name} (products / rest) | "
+                f"{row['forward_ms']:.0f} ms ({row['products_ms']:.0f} / {row['rest_ms']:.0f}) | "
+                f"{torch['forward_ms']:.0f} ms ({torch['products_ms']:.0f} / "
+                f"{torch['rest_ms']:.0f}) (torch) | "
+                f"{torch['forward_ms'] / row['forward_ms']:.2f}x |"
+            )
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--work", type=Path, default=Path("bench/.runs/inference/full"))

@@ -23,6 +23,7 @@ BENCHMARKS = [
     ["bench.families"],
     ["bench.quality"],  # issue 36: rare labels, 3 seeds per side; about 2 hours on 2 cores
     ["bench.inference"],  # issue 34: raw text to probabilities, every path vs ORT and torch
+    ["bench.inference_profile"],  # issue 34: what bounds a forward, per runtime
     ["bench.scale"],  # issue 33: 10k to 5M rows, in memory and streamed (about an hour)
     ["bench.long_documents"],  # issue 35: truncate vs chunk, convention speeches (hours)
 ]
@@ -50,6 +51,10 @@ def _row(name: str, result: dict) -> list[str]:
         from bench.inference import rows as inference_rows
 
         return inference_rows(result)
+    if name == "inference_profile":
+        from bench.inference_profile import rows as profile_rows
+
+        return profile_rows(result)
     rows = result.get("table_rows")
     return rows if isinstance(rows, list) else []
 
