@@ -404,12 +404,7 @@ def prepare(
         rows_read=len(rows),
         saved_buckets=saved_buckets,
     )
-    setup.seconds = {
-        "load": loaded - started,
-        "tokenize": tokenized - loaded,
-        "build": time.perf_counter() - tokenized,
-    }
-    return setup
+    return _timed(setup, started, loaded, tokenized)
 
 
 def prepare_stream(
@@ -452,6 +447,11 @@ def prepare_stream(
         notes=[note],
         saved_buckets=saved_buckets,
     )
+    return _timed(setup, started, loaded, tokenized)
+
+
+def _timed(setup: RunSetup, started: float, loaded: float, tokenized: float) -> RunSetup:
+    """`setup` with the seconds of its three phases (perf_counter marks; building ends now)."""
     setup.seconds = {
         "load": loaded - started,
         "tokenize": tokenized - loaded,
