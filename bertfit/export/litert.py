@@ -7,9 +7,9 @@ Inside, TensorFlow Text's `FastBertTokenizer` (whose ops, `FastBertNormalize`,
 every text is packed (`[CLS] ids [SEP]`, truncated to the run's `max_seq_length`) and the batch
 padded to the smallest of the run's length buckets that holds its longest text, as the
 SavedModel pads, and the model and the softmax/sigmoid run as LiteRT builtins (the shapes are
-dynamic: the interpreter sizes its tensors at each call). `--quantize int8` quantizes the weights to int8
-(dynamic range). The folder `OUT/<version>/` holds `model.tflite` and `bertfit.json` (labels,
-task, max_seq_length).
+dynamic: the interpreter sizes its tensors at each call). `--quantize int8` quantizes the
+weights to int8 (dynamic range). The folder `OUT/<version>/` holds `model.tflite` and
+`bertfit.json` (labels, task, max_seq_length).
 
 The tokenizer ops are custom ops: the interpreter must have TensorFlow Text's kernels. In Python,
 with `ai-edge-litert` and `tensorflow-text` installed, and without importing TensorFlow::
