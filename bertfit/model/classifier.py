@@ -106,7 +106,9 @@ class BertClassifier(ReplicaJit, keras.Model):
         if self.pooling == "cls":
             return outputs["pooled_output"]
         sequence = outputs["sequence_output"]
-        weights = keras.ops.cast(mask, sequence.dtype)[:, :, None]
+        # expand_dims, not [:, :, None]: LiteRT has no builtin for that slice when the length
+        # is known only at run time (its export pads to the batch's bucket).
+        weights = keras.ops.expand_dims(keras.ops.cast(mask, sequence.dtype), -1)
         total = keras.ops.sum(sequence * weights, axis=1)
         return total / keras.ops.maximum(
             keras.ops.sum(weights, axis=1), keras.ops.cast(1e-9, sequence.dtype)
