@@ -1,18 +1,21 @@
 # The documented entry points: `make demo`, `make test`, `make bench`.
-VENV   := .venv
+VENV   ?= .venv
+# The TensorFlow minor: constraints/tf-$(TF).txt pins its TensorFlow, tensorflow-text,
+# tensorboard, tf-keras and tensorflow-serving-api.
+TF     ?= 2.21
 PYTHON := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
-EXTRAS := dev,torch,demo,hub,serve,export
+EXTRAS := cpu,dev,torch,demo,hub,serve,export
 
 
-.PHONY: install demo test test-fast bench lint clean
+.PHONY: install demo test test-fast test-tf2.20 bench lint clean
 
 $(PYTHON):
 	python3 -m venv $(VENV)
 
-$(STAMP): pyproject.toml | $(PYTHON)
+$(STAMP): pyproject.toml constraints/tf-$(TF).txt | $(PYTHON)
 	$(PYTHON) -m pip install -q --upgrade pip
-	$(PYTHON) -m pip install -q -e '.[$(EXTRAS)]'
+	$(PYTHON) -m pip install -q -e '.[$(EXTRAS)]' -c constraints/tf-$(TF).txt
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -30,6 +33,13 @@ test: install
 test-fast: install
 	$(PYTHON) -m pytest -q -n 2 --dist worksteal -m "not slow and not distributed"
 
+# The other supported TensorFlow minor (2.20, the TPU build's) in its own venv: the fast tests,
+# the TPU rehearsal (tests/checks/) and the distributed tests. .ci/run runs it after `make test`.
+test-tf2.20:
+	$(MAKE) install VENV=.venv-tf2.20 TF=2.20
+	.venv-tf2.20/bin/python -c 'import tensorflow as tf; assert tf.__version__.startswith("2.20"), tf.__version__'
+	.venv-tf2.20/bin/python -m pytest -q -n 2 --dist worksteal -m "not slow or distributed or rehearsal"
+
 bench: install
 	$(PYTHON) -m pip install -q -e '.[$(EXTRAS),bench]'
 	$(PYTHON) -m bench.run
@@ -41,4 +51,4 @@ lint: | $(PYTHON)
 	$(VENV)/bin/ruff format --check bertfit tests bench conftest.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) .venv-tf2.20 .pytest_cache

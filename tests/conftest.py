@@ -83,6 +83,7 @@ def trained_run(tmp_path_factory, trainable_hf_dir):
 
 SLOW_FIXTURES = {"minilm_dir", "rotten_tomatoes"}  # the real MiniLM-L6 / Rotten Tomatoes
 DISTRIBUTED_DIR = Path(__file__).parent / "distributed"
+REHEARSAL_DIR = Path(__file__).parent / "checks"  # `bertfit check`, the TPU rehearsal among them
 # The tiny-model tests that take seconds each (measured with --durations on a 2-core CPU): a
 # module, or a test with all its parameters. Kept here, in one place, so that `make test-fast`
 # stays under 2 minutes; a test slower than ~2 s belongs here, or marks itself `slow`.
@@ -164,11 +165,14 @@ def _listed(nodeid: str, prefixes) -> bool:
 
 
 def pytest_collection_modifyitems(config, items):
-    """Every test under tests/distributed/ is `distributed`; every test that uses the real
+    """Every test under tests/distributed/ is `distributed`, under tests/checks/ `rehearsal`;
+    every test that uses the real
     MiniLM or Rotten Tomatoes fixtures, or is in `SLOW_TESTS`, is `slow`."""
     for item in items:
         if DISTRIBUTED_DIR in item.path.parents:
             item.add_marker(pytest.mark.distributed)
+        if REHEARSAL_DIR in item.path.parents:
+            item.add_marker(pytest.mark.rehearsal)
         if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())) or _listed(
             item.nodeid, SLOW_TESTS
         ):
