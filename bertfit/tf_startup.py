@@ -37,13 +37,25 @@ at batch 32 x 28 tokens, an inference step at 64 x 28):
   commands that only run a trained model (`start_tensorflow(for_inference=True)`) keep it.
 The first two are environment variables TensorFlow reads once, when it loads: a user's own
 value wins.
+
+A TensorFlow that cannot start (an incompatible libtpu, a missing CUDA library) aborts the
+process while loading, and its fatal line would go to /dev/null with the rest: bertfit checks
+the installed builds first (`bertfit.tf_build`), keeps the start-up output in a temporary file
+instead, and a watcher process forked before loading prints the fatal line and what it means
+when the process dies there. An import that fails with an exception (two builds in one folder:
+`undefined symbol`) is said as an `InstallError`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import sys
+import tempfile
+import threading
+
+from bertfit.tf_build import InstallError, check_installed, explain_fatal
 
 VERBOSE_VARIABLE = "BERTFIT_VERBOSE_TF"
 # Read by TensorFlow once, when it loads (see above).
@@ -52,6 +64,57 @@ CPU_SPEED_SETTINGS = {"TF_CPU_ALLOCATOR_USE_BFC": "true", "TF_ENABLE_ONEDNN_OPTS
 
 def verbose() -> bool:
     return os.environ.get(VERBOSE_VARIABLE, "") not in ("", "0")
+
+
+@contextlib.contextmanager
+def start_output_kept():
+    """Points file descriptor 2 at a temporary file for the block, and yields that file. If
+    the process dies in the block (TensorFlow aborts while loading), a watcher forked first
+    prints the output's fatal line to the real standard error. The watcher is forked only in
+    a process of one thread (the CLI's): forking beside other threads can deadlock."""
+    sys.stderr.flush()
+    output = tempfile.TemporaryFile()
+    saved = os.dup(2)
+    watcher = _fork_watcher(output, saved) if threading.active_count() == 1 else None
+    os.dup2(output.fileno(), 2)
+    try:
+        yield output
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        if watcher is not None:
+            pid, alive = watcher
+            os.write(alive, b"1")  # the block ended with this process alive: nothing to say
+            os.close(alive)
+            os.waitpid(pid, 0)
+        output.close()
+
+
+def _fork_watcher(output, stderr_fd: int) -> tuple[int, int]:
+    """A child that waits on a pipe: one byte means the parent got through; end of file
+    without it means the parent died, and the child prints what it had written to `output`."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid:
+        os.close(read_end)
+        return pid, write_end
+    try:  # the watcher
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the parent to answer
+        os.close(write_end)
+        if not os.read(read_end, 1):
+            os.lseek(output.fileno(), 0, os.SEEK_SET)
+            text = os.read(output.fileno(), 1 << 20).decode("utf-8", "replace")
+            os.write(stderr_fd, _died_while_loading(text).encode())
+    finally:
+        os._exit(0)
+
+
+def _died_while_loading(text: str) -> str:
+    return (
+        f"bertfit: TensorFlow stopped the process while loading:\n{explain_fatal(text)}\n"
+        f"bertfit: {VERBOSE_VARIABLE}=1 shows all of TensorFlow's start-up output.\n"
+    )
 
 
 @contextlib.contextmanager
@@ -108,8 +171,10 @@ def start_tensorflow(for_inference: bool = False) -> None:
     their log lines. Once TensorFlow is loaded, only the Grappler setting still applies:
     off on a CPU-only machine unless `for_inference` (a process that only runs a trained
     model)."""
+    if "tensorflow" not in sys.modules:
+        check_installed()
     use_cpu_speed_settings()
-    quiet = contextlib.nullcontext()
+    quiet = contextlib.nullcontext(None)
     if not verbose():
         # The silenced descriptor covers loading only; this threshold (read when TensorFlow
         # loads; a user's own value wins) also covers the C++ lines logged later, mid-run. One
@@ -118,12 +183,23 @@ def start_tensorflow(for_inference: bool = False) -> None:
         # DT_INT64 only on platforms with AVX-512. Falling back to the default Eigen-based
         # implementation if present.` (a note, at ERROR level: 3 is FATAL only).
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-        quiet = stderr_silenced()
-    with modules_hidden(UNUSED_OPTIONAL_MODULES), quiet:
-        import tensorflow as tf
+        quiet = start_output_kept()
+    with modules_hidden(UNUSED_OPTIONAL_MODULES), quiet as output:
+        try:
+            import tensorflow as tf
+        except ImportError as e:
+            raise InstallError(_import_failed(e, output)) from None
 
         devices = tf.config.list_physical_devices()  # probes CUDA now, while silenced
     cpu_only = all(device.device_type == "CPU" for device in devices)
     tf.config.optimizer.set_experimental_options(
         {"disable_meta_optimizer": cpu_only and not for_inference}
     )
+
+
+def _import_failed(error: ImportError, output) -> str:
+    text = str(error)
+    if output is not None:
+        output.seek(0)
+        text = output.read().decode("utf-8", "replace") + "\n" + text
+    return f"TensorFlow could not be imported: {explain_fatal(text)}"

@@ -15,6 +15,8 @@ from bertfit.checks.batches import canonical, shape_text, split_element
 from bertfit.checks.findings import ERROR, INFO, WARNING, Report
 from bertfit.errors import CheckpointError
 from bertfit.model.inputs import WORD_IDS
+from bertfit.tf_build import Installed, install_commands
+from bertfit.training.strategy import host_xla
 from bertfit.translate import translate
 
 SIGNATURE_ONLY_WHY = (
@@ -281,7 +283,22 @@ def compile_stage(target: str) -> str:
 def compile_shapes(
     report: Report, step, elements: list, target: str, name: str, full: bool = False
 ) -> None:
-    """XLA-compiles `step` once per element shape; each shape and its outcome is reported."""
+    """XLA-compiles `step` once per element shape; each shape and its outcome is reported.
+    With a TensorFlow that cannot compile for this machine (the TPU build off a TPU), the
+    report says so instead."""
+    if not host_xla():
+        report.add(
+            "compile-unavailable",
+            WARNING,
+            f"the {name} was not XLA-compiled: this TensorFlow ({Installed.here().describe()}) "
+            "has no XLA backend for this machine's CPU",
+            where=name,
+            why="the TPU build of TensorFlow compiles for TPUs only; off a TPU it cannot "
+            "compile anything",
+            fix=f"rehearse in a separate venv with {install_commands('cpu')}, or run "
+            "`bertfit doctor` on the TPU VM, which compiles and runs the real step there",
+        )
+        return
     function = tf.function(step, jit_compile=True)
     stage = compile_stage(target) if full else "hlo"
     for element in elements:

@@ -89,7 +89,7 @@ def train(
         RunDir(config.output_dir).plan_start(config, resume=resume, overwrite=overwrite)
     if strategy is None:
         t = config.train
-        check_hardware(t.strategy, config.model.precision, t.cpu_replicas, t.tpu)
+        check_hardware(t.strategy, config.model.precision, t.cpu_replicas, t.tpu, t.jit_compile)
         strategy = make_strategy(t.strategy, t.cpu_replicas, t.tpu, t.workers, t.worker_index)
     per_replica_batch(config.train.batch_size, strategy.num_replicas_in_sync)
     xla = XlaChoice.for_run(config.train.jit_compile, strategy)

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
-import glob
+import functools
 import json
 import os
 
 import tensorflow as tf
 
 from bertfit.errors import ConfigError
+from bertfit.tf_build import Installed, InstallError, install_commands, tpu_attached
 
 
 def configure_cpu_replicas(count: int | None) -> None:
@@ -33,36 +34,77 @@ def configure_cpu_replicas(count: int | None) -> None:
 
 
 def check_hardware(
-    strategy: str, precision: str, cpu_replicas: int | None, tpu: str | None = None
+    strategy: str,
+    precision: str,
+    cpu_replicas: int | None,
+    tpu: str | None = None,
+    jit_compile: bool | None = None,
 ) -> None:
-    """Refuses, before anything is loaded or written, what this machine cannot run: float16
-    without a GPU (its loss scaling and kernels are GPU-only), or mirroring with one device.
+    """Refuses, before anything is loaded or written, what this machine or this TensorFlow
+    build cannot run: a local TPU without TensorFlow's TPU build, float16 without a GPU (its
+    loss scaling and kernels are GPU-only), mirroring with one device, XLA on a CPU with a
+    build that has no XLA backend for it (the TPU build).
 
     Raises:
+        InstallError: the installed TensorFlow cannot reach the accelerator; what to install.
         ConfigError: the setting, why, and what to use instead.
     """
     gpus = tf.config.list_physical_devices("GPU")
-    on_tpu = strategy == "tpu" or bool(tpu) or (strategy == "auto" and _tpu_present())
+    local_tpu = strategy == "tpu" and (tpu or "local") == "local"
+    if local_tpu and not Installed.here().tpu_build:
+        raise InstallError(
+            f"--strategy tpu needs TensorFlow's TPU build, and this one is "
+            f"{Installed.here().describe()}. On a TPU VM, in a new venv: {install_commands('tpu')} "
+            "(README, Install)."
+        )
+    on_tpu = strategy == "tpu" or bool(tpu) or (strategy == "auto" and tpu_attached())
     if precision == "mixed_fp16" and (on_tpu or not gpus):
-        where = "a TPU" if on_tpu else "this machine, which has no GPU"
+        where = "a TPU" if on_tpu else f"this machine, which has no GPU{_no_gpu_why()}"
         raise ConfigError(
             f"--precision mixed_fp16 needs a GPU (float16 with loss scaling); it cannot train "
             f"on {where}. Use --precision mixed_bf16 or fp32."
         )
     if strategy == "mirrored" and not gpus and (cpu_replicas or 1) < 2:
         raise ConfigError(
-            "--strategy mirrored copies the model onto several devices, and this machine has "
-            "one CPU and no GPU. Leave --strategy out (auto), or add --cpu-replicas 2 (or more) "
-            "to rehearse data parallelism on the CPU."
+            f"--strategy mirrored copies the model onto several devices, and this machine has "
+            f"one CPU and no GPU{_no_gpu_why()}. Leave --strategy out (auto), or add "
+            "--cpu-replicas 2 (or more) to rehearse data parallelism on the CPU."
+        )
+    if jit_compile and not gpus and not on_tpu and not host_xla():
+        raise ConfigError(
+            f"--jit-compile true on this CPU: this TensorFlow ({Installed.here().describe()}) "
+            "has no XLA backend for the CPU. Leave --jit-compile out (CPU training uses no "
+            f"XLA), or rehearse XLA in a separate venv with {install_commands('cpu')}."
         )
 
 
-def _tpu_present() -> bool:
-    """A TPU VM shows /dev/accel* (or vfio); a remote TPU is named by TPU_NAME. Probing further
-    would contact cloud metadata servers, which hangs on machines outside a cloud."""
-    return bool(
-        os.environ.get("TPU_NAME") or glob.glob("/dev/accel*") or glob.glob("/dev/vfio/[0-9]*")
-    )
+def _no_gpu_why() -> str:
+    """Why no GPU shows, where the build says: a TensorFlow built without CUDA."""
+    if tf.test.is_built_with_cuda():
+        return (
+            " that this TensorFlow can see (check nvidia-smi; CUDA's libraries come with "
+            f"{install_commands('gpu')})"
+        )
+    return f" (and this TensorFlow has no CUDA; for a GPU: {install_commands('gpu')})"
+
+
+# What TensorFlow's TPU build says when asked to compile for the CPU: it has no XLA backend
+# for it (its XLA is the TPU's).
+NO_HOST_XLA = "could not find registered transfer manager for platform Host"
+
+
+@functools.cache
+def host_xla() -> bool:
+    """Whether XLA can compile for this machine's CPU (not with the TPU build of TensorFlow).
+    Compiles a one-op function; the first compilation of a process pays XLA's start-up."""
+    function = tf.function(lambda x: x + 1, jit_compile=True)
+    try:
+        function.experimental_get_compiler_ir(tf.TensorSpec([1], tf.float32))(stage="hlo")
+    except ValueError as e:
+        if NO_HOST_XLA in str(e):
+            return False
+        raise
+    return True
 
 
 def _tpu_resolver(tpu: str | None):
@@ -120,7 +162,7 @@ def make_strategy(
     if name == "tpu" or (name == "auto" and tpu):
         return _connect_tpu(tpu)
     if name == "auto":
-        if _tpu_present():
+        if tpu_attached():
             return _connect_tpu(tpu)
         if len(gpus) > 1 or (not gpus and len(cpus) > 1):
             name = "mirrored"
