@@ -46,6 +46,7 @@ def add_commands(subparsers) -> None:
     check.add_argument("--json", action="store_true", help="print the report as JSON")
     check.add_argument("--strict", action="store_true", help="exit 1 on warnings")
     check.set_defaults(func=run_check)
+    add_doctor(subparsers)
 
 
 def run_check(args: argparse.Namespace) -> int:
@@ -62,3 +63,35 @@ def run_check(args: argparse.Namespace) -> int:
     )
     print(report.to_json() if args.json else report.render())
     return report.exit_code(strict=args.strict)
+
+
+def add_doctor(subparsers) -> None:
+    """Adds `doctor` (bertfit.checks.doctor) to an argparse subparsers object."""
+    command = subparsers.add_parser(
+        "doctor",
+        help="self-test a new machine: compile every bucket, time steps, MFU, memory, compiles",
+        description="Build the run exactly as `train` would (the same flags), compile every "
+        "length bucket with one step each, then time --steps more steps: examples/s, step "
+        "time, model FLOPs utilisation, peak memory, and the XLA compilations after the "
+        "warm-up (the goal is 0). Nothing is written. Run it first on a new TPU or GPU.",
+    )
+    add_train_arguments(command)
+    command.add_argument(
+        "--steps", type=int, default=20, help="steps to time after the warm-up (default 20)"
+    )
+    command.add_argument(
+        "--peak-tflops",
+        type=float,
+        help="the device's peak dense TFLOP/s per replica, for MFU where bertfit does not know "
+        "it (default: a data sheet's for known GPUs and TPUs, measured on a CPU)",
+    )
+    command.add_argument("--json", action="store_true", help="print the report as JSON")
+    command.set_defaults(func=run_doctor)
+
+
+def run_doctor(args: argparse.Namespace) -> int:
+    from bertfit.checks.doctor import doctor
+
+    report = doctor(run_config_from_args(args), steps=args.steps, peak_tflops=args.peak_tflops)
+    print(report.to_json() if args.json else report.render())
+    return 0

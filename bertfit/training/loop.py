@@ -272,6 +272,19 @@ class Trainer:
             raise BertfitError("internal error: some examples got no prediction")
         return out
 
+    def compilations(self) -> int:
+        """XLA compilations so far: the traces of every function this run XLA-compiles (a
+        trace at a new input shape is one compilation). Under a TPU strategy that is the
+        whole training function; elsewhere the replica step and the one-device update, as
+        `XlaChoice` decided."""
+        if isinstance(self.strategy, tf.distribute.TPUStrategy):
+            return self.train_steps.experimental_get_tracing_count()
+        compiled = (
+            (self.xla.replica_step, self._replica_gradients),
+            (self.xla.update, self._clip_and_update),
+        )
+        return sum(f.experimental_get_tracing_count() for on, f in compiled if on)
+
     def trace_counts(self) -> dict[str, int]:
         """How often each step function was traced (once per bucket shape is the goal);
         "train_step" counts the training function, whatever the steps per execution."""

@@ -1,0 +1,339 @@
+"""`bertfit doctor`: the self-test to run first on a new machine, a TPU VM or a GPU box.
+
+It builds the run exactly as `bertfit train` would (`training.setup.prepare`: the strategy, the
+data and its buckets, the model, the compiled step) and then, instead of training:
+1. lists the TensorFlow build and the devices it sees;
+2. compiles every length bucket of the data: one step of each (the warm-up);
+3. runs `steps` more steps as the run's plan orders them and measures examples and tokens a
+   second, the step time, the model FLOPs utilisation (MFU: the encoder's matrix products
+   against the device's peak), the peak memory, and the XLA compilations after the warm-up.
+
+The goal for the last is 0: a compilation after warm-up means a shape the buckets did not fix,
+and on a TPU every one stalls the run for seconds to minutes. On a CPU the same test is the
+rehearsal (TensorFlow's kernels, no XLA unless `--jit-compile true`), and MFU is taken against
+the matrix-product speed measured on this CPU.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import resource
+import time
+
+import numpy as np
+import tensorflow as tf
+
+from bertfit.config import RunConfig, per_replica_batch
+from bertfit.data.pipeline import runs_of
+from bertfit.errors import ConfigError
+from bertfit.tf_build import Installed
+from bertfit.training.setup import RunSetup, prepare
+from bertfit.training.strategy import XlaChoice, check_hardware, host_xla, make_strategy
+
+# Dense peak TFLOP/s per device as TensorFlow lists them (a GPU; a TPU core, or a chip from
+# v4 on), for (16-bit, 32-bit) compute: vendors' data sheets. TensorFlow runs float32 products
+# as TF32 on Ampere and later GPUs (its default), so their 32-bit figure is TF32's.
+PEAK_TFLOPS = {
+    "H200": (989.0, 494.0),
+    "H100": (989.0, 494.0),
+    "A100": (312.0, 156.0),
+    "L40S": (362.0, 183.0),
+    "L4": (121.0, 60.0),
+    "A10": (125.0, 62.5),
+    "V100": (125.0, 15.7),
+    "T4": (65.0, 8.1),
+    "TPU v2": (22.5, 22.5),  # per core; 2 cores a chip
+    "TPU v3": (61.5, 61.5),  # per core
+    "TPU v4": (275.0, 275.0),
+    "TPU v5 lite": (197.0, 197.0),  # v5e
+    "TPU v5": (459.0, 459.0),  # v5p
+}
+
+
+@dataclasses.dataclass
+class DoctorReport:
+    """What `bertfit doctor` measured; `render()` for people, `to_dict()` for JSON."""
+
+    tensorflow: str
+    build: str
+    devices: list[str]
+    strategy: str
+    replicas: int
+    xla: str
+    buckets: list[int]
+    warmup_seconds: dict[int, float]
+    steps: int
+    step_seconds: float
+    examples_per_second: float
+    tokens_per_second: float
+    tflops_per_second: float
+    peak_tflops: float | None
+    peak_source: str
+    peak_memory_bytes: int | None
+    memory_source: str
+    compilations_at_warmup: int
+    compilations_after_warmup: int
+    traces_at_warmup: int
+    traces_after_warmup: int
+
+    @property
+    def mfu(self) -> float | None:
+        return self.tflops_per_second / self.peak_tflops if self.peak_tflops else None
+
+    def to_dict(self) -> dict:
+        return {**dataclasses.asdict(self), "mfu": self.mfu}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict())
+
+    def render(self) -> str:
+        mfu = f"{self.mfu:.1%}" if self.mfu is not None else "unknown (give --peak-tflops)"
+        peak = f"{self.peak_tflops:g} TFLOP/s, {self.peak_source}" if self.peak_tflops else ""
+        memory = (
+            f"{self.peak_memory_bytes / 2**20:,.0f} MiB ({self.memory_source})"
+            if self.peak_memory_bytes is not None
+            else f"unknown ({self.memory_source})"
+        )
+        warmup = ", ".join(f"{b}: {s:.1f}s" for b, s in self.warmup_seconds.items())
+        after = self.compilations_after_warmup + self.traces_after_warmup
+        verdict = (
+            "none after warm-up (the goal)"
+            if after == 0
+            else f"{self.compilations_after_warmup} XLA compilation(s) and "
+            f"{self.traces_after_warmup} trace(s) AFTER warm-up: a shape the buckets did not "
+            "fix; each one stalls a TPU run"
+        )
+        return "\n".join(
+            [
+                f"tensorflow   {self.tensorflow} ({self.build})",
+                f"devices      {', '.join(self.devices)}",
+                f"strategy     {self.strategy}, {self.replicas} replica(s); {self.xla}",
+                f"warm-up      one step per bucket (compiles each): {warmup}",
+                f"steps        {self.steps} measured after warm-up",
+                f"step time    {self.step_seconds * 1000:.1f} ms",
+                f"throughput   {self.examples_per_second:,.1f} examples/s, "
+                f"{self.tokens_per_second:,.0f} tokens/s (padded)",
+                f"model FLOPs  {self.tflops_per_second:.3g} TFLOP/s; MFU {mfu}"
+                + (f" of {peak}" if peak else ""),
+                f"peak memory  {memory}",
+                f"compilations {self.compilations_at_warmup} XLA, {self.traces_at_warmup} "
+                f"trace(s) of the training function at warm-up; {verdict}",
+            ]
+        )
+
+
+def doctor(config: RunConfig, steps: int = 20, peak_tflops: float | None = None) -> DoctorReport:
+    """Builds `config`'s run as `train` would, compiles every bucket and times `steps` steps.
+
+    Raises:
+        ConfigError, InstallError, DataError: what `bertfit train` would refuse.
+    """
+    if steps < 1:
+        raise ConfigError(f"--steps must be 1 or more, got {steps}")
+    config.validate()
+    t = config.train
+    check_hardware(t.strategy, config.model.precision, t.cpu_replicas, t.tpu, t.jit_compile)
+    strategy = make_strategy(t.strategy, t.cpu_replicas, t.tpu, t.workers, t.worker_index)
+    per_replica_batch(t.batch_size, strategy.num_replicas_in_sync)
+    xla = XlaChoice.for_run(t.jit_compile, strategy)
+    setup = prepare(config, strategy, xla)
+    timing = _Timing(setup)
+    warmup = timing.warm_up()
+    trainer = setup.trainer
+    at_warmup, traced = trainer.compilations(), trainer.trace_counts()["train_step"]
+    _reset_device_memory(strategy)
+    seconds, tokens, examples = timing.measure(steps)
+    flops = train_flops_per_token(setup.checkpoint.config, max(timing.lengths())) * tokens
+    peak, source = _peak(strategy, config.model.precision, peak_tflops)
+    memory, memory_source = _peak_memory(strategy)
+    return DoctorReport(
+        tensorflow=tf.__version__,
+        build=_build(),
+        devices=[d.name for d in tf.config.list_logical_devices()],
+        strategy=_strategy_name(strategy),
+        replicas=strategy.num_replicas_in_sync,
+        xla=xla.describe(),
+        buckets=sorted(warmup),
+        warmup_seconds=warmup,
+        steps=steps,
+        step_seconds=seconds / steps,
+        examples_per_second=examples / seconds,
+        tokens_per_second=tokens / seconds,
+        tflops_per_second=flops / seconds / 1e12,
+        peak_tflops=peak,
+        peak_source=source,
+        peak_memory_bytes=memory,
+        memory_source=memory_source,
+        compilations_at_warmup=at_warmup,
+        compilations_after_warmup=trainer.compilations() - at_warmup,
+        traces_at_warmup=traced,
+        traces_after_warmup=trainer.trace_counts()["train_step"] - traced,
+    )
+
+
+class _Timing:
+    """Steps of the run's own plan, epoch after epoch, through the run's compiled function."""
+
+    def __init__(self, setup: RunSetup):
+        self.setup = setup
+        self.epoch = 0
+        self._runs: list[tuple[int, int]] = []
+        self._iterators = {}
+
+    def _next_epoch(self) -> None:
+        setup, t = self.setup, self.setup.config.train
+        data = setup.batches(setup.train, shuffle=True, epoch=self.epoch, training=True)
+        self._iterators = data.iterators()
+        self._runs = runs_of(data.plan, max(1, t.steps_per_execution))
+        self.epoch += 1
+
+    def lengths(self) -> list[int]:
+        return list(self._iterators)
+
+    def _call(self, length: int, steps: int) -> float:
+        start = time.perf_counter()
+        iterator = self._iterators[length]
+        self.setup.trainer.train_steps(iterator, tf.constant(steps, tf.int32)).numpy()
+        return time.perf_counter() - start
+
+    def warm_up(self) -> dict[int, float]:
+        """One step of each bucket the plan uses, timed (the call that compiles it)."""
+        self._next_epoch()
+        seconds = {}
+        for length in sorted(self._iterators):
+            seconds[length] = self._call(length, 1)
+            self._take(length)
+        return seconds
+
+    def _take(self, length: int) -> None:
+        """Removes one step of `length` from the plan (the warm-up took it)."""
+        for i, (run_length, steps) in enumerate(self._runs):
+            if run_length == length:
+                self._runs[i : i + 1] = [(length, steps - 1)] if steps > 1 else []
+                return
+
+    def measure(self, steps: int) -> tuple[float, int, int]:
+        """Seconds, padded tokens and examples (padding rows included) of `steps` steps."""
+        t = self.setup.config.train
+        rows = t.batch_size * t.grad_accum
+        window = self.setup.config.model.max_seq_length if self.setup.windowed else 1
+        seconds, tokens, left = 0.0, 0, steps
+        while left:
+            if not self._runs:
+                self._next_epoch()
+            length, run = self._runs.pop(0)
+            take = min(run, left)
+            seconds += self._call(length, take)
+            tokens += take * rows * length * window
+            left -= take
+        return seconds, tokens, steps * rows
+
+
+def train_flops_per_token(config, seq_length: int) -> float:
+    """The encoder's matrix-product FLOPs of one training step per token: three times the
+    forward's (the backward pass computes two products per forward product), whose per-layer,
+    per-token share is the four attention projections (8 h²), the feed-forward pair (4 h i)
+    and the attention scores and weighted sum (4 s h). Embedding lookups, norms and the head
+    are left out, as MFU conventionally does (PaLM, appendix B)."""
+    h, i, layers = config.hidden_size, config.intermediate_size, config.num_hidden_layers
+    return 3 * layers * (8 * h * h + 4 * h * i + 4 * seq_length * h)
+
+
+def _strategy_name(strategy) -> str:
+    name = type(strategy).__name__
+    return "default (one device)" if name.startswith("_Default") else name
+
+
+def _build() -> str:
+    info = tf.sysconfig.get_build_info()
+    parts = [Installed.here().describe()]
+    if info.get("is_cuda_build"):
+        parts.append(f"CUDA {info.get('cuda_version')}, cuDNN {info.get('cudnn_version')}")
+    parts.append("XLA for this CPU" if host_xla() else "no XLA for this CPU")
+    return "; ".join(parts)
+
+
+def _accelerators(strategy) -> list[str]:
+    """The strategy's GPU or TPU devices (none on a CPU); the default strategy runs on the
+    first GPU, if any."""
+    try:
+        devices = list(strategy.extended.worker_devices)
+    except RuntimeError:  # the default strategy
+        devices = [d.name for d in tf.config.list_logical_devices("GPU")[:1]]
+    return [d for d in devices if tf.DeviceSpec.from_string(d).device_type != "CPU"]
+
+
+def _peak(strategy, precision: str, given: float | None) -> tuple[float | None, str]:
+    """The peak dense TFLOP/s of all replicas together, and where the figure comes from."""
+    if given:
+        return given * strategy.num_replicas_in_sync, "--peak-tflops per replica"
+    accelerators = _accelerators(strategy)
+    if not accelerators:
+        return cpu_matmul_tflops(), "float32 products measured on this CPU"
+    name = _device_name(accelerators[0])
+    sixteen = precision != "fp32"
+    for kind, (half, single) in PEAK_TFLOPS.items():
+        if kind in name:
+            peak = half if sixteen else single
+            return peak * len(accelerators), f"{kind} data sheet, {len(accelerators)} device(s)"
+    return None, f"no peak known for {name!r}"
+
+
+def _device_name(device: str) -> str:
+    spec = tf.DeviceSpec.from_string(device)
+    if spec.device_type == "GPU":
+        gpu = tf.config.list_physical_devices("GPU")[spec.device_index or 0]
+        return tf.config.experimental.get_device_details(gpu).get("device_name", "GPU")
+    # TPU VMs name their accelerator (v4-8, v5litepod-8, ...) in the environment
+    kind = os.environ.get("TPU_ACCELERATOR_TYPE", "").lower()
+    for prefix, name in (("v5litepod", "TPU v5 lite"), ("v5p", "TPU v5"), ("v4", "TPU v4")):
+        if kind.startswith(prefix):
+            return name
+    return "TPU v3" if kind.startswith("v3") else "TPU v2" if kind.startswith("v2") else "TPU"
+
+
+def cpu_matmul_tflops(seconds: float = 1.0) -> float:
+    """This CPU's float32 matrix-product speed through TensorFlow's kernels, at the shape of a
+    BERT-base feed-forward layer's product over 2048 tokens: the best of the products that fit
+    in `seconds`."""
+    a = tf.random.uniform((2048, 768))
+    b = tf.random.uniform((768, 3072))
+    product = tf.function(lambda: tf.matmul(a, b))
+    product().numpy()
+    best, deadline = float("inf"), time.perf_counter() + seconds
+    while time.perf_counter() < deadline:
+        start = time.perf_counter()
+        product().numpy()
+        best = min(best, time.perf_counter() - start)
+    return 2 * 2048 * 768 * 3072 / best / 1e12
+
+
+def _reset_device_memory(strategy) -> None:
+    for device in _accelerators(strategy):
+        try:
+            tf.config.experimental.reset_memory_stats(_short_name(device))
+        except (ValueError, tf.errors.OpError):  # a device without memory statistics
+            pass
+
+
+def _peak_memory(strategy) -> tuple[int | None, str]:
+    """The largest peak over the accelerators since the warm-up ended, or the process's peak
+    resident memory on a CPU (which includes TensorFlow itself and the data)."""
+    accelerators = _accelerators(strategy)
+    if not accelerators:
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        return rss, "peak RSS of this process: the host's memory"
+    peaks = []
+    for device in accelerators:
+        try:
+            peaks.append(tf.config.experimental.get_memory_info(_short_name(device))["peak"])
+        except (ValueError, tf.errors.OpError):
+            return None, f"{device} keeps no memory statistics"
+    return int(np.max(peaks)), f"device peak after warm-up, the largest of {len(peaks)}"
+
+
+def _short_name(device: str) -> str:
+    spec = tf.DeviceSpec.from_string(device)
+    return f"{spec.device_type}:{spec.device_index or 0}"
