@@ -26,8 +26,9 @@ import re
 
 from bertfit.errors import BertfitError
 
-# The distributions that install the `tensorflow/` folder.
-TENSORFLOW_DISTRIBUTIONS = ("tensorflow", "tensorflow-cpu", "tensorflow-tpu", "tensorflow-intel")
+# The distributions that each install a whole `tensorflow/` folder (not tensorflow-intel or
+# tensorflow-macos, which `tensorflow` itself requires on Windows and older macOS).
+TENSORFLOW_DISTRIBUTIONS = ("tensorflow", "tensorflow-cpu", "tensorflow-tpu", "tf-nightly")
 TPU_DISTRIBUTION = "tensorflow-tpu"
 # The libtpu releases that have every function tensorflow-tpu 2.20's TPU support calls
 # (scripts/libtpu_functions.py counts them: 0.0.14-0.0.31 have all 212, 0.0.46 lacks 142).
