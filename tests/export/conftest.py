@@ -4,6 +4,8 @@ precision, the texts the exports are checked on, and bertfit's own probabilities
 from __future__ import annotations
 
 import csv
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -51,3 +53,18 @@ def portable_export(trained_run, tmp_path_factory):
         return done[format_name, quantize]
 
     return export
+
+
+@pytest.fixture(scope="session")
+def saved_model_runner(request):
+    """The C++ SavedModel runner (tests/export/loaders.py), compiled once and cached between
+    sessions in pytest's cache (or the temporary folder, without the cache plugin)."""
+    from tests.export.loaders import build_runner
+
+    cache = getattr(request.config, "cache", None)
+    folder = (
+        cache.mkdir("saved_model_runner")
+        if cache is not None
+        else Path(tempfile.gettempdir()) / "bertfit-saved-model-runner"
+    )
+    return build_runner(Path(folder))
