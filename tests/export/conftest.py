@@ -1,10 +1,12 @@
 """The tiny trained run (tests/conftest.py `trained_run`) exported once per format and
-precision, the texts the exports are checked on, and bertfit's own probabilities for them."""
+precision, the texts the exports are checked on, and bertfit's own probabilities for them; the
+C++ SavedModel runner."""
 
 from __future__ import annotations
 
 import csv
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -57,8 +59,9 @@ def portable_export(trained_run, tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def saved_model_runner(request):
-    """The C++ SavedModel runner (tests/export/loaders.py), compiled once and cached between
-    sessions in pytest's cache (or the temporary folder, without the cache plugin)."""
+    """The C++ SavedModel runner (tests/export/loaders.py) as a future: compiled (15-30 s) in a
+    thread while the tests build their exports, or found in pytest's cache (the temporary
+    folder without the cache plugin), where it stays between sessions."""
     from tests.export.loaders import build_runner
 
     cache = getattr(request.config, "cache", None)
@@ -67,4 +70,5 @@ def saved_model_runner(request):
         if cache is not None
         else Path(tempfile.gettempdir()) / "bertfit-saved-model-runner"
     )
-    return build_runner(Path(folder))
+    with ThreadPoolExecutor(1) as executor:
+        yield executor.submit(build_runner, Path(folder))

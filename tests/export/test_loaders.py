@@ -48,17 +48,12 @@ FAMILY_OF = {"sentencepiece": "deberta-v2", "bpe": "modernbert"}
 
 
 def run(loader: str, export, requests: dict, runner, tmp_path) -> dict:
+    """`loader`'s answers to `requests` (`runner`: the C++ runner's future)."""
     if loader == "tf.saved_model.load":
         return run_loaded(export, requests)
     if loader == "session":
         return run_in_session(export, requests)
-    return run_in_cxx(runner(), export, requests, tmp_path)
-
-
-@pytest.fixture
-def runner(request):
-    """The C++ runner, compiled (or found in the cache) only by the tests that run it."""
-    return lambda: request.getfixturevalue("saved_model_runner")
+    return run_in_cxx(runner.result(), export, requests, tmp_path)
 
 
 @pytest.fixture(scope="module")
@@ -157,10 +152,10 @@ def serving_exports(trained_run, portable_export, checkpoints, tmp_path_factory)
 @pytest.mark.parametrize("loader", LOADERS)
 @pytest.mark.parametrize("kind", SERVING)
 def test_the_serving_export_answers_as_the_predictor(
-    kind, loader, serving_exports, runner, tmp_path
+    kind, loader, serving_exports, saved_model_runner, tmp_path
 ):
     folder, requests, expected = serving_exports(kind)
-    assert_same_outputs(run(loader, folder, requests, runner, tmp_path), expected)
+    assert_same_outputs(run(loader, folder, requests, saved_model_runner, tmp_path), expected)
 
 
 @pytest.fixture(scope="module")
@@ -198,7 +193,11 @@ def hub_exports(checkpoints, tmp_path_factory):
 @pytest.mark.parametrize("loader", LOADERS)
 @pytest.mark.parametrize("part", ["encoder", "preprocess"])
 @pytest.mark.parametrize("family", HUB)
-def test_the_tf_hub_export_answers_as_bertfit(family, part, loader, hub_exports, runner, tmp_path):
+def test_the_tf_hub_export_answers_as_bertfit(
+    family, part, loader, hub_exports, saved_model_runner, tmp_path
+):
     cases, folder = hub_exports(family)
     requests, expected = cases[part]
-    assert_same_outputs(run(loader, folder / part, requests, runner, tmp_path), expected)
+    assert_same_outputs(
+        run(loader, folder / part, requests, saved_model_runner, tmp_path), expected
+    )
