@@ -25,6 +25,8 @@ def hold_keras_model(module: tf.Module, name: str, model) -> None:
     """Sets `module.<name> = model` without tracking it, and `module.<name>_variables` to the
     `tf.Variable`s behind every Keras variable of `model` (weights, and the seed generators'
     state that a training-mode call reads), tracked: what the module's traced functions read
-    is then what its SavedModel restores (see the module docstring)."""
+    is then what its SavedModel restores (see the module docstring). `model` must be built:
+    a variable it creates later is not tracked, and `tf.saved_model.save` refuses a function
+    that reads an untracked resource."""
     object.__setattr__(module, name, model)  # AutoTrackable.__setattr__ would track it
     setattr(module, f"{name}_variables", [variable.value for variable in model.variables])

@@ -90,6 +90,20 @@ def in_memory(kind: str, checkpoints, folder) -> Classifier:
     return Classifier(module, {"task": task.to_dict(), "pairs": pairs})
 
 
+def tf_examples(columns: dict[str, list[str]]) -> np.ndarray:
+    """Serialized `tf.train.Example`s, one per row, with a bytes feature per column: the input
+    of TF Serving's Classify and Regress APIs."""
+
+    def example(values) -> bytes:
+        feature = {
+            name: tf.train.Feature(bytes_list=tf.train.BytesList(value=[value.encode()]))
+            for name, value in zip(columns, values, strict=True)
+        }
+        return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+
+    return np.array([example(values) for values in zip(*columns.values(), strict=True)], object)
+
+
 def serving_requests(classifier: Classifier) -> tuple[dict, dict]:
     """(requests for every signature of `classifier`'s export, the answers bertfit gives in
     memory: the predictor's outputs, and `classify_ids` on the ids its tokenizer packs)."""
@@ -99,17 +113,6 @@ def serving_requests(classifier: Classifier) -> tuple[dict, dict]:
     columns = {"text": texts, **({"text_pair": pairs} if pairs else {})}
     outputs = classifier.outputs(texts, pairs)
     ids = module.tokenizer(texts, pairs, max_seq_length=module.max_seq_length, padding="longest")
-    examples = [
-        tf.train.Example(
-            features=tf.train.Features(
-                feature={
-                    name: tf.train.Feature(bytes_list=tf.train.BytesList(value=[c[i].encode()]))
-                    for name, c in columns.items()
-                }
-            )
-        ).SerializeToString()
-        for i in range(len(texts))
-    ]
     requests = {
         DEFAULT_SIGNATURE: {name: np.array(c, object) for name, c in columns.items()},
         IDS_SIGNATURE: {name: value.numpy() for name, value in ids.items()},
@@ -119,10 +122,10 @@ def serving_requests(classifier: Classifier) -> tuple[dict, dict]:
         IDS_SIGNATURE: {k: v.numpy() for k, v in module.classify_ids(**ids).items()},
     }
     if task.kind == "regression":
-        requests[REGRESS_SIGNATURE] = {"inputs": np.array(examples, object)}
+        requests[REGRESS_SIGNATURE] = {"inputs": tf_examples(columns)}
         expected[REGRESS_SIGNATURE] = {"outputs": outputs["value"]}
     else:
-        requests[CLASSIFY_SIGNATURE] = {"inputs": np.array(examples, object)}
+        requests[CLASSIFY_SIGNATURE] = {"inputs": tf_examples(columns)}
         scores = outputs["probabilities"]
         classes = np.broadcast_to(np.array(task.labels, object), scores.shape)
         expected[CLASSIFY_SIGNATURE] = {"classes": classes, "scores": scores}
@@ -130,15 +133,16 @@ def serving_requests(classifier: Classifier) -> tuple[dict, dict]:
 
 
 @pytest.fixture(scope="module")
-def serving_exports(trained_run, portable_export, checkpoints, tmp_path_factory):
+def serving_exports(request, checkpoints, tmp_path_factory):
     """`serving_exports(kind)`: (the export's version folder, requests, expected answers)."""
     done = {}
 
     def export(kind: str):
         if kind not in done:
             if kind == "single-label":  # trained, and written by the CLI
-                folder = portable_export("saved-model")
-                classifier = load_classifier(trained_run[1].run_dir)
+                folder = request.getfixturevalue("portable_export")("saved-model")
+                run_dir = request.getfixturevalue("trained_run")[1].run_dir
+                classifier = load_classifier(run_dir)
             else:
                 scratch = tmp_path_factory.mktemp(kind)
                 classifier = in_memory(kind, checkpoints, scratch)
