@@ -205,3 +205,17 @@ def test_the_tf_hub_export_answers_as_bertfit(
     assert_same_outputs(
         run(loader, folder / part, requests, saved_model_runner, tmp_path), expected
     )
+
+
+def test_an_export_written_before_issue_44_runs_once_exported_again(tmp_path, monkeypatch):
+    """Exports written before the fix held the Keras model as a plain attribute (rebuilt here):
+    TF Serving's loader fails on them; `bertfit export --run OLD NEW` rewrites one that runs."""
+    with monkeypatch.context() as patch:  # bertfit's ClassifierModule before the fix
+        patch.setattr("bertfit.inference.graph.hold_keras_model", setattr)
+        classifier = in_memory("multi-label-pairs", None, tmp_path)
+    old = export_classifier(classifier, tmp_path / "old")
+    requests, expected = serving_requests(classifier)
+    with pytest.raises(tf.errors.FailedPreconditionError, match="Could not find variable"):
+        run_in_session(old, requests)
+    assert main(["export", "--run", str(old.parent), str(tmp_path / "new")]) == 0
+    assert_same_outputs(run_in_session(tmp_path / "new" / "1", requests), expected)
