@@ -36,6 +36,7 @@ from bertfit.checkpoints.names import tf2_variable_table
 from bertfit.model.config import BertConfig
 from bertfit.model.encoder import activation
 from bertfit.model.inputs import INPUT_NAMES
+from bertfit.model.tracking import hold_keras_model
 from bertfit.text.preprocessor import BertPreprocessor
 
 
@@ -163,7 +164,7 @@ class HubKerasEncoder(tf.Module):
 
     def __init__(self, encoder):
         super().__init__(name="bert_encoder")
-        self.encoder = encoder
+        hold_keras_model(self, "encoder", encoder)  # every loader runs it (model/tracking.py)
         self.config_json = json.dumps(encoder.config.to_dict())
         self.variables = [v.value for v in encoder.weights]
         self.trainable_variables = [v.value for v in encoder.trainable_weights]

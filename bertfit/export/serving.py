@@ -4,8 +4,9 @@ What is saved is the classifier's graph (`bertfit.inference.graph.ClassifierModu
 model and label names, with its signatures `serving_default`, `classify_ids` and `classify` or
 `regress`, the last two with TF Serving's classify/regress method names) and, in
 `assets.extra/`, what `bertfit.load_classifier` needs to load it back. It loads with plain
-`tf.saved_model.load` (plus `import tensorflow_text` for the tokenizer's ops): neither bertfit nor
-Keras is needed to use it.
+`tf.saved_model.load` (plus `import tensorflow_text` for the tokenizer's ops), and in TensorFlow's
+Session loader (C++ `LoadSavedModel`, what TF Serving runs; `bertfit.model.tracking` says why
+that needs care): neither bertfit nor Keras is needed to use it.
 
     clf = bertfit.load_classifier("runs/sst")
     bertfit.export_classifier(clf, "exported/sst")       # exported/sst/1/

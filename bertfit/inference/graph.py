@@ -55,6 +55,7 @@ from bertfit.data.windowed import chunk_buckets
 from bertfit.errors import ConfigError
 from bertfit.inference.outputs import task_outputs
 from bertfit.model.inputs import INPUT_NAMES, MASK, TYPE_IDS, WORD_IDS
+from bertfit.model.tracking import hold_keras_model
 from bertfit.text.tokenizer import BertTokenizer
 from bertfit.text.windows import WINDOW_MASK, WindowSpec, window_ids
 
@@ -108,7 +109,9 @@ class ClassifierModule(tf.Module):
                 "cannot be windowed. Use --long-documents truncate."
             )
         self.windows = windows
-        self.model = model
+        # The model's tf.Variables, not its Keras layers, in the SavedModel: else TensorFlow's
+        # Session loader (TF Serving) restores weights that the signatures never read.
+        hold_keras_model(self, "model", model)
         self.tokenizer = tokenizer
         self.task = task
         self.label_names = tf.Variable(

@@ -1,9 +1,13 @@
 """The tiny trained run (tests/conftest.py `trained_run`) exported once per format and
-precision, the texts the exports are checked on, and bertfit's own probabilities for them."""
+precision, the texts the exports are checked on, and bertfit's own probabilities for them; the
+C++ SavedModel runner."""
 
 from __future__ import annotations
 
 import csv
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
@@ -51,3 +55,20 @@ def portable_export(trained_run, tmp_path_factory):
         return done[format_name, quantize]
 
     return export
+
+
+@pytest.fixture(scope="session")
+def saved_model_runner(request):
+    """The C++ SavedModel runner (tests/export/loaders.py) as a future: compiled (15-30 s) in a
+    thread while the tests build their exports, or found in pytest's cache (the temporary
+    folder without the cache plugin), where it stays between sessions."""
+    from tests.export.loaders import build_runner
+
+    cache = getattr(request.config, "cache", None)
+    folder = (
+        cache.mkdir("saved_model_runner")
+        if cache is not None
+        else Path(tempfile.gettempdir()) / "bertfit-saved-model-runner"
+    )
+    with ThreadPoolExecutor(1) as executor:
+        yield executor.submit(build_runner, Path(folder))
