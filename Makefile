@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed-stamp
 EXTRAS := cpu,dev,torch,demo,hub,serve,export
 
 
-.PHONY: install demo test test-fast test-tf2.20 bench lint clean
+.PHONY: install demo test test-fast test-tf2.20 test-tpu-install bench lint clean
 
 $(PYTHON):
 	python3 -m venv $(VENV)
@@ -40,6 +40,11 @@ test-tf2.20:
 	.venv-tf2.20/bin/python -c 'import tensorflow as tf; assert tf.__version__.startswith("2.20"), tf.__version__'
 	.venv-tf2.20/bin/python -m pytest -q -n 2 --dist worksteal -m "not slow or distributed or rehearsal"
 
+# The README's TPU install in a fresh venv (tensorflow-tpu first, then bertfit's two commands):
+# one TensorFlow, the TPU build, which trains a tiny model on this CPU.
+test-tpu-install:
+	scripts/tpu_install_check.sh .venv-tpu
+
 bench: install
 	$(PYTHON) -m pip install -q -e '.[$(EXTRAS),bench]'
 	$(PYTHON) -m bench.run
@@ -51,4 +56,4 @@ lint: | $(PYTHON)
 	$(VENV)/bin/ruff format --check bertfit tests bench conftest.py
 
 clean:
-	rm -rf $(VENV) .venv-tf2.20 .pytest_cache
+	rm -rf $(VENV) .venv-tf2.20 .venv-tpu .pytest_cache
