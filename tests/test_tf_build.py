@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -156,3 +157,28 @@ def test_the_readmes_install_table_is_what_bertfit_says():
     for accelerator, commands in INSTALL.items():
         for command in commands:
             assert command in readme, (accelerator, command)
+
+
+@pytest.mark.slow
+def test_the_gpu_extra_resolves_to_tensorflow_with_cudas_libraries_from_pip(tmp_path):
+    """README's GPU line, as far as a machine without a GPU can take it: pip's resolver (a dry
+    run against the package index) picks TensorFlow with NVIDIA's CUDA libraries, no TPU build,
+    and tensorflow-text of the same minor. The TPU line is installed for real by
+    scripts/tpu_install_check.sh (make test-tpu-install)."""
+    report = tmp_path / "report.json"
+    command = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "-q"]
+    command += [
+        "--report",
+        str(report),
+        f"{ROOT}[gpu]",
+        "-c",
+        str(ROOT / "constraints/tf-2.21.txt"),
+    ]
+    subprocess.run(command, check=True, capture_output=True, timeout=600)
+    chosen = {
+        item["metadata"]["name"].lower(): item["metadata"]["version"]
+        for item in json.loads(report.read_text())["install"]
+    }
+    assert chosen["tensorflow"] == "2.21.0" and chosen["tensorflow-text"].startswith("2.21.")
+    assert "nvidia-cudnn-cu12" in chosen and "nvidia-cublas-cu12" in chosen
+    assert "tensorflow-tpu" not in chosen and "libtpu" not in chosen
