@@ -177,3 +177,24 @@ def pytest_collection_modifyitems(config, items):
             item.nodeid, SLOW_TESTS
         ):
             item.add_marker(pytest.mark.slow)
+
+
+# ---- the TPU build of TensorFlow (tensorflow-tpu) off a TPU: no XLA for the CPU ----
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """On the TPU build, a test that fails only because XLA cannot compile for this CPU (the
+    build has no backend for it: bertfit.training.strategy.NO_HOST_XLA) is reported as skipped,
+    with that reason; on every other build such a failure stays a failure."""
+    outcome = yield
+    report = outcome.get_result()
+    if not (report.failed and call.excinfo is not None):
+        return
+    from bertfit.tf_build import Installed
+    from bertfit.training.strategy import NO_HOST_XLA
+
+    if NO_HOST_XLA in str(call.excinfo.value) and Installed.here().tpu_build:
+        report.outcome = "skipped"
+        why = "needs XLA for the CPU, which the TPU build of TensorFlow does not have"
+        report.longrepr = (str(item.path), item.location[1] or 0, f"Skipped: {why}")
