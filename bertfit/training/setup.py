@@ -474,9 +474,13 @@ def shard_source(config: RunConfig) -> ShardSource:
 
 def cached_shards(config: RunConfig, tokenizer) -> Path:
     """`--streaming` on a data file: its shards in the cache (`$BERTFIT_CACHE/prepared/KEY`,
-    KEY a digest of the file's path, size and modification time, the tokenizer and how the
-    file is read), written once with `write_prepared` (into a temporary directory renamed into
-    place: two processes preparing one file both end with one whole set)."""
+    KEY a digest of the file's bytes, the tokenizer and how the file is read), written once
+    with `write_prepared` (into a temporary directory renamed into place: two processes
+    preparing one file both end with one whole set).
+
+    The bytes, not the path, size and modification time: a file whose labels changed with its
+    mtime restored (a copy with `cp -p`, a checkout, `touch -r`) trained on the old labels.
+    SHA-256 of a 126 MB CSV takes 0.2 s here, against ~13 s to start streaming it."""
     path = config.data.train
     if glob.has_magic(path) or not Path(path).is_file():
         raise ConfigError(
@@ -484,12 +488,11 @@ def cached_shards(config: RunConfig, tokenizer) -> Path:
             "`bertfit prepare DATA OUT` and pass --train OUT."
         )
     source = shard_source(config)
-    stat = Path(path).stat()
+    with open(path, "rb") as f:
+        content = hashlib.file_digest(f, "sha256").hexdigest()
     key = json.dumps(
         [
-            str(Path(path).resolve()),
-            stat.st_size,
-            stat.st_mtime_ns,
+            content,
             tokenizer_fingerprint(tokenizer),
             dataclasses.asdict(source),
         ],
