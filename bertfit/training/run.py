@@ -14,6 +14,7 @@ import json
 import math
 import shutil
 import signal
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -26,7 +27,7 @@ from bertfit.config import PRECISION_POLICIES, RunConfig, TrainConfig, per_repli
 from bertfit.data.profile import LengthProfile
 from bertfit.data.sources import Example
 from bertfit.data.tasks import MULTI_LABEL
-from bertfit.errors import BertfitError, DataError, TrainingInterrupted
+from bertfit.errors import BertfitError, ConfigError, DataError, TrainingInterrupted
 from bertfit.progress import Console
 from bertfit.training import remote_run
 from bertfit.training.checkpointing import RunCheckpoints, TrainingState
@@ -47,7 +48,7 @@ from bertfit.training.records import (
     RunSummary,
     StepEvaluation,
 )
-from bertfit.training.run_dir import RunBusy, RunDir, new_run_path
+from bertfit.training.run_dir import RUNS_ROOT, RunBusy, RunDir, new_run_path, unfinished_run_of
 from bertfit.training.run_length import RunLength
 from bertfit.training.setup import LabelledData, RunSetup, prepare
 from bertfit.training.strategy import XlaChoice, check_hardware, make_strategy
@@ -128,6 +129,30 @@ def _claimed(
             yield config, run_dir, resuming, False
         return
     new_directory = config.output_dir is None
+    if new_directory and not overwrite:
+        found = unfinished_run_of(config)
+        if found is None and resume:
+            raise ConfigError(
+                f"--resume without --output-dir: {RUNS_ROOT} holds no unfinished run of this "
+                "config to resume. Pass --output-dir RUN --resume, or leave --resume out."
+            )
+        if found is not None:
+            run_dir, lock = found
+            print(
+                f"bertfit: {run_dir.shown} is an unfinished run of this config: resuming it "
+                "(pass --output-dir for a new run elsewhere)",
+                file=sys.stderr,
+            )
+            try:
+                yield (
+                    dataclasses.replace(config, output_dir=str(run_dir.path)),
+                    run_dir,
+                    True,
+                    False,
+                )
+            finally:
+                lock.release()
+            return
     while True:
         if new_directory:
             config = dataclasses.replace(config, output_dir=str(new_run_path()))
@@ -678,7 +703,8 @@ class EpochRunner:
         self.run_dir.log(f"stopped by {signal.Signals(signum).name} at {where}; saved {path}")
         raise TrainingInterrupted(
             f"stopped by {signal.Signals(signum).name} at {where}; checkpoint saved to {path}. "
-            f"Run the same command again to resume (or add --resume).",
+            "Run the same command again to resume, or bertfit train --config "
+            f"{self.run_dir.config_shown} --resume.",
             signum,
         )
 

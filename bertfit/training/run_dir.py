@@ -173,6 +173,28 @@ def new_run_path(root: Path = RUNS_ROOT) -> Path:
     return path
 
 
+def unfinished_run_of(config: RunConfig, root: Path = RUNS_ROOT) -> tuple[RunDir, RunLock] | None:
+    """The newest unfinished run under `root` (runs/<date>-<time>) of this config that no live
+    process holds, locked: what the same command, rerun after a preemption or a crash without
+    `--output-dir`, continues (as it does with one). None when there is none."""
+    if not root.is_dir():
+        return None
+    for path in sorted(
+        (p for p in root.iterdir() if p.is_dir() and not p.is_symlink()), reverse=True
+    ):
+        run_dir = RunDir(path)
+        if not run_dir.holds_unfinished(config):
+            continue
+        try:
+            lock = run_dir.lock()
+        except RunBusy:
+            continue
+        if run_dir.holds_unfinished(config):  # decided again under the lock
+            return run_dir, lock
+        lock.release()
+    return None
+
+
 def _step(checkpoint: str) -> str:
     return checkpoint.rpartition("-")[2]
 
@@ -210,6 +232,11 @@ class RunDir:
         if self.shown == str(self.path):
             return str(file)
         return f"{self.shown}/{file.relative_to(self.path).as_posix()}"
+
+    @property
+    def config_shown(self) -> str:
+        """config.yaml as messages name it (`bertfit train --config ... --resume`)."""
+        return self._shown(self.config_file)
 
     def sync(self) -> None:
         """Uploads what changed, for a run at a URL (nothing to do for a local one)."""
@@ -295,6 +322,17 @@ class RunDir:
                 "to continue it or --overwrite to start again."
             )
         return True
+
+    def holds_unfinished(self, config: RunConfig) -> bool:
+        """Whether this directory holds an unfinished run of `config` (the output directory
+        and how it executes aside)."""
+        if self.status() != RUNNING:
+            return False
+        try:
+            saved = self.load_config()
+        except BertfitError:
+            return False
+        return not config_differences(*_buckets_resolved(saved, config))
 
     def saved_buckets(self) -> tuple[int, ...]:
         """The length buckets the run here resolved (a resumed run keeps them)."""
