@@ -249,13 +249,16 @@ class Destination:
         return str(self.root / f".{name}.tmp")
 
     @_said
-    def commit(self, name: str) -> None:
-        """Makes the whole staged shard `name` visible under its name."""
+    def commit(self, name: str) -> int:
+        """Makes the whole staged shard `name` visible under its name; returns its bytes
+        (the manifest keeps them: a truncated copy is refused before training)."""
+        size = os.path.getsize(self.staging(name))
         if self.is_url:
             storage.put_file(self.staging(name), storage.join(self.root, name))
             os.remove(self.staging(name))
         else:
             os.replace(self.staging(name), self.root / name)
+        return size
 
 
 def _chunks(files: list[str], spec: SourceSpec, chunk_rows: int):
@@ -362,6 +365,7 @@ class _ShardSink:
         self.names = [f"shard-{s:05d}-of-{count:05d}.tfrecord" for s in range(count)]
         self.histograms: list[dict[int, int]] = [{} for _ in range(count)]
         self.counts = [0] * count
+        self.sizes: list[int | None] = [None] * count
         self.row, self.current, self.writer = 0, -1, None
 
     def write(self, records: np.ndarray, lengths: np.ndarray) -> None:
@@ -386,7 +390,7 @@ class _ShardSink:
     def _begin(self, shard: int) -> None:
         if self.writer is not None:
             self.close()
-            self.destination.commit(self.names[self.current])
+            self.sizes[self.current] = self.destination.commit(self.names[self.current])
         staging = self.destination.staging(self.names[shard])
         self.current, self.writer = shard, tf.io.TFRecordWriter(staging)
 
@@ -397,9 +401,8 @@ class _ShardSink:
 
     def commit_last(self) -> None:
         if self.current >= 0:
-            self.destination.commit(self.names[self.current])
+            self.sizes[self.current] = self.destination.commit(self.names[self.current])
 
     def shards(self) -> list[Shard]:
-        return [
-            Shard(n, c, h) for n, c, h in zip(self.names, self.counts, self.histograms, strict=True)
-        ]
+        fields = zip(self.names, self.counts, self.histograms, self.sizes, strict=True)
+        return [Shard(*values) for values in fields]

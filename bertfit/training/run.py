@@ -27,6 +27,7 @@ from bertfit.config import PRECISION_POLICIES, RunConfig, TrainConfig, per_repli
 from bertfit.data.profile import LengthProfile
 from bertfit.data.sources import Example
 from bertfit.data.tasks import MULTI_LABEL
+from bertfit.data.tfrecord import damaged_shard
 from bertfit.errors import BertfitError, ConfigError, DataError, TrainingInterrupted
 from bertfit.progress import Console
 from bertfit.training import remote_run
@@ -41,6 +42,7 @@ from bertfit.training.metrics import (
 )
 from bertfit.training.records import (
     DIVERGED,
+    FAILED,
     FINISHED,
     RUNNING,
     EarlyStop,
@@ -495,7 +497,7 @@ class EpochRunner:
         seen, last_time = 0, time.perf_counter()
         last_save = (state.global_step, last_time)
         evaluations = self._evaluation_points(state, len(batches))
-        with explain_errors():  # known TF/XLA errors in plain words
+        with explain_errors(), self._shards_said(state):  # TF/XLA errors in plain words
             for results in self.trainer.run_plan(batches, ends=evaluations):
                 now = time.perf_counter()
                 rows = self._step_rows(results, plan, state)
@@ -529,6 +531,24 @@ class EpochRunner:
                     last_save = (state.global_step, last_time)
         progress.close()
         self.checkpoints.save_latest(state)  # a stop during evaluation resumes with it
+
+    @contextlib.contextmanager
+    def _shards_said(self, state: TrainingState) -> Iterator[None]:
+        """A streamed epoch that TensorFlow cannot read on (a bad checksum, a cut record, fewer
+        records than planned) stops with the damaged shard named (`damaged_shard`) and the
+        run marked failed, not with `DataLossError` / `End of sequence` naming none. The
+        latest checkpoint is the last good one: the run resumes once the shards are whole."""
+        try:
+            yield
+        except (tf.errors.DataLossError, tf.errors.OutOfRangeError) as e:
+            if not self.setup.streamed:
+                raise
+            error = damaged_shard(self.setup.train.manifest, self.setup.train.directory, e)
+            self.run_dir.log(f"error: {error}")
+            self.run_dir.save_metrics(
+                dataclasses.replace(so_far(self.summary, state), status=FAILED, error=str(error))
+            )
+            raise error from None
 
     def _evaluation_points(self, state: TrainingState, steps: int) -> set[int]:
         """Where, counted in steps from `state`, the next `steps` steps evaluate: at every

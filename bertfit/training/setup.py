@@ -52,7 +52,13 @@ from bertfit.data.streaming import (
     input_pipelines,
 )
 from bertfit.data.tasks import MULTI_LABEL, SINGLE_LABEL, Task, infer_task
-from bertfit.data.tfrecord import Manifest, is_prepared, prepared_directory, tokenizer_fingerprint
+from bertfit.data.tfrecord import (
+    Manifest,
+    check_shards,
+    is_prepared,
+    prepared_directory,
+    tokenizer_fingerprint,
+)
 from bertfit.data.windowed import (
     WindowedDocuments,
     WindowedInput,
@@ -428,6 +434,7 @@ def prepare_stream(
         directory = cached_shards(config, tokenizer)
     train = TrainStream(directory, Manifest.load(directory))
     check_stream(train.manifest, config, tokenizer, str(directory))
+    check_shards(train.manifest, directory)
     task = train.manifest.task
     resolve_best_metric(config, task)
     evaluation = (

@@ -293,6 +293,7 @@ def test_a_plan_takes_each_buckets_steps_in_order_in_runs_and_counts_every_row(s
     assert plan == layout.plan(shuffle=shuffle, seed=5, epoch=1, run_length=run_length)
 
 
+@pytest.mark.slow
 def test_the_streaming_cache_follows_the_file_s_bytes_not_its_mtime(
     tiny_hf_dir, tmp_path, monkeypatch
 ):
