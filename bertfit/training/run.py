@@ -31,7 +31,7 @@ from bertfit.data.tfrecord import damaged_shard
 from bertfit.errors import BertfitError, ConfigError, DataError, TrainingInterrupted
 from bertfit.progress import Console
 from bertfit.training import remote_run
-from bertfit.training.checkpointing import RunCheckpoints, TrainingState
+from bertfit.training.checkpointing import CheckpointWriteError, RunCheckpoints, TrainingState
 from bertfit.training.interrupt import StopRequests
 from bertfit.training.metrics import (
     HEADLINE_METRICS,
@@ -222,7 +222,7 @@ def _train(
     run_dir.save_metrics(so_far(summary, state))
 
     epochs = EpochRunner(setup, run_dir, checkpoints, console, summaries, summary, length)
-    with StopRequests() as stop:
+    with StopRequests() as stop, _failure_recorded(run_dir, summary, state):
         while state.epochs_remain(length.epochs):
             epochs.train(state, stop)
             epochs.finish(state, stop)
@@ -233,6 +233,23 @@ def _train(
     run_dir.log("finished")
     console.info(summary.epoch_table())
     return summary
+
+
+@contextlib.contextmanager
+def _failure_recorded(run_dir: RunDir, summary: RunSummary, state: TrainingState) -> Iterator:
+    """A checkpoint that could not be written (a full disk) stops the run as "failed" in
+    metrics.json, with the error, when that small write still succeeds; either way the run
+    resumes from its last whole checkpoint."""
+    try:
+        yield
+    except CheckpointWriteError as e:
+        try:
+            run_dir.log(f"error: {e}")
+            failed = dataclasses.replace(so_far(summary, state), status=FAILED, error=str(e))
+            run_dir.save_metrics(failed)
+        except (OSError, BertfitError):
+            pass  # the disk is full: metrics.json keeps "running", as unfinished as "failed"
+        raise
 
 
 def _describe(

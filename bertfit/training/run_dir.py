@@ -55,6 +55,7 @@ from bertfit.data.tasks import Task
 from bertfit.errors import BertfitError, ConfigError
 from bertfit.model.config import BertConfig
 from bertfit.text.loading import load_tokenizer
+from bertfit.training.checkpointing import remove_unindexed
 from bertfit.training.records import FINISHED, RUNNING, RunSummary
 
 RUNS_ROOT = Path("runs")
@@ -514,13 +515,7 @@ class RunDir:
         """Deletes what a killed save left: temporary folders and files of a checkpoint that
         TensorFlow's `checkpoint` index does not name."""
         for directory in (self.latest_dir, self.best_dir):
-            if not directory.is_dir():
-                continue
-            current = tf.train.latest_checkpoint(str(directory))
-            keep = {"checkpoint"} | ({Path(current).name} if current else set())
-            for entry in directory.iterdir():
-                if entry.name.split(".")[0] not in keep:
-                    shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+            remove_unindexed(directory)
 
     # ---- readers ----
 
