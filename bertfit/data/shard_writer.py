@@ -51,7 +51,7 @@ from bertfit.data.tfrecord import (
     serialize_batch,
     tokenizer_fingerprint,
 )
-from bertfit.errors import BertfitError, ConfigError, DataError
+from bertfit.errors import ConfigError, DataError
 
 ROWS_PER_SHARD = 100_000  # the default number of shards: one per this many rows
 MAX_DEFAULT_SHARDS = 256
@@ -173,17 +173,10 @@ def _said(method):
 
     @functools.wraps(method)
     def wrapper(self, *args):
-        try:
+        if not self.is_url:
             return method(self, *args)
-        except BertfitError:
-            raise
-        except Exception as e:
-            if not self.is_url:
-                raise
-            raise storage.StorageError(
-                f"{self.name}: cannot be written ({type(e).__name__}: {str(e)[:300]}); check "
-                "that the bucket exists and that your credentials may write to it"
-            ) from None
+        with storage.writes_said(self.name):
+            return method(self, *args)
 
     return wrapper
 
