@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -117,3 +118,19 @@ def test_a_missing_bucket_or_no_permission_is_one_line_before_any_work(
     err = capsys.readouterr().err
     assert f"{run}: cannot be written (PermissionError: Access Denied)" in err
     assert storage.list_files(run) == []  # nothing written
+
+
+@pytest.mark.slow
+def test_a_run_at_a_url_is_served_from_its_url(s3, trained_run):
+    """`serve --run s3://...` made a `Path` of the URL ("s3:/bucket/..."), a local path that
+    is not there."""
+    from bertfit.serve.app import served_versions
+
+    run = storage.join(s3, "runs", "served")
+    config, _ = trained_run
+    local = Path(config.output_dir)
+    for file in sorted(p for p in local.rglob("*") if p.is_file()):
+        storage.upload_file(file, storage.join(run, file.relative_to(local).as_posix()))
+    (version,) = served_versions(run)
+    assert version.version == 1
+    assert version.classifier.predict(["a fine film"])[0]["label"] in ("neg", "pos")
