@@ -23,6 +23,7 @@ import fnmatch
 import functools
 import math
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -52,7 +53,10 @@ from bertfit.data.tfrecord import (
     tokenizer_fingerprint,
 )
 from bertfit.errors import ConfigError, DataError
+from bertfit.paths import check_output_dir
 
+# What a prepared folder holds: the manifest, the shards, a killed run's staging files.
+_PREPARED_FILE = re.compile(r"manifest\.json|\.?shard-\d+-of-\d+\.tfrecord(\.tmp)?")
 ROWS_PER_SHARD = 100_000  # the default number of shards: one per this many rows
 MAX_DEFAULT_SHARDS = 256
 
@@ -131,7 +135,10 @@ def write_prepared(
         raise ConfigError(f"--shards {shards}: a prepared set needs at least one shard.")
     check_tensorflow_reads(output)
     files = source_files(source.path)
+    if not storage.is_url(output):  # a file, an input, an unwritable place: before any work
+        check_output_dir(output, "OUT", inputs=files)
     destination = Destination(output)
+    destination.check_only_shards()
     if destination.has_manifest() and not overwrite:
         raise DataError(
             "already holds a prepared data set (manifest.json); choose another directory "
@@ -213,6 +220,27 @@ class Destination:
         if self.is_url:
             return storage.exists(manifest_path(self.root))
         return (self.root / MANIFEST).exists()
+
+    @_said
+    def check_only_shards(self) -> None:
+        """Refuses a folder holding anything but a prepared set's files (a run directory,
+        someone's data): shards written there would mix with them, and --overwrite would not
+        make it a prepared set."""
+        if self.is_url:
+            names = storage.list_files(self.root)
+        else:
+            names = [p.name for p in self.root.iterdir()] if self.root.is_dir() else []
+        strangers = sorted(n for n in names if not _PREPARED_FILE.fullmatch(n))
+        if strangers:
+            shown = ", ".join(strangers[:5]) + (", ..." if len(strangers) > 5 else "")
+            raise DataError(
+                f"holds files that are not a prepared set's ({shown}"
+                f"{': a run directory' if 'config.yaml' in strangers else ''}); bertfit prepare "
+                "writes only into a new or empty folder, or one holding a prepared set (with "
+                "--overwrite). Choose another OUT",
+                path=self.name,
+                code="data-output-exists",
+            )
 
     @_said
     def clear(self) -> None:
