@@ -52,7 +52,7 @@ from bertfit.training.records import (
 )
 from bertfit.training.run_dir import RUNS_ROOT, RunBusy, RunDir, new_run_path, unfinished_run_of
 from bertfit.training.run_length import RunLength
-from bertfit.training.setup import LabelledData, RunSetup, prepare
+from bertfit.training.setup import LabelledData, RunSetup, auto_streaming, prepare
 from bertfit.training.strategy import XlaChoice, check_hardware, make_strategy
 from bertfit.training.summaries import RunSummaries
 from bertfit.translate import explain_errors
@@ -88,6 +88,9 @@ def train(
         TrainingDiverged: the loss stopped being a number.
     """
     config.validate()
+    config, streaming_note = auto_streaming(config)  # a large file: said before the long wait
+    if streaming_note:
+        Console(quiet=quiet).say(f"bertfit: {streaming_note}")
     if config.output_dir is not None and not storage.is_url(config.output_dir):
         RunDir(config.output_dir).plan_start(config, resume=resume, overwrite=overwrite)
     if strategy is None:

@@ -318,3 +318,34 @@ def test_the_streaming_cache_follows_the_file_s_bytes_not_its_mtime(
     assert Manifest.load(first).task.labels == ("neg", "pos")
     assert Manifest.load(second).task.labels == ("meh", "neg", "pos")
     assert cached_shards(config, tokenizer) == second  # the same bytes: reused
+
+
+@pytest.mark.slow
+def test_a_training_file_over_the_size_setting_is_streamed_and_said_up_front(
+    trainable_hf_dir, tmp_path, monkeypatch, capsys
+):
+    """$BERTFIT_STREAM_ABOVE_MB (64 by default) set to 1 kB stands for a large file."""
+    monkeypatch.setenv("BERTFIT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("BERTFIT_STREAM_ABOVE_MB", "0.001")
+    train = write_csv(tmp_path / "train.csv", sentiment_rows(40, seed=7))
+    assert train.stat().st_size > 1000
+    args = train_args(trainable_hf_dir, train, tmp_path / "run", buckets="8,16")
+    assert main(args) == 0
+    err = capsys.readouterr().err
+    assert f"{train} is 0 MB (over BERTFIT_STREAM_ABOVE_MB=0.001 MB): streaming it" in err
+    assert "streaming the prepared set" in (tmp_path / "run" / "train.log").read_text()
+    assert "streaming: true" in (tmp_path / "run" / "config.yaml").read_text()
+    assert err.index("streaming it") < err.index("streaming the prepared set")  # up front
+
+    # an option that needs the rows in memory: kept there, and the wait said
+    args = train_args(
+        trainable_hf_dir, train, tmp_path / "weighted", buckets="8,16", class_weights="balanced"
+    )
+    assert main(args) == 0
+    err = capsys.readouterr().err
+    assert "streaming would start sooner but --class-weights needs the rows in memory" in err
+    assert "streaming the prepared set" not in (tmp_path / "weighted" / "train.log").read_text()
+
+    monkeypatch.setenv("BERTFIT_STREAM_ABOVE_MB", "lots")
+    assert main(train_args(trainable_hf_dir, train, tmp_path / "x")) == 2
+    assert "BERTFIT_STREAM_ABOVE_MB='lots': expected a size in MB" in capsys.readouterr().err
