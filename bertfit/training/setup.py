@@ -441,7 +441,6 @@ def prepare_stream(
         directory = cached_shards(config, tokenizer)
     train = TrainStream(directory, Manifest.load(directory))
     check_stream(train.manifest, config, tokenizer, str(directory))
-    check_shards(train.manifest, directory)
     task = train.manifest.task
     resolve_best_metric(config, task)
     evaluation = (
@@ -585,8 +584,10 @@ def cached_shards(config: RunConfig, tokenizer) -> Path:
 
 
 def check_stream(manifest: Manifest, config: RunConfig, tokenizer, where: str) -> None:
-    """A prepared set must suit the run: the model's tokenizer, a max_seq_length it holds,
-    the task asked for, and no option that needs every row in memory."""
+    """A prepared set must suit the run: every shard there at its written size, the model's
+    tokenizer, a max_seq_length it holds, the task asked for, and no option that needs every
+    row in memory. `where`: the set's directory or manifest, as the user named it."""
+    check_shards(manifest, prepared_directory(where))
     if manifest.tokenizer_fingerprint != tokenizer_fingerprint(tokenizer):
         raise DataError(
             f"was prepared with another tokenizer (for --model {manifest.model}) than that of "

@@ -74,3 +74,12 @@ def test_fewer_records_than_the_manifest_says_is_named(prepared):
     assert error.code == "data-shard-damaged"
     assert str(error).startswith(f"{shard}: the shard holds {records - 1} records, the manifest")
     assert damaged_shard(Manifest.load(prepared), prepared, RuntimeError("x")).path == str(shard)
+
+
+def test_check_names_a_truncated_shard_as_train_does(trainable_hf_dir, prepared, capsys):
+    shard = prepared / SHARD
+    shard.write_bytes(shard.read_bytes()[:100])
+    args = train_args(trainable_hf_dir, prepared, command="check", buckets="8,16", quiet=None)
+    assert main(args) == 2
+    out = capsys.readouterr().out
+    assert "data-shard-damaged" in out and SHARD in out, out
