@@ -56,7 +56,7 @@ from bertfit.errors import BertfitError, ConfigError
 from bertfit.model.config import BertConfig
 from bertfit.text.loading import load_tokenizer
 from bertfit.training.checkpointing import remove_unindexed
-from bertfit.training.records import FINISHED, RUNNING, RunSummary
+from bertfit.training.records import DIVERGED, FINISHED, RUNNING, RunSummary
 
 RUNS_ROOT = Path("runs")
 LATEST_LINK = "latest"
@@ -270,13 +270,7 @@ class RunDir:
             return "new"
         if not self.config_file.exists() or not entries <= RUN_ENTRIES:
             return "foreign"
-        try:
-            metrics = json.loads(self.metrics_file.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return RUNNING
-        return (
-            FINISHED if isinstance(metrics, dict) and metrics.get("status") == FINISHED else RUNNING
-        )
+        return FINISHED if self._metrics_status() == FINISHED else RUNNING
 
     def plan_start(self, config: RunConfig, *, resume: bool | None, overwrite: bool) -> bool:
         """Decides, before anything is loaded or written, whether training starts afresh
@@ -326,14 +320,23 @@ class RunDir:
 
     def holds_unfinished(self, config: RunConfig) -> bool:
         """Whether this directory holds an unfinished run of `config` (the output directory
-        and how it executes aside)."""
-        if self.status() != RUNNING:
+        and how it executes aside) that a rerun should continue: not one that diverged (its
+        message says to change a setting and start again)."""
+        if self.status() != RUNNING or self._metrics_status() == DIVERGED:
             return False
         try:
             saved = self.load_config()
         except BertfitError:
             return False
         return not config_differences(*_buckets_resolved(saved, config))
+
+    def _metrics_status(self) -> str | None:
+        """metrics.json's "status", None when it is missing or unreadable."""
+        try:
+            metrics = json.loads(self.metrics_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return metrics.get("status") if isinstance(metrics, dict) else None
 
     def saved_buckets(self) -> tuple[int, ...]:
         """The length buckets the run here resolved (a resumed run keeps them)."""

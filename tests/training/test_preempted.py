@@ -66,3 +66,22 @@ def test_resume_without_output_dir_and_no_unfinished_run_says_so(
     err = capsys.readouterr().err
     assert "--resume without --output-dir: runs holds no unfinished run of this config" in err
     assert not (tmp_path / "runs").exists() or not list((tmp_path / "runs").iterdir())
+
+
+def test_a_diverged_run_is_not_continued_by_the_same_command(tmp_path, monkeypatch):
+    """Its message says to change a setting and start again: a rerun starts a new run."""
+    from bertfit.config import DataConfig, RunConfig
+    from bertfit.training.run_dir import unfinished_run_of
+
+    monkeypatch.chdir(tmp_path)
+    config = RunConfig(data=DataConfig(train="train.csv"))
+    for name, status in (("20260101-000000", "diverged"), ("20260102-000000", "running")):
+        run = tmp_path / "runs" / name
+        run.mkdir(parents=True)
+        config.save(run / "config.yaml")
+        (run / "metrics.json").write_text(json.dumps({"status": status}))
+    run_dir, lock = unfinished_run_of(config)
+    lock.release()
+    assert run_dir.path.name == "20260102-000000"
+    (tmp_path / "runs" / "20260102-000000" / "metrics.json").write_text('{"status": "finished"}')
+    assert unfinished_run_of(config) is None
