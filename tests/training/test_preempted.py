@@ -10,6 +10,7 @@ import signal
 import pytest
 
 from bertfit.cli import main as cli
+from bertfit.config import RunConfig
 from bertfit.training.run_dir import RunDir
 from tests.tiny import sentiment_rows, write_csv
 from tests.training.kill import resume_args
@@ -42,6 +43,8 @@ def test_the_same_command_resumes_a_run_preempted_without_output_dir(
     (run,) = (tmp_path / "runs").glob("2*")
     assert f"bertfit train --config {run.relative_to(tmp_path)}/config.yaml --resume" in err
     assert json.loads((run / "metrics.json").read_text())["status"] == "running"
+    # the printed `--config RUN/config.yaml --resume` names this directory as its output
+    assert RunConfig.load(run / "config.yaml").output_dir == str(run.relative_to(tmp_path))
     before = [json.loads(line)["global_step"] for line in (run / "steps.jsonl").open()]
 
     assert cli(args) == 0, capsys.readouterr().err
@@ -70,7 +73,7 @@ def test_resume_without_output_dir_and_no_unfinished_run_says_so(
 
 def test_a_diverged_run_is_not_continued_by_the_same_command(tmp_path, monkeypatch):
     """Its message says to change a setting and start again: a rerun starts a new run."""
-    from bertfit.config import DataConfig, RunConfig
+    from bertfit.config import DataConfig
     from bertfit.training.run_dir import unfinished_run_of
 
     monkeypatch.chdir(tmp_path)
