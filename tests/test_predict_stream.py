@@ -24,6 +24,7 @@ def _jsonl(rows) -> bytes:
     return "".join(json.dumps({"text": text}) + "\n" for text, _ in rows).encode()
 
 
+@pytest.mark.slow  # 600 rows predicted twice: ~2.5 s
 def test_stdin_in_chunks_gives_the_rows_of_a_file_and_one_csv_header(
     trained_run, tmp_path, monkeypatch, capsys
 ):

@@ -94,6 +94,12 @@ def test_check_judges_regression_and_multi_label_files_as_train_does(tmp_path, t
         report = bertfit.check(_config(trainable_hf_dir, train), compile=False)
         assert "dtype-float-labels" not in report.codes, report.render()
         assert report.exit_code(strict=False) == 0, report.render()
+
+
+@pytest.mark.slow  # two checks on the tiny model: ~3 s
+def test_check_says_whole_floats_train_a_regression_and_refuses_a_constant_label(
+    tmp_path, trainable_hf_dir
+):
     # whole-number floats (pandas' style): check says it trains a regression, and why
     prices = [(text, f"{100000.0 + 2500 * round(score)}") for text, score in scored_rows(32)]
     report = bertfit.check(
