@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import hashlib
 import json
 import math
@@ -238,14 +239,19 @@ def _train(
     return summary
 
 
+FULL_DISK = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)  # OSErrors a run stops on as "failed"
+
+
 @contextlib.contextmanager
 def _failure_recorded(run_dir: RunDir, summary: RunSummary, state: TrainingState) -> Iterator:
-    """A checkpoint that could not be written (a full disk) stops the run as "failed" in
-    metrics.json, with the error, when that small write still succeeds; either way the run
-    resumes from its last whole checkpoint."""
+    """A checkpoint or a log line that could not be written (a full disk, a quota) stops the
+    run as "failed" in metrics.json, with the error, when that small write still succeeds;
+    either way the run resumes from its last whole checkpoint."""
     try:
         yield
-    except CheckpointWriteError as e:
+    except (CheckpointWriteError, OSError) as e:
+        if isinstance(e, OSError) and e.errno not in FULL_DISK:
+            raise
         try:
             run_dir.log(f"error: {e}")
             failed = dataclasses.replace(so_far(summary, state), status=FAILED, error=str(e))

@@ -10,6 +10,7 @@ import pytest
 from tensorflow.python.checkpoint import functional_saver
 
 from bertfit.cli import main as cli
+from bertfit.training.run_dir import RunDir
 from tests.tiny import sentiment_rows, write_csv
 from tests.training.kill import resume_args
 
@@ -58,3 +59,26 @@ def test_a_full_disk_during_a_checkpoint_keeps_the_last_one_and_the_run_resumes(
     steps = [json.loads(line)["global_step"] for line in (run / "steps.jsonl").open()]
     assert steps == list(range(1, len(steps) + 1)) and len(steps) > 4
     assert "(global step 2)" in (run / "train.log").read_text()  # resumed from ckpt-2
+
+
+@pytest.mark.slow
+def test_a_full_disk_while_logging_steps_is_one_line_and_marks_the_run_failed(
+    trainable_hf_dir, tmp_path, monkeypatch, capsys
+):
+    train = write_csv(tmp_path / "train.csv", sentiment_rows(48, seed=4))
+    run = tmp_path / "run"
+    args = ["train", *resume_args(trainable_hf_dir, train, epochs=1, json=None, quiet=True)]
+    original, calls = RunDir.append_steps, []
+
+    def append_steps(self, rows):
+        calls.append(1)
+        if len(calls) == 3:
+            raise OSError(errno.ENOSPC, "No space left on device", str(self.steps_file))
+        original(self, rows)
+
+    monkeypatch.setattr(RunDir, "append_steps", append_steps)
+    assert cli([*args, "--output-dir", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert f"{run / 'steps.jsonl'}: No space left on device" in err and "Traceback" not in err
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert metrics["status"] == "failed" and "No space left" in metrics["error"]
