@@ -15,6 +15,15 @@ from tests.tiny import sentiment_rows, write_csv
 from tests.training.kill import resume_args
 
 
+def _run_args(model, tmp_path) -> tuple:
+    """The run directory and the `bertfit train` arguments of a one-epoch tiny run (48 rows,
+    a checkpoint every 2)."""
+    train = write_csv(tmp_path / "train.csv", sentiment_rows(48, seed=4))
+    run = tmp_path / "run"
+    args = resume_args(model, train, epochs=1, json=None, quiet=True)
+    return run, ["train", *args, "--output-dir", str(run)]
+
+
 def _disk_full_on_call(monkeypatch, n: int) -> None:
     """The n-th checkpoint write fails as a full disk does, after its shards are written (so
     a `ckpt-N_temp/` folder is there to clean up)."""
@@ -33,10 +42,7 @@ def _disk_full_on_call(monkeypatch, n: int) -> None:
 def test_a_full_disk_during_a_checkpoint_keeps_the_last_one_and_the_run_resumes(
     trainable_hf_dir, tmp_path, monkeypatch, capsys
 ):
-    train = write_csv(tmp_path / "train.csv", sentiment_rows(48, seed=4))
-    run = tmp_path / "run"
-    args = ["train", *resume_args(trainable_hf_dir, train, epochs=1, json=None, quiet=True)]
-    args += ["--output-dir", str(run)]
+    run, args = _run_args(trainable_hf_dir, tmp_path)
     with monkeypatch.context() as patched:
         _disk_full_on_call(patched, 2)  # the first save (global step 2) succeeds
         assert cli(args) == 2
@@ -65,9 +71,7 @@ def test_a_full_disk_during_a_checkpoint_keeps_the_last_one_and_the_run_resumes(
 def test_a_full_disk_while_logging_steps_is_one_line_and_marks_the_run_failed(
     trainable_hf_dir, tmp_path, monkeypatch, capsys
 ):
-    train = write_csv(tmp_path / "train.csv", sentiment_rows(48, seed=4))
-    run = tmp_path / "run"
-    args = ["train", *resume_args(trainable_hf_dir, train, epochs=1, json=None, quiet=True)]
+    run, args = _run_args(trainable_hf_dir, tmp_path)
     original, calls = RunDir.append_steps, []
 
     def append_steps(self, rows):
@@ -77,7 +81,7 @@ def test_a_full_disk_while_logging_steps_is_one_line_and_marks_the_run_failed(
         original(self, rows)
 
     monkeypatch.setattr(RunDir, "append_steps", append_steps)
-    assert cli([*args, "--output-dir", str(run)]) == 2
+    assert cli(args) == 2
     err = capsys.readouterr().err
     assert f"{run / 'steps.jsonl'}: No space left on device" in err and "Traceback" not in err
     metrics = json.loads((run / "metrics.json").read_text())
