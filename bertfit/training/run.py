@@ -70,7 +70,9 @@ def train(
     """Fine-tunes `config.model.name` on `config.data.train`; returns the run's summary.
 
     Writes the run directory described in `bertfit.training.run_dir` (a new `runs/<date>-<time>`
-    when `config.output_dir` is None). Every epoch evaluates on `config.data.eval` (when given)
+    when `config.output_dir` is None, or the newest unfinished run of this config there, which
+    it resumes). A training file over `$BERTFIT_STREAM_ABOVE_MB` is streamed (`auto_streaming`).
+    Every epoch evaluates on `config.data.eval` (when given)
     and keeps the best checkpoint by `train.best_metric`, also every `train.eval_every_steps`
     optimizer steps; `train.early_stopping_patience` ends the run after that many evaluations
     without an improvement. `bertfit.write_report(run_dir)` (which `bertfit train` runs) turns
