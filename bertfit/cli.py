@@ -127,16 +127,25 @@ def cmd_evaluate(args) -> int:
 
 
 def cmd_predict(args) -> int:
-    from bertfit.inference.predictions_file import check_output_path, write_predictions
-    from bertfit.inference.run import predict
+    from bertfit.inference.predictions_file import (
+        check_output_path,
+        write_prediction_chunks,
+        write_predictions,
+    )
+    from bertfit.inference.run import predict, predict_chunks
 
     output = args.output or "-"
     check_output_path(output, args.data, args.run)
     warn_if_unfinished(args.run)
-    rows = predict(args.run, args.data, quiet=args.quiet, format=args.format)
-    write_predictions(rows, output)
+    if args.data == "-":  # streamed in chunks, answered as it goes: stdin may never end
+        chunks = predict_chunks(args.run, args.data, format=args.format)
+        count = write_prediction_chunks(chunks, output)
+    else:
+        rows = predict(args.run, args.data, quiet=args.quiet, format=args.format)
+        write_predictions(rows, output)
+        count = len(rows)
     if output != "-" and not args.quiet:
-        print(f"wrote {len(rows)} predictions to {output}", file=sys.stderr)
+        print(f"wrote {count} predictions to {output}", file=sys.stderr)
     return 0
 
 

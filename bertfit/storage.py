@@ -22,9 +22,11 @@ if nothing is there (a generation/`If-None-Match` precondition), which the run l
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 from bertfit.errors import BertfitError, MissingDependencyError
@@ -34,7 +36,24 @@ _LIBRARIES = {"gs": "gcsfs", "gcs": "gcsfs", "s3": "s3fs", "s3a": "s3fs"}
 
 
 class StorageError(BertfitError):
-    """A URL bertfit cannot use: an unknown scheme, or a client library that is missing."""
+    """A URL bertfit cannot use: an unknown scheme, a client library that is missing, a store
+    that refuses (a missing bucket, no permission)."""
+
+
+@contextlib.contextmanager
+def writes_said(url: str) -> Iterator[None]:
+    """Turns what a store's client raises while writing under `url` (a missing bucket, no
+    permission to write, the network: `FileNotFoundError`, `PermissionError`, botocore's and
+    google's own errors) into one `StorageError` naming the URL, not a traceback."""
+    try:
+        yield
+    except BertfitError:
+        raise
+    except Exception as e:
+        raise StorageError(
+            f"{path_text(url)}: cannot be written ({type(e).__name__}: {str(e)[:300]}); check "
+            "that the bucket exists and that your credentials may write to it"
+        ) from None
 
 
 def is_url(path: str | os.PathLike | None) -> bool:

@@ -5,7 +5,8 @@ same rules and messages as `bertfit.data.sources.read_examples` (which reads the
 once and stays the reader of the in-memory path). CSV/TSV/JSONL are read from a text stream
 (gzip decompressed on the fly when the file starts with gzip's magic bytes); Parquet one record
 batch at a time. A URL (`gs://`, `s3://`, `ram://`: `bertfit.storage`) is streamed the same
-way, never downloaded whole; `source_files` expands a glob, local or at a URL.
+way, never downloaded whole; `source_files` expands a glob, local or at a URL. Standard input
+(`"-"`, CSV/TSV/JSONL) is streamed too: `predict --data -` answers an endless stream in chunks.
 
     >>> from pathlib import Path
     >>> _ = Path("chunks.csv").write_text("text,label\\na,pos\\nb,neg\\nc,pos\\n")
@@ -21,6 +22,7 @@ import glob
 import gzip
 import io
 import os
+import sys
 import zlib
 from collections.abc import Iterator
 
@@ -50,7 +52,9 @@ def read_chunks(
     _check_file(path, name)
     fmt = resolve_format(path, spec.format)
     reader = sources._Reader(name, spec, labels_required, fmt)
-    if fmt == "parquet":
+    if fmt == "parquet" and path == sources.STDIN:  # a Parquet file is read from its end
+        examples = iter(sources.read_examples(path, spec, labels_required=labels_required))
+    elif fmt == "parquet":
         examples = _parquet_rows(path, reader, rows)
     elif fmt == "jsonl":
         examples = _jsonl_rows(path, reader)
@@ -107,6 +111,8 @@ def source_files(pattern: str, flag: str = "") -> list[str]:
 
 
 def _check_file(path: str | os.PathLike, name: str) -> None:
+    if path == sources.STDIN:
+        return
     if storage.is_url(path):
         try:
             found, folder = storage.exists(os.fspath(path)), storage.isdir(os.fspath(path))
@@ -137,8 +143,26 @@ def _open_binary(path: str | os.PathLike):
     return open(path, "rb")  # noqa: SIM115
 
 
+def _stdin_binary() -> io.BufferedReader:
+    """Standard input as bytes that can be peeked at (a pipe cannot seek back)."""
+    stream = getattr(sys.stdin, "buffer", None)
+    if stream is None:  # a text-only stdin (an embedding program's)
+        stream = io.BytesIO(sys.stdin.read().encode("utf-8"))
+    return stream if hasattr(stream, "peek") else io.BufferedReader(stream)
+
+
 @contextlib.contextmanager
 def _text_stream(path: str | os.PathLike) -> Iterator[io.TextIOBase]:
+    if path == sources.STDIN:
+        raw = _stdin_binary()
+        gzipped = raw.peek(2)[:2] == b"\x1f\x8b"
+        binary = gzip.GzipFile(fileobj=raw, mode="rb") if gzipped else raw
+        text = io.TextIOWrapper(binary, encoding="utf-8-sig", newline="")
+        try:
+            yield text
+        finally:
+            text.detach()  # standard input stays open (and is not read further)
+        return
     with _open_binary(path) as raw:
         gzipped = raw.read(2) == b"\x1f\x8b"
         raw.seek(0)

@@ -23,6 +23,7 @@ import fnmatch
 import functools
 import math
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -51,8 +52,11 @@ from bertfit.data.tfrecord import (
     serialize_batch,
     tokenizer_fingerprint,
 )
-from bertfit.errors import BertfitError, ConfigError, DataError
+from bertfit.errors import ConfigError, DataError
+from bertfit.paths import check_output_dir
 
+# What a prepared folder holds: the manifest, the shards, a killed run's staging files.
+_PREPARED_FILE = re.compile(r"manifest\.json|\.?shard-\d+-of-\d+\.tfrecord(\.tmp)?")
 ROWS_PER_SHARD = 100_000  # the default number of shards: one per this many rows
 MAX_DEFAULT_SHARDS = 256
 
@@ -131,7 +135,10 @@ def write_prepared(
         raise ConfigError(f"--shards {shards}: a prepared set needs at least one shard.")
     check_tensorflow_reads(output)
     files = source_files(source.path)
+    if not storage.is_url(output):  # a file, an input, an unwritable place: before any work
+        check_output_dir(output, "OUT", inputs=files)
     destination = Destination(output)
+    destination.check_only_shards()
     if destination.has_manifest() and not overwrite:
         raise DataError(
             "already holds a prepared data set (manifest.json); choose another directory "
@@ -173,17 +180,10 @@ def _said(method):
 
     @functools.wraps(method)
     def wrapper(self, *args):
-        try:
+        if not self.is_url:
             return method(self, *args)
-        except BertfitError:
-            raise
-        except Exception as e:
-            if not self.is_url:
-                raise
-            raise storage.StorageError(
-                f"{self.name}: cannot be written ({type(e).__name__}: {str(e)[:300]}); check "
-                "that the bucket exists and that your credentials may write to it"
-            ) from None
+        with storage.writes_said(self.name):
+            return method(self, *args)
 
     return wrapper
 
@@ -222,6 +222,27 @@ class Destination:
         return (self.root / MANIFEST).exists()
 
     @_said
+    def check_only_shards(self) -> None:
+        """Refuses a folder holding anything but a prepared set's files (a run directory,
+        someone's data): shards written there would mix with them, and --overwrite would not
+        make it a prepared set."""
+        if self.is_url:
+            names = storage.list_files(self.root)
+        else:
+            names = [p.name for p in self.root.iterdir()] if self.root.is_dir() else []
+        strangers = sorted(n for n in names if not _PREPARED_FILE.fullmatch(n))
+        if strangers:
+            shown = ", ".join(strangers[:5]) + (", ..." if len(strangers) > 5 else "")
+            raise DataError(
+                f"holds files that are not a prepared set's ({shown}"
+                f"{': a run directory' if 'config.yaml' in strangers else ''}); bertfit prepare "
+                "writes only into a new or empty folder, or one holding a prepared set (with "
+                "--overwrite). Choose another OUT",
+                path=self.name,
+                code="data-output-exists",
+            )
+
+    @_said
     def clear(self) -> None:
         """Removes a manifest, then every shard (and staging file) of an earlier set."""
         if self.is_url:
@@ -249,13 +270,16 @@ class Destination:
         return str(self.root / f".{name}.tmp")
 
     @_said
-    def commit(self, name: str) -> None:
-        """Makes the whole staged shard `name` visible under its name."""
+    def commit(self, name: str) -> int:
+        """Makes the whole staged shard `name` visible under its name; returns its bytes
+        (the manifest keeps them: a truncated copy is refused before training)."""
+        size = os.path.getsize(self.staging(name))
         if self.is_url:
             storage.put_file(self.staging(name), storage.join(self.root, name))
             os.remove(self.staging(name))
         else:
             os.replace(self.staging(name), self.root / name)
+        return size
 
 
 def _chunks(files: list[str], spec: SourceSpec, chunk_rows: int):
@@ -362,6 +386,7 @@ class _ShardSink:
         self.names = [f"shard-{s:05d}-of-{count:05d}.tfrecord" for s in range(count)]
         self.histograms: list[dict[int, int]] = [{} for _ in range(count)]
         self.counts = [0] * count
+        self.sizes: list[int | None] = [None] * count
         self.row, self.current, self.writer = 0, -1, None
 
     def write(self, records: np.ndarray, lengths: np.ndarray) -> None:
@@ -386,7 +411,7 @@ class _ShardSink:
     def _begin(self, shard: int) -> None:
         if self.writer is not None:
             self.close()
-            self.destination.commit(self.names[self.current])
+            self.sizes[self.current] = self.destination.commit(self.names[self.current])
         staging = self.destination.staging(self.names[shard])
         self.current, self.writer = shard, tf.io.TFRecordWriter(staging)
 
@@ -397,9 +422,8 @@ class _ShardSink:
 
     def commit_last(self) -> None:
         if self.current >= 0:
-            self.destination.commit(self.names[self.current])
+            self.sizes[self.current] = self.destination.commit(self.names[self.current])
 
     def shards(self) -> list[Shard]:
-        return [
-            Shard(n, c, h) for n, c, h in zip(self.names, self.counts, self.histograms, strict=True)
-        ]
+        fields = zip(self.names, self.counts, self.histograms, self.sizes, strict=True)
+        return [Shard(*values) for values in fields]

@@ -7,13 +7,19 @@
   deviation, which `Task` keeps so predictions come back in the original units.
 
 `infer_task` reads the training labels once: JSON lists (or a separator) mean multi-label, numbers
-that are not all integers mean regression (with a note), anything else single-label. A column of
+that are not all written as integers mean regression (with a note), anything else single-label.
+A number written as a float is a numeric target even when it is whole (`100000.0`, `1.0250e+05`:
+how pandas writes a float column), never a class per value; but a column of only two whole values
+written as floats (`0.0`/`1.0`: a binary label that passed through a float column, or a 0/1
+target) is refused as ambiguous, the message asking for `--task`. A column of
 numbers holding NaN or infinity is a regression file with a bad target, refused at its line,
 never a classifier with "nan" as a class. A row without a label (an empty cell, read as None) is
 the empty set in a multi-label file and an error in any other. A column
 that mixes styles (integers and words), spells one number two ways ("01" and "1", "3" and
-"3.0"), or looks multi-label without saying so is a `DataError`, in `bertfit train` and
-`bertfit check` alike. Labels are NFC-normalised and stripped first.
+"3.0" as classes), or looks multi-label without saying so is a `DataError`, in `bertfit train`
+and `bertfit check` alike; so is a multi-label file with a label on every row (its target is
+constant, as a constant regression target or a one-class file, which are refused too: it teaches
+nothing and its perfect score inflates macro-F1). Labels are NFC-normalised and stripped first.
 """
 
 from __future__ import annotations
@@ -199,8 +205,12 @@ def infer_task(
             regression target that is not a number, labels that look multi-label unasked.
     """
     asked = kind
-    kind = asked or _inferred_kind(examples, separator)
-    notes = [_inferred_note(kind, separator)] if asked is None and kind != SINGLE_LABEL else []
+    kind = asked or _inferred_kind(examples, path, separator)
+    notes = (
+        [_inferred_note(kind, examples, separator)]
+        if asked is None and kind != SINGLE_LABEL
+        else []
+    )
     if kind == REGRESSION:
         return _regression(examples, path), notes
     if kind == MULTI_LABEL:
@@ -210,7 +220,7 @@ def infer_task(
     return _single_label(examples, path, explicit=asked == SINGLE_LABEL), notes
 
 
-def _inferred_kind(examples: Sequence[Example], separator: str | None) -> str:
+def _inferred_kind(examples: Sequence[Example], path, separator: str | None) -> str:
     if separator is not None or any(isinstance(e.label, tuple) for e in examples):
         return MULTI_LABEL
     labels = [normalize_label(e.label) for e in examples if e.label is not None]
@@ -218,11 +228,28 @@ def _inferred_kind(examples: Sequence[Example], separator: str | None) -> str:
     if not labels or any(n is None for n in numbers):
         return SINGLE_LABEL
     integers = [bool(INTEGER_LABEL.fullmatch(label)) for label in labels]
-    if any(not math.isfinite(n) and not i for n, i in zip(numbers, integers, strict=True)):
+    if all(integers):
+        return SINGLE_LABEL
+    if any(not math.isfinite(n) for n, i in zip(numbers, integers, strict=True) if not i):
         return REGRESSION  # NaN or infinity among numbers: a bad target, said at its line
-    if not all(integers) and any(not n.is_integer() for n in numbers):
-        return REGRESSION
-    return SINGLE_LABEL
+    if all(n.is_integer() for n in numbers) and len(set(numbers)) <= 2:
+        _refuse_two_whole_floats(examples, path)
+    return REGRESSION
+
+
+def _refuse_two_whole_floats(examples: Sequence[Example], path) -> None:
+    """Two whole values written as floats ("0.0", "1.0"): two classes or a 0/1 target."""
+    first_line: dict[str, int] = {}
+    for e in examples:
+        first_line.setdefault(normalize_label(e.label), e.line)
+    shown = ", ".join(f"{label!r} (line {line})" for label, line in list(first_line.items())[:4])
+    raise DataError(
+        f"the labels are two whole numbers written as floats ({shown}): they could be two "
+        "classes or a numeric target. Pass --task single-label to train a classifier, or "
+        "--task regression to predict the number",
+        path=os.fspath(path),
+        code="data-task-ambiguous",
+    )
 
 
 def _any_float(label: str) -> float | None:
@@ -244,11 +271,13 @@ def _one_label_per_row(task: Task, examples: Sequence[Example]) -> str | None:
     )
 
 
-def _inferred_note(kind: str, separator: str | None) -> str:
+def _inferred_note(kind: str, examples: Sequence[Example], separator: str | None) -> str:
     if kind == REGRESSION:
+        decimal = next(e for e in examples if not INTEGER_LABEL.fullmatch(normalize_label(e.label)))
         return (
-            "the labels are numbers, not all integers: training a regression model (one "
-            "output, mean squared error). Pass --task single-label to treat them as classes."
+            f"the labels are numbers, not all written as integers ({decimal.label!r} on line "
+            f"{decimal.line}): training a regression model (one output, mean squared error). "
+            "Pass --task single-label to treat them as classes."
         )
     how = f"split on {separator!r}" if separator else "JSON lists"
     return f"the labels are sets of classes ({how}): training a multi-label model."
@@ -321,7 +350,27 @@ def _multi_label(examples: Sequence[Example], path, separator: str) -> Task:
             path=os.fspath(path),
             code="data-single-class",
         )
-    return dataclasses.replace(task, labels=tuple(sorted_labels(first_line)))
+    task = dataclasses.replace(task, labels=tuple(sorted_labels(first_line)))
+    _check_no_label_on_every_row(task, examples, path)
+    return task
+
+
+def _check_no_label_on_every_row(task: Task, examples: Sequence[Example], path) -> None:
+    """A label every row has is a constant target: refused, as a constant regression target."""
+    every = set(task.labels)
+    for e in examples:
+        every &= set(task.label_set(e.label))
+        if not every:
+            return
+    shown = ", ".join(repr(label) for label in sorted_labels(every))
+    raise DataError(
+        f"every row has the label{'s' if len(every) > 1 else ''} {shown}: a label on every row "
+        "is a constant target the model cannot learn anything from, and its perfect score "
+        "would inflate the macro averages. Remove it from the rows (or add rows without it); "
+        "check --label-column and --label-separator",
+        path=os.fspath(path),
+        code="data-label-on-every-row",
+    )
 
 
 def _regression(examples: Sequence[Example], path) -> Task:

@@ -56,12 +56,14 @@ def tokenizer_fingerprint(tokenizer) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class Shard:
-    """One TFRecord file of a prepared set: its name in the directory, rows and length
-    histogram ({packed length clipped to max_seq_length: rows})."""
+    """One TFRecord file of a prepared set: its name in the directory, rows, length
+    histogram ({packed length clipped to max_seq_length: rows}) and size in bytes (None in a
+    manifest written before sizes were kept)."""
 
     file: str
     rows: int
     lengths: dict[int, int]
+    bytes: int | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,6 +111,7 @@ class Manifest:
                     "file": s.file,
                     "rows": s.rows,
                     "lengths": {str(k): v for k, v in sorted(s.lengths.items())},
+                    **({} if s.bytes is None else {"bytes": s.bytes}),
                 }
                 for s in self.shards
             ],
@@ -140,7 +143,12 @@ class Manifest:
                 task=Task.from_dict(values["task"], str(file)),
                 pair=bool(values["pair"]),
                 shards=tuple(
-                    Shard(s["file"], int(s["rows"]), {int(k): v for k, v in s["lengths"].items()})
+                    Shard(
+                        s["file"],
+                        int(s["rows"]),
+                        {int(k): v for k, v in s["lengths"].items()},
+                        None if s.get("bytes") is None else int(s["bytes"]),
+                    )
                     for s in values["shards"]
                 ),
             )
@@ -156,6 +164,69 @@ class Manifest:
         if storage.is_url(directory):
             return [storage.join(directory, s.file) for s in self.shards]
         return [str(Path(directory) / s.file) for s in self.shards]
+
+
+DAMAGED_FIX = (
+    "prepare the data again (bertfit prepare ... --overwrite), or copy the set whole again; "
+    "the run's latest checkpoint is kept, and the same command resumes it once the shards "
+    "are whole"
+)
+
+
+def check_shards(manifest: Manifest, directory: str | os.PathLike) -> None:
+    """Every shard the manifest names is there at the size it was written (a partial copy or
+    upload, a truncated or deleted file), checked before training: stat calls, no reading.
+
+    Raises:
+        DataError: the shard, what is wrong and the fix (`DAMAGED_FIX`).
+    """
+    for shard, path in zip(manifest.shards, manifest.paths(directory), strict=True):
+        try:
+            size = tf.io.gfile.stat(path).length
+        except tf.errors.NotFoundError:
+            raise DataError(
+                f"the shard is missing (the manifest lists it, {shard.rows} rows); " + DAMAGED_FIX,
+                path=storage.path_text(path),
+                code="data-shard-damaged",
+            ) from None
+        if shard.bytes is not None and size != shard.bytes:
+            raise DataError(
+                f"the shard is {size} bytes, but {shard.bytes} were written (truncated or "
+                f"changed since `bertfit prepare`); " + DAMAGED_FIX,
+                path=storage.path_text(path),
+                code="data-shard-damaged",
+            )
+
+
+def damaged_shard(manifest: Manifest, directory: str | os.PathLike, error: Exception) -> DataError:
+    """What a TensorFlow read error (`DataLossError`: a bad checksum or a cut record;
+    `OutOfRangeError`: fewer records than planned) met while streaming means: each shard is
+    read through (checksums verified) and its records counted against the manifest, and the
+    first that differs is named. Called only once streaming failed."""
+    for shard, path in zip(manifest.shards, manifest.paths(directory), strict=True):
+        records = tf.data.TFRecordDataset(path)
+        try:
+            count = int(records.reduce(np.int64(0), lambda n, _: n + 1))
+        except (tf.errors.DataLossError, tf.errors.OutOfRangeError, tf.errors.NotFoundError) as e:
+            what = str(getattr(e, "message", e)).splitlines()[0][:200]
+            return DataError(
+                f"the shard cannot be read ({type(e).__name__}: {what}); " + DAMAGED_FIX,
+                path=storage.path_text(path),
+                code="data-shard-damaged",
+            )
+        if count != shard.rows:
+            return DataError(
+                f"the shard holds {count} records, the manifest {shard.rows}; " + DAMAGED_FIX,
+                path=storage.path_text(path),
+                code="data-shard-damaged",
+            )
+    what = str(getattr(error, "message", error)).splitlines()[0][:200]
+    return DataError(
+        f"streaming the prepared set failed ({type(error).__name__}: {what}), though every "
+        "shard reads whole now (was one being rewritten?); " + DAMAGED_FIX,
+        path=storage.path_text(directory),
+        code="data-shard-damaged",
+    )
 
 
 def check_tensorflow_reads(directory: str | os.PathLike) -> None:

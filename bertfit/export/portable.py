@@ -19,7 +19,7 @@ import keras
 import tensorflow as tf
 
 from bertfit.data.tasks import REGRESSION
-from bertfit.errors import ConfigError
+from bertfit.errors import BertfitError, ConfigError
 from bertfit.inference.graph import ClassifierModule, next_version
 from bertfit.model import layers
 from bertfit.text.tokenizer import BertTokenizer
@@ -127,15 +127,29 @@ def write_export(root: str | Path, version: int | None, write: Callable[[Path], 
         raise ConfigError(
             f"{final} exists already; pass another --version or leave it out for the next free one."
         )
+    created = not root.exists()
     root.mkdir(parents=True, exist_ok=True)
     temporary = root / f".{version}.tmp-{os.getpid()}"
     try:
         temporary.mkdir()
         write(temporary)
         os.replace(temporary, final)
+    except (OSError, tf.errors.OpError) as e:  # a full disk, a quota: one line, nothing left
+        reason = getattr(e, "strerror", None) or getattr(e, "message", None) or e
+        shutil.rmtree(temporary, ignore_errors=True)
+        if created:
+            shutil.rmtree(root, ignore_errors=True)
+        raise ExportWriteError(
+            f"cannot write the export {final} ({str(reason).splitlines()[0][:200]}); the "
+            "partial export was removed. Free space or choose another output folder, and rerun."
+        ) from None
     finally:
         shutil.rmtree(temporary, ignore_errors=True)
     return final
+
+
+class ExportWriteError(BertfitError):
+    """The system refused to write an export (a full disk, a quota, no permission)."""
 
 
 def write_metadata(folder: Path, data: dict) -> None:

@@ -12,8 +12,12 @@ import csv
 import io
 import json
 import os
+import sys
+from collections.abc import Iterable
+from pathlib import Path
 
-from bertfit.paths import check_output_file, write_output
+from bertfit.atomic import temporary_path
+from bertfit.paths import STDOUT, check_output_file, write_output
 
 
 def check_output_path(output: str, data: str, run: str | None = None) -> None:
@@ -59,3 +63,36 @@ def write_predictions(rows: list[dict], output: str, format: str | None = None) 
     """Writes `rows` to `output` ("-" → stdout) in `format` (default: by the name), all or
     nothing."""
     write_output(output, format_predictions(rows, output_format(output, format) == "csv"))
+
+
+def write_prediction_chunks(
+    chunks: Iterable[list[dict]], output: str, format: str | None = None
+) -> int:
+    """Writes `predict_chunks`' rows as they come; returns how many. To standard output ("-")
+    each chunk is flushed at once; a file is written to a temporary name beside it and renamed
+    into place at the end (whole or absent, as `write_predictions`). The CSV header is that of
+    the first chunk's task."""
+    csv_format = output_format(output, format) == "csv"
+    to_stdout = os.fspath(output) == STDOUT
+    temporary = None if to_stdout else temporary_path(Path(output))
+    stream = sys.stdout if to_stdout else open(temporary, "w", encoding="utf-8", newline="")  # noqa: SIM115
+    count, header = 0, True
+    try:
+        for rows in chunks:
+            text = format_predictions(rows, csv_format)
+            if csv_format and not header:
+                text = text.partition("\r\n")[2]  # the header, written with the first chunk
+            stream.write(text)
+            stream.flush()
+            count, header = count + len(rows), header and not rows
+        if header and csv_format:  # no row at all: a header alone, as `write_predictions`
+            stream.write(format_predictions([], True))
+        if temporary is not None:
+            os.fsync(stream.fileno())
+            stream.close()
+            os.replace(temporary, output)
+    finally:
+        if temporary is not None:
+            stream.close()
+            temporary.unlink(missing_ok=True)
+    return count

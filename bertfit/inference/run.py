@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 
+from bertfit.data.chunks import read_chunks
 from bertfit.data.sources import Example, SourceSpec, read_examples
 from bertfit.inference.outputs import metric_inputs, prediction_rows
 from bertfit.inference.predictor import Classifier, load_classifier
 from bertfit.progress import Progress
 from bertfit.training.metrics import task_metrics
+
+STREAM_ROWS = 256  # rows of standard input predicted together (`predict_chunks`)
 
 
 def classifier_source_spec(classifier: Classifier) -> SourceSpec:
@@ -58,6 +62,19 @@ def predict(
     spec = dataclasses.replace(classifier_source_spec(classifier), format=format)
     examples = read_examples(data_path, spec, labels_required=False)
     return prediction_rows(classifier.task, _outputs(classifier, examples, "predict", quiet))
+
+
+def predict_chunks(
+    run_path: str | Path, data_path: str, *, format: str | None = None, rows: int = STREAM_ROWS
+) -> Iterator[list[dict]]:
+    """`predict`'s rows, `rows` input rows at a time, each chunk predicted as soon as it is
+    read: memory stays bounded whatever the input's length, and `predict --data -` answers an
+    endless standard input as it goes (a row waits for at most `rows - 1` after it)."""
+    classifier = load_classifier(run_path)
+    spec = dataclasses.replace(classifier_source_spec(classifier), format=format)
+    for chunk in read_chunks(data_path, spec, rows=rows, labels_required=False):
+        pairs = [e.text_pair for e in chunk] if classifier.pairs else None
+        yield prediction_rows(classifier.task, classifier.outputs([e.text for e in chunk], pairs))
 
 
 def _outputs(

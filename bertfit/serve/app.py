@@ -294,12 +294,14 @@ def served_versions(path: str | Path, max_batch: int = 64, max_wait: float = 0.0
     """The versions to serve from `path`: an export's every numbered version (TF Serving's
     layout), else the one classifier at `path` (a run directory is version 1, a version
     folder its number)."""
+    from bertfit import storage
     from bertfit.inference.predictor import Classifier, export_version_dir, load_classifier
 
-    path = Path(path)
+    # a URL stays text: Path("s3://b/run") is "s3:/b/run", a local path that is not there
+    path = storage.path_text(path) if storage.is_url(path) else Path(path)
     folders = sorted(
         (p for p in path.iterdir() if p.name.isdigit() and (p / "saved_model.pb").is_file())
-        if path.is_dir()
+        if isinstance(path, Path) and path.is_dir()
         else [],
         key=lambda p: int(p.name),
     )
@@ -309,7 +311,8 @@ def served_versions(path: str | Path, max_batch: int = 64, max_wait: float = 0.0
             for f in folders
         ]
     classifier = load_classifier(path)
-    folder = export_version_dir(path) if "version" in classifier.metadata else None
+    exported = "version" in classifier.metadata and isinstance(path, Path)  # (a URL: copied)
+    folder = export_version_dir(path) if exported else None
     number = int(classifier.metadata.get("version", 1))
     return [ServedVersion(number, classifier, max_batch, max_wait, folder)]
 

@@ -13,7 +13,11 @@ from bertfit.atomic import write_text_atomic
 from bertfit.config import RunConfig
 from bertfit.data.sources import Example
 from bertfit.data.tasks import MULTI_LABEL, REGRESSION, Task, normalize_label, parse_number
-from bertfit.sweeps.folds import check_every_label_trains, fold_of_rows
+from bertfit.sweeps.folds import (
+    check_every_label_trains,
+    check_no_label_on_every_training_row,
+    fold_of_rows,
+)
 from bertfit.training.setup import infer_run_task, read_training_examples
 
 
@@ -48,6 +52,7 @@ def split_training_rows(base: RunConfig, folds: int, folder: Path) -> FoldSplit:
     split = FoldSplit(
         examples, fold_of_rows(task.kind, targets, folds, base.train.seed) + 1, task, folder
     )
+    check_no_label_on_every_training_row(task, targets, split.fold, base.data.train)
     folder.mkdir(parents=True, exist_ok=True)
     lines = [_jsonl_line(e, base) for e in examples]
     for k in range(1, folds + 1):

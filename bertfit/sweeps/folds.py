@@ -72,6 +72,29 @@ def check_every_label_trains(task: Task, targets: np.ndarray, path: str) -> None
         )
 
 
+def check_no_label_on_every_training_row(
+    task: Task, targets: np.ndarray, fold: np.ndarray, path: str
+) -> None:
+    """A multi-label label on every row of a fold's training part would be refused by that
+    fold's run (a constant target: `bertfit.data.tasks`), after the folds before it trained;
+    said here, before any run. `fold`: each row's held-out fold, 1 to K."""
+    if task.kind != MULTI_LABEL:
+        return
+    for k in np.unique(fold):
+        always = np.asarray(targets)[fold != k].min(axis=0, initial=1.0) == 1.0
+        if always.any():
+            labels = [label for label, on in zip(task.labels, always, strict=True) if on]
+            absent = int((np.asarray(targets)[:, always.argmax()] == 0).sum())
+            raise DataError(
+                f"with --folds, fold {k}'s training rows all have the label(s) "
+                f"{', '.join(map(repr, labels))} (missing from only {absent} row(s) of the "
+                "file): a constant target its run would refuse. Add rows without it, drop the "
+                "label, or train without --folds.",
+                path=path,
+                code="data-label-on-every-row",
+            )
+
+
 def _single_label(labels: np.ndarray, folds: int, rng: np.random.Generator) -> np.ndarray:
     assigned = np.empty(len(labels), np.int64)
     turn = 0

@@ -13,8 +13,9 @@
       sweep.log       what happened, readable
 
 One directory holds one sweep: a directory holding another sweep's spec (or files that are no
-sweep's) is refused, and a lock (`.lock`, as a run directory's) keeps a second `bertfit tune`
-out while one works in it. Every file is written whole (`bertfit.atomic`).
+sweep's) is refused, unless none of its runs started (a sweep refused before training leaves
+the directory to the corrected command), and a lock (`.lock`, as a run directory's) keeps a
+second `bertfit tune` out while one works in it. Every file is written whole (`bertfit.atomic`).
 """
 
 from __future__ import annotations
@@ -111,12 +112,22 @@ class SweepDir:
         differences += config_differences(
             RunConfig.from_dict(saved["config"], str(self.spec_file)), base
         )
+        if differences and not self._trained_any():
+            # refused before any run trained (a bad value, a data error): nothing to keep
+            self.spec_file.unlink()
+            shutil.rmtree(self.folds_dir, ignore_errors=True)
+            return
         if differences:
             raise ConfigError(
                 f"--output-dir {self.path} holds another sweep ({'; '.join(differences)}). "
                 "Rerun that sweep's own command to continue it, or choose another --output-dir "
                 "(a sweep directory never mixes two sweeps)."
             )
+
+    def _trained_any(self) -> bool:
+        """Whether a run of the sweep got as far as writing its config (it trained, or is
+        resumable): a sweep with none can be replaced by another without losing anything."""
+        return any(self.runs_dir.glob(f"*/*/{RunDir(self.path).config_file.name}"))
 
     def _remove_leftovers(self) -> None:
         """The temporary files a killed write left (see `bertfit.atomic`)."""

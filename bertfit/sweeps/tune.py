@@ -14,8 +14,10 @@ from functools import partial
 from pathlib import Path
 
 from bertfit.atomic import write_text_atomic
-from bertfit.config import RunConfig, override
-from bertfit.errors import ConfigError
+from bertfit.checkpoints.load import read_checkpoint
+from bertfit.checkpoints.registry import resolve
+from bertfit.config import RunConfig, check_positions, override
+from bertfit.errors import BertfitError, ConfigError
 from bertfit.inference.outputs import prediction_rows
 from bertfit.inference.predictor import load_classifier
 from bertfit.progress import Console
@@ -55,7 +57,8 @@ def tune(
     _check_scoring(base, spec)
     console = Console(quiet=quiet)
     sweep = SweepDir(output_dir)
-    spec.runs(base, sweep.path, partial(fold_files, sweep.folds_dir))  # every run's config valid
+    plans = spec.runs(base, sweep.path, partial(fold_files, sweep.folds_dir))  # configs valid
+    _check_models(plans)  # every trial's --model and --max-seq-length, before any trains
     lock, note = sweep.claim(spec, base)
     try:
         if note:
@@ -63,6 +66,24 @@ def tune(
         return _sweep(base, spec, sweep, console, reports)
     finally:
         lock.release()
+
+
+def _check_models(plans: list[RunPlan]) -> None:
+    """What `bertfit train` would refuse of a trial only once it starts, checked for every
+    trial first: its --model must load, its --max-seq-length fit the model's position table.
+    A bad grid value then costs no trained trial, and writes nothing."""
+    positions: dict[str, int | None] = {}
+    for plan in plans:
+        model = plan.config.model
+        try:
+            if model.name not in positions:
+                checkpoint = read_checkpoint(resolve(model.name))
+                config = checkpoint.config
+                positions[model.name] = None if config is None else config.max_sequence_length
+            if positions[model.name] is not None:
+                check_positions(model.max_seq_length, positions[model.name], model.name)
+        except BertfitError as e:
+            raise ConfigError(f"trial {plan.trial.name}: {e} Nothing was trained.") from None
 
 
 def _check_scoring(base: RunConfig, spec: SweepSpec) -> None:

@@ -15,11 +15,32 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 import time
+from pathlib import Path
 
 import tensorflow as tf
 
+from bertfit.errors import BertfitError
 from bertfit.training.records import EarlyStop, EpochRecord, StepEvaluation
+
+
+class CheckpointWriteError(BertfitError):
+    """A checkpoint could not be written (a full disk, a quota, a read-only file system): its
+    partial files are removed and the previous checkpoint stays the one a resume uses."""
+
+
+def remove_unindexed(directory: str | Path) -> None:
+    """Deletes what a failed or killed save left in a checkpoint folder: temporary folders and
+    the files of a checkpoint TensorFlow's `checkpoint` index does not name."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        return
+    current = tf.train.latest_checkpoint(str(directory))
+    keep = {"checkpoint"} | ({Path(current).name} if current else set())
+    for entry in directory.iterdir():
+        if entry.name.split(".")[0] not in keep:
+            shutil.rmtree(entry, ignore_errors=True) if entry.is_dir() else entry.unlink()
 
 
 def _key(name: str) -> str:
@@ -157,11 +178,38 @@ class RunCheckpoints:
 
     def _timed_save(self, manager: tf.train.CheckpointManager, state: TrainingState) -> str:
         start = time.perf_counter()
-        path = manager.save(checkpoint_number=state.global_step)
+        try:
+            path = manager.save(checkpoint_number=state.global_step)
+        except (OSError, tf.errors.OpError) as e:
+            raise self._save_failed(manager, state, e) from None
         if self._after_save is not None:
             self._after_save()
         self.seconds += time.perf_counter() - start
         return path
+
+    @staticmethod
+    def _save_failed(
+        manager: tf.train.CheckpointManager, state: TrainingState, error: Exception
+    ) -> CheckpointWriteError:
+        """The partial save removed, the error in one line with what is kept."""
+        try:
+            remove_unindexed(manager.directory)
+        except OSError:
+            pass  # what cannot be removed now is removed when the run resumes
+        reason = getattr(error, "strerror", None) or getattr(error, "message", None) or error
+        reason = str(reason).splitlines()[0][:200]
+        kept = manager.latest_checkpoint
+        then = (
+            f"the previous checkpoint {Path(kept).name} is kept, and the same command "
+            "resumes from it"
+            if kept
+            else "no earlier checkpoint was saved here"
+        )
+        return CheckpointWriteError(
+            f"cannot save the checkpoint of global step {state.global_step} in "
+            f"{manager.directory} ({reason}); its partial files were removed and {then}. Free "
+            "space (or choose a writable --output-dir) and rerun."
+        )
 
     def restore_latest(self) -> TrainingState | None:
         """Restores model, optimizer and RNG from `latest`; None when there is none yet."""

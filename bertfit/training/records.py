@@ -11,6 +11,7 @@ import dataclasses
 from bertfit.training.metrics import HEADLINE_METRICS
 
 RUNNING, FINISHED, DIVERGED = "running", "finished", "diverged"  # metrics.json's status
+FAILED = "failed"  # stopped by an error its message names (a damaged shard); resumable
 
 
 @dataclasses.dataclass

@@ -137,6 +137,11 @@ class RemoteRun:
             self._remote.discard(name)
             self._pushed.pop(name, None)
 
+    def push_said(self) -> None:
+        """`push`, a store's refusal (permissions revoked, the network) in one line."""
+        with storage.writes_said(self.url):
+            self.push()
+
 
 def _stamp(path: Path) -> tuple[int, int]:
     status = path.stat()
@@ -165,18 +170,20 @@ def claimed(url: str) -> Iterator[RunDir]:
     every save (`RunDir.sync`) and at the end, however the run ends."""
     remote = RemoteRun(url)
     try:
-        note = remote.acquire()
+        with storage.writes_said(remote.url):  # a missing bucket, no permission: one line
+            note = remote.acquire()
     except BaseException:
         shutil.rmtree(remote.staging, ignore_errors=True)
         raise
     try:
         if note:
             print(f"bertfit: {note}", file=sys.stderr)
-        remote.pull()
-        yield RunDir(remote.staging, shown_as=remote.url, sync=remote.push)
+        with storage.writes_said(remote.url):
+            remote.pull()
+        yield RunDir(remote.staging, shown_as=remote.url, sync=remote.push_said)
     finally:
         try:
-            remote.push()  # however the run ended: a stop's checkpoint, an error in metrics
+            remote.push_said()  # however the run ended: a stop's checkpoint, an error in metrics
         finally:
             remote.release()
 

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import hashlib
 import json
 import math
 import shutil
 import signal
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -26,10 +28,11 @@ from bertfit.config import PRECISION_POLICIES, RunConfig, TrainConfig, per_repli
 from bertfit.data.profile import LengthProfile
 from bertfit.data.sources import Example
 from bertfit.data.tasks import MULTI_LABEL
-from bertfit.errors import BertfitError, DataError, TrainingInterrupted
+from bertfit.data.tfrecord import damaged_shard
+from bertfit.errors import BertfitError, ConfigError, DataError, TrainingInterrupted
 from bertfit.progress import Console
 from bertfit.training import remote_run
-from bertfit.training.checkpointing import RunCheckpoints, TrainingState
+from bertfit.training.checkpointing import CheckpointWriteError, RunCheckpoints, TrainingState
 from bertfit.training.interrupt import StopRequests
 from bertfit.training.metrics import (
     HEADLINE_METRICS,
@@ -40,6 +43,7 @@ from bertfit.training.metrics import (
 )
 from bertfit.training.records import (
     DIVERGED,
+    FAILED,
     FINISHED,
     RUNNING,
     EarlyStop,
@@ -47,9 +51,9 @@ from bertfit.training.records import (
     RunSummary,
     StepEvaluation,
 )
-from bertfit.training.run_dir import RunBusy, RunDir, new_run_path
+from bertfit.training.run_dir import RUNS_ROOT, RunBusy, RunDir, new_run_path, unfinished_run_of
 from bertfit.training.run_length import RunLength
-from bertfit.training.setup import LabelledData, RunSetup, prepare
+from bertfit.training.setup import LabelledData, RunSetup, auto_streaming, prepare
 from bertfit.training.strategy import XlaChoice, check_hardware, make_strategy
 from bertfit.training.summaries import RunSummaries
 from bertfit.translate import explain_errors
@@ -66,7 +70,9 @@ def train(
     """Fine-tunes `config.model.name` on `config.data.train`; returns the run's summary.
 
     Writes the run directory described in `bertfit.training.run_dir` (a new `runs/<date>-<time>`
-    when `config.output_dir` is None). Every epoch evaluates on `config.data.eval` (when given)
+    when `config.output_dir` is None, or the newest unfinished run of this config there, which
+    it resumes). A training file over `$BERTFIT_STREAM_ABOVE_MB` is streamed (`auto_streaming`).
+    Every epoch evaluates on `config.data.eval` (when given)
     and keeps the best checkpoint by `train.best_metric`, also every `train.eval_every_steps`
     optimizer steps; `train.early_stopping_patience` ends the run after that many evaluations
     without an improvement. `bertfit.write_report(run_dir)` (which `bertfit train` runs) turns
@@ -85,6 +91,9 @@ def train(
         TrainingDiverged: the loss stopped being a number.
     """
     config.validate()
+    config, streaming_note = auto_streaming(config)  # a large file: said before the long wait
+    if streaming_note:
+        Console(quiet=quiet).say(f"bertfit: {streaming_note}")
     if config.output_dir is not None and not storage.is_url(config.output_dir):
         RunDir(config.output_dir).plan_start(config, resume=resume, overwrite=overwrite)
     if strategy is None:
@@ -128,6 +137,30 @@ def _claimed(
             yield config, run_dir, resuming, False
         return
     new_directory = config.output_dir is None
+    if new_directory and not overwrite:
+        found = unfinished_run_of(config)
+        if found is None and resume:
+            raise ConfigError(
+                f"--resume without --output-dir: {RUNS_ROOT} holds no unfinished run of this "
+                "config to resume. Pass --output-dir RUN --resume, or leave --resume out."
+            )
+        if found is not None:
+            run_dir, lock = found
+            print(
+                f"bertfit: {run_dir.shown} is an unfinished run of this config: resuming it "
+                "(pass --output-dir for a new run elsewhere)",
+                file=sys.stderr,
+            )
+            try:
+                yield (
+                    dataclasses.replace(config, output_dir=str(run_dir.path)),
+                    run_dir,
+                    True,
+                    False,
+                )
+            finally:
+                lock.release()
+            return
     while True:
         if new_directory:
             config = dataclasses.replace(config, output_dir=str(new_run_path()))
@@ -195,7 +228,7 @@ def _train(
     run_dir.save_metrics(so_far(summary, state))
 
     epochs = EpochRunner(setup, run_dir, checkpoints, console, summaries, summary, length)
-    with StopRequests() as stop:
+    with StopRequests() as stop, _failure_recorded(run_dir, summary, state):
         while state.epochs_remain(length.epochs):
             epochs.train(state, stop)
             epochs.finish(state, stop)
@@ -206,6 +239,28 @@ def _train(
     run_dir.log("finished")
     console.info(summary.epoch_table())
     return summary
+
+
+FULL_DISK = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)  # OSErrors a run stops on as "failed"
+
+
+@contextlib.contextmanager
+def _failure_recorded(run_dir: RunDir, summary: RunSummary, state: TrainingState) -> Iterator:
+    """A checkpoint or a log line that could not be written (a full disk, a quota) stops the
+    run as "failed" in metrics.json, with the error, when that small write still succeeds;
+    either way the run resumes from its last whole checkpoint."""
+    try:
+        yield
+    except (CheckpointWriteError, OSError) as e:
+        if isinstance(e, OSError) and e.errno not in FULL_DISK:
+            raise
+        try:
+            run_dir.log(f"error: {e}")
+            failed = dataclasses.replace(so_far(summary, state), status=FAILED, error=str(e))
+            run_dir.save_metrics(failed)
+        except (OSError, BertfitError):
+            pass  # the disk is full: metrics.json keeps "running", as unfinished as "failed"
+        raise
 
 
 def _describe(
@@ -470,7 +525,7 @@ class EpochRunner:
         seen, last_time = 0, time.perf_counter()
         last_save = (state.global_step, last_time)
         evaluations = self._evaluation_points(state, len(batches))
-        with explain_errors():  # known TF/XLA errors in plain words
+        with explain_errors(), self._shards_said(state):  # TF/XLA errors in plain words
             for results in self.trainer.run_plan(batches, ends=evaluations):
                 now = time.perf_counter()
                 rows = self._step_rows(results, plan, state)
@@ -504,6 +559,24 @@ class EpochRunner:
                     last_save = (state.global_step, last_time)
         progress.close()
         self.checkpoints.save_latest(state)  # a stop during evaluation resumes with it
+
+    @contextlib.contextmanager
+    def _shards_said(self, state: TrainingState) -> Iterator[None]:
+        """A streamed epoch that TensorFlow cannot read on (a bad checksum, a cut record, fewer
+        records than planned) stops with the damaged shard named (`damaged_shard`) and the
+        run marked failed, not with `DataLossError` / `End of sequence` naming none. The
+        latest checkpoint is the last good one: the run resumes once the shards are whole."""
+        try:
+            yield
+        except (tf.errors.DataLossError, tf.errors.OutOfRangeError) as e:
+            if not self.setup.streamed:
+                raise
+            error = damaged_shard(self.setup.train.manifest, self.setup.train.directory, e)
+            self.run_dir.log(f"error: {error}")
+            self.run_dir.save_metrics(
+                dataclasses.replace(so_far(self.summary, state), status=FAILED, error=str(error))
+            )
+            raise error from None
 
     def _evaluation_points(self, state: TrainingState, steps: int) -> set[int]:
         """Where, counted in steps from `state`, the next `steps` steps evaluate: at every
@@ -678,7 +751,8 @@ class EpochRunner:
         self.run_dir.log(f"stopped by {signal.Signals(signum).name} at {where}; saved {path}")
         raise TrainingInterrupted(
             f"stopped by {signal.Signals(signum).name} at {where}; checkpoint saved to {path}. "
-            f"Run the same command again to resume (or add --resume).",
+            "Run the same command again to resume, or bertfit train --config "
+            f"{self.run_dir.config_shown} --resume.",
             signum,
         )
 

@@ -55,7 +55,8 @@ from bertfit.data.tasks import Task
 from bertfit.errors import BertfitError, ConfigError
 from bertfit.model.config import BertConfig
 from bertfit.text.loading import load_tokenizer
-from bertfit.training.records import FINISHED, RUNNING, RunSummary
+from bertfit.training.checkpointing import remove_unindexed
+from bertfit.training.records import DIVERGED, FINISHED, RUNNING, RunSummary
 
 RUNS_ROOT = Path("runs")
 LATEST_LINK = "latest"
@@ -173,6 +174,28 @@ def new_run_path(root: Path = RUNS_ROOT) -> Path:
     return path
 
 
+def unfinished_run_of(config: RunConfig, root: Path = RUNS_ROOT) -> tuple[RunDir, RunLock] | None:
+    """The newest unfinished run under `root` (runs/<date>-<time>) of this config that no live
+    process holds, locked: what the same command, rerun after a preemption or a crash without
+    `--output-dir`, continues (as it does with one). None when there is none."""
+    if not root.is_dir():
+        return None
+    for path in sorted(
+        (p for p in root.iterdir() if p.is_dir() and not p.is_symlink()), reverse=True
+    ):
+        run_dir = RunDir(path)
+        if not run_dir.holds_unfinished(config):
+            continue
+        try:
+            lock = run_dir.lock()
+        except RunBusy:
+            continue
+        if run_dir.holds_unfinished(config):  # decided again under the lock
+            return run_dir, lock
+        lock.release()
+    return None
+
+
 def _step(checkpoint: str) -> str:
     return checkpoint.rpartition("-")[2]
 
@@ -211,6 +234,11 @@ class RunDir:
             return str(file)
         return f"{self.shown}/{file.relative_to(self.path).as_posix()}"
 
+    @property
+    def config_shown(self) -> str:
+        """config.yaml as messages name it (`bertfit train --config ... --resume`)."""
+        return self._shown(self.config_file)
+
     def sync(self) -> None:
         """Uploads what changed, for a run at a URL (nothing to do for a local one)."""
         if self._sync is not None:
@@ -242,13 +270,7 @@ class RunDir:
             return "new"
         if not self.config_file.exists() or not entries <= RUN_ENTRIES:
             return "foreign"
-        try:
-            metrics = json.loads(self.metrics_file.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return RUNNING
-        return (
-            FINISHED if isinstance(metrics, dict) and metrics.get("status") == FINISHED else RUNNING
-        )
+        return FINISHED if self._metrics_status() == FINISHED else RUNNING
 
     def plan_start(self, config: RunConfig, *, resume: bool | None, overwrite: bool) -> bool:
         """Decides, before anything is loaded or written, whether training starts afresh
@@ -295,6 +317,26 @@ class RunDir:
                 "to continue it or --overwrite to start again."
             )
         return True
+
+    def holds_unfinished(self, config: RunConfig) -> bool:
+        """Whether this directory holds an unfinished run of `config` (the output directory
+        and how it executes aside) that a rerun should continue: not one that diverged (its
+        message says to change a setting and start again)."""
+        if self.status() != RUNNING or self._metrics_status() == DIVERGED:
+            return False
+        try:
+            saved = self.load_config()
+        except BertfitError:
+            return False
+        return not config_differences(*_buckets_resolved(saved, config))
+
+    def _metrics_status(self) -> str | None:
+        """metrics.json's "status", None when it is missing or unreadable."""
+        try:
+            metrics = json.loads(self.metrics_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return metrics.get("status") if isinstance(metrics, dict) else None
 
     def saved_buckets(self) -> tuple[int, ...]:
         """The length buckets the run here resolved (a resumed run keeps them)."""
@@ -476,13 +518,7 @@ class RunDir:
         """Deletes what a killed save left: temporary folders and files of a checkpoint that
         TensorFlow's `checkpoint` index does not name."""
         for directory in (self.latest_dir, self.best_dir):
-            if not directory.is_dir():
-                continue
-            current = tf.train.latest_checkpoint(str(directory))
-            keep = {"checkpoint"} | ({Path(current).name} if current else set())
-            for entry in directory.iterdir():
-                if entry.name.split(".")[0] not in keep:
-                    shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+            remove_unindexed(directory)
 
     # ---- readers ----
 

@@ -219,3 +219,39 @@ def test_fewer_than_one_shard_is_refused_with_the_flag(tiny_hf_dir, tmp_path, ca
     error = capsys.readouterr().err
     assert "--shards 0: a prepared set needs at least one shard" in error
     assert "Traceback" not in error and not (tmp_path / "out").exists()
+
+
+def test_an_output_that_is_a_file_a_run_directory_or_past_the_positions_is_refused(
+    tiny_hf_dir, tmp_path, capsys
+):
+    model, _ = tiny_hf_dir
+    train = write_csv(tmp_path / "train.csv", sentiment_rows(6))
+
+    def prepare(out, length="16", *extra):
+        args = ["prepare", str(train), str(out), "--model", str(model), "--max-seq-length"]
+        code = main([*args, length, *extra])
+        err = capsys.readouterr().err
+        assert "Traceback" not in err
+        return code, err
+
+    (tmp_path / "a-file").write_text("mine")
+    code, err = prepare(tmp_path / "a-file")
+    assert code == 2 and f"OUT {tmp_path / 'a-file'} is a file, not a folder" in err
+    assert (tmp_path / "a-file").read_text() == "mine"
+
+    run = tmp_path / "run"  # a finished run directory
+    run.mkdir()
+    (run / "config.yaml").write_text("model: {}\n")
+    (run / "metrics.json").write_text('{"status": "finished"}')
+    for extra in ([], ["--overwrite"]):
+        code, err = prepare(run, "16", *extra)
+        assert code == 2 and "holds files that are not a prepared set's (config.yaml" in err
+        assert sorted(p.name for p in run.iterdir()) == ["config.yaml", "metrics.json"]
+
+    code, err = prepare(tmp_path / "long", "4096")
+    assert code == 2 and "max_seq_length 4096 is longer than" in err
+    assert "position table (max_position_embeddings 64)" in err
+    assert not (tmp_path / "long").exists()
+
+    code, _ = prepare(tmp_path / "set")  # a prepared set is rewritten with --overwrite
+    assert code == 0 and prepare(tmp_path / "set", "16", "--overwrite")[0] == 0

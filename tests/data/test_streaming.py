@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import collections
 import json
+import os
 
 import numpy as np
 import pytest
@@ -17,6 +18,7 @@ from bertfit.data.streaming import StreamedInput, StreamLayout, TrainStream
 from bertfit.data.tfrecord import Manifest
 from bertfit.model.inputs import GLOBAL_EXAMPLES, INDEX, WEIGHT, WORD_IDS
 from bertfit.training.setup import (
+    cached_shards,
     encode_labelled,
     infer_run_task,
     load_checkpoint,
@@ -289,3 +291,61 @@ def test_a_plan_takes_each_buckets_steps_in_order_in_runs_and_counts_every_row(s
     in_bucket_order = [s.seq_length for s in plan] == sorted(s.seq_length for s in plan)
     assert in_bucket_order != shuffle
     assert plan == layout.plan(shuffle=shuffle, seed=5, epoch=1, run_length=run_length)
+
+
+@pytest.mark.slow
+def test_the_streaming_cache_follows_the_file_s_bytes_not_its_mtime(
+    tiny_hf_dir, tmp_path, monkeypatch
+):
+    """Labels changed with the modification time restored (`cp -p`, `touch -r`): the cache
+    keyed on path, size and mtime gave the old labels; keyed on the bytes, the new ones."""
+    monkeypatch.setenv("BERTFIT_CACHE", str(tmp_path / "cache"))
+    model, _ = tiny_hf_dir
+    train = tmp_path / "train.csv"
+    train.write_text("text,label\ngood film,pos\nbad film,neg\nfine film,pos\n")
+    config = RunConfig(
+        model=ModelConfig(name=str(model), max_seq_length=16),
+        data=DataConfig(train=str(train), streaming=True),
+    )
+    tokenizer = run_tokenizer(load_checkpoint(config), config)
+    first = cached_shards(config, tokenizer)
+    stat = train.stat()
+    train.write_text("text,label\ngood film,pos\nbad film,neg\nfine film,meh\n")  # same size
+    os.utime(train, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert train.stat().st_size == stat.st_size
+    second = cached_shards(config, tokenizer)
+    assert second != first
+    assert Manifest.load(first).task.labels == ("neg", "pos")
+    assert Manifest.load(second).task.labels == ("meh", "neg", "pos")
+    assert cached_shards(config, tokenizer) == second  # the same bytes: reused
+
+
+@pytest.mark.slow
+def test_a_training_file_over_the_size_setting_is_streamed_and_said_up_front(
+    trainable_hf_dir, tmp_path, monkeypatch, capsys
+):
+    """$BERTFIT_STREAM_ABOVE_MB (64 by default) set to 1 kB stands for a large file."""
+    monkeypatch.setenv("BERTFIT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("BERTFIT_STREAM_ABOVE_MB", "0.001")
+    train = write_csv(tmp_path / "train.csv", sentiment_rows(40, seed=7))
+    assert train.stat().st_size > 1000
+    args = train_args(trainable_hf_dir, train, tmp_path / "run", buckets="8,16")
+    assert main(args) == 0
+    err = capsys.readouterr().err
+    assert f"{train} is 0 MB (over BERTFIT_STREAM_ABOVE_MB=0.001 MB): streaming it" in err
+    assert "streaming the prepared set" in (tmp_path / "run" / "train.log").read_text()
+    assert "streaming: true" in (tmp_path / "run" / "config.yaml").read_text()
+    assert err.index("streaming it") < err.index("streaming the prepared set")  # up front
+
+    # an option that needs the rows in memory: kept there, and the wait said
+    args = train_args(
+        trainable_hf_dir, train, tmp_path / "weighted", buckets="8,16", class_weights="balanced"
+    )
+    assert main(args) == 0
+    err = capsys.readouterr().err
+    assert "streaming would start sooner but --class-weights needs the rows in memory" in err
+    assert "streaming the prepared set" not in (tmp_path / "weighted" / "train.log").read_text()
+
+    monkeypatch.setenv("BERTFIT_STREAM_ABOVE_MB", "lots")
+    assert main(train_args(trainable_hf_dir, train, tmp_path / "x")) == 2
+    assert "BERTFIT_STREAM_ABOVE_MB='lots': expected a size in MB" in capsys.readouterr().err

@@ -64,6 +64,21 @@ def test_multi_label_data_with_one_label_on_every_row_is_warned_about():
     assert not any(n.startswith(WARNING_NOTE) for n in notes)
 
 
+def test_a_multi_label_label_on_every_row_is_refused_as_a_constant_target():
+    examples = rows("text,label\na,news|pos\nb,news\nc,neg|news\n")
+    with pytest.raises(
+        DataError, match=r"^train.csv: every row has the label 'news': .*Remove"
+    ) as e:
+        infer_task(examples, "train.csv", kind=MULTI_LABEL)
+    assert e.value.code == "data-label-on-every-row"
+    with pytest.raises(DataError, match="every row has the labels 'a', 'b'"):
+        infer_task(rows("text,label\nx,a|b\ny,b|a|c\n"), "train.csv", separator="|")
+    task, _ = infer_task(
+        rows("text,label\na,news|pos\nb,\nc,neg|news\n"), "t.csv", kind=MULTI_LABEL
+    )
+    assert task.labels == ("neg", "news", "pos")  # one row without it: a label to learn
+
+
 def _config(model, train) -> RunConfig:
     return RunConfig(
         model=ModelConfig(name=str(model), max_seq_length=32),
@@ -79,6 +94,24 @@ def test_check_judges_regression_and_multi_label_files_as_train_does(tmp_path, t
         report = bertfit.check(_config(trainable_hf_dir, train), compile=False)
         assert "dtype-float-labels" not in report.codes, report.render()
         assert report.exit_code(strict=False) == 0, report.render()
+
+
+@pytest.mark.slow  # two checks on the tiny model: ~3 s
+def test_check_says_whole_floats_train_a_regression_and_refuses_a_constant_label(
+    tmp_path, trainable_hf_dir
+):
+    # whole-number floats (pandas' style): check says it trains a regression, and why
+    prices = [(text, f"{100000.0 + 2500 * round(score)}") for text, score in scored_rows(32)]
+    report = bertfit.check(
+        _config(trainable_hf_dir, write_csv(tmp_path / "p.csv", prices)), compile=False
+    )
+    assert report.stats["task"] == REGRESSION and "data-task-inferred" in report.codes
+    assert "not all written as integers" in report.render(), report.render()
+    # a label on every row: the error train stops on
+    constant = [(text, ["always", *labels]) for text, labels in tagged_rows(16)]
+    train = write_jsonl(tmp_path / "constant.jsonl", constant)
+    report = bertfit.check(_config(trainable_hf_dir, train), compile=False)
+    assert "data-label-on-every-row" in report.codes and report.exit_code(strict=False) == 2
 
 
 def test_check_on_integer_labels_with_a_5000_digit_one_reports_instead_of_crashing(

@@ -38,12 +38,12 @@ def test_integers_mixed_with_words_are_an_error_unless_asked_for():
     assert infer("0", "1", "pos", kind=SINGLE_LABEL).labels == ("0", "1", "pos")
 
 
-@pytest.mark.parametrize("a, b", [("01", "1"), ("3", "3.0")])
-def test_one_number_spelled_two_ways_names_both_spellings(a, b):
+@pytest.mark.parametrize("a, b, kind", [("01", "1", None), ("3", "3.0", SINGLE_LABEL)])
+def test_one_number_spelled_two_ways_names_both_spellings(a, b, kind):
     with pytest.raises(
         DataError, match=f"'{a}' \\(line 2\\) and '{b}' \\(line 3\\) spell the same number"
     ):
-        infer(a, b, "2")
+        infer(a, b, "2", kind=kind)
 
 
 def test_a_joined_label_is_not_silently_a_class_of_its_own():
@@ -71,6 +71,33 @@ def test_numbers_that_are_not_all_integers_train_a_regression_with_a_note():
     targets = task.targets(examples("0.5", "3.5"), "t.csv")
     np.testing.assert_allclose(task.values(targets), [0.5, 3.5], rtol=1e-6)
     assert infer("1", "2", "3").kind == SINGLE_LABEL  # integers stay classes
+
+
+@pytest.mark.parametrize(
+    "labels",
+    [
+        ("100000.0", "102500.0", "98000.0"),  # pandas' float column
+        ("1.0250e+05", "1.0e+05", "9.8e4"),  # exponents, whole numbers
+        ("3", "3.0", "4", "7"),  # a float spelling among integers
+    ],
+)
+def test_whole_numbers_written_as_floats_are_regression_targets_not_classes(labels):
+    task, notes = infer_task(examples(*labels), "prices.csv")
+    assert task.kind == REGRESSION, task
+    assert "regression" in notes[0] and "line" in notes[0]
+    assert task.mean == pytest.approx(np.mean([float(x) for x in labels]))
+
+
+def test_two_whole_values_written_as_floats_ask_for_the_task():
+    with pytest.raises(
+        DataError,
+        match=r"^flags.csv: the labels are two whole numbers written as floats "
+        r"\('0.0' \(line 2\), '1.0' \(line 3\)\).*--task single-label.*--task regression",
+    ) as e:
+        infer_task(examples("0.0", "1.0", "1.0", "0.0"), "flags.csv")
+    assert e.value.code == "data-task-ambiguous"
+    assert infer("0.0", "1.0", kind=SINGLE_LABEL).labels == ("0.0", "1.0")
+    assert infer("0.0", "1.0", "1.0", kind=REGRESSION).mean == pytest.approx(2 / 3)
 
 
 def test_regression_targets_must_be_finite_numbers_and_not_constant():

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import errno
 import types
 
 import pytest
+import tensorflow as tf
 
 from bertfit.data.tasks import Task
 from bertfit.errors import ConfigError
 from bertfit.export.litert import export_litert
 from bertfit.export.onnx import export_onnx
+from bertfit.export.portable import ExportWriteError, write_export
 from bertfit.inference.graph import ClassifierModule
 from bertfit.model.classifier import BertClassifier
 from tests.tiny import sentiment_rows, tiny_encoder
@@ -45,3 +48,25 @@ def test_litert_refuses_a_pair_model_and_names_onnx(tmp_path):
     with pytest.raises(ConfigError, match="text pairs. Use --format onnx"):
         export_litert(_classifier(BertTokenizer(TINY_VOCAB), pairs=True), tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        OSError(errno.ENOSPC, "No space left on device"),
+        tf.errors.ResourceExhaustedError(None, None, "No space left on device"),  # TF's writers
+    ],
+)
+def test_a_full_disk_during_an_export_leaves_nothing_and_says_so_in_one_line(tmp_path, error):
+    def write(folder):
+        (folder / "variables").mkdir()
+        (folder / "variables" / "variables.data-00000-of-00001").write_bytes(b"\0" * 1000)
+        raise error
+
+    with pytest.raises(ExportWriteError, match=r"out/1 \(No space left on device\); the partial"):
+        write_export(tmp_path / "out", None, write)
+    assert not (tmp_path / "out").exists()  # the folder it created, removed
+    (tmp_path / "kept").mkdir()
+    with pytest.raises(ExportWriteError):
+        write_export(tmp_path / "kept", None, write)
+    assert list((tmp_path / "kept").iterdir()) == []  # an existing folder stays, empty

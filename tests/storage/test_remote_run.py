@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -97,3 +98,39 @@ def test_an_export_into_the_run_directory_at_a_url_is_refused(remote, capsys):
     run = storage.join(remote, "run")
     assert main(["export", "--run", run, storage.join(run, "exported")]) == 2
     assert "inside the run directory" in capsys.readouterr().err
+
+
+def test_a_missing_bucket_or_no_permission_is_one_line_before_any_work(
+    object_stores, trainable_hf_dir, train_csv, monkeypatch, capsys
+):
+    run = f"s3://no-such-bucket-{uuid.uuid4().hex[:8]}/runs/a"
+    assert main(train_args(trainable_hf_dir, train_csv, run)) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"bertfit train: error: {run}: cannot be written (FileNotFoundError")
+    assert "check that the bucket exists" in err and "Traceback" not in err
+
+    def denied(self, url, data):  # what s3fs raises on a 403 (moto does not check policies)
+        raise PermissionError("Access Denied")
+
+    monkeypatch.setattr(storage._Fsspec, "create_exclusive", denied)
+    run = f"s3://{BUCKET}/{uuid.uuid4().hex[:8]}/run"
+    assert main(train_args(trainable_hf_dir, train_csv, run)) == 2
+    err = capsys.readouterr().err
+    assert f"{run}: cannot be written (PermissionError: Access Denied)" in err
+    assert storage.list_files(run) == []  # nothing written
+
+
+@pytest.mark.slow
+def test_a_run_at_a_url_is_served_from_its_url(s3, trained_run):
+    """`serve --run s3://...` made a `Path` of the URL ("s3:/bucket/..."), a local path that
+    is not there."""
+    from bertfit.serve.app import served_versions
+
+    run = storage.join(s3, "runs", "served")
+    config, _ = trained_run
+    local = Path(config.output_dir)
+    for file in sorted(p for p in local.rglob("*") if p.is_file()):
+        storage.upload_file(file, storage.join(run, file.relative_to(local).as_posix()))
+    (version,) = served_versions(run)
+    assert version.version == 1
+    assert version.classifier.predict(["a fine film"])[0]["label"] in ("neg", "pos")

@@ -8,7 +8,11 @@ import pytest
 
 from bertfit.data.tasks import MULTI_LABEL, SINGLE_LABEL, Task
 from bertfit.errors import ConfigError, DataError
-from bertfit.sweeps.folds import check_every_label_trains, fold_of_rows
+from bertfit.sweeps.folds import (
+    check_every_label_trains,
+    check_no_label_on_every_training_row,
+    fold_of_rows,
+)
 
 
 def _folds(assigned: np.ndarray, k: int) -> list[set[int]]:
@@ -82,3 +86,15 @@ def test_a_label_in_one_row_is_refused_since_a_fold_could_not_train_on_it():
         check_every_label_trains(task, np.array([0, 0, 1, 1, 2]), "train.csv")
     tags = Task(MULTI_LABEL, ("x", "y"))
     check_every_label_trains(tags, np.array([[1, 1], [1, 1], [0, 0]], np.float32), "t.jsonl")
+
+
+def test_a_label_on_every_training_row_of_a_fold_is_refused_before_any_run():
+    """'news' is missing from one row only: the fold holding that row out trains on rows
+    that all have it, which that fold's run would refuse after the others trained."""
+    task = Task(MULTI_LABEL, ("neg", "news", "pos"))
+    targets = np.array([[0, 1, 1], [1, 1, 0], [0, 1, 1], [1, 0, 0], [1, 1, 0], [0, 1, 1]], float)
+    fold = np.array([1, 1, 2, 2, 3, 3])
+    with pytest.raises(DataError, match=r"fold 2's training rows all have the label\(s\) 'news'"):
+        check_no_label_on_every_training_row(task, targets, fold, "train.jsonl")
+    targets[0, 1] = 0  # missing from a row of fold 1 too: every fold's training part lacks it once
+    check_no_label_on_every_training_row(task, targets, fold, "train.jsonl")

@@ -130,6 +130,9 @@ def test_a_directory_holding_another_sweep_or_other_files_is_refused(tmp_path):
     lock, _ = SweepDir(tmp_path / "s").claim(first, base)
     SweepDir(tmp_path / "s").record(first, base)
     lock.release()
+    started = tmp_path / "s" / "runs" / "t1-lr1e-05" / "seed42"  # a run of it trained
+    started.mkdir(parents=True)
+    (started / "config.yaml").write_text("")
     other = SweepSpec({"train.learning_rate": [1e-5, 3e-5]}, [42])
     with pytest.raises(ConfigError, match="holds another sweep .*grid"):
         SweepDir(tmp_path / "s").claim(other, base)
@@ -151,3 +154,36 @@ def test_tune_refuses_a_sweep_it_could_not_score(tmp_path, capsys):
     assert main([*args, "--eval", str(evaluation), "--epochs", "1,0"]) == 2  # every run checked
     assert "train.epochs (--epochs) must be at least 1" in capsys.readouterr().err
     assert not (tmp_path / "s").exists()
+
+
+def test_a_bad_grid_value_is_refused_before_any_trial_trains_and_the_fix_reuses_the_dir(
+    tmp_path, trainable_hf_dir, capsys
+):
+    train, evaluation = _data(tmp_path)
+    sweep = tmp_path / "s"
+
+    def tune(lengths: str) -> int:
+        args = train_args(
+            trainable_hf_dir, train, sweep, "--max-seq-length", lengths, command="tune",
+            eval=evaluation, buckets=None, strategy="default", no_report=True, epochs=1,
+        )  # fmt: skip
+        return main(args)
+
+    assert tune("16,4096") == 2  # the tiny model has 64 positions
+    err = capsys.readouterr().err
+    assert "trial t2-len4096: max_seq_length 4096 is longer than" in err
+    assert "Nothing was trained" in err and "Traceback" not in err
+    assert not sweep.exists()
+
+    # a sweep refused after it recorded itself, before any run trained (an old sweep.json)
+    from bertfit.sweeps.sweep_dir import SweepDir
+
+    base = RunConfig(data=DataConfig(train=str(train), eval=str(evaluation)))
+    bad = SweepSpec({"model.max_seq_length": [16, 4096]}, [42])
+    lock, _ = SweepDir(sweep).claim(bad, base)
+    SweepDir(sweep).record(bad, base)
+    lock.release()
+    corrected = SweepSpec({"model.max_seq_length": [16, 32]}, [42])
+    lock, _ = SweepDir(sweep).claim(corrected, base)  # no run trained: the directory is free
+    lock.release()
+    assert not (sweep / "sweep.json").exists()
