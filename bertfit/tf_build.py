@@ -73,9 +73,11 @@ class Installed:
     def tpu_build(self) -> bool:
         return TPU_DISTRIBUTION in self.tensorflow
 
+    def builds(self) -> str:
+        return ", ".join(f"{name} {version}" for name, version in self.tensorflow.items())
+
     def describe(self) -> str:
-        builds = ", ".join(f"{name} {version}" for name, version in self.tensorflow.items())
-        return builds + (f", libtpu {self.libtpu}" if self.libtpu else "")
+        return self.builds() + (f", libtpu {self.libtpu}" if self.libtpu else "")
 
     def problems(self) -> str | None:
         """Why this TensorFlow cannot load, or None."""
@@ -86,7 +88,7 @@ class Installed:
             )
         if len(self.tensorflow) > 1:
             return (
-                f"{self.describe()} are installed over each other in one `tensorflow/` folder, "
+                f"{self.builds()} are installed over each other in one `tensorflow/` folder, "
                 "which then fails to load. Uninstall them all (pip uninstall "
                 f"{' '.join(self.tensorflow)}) and install one: on a TPU host "
                 f"`{install_commands('tpu')}`, elsewhere `{install_commands('cpu')}`."
@@ -94,7 +96,7 @@ class Installed:
         if self.tpu_build and self.libtpu and not _libtpu_works(self.libtpu):
             low, high = (".".join(map(str, v)) for v in LIBTPU_WORKS)
             return (
-                f"libtpu {self.libtpu} lacks functions that {self.describe().split(',')[0]} "
+                f"libtpu {self.libtpu} lacks functions that {self.builds()} "
                 f"calls (TensorFlow aborts on import: `... not available in this library`); "
                 f"libtpu {low} to {high} have them all. Install the one bertfit pins: "
                 f"pip install 'libtpu=={LIBTPU_PIN}'"
