@@ -185,6 +185,8 @@ def cmd_serve(args) -> int:
         max_batch=args.max_batch,
         max_wait=args.max_wait_ms / 1000,
         max_request_instances=args.max_request_instances,
+        max_body_bytes=args.max_request_bytes,
+        read_timeout=args.read_timeout_seconds,
         version_labels=args.version_labels,
         enable_cors=args.enable_cors,
     )
@@ -382,6 +384,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="how long a request waits for others to share its batch (ms)",
     )
     serve.add_argument("--max-request-instances", type=int, default=4096)
+    serve.add_argument(
+        "--max-request-bytes",
+        type=int,
+        default=16 << 20,
+        help="largest REST body or gRPC message (default 16 MiB); a larger one is refused (413 "
+        "/ RESOURCE_EXHAUSTED)",
+    )
+    serve.add_argument(
+        "--read-timeout-seconds",
+        type=float,
+        default=30.0,
+        help="a request's headers and body must arrive within this (default 30); a slower "
+        "one is answered 408 and its connection closed",
+    )
     serve.add_argument(
         "--version-labels",
         type=_version_labels,

@@ -21,6 +21,7 @@ server answers 500.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import errno
 import re
@@ -55,6 +56,8 @@ _CORS_HEADERS = {  # http_rest_api_util.cc AddCORSHeaders
     "Access-Control-Allow-Headers": "Content-Type",
 }
 _JSON = "application/json"
+MAX_BODY_BYTES = 16 << 20  # --max-request-bytes: 4096 instances of 4 KB
+READ_TIMEOUT = 30.0  # --read-timeout-seconds
 
 
 class ModelServer:
@@ -68,7 +71,9 @@ class ModelServer:
         max_batch: most texts per model call when batching requests together.
         max_wait: seconds a request waits for others to share its batch.
         max_request_instances: most instances in one request.
-        max_body_bytes: largest request body.
+        max_body_bytes: largest request body (`--max-request-bytes`): a larger one is a 413.
+        read_timeout: seconds a request's body may take to arrive (`--read-timeout-seconds`):
+            a slower one is a 408 and its connection is closed.
         versions: the `ServedVersion`s to serve instead of `classifier` (the latest answers
             requests that name no version).
         version_labels: label → version, for /labels/LABEL paths.
@@ -83,7 +88,8 @@ class ModelServer:
         max_batch: int = 64,
         max_wait: float = 0.005,
         max_request_instances: int = 4096,
-        max_body_bytes: int = 32 << 20,
+        max_body_bytes: int = MAX_BODY_BYTES,
+        read_timeout: float = READ_TIMEOUT,
         versions: list[ServedVersion] | None = None,
         version_labels: dict[str, int] | None = None,
         enable_cors: bool = False,
@@ -94,6 +100,7 @@ class ModelServer:
             max_wait=max_wait,
             max_request_instances=max_request_instances,
             max_body_bytes=max_body_bytes,
+            read_timeout=read_timeout,
         )
         if versions is None:
             versions = [ServedVersion(int(version), classifier, max_batch, max_wait)]
@@ -101,6 +108,7 @@ class ModelServer:
         self.core = ModelCore(model_name, versions, version_labels, max_request_instances)
         self.model_name = model_name
         self.max_body_bytes = max_body_bytes
+        self.read_timeout = read_timeout
         self.enable_cors = enable_cors
 
     @property
@@ -158,7 +166,7 @@ class ModelServer:
         try:
             status, body = 200, await self._answer(request, path)
         except ServingError as e:
-            status, body = HTTP_STATUS.get(e.code, 500), rest.error_body(e.message)
+            status, body = e.http_status, rest.error_body(e.message)
         except (tf.errors.InvalidArgumentError, UnicodeError) as e:
             # What the model refused, on this request alone (a failed batch is retried
             # request by request): the request's fault, as TF Serving answers it.
@@ -167,6 +175,8 @@ class ModelServer:
             status = HTTP_STATUS[INTERNAL]
             body = rest.error_body(f"internal error: {type(e).__name__}: {e}"[:2000])
         headers = self._headers({"Content-Type": _JSON})
+        if status in (408, 413):  # the rest of the body is not read: the connection ends
+            headers["Connection"] = "close"
         return Response(body.encode("utf-8"), status, headers=headers)
 
     def _headers(self, headers: dict) -> dict:
@@ -192,16 +202,38 @@ class ModelServer:
         return rest.regress_body(await core.regress(served, name, examples))
 
     async def _body(self, request: Request) -> bytes:
+        """The request's body: a 413 past `max_body_bytes` (said from Content-Length before
+        reading), a 408 when it has not all arrived within `read_timeout` seconds."""
+        most = self.max_body_bytes
+        advice = "send fewer or shorter instances, or start the server with a larger"
         declared = request.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
+        if declared is not None and declared.isdigit() and int(declared) > most:
             raise ServingError(
-                f"the request body has {declared} bytes; at most {self.max_body_bytes} are accepted"
+                f"the request body has {declared} bytes; at most {most} are accepted ({advice} "
+                "--max-request-bytes)",
+                http_status=413,
             )
         body = bytearray()
-        async for chunk in request.stream():
-            body += chunk
-            if len(body) > self.max_body_bytes:
-                raise ServingError(f"the request body is larger than {self.max_body_bytes} bytes")
+
+        async def read() -> None:
+            async for chunk in request.stream():
+                body.extend(chunk)
+                if len(body) > most:
+                    raise ServingError(
+                        f"the request body is larger than {most} bytes ({advice} "
+                        "--max-request-bytes)",
+                        http_status=413,
+                    )
+
+        try:
+            await asyncio.wait_for(read(), self.read_timeout)
+        except asyncio.TimeoutError:
+            raise ServingError(
+                f"the request body did not arrive within {self.read_timeout:g} s ({len(body)} "
+                "bytes came); send the whole body at once, or start the server with a larger "
+                "--read-timeout-seconds",
+                http_status=408,
+            ) from None
         return bytes(body)
 
 
@@ -229,6 +261,7 @@ def check_options(
     max_wait: float = 0.0,
     max_request_instances: int = 1,
     max_body_bytes: int = 1,
+    read_timeout: float = 1.0,
 ) -> None:
     """`ConfigError`s for serving options no server can work with."""
     if not isinstance(model_name, str) or not _MODEL_NAME.match(model_name):
@@ -245,12 +278,16 @@ def check_options(
     for flag, value, least in [
         ("--max-batch", max_batch, 1),
         ("--max-request-instances", max_request_instances, 1),
-        ("max_body_bytes", max_body_bytes, 1),
+        ("--max-request-bytes", max_body_bytes, 1),
     ]:
         if value < least:
             raise ConfigError(f"{flag} must be at least {least}, got {value}")
     if not max_wait >= 0:  # NaN too
         raise ConfigError(f"--max-wait-ms must be 0 or more, got {max_wait * 1000}")
+    if not 0 < read_timeout < float("inf"):
+        raise ConfigError(
+            f"--read-timeout-seconds must be more than 0 (e.g. 30), got {read_timeout}"
+        )
 
 
 def listen(host: str, port: int) -> socket.socket:
@@ -351,7 +388,9 @@ async def _serve(path, sock, host, grpc_port, model_name, version_labels, enable
     if grpc_port >= 0:  # bound in the loop that will run it, before the model loads
         from bertfit.serve import grpc as grpc_api
 
-        grpc_server, grpc_port = grpc_api.bind(host, grpc_port)
+        grpc_server, grpc_port = grpc_api.bind(
+            host, grpc_port, options.get("max_body_bytes", MAX_BODY_BYTES)
+        )
     versions = served_versions(path, options.get("max_batch", 64), options.get("max_wait", 0.005))
     server = ModelServer(
         None,
@@ -372,8 +411,53 @@ async def _serve(path, sock, host, grpc_port, model_name, version_labels, enable
     )
     if grpc_server is not None:
         print(f"bertfit serve: gRPC (TF Serving's API) on {host}:{grpc_port}", flush=True)
-    config = uvicorn.Config(server.app(grpc_server), log_level="warning")
+    protocol = read_deadline_protocol(server.read_timeout)
+    config = uvicorn.Config(server.app(grpc_server), log_level="warning", http=protocol)
     await uvicorn.Server(config).serve(sockets=[sock])
+
+
+def read_deadline_protocol(read_timeout: float):
+    """uvicorn's HTTP/1.1 protocol, closing a connection whose request headers have not all
+    arrived `read_timeout` seconds after it opened or after its last answer (uvicorn waits
+    for them forever: a client that sends half its headers would hold the connection). The
+    body's own deadline is `ModelServer._body`'s, which answers 408."""
+    import h11
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class ReadDeadlineProtocol(H11Protocol):
+        _deadline: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport) -> None:
+            super().connection_made(transport)
+            self._arm()
+
+        def on_response_complete(self) -> None:
+            self._arm()  # before: a pipelined request handled in there disarms it
+            super().on_response_complete()
+
+        def handle_events(self) -> None:
+            super().handle_events()
+            if self.conn.their_state is not h11.IDLE:  # the headers are in
+                self._disarm()
+
+        def connection_lost(self, exc) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+        def _arm(self) -> None:
+            self._disarm()
+            self._deadline = self.loop.call_later(read_timeout, self._close)
+
+        def _disarm(self) -> None:
+            if self._deadline is not None:
+                self._deadline.cancel()
+                self._deadline = None
+
+        def _close(self) -> None:
+            if not self.transport.is_closing():
+                self.transport.close()
+
+    return ReadDeadlineProtocol
 
 
 def check_grpc_port(port: int) -> None:

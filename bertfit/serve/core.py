@@ -55,20 +55,38 @@ INVALID_ARGUMENT = "INVALID_ARGUMENT"
 NOT_FOUND = "NOT_FOUND"
 FAILED_PRECONDITION = "FAILED_PRECONDITION"
 INTERNAL = "INTERNAL"
+RESOURCE_EXHAUSTED = "RESOURCE_EXHAUSTED"
+DEADLINE_EXCEEDED = "DEADLINE_EXCEEDED"
+UNAVAILABLE = "UNAVAILABLE"
+UNIMPLEMENTED = "UNIMPLEMENTED"
 # model_servers/http_server.cc ToHTTPStatusCode.
-HTTP_STATUS = {INVALID_ARGUMENT: 400, NOT_FOUND: 404, FAILED_PRECONDITION: 400, INTERNAL: 500}
+HTTP_STATUS = {
+    INVALID_ARGUMENT: 400,
+    NOT_FOUND: 404,
+    FAILED_PRECONDITION: 400,
+    INTERNAL: 500,
+    RESOURCE_EXHAUSTED: 429,
+    DEADLINE_EXCEEDED: 504,
+    UNAVAILABLE: 503,
+    UNIMPLEMENTED: 501,
+}
+# A served text is cut to this many characters per token of max_seq_length before it is
+# tokenized (`cut_text`): tokenization costs at most that, whatever a client sends.
+CHARS_PER_TOKEN = 64
 
 _DTYPES = {"string": "DT_STRING", "float32": "DT_FLOAT", "int32": "DT_INT32", "int64": "DT_INT64"}
 _INT_BITS = {"int32": 32, "int64": 64}
 
 
 class ServingError(Exception):
-    """A call TF Serving would refuse: `code` is its status code (see `HTTP_STATUS`)."""
+    """A call TF Serving would refuse: `code` is its status code (see `HTTP_STATUS`);
+    `http_status` overrides the HTTP status of `code` for what only HTTP has (413, 408)."""
 
-    def __init__(self, message: str, code: str = INVALID_ARGUMENT):
+    def __init__(self, message: str, code: str = INVALID_ARGUMENT, http_status: int | None = None):
         super().__init__(message)
         self.code = code
         self.message = message
+        self.http_status = http_status or HTTP_STATUS.get(code, 500)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -180,6 +198,7 @@ class ServedVersion:
         }
         self.limits = IdLimits.of_module(classifier.module)
         self.batcher = DynamicBatcher(self._classify_texts, max_batch, max_wait)
+        self.max_text_chars = text_bound(classifier)
 
     def examples_per_call(self, count: int) -> int:
         """How many of a request's `count` tf.Examples go into one model call: all of them, or
@@ -204,6 +223,41 @@ class ServedVersion:
             pairs = [row["text_pair"] for row in chunk] if self.classifier.pairs else None
             results += _rows(self.classifier.classify_batch(texts, pairs))
         return results
+
+
+def text_bound(classifier: Classifier) -> int | None:
+    """The most characters of a served text that can reach the model's tokens:
+    `CHARS_PER_TOKEN` per token of `max_seq_length` (times `max_chunks` windows for long
+    documents); None when the classifier does not say its length."""
+    length = classifier.metadata.get("max_seq_length")
+    if not length:
+        return None
+    windows = classifier.windows
+    return CHARS_PER_TOKEN * int(length) * (windows.max_chunks if windows is not None else 1)
+
+
+def cut_text(text: str | bytes, bound: int | None) -> str | bytes:
+    """`text` cut to at most `bound` characters, at its last whitespace in the second half of
+    the bound if there is one (a word is never split there).
+
+    The model truncates every text to `max_seq_length` tokens; the cut keeps the ids the model
+    sees whenever the kept part still makes that many tokens, which every text with fewer than
+    `CHARS_PER_TOKEN` characters per token does (runs of whitespace or words longer than that
+    are what could make fewer). It bounds the tokenizer's time on a huge text.
+
+    >>> cut_text("one two three", 9), cut_text("abcdefgh", 4), cut_text("short", None)
+    ('one two', 'abcd', 'short')
+    """
+    if bound is None or len(text) <= bound:
+        return text
+    raw = isinstance(text, bytes)
+    if raw:  # valid UTF-8 (checked before): cut characters, not bytes
+        text = text.decode("utf-8")
+        if len(text) <= bound:
+            return text.encode("utf-8")
+    end = next((i for i in range(bound, bound // 2 - 1, -1) if text[i].isspace()), bound)
+    kept = text[:end]
+    return kept.encode("utf-8") if raw else kept
 
 
 def _saved_call(index: int) -> str:
@@ -318,6 +372,7 @@ class ModelCore:
         check_rows(rows, signature, served.limits, self.max_request_instances)
         try:
             if signature.name == DEFAULT_SIGNATURE:
+                rows = [_cut_texts(row, served.max_text_chars) for row in rows]
                 return _columns(await served.batcher.submit(rows), signature)
             inputs = {
                 name: tf.constant([row[name] for row in rows], tf.as_dtype(info.dtype))
@@ -406,6 +461,11 @@ class ModelCore:
 
 def _number(served: ServedVersion) -> int:
     return served.version
+
+
+def _cut_texts(row: dict, bound: int | None) -> dict:
+    """A text predict instance with each text cut to `bound` characters (`cut_text`)."""
+    return {name: cut_text(value, bound) for name, value in row.items()}
 
 
 def _rows(outputs: dict[str, np.ndarray]) -> list[dict]:

@@ -49,7 +49,7 @@ from tensorflow_serving.apis import (
 )
 
 from bertfit.errors import ConfigError
-from bertfit.inference.graph import DEFAULT_SIGNATURE
+from bertfit.inference.graph import DEFAULT_SIGNATURE, IdLimits
 from bertfit.serve.core import (
     CLASSIFY_METHOD,
     REGRESS_METHOD,
@@ -61,12 +61,6 @@ from bertfit.serve.core import (
 
 SIGNATURE_DEF = "signature_def"  # the one metadata field TF Serving knows
 _MESSAGE_LIMIT = 1024  # model_servers/grpc_status_util.cc
-# TF Serving takes messages of any size a protobuf can hold (server.cc SetMaxMessageSize), not
-# gRPC's default 4 MB: a large batch is bounded by --max-request-instances instead.
-_MESSAGE_SIZE_OPTIONS = [
-    ("grpc.max_receive_message_length", 2**31 - 1),
-    ("grpc.max_send_message_length", 2**31 - 1),
-]
 
 
 def _invalid(message: str) -> ServingError:
@@ -132,7 +126,7 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
         signature = served.signatures.get(name)
         if signature is None:
             raise ServingError(f'Serving signature key "{name}" not found.', "FAILED_PRECONDITION")
-        inputs = input_arrays(request, signature)
+        inputs = input_arrays(request, signature, self.core.max_request_instances, served.limits)
         wanted = output_names(request, signature)
         if len(next(iter(inputs.values()))):
             outputs = await self.core.predict(served, name, _rows(inputs))
@@ -280,10 +274,19 @@ def serialized_examples(request_input) -> list[bytes]:
 # ---- the server ----
 
 
-def bind(host: str, port: int) -> tuple[grpc.aio.Server, int]:
+def bind(host: str, port: int, max_message_bytes: int = 16 << 20) -> tuple[grpc.aio.Server, int]:
     """A gRPC server bound to host:port (0: any free port), not started, and the port bound;
-    or a `ConfigError` that says why not. Call it in the event loop that will run it."""
-    server = grpc.aio.server(options=_MESSAGE_SIZE_OPTIONS)
+    or a `ConfigError` that says why not. Call it in the event loop that will run it.
+
+    A request message over `max_message_bytes` (`--max-request-bytes`, as the REST body's
+    bound) is refused by gRPC itself with RESOURCE_EXHAUSTED; TF Serving takes any size a
+    protobuf holds (server.cc SetMaxMessageSize), bertfit bounds a request's memory."""
+    server = grpc.aio.server(
+        options=[
+            ("grpc.max_receive_message_length", max_message_bytes),
+            ("grpc.max_send_message_length", 2**31 - 1),
+        ]
+    )
     address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     try:
         bound = server.add_insecure_port(address)
@@ -308,9 +311,16 @@ def add_services(server: grpc.aio.Server, core: ModelCore) -> None:
 # ---- inputs: a PredictRequest's tensors checked as TF Serving checks them ----
 
 
-def input_arrays(request, signature: Signature) -> dict[str, np.ndarray]:
+def input_arrays(
+    request, signature: Signature, max_rows: int = 4096, limits: IdLimits | None = None
+) -> dict[str, np.ndarray]:
     """The request's inputs as arrays: predict_util.cc's `VerifyRequestInputsSize`, the
-    SavedModel's `GetInputValues`, then the session's check of each argument's dtype."""
+    SavedModel's `GetInputValues`, then the session's check of each argument's dtype.
+
+    Each TensorProto's declared shape is checked against `max_rows` rows (and an id row
+    against the position table of `limits`) before any array is built: a TensorProto of a
+    few bytes can declare 2**27 rows, which TensorFlow would fill with copies of its last
+    value."""
     sent, expected = set(request.inputs), set(signature.inputs)
     if len(sent) != len(expected):
         raise _invalid(
@@ -325,30 +335,65 @@ def input_arrays(request, signature: Signature) -> dict[str, np.ndarray]:
         )
     arrays = {}
     for index, name in enumerate(sorted(expected)):
-        arrays[name] = _input_array(request.inputs[name], signature.inputs[name], name, index)
+        proto, info = request.inputs[name], signature.inputs[name]
+        _check_dtype(proto, info, index)
+        _check_declared_shape(proto, info, name, max_rows, limits)
+    for name in sorted(expected):
+        arrays[name] = _input_array(request.inputs[name], signature.inputs[name], name)
     if len({len(a) for a in arrays.values()}) > 1:
         sizes = ", ".join(f"{n} has {len(a)}" for n, a in arrays.items())
         raise _invalid(f"every input must have the same batch size (dimension 0): {sizes}")
     return arrays
 
 
-def _input_array(proto, info, name: str, index: int) -> np.ndarray:
+def _check_dtype(proto, info, index: int) -> None:
     expected = tf.as_dtype(info.dtype).as_datatype_enum
     if proto.dtype != expected:
         raise _invalid(
             f"Expects arg[{index}] to be {_type_name(expected)} but {_type_name(proto.dtype)} "
             "is provided"
         )
-    try:
-        array = tf.make_ndarray(proto)
-    except (TypeError, ValueError) as e:
-        raise _invalid(f"input {name}: the TensorProto cannot be read ({e})") from None
-    if array.ndim != len(info.shape):
+
+
+def _check_declared_shape(proto, info, name: str, max_rows: int, limits: IdLimits | None):
+    """The shape a TensorProto declares, checked before its values are read: its rank, its
+    rows against `max_rows`, an id row's length against the position table, and no more
+    values than the shape holds."""
+    dims = [dim.size for dim in proto.tensor_shape.dim]
+    if proto.tensor_shape.unknown_rank or len(dims) != len(info.shape):
         raise _invalid(
             f"input {name} must have shape {_shape(info.shape)} (rank {len(info.shape)}), "
-            f"got {list(array.shape)}"
+            f"got {'an unknown rank' if proto.tensor_shape.unknown_rank else dims}"
         )
-    return array
+    if any(size < 0 for size in dims):
+        raise _invalid(f"input {name} declares a negative dimension: {dims}")
+    if dims and dims[0] > max_rows:
+        raise _invalid(
+            f"input {name} declares {dims[0]} rows; at most {max_rows} instances are accepted "
+            "in one request (split it, or start the server with a larger "
+            "--max-request-instances)"
+        )
+    longest = limits.max_length if limits is not None else None
+    if len(dims) > 1 and dims[1] > (longest or _MAX_ROW_LENGTH):
+        raise _invalid(
+            f"input {name} declares rows of {dims[1]} ids; the model takes at most {longest} "
+            f"per row: truncate the rows to {longest or _MAX_ROW_LENGTH} ids"
+        )
+    elements = int(np.prod(dims, dtype=np.int64)) if dims else 1
+    field = _VALUE_FIELDS.get(proto.dtype)
+    sent = len(getattr(proto, field)) if field else 0
+    if sent > elements:
+        raise _invalid(f"input {name} has {sent} values but its shape {dims} holds {elements}")
+
+
+_MAX_ROW_LENGTH = 8192  # an id row's bound where the model does not say its position table
+
+
+def _input_array(proto, info, name: str) -> np.ndarray:
+    try:
+        return tf.make_ndarray(proto)
+    except (TypeError, ValueError) as e:
+        raise _invalid(f"input {name}: the TensorProto cannot be read ({e})") from None
 
 
 def _rows(inputs: dict[str, np.ndarray]) -> list[dict]:

@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 import urllib.request
 from pathlib import Path
 
@@ -65,7 +66,7 @@ class LiveServer:
 
     async def _main(self):
         self._stop = asyncio.Event()
-        grpc_server, self.grpc_port = grpc_api.bind("127.0.0.1", 0)
+        grpc_server, self.grpc_port = grpc_api.bind("127.0.0.1", 0, self.server.max_body_bytes)
         self.app = self.server.app(grpc_server)
         async with self.app.router.lifespan_context(self.app):
             self._ready.set()
@@ -158,6 +159,57 @@ def test_a_request_over_grpcs_default_4_mb_is_read_as_tf_serving_reads_it(live):
             grpc.StatusCode.INVALID_ARGUMENT,
             "Expects arg[0] to be string but float is provided",
         )
+
+
+def test_a_tensor_declaring_2_27_rows_is_refused_before_it_is_built(live):
+    # 33 bytes on the wire; TensorFlow would fill 2**27 rows with copies of "a" (20 GB).
+    request = _predict_request(texts=None)
+    request.inputs["text"].dtype = tf.string.as_datatype_enum
+    request.inputs["text"].tensor_shape.dim.add(size=2**27)
+    request.inputs["text"].string_val.append(b"a")
+    assert request.ByteSize() < 40
+    started = time.monotonic()
+    code, message = _error(live.predictions.Predict, request)
+    assert time.monotonic() - started < 2
+    assert code == grpc.StatusCode.INVALID_ARGUMENT
+    assert message == (
+        "input text declares 134217728 rows; at most 4096 instances are accepted in one "
+        "request (split it, or start the server with a larger --max-request-instances)"
+    )
+    # An id row longer than the position table (64 here), declared as 2**30 ids.
+    request = _predict_request(signature_name="classify_ids", texts=None)
+    for name in ("input_word_ids", "input_mask", "input_type_ids"):
+        proto = request.inputs[name]
+        proto.dtype = tf.int32.as_datatype_enum
+        proto.tensor_shape.dim.add(size=1)
+        proto.tensor_shape.dim.add(size=2**30)
+        proto.int_val.append(1)
+    code, message = _error(live.predictions.Predict, request)
+    assert code == grpc.StatusCode.INVALID_ARGUMENT
+    assert "declares rows of 1073741824 ids; the model takes at most 64 per row" in message
+    # More values than the shape holds, and a negative dimension.
+    request = _predict_request(texts=None)
+    request.inputs["text"].dtype = tf.string.as_datatype_enum
+    request.inputs["text"].tensor_shape.dim.add(size=1)
+    request.inputs["text"].string_val.extend([b"a", b"b"])
+    assert _error(live.predictions.Predict, request)[1] == (
+        "input text has 2 values but its shape [1] holds 1"
+    )
+    request.inputs["text"].tensor_shape.dim[0].size = -5
+    assert "negative dimension" in _error(live.predictions.Predict, request)[1]
+    assert len(live.predictions.Predict(_predict_request(), timeout=60).outputs) == 3
+
+
+@pytest.mark.slow
+def test_a_message_over_max_request_bytes_is_resource_exhausted(trained_run):
+    served = ServedVersion(1, load_classifier(trained_run[1].run_dir))
+    small = LiveServer(ModelServer(None, "sst", versions=[served], max_body_bytes=1000))
+    try:
+        code, message = _error(small.predictions.Predict, _predict_request(["a" * 2000]))
+        assert code == grpc.StatusCode.RESOURCE_EXHAUSTED and "larger than max" in message
+        assert small.predictions.Predict(_predict_request(["fine"]), timeout=60).outputs
+    finally:
+        small.close()
 
 
 def test_a_version_label_names_its_version(live):
