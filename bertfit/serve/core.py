@@ -29,7 +29,6 @@ instance index and says what was expected.
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 
 import numpy as np
@@ -44,6 +43,7 @@ from bertfit.inference.graph import (
 from bertfit.inference.predictor import Classifier, text_problem
 from bertfit.model.inputs import MASK, TYPE_IDS, WORD_IDS
 from bertfit.serve.batching import DynamicBatcher
+from bertfit.serve.deep_json import excerpt
 
 PREDICT_METHOD = "tensorflow/serving/predict"
 CLASSIFY_METHOD = "tensorflow/serving/classify"
@@ -367,8 +367,11 @@ class ModelCore:
         self, served: ServedVersion, signature_name: str | None, rows: list[dict]
     ) -> dict[str, np.ndarray]:
         """Runs the signature on `rows` (checked first, see the module's docstring); returns
-        each output by name, batch first."""
+        each output by name, batch first. No rows: the outputs of an empty batch, as TF
+        Serving answers `{"inputs": []}`."""
         signature = self.signature(served, signature_name, PREDICT_METHOD)
+        if not rows:
+            return await self.predict_no_rows(served, signature.name)
         check_rows(rows, signature, served.limits, self.max_request_instances)
         try:
             if signature.name == DEFAULT_SIGNATURE:
@@ -383,6 +386,26 @@ class ModelCore:
             return {k: v.numpy() for k, v in result.items()}
         except (tf.errors.InvalidArgumentError, UnicodeError) as e:
             raise ServingError(model_error(e)) from None
+
+    async def predict_no_rows(
+        self, served: ServedVersion, signature_name: str, arrays: dict | None = None
+    ) -> dict[str, np.ndarray]:
+        """The signature run on a batch of no rows (TF Serving runs the graph on it): each
+        output of shape [0, ...]. `arrays` are the inputs of shape [0, ...] (by default [0]
+        for a text input, [0, 1] for an id input: the ids signature wants a row length)."""
+        specs = served.signatures[signature_name].inputs
+        if arrays is None:
+            arrays = {
+                name: np.zeros([0, 1][: len(info.shape)], _numpy_dtype(info.dtype))
+                for name, info in specs.items()
+            }
+        tensors = {k: tf.constant(v, tf.as_dtype(specs[k].dtype)) for k, v in arrays.items()}
+        function = served.functions[signature_name]
+        try:
+            result = await served.batcher.run_alone(lambda: function(**tensors))
+        except (tf.errors.InvalidArgumentError, UnicodeError) as e:
+            raise ServingError(model_error(e)) from None
+        return {k: v.numpy() for k, v in result.items()}
 
     async def classify(
         self, served: ServedVersion, signature_name: str | None, examples: list[bytes]
@@ -459,6 +482,10 @@ class ModelCore:
         }
 
 
+def _numpy_dtype(dtype: str):
+    return object if dtype == "string" else dtype
+
+
 def _number(served: ServedVersion) -> int:
     return served.version
 
@@ -477,9 +504,7 @@ def _rows(outputs: dict[str, np.ndarray]) -> list[dict]:
 def _columns(rows: list[dict], signature: Signature) -> dict[str, np.ndarray]:
     """One {name: value} per row → {name: [batch, ...]}, in the signature's dtypes."""
     return {
-        name: np.array(
-            [row[name] for row in rows], object if info.dtype == "string" else info.dtype
-        )
+        name: np.array([row[name] for row in rows], _numpy_dtype(info.dtype))
         for name, info in signature.outputs.items()
     }
 
@@ -543,7 +568,7 @@ def _check_row(row: dict, signature: Signature, index: int, limits: IdLimits) ->
 def _quoted(value) -> str:
     if isinstance(value, bytes):
         return repr(value)[:60]
-    return json.dumps(value)[:60]
+    return excerpt(value, 60)
 
 
 def _check_ids(value, where: str, name: str, info: TensorInfo, limits: IdLimits) -> None:

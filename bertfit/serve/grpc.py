@@ -131,7 +131,7 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
         if len(next(iter(inputs.values()))):
             outputs = await self.core.predict(served, name, _rows(inputs))
         else:  # TF Serving runs the graph on an empty batch: outputs with no rows
-            outputs = await _outputs_of_no_rows(served, name, inputs)
+            outputs = await self.core.predict_no_rows(served, name, inputs)
         response = predict_pb2.PredictResponse()
         _echo_spec(request.model_spec, served, response.model_spec, name)
         for output in wanted:
@@ -237,16 +237,6 @@ class ModelService(model_service_pb2_grpc.ModelServiceServicer):
         version = spec.version.value if spec.HasField("version") else None
         status = self.core.model_status(spec.name, version)
         return json_format.ParseDict(status, get_model_status_pb2.GetModelStatusResponse())
-
-
-async def _outputs_of_no_rows(served: ServedVersion, name: str, inputs: dict) -> dict:
-    """The signature run on a batch of no rows (`ModelCore.predict` refuses one): its outputs,
-    each of shape [0, ...]."""
-    specs = served.signatures[name].inputs
-    tensors = {k: tf.constant(v, tf.as_dtype(specs[k].dtype)) for k, v in inputs.items()}
-    function = served.functions[name]
-    result = await served.batcher.run_alone(lambda: function(**tensors))
-    return {k: v.numpy() for k, v in result.items()}
 
 
 def _classifications(results: list[list[tuple[str, float]]], into) -> None:
