@@ -187,6 +187,8 @@ def cmd_serve(args) -> int:
         max_request_instances=args.max_request_instances,
         max_body_bytes=args.max_request_bytes,
         read_timeout=args.read_timeout_seconds,
+        max_queued_requests=args.max_queued_requests,
+        rest_timeout=args.rest_api_timeout_in_ms / 1000,
         version_labels=args.version_labels,
         enable_cors=args.enable_cors,
     )
@@ -397,6 +399,20 @@ def build_parser() -> argparse.ArgumentParser:
         default=30.0,
         help="a request's headers and body must arrive within this (default 30); a slower "
         "one is answered 408 and its connection closed",
+    )
+    serve.add_argument(
+        "--max-queued-requests",
+        type=int,
+        default=256,
+        help="most requests in progress at once (default 256); one more is answered 429 / "
+        "RESOURCE_EXHAUSTED at once",
+    )
+    serve.add_argument(
+        "--rest-api-timeout-in-ms",
+        type=float,
+        default=30000.0,
+        help="a REST request's deadline once its body is in (TF Serving's flag, default "
+        "30000); past it: 504. gRPC requests keep their client's deadline",
     )
     serve.add_argument(
         "--version-labels",

@@ -24,11 +24,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import math
 import re
 import socket
 from pathlib import Path
 
 import tensorflow as tf
+import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -38,6 +40,7 @@ from bertfit.errors import ConfigError, MissingDependencyError
 from bertfit.inference.predictor import Classifier
 from bertfit.serve import rest
 from bertfit.serve.core import (
+    DEADLINE_EXCEEDED,
     HTTP_STATUS,
     INTERNAL,
     PREDICT_METHOD,
@@ -58,6 +61,9 @@ _CORS_HEADERS = {  # http_rest_api_util.cc AddCORSHeaders
 _JSON = "application/json"
 MAX_BODY_BYTES = 16 << 20  # --max-request-bytes: 4096 instances of 4 KB
 READ_TIMEOUT = 30.0  # --read-timeout-seconds
+MAX_QUEUED_REQUESTS = 256  # --max-queued-requests
+REST_TIMEOUT = 30.0  # --rest-api-timeout-in-ms, TF Serving's default (main.cc)
+METRICS_PATH = "/monitoring/prometheus/metrics"  # util/prometheus_exporter.cc kPrometheusPath
 
 
 class ModelServer:
@@ -74,6 +80,10 @@ class ModelServer:
         max_body_bytes: largest request body (`--max-request-bytes`): a larger one is a 413.
         read_timeout: seconds a request's body may take to arrive (`--read-timeout-seconds`):
             a slower one is a 408 and its connection is closed.
+        max_queued_requests: most requests in progress at once (`--max-queued-requests`):
+            one more is a 429 / RESOURCE_EXHAUSTED before its body is read.
+        rest_timeout: seconds a REST request may take once its body is in
+            (`--rest-api-timeout-in-ms`, TF Serving's flag): a slower one is a 504.
         versions: the `ServedVersion`s to serve instead of `classifier` (the latest answers
             requests that name no version).
         version_labels: label → version, for /labels/LABEL paths.
@@ -90,6 +100,8 @@ class ModelServer:
         max_request_instances: int = 4096,
         max_body_bytes: int = MAX_BODY_BYTES,
         read_timeout: float = READ_TIMEOUT,
+        max_queued_requests: int = MAX_QUEUED_REQUESTS,
+        rest_timeout: float = REST_TIMEOUT,
         versions: list[ServedVersion] | None = None,
         version_labels: dict[str, int] | None = None,
         enable_cors: bool = False,
@@ -101,14 +113,21 @@ class ModelServer:
             max_request_instances=max_request_instances,
             max_body_bytes=max_body_bytes,
             read_timeout=read_timeout,
+            max_queued_requests=max_queued_requests,
+            rest_timeout=rest_timeout,
         )
         if versions is None:
             versions = [ServedVersion(int(version), classifier, max_batch, max_wait)]
         check_version_labels(version_labels or {}, [served.version for served in versions])
-        self.core = ModelCore(model_name, versions, version_labels, max_request_instances)
+        self.core = ModelCore(
+            model_name, versions, version_labels, max_request_instances, max_queued_requests
+        )
         self.model_name = model_name
         self.max_body_bytes = max_body_bytes
         self.read_timeout = read_timeout
+        self.rest_timeout = rest_timeout
+        self._grpc_server = None
+        self._grpc_stopped: asyncio.Task | None = None
         self.enable_cors = enable_cors
 
     @property
@@ -131,24 +150,40 @@ class ModelServer:
         @contextlib.asynccontextmanager
         async def lifespan(app):
             self.core.start()
+            self.core.draining, self._grpc_server, self._grpc_stopped = False, grpc_server, None
             if grpc_server is not None:
                 from bertfit.serve import grpc as grpc_api
 
                 grpc_api.add_services(grpc_server, self.core)
                 await grpc_server.start()
             yield
-            if grpc_server is not None:
-                await grpc_server.stop(grace=1.0)
+            self.drain()
+            if self._grpc_stopped is not None:
+                await self._grpc_stopped
             await self.core.stop()
 
         methods = ["GET", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "HEAD"]
         return Starlette(
             routes=[
                 Route("/healthz", self.health),
+                Route(METRICS_PATH, self.metrics),
                 Route("/{path:path}", self.dispatch, methods=methods),
             ],
             lifespan=lifespan,
         )
+
+    def drain(self) -> None:
+        """Takes no new requests (UNAVAILABLE / 503), and stops the gRPC server once its calls
+        in progress have finished (at most `rest_timeout` seconds): SIGTERM's first step; the
+        HTTP server's own drain is uvicorn's. Call it in the server's event loop."""
+        self.core.draining = True
+        if self._grpc_server is not None and self._grpc_stopped is None:
+            stopping = self._grpc_server.stop(grace=self.rest_timeout)
+            self._grpc_stopped = asyncio.ensure_future(stopping)
+
+    async def metrics(self, request: Request) -> Response:
+        """TF Serving's Prometheus endpoint (`util/prometheus_exporter.cc`, text/plain)."""
+        return Response(self.core.metrics.text().encode(), 200, media_type="text/plain")
 
     async def health(self, request: Request) -> JSONResponse:
         return JSONResponse(
@@ -175,7 +210,7 @@ class ModelServer:
             status = HTTP_STATUS[INTERNAL]
             body = rest.error_body(f"internal error: {type(e).__name__}: {e}"[:2000])
         headers = self._headers({"Content-Type": _JSON})
-        if status in (408, 413):  # the rest of the body is not read: the connection ends
+        if status in (408, 413, 429, 503):  # the body was not read: the connection ends
             headers["Connection"] = "close"
         return Response(body.encode("utf-8"), status, headers=headers)
 
@@ -187,10 +222,24 @@ class ModelServer:
         core = self.core
         if route.call == "status":
             return rest.json_body(core.model_status(route.model_name, route.version, route.label))
-        served = core.find(route.model_name, route.version, route.label)
         if route.call == "metadata":
             return rest.json_body(core.model_metadata(route.model_name, route.version, route.label))
-        document = rest.parse_body(await self._body(request))
+        with core.request(route.model_name, route.call, "REST"):
+            served = core.find(route.model_name, route.version, route.label)
+            document = rest.parse_body(await self._body(request))
+            try:
+                return await asyncio.wait_for(
+                    self._call(route, served, document), self.rest_timeout
+                )
+            except asyncio.TimeoutError:
+                raise ServingError(
+                    f"the request did not finish within {self.rest_timeout * 1000:g} ms; send "
+                    "fewer instances, or start the server with a larger --rest-api-timeout-in-ms",
+                    DEADLINE_EXCEEDED,
+                ) from None
+
+    async def _call(self, route: rest.Route, served: ServedVersion, document: dict) -> str:
+        core = self.core
         name = rest.signature_name(document)
         if route.call == "predict":
             signature = core.signature(served, name, PREDICT_METHOD)
@@ -262,6 +311,8 @@ def check_options(
     max_request_instances: int = 1,
     max_body_bytes: int = 1,
     read_timeout: float = 1.0,
+    max_queued_requests: int = 1,
+    rest_timeout: float = 1.0,
 ) -> None:
     """`ConfigError`s for serving options no server can work with."""
     if not isinstance(model_name, str) or not _MODEL_NAME.match(model_name):
@@ -279,6 +330,7 @@ def check_options(
         ("--max-batch", max_batch, 1),
         ("--max-request-instances", max_request_instances, 1),
         ("--max-request-bytes", max_body_bytes, 1),
+        ("--max-queued-requests", max_queued_requests, 1),
     ]:
         if value < least:
             raise ConfigError(f"{flag} must be at least {least}, got {value}")
@@ -287,6 +339,10 @@ def check_options(
     if not 0 < read_timeout < float("inf"):
         raise ConfigError(
             f"--read-timeout-seconds must be more than 0 (e.g. 30), got {read_timeout}"
+        )
+    if not 0 < rest_timeout < float("inf"):
+        raise ConfigError(
+            f"--rest-api-timeout-in-ms must be more than 0 (e.g. 30000), got {rest_timeout * 1000}"
         )
 
 
@@ -381,8 +437,6 @@ def serve(
 
 
 async def _serve(path, sock, host, grpc_port, model_name, version_labels, enable_cors, options):
-    import uvicorn
-
     port = sock.getsockname()[1]  # the one bound: --port 0 takes any free port
     grpc_server = None
     if grpc_port >= 0:  # bound in the loop that will run it, before the model loads
@@ -412,8 +466,32 @@ async def _serve(path, sock, host, grpc_port, model_name, version_labels, enable
     if grpc_server is not None:
         print(f"bertfit serve: gRPC (TF Serving's API) on {host}:{grpc_port}", flush=True)
     protocol = read_deadline_protocol(server.read_timeout)
-    config = uvicorn.Config(server.app(grpc_server), log_level="warning", http=protocol)
-    await uvicorn.Server(config).serve(sockets=[sock])
+    config = uvicorn.Config(
+        server.app(grpc_server),
+        log_level="warning",
+        http=protocol,
+        timeout_graceful_shutdown=max(1, math.ceil(server.rest_timeout)),
+    )
+    await DrainingServer(config, server).serve(sockets=[sock])
+    print("bertfit serve: drained and stopped", flush=True)
+
+
+class DrainingServer(uvicorn.Server):
+    """uvicorn's server, whose SIGTERM (or Ctrl-C) drains: no new connections or requests
+    (`ModelServer.drain`), the ones in progress finish, then `serve` returns and the process
+    exits 0 (uvicorn would re-raise the signal after its drain: exit 143)."""
+
+    def __init__(self, config, model_server: ModelServer):
+        super().__init__(config)
+        self.model_server = model_server
+        self.loop = asyncio.get_running_loop()
+
+    def handle_exit(self, sig, frame) -> None:
+        first = not self.should_exit
+        super().handle_exit(sig, frame)
+        self._captured_signals.clear()  # a drained server exits 0
+        if first:
+            self.loop.call_soon_threadsafe(self.model_server.drain)
 
 
 def read_deadline_protocol(read_timeout: float):

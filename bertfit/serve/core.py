@@ -28,7 +28,9 @@ instance index and says what was expected.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import time
 from pathlib import Path
 
 import numpy as np
@@ -44,6 +46,7 @@ from bertfit.inference.predictor import Classifier, text_problem
 from bertfit.model.inputs import MASK, TYPE_IDS, WORD_IDS
 from bertfit.serve.batching import DynamicBatcher
 from bertfit.serve.deep_json import excerpt
+from bertfit.serve.metrics import ServingMetrics
 
 PREDICT_METHOD = "tensorflow/serving/predict"
 CLASSIFY_METHOD = "tensorflow/serving/classify"
@@ -291,6 +294,8 @@ class ModelCore:
         versions: version number → its `ServedVersion`.
         version_labels: label → version (TF Serving's `version_labels`).
         max_request_instances: most instances in one request.
+        max_queued_requests: most requests in progress at once (reading, queued or running);
+            one more is RESOURCE_EXHAUSTED (429), so memory stays bounded under any load.
     """
 
     def __init__(
@@ -299,11 +304,31 @@ class ModelCore:
         versions: list[ServedVersion],
         version_labels: dict[str, int] | None = None,
         max_request_instances: int = 4096,
+        max_queued_requests: int = 256,
     ):
         self.model_name = model_name
-        self.versions = {served.version: served for served in sorted(versions, key=_number)}
+        self.versions: dict[int, ServedVersion] = {}
         self.version_labels = dict(version_labels or {})
         self.max_request_instances = max_request_instances
+        self.max_queued_requests = max_queued_requests
+        self.in_progress = 0
+        self.draining = False  # set on SIGTERM: new requests are UNAVAILABLE
+        self.metrics = ServingMetrics()
+        for served in versions:
+            self.add(served)
+
+    def add(self, served: ServedVersion) -> None:
+        """Serves `served` (its batcher reports to this core's metrics)."""
+        served.batcher.metrics = self.metrics
+        served.batcher.pool_name = self.model_name
+        self.versions = dict(sorted({**self.versions, served.version: served}.items()))
+
+    def request(self, model_name: str, api: str, entrypoint: str) -> RequestRecord:
+        """A request's admission and record: `with core.request(name, "predict", "REST"):`
+        refuses it when the server is draining (UNAVAILABLE) or `max_queued_requests` are in
+        progress (RESOURCE_EXHAUSTED), and records its status and latency (TF Serving's
+        request_count and request_latency)."""
+        return RequestRecord(self, model_name, api, entrypoint)
 
     @property
     def latest(self) -> ServedVersion:
@@ -486,8 +511,58 @@ def _numpy_dtype(dtype: str):
     return object if dtype == "string" else dtype
 
 
-def _number(served: ServedVersion) -> int:
-    return served.version
+class RequestRecord:
+    """See `ModelCore.request`."""
+
+    def __init__(self, core: ModelCore, model_name: str, api: str, entrypoint: str):
+        self.core, self.model_name, self.api, self.entrypoint = core, model_name, api, entrypoint
+
+    def __enter__(self) -> RequestRecord:
+        core = self.core
+        if core.draining:
+            self._record(UNAVAILABLE)
+            raise ServingError(
+                "the server is shutting down (SIGTERM): it finishes the requests it has and "
+                "takes no new ones; send this one to another replica",
+                UNAVAILABLE,
+            )
+        if core.in_progress >= core.max_queued_requests:
+            self._record(RESOURCE_EXHAUSTED)
+            raise ServingError(
+                f"the server has {core.in_progress} requests in progress, the most it queues "
+                f"(--max-queued-requests {core.max_queued_requests}); retry after a short wait, "
+                "or send fewer requests at once",
+                RESOURCE_EXHAUSTED,
+            )
+        core.in_progress += 1
+        self.started = time.monotonic()
+        return self
+
+    def __exit__(self, kind, error, traceback) -> None:
+        self.core.in_progress -= 1
+        self._record(status_code(error))
+        microseconds = (time.monotonic() - self.started) * 1e6
+        self.core.metrics.request_latency.add(
+            microseconds, model_name=self.model_name, API=self.api, entrypoint=self.entrypoint
+        )
+
+    def _record(self, status: str) -> None:
+        self.core.metrics.request_count.add(model_name=self.model_name, status=status)
+
+
+def status_code(error: BaseException | None) -> str:
+    """TF Serving's status code name for how a request ended."""
+    if error is None:
+        return "OK"
+    if isinstance(error, ServingError):
+        return error.code
+    if isinstance(error, (tf.errors.InvalidArgumentError, UnicodeError)):
+        return INVALID_ARGUMENT
+    if isinstance(error, asyncio.CancelledError):
+        return "CANCELLED"
+    if isinstance(error, TimeoutError):
+        return DEADLINE_EXCEEDED
+    return INTERNAL
 
 
 def _cut_texts(row: dict, bound: int | None) -> dict:

@@ -32,6 +32,8 @@ A client, exactly as with TF Serving:
 
 from __future__ import annotations
 
+import asyncio
+
 import grpc
 import numpy as np
 import tensorflow as tf
@@ -70,22 +72,42 @@ def _invalid(message: str) -> ServingError:
 # ---- the services ----
 
 
-def _answering(method):
+def _answering(api: str | None = None):
     """A servicer method whose `ServingError`s end the call with TF Serving's status code and
-    message (cut at 1024 characters, as grpc_status_util.cc does)."""
+    message (cut at 1024 characters, as grpc_status_util.cc does), run within the client's
+    deadline (DEADLINE_EXCEEDED past it). With `api` ("Predict"...), a model call: admitted
+    and recorded by `ModelCore.request`."""
 
-    async def answer(self, request, context):
-        try:
-            return await method(self, request, context)
-        except ServingError as e:
-            message = e.message.encode("utf-8", "backslashreplace").decode("utf-8")
-            if len(message) > _MESSAGE_LIMIT:
-                message = message[:_MESSAGE_LIMIT] + "...TRUNCATED"
-            await context.abort(getattr(grpc.StatusCode, e.code), message)
+    def wrap(method):
+        async def answer(self, request, context):
+            try:
+                if api is None:
+                    return await method(self, request, context)
+                with self.core.request(_model_name(request), api, "GRPC"):
+                    call = method(self, request, context)
+                    return await asyncio.wait_for(call, context.time_remaining())
+            except asyncio.TimeoutError:
+                await context.abort(
+                    grpc.StatusCode.DEADLINE_EXCEEDED, "the request's deadline passed"
+                )
+            except ServingError as e:
+                message = e.message.encode("utf-8", "backslashreplace").decode("utf-8")
+                if len(message) > _MESSAGE_LIMIT:
+                    message = message[:_MESSAGE_LIMIT] + "...TRUNCATED"
+                await context.abort(getattr(grpc.StatusCode, e.code), message)
 
-    answer.__name__ = method.__name__
-    answer.__doc__ = method.__doc__
-    return answer
+        answer.__name__ = method.__name__
+        answer.__doc__ = method.__doc__
+        return answer
+
+    return wrap
+
+
+def _model_name(request) -> str:
+    """The model a request names (a MultiInference request: its first task's)."""
+    if hasattr(request, "tasks"):
+        return request.tasks[0].model_spec.name if request.tasks else ""
+    return request.model_spec.name
 
 
 def _served(core: ModelCore, request) -> ServedVersion:
@@ -118,7 +140,7 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
     def __init__(self, core: ModelCore):
         self.core = core
 
-    @_answering
+    @_answering("Predict")
     async def Predict(self, request, context):  # noqa: N802 (the proto's method names)
         """predict_util.cc RunPredict: signature, inputs, output_filter, then the model."""
         served = _served(self.core, request)
@@ -138,7 +160,7 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
             response.outputs[output].CopyFrom(tensor_proto(outputs[output]))
         return response
 
-    @_answering
+    @_answering("Classify")
     async def Classify(self, request, context):  # noqa: N802
         """classifier.cc: the classify signature on the request's tf.Examples."""
         served = _served(self.core, request)
@@ -149,7 +171,7 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
         _classifications(results, response.result)
         return response
 
-    @_answering
+    @_answering("Regress")
     async def Regress(self, request, context):  # noqa: N802
         """regressor.cc: the regress signature on the request's tf.Examples."""
         served = _served(self.core, request)
@@ -161,7 +183,7 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
             response.result.regressions.add(value=value)
         return response
 
-    @_answering
+    @_answering("MultiInference")
     async def MultiInference(self, request, context):  # noqa: N802
         """multi_inference.cc: classify and regress tasks of one model on one input."""
         first = request.tasks[0] if request.tasks else inference_pb2.InferenceTask()
@@ -201,7 +223,7 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
             raise _invalid(f"Requested signature not found in model graph: {name}")
         return self.core.signature(served, name, task.method_name).name
 
-    @_answering
+    @_answering()
     async def GetModelMetadata(self, request, context):  # noqa: N802
         """get_model_metadata_impl.cc: the version's SignatureDefMap, packed in an Any."""
         if not request.HasField("model_spec"):
@@ -228,7 +250,7 @@ class ModelService(model_service_pb2_grpc.ModelServiceServicer):
     def __init__(self, core: ModelCore):
         self.core = core
 
-    @_answering
+    @_answering()
     async def GetModelStatus(self, request, context):  # noqa: N802
         """get_model_status_impl.cc: every version, or the one asked."""
         if not request.HasField("model_spec"):
