@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import functools
 import math
 import re
 import socket
@@ -49,6 +50,7 @@ from bertfit.serve.core import (
     ServingError,
     model_error,
 )
+from bertfit.serve.versions import POLL_WAIT, VersionManager, VersionPolicy, version_folders
 
 # What TF Serving's URLs can carry as a model NAME: no "/" or ":" (they delimit the path), and
 # nothing a URL must escape ("?", "#", "%", spaces, control characters).
@@ -383,23 +385,50 @@ def listen(host: str, port: int) -> socket.socket:
     return sock
 
 
-def served_versions(path: str | Path, max_batch: int = 64, max_wait: float = 0.005) -> list:
-    """The versions to serve from `path`: an export's every numbered version (TF Serving's
-    layout), else the one classifier at `path` (a run directory is version 1, a version
-    folder its number)."""
+def export_base(path: str | Path) -> Path | None:
+    """`path` when it is an export's BASE folder (numbered versions, TF Serving's layout),
+    else None (a run directory, or one version's folder)."""
+    path = Path(path)
+    if not path.is_dir() or (path / "saved_model.pb").is_file():
+        return None
+    return path if version_folders(path) else None
+
+
+def load_version(
+    number: int, folder: Path, max_batch: int = 64, max_wait: float = 0.005
+) -> ServedVersion:
+    """Version `number` of an export, loaded from `folder` and warmed up (its first call
+    traces the graph: not a request's wait)."""
+    from bertfit.inference.predictor import Classifier
+
+    served = ServedVersion(number, Classifier.from_export(folder), max_batch, max_wait, folder)
+    _warm_up(served)
+    return served
+
+
+def _warm_up(served: ServedVersion) -> None:
+    classifier = served.classifier
+    classifier.classify_batch(["warm up"], ["warm up"] if classifier.pairs else None)
+
+
+def served_versions(
+    path: str | Path,
+    max_batch: int = 64,
+    max_wait: float = 0.005,
+    policy: VersionPolicy | None = None,
+) -> list[ServedVersion]:
+    """The versions to serve from `path`, loaded once: an export's versions that `policy`
+    wants (TF Serving's default: the latest), else the one classifier at `path` (a run
+    directory is version 1, a version folder its number)."""
     from bertfit.inference.predictor import Classifier, export_version_dir, load_classifier
 
-    path = Path(path)
-    folders = sorted(
-        (p for p in path.iterdir() if p.name.isdigit() and (p / "saved_model.pb").is_file())
-        if path.is_dir()
-        else [],
-        key=lambda p: int(p.name),
-    )
-    if folders and not (path / "saved_model.pb").is_file():
+    base = export_base(path)
+    if base is not None:
+        folders = version_folders(base)
+        wanted = sorted((policy or VersionPolicy()).aspired(list(folders)))
         return [
-            ServedVersion(int(f.name), Classifier.from_export(f), max_batch, max_wait, f)
-            for f in folders
+            ServedVersion(n, Classifier.from_export(folders[n]), max_batch, max_wait, folders[n])
+            for n in wanted
         ]
     classifier = load_classifier(path)
     folder = export_version_dir(path) if "version" in classifier.metadata else None
@@ -415,28 +444,60 @@ def serve(
     version_labels: dict[str, int] | None = None,
     enable_cors: bool = False,
     grpc_port: int = -1,
+    version_policy: str | VersionPolicy = "latest",
+    poll_wait: float = POLL_WAIT,
     **options,
 ) -> None:
-    """Loads the classifier at `path` (a run directory, or an export: every version in it)
-    and serves it until interrupted: TF Serving's REST API on `port`, and its gRPC API on
-    `grpc_port` (-1: none) in the same event loop. The ports are taken before the model loads,
-    so a busy port is said at once."""
+    """Loads the classifier at `path` (a run directory, or an export BASE: the versions
+    `version_policy` wants, polled every `poll_wait` seconds for new ones) and serves it until
+    SIGTERM: TF Serving's REST API on `port`, and its gRPC API on `grpc_port` (-1: none) in
+    the same event loop. The ports are taken before the model loads, so a busy port is said
+    at once."""
     import asyncio
 
     check_options(model_name=model_name, port=port, **options)
     check_grpc_port(grpc_port)
+    if isinstance(version_policy, str):
+        version_policy = VersionPolicy.parse(version_policy)
+    if not 0 <= poll_wait < float("inf"):
+        raise ConfigError(
+            f"--file-system-poll-wait-seconds must be 0 (poll once, at start) or more, got "
+            f"{poll_wait}"
+        )
     if grpc_port >= 0:
         _import_grpc()
     sock = listen(host, port)
     try:
         asyncio.run(
-            _serve(path, sock, host, grpc_port, model_name, version_labels, enable_cors, options)
+            _serve(
+                path,
+                sock,
+                host,
+                grpc_port,
+                model_name,
+                version_labels,
+                enable_cors,
+                version_policy,
+                poll_wait,
+                options,
+            )
         )
     finally:
         sock.close()
 
 
-async def _serve(path, sock, host, grpc_port, model_name, version_labels, enable_cors, options):
+async def _serve(
+    path,
+    sock,
+    host,
+    grpc_port,
+    model_name,
+    version_labels,
+    enable_cors,
+    version_policy,
+    poll_wait,
+    options,
+):
     port = sock.getsockname()[1]  # the one bound: --port 0 takes any free port
     grpc_server = None
     if grpc_port >= 0:  # bound in the loop that will run it, before the model loads
@@ -445,19 +506,21 @@ async def _serve(path, sock, host, grpc_port, model_name, version_labels, enable
         grpc_server, grpc_port = grpc_api.bind(
             host, grpc_port, options.get("max_body_bytes", MAX_BODY_BYTES)
         )
-    versions = served_versions(path, options.get("max_batch", 64), options.get("max_wait", 0.005))
-    server = ModelServer(
-        None,
-        model_name,
-        versions=versions,
-        version_labels=version_labels,
-        enable_cors=enable_cors,
-        **options,
-    )
-    for served in versions:
-        classifier = served.classifier
-        classifier.classify_batch(["warm up"], ["warm up"] if classifier.pairs else None)
-    numbers = ", ".join(str(served.version) for served in versions)
+    batching = options.get("max_batch", 64), options.get("max_wait", 0.005)
+    server = ModelServer(None, model_name, versions=[], enable_cors=enable_cors, **options)
+    base = export_base(path)
+    if base is not None:  # polled for new versions while serving
+        load = functools.partial(load_version, max_batch=batching[0], max_wait=batching[1])
+        VersionManager(server.core, base, version_policy, load, poll_wait).load_initial()
+    else:
+        for served in served_versions(path, *batching):
+            _warm_up(served)
+            server.core.add(served)
+    check_version_labels(version_labels or {}, list(server.core.versions))
+    server.core.version_labels = dict(version_labels or {})
+    numbers = ", ".join(str(number) for number in server.core.versions)
+    if base is not None:
+        numbers += f" (policy {version_policy}, polling {base} every {poll_wait:g} s)"
     print(
         f"bertfit serve: {path} as model {model_name!r} version {numbers} on "
         f"http://{host}:{port}/v1/models/{model_name}",

@@ -36,6 +36,7 @@ class DynamicBatcher:
         self.metrics = None
         self.pool_name = ""
         self._queued_at: dict[asyncio.Future, float] = {}
+        self.busy = 0  # requests submitted or run alone, not yet answered (an unload waits)
 
     def start(self) -> None:
         """Starts batching in the running event loop (again after `stop`, in a new loop too)."""
@@ -61,16 +62,22 @@ class DynamicBatcher:
         future = loop.create_future()
         if self.metrics is not None:
             self.metrics.input_batch_size.add(len(rows))
-        await self._queue.put((rows, future))
-        self._queued_at[future] = loop.time()
+        self.busy += 1
         try:
+            await self._queue.put((rows, future))
+            self._queued_at[future] = loop.time()
             return await future
         finally:
+            self.busy -= 1
             self._queued_at.pop(future, None)
 
     async def run_alone(self, function: Callable):
         """Runs `function()` in the worker thread, between batches."""
-        return await asyncio.get_running_loop().run_in_executor(self._worker, function)
+        self.busy += 1
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._worker, function)
+        finally:
+            self.busy -= 1
 
     async def _serve(self) -> None:
         loop = asyncio.get_running_loop()

@@ -81,6 +81,26 @@ _DTYPES = {"string": "DT_STRING", "float32": "DT_FLOAT", "int32": "DT_INT32", "i
 _INT_BITS = {"int32": 32, "int64": 64}
 
 
+# A version's states (ModelVersionStatus.State, get_model_status.proto).
+START, LOADING, AVAILABLE, UNLOADING, END = "START", "LOADING", "AVAILABLE", "UNLOADING", "END"
+
+
+@dataclasses.dataclass
+class VersionState:
+    """A version's state as GetModelStatus reports it (ModelVersionStatus)."""
+
+    state: str
+    error_code: str = "OK"
+    error_message: str = ""
+
+    def to_dict(self, version: int) -> dict:
+        return {
+            "version": str(version),
+            "state": self.state,
+            "status": {"error_code": self.error_code, "error_message": self.error_message},
+        }
+
+
 class ServingError(Exception):
     """A call TF Serving would refuse: `code` is its status code (see `HTTP_STATUS`);
     `http_status` overrides the HTTP status of `code` for what only HTTP has (413, 408)."""
@@ -308,6 +328,8 @@ class ModelCore:
     ):
         self.model_name = model_name
         self.versions: dict[int, ServedVersion] = {}
+        self.states: dict[int, VersionState] = {}  # every version known, loaded or not
+        self.manager = None  # a `bertfit.serve.versions.VersionManager` polling the export
         self.version_labels = dict(version_labels or {})
         self.max_request_instances = max_request_instances
         self.max_queued_requests = max_queued_requests
@@ -318,10 +340,27 @@ class ModelCore:
             self.add(served)
 
     def add(self, served: ServedVersion) -> None:
-        """Serves `served` (its batcher reports to this core's metrics)."""
+        """Serves `served` (its batcher reports to this core's metrics): AVAILABLE."""
         served.batcher.metrics = self.metrics
         served.batcher.pool_name = self.model_name
         self.versions = dict(sorted({**self.versions, served.version: served}.items()))
+        self.set_state(served.version, VersionState(AVAILABLE))
+
+    def remove(self, version: int) -> None:
+        """Stops routing requests to `version` (those it holds still finish)."""
+        self.versions = {n: s for n, s in self.versions.items() if n != version}
+
+    def set_state(self, version: int, state: VersionState) -> None:
+        """`version`'s state, for GetModelStatus and the model_version_state metric."""
+        previous = self.states.get(version)
+        if previous is not None:
+            self.metrics.model_state.remove(
+                model_name=self.model_name, version=str(version), state=previous.state
+            )
+        self.states[version] = state
+        self.metrics.model_state.set(
+            1, model_name=self.model_name, version=str(version), state=state.state
+        )
 
     def request(self, model_name: str, api: str, entrypoint: str) -> RequestRecord:
         """A request's admission and record: `with core.request(name, "predict", "REST"):`
@@ -335,11 +374,15 @@ class ModelCore:
         return self.versions[max(self.versions)]
 
     def start(self) -> None:
-        """Starts the batchers (in the running event loop)."""
+        """Starts the batchers, and the polling of the export (in the running event loop)."""
         for served in self.versions.values():
             served.batcher.start()
+        if self.manager is not None:
+            self.manager.start()
 
     async def stop(self) -> None:
+        if self.manager is not None:
+            await self.manager.stop()
         for served in self.versions.values():
             await served.batcher.stop()
 
@@ -358,6 +401,10 @@ class ModelCore:
             if name != self.model_name or label not in self.version_labels:
                 raise ServingError(f"Unrecognized servable version label: {label}")
             version = self.version_labels[label]
+            if version not in self.versions:  # the label's version was unloaded
+                raise ServingError(
+                    f"Servable not found for request: Specific({name}, {version})", NOT_FOUND
+                )
         if name != self.model_name or (version is not None and version not in self.versions):
             found = f"Specific({name}, {version})" if version is not None else f"Latest({name})"
             raise ServingError(f"Servable not found for request: {found}", NOT_FOUND)
@@ -476,24 +523,15 @@ class ModelCore:
     def model_status(self, name: str, version: int | None = None, label: str | None = None) -> dict:
         """GetModelStatusResponse in JSON: every served version, or the one named. As TF
         Serving's GetModelStatusImpl, a version label is ignored (every version is listed)."""
-        if name != self.model_name:
+        if name != self.model_name or not self.states:
             raise ServingError(f"Could not find any versions of model {name}", NOT_FOUND)
         if version is None:
-            chosen = list(self.versions.values())
-        elif version in self.versions:
-            chosen = [self.versions[version]]
+            chosen = sorted(self.states.items(), reverse=True)  # as TF Serving: newest first
+        elif version in self.states:
+            chosen = [(version, self.states[version])]
         else:
             raise ServingError(f"Could not find version {version} of model {name}", NOT_FOUND)
-        return {
-            "model_version_status": [
-                {
-                    "version": str(served.version),
-                    "state": "AVAILABLE",
-                    "status": {"error_code": "OK", "error_message": ""},
-                }
-                for served in chosen
-            ]
-        }
+        return {"model_version_status": [state.to_dict(number) for number, state in chosen]}
 
     def model_metadata(
         self, name: str, version: int | None = None, label: str | None = None

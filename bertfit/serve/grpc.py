@@ -33,6 +33,7 @@ A client, exactly as with TF Serving:
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import grpc
 import numpy as np
@@ -44,6 +45,7 @@ from tensorflow_serving.apis import (
     get_model_metadata_pb2,
     get_model_status_pb2,
     inference_pb2,
+    model_management_pb2,
     model_service_pb2_grpc,
     predict_pb2,
     prediction_service_pb2_grpc,
@@ -60,6 +62,7 @@ from bertfit.serve.core import (
     ServingError,
     Signature,
 )
+from bertfit.serve.versions import VersionPolicy
 
 SIGNATURE_DEF = "signature_def"  # the one metadata field TF Serving knows
 _MESSAGE_LIMIT = 1024  # model_servers/grpc_status_util.cc
@@ -244,8 +247,9 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
 
 
 class ModelService(model_service_pb2_grpc.ModelServiceServicer):
-    """`tensorflow.serving.ModelService.GetModelStatus` on a `ModelCore`
-    (HandleReloadConfigRequest: UNIMPLEMENTED; bertfit serves what it started with)."""
+    """`tensorflow.serving.ModelService` on a `ModelCore`: GetModelStatus, and
+    HandleReloadConfigRequest for the one model `bertfit serve` serves (its version policy
+    and labels; its base path is the --export BASE it polls)."""
 
     def __init__(self, core: ModelCore):
         self.core = core
@@ -259,6 +263,40 @@ class ModelService(model_service_pb2_grpc.ModelServiceServicer):
         version = spec.version.value if spec.HasField("version") else None
         status = self.core.model_status(spec.name, version)
         return json_format.ParseDict(status, get_model_status_pb2.GetModelStatusResponse())
+
+    @_answering()
+    async def HandleReloadConfigRequest(self, request, context):  # noqa: N802
+        """model_service_impl.cc: ServerCore::ReloadConfig, then its status in the response
+        (and as the call's status when it failed)."""
+        core = self.core
+        if request.config.WhichOneof("config") != "model_config_list":
+            raise _invalid("bertfit serve takes a model_config_list (custom_model_config: no)")
+        models = list(request.config.model_config_list.config)
+        names = [model.name for model in models]
+        if names != [core.model_name]:
+            raise _invalid(
+                f"bertfit serve serves one model, {core.model_name!r}; the config names "
+                f"{names}: list that one model (to serve others, start a server for each)"
+            )
+        model = models[0]
+        manager = core.manager
+        if manager is None:
+            raise ServingError(
+                "this server serves a run directory or one version folder: start it with "
+                "--export BASE to change its versions",
+                "FAILED_PRECONDITION",
+            )
+        if model.base_path and Path(model.base_path).resolve() != manager.base.resolve():
+            raise ServingError(
+                f"the model's base_path is {manager.base}; bertfit serve cannot move it to "
+                f"{model.base_path} (start a server there)",
+                "FAILED_PRECONDITION",
+            )
+        policy = VersionPolicy.from_proto(model.model_version_policy)
+        await manager.reload(policy, dict(model.version_labels))
+        response = model_management_pb2.ReloadConfigResponse()
+        response.status.error_code = 0  # OK
+        return response
 
 
 def _classifications(results: list[list[tuple[str, float]]], into) -> None:

@@ -17,6 +17,7 @@ from bertfit.inference.graph import IdLimits
 from bertfit.inference.predictor import load_classifier
 from bertfit.serve.app import ModelServer, served_versions
 from bertfit.serve.rest import float32_text
+from bertfit.serve.versions import VersionPolicy
 from tests.serve.asgi import exchange, serving
 from tests.serve.conftest import PAIR_TEXTS
 from tests.tiny import sentiment_rows
@@ -47,7 +48,9 @@ def expected(run_dir):
 
 @pytest.fixture(scope="module")
 def versions(export_root):
-    return served_versions(export_root, max_wait=0.01)
+    """Both versions: TF Serving's `all` version policy (its default serves the latest only,
+    `tests/serve/test_versions.py`)."""
+    return served_versions(export_root, max_wait=0.01, policy=VersionPolicy("all"))
 
 
 def _server(versions, **options) -> ModelServer:
@@ -146,7 +149,7 @@ def test_versions_labels_and_unknown_models(versions, export_root):
         ("GET", "/v1/models/sst/labels/nope"),  # GetModelStatus ignores labels: every version
     )
     status = [v["version"] for v in answers[0][2]["model_version_status"]]
-    assert status == ["1", "2"]
+    assert status == ["2", "1"]  # newest first (servable_state_monitor.h: std::greater)
     assert [v["version"] for v in answers[1][2]["model_version_status"]] == ["1"]
     assert (
         answers[2][0] == 404 and answers[2][2]["error"] == "Could not find version 7 of model sst"
