@@ -227,8 +227,9 @@ class ModelServer:
         if route.call == "metadata":
             return rest.json_body(core.model_metadata(route.model_name, route.version, route.label))
         with core.request(route.model_name, route.call, "REST"):
-            served = core.find(route.model_name, route.version, route.label)
             document = rest.parse_body(await self._body(request))
+            # Found once the body is in: a version unloaded meanwhile is never used.
+            served = core.find(route.model_name, route.version, route.label)
             try:
                 return await asyncio.wait_for(
                     self._call(route, served, document), self.rest_timeout

@@ -123,7 +123,7 @@ class VersionManager:
 
     Args:
         core: the `ModelCore` that serves them (its `versions` and `states`).
-        base: the export's BASE folder (`bertfit export --output BASE`).
+        base: the export's BASE folder (`bertfit export --run RUN BASE`).
         policy: which versions to serve.
         load: folder → a loaded, warmed-up `ServedVersion` (runs in a thread).
         poll_wait: seconds between polls.
@@ -165,7 +165,7 @@ class VersionManager:
             )
             raise ConfigError(
                 f"{self.base}: no version could be loaded ({reasons or 'it has no version'}); "
-                "export one with `bertfit export --output BASE`"
+                "export one with `bertfit export --run RUN BASE`"
             )
 
     # ---- while serving ----
