@@ -83,7 +83,8 @@ class ModelServer:
         read_timeout: seconds a request's body may take to arrive (`--read-timeout-seconds`):
             a slower one is a 408 and its connection is closed.
         max_queued_requests: most requests in progress at once (`--max-queued-requests`):
-            one more is a 429 / RESOURCE_EXHAUSTED before its body is read.
+            one more is a 429 / RESOURCE_EXHAUSTED; the connections (and bodies being read)
+            are bounded at 4 times as many (uvicorn's `limit_concurrency`: 503 past it).
         rest_timeout: seconds a REST request may take once its body is in
             (`--rest-api-timeout-in-ms`, TF Serving's flag): a slower one is a 504.
         versions: the `ServedVersion`s to serve instead of `classifier` (the latest answers
@@ -212,7 +213,7 @@ class ModelServer:
             status = HTTP_STATUS[INTERNAL]
             body = rest.error_body(f"internal error: {type(e).__name__}: {e}"[:2000])
         headers = self._headers({"Content-Type": _JSON})
-        if status in (408, 413, 429, 503):  # the body was not read: the connection ends
+        if status in (408, 413):  # the body was not all read: the connection ends
             headers["Connection"] = "close"
         return Response(body.encode("utf-8"), status, headers=headers)
 
@@ -226,9 +227,11 @@ class ModelServer:
             return rest.json_body(core.model_status(route.model_name, route.version, route.label))
         if route.call == "metadata":
             return rest.json_body(core.model_metadata(route.model_name, route.version, route.label))
+        # Admitted once its body is in: a client that stalls sending it is cut at
+        # --read-timeout-seconds and never holds a place in the queue.
+        body = await self._body(request)
         with core.request(route.model_name, route.call, "REST"):
-            document = rest.parse_body(await self._body(request))
-            # Found once the body is in: a version unloaded meanwhile is never used.
+            document = rest.parse_body(body)
             served = core.find(route.model_name, route.version, route.label)
             try:
                 return await asyncio.wait_for(
@@ -505,7 +508,10 @@ async def _serve(
         from bertfit.serve import grpc as grpc_api
 
         grpc_server, grpc_port = grpc_api.bind(
-            host, grpc_port, options.get("max_body_bytes", MAX_BODY_BYTES)
+            host,
+            grpc_port,
+            options.get("max_body_bytes", MAX_BODY_BYTES),
+            4 * options.get("max_queued_requests", MAX_QUEUED_REQUESTS),
         )
     batching = options.get("max_batch", 64), options.get("max_wait", 0.005)
     server = ModelServer(None, model_name, versions=[], enable_cors=enable_cors, **options)
@@ -535,6 +541,7 @@ async def _serve(
         log_level="warning",
         http=protocol,
         timeout_graceful_shutdown=max(1, math.ceil(server.rest_timeout)),
+        limit_concurrency=4 * server.core.max_queued_requests,
     )
     await DrainingServer(config, server).serve(sockets=[sock])
     print("bertfit serve: drained and stopped", flush=True)

@@ -324,18 +324,22 @@ def serialized_examples(request_input) -> list[bytes]:
 # ---- the server ----
 
 
-def bind(host: str, port: int, max_message_bytes: int = 16 << 20) -> tuple[grpc.aio.Server, int]:
+def bind(
+    host: str, port: int, max_message_bytes: int = 16 << 20, max_calls: int | None = None
+) -> tuple[grpc.aio.Server, int]:
     """A gRPC server bound to host:port (0: any free port), not started, and the port bound;
     or a `ConfigError` that says why not. Call it in the event loop that will run it.
 
     A request message over `max_message_bytes` (`--max-request-bytes`, as the REST body's
     bound) is refused by gRPC itself with RESOURCE_EXHAUSTED; TF Serving takes any size a
-    protobuf holds (server.cc SetMaxMessageSize), bertfit bounds a request's memory."""
+    protobuf holds (server.cc SetMaxMessageSize), bertfit bounds a request's memory. Past
+    `max_calls` calls at once (messages being read too), gRPC answers RESOURCE_EXHAUSTED."""
     server = grpc.aio.server(
+        maximum_concurrent_rpcs=max_calls,
         options=[
             ("grpc.max_receive_message_length", max_message_bytes),
             ("grpc.max_send_message_length", 2**31 - 1),
-        ]
+        ],
     )
     address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     try:
