@@ -218,6 +218,7 @@ def test_an_empty_columnar_batch_is_200_with_outputs_of_no_rows(versions):
         )
 
 
+@pytest.mark.slow
 def test_json_nested_200000_deep_is_read_as_tf_servings_iterative_parser_reads_it(
     versions, expected
 ):
