@@ -35,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 import tensorflow as tf
+from google.protobuf.message import DecodeError
 
 from bertfit.inference.graph import (
     CLASSIFY_SIGNATURE,
@@ -283,6 +284,23 @@ def cut_text(text: str | bytes, bound: int | None) -> str | bytes:
     return kept.encode("utf-8") if raw else kept
 
 
+def cut_example(serialized: bytes, bound: int | None) -> bytes:
+    """A serialized tf.Example with each text of its bytes features cut to `bound` characters
+    (`cut_text`); as it came when it is too short to hold a longer text, or is not a
+    tf.Example of UTF-8 texts (the model says what is wrong with it)."""
+    if bound is None or len(serialized) <= bound:  # a text of N characters has N bytes or more
+        return serialized
+    try:
+        example = tf.train.Example.FromString(serialized)
+        for feature in example.features.feature.values():
+            if feature.WhichOneof("kind") == "bytes_list":  # touching another kind sets it
+                values = feature.bytes_list.value
+                values[:] = [cut_text(value, bound) for value in values]
+    except (DecodeError, UnicodeDecodeError):
+        return serialized
+    return example.SerializeToString()
+
+
 def _saved_call(index: int) -> str:
     """The node `tf.saved_model.save` names the call of its `index`-th signature (by name)."""
     return "StatefulPartitionedCall" + (f"_{index}" if index else "")
@@ -507,6 +525,7 @@ class ModelCore:
             raise ServingError(_too_many(len(examples), self.max_request_instances))
         function = served.functions[signature.name]
         size = served.examples_per_call(len(examples))
+        examples = [cut_example(example, served.max_text_chars) for example in examples]
 
         def run() -> dict[str, np.ndarray]:
             parts = [

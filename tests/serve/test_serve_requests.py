@@ -9,6 +9,7 @@ import random
 
 import numpy as np
 import pytest
+import tensorflow as tf
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -16,7 +17,7 @@ from bertfit.inference.graph import IdLimits
 from bertfit.inference.predictor import load_classifier
 from bertfit.serve.app import ModelServer
 from bertfit.serve.batching import DynamicBatcher
-from bertfit.serve.core import cut_text, text_bound
+from bertfit.serve.core import cut_example, cut_text, text_bound
 from tests.serve.asgi import call, exchange, serving
 from tests.tiny import sentiment_rows
 
@@ -343,6 +344,7 @@ def test_a_body_over_max_request_bytes_is_a_413_said_before_it_is_read(classifie
     assert fits[0] == 200
 
 
+@pytest.mark.slow
 def test_a_huge_text_is_cut_before_tokenizing_and_gets_the_same_answer(classifier):
     # max_seq_length 16: the tokenizer sees at most 64 * 16 characters of each text, and the
     # answer is the one the whole text gets (its first 16 tokens are the same).
@@ -360,6 +362,15 @@ def test_a_huge_text_is_cut_before_tokenizing_and_gets_the_same_answer(classifie
     got = [row["probabilities"] for row in answer["predictions"][:2]]
     np.testing.assert_allclose(got, expected, atol=1e-6)
 
+    async def classify(app):  # the texts of :classify's tf.Examples are cut the same way
+        body = {"examples": [{"text": huge}, {"text": huge[:-3] + "bad"}, {"text": "fine"}]}
+        return await call(app, "/v1/models/sst:classify", body)
+
+    status, answer = serving(server, classify)
+    assert status == 200
+    scores = [[score for _, score in row] for row in answer["results"][:2]]
+    np.testing.assert_allclose(scores, expected, atol=1e-6)
+
 
 @pytest.mark.parametrize(
     "text, bound, kept",
@@ -375,3 +386,17 @@ def test_a_huge_text_is_cut_before_tokenizing_and_gets_the_same_answer(classifie
 )
 def test_cut_text_keeps_whole_words_within_the_bound(text, bound, kept):
     assert cut_text(text, bound) == kept
+
+
+def test_cut_example_cuts_each_text_feature_and_leaves_the_rest():
+    example = tf.train.Example()
+    example.features.feature["text"].bytes_list.value.append(("word " * 100).encode())
+    example.features.feature["text_pair"].bytes_list.value.append(("café " * 100).encode())
+    example.features.feature["weight"].float_list.value.append(0.5)
+    cut = tf.train.Example.FromString(cut_example(example.SerializeToString(), 12))
+    assert cut.features.feature["text"].bytes_list.value == [b"word word"]
+    assert cut.features.feature["text_pair"].bytes_list.value == ["café café".encode()]
+    assert cut.features.feature["weight"].float_list.value == [0.5]
+    small = example.SerializeToString()
+    assert cut_example(small, len(small)) == small  # too short to hold a longer text
+    assert cut_example(b"\xff" * 50, 12) == b"\xff" * 50  # no tf.Example: the model says so
