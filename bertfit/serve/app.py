@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import errno
 import functools
 import math
@@ -470,71 +471,56 @@ def serve(
         )
     if grpc_port >= 0:
         _import_grpc()
+    launch = _Launch(
+        path, host, grpc_port, model_name, version_labels, enable_cors, version_policy, poll_wait
+    )
     sock = listen(host, port)
     try:
-        asyncio.run(
-            _serve(
-                path,
-                sock,
-                host,
-                grpc_port,
-                model_name,
-                version_labels,
-                enable_cors,
-                version_policy,
-                poll_wait,
-                options,
-            )
-        )
+        asyncio.run(_serve(sock, launch, options))
     finally:
         sock.close()
 
 
-async def _serve(
-    path,
-    sock,
-    host,
-    grpc_port,
-    model_name,
-    version_labels,
-    enable_cors,
-    version_policy,
-    poll_wait,
-    options,
-):
+@dataclasses.dataclass(frozen=True)
+class _Launch:
+    """What `serve` was asked to serve, and where (its checked arguments)."""
+
+    path: str
+    host: str
+    grpc_port: int
+    model_name: str
+    version_labels: dict | None
+    enable_cors: bool
+    version_policy: VersionPolicy
+    poll_wait: float
+
+
+async def _serve(sock, launch: _Launch, options: dict):
     port = sock.getsockname()[1]  # the one bound: --port 0 takes any free port
-    grpc_server = None
+    grpc_server, grpc_port = None, launch.grpc_port
     if grpc_port >= 0:  # bound in the loop that will run it, before the model loads
         from bertfit.serve import grpc as grpc_api
 
         grpc_server, grpc_port = grpc_api.bind(
-            host,
+            launch.host,
             grpc_port,
             options.get("max_body_bytes", MAX_BODY_BYTES),
             4 * options.get("max_queued_requests", MAX_QUEUED_REQUESTS),
         )
-    batching = options.get("max_batch", 64), options.get("max_wait", 0.005)
-    server = ModelServer(None, model_name, versions=[], enable_cors=enable_cors, **options)
-    base = export_base(path)
-    if base is not None:  # polled for new versions while serving
-        load = functools.partial(load_version, max_batch=batching[0], max_wait=batching[1])
-        VersionManager(server.core, base, version_policy, load, poll_wait).load_initial()
-    else:
-        for served in served_versions(path, *batching):
-            _warm_up(served)
-            server.core.add(served)
-    check_version_labels(version_labels or {}, list(server.core.versions))
-    server.core.version_labels = dict(version_labels or {})
+    server = ModelServer(
+        None, launch.model_name, versions=[], enable_cors=launch.enable_cors, **options
+    )
+    base = _load_versions(server.core, launch, options)
     numbers = ", ".join(str(number) for number in server.core.versions)
     if base is not None:
-        numbers += f" (policy {version_policy}, polling {base} every {poll_wait:g} s)"
+        numbers += f" (policy {launch.version_policy}, polling {base} every {launch.poll_wait:g} s)"
     print(
-        f"bertfit serve: {path} as model {model_name!r} version {numbers} on "
-        f"http://{host}:{port}/v1/models/{model_name}",
+        f"bertfit serve: {launch.path} as model {launch.model_name!r} version {numbers} on "
+        f"http://{launch.host}:{port}/v1/models/{launch.model_name}",
         flush=True,
     )
     if grpc_server is not None:
-        print(f"bertfit serve: gRPC (TF Serving's API) on {host}:{grpc_port}", flush=True)
+        print(f"bertfit serve: gRPC (TF Serving's API) on {launch.host}:{grpc_port}", flush=True)
     protocol = read_deadline_protocol(server.read_timeout)
     config = uvicorn.Config(
         server.app(grpc_server),
@@ -545,6 +531,24 @@ async def _serve(
     )
     await DrainingServer(config, server).serve(sockets=[sock])
     print("bertfit serve: drained and stopped", flush=True)
+
+
+def _load_versions(core: ModelCore, launch: _Launch, options: dict) -> Path | None:
+    """Loads what `launch` serves into `core` (an export BASE: the versions its policy wants,
+    managed from then on; else the one classifier) and its labels; the BASE, or None."""
+    max_batch, max_wait = options.get("max_batch", 64), options.get("max_wait", 0.005)
+    base = export_base(launch.path)
+    if base is not None:  # polled for new versions while serving
+        load = functools.partial(load_version, max_batch=max_batch, max_wait=max_wait)
+        VersionManager(core, base, launch.version_policy, load, launch.poll_wait).load_initial()
+    else:
+        for served in served_versions(launch.path, max_batch, max_wait):
+            _warm_up(served)
+            core.add(served)
+    labels = launch.version_labels or {}
+    check_version_labels(labels, list(core.versions))
+    core.version_labels = dict(labels)
+    return base
 
 
 class DrainingServer(uvicorn.Server):

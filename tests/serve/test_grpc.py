@@ -8,17 +8,12 @@ its REST app and the gRPC server on one event loop (in a thread here), gRPC boun
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import json
-import os
 import re
 import socket
-import subprocess
-import sys
 import threading
 import time
 import urllib.request
-from pathlib import Path
 
 import grpc
 import numpy as np
@@ -42,9 +37,8 @@ from bertfit.serve import grpc as grpc_api
 from bertfit.serve.app import ModelServer
 from bertfit.serve.core import ServedVersion
 from tests.serve.asgi import call
-from tests.serve.conftest import PAIR_TEXTS
+from tests.serve.conftest import PAIR_TEXTS, lines_until, start_serve
 
-ROOT = Path(__file__).resolve().parents[2]
 TEXTS = ["a fine, moving film", "dull and far too long", "it was fine"]
 
 
@@ -547,18 +541,9 @@ def test_regress_gives_the_values_predict_gives(regression_live):
 def test_bertfit_serve_runs_grpc_beside_rest_on_its_own_port(trained_run):
     """The CLI: with --port 0 the gRPC port is any free one too, said on start-up; a TF
     Serving client gets the numbers REST gives, from the same process."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
-    command = [sys.executable, "-m", "bertfit.cli", "serve", "--run", trained_run[1].run_dir]
-    process = subprocess.Popen(
-        [*command, "--port", "0", "--model-name", "sst"],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    process = start_serve("--run", trained_run[1].run_dir, "--port", "0", "--model-name", "sst")
     try:
-        lines = _lines_until(process, "gRPC", timeout=180)
+        lines = lines_until(process, "gRPC", timeout=180)
         rest_url = re.search(r" on (http://\S+?)/v1/models/", lines[0])[1]
         grpc_port = int(re.search(r"gRPC \(TF Serving's API\) on 127\.0\.0\.1:(\d+)$", lines[1])[1])
         with grpc.insecure_channel(f"127.0.0.1:{grpc_port}") as channel:
@@ -576,27 +561,6 @@ def test_bertfit_serve_runs_grpc_beside_rest_on_its_own_port(trained_run):
     finally:
         process.terminate()
         process.communicate(timeout=30)
-
-
-def _lines_until(process: subprocess.Popen, marker: str, timeout: float) -> list[str]:
-    """The lines `process` prints up to the one containing `marker`."""
-
-    def read() -> list[str]:
-        lines = []
-        for line in process.stdout:
-            lines.append(line.rstrip("\n"))
-            if marker in line:
-                break
-        return lines
-
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        try:
-            lines = pool.submit(read).result(timeout=timeout)
-        except concurrent.futures.TimeoutError:
-            process.kill()  # ends the read
-            raise AssertionError(f"the server said no {marker!r} line in {timeout:.0f}s") from None
-    assert lines and marker in lines[-1], process.communicate()[1][-3000:]
-    return lines
 
 
 def test_a_busy_grpc_port_is_said_before_the_model_loads(capsys):

@@ -6,17 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 import signal
 import socket
-import subprocess
-import sys
 import threading
 import time
 import urllib.error
 import urllib.request
-from pathlib import Path
 
 import grpc
 import pytest
@@ -28,9 +24,9 @@ from bertfit.serve.app import METRICS_PATH, ModelServer
 from bertfit.serve.core import ServedVersion
 from tests.serve import prometheus_text
 from tests.serve.asgi import call, exchange, serving
-from tests.serve.test_grpc import LiveServer, _lines_until
+from tests.serve.conftest import lines_until, start_serve
+from tests.serve.test_grpc import LiveServer
 
-ROOT = Path(__file__).resolve().parents[2]
 PREDICT = "/v1/models/sst:predict"
 
 
@@ -152,7 +148,7 @@ def test_metrics_scrape_as_prometheus_text_with_tf_servings_names(live):
 
 
 def _announced(process) -> tuple[str, int]:
-    lines = _lines_until(process, "gRPC", timeout=180)
+    lines = lines_until(process, "gRPC", timeout=180)
     rest_url = re.search(r" on (http://\S+?)/v1/models/", lines[-2])[1]
     grpc_port = int(re.search(r":(\d+)$", lines[-1])[1])
     return rest_url, grpc_port
@@ -160,15 +156,9 @@ def _announced(process) -> tuple[str, int]:
 
 @pytest.mark.slow
 def test_sigterm_finishes_the_requests_in_progress_refuses_new_ones_and_exits_0(trained_run):
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
-    command = [sys.executable, "-m", "bertfit.cli", "serve", "--run", trained_run[1].run_dir]
-    process = subprocess.Popen(
-        [*command, "--port", "0", "--model-name", "sst", "--max-wait-ms", "1500"],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    run = trained_run[1].run_dir
+    process = start_serve(
+        "--run", run, "--port", "0", "--model-name", "sst", "--max-wait-ms", "1500"
     )
     try:
         rest_url, grpc_port = _announced(process)

@@ -10,8 +10,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -27,9 +25,8 @@ from bertfit.serve.app import ModelServer
 from bertfit.serve.core import NOT_FOUND, ServedVersion, ServingError
 from bertfit.serve.versions import VersionManager, VersionPolicy, version_folders
 from tests.serve import prometheus_text
-from tests.serve.test_grpc import LiveServer, _lines_until
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.serve.conftest import lines_until, start_serve
+from tests.serve.test_grpc import LiveServer
 
 
 @pytest.mark.parametrize(
@@ -237,19 +234,10 @@ def test_reload_config_and_model_status_through_tf_servings_stubs(tmp_path, clas
 def test_bertfit_serve_picks_up_a_new_version_and_reports_a_broken_one(trained_run, tmp_path):
     base = tmp_path / "export"
     export_classifier(load_classifier(trained_run[1].run_dir), base)  # version 1
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
-    command = [sys.executable, "-m", "bertfit.cli", "serve", "--export", str(base)]
     flags = ["--port", "0", "--grpc-port", "-1", "--model-name", "sst"]
-    process = subprocess.Popen(
-        [*command, *flags, "--file-system-poll-wait-seconds", "0.2"],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    process = start_serve("--export", str(base), *flags, "--file-system-poll-wait-seconds", "0.2")
     try:
-        line = _lines_until(process, "/v1/models/", timeout=180)[-1]
+        line = lines_until(process, "/v1/models/", timeout=180)[-1]
         assert "version 1 (policy latest:1, polling" in line
         url = re.search(r" on (http://\S+?)/v1/models/", line)[1]
 
