@@ -65,7 +65,7 @@ _JSON = "application/json"
 MAX_BODY_BYTES = 16 << 20  # --max-request-bytes: 4096 instances of 4 KB
 READ_TIMEOUT = 30.0  # --read-timeout-seconds
 MAX_QUEUED_REQUESTS = 256  # --max-queued-requests
-REST_TIMEOUT = 30.0  # --rest-api-timeout-in-ms, TF Serving's default (main.cc)
+REST_TIMEOUT = 30.0  # --rest-api-timeout-in-ms: TF Serving's default (server.h)
 METRICS_PATH = "/monitoring/prometheus/metrics"  # util/prometheus_exporter.cc kPrometheusPath
 
 

@@ -38,7 +38,7 @@ from bertfit.serve.core import (
     VersionState,
 )
 
-POLL_WAIT = 1.0  # --file-system-poll-wait-seconds: TF Serving's default (main.cc)
+POLL_WAIT = 1.0  # --file-system-poll-wait-seconds: TF Serving's default (server.h)
 
 
 @dataclasses.dataclass(frozen=True)
