@@ -194,6 +194,12 @@ def cmd_serve(args) -> int:
         max_batch=args.max_batch,
         max_wait=args.max_wait_ms / 1000,
         max_request_instances=args.max_request_instances,
+        max_body_bytes=args.max_request_bytes,
+        read_timeout=args.read_timeout_seconds,
+        max_queued_requests=args.max_queued_requests,
+        rest_timeout=args.rest_api_timeout_in_ms / 1000,
+        version_policy=args.version_policy,
+        poll_wait=args.file_system_poll_wait_seconds,
         version_labels=args.version_labels,
         enable_cors=args.enable_cors,
     )
@@ -366,8 +372,8 @@ def build_parser() -> argparse.ArgumentParser:
     source.add_argument("--run", help="a run directory from `bertfit train`")
     source.add_argument(
         "--export",
-        help="an export from `bertfit export`: every version in it (the newest answers requests "
-        "that name none)",
+        help="an export from `bertfit export` (its BASE folder): the versions --version-policy "
+        "wants, polled for new ones (the newest answers requests that name none)",
     )
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8501)
@@ -391,6 +397,47 @@ def build_parser() -> argparse.ArgumentParser:
         help="how long a request waits for others to share its batch (ms)",
     )
     serve.add_argument("--max-request-instances", type=int, default=4096)
+    serve.add_argument(
+        "--max-request-bytes",
+        type=int,
+        default=16 << 20,
+        help="largest REST body or gRPC message (default 16 MiB); a larger one is refused (413 "
+        "/ RESOURCE_EXHAUSTED)",
+    )
+    serve.add_argument(
+        "--read-timeout-seconds",
+        type=float,
+        default=30.0,
+        help="a request's headers and body must arrive within this (default 30); a slower "
+        "one is answered 408 and its connection closed",
+    )
+    serve.add_argument(
+        "--version-policy",
+        default="latest",
+        help="which versions of --export BASE to serve (TF Serving's model_version_policy): "
+        "latest (default), latest:N, all, or specific:1,3",
+    )
+    serve.add_argument(
+        "--file-system-poll-wait-seconds",
+        type=float,
+        default=1.0,
+        help="how often --export BASE is polled for new or removed versions (TF Serving's flag, "
+        "default 1; 0: only at start)",
+    )
+    serve.add_argument(
+        "--max-queued-requests",
+        type=int,
+        default=256,
+        help="most requests in progress at once (default 256); one more is answered 429 / "
+        "RESOURCE_EXHAUSTED at once",
+    )
+    serve.add_argument(
+        "--rest-api-timeout-in-ms",
+        type=float,
+        default=30000.0,
+        help="a REST request's deadline once its body is in (TF Serving's flag, default "
+        "30000); past it: 504. gRPC requests keep their client's deadline",
+    )
     serve.add_argument(
         "--version-labels",
         type=_version_labels,

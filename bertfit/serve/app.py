@@ -21,22 +21,29 @@ server answers 500.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import dataclasses
 import errno
+import functools
+import math
 import re
 import socket
 from pathlib import Path
 
 import tensorflow as tf
+import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from bertfit import storage
 from bertfit.errors import ConfigError, MissingDependencyError
 from bertfit.inference.predictor import Classifier
 from bertfit.serve import rest
 from bertfit.serve.core import (
+    DEADLINE_EXCEEDED,
     HTTP_STATUS,
     INTERNAL,
     PREDICT_METHOD,
@@ -45,6 +52,7 @@ from bertfit.serve.core import (
     ServingError,
     model_error,
 )
+from bertfit.serve.versions import POLL_WAIT, VersionManager, VersionPolicy, version_folders
 
 # What TF Serving's URLs can carry as a model NAME: no "/" or ":" (they delimit the path), and
 # nothing a URL must escape ("?", "#", "%", spaces, control characters).
@@ -55,6 +63,11 @@ _CORS_HEADERS = {  # http_rest_api_util.cc AddCORSHeaders
     "Access-Control-Allow-Headers": "Content-Type",
 }
 _JSON = "application/json"
+MAX_BODY_BYTES = 16 << 20  # --max-request-bytes: 4096 instances of 4 KB
+READ_TIMEOUT = 30.0  # --read-timeout-seconds
+MAX_QUEUED_REQUESTS = 256  # --max-queued-requests
+REST_TIMEOUT = 30.0  # --rest-api-timeout-in-ms: TF Serving's default (server.h)
+METRICS_PATH = "/monitoring/prometheus/metrics"  # util/prometheus_exporter.cc kPrometheusPath
 
 
 class ModelServer:
@@ -68,7 +81,14 @@ class ModelServer:
         max_batch: most texts per model call when batching requests together.
         max_wait: seconds a request waits for others to share its batch.
         max_request_instances: most instances in one request.
-        max_body_bytes: largest request body.
+        max_body_bytes: largest request body (`--max-request-bytes`): a larger one is a 413.
+        read_timeout: seconds a request's body may take to arrive (`--read-timeout-seconds`):
+            a slower one is a 408 and its connection is closed.
+        max_queued_requests: most requests in progress at once (`--max-queued-requests`):
+            one more is a 429 / RESOURCE_EXHAUSTED; the connections (and bodies being read)
+            are bounded at 4 times as many (uvicorn's `limit_concurrency`: 503 past it).
+        rest_timeout: seconds a REST request may take once its body is in
+            (`--rest-api-timeout-in-ms`, TF Serving's flag): a slower one is a 504.
         versions: the `ServedVersion`s to serve instead of `classifier` (the latest answers
             requests that name no version).
         version_labels: label → version, for /labels/LABEL paths.
@@ -83,7 +103,10 @@ class ModelServer:
         max_batch: int = 64,
         max_wait: float = 0.005,
         max_request_instances: int = 4096,
-        max_body_bytes: int = 32 << 20,
+        max_body_bytes: int = MAX_BODY_BYTES,
+        read_timeout: float = READ_TIMEOUT,
+        max_queued_requests: int = MAX_QUEUED_REQUESTS,
+        rest_timeout: float = REST_TIMEOUT,
         versions: list[ServedVersion] | None = None,
         version_labels: dict[str, int] | None = None,
         enable_cors: bool = False,
@@ -94,13 +117,22 @@ class ModelServer:
             max_wait=max_wait,
             max_request_instances=max_request_instances,
             max_body_bytes=max_body_bytes,
+            read_timeout=read_timeout,
+            max_queued_requests=max_queued_requests,
+            rest_timeout=rest_timeout,
         )
         if versions is None:
             versions = [ServedVersion(int(version), classifier, max_batch, max_wait)]
         check_version_labels(version_labels or {}, [served.version for served in versions])
-        self.core = ModelCore(model_name, versions, version_labels, max_request_instances)
+        self.core = ModelCore(
+            model_name, versions, version_labels, max_request_instances, max_queued_requests
+        )
         self.model_name = model_name
         self.max_body_bytes = max_body_bytes
+        self.read_timeout = read_timeout
+        self.rest_timeout = rest_timeout
+        self._grpc_server = None
+        self._grpc_stopped: asyncio.Task | None = None
         self.enable_cors = enable_cors
 
     @property
@@ -123,24 +155,40 @@ class ModelServer:
         @contextlib.asynccontextmanager
         async def lifespan(app):
             self.core.start()
+            self.core.draining, self._grpc_server, self._grpc_stopped = False, grpc_server, None
             if grpc_server is not None:
                 from bertfit.serve import grpc as grpc_api
 
                 grpc_api.add_services(grpc_server, self.core)
                 await grpc_server.start()
             yield
-            if grpc_server is not None:
-                await grpc_server.stop(grace=1.0)
+            self.drain()
+            if self._grpc_stopped is not None:
+                await self._grpc_stopped
             await self.core.stop()
 
         methods = ["GET", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "HEAD"]
         return Starlette(
             routes=[
                 Route("/healthz", self.health),
+                Route(METRICS_PATH, self.metrics),
                 Route("/{path:path}", self.dispatch, methods=methods),
             ],
             lifespan=lifespan,
         )
+
+    def drain(self) -> None:
+        """Takes no new requests (UNAVAILABLE / 503), and stops the gRPC server once its calls
+        in progress have finished (at most `rest_timeout` seconds): SIGTERM's first step; the
+        HTTP server's own drain is uvicorn's. Call it in the server's event loop."""
+        self.core.draining = True
+        if self._grpc_server is not None and self._grpc_stopped is None:
+            stopping = self._grpc_server.stop(grace=self.rest_timeout)
+            self._grpc_stopped = asyncio.ensure_future(stopping)
+
+    async def metrics(self, request: Request) -> Response:
+        """TF Serving's Prometheus endpoint (`util/prometheus_exporter.cc`, text/plain)."""
+        return Response(self.core.metrics.text().encode(), 200, media_type="text/plain")
 
     async def health(self, request: Request) -> JSONResponse:
         return JSONResponse(
@@ -158,7 +206,7 @@ class ModelServer:
         try:
             status, body = 200, await self._answer(request, path)
         except ServingError as e:
-            status, body = HTTP_STATUS.get(e.code, 500), rest.error_body(e.message)
+            status, body = e.http_status, rest.error_body(e.message)
         except (tf.errors.InvalidArgumentError, UnicodeError) as e:
             # What the model refused, on this request alone (a failed batch is retried
             # request by request): the request's fault, as TF Serving answers it.
@@ -167,6 +215,8 @@ class ModelServer:
             status = HTTP_STATUS[INTERNAL]
             body = rest.error_body(f"internal error: {type(e).__name__}: {e}"[:2000])
         headers = self._headers({"Content-Type": _JSON})
+        if status in (408, 413):  # the body was not all read: the connection ends
+            headers["Connection"] = "close"
         return Response(body.encode("utf-8"), status, headers=headers)
 
     def _headers(self, headers: dict) -> dict:
@@ -177,10 +227,27 @@ class ModelServer:
         core = self.core
         if route.call == "status":
             return rest.json_body(core.model_status(route.model_name, route.version, route.label))
-        served = core.find(route.model_name, route.version, route.label)
         if route.call == "metadata":
             return rest.json_body(core.model_metadata(route.model_name, route.version, route.label))
-        document = rest.parse_body(await self._body(request))
+        # Admitted once its body is in: a client that stalls sending it is cut at
+        # --read-timeout-seconds and never holds a place in the queue.
+        body = await self._body(request)
+        with core.request(route.model_name, route.call, "REST"):
+            document = rest.parse_body(body)
+            served = core.find(route.model_name, route.version, route.label)
+            try:
+                return await asyncio.wait_for(
+                    self._call(route, served, document), self.rest_timeout
+                )
+            except asyncio.TimeoutError:
+                raise ServingError(
+                    f"the request did not finish within {self.rest_timeout * 1000:g} ms; send "
+                    "fewer instances, or start the server with a larger --rest-api-timeout-in-ms",
+                    DEADLINE_EXCEEDED,
+                ) from None
+
+    async def _call(self, route: rest.Route, served: ServedVersion, document: dict) -> str:
+        core = self.core
         name = rest.signature_name(document)
         if route.call == "predict":
             signature = core.signature(served, name, PREDICT_METHOD)
@@ -192,16 +259,38 @@ class ModelServer:
         return rest.regress_body(await core.regress(served, name, examples))
 
     async def _body(self, request: Request) -> bytes:
+        """The request's body: a 413 past `max_body_bytes` (said from Content-Length before
+        reading), a 408 when it has not all arrived within `read_timeout` seconds."""
+        most = self.max_body_bytes
+        advice = "send fewer or shorter instances, or start the server with a larger"
         declared = request.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
+        if declared is not None and declared.isdigit() and int(declared) > most:
             raise ServingError(
-                f"the request body has {declared} bytes; at most {self.max_body_bytes} are accepted"
+                f"the request body has {declared} bytes; at most {most} are accepted ({advice} "
+                "--max-request-bytes)",
+                http_status=413,
             )
         body = bytearray()
-        async for chunk in request.stream():
-            body += chunk
-            if len(body) > self.max_body_bytes:
-                raise ServingError(f"the request body is larger than {self.max_body_bytes} bytes")
+
+        async def read() -> None:
+            async for chunk in request.stream():
+                body.extend(chunk)
+                if len(body) > most:
+                    raise ServingError(
+                        f"the request body is larger than {most} bytes ({advice} "
+                        "--max-request-bytes)",
+                        http_status=413,
+                    )
+
+        try:
+            await asyncio.wait_for(read(), self.read_timeout)
+        except asyncio.TimeoutError:
+            raise ServingError(
+                f"the request body did not arrive within {self.read_timeout:g} s ({len(body)} "
+                "bytes came); send the whole body at once, or start the server with a larger "
+                "--read-timeout-seconds",
+                http_status=408,
+            ) from None
         return bytes(body)
 
 
@@ -229,6 +318,9 @@ def check_options(
     max_wait: float = 0.0,
     max_request_instances: int = 1,
     max_body_bytes: int = 1,
+    read_timeout: float = 1.0,
+    max_queued_requests: int = 1,
+    rest_timeout: float = 1.0,
 ) -> None:
     """`ConfigError`s for serving options no server can work with."""
     if not isinstance(model_name, str) or not _MODEL_NAME.match(model_name):
@@ -245,12 +337,21 @@ def check_options(
     for flag, value, least in [
         ("--max-batch", max_batch, 1),
         ("--max-request-instances", max_request_instances, 1),
-        ("max_body_bytes", max_body_bytes, 1),
+        ("--max-request-bytes", max_body_bytes, 1),
+        ("--max-queued-requests", max_queued_requests, 1),
     ]:
         if value < least:
             raise ConfigError(f"{flag} must be at least {least}, got {value}")
     if not max_wait >= 0:  # NaN too
         raise ConfigError(f"--max-wait-ms must be 0 or more, got {max_wait * 1000}")
+    if not 0 < read_timeout < float("inf"):
+        raise ConfigError(
+            f"--read-timeout-seconds must be more than 0 (e.g. 30), got {read_timeout}"
+        )
+    if not 0 < rest_timeout < float("inf"):
+        raise ConfigError(
+            f"--rest-api-timeout-in-ms must be more than 0 (e.g. 30000), got {rest_timeout * 1000}"
+        )
 
 
 def listen(host: str, port: int) -> socket.socket:
@@ -290,25 +391,50 @@ def listen(host: str, port: int) -> socket.socket:
     return sock
 
 
-def served_versions(path: str | Path, max_batch: int = 64, max_wait: float = 0.005) -> list:
-    """The versions to serve from `path`: an export's every numbered version (TF Serving's
-    layout), else the one classifier at `path` (a run directory is version 1, a version
-    folder its number)."""
-    from bertfit import storage
+def export_base(path: str | Path) -> Path | None:
+    """`path` when it is an export's BASE folder (numbered versions, TF Serving's layout),
+    else None (a run directory, or one version's folder)."""
+    path = Path(path)
+    if not path.is_dir() or (path / "saved_model.pb").is_file():
+        return None
+    return path if version_folders(path) else None
+
+
+def load_version(
+    number: int, folder: Path, max_batch: int = 64, max_wait: float = 0.005
+) -> ServedVersion:
+    """Version `number` of an export, loaded from `folder` and warmed up (its first call
+    traces the graph: not a request's wait)."""
+    from bertfit.inference.predictor import Classifier
+
+    served = ServedVersion(number, Classifier.from_export(folder), max_batch, max_wait, folder)
+    _warm_up(served)
+    return served
+
+
+def _warm_up(served: ServedVersion) -> None:
+    classifier = served.classifier
+    classifier.classify_batch(["warm up"], ["warm up"] if classifier.pairs else None)
+
+
+def served_versions(
+    path: str | Path,
+    max_batch: int = 64,
+    max_wait: float = 0.005,
+    policy: VersionPolicy | None = None,
+) -> list[ServedVersion]:
+    """The versions to serve from `path`, loaded once: an export's versions that `policy`
+    wants (TF Serving's default: the latest), else the one classifier at `path` (a run
+    directory is version 1, a version folder its number)."""
     from bertfit.inference.predictor import Classifier, export_version_dir, load_classifier
 
-    # a URL stays text: Path("s3://b/run") is "s3:/b/run", a local path that is not there
-    path = storage.path_text(path) if storage.is_url(path) else Path(path)
-    folders = sorted(
-        (p for p in path.iterdir() if p.name.isdigit() and (p / "saved_model.pb").is_file())
-        if isinstance(path, Path) and path.is_dir()
-        else [],
-        key=lambda p: int(p.name),
-    )
-    if folders and not (path / "saved_model.pb").is_file():
+    base = None if storage.is_url(path) else export_base(path)
+    if base is not None:
+        folders = version_folders(base)
+        wanted = sorted((policy or VersionPolicy()).aspired(list(folders)))
         return [
-            ServedVersion(int(f.name), Classifier.from_export(f), max_batch, max_wait, f)
-            for f in folders
+            ServedVersion(n, Classifier.from_export(folders[n]), max_batch, max_wait, folders[n])
+            for n in wanted
         ]
     classifier = load_classifier(path)
     exported = "version" in classifier.metadata and isinstance(path, Path)  # (a URL: copied)
@@ -325,58 +451,168 @@ def serve(
     version_labels: dict[str, int] | None = None,
     enable_cors: bool = False,
     grpc_port: int = -1,
+    version_policy: str | VersionPolicy = "latest",
+    poll_wait: float = POLL_WAIT,
     **options,
 ) -> None:
-    """Loads the classifier at `path` (a run directory, or an export: every version in it)
-    and serves it until interrupted: TF Serving's REST API on `port`, and its gRPC API on
-    `grpc_port` (-1: none) in the same event loop. The ports are taken before the model loads,
-    so a busy port is said at once."""
+    """Loads the classifier at `path` (a run directory, or an export BASE: the versions
+    `version_policy` wants, polled every `poll_wait` seconds for new ones) and serves it until
+    SIGTERM: TF Serving's REST API on `port`, and its gRPC API on `grpc_port` (-1: none) in
+    the same event loop. The ports are taken before the model loads, so a busy port is said
+    at once."""
     import asyncio
 
     check_options(model_name=model_name, port=port, **options)
     check_grpc_port(grpc_port)
+    if isinstance(version_policy, str):
+        version_policy = VersionPolicy.parse(version_policy)
+    if not 0 <= poll_wait < float("inf"):
+        raise ConfigError(
+            f"--file-system-poll-wait-seconds must be 0 (poll once, at start) or more, got "
+            f"{poll_wait}"
+        )
     if grpc_port >= 0:
         _import_grpc()
+    launch = _Launch(
+        path, host, grpc_port, model_name, version_labels, enable_cors, version_policy, poll_wait
+    )
     sock = listen(host, port)
     try:
-        asyncio.run(
-            _serve(path, sock, host, grpc_port, model_name, version_labels, enable_cors, options)
-        )
+        asyncio.run(_serve(sock, launch, options))
     finally:
         sock.close()
 
 
-async def _serve(path, sock, host, grpc_port, model_name, version_labels, enable_cors, options):
-    import uvicorn
+@dataclasses.dataclass(frozen=True)
+class _Launch:
+    """What `serve` was asked to serve, and where (its checked arguments)."""
 
+    path: str
+    host: str
+    grpc_port: int
+    model_name: str
+    version_labels: dict | None
+    enable_cors: bool
+    version_policy: VersionPolicy
+    poll_wait: float
+
+
+async def _serve(sock, launch: _Launch, options: dict):
     port = sock.getsockname()[1]  # the one bound: --port 0 takes any free port
-    grpc_server = None
+    grpc_server, grpc_port = None, launch.grpc_port
     if grpc_port >= 0:  # bound in the loop that will run it, before the model loads
         from bertfit.serve import grpc as grpc_api
 
-        grpc_server, grpc_port = grpc_api.bind(host, grpc_port)
-    versions = served_versions(path, options.get("max_batch", 64), options.get("max_wait", 0.005))
+        grpc_server, grpc_port = grpc_api.bind(
+            launch.host,
+            grpc_port,
+            options.get("max_body_bytes", MAX_BODY_BYTES),
+            4 * options.get("max_queued_requests", MAX_QUEUED_REQUESTS),
+        )
     server = ModelServer(
-        None,
-        model_name,
-        versions=versions,
-        version_labels=version_labels,
-        enable_cors=enable_cors,
-        **options,
+        None, launch.model_name, versions=[], enable_cors=launch.enable_cors, **options
     )
-    for served in versions:
-        classifier = served.classifier
-        classifier.classify_batch(["warm up"], ["warm up"] if classifier.pairs else None)
-    numbers = ", ".join(str(served.version) for served in versions)
+    base = _load_versions(server.core, launch, options)
+    numbers = ", ".join(str(number) for number in server.core.versions)
+    if base is not None:
+        numbers += f" (policy {launch.version_policy}, polling {base} every {launch.poll_wait:g} s)"
     print(
-        f"bertfit serve: {path} as model {model_name!r} version {numbers} on "
-        f"http://{host}:{port}/v1/models/{model_name}",
+        f"bertfit serve: {launch.path} as model {launch.model_name!r} version {numbers} on "
+        f"http://{launch.host}:{port}/v1/models/{launch.model_name}",
         flush=True,
     )
     if grpc_server is not None:
-        print(f"bertfit serve: gRPC (TF Serving's API) on {host}:{grpc_port}", flush=True)
-    config = uvicorn.Config(server.app(grpc_server), log_level="warning")
-    await uvicorn.Server(config).serve(sockets=[sock])
+        print(f"bertfit serve: gRPC (TF Serving's API) on {launch.host}:{grpc_port}", flush=True)
+    protocol = read_deadline_protocol(server.read_timeout)
+    config = uvicorn.Config(
+        server.app(grpc_server),
+        log_level="warning",
+        http=protocol,
+        timeout_graceful_shutdown=max(1, math.ceil(server.rest_timeout)),
+        limit_concurrency=4 * server.core.max_queued_requests,
+    )
+    await DrainingServer(config, server).serve(sockets=[sock])
+    print("bertfit serve: drained and stopped", flush=True)
+
+
+def _load_versions(core: ModelCore, launch: _Launch, options: dict) -> Path | None:
+    """Loads what `launch` serves into `core` (an export BASE: the versions its policy wants,
+    managed from then on; else the one classifier) and its labels; the BASE, or None."""
+    max_batch, max_wait = options.get("max_batch", 64), options.get("max_wait", 0.005)
+    base = export_base(launch.path)
+    if base is not None:  # polled for new versions while serving
+        load = functools.partial(load_version, max_batch=max_batch, max_wait=max_wait)
+        VersionManager(core, base, launch.version_policy, load, launch.poll_wait).load_initial()
+    else:
+        for served in served_versions(launch.path, max_batch, max_wait):
+            _warm_up(served)
+            core.add(served)
+    labels = launch.version_labels or {}
+    check_version_labels(labels, list(core.versions))
+    core.version_labels = dict(labels)
+    return base
+
+
+class DrainingServer(uvicorn.Server):
+    """uvicorn's server, whose SIGTERM (or Ctrl-C) drains: no new connections or requests
+    (`ModelServer.drain`), the ones in progress finish, then `serve` returns and the process
+    exits 0 (uvicorn would re-raise the signal after its drain: exit 143)."""
+
+    def __init__(self, config, model_server: ModelServer):
+        super().__init__(config)
+        self.model_server = model_server
+        self.loop = asyncio.get_running_loop()
+
+    def handle_exit(self, sig, frame) -> None:
+        first = not self.should_exit
+        super().handle_exit(sig, frame)
+        self._captured_signals.clear()  # a drained server exits 0
+        if first:
+            self.loop.call_soon_threadsafe(self.model_server.drain)
+
+
+def read_deadline_protocol(read_timeout: float):
+    """uvicorn's HTTP/1.1 protocol, closing a connection whose request headers have not all
+    arrived `read_timeout` seconds after it opened or after its last answer (uvicorn waits
+    for them forever: a client that sends half its headers would hold the connection). The
+    body's own deadline is `ModelServer._body`'s, which answers 408."""
+    import h11
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class ReadDeadlineProtocol(H11Protocol):
+        _deadline: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport) -> None:
+            super().connection_made(transport)
+            self._arm()
+
+        def on_response_complete(self) -> None:
+            self._arm()  # before: a pipelined request handled in there disarms it
+            super().on_response_complete()
+
+        def handle_events(self) -> None:
+            super().handle_events()
+            if self.conn.their_state is not h11.IDLE:  # the headers are in
+                self._disarm()
+
+        def connection_lost(self, exc) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+        def _arm(self) -> None:
+            self._disarm()
+            self._deadline = self.loop.call_later(read_timeout, self._close)
+
+        def _disarm(self) -> None:
+            if self._deadline is not None:
+                self._deadline.cancel()
+                self._deadline = None
+
+        def _close(self) -> None:
+            if not self.transport.is_closing():
+                self.transport.close()
+
+    return ReadDeadlineProtocol
 
 
 def check_grpc_port(port: int) -> None:

@@ -12,7 +12,8 @@ class DynamicBatcher:
     waiting at most `max_wait` seconds after the first, and runs each batch in one thread.
 
     When a batch fails, its requests run again one by one, so that a request the model cannot
-    take fails alone and the others still get their results.
+    take fails alone and the others still get their results. A request whose caller went away
+    (a gRPC deadline passed, a REST timeout, a disconnect) is dropped before its batch runs.
 
     Args:
         run_batch: rows → one result per row; runs in the worker thread (TensorFlow releases
@@ -31,6 +32,11 @@ class DynamicBatcher:
         self._queue: asyncio.Queue = asyncio.Queue()
         self._worker = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="bertfit")
         self._task: asyncio.Task | None = None
+        # Set by `ModelCore`: TF Serving's batching metrics (`bertfit.serve.metrics`).
+        self.metrics = None
+        self.pool_name = ""
+        self._queued_at: dict[asyncio.Future, float] = {}
+        self.busy = 0  # requests submitted or run alone, not yet answered (an unload waits)
 
     def start(self) -> None:
         """Starts batching in the running event loop (again after `stop`, in a new loop too)."""
@@ -52,13 +58,26 @@ class DynamicBatcher:
 
     async def submit(self, rows: list) -> list:
         """The results of `rows`, in order, once their batch ran."""
-        future = asyncio.get_running_loop().create_future()
-        await self._queue.put((rows, future))
-        return await future
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        if self.metrics is not None:
+            self.metrics.input_batch_size.add(len(rows))
+        self.busy += 1
+        try:
+            await self._queue.put((rows, future))
+            self._queued_at[future] = loop.time()
+            return await future
+        finally:
+            self.busy -= 1
+            self._queued_at.pop(future, None)
 
     async def run_alone(self, function: Callable):
         """Runs `function()` in the worker thread, between batches."""
-        return await asyncio.get_running_loop().run_in_executor(self._worker, function)
+        self.busy += 1
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._worker, function)
+        finally:
+            self.busy -= 1
 
     async def _serve(self) -> None:
         loop = asyncio.get_running_loop()
@@ -81,6 +100,13 @@ class DynamicBatcher:
             await self._run(loop, pending)
 
     async def _run(self, loop, pending: list) -> None:
+        pending = [(rows, future) for rows, future in pending if not future.done()]
+        if not pending:
+            return
+        if self.metrics is not None:
+            for _, future in pending:
+                waited = (loop.time() - self._queued_at.get(future, loop.time())) * 1e6
+                self.metrics.queuing_latency.add(waited, thread_pool_name=self.pool_name)
         rows = [row for request_rows, _ in pending for row in request_rows]
         try:
             results = await self._call(loop, rows)
@@ -98,6 +124,8 @@ class DynamicBatcher:
 
     async def _call(self, loop, rows: list) -> Sequence:
         self.batches += 1
+        if self.metrics is not None:
+            self.metrics.processed_batch_size.add(len(rows))
         results = await loop.run_in_executor(self._worker, self.run_batch, rows)
         if len(results) != len(rows):
             raise RuntimeError(f"the model returned {len(results)} results for {len(rows)} rows")

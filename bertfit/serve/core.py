@@ -28,12 +28,14 @@ instance index and says what was expected.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
-import json
+import time
 from pathlib import Path
 
 import numpy as np
 import tensorflow as tf
+from google.protobuf.message import DecodeError
 
 from bertfit.inference.graph import (
     CLASSIFY_SIGNATURE,
@@ -44,6 +46,8 @@ from bertfit.inference.graph import (
 from bertfit.inference.predictor import Classifier, text_problem
 from bertfit.model.inputs import MASK, TYPE_IDS, WORD_IDS
 from bertfit.serve.batching import DynamicBatcher
+from bertfit.serve.deep_json import excerpt
+from bertfit.serve.metrics import ServingMetrics
 
 PREDICT_METHOD = "tensorflow/serving/predict"
 CLASSIFY_METHOD = "tensorflow/serving/classify"
@@ -55,20 +59,58 @@ INVALID_ARGUMENT = "INVALID_ARGUMENT"
 NOT_FOUND = "NOT_FOUND"
 FAILED_PRECONDITION = "FAILED_PRECONDITION"
 INTERNAL = "INTERNAL"
+RESOURCE_EXHAUSTED = "RESOURCE_EXHAUSTED"
+DEADLINE_EXCEEDED = "DEADLINE_EXCEEDED"
+UNAVAILABLE = "UNAVAILABLE"
+UNIMPLEMENTED = "UNIMPLEMENTED"
 # model_servers/http_server.cc ToHTTPStatusCode.
-HTTP_STATUS = {INVALID_ARGUMENT: 400, NOT_FOUND: 404, FAILED_PRECONDITION: 400, INTERNAL: 500}
+HTTP_STATUS = {
+    INVALID_ARGUMENT: 400,
+    NOT_FOUND: 404,
+    FAILED_PRECONDITION: 400,
+    INTERNAL: 500,
+    RESOURCE_EXHAUSTED: 429,
+    DEADLINE_EXCEEDED: 504,
+    UNAVAILABLE: 503,
+    UNIMPLEMENTED: 501,
+}
+# A served text is cut to this many characters per token of max_seq_length before it is
+# tokenized (`cut_text`): tokenization costs at most that, whatever a client sends.
+CHARS_PER_TOKEN = 64
 
 _DTYPES = {"string": "DT_STRING", "float32": "DT_FLOAT", "int32": "DT_INT32", "int64": "DT_INT64"}
 _INT_BITS = {"int32": 32, "int64": 64}
 
 
-class ServingError(Exception):
-    """A call TF Serving would refuse: `code` is its status code (see `HTTP_STATUS`)."""
+# A version's states (ModelVersionStatus.State, get_model_status.proto).
+START, LOADING, AVAILABLE, UNLOADING, END = "START", "LOADING", "AVAILABLE", "UNLOADING", "END"
 
-    def __init__(self, message: str, code: str = INVALID_ARGUMENT):
+
+@dataclasses.dataclass
+class VersionState:
+    """A version's state as GetModelStatus reports it (ModelVersionStatus)."""
+
+    state: str
+    error_code: str = "OK"
+    error_message: str = ""
+
+    def to_dict(self, version: int) -> dict:
+        return {
+            "version": str(version),
+            "state": self.state,
+            "status": {"error_code": self.error_code, "error_message": self.error_message},
+        }
+
+
+class ServingError(Exception):
+    """A call TF Serving would refuse: `code` is its status code (see `HTTP_STATUS`);
+    `http_status` overrides the HTTP status of `code` for what only HTTP has (413, 408)."""
+
+    def __init__(self, message: str, code: str = INVALID_ARGUMENT, http_status: int | None = None):
         super().__init__(message)
         self.code = code
         self.message = message
+        self.http_status = http_status or HTTP_STATUS.get(code, 500)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -180,6 +222,7 @@ class ServedVersion:
         }
         self.limits = IdLimits.of_module(classifier.module)
         self.batcher = DynamicBatcher(self._classify_texts, max_batch, max_wait)
+        self.max_text_chars = text_bound(classifier)
 
     def examples_per_call(self, count: int) -> int:
         """How many of a request's `count` tf.Examples go into one model call: all of them, or
@@ -204,6 +247,58 @@ class ServedVersion:
             pairs = [row["text_pair"] for row in chunk] if self.classifier.pairs else None
             results += _rows(self.classifier.classify_batch(texts, pairs))
         return results
+
+
+def text_bound(classifier: Classifier) -> int | None:
+    """The most characters of a served text that can reach the model's tokens:
+    `CHARS_PER_TOKEN` per token of `max_seq_length` (times `max_chunks` windows for long
+    documents); None when the classifier does not say its length."""
+    length = classifier.metadata.get("max_seq_length")
+    if not length:
+        return None
+    windows = classifier.windows
+    return CHARS_PER_TOKEN * int(length) * (windows.max_chunks if windows is not None else 1)
+
+
+def cut_text(text: str | bytes, bound: int | None) -> str | bytes:
+    """`text` cut to at most `bound` characters, at its last whitespace in the second half of
+    the bound if there is one (a word is never split there).
+
+    The model truncates every text to `max_seq_length` tokens; the cut keeps the ids the model
+    sees whenever the kept part still makes that many tokens, which every text with fewer than
+    `CHARS_PER_TOKEN` characters per token does (runs of whitespace or words longer than that
+    are what could make fewer). It bounds the tokenizer's time on a huge text.
+
+    >>> cut_text("one two three", 9), cut_text("abcdefgh", 4), cut_text("short", None)
+    ('one two', 'abcd', 'short')
+    """
+    if bound is None or len(text) <= bound:
+        return text
+    raw = isinstance(text, bytes)
+    if raw:  # valid UTF-8 (checked before): cut characters, not bytes
+        text = text.decode("utf-8")
+        if len(text) <= bound:
+            return text.encode("utf-8")
+    end = next((i for i in range(bound, bound // 2 - 1, -1) if text[i].isspace()), bound)
+    kept = text[:end]
+    return kept.encode("utf-8") if raw else kept
+
+
+def cut_example(serialized: bytes, bound: int | None) -> bytes:
+    """A serialized tf.Example with each text of its bytes features cut to `bound` characters
+    (`cut_text`); as it came when it is too short to hold a longer text, or is not a
+    tf.Example of UTF-8 texts (the model says what is wrong with it)."""
+    if bound is None or len(serialized) <= bound:  # a text of N characters has N bytes or more
+        return serialized
+    try:
+        example = tf.train.Example.FromString(serialized)
+        for feature in example.features.feature.values():
+            if feature.WhichOneof("kind") == "bytes_list":  # touching another kind sets it
+                values = feature.bytes_list.value
+                values[:] = [cut_text(value, bound) for value in values]
+    except (DecodeError, UnicodeDecodeError):
+        return serialized
+    return example.SerializeToString()
 
 
 def _saved_call(index: int) -> str:
@@ -237,6 +332,8 @@ class ModelCore:
         versions: version number → its `ServedVersion`.
         version_labels: label → version (TF Serving's `version_labels`).
         max_request_instances: most instances in one request.
+        max_queued_requests: most requests in progress at once (reading, queued or running);
+            one more is RESOURCE_EXHAUSTED (429), so memory stays bounded under any load.
     """
 
     def __init__(
@@ -245,22 +342,65 @@ class ModelCore:
         versions: list[ServedVersion],
         version_labels: dict[str, int] | None = None,
         max_request_instances: int = 4096,
+        max_queued_requests: int = 256,
     ):
         self.model_name = model_name
-        self.versions = {served.version: served for served in sorted(versions, key=_number)}
+        self.versions: dict[int, ServedVersion] = {}
+        self.states: dict[int, VersionState] = {}  # every version known, loaded or not
+        self.manager = None  # a `bertfit.serve.versions.VersionManager` polling the export
         self.version_labels = dict(version_labels or {})
         self.max_request_instances = max_request_instances
+        self.max_queued_requests = max_queued_requests
+        self.in_progress = 0
+        self.draining = False  # set on SIGTERM: new requests are UNAVAILABLE
+        self.metrics = ServingMetrics()
+        for served in versions:
+            self.add(served)
+
+    def add(self, served: ServedVersion) -> None:
+        """Serves `served` (its batcher reports to this core's metrics): AVAILABLE."""
+        served.batcher.metrics = self.metrics
+        served.batcher.pool_name = self.model_name
+        self.versions = dict(sorted({**self.versions, served.version: served}.items()))
+        self.set_state(served.version, VersionState(AVAILABLE))
+
+    def remove(self, version: int) -> None:
+        """Stops routing requests to `version` (those it holds still finish)."""
+        self.versions = {n: s for n, s in self.versions.items() if n != version}
+
+    def set_state(self, version: int, state: VersionState) -> None:
+        """`version`'s state, for GetModelStatus and the model_version_state metric."""
+        previous = self.states.get(version)
+        if previous is not None:
+            self.metrics.model_state.remove(
+                model_name=self.model_name, version=str(version), state=previous.state
+            )
+        self.states[version] = state
+        self.metrics.model_state.set(
+            1, model_name=self.model_name, version=str(version), state=state.state
+        )
+
+    def request(self, model_name: str, api: str, entrypoint: str) -> RequestRecord:
+        """A request's admission and record: `with core.request(name, "predict", "REST"):`
+        refuses it when the server is draining (UNAVAILABLE) or `max_queued_requests` are in
+        progress (RESOURCE_EXHAUSTED), and records its status and latency (TF Serving's
+        request_count and request_latency)."""
+        return RequestRecord(self, model_name, api, entrypoint)
 
     @property
     def latest(self) -> ServedVersion:
         return self.versions[max(self.versions)]
 
     def start(self) -> None:
-        """Starts the batchers (in the running event loop)."""
+        """Starts the batchers, and the polling of the export (in the running event loop)."""
         for served in self.versions.values():
             served.batcher.start()
+        if self.manager is not None:
+            self.manager.start()
 
     async def stop(self) -> None:
+        if self.manager is not None:
+            await self.manager.stop()
         for served in self.versions.values():
             await served.batcher.stop()
 
@@ -279,6 +419,10 @@ class ModelCore:
             if name != self.model_name or label not in self.version_labels:
                 raise ServingError(f"Unrecognized servable version label: {label}")
             version = self.version_labels[label]
+            if version not in self.versions:  # the label's version was unloaded
+                raise ServingError(
+                    f"Servable not found for request: Specific({name}, {version})", NOT_FOUND
+                )
         if name != self.model_name or (version is not None and version not in self.versions):
             found = f"Specific({name}, {version})" if version is not None else f"Latest({name})"
             raise ServingError(f"Servable not found for request: {found}", NOT_FOUND)
@@ -313,11 +457,15 @@ class ModelCore:
         self, served: ServedVersion, signature_name: str | None, rows: list[dict]
     ) -> dict[str, np.ndarray]:
         """Runs the signature on `rows` (checked first, see the module's docstring); returns
-        each output by name, batch first."""
+        each output by name, batch first. No rows: the outputs of an empty batch, as TF
+        Serving answers `{"inputs": []}`."""
         signature = self.signature(served, signature_name, PREDICT_METHOD)
+        if not rows:
+            return await self.predict_no_rows(served, signature.name)
         check_rows(rows, signature, served.limits, self.max_request_instances)
         try:
             if signature.name == DEFAULT_SIGNATURE:
+                rows = [_cut_texts(row, served.max_text_chars) for row in rows]
                 return _columns(await served.batcher.submit(rows), signature)
             inputs = {
                 name: tf.constant([row[name] for row in rows], tf.as_dtype(info.dtype))
@@ -328,6 +476,26 @@ class ModelCore:
             return {k: v.numpy() for k, v in result.items()}
         except (tf.errors.InvalidArgumentError, UnicodeError) as e:
             raise ServingError(model_error(e)) from None
+
+    async def predict_no_rows(
+        self, served: ServedVersion, signature_name: str, arrays: dict | None = None
+    ) -> dict[str, np.ndarray]:
+        """The signature run on a batch of no rows (TF Serving runs the graph on it): each
+        output of shape [0, ...]. `arrays` are the inputs of shape [0, ...] (by default [0]
+        for a text input, [0, 1] for an id input: the ids signature wants a row length)."""
+        specs = served.signatures[signature_name].inputs
+        if arrays is None:
+            arrays = {
+                name: np.zeros([0, 1][: len(info.shape)], _numpy_dtype(info.dtype))
+                for name, info in specs.items()
+            }
+        tensors = {k: tf.constant(v, tf.as_dtype(specs[k].dtype)) for k, v in arrays.items()}
+        function = served.functions[signature_name]
+        try:
+            result = await served.batcher.run_alone(lambda: function(**tensors))
+        except (tf.errors.InvalidArgumentError, UnicodeError) as e:
+            raise ServingError(model_error(e)) from None
+        return {k: v.numpy() for k, v in result.items()}
 
     async def classify(
         self, served: ServedVersion, signature_name: str | None, examples: list[bytes]
@@ -357,6 +525,7 @@ class ModelCore:
             raise ServingError(_too_many(len(examples), self.max_request_instances))
         function = served.functions[signature.name]
         size = served.examples_per_call(len(examples))
+        examples = [cut_example(example, served.max_text_chars) for example in examples]
 
         def run() -> dict[str, np.ndarray]:
             parts = [
@@ -373,24 +542,15 @@ class ModelCore:
     def model_status(self, name: str, version: int | None = None, label: str | None = None) -> dict:
         """GetModelStatusResponse in JSON: every served version, or the one named. As TF
         Serving's GetModelStatusImpl, a version label is ignored (every version is listed)."""
-        if name != self.model_name:
+        if name != self.model_name or not self.states:
             raise ServingError(f"Could not find any versions of model {name}", NOT_FOUND)
         if version is None:
-            chosen = list(self.versions.values())
-        elif version in self.versions:
-            chosen = [self.versions[version]]
+            chosen = sorted(self.states.items(), reverse=True)  # as TF Serving: newest first
+        elif version in self.states:
+            chosen = [(version, self.states[version])]
         else:
             raise ServingError(f"Could not find version {version} of model {name}", NOT_FOUND)
-        return {
-            "model_version_status": [
-                {
-                    "version": str(served.version),
-                    "state": "AVAILABLE",
-                    "status": {"error_code": "OK", "error_message": ""},
-                }
-                for served in chosen
-            ]
-        }
+        return {"model_version_status": [state.to_dict(number) for number, state in chosen]}
 
     def model_metadata(
         self, name: str, version: int | None = None, label: str | None = None
@@ -404,8 +564,67 @@ class ModelCore:
         }
 
 
-def _number(served: ServedVersion) -> int:
-    return served.version
+def _numpy_dtype(dtype: str):
+    return object if dtype == "string" else dtype
+
+
+class RequestRecord:
+    """See `ModelCore.request`."""
+
+    def __init__(self, core: ModelCore, model_name: str, api: str, entrypoint: str):
+        self.core, self.model_name, self.api, self.entrypoint = core, model_name, api, entrypoint
+
+    def __enter__(self) -> RequestRecord:
+        core = self.core
+        if core.draining:
+            self._record(UNAVAILABLE)
+            raise ServingError(
+                "the server is shutting down (SIGTERM): it finishes the requests it has and "
+                "takes no new ones; send this one to another replica",
+                UNAVAILABLE,
+            )
+        if core.in_progress >= core.max_queued_requests:
+            self._record(RESOURCE_EXHAUSTED)
+            raise ServingError(
+                f"the server has {core.in_progress} requests in progress, the most it queues "
+                f"(--max-queued-requests {core.max_queued_requests}); retry after a short wait, "
+                "or send fewer requests at once",
+                RESOURCE_EXHAUSTED,
+            )
+        core.in_progress += 1
+        self.started = time.monotonic()
+        return self
+
+    def __exit__(self, kind, error, traceback) -> None:
+        self.core.in_progress -= 1
+        self._record(status_code(error))
+        microseconds = (time.monotonic() - self.started) * 1e6
+        self.core.metrics.request_latency.add(
+            microseconds, model_name=self.model_name, API=self.api, entrypoint=self.entrypoint
+        )
+
+    def _record(self, status: str) -> None:
+        self.core.metrics.request_count.add(model_name=self.model_name, status=status)
+
+
+def status_code(error: BaseException | None) -> str:
+    """TF Serving's status code name for how a request ended."""
+    if error is None:
+        return "OK"
+    if isinstance(error, ServingError):
+        return error.code
+    if isinstance(error, (tf.errors.InvalidArgumentError, UnicodeError)):
+        return INVALID_ARGUMENT
+    if isinstance(error, asyncio.CancelledError):
+        return "CANCELLED"
+    if isinstance(error, TimeoutError):
+        return DEADLINE_EXCEEDED
+    return INTERNAL
+
+
+def _cut_texts(row: dict, bound: int | None) -> dict:
+    """A text predict instance with each text cut to `bound` characters (`cut_text`)."""
+    return {name: cut_text(value, bound) for name, value in row.items()}
 
 
 def _rows(outputs: dict[str, np.ndarray]) -> list[dict]:
@@ -417,9 +636,7 @@ def _rows(outputs: dict[str, np.ndarray]) -> list[dict]:
 def _columns(rows: list[dict], signature: Signature) -> dict[str, np.ndarray]:
     """One {name: value} per row → {name: [batch, ...]}, in the signature's dtypes."""
     return {
-        name: np.array(
-            [row[name] for row in rows], object if info.dtype == "string" else info.dtype
-        )
+        name: np.array([row[name] for row in rows], _numpy_dtype(info.dtype))
         for name, info in signature.outputs.items()
     }
 
@@ -483,7 +700,7 @@ def _check_row(row: dict, signature: Signature, index: int, limits: IdLimits) ->
 def _quoted(value) -> str:
     if isinstance(value, bytes):
         return repr(value)[:60]
-    return json.dumps(value)[:60]
+    return excerpt(value, 60)
 
 
 def _check_ids(value, where: str, name: str, info: TensorInfo, limits: IdLimits) -> None:

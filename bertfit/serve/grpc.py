@@ -32,6 +32,9 @@ A client, exactly as with TF Serving:
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
+
 import grpc
 import numpy as np
 import tensorflow as tf
@@ -42,6 +45,7 @@ from tensorflow_serving.apis import (
     get_model_metadata_pb2,
     get_model_status_pb2,
     inference_pb2,
+    model_management_pb2,
     model_service_pb2_grpc,
     predict_pb2,
     prediction_service_pb2_grpc,
@@ -49,7 +53,7 @@ from tensorflow_serving.apis import (
 )
 
 from bertfit.errors import ConfigError
-from bertfit.inference.graph import DEFAULT_SIGNATURE
+from bertfit.inference.graph import DEFAULT_SIGNATURE, IdLimits
 from bertfit.serve.core import (
     CLASSIFY_METHOD,
     REGRESS_METHOD,
@@ -58,15 +62,10 @@ from bertfit.serve.core import (
     ServingError,
     Signature,
 )
+from bertfit.serve.versions import VersionPolicy
 
 SIGNATURE_DEF = "signature_def"  # the one metadata field TF Serving knows
 _MESSAGE_LIMIT = 1024  # model_servers/grpc_status_util.cc
-# TF Serving takes messages of any size a protobuf can hold (server.cc SetMaxMessageSize), not
-# gRPC's default 4 MB: a large batch is bounded by --max-request-instances instead.
-_MESSAGE_SIZE_OPTIONS = [
-    ("grpc.max_receive_message_length", 2**31 - 1),
-    ("grpc.max_send_message_length", 2**31 - 1),
-]
 
 
 def _invalid(message: str) -> ServingError:
@@ -76,22 +75,42 @@ def _invalid(message: str) -> ServingError:
 # ---- the services ----
 
 
-def _answering(method):
+def _answering(api: str | None = None):
     """A servicer method whose `ServingError`s end the call with TF Serving's status code and
-    message (cut at 1024 characters, as grpc_status_util.cc does)."""
+    message (cut at 1024 characters, as grpc_status_util.cc does), run within the client's
+    deadline (DEADLINE_EXCEEDED past it). With `api` ("Predict"...), a model call: admitted
+    and recorded by `ModelCore.request`."""
 
-    async def answer(self, request, context):
-        try:
-            return await method(self, request, context)
-        except ServingError as e:
-            message = e.message.encode("utf-8", "backslashreplace").decode("utf-8")
-            if len(message) > _MESSAGE_LIMIT:
-                message = message[:_MESSAGE_LIMIT] + "...TRUNCATED"
-            await context.abort(getattr(grpc.StatusCode, e.code), message)
+    def wrap(method):
+        async def answer(self, request, context):
+            try:
+                if api is None:
+                    return await method(self, request, context)
+                with self.core.request(_model_name(request), api, "GRPC"):
+                    call = method(self, request, context)
+                    return await asyncio.wait_for(call, context.time_remaining())
+            except asyncio.TimeoutError:
+                await context.abort(
+                    grpc.StatusCode.DEADLINE_EXCEEDED, "the request's deadline passed"
+                )
+            except ServingError as e:
+                message = e.message.encode("utf-8", "backslashreplace").decode("utf-8")
+                if len(message) > _MESSAGE_LIMIT:
+                    message = message[:_MESSAGE_LIMIT] + "...TRUNCATED"
+                await context.abort(getattr(grpc.StatusCode, e.code), message)
 
-    answer.__name__ = method.__name__
-    answer.__doc__ = method.__doc__
-    return answer
+        answer.__name__ = method.__name__
+        answer.__doc__ = method.__doc__
+        return answer
+
+    return wrap
+
+
+def _model_name(request) -> str:
+    """The model a request names (a MultiInference request: its first task's)."""
+    if hasattr(request, "tasks"):
+        return request.tasks[0].model_spec.name if request.tasks else ""
+    return request.model_spec.name
 
 
 def _served(core: ModelCore, request) -> ServedVersion:
@@ -124,7 +143,7 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
     def __init__(self, core: ModelCore):
         self.core = core
 
-    @_answering
+    @_answering("Predict")
     async def Predict(self, request, context):  # noqa: N802 (the proto's method names)
         """predict_util.cc RunPredict: signature, inputs, output_filter, then the model."""
         served = _served(self.core, request)
@@ -132,19 +151,19 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
         signature = served.signatures.get(name)
         if signature is None:
             raise ServingError(f'Serving signature key "{name}" not found.', "FAILED_PRECONDITION")
-        inputs = input_arrays(request, signature)
+        inputs = input_arrays(request, signature, self.core.max_request_instances, served.limits)
         wanted = output_names(request, signature)
         if len(next(iter(inputs.values()))):
             outputs = await self.core.predict(served, name, _rows(inputs))
         else:  # TF Serving runs the graph on an empty batch: outputs with no rows
-            outputs = await _outputs_of_no_rows(served, name, inputs)
+            outputs = await self.core.predict_no_rows(served, name, inputs)
         response = predict_pb2.PredictResponse()
         _echo_spec(request.model_spec, served, response.model_spec, name)
         for output in wanted:
             response.outputs[output].CopyFrom(tensor_proto(outputs[output]))
         return response
 
-    @_answering
+    @_answering("Classify")
     async def Classify(self, request, context):  # noqa: N802
         """classifier.cc: the classify signature on the request's tf.Examples."""
         served = _served(self.core, request)
@@ -155,7 +174,7 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
         _classifications(results, response.result)
         return response
 
-    @_answering
+    @_answering("Regress")
     async def Regress(self, request, context):  # noqa: N802
         """regressor.cc: the regress signature on the request's tf.Examples."""
         served = _served(self.core, request)
@@ -167,7 +186,7 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
             response.result.regressions.add(value=value)
         return response
 
-    @_answering
+    @_answering("MultiInference")
     async def MultiInference(self, request, context):  # noqa: N802
         """multi_inference.cc: classify and regress tasks of one model on one input."""
         first = request.tasks[0] if request.tasks else inference_pb2.InferenceTask()
@@ -207,7 +226,7 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
             raise _invalid(f"Requested signature not found in model graph: {name}")
         return self.core.signature(served, name, task.method_name).name
 
-    @_answering
+    @_answering()
     async def GetModelMetadata(self, request, context):  # noqa: N802
         """get_model_metadata_impl.cc: the version's SignatureDefMap, packed in an Any."""
         if not request.HasField("model_spec"):
@@ -228,13 +247,14 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
 
 
 class ModelService(model_service_pb2_grpc.ModelServiceServicer):
-    """`tensorflow.serving.ModelService.GetModelStatus` on a `ModelCore`
-    (HandleReloadConfigRequest: UNIMPLEMENTED; bertfit serves what it started with)."""
+    """`tensorflow.serving.ModelService` on a `ModelCore`: GetModelStatus, and
+    HandleReloadConfigRequest for the one model `bertfit serve` serves (its version policy
+    and labels; its base path is the --export BASE it polls)."""
 
     def __init__(self, core: ModelCore):
         self.core = core
 
-    @_answering
+    @_answering()
     async def GetModelStatus(self, request, context):  # noqa: N802
         """get_model_status_impl.cc: every version, or the one asked."""
         if not request.HasField("model_spec"):
@@ -244,15 +264,39 @@ class ModelService(model_service_pb2_grpc.ModelServiceServicer):
         status = self.core.model_status(spec.name, version)
         return json_format.ParseDict(status, get_model_status_pb2.GetModelStatusResponse())
 
-
-async def _outputs_of_no_rows(served: ServedVersion, name: str, inputs: dict) -> dict:
-    """The signature run on a batch of no rows (`ModelCore.predict` refuses one): its outputs,
-    each of shape [0, ...]."""
-    specs = served.signatures[name].inputs
-    tensors = {k: tf.constant(v, tf.as_dtype(specs[k].dtype)) for k, v in inputs.items()}
-    function = served.functions[name]
-    result = await served.batcher.run_alone(lambda: function(**tensors))
-    return {k: v.numpy() for k, v in result.items()}
+    @_answering()
+    async def HandleReloadConfigRequest(self, request, context):  # noqa: N802
+        """model_service_impl.cc: ServerCore::ReloadConfig, then its status in the response
+        (and as the call's status when it failed)."""
+        core = self.core
+        if request.config.WhichOneof("config") != "model_config_list":
+            raise _invalid("bertfit serve takes a model_config_list (custom_model_config: no)")
+        models = list(request.config.model_config_list.config)
+        names = [model.name for model in models]
+        if names != [core.model_name]:
+            raise _invalid(
+                f"bertfit serve serves one model, {core.model_name!r}; the config names "
+                f"{names}: list that one model (to serve others, start a server for each)"
+            )
+        model = models[0]
+        manager = core.manager
+        if manager is None:
+            raise ServingError(
+                "this server serves a run directory or one version folder: start it with "
+                "--export BASE to change its versions",
+                "FAILED_PRECONDITION",
+            )
+        if model.base_path and Path(model.base_path).resolve() != manager.base.resolve():
+            raise ServingError(
+                f"the model's base_path is {manager.base}; bertfit serve cannot move it to "
+                f"{model.base_path} (start a server there)",
+                "FAILED_PRECONDITION",
+            )
+        policy = VersionPolicy.from_proto(model.model_version_policy)
+        await manager.reload(policy, dict(model.version_labels))
+        response = model_management_pb2.ReloadConfigResponse()
+        response.status.error_code = 0  # OK
+        return response
 
 
 def _classifications(results: list[list[tuple[str, float]]], into) -> None:
@@ -280,10 +324,23 @@ def serialized_examples(request_input) -> list[bytes]:
 # ---- the server ----
 
 
-def bind(host: str, port: int) -> tuple[grpc.aio.Server, int]:
+def bind(
+    host: str, port: int, max_message_bytes: int = 16 << 20, max_calls: int | None = None
+) -> tuple[grpc.aio.Server, int]:
     """A gRPC server bound to host:port (0: any free port), not started, and the port bound;
-    or a `ConfigError` that says why not. Call it in the event loop that will run it."""
-    server = grpc.aio.server(options=_MESSAGE_SIZE_OPTIONS)
+    or a `ConfigError` that says why not. Call it in the event loop that will run it.
+
+    A request message over `max_message_bytes` (`--max-request-bytes`, as the REST body's
+    bound) is refused by gRPC itself with RESOURCE_EXHAUSTED; TF Serving takes any size a
+    protobuf holds (server.cc SetMaxMessageSize), bertfit bounds a request's memory. Past
+    `max_calls` calls at once (messages being read too), gRPC answers RESOURCE_EXHAUSTED."""
+    server = grpc.aio.server(
+        maximum_concurrent_rpcs=max_calls,
+        options=[
+            ("grpc.max_receive_message_length", max_message_bytes),
+            ("grpc.max_send_message_length", 2**31 - 1),
+        ],
+    )
     address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     try:
         bound = server.add_insecure_port(address)
@@ -308,9 +365,16 @@ def add_services(server: grpc.aio.Server, core: ModelCore) -> None:
 # ---- inputs: a PredictRequest's tensors checked as TF Serving checks them ----
 
 
-def input_arrays(request, signature: Signature) -> dict[str, np.ndarray]:
+def input_arrays(
+    request, signature: Signature, max_rows: int = 4096, limits: IdLimits | None = None
+) -> dict[str, np.ndarray]:
     """The request's inputs as arrays: predict_util.cc's `VerifyRequestInputsSize`, the
-    SavedModel's `GetInputValues`, then the session's check of each argument's dtype."""
+    SavedModel's `GetInputValues`, then the session's check of each argument's dtype.
+
+    Each TensorProto's declared shape is checked against `max_rows` rows (and an id row
+    against the position table of `limits`) before any array is built: a TensorProto of a
+    few bytes can declare 2**27 rows, which TensorFlow would fill with copies of its last
+    value."""
     sent, expected = set(request.inputs), set(signature.inputs)
     if len(sent) != len(expected):
         raise _invalid(
@@ -325,30 +389,65 @@ def input_arrays(request, signature: Signature) -> dict[str, np.ndarray]:
         )
     arrays = {}
     for index, name in enumerate(sorted(expected)):
-        arrays[name] = _input_array(request.inputs[name], signature.inputs[name], name, index)
+        proto, info = request.inputs[name], signature.inputs[name]
+        _check_dtype(proto, info, index)
+        _check_declared_shape(proto, info, name, max_rows, limits)
+    for name in sorted(expected):
+        arrays[name] = _input_array(request.inputs[name], signature.inputs[name], name)
     if len({len(a) for a in arrays.values()}) > 1:
         sizes = ", ".join(f"{n} has {len(a)}" for n, a in arrays.items())
         raise _invalid(f"every input must have the same batch size (dimension 0): {sizes}")
     return arrays
 
 
-def _input_array(proto, info, name: str, index: int) -> np.ndarray:
+def _check_dtype(proto, info, index: int) -> None:
     expected = tf.as_dtype(info.dtype).as_datatype_enum
     if proto.dtype != expected:
         raise _invalid(
             f"Expects arg[{index}] to be {_type_name(expected)} but {_type_name(proto.dtype)} "
             "is provided"
         )
-    try:
-        array = tf.make_ndarray(proto)
-    except (TypeError, ValueError) as e:
-        raise _invalid(f"input {name}: the TensorProto cannot be read ({e})") from None
-    if array.ndim != len(info.shape):
+
+
+def _check_declared_shape(proto, info, name: str, max_rows: int, limits: IdLimits | None):
+    """The shape a TensorProto declares, checked before its values are read: its rank, its
+    rows against `max_rows`, an id row's length against the position table, and no more
+    values than the shape holds."""
+    dims = [dim.size for dim in proto.tensor_shape.dim]
+    if proto.tensor_shape.unknown_rank or len(dims) != len(info.shape):
         raise _invalid(
             f"input {name} must have shape {_shape(info.shape)} (rank {len(info.shape)}), "
-            f"got {list(array.shape)}"
+            f"got {'an unknown rank' if proto.tensor_shape.unknown_rank else dims}"
         )
-    return array
+    if any(size < 0 for size in dims):
+        raise _invalid(f"input {name} declares a negative dimension: {dims}")
+    if dims and dims[0] > max_rows:
+        raise _invalid(
+            f"input {name} declares {dims[0]} rows; at most {max_rows} instances are accepted "
+            "in one request (split it, or start the server with a larger "
+            "--max-request-instances)"
+        )
+    longest = limits.max_length if limits is not None else None
+    if len(dims) > 1 and dims[1] > (longest or _MAX_ROW_LENGTH):
+        raise _invalid(
+            f"input {name} declares rows of {dims[1]} ids; the model takes at most {longest} "
+            f"per row: truncate the rows to {longest or _MAX_ROW_LENGTH} ids"
+        )
+    elements = int(np.prod(dims, dtype=np.int64)) if dims else 1
+    field = _VALUE_FIELDS.get(proto.dtype)
+    sent = len(getattr(proto, field)) if field else 0
+    if sent > elements:
+        raise _invalid(f"input {name} has {sent} values but its shape {dims} holds {elements}")
+
+
+_MAX_ROW_LENGTH = 8192  # an id row's bound where the model does not say its position table
+
+
+def _input_array(proto, info, name: str) -> np.ndarray:
+    try:
+        return tf.make_ndarray(proto)
+    except (TypeError, ValueError) as e:
+        raise _invalid(f"input {name}: the TensorProto cannot be read ({e})") from None
 
 
 def _rows(inputs: dict[str, np.ndarray]) -> list[dict]:

@@ -22,6 +22,7 @@ import urllib.parse
 import numpy as np
 import tensorflow as tf
 
+from bertfit.serve import deep_json
 from bertfit.serve.core import ServingError, Signature
 
 # http_rest_api_util.cc kPredictionApiGegex / kModelStatusApiRegex.
@@ -92,8 +93,11 @@ def parse_body(body: bytes) -> dict:
         document, _ = json.JSONDecoder().raw_decode(text, start)
     except json.JSONDecodeError as e:
         raise ServingError(f"JSON Parse error: {e.msg} at offset: {e.pos}") from None
-    except RecursionError:
-        raise ServingError("JSON Parse error: the document is nested too deeply") from None
+    except RecursionError:  # deeper than Python's parser goes; TF Serving's has no limit
+        try:
+            document, _ = deep_json.decode(text, start)
+        except deep_json.DeepJSONError as e:
+            raise ServingError(f"JSON Parse error: {e.msg} at offset: {e.pos}") from None
     if not isinstance(document, dict):
         raise ServingError(f"JSON Value: {_debug(document)} Is not object")
     return document
@@ -401,7 +405,7 @@ def _tensor(value, name: str) -> str:
 
 def _debug(value) -> str:
     """A JSON value as TF Serving quotes it in an error (JsonValueToDebugString)."""
-    return json.dumps(value, separators=(",", ":"))[:1000]
+    return deep_json.excerpt(value, 1000)
 
 
 def _json_type(value) -> str:

@@ -3,6 +3,12 @@ Serving reads it, and an untrained multi-label text-pair classifier in memory.""
 
 from __future__ import annotations
 
+import concurrent.futures
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from tests.tiny import scored_rows, write_csv
@@ -50,3 +56,40 @@ def pair_classifier():
     module = ClassifierModule(model, BertTokenizer(TINY_VOCAB), task, 16, [8, 16], pairs=True)
     classifier = Classifier(module, {"task": task.to_dict(), "pairs": True})
     return classifier, classifier.predict_proba(PAIR_TEXTS, PAIR_TEXTS[::-1])
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def start_serve(*arguments: str) -> subprocess.Popen:
+    """`bertfit serve ARGUMENTS` in a subprocess of this checkout, its output as text."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    return subprocess.Popen(
+        [sys.executable, "-m", "bertfit.cli", "serve", *arguments],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def lines_until(process: subprocess.Popen, marker: str, timeout: float) -> list[str]:
+    """The lines `process` prints up to the one containing `marker`."""
+
+    def read() -> list[str]:
+        lines = []
+        for line in process.stdout:
+            lines.append(line.rstrip("\n"))
+            if marker in line:
+                break
+        return lines
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        try:
+            lines = pool.submit(read).result(timeout=timeout)
+        except concurrent.futures.TimeoutError:
+            process.kill()  # ends the read
+            raise AssertionError(f"the server said no {marker!r} line in {timeout:.0f}s") from None
+    assert lines and marker in lines[-1], process.communicate()[1][-3000:]
+    return lines

@@ -17,6 +17,7 @@ from bertfit.inference.graph import IdLimits
 from bertfit.inference.predictor import load_classifier
 from bertfit.serve.app import ModelServer, served_versions
 from bertfit.serve.rest import float32_text
+from bertfit.serve.versions import VersionPolicy
 from tests.serve.asgi import exchange, serving
 from tests.serve.conftest import PAIR_TEXTS
 from tests.tiny import sentiment_rows
@@ -47,7 +48,9 @@ def expected(run_dir):
 
 @pytest.fixture(scope="module")
 def versions(export_root):
-    return served_versions(export_root, max_wait=0.01)
+    """Both versions: TF Serving's `all` version policy (its default serves the latest only,
+    `tests/serve/test_versions.py`)."""
+    return served_versions(export_root, max_wait=0.01, policy=VersionPolicy("all"))
 
 
 def _server(versions, **options) -> ModelServer:
@@ -146,7 +149,7 @@ def test_versions_labels_and_unknown_models(versions, export_root):
         ("GET", "/v1/models/sst/labels/nope"),  # GetModelStatus ignores labels: every version
     )
     status = [v["version"] for v in answers[0][2]["model_version_status"]]
-    assert status == ["1", "2"]
+    assert status == ["2", "1"]  # newest first (servable_state_monitor.h: std::greater)
     assert [v["version"] for v in answers[1][2]["model_version_status"]] == ["1"]
     assert (
         answers[2][0] == 404 and answers[2][2]["error"] == "Could not find version 7 of model sst"
@@ -197,6 +200,49 @@ def test_versions_labels_and_unknown_models(versions, export_root):
 def test_request_bodies_tf_serving_refuses_are_400_with_its_message(versions, body, message):
     [(status, _, answer)] = _ask(_server(versions), ("POST", PREDICT, body))
     assert status == 400 and message in answer["error"], answer
+
+
+def test_an_empty_columnar_batch_is_200_with_outputs_of_no_rows(versions):
+    # TF Serving runs the graph on a batch of no rows ({"instances": []} stays a 400, above).
+    ids = {"input_word_ids": [], "input_mask": [], "input_type_ids": []}
+    answers = _ask(
+        _server(versions),
+        ("POST", PREDICT, {"inputs": []}),
+        ("POST", PREDICT, {"inputs": {"text": []}}),
+        ("POST", PREDICT, {"signature_name": "classify_ids", "inputs": ids}),
+    )
+    for status, _, body in answers:
+        assert (status, body) == (
+            200,
+            {"outputs": {"label": [], "label_id": [], "probabilities": []}},
+        )
+
+
+@pytest.mark.slow
+def test_json_nested_200000_deep_is_read_as_tf_servings_iterative_parser_reads_it(
+    versions, expected
+):
+    # json_tensor_test.cc DeeplyNestedWellFormed / DeeplyNestedMalformed (500000 there).
+    nested = "[" * 200_000 + "]" * 200_000
+    ignored = f'{{"instances": {json.dumps(TEXTS)}, "nested": {nested}}}'
+    answers = _ask(
+        _server(versions),
+        ("POST", PREDICT, ignored.encode()),
+        ("POST", PREDICT, f'{{"signature_name": {nested}}}'.encode()),
+        ("POST", PREDICT, f'{{"instances": [{nested}]}}'.encode()),
+        ("POST", PREDICT, b'{"a": ' + b"[" * 5000 + b"}"),
+    )
+    (ok, _, body), (bad_name, _, name), (deep, _, instance), (broken, _, parse) = answers
+    assert ok == 200
+    np.testing.assert_allclose(
+        [r["probabilities"] for r in body["predictions"]], expected, atol=1e-5
+    )
+    assert bad_name == 400 and name["error"].endswith(
+        "'signature_name' key must be a string value."
+    )
+    assert name["error"].startswith('JSON Value: {"signature_name":[[[[')
+    assert deep == 400 and instance["error"].startswith("instance 0: input 'text' must be a string")
+    assert (broken, parse) == (400, {"error": "JSON Parse error: Unexpected '}'. at offset: 5006"})
 
 
 def test_b64_trailing_bytes_and_both_formats_give_the_predictors_numbers(versions, expected):

@@ -8,16 +8,12 @@ its REST app and the gRPC server on one event loop (in a thread here), gRPC boun
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import json
-import os
 import re
 import socket
-import subprocess
-import sys
 import threading
+import time
 import urllib.request
-from pathlib import Path
 
 import grpc
 import numpy as np
@@ -41,9 +37,8 @@ from bertfit.serve import grpc as grpc_api
 from bertfit.serve.app import ModelServer
 from bertfit.serve.core import ServedVersion
 from tests.serve.asgi import call
-from tests.serve.conftest import PAIR_TEXTS
+from tests.serve.conftest import PAIR_TEXTS, lines_until, start_serve
 
-ROOT = Path(__file__).resolve().parents[2]
 TEXTS = ["a fine, moving film", "dull and far too long", "it was fine"]
 
 
@@ -65,7 +60,7 @@ class LiveServer:
 
     async def _main(self):
         self._stop = asyncio.Event()
-        grpc_server, self.grpc_port = grpc_api.bind("127.0.0.1", 0)
+        grpc_server, self.grpc_port = grpc_api.bind("127.0.0.1", 0, self.server.max_body_bytes)
         self.app = self.server.app(grpc_server)
         async with self.app.router.lifespan_context(self.app):
             self._ready.set()
@@ -158,6 +153,57 @@ def test_a_request_over_grpcs_default_4_mb_is_read_as_tf_serving_reads_it(live):
             grpc.StatusCode.INVALID_ARGUMENT,
             "Expects arg[0] to be string but float is provided",
         )
+
+
+def test_a_tensor_declaring_2_27_rows_is_refused_before_it_is_built(live):
+    # 33 bytes on the wire; TensorFlow would fill 2**27 rows with copies of "a" (20 GB).
+    request = _predict_request(texts=None)
+    request.inputs["text"].dtype = tf.string.as_datatype_enum
+    request.inputs["text"].tensor_shape.dim.add(size=2**27)
+    request.inputs["text"].string_val.append(b"a")
+    assert request.ByteSize() < 40
+    started = time.monotonic()
+    code, message = _error(live.predictions.Predict, request)
+    assert time.monotonic() - started < 2
+    assert code == grpc.StatusCode.INVALID_ARGUMENT
+    assert message == (
+        "input text declares 134217728 rows; at most 4096 instances are accepted in one "
+        "request (split it, or start the server with a larger --max-request-instances)"
+    )
+    # An id row longer than the position table (64 here), declared as 2**30 ids.
+    request = _predict_request(signature_name="classify_ids", texts=None)
+    for name in ("input_word_ids", "input_mask", "input_type_ids"):
+        proto = request.inputs[name]
+        proto.dtype = tf.int32.as_datatype_enum
+        proto.tensor_shape.dim.add(size=1)
+        proto.tensor_shape.dim.add(size=2**30)
+        proto.int_val.append(1)
+    code, message = _error(live.predictions.Predict, request)
+    assert code == grpc.StatusCode.INVALID_ARGUMENT
+    assert "declares rows of 1073741824 ids; the model takes at most 64 per row" in message
+    # More values than the shape holds, and a negative dimension.
+    request = _predict_request(texts=None)
+    request.inputs["text"].dtype = tf.string.as_datatype_enum
+    request.inputs["text"].tensor_shape.dim.add(size=1)
+    request.inputs["text"].string_val.extend([b"a", b"b"])
+    assert _error(live.predictions.Predict, request)[1] == (
+        "input text has 2 values but its shape [1] holds 1"
+    )
+    request.inputs["text"].tensor_shape.dim[0].size = -5
+    assert "negative dimension" in _error(live.predictions.Predict, request)[1]
+    assert len(live.predictions.Predict(_predict_request(), timeout=60).outputs) == 3
+
+
+@pytest.mark.slow
+def test_a_message_over_max_request_bytes_is_resource_exhausted(trained_run):
+    served = ServedVersion(1, load_classifier(trained_run[1].run_dir))
+    small = LiveServer(ModelServer(None, "sst", versions=[served], max_body_bytes=1000))
+    try:
+        code, message = _error(small.predictions.Predict, _predict_request(["a" * 2000]))
+        assert code == grpc.StatusCode.RESOURCE_EXHAUSTED and "larger than max" in message
+        assert small.predictions.Predict(_predict_request(["fine"]), timeout=60).outputs
+    finally:
+        small.close()
 
 
 def test_a_version_label_names_its_version(live):
@@ -495,18 +541,9 @@ def test_regress_gives_the_values_predict_gives(regression_live):
 def test_bertfit_serve_runs_grpc_beside_rest_on_its_own_port(trained_run):
     """The CLI: with --port 0 the gRPC port is any free one too, said on start-up; a TF
     Serving client gets the numbers REST gives, from the same process."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
-    command = [sys.executable, "-m", "bertfit.cli", "serve", "--run", trained_run[1].run_dir]
-    process = subprocess.Popen(
-        [*command, "--port", "0", "--model-name", "sst"],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    process = start_serve("--run", trained_run[1].run_dir, "--port", "0", "--model-name", "sst")
     try:
-        lines = _lines_until(process, "gRPC", timeout=180)
+        lines = lines_until(process, "gRPC", timeout=180)
         rest_url = re.search(r" on (http://\S+?)/v1/models/", lines[0])[1]
         grpc_port = int(re.search(r"gRPC \(TF Serving's API\) on 127\.0\.0\.1:(\d+)$", lines[1])[1])
         with grpc.insecure_channel(f"127.0.0.1:{grpc_port}") as channel:
@@ -524,27 +561,6 @@ def test_bertfit_serve_runs_grpc_beside_rest_on_its_own_port(trained_run):
     finally:
         process.terminate()
         process.communicate(timeout=30)
-
-
-def _lines_until(process: subprocess.Popen, marker: str, timeout: float) -> list[str]:
-    """The lines `process` prints up to the one containing `marker`."""
-
-    def read() -> list[str]:
-        lines = []
-        for line in process.stdout:
-            lines.append(line.rstrip("\n"))
-            if marker in line:
-                break
-        return lines
-
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        try:
-            lines = pool.submit(read).result(timeout=timeout)
-        except concurrent.futures.TimeoutError:
-            process.kill()  # ends the read
-            raise AssertionError(f"the server said no {marker!r} line in {timeout:.0f}s") from None
-    assert lines and marker in lines[-1], process.communicate()[1][-3000:]
-    return lines
 
 
 def test_a_busy_grpc_port_is_said_before_the_model_loads(capsys):

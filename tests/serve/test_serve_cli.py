@@ -56,6 +56,12 @@ def test_an_unknown_host_is_refused(capsys):
         (["--max-request-instances", "-3"], "--max-request-instances must be at least 1"),
         (["--max-wait-ms", "-1"], "--max-wait-ms must be 0 or more"),
         (["--max-wait-ms", "nan"], "--max-wait-ms must be 0 or more"),
+        (["--max-request-bytes", "0"], "--max-request-bytes must be at least 1, got 0"),
+        (["--max-queued-requests", "0"], "--max-queued-requests must be at least 1, got 0"),
+        (["--read-timeout-seconds", "0"], "--read-timeout-seconds must be more than 0"),
+        (["--rest-api-timeout-in-ms", "-5"], "--rest-api-timeout-in-ms must be more than 0"),
+        (["--version-policy", "newest"], "--version-policy 'newest' is not a version policy"),
+        (["--file-system-poll-wait-seconds", "-1"], "--file-system-poll-wait-seconds must be 0"),
     ],
 )
 def test_batching_options_that_cannot_work_are_refused(capsys, flags, message):

@@ -9,6 +9,7 @@ import random
 
 import numpy as np
 import pytest
+import tensorflow as tf
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -16,7 +17,8 @@ from bertfit.inference.graph import IdLimits
 from bertfit.inference.predictor import load_classifier
 from bertfit.serve.app import ModelServer
 from bertfit.serve.batching import DynamicBatcher
-from tests.serve.asgi import call, serving
+from bertfit.serve.core import cut_example, cut_text, text_bound
+from tests.serve.asgi import call, exchange, serving
 from tests.tiny import sentiment_rows
 
 PREDICT = "/v1/models/sst:predict"
@@ -320,3 +322,81 @@ def test_hostile_bodies_get_200_or_400_and_valid_neighbours_their_answers(
             np.testing.assert_allclose(
                 answer["predictions"][0]["probabilities"], expected[text], atol=1e-5
             )
+
+
+def test_a_body_over_max_request_bytes_is_a_413_said_before_it_is_read(classifier):
+    server = _server(classifier, max_body_bytes=1000)
+    body = json.dumps({"instances": ["a fine film " * 100]}).encode()
+
+    async def scenario(app):
+        declared = await exchange(app, "POST", PREDICT, body, {"Content-Length": str(len(body))})
+        streamed = await call(app, PREDICT, body)  # no Content-Length: counted as it comes
+        fits = await call(app, PREDICT, {"instances": ["a fine film"]})
+        return declared, streamed, fits
+
+    (status, headers, answer), streamed, fits = serving(server, scenario)
+    assert status == 413 and headers["connection"] == "close"
+    assert json.loads(answer)["error"] == (
+        f"the request body has {len(body)} bytes; at most 1000 are accepted (send fewer or "
+        "shorter instances, or start the server with a larger --max-request-bytes)"
+    )
+    assert streamed[0] == 413 and "larger than 1000 bytes" in streamed[1]["error"]
+    assert fits[0] == 200
+
+
+@pytest.mark.slow
+def test_a_huge_text_is_cut_before_tokenizing_and_gets_the_same_answer(classifier):
+    # max_seq_length 16: the tokenizer sees at most 64 * 16 characters of each text, and the
+    # answer is the one the whole text gets (its first 16 tokens are the same).
+    huge = "a fine and moving film , " * 40_000  # 1 MB
+    kept = cut_text(huge, text_bound(classifier))
+    assert 900 < len(kept) <= 64 * 16 and huge.startswith(kept) and huge[len(kept)] == " "
+    expected = classifier.predict_proba([huge, huge[:-3] + "bad"])
+    server = _server(classifier)
+
+    async def scenario(app):
+        return await call(app, PREDICT, {"instances": [huge, huge[:-3] + "bad", "fine"]})
+
+    status, answer = serving(server, scenario)
+    assert status == 200
+    got = [row["probabilities"] for row in answer["predictions"][:2]]
+    np.testing.assert_allclose(got, expected, atol=1e-6)
+
+    async def classify(app):  # the texts of :classify's tf.Examples are cut the same way
+        body = {"examples": [{"text": huge}, {"text": huge[:-3] + "bad"}, {"text": "fine"}]}
+        return await call(app, "/v1/models/sst:classify", body)
+
+    status, answer = serving(server, classify)
+    assert status == 200
+    scores = [[score for _, score in row] for row in answer["results"][:2]]
+    np.testing.assert_allclose(scores, expected, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "text, bound, kept",
+    [
+        ("one two three", 9, "one two"),  # at the last whitespace
+        ("one\ttwo\nthree", 9, "one\ttwo"),
+        ("abcdefgh", 4, "abcd"),  # no whitespace in the bound's second half: a hard cut
+        ("ab cdefghij", 8, "ab cdefg"),
+        ("short", 5, "short"),
+        ("short", None, "short"),
+        (b"caf\xc3\xa9 au lait", 5, b"caf\xc3\xa9"),  # characters, not bytes
+    ],
+)
+def test_cut_text_keeps_whole_words_within_the_bound(text, bound, kept):
+    assert cut_text(text, bound) == kept
+
+
+def test_cut_example_cuts_each_text_feature_and_leaves_the_rest():
+    example = tf.train.Example()
+    example.features.feature["text"].bytes_list.value.append(("word " * 100).encode())
+    example.features.feature["text_pair"].bytes_list.value.append(("café " * 100).encode())
+    example.features.feature["weight"].float_list.value.append(0.5)
+    cut = tf.train.Example.FromString(cut_example(example.SerializeToString(), 12))
+    assert cut.features.feature["text"].bytes_list.value == [b"word word"]
+    assert cut.features.feature["text_pair"].bytes_list.value == ["café café".encode()]
+    assert cut.features.feature["weight"].float_list.value == [0.5]
+    small = example.SerializeToString()
+    assert cut_example(small, len(small)) == small  # too short to hold a longer text
+    assert cut_example(b"\xff" * 50, 12) == b"\xff" * 50  # no tf.Example: the model says so

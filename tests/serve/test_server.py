@@ -6,10 +6,12 @@ import concurrent.futures
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -64,6 +66,8 @@ def server(trained_run):
             "50",
             "--max-wait-ms",
             "20",
+            "--read-timeout-seconds",
+            "2",
         ],
         cwd=ROOT,
         env=env,
@@ -230,3 +234,38 @@ def test_unknown_models_and_versions_are_404(server):
         {"error": "Servable not found for request: Latest(other)"},
     )
     assert _call(url, "/v1/models/sst/versions/7")[0] == 404
+
+
+def _received(connection: socket.socket) -> bytes:
+    """Everything the server sends on `connection` until it closes it (10 s at most)."""
+    connection.settimeout(10)
+    data = b""
+    while chunk := connection.recv(65536):
+        data += chunk
+    return data
+
+
+def test_stalled_connections_are_closed_and_others_answered(server):
+    url, _ = server
+    address = urllib.parse.urlsplit(url)
+    start = b"POST /v1/models/sst:predict HTTP/1.1\r\nHost: x\r\n"
+    half_headers, half_bodies = [], []
+    for _ in range(20):
+        half_headers.append(socket.create_connection((address.hostname, address.port)))
+        half_headers[-1].sendall(start + b"Content-Type: applic")
+        half_bodies.append(socket.create_connection((address.hostname, address.port)))
+        half_bodies[-1].sendall(start + b"Content-Length: 1000\r\n\r\n" + b'{"instances": [')
+    began = time.monotonic()
+    assert _call(url, "/v1/models/sst:predict", {"instances": ["fine"]})[0] == 200
+    assert time.monotonic() - began < 1.5  # the stalled connections delay no one
+    for connection in half_bodies:  # --read-timeout-seconds 2: a 408, then closed
+        head, _, body = _received(connection).partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 408 ") and b"connection: close" in head.lower()
+        assert json.loads(body)["error"].startswith(
+            "the request body did not arrive within 2 s (15 bytes came)"
+        )
+    for connection in half_headers:  # no request to answer: closed
+        assert _received(connection) == b""
+    assert time.monotonic() - began < 8
+    for connection in half_headers + half_bodies:
+        connection.close()

@@ -1,0 +1,255 @@
+"""Model versions as TF Serving handles them: an export's BASE folder polled for numbered
+versions, loaded and unloaded as a version policy says, each with TF Serving's states.
+
+TF Serving (`sources/storage_path/file_system_storage_path_source.cc`,
+`core/aspired_versions_manager.cc`, `core/availability_preserving_policy.cc`):
+
+- every `--file-system-poll-wait-seconds` (default 1; 0: once at start) BASE is listed; a version
+  is a folder named by a number holding `saved_model.pb` (bertfit's export writes a version
+  beside its final name and renames it into place, and uploads `saved_model.pb` last, so a
+  version being written is never seen half-way);
+- the version policy (`file_system_storage_path_source.proto` ServableVersionPolicy) says which
+  of them to serve: `latest:N` (the N highest, default 1), `all`, or `specific:1,3`;
+- a new version is loaded (START, LOADING, AVAILABLE) while the others keep serving; a version
+  the policy no longer wants is unloaded (UNLOADING, END) only once a wanted version is
+  AVAILABLE, and after the requests it holds have finished: a version that fails to load is
+  END with its error and never replaces a working one. A failed version is tried again when its
+  folder changes (TF Serving retries a few times, then waits for a new version).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from bertfit.errors import ConfigError
+from bertfit.serve.core import (
+    AVAILABLE,
+    END,
+    LOADING,
+    START,
+    UNLOADING,
+    ModelCore,
+    ServedVersion,
+    ServingError,
+    VersionState,
+)
+
+POLL_WAIT = 1.0  # --file-system-poll-wait-seconds: TF Serving's default (server.h)
+
+
+@dataclasses.dataclass(frozen=True)
+class VersionPolicy:
+    """Which of the versions on disk to serve (TF Serving's ServableVersionPolicy)."""
+
+    kind: str = "latest"  # "latest", "all" or "specific"
+    count: int = 1  # for "latest"
+    versions: tuple[int, ...] = ()  # for "specific"
+
+    @classmethod
+    def parse(cls, text: str) -> VersionPolicy:
+        """`latest`, `latest:N`, `all` or `specific:V[,V...]` (`--version-policy`)."""
+        kind, _, rest = text.strip().partition(":")
+        try:
+            if kind == "latest":
+                policy = cls("latest", int(rest) if rest else 1)
+            elif kind == "all" and not rest:
+                policy = cls("all")
+            elif kind == "specific":
+                policy = cls("specific", versions=tuple(sorted({int(v) for v in rest.split(",")})))
+            else:
+                raise ValueError
+        except ValueError:
+            policy = None
+        if policy is None or policy.count < 1 or any(v < 0 for v in policy.versions):
+            raise ConfigError(
+                f"--version-policy {text!r} is not a version policy; use latest (the newest "
+                "version), latest:N (the N newest), all, or specific:1,3 (those versions)"
+            )
+        return policy
+
+    @classmethod
+    def from_proto(cls, proto) -> VersionPolicy:
+        """From a ModelConfig's `model_version_policy` (unset: latest 1, TF Serving's default)."""
+        choice = proto.WhichOneof("policy_choice")
+        if choice == "all":
+            return cls("all")
+        if choice == "specific":
+            if not proto.specific.versions:
+                raise ServingError("a specific version policy must name at least one version")
+            return cls("specific", versions=tuple(sorted(set(proto.specific.versions))))
+        count = proto.latest.num_versions if choice == "latest" else 1
+        return cls("latest", max(1, count))
+
+    def aspired(self, on_disk: list[int]) -> set[int]:
+        """The versions of `on_disk` to serve."""
+        if self.kind == "all":
+            return set(on_disk)
+        if self.kind == "specific":
+            return set(on_disk) & set(self.versions)
+        return set(sorted(on_disk)[-self.count :])
+
+    def __str__(self) -> str:
+        if self.kind == "latest":
+            return f"latest:{self.count}"
+        return "all" if self.kind == "all" else "specific:" + ",".join(map(str, self.versions))
+
+
+def version_folders(base: Path) -> dict[int, Path]:
+    """BASE's versions: folders named by a number that hold `saved_model.pb`."""
+    try:
+        entries = list(base.iterdir())
+    except OSError:
+        return {}
+    return {
+        int(p.name): p for p in entries if p.name.isdigit() and (p / "saved_model.pb").is_file()
+    }
+
+
+def _fingerprint(folder: Path) -> tuple:
+    """What changes when a version folder's files change (a failed version is retried then)."""
+    try:
+        return tuple(sorted((str(p), p.stat().st_mtime_ns) for p in folder.rglob("*")))
+    except OSError:
+        return ()
+
+
+class VersionManager:
+    """Keeps the versions `policy` wants from `base` loaded in `core`, polling every
+    `poll_wait` seconds (0: only at start).
+
+    Args:
+        core: the `ModelCore` that serves them (its `versions` and `states`).
+        base: the export's BASE folder (`bertfit export --run RUN BASE`).
+        policy: which versions to serve.
+        load: folder → a loaded, warmed-up `ServedVersion` (runs in a thread).
+        poll_wait: seconds between polls.
+    """
+
+    def __init__(
+        self,
+        core: ModelCore,
+        base: str | Path,
+        policy: VersionPolicy,
+        load: Callable[[int, Path], ServedVersion],
+        poll_wait: float = POLL_WAIT,
+    ):
+        self.core = core
+        self.base = Path(base)
+        self.policy = policy
+        self.load = load
+        self.poll_wait = poll_wait
+        self.failed: dict[int, tuple] = {}  # version → the fingerprint of its folder that failed
+        self._task: asyncio.Task | None = None
+        self._lock = asyncio.Lock()
+        core.manager = self
+
+    # ---- at start, before the event loop serves ----
+
+    def load_initial(self) -> None:
+        """Loads the versions the policy wants, synchronously; a `ConfigError` when none
+        loads (the errors said), as TF Serving will not start without its model."""
+        wanted = self._wanted()
+        for number in sorted(wanted):
+            self._record(number, START)
+            served = self._try_load(number, wanted[number])
+            if served is not None:
+                self.core.add(served)
+                self._record(number, AVAILABLE)
+        if not self.core.versions:
+            reasons = "; ".join(
+                f"version {n}: {s.error_message}" for n, s in self.core.states.items()
+            )
+            raise ConfigError(
+                f"{self.base}: no version could be loaded ({reasons or 'it has no version'}); "
+                "export one with `bertfit export --run RUN BASE`"
+            )
+
+    # ---- while serving ----
+
+    def start(self) -> None:
+        if self.poll_wait > 0:
+            self._task = asyncio.get_running_loop().create_task(self._poll_forever())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+
+    async def _poll_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self.poll_wait)
+            await self.poll()
+
+    async def poll(self) -> None:
+        """One poll: load what the policy wants and is not loaded, then unload what it no
+        longer wants once a wanted version is AVAILABLE."""
+        async with self._lock:
+            wanted = self._wanted()
+            for number in sorted(set(wanted) - set(self.core.versions), reverse=True):
+                if self.failed.get(number) == _fingerprint(wanted[number]):
+                    continue  # failed as it is: wait for it to change
+                self._record(number, START)
+                served = await asyncio.to_thread(self._try_load, number, wanted[number])
+                if served is not None:
+                    served.batcher.start()
+                    self.core.add(served)
+                    self._record(number, AVAILABLE)
+            if not set(wanted) & set(self.core.versions):
+                return  # nothing wanted is serving: keep what serves (availability preserving)
+            for number in sorted(set(self.core.versions) - set(wanted)):
+                await self._unload(number)
+
+    async def reload(self, policy: VersionPolicy, labels: dict[str, int]) -> None:
+        """HandleReloadConfigRequest: a new policy and labels, applied by a poll now; labels
+        must name AVAILABLE versions (as TF Serving requires)."""
+        self.policy = policy
+        await self.poll()
+        for version in labels.values():
+            if version not in self.core.versions:
+                raise ServingError(
+                    f"Request to assign label to version {version} of model "
+                    f"{self.core.model_name}, which is not currently available for inference",
+                    "FAILED_PRECONDITION",
+                )
+        self.core.version_labels = dict(labels)
+
+    def _wanted(self) -> dict[int, Path]:
+        folders = version_folders(self.base)
+        return {n: folders[n] for n in self.policy.aspired(list(folders))}
+
+    def _try_load(self, number: int, folder: Path) -> ServedVersion | None:
+        """The loaded version, or None with its state END and the error (and the attempt in
+        TensorFlow's load metrics)."""
+        self._record(number, LOADING)
+        metrics = self.core.metrics
+        started = time.monotonic()
+        try:
+            served = self.load(number, folder)
+        except Exception as e:  # a user's folder can fail to load in any way: reported
+            metrics.load_attempt_count.add(model_path=str(folder), status="fail")
+            self.failed[number] = _fingerprint(folder)
+            self._record(number, END, "UNKNOWN", f"{type(e).__name__}: {e}"[:2000])
+            return None
+        self.failed.pop(number, None)
+        metrics.load_attempt_count.add(model_path=str(folder), status="success")
+        metrics.load_latency.add((time.monotonic() - started) * 1e6, model_path=str(folder))
+        return served
+
+    async def _unload(self, number: int) -> None:
+        """Stops routing requests to `number`, lets those it holds finish, then drops it."""
+        served = self.core.versions[number]
+        self._record(number, UNLOADING)
+        self.core.remove(number)
+        deadline = time.monotonic() + 60
+        while served.batcher.busy and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        await served.batcher.stop()
+        self._record(number, END)
+
+    def _record(self, number: int, state: str, code: str = "OK", message: str = "") -> None:
+        self.core.set_state(number, VersionState(state, code, message))

@@ -1,0 +1,273 @@
+"""Model versions as TF Serving handles them: BASE polled for numbered versions, the version
+policy (latest N, all, specific), TF Serving's states (START, LOADING, AVAILABLE, UNLOADING,
+END), a version that fails to load reported and never replacing a working one, and
+ModelService.HandleReloadConfigRequest / GetModelStatus through TF Serving's own stubs."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import shutil
+import time
+import urllib.request
+from pathlib import Path
+
+import grpc
+import pytest
+from tensorflow_serving.apis import get_model_status_pb2, model_management_pb2
+
+from bertfit.errors import ConfigError
+from bertfit.export.serving import export_classifier
+from bertfit.inference.predictor import load_classifier
+from bertfit.serve.app import ModelServer
+from bertfit.serve.core import NOT_FOUND, ServedVersion, ServingError
+from bertfit.serve.versions import VersionManager, VersionPolicy, version_folders
+from tests.serve import prometheus_text
+from tests.serve.conftest import lines_until, start_serve
+from tests.serve.test_grpc import LiveServer
+
+
+@pytest.mark.parametrize(
+    "text, policy, aspired",
+    [
+        ("latest", VersionPolicy("latest", 1), {7}),
+        ("latest:2", VersionPolicy("latest", 2), {3, 7}),
+        ("all", VersionPolicy("all"), {1, 3, 7}),
+        ("specific:3,1,9", VersionPolicy("specific", versions=(1, 3, 9)), {1, 3}),
+    ],
+)
+def test_version_policies_choose_what_tf_serving_chooses(text, policy, aspired):
+    assert VersionPolicy.parse(text) == policy
+    assert policy.aspired([1, 7, 3]) == aspired
+    assert VersionPolicy.parse(str(policy)) == policy
+
+
+@pytest.mark.parametrize(
+    "text", ["newest", "latest:0", "latest:x", "all:2", "specific:", "specific:a"]
+)
+def test_a_version_policy_that_is_none_is_refused(text):
+    with pytest.raises(ConfigError, match="is not a version policy; use latest"):
+        VersionPolicy.parse(text)
+
+
+def test_a_version_folder_needs_its_number_and_saved_model_pb(tmp_path):
+    for name in ["1", "2", "10", ".3.tmp-123", "4", "notes"]:
+        (tmp_path / name).mkdir()
+    for name in ["1", "10", ".3.tmp-123", "notes"]:
+        (tmp_path / name / "saved_model.pb").write_bytes(b"")
+    # "2" and "4" are being written (no saved_model.pb yet); the temporary folder of an export
+    # in progress is no number.
+    assert sorted(version_folders(tmp_path)) == [1, 10]
+
+
+# ---- the manager on a ModelCore, with loads that take no TensorFlow time ----
+
+
+@pytest.fixture(scope="module")
+def classifier(trained_run):
+    return load_classifier(trained_run[1].run_dir)
+
+
+def _version(base: Path, number: int, broken: bool = False) -> None:
+    """Version `number` in BASE as an export writes it: whole, renamed into place."""
+    temporary = base / f".{number}.tmp-1"
+    temporary.mkdir()
+    (temporary / "saved_model.pb").write_text("broken" if broken else "ok")
+    os.replace(temporary, base / str(number))
+
+
+def _manager(
+    base, classifier, policy="latest", max_wait=0.005
+) -> tuple[ModelServer, VersionManager]:
+    def load(number: int, folder: Path) -> ServedVersion:
+        if (folder / "saved_model.pb").read_text() == "broken":
+            raise ConfigError(f"{folder}: not a SavedModel")
+        return ServedVersion(number, classifier, max_wait=max_wait)
+
+    server = ModelServer(None, "sst", versions=[])
+    return server, VersionManager(server.core, base, VersionPolicy.parse(policy), load, 0)
+
+
+def _states(core) -> list[tuple[str, str, str]]:
+    return [
+        (s["version"], s["state"], s["status"]["error_code"])
+        for s in core.model_status("sst")["model_version_status"]
+    ]
+
+
+@pytest.mark.slow
+def test_new_versions_load_old_ones_unload_and_a_broken_one_never_serves(tmp_path, classifier):
+    _version(tmp_path, 1)
+    server, manager = _manager(tmp_path, classifier, max_wait=0.3)
+    core = server.core
+    manager.load_initial()
+    assert _states(core) == [("1", "AVAILABLE", "OK")]
+
+    async def scenario():
+        core.start()
+        try:
+            # A request to version 1 waits 0.3 s in its batcher while version 2 replaces it.
+            in_flight = asyncio.ensure_future(
+                core.predict(core.find("sst"), None, [{"text": "ok"}])
+            )
+            await asyncio.sleep(0.05)
+            _version(tmp_path, 2)
+            (tmp_path / "3").mkdir()  # being written: no saved_model.pb yet
+            await manager.poll()
+            answered = await in_flight
+            after_two = (_states(core), core.find("sst").version)
+            with pytest.raises(ServingError) as gone:
+                core.find("sst", 1)
+            _version(tmp_path, 4, broken=True)
+            await manager.poll()
+            after_broken = (_states(core), core.find("sst").version, core.states[4].error_message)
+            await manager.poll()  # unchanged: not tried again
+            (tmp_path / "4" / "saved_model.pb").write_text("fixed")
+            await manager.poll()
+            return answered, after_two, gone.value, after_broken, _states(core)
+        finally:
+            await core.stop()
+
+    answered, after_two, gone, after_broken, fixed = asyncio.run(scenario())
+    assert len(answered["probabilities"]) == 1  # finished on version 1 while it unloaded
+    assert after_two == ([("2", "AVAILABLE", "OK"), ("1", "END", "OK")], 2)
+    assert (
+        gone.code == NOT_FOUND
+        and gone.message == "Servable not found for request: Specific(sst, 1)"
+    )
+    states, latest, message = after_broken
+    assert latest == 2 and states[0] == ("4", "END", "UNKNOWN")
+    assert message.startswith("ConfigError: ") and "not a SavedModel" in message
+    assert states[1:] == [("2", "AVAILABLE", "OK"), ("1", "END", "OK")]
+    assert fixed[:2] == [("4", "AVAILABLE", "OK"), ("2", "END", "OK")]
+    families = prometheus_text.parse(core.metrics.text())
+    attempts = ":tensorflow:cc:saved_model:load_attempt_count"
+    assert (
+        prometheus_text.value(families, attempts, model_path=str(tmp_path / "4"), status="fail")
+        == 1
+    )
+    assert (
+        prometheus_text.value(families, attempts, model_path=str(tmp_path / "4"), status="success")
+        == 1
+    )
+    state = ":bertfit:serving:model_version_state"
+    assert prometheus_text.value(families, state, version="4", state="AVAILABLE") == 1
+
+
+def test_a_broken_newest_version_at_start_is_said_and_all_serves_the_others(tmp_path, classifier):
+    _version(tmp_path, 1)
+    _version(tmp_path, 2, broken=True)
+    server, manager = _manager(tmp_path, classifier, policy="latest:1")
+    # The policy wants 2 only, which fails: TF Serving does not start without its model.
+    with pytest.raises(ConfigError, match=r"no version could be loaded \(version 2: ConfigError"):
+        manager.load_initial()
+    server, manager = _manager(tmp_path, classifier, policy="all")
+    manager.load_initial()
+    assert list(server.core.versions) == [1]
+    assert _states(server.core) == [("2", "END", "UNKNOWN"), ("1", "AVAILABLE", "OK")]
+
+
+def test_no_loadable_version_at_start_is_a_config_error(tmp_path, classifier):
+    _version(tmp_path, 1, broken=True)
+    server, manager = _manager(tmp_path, classifier)
+    with pytest.raises(ConfigError, match=r"no version could be loaded \(version 1: ConfigError"):
+        manager.load_initial()
+
+
+# ---- ModelService through TF Serving's stubs ----
+
+
+def _reload(
+    live, policy=None, labels=None, name="sst"
+) -> model_management_pb2.ReloadConfigResponse:
+    request = model_management_pb2.ReloadConfigRequest()
+    model = request.config.model_config_list.config.add(name=name, model_platform="tensorflow")
+    if policy == "all":
+        model.model_version_policy.all.SetInParent()
+    elif isinstance(policy, list):
+        model.model_version_policy.specific.versions.extend(policy)
+    for label, version in (labels or {}).items():
+        model.version_labels[label] = version
+    return live.models.HandleReloadConfigRequest(request, timeout=60)
+
+
+@pytest.mark.slow
+def test_reload_config_and_model_status_through_tf_servings_stubs(tmp_path, classifier):
+    for number in (1, 2, 3):
+        _version(tmp_path, number)
+    server, manager = _manager(tmp_path, classifier)
+    manager.load_initial()
+    live = LiveServer(server)
+    try:
+
+        def status():
+            request = get_model_status_pb2.GetModelStatusRequest()
+            request.model_spec.name = "sst"
+            response = live.models.GetModelStatus(request, timeout=60)
+            names = get_model_status_pb2.ModelVersionStatus.State.Name
+            return [(s.version, names(s.state)) for s in response.model_version_status]
+
+        assert status() == [(3, "AVAILABLE")]
+        assert _reload(live, "all", {"stable": 1, "canary": 3}).status.error_code == 0
+        assert status() == [(3, "AVAILABLE"), (2, "AVAILABLE"), (1, "AVAILABLE")]
+        assert live.rest("/v1/models/sst/labels/stable")[0] == 200
+        assert _reload(live, [2]).status.error_code == 0
+        assert status() == [(3, "END"), (2, "AVAILABLE"), (1, "END")]
+        with pytest.raises(grpc.RpcError) as raised:
+            _reload(live, [2], {"canary": 3})
+        assert raised.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert "version 3 of model sst, which is not currently available" in raised.value.details()
+        with pytest.raises(grpc.RpcError) as raised:
+            _reload(live, name="other")
+        assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "serves one model, 'sst'; the config names ['other']" in raised.value.details()
+    finally:
+        live.close()
+
+
+# ---- `bertfit serve --export BASE` picking up a new version while serving ----
+
+
+@pytest.mark.slow
+def test_bertfit_serve_picks_up_a_new_version_and_reports_a_broken_one(trained_run, tmp_path):
+    base = tmp_path / "export"
+    export_classifier(load_classifier(trained_run[1].run_dir), base)  # version 1
+    flags = ["--port", "0", "--grpc-port", "-1", "--model-name", "sst"]
+    process = start_serve("--export", str(base), *flags, "--file-system-poll-wait-seconds", "0.2")
+    try:
+        line = lines_until(process, "/v1/models/", timeout=180)[-1]
+        assert "version 1 (policy latest:1, polling" in line
+        url = re.search(r" on (http://\S+?)/v1/models/", line)[1]
+
+        def states() -> list:
+            with urllib.request.urlopen(f"{url}/v1/models/sst", timeout=30) as answer:
+                return [
+                    (s["version"], s["state"])
+                    for s in json.loads(answer.read())["model_version_status"]
+                ]
+
+        def wait_for(expected) -> None:
+            deadline = time.monotonic() + 60
+            while states()[: len(expected)] != expected:
+                assert time.monotonic() < deadline, states()
+                time.sleep(0.2)
+
+        shutil.copytree(base / "1", base / ".2.tmp")  # a new version, renamed into place
+        os.replace(base / ".2.tmp", base / "2")
+        wait_for([("2", "AVAILABLE"), ("1", "END")])
+        body = json.dumps({"instances": ["a fine film"]}).encode()
+        with urllib.request.urlopen(f"{url}/v1/models/sst:predict", body, timeout=30) as answer:
+            assert len(json.loads(answer.read())["predictions"]) == 1
+        (base / "3").mkdir()
+        (base / "3" / "saved_model.pb").write_bytes(b"not a SavedModel")
+        wait_for([("3", "END"), ("2", "AVAILABLE")])
+        with urllib.request.urlopen(f"{url}/v1/models/sst/versions/3", timeout=30) as answer:
+            error = json.loads(answer.read())["model_version_status"][0]["status"]
+        assert error["error_code"] == "UNKNOWN" and error["error_message"]
+        with urllib.request.urlopen(f"{url}/v1/models/sst:predict", body, timeout=30) as answer:
+            assert answer.status == 200  # version 2 still serves
+    finally:
+        process.terminate()
+        process.communicate(timeout=30)
