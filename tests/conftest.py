@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 
@@ -164,6 +165,13 @@ def _listed(nodeid: str, prefixes) -> bool:
     return any(nodeid == p or nodeid.startswith((p + "::", p + "[")) for p in prefixes)
 
 
+@functools.cache
+def _tpu_build() -> bool:
+    from bertfit.tf_build import Installed
+
+    return Installed.here().tpu_build
+
+
 def pytest_collection_modifyitems(config, items):
     """Every test under tests/distributed/ is `distributed`, under tests/checks/ `rehearsal`;
     every test that uses the real
@@ -173,13 +181,17 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.distributed)
         if REHEARSAL_DIR in item.path.parents:
             item.add_marker(pytest.mark.rehearsal)
+        if "host_xla" in item.keywords and _tpu_build():
+            item.add_marker(pytest.mark.skip(reason=HOST_XLA_MISSING))
         if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())) or _listed(
             item.nodeid, SLOW_TESTS
         ):
             item.add_marker(pytest.mark.slow)
 
 
-# ---- the TPU build of TensorFlow (tensorflow-tpu) off a TPU: no XLA for the CPU ----
+# ---- the TPU build of TensorFlow (tensorflow-tpu): no XLA for the CPU ----
+
+HOST_XLA_MISSING = "needs XLA for the CPU, which the TPU build of TensorFlow does not have"
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -196,5 +208,4 @@ def pytest_runtest_makereport(item, call):
 
     if NO_HOST_XLA in str(call.excinfo.value) and Installed.here().tpu_build:
         report.outcome = "skipped"
-        why = "needs XLA for the CPU, which the TPU build of TensorFlow does not have"
-        report.longrepr = (str(item.path), item.location[1] or 0, f"Skipped: {why}")
+        report.longrepr = (str(item.path), item.location[1] or 0, f"Skipped: {HOST_XLA_MISSING}")

@@ -135,10 +135,11 @@ def test_a_start_that_goes_through_prints_nothing_of_it():
 
 def test_the_cli_refuses_two_builds_in_one_folder_before_loading_tensorflow(tmp_path):
     """A second distribution's metadata beside the real one, as pip leaves it after
-    `pip install bertfit[cpu]` over tensorflow-tpu."""
-    info = tmp_path / "tensorflow_tpu-2.20.0.dist-info"
+    `pip install bertfit[cpu]` over tensorflow-tpu (or the TPU build over tensorflow)."""
+    other = "tensorflow" if Installed.here().tpu_build else "tensorflow-tpu"
+    info = tmp_path / f"{other.replace('-', '_')}-2.20.0.dist-info"
     info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: tensorflow-tpu\nVersion: 2.20.0\n")
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {other}\nVersion: 2.20.0\n")
     done = subprocess.run(
         [sys.executable, "-m", "bertfit.cli", "train", "--model", "x", "--train", "y.csv"],
         capture_output=True,
@@ -148,7 +149,7 @@ def test_the_cli_refuses_two_builds_in_one_folder_before_loading_tensorflow(tmp_
         env={**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"},
     )
     assert done.returncode == 2, done.stderr
-    assert "tensorflow-tpu 2.20.0 are installed over each other" in done.stderr
+    assert f"{other} 2.20.0" in done.stderr and "are installed over each other" in done.stderr
     assert "Traceback" not in done.stderr
 
 

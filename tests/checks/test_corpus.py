@@ -52,6 +52,7 @@ def good_csv(path, n=64, seed=0):
     return write_csv(path, sentiment_rows(n, seed=seed))
 
 
+@pytest.mark.host_xla
 def test_clean_config_yields_no_findings(files, trainable_hf_dir):
     config = config_for(
         trainable_hf_dir,
@@ -409,6 +410,7 @@ def test_check_knows_the_tasks(files, trainable_hf_dir):
     assert "--class-weights balanced" in finding.fix
 
 
+@pytest.mark.host_xla
 def test_raw_strings_batched_then_tokenized_is_not_a_dynamic_batch(encoder, tokenizer):
     """The pipeline `input-raw-strings` recommends: batch(drop_remainder=True), then the
     tokenizer in a map. Shape inference loses the batch size in the tokenizer's outputs
@@ -429,6 +431,7 @@ def test_raw_strings_batched_then_tokenized_is_not_a_dynamic_batch(encoder, toke
     assert [c["ok"] for c in report.compiled] == [True]
 
 
+@pytest.mark.host_xla
 def test_tpu_rehearsal_of_the_readme_keras_example(encoder, tokenizer):
     """The README's Keras path (strings -> BertPreprocessor in tf.data -> BertClassifier)
     given to check(model=...) for a TPU: no finding, and its step compiles for the shape."""
