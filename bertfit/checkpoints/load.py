@@ -10,7 +10,13 @@ import keras
 from bertfit.checkpoints.base import Checkpoint
 from bertfit.checkpoints.detect import Detection, detect, read_detected
 from bertfit.checkpoints.registry import PACKAGED_MODELS, resolve
-from bertfit.checkpoints.savedmodel import SIGNATURE_ONLY, OpaqueCheckpoint, SavedModelEncoder
+from bertfit.checkpoints.savedmodel import (
+    SIGNATURE_ONLY,
+    TF1_SAVEDMODEL,
+    OpaqueCheckpoint,
+    SavedModelEncoder,
+    loads_frozen,
+)
 from bertfit.checkpoints.tf1 import vocab_in
 from bertfit.checkpoints.weights import LoadReport, assign_weights
 from bertfit.errors import CheckpointError
@@ -196,9 +202,10 @@ def load_encoder(
     """
     path = resolve(path)
     found = _detect(path)
-    if not trainable and found.format == SIGNATURE_ONLY and not found.savedmodel.tf1:
+    signature_only = found.format in (SIGNATURE_ONLY, TF1_SAVEDMODEL)
+    if not trainable and signature_only and loads_frozen(found.savedmodel):
         checkpoint = OpaqueCheckpoint(
-            format=SIGNATURE_ONLY + " (frozen)",
+            format=found.format + " (frozen)",
             path=found.root,
             config=None,
             tensors={},
