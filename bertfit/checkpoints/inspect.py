@@ -14,6 +14,7 @@ from bertfit.text.tokenizer import capitalised_tokens, guess_lower_case, read_vo
 ENCODER_INPUTS = {"input_word_ids": "int32", "input_mask": "int32", "input_type_ids": "int32"}
 ENCODER_OUTPUTS = {
     "pooled_output": "float32",
+    "default": "float32",
     "sequence_output": "float32",
     "encoder_outputs": "list of float32",
 }
