@@ -182,21 +182,16 @@ def _from_bpe_files(path: Path, config: dict):
     from bertfit.text.bpe import ByteLevelBPETokenizer
 
     names = ("cls_token", "sep_token", "pad_token", "unk_token", "mask_token")
-    tokens = {k: v for k, v in _special_tokens(config, path).items() if k in names}
-    prefix = {"add_prefix_space": bool(config["add_prefix_space"])} if (
-        "add_prefix_space" in config
-    ) else {}  # fmt: skip
-    vocab = _read_json(path / "vocab.json")
-    if not isinstance(vocab, dict) or not all(
-        isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in vocab.values()
-    ):
+    settings = {k: v for k, v in _special_tokens(config, path).items() if k in names}
+    if "add_prefix_space" in config:
+        settings["add_prefix_space"] = bool(config["add_prefix_space"])
+    ids = _read_json(path / "vocab.json").values()
+    if not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in ids):
         raise CheckpointError(
             f"{path / 'vocab.json'}: expected a JSON object of token to id (a whole number "
             "from 0); restore the file from the checkpoint's source."
         )
-    return ByteLevelBPETokenizer.from_files(
-        path / "vocab.json", path / "merges.txt", **tokens, **prefix
-    )
+    return ByteLevelBPETokenizer.from_files(path / "vocab.json", path / "merges.txt", **settings)
 
 
 def _from_tokenizer_json(spec: dict, config: dict, lower_case, strip_accents):

@@ -507,7 +507,7 @@ def _apply_charsmap(text: tf.Tensor, charsmap: _SentencePieceModel, joining: tf.
     pieces (consecutive unknown characters merged), which join back into one string.
 
     The op merges a run by copying it again for each character, quadratic in the run's length
-    (115 s for 1 MB of text), so each text goes in as chunks of about `CHARSMAP_CHUNK`
+    (95 s for 1 MB on a 2-core CPU), so each text goes in as chunks of about `CHARSMAP_CHUNK`
     characters, cut only before a character that continues no rule (not in `joining`, the
     sorted code points of `bertfit.text.charsmap.continuation_characters`): a left-to-right
     longest-match normalizer cannot span such a cut, so the same text comes out."""
