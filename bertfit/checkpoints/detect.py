@@ -18,6 +18,7 @@ from bertfit.checkpoints.savedmodel import (
     PREPROCESSING,
     REUSABLE,
     SIGNATURE_ONLY,
+    TF1_SAVEDMODEL,
     SavedModelInfo,
     inspect_savedmodel,
     preprocessing_error,
@@ -53,6 +54,10 @@ FORMATS = {
     SIGNATURE_ONLY: (
         "SavedModel with signatures only (no trainable variables exposed)",
         "tf.saved_model.save with signatures= only, or a TF1 SavedModel builder",
+    ),
+    TF1_SAVEDMODEL: (
+        "TF1 SavedModel (a graph with signatures only: nothing exposed to fine-tune)",
+        "tf.compat.v1.saved_model.Builder / simple_save (TF1)",
     ),
     "tf1-hub-module": (
         "TF1 Hub module (tfhub_module.pb + TF1 graph + variables)",
@@ -164,7 +169,7 @@ def read_detected(found: Detection) -> Checkpoint:
         checkpoint = read_savedmodel(found.root, found.savedmodel)
     elif found.format == PREPROCESSING:
         raise preprocessing_error(found.path)
-    elif found.format == SIGNATURE_ONLY:
+    elif found.format in (SIGNATURE_ONLY, TF1_SAVEDMODEL):
         raise signature_only_error(found.path, found.savedmodel)
     else:  # pragma: no cover - FORMATS and this function change together
         raise CheckpointError(f"{found.path}: no reader for format {found.format!r}.")

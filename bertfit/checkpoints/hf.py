@@ -64,8 +64,9 @@ def strip_prefix(tensors: dict[str, np.ndarray], family: Family) -> dict[str, np
     return {name(k): v for k, v in tensors.items()}
 
 
-def read_hf_config(path: Path) -> tuple[Family, BertConfig]:
-    """The family and architecture `path/config.json` describes."""
+def read_hf_config(path: Path, notes: list[str] | None = None) -> tuple[Family, BertConfig]:
+    """The family and architecture `path/config.json` describes; a family read from its
+    `architectures` (no `model_type`) is said in `notes`."""
     file = path / "config.json"
     try:
         values = json.loads(file.read_text(encoding="utf-8"))
@@ -74,6 +75,13 @@ def read_hf_config(path: Path) -> tuple[Family, BertConfig]:
     if not isinstance(values, dict):
         raise CheckpointError(f"{file}: expected a JSON object, got {type(values).__name__}.")
     family = family_of(values, file)
+    if "model_type" not in values and values.get("architectures"):
+        values = {**values, "model_type": family.model_types[0]}
+        if notes is not None:
+            notes.append(
+                f"config.json has no model_type; read as {family.name} from its architectures "
+                f"{values['architectures']}"
+            )
     try:
         return family, family.read_config(values)
     except (TypeError, KeyError) as e:
@@ -85,7 +93,8 @@ def read_hf_config(path: Path) -> tuple[Family, BertConfig]:
 def read_hf(path: Path) -> Checkpoint:
     """Reads a HF directory of any supported family: safetensors ("hf") or, without them, a
     `.bin` ("hf-bin")."""
-    family, config = read_hf_config(path)
+    notes: list[str] = []
+    family, config = read_hf_config(path, notes)
     safetensors = has_safetensors(path)
     tensors = strip_prefix(read_safetensors(path) if safetensors else read_torch_bin(path), family)
     vocab = path / "vocab.txt"
@@ -103,6 +112,7 @@ def read_hf(path: Path) -> Checkpoint:
         family=family.name,
         lower_case=tokenizer.get("lower_case"),
         strip_accents=tokenizer.get("strip_accents"),
+        notes=notes,
     )
 
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 from bertfit.checkpoints.detect import Detection, detect, read_detected
 from bertfit.checkpoints.hub_module import module_signatures
-from bertfit.checkpoints.load import build_encoder, checkpoint_tokenizer_kind
+from bertfit.checkpoints.load import build_encoder, build_tokenizer, checkpoint_tokenizer_kind
 from bertfit.checkpoints.savedmodel import OpaqueCheckpoint
 from bertfit.errors import CheckpointError
 from bertfit.text.tokenizer import capitalised_tokens, guess_lower_case, read_vocab
@@ -14,6 +15,7 @@ from bertfit.text.tokenizer import capitalised_tokens, guess_lower_case, read_vo
 ENCODER_INPUTS = {"input_word_ids": "int32", "input_mask": "int32", "input_type_ids": "int32"}
 ENCODER_OUTPUTS = {
     "pooled_output": "float32",
+    "default": "float32",
     "sequence_output": "float32",
     "encoder_outputs": "list of float32",
 }
@@ -66,6 +68,8 @@ def inspect_checkpoint(path: str | Path) -> dict:
     report["notes"] += checkpoint.notes
     report["vocab"] = _vocab(checkpoint)
     report["tokenizer"] = checkpoint_tokenizer_kind(checkpoint)
+    if report["tokenizer"] is not None:
+        _check_tokenizer(checkpoint, report)
     if report["tokenizer"] is None:
         report["fine_tunable"] = False
         report["notes"].append(
@@ -74,6 +78,18 @@ def inspect_checkpoint(path: str | Path) -> dict:
             "was trained with beside its weights."
         )
     return report
+
+
+def _check_tokenizer(checkpoint, report: dict) -> None:
+    """Builds the tokenizer as train would: what it refuses or warns of goes in the notes."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            build_tokenizer(checkpoint)
+        except CheckpointError as e:
+            report["fine_tunable"] = False
+            report["notes"].append(f"the tokenizer files cannot be used: {e}")
+    report["notes"] += [str(w.message) for w in caught if issubclass(w.category, UserWarning)]
 
 
 def _interface(found: Detection) -> tuple[dict, dict]:

@@ -9,8 +9,15 @@ import keras
 
 from bertfit.checkpoints.base import Checkpoint
 from bertfit.checkpoints.detect import Detection, detect, read_detected
+from bertfit.checkpoints.families import SUPPORTED
 from bertfit.checkpoints.registry import PACKAGED_MODELS, resolve
-from bertfit.checkpoints.savedmodel import SIGNATURE_ONLY, OpaqueCheckpoint, SavedModelEncoder
+from bertfit.checkpoints.savedmodel import (
+    SIGNATURE_ONLY,
+    TF1_SAVEDMODEL,
+    OpaqueCheckpoint,
+    SavedModelEncoder,
+    loads_frozen,
+)
 from bertfit.checkpoints.tf1 import vocab_in
 from bertfit.checkpoints.weights import LoadReport, assign_weights
 from bertfit.errors import CheckpointError
@@ -94,6 +101,36 @@ def _check_vocab_size(checkpoint: Checkpoint, tokens: int) -> None:
         )
 
 
+def check_tokenizer(checkpoint: Checkpoint, tokenizer) -> None:
+    """Tokenizer files (tokenizer.json, sentencepiece, vocab.json + merges.txt) must fit the
+    weights beside them, checked where both are first known: before a run writes anything.
+
+    More ids than the word embedding table has rows is refused: those ids index past its end.
+    A tokenizer of another kind than the family's checkpoints ship (a BPE beside BERT weights)
+    is warned, not refused: models are trained with their own tokenizers on a family's
+    architecture (BERT layers with a SentencePiece vocabulary, ...), so it can be right.
+    """
+    if checkpoint.config is None:
+        return
+    rows, ids = checkpoint.config.vocab_size, tokenizer.vocab_size
+    where = f"{checkpoint.tokenizer_dir}'s {tokenizer.kind} tokenizer ({ids} ids)"
+    if ids > rows:
+        raise CheckpointError(
+            f"{where} does not fit the word embedding table of {checkpoint.path} ({rows} rows): "
+            f"ids {rows}..{ids - 1} would index past its end, so these tokenizer files belong "
+            "to another model. Use the tokenizer files shipped with these weights."
+        )
+    family = SUPPORTED.get(checkpoint.config.model_type)
+    if family is not None and tokenizer.kind != family.tokenizer:
+        warnings.warn(
+            f"{where} is not the {family.tokenizer} tokenizer {family.name} checkpoints ship, "
+            f"and the embedding table has {rows} rows: if these tokenizer files come from "
+            "another model, every id means another token to these weights. Use the files "
+            "shipped with the weights unless the model was trained with this tokenizer.",
+            stacklevel=3,
+        )
+
+
 def build_encoder(checkpoint: Checkpoint, dtype=None) -> BertEncoder:
     """A `BertEncoder` with the checkpoint's weights; `encoder.load_report` says what was loaded."""
     if isinstance(checkpoint, OpaqueCheckpoint):
@@ -151,9 +188,11 @@ def build_tokenizer(
         from bertfit.text.loading import load_tokenizer
 
         model_type = checkpoint.config.model_type if checkpoint.config is not None else None
-        return load_tokenizer(
+        tokenizer = load_tokenizer(
             checkpoint.tokenizer_dir, lower_case=lower, strip_accents=strip, model_type=model_type
         )
+        check_tokenizer(checkpoint, tokenizer)
+        return tokenizer
     raise CheckpointError(
         f"{checkpoint.path}: the checkpoint has no tokenizer files (vocab.txt, tokenizer.json, "
         "spiece.model, vocab.json + merges.txt), so bertfit cannot build the tokenizer that "
@@ -196,9 +235,10 @@ def load_encoder(
     """
     path = resolve(path)
     found = _detect(path)
-    if not trainable and found.format == SIGNATURE_ONLY and not found.savedmodel.tf1:
+    signature_only = found.format in (SIGNATURE_ONLY, TF1_SAVEDMODEL)
+    if not trainable and signature_only and loads_frozen(found.savedmodel):
         checkpoint = OpaqueCheckpoint(
-            format=SIGNATURE_ONLY + " (frozen)",
+            format=found.format + " (frozen)",
             path=found.root,
             config=None,
             tensors={},

@@ -60,6 +60,7 @@ from bertfit.model.config import BertConfig
 from bertfit.model.inputs import INPUT_NAMES, normalize_inputs
 
 REUSABLE, SIGNATURE_ONLY = "tf2-savedmodel", "tf2-savedmodel-signature"
+TF1_SAVEDMODEL = "tf1-savedmodel-signature"  # a TF1 SavedModel: signatures, no object graph
 PREPROCESSING = "preprocessing"
 
 
@@ -75,7 +76,7 @@ class SavedVariable:
 class SavedModelInfo:
     """What `saved_model.pb` says, read without loading (and so without running) the model."""
 
-    kind: str  # REUSABLE, SIGNATURE_ONLY or PREPROCESSING
+    kind: str  # REUSABLE, SIGNATURE_ONLY, TF1_SAVEDMODEL or PREPROCESSING
     tf1: bool  # a TF1 SavedModel (no object graph)
     attributes: list[str]  # the root object's children: __call__, variables, ...
     num_trainable: int  # entries of the root's trainable_variables
@@ -140,7 +141,7 @@ def inspect_savedmodel(path: Path) -> SavedModelInfo:
     nodes = meta.object_graph_def.nodes
     signatures = signatures_of(meta)
     if not nodes:  # TF1 SavedModel
-        return SavedModelInfo(SIGNATURE_ONLY, True, [], 0, signatures, [])
+        return SavedModelInfo(TF1_SAVEDMODEL, True, [], 0, signatures, [])
     root = {c.local_name: c.node_id for c in nodes[0].children}
     trainable = root.get("trainable_variables")
     num_trainable = 0 if trainable is None else len(nodes[trainable].children)
@@ -331,7 +332,7 @@ def read_savedmodel(path: Path, info: SavedModelInfo | None = None) -> Checkpoin
     info = info or inspect_savedmodel(path)
     if info.kind == PREPROCESSING:
         raise preprocessing_error(path)
-    if info.kind == SIGNATURE_ONLY:
+    if info.kind in (SIGNATURE_ONLY, TF1_SAVEDMODEL):
         raise signature_only_error(path, info)
     vocab = _vocab(path, info)
     by_name = {v.name: v for v in info.variables}
@@ -425,20 +426,27 @@ def preprocessing_error(path: Path) -> CheckpointError:
     )
 
 
+def loads_frozen(info: SavedModelInfo) -> bool:
+    """Whether `load_frozen` runs this SavedModel: its `serving_default` signature takes the
+    encoder's three inputs (a TF1 SavedModel's too: `tf.saved_model.load` reads its graph)."""
+    signature = info.signatures.get("serving_default", {})
+    return set(signature.get("inputs", {})) == set(INPUT_NAMES)
+
+
 def signature_only_error(path: Path, info: SavedModelInfo) -> CheckpointError:
     where = (
-        "a TF1 SavedModel"
+        f"a TF1 SavedModel (a graph with signatures {sorted(info.signatures)}, no object graph)"
         if info.tf1
         else f"a SavedModel with signatures {sorted(info.signatures)} but no trainable_variables"
     )
     frozen = (
-        "bertfit does not load TF1 SavedModels, not even frozen; for frozen features use "
-        "hub.KerasLayer(path, signature='serving_default', signature_outputs_as_dict=True) "
-        "in a tf_keras model"
-        if info.tf1
-        else "use it frozen for feature extraction with "
+        "use it frozen for feature extraction with "
         "bertfit.load_encoder(path, trainable=False) or "
         "bertfit.checkpoints.savedmodel.load_frozen(path)"
+        if loads_frozen(info)
+        else "its serving_default signature does not take input_word_ids, input_mask and "
+        "input_type_ids, so bertfit cannot run it even frozen; for frozen features use "
+        "hub.KerasLayer(path, signature=NAME, signature_outputs_as_dict=True) in a tf_keras model"
     )
     return CheckpointError(
         f"{path} is {where}: it exposes zero trainable variables, so fine-tuning it would "

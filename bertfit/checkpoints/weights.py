@@ -61,7 +61,10 @@ def assign_weights(
     used: set[str] = set()
     missing_required, values = [], {}
     for canonical, variable in variables.items():
-        source = table[canonical]
+        source = table.get(canonical)
+        if source is None:  # the config asks for a layer the format's names lack
+            missing_required.append(canonical)
+            continue
         name = _find(stored, source)
         if name is None:
             (report.missing if canonical in optional else missing_required).append(source.names[0])

@@ -11,7 +11,7 @@ import tensorflow as tf
 from bertfit.checkpoints.detect import detect
 from bertfit.checkpoints.load import read_detection
 from bertfit.checkpoints.registry import resolve
-from bertfit.checkpoints.savedmodel import SIGNATURE_ONLY
+from bertfit.checkpoints.savedmodel import SIGNATURE_ONLY, TF1_SAVEDMODEL
 from bertfit.checks.batches import (
     BatchExpectations,
     BatchStats,
@@ -306,7 +306,7 @@ def _checked_checkpoint(report: Report, config: RunConfig) -> tuple:
     try:
         path = resolve(config.model.name)
         found = detect(path)
-        if found.format == SIGNATURE_ONLY:
+        if found.format in (SIGNATURE_ONLY, TF1_SAVEDMODEL):
             report.add(
                 "grad-signature-only",
                 ERROR,

@@ -32,15 +32,16 @@ SIGNATURE_ONLY_FIX = (
     "bertfit.load_encoder(path, trainable=False)"
 )
 TF1_SIGNATURE_ONLY_FIX = (
-    "get the reusable TF2 SavedModel or the original checkpoint (bertfit loads either); "
-    "bertfit does not load a TF1 SavedModel, not even frozen. For frozen features from it, "
-    "use hub.KerasLayer(path, signature='serving_default', signature_outputs_as_dict=True) "
-    "in a tf_keras model"
+    "get the reusable TF2 SavedModel or the original checkpoint (bertfit loads either); or "
+    "use it frozen for features with bertfit.load_encoder(path, trainable=False) when its "
+    "serving_default signature takes input_word_ids, input_mask and input_type_ids (else "
+    "hub.KerasLayer(path, signature=NAME, signature_outputs_as_dict=True) in a tf_keras model)"
 )
 
 
 def signature_only_fix(tf1: bool) -> str:
-    """The fix for a signature-only SavedModel: TF1 ones cannot be loaded frozen by bertfit."""
+    """The fix for a signature-only SavedModel: a TF1 one loads frozen only through a
+    signature that takes the encoder's inputs."""
     return TF1_SIGNATURE_ONLY_FIX if tf1 else SIGNATURE_ONLY_FIX
 
 

@@ -338,8 +338,10 @@ class BertEncoder(keras.layers.Layer):
         dtype: a Keras dtype policy name such as "float32" or "mixed_bfloat16".
 
     Call it with a dict of `input_word_ids`, `input_mask` and `input_type_ids` (int32,
-    [batch, seq]; HF and KerasHub names work too). It returns a dict with `sequence_output`
-    [batch, seq, hidden], `pooled_output` [batch, hidden] (families with a pooler) and
+    [batch, seq]; HF and KerasHub names work too). It returns TF Hub's BERT output dict:
+    `sequence_output` [batch, seq, hidden], `pooled_output` [batch, hidden] (families with a
+    pooler), `default` [batch, hidden] (TF Hub's name for the whole input's vector:
+    `pooled_output`, or the first token's output for families without a pooler) and
     `encoder_outputs`, one [batch, seq, hidden] tensor per layer. With `pooled_only=True` it
     returns `pooled_output` alone, the family's vector for the whole input (the pooler's output,
     or the first token's for families without a pooler), and computes the last layer at the
@@ -425,8 +427,9 @@ class BertEncoder(keras.layers.Layer):
             return {"pooled_output": self.pool(x)}
         encoder_outputs = [_per_example(rows, attention_bias) for rows in encoder_outputs]
         outputs = {"sequence_output": encoder_outputs[-1], "encoder_outputs": encoder_outputs}
+        outputs["default"] = self.pool(encoder_outputs[-1][:, 0])  # TF Hub's whole-input output
         if self.pooler is not None:
-            outputs["pooled_output"] = self.pool(encoder_outputs[-1][:, 0])
+            outputs["pooled_output"] = outputs["default"]
         return outputs
 
     def pool(self, first_tokens: tf.Tensor) -> tf.Tensor:

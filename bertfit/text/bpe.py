@@ -107,6 +107,9 @@ class AddedToken:
     normalized: bool = False
 
 
+_MAX_ID = 2**31 - 1  # ids are int32 in the graph
+
+
 @dataclasses.dataclass(frozen=True)
 class BPEConfig:
     """Everything but the vocabulary and merges that decides a `ByteLevelBPETokenizer`'s ids.
@@ -188,6 +191,12 @@ class ByteLevelBPETokenizer(InGraphTokenizer):
         vocab = {str(token): int(i) for token, i in vocab.items()}
         for token in config.added_tokens:
             vocab.setdefault(token.content, token.id)
+        out_of_range = next(((t, i) for t, i in vocab.items() if not 0 <= i < _MAX_ID), None)
+        if out_of_range:
+            raise CheckpointError(
+                f"the vocabulary gives {out_of_range[0]!r} the id {out_of_range[1]}; ids run "
+                f"from 0 to {_MAX_ID - 1} (int32). Restore the file from the checkpoint's source."
+            )
         tokens = {}
         for token, i in vocab.items():
             tokens.setdefault(i, token)

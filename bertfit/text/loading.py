@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from pathlib import Path
 
-from bertfit.errors import CheckpointError
+from bertfit.errors import BertfitError, CheckpointError
 
 SENTENCEPIECE_FILES = ("spiece.model", "sentencepiece.bpe.model", "spm.model")
 LOOKED_FOR = ("tokenizer.json", "vocab.txt", *SENTENCEPIECE_FILES, "vocab.json + merges.txt")
@@ -58,8 +59,8 @@ def tokenizer_kind(folder: str | os.PathLike) -> str | None:
     """
     path = Path(folder)
     if (path / "tokenizer.json").is_file():
-        model = json.loads((path / "tokenizer.json").read_text("utf-8")).get("model", {})
-        return _KINDS.get(model.get("type"))
+        model = _read_json(path / "tokenizer.json").get("model")
+        return _KINDS.get(model.get("type")) if isinstance(model, dict) else None
     if (path / "vocab.txt").is_file():
         return "wordpiece"
     if any((path / name).is_file() for name in SENTENCEPIECE_FILES):
@@ -100,27 +101,97 @@ def load_tokenizer(
     path = Path(folder)
     model_type = model_type or _config_model_type(path)
     config = _read_json(path / "tokenizer_config.json")
-    if (path / "tokenizer.json").is_file():
-        spec = _read_json(path / "tokenizer.json")
-        return _from_tokenizer_json(spec, config, lower_case, strip_accents)
-    if (path / "vocab.txt").is_file():
+    file = _tokenizer_file(path)
+    if file.name == "tokenizer.json":
+        spec = _read_json(file)
+        return _built(file, lambda: _from_tokenizer_json(spec, config, lower_case, strip_accents))
+    if file.name == "vocab.txt":
         from bertfit.text.tokenizer import BertTokenizer
 
-        return BertTokenizer.from_pretrained_dir(path, lower_case, strip_accents)
-    for name in SENTENCEPIECE_FILES:
-        if (path / name).is_file():
-            family = _family(model_type) or _FAMILY_OF_FILE[name]
-            return _from_sentencepiece_file(path / name, family, config, path)
-    if (path / "vocab.json").is_file() and (path / "merges.txt").is_file():
-        from bertfit.text.bpe import ByteLevelBPETokenizer
-
-        return ByteLevelBPETokenizer.from_files(
-            path / "vocab.json", path / "merges.txt", **_special_tokens(config, path)
+        return _built(
+            file, lambda: BertTokenizer.from_pretrained_dir(path, lower_case, strip_accents)
         )
-    raise CheckpointError(
-        f"{path} has no tokenizer: looked for {', '.join(LOOKED_FOR)}. Pass the folder of a "
-        "Hugging Face checkpoint that ships its tokenizer files."
-    )
+    if file.name in SENTENCEPIECE_FILES:
+        family = _family(model_type) or _FAMILY_OF_FILE[file.name]
+        return _built(file, lambda: _from_sentencepiece_file(file, family, config, path))
+    return _built(file, lambda: _from_bpe_files(path, config))
+
+
+def _tokenizer_file(path: Path) -> Path:
+    """The file `load_tokenizer` builds from (`vocab.json` for vocab.json + merges.txt): the
+    first in `LOOKED_FOR` that `path` has, passing over a tokenizer.json that holds only the
+    special tokens when a sentencepiece file is beside it (said in a warning)."""
+    found = [
+        path / name
+        for name in ("tokenizer.json", "vocab.txt", *SENTENCEPIECE_FILES)
+        if (path / name).is_file()
+    ]
+    if (path / "vocab.json").is_file() and (path / "merges.txt").is_file():
+        found.append(path / "vocab.json")
+    if not found:
+        raise CheckpointError(
+            f"{path} has no tokenizer: looked for {', '.join(LOOKED_FOR)}. Pass the folder of a "
+            "Hugging Face checkpoint that ships its tokenizer files."
+        )
+    model_file = next((f for f in found if f.name in SENTENCEPIECE_FILES), None)
+    if found[0].name == "tokenizer.json" and model_file and _only_special_tokens(found[0]):
+        warnings.warn(
+            f"{found[0]} holds only the special tokens in its Unigram vocab (transformers 5 "
+            "writes that for a SentencePiece tokenizer built with vocab_file=), so bertfit "
+            f"tokenizes with {model_file} beside it. Delete that tokenizer.json, or save it "
+            "again from the original checkpoint, to silence this.",
+            stacklevel=3,
+        )
+        return model_file
+    return found[0]
+
+
+def _only_special_tokens(file: Path) -> bool:
+    """Whether a tokenizer.json's Unigram vocab is its added (special) tokens and no more."""
+    spec = _read_json(file)
+    model = spec.get("model")
+    if not isinstance(model, dict) or model.get("type") != "Unigram":
+        return False
+    vocab = model.get("vocab") if isinstance(model.get("vocab"), list) else []
+    added = {t.get("content") for t in spec.get("added_tokens") or [] if isinstance(t, dict)}
+    return all(isinstance(entry, list) and entry and entry[0] in added for entry in vocab)
+
+
+def _built(file: Path, build):
+    """`build()`'s tokenizer; whatever is wrong with `file` ends in one `CheckpointError`
+    that names it (never a traceback from the JSON's shape or from a TensorFlow op)."""
+    import tensorflow as tf
+
+    try:
+        return build()
+    except BertfitError as error:
+        message = str(error)
+        raise CheckpointError(
+            message if message.startswith(str(file)) else f"{file}: {message}"
+        ) from error
+    except (LookupError, TypeError, ValueError, AttributeError, tf.errors.OpError) as error:
+        raise CheckpointError(
+            f"{file}: not a tokenizer file bertfit can read ({type(error).__name__}: "
+            f"{str(error)[:200]}). Restore it from the checkpoint's source."
+        ) from error
+
+
+def _from_bpe_files(path: Path, config: dict):
+    """RoBERTa's `vocab.json` + `merges.txt`, with the special tokens and `add_prefix_space`
+    of `tokenizer_config.json` / `special_tokens_map.json`."""
+    from bertfit.text.bpe import ByteLevelBPETokenizer
+
+    names = ("cls_token", "sep_token", "pad_token", "unk_token", "mask_token")
+    settings = {k: v for k, v in _special_tokens(config, path).items() if k in names}
+    if "add_prefix_space" in config:
+        settings["add_prefix_space"] = bool(config["add_prefix_space"])
+    ids = _read_json(path / "vocab.json").values()
+    if not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in ids):
+        raise CheckpointError(
+            f"{path / 'vocab.json'}: expected a JSON object of token to id (a whole number "
+            "from 0); restore the file from the checkpoint's source."
+        )
+    return ByteLevelBPETokenizer.from_files(path / "vocab.json", path / "merges.txt", **settings)
 
 
 def _from_tokenizer_json(spec: dict, config: dict, lower_case, strip_accents):
@@ -231,7 +302,8 @@ def _family(model_type: str | None) -> str | None:
 
 
 def _config_model_type(folder: Path) -> str | None:
-    return _read_json(folder / "config.json").get("model_type")
+    model_type = _read_json(folder / "config.json").get("model_type")
+    return model_type if isinstance(model_type, str) else None
 
 
 def _special_tokens(config: dict, folder: Path) -> dict:
@@ -248,12 +320,24 @@ def _special_tokens(config: dict, folder: Path) -> dict:
 
 
 def _read_json(path: Path) -> dict:
+    """The JSON object in `path` ({} when there is no such file)."""
     if not path.is_file():
         return {}
     try:
-        return json.loads(path.read_text("utf-8"))
+        value = json.loads(path.read_text("utf-8"))
     except json.JSONDecodeError as error:
         raise CheckpointError(
             f"{path}:{error.lineno}:{error.colno}: not valid JSON ({error.msg}); restore the "
             "file from the checkpoint's source."
         ) from error
+    except (UnicodeDecodeError, RecursionError) as error:
+        raise CheckpointError(
+            f"{path}: not a JSON file bertfit can read ({error}); restore the file from the "
+            "checkpoint's source."
+        ) from error
+    if not isinstance(value, dict):
+        raise CheckpointError(
+            f"{path}: expected a JSON object, found a {type(value).__name__}; restore the "
+            "file from the checkpoint's source."
+        )
+    return value

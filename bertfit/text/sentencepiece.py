@@ -47,6 +47,7 @@ import tensorflow as tf
 from bertfit.errors import CheckpointError, InputFormatError
 from bertfit.text import ops
 from bertfit.text.base import InGraphTokenizer, Vocabulary
+from bertfit.text.charsmap import DamagedCharsmap, continuation_characters
 from bertfit.text.tokenizer import _CAPITAL_SIGMA, _SMALL_SIGMA
 from bertfit.tf_startup import native_logs_quiet
 
@@ -110,6 +111,7 @@ class SentencePieceTokenizer(InGraphTokenizer):
         super().__init__(name="sentencepiece_tokenizer")
         model = parse_model_proto(model_proto)
         tokens = [piece for piece, _, _ in model["pieces"]]
+        _check_pieces(model["pieces"], added_tokens)
         self._vocab = Vocabulary.of(tokens)
         self._proto = model_proto
         self._steps = _Steps(list(normalizers), list(pre_tokenizers), list(added_tokens))
@@ -118,11 +120,15 @@ class SentencePieceTokenizer(InGraphTokenizer):
         unknown = [t for t in self._specials.values() if t not in self._vocab.ids]
         unknown += [t["content"] for t in added_tokens if t["content"] not in self._vocab.ids]
         if unknown:
-            raise InputFormatError(f"The sentencepiece model has no pieces {unknown}.")
+            raise CheckpointError(
+                f"the vocabulary has no pieces {unknown}, which its special tokens name; use "
+                "the tokenizer files shipped with the model."
+            )
         self._unk_id = next(i for i, (_, _, kind) in enumerate(model["pieces"]) if kind == _UNKNOWN)
         self._check_steps()
         self._pieces = _SentencePieceModel(_viterbi_proto(model, added_tokens), "pieces")
         charsmap = model["normalizer"].get("precompiled_charsmap", b"")
+        self._joining = tf.constant(_joining_codes(charsmap), tf.int32)
         self._charsmap = charsmap and _SentencePieceModel(_charsmap_proto(charsmap), "charsmap")
         self._added_pattern = _added_tokens_pattern(added_tokens)
 
@@ -133,6 +139,7 @@ class SentencePieceTokenizer(InGraphTokenizer):
         from bertfit.text import tokenizer_json
 
         model = spec["model"]
+        _check_unigram_json(model)
         if model.get("byte_fallback"):
             raise CheckpointError(
                 "tokenizer.json's Unigram model uses byte_fallback, which bertfit's "
@@ -296,7 +303,7 @@ class SentencePieceTokenizer(InGraphTokenizer):
 
     def _normalize(self, text: tf.Tensor) -> tf.Tensor:
         for step in self._steps.normalizers:
-            text = _normalizer(step, self._charsmap)(text)
+            text = _normalizer(step, self._charsmap, self._joining)(text)
         return text
 
     def _pre_tokenize(self, text: tf.Tensor, first: tf.Tensor) -> tf.RaggedTensor:
@@ -331,6 +338,56 @@ class SentencePieceTokenizer(InGraphTokenizer):
                         f"tokenizer.json's {kind} {step['type']!r} is not supported by "
                         f"bertfit's SentencePiece tokenizer (it knows {sorted(supported)})."
                     )
+
+
+def _check_unigram_json(model: dict) -> None:
+    """tokenizer.json's Unigram `model`: a list of [piece, score] pairs and an `unk_id` in it."""
+    vocab = model.get("vocab")
+    if not isinstance(vocab, list) or not all(
+        isinstance(entry, list | tuple) and len(entry) == 2 and isinstance(entry[0], str)
+        and isinstance(entry[1], int | float) and not isinstance(entry[1], bool)
+        for entry in vocab
+    ):  # fmt: skip
+        raise CheckpointError(
+            "its Unigram model's vocab is not a list of [piece, score] pairs; restore the "
+            "file from the checkpoint's source."
+        )
+    unk_id = model.get("unk_id")
+    if not isinstance(unk_id, int) or isinstance(unk_id, bool) or not 0 <= unk_id < len(vocab):
+        raise CheckpointError(
+            f"its Unigram model's unk_id {unk_id!r} is not the id of a piece (0 to "
+            f"{len(vocab) - 1}); restore the file from the checkpoint's source."
+        )
+
+
+def _check_pieces(pieces: Sequence[tuple], added_tokens: Sequence[dict]) -> None:
+    """What the op needs of a vocabulary, said before it fails on it: pieces that are not
+    empty, none twice, one unknown piece, and pieces besides the special tokens."""
+    seen: set[str] = set()
+    for index, (piece, _, _) in enumerate(pieces):
+        if not piece:
+            raise CheckpointError(f"piece {index} of the vocabulary is empty.")
+        if piece in seen:
+            raise CheckpointError(
+                f"the piece {piece!r} is listed twice in the vocabulary (again at id {index}); "
+                "each piece must have one id. Restore the file from the checkpoint's source."
+            )
+        seen.add(piece)
+    unknown = [index for index, (_, _, kind) in enumerate(pieces) if kind == _UNKNOWN]
+    if len(unknown) != 1:
+        raise CheckpointError(
+            f"the vocabulary has {len(unknown)} unknown pieces (ids {unknown[:5]}); it needs "
+            "exactly one."
+        )
+    special = {token["content"] for token in added_tokens}
+    if all(piece in special or kind != _NORMAL for piece, _, kind in pieces):
+        raise CheckpointError(
+            f"the vocabulary holds only its {len(pieces)} special tokens "
+            f"({', '.join(p for p, _, _ in pieces[:6])}), no pieces to tokenize text with. "
+            "transformers 5 writes such a tokenizer.json for a SentencePiece tokenizer built "
+            "with vocab_file=; save it from the original checkpoint (or keep the .model file "
+            "beside it)."
+        )
 
 
 def _added_pieces(added_tokens: Sequence[dict], size: int) -> list[tuple[str, float]]:
@@ -416,11 +473,12 @@ def _metaspace(words: tf.RaggedTensor, first: tf.Tensor, step: dict) -> tf.Ragge
     return words
 
 
-def _normalizer(step: dict, charsmap: _SentencePieceModel):
-    """One tokenizer.json normalizer step as a function of a string tensor."""
+def _normalizer(step: dict, charsmap: _SentencePieceModel, joining: tf.Tensor):
+    """One tokenizer.json normalizer step as a function of a string tensor (`joining`: see
+    `_apply_charsmap`)."""
     kind = step["type"]
     if kind == "Precompiled":
-        return lambda text: _apply_charsmap(text, charsmap)
+        return lambda text: _apply_charsmap(text, charsmap, joining)
     if kind == "Replace":
         pattern = step["pattern"]
         regex = (
@@ -444,15 +502,47 @@ def _normalizer(step: dict, charsmap: _SentencePieceModel):
     raise CheckpointError(f"tokenizer.json's normalizer {kind!r} is not supported.")
 
 
-def _apply_charsmap(text: tf.Tensor, charsmap: _SentencePieceModel) -> tf.Tensor:
+def _apply_charsmap(text: tf.Tensor, charsmap: _SentencePieceModel, joining: tf.Tensor):
     """The charsmap's normalization: the op's character model returns the normalized text in
-    pieces (consecutive unknown characters merged), which join back into one string."""
+    pieces (consecutive unknown characters merged), which join back into one string.
+
+    The op merges a run by copying it again for each character, quadratic in the run's length
+    (95 s for 1 MB on a 2-core CPU), so each text goes in as chunks of about `CHARSMAP_CHUNK`
+    characters, cut only before a character that continues no rule (not in `joining`, the
+    sorted code points of `bertfit.text.charsmap.continuation_characters`): a left-to-right
+    longest-match normalizer cannot span such a cut, so the same text comes out."""
+    characters = tf.strings.unicode_split(text, "UTF-8")
+    codes = tf.strings.unicode_decode(text, "UTF-8").flat_values
+    place = tf.ragged.range(characters.row_lengths()).flat_values
+    found = tf.gather(joining, tf.minimum(tf.searchsorted(joining, codes), tf.size(joining) - 1))
+    cut = (place == 0) | ((place % CHARSMAP_CHUNK == 0) & (found != codes))
+    chunk = tf.cumsum(tf.cast(cut, tf.int32)) - 1
+    count = tf.reduce_sum(tf.cast(cut, tf.int32))
+    chunks = tf.strings.unsorted_segment_join(characters.flat_values, chunk, count)
     pieces, splits = _sentencepiece.sentencepiece_tokenize_op(
-        charsmap.resource_handle, text, 0, 1.0, False, False, False, tf.string,
+        charsmap.resource_handle, chunks, 0, 1.0, False, False, False, tf.string,
         return_nbest=False,
     )  # fmt: skip
     pieces = tf.RaggedTensor.from_row_splits(pieces, tf.cast(splits, tf.int64), validate=False)
-    return tf.strings.reduce_join(pieces, axis=1)
+    normalized = tf.strings.reduce_join(pieces, axis=1)
+    owner = tf.boolean_mask(tf.cast(characters.value_rowids(), tf.int32), cut)
+    return tf.strings.unsorted_segment_join(normalized, owner, tf.size(text))
+
+
+CHARSMAP_CHUNK = 64  # characters a chunk starts with (those continuing a rule follow on)
+
+
+def _joining_codes(charsmap: bytes) -> list[int]:
+    """The sorted code points that can continue a charsmap rule (-1 alone when none: the
+    lookup needs one element); a damaged charsmap is refused."""
+    try:
+        continuing = continuation_characters(charsmap) if charsmap else frozenset()
+    except DamagedCharsmap as error:
+        raise CheckpointError(
+            f"the sentencepiece model's precompiled_charsmap is damaged ({error}); restore the "
+            "model file from the checkpoint's source."
+        ) from error
+    return sorted(ord(c) for c in continuing) or [-1]
 
 
 def _onig_to_re2(pattern: str) -> str:
@@ -502,7 +592,26 @@ def build_model_proto(
 
 def parse_model_proto(proto: bytes) -> dict:
     """`{"pieces": [(piece, score, type)], "normalizer": {...}, "model_type": int}` of a
-    serialized sentencepiece `ModelProto` (e.g. the bytes of `spiece.model`)."""
+    serialized sentencepiece `ModelProto` (e.g. the bytes of `spiece.model`).
+
+    Raises:
+        CheckpointError: the bytes are not a sentencepiece model (truncated, damaged, or
+            another kind of file); the message says what was found.
+    """
+    try:
+        return _parse_model_proto(proto)
+    except (IndexError, KeyError, TypeError, AttributeError, struct.error) as error:
+        raise CheckpointError(
+            f"not a sentencepiece model: its protobuf is damaged ({type(error).__name__}: {error})"
+        ) from error
+    except UnicodeDecodeError as error:
+        raise CheckpointError(
+            f"not a sentencepiece model: a piece is not UTF-8 ({error.reason} at byte "
+            f"{error.start})"
+        ) from error
+
+
+def _parse_model_proto(proto: bytes) -> dict:
     model = {"pieces": [], "normalizer": {}, "model_type": _UNIGRAM, "byte_fallback": False}
     for number, value in _fields(proto):
         if number == 1:
@@ -517,6 +626,8 @@ def parse_model_proto(proto: bytes) -> dict:
             names = {1: "name", 2: "precompiled_charsmap", 3: "add_dummy_prefix",
                      4: "remove_extra_whitespaces", 5: "escape_whitespaces"}  # fmt: skip
             model["normalizer"] = {names[n]: v for n, v in _fields(value) if n in names}
+    if not isinstance(model["normalizer"].get("precompiled_charsmap", b""), bytes):
+        raise CheckpointError("not a sentencepiece model: its precompiled_charsmap is no bytes")
     return model
 
 
@@ -571,14 +682,16 @@ def _fields(data: bytes):
         number, wire = key >> 3, key & 7
         if wire == 0:
             value, i = _read_varint(data, i)
-        elif wire == 2:
-            size, i = _read_varint(data, i)
-            value, i = data[i : i + size], i + size
-        elif wire in (1, 5):
-            size = 8 if wire == 1 else 4
+        elif wire in (1, 2, 5):
+            size, i = _read_varint(data, i) if wire == 2 else (8 if wire == 1 else 4, i)
+            if i + size > len(data):
+                raise CheckpointError(
+                    f"not a sentencepiece model: a field of {size} bytes at byte {i} runs past "
+                    f"the end ({len(data)} bytes; the file is truncated or damaged)"
+                )
             value, i = data[i : i + size], i + size
         else:
-            raise CheckpointError(f"Not a sentencepiece model: protobuf wire type {wire}.")
+            raise CheckpointError(f"not a sentencepiece model: protobuf wire type {wire}")
         yield number, value
 
 

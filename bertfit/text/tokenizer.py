@@ -169,7 +169,13 @@ class BertTokenizer(InGraphTokenizer):
         from bertfit.text import tokenizer_json
 
         model = spec["model"]
-        vocab = sorted(model["vocab"], key=model["vocab"].get)
+        ids = model["vocab"]
+        if sorted(ids.values()) != list(range(len(ids))):  # any int, in any order, once each
+            raise CheckpointError(
+                "its WordPiece vocab does not give the ids 0 to "
+                f"{len(ids) - 1} once each; restore the file from the checkpoint's source."
+            )
+        vocab = sorted(ids, key=ids.get)
         settings = {"unk_token": model.get("unk_token", "[UNK]")}
         settings["max_chars_per_word"] = model.get("max_input_chars_per_word", 100)
         normalizer = spec.get("normalizer") or {}

@@ -7,7 +7,9 @@ import tarfile
 import zipfile
 from pathlib import Path
 
+import numpy as np
 import pytest
+import tensorflow as tf
 
 from bertfit.checkpoints.archive import extract
 from bertfit.checkpoints.load import load_encoder, read_checkpoint
@@ -35,6 +37,64 @@ def test_signature_only_savedmodel_is_refused_for_training_and_offered_frozen(tm
     assert (
         abs(frozen(inputs)["pooled_output"] - source(inputs)["pooled_output"]).numpy().max() < 1e-5
     )
+
+
+def _write_tf1_savedmodel(path: Path, inputs: tuple[str, str, str]) -> np.ndarray:
+    """A TF1 SavedModel (`tf.compat.v1.saved_model.Builder`: a graph and a serving_default
+    signature, no object graph) computing a pooled_output and sequence_output from three int32
+    inputs named `inputs`; returns its embedding table."""
+    v1 = tf.compat.v1
+    table = np.random.default_rng(0).normal(size=(41, 8)).astype("float32")
+    with tf.Graph().as_default():
+        embeddings = v1.get_variable("bert/embeddings", initializer=tf.constant(table))
+        ids, mask, types = (v1.placeholder(tf.int32, [None, None], name=n) for n in inputs)
+        sequence = tf.gather(embeddings, ids) * tf.cast(mask + 0 * types, tf.float32)[..., None]
+        pooled = tf.tanh(sequence[:, 0])
+        build = v1.saved_model.utils.build_tensor_info
+        signature = v1.saved_model.signature_def_utils.build_signature_def(
+            {name: build(t) for name, t in zip(inputs, (ids, mask, types), strict=True)},
+            {"pooled_output": build(pooled), "sequence_output": build(sequence)},
+            "tensorflow/serving/predict",
+        )
+        builder = v1.saved_model.Builder(str(path))
+        with v1.Session() as session:
+            session.run(v1.global_variables_initializer())
+            builder.add_meta_graph_and_variables(
+                session, ["serve"], signature_def_map={"serving_default": signature}
+            )
+        builder.save()
+    write_vocab(path)
+    return table
+
+
+def test_a_tf1_savedmodel_is_labelled_tf1_and_loads_frozen_as_its_message_says(tmp_path):
+    from bertfit.checkpoints.detect import detect
+    from bertfit.checkpoints.inspect import inspect_checkpoint
+    from bertfit.checkpoints.savedmodel import load_frozen
+
+    table = _write_tf1_savedmodel(tmp_path, ("input_word_ids", "input_mask", "input_type_ids"))
+    assert detect(tmp_path).format == "tf1-savedmodel-signature"
+    report = inspect_checkpoint(tmp_path)
+    assert report["format"] == "tf1-savedmodel-signature" and report["fine_tunable"] is False
+    assert "TF1 SavedModel" in report["description"]
+    with pytest.raises(CheckpointError, match="is a TF1 SavedModel") as e:
+        read_checkpoint(tmp_path)
+    assert "load_frozen(path)" in str(e.value) and "trainable=False" in str(e.value)
+    inputs = tiny_inputs()
+    ids = inputs["input_word_ids"].numpy()
+    expected = np.tanh(table[ids[:, 0]] * inputs["input_mask"].numpy()[:, :1])
+    for frozen in (load_frozen(tmp_path), load_encoder(tmp_path, trainable=False)[0]):
+        assert frozen.trainable_weights == []
+        np.testing.assert_allclose(frozen(inputs)["pooled_output"], expected, atol=1e-6)
+
+
+def test_a_tf1_savedmodel_with_other_input_names_is_not_offered_load_frozen(tmp_path):
+    _write_tf1_savedmodel(tmp_path, ("input_ids", "input_mask", "segment_ids"))
+    with pytest.raises(CheckpointError, match="is a TF1 SavedModel") as e:
+        read_checkpoint(tmp_path)
+    assert "load_frozen" not in str(e.value) and "hub.KerasLayer(path, signature=" in str(e.value)
+    with pytest.raises(CheckpointError, match="cannot run it even frozen"):
+        load_encoder(tmp_path, trainable=False)
 
 
 def test_preprocessing_model_given_as_encoder(tmp_path):

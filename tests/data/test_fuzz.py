@@ -20,6 +20,7 @@ import json
 import os
 import random
 import stat
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -380,3 +381,119 @@ def test_output_paths_are_written_or_refused_leaving_everything_as_it_was(tmp_pa
         assert before() == original, path
 
     one()
+
+
+# ---- tokenizer files ----
+
+TOKENIZER_EXAMPLES = 60
+TOKENIZER_TEXTS = ["a good film", "", "e\u0301 \u4e2d [CLS] <s> \x00 \ufffd", "x" * 300]
+JSON_VALUES = [None, True, 0, -1, 2**40, 1.5, float("nan"), "", "[UNK]", "<s>", "Unigram", "BPE",
+               "WordPiece", "Sequence", [], {}, [["a", -1.0]], {"type": "Metaspace"}]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def tokenizer_folders(tmp_path_factory) -> dict[str, dict[str, bytes]]:
+    """Valid tokenizer folders of every layout load_tokenizer reads, as file name → bytes:
+    tokenizer.json of each model type, vocab.txt, vocab.json + merges.txt, and an ALBERT
+    spiece.model (with sentencepiece's nmt_nfkc charsmap), made by the real libraries."""
+    pytest.importorskip("transformers")
+    sentencepiece = pytest.importorskip("sentencepiece")
+    from tests.families import train_tokenizer
+
+    words, accents = "good bad dull great long short".split(), "é ü ß 中 x y".split()
+    texts = [f"the {words[i % 6]} film was {accents[i % 5]} and fun {i}" for i in range(120)]
+    folder = tmp_path_factory.mktemp("tokenizers")
+    layouts: dict[str, dict[str, bytes]] = {}
+    for kind, style in [("wordpiece", "[CLS]"), ("unigram", "<s>"), ("bpe", "<s>")]:
+        train_tokenizer(kind, texts, vocab_size=120, style=style).save_pretrained(folder / kind)
+        layouts[kind] = {p.name: p.read_bytes() for p in (folder / kind).iterdir()}
+    wordpiece = train_tokenizer("wordpiece", texts, vocab_size=120)
+    wordpiece.backend_tokenizer.model.save(str(folder))  # vocab.txt
+    layouts["vocab.txt"] = {"vocab.txt": (folder / "vocab.txt").read_bytes()}
+    bpe = train_tokenizer("bpe", texts, vocab_size=300, style="<s>")
+    bpe.backend_tokenizer.model.save(str(folder))  # vocab.json + merges.txt
+    layouts["vocab.json"] = {n: (folder / n).read_bytes() for n in ("vocab.json", "merges.txt")}
+    (folder / "corpus.txt").write_text("\n".join(texts), "utf-8")
+    sentencepiece.SentencePieceTrainer.train(
+        input=str(folder / "corpus.txt"), model_prefix=str(folder / "m"), vocab_size=50,
+        model_type="unigram", num_threads=1, minloglevel=2, pad_id=0, unk_id=1, bos_id=-1,
+        eos_id=-1, control_symbols=["[CLS]", "[SEP]", "[MASK]"],
+    )  # fmt: skip
+    layouts["spiece.model"] = {
+        "spiece.model": (folder / "m.model").read_bytes(),
+        "config.json": b'{"model_type": "albert"}',
+    }
+    return layouts
+
+
+def mutate_json(r, value, depth: int = 0):
+    """`value` with one random change somewhere inside: a value replaced, a key dropped, a
+    list entry repeated or dropped."""
+    if isinstance(value, dict) and value and depth < 6 and r.random() < 0.8:
+        key = r.choice(list(value))
+        roll = r.random()
+        if roll < 0.15:
+            return {k: v for k, v in value.items() if k != key}
+        if roll < 0.3:
+            return {**value, key: r.choice(JSON_VALUES)}
+        return {**value, key: mutate_json(r, value[key], depth + 1)}
+    if isinstance(value, list) and value and depth < 6 and r.random() < 0.8:
+        i = r.randrange(len(value))
+        roll = r.random()
+        if roll < 0.2:
+            return value[:i] + value[i + 1 :]
+        if roll < 0.4:
+            return value[:i] + [value[i]] + value[i:]  # a piece, token or merge twice
+        return value[:i] + [mutate_json(r, value[i], depth + 1)] + value[i + 1 :]
+    return r.choice(JSON_VALUES)
+
+
+def mutate_file(r, name: str, data: bytes) -> bytes:
+    kind = r.choice(["structure", "structure", "bytes", "cut", "random"])
+    if kind == "structure" and name.endswith(".json"):
+        return json.dumps(mutate_json(r, json.loads(data)), ensure_ascii=False).encode()
+    if kind == "structure":  # line files: a line dropped, repeated or garbled
+        lines = data.split(b"\n")
+        i = r.randrange(len(lines))
+        lines[i : i + 1] = r.choice([[], [lines[i]] * 2, [b"a b c"], [b""], [r.randbytes(5)]])
+        return b"\n".join(lines)
+    if kind == "random":
+        return r.randbytes(r.randrange(200))
+    data = bytearray(data)
+    if kind == "bytes" and data:
+        for _ in range(r.randrange(1, 6)):
+            data[r.randrange(len(data))] = r.randrange(256)
+    return bytes(data[: r.randrange(len(data) + 1)] if kind == "cut" else data)
+
+
+@pytest.mark.slow  # ~15 s: 60 tokenizers built and traced
+def test_tokenizer_files_load_and_tokenize_or_raise_only_bertfit_errors(
+    tokenizer_folders, tmp_path
+):
+    """Damaged tokenizer files of every layout: load_tokenizer refuses them with a
+    BertfitError, or the tokenizer it builds tokenizes and packs any text."""
+    from bertfit.text.loading import load_tokenizer
+
+    def one(seed: int) -> None:
+        r = random.Random(seed)
+        layout = tokenizer_folders[r.choice(sorted(tokenizer_folders))]
+        folder = Path(tempfile.mkdtemp(dir=tmp_path))
+        for name, data in layout.items():
+            changed = r.random() < 0.7 or name in ("spiece.model", "vocab.txt")
+            (folder / name).write_bytes(mutate_file(r, name, data) if changed else data)
+        try:
+            tokenizer = load_tokenizer(folder)
+        except BertfitError:
+            return
+        try:
+            tokenizer.tokenize(TOKENIZER_TEXTS)
+            tokenizer(TOKENIZER_TEXTS, TOKENIZER_TEXTS[::-1], max_seq_length=16)
+        except BertfitError:
+            pass
+
+    settings(
+        max_examples=TOKENIZER_EXAMPLES,
+        deadline=None,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+    )(given(st.integers(0, 2**64))(one))()

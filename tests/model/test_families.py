@@ -79,3 +79,16 @@ def test_a_shape_mismatch_names_a_few_tensors_then_counts_the_rest(tmp_path):
     (tmp_path / "config.json").write_text(config)
     with pytest.raises(CheckpointError, match=r"and \d+ more"):
         build_encoder(read_hf(tmp_path))
+
+
+@pytest.mark.parametrize("family", ["bert", "albert", "electra"])
+def test_default_is_tf_hubs_whole_input_output(family, tmp_path):
+    """TF Hub's BERT contract: `default` is `pooled_output` (the first token's output for a
+    family without a pooler), as `convert --to tf-hub` writes it."""
+    write_family_model(family, tmp_path)
+    encoder = build_encoder(read_hf(tmp_path))
+    ids, mask, _ = padded_batch(encoder.config.pad_token_id)
+    outputs = encoder({"input_word_ids": ids, "input_mask": mask, "input_type_ids": 0 * ids})
+    expected = outputs.get("pooled_output", outputs["sequence_output"][:, 0])
+    np.testing.assert_array_equal(outputs["default"].numpy(), np.asarray(expected))
+    assert ("pooled_output" in outputs) == (family != "electra")

@@ -32,6 +32,11 @@ class Family:
     Args:
         name: the family's name as people write it ("RoBERTa").
         model_types: the `model_type` values of its `config.json`.
+        tokenizer: the kind of tokenizer its checkpoints ship ("wordpiece", "sentencepiece",
+            "bpe"), to warn of another model's tokenizer files beside its weights.
+        hf_class: the prefix of its transformers classes ("Roberta" in `RobertaModel`,
+            `RobertaForSequenceClassification`), read from `architectures` when a config.json
+            has no `model_type`.
         read_config: `config.json`'s dict → `BertConfig`.
         table: the `BertConfig` → canonical name → `Source` in the state dict (without prefix).
         prefixes: what task models put before the encoder's keys ("roberta.").
@@ -41,6 +46,8 @@ class Family:
 
     name: str
     model_types: tuple[str, ...]
+    tokenizer: str
+    hf_class: str
     read_config: Callable[[dict], BertConfig]
     table: Callable[[BertConfig], dict[str, Source]]
     prefixes: tuple[str, ...]
@@ -70,12 +77,48 @@ def supported_names() -> str:
 
 
 def family_of(config: dict, where: Path | str = "config.json") -> Family:
-    """The family of a Hugging Face `config.json` dict (no `model_type`: BERT, as Google's
-    `bert_config.json`); an unknown `model_type` is refused in one sentence."""
-    model_type = config.get("model_type") or "bert"
-    if model_type not in SUPPORTED:
+    """The family of a Hugging Face `config.json` dict; an unknown `model_type` is refused in
+    one sentence. Without a `model_type`, its `architectures` decide when they name one family
+    (see `family_from_architectures`); with neither, BERT (Google's `bert_config.json`)."""
+    model_type = config.get("model_type")
+    if model_type is None:
+        return family_from_architectures(config.get("architectures"), where) or SUPPORTED["bert"]
+    if not isinstance(model_type, str) or model_type not in SUPPORTED:
         raise CheckpointError(
             f"{where}: this is a {model_type!r} model (config.json's model_type), which bertfit "
             f"does not support. Supported families: {supported_names()}."
         )
     return SUPPORTED[model_type]
+
+
+def family_from_architectures(architectures, where: Path | str = "config.json") -> Family | None:
+    """The one family that a config.json's `architectures` (transformers class names such as
+    "AlbertForMaskedLM") all belong to; None when there are none; refused when they name no
+    supported family or several.
+
+    Examples:
+    >>> family_from_architectures(["XLMRobertaForSequenceClassification"]).name
+    'XLM-RoBERTa'
+    """
+    if not architectures:
+        return None
+    names = architectures if isinstance(architectures, list) else [architectures]
+    found = {_family_of_class(name) for name in names}
+    if len(found) != 1 or None in found:
+        raise CheckpointError(
+            f"{where} has no model_type, and its architectures {names} do not name one family "
+            f'bertfit supports ({supported_names()}). Add the model\'s "model_type" (e.g. '
+            '"bert", "roberta", "albert") to config.json.'
+        )
+    return found.pop()
+
+
+def _family_of_class(name) -> Family | None:
+    """The family whose class prefix `name` has, followed by "Model" or "For..."."""
+    if not isinstance(name, str):
+        return None
+    for family in SUPPORTED.values():
+        rest = name.removeprefix(family.hf_class)
+        if rest != name and (rest in ("Model", "PreTrainedModel") or rest.startswith("For")):
+            return family
+    return None

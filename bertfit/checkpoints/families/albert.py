@@ -66,6 +66,8 @@ def table(config: BertConfig) -> dict[str, Source]:
 FAMILY = Family(
     name="ALBERT",
     model_types=("albert",),
+    tokenizer="sentencepiece",
+    hf_class="Albert",
     read_config=read_config,
     table=table,
     prefixes=("albert.",),

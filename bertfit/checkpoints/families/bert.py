@@ -14,6 +14,8 @@ def read_config(values: dict) -> BertConfig:
 FAMILY = Family(
     name="BERT",
     model_types=("bert",),
+    tokenizer="wordpiece",
+    hf_class="Bert",
     read_config=read_config,
     table=lambda config: hf_table(config.num_hidden_layers),
     prefixes=("bert.",),

@@ -139,6 +139,8 @@ def table(config: BertConfig) -> dict[str, Source]:
 FAMILY = Family(
     name="DeBERTa-v3",
     model_types=("deberta-v2",),
+    tokenizer="sentencepiece",
+    hf_class="DebertaV2",
     read_config=read_config,
     table=table,
     prefixes=("deberta.",),

@@ -59,6 +59,8 @@ def table(config: BertConfig) -> dict[str, Source]:
 FAMILY = Family(
     name="DistilBERT",
     model_types=("distilbert",),
+    tokenizer="wordpiece",
+    hf_class="DistilBert",
     read_config=read_config,
     table=table,
     prefixes=("distilbert.",),

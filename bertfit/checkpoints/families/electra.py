@@ -31,6 +31,8 @@ def table(config: BertConfig) -> dict[str, Source]:
 FAMILY = Family(
     name="ELECTRA",
     model_types=("electra",),
+    tokenizer="wordpiece",
+    hf_class="Electra",
     read_config=read_config,
     table=table,
     prefixes=("electra.",),

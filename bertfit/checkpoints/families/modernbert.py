@@ -125,6 +125,8 @@ def table(config: BertConfig) -> dict[str, Source]:
 FAMILY = Family(
     name="ModernBERT",
     model_types=("modernbert",),
+    tokenizer="bpe",
+    hf_class="ModernBert",
     read_config=read_config,
     table=table,
     prefixes=("model.",),

@@ -18,10 +18,12 @@ def read_config(model_type: str):
     return read
 
 
-def _family(name: str, model_type: str) -> Family:
+def _family(name: str, model_type: str, tokenizer: str, hf_class: str) -> Family:
     return Family(
         name=name,
         model_types=(model_type,),
+        tokenizer=tokenizer,
+        hf_class=hf_class,
         read_config=read_config(model_type),
         table=lambda config: hf_table(config.num_hidden_layers),
         prefixes=("roberta.",),
@@ -30,7 +32,7 @@ def _family(name: str, model_type: str) -> Family:
 
 
 FAMILIES = (
-    _family("RoBERTa", "roberta"),
-    _family("XLM-RoBERTa", "xlm-roberta"),
-    _family("CamemBERT", "camembert"),
+    _family("RoBERTa", "roberta", "bpe", "Roberta"),
+    _family("XLM-RoBERTa", "xlm-roberta", "sentencepiece", "XLMRoberta"),
+    _family("CamemBERT", "camembert", "sentencepiece", "Camembert"),
 )
