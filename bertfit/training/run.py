@@ -756,6 +756,7 @@ class EpochRunner:
             "Run the same command again to resume, or bertfit train --config "
             f"{self.run_dir.config_shown} --resume.",
             signum,
+            run_dir=self.run_dir.shown,
         )
 
 
