@@ -340,7 +340,8 @@ def add_run_output_arguments(group, *, check: bool = False) -> None:
     """`train`'s own flags beside the config (how the command runs and what it prints).
     `check` takes them too, so that a `train` command can be pasted after `bertfit check`;
     it writes nothing, so they change nothing there (its --json is its own)."""
-    ignored = " (check writes nothing: accepted so that a train command can be pasted)"
+    pasted = "train's flag, accepted so that a train command can be pasted as it is (check "
+    pasted += "writes no run and shows no progress): "
     flags = {
         "--resume": "continue the unfinished run in --output-dir (done without asking when its "
         "config is this one)",
@@ -349,7 +350,7 @@ def add_run_output_arguments(group, *, check: bool = False) -> None:
         "--quiet": "no progress output",
     }
     for flag, help in flags.items():
-        group.add_argument(flag, action="store_true", help=help + (ignored if check else ""))
+        group.add_argument(flag, action="store_true", help=pasted + help if check else help)
     if not check:
         group.add_argument(
             "--json",
