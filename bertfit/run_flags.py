@@ -336,12 +336,13 @@ def add_config_arguments(parser: argparse.ArgumentParser, *, sweep: bool = False
     return output
 
 
-def add_run_output_arguments(group, *, check: bool = False) -> None:
+def add_run_output_arguments(group, *, pasted: bool = False) -> None:
     """`train`'s own flags beside the config (how the command runs and what it prints).
-    `check` takes them too, so that a `train` command can be pasted after `bertfit check`;
-    it writes nothing, so they change nothing there (its --json is its own)."""
-    pasted = "train's flag, accepted so that a train command can be pasted as it is (check "
-    pasted += "writes no run and shows no progress): "
+    `check` and `doctor` take them too (`pasted`), so that a `train` command can be pasted
+    after them as it is; they write no run, so the flags change nothing there (their --json
+    is their own)."""
+    accepted = "train's flag, accepted so that a train command can be pasted as it is (this "
+    accepted += "command writes no run): "
     flags = {
         "--resume": "continue the unfinished run in --output-dir (done without asking when its "
         "config is this one)",
@@ -350,8 +351,8 @@ def add_run_output_arguments(group, *, check: bool = False) -> None:
         "--quiet": "no progress output",
     }
     for flag, help in flags.items():
-        group.add_argument(flag, action="store_true", help=pasted + help if check else help)
-    if not check:
+        group.add_argument(flag, action="store_true", help=accepted + help if pasted else help)
+    if not pasted:
         group.add_argument(
             "--json",
             action="store_true",

@@ -31,16 +31,16 @@ def _a_value(action: argparse.Action) -> list[str]:
     return [samples.get(getattr(action.type, "__name__", ""), "x.csv")]
 
 
-def test_check_accepts_every_flag_train_takes():
-    commands = _commands()
+@pytest.mark.parametrize("command", ["check", "doctor"])
+def test_check_and_doctor_accept_every_flag_train_takes(command):
     pasted = []
-    for action in commands["train"]._actions:
+    for action in _commands()["train"]._actions:
         if action.option_strings and not isinstance(action, argparse._HelpAction):
             pasted += [action.option_strings[0], *_a_value(action)]
     train = vars(build_parser().parse_args(["train", *pasted]))
-    check = vars(build_parser().parse_args(["check", *pasted]))
+    other = vars(build_parser().parse_args([command, *pasted]))
     shared = {k: v for k, v in train.items() if k not in ("handler", "func", "command")}
-    assert {k: check[k] for k in shared} == shared
+    assert {k: other[k] for k in shared} == shared
 
 
 def test_every_argument_of_every_command_says_what_it_does():

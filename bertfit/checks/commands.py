@@ -18,7 +18,7 @@ def add_commands(subparsers) -> None:
         "target), XLA-compile the replica step for every bucket shape, without training. "
         "Takes every `train` flag. Exit 0 when clean, 2 on errors, 1 on warnings with --strict.",
     )
-    add_run_output_arguments(add_train_arguments(parser), check=True)
+    add_run_output_arguments(add_train_arguments(parser), pasted=True)
     check = parser.add_argument_group("check")
     check.add_argument(
         "--target",
@@ -89,7 +89,7 @@ def add_doctor(subparsers) -> None:
         "time, model FLOPs utilisation, peak memory, and the XLA compilations after the "
         "warm-up (the goal is 0). Nothing is written. Run it first on a new TPU or GPU.",
     )
-    add_train_arguments(command)
+    add_run_output_arguments(add_train_arguments(command), pasted=True)
     command.add_argument(
         "--steps", type=int, default=20, help="steps to time after the warm-up (default 20)"
     )
