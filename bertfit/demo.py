@@ -58,10 +58,10 @@ def demo_config(
 def _interrupted_demo(
     stopped: TrainingInterrupted, epochs: int | None, max_train_examples: int | None, task: str
 ) -> TrainingInterrupted:
-    """`train`'s interruption with the command that resumes the demo: `bertfit demo` has no
-    --resume, and without --output-dir it starts a new run; with the run's directory and the
-    same settings it continues from the checkpoint (`train` resumes a run of the same config
-    there without asking)."""
+    """`train`'s interruption with the demo's own command to resume it: train's hint names
+    `--resume` and `bertfit train --config ...`, which `bertfit demo` does not take. With the
+    run's directory and the same settings the demo continues from the checkpoint (`train`
+    resumes a run of the same config there without asking)."""
     if stopped.run_dir is None:
         return stopped
     flags = [f"--output-dir {stopped.run_dir}"]

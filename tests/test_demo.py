@@ -1,5 +1,5 @@
-"""`bertfit demo` stopped by SIGTERM says the command that resumes it: the demo has no
---resume, and without --output-dir a rerun would start a new run from step 0."""
+"""`bertfit demo` stopped by SIGTERM says the demo's own command that resumes it: train's hint
+names --resume and `bertfit train --config`, which the demo does not take."""
 
 from __future__ import annotations
 
