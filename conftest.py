@@ -7,6 +7,9 @@ from bertfit.tf_startup import start_tensorflow
 
 start_tensorflow()  # as the CLI does: no TensorFlow start-up lines in the test output
 
+# The session's garbage collected before an xdist worker reports its end (tests/session_end.py).
+pytest_plugins = ["tests.session_end"]
+
 
 @pytest.fixture(autouse=True)
 def _doctests_in_a_temporary_directory(request, tmp_path, monkeypatch):

@@ -64,7 +64,7 @@ def bertfit_trial(data: Path, task: str, seed: int, flags: list[str], work: Path
     command += ["--max-seq-length", str(SEQ), "--batch-size", str(BATCH), "--epochs", str(EPOCHS)]
     command += ["--learning-rate", str(LR), "--warmup-ratio", str(WARMUP)]
     command += ["--weight-decay", str(DECAY), "--seed", str(seed), "--quiet", *flags]
-    stdout = _run(command)
+    _run(command)
     test = json.loads(
         _run(
             [sys.executable, "-m", "bertfit.cli", "evaluate", "--run", str(run)]
@@ -78,7 +78,7 @@ def bertfit_trial(data: Path, task: str, seed: int, flags: list[str], work: Path
         "dev_epochs": [
             {k: e["eval"][k] for k in keys if k in e["eval"]} for e in summary["epochs"]
         ],
-        "warnings": [line for line in stdout.splitlines() if "collapse" in line],
+        "warnings": summary.get("final", {}).get("warnings", []),  # the collapse warning
         "command": command,
     }
 

@@ -18,7 +18,12 @@ from bertfit.checks import commands as check_commands
 from bertfit.config import TASKS
 from bertfit.data.sources import FORMATS
 from bertfit.errors import BertfitError, TrainingInterrupted
-from bertfit.run_flags import TRAIN_FLAGS, add_train_arguments, run_config_from_args
+from bertfit.run_flags import (
+    TRAIN_FLAGS,
+    add_run_output_arguments,
+    add_train_arguments,
+    run_config_from_args,
+)
 from bertfit.sweeps.flags import add_tune_arguments, sweep_from_args
 from bertfit.tf_startup import start_tensorflow
 
@@ -47,13 +52,42 @@ def cmd_train(args) -> int:
         resume=True if args.resume else None,
         overwrite=args.overwrite,
     )
+    report = None
     if summary.run_dir is not None and not args.no_report:  # None: a non-chief worker's
         report = write_report(summary.run_dir)
-        if not args.quiet:
+    if args.json:
+        if report is not None and not args.quiet:
             print(f"report: {report}", file=sys.stderr)
-    printed = {**summary.headline, "run_dir": summary.run_dir}
-    print(json.dumps(printed, indent=None if args.json else 2))
+        print(json.dumps({**summary.headline, "run_dir": summary.run_dir}))
+    else:
+        print("\n".join(train_lines(summary, report)))
     return 0
+
+
+def train_lines(summary, report) -> list[str]:
+    """What `bertfit train` prints for people: the headline metrics, where the run and its
+    report are (every metric is in RUN/metrics.json, and printed by --json)."""
+    from bertfit.training.metrics import HEADLINE_METRICS
+
+    final = summary.final
+    if final is not None:
+        names = [n for n in (*HEADLINE_METRICS[summary.task], "loss") if n in final]
+        scores = ", ".join(f"{n} {final[n]:.4f}" for n in names)
+        best = ", ".join(f"{k} {v:.4f}" for k, v in (summary.best or {}).items())
+        lines = [f"final evaluation: {scores}" + (f" (best {best})" if best else "")]
+    else:
+        lines = [f"no --eval: nothing evaluated; {_scores(summary.headline)}"]
+    if summary.run_dir is None:
+        lines.append("run directory: none (a worker other than the chief writes no run)")
+        return lines
+    lines.append(f"run directory: {summary.run_dir} (every metric: metrics.json)")
+    if report is not None:
+        lines.append(f"report: {report}")
+    return lines
+
+
+def _scores(values: dict) -> str:
+    return ", ".join(f"{k.replace('_', ' ')} {v:.4f}" for k, v in values.items())
 
 
 def cmd_tune(args) -> int:
@@ -62,17 +96,36 @@ def cmd_tune(args) -> int:
     base, spec = sweep_from_args(args)
     results = tune(base, spec, args.output_dir, quiet=args.quiet, reports=not args.no_report)
     chosen, run = results.chosen, results.chosen_run
-    printed = {
-        "metric": results.metric,
-        "chosen_trial": chosen.name if chosen else None,
-        "params": chosen.params if chosen else None,
-        "mean": chosen.mean if chosen else None,
-        "sd": chosen.sd if chosen else None,
-        "chosen_run": run.run_dir if run else None,
-        "sweep_dir": args.output_dir,
-    }
-    print(json.dumps(printed, indent=None if args.json else 2))
+    if args.json:
+        printed = {
+            "metric": results.metric,
+            "chosen_trial": chosen.name if chosen else None,
+            "params": chosen.params if chosen else None,
+            "mean": chosen.mean if chosen else None,
+            "sd": chosen.sd if chosen else None,
+            "chosen_run": run.run_dir if run else None,
+            "sweep_dir": args.output_dir,
+        }
+        print(json.dumps(printed))
+        return 0
+    print("\n".join(tune_lines(results, args.output_dir)))
     return 0
+
+
+def tune_lines(results, sweep_dir: str) -> list[str]:
+    """What `bertfit tune` prints for people: the chosen trial and its score, the chosen run
+    and the sweep directory (its table is printed above, on standard error)."""
+    chosen, run = results.chosen, results.chosen_run
+    if chosen is None:
+        return [f"no trial finished: nothing chosen (see {sweep_dir}/sweep.log)"]
+    lines = [
+        f"chosen trial: {chosen.name}: {results.metric} {chosen.mean:.4f} ± {chosen.sd:.4f} "
+        f"over {len(chosen.values)} run(s)"
+    ]
+    if run is not None:
+        lines.append(f"chosen run: {run.run_dir}")
+    lines.append(f"sweep directory: {sweep_dir} (results.json; chosen.yaml: its config)")
+    return lines
 
 
 PREPARE_FLAGS = (
@@ -114,7 +167,13 @@ def cmd_evaluate(args) -> int:
     from bertfit.inference.run import evaluate
 
     warn_if_unfinished(args.run)
-    metrics = evaluate(args.run, args.data, quiet=args.quiet or args.json, format=args.format)
+    metrics = evaluate(
+        args.run,
+        args.data,
+        quiet=args.quiet or args.json,
+        format=args.format,
+        columns=_columns(args),
+    )
     if args.json:
         print(json.dumps(metrics))
     else:
@@ -137,16 +196,23 @@ def cmd_predict(args) -> int:
     output = args.output or "-"
     check_output_path(output, args.data, args.run)
     warn_if_unfinished(args.run)
+    columns = _columns(args)
     if args.data == "-":  # streamed in chunks, answered as it goes: stdin may never end
-        chunks = predict_chunks(args.run, args.data, format=args.format)
+        chunks = predict_chunks(args.run, args.data, format=args.format, columns=columns)
         count = write_prediction_chunks(chunks, output)
     else:
-        rows = predict(args.run, args.data, quiet=args.quiet, format=args.format)
+        rows = predict(args.run, args.data, quiet=args.quiet, format=args.format, columns=columns)
         write_predictions(rows, output)
         count = len(rows)
     if output != "-" and not args.quiet:
         print(f"wrote {count} predictions to {output}", file=sys.stderr)
     return 0
+
+
+def _columns(args) -> dict:
+    """--text-column and co. of `evaluate` and `predict` (None: the run's own)."""
+    roles = ("text", "text_pair", "label")
+    return {role: getattr(args, f"{role}_column", None) for role in roles}
 
 
 def cmd_export(args) -> int:
@@ -236,6 +302,16 @@ def cmd_demo(args) -> int:
     return 0
 
 
+def _version() -> str:
+    """The installed distribution's version (pyproject.toml's), read without importing more."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("bertfit")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
+
+
 def _version_labels(text: str) -> dict[str, int]:
     """`stable=1,canary=2` → {"stable": 1, "canary": 2}."""
     labels = {}
@@ -282,25 +358,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="bertfit", description="Fine-tune BERT-family encoders for text classification."
     )
+    parser.add_argument("--version", action="version", version=f"bertfit {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     train = sub.add_parser("train", help="fine-tune a classifier")
-    add_train_arguments(train)
-    train.add_argument("--json", action="store_true", help="print the summary as one JSON line")
-    train.add_argument(
-        "--resume",
-        action="store_true",
-        help="continue the unfinished run in --output-dir (done without asking "
-        "when its config is this one)",
-    )
-    train.add_argument(
-        "--overwrite", action="store_true", help="clear the run in --output-dir first"
-    )
-    train.add_argument(
-        "--no-report",
-        action="store_true",
-        help="do not write report.html at the end (`bertfit report` can later)",
-    )
+    add_run_output_arguments(add_train_arguments(train))
     train.set_defaults(handler=cmd_train)
 
     prepare = sub.add_parser(
@@ -329,7 +391,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--run", required=True, help="a run directory from `bertfit train`, or an export"
     )
     evaluate.add_argument("--data", required=True, help="a file, or - for standard input")
-    evaluate.add_argument("--json", action="store_true")
+    evaluate.add_argument(
+        "--json", action="store_true", help="print the metrics as JSON (every one of them)"
+    )
     evaluate.set_defaults(handler=cmd_evaluate)
 
     predict = sub.add_parser("predict", help="predict labels, one output row per input row")
@@ -375,8 +439,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="an export from `bertfit export` (its BASE folder): the versions --version-policy "
         "wants, polled for new ones (the newest answers requests that name none)",
     )
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8501)
+    serve.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="the address to listen on (default 127.0.0.1: this machine only; 0.0.0.0: all)",
+    )
+    serve.add_argument(
+        "--port", type=int, default=8501, help="the REST API's port (default 8501; 0: any free)"
+    )
     serve.add_argument(
         "--grpc-port",
         type=int,
@@ -396,7 +466,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=5.0,
         help="how long a request waits for others to share its batch (ms)",
     )
-    serve.add_argument("--max-request-instances", type=int, default=4096)
+    serve.add_argument(
+        "--max-request-instances",
+        type=int,
+        default=4096,
+        help="the most texts one request may send; more is answered 400 (default 4096)",
+    )
     serve.add_argument(
         "--max-request-bytes",
         type=int,
@@ -463,8 +538,15 @@ def build_parser() -> argparse.ArgumentParser:
         "demo", help="fine-tune MiniLM-L6 on Rotten Tomatoes, report test accuracy"
     )
     demo.add_argument("--output-dir", help="run directory (default: a new runs/<date>-<time>)")
-    demo.add_argument("--epochs", type=int, default=None)
-    demo.add_argument("--max-train-examples", type=int, default=None)
+    demo.add_argument(
+        "--epochs", type=int, default=None, help="passes over the training split (default 1)"
+    )
+    demo.add_argument(
+        "--max-train-examples",
+        type=int,
+        default=None,
+        help="train on the first N training rows only (default: all)",
+    )
     demo.add_argument(
         "--task",
         choices=TASKS,
@@ -483,12 +565,24 @@ def build_parser() -> argparse.ArgumentParser:
     tune.set_defaults(handler=cmd_tune)
 
     for name in ("evaluate", "predict"):
-        sub.choices[name].add_argument(
+        command = sub.choices[name]
+        command.add_argument(
             "--format",
             choices=FORMATS,
             help="the format of --data (default: from its name; standard input: csv)",
         )
-    for name in ("train", "evaluate", "predict", "demo"):
+        command.add_argument(
+            "--text-column", help="the column of the text (default: the training files')"
+        )
+        command.add_argument(
+            "--text-pair-column",
+            help="the column of the second text, for a pair classifier (default: the "
+            "training files')",
+        )
+    sub.choices["evaluate"].add_argument(
+        "--label-column", help="the column of the label (default: the training files')"
+    )
+    for name in ("evaluate", "predict", "demo"):
         sub.choices[name].add_argument("--quiet", action="store_true", help="no progress output")
     for commands in (checkpoint_commands, check_commands):  # they live with their subsystem
         commands.add_commands(sub)

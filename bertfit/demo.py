@@ -6,12 +6,13 @@ training starts.
 
 from __future__ import annotations
 
+import signal
 import time
 from pathlib import Path
 
 from bertfit.config import DataConfig, ModelConfig, RunConfig, TrainConfig
 from bertfit.data.rotten_tomatoes import rotten_tomatoes_dir, task_dir
-from bertfit.errors import ConfigError
+from bertfit.errors import ConfigError, TrainingInterrupted
 from bertfit.training.metrics import HEADLINE_METRICS
 
 DEMO_EPOCHS = 1
@@ -54,6 +55,27 @@ def demo_config(
     )
 
 
+def _interrupted_demo(
+    stopped: TrainingInterrupted, epochs: int | None, max_train_examples: int | None, task: str
+) -> TrainingInterrupted:
+    """`train`'s interruption with the demo's own command to resume it: train's hint names
+    `--resume` and `bertfit train --config ...`, which `bertfit demo` does not take. With the
+    run's directory and the same settings the demo continues from the checkpoint (`train`
+    resumes a run of the same config there without asking)."""
+    if stopped.run_dir is None:
+        return stopped
+    flags = [f"--output-dir {stopped.run_dir}"]
+    flags += [f"--epochs {epochs}"] * (epochs is not None)
+    flags += [f"--max-train-examples {max_train_examples}"] * (max_train_examples is not None)
+    flags += [f"--task {task}"] * (task != "single-label")
+    return TrainingInterrupted(
+        f"stopped by {signal.Signals(stopped.signum).name}; the demo's checkpoint is saved in "
+        f"{stopped.run_dir}. To resume the demo: bertfit demo {' '.join(flags)}",
+        stopped.signum,
+        run_dir=stopped.run_dir,
+    )
+
+
 def run_demo(
     output_dir: str | None = None,
     epochs: int | None = None,
@@ -80,7 +102,10 @@ def run_demo(
         f"mean pooling, seed {config.train.seed}",
         flush=True,
     )
-    run_dir = train(config, quiet=quiet).run_dir
+    try:
+        run_dir = train(config, quiet=quiet).run_dir
+    except TrainingInterrupted as e:
+        raise _interrupted_demo(e, epochs, max_train_examples, task) from None
     report = write_report(run_dir)
     metrics = evaluate(run_dir, str(demo_files(task)["test"]), quiet=quiet)
     minutes = (time.perf_counter() - started) / 60

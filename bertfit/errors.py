@@ -54,6 +54,7 @@ class TrainingInterrupted(Exception):
     CLI exits with `exit_code` (128 + the signal: 143 for SIGTERM, 130 for Ctrl-C).
     """
 
-    def __init__(self, message: str, signum: int):
+    def __init__(self, message: str, signum: int, run_dir: str | None = None):
         super().__init__(message)
+        self.signum, self.run_dir = signum, run_dir  # run_dir: where the checkpoint is
         self.exit_code = 128 + signum

@@ -234,6 +234,28 @@ def _first_line(error: BaseException) -> str:
     return text[:300]
 
 
+# Keras' note around an error raised in a layer's call: the layer before, its arguments after.
+_KERAS_CALL_NOTE = re.compile(
+    r"^Exception encountered when calling [^\n]*\n|\nArguments received by .*", re.S
+)
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def error_summary(error: BaseException) -> str:
+    """`Type: message` of an error in one line: for a `BertfitError` its message (it says the
+    fix), else the last line of TensorFlow's (where it names the failing op). Keras' note
+    around an error raised inside a layer's call ("Exception encountered when calling ...",
+    "Arguments received by ...: • training=False") is removed first: it names the layer and
+    its arguments, not what went wrong."""
+    text = _ANSI.sub("", _KERAS_CALL_NOTE.sub("", str(error))).strip()
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if isinstance(error, BertfitError):
+        line = " ".join(lines)
+    else:
+        line = lines[-1] if lines else ""
+    return f"{type(error).__name__}: {line[:300]}"
+
+
 def translate(error: BaseException) -> TranslatedError | None:
     """The explanation of a known TF/XLA/Keras error, or None when it is not a known one."""
     if isinstance(error, BertfitError):

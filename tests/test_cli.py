@@ -3,6 +3,8 @@
 import csv
 import json
 
+import pytest
+
 from bertfit.cli import main
 from tests.tiny import sentiment_rows, train_args, write_csv
 
@@ -55,6 +57,22 @@ def test_predict_jsonl_to_stdout(trained_run, tmp_path, capsys):
     assert main(["predict", "--run", result.run_dir, "--data", str(data), "--quiet"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert [set(json.loads(line)) for line in lines] == [{"label", "probabilities"}] * 5
+
+
+@pytest.mark.slow  # five commands, each loading the run's classifier: ~3 s on 2 cores
+def test_evaluate_and_predict_take_the_column_flags_their_hint_names(trained_run, tmp_path, capsys):
+    _, result = trained_run
+    data = write_csv(tmp_path / "in.csv", sentiment_rows(6, seed=3), ("review", "gold"))
+    predict = ["predict", "--run", result.run_dir, "--data", str(data), "--quiet"]
+    assert main(predict) == 2
+    assert "pass --text-column NAME" in _error(capsys)
+    assert main([*predict, "--text-column", "review"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 6
+    evaluate = ["evaluate", "--run", result.run_dir, "--data", str(data), "--json"]
+    assert main([*evaluate, "--text-column", "review", "--label-column", "gold"]) == 0
+    assert json.loads(capsys.readouterr().out)["num_examples"] == 6
+    assert main([*predict, "--text-column", "review", "--text-pair-column", "gold"]) == 2
+    assert "trained on single texts" in _error(capsys)
 
 
 def test_empty_text_in_training_file_names_file_and_line(trainable_hf_dir, tmp_path, capsys):

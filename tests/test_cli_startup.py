@@ -48,6 +48,7 @@ def _parse_only(*argv: str) -> tuple[dict, str]:
         (["--help"], "Fine-tune BERT-family encoders"),
         (["train", "--help"], "--buckets"),
         (["check", "--help"], "--target"),
+        (["--version"], "bertfit 0."),
     ],
 )
 def test_help_loads_no_tensorflow(argv, says):
@@ -61,6 +62,8 @@ def test_help_loads_no_tensorflow(argv, says):
     [
         ([], "the following arguments are required: command"),
         (["train", "--no-such-flag"], "unrecognized arguments: --no-such-flag"),
+        (["check", "--train", "t.csv", "--epoch", "x"], "argument --epochs: invalid int value"),
+        (["tune", "--output-dir", "s", "--lerning-rate", "1"], "unrecognized arguments"),
         (["evaluate", "--data", "x.csv"], "the following arguments are required: --run"),
         (["train", "--pooling", "max"], "argument --pooling: invalid choice: 'max'"),
         (["train", "--buckets", "32,x"], "--buckets takes comma-separated lengths"),

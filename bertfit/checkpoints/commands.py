@@ -28,9 +28,16 @@ def add_commands(subparsers) -> None:
         "config.json, vocab.txt, tokenizer_config.json; --to tf-hub writes "
         "DST/encoder (reusable SavedModel) and DST/preprocess.",
     )
-    convert.add_argument("source", metavar="SRC")
-    convert.add_argument("destination", metavar="DST")
-    convert.add_argument("--to", required=True, choices=CONVERT_TARGETS)
+    convert.add_argument(
+        "source", metavar="SRC", help="a checkpoint folder, prefix, archive or packaged name"
+    )
+    convert.add_argument("destination", metavar="DST", help="the folder to write into")
+    convert.add_argument(
+        "--to",
+        required=True,
+        choices=CONVERT_TARGETS,
+        help="hf: a Hugging Face directory; tf-hub: a TF Hub-style encoder and preprocessing",
+    )
     convert.add_argument(
         "--seq-length",
         type=int,

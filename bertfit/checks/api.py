@@ -74,7 +74,7 @@ def check(
     replicas: int | None = None,
     sample_batches: int = 8,
     max_rows: int | None = 50_000,
-    compile: bool = True,
+    compile: bool | None = None,
     full_compile: bool = False,
 ) -> Report:
     """Finds shape, dtype, input, data and gradient problems without training.
@@ -90,7 +90,10 @@ def check(
         replicas: data-parallel replicas (default: 8 for tpu, else --cpu-replicas or 1).
         sample_batches: how many dataset batches the value checks read (counted in the report).
         max_rows: tokenize at most this many rows per file for the length checks.
-        compile: XLA-compile the replica step for every input shape.
+        compile: XLA-compile the replica step for every input shape. None (the default):
+            for a `config`, when its training will compile (any TPU or GPU target; a CPU one
+            only with `jit_compile` true), so that a CPU check takes seconds, and the report
+            says it skipped the compilation; for a `dataset`, always.
         full_compile: run XLA's backend too where the target is this machine (slower).
 
     Returns:
@@ -115,7 +118,7 @@ def check(
             pooling,
             replicas or (TPU_REPLICAS if target == "tpu" else 1),
             sample_batches,
-            compile,
+            compile is not False,
             full_compile,
         )
     elif config is not None:
@@ -240,8 +243,7 @@ def _check_run(report: Report, config: RunConfig, replicas, max_rows, compile_, 
         rows_read=len(train),
         total_steps=1,
     )
-    if setup.notes:  # the buckets `bertfit train` will choose
-        report.stats["length buckets"] = setup.notes[-1]
+    report.stats["length buckets"] = _buckets_chosen(setup)
     _check_pipeline(report, setup, replicas, expected, compile_, full)
 
 
@@ -295,9 +297,31 @@ def _check_prepared(
         evaluation,
         total_steps=1,
     )
-    if setup.notes:
-        report.stats["length buckets"] = setup.notes[-1]
+    report.stats["length buckets"] = _buckets_chosen(setup)
     _check_pipeline(report, setup, replicas, expected, compile_, False)
+
+
+def _buckets_chosen(setup: RunSetup) -> str:
+    """The buckets `bertfit train` will use, and why: its note, less the words the report's key
+    already says."""
+    prefix = "length buckets "
+    note = next((n for n in setup.notes if n.startswith(prefix)), None)
+    return note.removeprefix(prefix) if note else ", ".join(map(str, setup.buckets))
+
+
+def _compiles(report: Report, setup: RunSetup, asked: bool | None) -> bool:
+    """Whether to XLA-compile the replica step: as asked (--compile, --no-compile), else when
+    training will (`setup.xla`, decided by `assemble` for the target). A skip is said in the
+    report with how to ask for the compilation."""
+    if asked is not None:
+        return asked
+    if setup.xla.replica_step:
+        return True
+    report.stats["XLA compilation"] = (
+        f"skipped: training here does not use XLA ({setup.xla.reason}); --compile compiles "
+        "every bucket anyway, --target tpu (or gpu) rehearses that hardware"
+    )
+    return False
 
 
 def _checked_checkpoint(report: Report, config: RunConfig) -> tuple:
@@ -352,10 +376,10 @@ def _check_positions(report: Report, config: RunConfig, checkpoint) -> None:
 
 
 def _class_id_spec(spec, task):
-    """An element (or its spec) as the generic checks take it: they read labels as integer
-    class ids (the dtype check, the gradient check's cross-entropy), which only a single-label
-    run has; multi-label (multi-hot rows) and regression (values) targets are float by design,
-    so they are left out (the run's own step, with its own loss, is compiled as it is)."""
+    """An element's spec as the dtype check takes it: it reads labels as integer class ids,
+    which only a single-label run has; multi-label (multi-hot rows) and regression (values)
+    targets are float by design, so they are left out (the gradient check and the compiled
+    step use the run's own loss on them)."""
     if task.kind == SINGLE_LABEL:
         return spec
     features, _, weights = split_element(spec)
@@ -399,14 +423,17 @@ def _check_pipeline(
         observe_batch(stats, element, per_bucket)
     report_batches(report, stats, per_bucket)
 
-    check_gradients(
+    check_gradients(  # with the run's own loss: regression and multi-label targets are floats
         report,
         trainer.model,
-        _class_id_spec(firsts[0], task),
+        firsts[0],
         excluded=trainer.frozen,
         where=config.model.name,
+        kind=task.kind,
     )
-    if compile_ and "grad-none" not in report.codes:
+    if _compiles(report, setup, compile_) and not {"grad-none", "grad-step-failed"} & set(
+        report.codes
+    ):
         compile_shapes(report, trainer.replica_step, firsts, expected.target, "replica step", full)
     compute = tf.as_dtype(trainer.model.encoder.dtype_policy.compute_dtype).size
     shapes = [(per_replica, s) for s in sorted(pipeline.datasets)]
@@ -483,7 +510,7 @@ def _check_dataset(
             return
         model = BertClassifier(encoder, num_classes, pooling, dropout=0.0)
     check_gradients(report, model, samples[0], encoder=encoder, where="model")
-    if compile_:
+    if compile_ and "grad-step-failed" not in report.codes:  # the same failure, said once
         shapes, distinct = [], []
         for element in samples:
             ids = canonical(split_element(element)[0]).get(WORD_IDS)

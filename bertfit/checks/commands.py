@@ -5,20 +5,21 @@ from __future__ import annotations
 import argparse
 
 from bertfit.checks.findings import TARGETS
-from bertfit.run_flags import add_train_arguments, run_config_from_args
+from bertfit.run_flags import add_run_output_arguments, add_train_arguments, run_config_from_args
 
 
 def add_commands(subparsers) -> None:
     """Adds `check` to an argparse subparsers object; it sets `func(args) -> int`."""
-    check = subparsers.add_parser(
+    parser = subparsers.add_parser(
         "check",
         help="find data, shape, dtype, input and gradient problems before training",
         description="Read the data, build the pipeline and the model exactly as `train` would, "
-        "run one gradient step on one batch and XLA-compile the replica step for "
-        "every bucket shape, without training. Exit 0 when clean, 2 on errors, "
-        "1 on warnings with --strict.",
+        "run one gradient step on one batch and, when training will use XLA (a TPU or GPU "
+        "target), XLA-compile the replica step for every bucket shape, without training. "
+        "Takes every `train` flag. Exit 0 when clean, 2 on errors, 1 on warnings with --strict.",
     )
-    add_train_arguments(check)
+    add_run_output_arguments(add_train_arguments(parser), pasted=True)
+    check = parser.add_argument_group("check")
     check.add_argument(
         "--target",
         choices=TARGETS,
@@ -37,7 +38,20 @@ def add_commands(subparsers) -> None:
         default=50_000,
         help="tokenize at most this many rows per file (a counted sample)",
     )
-    check.add_argument("--no-compile", action="store_true", help="skip the XLA compilation")
+    compiling = check.add_mutually_exclusive_group()
+    compiling.add_argument(
+        "--compile",
+        action="store_true",
+        default=None,
+        help="XLA-compile every bucket shape even when training will not use XLA (default: "
+        "only when it will: a TPU or GPU target, or --jit-compile true)",
+    )
+    compiling.add_argument(
+        "--no-compile",
+        dest="compile",
+        action="store_false",
+        help="skip the XLA compilation",
+    )
     check.add_argument(
         "--full-compile",
         action="store_true",
@@ -45,7 +59,7 @@ def add_commands(subparsers) -> None:
     )
     check.add_argument("--json", action="store_true", help="print the report as JSON")
     check.add_argument("--strict", action="store_true", help="exit 1 on warnings")
-    check.set_defaults(func=run_check)
+    parser.set_defaults(func=run_check)
     add_doctor(subparsers)
 
 
@@ -58,7 +72,7 @@ def run_check(args: argparse.Namespace) -> int:
         target=args.target,
         replicas=args.replicas,
         max_rows=args.max_rows,
-        compile=not args.no_compile,
+        compile=args.compile,
         full_compile=args.full_compile,
     )
     print(report.to_json() if args.json else report.render())
@@ -75,7 +89,7 @@ def add_doctor(subparsers) -> None:
         "time, model FLOPs utilisation, peak memory, and the XLA compilations after the "
         "warm-up (the goal is 0). Nothing is written. Run it first on a new TPU or GPU.",
     )
-    add_train_arguments(command)
+    add_run_output_arguments(add_train_arguments(command), pasted=True)
     command.add_argument(
         "--steps", type=int, default=20, help="steps to time after the warm-up (default 20)"
     )

@@ -6,18 +6,19 @@ import re
 import time
 from pathlib import Path
 
-import keras
 import numpy as np
 import tensorflow as tf
 
 from bertfit.checkpoints.savedmodel import SavedModelEncoder, inspect_savedmodel
 from bertfit.checks.batches import canonical, shape_text, split_element
 from bertfit.checks.findings import ERROR, INFO, WARNING, Report
+from bertfit.data.tasks import SINGLE_LABEL
 from bertfit.errors import CheckpointError
 from bertfit.model.inputs import WORD_IDS
 from bertfit.tf_build import Installed, install_commands
+from bertfit.training.losses import per_example_loss
 from bertfit.training.strategy import host_xla
-from bertfit.translate import translate
+from bertfit.translate import error_summary, translate
 
 SIGNATURE_ONLY_WHY = (
     "a signature-only SavedModel exposes zero trainable variables, so fine-tuning it "
@@ -53,14 +54,19 @@ def model_inputs(features):
     return features
 
 
-def loss_and_logits(model, element, training: bool = True):
+def loss_and_logits(model, element, training: bool = True, kind: str = SINGLE_LABEL):
+    """The weighted mean loss of one batch and its logits, with the loss of the task `kind`
+    (`training.losses`: the one `bertfit train` minimises); a batch without labels is scored
+    against class 0."""
     features, labels, weights = split_element(element)
     features = model_inputs(features)
     logits = model(features, training=training)
     batch = tf.shape(logits)[0]
-    labels = tf.zeros([batch], tf.int32) if labels is None else tf.cast(labels, tf.int32)
+    if labels is None:
+        kind, labels = SINGLE_LABEL, tf.zeros([batch], tf.int32)
+    labels = tf.cast(labels, tf.int32 if kind == SINGLE_LABEL else tf.float32)
     weights = tf.ones([batch], tf.float32) if weights is None else tf.cast(weights, tf.float32)
-    losses = keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)
+    losses = per_example_loss(kind, labels, logits)
     return tf.reduce_sum(losses * weights) / tf.maximum(tf.reduce_sum(weights), 1.0), logits
 
 
@@ -80,9 +86,17 @@ def _path(variable) -> str:
 
 
 def check_gradients(
-    report: Report, model, element, *, encoder=None, excluded=(), where: str = "model"
+    report: Report,
+    model,
+    element,
+    *,
+    encoder=None,
+    excluded=(),
+    where: str = "model",
+    kind: str = SINGLE_LABEL,
 ) -> None:
-    """One step on one batch: variables with None or all-zero gradients, and why."""
+    """One step on one batch with the task's loss (`kind`): variables with None or all-zero
+    gradients, and why."""
     features, _, weights = split_element(element)
     batch_size = _leading(features)
     variables = list(model.trainable_variables)
@@ -112,7 +126,7 @@ def check_gradients(
         return
     try:
         with tf.GradientTape() as tape:
-            loss, logits = loss_and_logits(model, element)
+            loss, logits = loss_and_logits(model, element, kind=kind)
         gradients = tape.gradient(loss, variables)
     except Exception as e:  # reported as a finding
         _failed(report, "grad-step-failed", "one training step on one batch failed", e, where)
@@ -261,9 +275,7 @@ def _leading(features):
 
 def _failed(report: Report, code: str, message: str, error: BaseException, where: str) -> None:
     translated = translate(error)
-    lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
-    last = lines[-1][:300] if lines else ""
-    text = str(translated) if translated is not None else f"{type(error).__name__}: {last}"
+    text = str(translated) if translated is not None else error_summary(error)
     report.add(
         code,
         ERROR,

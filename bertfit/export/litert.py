@@ -105,6 +105,11 @@ def litert_model(module: ClassifierModule, quantize: str | None = None) -> bytes
     graph = _LiteGraph(module)
     with portable.convertible_activations(module.model):
         traced = graph.classify.get_concrete_function()
+    with portable.converter_notes_quiet():
+        return _converted(traced, quantize)
+
+
+def _converted(traced, quantize: str | None) -> bytes:
     frozen = _Frozen(convert_variables_to_constants_v2(traced), traced.structured_outputs)
     # The converter leaves a traced Keras model's weights as variables without values; a
     # function with the weights as constants, saved and read back, converts whole.

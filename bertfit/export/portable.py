@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import shutil
 from collections.abc import Callable
@@ -23,10 +24,46 @@ from bertfit.errors import BertfitError, ConfigError
 from bertfit.inference.graph import ClassifierModule, next_version
 from bertfit.model import layers
 from bertfit.text.tokenizer import BertTokenizer
+from bertfit.tf_startup import verbose
 from bertfit.training.losses import outputs as logit_meaning
 
 METADATA_NAME = "bertfit.json"
 QUANTIZATIONS = ("int8",)
+
+
+# What TensorFlow logs while a classifier is frozen, saved and read back for a converter, each
+# harmless for an export and worded like a failure; `converter_notes_quiet` drops exactly these.
+HARMLESS_CONVERTER_NOTES = (
+    # Freezing exports a meta graph whose collection holds the vocabulary table's initializer,
+    # which collections cannot serialize: the table itself is in the graph, and converts.
+    "Issue encountered when serializing table_initializer",
+    # The LiteRT round trip saves without custom gradients on purpose: nothing takes gradients
+    # of an export.
+    "with ops with unsaved custom gradients",
+)
+
+
+class _HarmlessNotes(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return not any(note in message for note in HARMLESS_CONVERTER_NOTES)
+
+
+@contextlib.contextmanager
+def converter_notes_quiet():
+    """Keeps `HARMLESS_CONVERTER_NOTES` off the terminal while a converter runs (every other
+    warning, and every error, still shows); BERTFIT_VERBOSE_TF=1 keeps them too."""
+    if verbose():
+        yield
+        return
+    quiet, loggers = _HarmlessNotes(), [logging.getLogger(n) for n in ("tensorflow", "absl")]
+    for logger in loggers:
+        logger.addFilter(quiet)
+    try:
+        yield
+    finally:
+        for logger in loggers:
+            logger.removeFilter(quiet)
 
 
 def check_portable(classifier, format_name: str) -> ClassifierModule:

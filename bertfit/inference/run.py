@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,6 +10,7 @@ import numpy as np
 
 from bertfit.data.chunks import read_chunks
 from bertfit.data.sources import Example, SourceSpec, read_examples
+from bertfit.errors import ConfigError
 from bertfit.inference.outputs import metric_inputs, prediction_rows
 from bertfit.inference.predictor import Classifier, load_classifier
 from bertfit.progress import Progress
@@ -19,10 +19,22 @@ from bertfit.training.metrics import task_metrics
 STREAM_ROWS = 256  # rows of standard input predicted together (`predict_chunks`)
 
 
-def classifier_source_spec(classifier: Classifier) -> SourceSpec:
-    """How to read files for a trained classifier: the columns its training files used."""
-    columns = classifier.metadata.get("columns", {})
+def classifier_source_spec(
+    classifier: Classifier, format: str | None = None, columns: dict | None = None
+) -> SourceSpec:
+    """How to read files for a trained classifier: the columns its training files used, or
+    those `columns` names ({"text": ..., "text_pair": ..., "label": ...}: a file whose columns
+    are named otherwise, as `--text-column` and co. say)."""
+    saved = classifier.metadata.get("columns", {})
+    given = {role: name for role, name in (columns or {}).items() if name is not None}
+    if "text_pair" in given and not classifier.pairs:
+        raise ConfigError(
+            "--text-pair-column: this classifier was trained on single texts, so it reads no "
+            "second text; leave the flag out."
+        )
+    columns = {**saved, **given}
     return SourceSpec(
+        format=format,
         text_column=columns.get("text", "text"),
         text_pair_column=columns.get("text_pair"),
         label_column=columns.get("label", "label"),
@@ -31,13 +43,19 @@ def classifier_source_spec(classifier: Classifier) -> SourceSpec:
 
 
 def evaluate(
-    run_path: str | Path, data_path: str, *, quiet: bool = False, format: str | None = None
+    run_path: str | Path,
+    data_path: str,
+    *,
+    quiet: bool = False,
+    format: str | None = None,
+    columns: dict | None = None,
 ) -> dict:
     """The task's metrics (e.g. accuracy, macro_f1, loss) of a trained run (or an export) on a
-    labelled file (`format`: its format, else from its name), with num_examples; every row
-    counts."""
+    labelled file (`format`: its format, else from its name; `columns`: its column names
+    where they differ from the training files', see `classifier_source_spec`), with
+    num_examples; every row counts."""
     classifier = load_classifier(run_path)
-    spec = dataclasses.replace(classifier_source_spec(classifier), format=format)
+    spec = classifier_source_spec(classifier, format, columns)
     examples = read_examples(data_path, spec)
     targets = classifier.task.targets(examples, data_path)
     start = time.perf_counter()
@@ -53,25 +71,36 @@ def evaluate(
 
 
 def predict(
-    run_path: str | Path, data_path: str, *, quiet: bool = False, format: str | None = None
+    run_path: str | Path,
+    data_path: str,
+    *,
+    quiet: bool = False,
+    format: str | None = None,
+    columns: dict | None = None,
 ) -> list[dict]:
     """One prediction per input row, in input order: the label and a probability per label
     (single-label), the labels and a probability per label (multi-label), or the value.
-    `format` reads `data_path` in that format (standard input is CSV without it)."""
+    `format` reads `data_path` in that format (standard input is CSV without it); `columns`
+    names its text columns where they differ from the training files'."""
     classifier = load_classifier(run_path)
-    spec = dataclasses.replace(classifier_source_spec(classifier), format=format)
+    spec = classifier_source_spec(classifier, format, columns)
     examples = read_examples(data_path, spec, labels_required=False)
     return prediction_rows(classifier.task, _outputs(classifier, examples, "predict", quiet))
 
 
 def predict_chunks(
-    run_path: str | Path, data_path: str, *, format: str | None = None, rows: int = STREAM_ROWS
+    run_path: str | Path,
+    data_path: str,
+    *,
+    format: str | None = None,
+    rows: int = STREAM_ROWS,
+    columns: dict | None = None,
 ) -> Iterator[list[dict]]:
     """`predict`'s rows, `rows` input rows at a time, each chunk predicted as soon as it is
     read: memory stays bounded whatever the input's length, and `predict --data -` answers an
     endless standard input as it goes (a row waits for at most `rows - 1` after it)."""
     classifier = load_classifier(run_path)
-    spec = dataclasses.replace(classifier_source_spec(classifier), format=format)
+    spec = classifier_source_spec(classifier, format, columns)
     for chunk in read_chunks(data_path, spec, rows=rows, labels_required=False):
         pairs = [e.text_pair for e in chunk] if classifier.pairs else None
         yield prediction_rows(classifier.task, classifier.outputs([e.text for e in chunk], pairs))

@@ -7,7 +7,12 @@ from __future__ import annotations
 import argparse
 
 from bertfit.config import RunConfig
-from bertfit.run_flags import TRAIN_FLAGS, run_config_from_args
+from bertfit.run_flags import (
+    TRAIN_FLAGS,
+    add_config_arguments,
+    add_run_flags,
+    run_config_from_args,
+)
 from bertfit.sweeps.spec import SWEPT_FLAGS, SweepSpec
 
 
@@ -43,43 +48,47 @@ def _positive(text: str) -> int:
     return value
 
 
+def _swept(flag: str, options: dict) -> dict:
+    """A swept flag takes comma-separated values (`--learning-rate 1e-5,3e-5`)."""
+    if flag not in SWEPT_FLAGS:
+        return options
+    help = f"{options.get('help', '')} (comma-separated values are swept)".lstrip()
+    return {"type": _values(flag, options), "help": help, "metavar": options.get("metavar")}
+
+
 def add_tune_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", help="a run.yaml to start every trial from; flags override it")
-    parser.add_argument(
-        "--output-dir",
-        required=True,
-        help="the sweep directory; rerunning the same command there resumes the sweep",
+    output = add_config_arguments(parser, sweep=True)
+    output.add_argument(
+        "--no-report",
+        action="store_true",
+        help="write no report.html (neither the runs' nor the sweep's)",
     )
-    for flag, (_, options) in TRAIN_FLAGS.items():
-        if flag in SWEPT_FLAGS:
-            help = f"{options.get('help', '')} (comma-separated values are swept)".lstrip()
-            options = {"type": _values(flag, options), "help": help}
-        parser.add_argument(flag, default=argparse.SUPPRESS, **options)
-    parser.add_argument(
+    output.add_argument(
+        "--json",
+        action="store_true",
+        help="print the result as one JSON line (default: a few lines for people)",
+    )
+    output.add_argument("--quiet", action="store_true", help="no progress output")
+    sweep = parser.add_argument_group("sweep")
+    sweep.add_argument(
         "--seeds",
         type=_positive,
         default=1,
         help="runs per trial, at seeds --seed, --seed+1, ... (default 1)",
     )
-    parser.add_argument(
+    sweep.add_argument(
         "--folds",
         type=_positive,
         help="k-fold cross-validation on --train: K runs per trial and seed, each evaluated on "
         "its held-out fold (stratified); out-of-fold predictions written",
     )
-    parser.add_argument(
+    sweep.add_argument(
         "--trials",
         type=_positive,
         help="random search: this many of the grid's combinations, drawn at random (seeded "
         "by --seed); default: the whole grid",
     )
-    parser.add_argument(
-        "--no-report",
-        action="store_true",
-        help="write no report.html (neither the runs' nor the sweep's)",
-    )
-    parser.add_argument("--json", action="store_true", help="print the result as one JSON line")
-    parser.add_argument("--quiet", action="store_true", help="no progress output")
+    add_run_flags(parser, swept=_swept)
 
 
 def sweep_from_args(args) -> tuple[RunConfig, SweepSpec]:

@@ -718,7 +718,9 @@ class EpochRunner:
         if self.config.train.tune_threshold and task.kind == MULTI_LABEL:
             tuned = dataclasses.replace(task, threshold=best_threshold(data.labels, outputs))
             metrics.update(task_metrics(tuned, data.labels, outputs))
-        warning = collapse_warning(task, data.labels, outputs, self.config.train)
+        train = self.setup.train  # a prepared (streamed) set's labels are not in memory
+        training_labels = train.labels if isinstance(train, LabelledData) else None
+        warning = collapse_warning(task, data.labels, outputs, self.config.train, training_labels)
         if warning:
             metrics["warnings"] = [warning]
             self.run_dir.log(f"warning: {warning}")
@@ -754,6 +756,7 @@ class EpochRunner:
             "Run the same command again to resume, or bertfit train --config "
             f"{self.run_dir.config_shown} --resume.",
             signum,
+            run_dir=self.run_dir.shown,
         )
 
 

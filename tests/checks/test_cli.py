@@ -10,9 +10,9 @@ import pytest
 from bertfit.cli import main
 from tests.tiny import sentiment_rows, train_args, write_csv
 
-# `bertfit check` takes train's flags (no --quiet); without compiling, it is fast.
+# `bertfit check` takes train's flags (--quiet included); without compiling, it is fast.
 check_args = functools.partial(
-    train_args, command="check", epochs=None, quiet=None, buckets=16, no_compile=True
+    train_args, command="check", epochs=None, buckets=16, no_compile=True
 )
 
 
@@ -69,3 +69,28 @@ def test_check_reads_a_train_glob_as_train_does(tmp_path, trainable_hf_dir, caps
     assert main(check_args(trainable_hf_dir, tmp_path / "part-*.csv", json=True)) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["stats"]["training rows"] == 32
+
+
+def test_a_pasted_train_command_is_checked_without_xla_on_a_cpu(tmp_path, trainable_hf_dir, capsys):
+    """What a user pastes: train's own flags are taken, nothing is written, and a CPU run (no
+    XLA) is checked without compiling, the report saying so and how to ask for it."""
+    rows = write_csv(tmp_path / "train.csv", sentiment_rows(32))
+    run = tmp_path / "run"
+    args = train_args(trainable_hf_dir, rows, run, command="check", no_report=True, resume=True)
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert not run.exists()
+    assert "checked: training rows 32" in out and "length buckets length buckets" not in out
+    assert "XLA compilation skipped: training here does not use XLA (auto: CPU)" in out
+    assert "compiled for" not in out
+
+
+@pytest.mark.slow  # one XLA compilation of the tiny model's step per bucket: ~4 s on 2 cores
+def test_the_tpu_rehearsal_still_compiles_every_bucket(tmp_path, trainable_hf_dir, capsys):
+    rows = write_csv(tmp_path / "train.csv", sentiment_rows(32))
+    args = train_args(trainable_hf_dir, rows, None, "--target", "tpu", "--json", command="check")
+    assert main([*args, "--buckets", "8,16"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert [c["shape"] for c in report["compiled"]] == ["[1, 8]", "[1, 16]"]
+    assert all(c["ok"] for c in report["compiled"]) and "XLA compilation" not in report["stats"]
+    assert report["stats"]["length buckets"].startswith("8, 16")

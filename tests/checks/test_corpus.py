@@ -91,7 +91,7 @@ def test_check_compiles_the_step_the_run_compiles_at_its_precision(
         grad_accum=2,
         precision="mixed_bf16",
     )
-    report = bertfit.check(config)
+    report = bertfit.check(config, compile=True)  # a CPU run does not use XLA: asked for
     assert seen == [(Trainer._accumulated_gradients, True, ("mixed_bfloat16", before))]
     assert keras.mixed_precision.dtype_policy().name == before == "float32"
     assert [(c["shape"], c["ok"]) for c in report.compiled] == [("[16, 16]", True)]
@@ -373,12 +373,42 @@ def test_model_level_breakage(encoder):
     assert "EagerPyFunc" in failed.message and "tf.py_function" in failed.message
 
 
+def test_a_failed_step_says_what_failed_once_not_keras_arguments(encoder):
+    # 80 ids for a 64-position encoder: bertfit's InputFormatError, raised inside a Keras layer,
+    # which wraps it in its own note ending with "• training=False"
+    report = bertfit.check(dataset=dataset(*arrays(seq=80)), encoder=encoder)
+    (failed,) = [f for f in report.findings if f.severity == "error"]
+    assert failed.code == "grad-step-failed"
+    assert failed.message == (
+        "the model's forward pass failed: InputFormatError: The inputs are 80 tokens long but "
+        "this encoder has 64 positions (its position table, or the longest input it was "
+        "trained for); pack them to at most 64 tokens (max_seq_length)."
+    )
+    assert report.compiled == []  # the same failure is not compiled and said again
+
+
 def test_signature_only_encoder_given_to_check(tmp_path):
     from tests.tiny import write_tiny_savedmodel
 
     write_tiny_savedmodel(tmp_path / "sig", signature_only=True)
     encoder, _ = bertfit.load_encoder(str(tmp_path / "sig"), trainable=False)
     assert "grad-signature-only" in codes_of(dataset(), encoder)
+
+
+@pytest.mark.parametrize("task", ["regression", "multi-label"])
+def test_the_gradient_step_takes_the_tasks_own_loss(task, files, trainable_hf_dir):
+    # One output (a value; one label): the cross-entropy against class 0 the step once took is
+    # 0 whatever the weights, so every variable had an all-zero gradient (41 on this model).
+    from tests.tiny import scored_rows
+
+    if task == "regression":
+        rows = scored_rows(32, seed=6)
+    else:
+        rows = [(t, "pos" if label == "pos" else "") for t, label in sentiment_rows(32, seed=6)]
+    config = config_for(trainable_hf_dir, write_csv(files / f"{task}.csv", rows), batch_size=8)
+    config.model.task = task
+    report = bertfit.check(config, compile=False)
+    assert "grad-zero" not in report.codes and report.exit_code() == 0, report.render(False)
 
 
 def test_check_knows_the_tasks(files, trainable_hf_dir):

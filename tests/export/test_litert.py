@@ -4,6 +4,7 @@ in a process without TensorFlow or bertfit, against bertfit's own predictions.""
 from __future__ import annotations
 
 import json
+import logging
 
 import numpy as np
 import pytest
@@ -79,6 +80,22 @@ def test_the_folder_says_what_a_client_needs(portable_export):
     meta = json.loads((folder / "bertfit.json").read_text())
     assert meta["labels"] == ["neg", "pos"] and meta["max_seq_length"] == 16
     assert meta["output"] == "probabilities" and meta["inputs"] == {"text": "string [batch]"}
+
+
+def test_an_export_prints_its_folder_and_no_converter_notes(trained_run, tmp_path, capfd, caplog):
+    """Freezing, saving and reading back for the converter logs notes worded like failures
+    ("Issue encountered when serializing table_initializer", "unsaved custom gradients"):
+    harmless for an export, and kept off the terminal; what is left is the folder written.
+    (Under pytest TensorFlow's loggers hand their records to pytest's: caplog sees them.)"""
+    _, summary = trained_run
+    capfd.readouterr()
+    argv = ["export", "--format", "litert", "--run", summary.run_dir, str(tmp_path / "lite")]
+    with caplog.at_level(logging.INFO):
+        assert main(argv) == 0
+    out, err = capfd.readouterr()
+    assert out == f"{tmp_path / 'lite' / '1'}\n"
+    logged = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert logged == [] and "WARNING" not in err, (logged, err)
 
 
 def test_quantize_is_refused_for_a_saved_model_and_an_export_is_refused_as_source(

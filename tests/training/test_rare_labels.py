@@ -102,3 +102,25 @@ def test_the_collapse_warning_gives_the_flags_to_rerun_with():
     assert "--epochs 6 --learning-rate 0.0001" in weighted
     spread = np.eye(3)[[0, 0, 0, 0, 0, 0, 1, 1, 1, 2]]
     assert collapse_warning(task, targets, spread, TrainConfig()) is None
+
+
+def test_a_collapse_on_near_balanced_labels_is_called_under_training_not_imbalance():
+    """A short run on a 58/42 split that predicts one class has nothing to re-weigh: it has
+    not learned yet. The advice is to train longer and faster; with a rare class in the
+    training labels (which the run passes) it stays the class weights."""
+    task = Task("single-label", ("pos", "neg"))
+    evaluation = np.array([0] * 29 + [1] * 21)  # 58% / 42%
+    one_class = np.tile([0.6, 0.4], (50, 1))
+    short = TrainConfig(epochs=1, learning_rate=2e-5)
+    warning = collapse_warning(task, evaluation, one_class, short, np.array([0] * 58 + [1] * 42))
+    assert "near-balanced (the rarest, 'neg', is 42% of them)" in warning
+    assert "under-trained" in warning and "Rerun with --epochs 2 --learning-rate 4e-05" in warning
+    assert "--class-weights" not in warning and "majority class" not in warning
+    assert "--max-steps 200 " in collapse_warning(
+        task, evaluation, one_class, TrainConfig(max_steps=100)
+    )
+
+    rare_in_training = np.array([0] * 90 + [1] * 10)
+    skewed = collapse_warning(task, evaluation, one_class, short, rare_in_training)
+    assert "collapsed onto the majority class ('neg' is 10% of the training labels" in skewed
+    assert "Rerun with --class-weights balanced" in skewed

@@ -156,11 +156,16 @@ def test_balanced_class_weights_and_the_collapse_warning(trainable_hf_dir, tmp_p
             str(dev),
             epochs=1,
             learning_rate="1e-7",
+            json=None,  # the summary for people
         )
         == 0
     )
-    err = capsys.readouterr().err
+    out, err = capsys.readouterr()
     assert "warning" in err and "--class-weights balanced" in err
+    scores, where, report = out.splitlines()  # three lines, not the final evaluation's JSON
+    assert scores.startswith("final evaluation: accuracy 0.") and "macro_f1 0." in scores
+    assert where == f"run directory: {run} (every metric: metrics.json)"
+    assert report == f"report: {run / 'report.html'}"
     final = _metrics(run)["final"]
     assert "--class-weights balanced" in final["warnings"][0]
     assert final["per_class"]["neg"]["support"] == 10

@@ -1,0 +1,106 @@
+"""The CLI's flags as a user meets them: `check` takes a pasted `train` command whole, every flag
+says what it does (and its default), `train --help` is in sections, `--version` answers. All
+parsing only: nothing here loads TensorFlow or trains."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+
+import pytest
+
+from bertfit.cli import build_parser, main
+from bertfit.config import RunConfig
+from bertfit.run_flags import TRAIN_FLAG_GROUPS, TRAIN_FLAGS
+
+
+def _commands() -> dict[str, argparse.ArgumentParser]:
+    parser = build_parser()
+    (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return sub.choices
+
+
+def _a_value(action: argparse.Action) -> list[str]:
+    """Arguments that give `action` a valid value (nothing for a switch)."""
+    if action.nargs == 0:
+        return []
+    if action.choices:
+        return [str(next(iter(action.choices)))]
+    samples = {"int": "2", "float": "0.5", "_bool": "true", "_bool_or_auto": "auto"}
+    samples |= {"_buckets": "16,32", "_workers": "localhost:2222,localhost:2223"}
+    return [samples.get(getattr(action.type, "__name__", ""), "x.csv")]
+
+
+@pytest.mark.parametrize("command", ["check", "doctor"])
+def test_check_and_doctor_accept_every_flag_train_takes(command):
+    pasted = []
+    for action in _commands()["train"]._actions:
+        if action.option_strings and not isinstance(action, argparse._HelpAction):
+            pasted += [action.option_strings[0], *_a_value(action)]
+    train = vars(build_parser().parse_args(["train", *pasted]))
+    other = vars(build_parser().parse_args([command, *pasted]))
+    shared = {k: v for k, v in train.items() if k not in ("handler", "func", "command")}
+    assert {k: other[k] for k in shared} == shared
+
+
+def test_every_argument_of_every_command_says_what_it_does():
+    silent = [
+        f"{name} {action.option_strings or action.dest}"
+        for name, command in _commands().items()
+        for action in command._actions
+        if not isinstance(action, argparse._HelpAction)
+        and (not action.help or action.help == argparse.SUPPRESS)
+    ]
+    assert silent == []
+
+
+def test_train_help_is_in_sections_and_quotes_the_config_defaults():
+    train = _commands()["train"]
+    sections = {
+        group.title: [a.option_strings[0] for a in group._group_actions]
+        for group in train._action_groups
+    }
+    for title, flags in TRAIN_FLAG_GROUPS.items():
+        assert sections[title] == list(flags)
+    assert {"--resume", "--json", "--quiet", "--output-dir"} <= set(sections["run and output"])
+    assert sections["options"] == ["-h"]  # nothing left in the flat list
+    assert sum(len(flags) for flags in TRAIN_FLAG_GROUPS.values()) == len(TRAIN_FLAGS)
+    helps = {a.option_strings[0]: a.help for a in train._actions if a.option_strings}
+    defaults = RunConfig()
+    assert helps["--epochs"].endswith(f"(default {defaults.train.epochs})")
+    assert helps["--learning-rate"].endswith(f"(default {defaults.train.learning_rate})")
+    assert helps["--max-seq-length"].endswith(f"(default {defaults.model.max_seq_length})")
+
+
+def test_version_names_the_installed_distribution(capsys):
+    with pytest.raises(SystemExit) as exited:
+        main(["--version"])
+    assert exited.value.code == 0
+    assert capsys.readouterr().out == f"bertfit {importlib.metadata.version('bertfit')}\n"
+
+
+def test_train_and_tune_print_a_few_lines_for_people():
+    """Without --json: the headline, where the run is; the rest is in the run's files."""
+    from bertfit.cli import train_lines, tune_lines
+    from bertfit.sweeps.results import RunResult, SweepResults, TrialResult
+    from bertfit.training.records import EpochRecord, RunSummary
+
+    summary = RunSummary("finished", "regression", [], {}, {}, {}, run_dir="runs/r")
+    summary.epochs = [EpochRecord(1, 0.25, 64, 100.0, 0.6)]
+    assert train_lines(summary, None) == [
+        "no --eval: nothing evaluated; train loss 0.2500",
+        "run directory: runs/r (every metric: metrics.json)",
+    ]
+    summary.final, summary.best = {"rmse": 0.5, "pearson": 0.75, "mae": 0.4}, {"rmse": 0.45}
+    assert train_lines(summary, "runs/r/report.html")[0] == (
+        "final evaluation: rmse 0.5000, pearson 0.7500 (best rmse 0.4500)"
+    )
+
+    runs = [RunResult(42, None, "s/runs/t1/seed42", "finished", 0.8)]
+    runs.append(RunResult(43, None, "s/runs/t1/seed43", "finished", 0.9))
+    results = SweepResults("accuracy", [TrialResult("t1-lr0.001", {"lr": 1e-3}, runs)])
+    assert tune_lines(results, "s") == [
+        "chosen trial: t1-lr0.001: accuracy 0.8500 ± 0.0707 over 2 run(s)",
+        "chosen run: s/runs/t1/seed43",
+        "sweep directory: s (results.json; chosen.yaml: its config)",
+    ]
