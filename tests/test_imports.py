@@ -273,3 +273,16 @@ def _parser_that_stops_after_start_up():
 def test_a_users_own_tensorflow_settings_win():
     users = {"TF_CPU_ALLOCATOR_USE_BFC": "false", "TF_ENABLE_ONEDNN_OPTS": "0"}
     assert _tensorflow_started_by_the_cli(**users) == ["False", "False", "True"]
+
+
+def test_the_test_environment_has_no_triton_to_crash_tensorflow():
+    """triton (a CUDA build of torch brings it) imported after TensorFlow segfaults on TF 2.20
+    and 2.21, and a test worker imports TensorFlow and torch (the parity references): the tests
+    run with the CPU build of torch, which has none, rather than let a worker crash mid-suite."""
+    import importlib.util
+
+    assert importlib.util.find_spec("triton") is None, (
+        "triton is installed: importing it after TensorFlow can segfault a test worker; "
+        "use torch's CPU build (torch==2.13.0+cpu, from PyTorch's CPU index) or "
+        "pip uninstall triton"
+    )
