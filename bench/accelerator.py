@@ -1,8 +1,10 @@
 """`bertfit doctor` on the models users train, for the day a GPU or TPU is at hand (issue 43).
 
-Two encoders at seq 128 (one bucket, `--buckets 128`), on the Rotten Tomatoes training texts:
-MiniLM-L6 (the default, 22.7M parameters) and a random encoder of BERT-base's shape (12 layers,
-hidden 768, 110M parameters, MiniLM's WordPiece vocabulary). Each runs in its own `bertfit
+Two encoders at seq 128 (one bucket, `--buckets 128`), on Rotten Tomatoes training texts joined
+eight at a time (about 220 tokens, so that every row fills 128 on every device, with or without
+XLA; the label is the first snippet's): MiniLM-L6 (the default, 22.7M parameters) and a random
+encoder of BERT-base's shape (12 layers, hidden 768, 110M parameters, MiniLM's WordPiece
+vocabulary). Each runs in its own `bertfit
 doctor` process with the CLI's defaults (the strategy and XLA as `train` picks them on this
 machine), so on a GPU or TPU VM the same command measures the accelerator:
 
@@ -15,6 +17,7 @@ average) and the rows of BENCHMARKS.md's table.
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import os
 import subprocess
@@ -46,8 +49,22 @@ config = BertConfig(vocab_size=size, max_position_embeddings=512, **{BERT_BASE!r
 write_tiny_hf(Path({str(path)!r}), config, trainable=True)
 shutil.copy(vocab, Path({str(path)!r}) / "vocab.txt")
 """
+    path.mkdir(parents=True)
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
     return path
+
+
+def joined_texts(source: Path, target: Path, per_row: int = 8) -> str:
+    """Rotten Tomatoes rows joined `per_row` at a time, each at least 128 tokens long."""
+    with source.open(newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    with target.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["text", "label"])
+        for start in range(0, len(rows) - per_row + 1, per_row):
+            group = rows[start : start + per_row]
+            writer.writerow([" ".join(r["text"] for r in group), group[0]["label"]])
+    return str(target)
 
 
 def doctor(model: str, train: str, steps: int, batch_size: int) -> dict:
@@ -83,10 +100,10 @@ def main() -> None:
     from bertfit.checkpoints.registry import resolve
     from bertfit.data.rotten_tomatoes import rotten_tomatoes_dir
 
-    train = str(Path(rotten_tomatoes_dir()) / "train.csv")
     minilm = str(resolve("minilm-l6"))
     load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
+        train = joined_texts(Path(rotten_tomatoes_dir()) / "train.csv", Path(tmp) / "train.csv")
         base = write_bert_base(Path(tmp) / "bert-base", minilm)
         models = {
             "MiniLM-L6": doctor(minilm, train, args.steps, args.batch_size),

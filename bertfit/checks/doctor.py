@@ -26,7 +26,6 @@ import numpy as np
 import tensorflow as tf
 
 from bertfit.config import RunConfig, per_replica_batch
-from bertfit.data.pipeline import runs_of
 from bertfit.errors import ConfigError
 from bertfit.tf_build import Installed
 from bertfit.training.setup import RunSetup, prepare
@@ -90,7 +89,7 @@ class DoctorReport:
 
     def render(self) -> str:
         mfu = f"{self.mfu:.1%}" if self.mfu is not None else "unknown (give --peak-tflops)"
-        peak = f"{self.peak_tflops:g} TFLOP/s, {self.peak_source}" if self.peak_tflops else ""
+        peak = f"{self.peak_tflops:.3g} TFLOP/s, {self.peak_source}" if self.peak_tflops else ""
         memory = (
             f"{self.peak_memory_bytes / 2**20:,.0f} MiB ({self.memory_source})"
             if self.peak_memory_bytes is not None
@@ -144,8 +143,7 @@ def doctor(config: RunConfig, steps: int = 20, peak_tflops: float | None = None)
     trainer = setup.trainer
     at_warmup, traced = trainer.compilations(), trainer.trace_counts()["train_step"]
     _reset_device_memory(strategy)
-    seconds, tokens, examples = timing.measure(steps)
-    flops = train_flops_per_token(setup.checkpoint.config, max(timing.lengths())) * tokens
+    seconds, tokens, examples, flops = timing.measure(steps)
     peak, source = _peak(strategy, config.model.precision, peak_tflops)
     memory, memory_source = _peak_memory(strategy)
     return DoctorReport(
@@ -174,29 +172,48 @@ def doctor(config: RunConfig, steps: int = 20, peak_tflops: float | None = None)
 
 
 class _Timing:
-    """Steps of the run's own plan, epoch after epoch, through the run's compiled function."""
+    """Steps of the run's own plan, epoch after epoch, through the run's compiled function;
+    it follows which plan steps each call takes, for the tokens they hold."""
 
     def __init__(self, setup: RunSetup):
         self.setup = setup
         self.epoch = 0
-        self._runs: list[tuple[int, int]] = []
-        self._iterators = {}
+        self._remaining: list = []  # the epoch's plan steps not taken yet
+        self._iterators: dict = {}
+        self._shared = self._to_longest = False
 
     def _next_epoch(self) -> None:
-        setup, t = self.setup, self.setup.config.train
+        setup = self.setup
         data = setup.batches(setup.train, shuffle=True, epoch=self.epoch, training=True)
         self._iterators = data.iterators()
-        self._runs = runs_of(data.plan, max(1, t.steps_per_execution))
+        # one pipeline in plan order for every bucket (no XLA), or one per bucket
+        self._shared = len({id(it) for it in self._iterators.values()}) < len(self._iterators)
+        self._to_longest = getattr(data, "pad_to_longest", False)
+        self._remaining = list(data.plan)
         self.epoch += 1
-
-    def lengths(self) -> list[int]:
-        return list(self._iterators)
 
     def _call(self, length: int, steps: int) -> float:
         start = time.perf_counter()
         iterator = self._iterators[length]
         self.setup.trainer.train_steps(iterator, tf.constant(steps, tf.int32)).numpy()
         return time.perf_counter() - start
+
+    def _take(self, length: int):
+        """The plan step a call of bucket `length` takes."""
+        if self._shared:
+            return self._remaining.pop(0)
+        at = next(i for i, step in enumerate(self._remaining) if step.seq_length == length)
+        return self._remaining.pop(at)
+
+    def _padded_length(self, step) -> int:
+        """The length a step's batch is padded to: its bucket's, or without XLA its longest
+        row's (the longest of the global batch: each replica's is at most that)."""
+        indices = getattr(step, "indices", None)  # a streamed step has none: its bucket
+        if not self._to_longest or indices is None:
+            return step.seq_length
+        real = indices[indices >= 0]
+        lengths = self.setup.train.encoded.packed_lengths
+        return min(step.seq_length, int(lengths[real].max())) if len(real) else 1
 
     def warm_up(self) -> dict[int, float]:
         """One step of each bucket the plan uses, timed (the call that compiles it)."""
@@ -207,28 +224,32 @@ class _Timing:
             self._take(length)
         return seconds
 
-    def _take(self, length: int) -> None:
-        """Removes one step of `length` from the plan (the warm-up took it)."""
-        for i, (run_length, steps) in enumerate(self._runs):
-            if run_length == length:
-                self._runs[i : i + 1] = [(length, steps - 1)] if steps > 1 else []
-                return
-
-    def measure(self, steps: int) -> tuple[float, int, int]:
-        """Seconds, padded tokens and examples (padding rows included) of `steps` steps."""
-        t = self.setup.config.train
+    def measure(self, steps: int) -> tuple[float, int, int, float]:
+        """Seconds, padded tokens, rows (padding rows included) and model FLOPs of `steps`
+        steps, taken as `Trainer.run_plan` takes them: runs of one bucket, up to
+        steps_per_execution."""
+        t, windowed = self.setup.config.train, self.setup.windowed
         rows = t.batch_size * t.grad_accum
-        window = self.setup.config.model.max_seq_length if self.setup.windowed else 1
-        seconds, tokens, left = 0.0, 0, steps
+        window = self.setup.config.model.max_seq_length if windowed else 1
+        seconds, tokens, flops, left = 0.0, 0, 0.0, steps
         while left:
-            if not self._runs:
+            if not self._remaining:
                 self._next_epoch()
-            length, run = self._runs.pop(0)
-            take = min(run, left)
+            length = self._remaining[0].seq_length
+            run = next(
+                (i for i, step in enumerate(self._remaining) if step.seq_length != length),
+                len(self._remaining),
+            )
+            take = min(run, left, max(1, t.steps_per_execution))
             seconds += self._call(length, take)
-            tokens += take * rows * length * window
+            for _ in range(take):
+                padded = self._padded_length(self._take(length))
+                step_tokens = rows * padded * window
+                attended = window if windowed else padded  # the attention's sequence
+                flops += step_tokens * train_flops_per_token(self.setup.checkpoint.config, attended)
+                tokens += step_tokens
             left -= take
-        return seconds, tokens, steps * rows
+        return seconds, tokens, steps * rows, flops
 
 
 def train_flops_per_token(config, seq_length: int) -> float:

@@ -3,6 +3,7 @@ where it is the rehearsal of what it measures on a TPU or GPU."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 
@@ -130,4 +131,18 @@ def _blank() -> dict:
         compilations_after_warmup=0,
         traces_at_warmup=1,
         traces_after_warmup=0,
+    )
+
+
+@pytest.mark.slow
+def test_without_xla_the_tokens_counted_are_each_batchs_longest_rows(tmp_path, trainable_hf_dir):
+    """On a CPU a batch is padded to its longest row, not its bucket: the MFU counts those
+    tokens. Rows of one length give exactly that length, whatever their bucket."""
+    rows = [("the film was good", "pos"), ("the film was bad", "neg")] * 8
+    train = write_csv(tmp_path / "train.csv", rows)
+    one_bucket = _config(trainable_hf_dir, train)
+    report = doctor(dataclasses.replace(one_bucket, data=DataConfig(train=str(train))), steps=2)
+    tokens_per_row = 4 + 2  # the words and [CLS], [SEP]
+    assert report.tokens_per_second == pytest.approx(
+        report.examples_per_second * tokens_per_row, rel=1e-6
     )
