@@ -138,6 +138,12 @@ class BertClassifier(ReplicaJit, keras.Model):
         encoder = keras.saving.deserialize_keras_object(config.pop("encoder"))
         return cls(encoder, **config)
 
+    def build_from_config(self, config):
+        """Every layer builds its weights in `__init__`, so a model loaded from a `.keras` file
+        has them already; Keras' default would call `build` with the saved input shapes, which
+        a model of dict inputs cannot take, and warn on every load."""
+        self.built = True
+
 
 def prior_log_odds(targets: np.ndarray, floor: float = 1e-3) -> list[float]:
     """Each label's log-odds log(p / (1 - p)) in multi-hot training `targets` [n, labels], p
