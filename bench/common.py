@@ -53,16 +53,18 @@ def matmul_gflops() -> float:
 
 def bert_forward_gflop(config: dict, batch: int, seq_length: int) -> float:
     """The matrix products of one BERT encoder forward over a padded [batch, seq_length]
-    batch, in GFLOP: per layer and token the four attention projections (8 h²), the
-    feed-forward pair (4 h i) and the attention scores and weighted sum (4 seq h).
-    `config` is a Hugging Face config.json's dict.
+    batch, in GFLOP (`bertfit.model.config.forward_flops_per_token`, which `bertfit doctor`
+    counts too). `config` is a Hugging Face config.json's dict.
 
     >>> round(bert_forward_gflop(
     ...     {"hidden_size": 384, "intermediate_size": 1536, "num_hidden_layers": 6}, 64, 64), 1)
     89.4
     """
-    h, i = config["hidden_size"], config["intermediate_size"]
-    per_token = config["num_hidden_layers"] * (8 * h * h + 4 * h * i + 4 * seq_length * h)
+    from bertfit.model.config import forward_flops_per_token
+
+    per_token = forward_flops_per_token(
+        config["hidden_size"], config["intermediate_size"], config["num_hidden_layers"], seq_length
+    )
     return batch * seq_length * per_token / 1e9
 
 

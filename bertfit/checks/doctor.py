@@ -27,6 +27,7 @@ import tensorflow as tf
 
 from bertfit.config import RunConfig, per_replica_batch
 from bertfit.errors import ConfigError
+from bertfit.model.config import forward_flops_per_token
 from bertfit.tf_build import Installed
 from bertfit.training.setup import RunSetup, prepare
 from bertfit.training.strategy import XlaChoice, check_hardware, host_xla, make_strategy
@@ -254,12 +255,10 @@ class _Timing:
 
 def train_flops_per_token(config, seq_length: int) -> float:
     """The encoder's matrix-product FLOPs of one training step per token: three times the
-    forward's (the backward pass computes two products per forward product), whose per-layer,
-    per-token share is the four attention projections (8 h²), the feed-forward pair (4 h i)
-    and the attention scores and weighted sum (4 s h). Embedding lookups, norms and the head
-    are left out, as MFU conventionally does (PaLM, appendix B)."""
-    h, i, layers = config.hidden_size, config.intermediate_size, config.num_hidden_layers
-    return 3 * layers * (8 * h * h + 4 * h * i + 4 * seq_length * h)
+    forward's (the backward pass computes two products per forward product)."""
+    return 3 * forward_flops_per_token(
+        config.hidden_size, config.intermediate_size, config.num_hidden_layers, seq_length
+    )
 
 
 def _strategy_name(strategy) -> str:

@@ -143,3 +143,19 @@ FAMILY_FIELDS = (
     "pad_token_id",
     "variant",
 )
+
+
+def forward_flops_per_token(
+    hidden_size: int, intermediate_size: int, num_hidden_layers: int, seq_length: int
+) -> float:
+    """The matrix-product FLOPs of one encoder forward pass per token: per layer the four
+    attention projections (8 h²), the feed-forward pair (4 h i) and the attention scores and
+    weighted sum (4 s h). Embedding lookups, norms and heads are left out, as MFU
+    conventionally does (PaLM, appendix B).
+
+    Examples:
+    >>> forward_flops_per_token(384, 1536, 6, 64)  # MiniLM-L6 at 64 tokens: 21.8 MFLOP
+    21823488
+    """
+    h, i = hidden_size, intermediate_size
+    return num_hidden_layers * (8 * h * h + 4 * h * i + 4 * seq_length * h)
