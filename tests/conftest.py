@@ -203,9 +203,8 @@ def pytest_runtest_makereport(item, call):
     report = outcome.get_result()
     if not (report.failed and call.excinfo is not None):
         return
-    from bertfit.tf_build import Installed
     from bertfit.training.strategy import NO_HOST_XLA
 
-    if NO_HOST_XLA in str(call.excinfo.value) and Installed.here().tpu_build:
+    if NO_HOST_XLA in str(call.excinfo.value) and _tpu_build():
         report.outcome = "skipped"
         report.longrepr = (str(item.path), item.location[1] or 0, f"Skipped: {HOST_XLA_MISSING}")

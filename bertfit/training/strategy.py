@@ -51,10 +51,11 @@ def check_hardware(
     """
     gpus = tf.config.list_physical_devices("GPU")
     local_tpu = strategy == "tpu" and (tpu or "local") == "local"
-    if local_tpu and not Installed.here().tpu_build:
+    installed = Installed.here()
+    if local_tpu and not installed.tpu_build:
         raise InstallError(
             f"--strategy tpu needs TensorFlow's TPU build, and this one is "
-            f"{Installed.here().describe()}. On a TPU VM, in a new venv: {install_commands('tpu')} "
+            f"{installed.describe()}. On a TPU VM, in a new venv: {install_commands('tpu')} "
             "(README, Install)."
         )
     on_tpu = strategy == "tpu" or bool(tpu) or (strategy == "auto" and tpu_attached())
@@ -72,7 +73,7 @@ def check_hardware(
         )
     if jit_compile and not gpus and not on_tpu and not host_xla():
         raise ConfigError(
-            f"--jit-compile true on this CPU: this TensorFlow ({Installed.here().describe()}) "
+            f"--jit-compile true on this CPU: this TensorFlow ({installed.describe()}) "
             "has no XLA backend for the CPU. Leave --jit-compile out (CPU training uses no "
             f"XLA), or rehearse XLA in a separate venv with {install_commands('cpu')}."
         )
