@@ -49,7 +49,8 @@ class Source:
     from_encoder: Callable[[np.ndarray], np.ndarray] = lambda a: a
 
 
-def _transposed(*names: str) -> Source:
+def transposed(*names: str) -> Source:
+    """A [out, in] torch Linear weight (the first of `names`) as a Keras [in, out] kernel."""
     return Source(names, to_encoder=np.transpose, from_encoder=np.transpose)
 
 
@@ -75,7 +76,9 @@ _HF_DENSE = {ours: theirs.replace("/", ".") for ours, theirs in _GOOGLE_DENSE.it
 _HF_NORMS = {ours: theirs.replace("/", ".") for ours, theirs in _GOOGLE_NORMS.items()}
 
 
-def _hf_norm(prefix: str, param: str) -> Source:
+def hf_norm(prefix: str, param: str) -> Source:
+    """A LayerNorm's `param` ("gamma" or "beta") below `prefix`: Hugging Face's `weight`/`bias`,
+    or the `gamma`/`beta` of older checkpoints."""
     new, old = ("weight", "gamma") if param == "gamma" else ("bias", "beta")
     return Source((f"{prefix}.{new}", f"{prefix}.{old}"))
 
@@ -87,15 +90,15 @@ def hf_table(num_layers: int) -> dict[str, Source]:
         for e in ("word_embeddings", "position_embeddings", "token_type_embeddings")
     }
     for p in ("gamma", "beta"):
-        table[f"embeddings/layer_norm/{p}"] = _hf_norm("embeddings.LayerNorm", p)
+        table[f"embeddings/layer_norm/{p}"] = hf_norm("embeddings.LayerNorm", p)
     for i in range(num_layers):
         for ours, theirs in _HF_DENSE.items():
-            table[f"layer_{i}/{ours}/kernel"] = _transposed(f"encoder.layer.{i}.{theirs}.weight")
+            table[f"layer_{i}/{ours}/kernel"] = transposed(f"encoder.layer.{i}.{theirs}.weight")
             table[f"layer_{i}/{ours}/bias"] = Source((f"encoder.layer.{i}.{theirs}.bias",))
         for ours, theirs in _HF_NORMS.items():
             for p in ("gamma", "beta"):
-                table[f"layer_{i}/{ours}/{p}"] = _hf_norm(f"encoder.layer.{i}.{theirs}", p)
-    table["pooler/kernel"] = _transposed("pooler.dense.weight")
+                table[f"layer_{i}/{ours}/{p}"] = hf_norm(f"encoder.layer.{i}.{theirs}", p)
+    table["pooler/kernel"] = transposed("pooler.dense.weight")
     table["pooler/bias"] = Source(("pooler.dense.bias",))
     return table
 

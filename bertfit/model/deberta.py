@@ -32,19 +32,21 @@ import keras
 import tensorflow as tf
 
 from bertfit.errors import CheckpointError
-from bertfit.model.config import ACTIVATIONS, BertConfig
-from bertfit.model.encoder import (
-    _dense,
-    _dense_variables,
-    _embedding,
-    _feed_forward_activation,
-    _layer_norm,
-    _norm_variables,
-    _per_example,
-    _size,
+from bertfit.model.blocks import (
+    Dropout,
+    FamilyLayers,
+    dense,
+    dense_variables,
+    embedding,
+    feed_forward_activation,
+    layer_norm,
+    norm_variables,
+    per_example,
+    size,
+    split_heads,
 )
+from bertfit.model.config import ACTIVATIONS, BertConfig
 from bertfit.model.inputs import WORD_IDS
-from bertfit.model.layers import Dropout
 
 _TERMS = ("c2p", "p2c")
 
@@ -146,7 +148,7 @@ class EncoderParts(keras.layers.Layer):
         self.hidden_size = config.hidden_size
         relative = self.settings.relative_attention
         self.relative_embeddings = (
-            _embedding(
+            embedding(
                 2 * self.settings.span,
                 config.hidden_size,
                 config,
@@ -157,7 +159,7 @@ class EncoderParts(keras.layers.Layer):
             else None
         )
         self.relative_layer_norm = (
-            _layer_norm(config, "relative_layer_norm", self.dtype_policy)
+            layer_norm(config, "relative_layer_norm", self.dtype_policy)
             if relative and self.settings.norm_rel_ebd
             else None
         )
@@ -176,7 +178,7 @@ class EncoderParts(keras.layers.Layer):
         if self.relative_embeddings is None:
             return {}
         settings = self.settings
-        positions = tf.range(_size(inputs[WORD_IDS], 1))
+        positions = tf.range(size(inputs[WORD_IDS], 1))
         distance = positions[:, tf.newaxis] - positions[tf.newaxis, :]  # query - key
         buckets = relative_buckets(
             distance, settings.position_buckets, settings.max_relative_positions
@@ -202,7 +204,7 @@ class EncoderParts(keras.layers.Layer):
         if self.relative_embeddings is not None:
             named["encoder/relative_embeddings"] = self.relative_embeddings.embeddings
         if self.relative_layer_norm is not None:
-            named |= _norm_variables("encoder/relative_layer_norm", self.relative_layer_norm)
+            named |= norm_variables("encoder/relative_layer_norm", self.relative_layer_norm)
         return named
 
 
@@ -221,37 +223,37 @@ class DebertaLayer(keras.layers.Layer):
         self.intermediate_size = config.intermediate_size
         self.num_heads = config.num_attention_heads
         self.head_size = config.head_size
-        self.query = _dense(config.hidden_size, config, "query", dtype)
-        self.key = _dense(config.hidden_size, config, "key", dtype)
-        self.value = _dense(config.hidden_size, config, "value", dtype)
+        self.query = dense(config.hidden_size, config, "query", dtype)
+        self.key = dense(config.hidden_size, config, "key", dtype)
+        self.value = dense(config.hidden_size, config, "value", dtype)
         terms = settings.pos_att_type if settings.relative_attention else ()
         self.c2p = "c2p" in terms
         self.p2c = "p2c" in terms
         separate = not settings.share_att_key
         self.position_key = (
-            _dense(config.hidden_size, config, "position_key", dtype)
+            dense(config.hidden_size, config, "position_key", dtype)
             if separate and self.c2p
             else None
         )
         self.position_query = (
-            _dense(config.hidden_size, config, "position_query", dtype)
+            dense(config.hidden_size, config, "position_query", dtype)
             if separate and self.p2c
             else None
         )
         self.position_dropout = Dropout(config.hidden_dropout_prob, dtype=dtype)
         self.attention_dropout = Dropout(config.attention_probs_dropout_prob, dtype=dtype)
         self.inverse_scale = 1.0 / math.sqrt(self.head_size * settings.scale_factor)
-        self.attention_output = _dense(config.hidden_size, config, "attention_output", dtype)
-        self.attention_layer_norm = _layer_norm(config, "attention_layer_norm", dtype)
-        self.intermediate = _dense(
+        self.attention_output = dense(config.hidden_size, config, "attention_output", dtype)
+        self.attention_layer_norm = layer_norm(config, "attention_layer_norm", dtype)
+        self.intermediate = dense(
             config.intermediate_size,
             config,
             "intermediate",
             dtype,
-            _feed_forward_activation(config.hidden_act),
+            feed_forward_activation(config.hidden_act),
         )
-        self.output_dense = _dense(config.hidden_size, config, "output", dtype)
-        self.output_layer_norm = _layer_norm(config, "output_layer_norm", dtype)
+        self.output_dense = dense(config.hidden_size, config, "output", dtype)
+        self.output_layer_norm = layer_norm(config, "output_layer_norm", dtype)
         self.dropout = Dropout(config.hidden_dropout_prob, dtype=dtype)
         self.conv = self.conv_layer_norm = None
         if index == 0 and settings.conv_kernel_size > 0:
@@ -265,8 +267,8 @@ class DebertaLayer(keras.layers.Layer):
                     stddev=config.initializer_range
                 ),
             )
-            self.conv_activation = _feed_forward_activation(settings.conv_act)
-            self.conv_layer_norm = _layer_norm(config, "conv_layer_norm", dtype)
+            self.conv_activation = feed_forward_activation(settings.conv_act)
+            self.conv_layer_norm = layer_norm(config, "conv_layer_norm", dtype)
 
     def build(self, input_shape=None):
         hidden = (None, self.hidden_size)
@@ -284,9 +286,7 @@ class DebertaLayer(keras.layers.Layer):
         self.built = True
 
     def _heads(self, rows, batch_size):
-        """Token rows [batch * seq, hidden] as [batch, heads, seq, head_size]."""
-        per_head = tf.reshape(rows, [batch_size, -1, self.num_heads, self.head_size])
-        return tf.transpose(per_head, [0, 2, 1, 3])
+        return split_heads(rows, batch_size, self.num_heads, self.head_size)
 
     def _table_heads(self, rows):
         """Table rows [2 * span, hidden] as [heads, 2 * span, head_size]."""
@@ -299,11 +299,11 @@ class DebertaLayer(keras.layers.Layer):
         times `table` [heads, 2 * span, head_size]: entry (i, j) is item index[i, j] of the
         flattened [seq * 2 * span] products of each (batch, head)."""
         products = tf.matmul(content, table, transpose_b=True)  # [batch, heads, seq, 2 * span]
-        flat = tf.reshape(products, [_size(content, 0), _size(content, 1), -1])
+        flat = tf.reshape(products, [size(content, 0), size(content, 1), -1])
         return tf.gather(flat, index, axis=2)
 
     def _attention(self, x, attention_bias, context, training):
-        batch_size = _size(attention_bias, 0)
+        batch_size = size(attention_bias, 0)
         q = self._heads(self.query(x), batch_size)
         k = self._heads(self.key(x), batch_size)
         v = self._heads(self.value(x), batch_size)
@@ -328,10 +328,10 @@ class DebertaLayer(keras.layers.Layer):
         """DeBERTa-v2's first-layer convolution: LayerNorm(outputs + act(conv(inputs))), with
         the padding positions zeroed before and after (as Hugging Face's `ConvLayer`)."""
         mask = tf.cast(attention_bias[:, 0, 0, :] > -1.0, inputs.dtype)[..., tf.newaxis]
-        sequence = _per_example(inputs, attention_bias) * mask
+        sequence = per_example(inputs, attention_bias) * mask
         convolved = self.conv(sequence) * mask
         convolved = self.conv_activation(self.dropout(convolved, training=training))
-        residual = _per_example(outputs, attention_bias)
+        residual = per_example(outputs, attention_bias)
         normed = self.conv_layer_norm(residual + convolved) * mask
         return tf.reshape(normed, [-1, self.hidden_size])
 
@@ -351,7 +351,7 @@ class DebertaLayer(keras.layers.Layer):
         """The layer's weights under their canonical names (below `layer_<i>/`); BERT's names
         where the weight is BERT's."""
         named = {}
-        for name, dense in (
+        for name, layer in (
             ("attention/query", self.query),
             ("attention/key", self.key),
             ("attention/value", self.value),
@@ -362,10 +362,13 @@ class DebertaLayer(keras.layers.Layer):
             ("output", self.output_dense),
             ("conv", self.conv),
         ):
-            if dense is not None:
-                named |= _dense_variables(name, dense)
-        named |= _norm_variables("attention/layer_norm", self.attention_layer_norm)
-        named |= _norm_variables("output/layer_norm", self.output_layer_norm)
+            if layer is not None:
+                named |= dense_variables(name, layer)
+        named |= norm_variables("attention/layer_norm", self.attention_layer_norm)
+        named |= norm_variables("output/layer_norm", self.output_layer_norm)
         if self.conv_layer_norm is not None:
-            named |= _norm_variables("conv/layer_norm", self.conv_layer_norm)
+            named |= norm_variables("conv/layer_norm", self.conv_layer_norm)
         return named
+
+
+LAYERS = FamilyLayers(DebertaLayer, parts=EncoderParts)

@@ -2,8 +2,8 @@
 
 Post-LayerNorm transformer as in Devlin et al. (2018) and Hugging Face's `BertModel`; the
 families' differences are switches of `BertConfig` (factorised embeddings, position offsets, no
-token types, shared layers, no pooler) or, for DeBERTa-v3 and ModernBERT, their own layer class
-(`VARIANT_LAYERS`). Under a mixed
+token types, shared layers, no pooler) or, for DeBERTa-v3 and ModernBERT, their own layers
+(`FAMILY_LAYERS`, built from the family kit in `model/blocks.py`). Under a mixed
 dtype policy the matrix work runs in the compute dtype while LayerNorm and the attention softmax run
 in float32.
 
@@ -15,68 +15,25 @@ ops; on rows it is one matrix product.
 
 from __future__ import annotations
 
-import functools
-import importlib
-import math
-
 import keras
 import tensorflow as tf
 
 from bertfit.errors import InputFormatError
-from bertfit.model.config import ACTIVATIONS, BertConfig
+from bertfit.model import deberta, modernbert
+from bertfit.model.blocks import (
+    FamilyLayers,
+    SelfAttention,
+    dense,
+    dense_variables,
+    embedding,
+    feed_forward_activation,
+    layer_norm,
+    norm_variables,
+    per_example,
+)
+from bertfit.model.config import BertConfig
 from bertfit.model.inputs import MASK, TYPE_IDS, WORD_IDS, normalize_inputs
-from bertfit.model.layers import Dropout, LayerNorm, gelu, gelu_tanh
-
-
-def activation(name: str):
-    """The function a checkpoint's `hidden_act` names (see `model.config.ACTIVATIONS`).
-
-    Examples:
-    >>> round(float(activation("gelu_new")(tf.constant(1.0))), 4)  # GELU's tanh approximation
-    0.8412
-    """
-    function, arguments = ACTIVATIONS[name]
-    return functools.partial(getattr(keras.activations, function), **arguments)
-
-
-TANH_GELUS = ("gelu_new", "gelu_pytorch_tanh", "gelu_fast")
-
-
-def _feed_forward_activation(name: str):
-    """`activation(name)`, with the GELUs as `layers.gelu` (erf form) and `layers.gelu_tanh`
-    (tanh form), their gradients written out."""
-    if name == "gelu":
-        return gelu
-    return gelu_tanh if name in TANH_GELUS else activation(name)
-
-
-def _dense(units: int, config: BertConfig, name: str, dtype, activation=None) -> keras.layers.Dense:
-    return keras.layers.Dense(
-        units,
-        activation=activation,
-        name=name,
-        dtype=dtype,
-        kernel_initializer=keras.initializers.TruncatedNormal(stddev=config.initializer_range),
-    )
-
-
-def _embedding(
-    rows: int, width: int, config: BertConfig, name: str, dtype
-) -> keras.layers.Embedding:
-    return keras.layers.Embedding(
-        rows,
-        width,
-        embeddings_initializer=keras.initializers.TruncatedNormal(stddev=config.initializer_range),
-        name=name,
-        dtype=dtype,
-    )
-
-
-def _layer_norm(config: BertConfig, name: str, dtype) -> LayerNorm:
-    # Computed in float32 whatever the compute dtype, as Keras' LayerNormalization. ModernBERT's
-    # norms have no bias unless its settings' `norm_bias` says so.
-    center = config.variant.get("norm_bias", True)
-    return LayerNorm(epsilon=config.layer_norm_eps, center=center, name=name, dtype=dtype)
+from bertfit.model.layers import Dropout
 
 
 class BertEmbeddings(keras.layers.Layer):
@@ -86,29 +43,28 @@ class BertEmbeddings(keras.layers.Layer):
 
     A family without a position table (`absolute_positions=False`) or without token types
     (`type_vocab_size=0`) leaves that table out; RoBERTa's positions start at
-    `position_offset`."""
+    `position_offset`; `norm_bias=False` leaves out the norm's bias (ModernBERT's, by its
+    `FamilyLayers.norm_bias`)."""
 
-    def __init__(self, config: BertConfig, **kwargs):
+    def __init__(self, config: BertConfig, norm_bias: bool = True, **kwargs):
         super().__init__(**kwargs)
         dtype = self.dtype_policy
         width = config.embedding_width
-        self.word_embeddings = _embedding(
-            config.vocab_size, width, config, "word_embeddings", dtype
-        )
+        self.word_embeddings = embedding(config.vocab_size, width, config, "word_embeddings", dtype)
         self.position_embeddings = (
-            _embedding(config.max_position_embeddings, width, config, "position_embeddings", dtype)
+            embedding(config.max_position_embeddings, width, config, "position_embeddings", dtype)
             if config.absolute_positions
             else None
         )
         self.token_type_embeddings = (
-            _embedding(config.type_vocab_size, width, config, "token_type_embeddings", dtype)
+            embedding(config.type_vocab_size, width, config, "token_type_embeddings", dtype)
             if config.type_vocab_size
             else None
         )
-        self.layer_norm = _layer_norm(config, "layer_norm", self.dtype_policy)
+        self.layer_norm = layer_norm(config, "layer_norm", dtype, bias=norm_bias)
         self.dropout = Dropout(config.hidden_dropout_prob, dtype=self.dtype_policy)
         self.projection = (
-            _dense(config.hidden_size, config, "projection", dtype)
+            dense(config.hidden_size, config, "projection", dtype)
             if width != config.hidden_size
             else None
         )
@@ -151,80 +107,10 @@ class BertEmbeddings(keras.layers.Layer):
 
     def named_variables(self) -> dict[str, keras.Variable]:
         named = {f"{table.name}": table.embeddings for table in self._tables()}
-        named |= _norm_variables("layer_norm", self.layer_norm)
+        named |= norm_variables("layer_norm", self.layer_norm)
         if self.projection is not None:
-            named |= _dense_variables("projection", self.projection)
+            named |= dense_variables("projection", self.projection)
         return named
-
-
-def _norm_variables(name: str, norm) -> dict[str, keras.Variable]:
-    named = {f"{name}/gamma": norm.gamma}
-    if norm.beta is not None:
-        named[f"{name}/beta"] = norm.beta
-    return named
-
-
-def _dense_variables(name: str, dense) -> dict[str, keras.Variable]:
-    named = {f"{name}/kernel": dense.kernel}
-    if dense.bias is not None:
-        named[f"{name}/bias"] = dense.bias
-    return named
-
-
-class SelfAttention(keras.layers.Layer):
-    """Multi-head self-attention with an additive padding mask; softmax in float32."""
-
-    def __init__(self, config: BertConfig, **kwargs):
-        super().__init__(**kwargs)
-        self.num_heads = config.num_attention_heads
-        self.head_size = config.head_size
-        self.hidden_size = config.hidden_size
-        self.query = _dense(config.hidden_size, config, "query", self.dtype_policy)
-        self.key = _dense(config.hidden_size, config, "key", self.dtype_policy)
-        self.value = _dense(config.hidden_size, config, "value", self.dtype_policy)
-        self.dropout = Dropout(config.attention_probs_dropout_prob, dtype=self.dtype_policy)
-
-    def build(self, input_shape=None):
-        for layer in (self.query, self.key, self.value):
-            layer.build((None, self.hidden_size))
-        self.built = True
-
-    def _heads(self, rows, batch_size):
-        """Token rows [batch * seq, hidden] as [batch, heads, seq, head_size]."""
-        per_head = tf.reshape(rows, [batch_size, -1, self.num_heads, self.head_size])
-        return tf.transpose(per_head, [0, 2, 1, 3])
-
-    def call(self, x, attention_bias, training=False, queries=None):
-        """`x`: the token rows [batch * seq, hidden]. `queries`: the rows that attend, the
-        same number per example (default: all of `x`); keys and values are always every row
-        of `x`. Returns one row per query."""
-        queries = x if queries is None else queries
-        batch_size = _size(attention_bias, 0)
-        # Batched matrix products on [batch, heads, seq, head_size]: tf.einsum transposes the
-        # same way inside, yet a training or inference step took ~4% longer with it (2-core CPU).
-        q = self._heads(self.query(queries), batch_size)
-        k = self._heads(self.key(x), batch_size)
-        v = self._heads(self.value(x), batch_size)
-        scores = tf.matmul(q, k, transpose_b=True) * (1.0 / math.sqrt(self.head_size))
-        # Keras casts float arguments to the compute dtype; the bias is 0 or -1e9, so that is exact
-        # enough, and the softmax itself runs in float32.
-        logits = tf.cast(scores, tf.float32) + tf.cast(attention_bias, tf.float32)
-        probs = tf.nn.softmax(logits, axis=-1)
-        probs = self.dropout(tf.cast(probs, x.dtype), training=training)
-        context = tf.transpose(tf.matmul(probs, v), [0, 2, 1, 3])  # [batch, seq, heads, size]
-        return tf.reshape(context, [-1, self.hidden_size])
-
-
-def _size(tensor, axis: int):
-    """The size of `tensor` along `axis`: a Python int when static (XLA's shapes), else a
-    scalar tensor."""
-    return tensor.shape[axis] or tf.shape(tensor)[axis]
-
-
-def _per_example(rows, attention_bias):
-    """The token rows [batch * seq, hidden] as [batch, seq, hidden], seq taken from the
-    [batch, 1, 1, seq] attention bias."""
-    return tf.reshape(rows, [-1, _size(attention_bias, -1), rows.shape[-1]])
 
 
 class TransformerLayer(keras.layers.Layer):
@@ -235,19 +121,19 @@ class TransformerLayer(keras.layers.Layer):
         self.hidden_size = config.hidden_size
         self.intermediate_size = config.intermediate_size
         self.attention = SelfAttention(config, name="attention", dtype=self.dtype_policy)
-        self.attention_output = _dense(
+        self.attention_output = dense(
             config.hidden_size, config, "attention_output", self.dtype_policy
         )
-        self.attention_layer_norm = _layer_norm(config, "attention_layer_norm", self.dtype_policy)
-        self.intermediate = _dense(
+        self.attention_layer_norm = layer_norm(config, "attention_layer_norm", self.dtype_policy)
+        self.intermediate = dense(
             config.intermediate_size,
             config,
             "intermediate",
             self.dtype_policy,
-            _feed_forward_activation(config.hidden_act),
+            feed_forward_activation(config.hidden_act),
         )
-        self.output_dense = _dense(config.hidden_size, config, "output", self.dtype_policy)
-        self.output_layer_norm = _layer_norm(config, "output_layer_norm", self.dtype_policy)
+        self.output_dense = dense(config.hidden_size, config, "output", self.dtype_policy)
+        self.output_layer_norm = layer_norm(config, "output_layer_norm", self.dtype_policy)
         self.dropout = Dropout(config.hidden_dropout_prob, dtype=self.dtype_policy)
 
     def build(self, input_shape=None):
@@ -264,7 +150,7 @@ class TransformerLayer(keras.layers.Layer):
         """`x`: [batch * seq, hidden], one row per token. `cls_only`: compute the output at
         each example's first token alone ([batch, hidden]), attending over every token as
         usual: the same numbers as those rows of the full output, for less work."""
-        queries = _per_example(x, attention_bias)[:, 0] if cls_only else x
+        queries = per_example(x, attention_bias)[:, 0] if cls_only else x
         attended = self.attention(x, attention_bias, training=training, queries=queries)
         attended = self.attention_output(attended)
         x = self.attention_layer_norm(queries + self.dropout(attended, training=training))
@@ -276,7 +162,7 @@ class TransformerLayer(keras.layers.Layer):
     def named_variables(self) -> dict[str, keras.Variable]:
         """The layer's weights under their canonical names (below `layer_<i>/`)."""
         named = {}
-        for name, dense in (
+        for name, layer in (
             ("attention/query", self.attention.query),
             ("attention/key", self.attention.key),
             ("attention/value", self.attention.value),
@@ -284,19 +170,31 @@ class TransformerLayer(keras.layers.Layer):
             ("intermediate", self.intermediate),
             ("output", self.output_dense),
         ):
-            named |= _dense_variables(name, dense)
-        named |= _norm_variables("attention/layer_norm", self.attention_layer_norm)
-        named |= _norm_variables("output/layer_norm", self.output_layer_norm)
+            named |= dense_variables(name, layer)
+        named |= norm_variables("attention/layer_norm", self.attention_layer_norm)
+        named |= norm_variables("output/layer_norm", self.output_layer_norm)
         return named
 
 
-def _transformer_layers(config: BertConfig, dtype) -> list[keras.layers.Layer]:
-    """The encoder's layers: the family's layer class (BERT's post-LayerNorm layer unless
-    `config.variant` names another), one per layer, or one shared by all (ALBERT)."""
-    layer_class = TransformerLayer
-    if config.model_type in VARIANT_LAYERS:
-        module, name = VARIANT_LAYERS[config.model_type]
-        layer_class = getattr(importlib.import_module(module), name)
+BERT_LAYERS = FamilyLayers(TransformerLayer)
+
+# model_type -> the layers of a family whose layers differ from BERT's (see `blocks.FamilyLayers`
+# and the layer contract in `model/blocks.py`); every other family has `BERT_LAYERS`.
+FAMILY_LAYERS: dict[str, FamilyLayers] = {
+    "deberta-v2": deberta.LAYERS,
+    "modernbert": modernbert.LAYERS,
+}
+
+
+def family_layers(config: BertConfig) -> FamilyLayers:
+    """The layers of `config`'s family: its entry in `FAMILY_LAYERS`, else BERT's."""
+    return FAMILY_LAYERS.get(config.model_type, BERT_LAYERS)
+
+
+def _transformer_layers(
+    config: BertConfig, layer_class: type[keras.layers.Layer], dtype
+) -> list[keras.layers.Layer]:
+    """The encoder's layers, one per layer, or one shared by all (ALBERT)."""
     if config.share_layers:
         shared = layer_class(config, name="layer_0", dtype=dtype)
         return [shared] * config.num_hidden_layers
@@ -304,26 +202,6 @@ def _transformer_layers(config: BertConfig, dtype) -> list[keras.layers.Layer]:
         layer_class(config, name=f"layer_{i}", dtype=dtype, index=i)
         for i in range(config.num_hidden_layers)
     ]
-
-
-# Families whose layers differ from BERT's: model_type -> (module, layer class). Such a layer
-# class takes `(config, name=, dtype=, index=)`, is called as `layer(x, attention_bias,
-# training=, context=)` on token rows and has `named_variables()`; its module may define an
-# `EncoderParts` layer (see `BertEncoder`) for weights outside the layers.
-VARIANT_LAYERS = {
-    "deberta-v2": ("bertfit.model.deberta", "DebertaLayer"),
-    "modernbert": ("bertfit.model.modernbert", "ModernBertLayer"),
-}
-
-
-def _encoder_parts(config: BertConfig, dtype) -> keras.layers.Layer | None:
-    """A family's weights outside its layers (DeBERTa's relative position table, ModernBERT's
-    final norm), as its module's `EncoderParts(config)` layer; None for BERT's families."""
-    if config.model_type not in VARIANT_LAYERS:
-        return None
-    module = importlib.import_module(VARIANT_LAYERS[config.model_type][0])
-    parts = getattr(module, "EncoderParts", None)
-    return None if parts is None else parts(config, name="encoder_parts", dtype=dtype)
 
 
 @keras.saving.register_keras_serializable(package="bertfit")
@@ -362,11 +240,18 @@ class BertEncoder(keras.layers.Layer):
         kwargs.setdefault("name", "bert_encoder")
         super().__init__(**kwargs)
         self.config = config
-        self.embeddings = BertEmbeddings(config, name="embeddings", dtype=self.dtype_policy)
-        self.transformer_layers = _transformer_layers(config, self.dtype_policy)
-        self.parts = _encoder_parts(config, self.dtype_policy)
+        family = family_layers(config)
+        self.embeddings = BertEmbeddings(
+            config, norm_bias=family.norm_bias(config), name="embeddings", dtype=self.dtype_policy
+        )
+        self.transformer_layers = _transformer_layers(config, family.layer, self.dtype_policy)
+        self.parts = (
+            None
+            if family.parts is None
+            else family.parts(config, name="encoder_parts", dtype=self.dtype_policy)
+        )
         self.pooler = (
-            _dense(config.hidden_size, config, "pooler", self.dtype_policy, activation="tanh")
+            dense(config.hidden_size, config, "pooler", self.dtype_policy, activation="tanh")
             if config.has_pooler
             else None
         )
@@ -423,9 +308,9 @@ class BertEncoder(keras.layers.Layer):
             x = encoder_outputs[-1] = self.parts.finish(x)
         if pooled_only:
             if not cls_only:  # the last layer computed every row
-                x = _per_example(x, attention_bias)[:, 0]
+                x = per_example(x, attention_bias)[:, 0]
             return {"pooled_output": self.pool(x)}
-        encoder_outputs = [_per_example(rows, attention_bias) for rows in encoder_outputs]
+        encoder_outputs = [per_example(rows, attention_bias) for rows in encoder_outputs]
         outputs = {"sequence_output": encoder_outputs[-1], "encoder_outputs": encoder_outputs}
         outputs["default"] = self.pool(encoder_outputs[-1][:, 0])  # TF Hub's whole-input output
         if self.pooler is not None:
@@ -449,7 +334,7 @@ class BertEncoder(keras.layers.Layer):
         if self.parts is not None:
             named |= self.parts.named_variables()
         if self.pooler is not None:
-            named |= _dense_variables("pooler", self.pooler)
+            named |= dense_variables("pooler", self.pooler)
         return named
 
     def get_config(self):

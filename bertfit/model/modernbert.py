@@ -29,16 +29,19 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bertfit.model.config import BertConfig
-from bertfit.model.encoder import (
-    _dense_variables,
-    _feed_forward_activation,
-    _norm_variables,
-    _per_example,
-    _size,
+from bertfit.model.blocks import (
+    Dropout,
+    FamilyLayers,
+    dense,
+    dense_variables,
+    feed_forward_activation,
+    layer_norm,
+    norm_variables,
+    per_example,
+    size,
 )
+from bertfit.model.config import BertConfig
 from bertfit.model.inputs import WORD_IDS
-from bertfit.model.layers import Dropout, LayerNorm
 
 NEGATIVE = -1e9  # the additive bias of a key a query may not attend to, as the padding mask's
 
@@ -82,20 +85,9 @@ def settings_of(config: BertConfig) -> ModernBertSettings:
     return ModernBertSettings(**config.variant)
 
 
-def _dense(units: int, config: BertConfig, name: str, dtype, use_bias: bool) -> keras.layers.Dense:
-    return keras.layers.Dense(
-        units,
-        use_bias=use_bias,
-        name=name,
-        dtype=dtype,
-        kernel_initializer=keras.initializers.TruncatedNormal(stddev=config.initializer_range),
-    )
-
-
-def _norm(config: BertConfig, settings: ModernBertSettings, name: str, dtype) -> LayerNorm:
-    return LayerNorm(
-        epsilon=config.layer_norm_eps, center=settings.norm_bias, name=name, dtype=dtype
-    )
+def _norm(config: BertConfig, name: str, dtype) -> keras.layers.Layer:
+    """The family's layer norm: with a bias only when its settings' `norm_bias` says so."""
+    return layer_norm(config, name, dtype, bias=settings_of(config).norm_bias)
 
 
 def _rotate(x: tf.Tensor, cos: tf.Tensor, sin: tf.Tensor) -> tf.Tensor:
@@ -135,19 +127,21 @@ class ModernBertLayer(keras.layers.Layer):
         self.head_size = config.head_size
         self.is_global = settings.is_global(index)
         # Hugging Face's layer 0 has no attention norm: the embeddings' norm precedes it.
-        self.attention_norm = (
-            None if index == 0 else _norm(config, settings, "attention_layer_norm", dtype)
+        self.attention_norm = None if index == 0 else _norm(config, "attention_layer_norm", dtype)
+        self.qkv = dense(
+            3 * config.hidden_size, config, "qkv", dtype, use_bias=settings.attention_bias
         )
-        self.qkv = _dense(3 * config.hidden_size, config, "qkv", dtype, settings.attention_bias)
-        self.attention_output = _dense(
-            config.hidden_size, config, "attention_output", dtype, settings.attention_bias
+        self.attention_output = dense(
+            config.hidden_size, config, "attention_output", dtype, use_bias=settings.attention_bias
         )
-        self.mlp_norm = _norm(config, settings, "mlp_layer_norm", dtype)
-        self.mlp_input = _dense(
-            2 * config.intermediate_size, config, "mlp_input", dtype, settings.mlp_bias
+        self.mlp_norm = _norm(config, "mlp_layer_norm", dtype)
+        self.mlp_input = dense(
+            2 * config.intermediate_size, config, "mlp_input", dtype, use_bias=settings.mlp_bias
         )
-        self.mlp_output = _dense(config.hidden_size, config, "mlp_output", dtype, settings.mlp_bias)
-        self.activation = _feed_forward_activation(config.hidden_act)
+        self.mlp_output = dense(
+            config.hidden_size, config, "mlp_output", dtype, use_bias=settings.mlp_bias
+        )
+        self.activation = feed_forward_activation(config.hidden_act)
         rate = config.attention_probs_dropout_prob
         self.probs_dropout = Dropout(rate, dtype=dtype)
         self.attention_dropout = Dropout(rate, dtype=dtype)
@@ -166,7 +160,7 @@ class ModernBertLayer(keras.layers.Layer):
         """`x`: [batch * seq, hidden], one row per token; `attention_bias` [batch, 1, 1, seq];
         `context`: `EncoderParts.context`'s `Context`. `cls_only`: compute each example's first
         token alone ([batch, hidden]), attending over every token as usual."""
-        batch_size, length = _size(attention_bias, 0), _size(attention_bias, -1)
+        batch_size, length = size(attention_bias, 0), size(attention_bias, -1)
         normed = x if self.attention_norm is None else self.attention_norm(x)
         # Wqkv's outputs are [3, heads, head_size]: all queries, then all keys, then all values.
         qkv = tf.reshape(self.qkv(normed), [batch_size, length, 3, self.num_heads, self.head_size])
@@ -180,7 +174,7 @@ class ModernBertLayer(keras.layers.Layer):
         if cls_only:
             q, bias = q[:, :, :1], bias[..., :1, :]
             q = _rotate(q, cos[:1], sin[:1])
-            residual = _per_example(x, attention_bias)[:, 0]
+            residual = per_example(x, attention_bias)[:, 0]
         else:
             q = _rotate(q, cos, sin)
         k = _rotate(k, cos, sin)
@@ -197,16 +191,16 @@ class ModernBertLayer(keras.layers.Layer):
     def named_variables(self) -> dict[str, keras.Variable]:
         """The layer's weights under their canonical names (below `layer_<i>/`)."""
         named = {}
-        for name, dense in (
+        for name, layer in (
             ("attention/qkv", self.qkv),
             ("attention/output", self.attention_output),
             ("mlp/input", self.mlp_input),
             ("mlp/output", self.mlp_output),
         ):
-            named |= _dense_variables(name, dense)
+            named |= dense_variables(name, layer)
         if self.attention_norm is not None:
-            named |= _norm_variables("attention/layer_norm", self.attention_norm)
-        named |= _norm_variables("mlp/layer_norm", self.mlp_norm)
+            named |= norm_variables("attention/layer_norm", self.attention_norm)
+        named |= norm_variables("mlp/layer_norm", self.mlp_norm)
         return named
 
 
@@ -231,7 +225,7 @@ class EncoderParts(keras.layers.Layer):
                 ("local", self.settings.local_rope_theta),
             )
         }
-        self.final_norm = _norm(config, self.settings, "final_norm", self.dtype_policy)
+        self.final_norm = _norm(config, "final_norm", self.dtype_policy)
 
     def build(self, input_shape=None):
         self.final_norm.build((None, self.hidden_size))
@@ -239,7 +233,7 @@ class EncoderParts(keras.layers.Layer):
 
     def context(self, inputs, training=False) -> Context:
         """The rotary angles and the sliding window's bias for this call's sequence length."""
-        length = _size(inputs[WORD_IDS], 1)
+        length = size(inputs[WORD_IDS], 1)
         positions = tf.cast(tf.range(length), tf.float32)[:, tf.newaxis]
         rotary = {}
         for name, inverse in self.inverse_frequencies.items():
@@ -257,4 +251,9 @@ class EncoderParts(keras.layers.Layer):
         return self.final_norm(x)
 
     def named_variables(self) -> dict[str, keras.Variable]:
-        return _norm_variables("encoder/final_norm", self.final_norm)
+        return norm_variables("encoder/final_norm", self.final_norm)
+
+
+LAYERS = FamilyLayers(
+    ModernBertLayer, parts=EncoderParts, norm_bias=lambda config: settings_of(config).norm_bias
+)

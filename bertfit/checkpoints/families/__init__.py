@@ -15,60 +15,36 @@ Examples:
 
 from __future__ import annotations
 
-import dataclasses
-import importlib
-from collections.abc import Callable
 from pathlib import Path
 
-from bertfit.checkpoints.names import Source
+from bertfit.checkpoints.families import (
+    albert,
+    bert,
+    deberta,
+    distilbert,
+    electra,
+    modernbert,
+    roberta,
+)
+from bertfit.checkpoints.families.family import Family
 from bertfit.errors import CheckpointError
-from bertfit.model.config import BertConfig
 
+# Every family bertfit loads from Hugging Face directories, in the order messages name them; one
+# module per family (docs/adding_a_family.md).
+FAMILIES: tuple[Family, ...] = (
+    bert.FAMILY,
+    electra.FAMILY,
+    distilbert.FAMILY,
+    albert.FAMILY,
+    *roberta.FAMILIES,
+    modernbert.FAMILY,
+    deberta.FAMILY,
+)
 
-@dataclasses.dataclass(frozen=True)
-class Family:
-    """One encoder family as Hugging Face stores it.
-
-    Args:
-        name: the family's name as people write it ("RoBERTa").
-        model_types: the `model_type` values of its `config.json`.
-        tokenizer: the kind of tokenizer its checkpoints ship ("wordpiece", "sentencepiece",
-            "bpe"), to warn of another model's tokenizer files beside its weights.
-        hf_class: the prefix of its transformers classes ("Roberta" in `RobertaModel`,
-            `RobertaForSequenceClassification`), read from `architectures` when a config.json
-            has no `model_type`.
-        read_config: `config.json`'s dict → `BertConfig`.
-        table: the `BertConfig` → canonical name → `Source` in the state dict (without prefix).
-        prefixes: what task models put before the encoder's keys ("roberta.").
-        ignored: state-dict key prefixes that are known not to be encoder weights (heads).
-        optional: canonical names a checkpoint may lack (left as initialised, and reported).
-    """
-
-    name: str
-    model_types: tuple[str, ...]
-    tokenizer: str
-    hf_class: str
-    read_config: Callable[[dict], BertConfig]
-    table: Callable[[BertConfig], dict[str, Source]]
-    prefixes: tuple[str, ...]
-    ignored: tuple[str, ...] = ()
-    optional: tuple[str, ...] = ("pooler/kernel", "pooler/bias")
-
-
-# One module per family, each with a `FAMILY` (or `FAMILIES`).
-_MODULES = ("bert", "electra", "distilbert", "albert", "roberta", "modernbert", "deberta")
-
-
-def _load() -> dict[str, Family]:
-    by_type = {}
-    for module_name in _MODULES:
-        module = importlib.import_module(f"{__name__}.{module_name}")
-        for family in getattr(module, "FAMILIES", None) or (module.FAMILY,):
-            by_type |= dict.fromkeys(family.model_types, family)
-    return by_type
-
-
-SUPPORTED: dict[str, Family] = _load()
+# model_type -> its family.
+SUPPORTED: dict[str, Family] = {
+    model_type: family for family in FAMILIES for model_type in family.model_types
+}
 
 
 def supported_names() -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bertfit.checkpoints.families import Family
+from bertfit.checkpoints.families.family import Family
 from bertfit.checkpoints.names import HF_IGNORED_PREFIXES, hf_table
 from bertfit.model.config import BertConfig
 

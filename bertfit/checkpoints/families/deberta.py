@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from bertfit.checkpoints.families import Family
-from bertfit.checkpoints.names import Source, _hf_norm, _transposed
+from bertfit.checkpoints.families.family import Family
+from bertfit.checkpoints.names import Source, hf_norm, transposed
 from bertfit.errors import CheckpointError
 from bertfit.model.config import BertConfig
 from bertfit.model.deberta import DebertaSettings
@@ -108,7 +108,7 @@ def table(config: BertConfig) -> dict[str, Source]:
         tables.append("token_type_embeddings")
     names = {f"embeddings/{e}": Source((f"embeddings.{e}.weight",)) for e in tables}
     for p in ("gamma", "beta"):
-        names[f"embeddings/layer_norm/{p}"] = _hf_norm("embeddings.LayerNorm", p)
+        names[f"embeddings/layer_norm/{p}"] = hf_norm("embeddings.LayerNorm", p)
     terms = settings.pos_att_type if settings.relative_attention else ()
     dense = dict(_DENSE)
     if settings.share_att_key or "c2p" not in terms:
@@ -118,21 +118,21 @@ def table(config: BertConfig) -> dict[str, Source]:
     for i in range(config.num_hidden_layers):
         layer = f"encoder.layer.{i}"
         for ours, theirs in dense.items():
-            names[f"layer_{i}/{ours}/kernel"] = _transposed(f"{layer}.{theirs}.weight")
+            names[f"layer_{i}/{ours}/kernel"] = transposed(f"{layer}.{theirs}.weight")
             names[f"layer_{i}/{ours}/bias"] = Source((f"{layer}.{theirs}.bias",))
         for ours, theirs in _NORMS.items():
             for p in ("gamma", "beta"):
-                names[f"layer_{i}/{ours}/{p}"] = _hf_norm(f"{layer}.{theirs}", p)
+                names[f"layer_{i}/{ours}/{p}"] = hf_norm(f"{layer}.{theirs}", p)
     if settings.conv_kernel_size > 0:
         names["layer_0/conv/kernel"] = _conv_kernel("encoder.conv.conv.weight")
         names["layer_0/conv/bias"] = Source(("encoder.conv.conv.bias",))
         for p in ("gamma", "beta"):
-            names[f"layer_0/conv/layer_norm/{p}"] = _hf_norm("encoder.conv.LayerNorm", p)
+            names[f"layer_0/conv/layer_norm/{p}"] = hf_norm("encoder.conv.LayerNorm", p)
     if settings.relative_attention:
         names["encoder/relative_embeddings"] = Source(("encoder.rel_embeddings.weight",))
         if settings.norm_rel_ebd:
             for p in ("gamma", "beta"):
-                names[f"encoder/relative_layer_norm/{p}"] = _hf_norm("encoder.LayerNorm", p)
+                names[f"encoder/relative_layer_norm/{p}"] = hf_norm("encoder.LayerNorm", p)
     return names
 
 

@@ -3,8 +3,8 @@ keys, no token types, no pooler."""
 
 from __future__ import annotations
 
-from bertfit.checkpoints.families import Family
-from bertfit.checkpoints.names import Source, _hf_norm, _transposed
+from bertfit.checkpoints.families.family import Family
+from bertfit.checkpoints.names import Source, hf_norm, transposed
 from bertfit.model.config import BertConfig
 
 _DENSE = {
@@ -44,15 +44,15 @@ def table(config: BertConfig) -> dict[str, Source]:
         for e in ("word_embeddings", "position_embeddings")
     }
     for p in ("gamma", "beta"):
-        names[f"embeddings/layer_norm/{p}"] = _hf_norm("embeddings.LayerNorm", p)
+        names[f"embeddings/layer_norm/{p}"] = hf_norm("embeddings.LayerNorm", p)
     for i in range(config.num_hidden_layers):
         layer = f"transformer.layer.{i}"
         for ours, theirs in _DENSE.items():
-            names[f"layer_{i}/{ours}/kernel"] = _transposed(f"{layer}.{theirs}.weight")
+            names[f"layer_{i}/{ours}/kernel"] = transposed(f"{layer}.{theirs}.weight")
             names[f"layer_{i}/{ours}/bias"] = Source((f"{layer}.{theirs}.bias",))
         for ours, theirs in _NORMS.items():
             for p in ("gamma", "beta"):
-                names[f"layer_{i}/{ours}/{p}"] = _hf_norm(f"{layer}.{theirs}", p)
+                names[f"layer_{i}/{ours}/{p}"] = hf_norm(f"{layer}.{theirs}", p)
     return names
 
 

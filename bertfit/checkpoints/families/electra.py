@@ -3,8 +3,8 @@ projected to the hidden size (`embeddings_project`), no pooler."""
 
 from __future__ import annotations
 
-from bertfit.checkpoints.families import Family
-from bertfit.checkpoints.names import HF_IGNORED_PREFIXES, Source, _transposed, hf_table
+from bertfit.checkpoints.families.family import Family
+from bertfit.checkpoints.names import HF_IGNORED_PREFIXES, Source, hf_table, transposed
 from bertfit.model.config import BertConfig
 
 
@@ -23,7 +23,7 @@ def read_config(values: dict) -> BertConfig:
 def table(config: BertConfig) -> dict[str, Source]:
     names = {k: v for k, v in hf_table(config.num_hidden_layers).items() if "pooler" not in k}
     if config.embedding_size is not None:
-        names["embeddings/projection/kernel"] = _transposed("embeddings_project.weight")
+        names["embeddings/projection/kernel"] = transposed("embeddings_project.weight")
         names["embeddings/projection/bias"] = Source(("embeddings_project.bias",))
     return names
 

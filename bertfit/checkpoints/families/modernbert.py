@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from bertfit.checkpoints.families import Family
-from bertfit.checkpoints.names import Source, _transposed
+from bertfit.checkpoints.families.family import Family
+from bertfit.checkpoints.names import Source, transposed
 from bertfit.errors import CheckpointError
 from bertfit.model.config import BertConfig
 from bertfit.model.modernbert import ModernBertSettings
@@ -96,7 +96,7 @@ def _norm(prefix: str) -> dict[str, Source]:
 
 
 def _dense(prefix: str) -> dict[str, Source]:
-    return {"kernel": _transposed(f"{prefix}.weight"), "bias": Source((f"{prefix}.bias",))}
+    return {"kernel": transposed(f"{prefix}.weight"), "bias": Source((f"{prefix}.bias",))}
 
 
 def table(config: BertConfig) -> dict[str, Source]:

@@ -3,7 +3,7 @@ that start after the padding index (`padding_idx + 1`), one token type."""
 
 from __future__ import annotations
 
-from bertfit.checkpoints.families import Family
+from bertfit.checkpoints.families.family import Family
 from bertfit.checkpoints.names import HF_IGNORED_PREFIXES, hf_table
 from bertfit.model.config import BertConfig
 

@@ -1,0 +1,251 @@
+"""The family kit: the blocks every encoder family's layers are built from, and the contract a
+family's layers keep with `BertEncoder`.
+
+`BertEncoder` (`model/encoder.py`) is BERT's embeddings, a stack of layers, an optional pooler.
+A family whose layers differ from BERT's (DeBERTa-v3: `model/deberta.py`, ModernBERT:
+`model/modernbert.py`) writes its own layer class from these blocks and registers it, as a
+`FamilyLayers`, in `encoder.FAMILY_LAYERS` under its `model_type`; docs/adding_a_family.md walks
+through adding one. The blocks import nothing from the encoder or the families, so every family
+imports them without a cycle.
+
+The layer contract
+------------------
+A family's layer class (`FamilyLayers.layer`):
+
+- is built as `layer_class(config, name="layer_<i>", dtype=policy, index=i)`: `config` the
+  `BertConfig` (the family's own settings in `config.variant`), `index` its place in the stack
+  (ALBERT-style shared layers are built once, as `layer_0`). `build()` with no argument creates
+  every weight: the encoder builds before it ever sees an input.
+- is called as `layer(x, attention_bias, training=, cls_only=, context=)` and returns its output
+  in the same layout as `x`:
+  - `x`: the hidden states as token rows, [batch * seq, hidden], in the compute dtype
+    (`per_example` views them as [batch, seq, hidden]);
+  - `attention_bias`: [batch, 1, 1, seq], float32, 0 where a key is a real token and -1e9 where it
+    is padding, added to the attention logits before the softmax;
+  - `cls_only`: only when the class says `supports_cls_only = True`: compute each example's first
+    token alone and return [batch, hidden] (the encoder asks this of its last layer when only the
+    pooled vector is wanted);
+  - `context`: what `FamilyLayers.parts.context` returned for this call (None without parts).
+- runs its matrix products in the compute dtype and its layer norms (`layer_norm`, a float32
+  computation) and softmax in float32 under a mixed dtype policy;
+- names its weights with `named_variables()`: canonical name (below `layer_<i>/`) -> variable.
+  These names are the keys of the family's name table in `checkpoints/families/<family>.py`,
+  which maps each to the tensor name of the family's checkpoints; reuse BERT's names
+  ("attention/query", "intermediate", "output/layer_norm", ...) where a weight is BERT's.
+
+A family's parts outside the layers (`FamilyLayers.parts`, optional: DeBERTa's relative position
+table, ModernBERT's final norm) are one layer built as `parts_class(config, name="encoder_parts",
+dtype=policy)` with `build()`, `context(inputs, training=)` (once per call, before the layers;
+`inputs` the dict of `model.inputs` names), `finish(x)` (the last layer's rows -> the encoder's
+output rows) and `named_variables()` (names under `encoder/`).
+
+Keras' object paths (attribute names) and layer names decide the names of the variables in
+saved runs, checkpoints and exports: once a family has shipped, they do not change.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from collections.abc import Callable
+
+import keras
+import tensorflow as tf
+
+from bertfit.model.config import ACTIVATIONS, BertConfig
+from bertfit.model.layers import Dropout, LayerNorm, gelu, gelu_tanh
+
+# Hugging Face's names of GELU's tanh approximation (`ACTIVATIONS`).
+TANH_GELUS = ("gelu_new", "gelu_pytorch_tanh", "gelu_fast")
+
+
+def _bias_always(config: BertConfig) -> bool:
+    return True
+
+
+@dataclasses.dataclass(frozen=True)
+class FamilyLayers:
+    """What a family puts into `BertEncoder` besides BERT's embeddings and pooler.
+
+    Args:
+        layer: the layer class, one instance per layer (see the layer contract above).
+        parts: the class of the family's weights and per-call work outside its layers, or None.
+        norm_bias: whether the family's layer norms have a bias, read from the config; the
+            embeddings' norm follows it (ModernBERT's norms have none by default).
+    """
+
+    layer: type[keras.layers.Layer]
+    parts: type[keras.layers.Layer] | None = None
+    norm_bias: Callable[[BertConfig], bool] = _bias_always
+
+
+def activation(name: str):
+    """The function a checkpoint's `hidden_act` names (see `model.config.ACTIVATIONS`).
+
+    Examples:
+    >>> round(float(activation("gelu_new")(tf.constant(1.0))), 4)  # GELU's tanh approximation
+    0.8412
+    """
+    function, arguments = ACTIVATIONS[name]
+    return functools.partial(getattr(keras.activations, function), **arguments)
+
+
+def feed_forward_activation(name: str):
+    """`activation(name)`, with the GELUs as `layers.gelu` (erf form) and `layers.gelu_tanh`
+    (tanh form), whose gradients are written out (fewer graph ops to train).
+
+    Examples:
+    >>> feed_forward_activation("gelu_new") is gelu_tanh
+    True
+    """
+    if name == "gelu":
+        return gelu
+    return gelu_tanh if name in TANH_GELUS else activation(name)
+
+
+def dense(
+    units: int,
+    config: BertConfig,
+    name: str,
+    dtype,
+    activation=None,
+    use_bias: bool = True,
+) -> keras.layers.Dense:
+    """A Dense layer initialised as the family's checkpoints were (truncated normal of
+    `initializer_range`). Call it on token rows: on a 3-D input Keras multiplies through
+    `tf.tensordot`, whose shape arithmetic costs many graph ops.
+
+    Examples:
+    >>> config = BertConfig(hidden_size=8, num_attention_heads=2)
+    >>> layer = dense(4, config, "intermediate", "float32", use_bias=False)
+    >>> layer.build((None, 8)); [w.name for w in layer.weights]
+    ['kernel']
+    """
+    return keras.layers.Dense(
+        units,
+        activation=activation,
+        use_bias=use_bias,
+        name=name,
+        dtype=dtype,
+        kernel_initializer=keras.initializers.TruncatedNormal(stddev=config.initializer_range),
+    )
+
+
+def embedding(
+    rows: int, width: int, config: BertConfig, name: str, dtype
+) -> keras.layers.Embedding:
+    """An embedding table of `rows` x `width`, initialised as `dense`'s kernels."""
+    return keras.layers.Embedding(
+        rows,
+        width,
+        embeddings_initializer=keras.initializers.TruncatedNormal(stddev=config.initializer_range),
+        name=name,
+        dtype=dtype,
+    )
+
+
+def layer_norm(config: BertConfig, name: str, dtype, bias: bool = True) -> LayerNorm:
+    """A layer norm over the last axis with the config's epsilon, computed in float32 whatever
+    the compute dtype (as Keras' LayerNormalization); `bias=False`: no beta (ModernBERT).
+
+    Examples:
+    >>> norm = layer_norm(BertConfig(hidden_size=8, num_attention_heads=2), "ln", "float32",
+    ...                   bias=False)
+    >>> norm.build((None, 8)); [w.name for w in norm.weights]
+    ['gamma']
+    """
+    return LayerNorm(epsilon=config.layer_norm_eps, center=bias, name=name, dtype=dtype)
+
+
+def dense_variables(name: str, layer) -> dict[str, keras.Variable]:
+    """A Dense (or Conv1D) layer's weights under `name/kernel` and `name/bias` (if it has one),
+    for `named_variables`."""
+    named = {f"{name}/kernel": layer.kernel}
+    if layer.bias is not None:
+        named[f"{name}/bias"] = layer.bias
+    return named
+
+
+def norm_variables(name: str, norm: LayerNorm) -> dict[str, keras.Variable]:
+    """A layer norm's weights under `name/gamma` and `name/beta` (if it has one)."""
+    named = {f"{name}/gamma": norm.gamma}
+    if norm.beta is not None:
+        named[f"{name}/beta"] = norm.beta
+    return named
+
+
+def size(tensor, axis: int):
+    """The size of `tensor` along `axis`: a Python int when static (XLA's shapes), else a
+    scalar tensor.
+
+    Examples:
+    >>> size(tf.zeros([2, 3]), 1)
+    3
+    """
+    return tensor.shape[axis] or tf.shape(tensor)[axis]
+
+
+def per_example(rows, attention_bias):
+    """The token rows [batch * seq, hidden] as [batch, seq, hidden], seq taken from the
+    [batch, 1, 1, seq] attention bias.
+
+    Examples:
+    >>> per_example(tf.zeros([6, 4]), tf.zeros([2, 1, 1, 3])).shape
+    TensorShape([2, 3, 4])
+    """
+    return tf.reshape(rows, [-1, size(attention_bias, -1), rows.shape[-1]])
+
+
+def split_heads(rows, batch_size, num_heads: int, head_size: int):
+    """Token rows [batch * seq, heads * head_size] as [batch, heads, seq, head_size].
+
+    Examples:
+    >>> split_heads(tf.zeros([6, 8]), 2, num_heads=4, head_size=2).shape
+    TensorShape([2, 4, 3, 2])
+    """
+    per_head = tf.reshape(rows, [batch_size, -1, num_heads, head_size])
+    return tf.transpose(per_head, [0, 2, 1, 3])
+
+
+class SelfAttention(keras.layers.Layer):
+    """BERT's multi-head self-attention (query, key and value projections; the output projection
+    is the layer's) with an additive padding mask; softmax in float32."""
+
+    def __init__(self, config: BertConfig, **kwargs):
+        super().__init__(**kwargs)
+        self.num_heads = config.num_attention_heads
+        self.head_size = config.head_size
+        self.hidden_size = config.hidden_size
+        self.query = dense(config.hidden_size, config, "query", self.dtype_policy)
+        self.key = dense(config.hidden_size, config, "key", self.dtype_policy)
+        self.value = dense(config.hidden_size, config, "value", self.dtype_policy)
+        self.dropout = Dropout(config.attention_probs_dropout_prob, dtype=self.dtype_policy)
+
+    def build(self, input_shape=None):
+        for layer in (self.query, self.key, self.value):
+            layer.build((None, self.hidden_size))
+        self.built = True
+
+    def _heads(self, rows, batch_size):
+        return split_heads(rows, batch_size, self.num_heads, self.head_size)
+
+    def call(self, x, attention_bias, training=False, queries=None):
+        """`x`: the token rows [batch * seq, hidden]. `queries`: the rows that attend, the
+        same number per example (default: all of `x`); keys and values are always every row
+        of `x`. Returns one row per query."""
+        queries = x if queries is None else queries
+        batch_size = size(attention_bias, 0)
+        # Batched matrix products on [batch, heads, seq, head_size]: tf.einsum transposes the
+        # same way inside, yet a training or inference step took ~4% longer with it (2-core CPU).
+        q = self._heads(self.query(queries), batch_size)
+        k = self._heads(self.key(x), batch_size)
+        v = self._heads(self.value(x), batch_size)
+        scores = tf.matmul(q, k, transpose_b=True) * (1.0 / math.sqrt(self.head_size))
+        # Keras casts float arguments to the compute dtype; the bias is 0 or -1e9, so that is exact
+        # enough, and the softmax itself runs in float32.
+        logits = tf.cast(scores, tf.float32) + tf.cast(attention_bias, tf.float32)
+        probs = tf.nn.softmax(logits, axis=-1)
+        probs = self.dropout(tf.cast(probs, x.dtype), training=training)
+        context = tf.transpose(tf.matmul(probs, v), [0, 2, 1, 3])  # [batch, seq, heads, size]
+        return tf.reshape(context, [-1, self.hidden_size])
