@@ -1,12 +1,13 @@
 """The family kit: the blocks every encoder family's layers are built from, and the contract a
 family's layers keep with `BertEncoder`.
 
-`BertEncoder` (`model/encoder.py`) is BERT's embeddings, a stack of layers, an optional pooler.
-A family whose layers differ from BERT's (DeBERTa-v3: `model/deberta.py`, ModernBERT:
-`model/modernbert.py`) writes its own layer class from these blocks and registers it, as a
-`FamilyLayers`, in `encoder.FAMILY_LAYERS` under its `model_type`; docs/adding_a_family.md walks
-through adding one. The blocks import nothing from the encoder or the families, so every family
-imports them without a cycle.
+`BertEncoder` (`model/encoder.py`) is BERT's embeddings, a stack of layers and an optional
+pooler. BERT, ELECTRA, DistilBERT, ALBERT and RoBERTa use BERT's layer (`TransformerLayer`); a
+family whose layers differ (DeBERTa-v3: `model/deberta.py`, ModernBERT: `model/modernbert.py`)
+writes its own layer class from these blocks, describes it as a `FamilyLayers` and registers it
+in `encoder.FAMILY_LAYERS` under its `model_type`. docs/adding_a_family.md walks through adding
+one. The blocks import nothing from the encoder or the families, so every family imports them
+without a cycle.
 
 The layer contract
 ------------------
@@ -14,33 +15,32 @@ A family's layer class (`FamilyLayers.layer`):
 
 - is built as `layer_class(config, name="layer_<i>", dtype=policy, index=i)`: `config` the
   `BertConfig` (the family's own settings in `config.variant`), `index` its place in the stack
-  (ALBERT-style shared layers are built once, as `layer_0`). `build()` with no argument creates
-  every weight: the encoder builds before it ever sees an input.
+  (ALBERT's shared layer is built once, as `layer_0`). `build()` with no argument creates every
+  weight: the encoder is built before it sees an input.
 - is called as `layer(x, attention_bias, training=, cls_only=, context=)` and returns its output
-  in the same layout as `x`:
+  rows:
   - `x`: the hidden states as token rows, [batch * seq, hidden], in the compute dtype
-    (`per_example` views them as [batch, seq, hidden]);
-  - `attention_bias`: [batch, 1, 1, seq], float32, 0 where a key is a real token and -1e9 where it
-    is padding, added to the attention logits before the softmax;
-  - `cls_only`: only when the class says `supports_cls_only = True`: compute each example's first
-    token alone and return [batch, hidden] (the encoder asks this of its last layer when only the
-    pooled vector is wanted);
-  - `context`: what `FamilyLayers.parts.context` returned for this call (None without parts).
-- runs its matrix products in the compute dtype and its layer norms (`layer_norm`, a float32
-  computation) and softmax in float32 under a mixed dtype policy;
-- names its weights with `named_variables()`: canonical name (below `layer_<i>/`) -> variable.
-  These names are the keys of the family's name table in `checkpoints/families/<family>.py`,
-  which maps each to the tensor name of the family's checkpoints; reuse BERT's names
-  ("attention/query", "intermediate", "output/layer_norm", ...) where a weight is BERT's.
+    (`per_example` views them as [batch, seq, hidden]); on rows a Dense is one matrix product;
+  - `attention_bias`: [batch, 1, 1, seq], float32: 0 where the key is a token, -1e9 where it is
+    padding, added to the attention logits before the softmax;
+  - `cls_only` (asked only of a class with `supports_cls_only = True`, of the last layer, when
+    the pooled vector alone is wanted): return each example's first token alone, [batch, hidden];
+  - `context`: what the family's parts' `context` returned for this call (None without parts).
+- runs its matrix products in the compute dtype, and its layer norms (`layer_norm`) and softmax
+  in float32, under a mixed dtype policy;
+- names its weights in `named_variables()`: canonical name (below `layer_<i>/`) -> variable.
+  These names are the keys of the family's name table (`checkpoints/families/<family>.py`), which
+  maps each to its tensor in the family's checkpoints; a weight that is BERT's keeps BERT's name
+  ("attention/query", "intermediate", "output/layer_norm", ...).
 
-A family's parts outside the layers (`FamilyLayers.parts`, optional: DeBERTa's relative position
-table, ModernBERT's final norm) are one layer built as `parts_class(config, name="encoder_parts",
-dtype=policy)` with `build()`, `context(inputs, training=)` (once per call, before the layers;
-`inputs` the dict of `model.inputs` names), `finish(x)` (the last layer's rows -> the encoder's
-output rows) and `named_variables()` (names under `encoder/`).
+A family's parts outside its layers (`FamilyLayers.parts`, a `FamilyParts` subclass; DeBERTa's
+relative position table, ModernBERT's final norm) are built as `parts_class(config,
+name="encoder_parts", dtype=policy)`; `context(inputs, training=)` runs once per call before the
+layers (`inputs`: the dict of `model.inputs` names), `finish(x)` turns the last layer's rows
+into the encoder's output rows, and `named_variables()` names its weights below `encoder/`.
 
-Keras' object paths (attribute names) and layer names decide the names of the variables in
-saved runs, checkpoints and exports: once a family has shipped, they do not change.
+Keras' attribute names and layer names decide the names of the variables in saved runs,
+checkpoints and exports: once a family has shipped, they do not change.
 """
 
 from __future__ import annotations
@@ -70,13 +70,14 @@ class FamilyLayers:
 
     Args:
         layer: the layer class, one instance per layer (see the layer contract above).
-        parts: the class of the family's weights and per-call work outside its layers, or None.
+        parts: the family's weights and per-call work outside its layers (a `FamilyParts`
+            subclass), or None.
         norm_bias: whether the family's layer norms have a bias, read from the config; the
             embeddings' norm follows it (ModernBERT's norms have none by default).
     """
 
     layer: type[keras.layers.Layer]
-    parts: type[keras.layers.Layer] | None = None
+    parts: type[FamilyParts] | None = None
     norm_bias: Callable[[BertConfig], bool] = _bias_always
 
 
@@ -230,10 +231,17 @@ class SelfAttention(keras.layers.Layer):
     def _heads(self, rows, batch_size):
         return split_heads(rows, batch_size, self.num_heads, self.head_size)
 
-    def call(self, x, attention_bias, training=False, queries=None):
+    def position(self, q, k, context):
+        """The queries and keys [batch, heads, seq, head_size] with their positions applied:
+        as they are here (BERT's positions are added to its embeddings); a family with
+        relative positions (rotary ones, say) overrides this."""
+        return q, k
+
+    def call(self, x, attention_bias, training=False, queries=None, context=None):
         """`x`: the token rows [batch * seq, hidden]. `queries`: the rows that attend, the
         same number per example (default: all of `x`); keys and values are always every row
-        of `x`. Returns one row per query."""
+        of `x`. `context`: the encoder's per-call context, for `position`. Returns one row per
+        query."""
         queries = x if queries is None else queries
         batch_size = size(attention_bias, 0)
         # Batched matrix products on [batch, heads, seq, head_size]: tf.einsum transposes the
@@ -241,6 +249,7 @@ class SelfAttention(keras.layers.Layer):
         q = self._heads(self.query(queries), batch_size)
         k = self._heads(self.key(x), batch_size)
         v = self._heads(self.value(x), batch_size)
+        q, k = self.position(q, k, context)
         scores = tf.matmul(q, k, transpose_b=True) * (1.0 / math.sqrt(self.head_size))
         # Keras casts float arguments to the compute dtype; the bias is 0 or -1e9, so that is exact
         # enough, and the softmax itself runs in float32.
@@ -249,3 +258,96 @@ class SelfAttention(keras.layers.Layer):
         probs = self.dropout(tf.cast(probs, x.dtype), training=training)
         context = tf.transpose(tf.matmul(probs, v), [0, 2, 1, 3])  # [batch, seq, heads, size]
         return tf.reshape(context, [-1, self.hidden_size])
+
+
+class TransformerLayer(keras.layers.Layer):
+    """One post-LayerNorm BERT layer: attention, add & norm, feed-forward, add & norm.
+
+    A family whose layer is BERT's but for its attention subclasses it with another
+    `attention_class` (a `SelfAttention` subclass); one that cannot compute a lone first token
+    (`cls_only`) sets `supports_cls_only = False`."""
+
+    attention_class = SelfAttention
+    supports_cls_only = True
+
+    def __init__(self, config: BertConfig, index: int = 0, **kwargs):
+        super().__init__(**kwargs)
+        self.hidden_size = config.hidden_size
+        self.intermediate_size = config.intermediate_size
+        self.attention = self.attention_class(config, name="attention", dtype=self.dtype_policy)
+        self.attention_output = dense(
+            config.hidden_size, config, "attention_output", self.dtype_policy
+        )
+        self.attention_layer_norm = layer_norm(config, "attention_layer_norm", self.dtype_policy)
+        self.intermediate = dense(
+            config.intermediate_size,
+            config,
+            "intermediate",
+            self.dtype_policy,
+            feed_forward_activation(config.hidden_act),
+        )
+        self.output_dense = dense(config.hidden_size, config, "output", self.dtype_policy)
+        self.output_layer_norm = layer_norm(config, "output_layer_norm", self.dtype_policy)
+        self.dropout = Dropout(config.hidden_dropout_prob, dtype=self.dtype_policy)
+
+    def build(self, input_shape=None):
+        hidden = (None, self.hidden_size)
+        self.attention.build(hidden)
+        self.attention_output.build(hidden)
+        self.attention_layer_norm.build(hidden)
+        self.intermediate.build(hidden)
+        self.output_dense.build((None, self.intermediate_size))
+        self.output_layer_norm.build(hidden)
+        self.built = True
+
+    def call(self, x, attention_bias, training=False, cls_only=False, context=None):
+        """`x`: [batch * seq, hidden], one row per token. `cls_only`: compute the output at
+        each example's first token alone ([batch, hidden]), attending over every token as
+        usual: the same numbers as those rows of the full output, for less work."""
+        queries = per_example(x, attention_bias)[:, 0] if cls_only else x
+        attended = self.attention(
+            x, attention_bias, training=training, queries=queries, context=context
+        )
+        attended = self.attention_output(attended)
+        x = self.attention_layer_norm(queries + self.dropout(attended, training=training))
+        feed_forward = self.output_dense(self.intermediate(x))
+        return self.output_layer_norm(x + self.dropout(feed_forward, training=training))
+
+    def named_variables(self) -> dict[str, keras.Variable]:
+        """The layer's weights under their canonical names (below `layer_<i>/`)."""
+        named = {}
+        for name, layer in (
+            ("attention/query", self.attention.query),
+            ("attention/key", self.attention.key),
+            ("attention/value", self.attention.value),
+            ("attention/output", self.attention_output),
+            ("intermediate", self.intermediate),
+            ("output", self.output_dense),
+        ):
+            named |= dense_variables(name, layer)
+        named |= norm_variables("attention/layer_norm", self.attention_layer_norm)
+        named |= norm_variables("output/layer_norm", self.output_layer_norm)
+        return named
+
+
+class FamilyParts(keras.layers.Layer):
+    """The base of a family's parts outside its layers (`FamilyLayers.parts`): no weights, no
+    per-call context, the last layer's rows unchanged. A family overrides what it needs."""
+
+    def __init__(self, config: BertConfig, **kwargs):
+        super().__init__(**kwargs)
+
+    def build(self, input_shape=None):
+        self.built = True
+
+    def context(self, inputs: dict, training=False):
+        """What every layer of this call gets as `context` (once per call, before the layers)."""
+        return None
+
+    def finish(self, x):
+        """The encoder's output rows from the last layer's."""
+        return x
+
+    def named_variables(self) -> dict[str, keras.Variable]:
+        """The parts' weights under their canonical names (below `encoder/`)."""
+        return {}

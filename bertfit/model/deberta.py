@@ -35,6 +35,7 @@ from bertfit.errors import CheckpointError
 from bertfit.model.blocks import (
     Dropout,
     FamilyLayers,
+    FamilyParts,
     dense,
     dense_variables,
     embedding,
@@ -138,12 +139,12 @@ def relative_buckets(distance: tf.Tensor, buckets: int, max_position: int) -> tf
     return tf.where(magnitude <= mid, distance, log_position * sign)
 
 
-class EncoderParts(keras.layers.Layer):
+class EncoderParts(FamilyParts):
     """The relative position table and its LayerNorm, shared by every layer; `context` hands
     the layers the (normalised) table and the gather indices for this sequence length."""
 
     def __init__(self, config: BertConfig, **kwargs):
-        super().__init__(**kwargs)
+        super().__init__(config, **kwargs)
         self.settings = DebertaSettings(**config.variant)
         self.hidden_size = config.hidden_size
         relative = self.settings.relative_attention
@@ -195,9 +196,6 @@ class EncoderParts(keras.layers.Layer):
             "c2p_index": c2p + positions[:, tf.newaxis] * width,
             "p2c_index": p2c + positions[tf.newaxis, :] * width,
         }
-
-    def finish(self, x):
-        return x
 
     def named_variables(self) -> dict[str, keras.Variable]:
         named = {}

@@ -22,11 +22,10 @@ from bertfit.errors import InputFormatError
 from bertfit.model import deberta, modernbert
 from bertfit.model.blocks import (
     FamilyLayers,
-    SelfAttention,
+    TransformerLayer,
     dense,
     dense_variables,
     embedding,
-    feed_forward_activation,
     layer_norm,
     norm_variables,
     per_example,
@@ -110,69 +109,6 @@ class BertEmbeddings(keras.layers.Layer):
         named |= norm_variables("layer_norm", self.layer_norm)
         if self.projection is not None:
             named |= dense_variables("projection", self.projection)
-        return named
-
-
-class TransformerLayer(keras.layers.Layer):
-    """One post-LayerNorm BERT layer: attention, add & norm, feed-forward, add & norm."""
-
-    def __init__(self, config: BertConfig, index: int = 0, **kwargs):
-        super().__init__(**kwargs)
-        self.hidden_size = config.hidden_size
-        self.intermediate_size = config.intermediate_size
-        self.attention = SelfAttention(config, name="attention", dtype=self.dtype_policy)
-        self.attention_output = dense(
-            config.hidden_size, config, "attention_output", self.dtype_policy
-        )
-        self.attention_layer_norm = layer_norm(config, "attention_layer_norm", self.dtype_policy)
-        self.intermediate = dense(
-            config.intermediate_size,
-            config,
-            "intermediate",
-            self.dtype_policy,
-            feed_forward_activation(config.hidden_act),
-        )
-        self.output_dense = dense(config.hidden_size, config, "output", self.dtype_policy)
-        self.output_layer_norm = layer_norm(config, "output_layer_norm", self.dtype_policy)
-        self.dropout = Dropout(config.hidden_dropout_prob, dtype=self.dtype_policy)
-
-    def build(self, input_shape=None):
-        hidden = (None, self.hidden_size)
-        self.attention.build(hidden)
-        self.attention_output.build(hidden)
-        self.attention_layer_norm.build(hidden)
-        self.intermediate.build(hidden)
-        self.output_dense.build((None, self.intermediate_size))
-        self.output_layer_norm.build(hidden)
-        self.built = True
-
-    def call(self, x, attention_bias, training=False, cls_only=False, context=None):
-        """`x`: [batch * seq, hidden], one row per token. `cls_only`: compute the output at
-        each example's first token alone ([batch, hidden]), attending over every token as
-        usual: the same numbers as those rows of the full output, for less work."""
-        queries = per_example(x, attention_bias)[:, 0] if cls_only else x
-        attended = self.attention(x, attention_bias, training=training, queries=queries)
-        attended = self.attention_output(attended)
-        x = self.attention_layer_norm(queries + self.dropout(attended, training=training))
-        feed_forward = self.output_dense(self.intermediate(x))
-        return self.output_layer_norm(x + self.dropout(feed_forward, training=training))
-
-    supports_cls_only = True
-
-    def named_variables(self) -> dict[str, keras.Variable]:
-        """The layer's weights under their canonical names (below `layer_<i>/`)."""
-        named = {}
-        for name, layer in (
-            ("attention/query", self.attention.query),
-            ("attention/key", self.attention.key),
-            ("attention/value", self.attention.value),
-            ("attention/output", self.attention_output),
-            ("intermediate", self.intermediate),
-            ("output", self.output_dense),
-        ):
-            named |= dense_variables(name, layer)
-        named |= norm_variables("attention/layer_norm", self.attention_layer_norm)
-        named |= norm_variables("output/layer_norm", self.output_layer_norm)
         return named
 
 

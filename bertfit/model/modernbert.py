@@ -32,6 +32,7 @@ import tensorflow as tf
 from bertfit.model.blocks import (
     Dropout,
     FamilyLayers,
+    FamilyParts,
     dense,
     dense_variables,
     feed_forward_activation,
@@ -204,12 +205,12 @@ class ModernBertLayer(keras.layers.Layer):
         return named
 
 
-class EncoderParts(keras.layers.Layer):
+class EncoderParts(FamilyParts):
     """ModernBERT's parts outside its layers: the final norm, and per call the rotary angles
     (global and local base) and the sliding window's attention bias."""
 
     def __init__(self, config: BertConfig, **kwargs):
-        super().__init__(**kwargs)
+        super().__init__(config, **kwargs)
         self.settings = settings_of(config)
         self.hidden_size = config.hidden_size
         self.has_local = any(
