@@ -33,8 +33,8 @@ import numpy as np
 import tensorflow as tf
 
 from bertfit.checkpoints.names import tf2_variable_table
-from bertfit.model.config import BertConfig
 from bertfit.model.blocks import activation
+from bertfit.model.config import BertConfig
 from bertfit.model.inputs import INPUT_NAMES
 from bertfit.model.tracking import hold_keras_model
 from bertfit.text.preprocessor import BertPreprocessor

@@ -3,9 +3,9 @@
 Post-LayerNorm transformer as in Devlin et al. (2018) and Hugging Face's `BertModel`; the
 families' differences are switches of `BertConfig` (factorised embeddings, position offsets, no
 token types, shared layers, no pooler) or, for DeBERTa-v3 and ModernBERT, their own layers
-(`FAMILY_LAYERS`, built from the family kit in `model/blocks.py`). Under a mixed
-dtype policy the matrix work runs in the compute dtype while LayerNorm and the attention softmax run
-in float32.
+(`FAMILY_LAYERS`, built from the family kit in `model/blocks.py`, whose docstring is the
+contract a family's layers keep). Under a mixed dtype policy the matrix work runs in the compute
+dtype while LayerNorm and the attention softmax run in float32.
 
 Between the embeddings and the outputs the hidden states are one row per token, [batch * seq,
 hidden], and only attention views them per example. Keras' Dense multiplies a 3-D input through
