@@ -9,19 +9,12 @@ import keras
 import pytest
 
 from bertfit.model.blocks import FamilyLayers, FamilyParts
-from bertfit.model.config import BertConfig
 from bertfit.model.encoder import FAMILY_LAYERS, BertEncoder
 from bertfit.model.modernbert import ModernBertSettings
+from tests.tiny import TINY_CONFIG as TINY
 
-TINY = BertConfig(
-    vocab_size=40,
-    hidden_size=16,
-    num_hidden_layers=2,
-    num_attention_heads=2,
-    intermediate_size=24,
-    max_position_embeddings=32,
-)
-PREFIXES = ("embeddings/", "layer_0/", "layer_1/", "encoder/", "pooler/")
+LAYERS = tuple(f"layer_{i}/" for i in range(TINY.num_hidden_layers))
+PREFIXES = ("embeddings/", *LAYERS, "encoder/", "pooler/")
 
 
 @pytest.mark.parametrize("model_type", ["bert", *FAMILY_LAYERS])
