@@ -105,6 +105,8 @@ def test_every_fence_opens_a_block_with_a_language_and_closes_it(page):
     fences = [line for line in page.read_text().splitlines() if line.lstrip().startswith("```")]
     blocks = code_blocks(page)
     assert len(fences) == 2 * len(blocks), f"{page}: a fence that opens no block or never closes"
+    # MkDocs' Markdown renders a fence inside a list item as inline code: end the list first
+    assert all(line.startswith("```") for line in fences), f"{page}: an indented fence"
     unknown = [(b.where, b.lang) for b in blocks if b.lang not in LANGUAGES]
     assert not unknown, f"fences need one of {sorted(LANGUAGES)} (text: output as printed)"
 
