@@ -16,7 +16,6 @@ import pytest
 import yaml
 
 import bertfit
-from bertfit.cli import build_parser
 from tests.markdown_blocks import PAGES, ROOT, all_blocks, code_blocks
 
 _spec = importlib.util.spec_from_file_location("cli_reference", ROOT / "scripts/cli_reference.py")
@@ -80,7 +79,7 @@ def check_command(argv: list[str], capsys) -> None:
     program, args = argv[0], argv[1:]
     if program == "bertfit":
         try:
-            build_parser().parse_args(args)
+            cli_reference.bertfit_parser().parse_args(args)
         except SystemExit:
             pytest.fail(f"bertfit {shlex.join(args)}: {capsys.readouterr().err.strip()}")
     elif program == "make":
@@ -168,7 +167,7 @@ def test_the_cli_reference_is_what_the_parser_says():
 
 def test_the_cli_reference_names_every_command_and_flag():
     page = (ROOT / "docs" / "cli.md").read_text()
-    for name, _, sub in cli_reference.subcommands(build_parser()):
+    for name, _, sub in cli_reference.subcommands(cli_reference.bertfit_parser()):
         assert f"## bertfit {name}\n" in page
         for action in sub._actions:
             for flag in [] if action.dest == "help" else action.option_strings:
