@@ -72,7 +72,7 @@ def _write_damaged(model_dir, tmp_path, damage) -> None:
 
 
 def _charsmap_at(data: bytes) -> int:
-    charsmap = parse_model_proto(bytes(data))["normalizer"]["precompiled_charsmap"]
+    charsmap = parse_model_proto(bytes(data)).normalizer_spec.precompiled_charsmap
     return bytes(data).index(charsmap)
 
 
