@@ -229,6 +229,13 @@ def _from_sentencepiece_file(file: Path, family: str, config: dict, folder: Path
             f"{file} is a sentencepiece model of type {model.trainer_spec.model_type}, not "
             "Unigram (1); bertfit tokenizes Unigram sentencepiece models."
         )
+    if model.trainer_spec.byte_fallback:  # its ids for unknown characters would differ
+        raise CheckpointError(
+            f"{file} is a sentencepiece model with byte_fallback, which bertfit's "
+            "SentencePiece tokenizer does not support yet: it would give <unk> where "
+            "sentencepiece gives byte pieces. Use a checkpoint whose tokenizer has no byte "
+            "fallback."
+        )
     vocab = [(piece.piece, piece.score) for piece in model.pieces]
     if defaults["fairseq"]:  # fairseq's <s> <pad> </s> <unk>, then the pieces after spm's 3
         vocab = [(specials[k], 0.0) for k in ("cls_token", "pad_token", "sep_token", "unk_token")]
