@@ -18,8 +18,9 @@ from bertfit.checks import commands as check_commands
 from bertfit.config import TASKS
 from bertfit.data.sources import FORMATS
 from bertfit.errors import BertfitError, TrainingInterrupted
+from bertfit.flags import add_flags
 from bertfit.run_flags import (
-    TRAIN_FLAGS,
+    RUN_FLAGS,
     add_run_output_arguments,
     add_train_arguments,
     run_config_from_args,
@@ -378,8 +379,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="OUT",
         help="the directory of shards to write: local or gs:// (not s3://: TF cannot read it)",
     )
-    for flag in PREPARE_FLAGS:
-        prepare.add_argument(flag, default=argparse.SUPPRESS, **TRAIN_FLAGS[flag][1])
+    add_flags(prepare, [RUN_FLAGS[flag] for flag in PREPARE_FLAGS])
     prepare.add_argument(
         "--shards", type=int, help="how many files (default: one per 100,000 rows, at most 256)"
     )

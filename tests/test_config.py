@@ -93,7 +93,7 @@ def test_buckets_are_auto_none_or_lengths_from_flags_yaml_and_earlier_configs(tm
 def test_the_flags_take_their_choices_from_the_config():
     from bertfit import config
     from bertfit.data.sources import FORMATS
-    from bertfit.run_flags import TRAIN_FLAGS
+    from bertfit.run_flags import RUN_FLAGS
 
     expected = {
         "--pooling": config.POOLINGS,
@@ -106,7 +106,7 @@ def test_the_flags_take_their_choices_from_the_config():
         "--strategy": config.STRATEGIES,
         "--best-metric": config.METRICS,
     }
-    choices = {flag: o["choices"] for flag, (_, o) in TRAIN_FLAGS.items() if "choices" in o}
+    choices = {name: f.choices for name, f in RUN_FLAGS.items() if f.choices is not None}
     assert choices.keys() == expected.keys()
     assert all(choices[flag] is expected[flag] for flag in expected)
 
