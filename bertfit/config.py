@@ -20,7 +20,7 @@ import yaml
 from bertfit import storage
 from bertfit.atomic import write_text_atomic
 from bertfit.errors import ConfigError
-from bertfit.flags import flag, flag_name, parse_bool, parse_bool_or_auto, parse_workers
+from bertfit.flags import flag, flag_name, flags_of, parse_bool, parse_bool_or_auto, parse_workers
 
 PRECISIONS = ("fp32", "bf16", "mixed_bf16", "mixed_fp16")
 # Master weights stay float32 in every mode: "bf16" is the TPU habit's name for bfloat16 compute
@@ -431,22 +431,9 @@ class RunConfig:
     def _rules(self) -> list[tuple[str, bool, str]]:
         m, d, t = self.model, self.data, self.train
         return [
-            ("model.pooling", m.pooling in POOLINGS, f"one of {', '.join(POOLINGS)}"),
-            ("model.precision", m.precision in PRECISIONS, f"one of {', '.join(PRECISIONS)}"),
-            ("model.task", m.task is None or m.task in TASKS, f"one of {', '.join(TASKS)}"),
+            *self._choice_rules(),
             ("model.max_seq_length", 8 <= m.max_seq_length <= 8192, "between 8 and 8192"),
             ("model.dropout", 0 <= m.dropout < 1, "in [0, 1)"),
-            ("model.head_bias", m.head_bias in HEAD_BIASES, f"one of {', '.join(HEAD_BIASES)}"),
-            (
-                "model.long_documents",
-                m.long_documents in LONG_DOCUMENTS,
-                f"one of {', '.join(LONG_DOCUMENTS)}",
-            ),
-            (
-                "model.chunk_pooling",
-                m.chunk_pooling in CHUNK_POOLINGS,
-                f"one of {', '.join(CHUNK_POOLINGS)}",
-            ),
             ("model.max_chunks", 1 <= m.max_chunks <= MAX_CHUNKS, f"between 1 and {MAX_CHUNKS}"),
             (
                 "model.chunk_stride",
@@ -495,7 +482,6 @@ class RunConfig:
                 "a positive number",
             ),
             ("train.seed", 0 <= t.seed < 2**32, f"between 0 and {2**32 - 1}"),
-            ("train.strategy", t.strategy in STRATEGIES, f"one of {', '.join(STRATEGIES)}"),
             (
                 "train.cpu_replicas",
                 t.cpu_replicas is None or 1 <= t.cpu_replicas <= MAX_CPU_REPLICAS,
@@ -514,11 +500,6 @@ class RunConfig:
             ),
             ("train.grad_accum", t.grad_accum >= 1, "at least 1"),
             ("train.steps_per_execution", t.steps_per_execution >= 1, "at least 1"),
-            (
-                "train.best_metric",
-                t.best_metric is None or t.best_metric in METRICS,
-                f"one of {', '.join(METRICS)}",
-            ),
             (
                 "train.save_every_steps",
                 t.save_every_steps is None or t.save_every_steps >= 1,
@@ -563,6 +544,18 @@ class RunConfig:
                 "--eval-every-steps out",
             ),
         ]
+
+    def _choice_rules(self) -> list[tuple[str, bool, str]]:
+        """A field whose flag has choices holds one of them (or None where its type allows:
+        `_check_types` has checked that)."""
+        rules = []
+        for section, cls in SECTIONS.items():
+            for spec in flags_of(cls, prefix=f"{section}."):
+                if spec.choices is not None:
+                    value = _get(self, spec.field)
+                    ok = value is None or value in spec.choices
+                    rules.append((spec.field, ok, f"one of {', '.join(spec.choices)}"))
+        return rules
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
