@@ -76,8 +76,7 @@ class ModelServer:
             requests that name no version).
         options: how to serve (`ServeOptions`: batching, limits, deadlines, labels, CORS);
             `settings` change some of its fields, e.g. `max_wait=0.05`. Its port, host and
-            version policy are `serve`'s. The connections (and bodies being read) are bounded
-            at 4 times `max_queued_requests` (uvicorn's `limit_concurrency`: 503 past it).
+            version policy are `serve`'s.
     """
 
     def __init__(
@@ -407,7 +406,7 @@ async def _serve(sock, path: str, options: ServeOptions, policy: VersionPolicy):
         from bertfit.serve import grpc as grpc_api
 
         grpc_server, grpc_port = grpc_api.bind(
-            options.host, grpc_port, options.max_body_bytes, 4 * options.max_queued_requests
+            options.host, grpc_port, options.max_body_bytes, options.max_connections
         )
     # The labels are checked once the versions they name are loaded (`_load_versions`).
     server = ModelServer(None, versions=[], options=options.replace(version_labels={}))
@@ -429,7 +428,7 @@ async def _serve(sock, path: str, options: ServeOptions, policy: VersionPolicy):
         log_level="warning",
         http=protocol,
         timeout_graceful_shutdown=max(1, math.ceil(server.rest_timeout)),
-        limit_concurrency=4 * server.core.max_queued_requests,
+        limit_concurrency=options.max_connections,
     )
     await DrainingServer(config, server).serve(sockets=[sock])
     print("bertfit serve: drained and stopped", flush=True)

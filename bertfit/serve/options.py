@@ -161,6 +161,13 @@ class ServeOptions:
         """These options with `changes` (checked like any)."""
         return dataclasses.replace(self, **changes) if changes else self
 
+    @property
+    def max_connections(self) -> int:
+        """The most connections (REST: uvicorn's `limit_concurrency`, a 503 past it) and gRPC
+        calls at once: requests whose bodies are still arriving count against them before they
+        count against `max_queued_requests`, so they get room for 4 times as many."""
+        return 4 * self.max_queued_requests
+
     def grpc_port_to_bind(self) -> int:
         """--grpc-port, or TF Serving's 8500; with --port 0 (any free port) any free one too,
         so that a server started for a test or beside others takes no fixed port."""
