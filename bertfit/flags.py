@@ -69,7 +69,8 @@ class Flag:
         shown = (self.shown or shown_value)(default)
         if "{default}" in self.help:
             return self.help.replace("{default}", shown)
-        if "default" in self.help or default is None or default is False or default in ("", {}):
+        empty = isinstance(default, str | list | tuple | dict) and not default
+        if "default" in self.help or default is None or default is False or empty:
             return self.help
         return f"{self.help} (default {shown})"
 
