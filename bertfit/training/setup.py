@@ -52,9 +52,6 @@ from bertfit.training.strategy import XlaChoice
 # ---- the checkpoint ----
 
 
-# ---- the checkpoint ----
-
-
 def load_checkpoint(config: RunConfig) -> Checkpoint:
     """The checkpoint `--model` names; its position table must hold `--max-seq-length`."""
     checkpoint = read_checkpoint(resolve(config.model.name))
