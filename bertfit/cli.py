@@ -15,19 +15,19 @@ import sys
 
 from bertfit.checkpoints import commands as checkpoint_commands
 from bertfit.checks import commands as check_commands
-from bertfit.config import TASKS
-from bertfit.data.sources import FORMATS
+from bertfit.config import DATA_FORMATS, TASKS
 from bertfit.errors import BertfitError, TrainingInterrupted
+from bertfit.export.formats import FORMATS as EXPORT_FORMATS
+from bertfit.flags import add_flags, flags_of, given
 from bertfit.run_flags import (
-    TRAIN_FLAGS,
+    RUN_FLAGS,
     add_run_output_arguments,
     add_train_arguments,
     run_config_from_args,
 )
+from bertfit.serve.options import ServeOptions
 from bertfit.sweeps.flags import add_tune_arguments, sweep_from_args
 from bertfit.tf_startup import start_tensorflow
-
-EXPORT_FORMATS = ("saved-model", "litert", "onnx")  # bertfit.export.formats.FORMATS
 
 # What the system refuses for reasons outside bertfit: a full disk, a read-only file system, no
 # permission. Said in one line like a user mistake; any other OSError is a bug and is raised.
@@ -240,7 +240,14 @@ def cmd_export(args) -> int:
     return 0
 
 
+def serve_options(args) -> ServeOptions:
+    """The `ServeOptions` of `bertfit serve`'s flags (a `ConfigError` for a value no server can
+    work with; `main` builds them once before TensorFlow loads, so that is said at once)."""
+    return ServeOptions(**given(args, flags_of(ServeOptions)))
+
+
 def cmd_serve(args) -> int:
+    options = serve_options(args)
     try:
         from bertfit.serve.app import serve
     except ModuleNotFoundError as e:
@@ -251,33 +258,8 @@ def cmd_serve(args) -> int:
         ) from None
 
     warn_if_unfinished(args.run)
-    serve(
-        args.run or args.export,
-        host=args.host,
-        port=args.port,
-        grpc_port=grpc_port_of(args),
-        model_name=args.model_name,
-        max_batch=args.max_batch,
-        max_wait=args.max_wait_ms / 1000,
-        max_request_instances=args.max_request_instances,
-        max_body_bytes=args.max_request_bytes,
-        read_timeout=args.read_timeout_seconds,
-        max_queued_requests=args.max_queued_requests,
-        rest_timeout=args.rest_api_timeout_in_ms / 1000,
-        version_policy=args.version_policy,
-        poll_wait=args.file_system_poll_wait_seconds,
-        version_labels=args.version_labels,
-        enable_cors=args.enable_cors,
-    )
+    serve(args.run or args.export, options)
     return 0
-
-
-def grpc_port_of(args) -> int:
-    """--grpc-port, or TF Serving's 8500; with --port 0 (any free port) any free one too, so
-    that a server started for a test or beside others takes no fixed port."""
-    if args.grpc_port is not None:
-        return args.grpc_port
-    return 0 if args.port == 0 else 8500
 
 
 def cmd_report(args) -> int:
@@ -312,21 +294,6 @@ def _version() -> str:
         return "unknown (not installed)"
 
 
-def _version_labels(text: str) -> dict[str, int]:
-    """`stable=1,canary=2` → {"stable": 1, "canary": 2}."""
-    labels = {}
-    for item in filter(None, text.split(",")):
-        label, _, version = item.partition("=")
-        label, version = label.strip(), version.strip()
-        if not label or not version.isdigit() or int(version) < 1 or "/" in label or ":" in label:
-            raise argparse.ArgumentTypeError(
-                f"{item!r} is not LABEL=VERSION (a label without '/' or ':', a version of 1 or "
-                "more); e.g. --version-labels stable=1,canary=2"
-            )
-        labels[label] = int(version)
-    return labels
-
-
 def _serving_version(text: str) -> int:
     """TF Serving's versions are positive int64 numbers."""
     try:
@@ -340,31 +307,45 @@ def _serving_version(text: str) -> int:
     return version
 
 
-def _check_convert_destination(args) -> None:
-    from bertfit.paths import check_output_dir
-
-    check_output_dir(args.destination, "DST", inputs=[args.source])
-
-
-# Checks of a command's outputs run before its own code: commands that live with their subsystem
-# get them here.
-PREFLIGHT = {"convert": _check_convert_destination}
 # Commands that only run a trained model: TensorFlow's graph optimizer stays on for them
 # (bertfit.tf_startup says why and what it measured).
 INFERENCE_COMMANDS = ("evaluate", "predict", "serve")
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The whole command line: every command, its flags, their help. Each command's parser
+    sets `handler(args) -> exit code`, and may set `preflight(args)`: checks of its options
+    and outputs that `main` runs before TensorFlow loads (seconds), so a mistake is said at
+    once."""
     parser = argparse.ArgumentParser(
         prog="bertfit", description="Fine-tune BERT-family encoders for text classification."
     )
     parser.add_argument("--version", action="version", version=f"bertfit {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
+    for add_command in (
+        _add_train,
+        _add_prepare,
+        _add_evaluate,
+        _add_predict,
+        _add_export,
+        _add_serve,
+        _add_report,
+        _add_demo,
+        _add_tune,
+        checkpoint_commands.add_commands,  # they live with their subsystem
+        check_commands.add_commands,
+    ):
+        add_command(sub)
+    return parser
 
+
+def _add_train(sub) -> None:
     train = sub.add_parser("train", help="fine-tune a classifier")
     add_run_output_arguments(add_train_arguments(train))
     train.set_defaults(handler=cmd_train)
 
+
+def _add_prepare(sub) -> None:
     prepare = sub.add_parser(
         "prepare", help="tokenize a data file into TFRecord shards and a manifest for `train`"
     )
@@ -378,14 +359,15 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="OUT",
         help="the directory of shards to write: local or gs:// (not s3://: TF cannot read it)",
     )
-    for flag in PREPARE_FLAGS:
-        prepare.add_argument(flag, default=argparse.SUPPRESS, **TRAIN_FLAGS[flag][1])
+    add_flags(prepare, [RUN_FLAGS[flag] for flag in PREPARE_FLAGS])
     prepare.add_argument(
         "--shards", type=int, help="how many files (default: one per 100,000 rows, at most 256)"
     )
     prepare.add_argument("--overwrite", action="store_true", help="replace a prepared set in OUT")
     prepare.set_defaults(handler=cmd_prepare)
 
+
+def _add_evaluate(sub) -> None:
     evaluate = sub.add_parser("evaluate", help="metrics of a trained run on a labelled file")
     evaluate.add_argument(
         "--run", required=True, help="a run directory from `bertfit train`, or an export"
@@ -394,8 +376,12 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument(
         "--json", action="store_true", help="print the metrics as JSON (every one of them)"
     )
+    _add_data_arguments(evaluate, label=True)
+    _add_quiet(evaluate)
     evaluate.set_defaults(handler=cmd_evaluate)
 
+
+def _add_predict(sub) -> None:
     predict = sub.add_parser("predict", help="predict labels, one output row per input row")
     predict.add_argument("--run", required=True, help="a run directory, or an export")
     predict.add_argument("--data", required=True, help="a file, or - for standard input")
@@ -403,8 +389,36 @@ def build_parser() -> argparse.ArgumentParser:
         "--output",
         help="output .csv or .jsonl (default, or -: JSON lines on standard output)",
     )
+    _add_data_arguments(predict, label=False)
+    _add_quiet(predict)
     predict.set_defaults(handler=cmd_predict)
 
+
+def _add_data_arguments(command, label: bool) -> None:
+    """How `evaluate` and `predict` read --data (default: as the run's training files)."""
+    command.add_argument(
+        "--format",
+        choices=DATA_FORMATS,
+        help="the format of --data (default: from its name; standard input: csv)",
+    )
+    command.add_argument(
+        "--text-column", help="the column of the text (default: the training files')"
+    )
+    command.add_argument(
+        "--text-pair-column",
+        help="the column of the second text, for a pair classifier (default: the training files')",
+    )
+    if label:
+        command.add_argument(
+            "--label-column", help="the column of the label (default: the training files')"
+        )
+
+
+def _add_quiet(command) -> None:
+    command.add_argument("--quiet", action="store_true", help="no progress output")
+
+
+def _add_export(sub) -> None:
     export = sub.add_parser(
         "export", help="write a trained classifier as a TF Serving SavedModel (OUT/<version>/)"
     )
@@ -431,6 +445,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     export.set_defaults(handler=cmd_export)
 
+
+def _add_serve(sub) -> None:
     serve = sub.add_parser("serve", help="serve a classifier over TF Serving's REST and gRPC APIs")
     source = serve.add_mutually_exclusive_group(required=True)
     source.add_argument("--run", help="a run directory from `bertfit train`")
@@ -439,94 +455,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="an export from `bertfit export` (its BASE folder): the versions --version-policy "
         "wants, polled for new ones (the newest answers requests that name none)",
     )
-    serve.add_argument(
-        "--host",
-        default="127.0.0.1",
-        help="the address to listen on (default 127.0.0.1: this machine only; 0.0.0.0: all)",
-    )
-    serve.add_argument(
-        "--port", type=int, default=8501, help="the REST API's port (default 8501; 0: any free)"
-    )
-    serve.add_argument(
-        "--grpc-port",
-        type=int,
-        help="TF Serving's gRPC API (default 8500, or any free port with --port 0; 0: any "
-        "free port; -1: no gRPC server)",
-    )
-    serve.add_argument("--model-name", default="model", help="NAME in /v1/models/NAME")
-    serve.add_argument(
-        "--max-batch",
-        type=int,
-        default=64,
-        help="most texts per model call when batching requests (default 64)",
-    )
-    serve.add_argument(
-        "--max-wait-ms",
-        type=float,
-        default=5.0,
-        help="how long a request waits for others to share its batch (ms)",
-    )
-    serve.add_argument(
-        "--max-request-instances",
-        type=int,
-        default=4096,
-        help="the most texts one request may send; more is answered 400 (default 4096)",
-    )
-    serve.add_argument(
-        "--max-request-bytes",
-        type=int,
-        default=16 << 20,
-        help="largest REST body or gRPC message (default 16 MiB); a larger one is refused (413 "
-        "/ RESOURCE_EXHAUSTED)",
-    )
-    serve.add_argument(
-        "--read-timeout-seconds",
-        type=float,
-        default=30.0,
-        help="a request's headers and body must arrive within this (default 30); a slower "
-        "one is answered 408 and its connection closed",
-    )
-    serve.add_argument(
-        "--version-policy",
-        default="latest",
-        help="which versions of --export BASE to serve (TF Serving's model_version_policy): "
-        "latest (default), latest:N, all, or specific:1,3",
-    )
-    serve.add_argument(
-        "--file-system-poll-wait-seconds",
-        type=float,
-        default=1.0,
-        help="how often --export BASE is polled for new or removed versions (TF Serving's flag, "
-        "default 1; 0: only at start)",
-    )
-    serve.add_argument(
-        "--max-queued-requests",
-        type=int,
-        default=256,
-        help="most requests in progress at once (default 256); one more is answered 429 / "
-        "RESOURCE_EXHAUSTED at once",
-    )
-    serve.add_argument(
-        "--rest-api-timeout-in-ms",
-        type=float,
-        default=30000.0,
-        help="a REST request's deadline once its body is in (TF Serving's flag, default "
-        "30000); past it: 504. gRPC requests keep their client's deadline",
-    )
-    serve.add_argument(
-        "--version-labels",
-        type=_version_labels,
-        default={},
-        help="labels for /v1/models/NAME/labels/LABEL, e.g. stable=1,canary=2 (TF Serving's "
-        "version_labels)",
-    )
-    serve.add_argument(
-        "--enable-cors",
-        action="store_true",
-        help="add CORS headers (Access-Control-Allow-Origin: *) to every answer",
-    )
-    serve.set_defaults(handler=cmd_serve)
+    add_flags(serve, flags_of(ServeOptions))  # declared on ServeOptions' fields
+    serve.set_defaults(handler=cmd_serve, preflight=serve_options)
 
+
+def _add_report(sub) -> None:
     report = sub.add_parser("report", help="an HTML page of a run's curves, metrics and data")
     report.add_argument("run", metavar="RUN", help="a run directory from `bertfit train`")
     report.add_argument(
@@ -534,6 +467,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     report.set_defaults(handler=cmd_report)
 
+
+def _add_demo(sub) -> None:
     demo = sub.add_parser(
         "demo", help="fine-tune MiniLM-L6 on Rotten Tomatoes, report test accuracy"
     )
@@ -554,8 +489,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="Rotten Tomatoes as sentiment (default), sentiment + topic tags "
         "(multi-label) or log2 word count (regression)",
     )
+    _add_quiet(demo)
     demo.set_defaults(handler=cmd_demo)
 
+
+def _add_tune(sub) -> None:
     tune = sub.add_parser(
         "tune",
         help="sweep settings (a grid or random draw) × seeds, or k-fold cross-validate; "
@@ -564,40 +502,16 @@ def build_parser() -> argparse.ArgumentParser:
     add_tune_arguments(tune)
     tune.set_defaults(handler=cmd_tune)
 
-    for name in ("evaluate", "predict"):
-        command = sub.choices[name]
-        command.add_argument(
-            "--format",
-            choices=FORMATS,
-            help="the format of --data (default: from its name; standard input: csv)",
-        )
-        command.add_argument(
-            "--text-column", help="the column of the text (default: the training files')"
-        )
-        command.add_argument(
-            "--text-pair-column",
-            help="the column of the second text, for a pair classifier (default: the "
-            "training files')",
-        )
-    sub.choices["evaluate"].add_argument(
-        "--label-column", help="the column of the label (default: the training files')"
-    )
-    for name in ("evaluate", "predict", "demo"):
-        sub.choices[name].add_argument("--quiet", action="store_true", help="no progress output")
-    for commands in (checkpoint_commands, check_commands):  # they live with their subsystem
-        commands.add_commands(sub)
-    return parser
-
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)  # --help and usage errors exit here, without TensorFlow
-    handler = getattr(args, "handler", None) or args.func
     try:
-        if args.command in PREFLIGHT:
-            PREFLIGHT[args.command](args)
+        preflight = getattr(args, "preflight", None)
+        if preflight is not None:
+            preflight(args)
         # Before any handler imports TensorFlow: it reads its settings on load.
         start_tensorflow(for_inference=args.command in INFERENCE_COMMANDS)
-        return handler(args)
+        return args.handler(args)
     except BertfitError as e:
         print(f"bertfit {args.command}: error: {e}", file=sys.stderr)
         return 2

@@ -6,6 +6,7 @@ A `RunConfig` is saved as `config.yaml` in every run directory and can be loaded
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import math
 import os
@@ -19,6 +20,7 @@ import yaml
 from bertfit import storage
 from bertfit.atomic import write_text_atomic
 from bertfit.errors import ConfigError
+from bertfit.flags import flag, flag_name, flags_of, parse_bool, parse_bool_or_auto, parse_workers
 
 PRECISIONS = ("fp32", "bf16", "mixed_bf16", "mixed_fp16")
 # Master weights stay float32 in every mode: "bf16" is the TPU habit's name for bfloat16 compute
@@ -59,6 +61,23 @@ MAX_CONFIG_BYTES = 2**20
 # --class-weights: one of these, or a JSON file {label: weight}.
 NO_CLASS_WEIGHTS, BALANCED = "none", "balanced"
 CLASS_WEIGHTS = (NO_CLASS_WEIGHTS, BALANCED)
+DATA_FORMATS = ("csv", "tsv", "jsonl", "parquet")  # --format (bertfit.data.sources reads them)
+# The sections of `train --help` that are not a config section's own (model, data, training).
+EVALUATION, HARDWARE = "evaluation and checkpoints", "hardware and distribution"
+
+
+def parse_buckets(text: str) -> str | list[int]:
+    """`--buckets 32,64,128`, `none` (every batch padded to --max-seq-length) or `auto`
+    (chosen from the training lengths)."""
+    if text.lower() in (AUTO_BUCKETS, NO_BUCKETS):
+        return text.lower()
+    try:
+        return sorted(int(b) for b in text.split(","))
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(
+            f"--buckets takes comma-separated lengths like 32,64,128, 'auto' or 'none', "
+            f"got {text!r}"
+        ) from e
 
 
 @dataclasses.dataclass
@@ -89,18 +108,73 @@ class ModelConfig:
             "attention" (a learned weighting), padding windows excluded.
     """
 
-    name: str = "minilm-l6"
-    max_seq_length: int = 128
-    pooling: str = "cls"
-    dropout: float = 0.1
-    head_bias: str = "prior"
-    lower_case: bool | None = None
-    precision: str = "fp32"
-    task: str | None = None
-    long_documents: str = TRUNCATE
-    chunk_stride: int | None = None
-    max_chunks: int = 8
-    chunk_pooling: str = "mean"
+    name: str = dataclasses.field(
+        default="minilm-l6",
+        metadata=flag(
+            "checkpoint folder, archive, TF Hub SavedModel, or a short name", name="--model"
+        ),
+    )
+    max_seq_length: int = dataclasses.field(
+        default=128,
+        metadata=flag("the longest packed input in tokens, special tokens included"),
+    )
+    pooling: str = dataclasses.field(
+        default="cls",
+        metadata=flag(
+            "cls: the pooler on [CLS]; mean: the mean of the token vectors (for checkpoints "
+            "whose pooler was never trained, e.g. sentence-transformers)",
+            choices=POOLINGS,
+        ),
+    )
+    dropout: float = dataclasses.field(
+        default=0.1, metadata=flag("dropout before the classification layer")
+    )
+    head_bias: str = dataclasses.field(
+        default="prior",
+        metadata=flag(
+            "multi-label head's initial bias: each label's training log-odds (prior) or zero",
+            choices=HEAD_BIASES,
+        ),
+    )
+    lower_case: bool | None = dataclasses.field(
+        default=None,
+        metadata=flag(
+            "true or false: override the checkpoint's casing (default: what its tokenizer "
+            "config says)",
+            type=parse_bool,
+            metavar="BOOL",
+        ),
+    )
+    precision: str = dataclasses.field(
+        default="fp32",
+        metadata=flag(
+            "compute dtype; weights stay float32 (mixed_bf16 on TPU and recent GPUs, fp32 on CPU)",
+            choices=PRECISIONS,
+        ),
+    )
+    task: str | None = dataclasses.field(
+        default=None,
+        metadata=flag("default: inferred from the training labels", choices=TASKS),
+    )
+    long_documents: str = dataclasses.field(
+        default=TRUNCATE,
+        metadata=flag(
+            "truncate (default) texts at --max-seq-length, or chunk them into overlapping "
+            "windows and classify each document whole",
+            choices=LONG_DOCUMENTS,
+        ),
+    )
+    chunk_stride: int | None = dataclasses.field(
+        default=None,
+        metadata=flag("ids two windows share (default: a quarter of a window)"),
+    )
+    max_chunks: int = dataclasses.field(
+        default=8, metadata=flag("the most windows per document; the rest is dropped")
+    )
+    chunk_pooling: str = dataclasses.field(
+        default="mean",
+        metadata=flag("windows to one document vector", choices=CHUNK_POOLINGS),
+    )
 
 
 @dataclasses.dataclass
@@ -123,16 +197,53 @@ class DataConfig:
             directory (`bertfit prepare`) as `train` is always streamed.
     """
 
-    train: str | None = None
-    eval: str | None = None
-    format: str | None = None
-    text_column: str = "text"
-    text_pair_column: str | None = None
-    label_column: str = "label"
-    buckets: str | list[int] = AUTO_BUCKETS
-    max_train_examples: int | None = None
-    label_separator: str | None = None
-    streaming: bool = False
+    train: str | None = dataclasses.field(
+        default=None,
+        metadata=flag(
+            "training file(s) (CSV, TSV, JSONL, Parquet) or a `bertfit prepare` folder; a glob "
+            "such as 'data/train-*.csv' reads every match"
+        ),
+    )
+    eval: str | None = dataclasses.field(
+        default=None, metadata=flag("evaluation file, evaluated every epoch")
+    )
+    format: str | None = dataclasses.field(
+        default=None,
+        metadata=flag("the files' format (default: from their names)", choices=DATA_FORMATS),
+    )
+    text_column: str = dataclasses.field(
+        default="text", metadata=flag("the column (JSONL: key) of the text")
+    )
+    text_pair_column: str | None = dataclasses.field(
+        default=None,
+        metadata=flag("the column of a second text, for pair tasks such as NLI (default: none)"),
+    )
+    label_column: str = dataclasses.field(default="label", metadata=flag("the column of the label"))
+    buckets: str | list[int] = dataclasses.field(
+        default=AUTO_BUCKETS,
+        metadata=flag(
+            "padded lengths: auto (chosen from the data), none, or e.g. 32,64,128",
+            type=parse_buckets,
+        ),
+    )
+    max_train_examples: int | None = dataclasses.field(
+        default=None, metadata=flag("train on the first N rows only (default: all)")
+    )
+    label_separator: str | None = dataclasses.field(
+        default=None,
+        metadata=flag(
+            "splits a text label into a multi-label row's classes (default '|' with --task "
+            "multi-label)"
+        ),
+    )
+    streaming: bool = dataclasses.field(
+        default=False,
+        metadata=flag(
+            "stream --train from TFRecord shards prepared once into the cache (see `bertfit "
+            "prepare`) instead of holding its rows in memory",
+            switch=True,
+        ),
+    )
 
 
 @dataclasses.dataclass
@@ -179,30 +290,118 @@ class TrainConfig:
             checkpoint and early stopping see these evaluations too. Needs `eval`.
     """
 
-    batch_size: int = 32
-    epochs: int = 3
-    max_steps: int | None = None
-    learning_rate: float = 5e-5
-    warmup_ratio: float = 0.1
-    weight_decay: float = 0.01
-    clip_norm: float = 1.0
-    seed: int = 42
-    jit_compile: bool | None = None
-    strategy: str = "auto"
-    cpu_replicas: int | None = None
-    tpu: str | None = None
-    workers: list[str] | None = None
-    worker_index: int | None = None
-    grad_accum: int = 1
-    steps_per_execution: int = 1
-    best_metric: str | None = None
-    class_weights: str = NO_CLASS_WEIGHTS
-    tune_threshold: bool = True
-    save_every_steps: int | None = None
-    save_every_minutes: float | None = None
-    early_stopping_patience: int | None = None
-    early_stopping_min_delta: float = 0.0
-    eval_every_steps: int | None = None
+    batch_size: int = dataclasses.field(
+        default=32, metadata=flag("global batch size, summed over all replicas")
+    )
+    epochs: int = dataclasses.field(default=3, metadata=flag("passes over the training data"))
+    max_steps: int | None = dataclasses.field(
+        default=None,
+        metadata=flag(
+            "train exactly N optimizer steps instead of --epochs (the last epoch cut short; the "
+            "learning-rate schedule spans N)"
+        ),
+    )
+    learning_rate: float = dataclasses.field(
+        default=5e-5,
+        metadata=flag("AdamW's peak learning rate (fine-tuning: 1e-5 to 1e-4)"),
+    )
+    warmup_ratio: float = dataclasses.field(
+        default=0.1,
+        metadata=flag("share of the steps that warm the learning rate up linearly"),
+    )
+    weight_decay: float = dataclasses.field(default=0.01, metadata=flag("AdamW's weight decay"))
+    clip_norm: float = dataclasses.field(
+        default=1.0, metadata=flag("clip the gradients' global norm to this")
+    )
+    seed: int = dataclasses.field(
+        default=42, metadata=flag("seeds initialisation, dropout and shuffling")
+    )
+    jit_compile: bool | None = dataclasses.field(
+        default=None,
+        metadata=flag(
+            "XLA: true, false or auto (default: on for GPU and TPU, off on CPU)",
+            group=HARDWARE,
+            type=parse_bool_or_auto,
+            metavar="BOOL|auto",
+        ),
+    )
+    strategy: str = dataclasses.field(
+        default="auto",
+        metadata=flag(
+            "the tf.distribute strategy (auto: per device)", group=HARDWARE, choices=STRATEGIES
+        ),
+    )
+    cpu_replicas: int | None = dataclasses.field(
+        default=None,
+        metadata=flag("split the CPU into N replicas (rehearse data parallelism)", group=HARDWARE),
+    )
+    tpu: str | None = dataclasses.field(
+        default=None, metadata=flag("TPU name, or 'local' on a TPU VM", group=HARDWARE)
+    )
+    workers: list[str] | None = dataclasses.field(
+        default=None,
+        metadata=flag(
+            "host:port,... of every worker (multi-worker)", group=HARDWARE, type=parse_workers
+        ),
+    )
+    worker_index: int | None = dataclasses.field(
+        default=None,
+        metadata=flag("this worker's place in --workers; 0 = chief", group=HARDWARE),
+    )
+    grad_accum: int = dataclasses.field(
+        default=1, metadata=flag("micro-batches accumulated per optimizer step")
+    )
+    steps_per_execution: int = dataclasses.field(
+        default=1, metadata=flag("optimizer steps per host call", group=HARDWARE)
+    )
+    best_metric: str | None = dataclasses.field(
+        default=None,
+        metadata=flag(
+            "the eval metric that picks the best checkpoint (default: accuracy, micro_f1 for "
+            "multi-label, rmse for regression)",
+            group=EVALUATION,
+            choices=METRICS,
+        ),
+    )
+    class_weights: str = dataclasses.field(
+        default=NO_CLASS_WEIGHTS,
+        metadata=flag(
+            f"{NO_CLASS_WEIGHTS} (default), {BALANCED} (inverse class frequency), or a JSON "
+            "file {label: weight}; single-label only"
+        ),
+    )
+    tune_threshold: bool = dataclasses.field(
+        default=True,
+        metadata=flag(
+            "multi-label: pick the micro-F1-best threshold on --eval",
+            group=EVALUATION,
+            type=parse_bool,
+            metavar="BOOL",
+        ),
+    )
+    save_every_steps: int | None = dataclasses.field(
+        default=None,
+        metadata=flag("also save a resumable checkpoint every N steps", group=EVALUATION),
+    )
+    save_every_minutes: float | None = dataclasses.field(
+        default=None, metadata=flag("also save one every M minutes", group=EVALUATION)
+    )
+    early_stopping_patience: int | None = dataclasses.field(
+        default=None,
+        metadata=flag(
+            "stop after N evaluations without an improvement of --best-metric (needs --eval; "
+            "default: run every epoch)",
+            group=EVALUATION,
+        ),
+    )
+    early_stopping_min_delta: float = dataclasses.field(
+        default=0.0,
+        metadata=flag("the smallest change that counts as an improvement", group=EVALUATION),
+    )
+    eval_every_steps: int | None = dataclasses.field(
+        default=None,
+        metadata=flag("also evaluate every N optimizer steps (needs --eval)", group=EVALUATION),
+    )
 
 
 @dataclasses.dataclass
@@ -232,22 +431,9 @@ class RunConfig:
     def _rules(self) -> list[tuple[str, bool, str]]:
         m, d, t = self.model, self.data, self.train
         return [
-            ("model.pooling", m.pooling in POOLINGS, f"one of {', '.join(POOLINGS)}"),
-            ("model.precision", m.precision in PRECISIONS, f"one of {', '.join(PRECISIONS)}"),
-            ("model.task", m.task is None or m.task in TASKS, f"one of {', '.join(TASKS)}"),
+            *self._choice_rules(),
             ("model.max_seq_length", 8 <= m.max_seq_length <= 8192, "between 8 and 8192"),
             ("model.dropout", 0 <= m.dropout < 1, "in [0, 1)"),
-            ("model.head_bias", m.head_bias in HEAD_BIASES, f"one of {', '.join(HEAD_BIASES)}"),
-            (
-                "model.long_documents",
-                m.long_documents in LONG_DOCUMENTS,
-                f"one of {', '.join(LONG_DOCUMENTS)}",
-            ),
-            (
-                "model.chunk_pooling",
-                m.chunk_pooling in CHUNK_POOLINGS,
-                f"one of {', '.join(CHUNK_POOLINGS)}",
-            ),
             ("model.max_chunks", 1 <= m.max_chunks <= MAX_CHUNKS, f"between 1 and {MAX_CHUNKS}"),
             (
                 "model.chunk_stride",
@@ -296,7 +482,6 @@ class RunConfig:
                 "a positive number",
             ),
             ("train.seed", 0 <= t.seed < 2**32, f"between 0 and {2**32 - 1}"),
-            ("train.strategy", t.strategy in STRATEGIES, f"one of {', '.join(STRATEGIES)}"),
             (
                 "train.cpu_replicas",
                 t.cpu_replicas is None or 1 <= t.cpu_replicas <= MAX_CPU_REPLICAS,
@@ -315,11 +500,6 @@ class RunConfig:
             ),
             ("train.grad_accum", t.grad_accum >= 1, "at least 1"),
             ("train.steps_per_execution", t.steps_per_execution >= 1, "at least 1"),
-            (
-                "train.best_metric",
-                t.best_metric is None or t.best_metric in METRICS,
-                f"one of {', '.join(METRICS)}",
-            ),
             (
                 "train.save_every_steps",
                 t.save_every_steps is None or t.save_every_steps >= 1,
@@ -365,6 +545,18 @@ class RunConfig:
             ),
         ]
 
+    def _choice_rules(self) -> list[tuple[str, bool, str]]:
+        """A field whose flag has choices holds one of them (or None where its type allows:
+        `_check_types` has checked that)."""
+        rules = []
+        for section, cls in SECTIONS.items():
+            for spec in flags_of(cls, prefix=f"{section}."):
+                if spec.choices is not None:
+                    value = _get(self, spec.field)
+                    ok = value is None or value in spec.choices
+                    rules.append((spec.field, ok, f"one of {', '.join(spec.choices)}"))
+        return rules
+
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
@@ -374,12 +566,11 @@ class RunConfig:
     @classmethod
     def from_dict(cls, values: dict, source: str = "config") -> RunConfig:
         values = dict(values or {})
-        sections = {"model": ModelConfig, "data": DataConfig, "train": TrainConfig}
         kwargs = {}
         for key, value in values.items():
-            if key in sections:
+            if key in SECTIONS:
                 value = _upgrade(key, value or {})
-                kwargs[key] = _build(sections[key], value, f"{source}: {key}")
+                kwargs[key] = _build(SECTIONS[key], value, f"{source}: {key}")
             elif key == "output_dir":
                 if value is not None and not isinstance(value, str):
                     raise ConfigError(f"{source}: output_dir must be a string; got {value!r}.")
@@ -422,6 +613,9 @@ class RunConfig:
             )
         return cls.from_dict(values, str(path))
 
+
+# RunConfig's sections by name (the keys of config.yaml, the prefixes of dotted fields).
+SECTIONS = {"model": ModelConfig, "data": DataConfig, "train": TrainConfig}
 
 # Settings that say where and how fast a run executes, not what it computes: a run may be
 # resumed with other values (say, on another machine after a preemption).
@@ -523,13 +717,12 @@ def _build(cls, values: dict, where: str):
     return section
 
 
-# Flags whose names are not the field's name with dashes.
-_FLAGS = {"model.name": "--model", "data.train": "--train", "data.eval": "--eval"}
-
-
 def flag_of(field: str) -> str:
-    """The command-line flag of a dotted config field: "train.learning_rate" → "--learning-rate"."""
-    return _FLAGS.get(field, "--" + field.split(".")[1].replace("_", "-"))
+    """The command-line flag of a dotted config field: "train.learning_rate" → "--learning-rate"
+    (declared on the field, see `bertfit.flags`)."""
+    section, name = field.split(".")
+    (found,) = (f for f in dataclasses.fields(SECTIONS[section]) if f.name == name)
+    return flag_name(found)
 
 
 def _get(config, dotted: str):

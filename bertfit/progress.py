@@ -1,4 +1,9 @@
-"""A progress display: one updating line on a terminal, plain periodic lines otherwise."""
+"""A progress display: one updating line on a terminal, plain periodic lines otherwise.
+
+Not Keras' `Progbar`: it writes to standard output (where `predict --output -` writes rows),
+and with ANSI colours and backspaces whenever the `posix` module is loaded, a pipe or CI log
+included. Not tqdm: in a log file its updates join into one line of carriage returns, and it
+would be a new dependency. tests/test_progress.py pins what this one does instead."""
 
 from __future__ import annotations
 

@@ -5,13 +5,15 @@ parsing only: nothing here loads TensorFlow or trains."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.metadata
 
 import pytest
 
 from bertfit.cli import build_parser, main
-from bertfit.config import RunConfig
-from bertfit.run_flags import TRAIN_FLAG_GROUPS, TRAIN_FLAGS
+from bertfit.config import SECTIONS, DataConfig, RunConfig, flag_of
+from bertfit.flags import FLAG, shown_value
+from bertfit.run_flags import RUN_FLAG_GROUPS, RUN_FLAGS, run_config_from_args
 
 
 def _commands() -> dict[str, argparse.ArgumentParser]:
@@ -26,8 +28,8 @@ def _a_value(action: argparse.Action) -> list[str]:
         return []
     if action.choices:
         return [str(next(iter(action.choices)))]
-    samples = {"int": "2", "float": "0.5", "_bool": "true", "_bool_or_auto": "auto"}
-    samples |= {"_buckets": "16,32", "_workers": "localhost:2222,localhost:2223"}
+    samples = {"int": "2", "float": "0.5", "parse_bool": "true", "parse_bool_or_auto": "auto"}
+    samples |= {"parse_buckets": "16,32", "parse_workers": "localhost:2222,localhost:2223"}
     return [samples.get(getattr(action.type, "__name__", ""), "x.csv")]
 
 
@@ -60,16 +62,34 @@ def test_train_help_is_in_sections_and_quotes_the_config_defaults():
         group.title: [a.option_strings[0] for a in group._group_actions]
         for group in train._action_groups
     }
-    for title, flags in TRAIN_FLAG_GROUPS.items():
-        assert sections[title] == list(flags)
+    for title in RUN_FLAG_GROUPS:
+        assert sections[title] == [name for name, f in RUN_FLAGS.items() if f.group == title]
     assert {"--resume", "--json", "--quiet", "--output-dir"} <= set(sections["run and output"])
     assert sections["options"] == ["-h"]  # nothing left in the flat list
-    assert sum(len(flags) for flags in TRAIN_FLAG_GROUPS.values()) == len(TRAIN_FLAGS)
+    assert sum(len(sections[title]) for title in RUN_FLAG_GROUPS) == len(RUN_FLAGS)
     helps = {a.option_strings[0]: a.help for a in train._actions if a.option_strings}
     defaults = RunConfig()
     assert helps["--epochs"].endswith(f"(default {defaults.train.epochs})")
     assert helps["--learning-rate"].endswith(f"(default {defaults.train.learning_rate})")
     assert helps["--max-seq-length"].endswith(f"(default {defaults.model.max_seq_length})")
+
+
+def test_every_config_field_is_a_flag_with_the_fields_help_choices_and_default():
+    """The config dataclasses own their flags: each field's declared help and choices are the
+    parser's, a quoted default is the field's, and a flag left out leaves the field's default."""
+    actions = {a.option_strings[0]: a for a in _commands()["train"]._actions if a.option_strings}
+    for section, cls in SECTIONS.items():
+        for field in dataclasses.fields(cls):
+            declared = field.metadata[FLAG]
+            action = actions[flag_of(f"{section}.{field.name}")]
+            assert action.help.startswith(declared.help)
+            if action.help != declared.help:
+                default = shown_value(getattr(cls(), field.name))
+                assert action.help == f"{declared.help} (default {default})"
+            assert action.choices == declared.choices
+            assert action.default is argparse.SUPPRESS  # so --config's values stay
+    args = build_parser().parse_args(["train", "--train", "t.csv"])
+    assert run_config_from_args(args) == RunConfig(data=DataConfig(train="t.csv"))
 
 
 def test_version_names_the_installed_distribution(capsys):

@@ -68,6 +68,8 @@ def test_help_loads_no_tensorflow(argv, says):
         (["train", "--pooling", "max"], "argument --pooling: invalid choice: 'max'"),
         (["train", "--buckets", "32,x"], "--buckets takes comma-separated lengths"),
         (["export", "--run", "r", "out", "--version", "0"], "expected a whole number from 1"),
+        (["serve", "--run", "r", "--max-batch", "0"], "--max-batch must be at least 1, got 0"),
+        (["convert", "m", "m", "--to", "hf"], "DST m overlaps the input m"),  # a preflight
     ],
 )
 def test_usage_errors_exit_2_without_loading_tensorflow(argv, says):

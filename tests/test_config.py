@@ -93,7 +93,7 @@ def test_buckets_are_auto_none_or_lengths_from_flags_yaml_and_earlier_configs(tm
 def test_the_flags_take_their_choices_from_the_config():
     from bertfit import config
     from bertfit.data.sources import FORMATS
-    from bertfit.run_flags import TRAIN_FLAGS
+    from bertfit.run_flags import RUN_FLAGS
 
     expected = {
         "--pooling": config.POOLINGS,
@@ -106,7 +106,7 @@ def test_the_flags_take_their_choices_from_the_config():
         "--strategy": config.STRATEGIES,
         "--best-metric": config.METRICS,
     }
-    choices = {flag: o["choices"] for flag, (_, o) in TRAIN_FLAGS.items() if "choices" in o}
+    choices = {name: f.choices for name, f in RUN_FLAGS.items() if f.choices is not None}
     assert choices.keys() == expected.keys()
     assert all(choices[flag] is expected[flag] for flag in expected)
 
@@ -147,3 +147,18 @@ def test_chunk_settings_out_of_range_name_their_flag(flags, field):
     args = parser.parse_args(["--train", "t.csv", "--max-seq-length", "128", *flags])
     with pytest.raises(ConfigError, match=field):
         run_config_from_args(args)
+
+
+@pytest.mark.parametrize(
+    "values, says",
+    [
+        ({"model": {"pooling": "max"}}, "model.pooling (--pooling) must be one of cls, mean;"),
+        ({"data": {"format": "xml"}}, "data.format (--format) must be one of csv, tsv, jsonl,"),
+        ({"train": {"best_metric": "auc"}}, "train.best_metric (--best-metric) must be one of"),
+    ],
+)
+def test_a_config_value_outside_its_flags_choices_is_refused_naming_both(values, says):
+    """The choices a flag offers are the ones a run.yaml is checked against (one owner)."""
+    with pytest.raises(ConfigError) as refused:
+        RunConfig.from_dict(values).validate()
+    assert says in str(refused.value)

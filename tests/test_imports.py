@@ -111,7 +111,7 @@ def test_the_package_has_no_import_cycles():
 # a rank here.
 RANKS = {
     **dict.fromkeys(["errors", "cache", "progress"], 0),
-    **dict.fromkeys(["atomic", "translate", "storage", "tf_build"], 1),
+    **dict.fromkeys(["atomic", "translate", "storage", "tf_build", "flags"], 1),
     **dict.fromkeys(["config", "paths", "tf_startup"], 2),
     **dict.fromkeys(["text", "model"], 3),
     **dict.fromkeys(["checkpoints", "data"], 4),
@@ -266,7 +266,7 @@ def _parser_that_stops_after_start_up():
 
     parser = argparse.ArgumentParser()
     parser.add_argument("command")
-    parser.set_defaults(func=lambda args: 0)
+    parser.set_defaults(handler=lambda args: 0)
     return parser
 
 

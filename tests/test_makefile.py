@@ -40,5 +40,12 @@ def test_make_test_installs_every_extra(tmp_path):
     names = {line.split(" = ")[0] for line in extras.splitlines() if " = " in line}
     (install,) = [line for line in _plan("test", tmp_path) if "pip install -q -e" in line]
     installed = set(install.split("'.[")[1].split("]'")[0].split(","))
-    # dev has pyarrow, gcsfs and s3fs; gpu and tpu are TensorFlow's other builds
-    assert installed == names - {"bench", "parquet", "storage", "gpu", "tpu"}
+    # dev has pyarrow, gcsfs and s3fs; gpu and tpu are TensorFlow's other builds; docs is
+    # `make docs`' (tests/test_docs.py needs no mkdocs)
+    assert installed == names - {"bench", "parquet", "storage", "gpu", "tpu", "docs"}
+
+
+def test_make_docs_installs_the_docs_extra_and_builds_the_site_strictly(tmp_path):
+    plan = _plan("docs", tmp_path)
+    assert any("pip install -q -e '.[docs]'" in line for line in plan), plan
+    assert plan[-1].endswith("mkdocs build --strict --site-dir site"), plan

@@ -1,4 +1,5 @@
-"""The README's code runs: each example is executed as written, on a tiny model and data."""
+"""The README's and the manual's Python examples run: each is executed as written, on a tiny
+model and data (tests/test_docs.py checks every other block)."""
 
 from __future__ import annotations
 
@@ -8,16 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.tiny import tagged_rows, write_jsonl
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def readme_block(marker: str) -> str:
-    """The README's ```python block that contains `marker`."""
-    blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
-    (block,) = [b for b in blocks if marker in b]
-    return block
+from tests.markdown_blocks import ROOT, code_blocks, doc_block
+from tests.tiny import sentiment_rows, tagged_rows, write_csv, write_jsonl
 
 
 def run_python(code: str, tmp_path: Path, timeout: int = 600, **extra_env: str) -> str:
@@ -36,7 +29,7 @@ def run_python(code: str, tmp_path: Path, timeout: int = 600, **extra_env: str) 
 
 def test_the_multi_label_training_loop_runs_over_two_replicas(tmp_path, trainable_hf_dir):
     write_jsonl(tmp_path / "tags.jsonl", tagged_rows(96, seed=4))
-    code = readme_block("bertfit.make_dataset(")
+    code = doc_block("bertfit.make_dataset(")
     code = re.sub(
         r"MODEL, DATA, EPOCHS = .*",
         f'MODEL, DATA, EPOCHS = "{trainable_hf_dir}", "tags.jsonl", 3',
@@ -57,7 +50,7 @@ def test_the_multi_label_training_loop_runs_over_two_replicas(tmp_path, trainabl
 def test_the_keras_fit_example_runs_under_two_replicas_and_saves_a_keras_file(
     tmp_path, trainable_hf_dir
 ):
-    code = readme_block("bertfit.BertPreprocessor.from_checkpoint(")
+    code = doc_block("bertfit.BertPreprocessor.from_checkpoint(")
     assert len(code.strip().splitlines()) <= 20
     code = code.replace('"minilm-l6"', f'"{trainable_hf_dir}"').replace("5e-5", "3e-3")
     two_cpus = (
@@ -78,7 +71,7 @@ def test_the_tf_hub_example_runs_on_bertfits_tf_hub_export(tmp_path, trainable_h
     from bertfit.cli import main
 
     assert main(["convert", str(trainable_hf_dir), str(tmp_path / "hub"), "--to", "tf-hub"]) == 0
-    code = readme_block("hub.KerasLayer(")
+    code = doc_block("hub.KerasLayer(")
     encoder, preprocessing = (tmp_path / "hub" / "encoder", tmp_path / "hub" / "preprocess")
     code = re.sub(r'"https://tfhub.dev/[^"]*preprocess[^"]*"', f'"{preprocessing}"', code)
     code = re.sub(r'"https://tfhub.dev/[^"]*"', f'"{encoder}"', code)
@@ -89,3 +82,22 @@ def test_the_tf_hub_example_runs_on_bertfits_tf_hub_export(tmp_path, trainable_h
     )
     out = run_python(code + check, tmp_path, TF_USE_LEGACY_KERAS="1")
     assert int(re.search(r"trainable (\d+)", out).group(1)) > 2  # the encoder's weights train
+
+
+def test_the_readmes_python_example_checks_trains_evaluates_and_predicts(
+    tmp_path, trainable_hf_dir
+):
+    (code,) = [b.text for b in code_blocks(ROOT / "README.md") if b.lang == "python"]
+    for name, seed in (("train", 0), ("dev", 1), ("test", 2)):
+        write_csv(tmp_path / f"{name}.csv", sentiment_rows(32, seed=seed))
+    code = code.replace('"minilm-l6"', f'"{trainable_hf_dir}"').replace(
+        "max_seq_length=64", "max_seq_length=16"
+    )
+    code = code.replace("batch_size=32, epochs=3", "batch_size=8, epochs=1")
+    check = (
+        "\nassert report.exit_code() == 0, report.render(color=False)\nprint(report.codes)\n"
+        "rows = classifier.predict(['a gripping film', 'dull'])\n"
+        "print('metrics', sorted(metrics)[:3], 'rows', len(rows), rows[0]['label'])\n"
+    )
+    out = run_python(code + check, tmp_path)
+    assert "rows 2" in out and (tmp_path / "runs" / "sst" / "metrics.json").is_file()

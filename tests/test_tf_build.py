@@ -154,10 +154,11 @@ def test_the_cli_refuses_two_builds_in_one_folder_before_loading_tensorflow(tmp_
 
 
 def test_the_readmes_install_table_is_what_bertfit_says():
-    readme = (ROOT / "README.md").read_text()
-    for accelerator, commands in INSTALL.items():
-        for command in commands:
-            assert command in readme, (accelerator, command)
+    for page in ("README.md", "docs/install.md"):  # the table, and the manual's page on it
+        text = (ROOT / page).read_text()
+        for accelerator, commands in INSTALL.items():
+            for command in commands:
+                assert command in text, (page, accelerator, command)
 
 
 @pytest.mark.slow

@@ -10,7 +10,7 @@ from bertfit.config import CONVERT_TARGETS
 
 def add_commands(subparsers) -> None:
     """Adds `inspect PATH [--json]` and `convert SRC DST --to hf|tf-hub` to an argparse
-    subparsers object; each sets `func(args) -> int`."""
+    subparsers object; each sets `handler(args) -> int` (and `convert` its `preflight`)."""
     inspect = subparsers.add_parser(
         "inspect",
         help="say what a checkpoint is and whether it can be fine-tuned",
@@ -19,7 +19,7 @@ def add_commands(subparsers) -> None:
     )
     inspect.add_argument("path", help="a checkpoint folder, prefix, archive or packaged name")
     inspect.add_argument("--json", action="store_true", help="print the report as JSON")
-    inspect.set_defaults(func=run_inspect)
+    inspect.set_defaults(handler=run_inspect)
 
     convert = subparsers.add_parser(
         "convert",
@@ -45,7 +45,7 @@ def add_commands(subparsers) -> None:
         help="the preprocessing model's packed length (tf-hub only; default "
         "128, or the model's position limit when shorter)",
     )
-    convert.set_defaults(func=run_convert)
+    convert.set_defaults(handler=run_convert, preflight=check_convert_destination)
 
 
 def run_inspect(args: argparse.Namespace) -> int:
@@ -55,6 +55,13 @@ def run_inspect(args: argparse.Namespace) -> int:
     report = inspect_checkpoint(resolve(args.path))
     print(json.dumps(report, indent=2) if args.json else format_report(report))
     return 0
+
+
+def check_convert_destination(args: argparse.Namespace) -> None:
+    """DST must be a folder bertfit may write (checked before TensorFlow loads: at once)."""
+    from bertfit.paths import check_output_dir
+
+    check_output_dir(args.destination, "DST", inputs=[args.source])
 
 
 def run_convert(args: argparse.Namespace) -> int:

@@ -42,20 +42,15 @@ from bertfit.checks.model import (
     signature_only_fix,
 )
 from bertfit.config import RunConfig, check_positions
+from bertfit.data.labelled import encode_labelled, window_spec
+from bertfit.data.stream_source import check_stream
 from bertfit.data.streaming import TrainStream
 from bertfit.data.tasks import SINGLE_LABEL
 from bertfit.data.tfrecord import Manifest, is_prepared, prepared_directory
 from bertfit.errors import BertfitError, CheckpointError, ConfigError, DataError
 from bertfit.model.classifier import BertClassifier
 from bertfit.model.inputs import WORD_IDS
-from bertfit.training.setup import (
-    RunSetup,
-    assemble,
-    check_stream,
-    encode_labelled,
-    run_tokenizer,
-    window_spec,
-)
+from bertfit.training.setup import RunSetup, assemble, run_tokenizer
 from bertfit.training.strategy import XlaChoice, check_hardware
 
 TPU_REPLICAS = 8  # a v2-8 / v3-8 host: 8 cores
@@ -436,9 +431,8 @@ def _check_pipeline(
     ):
         compile_shapes(report, trainer.replica_step, firsts, expected.target, "replica step", full)
     compute = tf.as_dtype(trainer.model.encoder.dtype_policy.compute_dtype).size
-    shapes = [(per_replica, s) for s in sorted(pipeline.datasets)]
-    if setup.windowed:  # [batch, K, max_seq_length]: the encoder runs on batch·K windows
-        shapes = [(per_replica, k, config.model.max_seq_length) for k in sorted(pipeline.datasets)]
+    # [batch, length], or for windowed documents [batch, K, max_seq_length]
+    shapes = [(per_replica, *setup.train.row_shape(k)) for k in sorted(pipeline.datasets)]
     report.memory = memory_per_replica(trainer.model, shapes, compute)
 
 

@@ -9,7 +9,7 @@ from bertfit.run_flags import add_run_output_arguments, add_train_arguments, run
 
 
 def add_commands(subparsers) -> None:
-    """Adds `check` to an argparse subparsers object; it sets `func(args) -> int`."""
+    """Adds `check` to an argparse subparsers object; it sets `handler(args) -> int`."""
     parser = subparsers.add_parser(
         "check",
         help="find data, shape, dtype, input and gradient problems before training",
@@ -59,7 +59,7 @@ def add_commands(subparsers) -> None:
     )
     check.add_argument("--json", action="store_true", help="print the report as JSON")
     check.add_argument("--strict", action="store_true", help="exit 1 on warnings")
-    parser.set_defaults(func=run_check)
+    parser.set_defaults(handler=run_check)
     add_doctor(subparsers)
 
 
@@ -100,7 +100,7 @@ def add_doctor(subparsers) -> None:
         "it (default: a data sheet's for known GPUs and TPUs, measured on a CPU)",
     )
     command.add_argument("--json", action="store_true", help="print the report as JSON")
-    command.set_defaults(func=run_doctor)
+    command.set_defaults(handler=run_doctor)
 
 
 def run_doctor(args: argparse.Namespace) -> int:

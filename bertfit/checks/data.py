@@ -15,18 +15,18 @@ import numpy as np
 
 from bertfit.checks.findings import ERROR, INFO, WARNING, Report
 from bertfit.config import RunConfig
-from bertfit.data.labels import INTEGER_LABEL
-from bertfit.data.sources import Example, read_examples, resolve_format
-from bertfit.data.tasks import MULTI_LABEL, SINGLE_LABEL, WARNING_NOTE, Task, label_counts
-from bertfit.data.windowed import WindowProfile
-from bertfit.errors import DataError
-from bertfit.training.setup import (
-    LabelledData,
+from bertfit.data.labelled import (
     encode_labelled,
     infer_run_task,
     read_training_examples,
     source_spec,
 )
+from bertfit.data.labels import INTEGER_LABEL
+from bertfit.data.sources import Example, read_examples, resolve_format
+from bertfit.data.tasks import MULTI_LABEL, SINGLE_LABEL, WARNING_NOTE, Task, label_counts
+from bertfit.data.training_data import LabelledData, LabelledDocuments
+from bertfit.data.windowed import WindowProfile
+from bertfit.errors import DataError
 
 IMBALANCE_RATIO = 20
 TRUNCATION_WARNING = 0.05
@@ -291,7 +291,7 @@ def check_lengths(
     limit = config.model.max_seq_length
     over = encoded.packed_lengths > limit
     report.stats[f"{path} tokenized"] = f"{len(rows)} of {len(examples)} rows"
-    if data.documents is not None:
+    if isinstance(data, LabelledDocuments):
         check_windows(report, data, path)
     elif over.any():
         cut = encoded.packed_lengths[over] - limit
@@ -311,7 +311,7 @@ def check_lengths(
     return data
 
 
-def check_windows(report: Report, data: LabelledData, path: str) -> None:
+def check_windows(report: Report, data: LabelledDocuments, path: str) -> None:
     """`--long-documents chunk`: the documents' windows, and a finding for those that need more
     than --max-chunks windows (the ids after the last kept window are dropped)."""
     documents = data.documents

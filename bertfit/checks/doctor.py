@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import resource
 import time
@@ -229,9 +230,8 @@ class _Timing:
         """Seconds, padded tokens, rows (padding rows included) and model FLOPs of `steps`
         steps, taken as `Trainer.run_plan` takes them: runs of one bucket, up to
         steps_per_execution."""
-        t, windowed = self.setup.config.train, self.setup.windowed
+        t, train = self.setup.config.train, self.setup.train
         rows = t.batch_size * t.grad_accum
-        window = self.setup.config.model.max_seq_length if windowed else 1
         seconds, tokens, flops, left = 0.0, 0, 0.0, steps
         while left:
             if not self._remaining:
@@ -244,9 +244,10 @@ class _Timing:
             take = min(run, left, max(1, t.steps_per_execution))
             seconds += self._call(length, take)
             for _ in range(take):
-                padded = self._padded_length(self._take(length))
-                step_tokens = rows * padded * window
-                attended = window if windowed else padded  # the attention's sequence
+                # [length], or a windowed document's [K, max_seq_length]
+                shape = train.row_shape(self._padded_length(self._take(length)))
+                step_tokens = rows * math.prod(shape)
+                attended = shape[-1]  # the attention's sequence
                 flops += step_tokens * train_flops_per_token(self.setup.checkpoint.config, attended)
                 tokens += step_tokens
             left -= take

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -118,10 +119,20 @@ def padding_share(packed_lengths: np.ndarray, buckets: list[int]) -> float:
     return float(1 - clipped.sum() / max(padded.sum(), 1))
 
 
+def bucket_lengths(lengths: Iterable[int], max_seq_length: int) -> tuple[int, ...]:
+    """Bucket lengths as everything that pads to them takes them: sorted, each once, and
+    max_seq_length among them (the longest packed input always has a bucket).
+
+    >>> bucket_lengths([64, 32, 64], 128)
+    (32, 64, 128)
+    """
+    return tuple(sorted(set(lengths) | {max_seq_length}))
+
+
 def default_buckets(max_seq_length: int) -> tuple[int, ...]:
     """max/4, max/2 and max, keeping those of at least 16: 128 → (32, 64, 128)."""
-    candidates = [max_seq_length // 4, max_seq_length // 2, max_seq_length]
-    return tuple(sorted({b for b in candidates if b >= 16} | {max_seq_length}))
+    candidates = [max_seq_length // 4, max_seq_length // 2]
+    return bucket_lengths((b for b in candidates if b >= 16), max_seq_length)
 
 
 def fixed_buckets(setting: str | list[int], max_seq_length: int) -> tuple[int, ...] | None:
@@ -135,7 +146,7 @@ def fixed_buckets(setting: str | list[int], max_seq_length: int) -> tuple[int, .
         return None
     if setting == NO_BUCKETS:
         return (max_seq_length,)
-    return tuple(sorted(set(setting) | {max_seq_length}))
+    return bucket_lengths(setting, max_seq_length)
 
 
 def saved_buckets(setting: str | list[int], max_seq_length: int) -> tuple[int, ...]:

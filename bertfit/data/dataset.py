@@ -20,7 +20,7 @@ import numpy as np
 import tensorflow as tf
 
 from bertfit.config import per_replica_batch
-from bertfit.data.buckets import default_buckets
+from bertfit.data.buckets import bucket_lengths, default_buckets
 from bertfit.data.pipeline import BucketedInput, encode_texts, plan_batches
 from bertfit.data.sources import Example, SourceSpec, read_examples
 from bertfit.data.tasks import Task, infer_task
@@ -122,7 +122,7 @@ def make_dataset(
         [e.text_pair for e in examples] if examples and examples[0].text_pair is not None else None
     )
     encoded = encode_texts(tokenizer, [e.text for e in examples], pairs)
-    buckets = sorted(set(buckets or default_buckets(max_seq_length)) | {max_seq_length})
+    buckets = list(bucket_lengths(buckets or default_buckets(max_seq_length), max_seq_length))
     special = tokenizer.special_ids
     return TaskDataset(
         task, examples, targets, encoded, buckets, batch_size, strategy, seed, shuffle, special

@@ -39,10 +39,8 @@ from pathlib import Path
 import numpy as np
 
 from bertfit import storage
+from bertfit.config import DATA_FORMATS as FORMATS  # DataConfig.format's choices
 from bertfit.errors import BertfitError, DataError, MissingDependencyError
-
-FORMATS = ("csv", "tsv", "jsonl", "parquet")
-"""The formats `read_examples` understands."""
 
 STDIN = "-"
 """The path that means "read standard input"."""

@@ -39,11 +39,23 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
+from bertfit.config import RunConfig
 from bertfit.data.pipeline import PAD_INDEX, bucket_of
 from bertfit.data.profile import LengthProfile
 from bertfit.data.tasks import MULTI_LABEL, SINGLE_LABEL
-from bertfit.data.tfrecord import IDS_A, IDS_B, LABEL, LENGTH, ROW, Manifest, parser, read_manifest
-from bertfit.errors import BertfitError
+from bertfit.data.tfrecord import (
+    IDS_A,
+    IDS_B,
+    LABEL,
+    LENGTH,
+    ROW,
+    Manifest,
+    damaged_shard,
+    parser,
+    read_manifest,
+)
+from bertfit.data.training_data import Batching, TrainingData
+from bertfit.errors import BertfitError, DataError
 from bertfit.model.inputs import GLOBAL_EXAMPLES, INDEX, WEIGHT
 from bertfit.text.packing import pack_inputs
 
@@ -53,9 +65,11 @@ SAMPLE_FOR_BUCKETS = 1_000_000  # lengths that choose the buckets (a larger set 
 LENGTH_BATCH = 256  # records whose lengths are parsed together (the buckets' filter)
 
 
-class TrainStream:
+class TrainStream(TrainingData):
     """A prepared training set: its directory (a local path, or a URL that TensorFlow's file
-    systems read: `gs://`, `ram://`, ...) and manifest (`len`: its rows)."""
+    systems read: `gs://`, `ram://`, ...) and manifest (`len`: its rows). Its rows are never
+    in memory: the plan comes from the manifest's length histograms (`StreamLayout`), the
+    batches from the shards (`StreamedInput`)."""
 
     def __init__(self, directory: str | Path, manifest: Manifest):
         self.directory = directory
@@ -63,6 +77,7 @@ class TrainStream:
         self.path = str(directory)
         self.labels = None  # never in memory
         self.weights = None
+        self._layouts: dict[tuple, StreamLayout] = {}
 
     def __len__(self) -> int:
         return self.manifest.rows
@@ -75,7 +90,7 @@ class TrainStream:
         """A digest of the manifest: the rows' shards, counts, lengths and tokenizer."""
         return hashlib.sha256(read_manifest(self.directory)).hexdigest()
 
-    def bucket_lengths(self, limit: int = SAMPLE_FOR_BUCKETS) -> np.ndarray:
+    def lengths(self, limit: int = SAMPLE_FOR_BUCKETS) -> np.ndarray:
         """Packed lengths to choose the buckets from: all of them, or for a larger set `limit`
         evenly spaced quantiles of the histogram (the same shape, never all rows in memory)."""
         histogram = self.manifest.histogram()
@@ -86,6 +101,61 @@ class TrainStream:
             return np.repeat(values, counts)
         positions = np.linspace(0, rows - 1, limit).astype(np.int64)
         return values[np.searchsorted(np.cumsum(counts), positions, side="right")]
+
+    def layout(self, batching: Batching) -> StreamLayout:
+        """How the set is split among `batching`'s input pipelines and cut into its steps."""
+        key = (batching.buckets, batching.pipelines, batching.rows_per_step)
+        if key not in self._layouts:
+            rows_per_step = batching.rows_per_step // batching.pipelines
+            self._layouts[key] = StreamLayout.of(
+                self.manifest, batching.buckets, batching.pipelines, rows_per_step
+            )
+        return self._layouts[key]
+
+    def notes(self, config: RunConfig, batching: Batching) -> list[str]:
+        note = self.layout(batching).note
+        return [
+            f"streaming the prepared set {self.directory} ({len(self)} rows, "
+            f"{len(self.files)} files)",
+            *([note] if note else []),
+        ]
+
+    def plan(self, batching: Batching, *, shuffle: bool, epoch: int = 0) -> list[StreamStep]:
+        return self.layout(batching).plan(
+            shuffle=shuffle, seed=batching.seed, epoch=epoch, run_length=batching.run_length
+        )
+
+    def input(
+        self,
+        batching: Batching,
+        strategy: tf.distribute.Strategy,
+        *,
+        special_ids: dict[str, int],
+        shuffle: bool,
+        epoch: int = 0,
+        start: int = 0,
+    ) -> StreamedInput:
+        """The epoch's batches from the shards, always shuffled: a stream serves training only
+        (its loss weights are 1)."""
+        return StreamedInput(
+            self,
+            self.layout(batching),
+            strategy,
+            special_ids=special_ids,
+            seed=batching.seed,
+            epoch=epoch,
+            start=start,
+            run_length=batching.run_length,
+            micro_batches=batching.micro_batches,
+            pad_to_longest=batching.pad_to_longest,
+        )
+
+    def profile(self, batching: Batching) -> LengthProfile:
+        return self.layout(batching).profile(self.manifest)
+
+    def read_error(self, error: Exception) -> DataError:
+        """The damaged shard named (`damaged_shard`), not TensorFlow's `DataLossError`."""
+        return damaged_shard(self.manifest, self.directory, error)
 
 
 def input_pipelines(strategy: tf.distribute.Strategy) -> int:

@@ -232,17 +232,16 @@ def plan_documents(
 
 
 class WindowedInput(BucketedInput):
-    """Per-bucket distributed datasets of windowed documents that follow a plan.
+    """Per-bucket distributed datasets of windowed documents that follow a plan: a
+    `BucketedInput` (the same arguments after `documents`, and the same batches) whose rows
+    are documents cut into windows.
 
     Args:
         documents: the encoded documents.
-        labels: the targets of the documents (`Task.targets`), or None (prediction).
-        plan: the global batches (`plan_documents`), in step order.
-        strategy: the `tf.distribute` strategy that will consume the batches.
-        special_ids: the tokenizer's `special_ids`.
-        micro_batches: global micro-batches per plan batch (gradient accumulation), laid
-            out as `BucketedInput` lays them out.
-        weights: float32 weight of each document in the loss, or None for 1.
+        *args, **kwargs: as `BucketedInput` takes them after its `encoded`: the documents'
+            `labels`, the `plan` (`plan_documents`), the `strategy`, `special_ids`,
+            `micro_batches` and `weights`. Every batch has the static window shape (no
+            `pad_to_longest`).
 
     Iterating yields `(K, per-replica batch)` in plan order. A batch holds `input_word_ids`,
     `input_mask`, `input_type_ids` ([per-replica batch, K, max_seq_length] int32),
@@ -251,28 +250,9 @@ class WindowedInput(BucketedInput):
     `global_examples`, as `BucketedInput` gives them.
     """
 
-    def __init__(
-        self,
-        documents: WindowedDocuments,
-        labels: np.ndarray | None,
-        plan: list[Batch],
-        strategy: tf.distribute.Strategy,
-        *,
-        special_ids: dict[str, int],
-        micro_batches: int = 1,
-        weights: np.ndarray | None = None,
-    ):
-        self.documents = documents
-        encoded = EncodedTexts(documents.ids, None, documents.windows)
-        super().__init__(
-            encoded,
-            labels,
-            plan,
-            strategy,
-            special_ids=special_ids,
-            micro_batches=micro_batches,
-            weights=weights,
-        )
+    def __init__(self, documents: WindowedDocuments, *args, **kwargs):
+        self.documents = documents  # before the datasets: `_dataset` reads it
+        super().__init__(EncodedTexts(documents.ids, None, documents.windows), *args, **kwargs)
 
     def _dataset(
         self, seq_length: int, context: tf.distribute.InputContext, every_bucket: bool = False

@@ -50,6 +50,7 @@ from pathlib import Path
 
 import tensorflow as tf
 
+from bertfit.data.buckets import bucket_lengths
 from bertfit.data.tasks import REGRESSION, Task
 from bertfit.data.windowed import chunk_buckets
 from bertfit.errors import ConfigError
@@ -126,7 +127,7 @@ class ClassifierModule(tf.Module):
         for name, value in self.limits.as_dict().items():
             value = -1 if value is None else value
             setattr(self, name, tf.Variable(value, trainable=False, dtype=tf.int32, name=name))
-        self.buckets = sorted(set(buckets) | {max_seq_length})
+        self.buckets = list(bucket_lengths(buckets, max_seq_length))
         self.pairs = pairs
         # No autograph: nothing here branches on a tensor, and converting costs seconds of the
         # first prediction.

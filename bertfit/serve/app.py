@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import errno
 import functools
 import math
@@ -52,21 +51,15 @@ from bertfit.serve.core import (
     ServingError,
     model_error,
 )
-from bertfit.serve.versions import POLL_WAIT, VersionManager, VersionPolicy, version_folders
+from bertfit.serve.options import ServeOptions
+from bertfit.serve.versions import VersionManager, VersionPolicy, version_folders
 
-# What TF Serving's URLs can carry as a model NAME: no "/" or ":" (they delimit the path), and
-# nothing a URL must escape ("?", "#", "%", spaces, control characters).
-_MODEL_NAME = re.compile(r"^[^/:?#%\s\x00-\x1f\x7f]+$")
 _CORS_HEADERS = {  # http_rest_api_util.cc AddCORSHeaders
     "Access-Control-Allow-Origin": "*",
     "Access-Control-Allow-Methods": "POST, GET",
     "Access-Control-Allow-Headers": "Content-Type",
 }
 _JSON = "application/json"
-MAX_BODY_BYTES = 16 << 20  # --max-request-bytes: 4096 instances of 4 KB
-READ_TIMEOUT = 30.0  # --read-timeout-seconds
-MAX_QUEUED_REQUESTS = 256  # --max-queued-requests
-REST_TIMEOUT = 30.0  # --rest-api-timeout-in-ms: TF Serving's default (server.h)
 METRICS_PATH = "/monitoring/prometheus/metrics"  # util/prometheus_exporter.cc kPrometheusPath
 
 
@@ -76,64 +69,47 @@ class ModelServer:
     Args:
         classifier: the loaded classifier (`bertfit.load_classifier`), served as `version`;
             or None with `versions` given.
-        model_name: the NAME in the URLs (TF Serving's container calls it "model").
+        model_name: the NAME in the URLs (default: `options`'; TF Serving's container calls
+            it "model").
         version: the version number of `classifier`.
-        max_batch: most texts per model call when batching requests together.
-        max_wait: seconds a request waits for others to share its batch.
-        max_request_instances: most instances in one request.
-        max_body_bytes: largest request body (`--max-request-bytes`): a larger one is a 413.
-        read_timeout: seconds a request's body may take to arrive (`--read-timeout-seconds`):
-            a slower one is a 408 and its connection is closed.
-        max_queued_requests: most requests in progress at once (`--max-queued-requests`):
-            one more is a 429 / RESOURCE_EXHAUSTED; the connections (and bodies being read)
-            are bounded at 4 times as many (uvicorn's `limit_concurrency`: 503 past it).
-        rest_timeout: seconds a REST request may take once its body is in
-            (`--rest-api-timeout-in-ms`, TF Serving's flag): a slower one is a 504.
         versions: the `ServedVersion`s to serve instead of `classifier` (the latest answers
             requests that name no version).
-        version_labels: label → version, for /labels/LABEL paths.
-        enable_cors: add TF Serving's CORS headers to every answer (`--enable-cors`).
+        options: how to serve (`ServeOptions`: batching, limits, deadlines, labels, CORS);
+            `settings` change some of its fields, e.g. `max_wait=0.05`. Its port, host and
+            version policy are `serve`'s.
     """
 
     def __init__(
         self,
         classifier: Classifier | None,
-        model_name: str = "model",
+        model_name: str | None = None,
         version: int = 1,
-        max_batch: int = 64,
-        max_wait: float = 0.005,
-        max_request_instances: int = 4096,
-        max_body_bytes: int = MAX_BODY_BYTES,
-        read_timeout: float = READ_TIMEOUT,
-        max_queued_requests: int = MAX_QUEUED_REQUESTS,
-        rest_timeout: float = REST_TIMEOUT,
         versions: list[ServedVersion] | None = None,
-        version_labels: dict[str, int] | None = None,
-        enable_cors: bool = False,
+        options: ServeOptions | None = None,
+        **settings,
     ):
-        check_options(
-            model_name=model_name,
-            max_batch=max_batch,
-            max_wait=max_wait,
-            max_request_instances=max_request_instances,
-            max_body_bytes=max_body_bytes,
-            read_timeout=read_timeout,
-            max_queued_requests=max_queued_requests,
-            rest_timeout=rest_timeout,
-        )
+        if model_name is not None:
+            settings["model_name"] = model_name
+        self.options = options = (options or ServeOptions()).replace(**settings)
         if versions is None:
-            versions = [ServedVersion(int(version), classifier, max_batch, max_wait)]
-        check_version_labels(version_labels or {}, [served.version for served in versions])
+            versions = [
+                ServedVersion(int(version), classifier, options.max_batch, options.max_wait)
+            ]
+        check_version_labels(options.version_labels, [served.version for served in versions])
         self.core = ModelCore(
-            model_name, versions, version_labels, max_request_instances, max_queued_requests
+            options.model_name,
+            versions,
+            options.version_labels,
+            options.max_request_instances,
+            options.max_queued_requests,
         )
-        self.model_name = model_name
-        self.max_body_bytes = max_body_bytes
-        self.read_timeout = read_timeout
-        self.rest_timeout = rest_timeout
+        self.model_name = options.model_name
+        self.max_body_bytes = options.max_body_bytes
+        self.read_timeout = options.read_timeout
+        self.rest_timeout = options.rest_timeout
+        self.enable_cors = options.enable_cors
         self._grpc_server = None
         self._grpc_stopped: asyncio.Task | None = None
-        self.enable_cors = enable_cors
 
     @property
     def batcher(self):
@@ -311,49 +287,6 @@ def check_version_labels(labels: dict[str, int], versions: list[int]) -> None:
             )
 
 
-def check_options(
-    model_name: str = "model",
-    port: int = 8501,
-    max_batch: int = 1,
-    max_wait: float = 0.0,
-    max_request_instances: int = 1,
-    max_body_bytes: int = 1,
-    read_timeout: float = 1.0,
-    max_queued_requests: int = 1,
-    rest_timeout: float = 1.0,
-) -> None:
-    """`ConfigError`s for serving options no server can work with."""
-    if not isinstance(model_name, str) or not _MODEL_NAME.match(model_name):
-        raise ConfigError(
-            f"--model-name {model_name!r} cannot be routed in TF Serving's URLs "
-            "(/v1/models/NAME:predict): use a non-empty name without '/', ':', '?', '#', '%' "
-            "or spaces, e.g. --model-name sst"
-        )
-    if not 0 <= port <= 65535:
-        raise ConfigError(
-            f"--port {port} is not a TCP port; use one from 1 to 65535 (e.g. 8501), or 0 for any "
-            "free port"
-        )
-    for flag, value, least in [
-        ("--max-batch", max_batch, 1),
-        ("--max-request-instances", max_request_instances, 1),
-        ("--max-request-bytes", max_body_bytes, 1),
-        ("--max-queued-requests", max_queued_requests, 1),
-    ]:
-        if value < least:
-            raise ConfigError(f"{flag} must be at least {least}, got {value}")
-    if not max_wait >= 0:  # NaN too
-        raise ConfigError(f"--max-wait-ms must be 0 or more, got {max_wait * 1000}")
-    if not 0 < read_timeout < float("inf"):
-        raise ConfigError(
-            f"--read-timeout-seconds must be more than 0 (e.g. 30), got {read_timeout}"
-        )
-    if not 0 < rest_timeout < float("inf"):
-        raise ConfigError(
-            f"--rest-api-timeout-in-ms must be more than 0 (e.g. 30000), got {rest_timeout * 1000}"
-        )
-
-
 def listen(host: str, port: int) -> socket.socket:
     """A socket bound to host:port and listening, or a `ConfigError` that says why not (the
     port in use, no permission, not an address of this machine)."""
@@ -401,7 +334,10 @@ def export_base(path: str | Path) -> Path | None:
 
 
 def load_version(
-    number: int, folder: Path, max_batch: int = 64, max_wait: float = 0.005
+    number: int,
+    folder: Path,
+    max_batch: int = ServeOptions.max_batch,
+    max_wait: float = ServeOptions.max_wait,
 ) -> ServedVersion:
     """Version `number` of an export, loaded from `folder` and warmed up (its first call
     traces the graph: not a request's wait)."""
@@ -419,8 +355,8 @@ def _warm_up(served: ServedVersion) -> None:
 
 def served_versions(
     path: str | Path,
-    max_batch: int = 64,
-    max_wait: float = 0.005,
+    max_batch: int = ServeOptions.max_batch,
+    max_wait: float = ServeOptions.max_wait,
     policy: VersionPolicy | None = None,
 ) -> list[ServedVersion]:
     """The versions to serve from `path`, loaded once: an export's versions that `policy`
@@ -443,113 +379,77 @@ def served_versions(
     return [ServedVersion(number, classifier, max_batch, max_wait, folder)]
 
 
-def serve(
-    path: str,
-    host: str = "127.0.0.1",
-    port: int = 8501,
-    model_name: str = "model",
-    version_labels: dict[str, int] | None = None,
-    enable_cors: bool = False,
-    grpc_port: int = -1,
-    version_policy: str | VersionPolicy = "latest",
-    poll_wait: float = POLL_WAIT,
-    **options,
-) -> None:
+def serve(path: str, options: ServeOptions | None = None, **settings) -> None:
     """Loads the classifier at `path` (a run directory, or an export BASE: the versions
-    `version_policy` wants, polled every `poll_wait` seconds for new ones) and serves it until
-    SIGTERM: TF Serving's REST API on `port`, and its gRPC API on `grpc_port` (-1: none) in
-    the same event loop. The ports are taken before the model loads, so a busy port is said
-    at once."""
+    `options.version_policy` wants, polled every `options.poll_wait` seconds for new ones) and
+    serves it until SIGTERM: TF Serving's REST API on `options.port`, and its gRPC API on
+    `options.grpc_port_to_bind()` (-1: none) in the same event loop. `settings` change some of
+    `options`' fields (`ServeOptions`: `bertfit serve`'s flags, and their defaults). The ports
+    are taken before the model loads, so a busy port is said at once."""
     import asyncio
 
-    check_options(model_name=model_name, port=port, **options)
-    check_grpc_port(grpc_port)
-    if isinstance(version_policy, str):
-        version_policy = VersionPolicy.parse(version_policy)
-    if not 0 <= poll_wait < float("inf"):
-        raise ConfigError(
-            f"--file-system-poll-wait-seconds must be 0 (poll once, at start) or more, got "
-            f"{poll_wait}"
-        )
-    if grpc_port >= 0:
+    options = (options or ServeOptions()).replace(**settings)
+    policy = VersionPolicy.parse(options.version_policy)
+    if options.grpc_port_to_bind() >= 0:
         _import_grpc()
-    launch = _Launch(
-        path, host, grpc_port, model_name, version_labels, enable_cors, version_policy, poll_wait
-    )
-    sock = listen(host, port)
+    sock = listen(options.host, options.port)
     try:
-        asyncio.run(_serve(sock, launch, options))
+        asyncio.run(_serve(sock, path, options, policy))
     finally:
         sock.close()
 
 
-@dataclasses.dataclass(frozen=True)
-class _Launch:
-    """What `serve` was asked to serve, and where (its checked arguments)."""
-
-    path: str
-    host: str
-    grpc_port: int
-    model_name: str
-    version_labels: dict | None
-    enable_cors: bool
-    version_policy: VersionPolicy
-    poll_wait: float
-
-
-async def _serve(sock, launch: _Launch, options: dict):
+async def _serve(sock, path: str, options: ServeOptions, policy: VersionPolicy):
     port = sock.getsockname()[1]  # the one bound: --port 0 takes any free port
-    grpc_server, grpc_port = None, launch.grpc_port
+    grpc_server, grpc_port = None, options.grpc_port_to_bind()
     if grpc_port >= 0:  # bound in the loop that will run it, before the model loads
         from bertfit.serve import grpc as grpc_api
 
         grpc_server, grpc_port = grpc_api.bind(
-            launch.host,
-            grpc_port,
-            options.get("max_body_bytes", MAX_BODY_BYTES),
-            4 * options.get("max_queued_requests", MAX_QUEUED_REQUESTS),
+            options.host, grpc_port, options.max_body_bytes, options.max_connections
         )
-    server = ModelServer(
-        None, launch.model_name, versions=[], enable_cors=launch.enable_cors, **options
-    )
-    base = _load_versions(server.core, launch, options)
+    # The labels are checked once the versions they name are loaded (`_load_versions`).
+    server = ModelServer(None, versions=[], options=options.replace(version_labels={}))
+    base = _load_versions(server.core, path, options, policy)
     numbers = ", ".join(str(number) for number in server.core.versions)
     if base is not None:
-        numbers += f" (policy {launch.version_policy}, polling {base} every {launch.poll_wait:g} s)"
+        numbers += f" (policy {policy}, polling {base} every {options.poll_wait:g} s)"
+    name, host = options.model_name, options.host
     print(
-        f"bertfit serve: {launch.path} as model {launch.model_name!r} version {numbers} on "
-        f"http://{launch.host}:{port}/v1/models/{launch.model_name}",
+        f"bertfit serve: {path} as model {name!r} version {numbers} on "
+        f"http://{host}:{port}/v1/models/{name}",
         flush=True,
     )
     if grpc_server is not None:
-        print(f"bertfit serve: gRPC (TF Serving's API) on {launch.host}:{grpc_port}", flush=True)
+        print(f"bertfit serve: gRPC (TF Serving's API) on {host}:{grpc_port}", flush=True)
     protocol = read_deadline_protocol(server.read_timeout)
     config = uvicorn.Config(
         server.app(grpc_server),
         log_level="warning",
         http=protocol,
         timeout_graceful_shutdown=max(1, math.ceil(server.rest_timeout)),
-        limit_concurrency=4 * server.core.max_queued_requests,
+        limit_concurrency=options.max_connections,
     )
     await DrainingServer(config, server).serve(sockets=[sock])
     print("bertfit serve: drained and stopped", flush=True)
 
 
-def _load_versions(core: ModelCore, launch: _Launch, options: dict) -> Path | None:
-    """Loads what `launch` serves into `core` (an export BASE: the versions its policy wants,
+def _load_versions(
+    core: ModelCore, path: str, options: ServeOptions, policy: VersionPolicy
+) -> Path | None:
+    """Loads what `path` serves into `core` (an export BASE: the versions `policy` wants,
     managed from then on; else the one classifier) and its labels; the BASE, or None."""
-    max_batch, max_wait = options.get("max_batch", 64), options.get("max_wait", 0.005)
-    base = export_base(launch.path)
+    max_batch, max_wait = options.max_batch, options.max_wait
+    base = export_base(path)
     if base is not None:  # polled for new versions while serving
         load = functools.partial(load_version, max_batch=max_batch, max_wait=max_wait)
-        VersionManager(core, base, launch.version_policy, load, launch.poll_wait).load_initial()
+        VersionManager(core, base, policy, load, options.poll_wait).load_initial()
     else:
-        for served in served_versions(launch.path, max_batch, max_wait):
+        for served in served_versions(path, max_batch, max_wait):
             _warm_up(served)
             core.add(served)
-    labels = launch.version_labels or {}
-    check_version_labels(labels, list(core.versions))
-    core.version_labels = dict(labels)
+    check_version_labels(options.version_labels, list(core.versions))
+    core.version_labels = dict(options.version_labels)
     return base
 
 
@@ -613,15 +513,6 @@ def read_deadline_protocol(read_timeout: float):
                 self.transport.close()
 
     return ReadDeadlineProtocol
-
-
-def check_grpc_port(port: int) -> None:
-    """A `ConfigError` for a --grpc-port that is no TCP port (-1: no gRPC server)."""
-    if not -1 <= port <= 65535:
-        raise ConfigError(
-            f"--grpc-port {port} is not a TCP port; use one from 1 to 65535 (TF Serving's is "
-            "8500), 0 for any free port, or -1 for no gRPC server"
-        )
 
 
 def _import_grpc() -> None:

@@ -22,9 +22,7 @@ class DynamicBatcher:
         max_wait: seconds the first row of a batch waits for company.
     """
 
-    def __init__(
-        self, run_batch: Callable[[list], Sequence], max_batch: int = 64, max_wait: float = 0.005
-    ):
+    def __init__(self, run_batch: Callable[[list], Sequence], max_batch: int, max_wait: float):
         self.run_batch = run_batch
         self.max_batch = max_batch
         self.max_wait = max_wait

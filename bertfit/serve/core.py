@@ -48,6 +48,7 @@ from bertfit.model.inputs import MASK, TYPE_IDS, WORD_IDS
 from bertfit.serve.batching import DynamicBatcher
 from bertfit.serve.deep_json import excerpt
 from bertfit.serve.metrics import ServingMetrics
+from bertfit.serve.options import ServeOptions
 
 PREDICT_METHOD = "tensorflow/serving/predict"
 CLASSIFY_METHOD = "tensorflow/serving/classify"
@@ -205,8 +206,8 @@ class ServedVersion:
         self,
         version: int,
         classifier: Classifier,
-        max_batch: int = 64,
-        max_wait: float = 0.005,
+        max_batch: int = ServeOptions.max_batch,
+        max_wait: float = ServeOptions.max_wait,
         saved_model_dir: str | Path | None = None,
     ):
         self.version = version
@@ -341,8 +342,8 @@ class ModelCore:
         model_name: str,
         versions: list[ServedVersion],
         version_labels: dict[str, int] | None = None,
-        max_request_instances: int = 4096,
-        max_queued_requests: int = 256,
+        max_request_instances: int = ServeOptions.max_request_instances,
+        max_queued_requests: int = ServeOptions.max_queued_requests,
     ):
         self.model_name = model_name
         self.versions: dict[int, ServedVersion] = {}
@@ -661,9 +662,7 @@ def _too_many(count: int, most: int) -> str:
 # ---- the checks of predict instances ----
 
 
-def check_rows(
-    rows: list[dict], signature: Signature, limits: IdLimits, max_rows: int = 4096
-) -> None:
+def check_rows(rows: list[dict], signature: Signature, limits: IdLimits, max_rows: int) -> None:
     """`ServingError`s for instances the model cannot take (see the module's docstring)."""
     if not rows:
         raise ServingError("the request has no instances")

@@ -325,7 +325,7 @@ def serialized_examples(request_input) -> list[bytes]:
 
 
 def bind(
-    host: str, port: int, max_message_bytes: int = 16 << 20, max_calls: int | None = None
+    host: str, port: int, max_message_bytes: int, max_calls: int | None = None
 ) -> tuple[grpc.aio.Server, int]:
     """A gRPC server bound to host:port (0: any free port), not started, and the port bound;
     or a `ConfigError` that says why not. Call it in the event loop that will run it.
@@ -366,7 +366,7 @@ def add_services(server: grpc.aio.Server, core: ModelCore) -> None:
 
 
 def input_arrays(
-    request, signature: Signature, max_rows: int = 4096, limits: IdLimits | None = None
+    request, signature: Signature, max_rows: int, limits: IdLimits | None = None
 ) -> dict[str, np.ndarray]:
     """The request's inputs as arrays: predict_util.cc's `VerifyRequestInputsSize`, the
     SavedModel's `GetInputValues`, then the session's check of each argument's dtype.

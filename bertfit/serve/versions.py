@@ -38,8 +38,6 @@ from bertfit.serve.core import (
     VersionState,
 )
 
-POLL_WAIT = 1.0  # --file-system-poll-wait-seconds: TF Serving's default (server.h)
-
 
 @dataclasses.dataclass(frozen=True)
 class VersionPolicy:
@@ -135,7 +133,7 @@ class VersionManager:
         base: str | Path,
         policy: VersionPolicy,
         load: Callable[[int, Path], ServedVersion],
-        poll_wait: float = POLL_WAIT,
+        poll_wait: float,
     ):
         self.core = core
         self.base = Path(base)

@@ -1,4 +1,4 @@
-"""`bertfit tune`'s flags: every `bertfit train` flag (`run_flags.TRAIN_FLAGS`), the swept ones
+"""`bertfit tune`'s flags: every `bertfit train` flag (`run_flags.RUN_FLAGS`), the swept ones
 taking comma-separated values, and the sweep's own (--seeds, --folds, --trials). Light: parsed
 before TensorFlow loads."""
 
@@ -7,12 +7,7 @@ from __future__ import annotations
 import argparse
 
 from bertfit.config import RunConfig
-from bertfit.run_flags import (
-    TRAIN_FLAGS,
-    add_config_arguments,
-    add_run_flags,
-    run_config_from_args,
-)
+from bertfit.run_flags import RUN_FLAGS, add_config_arguments, add_run_flags, run_config_from_args
 from bertfit.sweeps.spec import SWEPT_FLAGS, SweepSpec
 
 
@@ -96,12 +91,11 @@ def sweep_from_args(args) -> tuple[RunConfig, SweepSpec]:
     sweep: the swept flags with more than one value make the grid."""
     given = vars(args)
     grid, first = {}, {}
-    for flag in SWEPT_FLAGS:
-        dest = flag[2:].replace("-", "_")
-        if dest in given:
-            first[dest] = given[dest][0]
-            if len(given[dest]) > 1:
-                grid[TRAIN_FLAGS[flag][0]] = given[dest]
+    for flag in map(RUN_FLAGS.get, SWEPT_FLAGS):
+        if flag.dest in given:
+            first[flag.dest] = given[flag.dest][0]
+            if len(given[flag.dest]) > 1:
+                grid[flag.field] = given[flag.dest]
     base = run_config_from_args(argparse.Namespace(**{**given, **first}))
     seeds = [base.train.seed + i for i in range(args.seeds)]
     spec = SweepSpec(grid, seeds, args.folds, args.trials, search_seed=base.train.seed)

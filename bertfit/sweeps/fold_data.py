@@ -11,6 +11,7 @@ import numpy as np
 
 from bertfit.atomic import write_text_atomic
 from bertfit.config import RunConfig
+from bertfit.data.labelled import infer_run_task, read_training_examples
 from bertfit.data.sources import Example
 from bertfit.data.tasks import MULTI_LABEL, REGRESSION, Task, normalize_label, parse_number
 from bertfit.sweeps.folds import (
@@ -18,7 +19,6 @@ from bertfit.sweeps.folds import (
     check_no_label_on_every_training_row,
     fold_of_rows,
 )
-from bertfit.training.setup import infer_run_task, read_training_examples
 
 
 @dataclasses.dataclass

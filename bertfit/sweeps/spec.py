@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from bertfit.config import RunConfig, override
-from bertfit.run_flags import TRAIN_FLAGS
+from bertfit.run_flags import RUN_FLAGS
 
 # The flags `bertfit tune` sweeps (comma-separated values) and the short names in trial names.
 SWEPT_FLAGS = {
@@ -135,7 +135,7 @@ class SweepSpec:
 
 def _suffix(params: dict) -> str:
     """ "-lr2e-05-ep3": each swept setting's short name and value, safe in a folder name."""
-    shorts = {TRAIN_FLAGS[flag][0]: short for flag, short in SWEPT_FLAGS.items()}
+    shorts = {RUN_FLAGS[flag].field: short for flag, short in SWEPT_FLAGS.items()}
     parts = []
     for field, value in params.items():
         text = f"{value:g}" if isinstance(value, float) else str(value)

@@ -224,15 +224,22 @@ def _from_sentencepiece_file(file: Path, family: str, config: dict, folder: Path
     specials = {**{k: v for k, v in defaults.items() if k.endswith("_token")},
                 **_special_tokens(config, folder)}  # fmt: skip
     model = parse_model_proto(file.read_bytes())
-    if model["model_type"] != 1:
+    if model.trainer_spec.model_type != model.trainer_spec.UNIGRAM:
         raise CheckpointError(
-            f"{file} is a sentencepiece model of type {model['model_type']}, not Unigram (1); "
-            "bertfit tokenizes Unigram sentencepiece models."
+            f"{file} is a sentencepiece model of type {model.trainer_spec.model_type}, not "
+            "Unigram (1); bertfit tokenizes Unigram sentencepiece models."
         )
-    vocab = [(piece, score) for piece, score, _ in model["pieces"]]
+    if model.trainer_spec.byte_fallback:  # its ids for unknown characters would differ
+        raise CheckpointError(
+            f"{file} is a sentencepiece model with byte_fallback, which bertfit's "
+            "SentencePiece tokenizer does not support yet: it would give <unk> where "
+            "sentencepiece gives byte pieces. Use a checkpoint whose tokenizer has no byte "
+            "fallback."
+        )
+    vocab = [(piece.piece, piece.score) for piece in model.pieces]
     if defaults["fairseq"]:  # fairseq's <s> <pad> </s> <unk>, then the pieces after spm's 3
         vocab = [(specials[k], 0.0) for k in ("cls_token", "pad_token", "sep_token", "unk_token")]
-        vocab += [(piece, score) for piece, score, _ in model["pieces"][3:]]
+        vocab += [(piece.piece, piece.score) for piece in model.pieces[3:]]
     tokens = [piece for piece, _ in vocab]
     for name in ("cls_token", "sep_token", "pad_token", "unk_token", "mask_token"):
         if specials[name] not in tokens:
@@ -242,7 +249,9 @@ def _from_sentencepiece_file(file: Path, family: str, config: dict, folder: Path
         "model": {"type": "Unigram", "unk_id": tokens.index(specials["unk_token"]), "vocab": vocab},
         "normalizer": {
             "type": "Sequence",
-            "normalizers": _family_normalizers(family, model, config),
+            "normalizers": _family_normalizers(
+                family, model.normalizer_spec.precompiled_charsmap, config
+            ),
         },
         "pre_tokenizer": {"type": "Sequence", "pretokenizers": _family_pre_tokenizers(family)},
         "added_tokens": [
@@ -260,10 +269,9 @@ def _from_sentencepiece_file(file: Path, family: str, config: dict, folder: Path
     )
 
 
-def _family_normalizers(family: str, model: dict, config: dict) -> list[dict]:
+def _family_normalizers(family: str, charsmap: bytes, config: dict) -> list[dict]:
     import base64
 
-    charsmap = model["normalizer"].get("precompiled_charsmap", b"")
     precompiled = (
         [{"type": "Precompiled", "precompiled_charsmap": base64.b64encode(charsmap).decode()}]
         if charsmap

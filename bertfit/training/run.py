@@ -10,8 +10,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import errno
-import hashlib
-import json
 import math
 import shutil
 import signal
@@ -26,9 +24,9 @@ import tensorflow as tf
 from bertfit import storage
 from bertfit.config import PRECISION_POLICIES, RunConfig, TrainConfig, per_replica_batch
 from bertfit.data.profile import LengthProfile
-from bertfit.data.sources import Example
+from bertfit.data.stream_source import auto_streaming
 from bertfit.data.tasks import MULTI_LABEL
-from bertfit.data.tfrecord import damaged_shard
+from bertfit.data.training_data import LabelledData
 from bertfit.errors import BertfitError, ConfigError, DataError, TrainingInterrupted
 from bertfit.progress import Console
 from bertfit.training import remote_run
@@ -53,7 +51,7 @@ from bertfit.training.records import (
 )
 from bertfit.training.run_dir import RUNS_ROOT, RunBusy, RunDir, new_run_path, unfinished_run_of
 from bertfit.training.run_length import RunLength
-from bertfit.training.setup import LabelledData, RunSetup, auto_streaming, prepare
+from bertfit.training.setup import RunSetup, prepare
 from bertfit.training.strategy import XlaChoice, check_hardware, make_strategy
 from bertfit.training.summaries import RunSummaries
 from bertfit.translate import explain_errors
@@ -206,18 +204,16 @@ def _train(
     checkpoints = RunCheckpoints(
         trainer.model, trainer.optimizer, run_dir.latest_dir, run_dir.best_dir, run_dir.sync
     )
-    fingerprint = (
-        setup.train.fingerprint() if setup.streamed else data_fingerprint(setup.train.examples)
-    )
-    state = TrainingState(data_fingerprint=fingerprint)
+    state = TrainingState(data_fingerprint=setup.train.fingerprint())
     if resuming:
         state = _resume(run_dir, checkpoints, state, console)
     lengths = setup.length_profile()
     summary = _describe(setup, strategy, lengths)
     summaries = RunSummaries(run_dir.path / "tensorboard")
     summaries.config(setup.config.to_dict())
-    if setup.windowed:
-        summaries.windows(setup.window_profile())
+    windows = setup.window_profile()  # --long-documents chunk: its windows, not its lengths
+    if windows is not None:
+        summaries.windows(windows)
     else:
         summaries.lengths(lengths)
     length = RunLength.of(
@@ -412,14 +408,6 @@ def _step_evaluation_seconds(state: TrainingState) -> float:
     return sum(e.metrics["wall_seconds"] for e in state.evaluations if e.global_step != ended)
 
 
-def data_fingerprint(examples: list[Example]) -> str:
-    """A digest of the training rows (texts, pairs, labels, order)."""
-    digest = hashlib.sha256()
-    for e in examples:
-        digest.update(json.dumps([e.text, e.text_pair, e.label]).encode("utf-8"))
-    return digest.hexdigest()
-
-
 def is_chief(strategy: tf.distribute.Strategy) -> bool:
     """Whether this process writes the run: always, except on a MultiWorkerMirroredStrategy
     worker that is not the chief (task "chief", or worker 0 in a cluster without one)."""
@@ -569,9 +557,9 @@ class EpochRunner:
         try:
             yield
         except (tf.errors.DataLossError, tf.errors.OutOfRangeError) as e:
-            if not self.setup.streamed:
+            error = self.setup.train.read_error(e)  # a streamed set's damaged shard
+            if error is None:
                 raise
-            error = damaged_shard(self.setup.train.manifest, self.setup.train.directory, e)
             self.run_dir.log(f"error: {error}")
             self.run_dir.save_metrics(
                 dataclasses.replace(so_far(self.summary, state), status=FAILED, error=str(error))
@@ -718,8 +706,7 @@ class EpochRunner:
         if self.config.train.tune_threshold and task.kind == MULTI_LABEL:
             tuned = dataclasses.replace(task, threshold=best_threshold(data.labels, outputs))
             metrics.update(task_metrics(tuned, data.labels, outputs))
-        train = self.setup.train  # a prepared (streamed) set's labels are not in memory
-        training_labels = train.labels if isinstance(train, LabelledData) else None
+        training_labels = self.setup.train.labels  # None: a streamed set's are not in memory
         warning = collapse_warning(task, data.labels, outputs, self.config.train, training_labels)
         if warning:
             metrics["warnings"] = [warning]

@@ -13,8 +13,9 @@ import os
 from bertfit.config import RunConfig
 from bertfit.data.chunks import CHUNK_ROWS
 from bertfit.data.shard_writer import write_prepared
+from bertfit.data.stream_source import shard_source
 from bertfit.data.tfrecord import Manifest
-from bertfit.training.setup import load_checkpoint, run_tokenizer, shard_source
+from bertfit.training.setup import load_checkpoint, run_tokenizer
 
 
 def prepare_shards(

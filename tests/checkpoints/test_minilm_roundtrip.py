@@ -57,7 +57,7 @@ def _cli(*argv):
     parser = argparse.ArgumentParser()
     add_commands(parser.add_subparsers(dest="command"))
     args = parser.parse_args(list(argv))
-    return args.func(args)
+    return args.handler(args)
 
 
 @pytest.fixture(scope="module")

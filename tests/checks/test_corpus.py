@@ -463,7 +463,7 @@ def test_raw_strings_batched_then_tokenized_is_not_a_dynamic_batch(encoder, toke
 
 @pytest.mark.host_xla
 def test_tpu_rehearsal_of_the_readme_keras_example(encoder, tokenizer):
-    """The README's Keras path (strings -> BertPreprocessor in tf.data -> BertClassifier)
+    """docs/python_api.md's Keras path (strings -> BertPreprocessor in tf.data -> BertClassifier)
     given to check(model=...) for a TPU: no finding, and its step compiles for the shape."""
     from bertfit.text.preprocessor import BertPreprocessor
 

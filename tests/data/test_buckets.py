@@ -86,3 +86,15 @@ def test_buckets_are_resolved_once_from_the_setting_a_resumed_run_or_the_data():
     chosen = resolve("auto")
     assert chosen.lengths == tuple(choose_buckets(REVIEW_LENGTHS, 64, batch_size=32, epochs=3))
     assert chosen.note.startswith(f"length buckets {', '.join(map(str, chosen.lengths))} chosen")
+
+
+def test_bucket_lengths_are_normalised_in_one_place_for_training_and_inference():
+    """`bucket_lengths` is what the dataset, the exported graph and `--buckets` all pad to:
+    sorted, each once, with max_seq_length among them (added when missing)."""
+    from bertfit.data.buckets import bucket_lengths, default_buckets, fixed_buckets
+
+    assert bucket_lengths([64, 16, 64], 128) == (16, 64, 128)
+    assert bucket_lengths([], 32) == (32,)
+    assert fixed_buckets([64, 16, 64], 128) == bucket_lengths([64, 16], 128)
+    assert default_buckets(128) == (32, 64, 128) and default_buckets(32) == (16, 32)
+    assert default_buckets(8) == (8,)  # below 16 only max_seq_length

@@ -14,6 +14,7 @@ from bertfit.cli import main
 from bertfit.config import DataConfig, ModelConfig, RunConfig
 from bertfit.data import shard_writer
 from bertfit.data.chunks import read_chunks
+from bertfit.data.labelled import encode_labelled, infer_run_task, read_training_examples
 from bertfit.data.sources import Example, SourceSpec, read_examples
 from bertfit.data.tfrecord import (
     Manifest,
@@ -23,13 +24,7 @@ from bertfit.data.tfrecord import (
     tokenizer_fingerprint,
 )
 from bertfit.errors import DataError
-from bertfit.training.setup import (
-    encode_labelled,
-    infer_run_task,
-    load_checkpoint,
-    read_training_examples,
-    run_tokenizer,
-)
+from bertfit.training.setup import load_checkpoint, run_tokenizer
 from bertfit.training.shards import prepare_shards
 from tests.tiny import scored_rows, sentiment_rows, tagged_rows, write_csv, write_jsonl
 

@@ -13,18 +13,13 @@ import tensorflow as tf
 
 from bertfit.cli import main
 from bertfit.config import DataConfig, ModelConfig, RunConfig
+from bertfit.data.labelled import encode_labelled, infer_run_task, read_training_examples
 from bertfit.data.pipeline import PAD_INDEX, BucketedInput, plan_batches
+from bertfit.data.stream_source import cached_shards
 from bertfit.data.streaming import StreamedInput, StreamLayout, TrainStream
 from bertfit.data.tfrecord import Manifest
 from bertfit.model.inputs import GLOBAL_EXAMPLES, INDEX, WEIGHT, WORD_IDS
-from bertfit.training.setup import (
-    cached_shards,
-    encode_labelled,
-    infer_run_task,
-    load_checkpoint,
-    read_training_examples,
-    run_tokenizer,
-)
+from bertfit.training.setup import load_checkpoint, run_tokenizer
 from bertfit.training.shards import prepare_shards
 from tests.tiny import sentiment_rows, train_args, write_csv
 
@@ -274,9 +269,9 @@ def test_check_on_a_prepared_set_samples_and_says_so(
 def test_buckets_are_chosen_from_the_histogram_or_its_quantiles(prepared):
     stream, memory, _ = prepared
     lengths = np.sort(np.minimum(memory.encoded.packed_lengths, 16))
-    np.testing.assert_array_equal(np.sort(stream.bucket_lengths()), lengths)
+    np.testing.assert_array_equal(np.sort(stream.lengths()), lengths)
     quantiles = lengths[np.linspace(0, len(lengths) - 1, 10).astype(np.int64)]
-    np.testing.assert_array_equal(stream.bucket_lengths(limit=10), quantiles)
+    np.testing.assert_array_equal(stream.lengths(limit=10), quantiles)
 
 
 @pytest.mark.parametrize("shuffle, run_length", [(False, 1), (True, 1), (True, 3)])

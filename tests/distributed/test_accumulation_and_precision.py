@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from bertfit.config import DataConfig, ModelConfig, RunConfig, TrainConfig
-from bertfit.training import setup
+from bertfit.data import training_data
 from bertfit.training.run import train
 from tests.conftest import BUCKETS
 from tests.distributed import cluster
@@ -49,8 +49,9 @@ def test_grad_accum_4_of_batch_8_equals_batch_32(base, tmp_path):
 def test_steps_per_execution_8_equals_1(base, tmp_path, monkeypatch):
     result = _train(base, tmp_path / "spe8", steps_per_execution=8)
     # The plan groups steps in runs of 8 of one bucket; run the same plan one step per call.
-    plan = setup.plan_batches
-    monkeypatch.setattr(setup, "plan_batches", lambda *a, **k: plan(*a, **{**k, "run_length": 8}))
+    plan = training_data.plan_batches
+    by_eights = lambda *a, **k: plan(*a, **{**k, "run_length": 8})  # noqa: E731
+    monkeypatch.setattr(training_data, "plan_batches", by_eights)
     _train(base, tmp_path / "spe1", steps_per_execution=1)
     losses = cluster.step_losses(tmp_path / "spe8")
     assert len(losses) == 2 * 13  # every step's loss is still recorded

@@ -459,14 +459,15 @@ def test_a_version_label_for_a_version_not_served_is_refused(versions):
 
 
 def test_the_serve_flags_for_labels_and_cors():
-    from bertfit.cli import build_parser
+    from bertfit.cli import build_parser, serve_options
 
     parser = build_parser()
     args = parser.parse_args(
         ["serve", "--export", "x", "--version-labels", "stable=1,canary=2", "--enable-cors"]
     )
-    assert args.version_labels == {"stable": 1, "canary": 2} and args.enable_cors
-    defaults = parser.parse_args(["serve", "--export", "x"])
+    options = serve_options(args)
+    assert options.version_labels == {"stable": 1, "canary": 2} and options.enable_cors
+    defaults = serve_options(parser.parse_args(["serve", "--export", "x"]))
     assert defaults.version_labels == {} and not defaults.enable_cors
     for wrong in ["stable", "stable=0", "stable=x", "a/b=1", "=1"]:
         with pytest.raises(SystemExit):

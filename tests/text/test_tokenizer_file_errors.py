@@ -72,7 +72,7 @@ def _write_damaged(model_dir, tmp_path, damage) -> None:
 
 
 def _charsmap_at(data: bytes) -> int:
-    charsmap = parse_model_proto(bytes(data))["normalizer"]["precompiled_charsmap"]
+    charsmap = parse_model_proto(bytes(data)).normalizer_spec.precompiled_charsmap
     return bytes(data).index(charsmap)
 
 
@@ -107,6 +107,17 @@ def test_a_damaged_sentencepiece_model_is_refused_naming_the_file(albert, tmp_pa
     with pytest.raises(CheckpointError, match=f"spiece.model: .*{says}") as error:
         load_tokenizer(tmp_path)
     assert "Traceback" not in str(error.value)
+
+
+def test_a_sentencepiece_model_with_byte_fallback_is_refused_not_tokenized_differently(
+    albert, tmp_path
+):
+    model = parse_model_proto((albert[0] / "spiece.model").read_bytes())
+    model.trainer_spec.byte_fallback = True  # sentencepiece would give byte pieces, not <unk>
+    (tmp_path / "spiece.model").write_bytes(model.SerializeToString())
+    (tmp_path / "config.json").write_text('{"model_type": "albert"}')
+    with pytest.raises(CheckpointError, match=r"spiece.model is a sentencepiece model with byte_f"):
+        load_tokenizer(tmp_path)
 
 
 @pytest.mark.slow  # transformers' tokenizer classes: 2-3 s

@@ -271,7 +271,7 @@ def test_padding_documents_reach_neither_the_loss_nor_the_evaluation(trainable_h
 
 
 def test_truncate_suggests_chunk_once_when_many_rows_lose_tokens(trainable_hf_dir, tmp_path):
-    from bertfit.training.setup import CHUNK_SUGGESTION_SHARE
+    from bertfit.data.training_data import CHUNK_SUGGESTION_SHARE
 
     rows = documents(20, 7, "single-label")
     over = np.mean([len(text.split()) + 2 > 16 for text, _ in rows])
@@ -353,7 +353,7 @@ def test_the_xla_compiled_cli_run_traces_once_per_chunk_bucket(trainable_hf_dir,
 def test_a_chunk_runs_saved_config_is_accepted_again():
     """config.yaml holds the resolved buckets, [max_seq_length]: `--config` reruns it."""
     from bertfit.config import DataConfig, ModelConfig, RunConfig
-    from bertfit.training.setup import window_spec
+    from bertfit.data.labelled import window_spec
 
     model = ModelConfig(max_seq_length=16, long_documents="chunk", max_chunks=4)
     saved = RunConfig(model=model, data=DataConfig(train="train.csv", buckets=[16]))

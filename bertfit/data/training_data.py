@@ -1,0 +1,344 @@
+"""One shape for the training data of a run, whatever its kind (`TrainingData`).
+
+A run trains on one of three kinds of data, picked once by `training.setup.prepare`:
+
+- `LabelledData`: the rows of a file, tokenized in memory; batches of length buckets chosen
+  from the rows' packed lengths (`plan_batches`, `BucketedInput`).
+- `LabelledDocuments`: the same with `--long-documents chunk`: each row one document cut into
+  windows of max_seq_length, batched in chunk-count buckets (`bertfit.data.windowed`).
+- `TrainStream` (`bertfit.data.streaming`): a prepared TFRecord set (`bertfit prepare`, or
+  `--streaming`), planned from its manifest and read from its shards while training.
+
+Each kind answers the same questions for the run's `Batching` (the buckets and batch sizes the
+run decided once): the lengths its buckets are chosen from, its batch plan, its `tf.data` input,
+its length profile, its fingerprint (what a resume compares) and its size. The code that knows
+a kind lives in its class; the run's setup calls through the shape and never asks which it is.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+import hashlib
+import json
+
+import numpy as np
+import tensorflow as tf
+
+from bertfit.config import RunConfig
+from bertfit.data.buckets import ResolvedBuckets, resolve_buckets
+from bertfit.data.pipeline import Batch, BucketedInput, EncodedTexts, plan_batches
+from bertfit.data.profile import LengthProfile
+from bertfit.data.sources import Example
+from bertfit.data.windowed import (
+    WindowedDocuments,
+    WindowedInput,
+    WindowProfile,
+    chunk_buckets,
+    chunk_suggestion,
+    plan_documents,
+)
+from bertfit.errors import BertfitError
+
+# With --long-documents truncate, more than this share of training rows losing tokens prints
+# one line suggesting --long-documents chunk (with the measured share).
+CHUNK_SUGGESTION_SHARE = 0.1
+
+
+@dataclasses.dataclass(frozen=True)
+class Batching:
+    """How a run cuts data into steps, decided once (`training.setup.assemble`): every kind of
+    data plans and feeds its batches from it.
+
+    Args:
+        buckets: the run's length buckets (the last is max_seq_length).
+        batch_size: rows of a global micro-batch (one replica's when `check` plans what a
+            single replica is fed).
+        micro_batches: micro-batches per step (`--grad-accum` when training, else 1).
+        run_length: steps of one bucket kept together (`--steps-per-execution` when training).
+        seed: what the shuffles depend on, with the epoch.
+        pipelines: input pipelines the rows are split among (one per worker or TPU host).
+        pad_to_longest: pad each batch to its longest row (a step not XLA-compiled), not to
+            its bucket's length.
+        weighted: the examples' loss weights apply (training); evaluation weighs each 1.
+    """
+
+    buckets: tuple[int, ...]
+    batch_size: int
+    micro_batches: int = 1
+    run_length: int = 1
+    seed: int = 0
+    pipelines: int = 1
+    pad_to_longest: bool = False
+    weighted: bool = False
+
+    @classmethod
+    def of(
+        cls,
+        config: RunConfig,
+        buckets: tuple[int, ...],
+        *,
+        training: bool,
+        pipelines: int = 1,
+        batch_size: int | None = None,
+        pad_to_longest: bool = False,
+    ) -> Batching:
+        """The batching of a run's training (grad_accum micro-batches per step, in runs of
+        steps_per_execution) or evaluation (one batch per step). `batch_size` (default
+        `--batch-size`, the global batch) is one replica's batch, fed by one pipeline."""
+        t = config.train
+        return cls(
+            buckets=tuple(buckets),
+            batch_size=batch_size or t.batch_size,
+            micro_batches=t.grad_accum if training else 1,
+            run_length=t.steps_per_execution if training else 1,
+            seed=t.seed,
+            pipelines=1 if batch_size else pipelines,
+            pad_to_longest=pad_to_longest,
+            weighted=training,
+        )
+
+    @property
+    def rows_per_step(self) -> int:
+        """Rows of one step: every micro-batch's."""
+        return self.batch_size * self.micro_batches
+
+
+class TrainingData(abc.ABC):
+    """The training (or evaluation) data of a run, of any kind (see the module docstring).
+
+    Attributes:
+        path: the file or prepared set it was read from, as the user named it.
+        labels: the targets in memory (`Task.targets`), or None (a streamed set; a sample read
+            without a task).
+        weights: each example's weight in the loss (`--class-weights`), or None for 1.
+    """
+
+    path: str
+    labels: np.ndarray | None
+    weights: np.ndarray | None
+
+    @abc.abstractmethod
+    def __len__(self) -> int:
+        """The examples (rows, or documents) an epoch trains on."""
+
+    @abc.abstractmethod
+    def fingerprint(self) -> str:
+        """A digest of the data: a resumed run refuses data whose digest changed."""
+
+    @abc.abstractmethod
+    def lengths(self) -> np.ndarray:
+        """Packed lengths ([CLS]/[SEP] included) the length buckets are chosen from."""
+
+    def resolve_buckets(
+        self,
+        config: RunConfig,
+        *,
+        rows_read: int,
+        traced_per_bucket: bool,
+        saved: tuple[int, ...] | None = None,
+    ) -> ResolvedBuckets:
+        """The run's length buckets (`data.buckets.resolve_buckets`) for these lengths.
+        `rows_read`: the rows they stand for (a sample's file, a streamed set's histogram)."""
+        t, lengths = config.train, self.lengths()
+        return resolve_buckets(
+            config.data.buckets,
+            config.model.max_seq_length,
+            lengths,
+            batch_size=t.batch_size * t.grad_accum,
+            epochs=t.epochs * rows_read / max(len(lengths), 1),
+            traced_per_bucket=traced_per_bucket,
+            saved=saved,
+        )
+
+    def notes(self, config: RunConfig, batching: Batching) -> list[str]:
+        """What the user should read about this data before training (printed and logged)."""
+        return []
+
+    @abc.abstractmethod
+    def plan(self, batching: Batching, *, shuffle: bool, epoch: int = 0) -> list:
+        """The epoch's steps in order: `Batch`es (a bucket key, the examples' indices) or, for
+        a stream, `StreamStep`s (a bucket length, the step's real examples)."""
+
+    @abc.abstractmethod
+    def input(
+        self,
+        batching: Batching,
+        strategy: tf.distribute.Strategy,
+        *,
+        special_ids: dict[str, int],
+        shuffle: bool,
+        epoch: int = 0,
+        start: int = 0,
+    ):
+        """The distributed input of the plan's steps from `start` on (a resumed epoch skips
+        the steps taken): `plan`, `len`, `datasets` by bucket key and `iterators()`."""
+
+    @abc.abstractmethod
+    def profile(self, batching: Batching) -> LengthProfile:
+        """The lengths against the buckets (the report, TensorBoard)."""
+
+    def window_profile(self) -> WindowProfile | None:
+        """The documents' lengths against the window; None unless documents are windowed."""
+        return None
+
+    def row_shape(self, bucket: int) -> tuple[int, ...]:
+        """The shape of one example in a batch of `bucket` (its length): what the encoder runs
+        on per example (`check`'s memory estimate, `doctor`'s FLOPs)."""
+        return (bucket,)
+
+    def read_error(self, error: Exception) -> BertfitError | None:
+        """The error to raise for a `tf.data` read that failed mid-epoch (a damaged shard),
+        or None: data held in memory has no files to blame, the error is raised as it is."""
+        return None
+
+
+def data_fingerprint(examples: list[Example]) -> str:
+    """A digest of the rows (texts, pairs, labels, order)."""
+    digest = hashlib.sha256()
+    for e in examples:
+        digest.update(json.dumps([e.text, e.text_pair, e.label]).encode("utf-8"))
+    return digest.hexdigest()
+
+
+@dataclasses.dataclass
+class LabelledData(TrainingData):
+    """Examples read from one file (or glob), tokenized in memory, with their targets
+    (`Task.targets`) and the weight of each in the loss."""
+
+    path: str
+    examples: list[Example]
+    labels: np.ndarray | None
+    encoded: EncodedTexts
+    weights: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return len(self.examples)
+
+    def fingerprint(self) -> str:
+        return data_fingerprint(self.examples)
+
+    def lengths(self) -> np.ndarray:
+        return self.encoded.packed_lengths
+
+    def notes(self, config: RunConfig, batching: Batching) -> list[str]:
+        """The one-line suggestion of `--long-documents chunk` when more than
+        `CHUNK_SUGGESTION_SHARE` of the rows lose tokens (single texts only)."""
+        if self.encoded.ids_b is not None:
+            return []
+        limit = config.model.max_seq_length
+        note = chunk_suggestion(self.lengths(), limit, CHUNK_SUGGESTION_SHARE)
+        return [] if note is None else [note]
+
+    def plan(self, batching: Batching, *, shuffle: bool, epoch: int = 0) -> list[Batch]:
+        return plan_batches(
+            self.lengths(),
+            batching.buckets,
+            batching.rows_per_step,
+            shuffle=shuffle,
+            seed=batching.seed,
+            epoch=epoch,
+            run_length=batching.run_length,
+        )
+
+    def input(
+        self,
+        batching: Batching,
+        strategy: tf.distribute.Strategy,
+        *,
+        special_ids: dict[str, int],
+        shuffle: bool,
+        epoch: int = 0,
+        start: int = 0,
+    ) -> BucketedInput:
+        plan = self.plan(batching, shuffle=shuffle, epoch=epoch)
+        return BucketedInput(
+            self.encoded,
+            self.labels,
+            plan[start:],
+            strategy,
+            special_ids=special_ids,
+            micro_batches=batching.micro_batches,
+            weights=self.weights if batching.weighted else None,
+            pad_to_longest=batching.pad_to_longest,
+        )
+
+    def profile(self, batching: Batching) -> LengthProfile:
+        plan = self.plan(batching, shuffle=False)
+        return LengthProfile.of(self.lengths(), list(batching.buckets), plan)
+
+
+@dataclasses.dataclass
+class LabelledDocuments(LabelledData):
+    """`LabelledData` with `--long-documents chunk`: `documents` holds the same ids cut into
+    windows (each example one document, fed as `[batch, K, max_seq_length]`). Every window is
+    max_seq_length long (the one length bucket, saved with the run), and documents go into
+    chunk-count buckets (`chunk_buckets`: 1, 2, 4, ... max_chunks windows)."""
+
+    documents: WindowedDocuments = dataclasses.field(kw_only=True)
+
+    @property
+    def chunks(self) -> tuple[int, ...]:
+        """The chunk counts K of the `[batch, K, max_seq_length]` batches."""
+        return chunk_buckets(self.documents.spec.max_chunks)
+
+    def resolve_buckets(
+        self,
+        config: RunConfig,
+        *,
+        rows_read: int,
+        traced_per_bucket: bool,
+        saved: tuple[int, ...] | None = None,
+    ) -> ResolvedBuckets:
+        """One length, the window's: the buckets are chunk counts (`chunks`)."""
+        return ResolvedBuckets((config.model.max_seq_length,))
+
+    def notes(self, config: RunConfig, batching: Batching) -> list[str]:
+        return [f"long documents in windows: {self.window_profile().line()}"]
+
+    def plan(self, batching: Batching, *, shuffle: bool, epoch: int = 0) -> list[Batch]:
+        """Documents by their windows, in chunk-count buckets (`Batch.seq_length` is K)."""
+        return plan_documents(
+            self.documents,
+            batching.rows_per_step,
+            shuffle=shuffle,
+            seed=batching.seed,
+            epoch=epoch,
+            buckets=self.chunks,
+            run_length=batching.run_length,
+        )
+
+    def input(
+        self,
+        batching: Batching,
+        strategy: tf.distribute.Strategy,
+        *,
+        special_ids: dict[str, int],
+        shuffle: bool,
+        epoch: int = 0,
+        start: int = 0,
+    ) -> WindowedInput:
+        """Static `[batch, K, max_seq_length]` batches, with or without XLA."""
+        plan = self.plan(batching, shuffle=shuffle, epoch=epoch)
+        return WindowedInput(
+            self.documents,
+            self.labels,
+            plan[start:],
+            strategy,
+            special_ids=special_ids,
+            micro_batches=batching.micro_batches,
+            weights=self.weights if batching.weighted else None,
+        )
+
+    def profile(self, batching: Batching) -> LengthProfile:
+        """The kept windows against the chunk-count buckets (a bucket's "tokens" are then
+        windows, its padding the padding windows)."""
+        plan = self.plan(batching, shuffle=False)
+        return LengthProfile.of(self.documents.kept_windows, list(self.chunks), plan)
+
+    def window_profile(self) -> WindowProfile:
+        return WindowProfile.of(self.documents)
+
+    def row_shape(self, bucket: int) -> tuple[int, ...]:
+        """K windows of max_seq_length: the encoder runs on batch·K windows."""
+        return (bucket, self.documents.spec.max_seq_length)
