@@ -18,6 +18,7 @@ from bertfit.checks import commands as check_commands
 from bertfit.config import TASKS
 from bertfit.data.sources import FORMATS
 from bertfit.errors import BertfitError, TrainingInterrupted
+from bertfit.inference.onnx_runtime import ENGINES
 from bertfit.run_flags import (
     TRAIN_FLAGS,
     add_run_output_arguments,
@@ -166,13 +167,13 @@ def warn_if_unfinished(path: str | None) -> None:
 def cmd_evaluate(args) -> int:
     from bertfit.inference.run import evaluate
 
-    warn_if_unfinished(args.run)
     metrics = evaluate(
-        args.run,
+        engine_run(args),
         args.data,
         quiet=args.quiet or args.json,
         format=args.format,
         columns=_columns(args),
+        engine=args.engine,
     )
     if args.json:
         print(json.dumps(metrics))
@@ -195,18 +196,35 @@ def cmd_predict(args) -> int:
 
     output = args.output or "-"
     check_output_path(output, args.data, args.run)
-    warn_if_unfinished(args.run)
-    columns = _columns(args)
+    run, engine, columns = engine_run(args), args.engine, _columns(args)
     if args.data == "-":  # streamed in chunks, answered as it goes: stdin may never end
-        chunks = predict_chunks(args.run, args.data, format=args.format, columns=columns)
+        chunks = predict_chunks(run, args.data, format=args.format, columns=columns, engine=engine)
         count = write_prediction_chunks(chunks, output)
     else:
-        rows = predict(args.run, args.data, quiet=args.quiet, format=args.format, columns=columns)
+        rows = predict(
+            run, args.data, quiet=args.quiet, format=args.format, columns=columns, engine=engine
+        )
         write_predictions(rows, output)
         count = len(rows)
     if output != "-" and not args.quiet:
         print(f"wrote {count} predictions to {output}", file=sys.stderr)
     return 0
+
+
+def engine_run(args) -> str:
+    """What `--engine` runs for `--run`, after the warning for an unfinished run: the run or
+    export itself (tensorflow), or its ONNX export (onnx: a run's is made once and kept in it,
+    `bertfit.export.onnx_engine`). The onnx engine loads TensorFlow only to make that export
+    or to say which checkpoint an unfinished run has."""
+    if args.engine != "onnx":
+        warn_if_unfinished(args.run)
+        return args.run
+    from bertfit.export.onnx_engine import onnx_engine_folder, run_unfinished
+
+    if run_unfinished(args.run):
+        start_tensorflow(for_inference=True)
+        warn_if_unfinished(args.run)
+    return str(onnx_engine_folder(args.run))
 
 
 def _columns(args) -> dict:
@@ -575,6 +593,15 @@ def build_parser() -> argparse.ArgumentParser:
             "--text-column", help="the column of the text (default: the training files')"
         )
         command.add_argument(
+            "--engine",
+            choices=ENGINES,
+            default=ENGINES[0],
+            help="what runs the model: tensorflow (default: every run and export) or onnx (the "
+            "run's ONNX export in ONNX Runtime, made once and kept in the run; no TensorFlow "
+            "in the process, so it starts faster; WordPiece runs without --long-documents "
+            "chunk; needs bertfit[export])",
+        )
+        command.add_argument(
             "--text-pair-column",
             help="the column of the second text, for a pair classifier (default: the "
             "training files')",
@@ -595,8 +622,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command in PREFLIGHT:
             PREFLIGHT[args.command](args)
-        # Before any handler imports TensorFlow: it reads its settings on load.
-        start_tensorflow(for_inference=args.command in INFERENCE_COMMANDS)
+        # Before any handler imports TensorFlow: it reads its settings on load. The onnx
+        # engine runs without it (`engine_run` starts it where it needs it).
+        if getattr(args, "engine", None) != "onnx":
+            start_tensorflow(for_inference=args.command in INFERENCE_COMMANDS)
         return handler(args)
     except BertfitError as e:
         print(f"bertfit {args.command}: error: {e}", file=sys.stderr)
