@@ -134,4 +134,7 @@ def engine_export(classifier, root: Path, fingerprint: str) -> Path:
             f"--engine onnx runs the run's ONNX export, which this run cannot have: {e} Or run "
             "it with --engine tensorflow (the default), which runs every model."
         ) from None
+    # Made first, so that a failed write (or one that loses a race with another process making
+    # the same export) never removes the folder, nor what another process put in it.
+    root.mkdir(parents=True, exist_ok=True)
     return export_onnx(classifier, root, run_fingerprint=fingerprint)

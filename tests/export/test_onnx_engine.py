@@ -201,3 +201,18 @@ def test_evaluate_with_the_onnx_engine_gives_the_tensorflow_engines_metrics(engi
         metrics[engine] = json.loads(capsys.readouterr().out)
     for name in ("accuracy", "loss", "num_examples"):
         assert metrics["onnx"][name] == pytest.approx(metrics["tensorflow"][name], abs=1e-5)
+
+
+@pytest.mark.slow  # exports the run once (seconds)
+def test_streamed_predict_with_the_onnx_engine_gives_the_whole_files_rows(engine_run):
+    from bertfit.inference.run import predict, predict_chunks
+
+    run, data = engine_run
+    folder = onnx_engine_folder(run)
+    chunks = list(predict_chunks(folder, data, rows=7, engine="onnx"))
+    assert [len(chunk) for chunk in chunks[:-1]] == [7] * (len(chunks) - 1)
+    streamed = [row for chunk in chunks for row in chunk]
+    whole = predict(folder, data, engine="onnx")
+    assert [row["label"] for row in streamed] == [row["label"] for row in whole]
+    for got, expected in zip(streamed, whole, strict=True):  # other batches: float rounding
+        assert got["probabilities"] == pytest.approx(expected["probabilities"], abs=TOLERANCE)
