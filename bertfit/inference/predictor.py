@@ -271,6 +271,12 @@ def export_version_dir(path: Path) -> Path:
     if (path / "saved_model.pb").is_file():
         return path
     newest = next_version(path) - 1
+    if (path / "model.onnx").is_file() or (path / str(newest) / "model.onnx").is_file():
+        raise BertfitError(
+            f"{path} is an ONNX export (bertfit export --format onnx), which TensorFlow does "
+            "not run: pass --engine onnx (ONNX Runtime), or the run directory or a SavedModel "
+            "export."
+        )
     if newest < 1 or not (path / str(newest) / "saved_model.pb").is_file():
         raise BertfitError(
             f"{path} is neither a bertfit run directory nor an export "

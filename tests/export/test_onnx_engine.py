@@ -113,6 +113,24 @@ def test_a_folder_that_is_no_onnx_export_is_refused_with_what_to_pass(tmp_path):
         onnx_engine_folder("gs://bucket/run")
 
 
+def test_each_engine_says_which_engine_runs_the_other_kind_of_export(tmp_path, capsys):
+    onnx = tmp_path / "onnx" / "1"
+    onnx.mkdir(parents=True)
+    (onnx / "model.onnx").write_bytes(b"")
+    saved = tmp_path / "saved" / "1"
+    saved.mkdir(parents=True)
+    (saved / "saved_model.pb").write_bytes(b"")
+    (tmp_path / "new.csv").write_text("text\ngood\n")
+    for engine, export, advice in (
+        ("tensorflow", onnx, "--engine onnx"),
+        ("onnx", saved, "--engine tensorflow"),
+    ):
+        argv = ["predict", "--engine", engine, "--run", str(export.parent)]
+        assert main([*argv, "--data", str(tmp_path / "new.csv")]) == 2
+        error = capsys.readouterr().err
+        assert error.count("\n") == 1 and advice in error, error
+
+
 def _fake_run(tmp_path):
     run = tmp_path / "run"
     for name in ("config.yaml", "labels.json", "checkpoints/best/ckpt-1.index"):
