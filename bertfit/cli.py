@@ -268,9 +268,19 @@ def cmd_serve(args) -> int:
             f"bertfit serve needs {e.name}: pip install 'bertfit[serve]' (uvicorn and starlette)."
         ) from None
 
-    warn_if_unfinished(args.run)
+    engine_export = None
+    if args.engine == "onnx":  # the signatures stay TensorFlow's: it runs beside ONNX Runtime
+        if args.run is None:
+            raise BertfitError(
+                "--engine onnx serves a run directory (--run RUN) through its ONNX export; "
+                "serve an --export with --engine tensorflow (the default)."
+            )
+        engine_export = engine_run(args)
+    else:
+        warn_if_unfinished(args.run)
     serve(
         args.run or args.export,
+        engine_export=engine_export,
         host=args.host,
         port=args.port,
         grpc_port=grpc_port_of(args),
@@ -582,6 +592,14 @@ def build_parser() -> argparse.ArgumentParser:
     add_tune_arguments(tune)
     tune.set_defaults(handler=cmd_tune)
 
+    sub.choices["serve"].add_argument(
+        "--engine",
+        choices=ENGINES,
+        default=ENGINES[0],
+        help="what answers text requests: tensorflow (default) or onnx (the run's ONNX export "
+        "in ONNX Runtime, made once and kept in the run; --run only; the signatures' metadata, "
+        "classify_ids and the Classify/Regress APIs stay TensorFlow's)",
+    )
     for name in ("evaluate", "predict"):
         command = sub.choices[name]
         command.add_argument(
@@ -623,8 +641,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command in PREFLIGHT:
             PREFLIGHT[args.command](args)
         # Before any handler imports TensorFlow: it reads its settings on load. The onnx
-        # engine runs without it (`engine_run` starts it where it needs it).
-        if getattr(args, "engine", None) != "onnx":
+        # engine of evaluate and predict runs without it (`engine_run` starts it where it
+        # needs it); serve's signatures are TensorFlow's with either engine.
+        if getattr(args, "engine", None) != "onnx" or args.command == "serve":
             start_tensorflow(for_inference=args.command in INFERENCE_COMMANDS)
         return handler(args)
     except BertfitError as e:

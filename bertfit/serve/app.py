@@ -413,8 +413,8 @@ def load_version(
 
 
 def _warm_up(served: ServedVersion) -> None:
-    classifier = served.classifier
-    classifier.classify_batch(["warm up"], ["warm up"] if classifier.pairs else None)
+    for classifier in {id(c): c for c in (served.classifier, served.texts_engine)}.values():
+        classifier.classify_batch(["warm up"], ["warm up"] if classifier.pairs else None)
 
 
 def served_versions(
@@ -422,10 +422,12 @@ def served_versions(
     max_batch: int = 64,
     max_wait: float = 0.005,
     policy: VersionPolicy | None = None,
+    texts_engine=None,
 ) -> list[ServedVersion]:
     """The versions to serve from `path`, loaded once: an export's versions that `policy`
     wants (TF Serving's default: the latest), else the one classifier at `path` (a run
-    directory is version 1, a version folder its number)."""
+    directory is version 1, a version folder its number), its text requests answered by
+    `texts_engine` if given (see `ServedVersion`)."""
     from bertfit.inference.predictor import Classifier, export_version_dir, load_classifier
 
     base = None if storage.is_url(path) else export_base(path)
@@ -440,7 +442,7 @@ def served_versions(
     exported = "version" in classifier.metadata and isinstance(path, Path)  # (a URL: copied)
     folder = export_version_dir(path) if exported else None
     number = int(classifier.metadata.get("version", 1))
-    return [ServedVersion(number, classifier, max_batch, max_wait, folder)]
+    return [ServedVersion(number, classifier, max_batch, max_wait, folder, texts_engine)]
 
 
 def serve(
@@ -453,6 +455,7 @@ def serve(
     grpc_port: int = -1,
     version_policy: str | VersionPolicy = "latest",
     poll_wait: float = POLL_WAIT,
+    engine_export: str | Path | None = None,
     **options,
 ) -> None:
     """Loads the classifier at `path` (a run directory, or an export BASE: the versions
@@ -473,8 +476,22 @@ def serve(
         )
     if grpc_port >= 0:
         _import_grpc()
+    if engine_export is not None and export_base(path) is not None:
+        raise ConfigError(
+            "--engine onnx serves a run directory (--run RUN), whose ONNX export answers its "
+            "text requests; an export BASE of SavedModel versions is served by --engine "
+            "tensorflow (the default)."
+        )
     launch = _Launch(
-        path, host, grpc_port, model_name, version_labels, enable_cors, version_policy, poll_wait
+        path,
+        host,
+        grpc_port,
+        model_name,
+        version_labels,
+        enable_cors,
+        version_policy,
+        poll_wait,
+        engine_export,
     )
     sock = listen(host, port)
     try:
@@ -495,6 +512,7 @@ class _Launch:
     enable_cors: bool
     version_policy: VersionPolicy
     poll_wait: float
+    engine_export: str | Path | None = None  # --engine onnx: the ONNX export of the run
 
 
 async def _serve(sock, launch: _Launch, options: dict):
@@ -544,7 +562,12 @@ def _load_versions(core: ModelCore, launch: _Launch, options: dict) -> Path | No
         load = functools.partial(load_version, max_batch=max_batch, max_wait=max_wait)
         VersionManager(core, base, launch.version_policy, load, launch.poll_wait).load_initial()
     else:
-        for served in served_versions(launch.path, max_batch, max_wait):
+        texts_engine = None
+        if launch.engine_export is not None:
+            from bertfit.inference.onnx_runtime import load_onnx_classifier
+
+            texts_engine = load_onnx_classifier(launch.engine_export)
+        for served in served_versions(launch.path, max_batch, max_wait, texts_engine=texts_engine):
             _warm_up(served)
             core.add(served)
     labels = launch.version_labels or {}
