@@ -6,11 +6,12 @@ and torch running the same fine-tuned model, on the Rotten Tomatoes test texts.
     python -m bench.predict_engines --work bench/.runs/inference-X   # reuse bench.inference's
 
 Each figure is one whole process, launch to exit, as a user runs it: `bertfit predict --engine
-tensorflow` and `bertfit predict --engine onnx` (the run's kept ONNX export; made once before the
-rounds, not timed), and the peers `bench.inference_paths ort-peer-fp32` (transformers'
+tensorflow` and `bertfit predict --engine onnx` (the run's kept ONNX export; made once before
+the rounds, not timed), and the peers `bench.inference_paths ort-peer-fp32` (transformers'
 `BertForSequenceClassification` exported by torch.onnx and fused by ONNX Runtime's BERT
-optimizer, tokenized by the fast tokenizer, batches of 64 texts of similar length) and
-`torch-peer` (the same model in torch, length-sorted), one pass each. Every process has 2
+optimizer, tokenized by the fast tokenizer, batches of 64 texts of similar length) and `torch-
+peer` (the same model in torch, length-sorted), one pass each. Then `bertfit serve` with each
+engine under `--clients` threads sending one text a request (`bench.serve`). Every process has 2
 threads (the machine's cores); `RAYON_NUM_THREADS=2`. The processes alternate: each round runs
 every command once, in an order rotated by one each round, so a shared machine's load falls on
 all alike; the load average is recorded before each run. Reported per engine: median seconds
@@ -148,6 +149,27 @@ def summarize(records: dict[str, list[dict]]) -> dict[str, dict]:
     return summary
 
 
+def serve_engines(work: Path, clients: int, seconds: float) -> dict[str, dict]:
+    """`bertfit serve --engine E` under `clients` threads sending one text a request for
+    `seconds` (`bench.serve.load_test`), each engine in turn, with the load before it."""
+    from bench.serve import load_test
+
+    texts = json.loads((work / "texts.json").read_text())
+    result = {}
+    for engine in ENGINES:
+        load = os.getloadavg()[0]
+        result[engine] = {
+            **load_test(work / "run", texts, clients, seconds, engine),
+            "load_average_1min_before": load,
+        }
+        print(
+            f"serve --engine {engine}: {result[engine]['requests_per_second']:.0f} req/s "
+            f"(load {load:.2f})",
+            file=sys.stderr,
+        )
+    return result
+
+
 def rows(result: dict) -> list[str]:
     """BENCHMARKS.md's table rows: one per process, the engine or peer named."""
     texts, summary = result["settings"]["texts"], result["summary"]
@@ -167,6 +189,13 @@ def rows(result: dict) -> list[str]:
             f"({', '.join(f'{x:.2f}' for x in s['wall_seconds_per_round'])}) | "
             f"{s['cpu_seconds']:.2f} s | {s['peak_rss_mib']:.0f} MiB | {ratios or '-'} | {loads} |"
         )
+    for engine, s in (result.get("serve") or {}).items():
+        lines.append(
+            f"| bertfit serve --engine {engine}, {s['settings']['clients']} clients x "
+            f"{s['settings']['seconds']:.0f} s, 1 text/request | {s['requests_per_second']:.0f} "
+            f"req/s, p50 {s['latency_ms']['p50']:.0f} ms, p99 {s['latency_ms']['p99']:.0f} ms, "
+            f"{s['errors']} errors | load {s['load_average_1min_before']:.1f} |"
+        )
     return lines
 
 
@@ -178,6 +207,8 @@ def main() -> None:
     parser.add_argument("--train-examples", type=int, default=3000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--peers", default=",".join(PEERS), help="comma-separated; '' for none")
+    parser.add_argument("--clients", type=int, default=16, help="bertfit serve's load")
+    parser.add_argument("--serve-seconds", type=float, default=20.0, help="0: no serve test")
     args = parser.parse_args()
     work = args.work or RUNS / "predict-engines"
     peers = tuple(p for p in args.peers.split(",") if p)
@@ -187,6 +218,7 @@ def main() -> None:
     # The onnx engine's export, made (or found) once before the timed rounds.
     subprocess.run(named["bertfit predict --engine onnx"], check=True, env=_env())
     records = measure(named, args.rounds)
+    serve = serve_engines(work, args.clients, args.serve_seconds) if args.serve_seconds else {}
     result = {
         "settings": {"texts": args.texts, "rounds": args.rounds, "threads": THREADS},
         "load": {
@@ -199,6 +231,7 @@ def main() -> None:
         "commands": {name: " ".join(command) for name, command in named.items()},
         "summary": summarize(records),
         "engines_agree": engines_agree(work),
+        "serve": serve,
         "records": records,
     }
     result["table_rows"] = rows(result)
