@@ -16,7 +16,7 @@ import numpy as np
 from bertfit.data.chunks import read_chunks
 from bertfit.data.sources import Example, SourceSpec, read_examples
 from bertfit.errors import ConfigError
-from bertfit.inference.onnx_runtime import ENGINES
+from bertfit.inference.onnx_runtime import ENGINES, load_onnx_classifier
 from bertfit.inference.outputs import metric_inputs, prediction_rows
 from bertfit.progress import Progress
 from bertfit.training.metrics import task_metrics
@@ -34,8 +34,6 @@ def load_for_engine(path: str | Path, engine: str = "tensorflow"):
     if engine not in ENGINES:
         raise ConfigError(f"--engine {engine!r}: expected one of {', '.join(ENGINES)}.")
     if engine == "onnx":
-        from bertfit.inference.onnx_runtime import load_onnx_classifier
-
         return load_onnx_classifier(path)
     from bertfit.inference.predictor import load_classifier
 
@@ -77,7 +75,7 @@ def evaluate(
     """The task's metrics (e.g. accuracy, macro_f1, loss) of a trained run (or an export) on a
     labelled file (`format`: its format, else from its name; `columns`: its column names
     where they differ from the training files', see `classifier_source_spec`), with
-    num_examples; every row counts."""
+    num_examples; every row counts. `engine`: see `load_for_engine`."""
     classifier = load_for_engine(run_path, engine)
     spec = classifier_source_spec(classifier, format, columns)
     examples = read_examples(data_path, spec)
@@ -106,7 +104,8 @@ def predict(
     """One prediction per input row, in input order: the label and a probability per label
     (single-label), the labels and a probability per label (multi-label), or the value.
     `format` reads `data_path` in that format (standard input is CSV without it); `columns`
-    names its text columns where they differ from the training files'."""
+    names its text columns where they differ from the training files'. `engine`: see
+    `load_for_engine`."""
     classifier = load_for_engine(run_path, engine)
     spec = classifier_source_spec(classifier, format, columns)
     examples = read_examples(data_path, spec, labels_required=False)
