@@ -28,10 +28,15 @@ from pathlib import Path
 
 import numpy as np
 
-from bertfit.data.tasks import REGRESSION, Task
-from bertfit.errors import BertfitError, InputFormatError, MissingDependencyError
-from bertfit.inference.outputs import numpy_task_outputs, prediction_rows
-from bertfit.inference.texts import BATCH_SIZE, LENGTHS_CHUNK, checked_batch_size, text_list
+from bertfit.data.tasks import Task
+from bertfit.errors import BertfitError, MissingDependencyError
+from bertfit.inference.outputs import numpy_task_outputs
+from bertfit.inference.texts import (
+    BATCH_SIZE,
+    LENGTHS_CHUNK,
+    TextClassifier,
+    checked_batch_size,
+)
 
 ENGINES = ("tensorflow", "onnx")  # `--engine`: the default first
 METADATA_NAME = "bertfit.json"  # beside model.onnx, as bertfit.export.portable writes it
@@ -39,7 +44,7 @@ MODEL_NAME = "model.onnx"
 INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
 
 
-class OnnxClassifier:
+class OnnxClassifier(TextClassifier):
     """A classifier from an ONNX export folder (`model.onnx`, `tokenizer.json`, `bertfit.json`).
 
     Args:
@@ -74,22 +79,6 @@ class OnnxClassifier:
         self.session = ort.InferenceSession(
             str(folder / MODEL_NAME), options, providers=["CPUExecutionProvider"]
         )
-
-    def predict_proba(
-        self, texts: Sequence[str], text_pairs: Sequence[str] | None = None, progress=None
-    ) -> np.ndarray:
-        """As `Classifier.predict_proba`: probabilities [len(texts), labels], in input order."""
-        if self.task.kind == REGRESSION:
-            raise InputFormatError(
-                "a regression model has no probabilities; use predict() or outputs()['value']."
-            )
-        return self.outputs(texts, text_pairs, progress)["probabilities"]
-
-    def predict(
-        self, texts: Sequence[str], text_pairs: Sequence[str] | None = None, progress=None
-    ) -> list[dict]:
-        """As `Classifier.predict`: one row per text, in input order."""
-        return prediction_rows(self.task, self.outputs(texts, text_pairs, progress))
 
     def outputs(
         self, texts: Sequence[str], text_pairs: Sequence[str] | None = None, progress=None
@@ -150,23 +139,12 @@ class OnnxClassifier:
         return np.zeros((0, *width), np.float32)
 
     def _rows(self, texts, text_pairs) -> list:
-        """The texts checked as the TensorFlow predictor checks them, as the tokenizer takes
-        them: str, or (str, str) for a pair."""
-        texts = [_as_str(t) for t in text_list(texts, "texts")]
-        if self.pairs != (text_pairs is not None):
-            raise InputFormatError(
-                "this classifier takes text pairs: pass text_pairs=[...] beside the texts."
-                if self.pairs
-                else "this classifier takes single texts, not text pairs."
-            )
+        """The texts checked as every engine checks them, as the tokenizer takes them: str, or
+        (str, str) for a pair."""
+        texts, text_pairs = self.checked_texts(texts, text_pairs)
         if text_pairs is None:
-            return texts
-        text_pairs = [_as_str(t) for t in text_list(text_pairs, "text_pairs")]
-        if len(text_pairs) != len(texts):
-            raise InputFormatError(
-                f"{len(texts)} texts but {len(text_pairs)} text pairs; pass one pair per text."
-            )
-        return list(zip(texts, text_pairs, strict=True))
+            return [_as_str(t) for t in texts]
+        return [(_as_str(a), _as_str(b)) for a, b in zip(texts, text_pairs, strict=True)]
 
 
 def _as_str(text: str | bytes) -> str:

@@ -26,16 +26,15 @@ import tensorflow as tf
 from bertfit import storage
 from bertfit.config import CHUNK, PRECISION_POLICIES, check_positions
 from bertfit.data.buckets import saved_buckets
-from bertfit.data.tasks import REGRESSION, Task
+from bertfit.data.tasks import Task
 from bertfit.data.windowed import chunk_buckets
-from bertfit.errors import BertfitError, InputFormatError
+from bertfit.errors import BertfitError
 from bertfit.inference.graph import METADATA_FILE, ClassifierModule, next_version
-from bertfit.inference.outputs import prediction_rows
 from bertfit.inference.texts import (  # noqa: F401  (serve imports text_problem from here)
     BATCH_SIZE,
     LENGTHS_CHUNK,
+    TextClassifier,
     checked_batch_size,
-    text_list,
     text_problem,
 )
 from bertfit.model.chunked import ChunkedClassifier
@@ -47,7 +46,7 @@ from bertfit.training.remote_run import open_run
 from bertfit.training.run_dir import RunDir
 
 
-class Classifier:
+class Classifier(TextClassifier):
     """A fine-tuned text classifier (or regressor): `predict` rows, `predict_proba`
     probabilities, `outputs` every named output.
 
@@ -116,30 +115,12 @@ class Classifier:
             return self.module.serving_signatures()
         return dict(self.module.signatures)
 
-    def predict_proba(
-        self, texts: Sequence[str], text_pairs: Sequence[str] | None = None, progress=None
-    ) -> np.ndarray:
-        """Probabilities [len(texts), labels] (float32), rows in input order: softmax over the
-        classes, or one sigmoid per label (multi-label)."""
-        if self.task.kind == REGRESSION:
-            raise InputFormatError(
-                "a regression model has no probabilities; use predict() or outputs()['value']."
-            )
-        return self.outputs(texts, text_pairs, progress)["probabilities"]
-
-    def predict(
-        self, texts: Sequence[str], text_pairs: Sequence[str] | None = None, progress=None
-    ) -> list[dict]:
-        """One row per text, in input order: `{"label", "probabilities"}` (single-label),
-        `{"labels", "probabilities"}` (multi-label) or `{"value"}` (regression)."""
-        return prediction_rows(self.task, self.outputs(texts, text_pairs, progress))
-
     def outputs(
         self, texts: Sequence[str], text_pairs: Sequence[str] | None = None, progress=None
     ) -> dict[str, np.ndarray]:
         """Every output of the model by name (see `bertfit.inference.outputs`), rows in input
         order."""
-        texts, text_pairs = self._check(texts, text_pairs)
+        texts, text_pairs = self.checked_texts(texts, text_pairs)
         lengths = self._lengths(texts, text_pairs)
         order = np.argsort(lengths, kind="stable")
         batches = self._batches(order, lengths)
@@ -205,22 +186,6 @@ class Classifier:
             name: np.zeros((0, *spec.shape[1:]), spec.dtype.as_numpy_dtype)
             for name, spec in specs.items()
         }
-
-    def _check(self, texts, text_pairs):
-        texts = text_list(texts, "texts")
-        if self.pairs != (text_pairs is not None):
-            raise InputFormatError(
-                "this classifier takes text pairs: pass text_pairs=[...] beside the texts."
-                if self.pairs
-                else "this classifier takes single texts, not text pairs."
-            )
-        if text_pairs is not None:
-            text_pairs = text_list(text_pairs, "text_pairs")
-            if len(text_pairs) != len(texts):
-                raise InputFormatError(
-                    f"{len(texts)} texts but {len(text_pairs)} text pairs; pass one pair per text."
-                )
-        return texts, text_pairs
 
 
 def _window_spec(metadata: dict) -> WindowSpec | None:

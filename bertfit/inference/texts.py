@@ -1,14 +1,17 @@
-"""What a classifier takes as texts, checked before anything tokenizes them: shared by every engine
-(`bertfit.inference.predictor` in TensorFlow, `bertfit.inference.onnx_runtime` in ONNX Runtime),
-so both refuse the same inputs with the same words. No TensorFlow here."""
+"""What every engine's classifier shares (`bertfit.inference.predictor` in TensorFlow,
+`bertfit.inference.onnx_runtime` in ONNX Runtime): the texts it takes, checked before anything
+tokenizes them, so both refuse the same inputs with the same words, and `predict` and
+`predict_proba` on top of each engine's `outputs` (`TextClassifier`). No TensorFlow here."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
+from bertfit.data.tasks import REGRESSION, Task
 from bertfit.errors import ConfigError, InputFormatError
+from bertfit.inference.outputs import prediction_rows
 
 BATCH_SIZE = 64  # texts per model call
 LENGTHS_CHUNK = 1024  # texts per call when counting tokens (bounds its memory)
@@ -78,3 +81,50 @@ def text_problem(text: str | bytes) -> str | None:
             )
         return f"is not valid UTF-8 (byte 0x{bad[:1].hex()} at offset {e.start})"
     return None
+
+
+class TextClassifier:
+    """`predict` and `predict_proba` for an engine's classifier, which gives `outputs` (every
+    output by name, rows in input order) and has `task` and `pairs`."""
+
+    task: Task
+    pairs: bool
+
+    def outputs(self, texts, text_pairs=None, progress=None) -> dict[str, np.ndarray]:
+        raise NotImplementedError
+
+    def predict_proba(
+        self, texts: Sequence[str], text_pairs: Sequence[str] | None = None, progress=None
+    ) -> np.ndarray:
+        """Probabilities [len(texts), labels] (float32), rows in input order: softmax over the
+        classes, or one sigmoid per label (multi-label)."""
+        if self.task.kind == REGRESSION:
+            raise InputFormatError(
+                "a regression model has no probabilities; use predict() or outputs()['value']."
+            )
+        return self.outputs(texts, text_pairs, progress)["probabilities"]
+
+    def predict(
+        self, texts: Sequence[str], text_pairs: Sequence[str] | None = None, progress=None
+    ) -> list[dict]:
+        """One row per text, in input order: `{"label", "probabilities"}` (single-label),
+        `{"labels", "probabilities"}` (multi-label) or `{"value"}` (regression)."""
+        return prediction_rows(self.task, self.outputs(texts, text_pairs, progress))
+
+    def checked_texts(self, texts, text_pairs) -> tuple[list, list | None]:
+        """The texts (and pairs) as lists, or an `InputFormatError` that says what is wrong:
+        not texts, pairs where the model takes none (or none where it does), counts apart."""
+        texts = text_list(texts, "texts")
+        if self.pairs != (text_pairs is not None):
+            raise InputFormatError(
+                "this classifier takes text pairs: pass text_pairs=[...] beside the texts."
+                if self.pairs
+                else "this classifier takes single texts, not text pairs."
+            )
+        if text_pairs is not None:
+            text_pairs = text_list(text_pairs, "text_pairs")
+            if len(text_pairs) != len(texts):
+                raise InputFormatError(
+                    f"{len(texts)} texts but {len(text_pairs)} text pairs; pass one pair per text."
+                )
+        return texts, text_pairs
