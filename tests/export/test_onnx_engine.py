@@ -234,3 +234,23 @@ def test_streamed_predict_with_the_onnx_engine_gives_the_whole_files_rows(engine
     assert [row["label"] for row in streamed] == [row["label"] for row in whole]
     for got, expected in zip(streamed, whole, strict=True):  # other batches: float rounding
         assert got["probabilities"] == pytest.approx(expected["probabilities"], abs=TOLERANCE)
+
+
+@pytest.mark.slow  # exports the run once (seconds)
+def test_an_unfinished_run_is_predicted_with_the_warning_the_tensorflow_engine_gives(
+    engine_run, tmp_path, capsys
+):
+    import shutil
+
+    run, data = engine_run
+    unfinished = tmp_path / "run"
+    shutil.copytree(run, unfinished)
+    metrics = json.loads((unfinished / "metrics.json").read_text())
+    (unfinished / "metrics.json").write_text(json.dumps({**metrics, "status": "running"}))
+    warnings = {}
+    for engine in ("tensorflow", "onnx"):
+        argv = ["predict", "--engine", engine, "--run", str(unfinished), "--data", data]
+        assert main([*argv, "--output", str(tmp_path / f"{engine}.csv"), "--quiet"]) == 0
+        warnings[engine] = capsys.readouterr().err
+    assert "is an unfinished run" in warnings["onnx"]
+    assert warnings["onnx"] == warnings["tensorflow"]
