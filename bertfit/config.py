@@ -61,6 +61,7 @@ MAX_CONFIG_BYTES = 2**20
 # --class-weights: one of these, or a JSON file {label: weight}.
 NO_CLASS_WEIGHTS, BALANCED = "none", "balanced"
 CLASS_WEIGHTS = (NO_CLASS_WEIGHTS, BALANCED)
+ENGINES = ("tensorflow", "onnx")  # predict/evaluate/serve --engine: the default first
 DATA_FORMATS = ("csv", "tsv", "jsonl", "parquet")  # --format (bertfit.data.sources reads them)
 # The sections of `train --help` that are not a config section's own (model, data, training).
 EVALUATION, HARDWARE = "evaluation and checkpoints", "hardware and distribution"

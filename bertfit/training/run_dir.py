@@ -72,6 +72,7 @@ RUN_ENTRIES = {
     "tensorboard",
     "report.html",
     "eval_outputs.npz",
+    "onnx-engine",  # the ONNX export `--engine onnx` runs (bertfit.export.onnx_engine)
 }
 LOCK_FILE = ".lock"
 
