@@ -1,7 +1,7 @@
 """What a classifier's logits mean to a user: the one place they become probabilities, labels or
 values. The exported SavedModel, the in-memory predictor, `bertfit serve`, `bertfit evaluate` and
 `bertfit predict` all use it, so they cannot disagree; and the probabilities are the trainer's
-(`bertfit.training.losses.outputs`), so evaluation during training and after it agree too.
+(`bertfit.model.losses.outputs`), so evaluation during training and after it agree too.
 
 `task_outputs` (in the graph) gives every output by name:
 
@@ -22,7 +22,7 @@ import numpy as np
 import tensorflow as tf
 
 from bertfit.data.tasks import MULTI_LABEL, REGRESSION, Task
-from bertfit.training.losses import outputs as logit_meaning
+from bertfit.model.losses import outputs as logit_meaning
 
 
 def task_outputs(task: Task, logits: tf.Tensor, label_names: tf.Tensor) -> dict[str, tf.Tensor]:

@@ -14,7 +14,7 @@ from bertfit.errors import ConfigError
 from bertfit.inference.outputs import metric_inputs, prediction_rows
 from bertfit.inference.predictor import Classifier, load_classifier
 from bertfit.progress import Progress
-from bertfit.training.metrics import task_metrics
+from bertfit.runs.metrics import task_metrics
 
 STREAM_ROWS = 256  # rows of standard input predicted together (`predict_chunks`)
 

@@ -73,10 +73,10 @@ from bertfit.data.windowed import (
 from bertfit.errors import ConfigError, DataError
 from bertfit.model.chunked import ChunkedClassifier
 from bertfit.model.classifier import BertClassifier, prior_log_odds
+from bertfit.runs.metrics import default_metric
 from bertfit.text.base import InGraphTokenizer
 from bertfit.text.windows import WindowSpec
 from bertfit.training.loop import Trainer
-from bertfit.training.metrics import default_metric
 from bertfit.training.strategy import XlaChoice
 
 # A training file larger than this (MB; the setting $BERTFIT_STREAM_ABOVE_MB) is streamed
