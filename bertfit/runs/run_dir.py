@@ -214,7 +214,7 @@ class RunDir:
         return BertConfig.from_json_file(self._require(self.encoder_dir / "config.json"))
 
     def load_tokenizer(self):
-        """The run's tokenizer, as `save_setup` wrote it."""
+        """The run's tokenizer, as training's `TrainingRunDir.save_setup` wrote it."""
         return load_tokenizer(self._require(self.tokenizer_dir))
 
     def checkpoint_path(self, which: str = "best") -> str:

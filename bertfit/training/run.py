@@ -31,13 +31,7 @@ from bertfit.data.tasks import MULTI_LABEL
 from bertfit.data.tfrecord import damaged_shard
 from bertfit.errors import BertfitError, ConfigError, DataError, TrainingInterrupted
 from bertfit.progress import Console
-from bertfit.runs.metrics import (
-    HEADLINE_METRICS,
-    best_threshold,
-    collapse_warning,
-    is_better,
-    task_metrics,
-)
+from bertfit.runs.metrics import HEADLINE_METRICS, best_threshold, is_better, task_metrics
 from bertfit.runs.records import (
     DIVERGED,
     FAILED,
@@ -50,6 +44,7 @@ from bertfit.runs.records import (
 )
 from bertfit.training import remote_run
 from bertfit.training.checkpointing import CheckpointWriteError, RunCheckpoints, TrainingState
+from bertfit.training.collapse import collapse_warning
 from bertfit.training.interrupt import StopRequests
 from bertfit.training.run_dir import (
     RUNS_ROOT,
