@@ -67,7 +67,7 @@ def cmd_train(args) -> int:
 def train_lines(summary, report) -> list[str]:
     """What `bertfit train` prints for people: the headline metrics, where the run and its
     report are (every metric is in RUN/metrics.json, and printed by --json)."""
-    from bertfit.training.metrics import HEADLINE_METRICS
+    from bertfit.runs.metrics import HEADLINE_METRICS
 
     final = summary.final
     if final is not None:
@@ -156,7 +156,7 @@ def cmd_prepare(args) -> int:
 def warn_if_unfinished(path: str | None) -> None:
     """A run that did not finish (killed, or still training) is used, but never silently: the
     warning names the checkpoint it has."""
-    from bertfit.training.remote_run import open_run
+    from bertfit.runs.run_dir import open_run
 
     note = open_run(path, checkpoints=False).unfinished_note() if path else None
     if note:

@@ -24,9 +24,9 @@ from pathlib import Path
 from bertfit import storage
 from bertfit.errors import ConfigError
 from bertfit.inference.onnx_runtime import METADATA_NAME, MODEL_NAME
-from bertfit.training.records import FINISHED
+from bertfit.runs.records import FINISHED
 
-CACHE_DIR = "onnx-engine"  # in the run directory (bertfit.training.run_dir.RUN_ENTRIES)
+CACHE_DIR = "onnx-engine"  # in the run directory (bertfit.runs.run_dir.RUN_ENTRIES)
 # What decides the model the export holds: a change in any of these makes it anew.
 RUN_SOURCES = ("config.yaml", "labels.json", "encoder", "checkpoints")
 

@@ -1,7 +1,7 @@
 """What a classifier's logits mean to a user: the one place they become probabilities, labels or
 values. The exported SavedModel, the in-memory predictor, `bertfit serve`, `bertfit evaluate` and
 `bertfit predict` all use it, so they cannot disagree; and the probabilities are the trainer's
-(`bertfit.training.losses.outputs`), so evaluation during training and after it agree too.
+(`bertfit.model.losses.outputs`), so evaluation during training and after it agree too.
 
 `task_outputs` (in the graph) gives every output by name:
 
@@ -42,7 +42,7 @@ def task_outputs(task: Task, logits: tf.Tensor, label_names: tf.Tensor) -> dict[
     """
     import tensorflow as tf
 
-    from bertfit.training.losses import outputs as logit_meaning
+    from bertfit.model.losses import outputs as logit_meaning
 
     meaning = logit_meaning(task.kind, logits)
     if task.kind == REGRESSION:

@@ -40,10 +40,9 @@ from bertfit.inference.texts import (  # noqa: F401  (serve imports text_problem
 from bertfit.model.chunked import ChunkedClassifier
 from bertfit.model.classifier import BertClassifier
 from bertfit.model.encoder import BertEncoder
+from bertfit.runs.run_dir import RunDir, open_run
+from bertfit.runs.weights import restore_model
 from bertfit.text.windows import WindowSpec
-from bertfit.training.checkpointing import restore_model
-from bertfit.training.remote_run import open_run
-from bertfit.training.run_dir import RunDir
 
 
 class Classifier(TextClassifier):

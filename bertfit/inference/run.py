@@ -20,7 +20,7 @@ from bertfit.errors import ConfigError
 from bertfit.inference.onnx_runtime import load_onnx_classifier
 from bertfit.inference.outputs import metric_inputs, prediction_rows
 from bertfit.progress import Progress
-from bertfit.training.metrics import task_metrics
+from bertfit.runs.metrics import task_metrics
 
 if TYPE_CHECKING:
     from bertfit.inference.predictor import Classifier
