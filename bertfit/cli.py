@@ -24,6 +24,7 @@ from bertfit.run_flags import (
     add_train_arguments,
     run_config_from_args,
 )
+from bertfit.sweeps.audit_flags import add_audit_arguments
 from bertfit.sweeps.flags import add_tune_arguments, sweep_from_args
 from bertfit.tf_startup import start_tensorflow
 
@@ -126,6 +127,36 @@ def tune_lines(results, sweep_dir: str) -> list[str]:
         lines.append(f"chosen run: {run.run_dir}")
     lines.append(f"sweep directory: {sweep_dir} (results.json; chosen.yaml: its config)")
     return lines
+
+
+def cmd_audit(args) -> int:
+    from bertfit.sweeps.audit import audit_sweep, audit_training
+    from bertfit.sweeps.audit_flags import audit_options, check_from_alone, training_from_args
+
+    if args.from_sweep:
+        check_from_alone(args)
+        summary = audit_sweep(
+            args.from_sweep,
+            args.output,
+            trial=args.trial,
+            report=not args.no_report,
+            **audit_options(args),
+        )
+    else:
+        base, spec = training_from_args(args)
+        summary = audit_training(
+            base, spec, args.output_dir, quiet=args.quiet, reports=not args.no_report,
+            **audit_options(args),
+        )  # fmt: skip
+    if args.json:
+        print(json.dumps(summary))
+        return 0
+    print(
+        f"flagged {summary['flagged']} of {summary['rows']} training rows as likely mislabelled "
+        f"({summary['method']}; about {summary['estimated_wrong']:.0f} wrong labels estimated)"
+    )
+    print(f"audit: {summary['output']} (issues.csv: the flagged rows, most likely wrong first)")
+    return 0
 
 
 PREPARE_FLAGS = (
@@ -563,6 +594,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_tune_arguments(tune)
     tune.set_defaults(handler=cmd_tune)
+
+    audit = sub.add_parser(
+        "audit",
+        help="rank training rows whose label is likely wrong, from k-fold out-of-fold "
+        "predictions (confident learning)",
+    )
+    add_audit_arguments(audit)
+    audit.set_defaults(handler=cmd_audit)
 
     for name in ("evaluate", "predict"):
         command = sub.choices[name]
