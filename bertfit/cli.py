@@ -135,13 +135,7 @@ def cmd_audit(args) -> int:
 
     if args.from_sweep:
         check_from_alone(args)
-        summary = audit_sweep(
-            args.from_sweep,
-            args.output,
-            trial=args.trial,
-            report=not args.no_report,
-            **audit_options(args),
-        )
+        summary = audit_sweep(args.from_sweep, report=not args.no_report, **audit_options(args))
     else:
         base, spec = training_from_args(args)
         summary = audit_training(
@@ -155,7 +149,8 @@ def cmd_audit(args) -> int:
         f"flagged {summary['flagged']} of {summary['rows']} training rows as likely mislabelled "
         f"({summary['method']}; about {summary['estimated_wrong']:.0f} wrong labels estimated)"
     )
-    print(f"audit: {summary['output']} (issues.csv: the flagged rows, most likely wrong first)")
+    print(f"audit: {summary['output']} (issues.csv: the flagged rows, most likely wrong first;")
+    print("  train-without-issues.jsonl: the other rows, for bertfit train --train)")
     return 0
 
 

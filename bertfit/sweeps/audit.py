@@ -141,11 +141,12 @@ def audit_sweep(
     folder.mkdir(parents=True, exist_ok=True)
     config = RunConfig.from_dict(_sweep_spec(sweep)["config"], str(sweep / "sweep.json"))
     summary = _summary(sweep, out_of_fold, issues, method, rank_by)
-    write_text_atomic(folder / ISSUES_FILE, issues_csv(out_of_fold, issues))
+    records = issue_records(out_of_fold, issues)
+    write_text_atomic(folder / ISSUES_FILE, issues_csv(out_of_fold, records))
     write_text_atomic(folder / CLEAN_FILE, _clean_jsonl(out_of_fold, issues, config))
     write_text_atomic(folder / SUMMARY_FILE, json.dumps(summary, indent=2) + "\n")
     if report:
-        write_text_atomic(folder / REPORT_FILE, _page(summary, out_of_fold, issues))
+        write_text_atomic(folder / REPORT_FILE, _page(summary, issues, records))
     return {**summary, "output": str(folder)}
 
 
@@ -183,29 +184,37 @@ def _check_task_before_training(base: RunConfig) -> None:
         _refuse_task(task.kind, base.data.train)
 
 
-def issues_csv(out_of_fold: OutOfFold, issues: LabelIssues) -> str:
-    """issues.csv's text: the flagged rows in rank order (see the module docstring)."""
+def issue_records(out_of_fold: OutOfFold, issues: LabelIssues) -> list[dict]:
+    """The flagged rows in rank order, as issues.csv's columns (see the module docstring)."""
+    p = out_of_fold.probabilities
+    records = []
+    for rank, i in enumerate(issues.ranked, 1):
+        row, given, suggested = out_of_fold.rows[i], out_of_fold.given[i], issues.suggested[i]
+        records.append(
+            {
+                "rank": rank,
+                "row": row["row"],
+                "line": row["line"],
+                "text": row["text"],
+                "text_pair": row.get("text_pair"),
+                "given_label": out_of_fold.labels[given],
+                "suggested_label": out_of_fold.labels[suggested],
+                "score": round(float(issues.quality[i]), 6),
+                "given_probability": round(float(p[i, given]), 6),
+                "suggested_probability": round(float(p[i, suggested]), 6),
+            }
+        )
+    return records
+
+
+def issues_csv(out_of_fold: OutOfFold, records: list[dict]) -> str:
+    """issues.csv's text (a text_pair column only for a pair task)."""
     pairs = any("text_pair" in r for r in out_of_fold.rows)
     columns = [c for c in ISSUE_COLUMNS if pairs or c != "text_pair"]
     buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, columns, lineterminator="\n")
+    writer = csv.DictWriter(buffer, columns, lineterminator="\n", extrasaction="ignore")
     writer.writeheader()
-    p = out_of_fold.probabilities
-    for rank, i in enumerate(issues.ranked, 1):
-        row, given, suggested = out_of_fold.rows[i], out_of_fold.given[i], issues.suggested[i]
-        values = {
-            "rank": rank,
-            "row": row["row"],
-            "line": row["line"],
-            "text": row["text"],
-            "text_pair": row.get("text_pair"),
-            "given_label": out_of_fold.labels[given],
-            "suggested_label": out_of_fold.labels[suggested],
-            "score": round(float(issues.quality[i]), 6),
-            "given_probability": round(float(p[i, given]), 6),
-            "suggested_probability": round(float(p[i, suggested]), 6),
-        }
-        writer.writerow({c: values[c] for c in columns})
+    writer.writerows(records)
     return buffer.getvalue()
 
 
@@ -328,7 +337,7 @@ def _read_jsonl(path: Path) -> list[dict]:
         return [json.loads(line) for line in f if line.strip()]
 
 
-def _page(summary: dict, out_of_fold: OutOfFold, issues: LabelIssues) -> str:
+def _page(summary: dict, issues: LabelIssues, records: list[dict]) -> str:
     labels = summary["labels"]
     intro = (
         f"{summary['flagged']} of {summary['rows']} training rows flagged "
@@ -341,17 +350,8 @@ def _page(summary: dict, out_of_fold: OutOfFold, issues: LabelIssues) -> str:
         [f"given {label}", *counts, f"{summary['thresholds'][label]:.4f}"]
         for label, counts in zip(labels, issues.confident_joint.tolist(), strict=True)
     ]
-    top = [
-        [
-            r["rank"],
-            r["row"],
-            r["text"][:160],
-            r["given_label"],
-            r["suggested_label"],
-            r["score"],
-        ]
-        for r in csv.DictReader(io.StringIO(issues_csv(out_of_fold, issues)))
-    ][:REPORTED_ROWS]
+    columns = ("rank", "row", "text", "given_label", "suggested_label", "score")
+    top = [[r[c] for c in columns] for r in records[:REPORTED_ROWS]]
     sections = [
         section(
             "The confident joint (rows: given label; columns: confident label)",
@@ -359,7 +359,7 @@ def _page(summary: dict, out_of_fold: OutOfFold, issues: LabelIssues) -> str:
         ),
         section("Label quality, flagged and kept rows", [_quality_plot(issues)]),
         section(
-            f"The {min(REPORTED_ROWS, len(top))} most likely wrong labels",
+            f"The {len(top)} most likely wrong labels",
             [table(["rank", "row", "text", "given", "suggested", "score"], top)],
         ),
     ]

@@ -52,7 +52,9 @@ def add_audit_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def audit_options(args) -> dict:
-    return {"method": args.method, "rank_by": args.rank_by}
+    """`audit_sweep`'s options from the flags (a trial not given: the chosen one)."""
+    options = {"method": args.method, "rank_by": args.rank_by, "output": args.output}
+    return {**options, "trial": args.trial} if args.trial else options
 
 
 def check_from_alone(args) -> None:
