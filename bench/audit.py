@@ -8,12 +8,13 @@ models trained with the same settings and scored on the whole test split: on the
 on the noisy labels without the flagged rows (the audit's train-without-issues.jsonl), and on the
 clean labels.
 
-    python -m bench.audit                        # seeds 1 and 2, 3000 rows, 4 folds, 1 epoch
-    python -m bench.audit --seeds 1 --rows 1000  # smaller
+    python -m bench.audit                          # seeds 1 and 2, 3000 rows, 4 folds, 1 epoch
+    python -m bench.audit --rows 5000 --epochs 2   # another experiment, kept beside it
 
 Affordable on a shared 2-core CPU: one epoch, sequence length 64 (the longest snippet is 53
-words), a subset of the training rows. bench/results/audit.json is rewritten after every step, so
-a killed benchmark keeps what finished; a rerun skips the seeds already complete.
+words), a subset of the training rows. bench/results/audit.json holds one experiment per setting
+(rows, epochs, folds, pooling) and is rewritten after every step, so a killed benchmark keeps
+what finished; a rerun skips the seeds already complete.
 """
 
 from __future__ import annotations
@@ -75,7 +76,7 @@ def _train_flags(args, seed: int) -> list[str]:
     return [
         "--max-seq-length", str(SEQ), "--batch-size", str(BATCH), "--epochs", str(args.epochs),
         "--learning-rate", str(args.learning_rate), "--warmup-ratio", str(WARMUP),
-        "--seed", str(seed), "--quiet", "--no-report",
+        "--pooling", args.pooling, "--seed", str(seed), "--quiet", "--no-report",
     ]  # fmt: skip
 
 
@@ -101,17 +102,12 @@ def one_seed(args, rows: list[tuple[str, int]], seed: int, work: Path, save) -> 
     command += ["--folds", str(args.folds), "--output-dir", str(work / "audit"), "--json"]
     summary = json.loads(_run(command + _train_flags(args, seed)))
     result["audit_seconds"] = round(time.perf_counter() - start, 1)
-    issues = [int(r["row"]) for r in csv.DictReader(open(Path(summary["output"]) / "issues.csv"))]
-    hits = len(set(issues) & set(flipped.tolist()))
-    result.update(
-        flagged=len(issues),
-        estimated_wrong=summary["estimated_wrong"],
-        true_positives=hits,
-        precision=hits / len(issues) if issues else None,
-        recall=hits / len(flipped),
-        top_k_precision=len(set(issues[: len(flipped)]) & set(flipped.tolist()))
-        / min(len(flipped), max(len(issues), 1)),
-    )
+    result.update(_scores(Path(summary["output"]), flipped, summary))
+    # the other flagging rule on the same out-of-fold predictions: no training
+    other = work / "audit-confident-joint"
+    command = [sys.executable, "-m", "bertfit.cli", "audit", "--from", str(work / "audit")]
+    command += ["--method", "confident-joint", "--output", str(other), "--json", "--no-report"]
+    result["confident_joint"] = _scores(other, flipped, json.loads(_run(command)))
     save(result)
     trains = {
         "noisy": noisy_file,
@@ -123,6 +119,24 @@ def one_seed(args, rows: list[tuple[str, int]], seed: int, work: Path, save) -> 
         result["test_accuracy"][name] = _test_accuracy(args, trains[name], seed, work, name)
         save(result)
     return result
+
+
+def _scores(audit: Path, flipped: np.ndarray, summary: dict) -> dict:
+    """Precision and recall of the flagged rows against the flipped ones, and the precision of
+    the top len(flipped) flagged rows (the ranking, whatever the number flagged)."""
+    with open(audit / "issues.csv", encoding="utf-8", newline="") as f:
+        issues = [int(r["row"]) for r in csv.DictReader(f)]
+    truth = set(flipped.tolist())
+    hits = len(set(issues) & truth)
+    top = issues[: len(truth)]
+    return {
+        "flagged": len(issues),
+        "estimated_wrong": summary["estimated_wrong"],
+        "true_positives": hits,
+        "precision": hits / len(issues) if issues else None,
+        "recall": hits / len(truth),
+        "precision_at_flipped_count": len(set(top) & truth) / len(top) if top else None,
+    }
 
 
 def _spread(values: list[float]) -> dict:
@@ -137,10 +151,14 @@ def summarize(seeds: list[dict]) -> dict:
     done = [s for s in seeds if len(s.get("test_accuracy", {})) == len(MODELS)]
     audited = [s for s in seeds if "precision" in s]
     out = {}
-    for key in ("precision", "recall", "flagged", "estimated_wrong"):
+    keys = ("precision", "recall", "precision_at_flipped_count", "flagged", "estimated_wrong")
+    for key in keys:
         values = [s[key] for s in audited if s.get(key) is not None]
         if values:
             out[key] = _spread(values)
+        values = [s["confident_joint"][key] for s in audited if "confident_joint" in s]
+        if values and None not in values:
+            out[f"confident_joint_{key}"] = _spread(values)
     for name in MODELS:
         values = [s["test_accuracy"][name] for s in done]
         if values:
@@ -154,32 +172,36 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=3000, help="training rows used (default 3000)")
     parser.add_argument("--folds", type=int, default=4)
     parser.add_argument("--epochs", type=int, default=1)
-    parser.add_argument("--learning-rate", type=float, default=1e-4)
+    parser.add_argument("--learning-rate", type=float, default=5e-5)
+    parser.add_argument("--pooling", default="mean", help="mean (default: as `make demo`) or cls")
     parser.add_argument("--output", type=Path, default=OUT)
     args = parser.parse_args()
     from bertfit.data.rotten_tomatoes import load_rotten_tomatoes, rotten_tomatoes_dir
 
     rows = load_rotten_tomatoes("train")
     args.test = rotten_tomatoes_dir() / "test.csv"
-    old = json.loads(args.output.read_text()) if args.output.exists() else {}
+    document = json.loads(args.output.read_text()) if args.output.exists() else {}
     settings = {
         "rows": args.rows, "folds": args.folds, "epochs": args.epochs, "noise": NOISE,
-        "learning_rate": args.learning_rate, "max_seq_length": SEQ, "batch_size": BATCH,
-        "warmup_ratio": WARMUP, "model": "minilm-l6", "method": "prune-by-noise-rate",
-        "rank_by": "self-confidence", "test_rows": 1283,
+        "learning_rate": args.learning_rate, "pooling": args.pooling, "max_seq_length": SEQ,
+        "batch_size": BATCH, "warmup_ratio": WARMUP, "model": "minilm-l6",
+        "method": "prune-by-noise-rate", "rank_by": "self-confidence", "test_rows": 1283,
     }  # fmt: skip
-    kept = old.get("seeds", []) if old.get("settings") == settings else []
+    name = f"{args.rows} rows, {args.epochs} epoch(s), {args.folds} folds, {args.pooling} pooling"
+    experiments = document.get("experiments", {})
+    kept = experiments.get(name, {}).get("seeds", [])
     results = {s["seed"]: s for s in kept}
     command = " ".join(["python -m bench.audit", *sys.argv[1:]])
 
     def save(result: dict) -> None:
         results[result["seed"]] = result
         seeds = [results[k] for k in sorted(results)]
-        document = {
-            "command": command, "machine": machine(), "date": time.strftime("%Y-%m-%d"),
-            "settings": settings, "summary": summarize(seeds), "seeds": seeds,
+        experiments[name] = {
+            "command": command, "date": time.strftime("%Y-%m-%d"), "settings": settings,
+            "summary": summarize(seeds), "seeds": seeds,
         }  # fmt: skip
         args.output.parent.mkdir(exist_ok=True)
+        document.update(machine=machine(), experiments=experiments)
         args.output.write_text(json.dumps(document, indent=2) + "\n")
 
     for seed in (int(s) for s in args.seeds.split(",")):
