@@ -80,13 +80,17 @@ def test_every_class_keeps_a_row():
     assert not issues.flagged[3]
 
 
-def _sweep_dir(root: Path, labels: list[str], probabilities: list[list[float]], kind=None):
+def _sweep_dir(
+    root: Path, labels: list[str], probabilities: list[list[float]], kind=None, pairs=False
+):
     """A k-fold sweep directory as `bertfit tune --folds 2` leaves it, its predictions given."""
     from bertfit.config import DataConfig, RunConfig
 
     sweep = root / "sweep"
     (sweep / "runs" / "t1").mkdir(parents=True)
-    config = RunConfig(data=DataConfig(train="train.csv", text_column="review", label_column="y"))
+    data = DataConfig(train="train.csv", text_column="review", label_column="y")
+    data.text_pair_column = "answer" if pairs else None
+    config = RunConfig(data=data)
     (sweep / "sweep.json").write_text(json.dumps({"spec": {}, "config": config.to_dict()}))
     results = {"folds": 2, "chosen_trial": "t1", "trials": [{"name": "t1"}]}
     (sweep / "results.json").write_text(json.dumps(results))
@@ -94,6 +98,8 @@ def _sweep_dir(root: Path, labels: list[str], probabilities: list[list[float]], 
     rows = []
     for i, (label, p) in enumerate(zip(labels, probabilities, strict=True)):
         row = {"row": i, "line": i + 2, "fold": 1 + i % 2, "text": f'text, "{i}"\n'}
+        if pairs:
+            row["text_pair"] = f"pair {i}"
         row["target"] = label
         if kind == "regression":
             row["value"] = 0.5
@@ -136,6 +142,20 @@ def test_the_issues_file_and_the_clean_training_file_read_back(tmp_path):
     assert saved["flagged"] == summary["flagged"] == 2 and saved["rows"] == 6
     assert saved["confident_joint"]["counts"] == [[2, 1], [1, 2]]
     assert "<img" in (sweep / "audit/report.html").read_text()
+
+
+def test_a_pair_task_keeps_its_second_text_and_a_trial_must_exist(tmp_path, capsys):
+    labels = ["neg", "neg", "neg", "pos", "pos", "pos"]
+    p = [[0.9, 0.1], [0.8, 0.2], [0.2, 0.8], [0.1, 0.9], [0.2, 0.8], [0.9, 0.1]]
+    sweep = _sweep_dir(tmp_path, labels, p, pairs=True)
+    audit_sweep(sweep, tmp_path / "elsewhere", report=False)
+    issues = read_issues(tmp_path / "elsewhere" / ISSUES_FILE)
+    assert [(r["row"], r["text_pair"]) for r in issues] == [(5, "pair 5"), (2, "pair 2")]
+    first = json.loads((tmp_path / "elsewhere" / CLEAN_FILE).read_text().splitlines()[0])
+    assert first == {"review": 'text, "0"\n', "answer": "pair 0", "y": "neg"}
+    assert not (tmp_path / "elsewhere" / "report.html").exists()
+    assert main(["audit", "--from", str(sweep), "--trial", "t9"]) == 2
+    assert "--trial t9: the sweep" in capsys.readouterr().err
 
 
 def test_audit_refuses_regression_and_a_sweep_without_folds(tmp_path, capsys):
