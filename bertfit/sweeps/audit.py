@@ -103,6 +103,7 @@ def read_out_of_fold(sweep: Path, trial: str | None = None) -> OutOfFold:
                 f"{path} is not of the same training rows as {files[0]}; the sweep directory "
                 "was changed by hand. Rerun the sweep in a new --output-dir.",
                 path=str(path),
+                code="audit-out-of-fold-mismatch",
             )
     probabilities = np.mean(
         [[[r["probabilities"][label] for label in labels] for r in seed] for seed in per_seed],
@@ -171,7 +172,8 @@ def audit_training(
     _check_task_before_training(base)
     results = tune(base, spec, output_dir, quiet=quiet, reports=reports)
     chosen = results.chosen
-    return audit_sweep(output_dir, trial=chosen.name if chosen else None, report=reports, **options)
+    options.setdefault("trial", chosen.name if chosen else None)
+    return audit_sweep(output_dir, report=reports, **options)
 
 
 def _check_task_before_training(base: RunConfig) -> None:
@@ -333,8 +335,24 @@ def _seed_of(path: Path) -> int:
 
 
 def _read_jsonl(path: Path) -> list[dict]:
+    """The rows of an out-of-fold file; a line that is not a JSON object is a `DataError`."""
+    rows = []
     with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
+        for number, line in enumerate(f, 1):
+            try:
+                row = json.loads(line)
+            except ValueError:
+                row = None
+            if not isinstance(row, dict) or not {"row", "target"} <= row.keys():
+                raise DataError(
+                    "not an out-of-fold prediction of bertfit tune; the sweep directory was "
+                    "changed by hand. Rerun the sweep in a new --output-dir.",
+                    path=str(path),
+                    line=number,
+                    code="audit-out-of-fold-mismatch",
+                )
+            rows.append(row)
+    return rows
 
 
 def _page(summary: dict, issues: LabelIssues, records: list[dict]) -> str:

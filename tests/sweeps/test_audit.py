@@ -158,6 +158,26 @@ def test_a_pair_task_keeps_its_second_text_and_a_trial_must_exist(tmp_path, caps
     assert "--trial t9: the sweep" in capsys.readouterr().err
 
 
+def test_seeds_are_averaged_and_a_changed_predictions_file_is_refused(tmp_path, capsys):
+    labels = ["neg", "neg", "neg", "pos", "pos", "pos"]
+    p = [[0.9, 0.1], [0.8, 0.2], [0.2, 0.8], [0.1, 0.9], [0.2, 0.8], [0.9, 0.1]]
+    sweep = _sweep_dir(tmp_path, labels, p)
+    seed0 = sweep / "runs/t1/oof-seed0.jsonl"
+    rows = [json.loads(line) for line in seed0.read_text().splitlines()]
+    rows[5]["probabilities"] = {"neg": 0.1, "pos": 0.9}  # the second seed finds row 5 right
+    (sweep / "runs/t1/oof-seed1.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    summary = audit_sweep(sweep, report=False)
+    assert summary["seeds"] == [0, 1]
+    issues = read_issues(sweep / "audit" / ISSUES_FILE)
+    # row 5's p(pos) averages to 0.5: below t_pos (0.733) and t_neg (0.633), counted nowhere;
+    # the joint then holds one wrong label, row 2
+    assert [(r["row"], r["given_probability"]) for r in issues] == [(2, 0.2)]
+
+    (sweep / "runs/t1/oof-seed1.jsonl").write_text(seed0.read_text()[:40] + "\n")
+    assert main(["audit", "--from", str(sweep)]) == 2
+    assert "oof-seed1.jsonl:1: not an out-of-fold prediction" in capsys.readouterr().err
+
+
 def test_audit_refuses_regression_and_a_sweep_without_folds(tmp_path, capsys):
     sweep = _sweep_dir(tmp_path, ["1.0", "2.0"], [[0.5, 0.5]] * 2, kind="regression")
     with pytest.raises(DataError, match="single-label classification.*regression"):
@@ -203,6 +223,7 @@ def test_audit_runs_the_folds_and_finds_flipped_labels(tmp_path, trainable_hf_di
     args = train_args(
         trainable_hf_dir, train, sweep, command="audit", folds=2, buckets="16",
         strategy="default", learning_rate="5e-3", epochs=3, no_report=True, json=True,
+        trial="t1",
     )  # fmt: skip
 
     assert main(args) == 0
