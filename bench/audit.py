@@ -166,6 +166,48 @@ def summarize(seeds: list[dict]) -> dict:
     return out
 
 
+def _cell(summary: dict, key: str, digits: int = 3) -> str:
+    found = summary.get(key)
+    if found is None:
+        return "-"
+    n = len(found["values"])
+    if n == 1:
+        return f"{found['mean']:.{digits}f} (1 seed)"
+    return f"{found['mean']:.{digits}f} ± {found['sd']:.{digits}f}"
+
+
+def markdown(document: dict) -> str:
+    """The tables of docs/audit.md and BENCHMARKS.md: mean ± sd over the seeds of each
+    experiment (the audit; then the test accuracy of the three retrained models)."""
+    audit = [
+        "| experiment | seeds | flagged (of 150 flipped) | precision | recall | precision of "
+        "the top 150 | confident-joint: flagged, precision, recall |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    accuracy = [
+        "| experiment | seeds | noisy labels | without the flagged rows | clean labels |",
+        "|---|---|---|---|---|",
+    ]
+    for name, experiment in document["experiments"].items():
+        s, seeds = experiment["summary"], [r["seed"] for r in experiment["seeds"]]
+        other = ", ".join(
+            _cell(s, f"confident_joint_{k}", 0 if k == "flagged" else 3)
+            for k in ("flagged", "precision", "recall")
+        )
+        audit.append(
+            f"| {name} | {','.join(map(str, seeds))} | {_cell(s, 'flagged', 0)} | "
+            f"{_cell(s, 'precision')} | {_cell(s, 'recall')} | "
+            f"{_cell(s, 'precision_at_flipped_count')} | {other} |"
+        )
+        done = [r["seed"] for r in experiment["seeds"] if len(r.get("test_accuracy", {})) == 3]
+        accuracy.append(
+            f"| {name} | {','.join(map(str, done)) or '-'} | "
+            + " | ".join(_cell(s, f"test_accuracy_{m}") for m in MODELS)
+            + " |"
+        )
+    return "\n".join(audit) + "\n\n" + "\n".join(accuracy) + "\n"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", default="1,2", help="comma-separated seeds (default 1,2)")
@@ -175,7 +217,13 @@ def main() -> None:
     parser.add_argument("--learning-rate", type=float, default=5e-5)
     parser.add_argument("--pooling", default="mean", help="mean (default: as `make demo`) or cls")
     parser.add_argument("--output", type=Path, default=OUT)
+    parser.add_argument(
+        "--markdown", action="store_true", help="print the results' tables and exit"
+    )
     args = parser.parse_args()
+    if args.markdown:
+        print(markdown(json.loads(args.output.read_text())), end="")
+        return
     from bertfit.data.rotten_tomatoes import load_rotten_tomatoes, rotten_tomatoes_dir
 
     rows = load_rotten_tomatoes("train")

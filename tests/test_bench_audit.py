@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bench.audit import _scores, noisy_subset, summarize
+from bench.audit import MODELS, _scores, markdown, noisy_subset, summarize
 
 
 def test_the_noisy_subset_flips_five_percent_of_the_drawn_rows_by_seed():
@@ -31,3 +31,16 @@ def test_scores_compare_the_flagged_rows_with_the_flipped_ones(tmp_path):
     assert summary["precision"]["mean"] == pytest.approx(0.6)
     assert summary["precision"]["sd"] == pytest.approx(np.std([0.5, 0.7], ddof=1))
     assert summary["test_accuracy_clean"]["values"] == [0.9, 0.9]
+
+
+def test_the_markdown_tables_give_mean_and_sd_per_experiment():
+    seeds = [
+        {"seed": 1, "precision": 0.5, "test_accuracy": {m: 0.8 for m in MODELS}},
+        {"seed": 2, "precision": 0.7},  # its retrained models did not finish
+    ]
+    document = {"experiments": {"3000 rows": {"summary": summarize(seeds), "seeds": seeds}}}
+    audit, accuracy = markdown(document).split("\n\n")
+    assert "| 3000 rows | 1,2 | - | 0.600 ± 0.141 | - |" in audit
+    assert accuracy.splitlines()[-1] == (
+        "| 3000 rows | 1 | 0.800 (1 seed) | 0.800 (1 seed) | 0.800 (1 seed) |"
+    )
