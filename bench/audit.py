@@ -208,6 +208,42 @@ def markdown(document: dict) -> str:
     return "\n".join(audit) + "\n\n" + "\n".join(accuracy) + "\n"
 
 
+def table_rows(document: dict) -> list[str]:
+    """BENCHMARKS.md's rows (bench/run.py): per experiment, the audit's precision and recall,
+    and the test accuracy without the flagged rows against the noisy labels."""
+    rows = []
+    for name, experiment in document["experiments"].items():
+        s = experiment["summary"]
+        if "precision" not in s:
+            continue
+        rows.append(
+            f"| label audit, RT {name}, 5% flipped: flagged rows' precision / recall | "
+            f"{_cell(s, 'precision')} / {_cell(s, 'recall')} ({_cell(s, 'flagged', 0)} "
+            "flagged) | - | - |"
+        )
+        if "test_accuracy_noisy" in s:
+            gain = s["test_accuracy_without_flagged"]["mean"] - s["test_accuracy_noisy"]["mean"]
+            rows.append(
+                f"| label audit, RT {name}: test accuracy retrained without the flagged rows | "
+                f"{_cell(s, 'test_accuracy_without_flagged')} | noisy labels "
+                f"{_cell(s, 'test_accuracy_noisy')}; clean {_cell(s, 'test_accuracy_clean')} | "
+                f"{gain:+.3f} |"
+            )
+    return rows
+
+
+def _write(path: Path, document: dict) -> None:
+    """The results file with its derived parts (summaries, BENCHMARKS.md rows) recomputed."""
+    for experiment in document["experiments"].values():
+        experiment["summary"] = summarize(experiment["seeds"])
+    experiments = document["experiments"].values()
+    document["command"] = "; ".join(e["command"] for e in experiments)
+    document["date"] = max(e["date"] for e in experiments)
+    document["table_rows"] = table_rows(document)
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(json.dumps(document, indent=2) + "\n")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", default="1,2", help="comma-separated seeds (default 1,2)")
@@ -220,9 +256,17 @@ def main() -> None:
     parser.add_argument(
         "--markdown", action="store_true", help="print the results' tables and exit"
     )
+    parser.add_argument(
+        "--refresh",
+        action="store_true",
+        help="recompute the results file's summaries and table rows, and exit (runs nothing)",
+    )
     args = parser.parse_args()
     if args.markdown:
         print(markdown(json.loads(args.output.read_text())), end="")
+        return
+    if args.refresh:
+        _write(args.output, json.loads(args.output.read_text()))
         return
     from bertfit.data.rotten_tomatoes import load_rotten_tomatoes, rotten_tomatoes_dir
 
@@ -248,9 +292,8 @@ def main() -> None:
             "command": command, "date": time.strftime("%Y-%m-%d"), "settings": settings,
             "summary": summarize(seeds), "seeds": seeds,
         }  # fmt: skip
-        args.output.parent.mkdir(exist_ok=True)
         document.update(machine=machine(), experiments=experiments)
-        args.output.write_text(json.dumps(document, indent=2) + "\n")
+        _write(args.output, document)
 
     for seed in (int(s) for s in args.seeds.split(",")):
         if len(results.get(seed, {}).get("test_accuracy", {})) == len(MODELS):
