@@ -26,6 +26,7 @@ from bertfit.run_flags import (
     run_config_from_args,
 )
 from bertfit.serve.options import ServeOptions
+from bertfit.sweeps.audit_flags import add_audit_arguments
 from bertfit.sweeps.flags import add_tune_arguments, sweep_from_args
 from bertfit.tf_startup import start_tensorflow
 
@@ -126,6 +127,31 @@ def tune_lines(results, sweep_dir: str) -> list[str]:
         lines.append(f"chosen run: {run.run_dir}")
     lines.append(f"sweep directory: {sweep_dir} (results.json; chosen.yaml: its config)")
     return lines
+
+
+def cmd_audit(args) -> int:
+    from bertfit.sweeps.audit import audit_sweep, audit_training
+    from bertfit.sweeps.audit_flags import audit_options, check_from_alone, training_from_args
+
+    if args.from_sweep:
+        check_from_alone(args)
+        summary = audit_sweep(args.from_sweep, report=not args.no_report, **audit_options(args))
+    else:
+        base, spec = training_from_args(args)
+        summary = audit_training(
+            base, spec, args.output_dir, quiet=args.quiet, reports=not args.no_report,
+            **audit_options(args),
+        )  # fmt: skip
+    if args.json:
+        print(json.dumps(summary))
+        return 0
+    print(
+        f"flagged {summary['flagged']} of {summary['rows']} training rows as likely mislabelled "
+        f"({summary['method']}; about {summary['estimated_wrong']:.0f} wrong labels estimated)"
+    )
+    print(f"audit: {summary['output']} (issues.csv: the flagged rows, most likely wrong first;")
+    print("  train-without-issues.jsonl: the other rows, for bertfit train --train)")
+    return 0
 
 
 PREPARE_FLAGS = (
@@ -358,6 +384,7 @@ def build_parser() -> argparse.ArgumentParser:
         _add_report,
         _add_demo,
         _add_tune,
+        _add_audit,
         checkpoint_commands.add_commands,  # they live with their subsystem
         check_commands.add_commands,
     ):
@@ -541,6 +568,16 @@ def _add_tune(sub) -> None:
     )
     add_tune_arguments(tune)
     tune.set_defaults(handler=cmd_tune)
+
+
+def _add_audit(sub) -> None:
+    audit = sub.add_parser(
+        "audit",
+        help="rank training rows whose label is likely wrong, from k-fold out-of-fold "
+        "predictions (confident learning)",
+    )
+    add_audit_arguments(audit)
+    audit.set_defaults(handler=cmd_audit)
 
 
 def main(argv: list[str] | None = None) -> int:

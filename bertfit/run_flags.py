@@ -31,9 +31,12 @@ def _run_flags() -> dict[str, Flag]:
 RUN_FLAGS = _run_flags()
 
 
-def add_config_arguments(parser: argparse.ArgumentParser, *, sweep: bool = False):
+def add_config_arguments(
+    parser: argparse.ArgumentParser, *, sweep: bool = False, sweep_dir_help: str | None = None
+):
     """--config and --output-dir in a "run and output" group, which it returns (the command's
-    own flags of that kind join it)."""
+    own flags of that kind join it). `sweep_dir_help`: a sweep's --output-dir is optional, and
+    said so (`bertfit audit --from` runs no sweep)."""
     output = parser.add_argument_group("run and output")
     output.add_argument(
         "--config",
@@ -44,8 +47,9 @@ def add_config_arguments(parser: argparse.ArgumentParser, *, sweep: bool = False
     if sweep:
         output.add_argument(
             "--output-dir",
-            required=True,
-            help="the sweep directory; rerunning the same command there resumes the sweep",
+            required=sweep_dir_help is None,
+            help=sweep_dir_help
+            or "the sweep directory; rerunning the same command there resumes the sweep",
         )
     else:
         output.add_argument(

@@ -51,8 +51,8 @@ def _swept(flag: str, options: dict) -> dict:
     return {"type": _values(flag, options), "help": help, "metavar": options.get("metavar")}
 
 
-def add_tune_arguments(parser: argparse.ArgumentParser) -> None:
-    output = add_config_arguments(parser, sweep=True)
+def add_tune_arguments(parser: argparse.ArgumentParser, sweep_dir_help: str | None = None) -> None:
+    output = add_config_arguments(parser, sweep=True, sweep_dir_help=sweep_dir_help)
     output.add_argument(
         "--no-report",
         action="store_true",

@@ -11,6 +11,7 @@
       chosen.yaml     the chosen trial's run config (`bertfit train --config chosen.yaml`)
       report.html     trials compared: the metric against the learning rate, the spread per seed
       sweep.log       what happened, readable
+      audit/          `bertfit audit`'s labels likely wrong (bertfit.sweeps.audit)
 
 One directory holds one sweep: a directory holding another sweep's spec (or files that are no
 sweep's) is refused, unless none of its runs started (a sweep refused before training leaves
@@ -42,6 +43,7 @@ SWEEP_ENTRIES = {
     "chosen.yaml",
     "report.html",
     "sweep.log",
+    "audit",  # `bertfit audit`'s default output (bertfit.sweeps.audit)
 }
 
 

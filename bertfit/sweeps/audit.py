@@ -1,0 +1,399 @@
+"""`bertfit audit`: the training rows whose given label is likely wrong, from a k-fold sweep's
+out-of-fold predictions (`bertfit.sweeps.confident`), written for people to review and for a
+retraining without them.
+
+    SWEEP/audit/
+      issues.csv                  the flagged rows, most likely wrong first: rank, row (0-based,
+                                  in the training rows' order), line (in the training file),
+                                  text[, text_pair], given_label, suggested_label, score (the
+                                  given label's quality, 0 to 1: lowest first),
+                                  given_probability, suggested_probability
+      audit.json                  the summary: the sweep, trial and seeds it read, the method,
+                                  per-class thresholds, the confident joint (raw and calibrated),
+                                  the estimated number of wrong labels, flagged counts per label
+      train-without-issues.jsonl  the training rows less the flagged ones, in the training
+                                  file's columns: `bertfit train --train` takes it as it is
+      report.html                 the summary, the joint and the top flagged rows, for people
+
+With several seeds the probabilities of each row are averaged over them (an ensemble's are
+better calibrated, and confident learning trusts them more). Every file is written whole.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+
+from bertfit.atomic import write_text_atomic
+from bertfit.config import RunConfig
+from bertfit.data.tasks import MULTI_LABEL, SINGLE_LABEL
+from bertfit.errors import ConfigError, DataError
+from bertfit.report import figure, page, section, table
+from bertfit.sweeps.confident import LabelIssues, find_label_issues
+from bertfit.sweeps.spec import SweepSpec
+
+ISSUES_FILE = "issues.csv"
+SUMMARY_FILE = "audit.json"
+CLEAN_FILE = "train-without-issues.jsonl"
+REPORT_FILE = "report.html"
+ISSUE_COLUMNS = (
+    "rank",
+    "row",
+    "line",
+    "text",
+    "text_pair",
+    "given_label",
+    "suggested_label",
+    "score",
+    "given_probability",
+    "suggested_probability",
+)
+REPORTED_ROWS = 50  # flagged rows shown in report.html (all are in issues.csv)
+
+
+@dataclasses.dataclass
+class OutOfFold:
+    """A trial's out-of-fold predictions: one entry per training row, in its order, the
+    probabilities averaged over the seeds."""
+
+    trial: str
+    seeds: list[int]
+    rows: list[dict]  # row, line, text, text_pair (when a pair task), target
+    labels: list[str]
+    given: np.ndarray  # [n] class ids
+    probabilities: np.ndarray  # [n, m]
+
+
+def read_out_of_fold(sweep: Path, trial: str | None = None) -> OutOfFold:
+    """The out-of-fold predictions of `trial` (default: the sweep's chosen trial, or its only
+    one) in the sweep directory `sweep`.
+
+    Raises:
+        ConfigError: no k-fold sweep there, no such trial, or its folds did not all finish.
+        DataError: a task other than single-label classification.
+    """
+    results = _results(sweep)
+    names = [t["name"] for t in results["trials"]]
+    name = trial or results.get("chosen_trial") or (names[0] if len(names) == 1 else None)
+    if name not in names:
+        raise ConfigError(
+            f"--trial {name}: the sweep {sweep} has the trials {', '.join(names)}; pick one."
+            if trial
+            else f"the sweep {sweep} chose no trial (not every run finished); pass --trial "
+            f"NAME, one of {', '.join(names)}, or rerun the sweep to finish it."
+        )
+    files = sorted((sweep / "runs" / name).glob("oof-seed*.jsonl"), key=_seed_of)
+    if not files:
+        raise ConfigError(
+            f"{sweep / 'runs' / name} holds no out-of-fold predictions (oof-seedS.jsonl): a "
+            "fold run did not finish. Rerun the sweep's command to finish it, then audit."
+        )
+    per_seed = [_read_jsonl(f) for f in files]
+    rows = per_seed[0]
+    _check_single_label(rows, files[0])
+    labels = list(rows[0]["probabilities"])
+    for other, path in zip(per_seed[1:], files[1:], strict=True):
+        if [(r["row"], r["target"]) for r in other] != [(r["row"], r["target"]) for r in rows]:
+            raise DataError(
+                f"{path} is not of the same training rows as {files[0]}; the sweep directory "
+                "was changed by hand. Rerun the sweep in a new --output-dir.",
+                path=str(path),
+                code="audit-out-of-fold-mismatch",
+            )
+    probabilities = np.mean(
+        [[[r["probabilities"][label] for label in labels] for r in seed] for seed in per_seed],
+        axis=0,
+    )
+    ids = {label: i for i, label in enumerate(labels)}
+    given = np.array([ids[r["target"]] for r in rows], np.int64)
+    kept = ("row", "line", "text", "text_pair", "target")
+    return OutOfFold(
+        name,
+        [_seed_of(f) for f in files],
+        [{k: r[k] for k in kept if k in r} for r in rows],
+        labels,
+        given,
+        probabilities,
+    )
+
+
+def audit_sweep(
+    sweep: str | Path,
+    output: str | Path | None = None,
+    *,
+    trial: str | None = None,
+    method: str = "prune-by-noise-rate",
+    rank_by: str = "self-confidence",
+    report: bool = True,
+) -> dict:
+    """Audits the training labels of the k-fold sweep in `sweep`; writes `output` (default
+    SWEEP/audit, see the module docstring) and returns the summary (audit.json's)."""
+    sweep = Path(sweep)
+    out_of_fold = read_out_of_fold(sweep, trial)
+    issues = find_label_issues(out_of_fold.given, out_of_fold.probabilities, method, rank_by)
+    folder = Path(output) if output is not None else sweep / "audit"
+    if folder.exists() and not folder.is_dir():
+        raise ConfigError(f"--output {folder} is a file; give a directory for the audit.")
+    folder.mkdir(parents=True, exist_ok=True)
+    config = RunConfig.from_dict(_sweep_spec(sweep)["config"], str(sweep / "sweep.json"))
+    summary = _summary(sweep, out_of_fold, issues, method, rank_by)
+    records = issue_records(out_of_fold, issues)
+    write_text_atomic(folder / ISSUES_FILE, issues_csv(out_of_fold, records))
+    write_text_atomic(folder / CLEAN_FILE, _clean_jsonl(out_of_fold, issues, config))
+    write_text_atomic(folder / SUMMARY_FILE, json.dumps(summary, indent=2) + "\n")
+    if report:
+        write_text_atomic(folder / REPORT_FILE, _page(summary, issues, records))
+    return {**summary, "output": str(folder)}
+
+
+def audit_training(
+    base: RunConfig,
+    spec: SweepSpec,
+    output_dir: str | Path,
+    *,
+    quiet: bool = False,
+    reports: bool = True,
+    **options,
+) -> dict:
+    """Runs (or resumes) the k-fold sweep `spec` over `base` in `output_dir` (`bertfit tune`),
+    then audits its chosen trial (`audit_sweep`'s `options`) into OUTPUT_DIR/audit."""
+    from bertfit.sweeps.tune import tune
+
+    if not spec.folds:
+        raise ConfigError(
+            "bertfit audit needs out-of-fold predictions: pass --folds K (5 is usual) to "
+            "cross-validate the training rows, or --from SWEEP to audit a k-fold sweep's."
+        )
+    _check_task_before_training(base)
+    results = tune(base, spec, output_dir, quiet=quiet, reports=reports)
+    chosen = results.chosen
+    options.setdefault("trial", chosen.name if chosen else None)
+    return audit_sweep(output_dir, report=reports, **options)
+
+
+def _check_task_before_training(base: RunConfig) -> None:
+    """A task the audit would refuse is refused before K runs train."""
+    from bertfit.training.setup import infer_run_task, read_training_examples
+
+    examples = read_training_examples(base.data.train, base)[: base.data.max_train_examples]
+    task, _ = infer_run_task(examples, base)
+    if task.kind != SINGLE_LABEL:
+        _refuse_task(task.kind, base.data.train)
+
+
+def issue_records(out_of_fold: OutOfFold, issues: LabelIssues) -> list[dict]:
+    """The flagged rows in rank order, as issues.csv's columns (see the module docstring)."""
+    p = out_of_fold.probabilities
+    records = []
+    for rank, i in enumerate(issues.ranked, 1):
+        row, given, suggested = out_of_fold.rows[i], out_of_fold.given[i], issues.suggested[i]
+        records.append(
+            {
+                "rank": rank,
+                "row": row["row"],
+                "line": row["line"],
+                "text": row["text"],
+                "text_pair": row.get("text_pair"),
+                "given_label": out_of_fold.labels[given],
+                "suggested_label": out_of_fold.labels[suggested],
+                "score": round(float(issues.quality[i]), 6),
+                "given_probability": round(float(p[i, given]), 6),
+                "suggested_probability": round(float(p[i, suggested]), 6),
+            }
+        )
+    return records
+
+
+def issues_csv(out_of_fold: OutOfFold, records: list[dict]) -> str:
+    """issues.csv's text (a text_pair column only for a pair task)."""
+    pairs = any("text_pair" in r for r in out_of_fold.rows)
+    columns = [c for c in ISSUE_COLUMNS if pairs or c != "text_pair"]
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, columns, lineterminator="\n", extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(records)
+    return buffer.getvalue()
+
+
+def read_issues(path: str | Path) -> list[dict]:
+    """issues.csv read back, its numbers as numbers (a review tool's or a test's reader).
+
+    Raises:
+        DataError: not an issues file of `bertfit audit`.
+    """
+    with open(path, encoding="utf-8", newline="") as f:
+        reader = csv.DictReader(f)
+        missing = set(ISSUE_COLUMNS) - {"text_pair"} - set(reader.fieldnames or [])
+        if missing:
+            raise DataError(
+                f"not an issues file of bertfit audit: no column(s) {', '.join(sorted(missing))}.",
+                path=str(path),
+                code="audit-not-an-issues-file",
+            )
+        rows = list(reader)
+    for row in rows:
+        for key in ("rank", "row", "line"):
+            row[key] = int(row[key])
+        for key in ("score", "given_probability", "suggested_probability"):
+            row[key] = float(row[key])
+    return rows
+
+
+def _summary(
+    sweep: Path, out_of_fold: OutOfFold, issues: LabelIssues, method: str, rank_by: str
+) -> dict:
+    labels, n = out_of_fold.labels, len(out_of_fold.rows)
+    flagged_given = np.bincount(out_of_fold.given[issues.flagged], minlength=len(labels))
+    return {
+        "sweep": str(sweep),
+        "trial": out_of_fold.trial,
+        "seeds": out_of_fold.seeds,
+        "rows": n,
+        "labels": labels,
+        "method": method,
+        "rank_by": rank_by,
+        "flagged": int(issues.flagged.sum()),
+        "flagged_fraction": float(issues.flagged.mean()),
+        "estimated_wrong": round(issues.estimated_wrong, 3),
+        "flagged_per_given_label": dict(zip(labels, flagged_given.tolist(), strict=True)),
+        "thresholds": dict(zip(labels, np.round(issues.thresholds, 6).tolist(), strict=True)),
+        "confident_joint": {
+            "rows": "given label",
+            "columns": "confident label",
+            "counts": issues.confident_joint.tolist(),
+            "calibrated": np.round(issues.calibrated_joint, 3).tolist(),
+        },
+        "files": {"issues": ISSUES_FILE, "clean_train": CLEAN_FILE},
+    }
+
+
+def _clean_jsonl(out_of_fold: OutOfFold, issues: LabelIssues, config: RunConfig) -> str:
+    """The unflagged training rows in the training file's columns (as the fold files are)."""
+    d = config.data
+    lines = []
+    for row, flagged in zip(out_of_fold.rows, issues.flagged, strict=True):
+        if flagged:
+            continue
+        record = {d.text_column: row["text"]}
+        if d.text_pair_column:
+            record[d.text_pair_column] = row.get("text_pair")
+        record[d.label_column] = row["target"]
+        lines.append(json.dumps(record, ensure_ascii=False) + "\n")
+    return "".join(lines)
+
+
+def _check_single_label(rows: list[dict], path: Path) -> None:
+    first = rows[0] if rows else {}
+    if "probabilities" not in first or "label" not in first:
+        _refuse_task("regression" if "value" in first else "multi-label", str(path))
+
+
+def _refuse_task(kind: str, path: str) -> None:
+    fix = (
+        ": for multi-label, audit each label as its own two-class task (a yes/no column, "
+        "--task single-label)."
+        if kind == MULTI_LABEL
+        else "; a number has no other class to be confused with."
+    )
+    raise DataError(
+        "bertfit audit finds wrong labels of single-label classification (one class per row); "
+        f"this task is {kind}. Confident learning's per-class thresholds need one true class "
+        f"per row{fix}",
+        path=path,
+        code="audit-task",
+    )
+
+
+def _results(sweep: Path) -> dict:
+    path = sweep / "results.json"
+    if not (sweep / "sweep.json").is_file() or not path.is_file():
+        raise ConfigError(
+            f"{sweep} is not a bertfit sweep with results (no sweep.json and results.json); "
+            "run `bertfit tune --folds K ... --output-dir DIR` (or `bertfit audit --folds K` "
+            "with the train flags) first."
+        )
+    results = json.loads(path.read_text(encoding="utf-8"))
+    if not results.get("folds"):
+        raise ConfigError(
+            f"the sweep {sweep} was not cross-validated (no --folds), so it has no out-of-fold "
+            "predictions to audit; run bertfit audit with --folds K and the train flags."
+        )
+    return results
+
+
+def _sweep_spec(sweep: Path) -> dict:
+    return json.loads((sweep / "sweep.json").read_text(encoding="utf-8"))
+
+
+def _seed_of(path: Path) -> int:
+    return int(path.stem.removeprefix("oof-seed"))
+
+
+def _read_jsonl(path: Path) -> list[dict]:
+    """The rows of an out-of-fold file; a line that is not a JSON object is a `DataError`."""
+    rows = []
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            try:
+                row = json.loads(line)
+            except ValueError:
+                row = None
+            if not isinstance(row, dict) or not {"row", "target"} <= row.keys():
+                raise DataError(
+                    "not an out-of-fold prediction of bertfit tune; the sweep directory was "
+                    "changed by hand. Rerun the sweep in a new --output-dir.",
+                    path=str(path),
+                    line=number,
+                    code="audit-out-of-fold-mismatch",
+                )
+            rows.append(row)
+    return rows
+
+
+def _page(summary: dict, issues: LabelIssues, records: list[dict]) -> str:
+    labels = summary["labels"]
+    intro = (
+        f"{summary['flagged']} of {summary['rows']} training rows flagged "
+        f"({summary['flagged_fraction']:.1%}; the calibrated confident joint estimates "
+        f"{summary['estimated_wrong']:.0f} wrong labels) by {summary['method']}, ranked by "
+        f"{summary['rank_by']}; out-of-fold predictions of trial {summary['trial']}, seed(s) "
+        f"{', '.join(map(str, summary['seeds']))}. All flagged rows: {ISSUES_FILE}."
+    )
+    joint_rows = [
+        [f"given {label}", *counts, f"{summary['thresholds'][label]:.4f}"]
+        for label, counts in zip(labels, issues.confident_joint.tolist(), strict=True)
+    ]
+    columns = ("rank", "row", "text", "given_label", "suggested_label", "score")
+    top = [[r[c] for c in columns] for r in records[:REPORTED_ROWS]]
+    sections = [
+        section(
+            "The confident joint (rows: given label; columns: confident label)",
+            [table(["", *labels, "threshold"], joint_rows)],
+        ),
+        section("Label quality, flagged and kept rows", [_quality_plot(issues)]),
+        section(
+            f"The {len(top)} most likely wrong labels",
+            [table(["rank", "row", "text", "given", "suggested", "score"], top)],
+        ),
+    ]
+    return page("bertfit audit", intro, sections)
+
+
+def _quality_plot(issues: LabelIssues) -> str:
+    def draw(canvas) -> str:
+        axes = canvas.subplots()
+        bins = np.linspace(0, 1, 41)
+        axes.hist(issues.quality[~issues.flagged], bins=bins, alpha=0.6, label="kept")
+        axes.hist(issues.quality[issues.flagged], bins=bins, alpha=0.8, label="flagged")
+        axes.set_xlabel("label quality (score)")
+        axes.set_ylabel("rows")
+        axes.set_yscale("log")
+        axes.legend()
+        return "the given labels' quality: flagged rows and kept rows"
+
+    return figure(draw)

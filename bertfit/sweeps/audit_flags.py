@@ -1,0 +1,78 @@
+"""`bertfit audit`'s flags: `--from SWEEP` (a k-fold sweep's out-of-fold predictions), or
+`bertfit tune`'s flags with --folds (the folds run first, in --output-dir), and the audit's own.
+Light: parsed before TensorFlow loads."""
+
+from __future__ import annotations
+
+import argparse
+
+from bertfit.errors import ConfigError
+from bertfit.run_flags import RUN_FLAGS
+from bertfit.sweeps.confident import METHODS, RANKINGS
+from bertfit.sweeps.flags import add_tune_arguments, sweep_from_args
+
+
+def add_audit_arguments(parser: argparse.ArgumentParser) -> None:
+    audit = parser.add_argument_group("audit")
+    audit.add_argument(
+        "--from",
+        dest="from_sweep",
+        metavar="SWEEP",
+        help="audit the out-of-fold predictions of this `bertfit tune --folds K` sweep "
+        "(no training); without it, the train flags and --folds run the folds in --output-dir",
+    )
+    audit.add_argument(
+        "--trial", help="the sweep's trial to audit (default: the chosen one, or the only one)"
+    )
+    audit.add_argument(
+        "--method",
+        choices=METHODS,
+        default=METHODS[0],
+        help="which rows to flag: prune-by-noise-rate (default: as many per pair of labels as "
+        "the calibrated confident joint estimates, largest margin first) or confident-joint "
+        "(every row confidently of another class)",
+    )
+    audit.add_argument(
+        "--rank-by",
+        choices=RANKINGS,
+        default=RANKINGS[0],
+        help="the score flagged rows are ranked by, lowest first: self-confidence (default: "
+        "the probability of the given label) or normalized-margin",
+    )
+    audit.add_argument(
+        "--output",
+        metavar="DIR",
+        help="where the audit is written (default: SWEEP/audit)",
+    )
+    # With --from no sweep runs, so --output-dir is optional.
+    add_tune_arguments(
+        parser, sweep_dir_help="the sweep directory the folds run in (without --from)"
+    )
+
+
+def audit_options(args) -> dict:
+    """`audit_sweep`'s options from the flags (a trial not given: the chosen one)."""
+    options = {"method": args.method, "rank_by": args.rank_by, "output": args.output}
+    return {**options, "trial": args.trial} if args.trial else options
+
+
+def check_from_alone(args) -> None:
+    """--from reads a finished sweep: a train flag beside it would be silently unused."""
+    given = vars(args)
+    extra = [name for name, spec in RUN_FLAGS.items() if spec.dest in given]
+    extra += [f for f in ("--config", "--output-dir") if given.get(f[2:].replace("-", "_"))]
+    if extra:
+        raise ConfigError(
+            f"--from audits an existing sweep's predictions; {', '.join(extra)} would not be "
+            "used. Drop them, or drop --from to run the folds with them."
+        )
+
+
+def training_from_args(args):
+    """The base run config and the k-fold sweep to run (no --from); `sweep_from_args`'s."""
+    if not args.output_dir:
+        raise ConfigError(
+            "bertfit audit: pass --from SWEEP (a k-fold sweep's predictions), or the train "
+            "flags with --folds K and --output-dir DIR (the folds are run there)."
+        )
+    return sweep_from_args(args)

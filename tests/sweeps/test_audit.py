@@ -1,0 +1,240 @@
+"""`bertfit audit`: confident learning checked against a hand-computed example, the audit
+files written and read back, and the CLI's refusals (exit 2, one line)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bertfit.cli import main
+from bertfit.errors import DataError
+from bertfit.sweeps.audit import CLEAN_FILE, ISSUES_FILE, audit_sweep, read_issues
+from bertfit.sweeps.confident import (
+    calibrate,
+    confident_classes,
+    confident_joint,
+    find_label_issues,
+    label_quality,
+    per_class_thresholds,
+)
+from tests.tiny import sentiment_rows, train_args, write_csv
+
+# Eight rows, three classes; labels and out-of-fold probabilities chosen so each step of
+# confident learning can be followed by hand (below).
+LABELS = np.array([0, 0, 0, 1, 1, 1, 2, 2])
+P = np.array(
+    [
+        [0.8, 0.1, 0.1],  # 0: a sure 0
+        [0.6, 0.3, 0.1],  # 1: a 0, less sure
+        [0.1, 0.8, 0.1],  # 2: labelled 0, confidently a 1: wrong
+        [0.1, 0.8, 0.1],  # 3: a sure 1
+        [0.2, 0.7, 0.1],  # 4: a 1
+        [0.1, 0.1, 0.8],  # 5: labelled 1, confidently a 2: wrong
+        [0.1, 0.1, 0.8],  # 6: a sure 2
+        [0.3, 0.1, 0.6],  # 7: a 2
+    ]
+)
+
+
+def test_confident_learning_matches_the_hand_computed_example():
+    # t_j = mean p_j over the rows labelled j
+    t = per_class_thresholds(LABELS, P)
+    np.testing.assert_allclose(t, [0.5, 0.5333333, 0.7])
+    # row 1: p0 0.6 ≥ 0.5 → 0; row 4: p1 0.7 ≥ 0.533 → 1; row 7: p2 0.6 < 0.7 and p0 0.3 < 0.5
+    assert confident_classes(P, t).tolist() == [0, 0, 1, 1, 1, 2, 2, -1]
+    joint = confident_joint(LABELS, confident_classes(P, t), 3)
+    assert joint.tolist() == [[2, 1, 0], [0, 2, 1], [0, 0, 1]]
+    # each row scaled to its label's count: [3, 3, 2] rows; class 2's one counted row → 2
+    calibrated = calibrate(joint, np.array([3.0, 3.0, 2.0]))
+    np.testing.assert_allclose(calibrated, [[2, 1, 0], [0, 2, 1], [0, 0, 2]])
+
+    issues = find_label_issues(LABELS, P)
+    assert issues.estimated_wrong == pytest.approx(2.0)
+    # prune by noise rate: round(C̃[0][1]) = 1 row labelled 0 with the largest p1 - p0: row 2;
+    # round(C̃[1][2]) = 1 row labelled 1 with the largest p2 - p1: row 5. Ranked by p(given):
+    # row 5 (0.1) ties row 2 (0.1): the earlier row first.
+    assert issues.ranked.tolist() == [2, 5]
+    assert issues.suggested[[2, 5]].tolist() == [1, 2]
+    assert find_label_issues(LABELS, P, method="confident-joint").ranked.tolist() == [2, 5]
+
+
+def test_the_rankings_and_the_refusal_to_flag_what_the_model_predicts_as_labelled():
+    np.testing.assert_allclose(label_quality(LABELS, P, "self-confidence")[[2, 4]], [0.1, 0.7])
+    # (0.7 - 0.2 + 1) / 2 and (0.1 - 0.8 + 1) / 2
+    np.testing.assert_allclose(label_quality(LABELS, P, "normalized-margin")[[4, 2]], [0.75, 0.15])
+    # row 2 is labelled 1 and confidently a 0 (t = [0.4, 0.725]: p0 0.45 ≥ 0.4, p1 0.55 <
+    # 0.725), but the model predicts 1 (0.55 > 0.45): not flagged
+    labels = np.array([0, 0, 1, 1])
+    p = np.array([[0.3, 0.7], [0.5, 0.5], [0.45, 0.55], [0.1, 0.9]])
+    assert confident_classes(p, per_class_thresholds(labels, p)).tolist() == [-1, 0, 0, 1]
+    assert find_label_issues(labels, p, method="confident-joint").ranked.tolist() == []
+
+
+def test_every_class_keeps_a_row():
+    labels = np.array([0, 0, 0, 1])
+    p = np.array([[0.9, 0.1], [0.9, 0.1], [0.9, 0.1], [0.9, 0.1]])  # the only 1 looks like a 0
+    issues = find_label_issues(labels, p, method="confident-joint")
+    assert not issues.flagged[3]
+
+
+def _sweep_dir(
+    root: Path, labels: list[str], probabilities: list[list[float]], kind=None, pairs=False
+):
+    """A k-fold sweep directory as `bertfit tune --folds 2` leaves it, its predictions given."""
+    from bertfit.config import DataConfig, RunConfig
+
+    sweep = root / "sweep"
+    (sweep / "runs" / "t1").mkdir(parents=True)
+    data = DataConfig(train="train.csv", text_column="review", label_column="y")
+    data.text_pair_column = "answer" if pairs else None
+    config = RunConfig(data=data)
+    (sweep / "sweep.json").write_text(json.dumps({"spec": {}, "config": config.to_dict()}))
+    results = {"folds": 2, "chosen_trial": "t1", "trials": [{"name": "t1"}]}
+    (sweep / "results.json").write_text(json.dumps(results))
+    names = ["neg", "pos"]
+    rows = []
+    for i, (label, p) in enumerate(zip(labels, probabilities, strict=True)):
+        row = {"row": i, "line": i + 2, "fold": 1 + i % 2, "text": f'text, "{i}"\n'}
+        if pairs:
+            row["text_pair"] = f"pair {i}"
+        row["target"] = label
+        if kind == "regression":
+            row["value"] = 0.5
+        else:
+            row["label"] = names[int(np.argmax(p))]
+            row["probabilities"] = dict(zip(names, p, strict=True))
+        rows.append(row)
+    (sweep / "runs/t1/oof-seed0.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return sweep
+
+
+def test_the_issues_file_and_the_clean_training_file_read_back(tmp_path):
+    labels = ["neg", "neg", "neg", "pos", "pos", "pos"]
+    p = [[0.9, 0.1], [0.8, 0.2], [0.2, 0.8], [0.1, 0.9], [0.2, 0.8], [0.9, 0.1]]
+    sweep = _sweep_dir(tmp_path, labels, p)
+
+    summary = audit_sweep(sweep)
+
+    issues = read_issues(sweep / "audit" / ISSUES_FILE)
+    assert [(r["row"], r["given_label"], r["suggested_label"]) for r in issues] == [
+        (5, "pos", "neg"),
+        (2, "neg", "pos"),
+    ]  # p(given) 0.1 before 0.2
+    assert issues[0] == {
+        "rank": 1,
+        "row": 5,
+        "line": 7,
+        "text": 'text, "5"\n',  # quoted, newline and all
+        "given_label": "pos",
+        "suggested_label": "neg",
+        "score": 0.1,
+        "given_probability": 0.1,
+        "suggested_probability": 0.9,
+    }
+    clean = [json.loads(line) for line in (sweep / "audit" / CLEAN_FILE).read_text().splitlines()]
+    assert clean == [
+        {"review": f'text, "{i}"\n', "y": labels[i]} for i in (0, 1, 3, 4)
+    ]  # the training file's columns, flagged rows left out
+    saved = json.loads((sweep / "audit/audit.json").read_text())
+    assert saved["flagged"] == summary["flagged"] == 2 and saved["rows"] == 6
+    assert saved["confident_joint"]["counts"] == [[2, 1], [1, 2]]
+    assert "<img" in (sweep / "audit/report.html").read_text()
+
+
+def test_a_pair_task_keeps_its_second_text_and_a_trial_must_exist(tmp_path, capsys):
+    labels = ["neg", "neg", "neg", "pos", "pos", "pos"]
+    p = [[0.9, 0.1], [0.8, 0.2], [0.2, 0.8], [0.1, 0.9], [0.2, 0.8], [0.9, 0.1]]
+    sweep = _sweep_dir(tmp_path, labels, p, pairs=True)
+    audit_sweep(sweep, tmp_path / "elsewhere", report=False)
+    issues = read_issues(tmp_path / "elsewhere" / ISSUES_FILE)
+    assert [(r["row"], r["text_pair"]) for r in issues] == [(5, "pair 5"), (2, "pair 2")]
+    first = json.loads((tmp_path / "elsewhere" / CLEAN_FILE).read_text().splitlines()[0])
+    assert first == {"review": 'text, "0"\n', "answer": "pair 0", "y": "neg"}
+    assert not (tmp_path / "elsewhere" / "report.html").exists()
+    assert main(["audit", "--from", str(sweep), "--trial", "t9"]) == 2
+    assert "--trial t9: the sweep" in capsys.readouterr().err
+
+
+def test_seeds_are_averaged_and_a_changed_predictions_file_is_refused(tmp_path, capsys):
+    labels = ["neg", "neg", "neg", "pos", "pos", "pos"]
+    p = [[0.9, 0.1], [0.8, 0.2], [0.2, 0.8], [0.1, 0.9], [0.2, 0.8], [0.9, 0.1]]
+    sweep = _sweep_dir(tmp_path, labels, p)
+    seed0 = sweep / "runs/t1/oof-seed0.jsonl"
+    rows = [json.loads(line) for line in seed0.read_text().splitlines()]
+    rows[5]["probabilities"] = {"neg": 0.1, "pos": 0.9}  # the second seed finds row 5 right
+    (sweep / "runs/t1/oof-seed1.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    summary = audit_sweep(sweep, report=False)
+    assert summary["seeds"] == [0, 1]
+    issues = read_issues(sweep / "audit" / ISSUES_FILE)
+    # row 5's p(pos) averages to 0.5: below t_pos (0.733) and t_neg (0.633), counted nowhere;
+    # the joint then holds one wrong label, row 2
+    assert [(r["row"], r["given_probability"]) for r in issues] == [(2, 0.2)]
+
+    (sweep / "runs/t1/oof-seed1.jsonl").write_text(seed0.read_text()[:40] + "\n")
+    assert main(["audit", "--from", str(sweep)]) == 2
+    assert "oof-seed1.jsonl:1: not an out-of-fold prediction" in capsys.readouterr().err
+
+
+def test_audit_refuses_regression_and_a_sweep_without_folds(tmp_path, capsys):
+    sweep = _sweep_dir(tmp_path, ["1.0", "2.0"], [[0.5, 0.5]] * 2, kind="regression")
+    with pytest.raises(DataError, match="single-label classification.*regression"):
+        audit_sweep(sweep)
+    assert main(["audit", "--from", str(sweep)]) == 2
+    assert "this task is regression" in capsys.readouterr().err
+    (sweep / "results.json").write_text(json.dumps({"folds": None, "trials": []}))
+    assert main(["audit", "--from", str(sweep)]) == 2
+    assert "was not cross-validated" in capsys.readouterr().err
+    assert main(["audit", "--from", str(tmp_path / "nothing")]) == 2
+    assert "is not a bertfit sweep" in capsys.readouterr().err
+
+
+def test_audit_refuses_train_flags_beside_from_and_no_folds(tmp_path, capsys):
+    assert main(["audit", "--from", str(tmp_path), "--train", "x.csv"]) == 2
+    assert "--train would not be used" in capsys.readouterr().err
+    train = write_csv(tmp_path / "train.csv", sentiment_rows(8))
+    assert main(["audit", "--train", str(train), "--output-dir", str(tmp_path / "s")]) == 2
+    assert "pass --folds K" in capsys.readouterr().err
+    assert main(["audit", "--train", str(train), "--folds", "2"]) == 2
+    assert "--output-dir" in capsys.readouterr().err
+
+
+def test_audit_refuses_multi_label_before_training(tmp_path, capsys):
+    train = write_csv(tmp_path / "train.csv", [("a b", "x|y"), ("c", "x"), ("d", "y")] * 2)
+    code = main(
+        ["audit", "--train", str(train), "--folds", "2", "--output-dir", str(tmp_path / "s")]
+        + ["--task", "multi-label"]
+    )
+    assert code == 2
+    assert "this task is multi-label" in capsys.readouterr().err
+    assert not (tmp_path / "s").exists()  # nothing trained, nothing written
+
+
+@pytest.mark.slow  # two tiny fold runs trained and predicted: ~15 s on 2 cores
+def test_audit_runs_the_folds_and_finds_flipped_labels(tmp_path, trainable_hf_dir, capsys):
+    rows = sentiment_rows(48, seed=0)
+    flipped = [3, 10, 17]
+    noisy = [(t, ("neg" if y == "pos" else "pos") if i in flipped else y) for i, (t, y) in
+             enumerate(rows)]  # fmt: skip
+    train = write_csv(tmp_path / "train.csv", noisy)
+    sweep = tmp_path / "audit-sweep"
+    args = train_args(
+        trainable_hf_dir, train, sweep, command="audit", folds=2, buckets="16",
+        strategy="default", learning_rate="5e-3", epochs=3, no_report=True, json=True,
+        trial="t1",
+    )  # fmt: skip
+
+    assert main(args) == 0
+
+    summary = json.loads(capsys.readouterr().out)
+    issues = read_issues(Path(summary["output"]) / ISSUES_FILE)
+    assert summary["rows"] == 48 and summary["flagged"] == len(issues)
+    assert {r["row"] for r in issues} & set(flipped)  # at least one flipped label found
+    assert [r["rank"] for r in issues] == list(range(1, len(issues) + 1))
+    assert [r["score"] for r in issues] == sorted(r["score"] for r in issues)
+    clean = (Path(summary["output"]) / CLEAN_FILE).read_text().splitlines()
+    assert len(clean) == 48 - len(issues)
+    # the audit output is the sweep's own: rerunning the command resumes nothing, audits again
+    assert main(args) == 0
