@@ -40,6 +40,15 @@ TRUNCATE, CHUNK = "truncate", "chunk"
 LONG_DOCUMENTS = (TRUNCATE, CHUNK)
 CHUNK_POOLINGS = ("mean", "max", "attention")
 MAX_CHUNKS = 256
+LORA_AUTO = "auto"  # --lora-targets' default: the family's attention query and value
+MAX_LORA_RANK = 1024
+
+
+def parse_names(text: str) -> list[str]:
+    """A comma-separated flag's names: "query, value" → ["query", "value"]."""
+    return [name.strip() for name in text.split(",") if name.strip()]
+
+
 STRATEGIES = ("auto", "tpu", "mirrored", "multi-worker", "one-device", "default")
 TASKS = ("single-label", "multi-label", "regression")
 AUTO_BUCKETS, NO_BUCKETS = "auto", "none"  # `--buckets`: chosen from the data, or none
@@ -106,6 +115,11 @@ class ModelConfig:
             counted.
         chunk_pooling: how windows' vectors make one document vector: "mean", "max" or
             "attention" (a learned weighting), padding windows excluded.
+        lora_rank: 0 (full fine-tuning) or the rank of LoRA adapters on the encoder's Dense
+            layers (`bertfit.model.lora`): the base weights frozen, adapters and head trained.
+        lora_alpha: the adapters' update is scaled by lora_alpha / lora_rank (None: the rank).
+        lora_targets: which Dense layers get adapters: "auto" (the family's attention query
+            and value), "all", or the last parts of their canonical names.
     """
 
     name: str = dataclasses.field(
@@ -174,6 +188,28 @@ class ModelConfig:
     chunk_pooling: str = dataclasses.field(
         default="mean",
         metadata=flag("windows to one document vector", choices=CHUNK_POOLINGS),
+    )
+    lora_rank: int = dataclasses.field(
+        default=0,
+        metadata=flag(
+            "LoRA: train rank-R adapters on the encoder's Dense layers (base weights frozen, "
+            "the head trained); 0 = full fine-tuning (default)",
+            metavar="R",
+        ),
+    )
+    lora_alpha: float | None = dataclasses.field(
+        default=None,
+        metadata=flag("LoRA's scale is alpha / rank (default: the rank, a scale of 1)"),
+    )
+    lora_targets: list[str] = dataclasses.field(
+        default_factory=lambda: [LORA_AUTO],
+        metadata=flag(
+            "comma-separated Dense layers LoRA adapts: 'auto' (attention query and value; "
+            "ModernBERT's fused qkv), 'all' (every Dense of the layers), or names such as "
+            "query,key,value,attention_output,intermediate,output (default: auto)",
+            type=parse_names,
+            metavar="NAMES",
+        ),
     )
 
 
@@ -435,6 +471,17 @@ class RunConfig:
             ("model.max_seq_length", 8 <= m.max_seq_length <= 8192, "between 8 and 8192"),
             ("model.dropout", 0 <= m.dropout < 1, "in [0, 1)"),
             ("model.max_chunks", 1 <= m.max_chunks <= MAX_CHUNKS, f"between 1 and {MAX_CHUNKS}"),
+            (
+                "model.lora_rank",
+                0 <= m.lora_rank <= MAX_LORA_RANK,
+                f"between 0 and {MAX_LORA_RANK}",
+            ),
+            (
+                "model.lora_alpha",
+                m.lora_alpha is None or (math.isfinite(m.lora_alpha) and m.lora_alpha > 0),
+                "a positive number",
+            ),
+            ("model.lora_targets", len(m.lora_targets) > 0, "at least one layer name"),
             (
                 "model.chunk_stride",
                 m.chunk_stride is None or 0 <= m.chunk_stride < m.max_seq_length - 2,

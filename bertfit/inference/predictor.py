@@ -34,6 +34,7 @@ from bertfit.inference.outputs import prediction_rows
 from bertfit.model.chunked import ChunkedClassifier
 from bertfit.model.classifier import BertClassifier
 from bertfit.model.encoder import BertEncoder
+from bertfit.model.lora import enable_lora, merge_lora
 from bertfit.text.windows import WindowSpec
 from bertfit.training.checkpointing import restore_model
 from bertfit.training.remote_run import open_run
@@ -90,7 +91,12 @@ class Classifier:
         windows = WindowSpec.for_model(config.model)
         if windows is not None:
             model = ChunkedClassifier(model, config.model.chunk_pooling)
+        if config.model.lora_rank:  # the run's adapters, folded into its kernels
+            enable_lora(
+                model, config.model.lora_rank, config.model.lora_alpha, config.model.lora_targets
+            )
         restore_model(model, run_dir.checkpoint_path(which))
+        merge_lora(model)
         metadata = run_metadata(config, task)
         module = ClassifierModule(
             model,

@@ -19,10 +19,15 @@ import shutil
 import time
 from pathlib import Path
 
+import numpy as np
 import tensorflow as tf
 
+from bertfit.atomic import write_text_atomic
 from bertfit.errors import BertfitError
+from bertfit.model.lora import adapted_layers, lora_parameters
 from bertfit.training.records import EarlyStop, EpochRecord, StepEvaluation
+
+ADAPTER_CONFIG = "adapter_config.json"
 
 
 class CheckpointWriteError(BertfitError):
@@ -37,7 +42,7 @@ def remove_unindexed(directory: str | Path) -> None:
     if not directory.is_dir():
         return
     current = tf.train.latest_checkpoint(str(directory))
-    keep = {"checkpoint"} | ({Path(current).name} if current else set())
+    keep = {"checkpoint", Path(ADAPTER_CONFIG).stem} | ({Path(current).name} if current else set())
     for entry in directory.iterdir():
         if entry.name.split(".")[0] not in keep:
             shutil.rmtree(entry, ignore_errors=True) if entry.is_dir() else entry.unlink()
@@ -65,6 +70,18 @@ def model_variables(model) -> dict[str, object]:
     return named
 
 
+def adapter_variables(model) -> dict[str, object]:
+    """What a LoRA run trains, by `model_variables`' names: the adapters (`.../lora_a`,
+    `.../lora_b`), the head and the window pooling's score; empty without LoRA. Together with
+    the base checkpoint they are the whole model, in a small fraction of its size."""
+    named = model_variables(model)
+    if not any("/lora_" in name for name in named):
+        return {}
+    return {
+        name: v for name, v in named.items() if "/lora_" in name or not name.startswith("encoder/")
+    }
+
+
 def rng_variables(model) -> list:
     """The state of every dropout seed generator, in the model's (deterministic) layer order."""
     return [v for v in model.variables if "seed_generator_state" in v.path]
@@ -74,12 +91,14 @@ def _tf_variable(variable):
     return getattr(variable, "value", variable)
 
 
-def make_checkpoint(model, optimizer=None, **extra) -> tf.train.Checkpoint:
+def make_checkpoint(
+    model, optimizer=None, adapters_only: bool = False, **extra
+) -> tf.train.Checkpoint:
     """A checkpoint of the model's weights (and the optimizer's state, the RNG states and
-    `extra` trackables when an optimizer is given: everything a resumed run needs)."""
-    children = {
-        _key("model/" + name): _tf_variable(v) for name, v in model_variables(model).items()
-    }
+    `extra` trackables when an optimizer is given: everything a resumed run needs);
+    `adapters_only`: of a LoRA model's `adapter_variables` alone."""
+    named = adapter_variables(model) if adapters_only else model_variables(model)
+    children = {_key("model/" + name): _tf_variable(v) for name, v in named.items()}
     if optimizer is not None:
         for i, variable in enumerate(optimizer.variables):
             children[_key(f"optimizer/{i}/{variable.name}")] = _tf_variable(variable)
@@ -92,6 +111,30 @@ def restore_model(model, path: str) -> None:
     """Loads every model weight from `path`; a missing weight is an error, not a silent skip."""
     status = make_checkpoint(model).read(path)
     status.assert_existing_objects_matched().expect_partial()
+
+
+def restore_adapters(model, path: str) -> None:
+    """Loads a LoRA run's adapters and head (`checkpoints/adapter`) into `model`, a classifier
+    built on the run's base checkpoint with the run's `enable_lora`."""
+    status = make_checkpoint(model, adapters_only=True).read(path)
+    status.assert_existing_objects_matched().expect_partial()
+
+
+def write_adapter_config(directory: str | Path, model, base: str, alpha: float) -> None:
+    """`adapter_config.json` beside the adapters: the base checkpoint they were trained on (as
+    `--model` named it) and where they sit, as PEFT's file of the same name says it."""
+    layers = {name: layer for name, layer in adapted_layers(model).items() if layer.lora_enabled}
+    rank = next(iter(layers.values())).lora_rank
+    config = {
+        "base_model": base,
+        "lora_rank": rank,
+        "lora_alpha": alpha,
+        "adapted_layers": sorted(layers),
+        "adapter_parameters": lora_parameters(model),
+        "trained_parameters": sum(int(np.prod(v.shape)) for v in adapter_variables(model).values()),
+    }
+    Path(directory).mkdir(parents=True, exist_ok=True)
+    write_text_atomic(Path(directory) / ADAPTER_CONFIG, json.dumps(config, indent=2) + "\n")
 
 
 @dataclasses.dataclass
@@ -159,7 +202,7 @@ class RunCheckpoints:
         after_save: called after each save (`RunDir.sync`: a run at a URL uploads it).
     """
 
-    def __init__(self, model, optimizer, latest_dir, best_dir, after_save=None):
+    def __init__(self, model, optimizer, latest_dir, best_dir, after_save=None, adapter_dir=None):
         self.seconds = 0.0  # spent writing checkpoints (and uploading them)
         self._after_save = after_save
         self._state = tf.Variable("", dtype=tf.string, trainable=False)
@@ -168,12 +211,19 @@ class RunCheckpoints:
         self._best = tf.train.CheckpointManager(
             make_checkpoint(model), str(best_dir), max_to_keep=1
         )
+        self._adapter = None  # a LoRA run's adapters and head, saved beside `best`
+        if adapter_dir is not None and adapter_variables(model):
+            self._adapter = tf.train.CheckpointManager(
+                make_checkpoint(model, adapters_only=True), str(adapter_dir), max_to_keep=1
+            )
 
     def save_latest(self, state: TrainingState) -> str:
         self._state.assign(state.to_json())
         return self._timed_save(self._latest, state)
 
     def save_best(self, state: TrainingState) -> str:
+        if self._adapter is not None:
+            self._timed_save(self._adapter, state)
         return self._timed_save(self._best, state)
 
     def _timed_save(self, manager: tf.train.CheckpointManager, state: TrainingState) -> str:

@@ -256,6 +256,7 @@ class RunDir:
     report_file = property(lambda self: self.path / "report.html")
     latest_dir = property(lambda self: self.path / "checkpoints" / "latest")
     best_dir = property(lambda self: self.path / "checkpoints" / "best")
+    adapter_dir = property(lambda self: self.path / "checkpoints" / "adapter")  # LoRA runs
 
     # ---- starting a run ----
 
@@ -517,7 +518,7 @@ class RunDir:
     def remove_checkpoint_leftovers(self) -> None:
         """Deletes what a killed save left: temporary folders and files of a checkpoint that
         TensorFlow's `checkpoint` index does not name."""
-        for directory in (self.latest_dir, self.best_dir):
+        for directory in (self.latest_dir, self.best_dir, self.adapter_dir):
             remove_unindexed(directory)
 
     # ---- readers ----

@@ -43,6 +43,7 @@ from bertfit.data.windowed import WindowProfile
 from bertfit.errors import ConfigError
 from bertfit.model.chunked import ChunkedClassifier
 from bertfit.model.classifier import BertClassifier, prior_log_odds
+from bertfit.model.lora import enable_lora
 from bertfit.text.base import InGraphTokenizer
 from bertfit.text.windows import WindowSpec
 from bertfit.training.loop import Trainer
@@ -329,6 +330,20 @@ def build_classifier(
     return ChunkedClassifier(classifier, config.model.chunk_pooling)
 
 
+def with_lora(model, config: RunConfig):
+    """`model` with `--lora-rank` adapters on `--lora-targets` (its base frozen), or as it is
+    without `--lora-rank`."""
+    if config.model.lora_rank:
+        enable_lora(
+            model,
+            config.model.lora_rank,
+            config.model.lora_alpha,
+            config.model.lora_targets,
+            seed=config.train.seed,
+        )
+    return model
+
+
 def make_trainer(
     checkpoint: Checkpoint,
     task: Task,
@@ -345,7 +360,7 @@ def make_trainer(
 
     def build_model() -> BertClassifier | ChunkedClassifier:
         encoder = build_encoder(checkpoint, dtype=PRECISION_POLICIES[config.model.precision])
-        return build_classifier(encoder, task, config, head_bias)
+        return with_lora(build_classifier(encoder, task, config, head_bias), config)
 
     trainer = Trainer(
         build_model,
