@@ -108,7 +108,7 @@ def test_the_export_holds_merged_weights_that_predict_as_the_unmerged_model(
 
 @pytest.mark.slow
 def test_a_lora_run_killed_mid_epoch_resumes_exactly(tmp_path, trainable_hf_dir):
-    train = write_csv(tmp_path / "train.csv", sentiment_rows(64, seed=11))
+    train = write_csv(tmp_path / "train.csv", sentiment_rows(32, seed=11))
     args = resume_args(trainable_hf_dir, train, lora_rank=4, lora_targets="query,value,output")
     plain, killed = tmp_path / "plain", tmp_path / "killed"
     code, err = run_train([*args, "--output-dir", str(plain)])
