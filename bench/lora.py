@@ -3,11 +3,13 @@ each, every run a `bertfit train` process of its own, one after the other.
 
     python -m bench.lora                                  # 2,500 rows, 2 epochs, 3 seeds
     python -m bench.lora --max-train-examples 8530 --epochs 3   # the whole train split
+    python -m bench.lora --sides lora-bf16 --seeds 42 43   # LoRA on a bf16 frozen base
 
 Both sides: max_seq_length 64, global batch 32, linear schedule with 10% warmup, weight decay
 0.01, clipping 1.0, the [CLS] pooler head, accuracy on the 1,066 test rows after the last epoch.
 Full fine-tuning at learning rate 5e-5 (bench/settings.py); LoRA (rank 8, alpha 16, query and
-value, the head trained) at 1e-3, PEFT's usual rate for adapters. Reported per side: each
+value, the head trained) at 1e-3, PEFT's usual rate for adapters; lora-bf16 the same on a
+frozen base stored and computed in bfloat16 (`--base-precision bf16`). Reported per side: each
 seed's accuracy, their mean and spread (max - min), trainable parameters, and the run's saved
 sizes (the whole run directory; `checkpoints/best`; a LoRA run's `checkpoints/adapter`).
 """
@@ -27,19 +29,21 @@ from bertfit.data.rotten_tomatoes import rotten_tomatoes_dir
 
 FULL_LR, LORA_LR = 5e-5, 1e-3
 LORA = ["--lora-rank", "8", "--lora-alpha", "16"]
+SIDES = {"full": [], "lora": LORA, "lora-bf16": [*LORA, "--base-precision", "bf16"]}
 
 
-def train_once(args, work: Path, seed: int, lora: bool) -> dict:
+def train_once(args, work: Path, seed: int, side: str) -> dict:
     """One `bertfit train` run to its end, evaluated on the test split every epoch."""
     data = rotten_tomatoes_dir()
-    run = work / f"{'lora' if lora else 'full'}-{seed}"
+    lora = side != "full"
+    run = work / f"{side}-{seed}"
     command = [*BERTFIT, "train", "--train", str(data / "train.csv")]
     command += ["--eval", str(data / "test.csv"), "--output-dir", str(run)]
     command += ["--max-seq-length", str(SEQ), "--batch-size", str(BATCH)]
     command += ["--epochs", str(args.epochs), "--warmup-ratio", str(WARMUP)]
     command += ["--weight-decay", str(DECAY), "--seed", str(seed), "--quiet"]
     command += ["--max-train-examples", str(args.max_train_examples)]
-    command += ["--learning-rate", str(LORA_LR if lora else FULL_LR), *(LORA if lora else [])]
+    command += ["--learning-rate", str(LORA_LR if lora else FULL_LR), *SIDES[side]]
     process = run_measured(command)
     metrics = json.loads((run / "metrics.json").read_text())
     result = {
@@ -82,35 +86,32 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--max-train-examples", type=int, default=2500)
     parser.add_argument("--seeds", type=int, nargs="+", default=[42, 43, 44])
+    parser.add_argument("--sides", nargs="+", choices=list(SIDES), default=["full", "lora"])
     args = parser.parse_args()
-    sides: dict[str, list[dict]] = {"full": [], "lora": []}
+    runs: dict[str, list[dict]] = {side: [] for side in args.sides}
     with tempfile.TemporaryDirectory() as tmp:
-        for seed in args.seeds:  # interleaved: a slower machine later slows both sides
-            sides["full"].append(train_once(args, Path(tmp), seed, lora=False))
-            sides["lora"].append(train_once(args, Path(tmp), seed, lora=True))
-    full, lora = summarise(sides["full"]), summarise(sides["lora"])
-    write_result(
-        "lora",
-        {
-            "settings": {
-                "max_seq_length": SEQ,
-                "batch_size": BATCH,
-                "epochs": args.epochs,
-                "train_rows": args.max_train_examples,
-                "full_learning_rate": FULL_LR,
-                "lora": {
-                    "rank": 8,
-                    "alpha": 16,
-                    "targets": "query,value",
-                    "learning_rate": LORA_LR,
-                },
-            },
-            "full": full,
-            "lora": lora,
-            "accuracy_gap_points": 100 * (full["accuracy_mean"] - lora["accuracy_mean"]),
-            "trainable_ratio": lora["trainable_parameters"] / full["trainable_parameters"],
+        for seed in args.seeds:  # interleaved: a slower machine later slows every side
+            for side in args.sides:
+                runs[side].append(train_once(args, Path(tmp), seed, side))
+    sides = {side: summarise(side_runs) for side, side_runs in runs.items()}
+    result = {
+        "settings": {
+            "max_seq_length": SEQ,
+            "batch_size": BATCH,
+            "epochs": args.epochs,
+            "train_rows": args.max_train_examples,
+            "full_learning_rate": FULL_LR,
+            "lora": {"rank": 8, "alpha": 16, "targets": "query,value", "learning_rate": LORA_LR},
         },
-    )
+        **sides,
+    }
+    if "full" in sides:
+        for side in set(sides) - {"full"}:
+            gap = sides["full"]["accuracy_mean"] - sides[side]["accuracy_mean"]
+            result[f"{side}_accuracy_gap_points"] = 100 * gap
+            trainable = sides[side]["trainable_parameters"] / sides["full"]["trainable_parameters"]
+            result[f"{side}_trainable_ratio"] = trainable
+    write_result("lora" if "full" in sides else "lora_" + "_".join(args.sides), result)
 
 
 if __name__ == "__main__":

@@ -40,8 +40,17 @@ TRUNCATE, CHUNK = "truncate", "chunk"
 LONG_DOCUMENTS = (TRUNCATE, CHUNK)
 CHUNK_POOLINGS = ("mean", "max", "attention")
 MAX_CHUNKS = 256
+BASE_PRECISIONS = ("fp32", "bf16")  # --base-precision: a LoRA run's frozen weights
 LORA_AUTO = "auto"  # --lora-targets' default: the family's attention query and value
 MAX_LORA_RANK = 1024
+
+
+def encoder_policy(model: ModelConfig) -> str:
+    """The encoder's Keras dtype policy: `--precision`'s, or "bfloat16" (bfloat16 variables
+    and compute) for a LoRA run's frozen base in bf16 (`--base-precision bf16`)."""
+    if model.lora_rank and model.base_precision == "bf16":
+        return "bfloat16"
+    return PRECISION_POLICIES[model.precision]
 
 
 def parse_names(text: str) -> list[str]:
@@ -118,6 +127,8 @@ class ModelConfig:
         lora_rank: 0 (full fine-tuning) or the rank of LoRA adapters on the encoder's Dense
             layers (`bertfit.model.lora`): the base weights frozen, adapters and head trained.
         lora_alpha: the adapters' update is scaled by lora_alpha / lora_rank (None: the rank).
+        base_precision: a LoRA run's frozen base weights: "fp32", or "bf16" (stored and
+            computed in bfloat16; the adapters and the head stay float32).
         lora_targets: which Dense layers get adapters: "auto" (the family's attention query
             and value), "all", or the last parts of their canonical names.
     """
@@ -200,6 +211,14 @@ class ModelConfig:
     lora_alpha: float | None = dataclasses.field(
         default=None,
         metadata=flag("LoRA's scale is alpha / rank (default: the rank, a scale of 1)"),
+    )
+    base_precision: str = dataclasses.field(
+        default="fp32",
+        metadata=flag(
+            "with --lora-rank: the frozen base's weights in fp32, or bf16 (half their memory; "
+            "the encoder computes in bfloat16, the adapters and the head stay float32)",
+            choices=BASE_PRECISIONS,
+        ),
     )
     lora_targets: list[str] = dataclasses.field(
         default_factory=lambda: [LORA_AUTO],
@@ -482,6 +501,11 @@ class RunConfig:
                 "a positive number",
             ),
             ("model.lora_targets", len(m.lora_targets) > 0, "at least one layer name"),
+            (
+                "model.base_precision",
+                m.base_precision == "fp32" or m.lora_rank > 0,
+                "fp32 without --lora-rank (only a frozen base can be stored in bf16)",
+            ),
             (
                 "model.chunk_stride",
                 m.chunk_stride is None or 0 <= m.chunk_stride < m.max_seq_length - 2,

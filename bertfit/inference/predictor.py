@@ -24,7 +24,7 @@ import numpy as np
 import tensorflow as tf
 
 from bertfit import storage
-from bertfit.config import CHUNK, PRECISION_POLICIES, check_positions
+from bertfit.config import CHUNK, check_positions, encoder_policy
 from bertfit.data.buckets import saved_buckets
 from bertfit.data.tasks import REGRESSION, Task
 from bertfit.data.windowed import chunk_buckets
@@ -85,8 +85,7 @@ class Classifier:
         check_positions(
             config.model.max_seq_length, bert.max_sequence_length, f"the encoder of {path}"
         )
-        precision = PRECISION_POLICIES[config.model.precision]
-        encoder = BertEncoder(bert, random_init=False, dtype=precision)
+        encoder = BertEncoder(bert, random_init=False, dtype=encoder_policy(config.model))
         model = BertClassifier(encoder, task.num_outputs, config.model.pooling, 0.0)
         windows = WindowSpec.for_model(config.model)
         if windows is not None:

@@ -23,7 +23,7 @@ import tensorflow as tf
 from bertfit.checkpoints.base import Checkpoint
 from bertfit.checkpoints.load import build_encoder, build_tokenizer, read_checkpoint
 from bertfit.checkpoints.registry import resolve
-from bertfit.config import PRECISION_POLICIES, TASK_METRICS, RunConfig, check_positions
+from bertfit.config import TASK_METRICS, RunConfig, check_positions, encoder_policy
 from bertfit.data.labelled import (
     class_weights,
     encode_labelled,
@@ -359,7 +359,7 @@ def make_trainer(
     the checkpoint's weights: its arrays are released (a run would hold MiniLM's 87 MiB twice)."""
 
     def build_model() -> BertClassifier | ChunkedClassifier:
-        encoder = build_encoder(checkpoint, dtype=PRECISION_POLICIES[config.model.precision])
+        encoder = build_encoder(checkpoint, dtype=encoder_policy(config.model))
         return with_lora(build_classifier(encoder, task, config, head_bias), config)
 
     trainer = Trainer(
