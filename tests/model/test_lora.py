@@ -12,6 +12,7 @@ import tensorflow as tf
 
 from bertfit.errors import ConfigError
 from bertfit.model.classifier import BertClassifier
+from bertfit.model.encoder import BertEncoder
 from bertfit.model.lora import enable_lora, lora_parameters, merge_lora
 from tests.tiny import TINY_CONFIG, tiny_encoder, tiny_inputs
 
@@ -95,3 +96,19 @@ def test_auto_targets_are_the_familys_attention_query_and_value():
 def test_a_target_naming_no_layer_lists_the_layers_there_are():
     with pytest.raises(ConfigError, match=r"--lora-targets querry.*query, value"):
         enable_lora(_classifier(), 2, None, ["querry"])
+
+
+@pytest.mark.slow  # about 4 s: traces a training step
+def test_a_bfloat16_base_keeps_float32_adapters_and_head_and_merges_exactly():
+    encoder = BertEncoder(TINY_CONFIG, dtype="bfloat16")  # --base-precision bf16
+    for variable, value in zip(encoder.weights, tiny_encoder().weights, strict=True):
+        variable.assign(value.numpy())
+    model = BertClassifier(encoder, num_classes=3, dropout=0.0, seed=0)
+    enable_lora(model, rank=2, alpha=4.0, targets=["auto"], seed=0)
+    assert {v.dtype for v in model.encoder.weights if not v.trainable} == {"bfloat16"}
+    assert {v.dtype for v in model.trainable_variables} == {"float32"}
+    _train(model)
+    inputs = tiny_inputs(batch=3, seq=8, seed=5)
+    unmerged = model(inputs).numpy()
+    merge_lora(model)
+    np.testing.assert_allclose(model(inputs).numpy(), unmerged, atol=1e-5)

@@ -131,6 +131,7 @@ def test_a_lora_run_killed_mid_epoch_resumes_exactly(tmp_path, trainable_hf_dir)
         (["--lora-rank", "-1"], "model.lora_rank (--lora-rank) must be between 0"),
         (["--lora-rank", "8", "--lora-alpha", "0"], "model.lora_alpha (--lora-alpha) must be"),
         (["--lora-targets", " , "], "model.lora_targets (--lora-targets) must be at least one"),
+        (["--base-precision", "bf16"], "model.base_precision (--base-precision) must be fp32"),
     ],
 )
 def test_lora_settings_out_of_range_name_their_flag(flags, says):
