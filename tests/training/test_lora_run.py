@@ -152,3 +152,25 @@ def test_lora_flags_become_the_saved_config():
     config = run_config_from_args(parser.parse_args(["--train", "t.csv", *flags]))
     assert (config.model.lora_rank, config.model.lora_alpha) == (16, 32)
     assert config.to_dict()["model"]["lora_targets"] == ["query", "value", "key"]
+
+
+@pytest.mark.slow
+def test_check_counts_only_what_a_lora_run_trains(tmp_path, trainable_hf_dir):
+    import dataclasses
+
+    from bertfit.checks.api import check
+    from bertfit.config import DataConfig, ModelConfig, RunConfig, TrainConfig
+
+    train = write_csv(tmp_path / "train.csv", sentiment_rows(32, seed=0))
+    model = ModelConfig(name=str(trainable_hf_dir), max_seq_length=16, lora_rank=4)
+    config = RunConfig(
+        model=model,
+        data=DataConfig(train=str(train), buckets=[8, 16]),
+        train=TrainConfig(batch_size=8, strategy="default"),
+    )
+    lora = check(config)
+    full = check(dataclasses.replace(config, model=dataclasses.replace(model, lora_rank=0)))
+
+    assert "grad-zero" not in lora.codes  # A's first gradient is zero by design (B starts at 0)
+    assert lora.memory["parameters"] > full.memory["parameters"]  # the adapters
+    assert lora.memory["training_state_bytes"] < full.memory["training_state_bytes"] / 5
