@@ -90,12 +90,13 @@ class Classifier:
         windows = WindowSpec.for_model(config.model)
         if windows is not None:
             model = ChunkedClassifier(model, config.model.chunk_pooling)
-        if config.model.lora_rank:  # the run's adapters, folded into its kernels
-            enable_lora(
-                model, config.model.lora_rank, config.model.lora_alpha, config.model.lora_targets
-            )
+        lora = config.model.lora_rank > 0  # the run's adapters, folded in once restored
+        if lora:
+            m = config.model
+            enable_lora(model, m.lora_rank, m.lora_alpha, m.lora_targets)
         restore_model(model, run_dir.checkpoint_path(which))
-        merge_lora(model)
+        if lora:
+            merge_lora(model)
         metadata = run_metadata(config, task)
         module = ClassifierModule(
             model,

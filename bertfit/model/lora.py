@@ -28,6 +28,8 @@ from collections.abc import Sequence
 import keras
 import numpy as np
 
+from bertfit.errors import ConfigError
+
 AUTO = "auto"
 ALL = "all"
 # The targets of "auto", by family (`BertConfig.model_type`): the attention's query and value.
@@ -40,6 +42,8 @@ def adapted_layers(model) -> dict[str, keras.layers.Dense]:
     ("layer_0/attention/query"), in the encoder's order. ALBERT's shared layer is named once."""
     classifier = getattr(model, "classifier", model)
     encoder = classifier.encoder
+    if not hasattr(encoder, "named_variables"):  # a wrapped SavedModel: no layers to adapt
+        return {}
     by_kernel = {}
     for name, variable in encoder.named_variables().items():
         if name.startswith("layer_") and name.endswith("/kernel"):
@@ -66,14 +70,18 @@ def target_layers(model, targets: Sequence[str]) -> dict[str, keras.layers.Dense
     """The layers `targets` (resolved, or ("all",)) pick; a target naming no layer is an error
     that lists the names this encoder has."""
     layers = adapted_layers(model)
+    if not layers:
+        raise ConfigError(
+            "--lora-rank needs an encoder bertfit builds (Hugging Face, TF2 or TF1 "
+            "checkpoints); this one is a wrapped SavedModel whose layers it cannot adapt. "
+            "Leave --lora-rank out, or pass a checkpoint of the same model."
+        )
     if ALL in targets:
         return layers
     picked = {n: layer for n, layer in layers.items() if n.rsplit("/", 1)[-1] in targets}
     known = sorted({n.rsplit("/", 1)[-1] for n in layers})
     unknown = [t for t in targets if not any(n.rsplit("/", 1)[-1] == t for n in layers)]
     if unknown:
-        from bertfit.errors import ConfigError
-
         raise ConfigError(
             f"--lora-targets {','.join(unknown)}: this encoder has no such Dense layer; its "
             f"layers' Dense layers are {', '.join(known)} (or pass 'auto' or 'all')."
