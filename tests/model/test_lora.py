@@ -10,10 +10,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from bertfit.checkpoints.hf import read_hf
+from bertfit.checkpoints.load import build_encoder
 from bertfit.errors import ConfigError
 from bertfit.model.classifier import BertClassifier
 from bertfit.model.encoder import BertEncoder
 from bertfit.model.lora import enable_lora, lora_parameters, merge_lora
+from tests.families import FAMILIES, write_family_model
 from tests.tiny import TINY_CONFIG, tiny_encoder, tiny_inputs
 
 
@@ -109,6 +112,32 @@ def test_a_bfloat16_base_keeps_float32_adapters_and_head_and_merges_exactly():
     assert {v.dtype for v in model.trainable_variables} == {"float32"}
     _train(model)
     inputs = tiny_inputs(batch=3, seq=8, seed=5)
+    unmerged = model(inputs).numpy()
+    merge_lora(model)
+    np.testing.assert_allclose(model(inputs).numpy(), unmerged, atol=1e-5)
+
+
+@pytest.mark.slow  # writes each family's tiny model with transformers: about 3 s a family
+@pytest.mark.parametrize("family", FAMILIES)
+def test_every_family_trains_only_its_adapters_and_head_and_merges(family, tmp_path):
+    pytest.importorskip("torch")
+    write_family_model(family, tmp_path)
+    encoder = build_encoder(read_hf(tmp_path))
+    model = BertClassifier(encoder, num_classes=2, pooling="mean", dropout=0.0, seed=0)
+    layers = enable_lora(model, rank=2, alpha=None, targets=["auto"], seed=0)
+    assert layers and all(
+        name.rsplit("/", 1)[-1] in ("query", "value", "qkv") for name in layers
+    ), sorted(layers)
+    inputs = tiny_inputs(batch=2, seq=8)
+    inputs["input_word_ids"] = inputs["input_word_ids"] % encoder.config.vocab_size
+    inputs["input_type_ids"] = tf.zeros_like(inputs["input_type_ids"])  # RoBERTa has one type
+    for layer in layers.values():  # as after training: B moved away from zero
+        layer.lora_kernel_b.assign(np.full(layer.lora_kernel_b.shape, 0.01, "float32"))
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(model(inputs) ** 2)
+    gradients = tape.gradient(loss, model.trainable_variables)
+    assert all(g is not None for g in gradients)
+    assert len(model.trainable_variables) == 2 * len(layers) + 2
     unmerged = model(inputs).numpy()
     merge_lora(model)
     np.testing.assert_allclose(model(inputs).numpy(), unmerged, atol=1e-5)
