@@ -87,6 +87,37 @@ def summarise(runs: list[dict]) -> dict:
     }
 
 
+def table_rows(result: dict) -> list[str]:
+    """BENCHMARKS.md's rows (bench/run.py): each LoRA side against full fine-tuning."""
+    s = result["settings"]
+    what = f"MiniLM-L6, {s['train_rows']} RT rows, {s['epochs']} epochs, seq {s['max_seq_length']}"
+    full = result.get("full")
+    rows = []
+    for side in [name for name in SIDES if name in result and name != "full"]:
+        r = result[side]
+        accuracies = f"{min(r['accuracies']):.3f}-{max(r['accuracies']):.3f}"
+        ours = (
+            f"{r['accuracy_mean']:.3f} ({accuracies}, {len(r['accuracies'])} seeds), "
+            f"{r['trainable_parameters']:,} trained, adapter "
+            f"{r['saved_mib']['checkpoints/adapter']:.2f} MiB"
+        )
+        if full is None:
+            theirs, gap = "full fine-tuning in lora.json", "-"
+        else:
+            span = f"{min(full['accuracies']):.3f}-{max(full['accuracies']):.3f}"
+            theirs = (
+                f"full {full['accuracy_mean']:.3f} ({span}, {len(full['accuracies'])} seeds), "
+                f"{full['trainable_parameters']:,} trained, best "
+                f"{full['saved_mib']['checkpoints/best']:.0f} MiB"
+            )
+            gap = f"{100 * (r['accuracy_mean'] - full['accuracy_mean']):+.1f} points"
+        rows.append(
+            f"| {side} rank 8 vs full fine-tuning, {what}: test accuracy | {ours} | "
+            f"{theirs} | {gap} |"
+        )
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--epochs", type=int, default=2)
@@ -117,7 +148,10 @@ def main() -> None:
             result[f"{side}_accuracy_gap_points"] = 100 * gap
             trainable = sides[side]["trainable_parameters"] / sides["full"]["trainable_parameters"]
             result[f"{side}_trainable_ratio"] = trainable
-    write_result("lora" if "full" in sides else "lora_" + "_".join(args.sides), result)
+    result["table_rows"] = table_rows(result)
+    # bench/results/lora.json with full fine-tuning; lora_bf16.json for --sides lora-bf16 ...
+    name = "_".join(side.replace("lora-", "") for side in args.sides if side != "full")
+    write_result("lora" if "full" in sides else f"lora_{name}", result)
 
 
 if __name__ == "__main__":
