@@ -40,6 +40,24 @@ TRUNCATE, CHUNK = "truncate", "chunk"
 LONG_DOCUMENTS = (TRUNCATE, CHUNK)
 CHUNK_POOLINGS = ("mean", "max", "attention")
 MAX_CHUNKS = 256
+BASE_PRECISIONS = ("fp32", "bf16")  # --base-precision: a LoRA run's frozen weights
+LORA_AUTO = "auto"  # --lora-targets' default: the family's attention query and value
+MAX_LORA_RANK = 1024
+
+
+def encoder_policy(model: ModelConfig) -> str:
+    """The encoder's Keras dtype policy: `--precision`'s, or "bfloat16" (bfloat16 variables
+    and compute) for a LoRA run's frozen base in bf16 (`--base-precision bf16`)."""
+    if model.lora_rank and model.base_precision == "bf16":
+        return "bfloat16"
+    return PRECISION_POLICIES[model.precision]
+
+
+def parse_names(text: str) -> list[str]:
+    """A comma-separated flag's names: "query, value" → ["query", "value"]."""
+    return [name.strip() for name in text.split(",") if name.strip()]
+
+
 STRATEGIES = ("auto", "tpu", "mirrored", "multi-worker", "one-device", "default")
 TASKS = ("single-label", "multi-label", "regression")
 SINGLE_LABEL, MULTI_LABEL, REGRESSION = TASKS  # the task kinds by name (`bertfit.data.tasks`)
@@ -108,6 +126,13 @@ class ModelConfig:
             counted.
         chunk_pooling: how windows' vectors make one document vector: "mean", "max" or
             "attention" (a learned weighting), padding windows excluded.
+        lora_rank: 0 (full fine-tuning) or the rank of LoRA adapters on the encoder's Dense
+            layers (`bertfit.model.lora`): the base weights frozen, adapters and head trained.
+        lora_alpha: the adapters' update is scaled by lora_alpha / lora_rank (None: the rank).
+        base_precision: a LoRA run's frozen base weights: "fp32", or "bf16" (stored and
+            computed in bfloat16; the adapters and the head stay float32).
+        lora_targets: which Dense layers get adapters: "auto" (the family's attention query
+            and value), "all", or the last parts of their canonical names.
     """
 
     name: str = dataclasses.field(
@@ -176,6 +201,36 @@ class ModelConfig:
     chunk_pooling: str = dataclasses.field(
         default="mean",
         metadata=flag("windows to one document vector", choices=CHUNK_POOLINGS),
+    )
+    lora_rank: int = dataclasses.field(
+        default=0,
+        metadata=flag(
+            "LoRA: train rank-R adapters on the encoder's Dense layers (base weights frozen, "
+            "the head trained); 0 = full fine-tuning (default)",
+            metavar="R",
+        ),
+    )
+    lora_alpha: float | None = dataclasses.field(
+        default=None,
+        metadata=flag("LoRA's scale is alpha / rank (default: the rank, a scale of 1)"),
+    )
+    base_precision: str = dataclasses.field(
+        default="fp32",
+        metadata=flag(
+            "with --lora-rank: the frozen base's weights in fp32, or bf16 (half their memory; "
+            "the encoder computes in bfloat16, the adapters and the head stay float32)",
+            choices=BASE_PRECISIONS,
+        ),
+    )
+    lora_targets: list[str] = dataclasses.field(
+        default_factory=lambda: [LORA_AUTO],
+        metadata=flag(
+            "comma-separated Dense layers LoRA adapts: 'auto' (attention query and value; "
+            "ModernBERT's fused qkv), 'all' (every Dense of the layers), or names such as "
+            "query,key,value,attention_output,intermediate,output (default: auto)",
+            type=parse_names,
+            metavar="NAMES",
+        ),
     )
 
 
@@ -437,6 +492,22 @@ class RunConfig:
             ("model.max_seq_length", 8 <= m.max_seq_length <= 8192, "between 8 and 8192"),
             ("model.dropout", 0 <= m.dropout < 1, "in [0, 1)"),
             ("model.max_chunks", 1 <= m.max_chunks <= MAX_CHUNKS, f"between 1 and {MAX_CHUNKS}"),
+            (
+                "model.lora_rank",
+                0 <= m.lora_rank <= MAX_LORA_RANK,
+                f"between 0 and {MAX_LORA_RANK}",
+            ),
+            (
+                "model.lora_alpha",
+                m.lora_alpha is None or (math.isfinite(m.lora_alpha) and m.lora_alpha > 0),
+                "a positive number",
+            ),
+            ("model.lora_targets", len(m.lora_targets) > 0, "at least one layer name"),
+            (
+                "model.base_precision",
+                m.base_precision == "fp32" or m.lora_rank > 0,
+                "fp32 without --lora-rank (only a frozen base can be stored in bf16)",
+            ),
             (
                 "model.chunk_stride",
                 m.chunk_stride is None or 0 <= m.chunk_stride < m.max_seq_length - 2,

@@ -176,7 +176,10 @@ def _report_gradients(report: Report, model, variables, gradients, weights, excl
     zero = [
         v
         for v, g in zip(variables, gradients, strict=True)
-        if g is not None and not bool(tf.reduce_any(tf.convert_to_tensor(g) != 0))
+        if g is not None
+        and not bool(tf.reduce_any(tf.convert_to_tensor(g) != 0))
+        # LoRA's A gets no gradient until B, which starts at zero, has moved: by design
+        and not v.path.endswith("lora_kernel_a")
     ]
     if zero:
         all_weightless = weights is not None and not np.any(np.asarray(weights) > 0)

@@ -24,7 +24,7 @@ import numpy as np
 import tensorflow as tf
 
 from bertfit import storage
-from bertfit.config import CHUNK, PRECISION_POLICIES, check_positions
+from bertfit.config import CHUNK, check_positions, encoder_policy
 from bertfit.data.buckets import saved_buckets
 from bertfit.data.tasks import Task
 from bertfit.data.windowed import chunk_buckets
@@ -40,6 +40,7 @@ from bertfit.inference.texts import (  # noqa: F401  (serve imports text_problem
 from bertfit.model.chunked import ChunkedClassifier
 from bertfit.model.classifier import BertClassifier
 from bertfit.model.encoder import BertEncoder
+from bertfit.model.lora import enable_lora, merge_lora
 from bertfit.runs.run_dir import RunDir, open_run
 from bertfit.runs.weights import restore_model
 from bertfit.text.windows import WindowSpec
@@ -79,13 +80,18 @@ class Classifier(TextClassifier):
         check_positions(
             config.model.max_seq_length, bert.max_sequence_length, f"the encoder of {path}"
         )
-        precision = PRECISION_POLICIES[config.model.precision]
-        encoder = BertEncoder(bert, random_init=False, dtype=precision)
+        encoder = BertEncoder(bert, random_init=False, dtype=encoder_policy(config.model))
         model = BertClassifier(encoder, task.num_outputs, config.model.pooling, 0.0)
         windows = WindowSpec.for_model(config.model)
         if windows is not None:
             model = ChunkedClassifier(model, config.model.chunk_pooling)
+        lora = config.model.lora_rank > 0  # the run's adapters, folded in once restored
+        if lora:
+            m = config.model
+            enable_lora(model, m.lora_rank, m.lora_alpha, m.lora_targets)
         restore_model(model, run_dir.checkpoint_path(which))
+        if lora:
+            merge_lora(model)
         metadata = run_metadata(config, task)
         module = ClassifierModule(
             model,

@@ -62,10 +62,12 @@ class BertClassifier(ReplicaJit, keras.Model):
         self.seed = seed
         self.head_bias = None if head_bias is None else [float(b) for b in head_bias]
         self.dropout = Dropout(dropout, seed=seed, dtype=encoder.dtype_policy)
+        # A trained head keeps float32 weights under a bfloat16 encoder (a frozen bf16 base).
+        head_policy = "float32" if encoder.dtype_policy.name == "bfloat16" else None
         self.head = keras.layers.Dense(
             num_classes,
             name="classifier",
-            dtype=encoder.dtype_policy,
+            dtype=head_policy or encoder.dtype_policy,
             kernel_initializer=keras.initializers.TruncatedNormal(
                 stddev=encoder.config.initializer_range, seed=seed
             ),

@@ -116,6 +116,7 @@ class RunDir:
     report_file = property(lambda self: self.path / "report.html")
     latest_dir = property(lambda self: self.path / "checkpoints" / "latest")
     best_dir = property(lambda self: self.path / "checkpoints" / "best")
+    adapter_dir = property(lambda self: self.path / "checkpoints" / "adapter")  # LoRA runs
 
     def status(self) -> str:
         """ "new" (absent or empty), "running" (a run that did not finish), "finished", or

@@ -35,6 +35,18 @@ def model_variables(model) -> dict[str, object]:
     return named
 
 
+def adapter_variables(model) -> dict[str, object]:
+    """What a LoRA run trains, by `model_variables`' names: the adapters (`.../lora_a`,
+    `.../lora_b`), the head and the window pooling's score; empty without LoRA. Together with
+    the base checkpoint they are the whole model, in a small fraction of its size."""
+    named = model_variables(model)
+    if not any("/lora_" in name for name in named):
+        return {}
+    return {
+        name: v for name, v in named.items() if "/lora_" in name or not name.startswith("encoder/")
+    }
+
+
 def rng_variables(model) -> list:
     """The state of every dropout seed generator, in the model's (deterministic) layer order."""
     return [v for v in model.variables if "seed_generator_state" in v.path]
@@ -44,12 +56,14 @@ def _tf_variable(variable):
     return getattr(variable, "value", variable)
 
 
-def make_checkpoint(model, optimizer=None, **extra) -> tf.train.Checkpoint:
+def make_checkpoint(
+    model, optimizer=None, adapters_only: bool = False, **extra
+) -> tf.train.Checkpoint:
     """A checkpoint of the model's weights (and the optimizer's state, the RNG states and
-    `extra` trackables when an optimizer is given: everything a resumed run needs)."""
-    children = {
-        _key("model/" + name): _tf_variable(v) for name, v in model_variables(model).items()
-    }
+    `extra` trackables when an optimizer is given: everything a resumed run needs);
+    `adapters_only`: of a LoRA model's `adapter_variables` alone."""
+    named = adapter_variables(model) if adapters_only else model_variables(model)
+    children = {_key("model/" + name): _tf_variable(v) for name, v in named.items()}
     if optimizer is not None:
         for i, variable in enumerate(optimizer.variables):
             children[_key(f"optimizer/{i}/{variable.name}")] = _tf_variable(variable)
@@ -61,4 +75,11 @@ def make_checkpoint(model, optimizer=None, **extra) -> tf.train.Checkpoint:
 def restore_model(model, path: str) -> None:
     """Loads every model weight from `path`; a missing weight is an error, not a silent skip."""
     status = make_checkpoint(model).read(path)
+    status.assert_existing_objects_matched().expect_partial()
+
+
+def restore_adapters(model, path: str) -> None:
+    """Loads a LoRA run's adapters and head (`checkpoints/adapter`) into `model`, a classifier
+    built on the run's base checkpoint with the run's `enable_lora`."""
+    status = make_checkpoint(model, adapters_only=True).read(path)
     status.assert_existing_objects_matched().expect_partial()

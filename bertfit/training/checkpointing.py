@@ -15,11 +15,16 @@ import shutil
 import time
 from pathlib import Path
 
+import numpy as np
 import tensorflow as tf
 
+from bertfit.atomic import write_text_atomic
 from bertfit.errors import BertfitError
+from bertfit.model.lora import adapted_layers, lora_parameters
 from bertfit.runs.records import EarlyStop, EpochRecord, StepEvaluation
-from bertfit.runs.weights import make_checkpoint
+from bertfit.runs.weights import adapter_variables, make_checkpoint
+
+ADAPTER_CONFIG = "adapter_config.json"
 
 
 class CheckpointWriteError(BertfitError):
@@ -34,10 +39,27 @@ def remove_unindexed(directory: str | Path) -> None:
     if not directory.is_dir():
         return
     current = tf.train.latest_checkpoint(str(directory))
-    keep = {"checkpoint"} | ({Path(current).name} if current else set())
+    keep = {"checkpoint", Path(ADAPTER_CONFIG).stem} | ({Path(current).name} if current else set())
     for entry in directory.iterdir():
         if entry.name.split(".")[0] not in keep:
             shutil.rmtree(entry, ignore_errors=True) if entry.is_dir() else entry.unlink()
+
+
+def write_adapter_config(directory: str | Path, model, base: str, alpha: float) -> None:
+    """`adapter_config.json` beside the adapters: the base checkpoint they were trained on (as
+    `--model` named it) and where they sit, as PEFT's file of the same name says it."""
+    layers = {name: layer for name, layer in adapted_layers(model).items() if layer.lora_enabled}
+    rank = next(iter(layers.values())).lora_rank
+    config = {
+        "base_model": base,
+        "lora_rank": rank,
+        "lora_alpha": alpha,
+        "adapted_layers": sorted(layers),
+        "adapter_parameters": lora_parameters(model),
+        "trained_parameters": sum(int(np.prod(v.shape)) for v in adapter_variables(model).values()),
+    }
+    Path(directory).mkdir(parents=True, exist_ok=True)
+    write_text_atomic(Path(directory) / ADAPTER_CONFIG, json.dumps(config, indent=2) + "\n")
 
 
 @dataclasses.dataclass
@@ -105,7 +127,7 @@ class RunCheckpoints:
         after_save: called after each save (`RunDir.sync`: a run at a URL uploads it).
     """
 
-    def __init__(self, model, optimizer, latest_dir, best_dir, after_save=None):
+    def __init__(self, model, optimizer, latest_dir, best_dir, after_save=None, adapter_dir=None):
         self.seconds = 0.0  # spent writing checkpoints (and uploading them)
         self._after_save = after_save
         self._state = tf.Variable("", dtype=tf.string, trainable=False)
@@ -114,12 +136,19 @@ class RunCheckpoints:
         self._best = tf.train.CheckpointManager(
             make_checkpoint(model), str(best_dir), max_to_keep=1
         )
+        self._adapter = None  # a LoRA run's adapters and head, saved beside `best`
+        if adapter_dir is not None and adapter_variables(model):
+            self._adapter = tf.train.CheckpointManager(
+                make_checkpoint(model, adapters_only=True), str(adapter_dir), max_to_keep=1
+            )
 
     def save_latest(self, state: TrainingState) -> str:
         self._state.assign(state.to_json())
         return self._timed_save(self._latest, state)
 
     def save_best(self, state: TrainingState) -> str:
+        if self._adapter is not None:
+            self._timed_save(self._adapter, state)
         return self._timed_save(self._best, state)
 
     def _timed_save(self, manager: tf.train.CheckpointManager, state: TrainingState) -> str:

@@ -41,7 +41,12 @@ from bertfit.runs.records import (
     StepEvaluation,
 )
 from bertfit.training import remote_run
-from bertfit.training.checkpointing import CheckpointWriteError, RunCheckpoints, TrainingState
+from bertfit.training.checkpointing import (
+    CheckpointWriteError,
+    RunCheckpoints,
+    TrainingState,
+    write_adapter_config,
+)
 from bertfit.training.collapse import collapse_warning
 from bertfit.training.interrupt import StopRequests
 from bertfit.training.run_dir import (
@@ -204,8 +209,19 @@ def _train(
     else:
         run_dir.save_setup(setup.config, setup.task, setup.checkpoint.config, setup.tokenizer)
     trainer = setup.trainer
+    lora = setup.config.model.lora_rank > 0  # the adapters apart, beside `best`
+    adapter_dir = run_dir.adapter_dir if lora else None
+    if lora:
+        write_adapter_config(
+            adapter_dir, trainer.model, setup.config.model.name, setup.config.model.lora_alpha
+        )
     checkpoints = RunCheckpoints(
-        trainer.model, trainer.optimizer, run_dir.latest_dir, run_dir.best_dir, run_dir.sync
+        trainer.model,
+        trainer.optimizer,
+        run_dir.latest_dir,
+        run_dir.best_dir,
+        run_dir.sync,
+        adapter_dir,
     )
     state = TrainingState(data_fingerprint=setup.train.fingerprint())
     if resuming:
@@ -279,6 +295,7 @@ def _describe(
             "format": setup.checkpoint.format,
             "load_report": str(model.encoder.load_report),
             "parameters": sum(int(np.prod(v.shape)) for v in model.weights),
+            "trainable_parameters": sum(int(np.prod(v.shape)) for v in setup.trainer.variables),
         },
         data={
             "train": config.data.train,

@@ -372,5 +372,5 @@ class TrainingRunDir(RunDir):
     def remove_checkpoint_leftovers(self) -> None:
         """Deletes what a killed save left: temporary folders and files of a checkpoint that
         TensorFlow's `checkpoint` index does not name."""
-        for directory in (self.latest_dir, self.best_dir):
+        for directory in (self.latest_dir, self.best_dir, self.adapter_dir):
             remove_unindexed(directory)

@@ -23,7 +23,7 @@ import tensorflow as tf
 from bertfit.checkpoints.base import Checkpoint
 from bertfit.checkpoints.load import build_encoder, build_tokenizer, read_checkpoint
 from bertfit.checkpoints.registry import resolve
-from bertfit.config import PRECISION_POLICIES, TASK_METRICS, RunConfig, check_positions
+from bertfit.config import TASK_METRICS, RunConfig, check_positions, encoder_policy
 from bertfit.data.labelled import (
     class_weights,
     encode_labelled,
@@ -43,6 +43,7 @@ from bertfit.data.windowed import WindowProfile
 from bertfit.errors import ConfigError
 from bertfit.model.chunked import ChunkedClassifier
 from bertfit.model.classifier import BertClassifier, prior_log_odds
+from bertfit.model.lora import enable_lora
 from bertfit.runs.metrics import default_metric
 from bertfit.text.base import InGraphTokenizer
 from bertfit.text.windows import WindowSpec
@@ -329,6 +330,20 @@ def build_classifier(
     return ChunkedClassifier(classifier, config.model.chunk_pooling)
 
 
+def with_lora(model, config: RunConfig):
+    """`model` with `--lora-rank` adapters on `--lora-targets` (its base frozen), or as it is
+    without `--lora-rank`."""
+    if config.model.lora_rank:
+        enable_lora(
+            model,
+            config.model.lora_rank,
+            config.model.lora_alpha,
+            config.model.lora_targets,
+            seed=config.train.seed,
+        )
+    return model
+
+
 def make_trainer(
     checkpoint: Checkpoint,
     task: Task,
@@ -344,8 +359,8 @@ def make_trainer(
     the checkpoint's weights: its arrays are released (a run would hold MiniLM's 87 MiB twice)."""
 
     def build_model() -> BertClassifier | ChunkedClassifier:
-        encoder = build_encoder(checkpoint, dtype=PRECISION_POLICIES[config.model.precision])
-        return build_classifier(encoder, task, config, head_bias)
+        encoder = build_encoder(checkpoint, dtype=encoder_policy(config.model))
+        return with_lora(build_classifier(encoder, task, config, head_bias), config)
 
     trainer = Trainer(
         build_model,

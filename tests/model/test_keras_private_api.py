@@ -58,6 +58,17 @@ def _variable_backed_by_a_tf_variable() -> bool:
     return wrapped.value is variable and wrapped.numpy().tolist() == [1.0, 1.0]
 
 
+def _dense_lora_internals() -> bool:
+    layer = keras.layers.Dense(2)
+    layer.build((None, 3))
+    kernel = layer.kernel
+    layer.enable_lora(1)
+    adapters_tracked = any(v is layer.lora_kernel_a for v in layer._trainable_variables)
+    layer._tracker.unlock()
+    layer._tracker.lock()
+    return layer._kernel is kernel and not kernel.trainable and adapters_tracked
+
+
 # (private name, the bertfit code that uses it, a check that is True while it works as used)
 PRIVATE_NAMES = [
     (
@@ -87,6 +98,11 @@ PRIVATE_NAMES = [
             isinstance(layer, keras.layers.Dense)
             for layer in _model()._flatten_layers(include_self=False)
         ),
+    ),
+    (
+        "keras.layers.Dense._kernel, ._tracker, ._trainable_variables (with enable_lora)",
+        "bertfit/model/lora.py (adapted_layers, merge_lora), bertfit/model/blocks.py",
+        _dense_lora_internals,
     ),
     (
         "keras.optimizers.AdamW._get_variable_index, ._momentums, ._velocities, ._use_weight_decay",

@@ -1,0 +1,151 @@
+"""LoRA: low-rank adapters on an encoder's Dense layers, with Keras' own `Dense.enable_lora`.
+
+    enable_lora(classifier, rank=8, alpha=16, targets=("auto",), seed=42)
+    # train: each targeted kernel W is frozen and used as W + (alpha / rank) * A @ B, where A
+    # [in, rank] starts He-uniform and B [rank, out] at zero (the model starts as the base)
+    merge_lora(classifier)   # W <- W + (alpha / rank) * A @ B: a plain Dense again, to export
+
+A PEFT user's expectations carry over: the adapters are the only trained encoder weights, the
+classification head is always trained (PEFT's `modules_to_save`), `alpha / rank` scales the
+update, and the default targets are the attention's query and value projections (PEFT's
+default for BERT-like models). Targets are the last part of a Dense layer's canonical name
+(`layer_<i>/attention/query` -> "query"); ModernBERT fuses query, key and value into one
+Dense ("qkv"), which its "auto" targets. "all" targets every Dense of the encoder's layers.
+The embeddings, the pooler and the head are never adapted.
+
+`Dense.enable_lora` fits bertfit's layers as they are (plain `keras.layers.Dense`, built before
+training): it freezes the kernel (`trainable=False`) and adds `lora_kernel_a`/`lora_kernel_b`
+in float32 whatever the compute dtype. Keras' `.keras` saving merges the adapters into the
+kernel; bertfit's checkpoints name the variables themselves (`blocks.dense_variables`: the
+frozen kernel, plus `<name>/lora_a` and `<name>/lora_b`), so a run keeps the adapters apart
+and merges them only when it loads the run for inference (`Classifier.from_run`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import keras
+import numpy as np
+
+from bertfit.errors import ConfigError
+
+AUTO = "auto"
+ALL = "all"
+# The targets of "auto", by family (`BertConfig.model_type`): the attention's query and value.
+AUTO_TARGETS = {"modernbert": ("qkv",)}
+DEFAULT_TARGETS = ("query", "value")
+
+
+def adapted_layers(model) -> dict[str, keras.layers.Dense]:
+    """The encoder's Dense layers inside its transformer layers, by canonical name
+    ("layer_0/attention/query"), in the encoder's order. ALBERT's shared layer is named once."""
+    classifier = getattr(model, "classifier", model)
+    encoder = classifier.encoder
+    if not hasattr(encoder, "named_variables"):  # a wrapped SavedModel: no layers to adapt
+        return {}
+    by_kernel = {}
+    for name, variable in encoder.named_variables().items():
+        if name.startswith("layer_") and name.endswith("/kernel"):
+            by_kernel[id(variable)] = name[: -len("/kernel")]
+    layers = {}
+    for layer in encoder._flatten_layers(include_self=False):
+        if isinstance(layer, keras.layers.Dense):
+            kernel = layer._kernel if layer.lora_enabled else layer.kernel
+            if id(kernel) in by_kernel:
+                layers[by_kernel[id(kernel)]] = layer
+    return layers
+
+
+def resolve_targets(model_type: str, targets: Sequence[str]) -> tuple[str, ...]:
+    """`targets` with "auto" replaced by the family's defaults (see the module's docstring)."""
+    resolved: list[str] = []
+    for target in targets:
+        names = AUTO_TARGETS.get(model_type, DEFAULT_TARGETS) if target == AUTO else (target,)
+        resolved += [n for n in names if n not in resolved]
+    return tuple(resolved)
+
+
+def target_layers(model, targets: Sequence[str]) -> dict[str, keras.layers.Dense]:
+    """The layers `targets` (resolved, or ("all",)) pick; a target naming no layer is an error
+    that lists the names this encoder has."""
+    layers = adapted_layers(model)
+    if not layers:
+        raise ConfigError(
+            "--lora-rank needs an encoder bertfit builds (Hugging Face, TF2 or TF1 "
+            "checkpoints); this one is a wrapped SavedModel whose layers it cannot adapt. "
+            "Leave --lora-rank out, or pass a checkpoint of the same model."
+        )
+    if ALL in targets:
+        return layers
+    picked = {n: layer for n, layer in layers.items() if n.rsplit("/", 1)[-1] in targets}
+    known = sorted({n.rsplit("/", 1)[-1] for n in layers})
+    unknown = [t for t in targets if not any(n.rsplit("/", 1)[-1] == t for n in layers)]
+    if unknown:
+        raise ConfigError(
+            f"--lora-targets {','.join(unknown)}: this encoder has no such Dense layer; its "
+            f"layers' Dense layers are {', '.join(known)} (or pass 'auto' or 'all')."
+        )
+    return picked
+
+
+def enable_lora(
+    model, rank: int, alpha: float | None, targets: Sequence[str], seed: int | None = None
+) -> dict[str, keras.layers.Dense]:
+    """Adds rank-`rank` adapters to the targeted Dense layers of a built classifier's encoder
+    (their kernels frozen) and returns them by name. `alpha` None: the rank (scale 1). Each
+    layer's A is seeded by `seed` and its place, so a run is reproducible."""
+    classifier = getattr(model, "classifier", model)
+    targets = resolve_targets(classifier.encoder.config.model_type, targets)
+    layers = target_layers(model, targets)
+    for i, layer in enumerate(layers.values()):
+        layer.enable_lora(
+            rank,
+            lora_alpha=alpha,
+            a_initializer=keras.initializers.HeUniform(seed=None if seed is None else seed + i),
+        )
+    adapters = {id(v) for layer in layers.values() for v in adapter_variables(layer)}
+    for variable in classifier.encoder.weights:
+        if id(variable) not in adapters:
+            variable.trainable = False  # biases, norms, embeddings, pooler: PEFT's bias="none"
+    return layers
+
+
+def adapter_variables(layer: keras.layers.Dense) -> tuple:
+    """A LoRA-enabled Dense layer's A and B; () for a plain one."""
+    return (layer.lora_kernel_a, layer.lora_kernel_b) if layer.lora_enabled else ()
+
+
+def lora_parameters(model) -> int:
+    """How many adapter weights the model holds (A and B of every adapted layer)."""
+    return sum(
+        int(np.prod(layer.lora_kernel_a.shape)) + int(np.prod(layer.lora_kernel_b.shape))
+        for layer in adapted_layers(model).values()
+        if layer.lora_enabled
+    )
+
+
+def merge_lora(model) -> int:
+    """Folds every adapter into its kernel (W + alpha/rank * A @ B, in the kernel's dtype) and
+    removes it: the layers are plain Dense layers again, as a model trained without LoRA, so an
+    export holds no adapter code. Returns how many layers were merged."""
+    merged = 0
+    for layer in adapted_layers(model).values():
+        if not layer.lora_enabled:
+            continue
+        kernel = layer._kernel
+        delta = (layer.lora_alpha / layer.lora_rank) * keras.ops.matmul(
+            layer.lora_kernel_a, layer.lora_kernel_b
+        )
+        kernel.assign(keras.ops.cast(keras.ops.cast(kernel, "float32") + delta, kernel.dtype))
+        adapters = (layer.lora_kernel_a, layer.lora_kernel_b)
+        layer._trainable_variables[:] = [
+            v for v in layer._trainable_variables if all(v is not a for a in adapters)
+        ]
+        layer._tracker.unlock()
+        del layer.lora_kernel_a, layer.lora_kernel_b
+        layer._tracker.lock()
+        layer.lora_enabled = False
+        kernel.trainable = True
+        merged += 1
+    return merged

@@ -1,0 +1,143 @@
+"""LoRA on bertfit's encoders (`bertfit.model.lora`): only the adapters and the head train, the
+base stays bitwise as loaded, and merging the adapters changes no output."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bertfit.checkpoints.hf import read_hf
+from bertfit.checkpoints.load import build_encoder
+from bertfit.errors import ConfigError
+from bertfit.model.classifier import BertClassifier
+from bertfit.model.encoder import BertEncoder
+from bertfit.model.lora import enable_lora, lora_parameters, merge_lora
+from tests.families import FAMILIES, write_family_model
+from tests.tiny import TINY_CONFIG, tiny_encoder, tiny_inputs
+
+
+def _classifier(config=TINY_CONFIG) -> BertClassifier:
+    return BertClassifier(tiny_encoder(config), num_classes=3, dropout=0.0, seed=0)
+
+
+def _train(model, steps: int = 3) -> None:
+    """A few SGD steps on random labels, through the trainable variables only."""
+    inputs, labels = tiny_inputs(batch=4, seq=8), tf.constant([0, 1, 2, 1])
+    optimizer = keras.optimizers.SGD(0.5)
+    optimizer.build(model.trainable_variables)
+
+    @tf.function
+    def step():
+        with tf.GradientTape() as tape:
+            logits = model(inputs, training=True)
+            loss = keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)
+        gradients = tape.gradient(loss, model.trainable_variables)
+        assert all(g is not None for g in gradients)
+        optimizer.apply_gradients(zip(gradients, model.trainable_variables, strict=True))
+
+    for _ in range(steps):
+        step()
+
+
+@pytest.mark.slow  # about 4 s: traces a training step
+def test_only_adapters_and_head_train_and_the_base_stays_bitwise_the_same():
+    model = _classifier()
+    layers = enable_lora(model, rank=2, alpha=4.0, targets=["auto"], seed=0)
+    assert sorted(layers) == [
+        f"layer_{i}/attention/{n}" for i in (0, 1) for n in ("query", "value")
+    ]
+    trainable = sorted(v.path for v in model.trainable_variables)
+    assert all("lora_kernel" in p or p.startswith("classifier/") for p in trainable)
+    assert len(trainable) == 4 * 2 + 2  # A and B of 4 layers, the head's kernel and bias
+    assert lora_parameters(model) == 4 * (32 * 2 + 2 * 32)
+    base = {v.path: v.numpy().copy() for v in model.encoder.weights if "lora" not in v.path}
+    head = model.head.kernel.numpy().copy()
+
+    _train(model)
+
+    for v in model.encoder.weights:
+        if "lora" not in v.path:
+            np.testing.assert_array_equal(v.numpy(), base[v.path], err_msg=v.path)
+    assert not np.array_equal(model.head.kernel.numpy(), head)
+    assert all(np.abs(layer.lora_kernel_b.numpy()).max() > 0 for layer in layers.values())
+
+
+@pytest.mark.slow  # about 10 s: traces a training step of 12 adapted layers
+def test_merged_model_gives_the_unmerged_outputs_and_holds_no_adapter():
+    model = _classifier()
+    enable_lora(model, rank=4, alpha=8.0, targets=["all"], seed=1)
+    _train(model)
+    inputs = tiny_inputs(batch=3, seq=8, seed=5)
+    unmerged = model(inputs).numpy()
+
+    assert merge_lora(model) == 2 * 6  # query, key, value, attention output, intermediate, output
+    merged = model(inputs).numpy()
+
+    np.testing.assert_allclose(merged, unmerged, atol=1e-5)
+    assert not any("lora" in v.path for v in model.weights)
+    assert lora_parameters(model) == 0
+    assert all(v.trainable for v in model.head.weights)
+
+
+def test_auto_targets_are_the_familys_attention_query_and_value():
+    modern = dataclasses.replace(
+        TINY_CONFIG,
+        model_type="modernbert",
+        variant={"global_attn_every_n_layers": 1, "local_attention": 8},
+    )
+    model = BertClassifier(tiny_encoder(modern), num_classes=2)
+    assert sorted(enable_lora(model, 2, None, ["auto"])) == [
+        "layer_0/attention/qkv",
+        "layer_1/attention/qkv",
+    ]
+
+
+def test_a_target_naming_no_layer_lists_the_layers_there_are():
+    with pytest.raises(ConfigError, match=r"--lora-targets querry.*query, value"):
+        enable_lora(_classifier(), 2, None, ["querry"])
+
+
+@pytest.mark.slow  # about 4 s: traces a training step
+def test_a_bfloat16_base_keeps_float32_adapters_and_head_and_merges_exactly():
+    encoder = BertEncoder(TINY_CONFIG, dtype="bfloat16")  # --base-precision bf16
+    for variable, value in zip(encoder.weights, tiny_encoder().weights, strict=True):
+        variable.assign(value.numpy())
+    model = BertClassifier(encoder, num_classes=3, dropout=0.0, seed=0)
+    enable_lora(model, rank=2, alpha=4.0, targets=["auto"], seed=0)
+    assert {v.dtype for v in model.encoder.weights if not v.trainable} == {"bfloat16"}
+    assert {v.dtype for v in model.trainable_variables} == {"float32"}
+    _train(model)
+    inputs = tiny_inputs(batch=3, seq=8, seed=5)
+    unmerged = model(inputs).numpy()
+    merge_lora(model)
+    np.testing.assert_allclose(model(inputs).numpy(), unmerged, atol=1e-5)
+
+
+@pytest.mark.slow  # writes each family's tiny model with transformers: about 3 s a family
+@pytest.mark.parametrize("family", FAMILIES)
+def test_every_family_trains_only_its_adapters_and_head_and_merges(family, tmp_path):
+    pytest.importorskip("torch")
+    write_family_model(family, tmp_path)
+    encoder = build_encoder(read_hf(tmp_path))
+    model = BertClassifier(encoder, num_classes=2, pooling="mean", dropout=0.0, seed=0)
+    layers = enable_lora(model, rank=2, alpha=None, targets=["auto"], seed=0)
+    assert layers and all(
+        name.rsplit("/", 1)[-1] in ("query", "value", "qkv") for name in layers
+    ), sorted(layers)
+    inputs = tiny_inputs(batch=2, seq=8)
+    inputs["input_word_ids"] = inputs["input_word_ids"] % encoder.config.vocab_size
+    inputs["input_type_ids"] = tf.zeros_like(inputs["input_type_ids"])  # RoBERTa has one type
+    for layer in layers.values():  # as after training: B moved away from zero
+        layer.lora_kernel_b.assign(np.full(layer.lora_kernel_b.shape, 0.01, "float32"))
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(model(inputs) ** 2)
+    gradients = tape.gradient(loss, model.trainable_variables)
+    assert all(g is not None for g in gradients)
+    assert len(model.trainable_variables) == 2 * len(layers) + 2
+    unmerged = model(inputs).numpy()
+    merge_lora(model)
+    np.testing.assert_allclose(model(inputs).numpy(), unmerged, atol=1e-5)
