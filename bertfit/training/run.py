@@ -16,7 +16,7 @@ import signal
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import tensorflow as tf
@@ -64,6 +64,7 @@ def train(
     strategy: tf.distribute.Strategy | None = None,
     resume: bool | None = None,
     overwrite: bool = False,
+    adapt: Callable[[RunSetup], None] | None = None,
 ) -> RunSummary:
     """Fine-tunes `config.model.name` on `config.data.train`; returns the run's summary.
 
@@ -83,6 +84,8 @@ def train(
         resume: True: continue the unfinished run in the output directory (or fail); False:
             never; None: continue it when its config is this one, refuse any other run there.
         overwrite: clear a previous run in the output directory first.
+        adapt: changes the setup before the first step (`bertfit distill`: the teacher's
+            targets and the distillation loss); the data's rows and the buckets stay.
 
     Raises:
         TrainingInterrupted: SIGTERM or Ctrl-C stopped training after saving a checkpoint.
@@ -104,7 +107,7 @@ def train(
         return _train_as_worker(config, strategy, xla)
     with _claimed(config, resume=resume, overwrite=overwrite) as (config, run_dir, resuming, new):
         console = Console(quiet=quiet)
-        return _train(config, run_dir, strategy, xla, resuming, console, overwrite, new)
+        return _train(config, run_dir, strategy, xla, resuming, console, overwrite, new, adapt)
 
 
 def _train_as_worker(config: RunConfig, strategy, xla: XlaChoice) -> RunSummary:
@@ -186,11 +189,14 @@ def _train(
     console: Console,
     overwrite: bool,
     new_directory: bool,
+    adapt: Callable[[RunSetup], None] | None = None,
 ) -> RunSummary:
     """`train` once the run directory is decided and locked."""
     started = time.perf_counter()
     saved_buckets = run_dir.saved_buckets() if resuming else None
     setup = prepare(config, strategy, xla, saved_buckets=saved_buckets)
+    if adapt is not None:
+        adapt(setup)
     for note in setup.notes:
         console.say(f"bertfit: {note}")
     run_dir.create(overwrite=overwrite)  # after everything that can refuse the run's input

@@ -72,7 +72,10 @@ RUN_ENTRIES = {
     "tensorboard",
     "report.html",
     "eval_outputs.npz",
+    "distill",  # `bertfit distill`: the teacher's labels and the student's start
 }
+# Entries a run directory holds before its run starts (`status` still says "new").
+BEFORE_RUN_ENTRIES = {"distill"}
 LOCK_FILE = ".lock"
 
 
@@ -266,7 +269,7 @@ class RunDir:
             return "new"
         entries = {p.name for p in self.path.iterdir()} - {LOCK_FILE}
         entries -= set(self._leftovers(entries))
-        if not entries:
+        if not entries - BEFORE_RUN_ENTRIES:
             return "new"
         if not self.config_file.exists() or not entries <= RUN_ENTRIES:
             return "foreign"
