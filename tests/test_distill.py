@@ -3,6 +3,7 @@ distillation loss, a whole distillation on the tiny model, and the mistakes that
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 
@@ -121,6 +122,8 @@ def _errors(capsys, argv) -> tuple[int, str]:
 
 
 def test_distill_mistakes_exit_2_with_one_clear_line(trained_run, tmp_path, capsys):
+    from bertfit.training.run_dir import RunDir
+
     run = trained_run[1].run_dir
     out = str(tmp_path / "student")
     cases = {
@@ -147,6 +150,14 @@ def test_distill_mistakes_exit_2_with_one_clear_line(trained_run, tmp_path, caps
         ),
     }
     (tmp_path / "stray.txt").write_text("not a run")
+    tagged = tmp_path / "tagged"  # the same run, as if it were multi-label
+    shutil.copytree(run, tagged, ignore=shutil.ignore_patterns(".lock"))
+    task = RunDir(tagged).load_task()
+    RunDir(tagged).save_task(dataclasses.replace(task, kind="multi-label"))
+    cases["a multi-label teacher"] = (
+        ["--teacher", str(tagged), "--output-dir", out],
+        "is a multi-label run; bertfit distill distils single-label",
+    )
     for case, (argv, words) in cases.items():
         code, err = _errors(capsys, ["distill", *argv])
         assert code == 2, case
