@@ -30,7 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.common import write_result
+from bench.common import RESULTS, write_result
 from bench.settings import BATCH, DECAY, LR, SEQ, WARMUP
 from bertfit.data.rotten_tomatoes import rotten_tomatoes_dir
 
@@ -153,6 +153,12 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--seeds", default="42", help="comma-separated")
     parser.add_argument("--work", help="where the runs go (default: a temporary folder)")
+    parser.add_argument(
+        "--add", action="store_true", help="keep the seeds already in bench/results/distill.json"
+    )
+    parser.add_argument(
+        "--main-only", action="store_true", help="teacher, direct and distilled only"
+    )
     args = parser.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
     folder = rotten_tomatoes_dir()
@@ -177,12 +183,18 @@ def main() -> None:
         "note": "2 CPU cores shared with other jobs: throughput is noisy, compare within a seed",
     }
     data = {"train": str(train), "unlabelled": str(unlabelled), "cut": str(cut)}
-    per_seed, training = {}, {}
-    for seed in seeds:
+    per_seed, training, earlier = {}, {}, []
+    if args.add:
+        kept = json.loads((RESULTS / "distill.json").read_text())
+        per_seed, training = kept["per_seed"], kept["training_seconds"]
+        earlier = [*kept.get("earlier_commands", []), kept["command"]]
+        setting["seeds"] = [*kept["setting"]["seeds"], *seeds]
+    stages = [("teacher", "direct", "distilled"), STUDENTS[2:]][: 1 if args.main_only else 2]
+    for seed in map(str, seeds):
         per_seed[seed], training[seed] = {}, {}
         # The main comparison first, then the two variants (the teacher measured again beside
         # them, for their throughput; its first measures are the ones reported).
-        for stage in (("teacher", "direct", "distilled"), STUDENTS[2:]):
+        for stage in stages:
             runs = train_runs(stage, args, work, seed, data)
             training[seed].update({name: round(run["seconds"], 1) for name, run in runs.items()})
             run_dirs = {name: run["run_dir"] for name, run in runs.items()}
@@ -198,6 +210,7 @@ def main() -> None:
                     "summary": summary(per_seed),
                     "per_seed": per_seed,
                     "training_seconds": training,
+                    "earlier_commands": earlier,
                 },
             )
 
