@@ -1,5 +1,5 @@
-"""`bertfit train|tune|prepare|evaluate|predict|export|serve|report|demo|check|inspect|convert`:
-argument parsing only.
+"""`bertfit train|distill|tune|prepare|evaluate|predict|export|serve|report|demo|check|inspect|
+convert`: argument parsing only.
 
 User mistakes arrive here as `BertfitError`s and are printed as one clear message (exit 2),
 never as a traceback. The arguments are parsed before TensorFlow loads (seconds): `--help` and
@@ -89,6 +89,37 @@ def train_lines(summary, report) -> list[str]:
 
 def _scores(values: dict) -> str:
     return ", ".join(f"{k.replace('_', ' ')} {v:.4f}" for k, v in values.items())
+
+
+def distill_options(args):
+    """`bertfit distill`'s own flags (`DistillConfig`), checked before TensorFlow loads."""
+    from bertfit.distill.config import DistillConfig
+
+    return DistillConfig(**given(args, flags_of(DistillConfig))).validate()
+
+
+def cmd_distill(args) -> int:
+    from bertfit.config import RunConfig
+    from bertfit.distill.run import distill, open_teacher, student_config
+    from bertfit.report import write_report
+
+    options = distill_options(args)
+    teacher = open_teacher(options.teacher)
+    base = RunConfig.load(args.config) if args.config else teacher.load_config()
+    config = student_config(base, args.output_dir, given(args, RUN_FLAGS.values()))
+    summary = distill(
+        config,
+        options,
+        quiet=args.quiet,
+        resume=True if args.resume else None,
+        overwrite=args.overwrite,
+    )
+    report = None if args.no_report else write_report(summary.run_dir)
+    if args.json:
+        print(json.dumps({**summary.headline, "run_dir": summary.run_dir}))
+    else:
+        print("\n".join(train_lines(summary, report)))
+    return 0
 
 
 def cmd_tune(args) -> int:
@@ -376,6 +407,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     for add_command in (
         _add_train,
+        _add_distill,
         _add_prepare,
         _add_evaluate,
         _add_predict,
@@ -396,6 +428,23 @@ def _add_train(sub) -> None:
     train = sub.add_parser("train", help="fine-tune a classifier")
     add_run_output_arguments(add_train_arguments(train))
     train.set_defaults(handler=cmd_train)
+
+
+def _add_distill(sub) -> None:
+    from bertfit.distill.config import DistillConfig
+
+    distill = sub.add_parser(
+        "distill",
+        help="train a smaller student on a fine-tuned run's probabilities (its teacher)",
+        description="The teacher (a finished run) labels the training rows, and any "
+        "--unlabelled texts, with its probabilities; the student (the teacher's embeddings and "
+        "some of its layers, or --student-model) learns them and the given labels. The other "
+        "flags default to the teacher's run settings; the student's run directory is a run "
+        "like any (evaluate, predict, export, serve).",
+    )
+    add_flags(distill.add_argument_group("distillation"), flags_of(DistillConfig))
+    add_run_output_arguments(add_train_arguments(distill))
+    distill.set_defaults(handler=cmd_distill, preflight=distill_options)
 
 
 def _add_prepare(sub) -> None:

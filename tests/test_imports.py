@@ -121,6 +121,7 @@ RANKS = {
     **dict.fromkeys(["export", "serve", "checks", "report"], 7),
     "demo": 8,  # `make demo`: trains, evaluates and writes the report
     "sweeps": 8,  # `bertfit tune`: runs of training, predictions of inference, reports
+    "distill": 8,  # `bertfit distill`: a run's predictions, then a run of training
     "cli": 9,
     "bertfit": 10,  # the package's __init__ (its public names, imported on first use)
 }

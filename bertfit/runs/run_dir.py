@@ -61,7 +61,10 @@ RUN_ENTRIES = {
     "report.html",
     "eval_outputs.npz",
     "onnx-engine",  # the ONNX export `--engine onnx` runs (bertfit.export.onnx_engine)
+    "distill",  # `bertfit distill`: the teacher's labels and the student's start
 }
+# Entries a run directory holds before its run starts (`status` still says "new").
+BEFORE_RUN_ENTRIES = {"distill"}
 LOCK_FILE = ".lock"  # held by the `bertfit train` writing the run (`bertfit.training.run_dir`)
 _NOT_READ = ("tensorboard",)  # not needed to evaluate, predict, export or report a run
 
@@ -125,7 +128,7 @@ class RunDir:
             return "new"
         entries = {p.name for p in self.path.iterdir()} - {LOCK_FILE}
         entries -= set(leftovers(entries))
-        if not entries:
+        if not entries - BEFORE_RUN_ENTRIES:
             return "new"
         if not self.config_file.exists() or not entries <= RUN_ENTRIES:
             return "foreign"

@@ -73,6 +73,11 @@ class Trainer:
         self.strategy = strategy
         self.config = config
         self.task_kind = task_kind
+        # (batch, logits) -> this replica's loss; `bertfit distill` puts its own here before
+        # the first step compiles.
+        self.batch_loss: Callable[[dict, tf.Tensor], tf.Tensor] = functools.partial(
+            batch_loss, task_kind
+        )
         self.micro_batches = max(1, config.grad_accum)
         self.frozen = frozen
         with strategy.scope():
@@ -123,7 +128,7 @@ class Trainer:
             logits = self.model(features(batch), training=True)
             # Normalised by the real examples of the *global* batch: summing the replicas'
             # losses (and gradients) gives the global mean, padding rows weigh nothing.
-            loss = batch_loss(self.task_kind, batch, logits)
+            loss = self.batch_loss(batch, logits)
         scaled = self.optimizer.scale_loss(loss) if self.loss_scale else loss
         gradients = tape.gradient(scaled, self.variables)
         missing = [v.path for v, g in zip(self.variables, gradients, strict=True) if g is None]

@@ -16,7 +16,8 @@ import signal
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import numpy as np
 import tensorflow as tf
@@ -70,6 +71,7 @@ def train(
     strategy: tf.distribute.Strategy | None = None,
     resume: bool | None = None,
     overwrite: bool = False,
+    adapt: Callable[[RunSetup], None] | None = None,
 ) -> RunSummary:
     """Fine-tunes `config.model.name` on `config.data.train`; returns the run's summary.
 
@@ -89,6 +91,8 @@ def train(
         resume: True: continue the unfinished run in the output directory (or fail); False:
             never; None: continue it when its config is this one, refuse any other run there.
         overwrite: clear a previous run in the output directory first.
+        adapt: changes the setup before the first step (`bertfit distill`: the teacher's
+            targets and the distillation loss); the data's rows and the buckets stay.
 
     Raises:
         TrainingInterrupted: SIGTERM or Ctrl-C stopped training after saving a checkpoint.
@@ -100,6 +104,7 @@ def train(
         Console(quiet=quiet).say(f"bertfit: {streaming_note}")
     if config.output_dir is not None and not storage.is_url(config.output_dir):
         TrainingRunDir(config.output_dir).plan_start(config, resume=resume, overwrite=overwrite)
+        _refuse_a_student_without_its_teacher(config.output_dir, adapt, overwrite)
     if strategy is None:
         t = config.train
         check_hardware(t.strategy, config.model.precision, t.cpu_replicas, t.tpu, t.jit_compile)
@@ -110,7 +115,18 @@ def train(
         return _train_as_worker(config, strategy, xla)
     with _claimed(config, resume=resume, overwrite=overwrite) as (config, run_dir, resuming, new):
         console = Console(quiet=quiet)
-        return _train(config, run_dir, strategy, xla, resuming, console, overwrite, new)
+        return _train(config, run_dir, strategy, xla, resuming, console, overwrite, new, adapt)
+
+
+def _refuse_a_student_without_its_teacher(output_dir: str, adapt, overwrite: bool) -> None:
+    """A `bertfit distill` student trained by `bertfit train` would silently lose its
+    teacher's soft labels (the loss is the plain task loss there)."""
+    if adapt is None and not overwrite and (Path(output_dir) / "distill").is_dir():
+        raise ConfigError(
+            f"{output_dir} is a `bertfit distill` student (it holds distill/, the teacher's "
+            "labels): continue it with the same `bertfit distill` command, or pass "
+            "--overwrite to train a plain run there."
+        )
 
 
 def _train_as_worker(config: RunConfig, strategy, xla: XlaChoice) -> RunSummary:
@@ -194,11 +210,14 @@ def _train(
     console: Console,
     overwrite: bool,
     new_directory: bool,
+    adapt: Callable[[RunSetup], None] | None = None,
 ) -> RunSummary:
     """`train` once the run directory is decided and locked."""
     started = time.perf_counter()
     saved_buckets = run_dir.saved_buckets() if resuming else None
     setup = prepare(config, strategy, xla, saved_buckets=saved_buckets)
+    if adapt is not None:
+        adapt(setup)
     for note in setup.notes:
         console.say(f"bertfit: {note}")
     run_dir.create(overwrite=overwrite)  # after everything that can refuse the run's input

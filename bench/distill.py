@@ -1,0 +1,219 @@
+"""Issue 49 benchmark: `bertfit distill` on Rotten Tomatoes. A MiniLM-L6 teacher (6 layers)
+fine-tuned on the first N training rows; students of 3 layers (the teacher's 0, 2, 4):
+
+- direct: MiniLM's own layers 0, 2, 4 (not fine-tuned) trained on the labels (`bertfit train`);
+- distilled: `bertfit distill --student-layers 3` (the fine-tuned teacher's layers; T 2, soft
+  weight 0.5);
+- distilled + unlabelled: the same, with the next N training texts given without labels;
+- teacher layers, labels only: `--soft-weight 0`: the teacher's layers, no soft labels (what the
+  start alone is worth).
+
+    python -m bench.distill                          # 3,000 rows, 1 epoch, seed 42
+    python -m bench.distill --seeds 42,43,44 --rows 3000
+
+Every run: max_seq_length 64, batch 32, learning rate 5e-5, 10% warmup, 1 epoch (bench/settings.py
+but the epochs), each in a process of its own. Measured: test accuracy (1,283 rows), predict
+throughput from raw text to probabilities in one process (teacher and students alternated, median
+of 3 passes over the test texts, batch 32), parameters and the SavedModel's size on disk. The
+result is rewritten after every run, so a stopped benchmark keeps what it measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench.common import RESULTS, write_result
+from bench.settings import BATCH, DECAY, LR, SEQ, WARMUP
+from bertfit.data.rotten_tomatoes import rotten_tomatoes_dir
+
+ROOT = Path(__file__).resolve().parent.parent
+BERTFIT = [sys.executable, "-m", "bertfit.cli"]
+LAYERS = [0, 2, 4]
+STUDENTS = ("direct", "distilled", "distilled_unlabelled", "teacher_layers_labels_only")
+
+
+def bertfit(*args: str) -> dict:
+    """Runs a bertfit command; its JSON line and wall seconds."""
+    start = time.perf_counter()
+    done = subprocess.run([*BERTFIT, *args], cwd=ROOT, capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(f"bertfit {' '.join(args)} failed:\n{done.stderr[-3000:]}")
+    printed = json.loads(done.stdout.strip().splitlines()[-1])
+    return {"seconds": time.perf_counter() - start, **printed}
+
+
+def training_flags(seed: int, epochs: int) -> list[str]:
+    return [
+        *("--max-seq-length", str(SEQ), "--batch-size", str(BATCH), "--epochs", str(epochs)),
+        *("--learning-rate", str(LR), "--warmup-ratio", str(WARMUP), "--weight-decay"),
+        *(str(DECAY), "--seed", str(seed), "--quiet", "--no-report", "--json"),
+    ]
+
+
+def write_rows(path: Path, rows: list[list[str]], labelled: bool = True) -> Path:
+    with path.open("w", newline="", encoding="utf-8") as file:
+        writer = csv.writer(file)
+        writer.writerow(["text", "label"] if labelled else ["text"])
+        writer.writerows(rows if labelled else [[r[0]] for r in rows])
+    return path
+
+
+def pretrained_cut(work: Path) -> Path:
+    """MiniLM-L6's own layers 0, 2, 4: the start of the student trained without the teacher."""
+    from bertfit.checkpoints.load import build_encoder, read_checkpoint
+    from bertfit.checkpoints.registry import resolve
+    from bertfit.distill.student import write_student
+
+    source = resolve("minilm-l6")
+    return write_student(build_encoder(read_checkpoint(source)), source, LAYERS, work / "cut")
+
+
+def train_runs(names, args, work: Path, seed: int, data: dict) -> dict:
+    """Trains the named models of one seed (the teacher first); their JSON lines."""
+    flags = training_flags(seed, args.epochs)
+    teacher = str(work / f"teacher-{seed}")
+    distill = ["distill", "--teacher", teacher, "--student-layers", "3"]
+    commands = {
+        "teacher": ["train", "--train", data["train"]],
+        "direct": ["train", "--train", data["train"], "--model", data["cut"]],
+        "distilled": distill,
+        "distilled_unlabelled": [*distill, "--unlabelled", data["unlabelled"]],
+        "teacher_layers_labels_only": [*distill, "--soft-weight", "0"],
+    }
+    out = {}
+    for name in names:
+        output = teacher if name == "teacher" else str(work / f"{name}-{seed}")
+        out[name] = bertfit(*commands[name], "--output-dir", output, *flags)
+    return out
+
+
+def measure(run_dirs: dict[str, str], test: Path, work: Path) -> dict:
+    """Accuracy on the test split, predict throughput (alternated, median of 3), parameters and
+    the SavedModel's size of each run."""
+    from bertfit.export.serving import export_classifier
+    from bertfit.inference.predictor import Classifier
+
+    rows = list(csv.DictReader(test.open(encoding="utf-8")))
+    texts, labels = [row["text"] for row in rows], [row["label"] for row in rows]
+    classifiers = {name: Classifier.from_run(path) for name, path in run_dirs.items()}
+    accuracy = {}
+    for name, classifier in classifiers.items():  # also traces every length bucket
+        chosen = classifier.predict_proba(texts).argmax(axis=1)
+        hits = [classifier.labels[c] == label for c, label in zip(chosen, labels, strict=True)]
+        accuracy[name] = sum(hits) / len(hits)
+    seconds = {name: [] for name in classifiers}
+    for _ in range(3):
+        for name, classifier in classifiers.items():
+            start = time.perf_counter()
+            classifier.predict_proba(texts)
+            seconds[name].append(time.perf_counter() - start)
+    measured = {}
+    for name, classifier in classifiers.items():
+        export = export_classifier(classifier, work / f"export-{Path(run_dirs[name]).name}")
+        size = sum(f.stat().st_size for f in export.rglob("*") if f.is_file())
+        measured[name] = {
+            "test_accuracy": accuracy[name],
+            "predict_texts_per_second": len(texts) / statistics.median(seconds[name]),
+            "parameters": int(classifier.module.model.count_params()),
+            "saved_model_mib": size / 2**20,
+        }
+    return measured
+
+
+def summary(per_seed: dict) -> dict:
+    """Mean and spread (sample sd, min, max) of each model's measures over the seeds."""
+    out = {}
+    for name in ("teacher", *STUDENTS):
+        rows = [seed[name] for seed in per_seed.values() if name in seed]
+        if not rows:
+            continue
+        out[name] = {}
+        for key in rows[0]:
+            values = [row[key] for row in rows]
+            out[name][key] = {
+                "mean": statistics.fmean(values),
+                "sd": statistics.stdev(values) if len(values) > 1 else None,
+                "min": min(values),
+                "max": max(values),
+            }
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=3000, help="labelled training rows")
+    parser.add_argument("--epochs", type=int, default=1)
+    parser.add_argument("--seeds", default="42", help="comma-separated")
+    parser.add_argument("--work", help="where the runs go (default: a temporary folder)")
+    parser.add_argument(
+        "--add", action="store_true", help="keep the seeds already in bench/results/distill.json"
+    )
+    parser.add_argument(
+        "--main-only", action="store_true", help="teacher, direct and distilled only"
+    )
+    args = parser.parse_args()
+    seeds = [int(s) for s in args.seeds.split(",")]
+    folder = rotten_tomatoes_dir()
+    rows = list(csv.reader((folder / "train.csv").open(encoding="utf-8")))[1:]
+    work = Path(args.work or tempfile.mkdtemp(prefix="bench-distill-"))
+    work.mkdir(parents=True, exist_ok=True)
+    train = write_rows(work / "train.csv", rows[: args.rows])
+    unlabelled = write_rows(work / "unlabelled.csv", rows[args.rows : 2 * args.rows], False)
+    cut = pretrained_cut(work)
+    setting = {
+        "labelled_rows": args.rows,
+        "unlabelled_rows": len(rows[args.rows : 2 * args.rows]),
+        "test_rows": sum(1 for _ in (folder / "test.csv").open()) - 1,
+        "epochs": args.epochs,
+        "max_seq_length": SEQ,
+        "batch_size": BATCH,
+        "learning_rate": LR,
+        "student_layers": LAYERS,
+        "temperature": 2.0,
+        "soft_weight": 0.5,
+        "seeds": seeds,
+        "note": "2 CPU cores shared with other jobs: throughput is noisy, compare within a seed",
+    }
+    data = {"train": str(train), "unlabelled": str(unlabelled), "cut": str(cut)}
+    per_seed, training, earlier = {}, {}, []
+    if args.add:
+        kept = json.loads((RESULTS / "distill.json").read_text())
+        per_seed, training = kept["per_seed"], kept["training_seconds"]
+        earlier = [*kept.get("earlier_commands", []), kept["command"]]
+        setting["seeds"] = [*kept["setting"]["seeds"], *seeds]
+    stages = [("teacher", "direct", "distilled"), STUDENTS[2:]][: 1 if args.main_only else 2]
+    for seed in map(str, seeds):
+        per_seed[seed], training[seed] = {}, {}
+        # The main comparison first, then the two variants (the teacher measured again beside
+        # them, for their throughput; its first measures are the ones reported).
+        for stage in stages:
+            runs = train_runs(stage, args, work, seed, data)
+            training[seed].update({name: round(run["seconds"], 1) for name, run in runs.items()})
+            run_dirs = {name: run["run_dir"] for name, run in runs.items()}
+            run_dirs.setdefault("teacher", str(work / f"teacher-{seed}"))
+            measured = measure(run_dirs, folder / "test.csv", work)
+            for name, values in measured.items():
+                per_seed[seed].setdefault(name, values)
+            write_result(
+                "distill",
+                {
+                    "setting": setting,
+                    "seeds_done": list(per_seed),
+                    "summary": summary(per_seed),
+                    "per_seed": per_seed,
+                    "training_seconds": training,
+                    "earlier_commands": earlier,
+                },
+            )
+
+
+if __name__ == "__main__":
+    main()

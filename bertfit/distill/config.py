@@ -1,0 +1,98 @@
+"""`bertfit distill`'s own settings; the student's training settings are an ordinary
+`RunConfig` (the teacher's, with the flags given on top)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from bertfit.errors import ConfigError
+from bertfit.flags import flag
+
+
+@dataclasses.dataclass
+class DistillConfig:
+    """What the student learns from and starts from.
+
+    Args:
+        teacher: the finished run directory of the fine-tuned teacher.
+        student_layers: how many of the teacher's layers the student keeps ("3": evenly
+            spaced, the first always kept), or which ("0,2,4"); the student starts from the
+            teacher's embeddings and those layers (BERT-architecture teachers).
+        student_model: any checkpoint `--model` takes, instead of the teacher's layers.
+        unlabelled: a file of texts without labels (the training files' text columns) that the
+            teacher labels too; the student learns them from the teacher alone.
+        temperature: T, softening both the teacher's and the student's probabilities.
+        soft_weight: the share of the teacher's soft labels in a labelled row's loss (the rest
+            is the given label's cross-entropy).
+    """
+
+    teacher: str | None = dataclasses.field(
+        default=None, metadata=flag("the teacher: a finished run directory", metavar="RUN")
+    )
+    student_layers: str | None = dataclasses.field(
+        default=None,
+        metadata=flag(
+            "the student keeps N of the teacher's layers, evenly spaced (e.g. 3), or the ones "
+            "listed (e.g. 0,2,4), starting from the teacher's weights (default: half)",
+            metavar="N|LIST",
+        ),
+    )
+    student_model: str | None = dataclasses.field(
+        default=None,
+        metadata=flag(
+            "start the student from this checkpoint (any --model) instead of teacher layers",
+            metavar="CHECKPOINT",
+        ),
+    )
+    unlabelled: str | None = dataclasses.field(
+        default=None,
+        metadata=flag("more texts, without labels, for the teacher to label", metavar="FILE"),
+    )
+    temperature: float = dataclasses.field(
+        default=2.0, metadata=flag("softens the teacher's and the student's probabilities")
+    )
+    soft_weight: float = dataclasses.field(
+        default=0.5,
+        metadata=flag("the soft labels' share of a labelled row's loss, 0 to 1"),
+    )
+
+    def validate(self) -> DistillConfig:
+        if not self.teacher:
+            raise ConfigError("--teacher RUN is required: the run directory of the teacher.")
+        if self.student_layers is not None and self.student_model is not None:
+            raise ConfigError(
+                "--student-layers and --student-model both choose the student's start; pass one."
+            )
+        if not self.temperature > 0:
+            raise ConfigError(f"--temperature must be above 0, got {self.temperature}.")
+        if not 0.0 <= self.soft_weight <= 1.0:
+            raise ConfigError(f"--soft-weight must be between 0 and 1, got {self.soft_weight}.")
+        return self
+
+
+def chosen_layers(choice: str | None, teacher_layers: int) -> list[int]:
+    """The teacher's layers the student keeps: `choice` "N" (evenly spaced from layer 0, e.g.
+    3 of 6 → 0, 2, 4), "i,j,k" (those, in increasing order), or None (half, rounded up)."""
+    where = f"--student-layers {choice}"
+    if choice is None:
+        return chosen_layers(str(-(-teacher_layers // 2)), teacher_layers)
+    parts = [p.strip() for p in choice.split(",")]
+    if not all(p.isdigit() for p in parts):
+        raise ConfigError(f"{where}: expected a count (3) or layer numbers (0,2,4).")
+    numbers = [int(p) for p in parts]
+    if len(numbers) == 1:
+        count = numbers[0]
+        if not 1 <= count < teacher_layers:
+            raise ConfigError(
+                f"{where}: the teacher has {teacher_layers} layers; a student keeps 1 to "
+                f"{teacher_layers - 1} of them."
+            )
+        return [i * teacher_layers // count for i in range(count)]
+    if numbers != sorted(set(numbers)) or numbers[-1] >= teacher_layers:
+        raise ConfigError(
+            f"{where}: layer numbers must increase, each below the teacher's "
+            f"{teacher_layers} layers (0 to {teacher_layers - 1})."
+        )
+    if len(numbers) == teacher_layers:
+        raise ConfigError(f"{where} keeps every layer of the teacher; name fewer.")
+    return numbers

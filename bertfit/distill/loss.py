@@ -1,0 +1,64 @@
+"""The distillation loss: the student learns the teacher's softened probabilities and, on the
+rows that have one, the given label (Hinton et al., 2015, "Distilling the Knowledge in a Neural
+Network").
+
+A distillation batch's `label` is float32 [batch, classes + 1]: the teacher's probabilities
+softened at the temperature T (`soften`), then the given class index, or -1 on a row without a
+label (an `--unlabelled` text). Per row:
+
+    soft = T² · KL(teacher_T || softmax(logits / T))
+    hard = cross-entropy(given label, softmax(logits))
+    loss = soft_weight · soft + (1 - soft_weight) · hard      (a labelled row)
+    loss = soft                                                (an unlabelled row)
+
+T² keeps the soft term's gradients the size of the hard term's whatever T is.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+from bertfit.model.inputs import GLOBAL_EXAMPLES, LABEL, WEIGHT
+
+UNLABELLED = -1  # the hard-label column of a row the teacher alone labels
+
+
+def soften(probabilities: np.ndarray, temperature: float) -> np.ndarray:
+    """softmax(logits / T) from softmax(logits): p^(1/T), renormalised (exact: the softmax's
+    normaliser cancels), float64 for the small probabilities a high T lifts."""
+    tempered = np.power(np.asarray(probabilities, np.float64), 1.0 / temperature)
+    return tempered / tempered.sum(axis=-1, keepdims=True)
+
+
+def distillation_targets(
+    probabilities: np.ndarray, hard: np.ndarray, temperature: float
+) -> np.ndarray:
+    """The [rows, classes + 1] float32 targets `per_example_loss` reads: the softened
+    probabilities, then the given class index (or `UNLABELLED`)."""
+    soft = soften(probabilities, temperature)
+    return np.concatenate([soft, np.asarray(hard, np.float64)[:, None]], axis=1).astype(np.float32)
+
+
+def per_example_loss(
+    targets: tf.Tensor, logits: tf.Tensor, temperature: float, soft_weight: float
+) -> tf.Tensor:
+    """[batch] losses of `distillation_targets` rows against the student's logits."""
+    logits = tf.cast(logits, tf.float32)
+    teacher, hard = targets[:, :-1], tf.cast(targets[:, -1], tf.int32)
+    student = tf.nn.log_softmax(logits / temperature, axis=-1)
+    entropy = tf.reduce_sum(tf.math.xlogy(teacher, teacher), axis=-1)
+    soft = temperature**2 * (entropy - tf.reduce_sum(teacher * student, axis=-1))
+    labelled = hard != UNLABELLED
+    given = tf.nn.sparse_softmax_cross_entropy_with_logits(
+        labels=tf.where(labelled, hard, 0), logits=logits
+    )
+    mixed = soft_weight * soft + (1.0 - soft_weight) * given
+    return tf.where(labelled, mixed, soft)
+
+
+def batch_loss(batch: dict, logits: tf.Tensor, temperature: float, soft_weight: float):
+    """This replica's share of the global batch's mean distillation loss, weighted as
+    `bertfit.model.losses.batch_loss` weighs the task's (padding rows weigh nothing)."""
+    losses = per_example_loss(batch[LABEL], logits, temperature, soft_weight)
+    return tf.reduce_sum(losses * batch[WEIGHT]) / batch[GLOBAL_EXAMPLES]

@@ -1,0 +1,266 @@
+"""`bertfit distill`: the teacher's probabilities of the training rows (and of any unlabelled
+texts), then an ordinary training run of the student on them with the distillation loss
+(`bertfit.distill.loss`). The student's run directory is a run like any: evaluate, predict,
+export, serve and report read it; `bertfit distill --resume` continues it.
+
+Examples:
+    teacher = "runs/minilm"                      # a finished `bertfit train`
+    config = student_config(RunDir(teacher).load_config(), "runs/student", {})
+    summary = distill(config, DistillConfig(teacher=teacher, student_layers="3"))
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+
+from bertfit.atomic import temporary_path, write_text_atomic
+from bertfit.config import RunConfig, override
+from bertfit.data.labelled import read_training_examples
+from bertfit.data.sources import Example, read_examples
+from bertfit.data.tasks import SINGLE_LABEL
+from bertfit.data.training_data import LabelledData
+from bertfit.distill import loss
+from bertfit.distill.config import DistillConfig, chosen_layers
+from bertfit.distill.soft_labels import (
+    DISTILL_DIR,
+    SOFT_LABELS_FILE,
+    STUDENT_DIR,
+    SoftLabels,
+    distill_fingerprint,
+    rows_file,
+    write_rows,
+)
+from bertfit.distill.student import teacher_encoder, write_student
+from bertfit.errors import BertfitError, ConfigError, DataError
+from bertfit.inference.predictor import Classifier
+from bertfit.inference.run import classifier_source_spec
+from bertfit.progress import Console
+from bertfit.runs.records import FINISHED, RunSummary
+from bertfit.runs.run_dir import RunDir
+from bertfit.training.run import train
+from bertfit.training.run_dir import TrainingRunDir
+from bertfit.training.setup import RunSetup
+
+SETTINGS_FILE = "settings.json"
+
+
+def open_teacher(path: str) -> RunDir:
+    """The teacher's run directory: it must hold a finished single-label (or pair) run."""
+    run_dir = RunDir(path)
+    status = run_dir.status()
+    if status != FINISHED:
+        said = {"new": "holds no run", "foreign": "is not a bertfit run directory"}
+        raise ConfigError(
+            f"--teacher {path} {said.get(status, 'holds a run that did not finish')}; pass the "
+            "--output-dir of a finished `bertfit train`."
+        )
+    kind = run_dir.load_task().kind
+    if kind != SINGLE_LABEL:
+        raise ConfigError(
+            f"--teacher {path} is a {kind} run; bertfit distill distils single-label "
+            "classifiers (one softmax over the classes, texts or text pairs) only."
+        )
+    return run_dir
+
+
+def student_config(teacher: RunConfig, output_dir: str | None, flags: dict) -> RunConfig:
+    """The student's run: the teacher's settings with the flags given on top (e.g.
+    `{"train.epochs": 2}`); `distill` then points its model and data at the distillation set."""
+    if not output_dir:
+        raise ConfigError("--output-dir STUDENT is required: the student's run directory.")
+    if "model.name" in flags:
+        raise ConfigError(
+            "--model: the student starts from the teacher's layers (--student-layers) or from "
+            "--student-model CHECKPOINT; pass one of those instead."
+        )
+    config = dataclasses.replace(teacher, output_dir=output_dir)
+    config.model = dataclasses.replace(teacher.model)
+    config.data = dataclasses.replace(teacher.data)
+    config.train = dataclasses.replace(teacher.train)
+    override(config, flags)
+    return config
+
+
+def distill(
+    config: RunConfig,
+    options: DistillConfig,
+    *,
+    quiet: bool = False,
+    resume: bool | None = None,
+    overwrite: bool = False,
+) -> RunSummary:
+    """Labels the student's rows with the teacher (or reuses the labels in
+    `output_dir/distill/` when the teacher and the rows are the same), then trains the
+    student from them; returns the student's run summary."""
+    options.validate()
+    teacher_dir = open_teacher(options.teacher)
+    out = Path(config.output_dir)
+    folder = out / DISTILL_DIR
+    student = _student_run(config, options, folder)
+    TrainingRunDir(out).plan_start(student, resume=resume, overwrite=overwrite)
+    if overwrite and out.exists():
+        TrainingRunDir(out).create(overwrite=True)  # the distillation set goes too
+    layers = None
+    if options.student_model is None:
+        teacher_layers = teacher_dir.load_bert_config().num_hidden_layers
+        layers = chosen_layers(options.student_layers, teacher_layers)
+    console = Console(quiet=quiet)
+    teacher = Classifier.from_run(teacher_dir.path)
+    soft = _distillation_set(config, options, teacher, teacher_dir, layers, folder, console)
+    adapt = functools.partial(_use_teacher, soft=soft, options=options)
+    return train(student, quiet=quiet, resume=resume, adapt=adapt)
+
+
+def _student_run(config: RunConfig, options: DistillConfig, folder: Path) -> RunConfig:
+    """The student's `RunConfig`: the distillation set's rows as its training file, the
+    student's checkpoint as its model."""
+    model = options.student_model or str(folder / STUDENT_DIR)
+    data = dataclasses.replace(
+        config.data,
+        train=str(rows_file(folder, config.data.format)),
+        max_train_examples=None,
+        streaming=False,
+    )
+    student = dataclasses.replace(
+        config, model=dataclasses.replace(config.model, name=model, task=SINGLE_LABEL), data=data
+    )
+    return student.validate()
+
+
+def _settings(options: DistillConfig, teacher_dir: RunDir, layers: list[int] | None) -> dict:
+    return {
+        "teacher": str(teacher_dir.path.resolve()),
+        "student_layers": layers,
+        "student_model": options.student_model,
+        "unlabelled": options.unlabelled,
+        "temperature": options.temperature,
+        "soft_weight": options.soft_weight,
+    }
+
+
+def _distillation_set(
+    config: RunConfig,
+    options: DistillConfig,
+    teacher: Classifier,
+    teacher_dir: RunDir,
+    layers: list[int] | None,
+    folder: Path,
+    console: Console,
+) -> SoftLabels:
+    """The teacher's labels of the rows, reused from `folder` when it holds them for this
+    teacher, these rows and these settings; else predicted and written (whole or not at all)."""
+    rows, given = _rows(config, options, teacher)
+    checkpoint = teacher_dir.checkpoint_path("best")
+    fingerprint = distill_fingerprint(checkpoint, rows)
+    settings = _settings(options, teacher_dir, layers)
+    if (folder / SOFT_LABELS_FILE).exists():
+        saved = SoftLabels.load(folder / SOFT_LABELS_FILE)
+        kept = json.loads((folder / SETTINGS_FILE).read_text(encoding="utf-8"))
+        if saved.fingerprint == fingerprint and kept == settings:
+            console.say(f"bertfit: reusing the teacher's labels of {len(rows)} rows in {folder}")
+            return saved
+        raise ConfigError(
+            f"{folder} holds a distillation of another teacher, other rows or other settings "
+            "(--student-layers, --temperature, --soft-weight, --unlabelled); pass --overwrite "
+            "to start the student again, or a new --output-dir."
+        )
+    console.say(f"bertfit: the teacher labels {len(rows)} rows")
+    probabilities = teacher.predict_proba(
+        [r.text for r in rows], [r.text_pair for r in rows] if teacher.pairs else None
+    )
+    soft = SoftLabels(probabilities, given, list(teacher.labels), fingerprint)
+    rows_name = rows_file(folder, config.data.format).name
+    _write_set(folder, rows_name, soft, rows, teacher, layers, settings, teacher_dir)
+    return soft
+
+
+def _rows(
+    config: RunConfig, options: DistillConfig, teacher: Classifier
+) -> tuple[list[Example], np.ndarray]:
+    """The labelled training rows (up to --max-train-examples), then the unlabelled ones; and
+    each row's given class index in the teacher's classes (-1: none)."""
+    labelled = read_training_examples(config.data.train, config)[: config.data.max_train_examples]
+    index = {label: i for i, label in enumerate(teacher.labels)}
+    for row in labelled:
+        if row.label not in index:
+            raise DataError(
+                f"{config.data.train}, line {row.line}: label {row.label!r} is not one of the "
+                f"teacher's classes ({', '.join(teacher.labels)}); the student learns the "
+                "teacher's classes only."
+            )
+    unlabelled = []
+    if options.unlabelled:
+        spec = classifier_source_spec(teacher, config.data.format)
+        unlabelled = read_examples(options.unlabelled, spec, labels_required=False)
+        if not unlabelled:
+            raise DataError(f"--unlabelled {options.unlabelled} holds no rows.")
+    given = [index[row.label] for row in labelled] + [loss.UNLABELLED] * len(unlabelled)
+    return [*labelled, *unlabelled], np.asarray(given, np.int32)
+
+
+def _write_set(
+    folder: Path,
+    rows_name: str,
+    soft: SoftLabels,
+    rows: list[Example],
+    teacher: Classifier,
+    layers: list[int] | None,
+    settings: dict,
+    teacher_dir: RunDir,
+) -> None:
+    """`folder` written beside itself and renamed into place."""
+    building = temporary_path(folder)
+    shutil.rmtree(building, ignore_errors=True)
+    building.mkdir(parents=True)
+    chosen = soft.probabilities.argmax(axis=1)
+    names = [
+        teacher.labels[g] if g != loss.UNLABELLED else teacher.labels[c]
+        for g, c in zip(soft.given, chosen, strict=True)
+    ]
+    write_rows(building / rows_name, rows, names, _columns(teacher))
+    soft.save(building / SOFT_LABELS_FILE)
+    if layers is not None:
+        encoder = teacher_encoder(teacher)
+        write_student(encoder, teacher_dir.tokenizer_dir, layers, building / STUDENT_DIR)
+    write_text_atomic(building / SETTINGS_FILE, json.dumps(settings, indent=2))
+    building.rename(folder)
+
+
+def _columns(teacher: Classifier) -> dict:
+    spec = classifier_source_spec(teacher)
+    return {
+        "text": spec.text_column,
+        "text_pair": spec.text_pair_column,
+        "label": spec.label_column,
+    }
+
+
+def _use_teacher(setup: RunSetup, soft: SoftLabels, options: DistillConfig) -> None:
+    """The student's targets become the teacher's softened probabilities and the given labels
+    (in the student's class order), and its loss the distillation loss."""
+    train = setup.train
+    if not isinstance(train, LabelledData) or len(train) != len(soft.given):
+        raise BertfitError(
+            f"the student read {len(train)} rows of {setup.config.data.train}, the teacher "
+            f"labelled {len(soft.given)}; pass --overwrite to label them again."
+        )
+    if sorted(setup.task.labels) != sorted(soft.labels):
+        raise BertfitError(
+            f"the student's classes {list(setup.task.labels)} are not the teacher's "
+            f"{soft.labels}; pass --overwrite to label the rows again."
+        )
+    order = np.array([soft.labels.index(label) for label in setup.task.labels])
+    to_student = np.argsort(order)  # teacher class index → student class index
+    given = np.where(soft.given == loss.UNLABELLED, loss.UNLABELLED, to_student[soft.given])
+    train.labels = loss.distillation_targets(
+        soft.probabilities[:, order], given, options.temperature
+    )
+    setup.trainer.batch_loss = functools.partial(
+        loss.batch_loss, temperature=options.temperature, soft_weight=options.soft_weight
+    )

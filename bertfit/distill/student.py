@@ -1,0 +1,66 @@
+"""The student's starting checkpoint cut from the teacher: its embeddings, pooler and the chosen
+layers of its fine-tuned encoder, renumbered 0..k-1, written as a Hugging Face `BertModel`
+directory with the teacher's tokenizer, so the student's run loads it as any `--model`."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+from safetensors.numpy import save_file
+
+from bertfit.checkpoints.hf import SAFETENSORS
+from bertfit.checkpoints.names import hf_table
+from bertfit.checkpoints.weights import read_weights
+from bertfit.errors import ConfigError
+
+_LAYER = re.compile(r"^encoder\.layer\.(\d+)\.")
+
+
+def teacher_encoder(classifier):
+    """The fine-tuned encoder inside a run's classifier (`Classifier.from_run`)."""
+    model = classifier.module.model
+    return getattr(model, "classifier", model).encoder  # a ChunkedClassifier wraps one
+
+
+def student_tensors(teacher_tensors: dict[str, np.ndarray], layers: list[int]) -> dict:
+    """The Hugging Face tensors of a student keeping `layers` of the teacher: the teacher's
+    layer `layers[j]` becomes layer j; every tensor outside the layers is kept as it is."""
+    renumber = {teacher: student for student, teacher in enumerate(layers)}
+    kept = {}
+    for name, value in teacher_tensors.items():
+        found = _LAYER.match(name)
+        if found is None:
+            kept[name] = value
+        elif int(found.group(1)) in renumber:
+            kept[_LAYER.sub(f"encoder.layer.{renumber[int(found.group(1))]}.", name)] = value
+    return kept
+
+
+def write_student(encoder, tokenizer_dir: Path, layers: list[int], path: Path) -> Path:
+    """Writes the student cut from `encoder` (the teacher's) into `path`; returns it."""
+    config = encoder.config
+    if config.model_type != "bert" or not hasattr(encoder, "named_variables"):
+        raise ConfigError(
+            f"--student-layers cuts BERT-architecture teachers only; this teacher is a "
+            f"{config.model_type} encoder. Pass --student-model CHECKPOINT instead."
+        )
+    tensors = read_weights(encoder, hf_table(config.num_hidden_layers))
+    path.mkdir(parents=True, exist_ok=True)
+    save_file(
+        {
+            k: np.ascontiguousarray(v, dtype=np.float32)
+            for k, v in student_tensors(tensors, layers).items()
+        },
+        str(path / SAFETENSORS),
+        metadata={"format": "pt"},
+    )
+    student = dataclasses.replace(config, num_hidden_layers=len(layers))
+    (path / "config.json").write_text(json.dumps(student.to_hf_dict(), indent=2))
+    for name in ("vocab.txt", "tokenizer_config.json"):
+        shutil.copyfile(tokenizer_dir / name, path / name)
+    return path

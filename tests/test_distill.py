@@ -1,0 +1,229 @@
+"""`bertfit distill`: the student cut from the teacher's layers, the teacher's labels file, the
+distillation loss, a whole distillation on the tiny model, and the mistakes that exit 2."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from bertfit.cli import main
+from bertfit.distill.config import DistillConfig, chosen_layers
+from bertfit.errors import BertfitError, ConfigError
+
+
+def test_a_count_of_layers_keeps_them_evenly_spaced_from_the_first():
+    assert chosen_layers("3", 6) == [0, 2, 4]
+    assert chosen_layers("2", 12) == [0, 6]
+    assert chosen_layers(None, 6) == [0, 2, 4]  # half, rounded up
+    assert chosen_layers(None, 3) == [0, 1]
+    assert chosen_layers("0,3,5", 6) == [0, 3, 5]
+
+
+@pytest.mark.parametrize(
+    "choice, words",
+    [
+        ("6", "keeps 1 to 5 of them"),
+        ("0", "keeps 1 to 5 of them"),
+        ("2,1", "must increase"),
+        ("0,6", "below the teacher's 6 layers"),
+        ("0,1,2,3,4,5", "keeps every layer"),
+        ("three", "expected a count"),
+    ],
+)
+def test_a_layer_choice_the_teacher_cannot_give_is_refused(choice, words):
+    with pytest.raises(ConfigError, match=words):
+        chosen_layers(choice, 6)
+
+
+@pytest.mark.parametrize(
+    "options, words",
+    [
+        (DistillConfig(), "--teacher RUN is required"),
+        (DistillConfig(teacher="t", temperature=0), "--temperature must be above 0"),
+        (DistillConfig(teacher="t", soft_weight=1.5), "--soft-weight must be between 0 and 1"),
+        (DistillConfig(teacher="t", student_layers="1", student_model="m"), "pass one"),
+    ],
+)
+def test_settings_out_of_range_are_refused(options, words):
+    with pytest.raises(ConfigError, match=words):
+        options.validate()
+
+
+def test_the_loss_is_the_hand_computed_mix_of_soft_and_hard_terms():
+    import tensorflow as tf
+
+    from bertfit.distill.loss import UNLABELLED, distillation_targets, per_example_loss
+
+    teacher = np.array([[0.7, 0.2, 0.1], [0.1, 0.1, 0.8]])
+    logits = np.array([[1.0, 0.5, -1.0], [0.2, -0.3, 0.9]], np.float32)
+    t, w = 2.0, 0.25
+    targets = distillation_targets(teacher, np.array([0, UNLABELLED]), t)
+    got = per_example_loss(tf.constant(targets), tf.constant(logits), t, w).numpy()
+
+    def softmax(z):
+        e = np.exp(z - z.max())
+        return e / e.sum()
+
+    expected = []
+    for row, (p, z) in enumerate(zip(teacher, logits.astype(np.float64), strict=True)):
+        p_t = p ** (1 / t) / (p ** (1 / t)).sum()
+        soft = t * t * np.sum(p_t * (np.log(p_t) - np.log(softmax(z / t))))
+        hard = -np.log(softmax(z)[0])
+        expected.append(w * soft + (1 - w) * hard if row == 0 else soft)
+    np.testing.assert_allclose(got, expected, rtol=1e-5)
+    # the teacher's own logits at T cost nothing but the hard term
+    same = per_example_loss(tf.constant(targets[1:]), tf.constant(np.log(teacher[1:])), t, w)
+    np.testing.assert_allclose(same.numpy(), [0.0], atol=1e-5)
+
+
+def test_the_soft_labels_file_reads_back_and_a_broken_one_is_refused(tmp_path):
+    from bertfit.distill.soft_labels import SoftLabels
+
+    written = SoftLabels(
+        np.array([[0.9, 0.1], [0.3, 0.7]], np.float32), np.array([1, -1]), ["neg", "pos"], "ab12"
+    )
+    written.save(tmp_path / "soft.npz")
+    read = SoftLabels.load(tmp_path / "soft.npz")
+    np.testing.assert_array_equal(read.probabilities, written.probabilities)
+    np.testing.assert_array_equal(read.given, [1, -1])
+    assert (read.labels, read.fingerprint) == (["neg", "pos"], "ab12")
+    (tmp_path / "broken.npz").write_bytes(b"not a zip")
+    with pytest.raises(BertfitError, match="broken.npz is not a soft-labels file"):
+        SoftLabels.load(tmp_path / "broken.npz")
+
+
+def test_the_student_starts_from_the_teachers_chosen_layers_bitwise(trained_run, tmp_path):
+    from bertfit.checkpoints.load import build_encoder, read_checkpoint
+    from bertfit.distill.student import teacher_encoder, write_student
+    from bertfit.inference.predictor import Classifier
+    from bertfit.training.run_dir import TrainingRunDir as RunDir
+
+    run = trained_run[1].run_dir
+    teacher = teacher_encoder(Classifier.from_run(run))
+    path = write_student(teacher, RunDir(run).tokenizer_dir, [1], tmp_path / "student")
+    student = build_encoder(read_checkpoint(path))
+    assert student.config.num_hidden_layers == 1
+    ours, theirs = student.named_variables(), teacher.named_variables()
+    # every tensor but the teacher's layer 0: its layer 1 is the student's layer 0
+    expected = {k.replace("layer_1/", "layer_0/") for k in theirs if not k.startswith("layer_0/")}
+    assert set(ours) == expected
+    for name, variable in ours.items():
+        source = name.replace("layer_0/", "layer_1/")
+        np.testing.assert_array_equal(variable.numpy(), theirs[source].numpy(), err_msg=name)
+
+
+def _errors(capsys, argv) -> tuple[int, str]:
+    code = main(argv)
+    return code, capsys.readouterr().err.strip()
+
+
+def test_distill_mistakes_exit_2_with_one_clear_line(trained_run, tmp_path, capsys):
+    from bertfit.training.run_dir import TrainingRunDir as RunDir
+
+    run = trained_run[1].run_dir
+    out = str(tmp_path / "student")
+    cases = {
+        "a teacher that is not there": (
+            ["--teacher", str(tmp_path / "none"), "--output-dir", out],
+            "holds no run",
+        ),
+        "a folder that is not a run": (
+            ["--teacher", str(tmp_path), "--output-dir", out],
+            "is not a bertfit run directory",
+        ),
+        "as many layers as the teacher": (
+            ["--teacher", run, "--output-dir", out, "--student-layers", "2"],
+            "the teacher has 2 layers; a student keeps 1 to 1",
+        ),
+        "--model instead of a student": (
+            ["--teacher", run, "--output-dir", out, "--model", "minilm-l6"],
+            "--student-model CHECKPOINT",
+        ),
+        "no output directory": (["--teacher", run], "--output-dir STUDENT is required"),
+        "a soft weight above 1": (
+            ["--teacher", run, "--output-dir", out, "--soft-weight", "2"],
+            "--soft-weight must be between 0 and 1",
+        ),
+    }
+    (tmp_path / "stray.txt").write_text("not a run")
+    tagged = tmp_path / "tagged"  # the same run, as if it were multi-label
+    shutil.copytree(run, tagged, ignore=shutil.ignore_patterns(".lock"))
+    task = RunDir(tagged).load_task()
+    RunDir(tagged).save_task(dataclasses.replace(task, kind="multi-label"))
+    cases["a multi-label teacher"] = (
+        ["--teacher", str(tagged), "--output-dir", out],
+        "is a multi-label run; bertfit distill distils single-label",
+    )
+    for case, (argv, words) in cases.items():
+        code, err = _errors(capsys, ["distill", *argv])
+        assert code == 2, case
+        assert err.startswith("bertfit distill: error:") and words in err, (case, err)
+        assert len(err.splitlines()) == 1, case
+    assert not (tmp_path / "student").exists()  # nothing written by a refused command
+
+
+@pytest.mark.slow
+def test_a_distilled_student_trains_exports_and_reuses_the_teachers_labels(
+    trained_run, tmp_path, capsys, monkeypatch
+):
+    from bertfit.distill.soft_labels import SoftLabels
+    from bertfit.export.serving import export_classifier
+    from bertfit.inference.predictor import Classifier
+    from bertfit.inference.run import evaluate
+    from tests.tiny import sentiment_rows, write_csv
+
+    config, summary = trained_run
+    unlabelled = write_csv(tmp_path / "more.csv", sentiment_rows(24, seed=5))
+    out = tmp_path / "student"
+    argv = ["distill", "--teacher", summary.run_dir, "--output-dir", str(out)]
+    argv += ["--student-layers", "1", "--unlabelled", str(unlabelled), "--epochs", "1"]
+    argv += ["--temperature", "3", "--quiet", "--no-report", "--json"]
+    assert main(argv) == 0
+    printed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert printed["run_dir"] == str(out)
+
+    soft = SoftLabels.load(out / "distill" / "soft_labels.npz")
+    assert soft.probabilities.shape == (192 + 24, 2)
+    assert (soft.given[:192] >= 0).all() and (soft.given[192:] == -1).all()
+    teacher = Classifier.from_run(summary.run_dir)
+    rows = [json.loads(line) for line in (out / "distill" / "train.jsonl").open()]
+    np.testing.assert_allclose(
+        soft.probabilities[:4], teacher.predict_proba([r["text"] for r in rows[:4]]), atol=1e-5
+    )
+    student = Classifier.from_run(out)
+    assert student.module.model.encoder.config.num_hidden_layers == 1
+    metrics = evaluate(out, config.data.eval, quiet=True)
+    assert metrics["num_examples"] == 37 and 0.0 <= metrics["accuracy"] <= 1.0
+    export_classifier(student, tmp_path / "export")
+    exported = Classifier.from_export(tmp_path / "export")
+    texts = ["good film", "bad film"]
+    np.testing.assert_allclose(
+        exported.predict_proba(texts), student.predict_proba(texts), atol=1e-5
+    )
+
+    # A distillation killed after the teacher labelled the rows reuses its labels (the teacher
+    # is not asked again); other settings over them are refused.
+    again = tmp_path / "again"
+    shutil.copytree(out / "distill", again / "distill")
+    changed = [*argv[:3], "--output-dir", str(again), *argv[5:]]
+    code, err = _errors(capsys, [*changed, "--temperature", "1"])  # the last flag counts
+    assert code == 2 and "holds a distillation of another teacher, other rows" in err
+
+    def asked(*_args, **_kwargs):
+        raise AssertionError("the teacher was asked again")
+
+    monkeypatch.setattr(Classifier, "predict_proba", asked)
+    assert main(changed) == 0
+    assert Classifier.from_run(again).module.model.encoder.config.num_hidden_layers == 1
+    code, err = _errors(capsys, [*argv, "--resume"])
+    assert code == 2 and "holds a finished run" in err
+
+    # `bertfit train` over a student would train it without the teacher's labels: refused.
+    shutil.rmtree(again / "checkpoints")
+    (again / "metrics.json").write_text('{"status": "running"}')
+    code, err = _errors(capsys, ["train", "--config", str(again / "config.yaml"), "--resume"])
+    assert code == 2 and "is a `bertfit distill` student" in err
