@@ -63,6 +63,7 @@ NO_CLASS_WEIGHTS, BALANCED = "none", "balanced"
 CLASS_WEIGHTS = (NO_CLASS_WEIGHTS, BALANCED)
 DATA_FORMATS = ("csv", "tsv", "jsonl", "parquet")  # --format (bertfit.data.sources reads them)
 # The sections of `train --help` that are not a config section's own (model, data, training).
+CALIBRATIONS = ("auto", "off")  # --calibrate (bertfit.training.calibration)
 EVALUATION, HARDWARE = "evaluation and checkpoints", "hardware and distribution"
 
 
@@ -273,10 +274,14 @@ class TrainConfig:
             (accuracy, micro_f1 for multi-label, rmse for regression).
         class_weights: "none", "balanced" (inverse class frequency) or a JSON file
             {label: weight}; single-label only.
-        tune_threshold: multi-label: pick the decision threshold that maximises micro-F1 on the
-            evaluation data, saved with the run (on by default: with rare labels the
-            probabilities of positives often stay under 0.5 for epochs while ranking them
-            right; without --eval, or with false, the threshold is 0.5).
+        tune_threshold: multi-label: pick one decision threshold per label on the evaluation
+            data (each label's F1-best, floored so a rare label is still predicted:
+            `training.calibration.label_thresholds`), saved with the run (on by default: with
+            rare labels the probabilities of positives often stay under 0.5 for epochs while
+            ranking them right; without --eval, or with false, the threshold is 0.5).
+        calibrate: "auto": at the end of a run with --eval, fit temperature scaling (one per
+            label for multi-label) on the best checkpoint's eval outputs and keep it when it
+            lowers the eval NLL (`training.calibration`; docs/calibration.md); "off": none.
         save_every_steps: also save a resumable checkpoint every N optimizer steps (long
             epochs); the end of every epoch's training is always saved.
         save_every_minutes: also save one whenever this many minutes passed since the last.
@@ -373,10 +378,19 @@ class TrainConfig:
     tune_threshold: bool = dataclasses.field(
         default=True,
         metadata=flag(
-            "multi-label: pick the micro-F1-best threshold on --eval",
+            "multi-label: pick one F1-best threshold per label on --eval",
             group=EVALUATION,
             type=parse_bool,
             metavar="BOOL",
+        ),
+    )
+    calibrate: str = dataclasses.field(
+        default="auto",
+        metadata=flag(
+            "auto: fit temperature scaling on --eval at the end of the run, kept when it lowers "
+            "the eval NLL; off: none",
+            group=EVALUATION,
+            choices=CALIBRATIONS,
         ),
     )
     save_every_steps: int | None = dataclasses.field(

@@ -1,15 +1,18 @@
 """What a classifier's logits mean to a user: the one place they become probabilities, labels or
 values. The exported SavedModel, the in-memory predictor, `bertfit serve`, `bertfit evaluate` and
 `bertfit predict` all use it, so they cannot disagree; and the probabilities are the trainer's
-(`bertfit.training.losses.outputs`), so evaluation during training and after it agree too.
+(`bertfit.training.losses.outputs`) of the logits divided by the run's calibration temperatures
+(`Task.temperatures`, fitted on --eval at the end of training: `bertfit.training.calibration`),
+so every export and server gives the calibrated probabilities. The LiteRT and ONNX exports
+(`bertfit.export.portable`) divide by the same `calibrated_logits`.
 
 `task_outputs` (in the graph) gives every output by name:
 
 - single-label: `probabilities` [batch, labels] (softmax), `label_id` [batch] (int32), `label`
   [batch] (string);
 - multi-label: `probabilities` [batch, labels] (sigmoid per label), `predicted` [batch, labels]
-  (int32 1 at or above the threshold), `labels` [batch] (the predicted names joined by the
-  task's separator, "" for none);
+  (int32 1 at or above the label's threshold, `Task.decision_thresholds`), `labels` [batch]
+  (the predicted names joined by the task's separator, "" for none);
 - regression: `value` [batch] (float32, in the training targets' units).
 
 `prediction_rows` and `metric_inputs` read those arrays back (numpy): as `predict`'s rows, and as
@@ -34,11 +37,11 @@ def task_outputs(task: Task, logits: tf.Tensor, label_names: tf.Tensor) -> dict[
     >>> out["label"].numpy().tolist(), out["label_id"].numpy().tolist()
     ([b'pos'], [1])
     """
-    meaning = logit_meaning(task.kind, logits)
+    meaning = logit_meaning(task.kind, calibrated_logits(task, logits))
     if task.kind == REGRESSION:
         return {"value": meaning[:, 0] * task.std + task.mean}
     if task.kind == MULTI_LABEL:
-        predicted = meaning >= task.threshold
+        predicted = meaning >= tf.constant(task.decision_thresholds, tf.float32)
         names = tf.ragged.boolean_mask(tf.broadcast_to(label_names, tf.shape(predicted)), predicted)
         return {
             "probabilities": meaning,
@@ -51,6 +54,20 @@ def task_outputs(task: Task, logits: tf.Tensor, label_names: tf.Tensor) -> dict[
         "label": tf.gather(label_names, label_id),
         "label_id": label_id,
     }
+
+
+def calibrated_logits(task: Task, logits: tf.Tensor) -> tf.Tensor:
+    """`logits` (float32) divided by the task's temperatures (unchanged when uncalibrated).
+
+    Examples:
+    >>> task = Task("single-label", ("neg", "pos"), temperatures=(2.0,))
+    >>> calibrated_logits(task, tf.constant([[0.0, 2.0]])).numpy().tolist()
+    [[0.0, 1.0]]
+    """
+    logits = tf.cast(logits, tf.float32)
+    if not task.temperatures:
+        return logits
+    return logits / tf.constant(task.temperatures, tf.float32)
 
 
 def prediction_rows(task: Task, outputs: dict[str, np.ndarray]) -> list[dict]:

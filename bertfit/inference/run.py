@@ -14,6 +14,7 @@ from bertfit.errors import ConfigError
 from bertfit.inference.outputs import metric_inputs, prediction_rows
 from bertfit.inference.predictor import Classifier, load_classifier
 from bertfit.progress import Progress
+from bertfit.training.calibration import calibration_metrics
 from bertfit.training.metrics import task_metrics
 
 STREAM_ROWS = 256  # rows of standard input predicted together (`predict_chunks`)
@@ -53,7 +54,9 @@ def evaluate(
     """The task's metrics (e.g. accuracy, macro_f1, loss) of a trained run (or an export) on a
     labelled file (`format`: its format, else from its name; `columns`: its column names
     where they differ from the training files', see `classifier_source_spec`), with
-    num_examples; every row counts."""
+    num_examples; every row counts. A classifier's metrics include `ece` (expected
+    calibration error) and `brier` of the probabilities it gives (calibrated when the run was).
+    """
     classifier = load_classifier(run_path)
     spec = classifier_source_spec(classifier, format, columns)
     examples = read_examples(data_path, spec)
@@ -61,7 +64,9 @@ def evaluate(
     start = time.perf_counter()
     outputs = _outputs(classifier, examples, "evaluate", quiet)
     seconds = time.perf_counter() - start
-    metrics = task_metrics(classifier.task, targets, metric_inputs(classifier.task, outputs))
+    meaning = metric_inputs(classifier.task, outputs)
+    metrics = task_metrics(classifier.task, targets, meaning)
+    metrics.update(calibration_metrics(classifier.task, targets, meaning))
     metrics.update(
         num_examples=len(examples),
         wall_seconds=seconds,

@@ -30,15 +30,10 @@ from bertfit.data.training_data import LabelledData
 from bertfit.errors import BertfitError, ConfigError, DataError, TrainingInterrupted
 from bertfit.progress import Console
 from bertfit.training import remote_run
+from bertfit.training.calibration import fit_calibration, label_thresholds
 from bertfit.training.checkpointing import CheckpointWriteError, RunCheckpoints, TrainingState
 from bertfit.training.interrupt import StopRequests
-from bertfit.training.metrics import (
-    HEADLINE_METRICS,
-    best_threshold,
-    collapse_warning,
-    is_better,
-    task_metrics,
-)
+from bertfit.training.metrics import HEADLINE_METRICS, collapse_warning, is_better, task_metrics
 from bertfit.training.records import (
     DIVERGED,
     FAILED,
@@ -319,8 +314,7 @@ def _finished(
     started: float,
     length: RunLength,
 ) -> RunSummary:
-    """The summary of a finished run; with --tune-threshold the best epoch's threshold is
-    saved with the task."""
+    """The summary of a finished run, calibrated (`_calibrate`) when it has --eval."""
     trainer, wall = setup.trainer, time.perf_counter() - started
     at_max_steps = state.stopped_early is None and state.global_step == length.max_steps
     finished = dataclasses.replace(
@@ -341,12 +335,31 @@ def _finished(
     )
     if setup.eval is None:
         return finished
-    best = _best_evaluation(state, setup.best_metric)
-    if setup.config.train.tune_threshold and best is not None and "threshold" in best:
-        run_dir.save_task(dataclasses.replace(setup.task, threshold=best["threshold"]))
+    _calibrate(setup, run_dir)
     return dataclasses.replace(
         finished, final=state.history[-1].eval, best={setup.best_metric: state.best_value}
     )
+
+
+def _calibrate(setup: RunSetup, run_dir: RunDir) -> None:
+    """Fits the calibration (temperatures; per-label thresholds for multi-label) on the best
+    checkpoint's eval outputs, writes calibration.json and the calibrated task to labels.json,
+    which every export and server then applies (`bertfit.training.calibration`)."""
+    saved = run_dir.load_best_eval_outputs()
+    if saved is None:
+        return
+    t = setup.config.train
+    calibration = fit_calibration(
+        setup.task,
+        *saved,
+        temperature=t.calibrate != "off",
+        tune_thresholds=t.tune_threshold,
+    )
+    if calibration is None:
+        return
+    run_dir.save_calibration(calibration)
+    run_dir.save_task(calibration.calibrated_task(setup.task))
+    run_dir.log(calibration.describe())
 
 
 def time_split(
@@ -613,6 +626,7 @@ class EpochRunner:
         best = is_better(metric, value, state.best_value)
         if best:
             state.best_value = value
+            self.run_dir.save_best_eval_outputs(self.setup.eval.labels, self.outputs)
         return best
 
     def _stop_early_when_due(self, state: TrainingState, epoch_end: bool = False) -> None:
@@ -698,13 +712,16 @@ class EpochRunner:
             self._stop(state, stop.signal)
 
     def _evaluate(self, data: LabelledData) -> dict:
-        """The epoch's evaluation; with --tune-threshold the multi-label threshold that suits
-        these outputs best; a warning when single-label predictions collapsed."""
+        """The epoch's evaluation; with --tune-threshold the multi-label thresholds (one per
+        label) that suit these outputs best; a warning when single-label predictions
+        collapsed. The outputs are kept for `_judge` (the best ones are calibrated)."""
         task = self.setup.task
         metrics, outputs = evaluate_data(self.setup, data, self.console)
         self.run_dir.save_eval_outputs(data.labels, outputs)
+        self.outputs = outputs
         if self.config.train.tune_threshold and task.kind == MULTI_LABEL:
-            tuned = dataclasses.replace(task, threshold=best_threshold(data.labels, outputs))
+            tuned = dataclasses.replace(task, thresholds=label_thresholds(data.labels, outputs))
+            metrics.pop("threshold")
             metrics.update(task_metrics(tuned, data.labels, outputs))
         training_labels = self.setup.train.labels  # None: a streamed set's are not in memory
         warning = collapse_warning(task, data.labels, outputs, self.config.train, training_labels)

@@ -12,6 +12,9 @@
       steps.jsonl           every optimizer step: loss, learning rate, gradient norm, examples/s,
                             wall_time (Unix seconds when its host call returned)
       eval_outputs.npz      the targets and outputs of the latest evaluation (for the report)
+      best_eval_outputs.npz the same of the best checkpoint's evaluation (calibrated on)
+      calibration.json      the temperatures and per-label thresholds fitted on --eval at the
+                            end, with ECE, Brier and NLL before and after (`Calibration`)
       tensorboard/          TensorBoard events (`tensorboard --logdir runs/`)
       report.html           plots and tables of the run (`bertfit report`)
       train.log             what happened, readable
@@ -55,6 +58,7 @@ from bertfit.data.tasks import Task
 from bertfit.errors import BertfitError, ConfigError
 from bertfit.model.config import BertConfig
 from bertfit.text.loading import load_tokenizer
+from bertfit.training.calibration import CALIBRATION_FILE, Calibration
 from bertfit.training.checkpointing import remove_unindexed
 from bertfit.training.records import DIVERGED, FINISHED, RUNNING, RunSummary
 
@@ -72,6 +76,8 @@ RUN_ENTRIES = {
     "tensorboard",
     "report.html",
     "eval_outputs.npz",
+    "best_eval_outputs.npz",
+    "calibration.json",
 }
 LOCK_FILE = ".lock"
 
@@ -253,6 +259,8 @@ class RunDir:
     log_file = property(lambda self: self.path / "train.log")
     steps_file = property(lambda self: self.path / "steps.jsonl")
     eval_outputs_file = property(lambda self: self.path / "eval_outputs.npz")
+    best_eval_outputs_file = property(lambda self: self.path / "best_eval_outputs.npz")
+    calibration_file = property(lambda self: self.path / CALIBRATION_FILE)
     report_file = property(lambda self: self.path / "report.html")
     latest_dir = property(lambda self: self.path / "checkpoints" / "latest")
     best_dir = property(lambda self: self.path / "checkpoints" / "best")
@@ -499,16 +507,27 @@ class RunDir:
         return rows
 
     def save_eval_outputs(self, targets: np.ndarray, outputs: np.ndarray) -> None:
-        buffer = io.BytesIO()
-        np.savez(buffer, targets=targets, outputs=outputs)
-        write_bytes_atomic(self.eval_outputs_file, buffer.getvalue())
+        _save_outputs(self.eval_outputs_file, targets, outputs)
 
     def load_eval_outputs(self) -> tuple[np.ndarray, np.ndarray] | None:
         """(targets, outputs) of the latest evaluation, if one was saved."""
-        if not self.eval_outputs_file.exists():
+        return _load_outputs(self.eval_outputs_file)
+
+    def save_best_eval_outputs(self, targets: np.ndarray, outputs: np.ndarray) -> None:
+        """The best checkpoint's eval outputs, which the end of the run calibrates on."""
+        _save_outputs(self.best_eval_outputs_file, targets, outputs)
+
+    def load_best_eval_outputs(self) -> tuple[np.ndarray, np.ndarray] | None:
+        return _load_outputs(self.best_eval_outputs_file)
+
+    def save_calibration(self, calibration: Calibration) -> None:
+        calibration.save(self.calibration_file)
+
+    def load_calibration(self) -> Calibration | None:
+        """calibration.json, or None for a run without one (no --eval, regression, older)."""
+        if not self.calibration_file.exists():
             return None
-        with np.load(self.eval_outputs_file) as data:
-            return data["targets"], data["outputs"]
+        return Calibration.load(self.calibration_file)
 
     def save_metrics(self, summary: RunSummary) -> None:
         write_text_atomic(self.metrics_file, json.dumps(summary.to_dict(), indent=2))
@@ -551,3 +570,16 @@ class RunDir:
         if path is None:
             raise BertfitError(f"{self.shown}: no checkpoint found under {self._shown(directory)}.")
         return path
+
+
+def _save_outputs(file: Path, targets: np.ndarray, outputs: np.ndarray) -> None:
+    buffer = io.BytesIO()
+    np.savez(buffer, targets=targets, outputs=outputs)
+    write_bytes_atomic(file, buffer.getvalue())
+
+
+def _load_outputs(file: Path) -> tuple[np.ndarray, np.ndarray] | None:
+    if not file.exists():
+        return None
+    with np.load(file) as data:
+        return data["targets"], data["outputs"]

@@ -12,6 +12,7 @@ from bertfit.cli import main
 from bertfit.data.tasks import Task
 from bertfit.export.serving import export_classifier
 from bertfit.inference.predictor import load_classifier
+from bertfit.training.calibration import Calibration
 from tests.tiny import (
     scored_rows,
     sentiment_rows,
@@ -64,12 +65,19 @@ def test_multi_label_trains_tunes_its_threshold_evaluates_and_predicts_label_lis
     assert final["num_examples"] == 37
     assert set(final["per_label_f1"]) == {"neg", "plot", "pos"}
     assert final["micro_f1"] > 0.8 and 0 <= final["hamming_loss"] < 0.2
+    assert set(final["thresholds"]) == {"neg", "plot", "pos"}  # one per label
     task = Task.load(run / "labels.json")
-    assert task.kind == "multi-label" and task.threshold == final["threshold"]
+    calibration = Calibration.load(run / "calibration.json")  # fitted on dev at the end
+    assert task.kind == "multi-label" and task.thresholds == calibration.thresholds
+    assert len(task.temperatures) == 3 or not calibration.applied
 
     assert main(["evaluate", "--run", str(run), "--data", str(dev), "--json"]) == 0
     evaluated = json.loads(capsys.readouterr().out)
-    assert evaluated["micro_f1"] == pytest.approx(final["micro_f1"], abs=1e-6)
+    # evaluate gives the calibrated model's numbers, as the end of training measured them
+    assert evaluated["micro_f1"] == pytest.approx(calibration.metrics["micro_f1"], abs=1e-6)
+    assert evaluated["macro_f1"] == pytest.approx(calibration.metrics["macro_f1"], abs=1e-6)
+    assert evaluated["ece"] == pytest.approx(calibration.after["ece"], abs=1e-4)
+    assert evaluated["brier"] == pytest.approx(calibration.after["brier"], abs=1e-5)
 
     rows = load_classifier(run).predict(["the plot was good", "it was awful"])
     assert set(rows[0]) == {"labels", "probabilities"}
