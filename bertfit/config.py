@@ -280,8 +280,9 @@ class TrainConfig:
             rare labels the probabilities of positives often stay under 0.5 for epochs while
             ranking them right; without --eval, or with false, the threshold is 0.5).
         calibrate: "auto": at the end of a run with --eval, fit temperature scaling (one per
-            label for multi-label) on the best checkpoint's eval outputs and keep it when it
-            lowers the eval NLL (`training.calibration`; docs/calibration.md); "off": none.
+            label for multi-label) on the best checkpoint's eval outputs and keep it where it
+            lowers the NLL of held-out eval rows; a predictive interval from the eval residuals
+            for regression (`training.calibration`; docs/calibration.md); "off": neither.
         save_every_steps: also save a resumable checkpoint every N optimizer steps (long
             epochs); the end of every epoch's training is always saved.
         save_every_minutes: also save one whenever this many minutes passed since the last.
@@ -387,8 +388,8 @@ class TrainConfig:
     calibrate: str = dataclasses.field(
         default="auto",
         metadata=flag(
-            "auto: fit temperature scaling on --eval at the end of the run, kept when it lowers "
-            "the eval NLL; off: none",
+            "auto: at the end of the run fit temperature scaling on --eval, kept where it "
+            "lowers held-out eval NLL (regression: a predictive interval); off: none",
             group=EVALUATION,
             choices=CALIBRATIONS,
         ),

@@ -395,16 +395,27 @@ def _calibration_section(calibration: Calibration | None) -> str:
     if calibration is None:
         return ""
     c = calibration
-    temperatures = ", ".join(f"{t:.3f}" for t in c.temperatures) or "none kept"
+    if c.task == REGRESSION:
+        return section(
+            "Predictive interval",
+            [
+                f"<p>value ± {c.interval:.6g} (split conformal on {c.eval_rows} eval rows) holds "
+                f"{c.after['interval_coverage']:.1%} of their true values; predict gives it as "
+                "<code>interval</code>, the SavedModel as <code>value_low</code> and "
+                "<code>value_high</code>.</p>"
+            ],
+        )
+    fitted = ", ".join(f"{t:.3f}" for t in c.fitted_temperatures) or "none (--calibrate off)"
+    kept = ", ".join(f"{t:.3f}" for t in c.temperatures) or "none"
     rows = [
         [name, f"{c.before[key]:.4f}", f"{c.after[key]:.4f}"]
         for key, name in (("ece", "expected calibration error"), ("brier", "Brier"), ("nll", "NLL"))
     ]
     parts = [
-        f"<p>Temperature scaling fitted on {c.eval_rows} eval rows: temperature "
-        f"{html.escape(temperatures)}"
-        + ("" if c.applied else " (it did not lower the eval NLL: the model is uncalibrated)")
-        + ".</p>",
+        f"<p>Temperature scaling on {c.eval_rows} eval rows: fitted {html.escape(fitted)}; "
+        f"kept {html.escape(kept)} (a temperature is kept where it lowers the NLL of eval rows "
+        "it was not fitted on). The model's probabilities everywhere (predict, evaluate, "
+        "serve, every export) are the kept ones.</p>",
         _reliability_plot(c),
         table(["on the eval rows", "before", "after"], rows),
     ]

@@ -43,6 +43,7 @@ from bertfit.errors import DataError
 SINGLE_LABEL, MULTI_LABEL, REGRESSION = TASKS
 DEFAULT_SEPARATOR = "|"
 DEFAULT_THRESHOLD = 0.5
+INTERVAL_LEVEL = 0.9  # the share of true values a regression's predictive interval holds
 LABEL_MAP_INVALID = "data-label-map-invalid"  # labels.json of a run (`DataError.code`)
 WARNING_NOTE = "warning: "  # a note of `infer_task` that is a warning
 
@@ -81,6 +82,9 @@ class Task:
             multi-label; empty: uncalibrated.
         thresholds: one decision threshold per label (multi-label, tuned on --eval); empty:
             `threshold` for every label.
+        interval: regression: the half-width (in the targets' units) of the predictive
+            interval `value ± interval` that held `INTERVAL_LEVEL` of the --eval rows' true
+            values (split conformal); 0: none.
 
     Examples:
     >>> task = Task(MULTI_LABEL, ("fun", "pos"))
@@ -96,6 +100,7 @@ class Task:
     std: float = 1.0
     temperatures: tuple[float, ...] = ()
     thresholds: tuple[float, ...] = ()
+    interval: float = 0.0
 
     def __post_init__(self):  # JSON gives lists; a frozen Task holds tuples
         object.__setattr__(self, "temperatures", tuple(self.temperatures))
@@ -163,6 +168,8 @@ class Task:
             values["temperatures"] = list(self.temperatures)
         if self.thresholds:
             values["thresholds"] = list(self.thresholds)
+        if self.interval:
+            values["interval"] = self.interval
         return values
 
     def save(self, file: str | os.PathLike) -> None:
@@ -212,6 +219,20 @@ def _check_calibration(values: dict, kind: str, num_labels: int, where: str) -> 
     outputs = num_labels if kind == MULTI_LABEL else 1
     rules = [("temperatures", kind != REGRESSION, outputs, lambda v: v > 0)]
     rules.append(("thresholds", kind == MULTI_LABEL, num_labels, lambda v: 0 <= v <= 1))
+    interval = values.get("interval")
+    if interval is not None and (
+        kind != REGRESSION
+        or not isinstance(interval, int | float)
+        or isinstance(interval, bool)
+        or not math.isfinite(interval)
+        or interval < 0
+    ):
+        raise DataError(
+            f'"interval" must be a number >= 0 (the predictive interval of a regression task), '
+            f'as bertfit train writes it; got {interval!r}. Retrain, or remove "interval"',
+            path=where,
+            code=LABEL_MAP_INVALID,
+        )
     for name, allowed, count, valid in rules:
         given = values.get(name)
         if given is None:

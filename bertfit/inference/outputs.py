@@ -13,7 +13,8 @@ so every export and server gives the calibrated probabilities. The LiteRT and ON
 - multi-label: `probabilities` [batch, labels] (sigmoid per label), `predicted` [batch, labels]
   (int32 1 at or above the label's threshold, `Task.decision_thresholds`), `labels` [batch]
   (the predicted names joined by the task's separator, "" for none);
-- regression: `value` [batch] (float32, in the training targets' units).
+- regression: `value` [batch] (float32, in the training targets' units); with a predictive
+  interval fitted on --eval (`Task.interval`), `value_low` and `value_high` too.
 
 `prediction_rows` and `metric_inputs` read those arrays back (numpy): as `predict`'s rows, and as
 what `task_metrics` takes.
@@ -39,7 +40,14 @@ def task_outputs(task: Task, logits: tf.Tensor, label_names: tf.Tensor) -> dict[
     """
     meaning = logit_meaning(task.kind, calibrated_logits(task, logits))
     if task.kind == REGRESSION:
-        return {"value": meaning[:, 0] * task.std + task.mean}
+        value = meaning[:, 0] * task.std + task.mean
+        if not task.interval:
+            return {"value": value}
+        return {
+            "value": value,
+            "value_low": value - task.interval,
+            "value_high": value + task.interval,
+        }
     if task.kind == MULTI_LABEL:
         predicted = meaning >= tf.constant(task.decision_thresholds, tf.float32)
         names = tf.ragged.boolean_mask(tf.broadcast_to(label_names, tf.shape(predicted)), predicted)
@@ -72,8 +80,9 @@ def calibrated_logits(task: Task, logits: tf.Tensor) -> tf.Tensor:
 
 def prediction_rows(task: Task, outputs: dict[str, np.ndarray]) -> list[dict]:
     """One row per example of `task_outputs`' arrays: `{"label", "probabilities"}`
-    (single-label), `{"labels", "probabilities"}` (multi-label) or `{"value"}` (regression);
-    probabilities by label name.
+    (single-label), `{"labels", "probabilities"}` (multi-label) or `{"value"}` (regression,
+    with `interval` [low, high] when the run fitted one on --eval); probabilities by label
+    name.
 
     Examples:
     >>> task = Task("single-label", ("neg", "pos"))
@@ -81,7 +90,12 @@ def prediction_rows(task: Task, outputs: dict[str, np.ndarray]) -> list[dict]:
     [{'label': 'pos', 'probabilities': {'neg': 0.25, 'pos': 0.75}}]
     """
     if task.kind == REGRESSION:
-        return [{"value": float(v)} for v in outputs["value"]]
+        if not task.interval:
+            return [{"value": float(v)} for v in outputs["value"]]
+        return [
+            {"interval": [float(v) - task.interval, float(v) + task.interval], "value": float(v)}
+            for v in outputs["value"]
+        ]
     labels = list(task.labels)
     rows = [
         {"probabilities": {name: float(v) for name, v in zip(labels, p, strict=True)}}

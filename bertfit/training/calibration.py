@@ -4,13 +4,20 @@ A fine-tuned classifier is over-confident: its 0.95 is right less often than 95%
 Temperature scaling (Guo et al., 2017) divides the logits by one number T, fitted to minimise the
 negative log-likelihood of the evaluation labels; it moves no prediction of a single-label model
 (the argmax is unchanged), only how sure it says it is. A multi-label model gets one temperature
-per label (each sigmoid is its own binary classifier). The temperatures live in the run's `Task`
-(labels.json), so `bertfit.inference.outputs` applies them inside every graph: the SavedModel,
-LiteRT, ONNX, `bertfit serve` and `bertfit predict` all give the calibrated probabilities.
+per label (each sigmoid is its own binary classifier). A temperature is kept only where it also
+lowers the NLL of eval rows it was not fitted on (`held_out_gains`, 2-fold cross-fitting): a
+model that is calibrated already is left alone rather than nudged by noise. The temperatures
+live in the run's `Task` (labels.json), so `bertfit.inference.outputs` applies them inside
+every graph: the SavedModel, LiteRT, ONNX, `bertfit serve` and `bertfit predict` all give the
+calibrated probabilities.
 
 Multi-label decisions get one threshold per label (`label_thresholds`): each label's F1-best on
 --eval, and never above its floor, the probability at which the label would still be predicted
 on at least half as many eval rows as carry it, so that a rare label is never silenced.
+
+A regression gets a predictive interval instead (`residual_interval`): value ± the absolute eval
+residual that held 90% of the eval rows (split conformal), in `Task.interval`, given by predict
+and the SavedModel (`value_low`, `value_high`); `bertfit evaluate` reports its coverage.
 
 What the fit did is kept in the run directory as calibration.json (`Calibration`: the
 temperatures, the thresholds, expected calibration error, Brier score and NLL before and after,
@@ -36,7 +43,7 @@ from pathlib import Path
 import numpy as np
 
 from bertfit.atomic import write_text_atomic
-from bertfit.data.tasks import MULTI_LABEL, REGRESSION, SINGLE_LABEL, Task
+from bertfit.data.tasks import INTERVAL_LEVEL, MULTI_LABEL, REGRESSION, SINGLE_LABEL, Task
 from bertfit.errors import DataError
 from bertfit.training.metrics import task_metrics
 
@@ -208,9 +215,14 @@ def negative_log_likelihood(kind: str, targets: np.ndarray, probabilities: np.nd
 
 
 def calibration_metrics(task: Task, targets: np.ndarray, probabilities: np.ndarray) -> dict:
-    """`ece` and `brier` of a classifier's probabilities ({} for regression)."""
+    """`ece` and `brier` of a classifier's probabilities; for a regression with a predictive
+    interval, `interval_coverage`: the share of true values inside it (`task_metrics`'
+    inputs: standardised targets and outputs [n, 1])."""
     if task.kind == REGRESSION:
-        return {}
+        if not task.interval:
+            return {}
+        error = np.abs(task.values(targets) - task.values(np.asarray(probabilities)[:, 0]))
+        return {"interval_coverage": float(np.mean(error <= task.interval)) if len(error) else 0.0}
     return {
         "ece": expected_calibration_error(task.kind, targets, probabilities),
         "brier": brier_score(task.kind, targets, probabilities),
@@ -260,20 +272,27 @@ class Calibration:
 
     Args:
         task: the task kind.
-        temperatures: the fitted temperatures (one, or one per label); applied ones only.
+        temperatures: the temperatures the model applies (one, or one per label; 1 for a
+            label whose fit was not kept); empty when none was kept.
+        fitted_temperatures: what the fit on all the eval rows gave (empty: --calibrate off).
+        held_out_gains: per fitted temperature, how much it lowered the NLL of eval rows it
+            was not fitted on (`held_out_gains`); kept only where > 0.
         thresholds: multi-label decision thresholds per label (empty for single-label).
-        applied: whether the temperatures were kept: `--calibrate auto` keeps them only when
-            they lower the eval NLL.
+        applied: whether any temperature was kept.
         eval_rows: how many eval rows the fit saw.
         before, after: `ece`, `brier` and `nll` on the eval rows without and with them.
         reliability_before, reliability_after: `reliability_bins` without and with them.
         metrics: the task's metrics on the eval rows as the calibrated model gives them (with
             the thresholds: micro- and macro-F1 side by side), what `bertfit evaluate` on the
             same rows reports.
+        interval: regression: the predictive interval's half-width (`residual_interval`);
+            `after` then holds its `interval_coverage` on the eval rows.
     """
 
     task: str
     temperatures: tuple[float, ...]
+    fitted_temperatures: tuple[float, ...]
+    held_out_gains: list
     thresholds: tuple[float, ...]
     applied: bool
     eval_rows: int
@@ -282,13 +301,20 @@ class Calibration:
     reliability_before: list
     reliability_after: list
     metrics: dict
+    interval: float = 0.0
 
     def describe(self) -> str:
         """One line for train.log and the console."""
-        kept = "kept" if self.applied else "not kept (no lower eval NLL)"
+        if self.task == REGRESSION:
+            return (
+                f"predictive interval on {self.eval_rows} eval rows: value ± {self.interval:.6g} "
+                f"holds {self.after['interval_coverage']:.1%} of them"
+            )
+        fitted = ", ".join(f"{t:.3f}" for t in self.fitted_temperatures) or "none (off)"
+        kept = ", ".join(f"{t:.3f}" for t in self.temperatures) or "none"
         line = (
-            f"calibration on {self.eval_rows} eval rows: temperature "
-            f"{', '.join(f'{t:.3f}' for t in self.temperatures) or '1'} {kept}; ECE "
+            f"calibration on {self.eval_rows} eval rows: temperature fitted {fitted}, kept "
+            f"{kept} (kept where it lowers held-out eval NLL); ECE "
             f"{self.before['ece']:.4f} -> {self.after['ece']:.4f}, NLL {self.before['nll']:.4f}"
             f" -> {self.after['nll']:.4f}"
         )
@@ -301,7 +327,11 @@ class Calibration:
 
     def to_dict(self) -> dict:
         values = dataclasses.asdict(self)
-        values.update(temperatures=list(self.temperatures), thresholds=list(self.thresholds))
+        values.update(
+            temperatures=list(self.temperatures),
+            fitted_temperatures=list(self.fitted_temperatures),
+            thresholds=list(self.thresholds),
+        )
         return values
 
     def save(self, file: str | os.PathLike) -> None:
@@ -333,18 +363,23 @@ class Calibration:
         """ValueError unless the numbers can be what a fit wrote."""
         object.__setattr__(self, "temperatures", tuple(self.temperatures))
         object.__setattr__(self, "thresholds", tuple(self.thresholds))
-        numbers = list(self.temperatures) + list(self.thresholds)
-        if self.task not in (SINGLE_LABEL, MULTI_LABEL):
-            raise ValueError(f"task {self.task!r} is not a classifier's")
+        object.__setattr__(self, "fitted_temperatures", tuple(self.fitted_temperatures))
+        numbers = [*self.temperatures, *self.fitted_temperatures, *self.thresholds]
+        if self.task not in (SINGLE_LABEL, MULTI_LABEL, REGRESSION):
+            raise ValueError(f"task {self.task!r} is not a task bertfit trains")
+        if not isinstance(self.interval, int | float) or not self.interval >= 0:
+            raise ValueError("interval must be a number >= 0")
         if not all(isinstance(v, int | float) and math.isfinite(v) for v in numbers):
             raise ValueError("temperatures and thresholds must be finite numbers")
-        if not all(t > 0 for t in self.temperatures) or not all(
+        if not all(t > 0 for t in (*self.temperatures, *self.fitted_temperatures)) or not all(
             0 <= t <= 1 for t in self.thresholds
         ):
             raise ValueError("temperatures must be > 0 and thresholds in [0, 1]")
 
     def calibrated_task(self, task: Task) -> Task:
-        """`task` with these temperatures (when applied) and thresholds."""
+        """`task` with these temperatures (when applied) and thresholds, or interval."""
+        if task.kind == REGRESSION:
+            return dataclasses.replace(task, interval=self.interval)
         return dataclasses.replace(
             task,
             temperatures=self.temperatures if self.applied else (),
@@ -360,6 +395,35 @@ def _summary(kind: str, targets: np.ndarray, probabilities: np.ndarray) -> dict:
     }
 
 
+def _fit(kind: str, logits: np.ndarray, targets: np.ndarray) -> tuple[float, ...]:
+    if kind == MULTI_LABEL:
+        return fit_label_temperatures(logits, targets)
+    return (fit_temperature(logits, targets),)
+
+
+def _nll_per_temperature(kind: str, logits: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """The NLL that each temperature governs: [1] single-label, one per label multi-label."""
+    if kind == MULTI_LABEL:
+        return np.array([_sigmoid_nll(logits[:, j], targets[:, j]) for j in range(logits.shape[1])])
+    return np.array([_softmax_nll(logits, np.asarray(targets, np.int64))])
+
+
+def held_out_gains(kind: str, logits: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """How much each temperature lowers the NLL of eval rows it was not fitted on (2-fold
+    cross-fitting: fitted on the even rows and scored on the odd ones, and the other way round;
+    the mean of the two). A temperature fitted and judged on the same rows always looks better;
+    this says whether it generalises, which is what `--calibrate auto` keeps it for."""
+    even = np.arange(len(targets)) % 2 == 0
+    gains = 0.0
+    for fitted_on, scored_on in ((even, ~even), (~even, even)):
+        temperatures = np.asarray(_fit(kind, logits[fitted_on], targets[fitted_on]))
+        z, y = logits[scored_on], targets[scored_on]
+        gains = gains + (
+            _nll_per_temperature(kind, z, y) - _nll_per_temperature(kind, z / temperatures, y)
+        )
+    return gains / 2
+
+
 def fit_calibration(
     task: Task,
     targets: np.ndarray,
@@ -368,41 +432,77 @@ def fit_calibration(
     temperature: bool = True,
     tune_thresholds: bool = True,
 ) -> Calibration | None:
-    """The calibration of a classifier from its uncalibrated eval `probabilities`, or None
-    (regression, or fewer than `MIN_EVAL_ROWS` rows). `temperature=False` (--calibrate off)
-    fits none; multi-label thresholds are chosen either way (unless `tune_thresholds` is
-    False: --tune-threshold false), on the probabilities the model will give."""
-    if task.kind == REGRESSION or len(targets) < MIN_EVAL_ROWS:
+    """The calibration of a classifier from its uncalibrated eval `probabilities` (a
+    regression's predictive interval from its standardised outputs [n, 1]), or None (fewer
+    than `MIN_EVAL_ROWS` rows). Each temperature is kept only when it
+    lowers the NLL of held-out eval rows (`held_out_gains`); a label whose temperature is not
+    kept gets 1. `temperature=False` (--calibrate off) fits none. Multi-label thresholds are
+    chosen either way (unless `tune_thresholds` is False: --tune-threshold false), on the
+    probabilities the model will give."""
+    if len(targets) < MIN_EVAL_ROWS:
         return None
+    if task.kind == REGRESSION:  # --calibrate off: no interval either
+        if not temperature:
+            return None
+        return _regression_calibration(task, np.asarray(targets), np.asarray(probabilities))
+    targets = np.asarray(targets)
     logits = logits_of(task.kind, probabilities)
-    if temperature:
-        temperatures = (
-            fit_label_temperatures(logits, targets)
-            if task.kind == MULTI_LABEL
-            else (fit_temperature(logits, targets),)
-        )
-    else:
-        temperatures = (1.0,) * (task.num_outputs if task.kind == MULTI_LABEL else 1)
-    after = scaled(task.kind, logits, temperatures)
-    before_summary, after_summary = (
-        _summary(task.kind, targets, probabilities),
-        _summary(task.kind, targets, after),
-    )
-    applied = temperature and after_summary["nll"] < before_summary["nll"]
-    final = after if applied else np.asarray(probabilities, np.float64)
+    fitted = tuple(round(t, 6) for t in _fit(task.kind, logits, targets)) if temperature else ()
+    gains = held_out_gains(task.kind, logits, targets) if temperature else np.zeros(0)
+    kept = tuple(t if g > 0 else 1.0 for t, g in zip(fitted, gains, strict=True))
+    applied = any(t != 1.0 for t in kept)
+    final = scaled(task.kind, logits, kept) if applied else np.asarray(probabilities, np.float64)
     thresholds = (
         label_thresholds(targets, final) if task.kind == MULTI_LABEL and tune_thresholds else ()
     )
     calibrated = dataclasses.replace(task, thresholds=thresholds)
     return Calibration(
         task=task.kind,
-        temperatures=tuple(round(t, 6) for t in temperatures) if applied else (),
+        temperatures=kept if applied else (),
+        fitted_temperatures=fitted,
+        held_out_gains=[round(float(g), 8) for g in gains],
         thresholds=thresholds,
         applied=applied,
         eval_rows=int(len(targets)),
-        before=before_summary,
-        after=after_summary if applied else before_summary,
+        before=_summary(task.kind, targets, probabilities),
+        after=_summary(task.kind, targets, final),
         reliability_before=reliability_bins(task.kind, targets, probabilities),
         reliability_after=reliability_bins(task.kind, targets, final),
         metrics=task_metrics(calibrated, targets, final),
+    )
+
+
+def residual_interval(task: Task, targets: np.ndarray, outputs: np.ndarray) -> float:
+    """The split-conformal half-width (targets' units): the ⌈(n + 1) × `INTERVAL_LEVEL`⌉-th
+    smallest absolute eval residual, so that `value ± it` holds at least that share of new
+    rows' true values when they are like the eval rows (the largest residual for a small n).
+
+    Examples:
+    >>> task = Task(REGRESSION, mean=0.0, std=2.0)  # standardised: values are twice as large
+    >>> residual_interval(task, np.zeros(9), np.arange(1, 10, dtype=float)[:, None] / 10)
+    1.8
+    """
+    error = np.sort(np.abs(task.values(targets) - task.values(outputs[:, 0])))
+    rank = min(math.ceil((len(error) + 1) * INTERVAL_LEVEL), len(error))
+    return round(float(error[rank - 1]), 6)
+
+
+def _regression_calibration(task: Task, targets: np.ndarray, outputs: np.ndarray) -> Calibration:
+    interval = residual_interval(task, targets, outputs)
+    calibrated = dataclasses.replace(task, interval=interval)
+    coverage = calibration_metrics(calibrated, targets, outputs)
+    return Calibration(
+        task=task.kind,
+        temperatures=(),
+        fitted_temperatures=(),
+        held_out_gains=[],
+        thresholds=(),
+        applied=interval > 0,
+        eval_rows=int(len(targets)),
+        before={},
+        after=coverage,
+        reliability_before=[],
+        reliability_after=[],
+        metrics=task_metrics(calibrated, targets, outputs),
+        interval=interval,
     )

@@ -21,6 +21,7 @@ from bertfit.inference.predictor import load_classifier
 from bertfit.training.calibration import (
     Calibration,
     brier_score,
+    calibration_metrics,
     expected_calibration_error,
     fit_calibration,
     fit_label_temperatures,
@@ -145,13 +146,29 @@ def test_what_fit_calibration_skips():
     off = fit_calibration(task, labels, p, temperature=False)
     assert not off.applied and off.temperatures == () and off.after == off.before
     assert fit_calibration(task, labels[:10], p[:10]) is None  # too few eval rows
-    assert fit_calibration(Task("regression"), labels, p) is None
+
+
+def test_a_regression_gets_a_split_conformal_interval_from_its_eval_residuals():
+    rng = np.random.default_rng(5)
+    task = Task("regression", mean=10.0, std=2.0)
+    truth = rng.normal(size=(2000, 1))
+    outputs = truth + rng.normal(scale=0.5, size=(2000, 1))  # standardised; 1.0 in units
+    calibration = fit_calibration(task, truth[:, 0], outputs)
+    # |N(0, 1)| holds 90% within 1.645
+    assert calibration.interval == pytest.approx(1.645, rel=0.08)
+    assert calibration.after["interval_coverage"] >= 0.9
+    fresh = truth + rng.normal(scale=0.5, size=(2000, 1))
+    held = calibration_metrics(calibration.calibrated_task(task), truth[:, 0], fresh)
+    assert held["interval_coverage"] == pytest.approx(0.9, abs=0.03)
+    assert fit_calibration(task, truth[:, 0], outputs, temperature=False) is None
 
 
 def test_labels_json_refuses_calibration_that_does_not_fit_the_task(tmp_path):
     task = Task("multi-label", ("a", "b"), temperatures=(1.5, 0.8), thresholds=(0.3, 0.05))
     task.save(tmp_path / "labels.json")
     assert Task.load(tmp_path / "labels.json") == task
+    with pytest.raises(DataError, match=r'"interval" must be a number >= 0'):
+        Task.from_dict({**task.to_dict(), "interval": 1.0})  # a classifier has none
     for bad in ({"temperatures": [1.5]}, {"temperatures": [1.0, 0.0]}, {"thresholds": [2, 0.1]}):
         values = {**task.to_dict(), **bad}
         (tmp_path / "labels.json").write_text(json.dumps(values))
@@ -217,5 +234,7 @@ def test_a_damaged_calibration_in_labels_json_is_one_line_and_exit_2(trained_run
     assert main(["report", str(run)]) == 2
     error = capsys.readouterr().err
     assert "temperatures" in error and "labels.json" in error and "Traceback" not in error
-    assert main(["train", "--train", "t.csv", "--calibrate", "sometimes"]) == 2
-    assert "--calibrate" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as usage:  # argparse's usage error
+        main(["train", "--train", "t.csv", "--calibrate", "sometimes"])
+    assert usage.value.code == 2
+    assert "--calibrate: invalid choice: 'sometimes'" in capsys.readouterr().err

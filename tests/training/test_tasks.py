@@ -120,6 +120,19 @@ def test_regression_predicts_values_in_the_targets_units(trainable_hf_dir, tmp_p
     exported = load_classifier(export_classifier(load_classifier(run), tmp_path / "export"))
     assert [row["value"] for row in exported.predict(texts)] == pytest.approx(values, abs=1e-5)
     assert 'alt="predicted against true values"' in (run / "report.html").read_text()
+    # the predictive interval from the dev residuals: in the run, its rows and its export
+    calibration = Calibration.load(run / "calibration.json")
+    assert task.interval == calibration.interval > 0
+    assert calibration.after["interval_coverage"] >= 0.9  # split conformal on these rows
+    row = exported.predict(texts)[0]
+    assert row["interval"] == pytest.approx(
+        [row["value"] - task.interval, row["value"] + task.interval]
+    )
+    graph = exported.outputs(texts)
+    np.testing.assert_allclose(graph["value_high"] - graph["value"], task.interval, rtol=1e-5)
+    assert main(["evaluate", "--run", str(run), "--data", str(dev), "--json"]) == 0
+    evaluated = json.loads(capsys.readouterr().out)
+    assert evaluated["interval_coverage"] == pytest.approx(calibration.after["interval_coverage"])
 
 
 def test_pairs_work_for_every_task(trainable_hf_dir, tmp_path):
