@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -15,6 +16,7 @@ import tensorflow as tf
 from bertfit.cli import main
 from bertfit.data.tasks import Task
 from bertfit.errors import DataError
+from bertfit.export.portable import numeric_outputs
 from bertfit.export.serving import export_classifier
 from bertfit.inference.outputs import task_outputs
 from bertfit.inference.predictor import load_classifier
@@ -188,6 +190,17 @@ def test_the_graph_divides_the_logits_by_the_temperatures_and_uses_each_labels_t
     )
     # sigmoid(1) = 0.73 >= 0.7; sigmoid(0.25) = 0.56 < 0.7; label b: sigmoid(-2) no, (0.4) yes
     assert out["predicted"].numpy().tolist() == [[1, 0], [0, 1]]
+
+
+def test_the_litert_and_onnx_graphs_divide_by_the_same_temperatures():
+    # `portable.numeric_outputs` is what the LiteRT and ONNX exports compute after the model
+    logits = tf.constant([[2.0, -1.0], [0.5, 0.2]])
+    multi = SimpleNamespace(task=Task("multi-label", ("a", "b"), temperatures=(2.0, 0.5)))
+    got = numeric_outputs(multi, logits)["probabilities"].numpy()
+    np.testing.assert_allclose(got, sigmoid(logits.numpy() / [2.0, 0.5]), atol=1e-6)
+    single = SimpleNamespace(task=Task("single-label", ("a", "b"), temperatures=(4.0,)))
+    got = numeric_outputs(single, logits)["probabilities"].numpy()
+    np.testing.assert_allclose(got, softmax(logits.numpy() / 4.0), atol=1e-6)
 
 
 @pytest.mark.slow
