@@ -1,0 +1,188 @@
+"""Issue 49 calibration benchmark: does temperature scaling (fitted on dev at the end of `train`)
+ever hurt held-out test NLL or accuracy, and do per-label multi-label thresholds rescue a rare
+label that one micro-F1-tuned threshold silences?
+
+    python -m bench.calibration                    # every trial not yet in the results file
+    python -m bench.calibration --seeds 1,2,3 --only rt
+
+Trials (MiniLM-L6, seq 64, batch 32, lr 5e-5, the defaults otherwise; `--calibrate auto`):
+
+- `rt`: Rotten Tomatoes single-label, the first `RT_ROWS` training rows, 1 epoch, dev = RT dev
+  (1,264 rows, the calibration set), test = RT test (1,283 rows).
+- `rare`: bench.rare_labels' two rare keyword tags (`acting` 7.6%, `script` 4.8% of test),
+  1,423 training rows, 3 epochs, dev 638 rows, test 1,283.
+
+Per trial the run's test probabilities are read through `load_classifier` (what predict,
+evaluate and every export give: "auto", the temperatures `--calibrate auto` kept), the
+uncalibrated ones ("before") recovered exactly from them and the kept temperatures
+(softmax(log p * T); sigmoid(logit(p) * T_j)), and "always" = the temperatures fitted on all of
+dev, applied whether or not they helped held-out dev rows. For `rare`, "old_threshold" is the
+single global threshold with the best dev micro-F1 (bertfit before issue 49) on the uncalibrated
+probabilities; "auto" uses the run's per-label thresholds on its own probabilities.
+
+The results file (bench/results/calibration.json) is rewritten after every trial.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from bench.common import RESULTS, machine
+from bench.rare_labels import write
+from bench.settings import BATCH, LR, SEQ
+
+OUT = RESULTS / "calibration.json"
+SEEDS = (1, 2, 3)
+RT_ROWS = 2500
+EPOCHS = {"rt": 1, "rare": 3}
+TASKS = {"rt": "single-label", "rare": "multi-label"}
+
+
+def _probabilities(run: Path, data: Path):
+    """(targets, calibrated probabilities, task) of the run on `data`."""
+    from bertfit.data.sources import read_examples
+    from bertfit.inference.predictor import load_classifier
+    from bertfit.inference.run import classifier_source_spec
+
+    classifier = load_classifier(run)
+    examples = read_examples(str(data), classifier_source_spec(classifier))
+    targets = classifier.task.targets(examples, str(data))
+    outputs = classifier.outputs([e.text for e in examples])
+    return targets, np.asarray(outputs["probabilities"], np.float64), classifier.task
+
+
+def _uncalibrated(kind: str, probabilities: np.ndarray, temperatures) -> np.ndarray:
+    from bertfit.training.calibration import logits_of, scaled
+
+    if not temperatures:
+        return probabilities
+    return scaled(kind, logits_of(kind, probabilities) * np.asarray(temperatures), 1.0)
+
+
+def _scores(task, targets, probabilities) -> dict:
+    from bertfit.training.calibration import (
+        brier_score,
+        expected_calibration_error,
+        negative_log_likelihood,
+    )
+    from bertfit.training.metrics import task_metrics
+
+    scores = {
+        "nll": negative_log_likelihood(task.kind, targets, probabilities),
+        "ece": expected_calibration_error(task.kind, targets, probabilities),
+        "brier": brier_score(task.kind, targets, probabilities),
+    }
+    metrics = task_metrics(task, targets, probabilities)
+    for key in ("accuracy", "micro_f1", "macro_f1", "per_label_f1"):
+        if key in metrics:
+            scores[key] = metrics[key]
+    return scores
+
+
+def trial(name: str, seed: int, data: Path, work: Path) -> dict:
+    from bertfit.config import DataConfig, ModelConfig, RunConfig, TrainConfig
+    from bertfit.training.metrics import best_threshold
+    from bertfit.training.run import train
+
+    config = RunConfig(
+        output_dir=str(work / "run"),
+        model=ModelConfig(name="minilm-l6", max_seq_length=SEQ, pooling="mean", task=TASKS[name]),
+        data=DataConfig(
+            train=str(data / "train.csv"),
+            eval=str(data / "dev.csv"),
+            max_train_examples=RT_ROWS if name == "rt" else None,
+        ),
+        train=TrainConfig(batch_size=BATCH, epochs=EPOCHS[name], learning_rate=LR, seed=seed),
+    ).validate()
+    train(config, quiet=True)
+    run = Path(config.output_dir)
+    calibration = json.loads((run / "calibration.json").read_text())
+    targets, given, task = _probabilities(run, data / "test.csv")
+    plain = _uncalibrated(task.kind, given, task.temperatures)
+    fitted = calibration["fitted_temperatures"]
+    always = _uncalibrated(task.kind, plain, [1 / t for t in fitted])  # divide by the fit
+    bare = type(task)(task.kind, task.labels, thresholds=task.thresholds)
+    result = {
+        "fitted_temperatures": fitted,
+        "held_out_gains": calibration["held_out_gains"],
+        "kept_temperatures": list(task.temperatures),
+        "dev": {"before": calibration["before"], "after": calibration["after"]},
+        "test": {
+            "before": _scores(bare, targets, plain),
+            "always": _scores(bare, targets, always),
+            "auto": _scores(task, targets, given),
+        },
+    }
+    if task.kind == "multi-label":
+        dev = np.load(run / "best_eval_outputs.npz")
+        old = best_threshold(dev["targets"], dev["outputs"])
+        old_task = type(task)(task.kind, task.labels, threshold=old)
+        result["thresholds"] = {"old_global": old, "new_per_label": list(task.thresholds)}
+        result["test"]["old_threshold"] = _scores(old_task, targets, plain)
+    return result
+
+
+def spread(trials: dict, side: str, metric: str) -> dict | None:
+    values = [t["test"][side][metric] for t in trials.values() if metric in t["test"][side]]
+    if not values:
+        return None
+    return {
+        "mean": statistics.mean(values),
+        "min": min(values),
+        "max": max(values),
+        "seeds": len(values),
+    }
+
+
+def summarise(results: dict) -> dict:
+    """Per set: each metric's spread per variant, and the seeds where a calibration variant
+    had a higher test NLL or a lower test accuracy / macro-F1 than the uncalibrated model."""
+    summary = {}
+    for name, trials in results["trials"].items():
+        sides = ["before", "always", "auto"] + (["old_threshold"] if name == "rare" else [])
+        metrics = ("nll", "ece", "brier", "accuracy", "micro_f1", "macro_f1")
+        summary[name] = {
+            side: {m: spread(trials, side, m) for m in metrics if spread(trials, side, m)}
+            for side in sides
+        }
+        for side in ("always", "auto"):
+            summary[name][f"seeds_where_{side}_hurt_test_nll"] = [
+                seed
+                for seed, t in trials.items()
+                if t["test"][side]["nll"] > t["test"]["before"]["nll"] + 1e-9
+            ]
+    return summary
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", default=",".join(map(str, SEEDS)))
+    parser.add_argument("--only", default="rt,rare")
+    parser.add_argument("--out", type=Path, default=OUT)
+    args = parser.parse_args()
+    out = args.out
+    results = json.loads(out.read_text()) if out.exists() else {"trials": {}}
+    results["machine"] = machine()
+    with tempfile.TemporaryDirectory() as folder:
+        sets = Path(folder) / "sets"
+        write(sets)
+        for seed in (int(s) for s in args.seeds.split(",")):
+            for name in args.only.split(","):
+                done = results["trials"].setdefault(name, {})
+                if str(seed) in done:
+                    continue
+                work = Path(folder) / f"{name}-{seed}"
+                done[str(seed)] = trial(name, seed, sets / name, work)
+                results["summary"] = summarise(results)
+                out.write_text(json.dumps(results, indent=2) + "\n")
+                print(name, seed, json.dumps(done[str(seed)]["test"]), flush=True)
+
+
+if __name__ == "__main__":
+    main()
