@@ -42,8 +42,9 @@ CHUNK_POOLINGS = ("mean", "max", "attention")
 MAX_CHUNKS = 256
 STRATEGIES = ("auto", "tpu", "mirrored", "multi-worker", "one-device", "default")
 TASKS = ("single-label", "multi-label", "regression")
+SINGLE_LABEL, MULTI_LABEL, REGRESSION = TASKS  # the task kinds by name (`bertfit.data.tasks`)
 AUTO_BUCKETS, NO_BUCKETS = "auto", "none"  # `--buckets`: chosen from the data, or none
-# The metrics of each task (bertfit.training.metrics computes them), the default first.
+# The metrics of each task (bertfit.runs.metrics computes them), the default first.
 TASK_METRICS = {
     "single-label": ("accuracy", "macro_f1", "mcc", "roc_auc", "loss"),
     "multi-label": ("micro_f1", "macro_f1", "subset_accuracy", "hamming_loss", "loss"),
@@ -61,9 +62,10 @@ MAX_CONFIG_BYTES = 2**20
 # --class-weights: one of these, or a JSON file {label: weight}.
 NO_CLASS_WEIGHTS, BALANCED = "none", "balanced"
 CLASS_WEIGHTS = (NO_CLASS_WEIGHTS, BALANCED)
+ENGINES = ("tensorflow", "onnx")  # predict/evaluate/serve --engine: the default first
 DATA_FORMATS = ("csv", "tsv", "jsonl", "parquet")  # --format (bertfit.data.sources reads them)
 # The sections of `train --help` that are not a config section's own (model, data, training).
-CALIBRATIONS = ("auto", "off")  # --calibrate (bertfit.training.calibration)
+CALIBRATIONS = ("auto", "off")  # --calibrate (bertfit.runs.calibration)
 EVALUATION, HARDWARE = "evaluation and checkpoints", "hardware and distribution"
 
 
@@ -276,13 +278,13 @@ class TrainConfig:
             {label: weight}; single-label only.
         tune_threshold: multi-label: pick one decision threshold per label on the evaluation
             data (each label's F1-best, floored so a rare label is still predicted:
-            `training.calibration.label_thresholds`), saved with the run (on by default: with
+            `runs.calibration.label_thresholds`), saved with the run (on by default: with
             rare labels the probabilities of positives often stay under 0.5 for epochs while
             ranking them right; without --eval, or with false, the threshold is 0.5).
         calibrate: "auto": at the end of a run with --eval, fit temperature scaling (one per
             label for multi-label) on the best checkpoint's eval outputs and keep it where it
             lowers the NLL of held-out eval rows; a predictive interval from the eval residuals
-            for regression (`training.calibration`; docs/calibration.md); "off": neither.
+            for regression (`runs.calibration`; docs/calibration.md); "off": neither.
         save_every_steps: also save a resumable checkpoint every N optimizer steps (long
             epochs); the end of every epoch's training is always saved.
         save_every_minutes: also save one whenever this many minutes passed since the last.

@@ -35,12 +35,11 @@ from pathlib import Path
 import numpy as np
 
 from bertfit.atomic import write_text_atomic
-from bertfit.config import TASKS
+from bertfit.config import MULTI_LABEL, REGRESSION, SINGLE_LABEL, TASKS
 from bertfit.data.labels import INTEGER_LABEL, sorted_labels
 from bertfit.data.sources import Example, example_error
 from bertfit.errors import DataError
 
-SINGLE_LABEL, MULTI_LABEL, REGRESSION = TASKS
 DEFAULT_SEPARATOR = "|"
 DEFAULT_THRESHOLD = 0.5
 INTERVAL_LEVEL = 0.9  # the share of true values a regression's predictive interval holds
@@ -77,7 +76,7 @@ class Task:
         separator: splits a text label into a set (multi-label).
         threshold: probability at or above which a label is predicted (multi-label).
         mean, std: the training targets' mean and standard deviation (regression).
-        temperatures: the calibration (`bertfit.training.calibration`): the logits are divided
+        temperatures: the calibration (`bertfit.runs.calibration`): the logits are divided
             by these before they become probabilities; one for single-label, one per label for
             multi-label; empty: uncalibrated.
         thresholds: one decision threshold per label (multi-label, tuned on --eval); empty:

@@ -24,9 +24,9 @@ from bertfit.errors import BertfitError, ConfigError
 from bertfit.inference.graph import ClassifierModule, next_version
 from bertfit.inference.outputs import calibrated_logits
 from bertfit.model import layers
+from bertfit.model.losses import outputs as logit_meaning
 from bertfit.text.tokenizer import BertTokenizer
 from bertfit.tf_startup import verbose
-from bertfit.training.losses import outputs as logit_meaning
 
 METADATA_NAME = "bertfit.json"
 QUANTIZATIONS = ("int8",)

@@ -29,12 +29,9 @@ from bertfit.data.tasks import MULTI_LABEL
 from bertfit.data.training_data import LabelledData
 from bertfit.errors import BertfitError, ConfigError, DataError, TrainingInterrupted
 from bertfit.progress import Console
-from bertfit.training import remote_run
-from bertfit.training.calibration import fit_calibration, label_thresholds
-from bertfit.training.checkpointing import CheckpointWriteError, RunCheckpoints, TrainingState
-from bertfit.training.interrupt import StopRequests
-from bertfit.training.metrics import HEADLINE_METRICS, collapse_warning, is_better, task_metrics
-from bertfit.training.records import (
+from bertfit.runs.calibration import fit_calibration, label_thresholds
+from bertfit.runs.metrics import HEADLINE_METRICS, is_better, task_metrics
+from bertfit.runs.records import (
     DIVERGED,
     FAILED,
     FINISHED,
@@ -44,7 +41,17 @@ from bertfit.training.records import (
     RunSummary,
     StepEvaluation,
 )
-from bertfit.training.run_dir import RUNS_ROOT, RunBusy, RunDir, new_run_path, unfinished_run_of
+from bertfit.training import remote_run
+from bertfit.training.checkpointing import CheckpointWriteError, RunCheckpoints, TrainingState
+from bertfit.training.collapse import collapse_warning
+from bertfit.training.interrupt import StopRequests
+from bertfit.training.run_dir import (
+    RUNS_ROOT,
+    RunBusy,
+    TrainingRunDir,
+    new_run_path,
+    unfinished_run_of,
+)
 from bertfit.training.run_length import RunLength
 from bertfit.training.setup import RunSetup, prepare
 from bertfit.training.strategy import XlaChoice, check_hardware, make_strategy
@@ -88,7 +95,7 @@ def train(
     if streaming_note:
         Console(quiet=quiet).say(f"bertfit: {streaming_note}")
     if config.output_dir is not None and not storage.is_url(config.output_dir):
-        RunDir(config.output_dir).plan_start(config, resume=resume, overwrite=overwrite)
+        TrainingRunDir(config.output_dir).plan_start(config, resume=resume, overwrite=overwrite)
     if strategy is None:
         t = config.train
         check_hardware(t.strategy, config.model.precision, t.cpu_replicas, t.tpu, t.jit_compile)
@@ -110,7 +117,9 @@ def _train_as_worker(config: RunConfig, strategy, xla: XlaChoice) -> RunSummary:
     try:
         config = dataclasses.replace(config, output_dir=scratch)
         silent = Console(silent=True)
-        summary = _train(config, RunDir(scratch), strategy, xla, False, silent, False, False)
+        summary = _train(
+            config, TrainingRunDir(scratch), strategy, xla, False, silent, False, False
+        )
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return dataclasses.replace(summary, run_dir=None)
@@ -119,10 +128,10 @@ def _train_as_worker(config: RunConfig, strategy, xla: XlaChoice) -> RunSummary:
 @contextlib.contextmanager
 def _claimed(
     config: RunConfig, *, resume: bool | None, overwrite: bool
-) -> Iterator[tuple[RunConfig, RunDir, bool, bool]]:
+) -> Iterator[tuple[RunConfig, TrainingRunDir, bool, bool]]:
     """The run directory, locked for this run: `--output-dir`, or a new runs/<date>-<time>
     (the next free name when another run took this second's). Yields the config with its
-    directory, the `RunDir`, whether the run resumes (decided under the lock) and whether
+    directory, the `TrainingRunDir`, whether the run resumes (decided under the lock) and whether
     the directory is a new runs/<date>-<time>."""
     if storage.is_url(config.output_dir):  # locked, staged and uploaded: remote_run
         with remote_run.claimed(config.output_dir) as run_dir:
@@ -157,7 +166,7 @@ def _claimed(
     while True:
         if new_directory:
             config = dataclasses.replace(config, output_dir=str(new_run_path()))
-        run_dir = RunDir(config.output_dir)
+        run_dir = TrainingRunDir(config.output_dir)
         try:
             lock = run_dir.lock()
             break
@@ -174,7 +183,7 @@ def _claimed(
 
 def _train(
     config: RunConfig,
-    run_dir: RunDir,
+    run_dir: TrainingRunDir,
     strategy: tf.distribute.Strategy,
     xla: XlaChoice,
     resuming: bool,
@@ -236,7 +245,9 @@ FULL_DISK = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)  # OSErrors a run stops on
 
 
 @contextlib.contextmanager
-def _failure_recorded(run_dir: RunDir, summary: RunSummary, state: TrainingState) -> Iterator:
+def _failure_recorded(
+    run_dir: TrainingRunDir, summary: RunSummary, state: TrainingState
+) -> Iterator:
     """A checkpoint or a log line that could not be written (a full disk, a quota) stops the
     run as "failed" in metrics.json, with the error, when that small write still succeeds;
     either way the run resumes from its last whole checkpoint."""
@@ -285,7 +296,7 @@ def _describe(
 
 
 def _log_setup(
-    run_dir: RunDir, setup: RunSetup, strategy: tf.distribute.Strategy, length: RunLength
+    run_dir: TrainingRunDir, setup: RunSetup, strategy: tf.distribute.Strategy, length: RunLength
 ) -> None:
     config, t, trainer = setup.config, setup.config.train, setup.trainer
     run_dir.log(
@@ -309,7 +320,7 @@ def _finished(
     summary: RunSummary,
     setup: RunSetup,
     state: TrainingState,
-    run_dir: RunDir,
+    run_dir: TrainingRunDir,
     checkpoints: RunCheckpoints,
     started: float,
     length: RunLength,
@@ -341,10 +352,10 @@ def _finished(
     )
 
 
-def _calibrate(setup: RunSetup, run_dir: RunDir) -> None:
+def _calibrate(setup: RunSetup, run_dir: TrainingRunDir) -> None:
     """Fits the calibration (temperatures; per-label thresholds for multi-label) on the best
     checkpoint's eval outputs, writes calibration.json and the calibrated task to labels.json,
-    which every export and server then applies (`bertfit.training.calibration`)."""
+    which every export and server then applies (`bertfit.runs.calibration`)."""
     saved = run_dir.load_best_eval_outputs()
     if saved is None:
         return
@@ -404,15 +415,6 @@ def so_far(summary: RunSummary, state: TrainingState) -> RunSummary:
     )
 
 
-def _best_evaluation(state: TrainingState, metric: str) -> dict | None:
-    """The metrics of the evaluation (at an epoch's end or inside one) whose weights
-    `checkpoints/best` holds: of those that were best when taken, the one with the best value
-    (each beat the ones before it)."""
-    best = [r.eval for r in state.history if r.best]
-    best += [e.metrics for e in state.evaluations if e.best]
-    return next((m for m in best if m[metric] == state.best_value), None)
-
-
 def _step_evaluation_seconds(state: TrainingState) -> float:
     """The time of the evaluations inside epochs, less the one that ended an epoch cut short
     by early stopping: that epoch's record holds it (and counts it) too."""
@@ -434,7 +436,7 @@ def is_chief(strategy: tf.distribute.Strategy) -> bool:
     )
 
 
-def _check_same_task(run_dir: RunDir, setup: RunSetup) -> None:
+def _check_same_task(run_dir: TrainingRunDir, setup: RunSetup) -> None:
     saved, task = run_dir.load_task(), setup.task
     if (saved.kind, saved.labels) != (task.kind, task.labels):
         raise DataError(
@@ -447,7 +449,7 @@ def _check_same_task(run_dir: RunDir, setup: RunSetup) -> None:
 
 
 def _resume(
-    run_dir: RunDir, checkpoints: RunCheckpoints, fresh: TrainingState, console: Console
+    run_dir: TrainingRunDir, checkpoints: RunCheckpoints, fresh: TrainingState, console: Console
 ) -> TrainingState:
     """Restores `latest` (when a checkpoint was saved before the run stopped) and drops the
     steps logged after it."""
@@ -494,7 +496,7 @@ class EpochRunner:
     def __init__(
         self,
         setup: RunSetup,
-        run_dir: RunDir,
+        run_dir: TrainingRunDir,
         checkpoints: RunCheckpoints,
         console: Console,
         summaries: RunSummaries,

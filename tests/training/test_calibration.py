@@ -1,4 +1,4 @@
-"""Calibration (`bertfit.training.calibration`): the temperature fit recovers a known
+"""Calibration (`bertfit.runs.calibration`): the temperature fit recovers a known
 over-confidence, ECE and Brier match a hand computation and scikit-learn, per-label thresholds
 keep a rare label that one micro-F1 threshold silences, calibration.json reads back (and a
 damaged one is refused), and the temperatures are inside every graph a user runs."""
@@ -20,7 +20,7 @@ from bertfit.export.portable import numeric_outputs
 from bertfit.export.serving import export_classifier
 from bertfit.inference.outputs import task_outputs
 from bertfit.inference.predictor import load_classifier
-from bertfit.training.calibration import (
+from bertfit.runs.calibration import (
     Calibration,
     brier_score,
     calibration_metrics,
@@ -33,7 +33,7 @@ from bertfit.training.calibration import (
     sigmoid,
     softmax,
 )
-from bertfit.training.metrics import best_threshold, multi_label_metrics
+from bertfit.runs.metrics import best_threshold, multi_label_metrics
 
 
 def _over_confident(n: int, classes: int, temperature: float, seed: int = 0):

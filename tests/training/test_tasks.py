@@ -12,7 +12,7 @@ from bertfit.cli import main
 from bertfit.data.tasks import Task
 from bertfit.export.serving import export_classifier
 from bertfit.inference.predictor import load_classifier
-from bertfit.training.calibration import Calibration
+from bertfit.runs.calibration import Calibration
 from tests.tiny import (
     scored_rows,
     sentiment_rows,

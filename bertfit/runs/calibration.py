@@ -45,7 +45,7 @@ import numpy as np
 from bertfit.atomic import write_text_atomic
 from bertfit.data.tasks import INTERVAL_LEVEL, MULTI_LABEL, REGRESSION, SINGLE_LABEL, Task
 from bertfit.errors import DataError
-from bertfit.training.metrics import task_metrics
+from bertfit.runs.metrics import task_metrics
 
 ECE_BINS = 15  # equal-width confidence bins, as Guo et al.
 TEMPERATURE_RANGE = (0.05, 20.0)  # the fit searches log T between these
