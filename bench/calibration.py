@@ -58,7 +58,7 @@ def _probabilities(run: Path, data: Path):
 
 
 def _uncalibrated(kind: str, probabilities: np.ndarray, temperatures) -> np.ndarray:
-    from bertfit.training.calibration import logits_of, scaled
+    from bertfit.runs.calibration import logits_of, scaled
 
     if not temperatures:
         return probabilities
@@ -66,12 +66,12 @@ def _uncalibrated(kind: str, probabilities: np.ndarray, temperatures) -> np.ndar
 
 
 def _scores(task, targets, probabilities) -> dict:
-    from bertfit.training.calibration import (
+    from bertfit.runs.calibration import (
         brier_score,
         expected_calibration_error,
         negative_log_likelihood,
     )
-    from bertfit.training.metrics import task_metrics
+    from bertfit.runs.metrics import task_metrics
 
     scores = {
         "nll": negative_log_likelihood(task.kind, targets, probabilities),
@@ -87,7 +87,7 @@ def _scores(task, targets, probabilities) -> dict:
 
 def trial(name: str, seed: int, data: Path, work: Path) -> dict:
     from bertfit.config import DataConfig, ModelConfig, RunConfig, TrainConfig
-    from bertfit.training.metrics import best_threshold
+    from bertfit.runs.metrics import best_threshold
     from bertfit.training.run import train
 
     config = RunConfig(
