@@ -4,6 +4,7 @@ label that one micro-F1-tuned threshold silences?
 
     python -m bench.calibration                    # every trial not yet in the results file
     python -m bench.calibration --seeds 1,2,3 --only rt
+    python -m bench.calibration --markdown         # the tables of docs/calibration.md
 
 Trials (MiniLM-L6, seq 64, batch 32, lr 5e-5, the defaults otherwise; `--calibrate auto`):
 
@@ -160,14 +161,43 @@ def summarise(results: dict) -> dict:
     return summary
 
 
+def _cell(value: dict | None, digits: int = 3) -> str:
+    if not value:
+        return "-"
+    return f"{value['mean']:.{digits}f} [{value['min']:.{digits}f}-{value['max']:.{digits}f}]"
+
+
+def markdown(results: dict) -> str:
+    """The tables of docs/calibration.md: test scores as mean [min-max] over seeds."""
+    lines = []
+    names = {"before": "uncalibrated", "always": "T fitted on dev, always", "auto": "auto"}
+    names["old_threshold"] = "one micro-F1 threshold (old)"
+    for name, summary in results.get("summary", {}).items():
+        metrics = ["nll", "ece", "brier"] + (
+            ["accuracy"] if name == "rt" else ["micro_f1", "macro_f1"]
+        )
+        lines.append(f"\n**{name}** (test; seeds {', '.join(results['trials'][name])})\n")
+        lines.append("| variant | " + " | ".join(metrics) + " |")
+        lines.append("|---" * (len(metrics) + 1) + "|")
+        for side, label in names.items():
+            if side in summary:
+                cells = [_cell(summary[side].get(m)) for m in metrics]
+                lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", default=",".join(map(str, SEEDS)))
     parser.add_argument("--only", default="rt,rare")
     parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--markdown", action="store_true", help="print the tables and stop")
     args = parser.parse_args()
     out = args.out
     results = json.loads(out.read_text()) if out.exists() else {"trials": {}}
+    if args.markdown:
+        print(markdown(results))
+        return
     results["machine"] = machine()
     with tempfile.TemporaryDirectory() as folder:
         sets = Path(folder) / "sets"

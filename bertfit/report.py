@@ -453,7 +453,7 @@ def _reliability_plot(calibration: Calibration) -> str:
             )
         axes.set(xlim=(0, 1), ylim=(0, 1), xlabel="confidence", ylabel="observed frequency")
         axes.legend(loc="upper left")
-        return "Reliability diagram"
+        return "reliability diagram before and after calibration"
 
     return figure(draw, width=4.5, height=4.5)
 

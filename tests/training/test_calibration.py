@@ -229,7 +229,10 @@ def test_a_run_is_calibrated_and_its_export_gives_the_calibrated_probabilities(
     assert load_classifier(export).task.temperatures == (3.0,)
 
     report = open(f"{run}/report.html", encoding="utf-8").read()
-    assert 'alt="Reliability diagram"' in report and "expected calibration error" in report
+    assert (
+        'alt="reliability diagram before and after calibration"' in report
+        and "expected calibration error" in report
+    )
     assert main(["evaluate", "--run", str(run), "--data", config.data.eval, "--json"]) == 0
     evaluated = json.loads(capsys.readouterr().out)
     assert 0 <= evaluated["ece"] <= 1 and 0 <= evaluated["brier"] <= 2
