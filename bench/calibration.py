@@ -37,6 +37,7 @@ import numpy as np
 from bench.common import RESULTS, machine
 from bench.rare_labels import write
 from bench.settings import BATCH, LR, SEQ
+from bertfit.runs.metrics import best_threshold
 
 OUT = RESULTS / "calibration.json"
 SEEDS = (1, 2, 3)
@@ -67,6 +68,7 @@ def _uncalibrated(kind: str, probabilities: np.ndarray, temperatures) -> np.ndar
 
 
 def _scores(task, targets, probabilities) -> dict:
+    """NLL, ECE, Brier and the task's headline metrics of `probabilities`."""
     from bertfit.runs.calibration import (
         brier_score,
         expected_calibration_error,
@@ -88,7 +90,6 @@ def _scores(task, targets, probabilities) -> dict:
 
 def trial(name: str, seed: int, data: Path, work: Path) -> dict:
     from bertfit.config import DataConfig, ModelConfig, RunConfig, TrainConfig
-    from bertfit.runs.metrics import best_threshold
     from bertfit.training.run import train
 
     config = RunConfig(
@@ -102,29 +103,41 @@ def trial(name: str, seed: int, data: Path, work: Path) -> dict:
         train=TrainConfig(batch_size=BATCH, epochs=EPOCHS[name], learning_rate=LR, seed=seed),
     ).validate()
     train(config, quiet=True)
-    run = Path(config.output_dir)
-    calibration = json.loads((run / "calibration.json").read_text())
+    return score(Path(config.output_dir), data)
+
+
+def score(run: Path, data: Path) -> dict:
+    """A trained run's test scores: uncalibrated, the dev fit always applied, and what the
+    shipped `--calibrate auto` rule keeps (recomputed here from the run's dev outputs with
+    `bertfit.runs.calibration.fit_calibration`, so a run trained by an older rule is scored
+    by the current one)."""
+    from bertfit.runs.calibration import fit_calibration
+
     targets, given, task = _probabilities(run, data / "test.csv")
     plain = _uncalibrated(task.kind, given, task.temperatures)
-    fitted = calibration["fitted_temperatures"]
+    dev = np.load(run / "best_eval_outputs.npz")
+    bare = type(task)(task.kind, task.labels)
+    calibration = fit_calibration(bare, dev["targets"], dev["outputs"])
+    fitted, kept = calibration.fitted_temperatures, calibration.temperatures
     always = _uncalibrated(task.kind, plain, [1 / t for t in fitted])  # divide by the fit
-    bare = type(task)(task.kind, task.labels, thresholds=task.thresholds)
+    auto = _uncalibrated(task.kind, plain, [1 / t for t in kept])
+    auto_task = calibration.calibrated_task(bare)
     result = {
-        "fitted_temperatures": fitted,
-        "held_out_gains": calibration["held_out_gains"],
-        "kept_temperatures": list(task.temperatures),
-        "dev": {"before": calibration["before"], "after": calibration["after"]},
+        "fitted_temperatures": list(fitted),
+        "held_out_gains": calibration.held_out_gains,
+        "held_out_errors": calibration.held_out_errors,
+        "kept_temperatures": list(kept),
+        "dev": {"before": calibration.before, "after": calibration.after},
         "test": {
             "before": _scores(bare, targets, plain),
             "always": _scores(bare, targets, always),
-            "auto": _scores(task, targets, given),
+            "auto": _scores(auto_task, targets, auto),
         },
     }
     if task.kind == "multi-label":
-        dev = np.load(run / "best_eval_outputs.npz")
         old = best_threshold(dev["targets"], dev["outputs"])
         old_task = type(task)(task.kind, task.labels, threshold=old)
-        result["thresholds"] = {"old_global": old, "new_per_label": list(task.thresholds)}
+        result["thresholds"] = {"old_global": old, "new_per_label": list(auto_task.thresholds)}
         result["test"]["old_threshold"] = _scores(old_task, targets, plain)
     return result
 
@@ -186,17 +199,32 @@ def markdown(results: dict) -> str:
     return "\n".join(lines)
 
 
+def _save(results: dict, out: Path) -> None:
+    results["summary"] = summarise(results)
+    out.write_text(json.dumps(results, indent=2) + "\n")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", default=",".join(map(str, SEEDS)))
     parser.add_argument("--only", default="rt,rare")
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--markdown", action="store_true", help="print the tables and stop")
+    parser.add_argument("--score", action="append", help="NAME:SEED:RUN_DIR, trained already")
     args = parser.parse_args()
     out = args.out
     results = json.loads(out.read_text()) if out.exists() else {"trials": {}}
     if args.markdown:
         print(markdown(results))
+        return
+    if args.score:  # runs trained already: NAME:SEED:RUN_DIR
+        with tempfile.TemporaryDirectory() as folder:
+            write(Path(folder))
+            for item in args.score:
+                name, seed, run = item.split(":", 2)
+                done = results["trials"].setdefault(name, {})
+                done[seed] = score(Path(run), Path(folder) / name)
+                _save(results, out)
         return
     results["machine"] = machine()
     with tempfile.TemporaryDirectory() as folder:
@@ -209,8 +237,7 @@ def main() -> None:
                     continue
                 work = Path(folder) / f"{name}-{seed}"
                 done[str(seed)] = trial(name, seed, sets / name, work)
-                results["summary"] = summarise(results)
-                out.write_text(json.dumps(results, indent=2) + "\n")
+                _save(results, out)
                 print(name, seed, json.dumps(done[str(seed)]["test"]), flush=True)
 
 

@@ -414,8 +414,8 @@ def _calibration_section(calibration: Calibration | None) -> str:
     parts = [
         f"<p>Temperature scaling on {c.eval_rows} eval rows: fitted {html.escape(fitted)}; "
         f"kept {html.escape(kept)} (a temperature is kept where it lowers the NLL of eval rows "
-        "it was not fitted on). The model's probabilities everywhere (predict, evaluate, "
-        "serve, every export) are the kept ones.</p>",
+        "it was not fitted on by more than 2 standard errors). The model's probabilities "
+        "everywhere (predict, evaluate, serve, every export) are the kept ones.</p>",
         _reliability_plot(c),
         table(["on the eval rows", "before", "after"], rows),
     ]

@@ -5,11 +5,11 @@ Temperature scaling (Guo et al., 2017) divides the logits by one number T, fitte
 negative log-likelihood of the evaluation labels; it moves no prediction of a single-label model
 (the argmax is unchanged), only how sure it says it is. A multi-label model gets one temperature
 per label (each sigmoid is its own binary classifier). A temperature is kept only where it also
-lowers the NLL of eval rows it was not fitted on (`held_out_gains`, 2-fold cross-fitting): a
-model that is calibrated already is left alone rather than nudged by noise. The temperatures
-live in the run's `Task` (labels.json), so `bertfit.inference.outputs` applies them inside
-every graph: the SavedModel, LiteRT, ONNX, `bertfit serve` and `bertfit predict` all give the
-calibrated probabilities.
+lowers the NLL of eval rows it was not fitted on by more than noise (`held_out_gains`, 2-fold
+cross-fitting): a model that is calibrated already is left alone rather than nudged. The
+temperatures live in the run's `Task` (labels.json), so `bertfit.inference.outputs` applies
+them inside every graph: the SavedModel, LiteRT, ONNX, `bertfit serve` and `bertfit predict`
+all give the calibrated probabilities.
 
 Multi-label decisions get one threshold per label (`label_thresholds`): each label's F1-best on
 --eval, and never above its floor, the probability at which the label would still be predicted
@@ -53,7 +53,10 @@ THRESHOLD_GRID = np.round(np.arange(0.05, 0.951, 0.05), 2)
 # A label is predicted on at least this share of the eval rows that carry it (its floor).
 THRESHOLD_FLOOR_SHARE = 0.5
 FLOOR_MARGIN = 1e-5  # a floor sits this far under its row's probability
-MIN_EVAL_ROWS = 20  # fewer eval rows than this fit nothing: the temperature would be noise
+MIN_EVAL_ROWS = 20
+# A temperature is kept when its held-out NLL gain is over this many standard errors: a gain
+# within noise is no reason to move a model's probabilities (measured: docs/calibration.md).
+SIGNIFICANT_GAIN = 2.0  # fewer eval rows than this fit nothing: the temperature would be noise
 CALIBRATION_FILE = "calibration.json"
 CALIBRATION_INVALID = "data-calibration-invalid"  # `DataError.code` of a damaged file
 PROBABILITY_FLOOR = 1e-7  # float32 probabilities are clipped here before going back to logits
@@ -275,8 +278,9 @@ class Calibration:
         temperatures: the temperatures the model applies (one, or one per label; 1 for a
             label whose fit was not kept); empty when none was kept.
         fitted_temperatures: what the fit on all the eval rows gave (empty: --calibrate off).
-        held_out_gains: per fitted temperature, how much it lowered the NLL of eval rows it
-            was not fitted on (`held_out_gains`); kept only where > 0.
+        held_out_gains, held_out_errors: per fitted temperature, how much it lowered the NLL of
+            eval rows it was not fitted on and the standard error of that (`held_out_gains`);
+            kept only where the gain is over `SIGNIFICANT_GAIN` standard errors.
         thresholds: multi-label decision thresholds per label (empty for single-label).
         applied: whether any temperature was kept.
         eval_rows: how many eval rows the fit saw.
@@ -293,6 +297,7 @@ class Calibration:
     temperatures: tuple[float, ...]
     fitted_temperatures: tuple[float, ...]
     held_out_gains: list
+    held_out_errors: list
     thresholds: tuple[float, ...]
     applied: bool
     eval_rows: int
@@ -314,7 +319,7 @@ class Calibration:
         kept = ", ".join(f"{t:.3f}" for t in self.temperatures) or "none"
         line = (
             f"calibration on {self.eval_rows} eval rows: temperature fitted {fitted}, kept "
-            f"{kept} (kept where it lowers held-out eval NLL); ECE "
+            f"{kept} (kept where it lowers held-out eval NLL beyond noise); ECE "
             f"{self.before['ece']:.4f} -> {self.after['ece']:.4f}, NLL {self.before['nll']:.4f}"
             f" -> {self.after['nll']:.4f}"
         )
@@ -401,27 +406,34 @@ def _fit(kind: str, logits: np.ndarray, targets: np.ndarray) -> tuple[float, ...
     return (fit_temperature(logits, targets),)
 
 
-def _nll_per_temperature(kind: str, logits: np.ndarray, targets: np.ndarray) -> np.ndarray:
-    """The NLL that each temperature governs: [1] single-label, one per label multi-label."""
+def _row_losses(kind: str, logits: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """Each row's NLL under each temperature's share: [n, 1] single-label (cross-entropy),
+    [n, labels] multi-label (each label's binary cross-entropy)."""
     if kind == MULTI_LABEL:
-        return np.array([_sigmoid_nll(logits[:, j], targets[:, j]) for j in range(logits.shape[1])])
-    return np.array([_softmax_nll(logits, np.asarray(targets, np.int64))])
+        signed = np.where(np.asarray(targets) > 0.5, logits, -logits)
+        return np.logaddexp(0.0, -signed)
+    labels = np.asarray(targets, np.int64)
+    shifted = logits - logits.max(axis=1, keepdims=True)
+    log_z = np.log(np.exp(shifted).sum(axis=1))
+    return (log_z - shifted[np.arange(len(labels)), labels])[:, None]
 
 
-def held_out_gains(kind: str, logits: np.ndarray, targets: np.ndarray) -> np.ndarray:
-    """How much each temperature lowers the NLL of eval rows it was not fitted on (2-fold
-    cross-fitting: fitted on the even rows and scored on the odd ones, and the other way round;
-    the mean of the two). A temperature fitted and judged on the same rows always looks better;
-    this says whether it generalises, which is what `--calibrate auto` keeps it for."""
+def held_out_gains(
+    kind: str, logits: np.ndarray, targets: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """How much each temperature lowers the NLL of eval rows it was not fitted on, and the
+    standard error of that gain (2-fold cross-fitting: fitted on the even rows and scored on
+    the odd ones, and the other way round; every row scored once). A temperature fitted and
+    judged on the same rows always looks better; this says whether it generalises beyond
+    noise, which is what `--calibrate auto` keeps it for (`SIGNIFICANT_GAIN`)."""
     even = np.arange(len(targets)) % 2 == 0
-    gains = 0.0
+    differences = []
     for fitted_on, scored_on in ((even, ~even), (~even, even)):
         temperatures = np.asarray(_fit(kind, logits[fitted_on], targets[fitted_on]))
         z, y = logits[scored_on], targets[scored_on]
-        gains = gains + (
-            _nll_per_temperature(kind, z, y) - _nll_per_temperature(kind, z / temperatures, y)
-        )
-    return gains / 2
+        differences.append(_row_losses(kind, z, y) - _row_losses(kind, z / temperatures, y))
+    rows = np.concatenate(differences)
+    return rows.mean(axis=0), rows.std(axis=0, ddof=1) / np.sqrt(len(rows))
 
 
 def fit_calibration(
@@ -434,11 +446,11 @@ def fit_calibration(
 ) -> Calibration | None:
     """The calibration of a classifier from its uncalibrated eval `probabilities` (a
     regression's predictive interval from its standardised outputs [n, 1]), or None (fewer
-    than `MIN_EVAL_ROWS` rows). Each temperature is kept only when it
-    lowers the NLL of held-out eval rows (`held_out_gains`); a label whose temperature is not
-    kept gets 1. `temperature=False` (--calibrate off) fits none. Multi-label thresholds are
-    chosen either way (unless `tune_thresholds` is False: --tune-threshold false), on the
-    probabilities the model will give."""
+    than `MIN_EVAL_ROWS` rows). Each temperature is kept only when it lowers the NLL of
+    held-out eval rows by more than `SIGNIFICANT_GAIN` standard errors (`held_out_gains`); a
+    label whose temperature is not kept gets 1. `temperature=False` (--calibrate off) fits
+    none. Multi-label thresholds are chosen either way (unless `tune_thresholds` is False:
+    --tune-threshold false), on the probabilities the model will give."""
     if len(targets) < MIN_EVAL_ROWS:
         return None
     if task.kind == REGRESSION:  # --calibrate off: no interval either
@@ -448,8 +460,13 @@ def fit_calibration(
     targets = np.asarray(targets)
     logits = logits_of(task.kind, probabilities)
     fitted = tuple(round(t, 6) for t in _fit(task.kind, logits, targets)) if temperature else ()
-    gains = held_out_gains(task.kind, logits, targets) if temperature else np.zeros(0)
-    kept = tuple(t if g > 0 else 1.0 for t, g in zip(fitted, gains, strict=True))
+    gains, errors = (
+        held_out_gains(task.kind, logits, targets) if temperature else (np.zeros(0),) * 2
+    )
+    kept = tuple(
+        t if g > SIGNIFICANT_GAIN * e else 1.0
+        for t, g, e in zip(fitted, gains, errors, strict=True)
+    )
     applied = any(t != 1.0 for t in kept)
     final = scaled(task.kind, logits, kept) if applied else np.asarray(probabilities, np.float64)
     thresholds = (
@@ -461,6 +478,7 @@ def fit_calibration(
         temperatures=kept if applied else (),
         fitted_temperatures=fitted,
         held_out_gains=[round(float(g), 8) for g in gains],
+        held_out_errors=[round(float(e), 8) for e in errors],
         thresholds=thresholds,
         applied=applied,
         eval_rows=int(len(targets)),
@@ -496,6 +514,7 @@ def _regression_calibration(task: Task, targets: np.ndarray, outputs: np.ndarray
         temperatures=(),
         fitted_temperatures=(),
         held_out_gains=[],
+        held_out_errors=[],
         thresholds=(),
         applied=interval > 0,
         eval_rows=int(len(targets)),
