@@ -72,7 +72,7 @@ def bertfit_trial(data: Path, task: str, seed: int, flags: list[str], work: Path
         )
     )
     summary = json.loads((run / "metrics.json").read_text())
-    keys = ("micro_f1", "macro_f1", "accuracy", "per_label_f1", "threshold")
+    keys = ("micro_f1", "macro_f1", "accuracy", "per_label_f1", "threshold", "thresholds")
     return {
         "test": {k: test[k] for k in keys if k in test},
         "dev_epochs": [

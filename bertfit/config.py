@@ -83,6 +83,7 @@ CLASS_WEIGHTS = (NO_CLASS_WEIGHTS, BALANCED)
 ENGINES = ("tensorflow", "onnx")  # predict/evaluate/serve --engine: the default first
 DATA_FORMATS = ("csv", "tsv", "jsonl", "parquet")  # --format (bertfit.data.sources reads them)
 # The sections of `train --help` that are not a config section's own (model, data, training).
+CALIBRATIONS = ("auto", "off")  # --calibrate (bertfit.runs.calibration)
 EVALUATION, HARDWARE = "evaluation and checkpoints", "hardware and distribution"
 
 
@@ -330,10 +331,15 @@ class TrainConfig:
             (accuracy, micro_f1 for multi-label, rmse for regression).
         class_weights: "none", "balanced" (inverse class frequency) or a JSON file
             {label: weight}; single-label only.
-        tune_threshold: multi-label: pick the decision threshold that maximises micro-F1 on the
-            evaluation data, saved with the run (on by default: with rare labels the
-            probabilities of positives often stay under 0.5 for epochs while ranking them
-            right; without --eval, or with false, the threshold is 0.5).
+        tune_threshold: multi-label: pick one decision threshold per label on the evaluation
+            data (each label's F1-best, floored so a rare label is still predicted:
+            `runs.calibration.label_thresholds`), saved with the run (on by default: with
+            rare labels the probabilities of positives often stay under 0.5 for epochs while
+            ranking them right; without --eval, or with false, the threshold is 0.5).
+        calibrate: "auto": at the end of a run with --eval, fit temperature scaling (one per
+            label for multi-label) on the best checkpoint's eval outputs and keep it where it
+            lowers the NLL of held-out eval rows; a predictive interval from the eval residuals
+            for regression (`runs.calibration`; docs/calibration.md); "off": neither.
         save_every_steps: also save a resumable checkpoint every N optimizer steps (long
             epochs); the end of every epoch's training is always saved.
         save_every_minutes: also save one whenever this many minutes passed since the last.
@@ -430,10 +436,19 @@ class TrainConfig:
     tune_threshold: bool = dataclasses.field(
         default=True,
         metadata=flag(
-            "multi-label: pick the micro-F1-best threshold on --eval",
+            "multi-label: pick one F1-best threshold per label on --eval",
             group=EVALUATION,
             type=parse_bool,
             metavar="BOOL",
+        ),
+    )
+    calibrate: str = dataclasses.field(
+        default="auto",
+        metadata=flag(
+            "auto: at the end of the run fit temperature scaling on --eval, kept where it "
+            "lowers held-out eval NLL (regression: a predictive interval); off: none",
+            group=EVALUATION,
+            choices=CALIBRATIONS,
         ),
     )
     save_every_steps: int | None = dataclasses.field(

@@ -3,7 +3,9 @@
 Plots (PNG, embedded as data URIs, so the file opens anywhere without a network): the training
 loss and learning rate per step, the gradient norm and throughput, the evaluation metrics per
 epoch, the confusion matrix (single-label), per-label F1 (multi-label) or predicted against true
-values (regression), the token-length histogram with the bucket edges (for `--long-documents
+values (regression), the reliability diagram before and after calibration with its expected
+calibration error (a run calibrated on --eval: calibration.json), the token-length histogram
+with the bucket edges (for `--long-documents
 chunk`: documents' token lengths against the window edges, windows per document and the share of
 text dropped). Tables: the final metrics, per-class precision/recall/F1, padding waste per
 bucket, where the time went, the data and the model. Everything comes from the run directory's
@@ -26,6 +28,7 @@ from bertfit.data.tasks import MULTI_LABEL, REGRESSION, Task
 from bertfit.data.windowed import WindowProfile
 from bertfit.errors import ConfigError
 from bertfit.paths import STDOUT, check_output_file, write_output
+from bertfit.runs.calibration import Calibration
 from bertfit.runs.metrics import HEADLINE_METRICS
 from bertfit.runs.records import EarlyStop
 from bertfit.runs.run_dir import open_run
@@ -47,7 +50,14 @@ def write_report(run_path: str | Path, output: str | Path | None = None) -> Path
     check_output_file(path, "--output", run_dir=run.path, allowed_in_run=[run.report_file.name])
     metrics = read_metrics(run.metrics_file)
     try:
-        page = _page(run.path, metrics, run.read_steps(), run.load_task(), run.load_eval_outputs())
+        page = _page(
+            run.path,
+            metrics,
+            run.read_steps(),
+            run.load_task(),
+            run.load_eval_outputs(),
+            run.load_calibration(),
+        )
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise ConfigError(
             f"{run.metrics_file} is not a complete bertfit metrics file ({type(e).__name__}: "
@@ -79,7 +89,14 @@ def read_metrics(file: Path) -> dict:
     return metrics
 
 
-def _page(run: Path, metrics: dict, steps: list[dict], task: Task, eval_outputs) -> str:
+def _page(
+    run: Path,
+    metrics: dict,
+    steps: list[dict],
+    task: Task,
+    eval_outputs,
+    calibration: Calibration | None = None,
+) -> str:
     epochs = metrics.get("epochs", [])
     last_eval = next((r["eval"] for r in reversed(epochs) if "eval" in r), None)
     sections = [
@@ -96,6 +113,7 @@ def _page(run: Path, metrics: dict, steps: list[dict], task: Task, eval_outputs)
         stop = _stop_note(metrics.get("stopped_early"))
         sections.append(section("Evaluation", [plot, stop, _final_table(last_eval, task)]))
         sections.append(section(_task_title(task), _task_parts(task, last_eval, eval_outputs)))
+        sections.append(_calibration_section(calibration))
     data = metrics.get("data", {})
     if "windows" in data:  # --long-documents chunk: its token_lengths count windows
         windows = WindowProfile.from_dict(data["windows"])
@@ -369,6 +387,75 @@ def _confusion_plot(confusion, labels: list[str]) -> str:
 
     size = min(8.0, 2.5 + 0.5 * len(labels))
     return figure(draw, width=size, height=size)
+
+
+def _calibration_section(calibration: Calibration | None) -> str:
+    """The reliability diagram before and after calibration, and a table of ECE, Brier and NLL
+    on the eval rows (and the thresholds per label of a multi-label run)."""
+    if calibration is None:
+        return ""
+    c = calibration
+    if c.task == REGRESSION:
+        return section(
+            "Predictive interval",
+            [
+                f"<p>value ± {c.interval:.6g} (split conformal on {c.eval_rows} eval rows) holds "
+                f"{c.after['interval_coverage']:.1%} of their true values; predict gives it as "
+                "<code>interval</code>, the SavedModel as <code>value_low</code> and "
+                "<code>value_high</code>.</p>"
+            ],
+        )
+    fitted = ", ".join(f"{t:.3f}" for t in c.fitted_temperatures) or "none (--calibrate off)"
+    kept = ", ".join(f"{t:.3f}" for t in c.temperatures) or "none"
+    rows = [
+        [name, f"{c.before[key]:.4f}", f"{c.after[key]:.4f}"]
+        for key, name in (("ece", "expected calibration error"), ("brier", "Brier"), ("nll", "NLL"))
+    ]
+    parts = [
+        f"<p>Temperature scaling on {c.eval_rows} eval rows: fitted {html.escape(fitted)}; "
+        f"kept {html.escape(kept)} (a temperature is kept where it lowers the NLL of eval rows "
+        "it was not fitted on by more than 2 standard errors). The model's probabilities "
+        "everywhere (predict, evaluate, serve, every export) are the kept ones.</p>",
+        _reliability_plot(c),
+        table(["on the eval rows", "before", "after"], rows),
+    ]
+    if c.thresholds:
+        names = list(c.metrics.get("thresholds", {}))
+        parts.append(
+            table(
+                ["label", "threshold", "F1"],
+                [
+                    [name, f"{t:.3f}", f"{c.metrics['per_label_f1'][name]:.4f}"]
+                    for name, t in zip(names, c.thresholds, strict=True)
+                ],
+            )
+            + f"<p>micro-F1 {c.metrics['micro_f1']:.4f}, macro-F1 {c.metrics['macro_f1']:.4f}"
+            " at these thresholds.</p>"
+        )
+    return section("Calibration", parts)
+
+
+def _reliability_plot(calibration: Calibration) -> str:
+    def draw(figure):
+        axes = figure.subplots()
+        axes.plot([0, 1], [0, 1], color="#999", linestyle="--", label="perfectly calibrated")
+        for bins, name, color in (
+            (calibration.reliability_before, "before", "#c64"),
+            (calibration.reliability_after, "after", "#468"),
+        ):
+            ece = calibration.before["ece"] if name == "before" else calibration.after["ece"]
+            axes.plot(
+                [b["confidence"] for b in bins],
+                [b["frequency"] for b in bins],
+                marker="o",
+                color=color,
+                label=f"{name} (ECE {ece:.3f})",
+            )
+        axes.set(xlim=(0, 1), ylim=(0, 1), xlabel="confidence", ylabel="observed frequency")
+        axes.legend(loc="upper left")
+        return "reliability diagram before and after calibration"
+
+    return figure(draw, width=4.5, height=4.5)
 
 
 def _bar_plot(values: dict, title: str) -> str:

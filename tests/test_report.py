@@ -17,6 +17,7 @@ PLOTS = [
     "gradient norm and throughput per step",
     "evaluation metrics per epoch",
     "confusion matrix",
+    "reliability diagram before and after calibration",  # the run is calibrated on its --eval rows
     "token-length histogram with bucket edges",
 ]
 

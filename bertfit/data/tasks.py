@@ -42,6 +42,7 @@ from bertfit.errors import DataError
 
 DEFAULT_SEPARATOR = "|"
 DEFAULT_THRESHOLD = 0.5
+INTERVAL_LEVEL = 0.9  # the share of true values a regression's predictive interval holds
 LABEL_MAP_INVALID = "data-label-map-invalid"  # labels.json of a run (`DataError.code`)
 WARNING_NOTE = "warning: "  # a note of `infer_task` that is a warning
 
@@ -75,6 +76,14 @@ class Task:
         separator: splits a text label into a set (multi-label).
         threshold: probability at or above which a label is predicted (multi-label).
         mean, std: the training targets' mean and standard deviation (regression).
+        temperatures: the calibration (`bertfit.runs.calibration`): the logits are divided
+            by these before they become probabilities; one for single-label, one per label for
+            multi-label; empty: uncalibrated.
+        thresholds: one decision threshold per label (multi-label, tuned on --eval); empty:
+            `threshold` for every label.
+        interval: regression: the half-width (in the targets' units) of the predictive
+            interval `value ± interval` that held `INTERVAL_LEVEL` of the --eval rows' true
+            values (split conformal); 0: none.
 
     Examples:
     >>> task = Task(MULTI_LABEL, ("fun", "pos"))
@@ -88,6 +97,18 @@ class Task:
     threshold: float = DEFAULT_THRESHOLD
     mean: float = 0.0
     std: float = 1.0
+    temperatures: tuple[float, ...] = ()
+    thresholds: tuple[float, ...] = ()
+    interval: float = 0.0
+
+    def __post_init__(self):  # JSON gives lists; a frozen Task holds tuples
+        object.__setattr__(self, "temperatures", tuple(self.temperatures))
+        object.__setattr__(self, "thresholds", tuple(self.thresholds))
+
+    @property
+    def decision_thresholds(self) -> tuple[float, ...]:
+        """Multi-label: the threshold of each label, in output order."""
+        return self.thresholds or (self.threshold,) * len(self.labels)
 
     @property
     def num_outputs(self) -> int:
@@ -142,6 +163,12 @@ class Task:
             values.update(separator=self.separator, threshold=self.threshold)
         if self.kind == REGRESSION:
             values.update(mean=self.mean, std=self.std)
+        if self.temperatures:
+            values["temperatures"] = list(self.temperatures)
+        if self.thresholds:
+            values["thresholds"] = list(self.thresholds)
+        if self.interval:
+            values["interval"] = self.interval
         return values
 
     def save(self, file: str | os.PathLike) -> None:
@@ -165,6 +192,7 @@ class Task:
                 path=where,
                 code=LABEL_MAP_INVALID,
             )
+        _check_calibration(values, kind, len(labels), where)
         fields = {f.name for f in dataclasses.fields(cls)} - {"kind", "labels"}
         return cls(kind, tuple(labels), **{k: v for k, v in values.items() if k in fields})
 
@@ -182,6 +210,44 @@ class Task:
         if not isinstance(values, dict):
             raise DataError("expected a JSON object", path=name, code=LABEL_MAP_INVALID)
         return cls.from_dict(values, name)
+
+
+def _check_calibration(values: dict, kind: str, num_labels: int, where: str) -> None:
+    """`temperatures` (positive) and `thresholds` (in [0, 1]) as many as the task has outputs:
+    anything else would give wrong probabilities silently."""
+    outputs = num_labels if kind == MULTI_LABEL else 1
+    rules = [("temperatures", kind != REGRESSION, outputs, lambda v: v > 0)]
+    rules.append(("thresholds", kind == MULTI_LABEL, num_labels, lambda v: 0 <= v <= 1))
+    interval = values.get("interval")
+    if interval is not None and (
+        kind != REGRESSION
+        or not isinstance(interval, int | float)
+        or isinstance(interval, bool)
+        or not math.isfinite(interval)
+        or interval < 0
+    ):
+        raise DataError(
+            f'"interval" must be a number >= 0 (the predictive interval of a regression task), '
+            f'as bertfit train writes it; got {interval!r}. Retrain, or remove "interval"',
+            path=where,
+            code=LABEL_MAP_INVALID,
+        )
+    for name, allowed, count, valid in rules:
+        given = values.get(name)
+        if given is None:
+            continue
+        numbers = isinstance(given, list) and all(
+            isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+            for v in given
+        )
+        if not allowed or not numbers or len(given) != count or not all(map(valid, given)):
+            raise DataError(
+                f'"{name}" must be a list of {count} numbers ({name} of a {kind} task with '
+                f"{num_labels} labels), as bertfit train writes it; got {given!r}. Retrain, or "
+                f'remove "{name}" to use the model uncalibrated',
+                path=where,
+                code=LABEL_MAP_INVALID,
+            )
 
 
 def infer_task(

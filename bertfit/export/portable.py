@@ -22,6 +22,7 @@ import tensorflow as tf
 from bertfit.data.tasks import REGRESSION
 from bertfit.errors import BertfitError, ConfigError
 from bertfit.inference.graph import ClassifierModule, next_version
+from bertfit.inference.outputs import calibrated_logits
 from bertfit.model import layers
 from bertfit.model.losses import outputs as logit_meaning
 from bertfit.text.tokenizer import BertTokenizer
@@ -107,8 +108,9 @@ def output_name(module: ClassifierModule) -> str:
 
 def numeric_outputs(module: ClassifierModule, logits: tf.Tensor) -> dict[str, tf.Tensor]:
     """The model's one numeric output: probabilities (softmax, or a sigmoid per label for a
-    multi-label model) or, for regression, the value in the training targets' units."""
-    meaning = logit_meaning(module.task.kind, tf.cast(logits, tf.float32))
+    multi-label model) of the calibrated logits or, for regression, the value in the training
+    targets' units."""
+    meaning = logit_meaning(module.task.kind, calibrated_logits(module.task, logits))
     if module.task.kind == REGRESSION:
         return {"value": meaning[:, 0] * module.task.std + module.task.mean}
     return {"probabilities": meaning}

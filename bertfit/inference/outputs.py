@@ -1,16 +1,20 @@
 """What a classifier's logits mean to a user: the one place they become probabilities, labels or
 values. The exported SavedModel, the in-memory predictor, `bertfit serve`, `bertfit evaluate` and
 `bertfit predict` all use it, so they cannot disagree; and the probabilities are the trainer's
-(`bertfit.model.losses.outputs`), so evaluation during training and after it agree too.
+(`bertfit.model.losses.outputs`) of the logits divided by the run's calibration temperatures
+(`Task.temperatures`, fitted on --eval at the end of training: `bertfit.runs.calibration`),
+so every export and server gives the calibrated probabilities. The LiteRT and ONNX exports
+(`bertfit.export.portable`) divide by the same `calibrated_logits`.
 
 `task_outputs` (in the graph) gives every output by name:
 
 - single-label: `probabilities` [batch, labels] (softmax), `label_id` [batch] (int32), `label`
   [batch] (string);
 - multi-label: `probabilities` [batch, labels] (sigmoid per label), `predicted` [batch, labels]
-  (int32 1 at or above the threshold), `labels` [batch] (the predicted names joined by the
-  task's separator, "" for none);
-- regression: `value` [batch] (float32, in the training targets' units).
+  (int32 1 at or above the label's threshold, `Task.decision_thresholds`), `labels` [batch]
+  (the predicted names joined by the task's separator, "" for none);
+- regression: `value` [batch] (float32, in the training targets' units); with a predictive
+  interval fitted on --eval (`Task.interval`), `value_low` and `value_high` too.
 
 `prediction_rows` and `metric_inputs` read those arrays back (numpy): as `predict`'s rows, and as
 what `task_metrics` takes; `numpy_task_outputs` makes the same arrays from probabilities in numpy,
@@ -44,11 +48,18 @@ def task_outputs(task: Task, logits: tf.Tensor, label_names: tf.Tensor) -> dict[
 
     from bertfit.model.losses import outputs as logit_meaning
 
-    meaning = logit_meaning(task.kind, logits)
+    meaning = logit_meaning(task.kind, calibrated_logits(task, logits))
     if task.kind == REGRESSION:
-        return {"value": meaning[:, 0] * task.std + task.mean}
+        value = meaning[:, 0] * task.std + task.mean
+        if not task.interval:
+            return {"value": value}
+        return {
+            "value": value,
+            "value_low": value - task.interval,
+            "value_high": value + task.interval,
+        }
     if task.kind == MULTI_LABEL:
-        predicted = meaning >= task.threshold
+        predicted = meaning >= tf.constant(task.decision_thresholds, tf.float32)
         names = tf.ragged.boolean_mask(tf.broadcast_to(label_names, tf.shape(predicted)), predicted)
         return {
             "probabilities": meaning,
@@ -63,6 +74,23 @@ def task_outputs(task: Task, logits: tf.Tensor, label_names: tf.Tensor) -> dict[
     }
 
 
+def calibrated_logits(task: Task, logits: tf.Tensor) -> tf.Tensor:
+    """`logits` (float32) divided by the task's temperatures (unchanged when uncalibrated).
+
+    Examples:
+    >>> import tensorflow as tf
+    >>> task = Task("single-label", ("neg", "pos"), temperatures=(2.0,))
+    >>> calibrated_logits(task, tf.constant([[0.0, 2.0]])).numpy().tolist()
+    [[0.0, 1.0]]
+    """
+    import tensorflow as tf
+
+    logits = tf.cast(logits, tf.float32)
+    if not task.temperatures:
+        return logits
+    return logits / tf.constant(task.temperatures, tf.float32)
+
+
 def numpy_task_outputs(task: Task, meaning: np.ndarray) -> dict[str, np.ndarray]:
     """`task_outputs`' arrays, as the TensorFlow graph gives them (strings as bytes), from what
     the logits mean: the probabilities, or for regression the value in the targets' units.
@@ -73,11 +101,18 @@ def numpy_task_outputs(task: Task, meaning: np.ndarray) -> dict[str, np.ndarray]
     ([b'pos'], [1])
     """
     if task.kind == REGRESSION:
-        return {"value": np.asarray(meaning, np.float32)}
+        value = np.asarray(meaning, np.float32)
+        if not task.interval:
+            return {"value": value}
+        return {
+            "value": value,
+            "value_low": value - task.interval,
+            "value_high": value + task.interval,
+        }
     meaning = np.asarray(meaning, np.float32)
     names = np.array([name.encode("utf-8") for name in task.labels], dtype=object)
     if task.kind == MULTI_LABEL:
-        predicted = meaning >= task.threshold
+        predicted = meaning >= np.asarray(task.decision_thresholds, np.float32)
         separator = task.separator.encode("utf-8")
         labels = [separator.join(names[row]) for row in predicted]
         return {
@@ -91,8 +126,9 @@ def numpy_task_outputs(task: Task, meaning: np.ndarray) -> dict[str, np.ndarray]
 
 def prediction_rows(task: Task, outputs: dict[str, np.ndarray]) -> list[dict]:
     """One row per example of `task_outputs`' arrays: `{"label", "probabilities"}`
-    (single-label), `{"labels", "probabilities"}` (multi-label) or `{"value"}` (regression);
-    probabilities by label name.
+    (single-label), `{"labels", "probabilities"}` (multi-label) or `{"value"}` (regression,
+    with `interval` [low, high] when the run fitted one on --eval); probabilities by label
+    name.
 
     Examples:
     >>> task = Task("single-label", ("neg", "pos"))
@@ -100,7 +136,12 @@ def prediction_rows(task: Task, outputs: dict[str, np.ndarray]) -> list[dict]:
     [{'label': 'pos', 'probabilities': {'neg': 0.25, 'pos': 0.75}}]
     """
     if task.kind == REGRESSION:
-        return [{"value": float(v)} for v in outputs["value"]]
+        if not task.interval:
+            return [{"value": float(v)} for v in outputs["value"]]
+        return [
+            {"interval": [float(v) - task.interval, float(v) + task.interval], "value": float(v)}
+            for v in outputs["value"]
+        ]
     labels = list(task.labels)
     rows = [
         {"probabilities": {name: float(v) for name, v in zip(labels, p, strict=True)}}

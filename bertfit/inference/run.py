@@ -20,6 +20,7 @@ from bertfit.errors import ConfigError
 from bertfit.inference.onnx_runtime import load_onnx_classifier
 from bertfit.inference.outputs import metric_inputs, prediction_rows
 from bertfit.progress import Progress
+from bertfit.runs.calibration import calibration_metrics
 from bertfit.runs.metrics import task_metrics
 
 if TYPE_CHECKING:
@@ -76,7 +77,11 @@ def evaluate(
     """The task's metrics (e.g. accuracy, macro_f1, loss) of a trained run (or an export) on a
     labelled file (`format`: its format, else from its name; `columns`: its column names
     where they differ from the training files', see `classifier_source_spec`), with
-    num_examples; every row counts. `engine`: see `load_for_engine`."""
+    num_examples; every row counts. `engine`: see `load_for_engine`. A classifier's metrics
+    include `ece` (expected calibration error) and `brier` of the probabilities it gives
+    (calibrated when the run was); a regression with a predictive interval its
+    `interval_coverage`.
+    """
     classifier = load_for_engine(run_path, engine)
     spec = classifier_source_spec(classifier, format, columns)
     examples = read_examples(data_path, spec)
@@ -84,7 +89,9 @@ def evaluate(
     start = time.perf_counter()
     outputs = _outputs(classifier, examples, "evaluate", quiet)
     seconds = time.perf_counter() - start
-    metrics = task_metrics(classifier.task, targets, metric_inputs(classifier.task, outputs))
+    meaning = metric_inputs(classifier.task, outputs)
+    metrics = task_metrics(classifier.task, targets, meaning)
+    metrics.update(calibration_metrics(classifier.task, targets, meaning))
     metrics.update(
         num_examples=len(examples),
         wall_seconds=seconds,

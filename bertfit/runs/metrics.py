@@ -5,7 +5,7 @@
 - single-label: loss (cross-entropy), accuracy, macro_f1, mcc, roc_auc (two classes),
   per_class precision/recall/f1/support, confusion_matrix (rows: gold, columns: predicted);
 - multi-label: loss (binary cross-entropy), micro_f1, macro_f1, per_label_f1, subset_accuracy,
-  hamming_loss, at the task's decision threshold;
+  hamming_loss, at the task's decision threshold (one per label once tuned: `thresholds`);
 - regression: loss (mean squared error of the standardised targets, what training minimises),
   rmse, mae, pearson, spearman in the targets' own units.
 
@@ -42,7 +42,8 @@ def task_metrics(task: Task, targets: np.ndarray, outputs: np.ndarray) -> dict:
         metrics["loss"] = float(np.mean((outputs[:, 0] - targets) ** 2)) if len(targets) else 0.0
         return metrics
     if task.kind == MULTI_LABEL:
-        return multi_label_metrics(targets, outputs, task.labels, task.threshold)
+        threshold = np.asarray(task.thresholds) if task.thresholds else task.threshold
+        return multi_label_metrics(targets, outputs, task.labels, threshold)
     return classification_metrics(targets, outputs, task.labels)
 
 
@@ -86,9 +87,13 @@ def classification_metrics(
 
 
 def multi_label_metrics(
-    targets: np.ndarray, probabilities: np.ndarray, names: tuple[str, ...], threshold: float = 0.5
+    targets: np.ndarray,
+    probabilities: np.ndarray,
+    names: tuple[str, ...],
+    threshold: float | np.ndarray = 0.5,
 ) -> dict:
-    """Multi-label metrics of multi-hot `targets` and `probabilities` [n, labels].
+    """Multi-label metrics of multi-hot `targets` and `probabilities` [n, labels], at one
+    `threshold` or one per label (then reported as `thresholds` by name).
 
     Examples:
     >>> m = multi_label_metrics(np.array([[1, 0], [1, 1]]), np.array([[.9, .2], [.8, .3]]),
@@ -103,6 +108,7 @@ def multi_label_metrics(
     p = np.clip(probabilities, 1e-7, 1 - 1e-7)
     bce = -(gold * np.log(p) + (~gold) * np.log(1 - p))
     n = len(gold)
+    per_label = np.ndim(threshold) > 0
     return {
         "loss": float(bce.mean()) if n else 0.0,
         "micro_f1": float(_ratio(2 * tp.sum(), gold.sum() + predicted.sum())),
@@ -110,7 +116,11 @@ def multi_label_metrics(
         "per_label_f1": {name: float(v) for name, v in zip(names, f1, strict=True)},
         "subset_accuracy": float(np.mean(np.all(gold == predicted, axis=1))) if n else 0.0,
         "hamming_loss": float(np.mean(gold != predicted)) if n else 0.0,
-        "threshold": float(threshold),
+        **(
+            {"thresholds": {name: float(t) for name, t in zip(names, threshold, strict=True)}}
+            if per_label
+            else {"threshold": float(threshold)}
+        ),
         "num_examples": int(n),
     }
 

@@ -12,6 +12,10 @@
       steps.jsonl           every optimizer step: loss, learning rate, gradient norm, examples/s,
                             wall_time (Unix seconds when its host call returned)
       eval_outputs.npz      the targets and outputs of the latest evaluation (for the report)
+      best_eval_outputs.npz the same of the best checkpoint's evaluation (calibrated on)
+      calibration.json      the temperatures, per-label thresholds or predictive interval
+                            fitted on --eval at the end, with ECE, Brier and NLL before and
+                            after (`bertfit.runs.calibration.Calibration`)
       tensorboard/          TensorBoard events (`tensorboard --logdir runs/`)
       report.html           plots and tables of the run (`bertfit report`)
       train.log             what happened, readable
@@ -45,6 +49,7 @@ from bertfit.data.buckets import saved_buckets
 from bertfit.data.tasks import Task
 from bertfit.errors import BertfitError
 from bertfit.model.config import BertConfig
+from bertfit.runs.calibration import CALIBRATION_FILE, Calibration
 from bertfit.runs.records import FINISHED, RUNNING
 from bertfit.text.loading import load_tokenizer
 
@@ -60,6 +65,8 @@ RUN_ENTRIES = {
     "tensorboard",
     "report.html",
     "eval_outputs.npz",
+    "best_eval_outputs.npz",
+    "calibration.json",
     "onnx-engine",  # the ONNX export `--engine onnx` runs (bertfit.export.onnx_engine)
     "distill",  # `bertfit distill`: the teacher's labels and the student's start
 }
@@ -116,6 +123,8 @@ class RunDir:
     log_file = property(lambda self: self.path / "train.log")
     steps_file = property(lambda self: self.path / "steps.jsonl")
     eval_outputs_file = property(lambda self: self.path / "eval_outputs.npz")
+    best_eval_outputs_file = property(lambda self: self.path / "best_eval_outputs.npz")
+    calibration_file = property(lambda self: self.path / CALIBRATION_FILE)
     report_file = property(lambda self: self.path / "report.html")
     latest_dir = property(lambda self: self.path / "checkpoints" / "latest")
     best_dir = property(lambda self: self.path / "checkpoints" / "best")
@@ -196,10 +205,17 @@ class RunDir:
 
     def load_eval_outputs(self) -> tuple[np.ndarray, np.ndarray] | None:
         """(targets, outputs) of the latest evaluation, if one was saved."""
-        if not self.eval_outputs_file.exists():
+        return _load_outputs(self.eval_outputs_file)
+
+    def load_best_eval_outputs(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """(targets, outputs) of the best checkpoint's evaluation, if one was saved."""
+        return _load_outputs(self.best_eval_outputs_file)
+
+    def load_calibration(self) -> Calibration | None:
+        """calibration.json, or None for a run without one (no --eval, older runs)."""
+        if not self.calibration_file.exists():
             return None
-        with np.load(self.eval_outputs_file) as data:
-            return data["targets"], data["outputs"]
+        return Calibration.load(self.calibration_file)
 
     def _require(self, file: Path) -> Path:
         if not file.exists():
@@ -249,3 +265,10 @@ def open_run(path: str | os.PathLike, *, checkpoints: bool = True) -> RunDir:
     atexit.register(shutil.rmtree, folder, True)
     storage.download_tree(url, folder, skip=skip)
     return RunDir(folder, shown_as=url)
+
+
+def _load_outputs(file: Path) -> tuple[np.ndarray, np.ndarray] | None:
+    if not file.exists():
+        return None
+    with np.load(file) as data:
+        return data["targets"], data["outputs"]

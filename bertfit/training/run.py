@@ -30,7 +30,8 @@ from bertfit.data.tasks import MULTI_LABEL
 from bertfit.data.training_data import LabelledData
 from bertfit.errors import BertfitError, ConfigError, DataError, TrainingInterrupted
 from bertfit.progress import Console
-from bertfit.runs.metrics import HEADLINE_METRICS, best_threshold, is_better, task_metrics
+from bertfit.runs.calibration import fit_calibration, label_thresholds
+from bertfit.runs.metrics import HEADLINE_METRICS, is_better, task_metrics
 from bertfit.runs.records import (
     DIVERGED,
     FAILED,
@@ -360,8 +361,7 @@ def _finished(
     started: float,
     length: RunLength,
 ) -> RunSummary:
-    """The summary of a finished run; with --tune-threshold the best epoch's threshold is
-    saved with the task."""
+    """The summary of a finished run, calibrated (`_calibrate`) when it has --eval."""
     trainer, wall = setup.trainer, time.perf_counter() - started
     at_max_steps = state.stopped_early is None and state.global_step == length.max_steps
     finished = dataclasses.replace(
@@ -382,12 +382,31 @@ def _finished(
     )
     if setup.eval is None:
         return finished
-    best = _best_evaluation(state, setup.best_metric)
-    if setup.config.train.tune_threshold and best is not None and "threshold" in best:
-        run_dir.save_task(dataclasses.replace(setup.task, threshold=best["threshold"]))
+    _calibrate(setup, run_dir)
     return dataclasses.replace(
         finished, final=state.history[-1].eval, best={setup.best_metric: state.best_value}
     )
+
+
+def _calibrate(setup: RunSetup, run_dir: TrainingRunDir) -> None:
+    """Fits the calibration (temperatures; per-label thresholds for multi-label) on the best
+    checkpoint's eval outputs, writes calibration.json and the calibrated task to labels.json,
+    which every export and server then applies (`bertfit.runs.calibration`)."""
+    saved = run_dir.load_best_eval_outputs()
+    if saved is None:
+        return
+    t = setup.config.train
+    calibration = fit_calibration(
+        setup.task,
+        *saved,
+        temperature=t.calibrate != "off",
+        tune_thresholds=t.tune_threshold,
+    )
+    if calibration is None:
+        return
+    run_dir.save_calibration(calibration)
+    run_dir.save_task(calibration.calibrated_task(setup.task))
+    run_dir.log(calibration.describe())
 
 
 def time_split(
@@ -430,15 +449,6 @@ def so_far(summary: RunSummary, state: TrainingState) -> RunSummary:
         evaluations=state.evaluations or None,
         stopped_early=state.stopped_early,
     )
-
-
-def _best_evaluation(state: TrainingState, metric: str) -> dict | None:
-    """The metrics of the evaluation (at an epoch's end or inside one) whose weights
-    `checkpoints/best` holds: of those that were best when taken, the one with the best value
-    (each beat the ones before it)."""
-    best = [r.eval for r in state.history if r.best]
-    best += [e.metrics for e in state.evaluations if e.best]
-    return next((m for m in best if m[metric] == state.best_value), None)
 
 
 def _step_evaluation_seconds(state: TrainingState) -> float:
@@ -654,6 +664,7 @@ class EpochRunner:
         best = is_better(metric, value, state.best_value)
         if best:
             state.best_value = value
+            self.run_dir.save_best_eval_outputs(self.setup.eval.labels, self.outputs)
         return best
 
     def _stop_early_when_due(self, state: TrainingState, epoch_end: bool = False) -> None:
@@ -739,13 +750,16 @@ class EpochRunner:
             self._stop(state, stop.signal)
 
     def _evaluate(self, data: LabelledData) -> dict:
-        """The epoch's evaluation; with --tune-threshold the multi-label threshold that suits
-        these outputs best; a warning when single-label predictions collapsed."""
+        """The epoch's evaluation; with --tune-threshold the multi-label thresholds (one per
+        label) that suit these outputs best; a warning when single-label predictions
+        collapsed. The outputs are kept for `_judge` (the best ones are calibrated)."""
         task = self.setup.task
         metrics, outputs = evaluate_data(self.setup, data, self.console)
         self.run_dir.save_eval_outputs(data.labels, outputs)
+        self.outputs = outputs
         if self.config.train.tune_threshold and task.kind == MULTI_LABEL:
-            tuned = dataclasses.replace(task, threshold=best_threshold(data.labels, outputs))
+            tuned = dataclasses.replace(task, thresholds=label_thresholds(data.labels, outputs))
+            metrics.pop("threshold")
             metrics.update(task_metrics(tuned, data.labels, outputs))
         training_labels = self.setup.train.labels  # None: a streamed set's are not in memory
         warning = collapse_warning(task, data.labels, outputs, self.config.train, training_labels)

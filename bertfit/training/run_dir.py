@@ -39,6 +39,7 @@ from bertfit.data.buckets import fixed_buckets, saved_buckets
 from bertfit.data.tasks import Task
 from bertfit.errors import BertfitError, ConfigError
 from bertfit.model.config import BertConfig
+from bertfit.runs.calibration import Calibration
 from bertfit.runs.records import DIVERGED, FINISHED, RUNNING, RunSummary
 from bertfit.runs.run_dir import LOCK_FILE, RUN_ENTRIES, RunDir, leftovers
 from bertfit.training.checkpointing import remove_unindexed
@@ -361,9 +362,15 @@ class TrainingRunDir(RunDir):
         write_text_atomic(self.steps_file, "".join(json.dumps(row) + "\n" for row in kept))
 
     def save_eval_outputs(self, targets: np.ndarray, outputs: np.ndarray) -> None:
-        buffer = io.BytesIO()
-        np.savez(buffer, targets=targets, outputs=outputs)
-        write_bytes_atomic(self.eval_outputs_file, buffer.getvalue())
+        _save_outputs(self.eval_outputs_file, targets, outputs)
+
+    def save_best_eval_outputs(self, targets: np.ndarray, outputs: np.ndarray) -> None:
+        """The best checkpoint's eval outputs, which the end of the run calibrates on."""
+        _save_outputs(self.best_eval_outputs_file, targets, outputs)
+
+    def save_calibration(self, calibration: Calibration) -> None:
+        calibration.save(self.calibration_file)
+        self.sync()
 
     def save_metrics(self, summary: RunSummary) -> None:
         write_text_atomic(self.metrics_file, json.dumps(summary.to_dict(), indent=2))
@@ -374,3 +381,9 @@ class TrainingRunDir(RunDir):
         TensorFlow's `checkpoint` index does not name."""
         for directory in (self.latest_dir, self.best_dir, self.adapter_dir):
             remove_unindexed(directory)
+
+
+def _save_outputs(file: Path, targets: np.ndarray, outputs: np.ndarray) -> None:
+    buffer = io.BytesIO()
+    np.savez(buffer, targets=targets, outputs=outputs)
+    write_bytes_atomic(file, buffer.getvalue())

@@ -37,9 +37,13 @@ from tests.tiny import TINY_VOCAB, sentiment_rows, tiny_encoder
 
 TOLERANCE = 1e-5
 TASKS = {
-    "single-label": Task("single-label", ("neg", "pos")),
-    "multi-label": Task("multi-label", ("a", "b", "c"), threshold=0.4),
-    "regression": Task("regression", mean=3.0, std=2.0),
+    # calibrated as a run with --eval is (bertfit.runs.calibration): the ONNX graph divides by
+    # the temperatures, the engine applies each label's threshold and the interval
+    "single-label": Task("single-label", ("neg", "pos"), temperatures=(2.0,)),
+    "multi-label": Task(
+        "multi-label", ("a", "b", "c"), temperatures=(2.0, 0.5, 1.0), thresholds=(0.3, 0.6, 0.45)
+    ),
+    "regression": Task("regression", mean=3.0, std=2.0, interval=0.75),
 }
 
 

@@ -16,7 +16,7 @@ from bertfit.config import DataConfig, ModelConfig, RunConfig, TrainConfig
 from bertfit.data.tasks import Task
 from bertfit.errors import ConfigError
 from bertfit.model.classifier import prior_log_odds
-from bertfit.runs.metrics import best_threshold
+from bertfit.runs.calibration import Calibration, label_thresholds
 from bertfit.training.collapse import collapse_warning
 from bertfit.training.run import train
 from bertfit.training.setup import head_bias, prepare
@@ -79,7 +79,7 @@ def test_head_bias_is_validated():
 @pytest.mark.slow
 def test_a_multi_label_run_with_eval_tunes_and_saves_its_threshold(trainable_hf_dir, tmp_path):
     # One rare label (1 row in 8) and one short epoch: the probabilities stay near the prior,
-    # so no row reaches 0.5 and the micro-F1-best threshold is well below it.
+    # so no row reaches 0.5 and the label's F1-best threshold is well below it.
     rows = [
         (f"the film was {'plot' if i % 8 == 0 else 'fine'}", ["plot"] * (i % 8 == 0))
         for i in range(48)
@@ -89,8 +89,13 @@ def test_a_multi_label_run_with_eval_tunes_and_saves_its_threshold(trainable_hf_
     run = Path(train(config, quiet=True).run_dir)
     final = json.loads((run / "metrics.json").read_text())["final"]
     outputs = np.load(run / "eval_outputs.npz")
-    assert final["threshold"] == best_threshold(outputs["targets"], outputs["outputs"]) < 0.5
-    assert Task.load(run / "labels.json").threshold == final["threshold"]
+    tuned = label_thresholds(outputs["targets"], outputs["outputs"])
+    assert final["thresholds"] == {"plot": tuned[0]} and tuned[0] < 0.5
+    best = np.load(run / "best_eval_outputs.npz")  # one epoch: the best is the last
+    np.testing.assert_array_equal(best["outputs"], outputs["outputs"])
+    calibration = Calibration.load(run / "calibration.json")
+    assert Task.load(run / "labels.json").thresholds == calibration.thresholds
+    assert calibration.thresholds[0] < 0.5
 
 
 def test_the_collapse_warning_gives_the_flags_to_rerun_with():

@@ -12,6 +12,7 @@ from bertfit.cli import main
 from bertfit.data.tasks import Task
 from bertfit.export.serving import export_classifier
 from bertfit.inference.predictor import load_classifier
+from bertfit.runs.calibration import Calibration
 from tests.tiny import (
     scored_rows,
     sentiment_rows,
@@ -64,12 +65,19 @@ def test_multi_label_trains_tunes_its_threshold_evaluates_and_predicts_label_lis
     assert final["num_examples"] == 37
     assert set(final["per_label_f1"]) == {"neg", "plot", "pos"}
     assert final["micro_f1"] > 0.8 and 0 <= final["hamming_loss"] < 0.2
+    assert set(final["thresholds"]) == {"neg", "plot", "pos"}  # one per label
     task = Task.load(run / "labels.json")
-    assert task.kind == "multi-label" and task.threshold == final["threshold"]
+    calibration = Calibration.load(run / "calibration.json")  # fitted on dev at the end
+    assert task.kind == "multi-label" and task.thresholds == calibration.thresholds
+    assert len(task.temperatures) == 3 or not calibration.applied
 
     assert main(["evaluate", "--run", str(run), "--data", str(dev), "--json"]) == 0
     evaluated = json.loads(capsys.readouterr().out)
-    assert evaluated["micro_f1"] == pytest.approx(final["micro_f1"], abs=1e-6)
+    # evaluate gives the calibrated model's numbers, as the end of training measured them
+    assert evaluated["micro_f1"] == pytest.approx(calibration.metrics["micro_f1"], abs=1e-6)
+    assert evaluated["macro_f1"] == pytest.approx(calibration.metrics["macro_f1"], abs=1e-6)
+    assert evaluated["ece"] == pytest.approx(calibration.after["ece"], abs=1e-4)
+    assert evaluated["brier"] == pytest.approx(calibration.after["brier"], abs=1e-5)
 
     rows = load_classifier(run).predict(["the plot was good", "it was awful"])
     assert set(rows[0]) == {"labels", "probabilities"}
@@ -112,6 +120,19 @@ def test_regression_predicts_values_in_the_targets_units(trainable_hf_dir, tmp_p
     exported = load_classifier(export_classifier(load_classifier(run), tmp_path / "export"))
     assert [row["value"] for row in exported.predict(texts)] == pytest.approx(values, abs=1e-5)
     assert 'alt="predicted against true values"' in (run / "report.html").read_text()
+    # the predictive interval from the dev residuals: in the run, its rows and its export
+    calibration = Calibration.load(run / "calibration.json")
+    assert task.interval == calibration.interval > 0
+    assert calibration.after["interval_coverage"] >= 0.9  # split conformal on these rows
+    row = exported.predict(texts)[0]
+    assert row["interval"] == pytest.approx(
+        [row["value"] - task.interval, row["value"] + task.interval]
+    )
+    graph = exported.outputs(texts)
+    np.testing.assert_allclose(graph["value_high"] - graph["value"], task.interval, rtol=1e-5)
+    assert main(["evaluate", "--run", str(run), "--data", str(dev), "--json"]) == 0
+    evaluated = json.loads(capsys.readouterr().out)
+    assert evaluated["interval_coverage"] == pytest.approx(calibration.after["interval_coverage"])
 
 
 def test_pairs_work_for_every_task(trainable_hf_dir, tmp_path):
