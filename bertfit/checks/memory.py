@@ -4,19 +4,24 @@ settings, and the settings that make it fit a device (`bertfit check --device-me
 Peak per replica = weights (every variable, at its dtype)
                  + gradients and AdamW's two slots (float32, trainable variables only: a frozen
                    base, as with LoRA, has neither)
-                 + activations kept for the backward pass at the longest shape.
+                 + activations kept for the backward pass at the longest shape
+                 + the runtime's own (RUNTIME_BYTES, below).
 
-Activations per layer and token, in values of the compute dtype, counted from the layer's
-code (`model/blocks.py`: what its gradient needs):
+Activations per layer and token, in values of the compute dtype:
     ACTIVATION_HIDDEN · h + ACTIVATION_INTERMEDIATE · i + ACTIVATION_SCORES · heads · s
-(the layer's input, q/k/v, the attention context, norms' inputs and dropout masks: ~10 h;
-the feed-forward's pre- and post-activation: 2 i; the softmax's output, its dropout mask and
-the dropped probabilities: 3 per score). With `--remat` the backward pass keeps each layer's
-input (h) and recomputes one layer at a time, so activations are L · h + one layer's.
+With `--remat` the backward pass keeps each layer's input (h per token) and recomputes one
+layer at a time, so activations are L · h + one layer's.
 
-The counts were calibrated on this CPU (XLA's buffers, fp32) against the peak resident memory
-of training steps (`bench/memory.py`; `tests/checks/test_memory_plan.py` holds the
-prediction within 15% of the measurement).
+The counts are measured, not read off the layer's code: counting every tensor the layer's
+gradient uses gives ~10 h + 2 i + 3 per score, yet XLA fuses the norms, dropouts and GELU
+into their neighbours and keeps about 2 h + i (and ~3 values per attention score: the
+probabilities, their dropout mask and the dropped ones). Calibrated on this 2-core CPU
+(fp32, the whole step XLA-compiled) from the peak resident memory of the real step at
+batch × seq 16 × 128 with and without remat (`bench/memory.py`): the difference fixes the
+per-layer count, the rest RUNTIME_BYTES: what the step costs besides its tensors (XLA's
+compiled program and its buffers' slack, TensorFlow's threads): 285 MiB on a CPU host, an
+overestimate on an accelerator, whose program lives in host memory.
+`tests/checks/test_memory_plan.py` holds other shapes within 15% of their measurement.
 """
 
 from __future__ import annotations
@@ -30,9 +35,10 @@ import tensorflow as tf
 
 from bertfit.errors import ConfigError
 
-ACTIVATION_HIDDEN = 10
-ACTIVATION_INTERMEDIATE = 2
+ACTIVATION_HIDDEN = 2
+ACTIVATION_INTERMEDIATE = 1
 ACTIVATION_SCORES = 3
+RUNTIME_BYTES = 285 * 2**20
 OPTIMIZER_SLOTS = 2  # AdamW's first and second moments
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(i?)B?\s*$", re.IGNORECASE)
@@ -105,11 +111,12 @@ class MemoryPlan:
     activations_bytes: int
     shape: tuple[int, ...]
     remat: bool
+    runtime_bytes: int = RUNTIME_BYTES
 
     @property
     def peak_bytes(self) -> int:
         state = self.weights_bytes + self.gradients_bytes + self.optimizer_bytes
-        return state + self.activations_bytes
+        return state + self.activations_bytes + self.runtime_bytes
 
     def to_dict(self) -> dict:
         return {**dataclasses.asdict(self), "peak_bytes": self.peak_bytes}
@@ -146,7 +153,7 @@ def what_fits(plan_: MemoryPlan, architecture: Architecture, device_bytes: int) 
     """The settings that each alone bring `plan_` under `device_bytes`: --remat, the largest
     batch per replica that fits (halving), a shorter --max-seq-length; [] when none does."""
     fixes = []
-    fixed = plan_.peak_bytes - plan_.activations_bytes
+    fixed = plan_.peak_bytes - plan_.activations_bytes  # weights, state, runtime
     compute_bytes = max(1, _compute_bytes(plan_, architecture))
 
     def fits(shape, remat) -> bool:

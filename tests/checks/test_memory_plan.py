@@ -14,7 +14,7 @@ from bertfit.cli import main
 from bertfit.errors import ConfigError
 from bertfit.model.classifier import BertClassifier
 from tests.checks.test_cli import check_args
-from tests.tiny import TINY_CONFIG, sentiment_rows, tiny_encoder, write_csv
+from tests.tiny import sentiment_rows, tiny_encoder, write_csv
 
 BERT_LARGE = Architecture(layers=24, hidden=1024, intermediate=4096, heads=16)
 
@@ -100,14 +100,12 @@ def test_check_cli_device_memory(tmp_path, trainable_hf_dir, capsys):
     assert "--device-memory 'lots' is not a memory size" in capsys.readouterr().err
 
 
-TINY_SHAPE = dict(layers=TINY_CONFIG.num_hidden_layers, vocab=TINY_CONFIG.vocab_size)
-
-
 @pytest.mark.slow  # each setting compiles its step in a fresh process: ~1 min
-@pytest.mark.parametrize("remat", [False, True])
-def test_the_plan_is_within_15_percent_of_the_measured_peak(remat):
+@pytest.mark.parametrize("batch, seq, remat", [(8, 256, False), (32, 64, True)])
+def test_the_plan_is_within_15_percent_of_the_measured_peak(batch, seq, remat):
     """The prediction against the peak resident memory of the real compiled step on this CPU
-    (`bench/memory.py`), on a small encoder whose activations are most of the peak."""
+    (`bench/memory.py`), on a small encoder whose activations are much of the peak, at shapes
+    other than the 16 x 128 the counts were calibrated at."""
     from bench.memory import Setting, measure_in_subprocess
 
     setting = Setting(
