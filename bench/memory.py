@@ -214,6 +214,7 @@ def main() -> None:
     parser.add_argument("--vocab", type=int, default=1024)
     parser.add_argument("--seq", type=int, default=256)
     parser.add_argument("--batch", type=int, default=1)
+    parser.add_argument("--out", default="memory", help="bench/results/OUT.json")
     parser.add_argument("--measure", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.measure:
@@ -228,7 +229,7 @@ def main() -> None:
         row["peak_vs_full"] = row["measured_peak_bytes"] / full["measured_peak_bytes"]
         row["step_time_vs_full"] = row["step_seconds"] / full["step_seconds"]
     write_result(
-        "memory",
+        args.out,
         {
             "load_average_before": load,
             "load_average_after": os.getloadavg(),

@@ -4,7 +4,9 @@ settings, and the settings that make it fit a device (`bertfit check --device-me
 Peak per replica = weights (every variable, at its dtype)
                  + gradients and AdamW's two slots (float32, trainable variables only: a frozen
                    base, as with LoRA, has neither)
-                 + activations kept for the backward pass at the longest shape
+                 + the larger of: the activations kept for the backward pass at the longest
+                   shape, and the clipped copy of the gradients the update makes (a model
+                   whose state dwarfs its activations peaks in the update)
                  + the runtime's own (RUNTIME_BYTES, below).
 
 Activations per layer and token, in values of the compute dtype:
@@ -115,8 +117,11 @@ class MemoryPlan:
 
     @property
     def peak_bytes(self) -> int:
+        """The larger of the backward pass's peak (state and activations) and the update's
+        (state and the clipped copy of the gradients, the activations freed)."""
         state = self.weights_bytes + self.gradients_bytes + self.optimizer_bytes
-        return state + self.activations_bytes + self.runtime_bytes
+        working = max(self.activations_bytes, self.gradients_bytes)
+        return state + working + self.runtime_bytes
 
     def to_dict(self) -> dict:
         return {**dataclasses.asdict(self), "peak_bytes": self.peak_bytes}
@@ -153,11 +158,12 @@ def what_fits(plan_: MemoryPlan, architecture: Architecture, device_bytes: int) 
     """The settings that each alone bring `plan_` under `device_bytes`: --remat, the largest
     batch per replica that fits (halving), a shorter --max-seq-length; [] when none does."""
     fixes = []
-    fixed = plan_.peak_bytes - plan_.activations_bytes  # weights, state, runtime
+    fixed = plan_.peak_bytes - max(plan_.activations_bytes, plan_.gradients_bytes)
     compute_bytes = max(1, _compute_bytes(plan_, architecture))
 
     def fits(shape, remat) -> bool:
-        return fixed + architecture.activation_bytes(shape, compute_bytes, remat) <= device_bytes
+        activations = architecture.activation_bytes(shape, compute_bytes, remat)
+        return fixed + max(activations, plan_.gradients_bytes) <= device_bytes
 
     batch, *rest = plan_.shape
     if not plan_.remat and fits(plan_.shape, True):
