@@ -91,3 +91,39 @@ def test_remat_recomputes_in_the_backward_pass():
         return sum(op.type in ("MatMul", "BatchMatMulV2") for op in graph.get_operations())
 
     assert matmuls(True) > matmuls(False)
+
+
+@pytest.mark.slow  # writes three transformers models: ~10 s
+@pytest.mark.parametrize("family", ["deberta-v2", "modernbert", "albert"])
+def test_remat_gradients_of_every_layer_kind(family, tmp_path):
+    """DeBERTa's layers take the relative table through `context` (its gradient must still
+    reach the table), ModernBERT has its own layers, ALBERT one layer shared by all."""
+    from bertfit.checkpoints.hf import read_hf
+    from bertfit.checkpoints.load import build_encoder
+    from tests.families import write_family_model
+
+    write_family_model(family, tmp_path)
+    encoder = build_encoder(read_hf(tmp_path))
+    model = BertClassifier(encoder, 2, "mean", dropout=0.0)
+    features, labels = _batch()
+    features["input_word_ids"] = features["input_word_ids"] % 90 + 5
+
+    def gradients(remat: bool):
+        encoder.remat = remat
+        with tf.GradientTape() as tape:
+            logits = model(features, training=True)
+            loss = tf.reduce_mean(
+                tf.keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)
+            )
+        return tape.gradient(loss, model.trainable_variables)
+
+    plain, remat = gradients(False), gradients(True)
+    for variable, p, r in zip(model.trainable_variables, plain, remat, strict=True):
+        assert (p is None) == (r is None), variable.path
+        if p is not None:
+            np.testing.assert_allclose(
+                tf.convert_to_tensor(r).numpy(),
+                tf.convert_to_tensor(p).numpy(),
+                atol=1e-5,
+                err_msg=variable.path,
+            )
