@@ -123,8 +123,6 @@ def check(
             full_compile,
         )
     elif config is not None:
-        if device_memory is None and target == "cpu":
-            device_memory = host_memory()
         _check_run(report, config, replicas, max_rows, compile, full_compile, device_memory)
     else:
         raise BertfitError("check() needs a RunConfig, or dataset= with encoder= or model=")
@@ -459,6 +457,9 @@ def _check_pipeline(
     # [batch, length], or for windowed documents [batch, K, max_seq_length]
     shapes = [(per_replica, *setup.train.row_shape(k)) for k in sorted(pipeline.datasets)]
     report.memory = memory_per_replica(trainer.model, shapes, compute, config.train.remat)
+    asked = device_memory is not None  # else this machine's memory, said only when short
+    if not asked and expected.target == "cpu":
+        device_memory = host_memory()
     if device_memory is not None:
         encoder = trainer.model.encoder
         head = report.memory["trainable_parameters"] - sum(
@@ -466,7 +467,7 @@ def _check_pipeline(
         )
         lora = getattr(config.model, "lora_rank", None) == 0  # where --lora-rank exists
         where = f"{config.model.name}, --batch-size {config.train.batch_size} over {replicas}"
-        report_fit(report, report.memory, device_memory, where, head, lora)
+        report_fit(report, report.memory, device_memory, where, head, lora, say_fits=asked)
 
 
 # ---- a user's dataset ----

@@ -194,10 +194,16 @@ def lora_trainable(architecture: Architecture, head: int, rank: int = 8) -> int:
 
 
 def report_fit(
-    report, memory: dict, device_bytes: int, where: str, head: int, lora: bool = False
+    report,
+    memory: dict,
+    device_bytes: int,
+    where: str,
+    head: int,
+    lora: bool = False,
+    say_fits: bool = True,
 ) -> None:
-    """A finding: the plan's peak fits `device_bytes` (info), or it does not (error) and the
-    settings that each alone would make it fit."""
+    """A finding: the plan's peak fits `device_bytes` (info, unless `say_fits` is False), or
+    it does not (error) and the settings that each alone would make it fit."""
     from bertfit.checks.findings import ERROR, INFO
 
     if not memory.get("plan"):
@@ -208,6 +214,8 @@ def report_fit(
     architecture = Architecture(**memory["architecture"])
     peak = plan_.peak_bytes
     if peak <= device_bytes:
+        if not say_fits:
+            return
         report.add(
             "memory-fits",
             INFO,
