@@ -325,6 +325,9 @@ class TrainConfig:
         worker_index: this process's position in `workers`; worker 0 is the chief.
         grad_accum: micro-batches accumulated per optimizer step inside the compiled step
             (effective batch = grad_accum × batch_size).
+        remat: recompute each encoder layer's activations in the backward pass instead of
+            keeping them (`model/remat.py`): activation memory of about one layer's plus each
+            layer's input, for about a third more compute per step.
         steps_per_execution: optimizer steps per host call (one compiled loop); the batch plan
             groups steps in runs of this many of the same bucket.
         best_metric: the eval metric that picks the best checkpoint; None: the task's default
@@ -413,6 +416,14 @@ class TrainConfig:
     )
     grad_accum: int = dataclasses.field(
         default=1, metadata=flag("micro-batches accumulated per optimizer step")
+    )
+    remat: bool = dataclasses.field(
+        default=False,
+        metadata=flag(
+            "recompute each layer's activations in the backward pass: long sequences and large "
+            "batches fit, for about a third more compute",
+            switch=True,
+        ),
     )
     steps_per_execution: int = dataclasses.field(
         default=1, metadata=flag("optimizer steps per host call", group=HARDWARE)

@@ -31,6 +31,7 @@ from bertfit.checks.data import (
     read_checked,
 )
 from bertfit.checks.findings import ERROR, TARGETS, WARNING, Report
+from bertfit.checks.memory import host_memory, report_fit
 from bertfit.checks.model import (
     SIGNATURE_ONLY_WHY,
     check_gradients,
@@ -71,6 +72,7 @@ def check(
     max_rows: int | None = 50_000,
     compile: bool | None = None,
     full_compile: bool = False,
+    device_memory: int | None = None,
 ) -> Report:
     """Finds shape, dtype, input, data and gradient problems without training.
 
@@ -90,6 +92,10 @@ def check(
             only with `jit_compile` true), so that a CPU check takes seconds, and the report
             says it skipped the compilation; for a `dataset`, always.
         full_compile: run XLA's backend too where the target is this machine (slower).
+        device_memory: bytes of memory per replica on the target (`--device-memory 16GB`):
+            whether the predicted peak of a training step fits, and which setting makes it
+            fit when it does not (`checks.memory`). Default, for a `config` on a "cpu"
+            target: this machine's memory.
 
     Returns:
         a `Report`: `report.findings`, `report.codes`, `report.exit_code(strict)`.
@@ -117,7 +123,7 @@ def check(
             full_compile,
         )
     elif config is not None:
-        _check_run(report, config, replicas, max_rows, compile, full_compile)
+        _check_run(report, config, replicas, max_rows, compile, full_compile, device_memory)
     else:
         raise BertfitError("check() needs a RunConfig, or dataset= with encoder= or model=")
     report.seconds = time.perf_counter() - start
@@ -175,7 +181,9 @@ def check_precision(report: Report, precision: str, target: str) -> None:
 # ---- bertfit's own pipeline ----
 
 
-def _check_run(report: Report, config: RunConfig, replicas, max_rows, compile_, full) -> None:
+def _check_run(
+    report: Report, config: RunConfig, replicas, max_rows, compile_, full, device_memory=None
+) -> None:
     target = report.target
     try:
         config.validate()
@@ -201,7 +209,9 @@ def _check_run(report: Report, config: RunConfig, replicas, max_rows, compile_, 
     checkpoint, tokenizer = _checked_checkpoint(report, config)
     if is_prepared(config.data.train):
         if tokenizer is not None:
-            _check_prepared(report, config, checkpoint, tokenizer, replicas, expected, compile_)
+            _check_prepared(
+                report, config, checkpoint, tokenizer, replicas, expected, compile_, device_memory
+            )
         return
 
     train = read_checked(report, config.data.train, config, "training")
@@ -239,11 +249,18 @@ def _check_run(report: Report, config: RunConfig, replicas, max_rows, compile_, 
         total_steps=1,
     )
     report.stats["length buckets"] = _buckets_chosen(setup)
-    _check_pipeline(report, setup, replicas, expected, compile_, full)
+    _check_pipeline(report, setup, replicas, expected, compile_, full, device_memory)
 
 
 def _check_prepared(
-    report: Report, config: RunConfig, checkpoint, tokenizer, replicas, expected, compile_
+    report: Report,
+    config: RunConfig,
+    checkpoint,
+    tokenizer,
+    replicas,
+    expected,
+    compile_,
+    device_memory=None,
 ) -> None:
     """A prepared training set (`bertfit prepare`): the task, the row count and the lengths
     come from its manifest, and the pipeline check reads only the first batch of each bucket
@@ -293,7 +310,7 @@ def _check_prepared(
         total_steps=1,
     )
     report.stats["length buckets"] = _buckets_chosen(setup)
-    _check_pipeline(report, setup, replicas, expected, compile_, False)
+    _check_pipeline(report, setup, replicas, expected, compile_, False, device_memory)
 
 
 def _buckets_chosen(setup: RunSetup) -> str:
@@ -382,7 +399,13 @@ def _class_id_spec(spec, task):
 
 
 def _check_pipeline(
-    report: Report, setup: RunSetup, replicas: int, expected: BatchExpectations, compile_, full
+    report: Report,
+    setup: RunSetup,
+    replicas: int,
+    expected: BatchExpectations,
+    compile_,
+    full,
+    device_memory: int | None = None,
 ) -> None:
     """The run's own setup (`training.setup.assemble`) for one replica: its share of each
     step's batch, the classifier at the run's precision, and the replica step the run
@@ -433,7 +456,18 @@ def _check_pipeline(
     compute = tf.as_dtype(trainer.model.encoder.dtype_policy.compute_dtype).size
     # [batch, length], or for windowed documents [batch, K, max_seq_length]
     shapes = [(per_replica, *setup.train.row_shape(k)) for k in sorted(pipeline.datasets)]
-    report.memory = memory_per_replica(trainer.model, shapes, compute)
+    report.memory = memory_per_replica(trainer.model, shapes, compute, config.train.remat)
+    asked = device_memory is not None  # else this machine's memory, said only when short
+    if not asked and expected.target == "cpu":
+        device_memory = host_memory()
+    if device_memory is not None:
+        encoder = trainer.model.encoder
+        head = report.memory["trainable_parameters"] - sum(
+            int(v.numpy().size) for v in encoder.trainable_weights
+        )
+        lora = getattr(config.model, "lora_rank", None) == 0  # where --lora-rank exists
+        where = f"{config.model.name}, --batch-size {config.train.batch_size} over {replicas}"
+        report_fit(report, report.memory, device_memory, where, head, lora, say_fits=asked)
 
 
 # ---- a user's dataset ----

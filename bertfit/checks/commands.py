@@ -57,6 +57,12 @@ def add_commands(subparsers) -> None:
         action="store_true",
         help="also run XLA's backend when the target is this machine",
     )
+    check.add_argument(
+        "--device-memory",
+        metavar="SIZE",
+        help="memory per replica on the target, e.g. 16GB: whether a training step fits, and "
+        "which setting makes it fit (default: this machine's memory for a cpu target)",
+    )
     check.add_argument("--json", action="store_true", help="print the report as JSON")
     check.add_argument("--strict", action="store_true", help="exit 1 on warnings")
     parser.set_defaults(handler=run_check)
@@ -65,8 +71,10 @@ def add_commands(subparsers) -> None:
 
 def run_check(args: argparse.Namespace) -> int:
     from bertfit.checks.api import check
+    from bertfit.checks.memory import parse_memory
 
     config = run_config_from_args(args)
+    device_memory = None if args.device_memory is None else parse_memory(args.device_memory)
     report = check(
         config,
         target=args.target,
@@ -74,6 +82,7 @@ def run_check(args: argparse.Namespace) -> int:
         max_rows=args.max_rows,
         compile=args.compile,
         full_compile=args.full_compile,
+        device_memory=device_memory,
     )
     print(report.to_json() if args.json else report.render())
     return report.exit_code(strict=args.strict)

@@ -137,6 +137,13 @@ class Report:
             )
             for shape, size in m["activations_bytes"].items():
                 lines.append(f"  activations {shape:<22} {_gib(size)}")
+            if m.get("plan"):
+                peak = m["plan"]
+                remat = " with --remat" if peak["remat"] else ""
+                lines.append(
+                    f"  predicted peak of a training step {_gib(peak['peak_bytes'])} at "
+                    f"{list(peak['shape'])}{remat} (bertfit.checks.memory)"
+                )
         if self.stats:
             lines.append("")
             lines.append("checked: " + ", ".join(f"{k} {v}" for k, v in self.stats.items()))

@@ -1,7 +1,9 @@
-"""Model checks: gradient flow on one batch, XLA compilation per shape, memory per replica."""
+"""Model checks: gradient flow on one batch, XLA compilation per shape, memory per replica
+(the plan itself: `checks/memory.py`)."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import time
 from pathlib import Path
@@ -12,6 +14,7 @@ import tensorflow as tf
 from bertfit.checkpoints.savedmodel import SavedModelEncoder, inspect_savedmodel
 from bertfit.checks.batches import canonical, shape_text, split_element
 from bertfit.checks.findings import ERROR, INFO, WARNING, Report
+from bertfit.checks.memory import OPTIMIZER_SLOTS, Architecture, plan
 from bertfit.data.tasks import SINGLE_LABEL
 from bertfit.errors import CheckpointError
 from bertfit.model.inputs import WORD_IDS
@@ -450,28 +453,35 @@ def dataset_memory(model, elements: list, replicas: int) -> dict:
     return memory_per_replica(model, shapes)
 
 
-def memory_per_replica(model, shapes: list[tuple[int, ...]], compute_bytes: int = 4) -> dict:
-    """Parameters (exact), gradients + AdamW slots (exact), activations (an estimate).
+def memory_per_replica(
+    model, shapes: list[tuple[int, ...]], compute_bytes: int = 4, remat: bool = False
+) -> dict:
+    """Parameters (exact), gradients + AdamW slots of the trainable variables (exact),
+    activations per shape and the predicted peak at the largest (`checks.memory`'s plan).
 
-    Activations kept for the backward pass per layer ≈ b·s·(34·h + 5·a·s) bytes at 16 bits
-    (Korthikanti et al., 2022), scaled to the compute dtype's size. A shape [b, K, s] (windows
-    of long documents) is b·K sequences of s tokens: the encoder runs on every window.
+    A shape [b, K, s] (windows of long documents) is b·K sequences of s tokens: the encoder
+    runs on every window.
     """
     parameters = int(sum(np.prod(v.shape) for v in model.weights))
-    trainable = int(sum(np.prod(v.shape) for v in model.trainable_variables))
+    trainable = int(sum(np.prod(v.shape) for v in model.trainable_weights))
     param_bytes = int(sum(np.prod(v.shape) * tf.as_dtype(v.dtype).size for v in model.weights))
     config = encoder_config(model)
-    activations = {}
+    activations, peak = {}, None
     if config is not None and hasattr(config, "num_hidden_layers"):
-        layers, h, a = config.num_hidden_layers, config.hidden_size, config.num_attention_heads
+        architecture = Architecture.of(config)
         for shape in shapes:
-            b, s = int(np.prod(shape[:-1])), shape[-1]
-            per_layer = b * s * (34 * h + 5 * a * s) * compute_bytes / 2
             name = f"[{', '.join(map(str, shape))}]"
-            activations[name] = int(layers * per_layer + b * s * h * compute_bytes)
+            activations[name] = architecture.activation_bytes(shape, compute_bytes, remat)
+        if shapes:
+            largest = max(shapes, key=lambda s: architecture.activation_bytes(s, 1, remat))
+            peak = plan(param_bytes, trainable, architecture, largest, compute_bytes, remat)
     return {
         "parameters": parameters,
+        "trainable_parameters": trainable,
         "parameters_bytes": param_bytes,
-        "training_state_bytes": trainable * 4 * 3,
+        "training_state_bytes": trainable * 4 * (1 + OPTIMIZER_SLOTS),
         "activations_bytes": activations,
+        "remat": remat,
+        "plan": None if peak is None else peak.to_dict(),
+        "architecture": None if peak is None else dataclasses.asdict(architecture),
     }

@@ -15,6 +15,8 @@ ops; on rows it is one matrix product.
 
 from __future__ import annotations
 
+import functools
+
 import keras
 import tensorflow as tf
 
@@ -33,6 +35,7 @@ from bertfit.model.blocks import (
 from bertfit.model.config import BertConfig
 from bertfit.model.inputs import MASK, TYPE_IDS, WORD_IDS, normalize_inputs
 from bertfit.model.layers import Dropout
+from bertfit.model.remat import call_rematerialised
 
 
 class BertEmbeddings(keras.layers.Layer):
@@ -151,6 +154,10 @@ class BertEncoder(keras.layers.Layer):
             whose weights are loaded next.
         dtype: a Keras dtype policy name such as "float32" or "mixed_bfloat16".
 
+    `remat` (False unless set, e.g. by `--remat`): in training, recompute each layer's
+    activations in the backward pass instead of keeping them (`model/remat.py`): about a
+    third more compute for a layer's input kept per layer instead of all its activations.
+
     Call it with a dict of `input_word_ids`, `input_mask` and `input_type_ids` (int32,
     [batch, seq]; HF and KerasHub names work too). It returns TF Hub's BERT output dict:
     `sequence_output` [batch, seq, hidden], `pooled_output` [batch, hidden] (families with a
@@ -176,6 +183,7 @@ class BertEncoder(keras.layers.Layer):
         kwargs.setdefault("name", "bert_encoder")
         super().__init__(**kwargs)
         self.config = config
+        self.remat = False
         family = family_layers(config)
         self.embeddings = BertEmbeddings(
             config, norm_bias=family.norm_bias(config), name="embeddings", dtype=self.dtype_policy
@@ -238,7 +246,10 @@ class BertEncoder(keras.layers.Layer):
         last = len(self.transformer_layers) - 1
         for i, layer in enumerate(self.transformer_layers):
             cls_only = pooled_only and i == last and layer.supports_cls_only
-            x = layer(x, attention_bias, training=training, cls_only=cls_only, context=context)
+            call = layer
+            if self.remat and training:  # recomputed in the backward pass (`model/remat.py`)
+                call = functools.partial(call_rematerialised, layer)
+            x = call(x, attention_bias, training=training, cls_only=cls_only, context=context)
             encoder_outputs.append(x)
         if self.parts is not None:
             x = encoder_outputs[-1] = self.parts.finish(x)

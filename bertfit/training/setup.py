@@ -356,10 +356,12 @@ def make_trainer(
     """The run's `Trainer`: the classifier built in the strategy's scope with the encoder's dtype
     policy from `--precision` (no global Keras policy is set), the unused pooler left out of
     training with `--pooling mean`, dynamic loss scaling with `mixed_fp16`. The model takes over
-    the checkpoint's weights: its arrays are released (a run would hold MiniLM's 87 MiB twice)."""
+    the checkpoint's weights: its arrays are released (a run would hold MiniLM's 87 MiB twice).
+    `--remat` recomputes the encoder's layers in the backward pass (`model/remat.py`)."""
 
     def build_model() -> BertClassifier | ChunkedClassifier:
         encoder = build_encoder(checkpoint, dtype=encoder_policy(config.model))
+        encoder.remat = config.train.remat
         return with_lora(build_classifier(encoder, task, config, head_bias), config)
 
     trainer = Trainer(

@@ -105,6 +105,25 @@ def test_with_xla_the_step_is_traced_once_per_bucket_used(trained_run, tmp_path)
     assert result.trace_counts["train_step"] == _buckets_used(xla, result.run_dir) == 2
 
 
+@pytest.mark.slow
+def test_remat_trains_as_without_it_compiled_once_per_bucket(trained_run, tmp_path):
+    """`--remat` under XLA: the same losses as the plain compiled step (dropout masks
+    replayed in the recomputation), and still one compilation per bucket."""
+    config, _ = trained_run
+    losses = {}
+    for remat in (False, True):
+        run = dataclasses.replace(
+            config,
+            output_dir=str(tmp_path / f"remat-{remat}"),
+            data=dataclasses.replace(config.data, eval=None),
+            train=dataclasses.replace(config.train, epochs=1, jit_compile=True, remat=remat),
+        )
+        result = train(run, quiet=True)
+        assert result.trace_counts["train_step"] == _buckets_used(run, result.run_dir) == 2
+        losses[remat] = [epoch.train_loss for epoch in result.epochs]
+    assert losses[True] == pytest.approx(losses[False], rel=1e-5)
+
+
 def _unbatched_probabilities(run_dir, rows):
     module = load_classifier(run_dir).module
     model = module.model

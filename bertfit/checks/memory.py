@@ -1,0 +1,266 @@
+"""The memory plan: peak training memory per replica, predicted from the model and the run's
+settings, and the settings that make it fit a device (`bertfit check --device-memory 16GB`).
+
+Peak per replica = weights (every variable, at its dtype)
+                 + gradients and AdamW's two slots (float32, trainable variables only: a frozen
+                   base, as with LoRA, has neither)
+                 + the larger of: the activations kept for the backward pass at the longest
+                   shape, and the clipped copy of the gradients the update makes (a model
+                   whose state dwarfs its activations peaks in the update)
+                 + the runtime's own (RUNTIME_BYTES, below).
+
+Activations per layer and token, in values of the compute dtype:
+    ACTIVATION_HIDDEN · h + ACTIVATION_INTERMEDIATE · i + ACTIVATION_SCORES · heads · s
+With `--remat` the backward pass keeps each layer's input (h per token) and recomputes one
+layer at a time, so activations are L · h + one layer's.
+
+The counts are measured, not read off the layer's code: counting every tensor the layer's
+gradient uses gives ~10 h + 2 i + 3 per score, yet XLA fuses the norms, dropouts and GELU
+into their neighbours and keeps about 2 h + i (and ~3 values per attention score: the
+probabilities, their dropout mask and the dropped ones). Calibrated on this 2-core CPU
+(fp32, the whole step XLA-compiled) from the peak resident memory of the real step at
+batch × seq 16 × 128 with and without remat (`bench/memory.py`): the difference fixes the
+per-layer count, the rest RUNTIME_BYTES: what the step costs besides its tensors (XLA's
+compiled program and its buffers' slack, TensorFlow's threads): 285 MiB on a CPU host, an
+overestimate on an accelerator, whose program lives in host memory.
+`tests/checks/test_memory_plan.py` holds other shapes within 15% of their measurement.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+
+import numpy as np
+import tensorflow as tf
+
+from bertfit.errors import ConfigError
+
+ACTIVATION_HIDDEN = 2
+ACTIVATION_INTERMEDIATE = 1
+ACTIVATION_SCORES = 3
+RUNTIME_BYTES = 285 * 2**20
+OPTIMIZER_SLOTS = 2  # AdamW's first and second moments
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(i?)B?\s*$", re.IGNORECASE)
+
+
+def parse_memory(text: str) -> int:
+    """A device's memory as a number of bytes: "16GB", "16 GiB", "15.5G", "800MB" (GB and GiB
+    are both read as 2**30 bytes, as accelerators are sold).
+
+    Examples:
+    >>> parse_memory("16GB") == 16 * 2**30
+    True
+    >>> parse_memory("512MiB") == 512 * 2**20
+    True
+    """
+    match = _SIZE.match(str(text))
+    if match is None or float(match.group(1)) <= 0:
+        raise ConfigError(
+            f"--device-memory {text!r} is not a memory size: give a number and a unit, "
+            "e.g. 16GB, 24GiB or 800MB"
+        )
+    power = " KMGT".index(match.group(2).upper() or " ")
+    return int(float(match.group(1)) * 2 ** (10 * power))
+
+
+@dataclasses.dataclass(frozen=True)
+class Architecture:
+    """What the activation term needs of an encoder."""
+
+    layers: int
+    hidden: int
+    intermediate: int
+    heads: int
+
+    @classmethod
+    def of(cls, config) -> Architecture:
+        hidden = config.hidden_size
+        return cls(
+            layers=config.num_hidden_layers,
+            hidden=hidden,
+            intermediate=getattr(config, "intermediate_size", None) or 4 * hidden,
+            heads=config.num_attention_heads,
+        )
+
+    def layer_values_per_token(self, seq: int) -> int:
+        """Activation values one layer keeps per token for its backward pass."""
+        return (
+            ACTIVATION_HIDDEN * self.hidden
+            + ACTIVATION_INTERMEDIATE * self.intermediate
+            + ACTIVATION_SCORES * self.heads * seq
+        )
+
+    def activation_bytes(self, shape: tuple[int, ...], compute_bytes: int, remat: bool) -> int:
+        """Activations of one replica's batch of `shape` ([b, s], or [b, K, s] for windows):
+        every layer's (plain), or each layer's input plus one layer's (remat)."""
+        tokens, seq = int(np.prod(shape)), shape[-1]
+        layer = tokens * self.layer_values_per_token(seq)
+        inputs = tokens * self.hidden
+        kept = self.layers * inputs + layer if remat else self.layers * layer + inputs
+        return int(kept * compute_bytes)
+
+
+@dataclasses.dataclass(frozen=True)
+class MemoryPlan:
+    """Predicted peak memory per replica of one training step, its parts in bytes."""
+
+    weights_bytes: int
+    gradients_bytes: int
+    optimizer_bytes: int
+    activations_bytes: int
+    shape: tuple[int, ...]
+    remat: bool
+    runtime_bytes: int = RUNTIME_BYTES
+
+    @property
+    def peak_bytes(self) -> int:
+        """The larger of the backward pass's peak (state and activations) and the update's
+        (state and the clipped copy of the gradients, the activations freed)."""
+        state = self.weights_bytes + self.gradients_bytes + self.optimizer_bytes
+        working = max(self.activations_bytes, self.gradients_bytes)
+        return state + working + self.runtime_bytes
+
+    def to_dict(self) -> dict:
+        return {**dataclasses.asdict(self), "peak_bytes": self.peak_bytes}
+
+
+def plan(
+    weights_bytes: int,
+    trainable: int,
+    architecture: Architecture,
+    shape: tuple[int, ...],
+    compute_bytes: int = 4,
+    remat: bool = False,
+) -> MemoryPlan:
+    """The peak of a step on one replica's batch of `shape` (the longest bucket's)."""
+    return MemoryPlan(
+        weights_bytes=weights_bytes,
+        gradients_bytes=trainable * 4,
+        optimizer_bytes=trainable * 4 * OPTIMIZER_SLOTS,
+        activations_bytes=architecture.activation_bytes(shape, compute_bytes, remat),
+        shape=tuple(shape),
+        remat=remat,
+    )
+
+
+def plan_for_model(model, config, shape, compute_bytes: int = 4, remat: bool = False):
+    """`plan` for a built Keras `model` whose encoder has `config`: weights and trainable
+    counts read from the model (`trainable_weights`, so a frozen base counts once)."""
+    weights = int(sum(np.prod(v.shape) * tf.as_dtype(v.dtype).size for v in model.weights))
+    trainable = int(sum(np.prod(v.shape) for v in model.trainable_weights))
+    return plan(weights, trainable, Architecture.of(config), shape, compute_bytes, remat)
+
+
+def what_fits(plan_: MemoryPlan, architecture: Architecture, device_bytes: int) -> list[str]:
+    """The settings that each alone bring `plan_` under `device_bytes`: --remat, the largest
+    batch per replica that fits (halving), a shorter --max-seq-length; [] when none does."""
+    fixes = []
+    fixed = plan_.peak_bytes - max(plan_.activations_bytes, plan_.gradients_bytes)
+    compute_bytes = max(1, _compute_bytes(plan_, architecture))
+
+    def fits(shape, remat) -> bool:
+        activations = architecture.activation_bytes(shape, compute_bytes, remat)
+        return fixed + max(activations, plan_.gradients_bytes) <= device_bytes
+
+    batch, *rest = plan_.shape
+    if not plan_.remat and fits(plan_.shape, True):
+        fixes.append("--remat")
+    smaller = batch // 2
+    while smaller >= 1 and not fits((smaller, *rest), plan_.remat):
+        smaller //= 2
+    if smaller >= 1:
+        fixes.append(f"a batch of {smaller} per replica (--grad-accum keeps the effective batch)")
+    seq = plan_.shape[-1] // 2
+    while seq >= 16 and not fits((*plan_.shape[:-1], seq), plan_.remat):
+        seq //= 2
+    if seq >= 16:
+        fixes.append(f"--max-seq-length {seq}")
+    return fixes
+
+
+def _compute_bytes(plan_: MemoryPlan, architecture: Architecture) -> int:
+    """The compute dtype's size the plan's activations were counted at."""
+    one = architecture.activation_bytes(plan_.shape, 1, plan_.remat)
+    return round(plan_.activations_bytes / one) if one else 4
+
+
+def lora_trainable(architecture: Architecture, head: int, rank: int = 8) -> int:
+    """Trainable values with rank-`rank` LoRA adapters on every layer's query and value and the
+    head trained: 2 adapters × (h·r + r·h) per layer."""
+    return architecture.layers * 2 * 2 * architecture.hidden * rank + head
+
+
+def report_fit(
+    report,
+    memory: dict,
+    device_bytes: int,
+    where: str,
+    head: int,
+    lora: bool = False,
+    say_fits: bool = True,
+) -> None:
+    """A finding: the plan's peak fits `device_bytes` (info, unless `say_fits` is False), or
+    it does not (error) and the settings that each alone would make it fit."""
+    from bertfit.checks.findings import ERROR, INFO
+
+    if not memory.get("plan"):
+        return
+    data = dict(memory["plan"])
+    data.pop("peak_bytes")
+    plan_ = MemoryPlan(**{**data, "shape": tuple(data["shape"])})
+    architecture = Architecture(**memory["architecture"])
+    peak = plan_.peak_bytes
+    if peak <= device_bytes:
+        if not say_fits:
+            return
+        report.add(
+            "memory-fits",
+            INFO,
+            f"a training step needs about {_gib(peak)} per replica (predicted), within the "
+            f"device's {_gib(device_bytes)}",
+            where=where,
+        )
+        return
+    fixes = what_fits(plan_, architecture, device_bytes)
+    if lora:
+        adapted = dataclasses.replace(
+            plan_,
+            gradients_bytes=lora_trainable(architecture, head) * 4,
+            optimizer_bytes=lora_trainable(architecture, head) * 4 * OPTIMIZER_SLOTS,
+        )
+        if adapted.peak_bytes <= device_bytes:
+            fixes.append("--lora-rank 8")
+    report.add(
+        "memory-exceeds-device",
+        ERROR,
+        f"does not fit {_gib(device_bytes)}: a training step needs about {_gib(peak)} per "
+        f"replica (weights {_gib(plan_.weights_bytes)}, gradients and optimizer state "
+        f"{_gib(plan_.gradients_bytes + plan_.optimizer_bytes)}, activations "
+        f"{_gib(plan_.activations_bytes)} at {list(plan_.shape)})",
+        where=where,
+        why="the step would fail with out-of-memory (RESOURCE_EXHAUSTED) on the device",
+        fix=(
+            "fits with " + ", or ".join(fixes)
+            if fixes
+            else "no single setting here makes it fit: combine them, or use a device with "
+            "more memory or more replicas"
+        ),
+    )
+
+
+def _gib(size: float) -> str:
+    for unit, power in (("GiB", 30), ("MiB", 20)):
+        if size >= 2**power:
+            return f"{size / 2**power:.1f} {unit}"
+    return f"{size / 2**10:.0f} KiB"
+
+
+def host_memory() -> int | None:
+    """This machine's physical memory in bytes (a CPU replica's device), None if unknown."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
