@@ -69,9 +69,12 @@ def _run(command: list[str], **kwargs) -> subprocess.CompletedProcess:
     return done
 
 
-def prepare(work: Path, run: Path | None, count: int, train_examples: int) -> list[str]:
-    """Fills `work`: texts.json and test.csv (the first `count` test texts), the run, its five
-    exports and the peers' models; a step whose output exists is skipped. Returns the texts."""
+def prepare(
+    work: Path, run: Path | None, count: int, train_examples: int, exports: dict = EXPORTS
+) -> list[str]:
+    """Fills `work`: texts.json and test.csv (the first `count` test texts), the run, its
+    `exports` (the five by default) and the peers' models; a step whose output exists is
+    skipped. Returns the texts."""
     from bertfit.data.rotten_tomatoes import load_rotten_tomatoes, rotten_tomatoes_dir
 
     work.mkdir(parents=True, exist_ok=True)
@@ -91,7 +94,7 @@ def prepare(work: Path, run: Path | None, count: int, train_examples: int) -> li
                 + ["--learning-rate", "1e-4", "--max-seq-length", str(SEQ)]
                 + ["--output-dir", str(work / "run"), "--no-report", "--quiet"]
             )
-    for folder, flags in EXPORTS.items():
+    for folder, flags in exports.items():
         if not (work / folder).exists():
             _run([*BERTFIT, "export", *flags, "--run", str(work / "run"), str(work / folder)])
     if not (work / "head.npz").exists():

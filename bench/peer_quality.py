@@ -29,7 +29,7 @@ from transformers import (
 
 from bench.settings import BATCH, DECAY, LR, SEQ, WARMUP
 from bertfit.checkpoints.registry import resolve
-from bertfit.training.metrics import best_threshold
+from bertfit.runs.metrics import best_threshold
 
 
 def read(path: str) -> list[tuple[str, str]]:

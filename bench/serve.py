@@ -107,12 +107,16 @@ def _client(
         latencies.append(time.perf_counter() - start)
 
 
-def load_test(run: Path, texts: list[str], clients: int, seconds: float) -> dict:
-    """Serves `run` with `bertfit serve` on a free port of 127.0.0.1 and sends it one text a
-    request from `clients` threads for `seconds`; requests/s, errors and latency percentiles."""
+def load_test(
+    run: Path, texts: list[str], clients: int, seconds: float, engine: str = "tensorflow"
+) -> dict:
+    """Serves `run` with `bertfit serve --engine ENGINE` on a free port of 127.0.0.1 and sends
+    it one text a request from `clients` threads for `seconds`; requests/s, errors and latency
+    percentiles."""
     port = _free_port()
     server = subprocess.Popen(
-        [sys.executable, "-m", "bertfit.cli", "serve", "--run", str(run), "--port", str(port)],
+        [sys.executable, "-m", "bertfit.cli", "serve", "--run", str(run), "--port", str(port)]
+        + ["--engine", engine],
         stdout=subprocess.DEVNULL,
     )
     try:
@@ -140,6 +144,7 @@ def load_test(run: Path, texts: list[str], clients: int, seconds: float) -> dict
             "seconds": seconds,
             "texts_per_request": 1,
             "run": str(run),
+            "engine": engine,
             "max_batch": 64,
             "max_wait_ms": 5.0,
         },

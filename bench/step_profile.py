@@ -53,7 +53,7 @@ def _parts(batch: int, seq: int, repeats: int) -> dict:
     from bertfit.checkpoints.registry import resolve
     from bertfit.config import TrainConfig
     from bertfit.model.classifier import BertClassifier
-    from bertfit.training.losses import batch_loss
+    from bertfit.model.losses import batch_loss
     from bertfit.training.optimizer import FusedAdamW, make_optimizer
 
     checkpoint = read_checkpoint(resolve("minilm-l6"))

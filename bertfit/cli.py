@@ -15,7 +15,7 @@ import sys
 
 from bertfit.checkpoints import commands as checkpoint_commands
 from bertfit.checks import commands as check_commands
-from bertfit.config import DATA_FORMATS, TASKS
+from bertfit.config import DATA_FORMATS, ENGINES, TASKS
 from bertfit.errors import BertfitError, TrainingInterrupted
 from bertfit.export.formats import FORMATS as EXPORT_FORMATS
 from bertfit.flags import add_flags, flags_of, given
@@ -67,7 +67,7 @@ def cmd_train(args) -> int:
 def train_lines(summary, report) -> list[str]:
     """What `bertfit train` prints for people: the headline metrics, where the run and its
     report are (every metric is in RUN/metrics.json, and printed by --json)."""
-    from bertfit.training.metrics import HEADLINE_METRICS
+    from bertfit.runs.metrics import HEADLINE_METRICS
 
     final = summary.final
     if final is not None:
@@ -156,7 +156,7 @@ def cmd_prepare(args) -> int:
 def warn_if_unfinished(path: str | None) -> None:
     """A run that did not finish (killed, or still training) is used, but never silently: the
     warning names the checkpoint it has."""
-    from bertfit.training.remote_run import open_run
+    from bertfit.runs.run_dir import open_run
 
     note = open_run(path, checkpoints=False).unfinished_note() if path else None
     if note:
@@ -166,13 +166,13 @@ def warn_if_unfinished(path: str | None) -> None:
 def cmd_evaluate(args) -> int:
     from bertfit.inference.run import evaluate
 
-    warn_if_unfinished(args.run)
     metrics = evaluate(
-        args.run,
+        engine_run(args),
         args.data,
         quiet=args.quiet or args.json,
         format=args.format,
         columns=_columns(args),
+        engine=args.engine,
     )
     if args.json:
         print(json.dumps(metrics))
@@ -195,18 +195,35 @@ def cmd_predict(args) -> int:
 
     output = args.output or "-"
     check_output_path(output, args.data, args.run)
-    warn_if_unfinished(args.run)
-    columns = _columns(args)
+    run, engine, columns = engine_run(args), args.engine, _columns(args)
     if args.data == "-":  # streamed in chunks, answered as it goes: stdin may never end
-        chunks = predict_chunks(args.run, args.data, format=args.format, columns=columns)
+        chunks = predict_chunks(run, args.data, format=args.format, columns=columns, engine=engine)
         count = write_prediction_chunks(chunks, output)
     else:
-        rows = predict(args.run, args.data, quiet=args.quiet, format=args.format, columns=columns)
+        rows = predict(
+            run, args.data, quiet=args.quiet, format=args.format, columns=columns, engine=engine
+        )
         write_predictions(rows, output)
         count = len(rows)
     if output != "-" and not args.quiet:
         print(f"wrote {count} predictions to {output}", file=sys.stderr)
     return 0
+
+
+def engine_run(args, engine: str | None = None) -> str:
+    """What `--engine` runs for `--run`, after the warning for an unfinished run: the run or
+    export itself (tensorflow), or its ONNX export (onnx: a run's is made once and kept in it,
+    `bertfit.export.onnx_engine`). The onnx engine loads TensorFlow only to make that export
+    or to say which checkpoint an unfinished run has."""
+    if (engine or args.engine) != "onnx":
+        warn_if_unfinished(args.run)
+        return args.run
+    from bertfit.export.onnx_engine import onnx_engine_folder, run_unfinished
+
+    if run_unfinished(args.run):
+        start_tensorflow(for_inference=True)
+        warn_if_unfinished(args.run)
+    return str(onnx_engine_folder(args.run))
 
 
 def _columns(args) -> dict:
@@ -257,8 +274,17 @@ def cmd_serve(args) -> int:
             f"bertfit serve needs {e.name}: pip install 'bertfit[serve]' (uvicorn and starlette)."
         ) from None
 
-    warn_if_unfinished(args.run)
-    serve(args.run or args.export, options)
+    engine_export = None
+    if options.engine == "onnx":  # the signatures stay TensorFlow's: it runs beside ONNX Runtime
+        if args.run is None:
+            raise BertfitError(
+                "--engine onnx serves a run directory (--run RUN) through its ONNX export; "
+                "serve an --export with --engine tensorflow (the default)."
+            )
+        engine_export = engine_run(args, "onnx")
+    else:
+        warn_if_unfinished(args.run)
+    serve(args.run or args.export, options, engine_export=engine_export)
     return 0
 
 
@@ -378,6 +404,7 @@ def _add_evaluate(sub) -> None:
     )
     _add_data_arguments(evaluate, label=True)
     _add_quiet(evaluate)
+    _add_engine(evaluate)
     evaluate.set_defaults(handler=cmd_evaluate)
 
 
@@ -391,6 +418,7 @@ def _add_predict(sub) -> None:
     )
     _add_data_arguments(predict, label=False)
     _add_quiet(predict)
+    _add_engine(predict)
     predict.set_defaults(handler=cmd_predict)
 
 
@@ -412,6 +440,18 @@ def _add_data_arguments(command, label: bool) -> None:
         command.add_argument(
             "--label-column", help="the column of the label (default: the training files')"
         )
+
+
+def _add_engine(command) -> None:
+    command.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default=ENGINES[0],
+        help="what runs the model: tensorflow (default: every run and export) or onnx (the "
+        "run's ONNX export in ONNX Runtime, made once and kept in the run; no TensorFlow "
+        "in the process, so it starts faster; WordPiece runs without --long-documents "
+        "chunk; needs bertfit[export])",
+    )
 
 
 def _add_quiet(command) -> None:
@@ -509,8 +549,11 @@ def main(argv: list[str] | None = None) -> int:
         preflight = getattr(args, "preflight", None)
         if preflight is not None:
             preflight(args)
-        # Before any handler imports TensorFlow: it reads its settings on load.
-        start_tensorflow(for_inference=args.command in INFERENCE_COMMANDS)
+        # Before any handler imports TensorFlow: it reads its settings on load. The onnx
+        # engine of evaluate and predict runs without it (`engine_run` starts it where it
+        # needs it); serve's signatures are TensorFlow's with either engine.
+        if getattr(args, "engine", None) != "onnx" or args.command == "serve":
+            start_tensorflow(for_inference=args.command in INFERENCE_COMMANDS)
         return args.handler(args)
     except BertfitError as e:
         print(f"bertfit {args.command}: error: {e}", file=sys.stderr)

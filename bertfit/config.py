@@ -42,8 +42,9 @@ CHUNK_POOLINGS = ("mean", "max", "attention")
 MAX_CHUNKS = 256
 STRATEGIES = ("auto", "tpu", "mirrored", "multi-worker", "one-device", "default")
 TASKS = ("single-label", "multi-label", "regression")
+SINGLE_LABEL, MULTI_LABEL, REGRESSION = TASKS  # the task kinds by name (`bertfit.data.tasks`)
 AUTO_BUCKETS, NO_BUCKETS = "auto", "none"  # `--buckets`: chosen from the data, or none
-# The metrics of each task (bertfit.training.metrics computes them), the default first.
+# The metrics of each task (bertfit.runs.metrics computes them), the default first.
 TASK_METRICS = {
     "single-label": ("accuracy", "macro_f1", "mcc", "roc_auc", "loss"),
     "multi-label": ("micro_f1", "macro_f1", "subset_accuracy", "hamming_loss", "loss"),
@@ -61,6 +62,7 @@ MAX_CONFIG_BYTES = 2**20
 # --class-weights: one of these, or a JSON file {label: weight}.
 NO_CLASS_WEIGHTS, BALANCED = "none", "balanced"
 CLASS_WEIGHTS = (NO_CLASS_WEIGHTS, BALANCED)
+ENGINES = ("tensorflow", "onnx")  # predict/evaluate/serve --engine: the default first
 DATA_FORMATS = ("csv", "tsv", "jsonl", "parquet")  # --format (bertfit.data.sources reads them)
 # The sections of `train --help` that are not a config section's own (model, data, training).
 EVALUATION, HARDWARE = "evaluation and checkpoints", "hardware and distribution"

@@ -13,7 +13,7 @@ from pathlib import Path
 from bertfit.config import DataConfig, ModelConfig, RunConfig, TrainConfig
 from bertfit.data.rotten_tomatoes import rotten_tomatoes_dir, task_dir
 from bertfit.errors import ConfigError, TrainingInterrupted
-from bertfit.training.metrics import HEADLINE_METRICS
+from bertfit.runs.metrics import HEADLINE_METRICS
 
 DEMO_EPOCHS = 1
 DEMO_MAX_SEQ_LENGTH = 64

@@ -7,7 +7,7 @@ values (regression), the token-length histogram with the bucket edges (for `--lo
 chunk`: documents' token lengths against the window edges, windows per document and the share of
 text dropped). Tables: the final metrics, per-class precision/recall/F1, padding waste per
 bucket, where the time went, the data and the model. Everything comes from the run directory's
-files (`bertfit.training.run_dir`).
+files (`bertfit.runs.run_dir`).
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from bertfit.data.tasks import MULTI_LABEL, REGRESSION, Task
 from bertfit.data.windowed import WindowProfile
 from bertfit.errors import ConfigError
 from bertfit.paths import STDOUT, check_output_file, write_output
-from bertfit.training.metrics import HEADLINE_METRICS
-from bertfit.training.records import EarlyStop
-from bertfit.training.remote_run import open_run
+from bertfit.runs.metrics import HEADLINE_METRICS
+from bertfit.runs.records import EarlyStop
+from bertfit.runs.run_dir import open_run
 
 # ---- the HTML report ----
 

@@ -102,8 +102,8 @@ def test_version_names_the_installed_distribution(capsys):
 def test_train_and_tune_print_a_few_lines_for_people():
     """Without --json: the headline, where the run is; the rest is in the run's files."""
     from bertfit.cli import train_lines, tune_lines
+    from bertfit.runs.records import EpochRecord, RunSummary
     from bertfit.sweeps.results import RunResult, SweepResults, TrialResult
-    from bertfit.training.records import EpochRecord, RunSummary
 
     summary = RunSummary("finished", "regression", [], {}, {}, {}, run_dir="runs/r")
     summary.epochs = [EpochRecord(1, 0.25, 64, 100.0, 0.6)]

@@ -105,18 +105,19 @@ def test_the_package_has_no_import_cycles():
     assert cycles(import_graph()) == []
 
 
-# Import ranks (ARCHITECTURE.md: errors, config < text, model < checkpoints, data < training <
-# inference < export, serve, checks, report < cli), for the packages and the top-level modules of
-# bertfit: each may import only those of a lower rank (and itself). A new package or module needs
-# a rank here.
+# Import ranks (ARCHITECTURE.md: errors, config < text, model < checkpoints, data < runs <
+# training, inference < export, serve, checks, report < cli), for the packages and the top-level
+# modules of bertfit: each may import only those of a lower rank (and itself), so packages of one
+# rank import nothing from each other: inference reads runs through `runs/`, never through
+# `training/`. A new package or module needs a rank here.
 RANKS = {
     **dict.fromkeys(["errors", "cache", "progress"], 0),
     **dict.fromkeys(["atomic", "translate", "storage", "tf_build", "flags"], 1),
     **dict.fromkeys(["config", "paths", "tf_startup"], 2),
     **dict.fromkeys(["text", "model"], 3),
     **dict.fromkeys(["checkpoints", "data"], 4),
-    **dict.fromkeys(["training", "run_flags"], 5),
-    "inference": 6,
+    "runs": 5,  # a run as a format: its directory read, records, scores, checkpoint weights
+    **dict.fromkeys(["training", "inference", "run_flags"], 6),
     **dict.fromkeys(["export", "serve", "checks", "report"], 7),
     "demo": 8,  # `make demo`: trains, evaluates and writes the report
     "sweeps": 8,  # `bertfit tune`: runs of training, predictions of inference, reports
@@ -174,10 +175,32 @@ def test_packages_import_only_packages_of_a_lower_rank():
     assert not gone, f"fixed, so take them out of KNOWN_VIOLATIONS: {gone}"
 
 
+def test_what_only_reads_a_run_loads_nothing_of_training():
+    """Evaluating, predicting, exporting, serving and reporting read a run through `runs/`,
+    not through `training/`: inference has training's rank, so it may not import it (the rank
+    test), and what sits above inference reaches training through nothing it imports."""
+    graph = import_graph()
+    readers = ("inference", "export", "serve", "report")
+    reached, todo = set(), [m for m in graph if _rank_of(m) in readers]
+    while todo:
+        for target in graph[todo.pop()] - reached:
+            reached.add(target)
+            todo.append(target)
+    assert RANKS["inference"] == RANKS["training"]
+    assert sorted(m for m in reached if _rank_of(m) == "training") == []
+
+
 def test_the_rank_check_names_an_import_upwards():
     graph = {"bertfit.model.inputs": {"bertfit.data", "bertfit.data.pipeline", "bertfit.errors"}}
     assert rank_violations(graph) == {
         ("bertfit.model.inputs", "data"): ["bertfit.data", "bertfit.data.pipeline"]
+    }
+
+
+def test_the_rank_check_names_an_import_between_packages_of_one_rank():
+    graph = {"bertfit.inference.predictor": {"bertfit.training", "bertfit.training.run"}}
+    assert rank_violations(graph) == {
+        ("bertfit.inference.predictor", "training"): ["bertfit.training", "bertfit.training.run"]
     }
 
 

@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 from bertfit.cli import main
-from bertfit.training.records import RunSummary
+from bertfit.runs.records import RunSummary
 
 PLOTS = [
     "training loss per step",

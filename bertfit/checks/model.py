@@ -15,8 +15,8 @@ from bertfit.checks.findings import ERROR, INFO, WARNING, Report
 from bertfit.data.tasks import SINGLE_LABEL
 from bertfit.errors import CheckpointError
 from bertfit.model.inputs import WORD_IDS
+from bertfit.model.losses import per_example_loss
 from bertfit.tf_build import Installed, install_commands
-from bertfit.training.losses import per_example_loss
 from bertfit.training.strategy import host_xla
 from bertfit.translate import error_summary, translate
 
@@ -56,7 +56,7 @@ def model_inputs(features):
 
 def loss_and_logits(model, element, training: bool = True, kind: str = SINGLE_LABEL):
     """The weighted mean loss of one batch and its logits, with the loss of the task `kind`
-    (`training.losses`: the one `bertfit train` minimises); a batch without labels is scored
+    (`model.losses`: the one `bertfit train` minimises); a batch without labels is scored
     against class 0."""
     features, labels, weights = split_element(element)
     features = model_inputs(features)

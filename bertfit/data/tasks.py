@@ -35,12 +35,11 @@ from pathlib import Path
 import numpy as np
 
 from bertfit.atomic import write_text_atomic
-from bertfit.config import TASKS
+from bertfit.config import MULTI_LABEL, REGRESSION, SINGLE_LABEL, TASKS
 from bertfit.data.labels import INTEGER_LABEL, sorted_labels
 from bertfit.data.sources import Example, example_error
 from bertfit.errors import DataError
 
-SINGLE_LABEL, MULTI_LABEL, REGRESSION = TASKS
 DEFAULT_SEPARATOR = "|"
 DEFAULT_THRESHOLD = 0.5
 LABEL_MAP_INVALID = "data-label-map-invalid"  # labels.json of a run (`DataError.code`)

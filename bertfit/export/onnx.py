@@ -47,10 +47,15 @@ CATCH_ERRORS = "TF2ONNX_CATCH_ERRORS"  # tf2onnx.constants.ENV_TF2ONNX_CATCH_ERR
 
 
 def export_onnx(
-    classifier, root: str | Path, version: int | None = None, quantize: str | None = None
+    classifier,
+    root: str | Path,
+    version: int | None = None,
+    quantize: str | None = None,
+    **metadata_extra,
 ) -> Path:
     """Writes `classifier` (from a run directory) as `root/<version>/model.onnx`,
-    `tokenizer.json` and `bertfit.json`; returns that folder.
+    `tokenizer.json` and `bertfit.json` (with `metadata_extra` in it, and the run's column
+    names, which `--engine onnx` reads files by); returns that folder.
 
     Examples:
     >>> clf = bertfit.load_classifier("runs/sst")  # doctest: +SKIP
@@ -67,6 +72,8 @@ def export_onnx(
         quantize,
         inputs={name: "int64 [batch, seq]" for name in INPUT_NAMES},
         tokenizer=TOKENIZER_FILE,
+        columns=getattr(classifier, "metadata", {}).get("columns"),
+        **metadata_extra,
     )
 
     def write(folder: Path) -> None:

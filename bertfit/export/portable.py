@@ -23,9 +23,9 @@ from bertfit.data.tasks import REGRESSION
 from bertfit.errors import BertfitError, ConfigError
 from bertfit.inference.graph import ClassifierModule, next_version
 from bertfit.model import layers
+from bertfit.model.losses import outputs as logit_meaning
 from bertfit.text.tokenizer import BertTokenizer
 from bertfit.tf_startup import verbose
-from bertfit.training.losses import outputs as logit_meaning
 
 METADATA_NAME = "bertfit.json"
 QUANTIZATIONS = ("int8",)

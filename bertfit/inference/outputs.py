@@ -1,7 +1,7 @@
 """What a classifier's logits mean to a user: the one place they become probabilities, labels or
 values. The exported SavedModel, the in-memory predictor, `bertfit serve`, `bertfit evaluate` and
 `bertfit predict` all use it, so they cannot disagree; and the probabilities are the trainer's
-(`bertfit.training.losses.outputs`), so evaluation during training and after it agree too.
+(`bertfit.model.losses.outputs`), so evaluation during training and after it agree too.
 
 `task_outputs` (in the graph) gives every output by name:
 
@@ -13,27 +13,37 @@ values. The exported SavedModel, the in-memory predictor, `bertfit serve`, `bert
 - regression: `value` [batch] (float32, in the training targets' units).
 
 `prediction_rows` and `metric_inputs` read those arrays back (numpy): as `predict`'s rows, and as
-what `task_metrics` takes.
+what `task_metrics` takes; `numpy_task_outputs` makes the same arrays from probabilities in numpy,
+for an engine that runs no TensorFlow (`bertfit.inference.onnx_runtime`): that engine's process
+never imports TensorFlow, which is why it is imported inside `task_outputs`.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import tensorflow as tf
 
 from bertfit.data.tasks import MULTI_LABEL, REGRESSION, Task
-from bertfit.training.losses import outputs as logit_meaning
+
+if TYPE_CHECKING:
+    import tensorflow as tf
 
 
 def task_outputs(task: Task, logits: tf.Tensor, label_names: tf.Tensor) -> dict[str, tf.Tensor]:
     """The named outputs of `task` for a batch of `logits`.
 
     Examples:
+    >>> import tensorflow as tf
     >>> out = task_outputs(Task("single-label", ("neg", "pos")), tf.constant([[0.0, 2.0]]),
     ...                    tf.constant(["neg", "pos"]))
     >>> out["label"].numpy().tolist(), out["label_id"].numpy().tolist()
     ([b'pos'], [1])
     """
+    import tensorflow as tf
+
+    from bertfit.model.losses import outputs as logit_meaning
+
     meaning = logit_meaning(task.kind, logits)
     if task.kind == REGRESSION:
         return {"value": meaning[:, 0] * task.std + task.mean}
@@ -51,6 +61,32 @@ def task_outputs(task: Task, logits: tf.Tensor, label_names: tf.Tensor) -> dict[
         "label": tf.gather(label_names, label_id),
         "label_id": label_id,
     }
+
+
+def numpy_task_outputs(task: Task, meaning: np.ndarray) -> dict[str, np.ndarray]:
+    """`task_outputs`' arrays, as the TensorFlow graph gives them (strings as bytes), from what
+    the logits mean: the probabilities, or for regression the value in the targets' units.
+
+    Examples:
+    >>> out = numpy_task_outputs(Task("single-label", ("neg", "pos")), np.array([[0.25, 0.75]]))
+    >>> out["label"].tolist(), out["label_id"].tolist()
+    ([b'pos'], [1])
+    """
+    if task.kind == REGRESSION:
+        return {"value": np.asarray(meaning, np.float32)}
+    meaning = np.asarray(meaning, np.float32)
+    names = np.array([name.encode("utf-8") for name in task.labels], dtype=object)
+    if task.kind == MULTI_LABEL:
+        predicted = meaning >= task.threshold
+        separator = task.separator.encode("utf-8")
+        labels = [separator.join(names[row]) for row in predicted]
+        return {
+            "probabilities": meaning,
+            "predicted": predicted.astype(np.int32),
+            "labels": np.array(labels, dtype=object),
+        }
+    label_id = meaning.argmax(axis=-1).astype(np.int32)
+    return {"probabilities": meaning, "label": names[label_id], "label_id": label_id}
 
 
 def prediction_rows(task: Task, outputs: dict[str, np.ndarray]) -> list[dict]:

@@ -17,7 +17,7 @@ import atexit
 import json
 import shutil
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -26,24 +26,26 @@ import tensorflow as tf
 from bertfit import storage
 from bertfit.config import CHUNK, PRECISION_POLICIES, check_positions
 from bertfit.data.buckets import saved_buckets
-from bertfit.data.tasks import REGRESSION, Task
+from bertfit.data.tasks import Task
 from bertfit.data.windowed import chunk_buckets
-from bertfit.errors import BertfitError, ConfigError, InputFormatError
+from bertfit.errors import BertfitError
 from bertfit.inference.graph import METADATA_FILE, ClassifierModule, next_version
-from bertfit.inference.outputs import prediction_rows
+from bertfit.inference.texts import (  # noqa: F401  (serve imports text_problem from here)
+    BATCH_SIZE,
+    LENGTHS_CHUNK,
+    TextClassifier,
+    checked_batch_size,
+    text_problem,
+)
 from bertfit.model.chunked import ChunkedClassifier
 from bertfit.model.classifier import BertClassifier
 from bertfit.model.encoder import BertEncoder
+from bertfit.runs.run_dir import RunDir, open_run
+from bertfit.runs.weights import restore_model
 from bertfit.text.windows import WindowSpec
-from bertfit.training.checkpointing import restore_model
-from bertfit.training.remote_run import open_run
-from bertfit.training.run_dir import RunDir
-
-BATCH_SIZE = 64
-LENGTHS_CHUNK = 1024  # texts per call when counting tokens (bounds its memory)
 
 
-class Classifier:
+class Classifier(TextClassifier):
     """A fine-tuned text classifier (or regressor): `predict` rows, `predict_proba`
     probabilities, `outputs` every named output.
 
@@ -59,19 +61,12 @@ class Classifier:
     """
 
     def __init__(self, module, metadata: dict, batch_size: int = BATCH_SIZE):
-        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)):
-            raise ConfigError(f"batch_size must be a whole number of texts, got {batch_size!r}.")
-        if batch_size < 1:
-            raise ConfigError(
-                f"batch_size must be at least 1 (texts per model call), got {batch_size}; "
-                f"leave it out for the default {BATCH_SIZE}."
-            )
         self.module = module
         self.metadata = metadata
         self.task = Task.from_dict(metadata.get("task") or {"labels": metadata["labels"]})
         self.labels: list[str] = list(self.task.labels)
         self.pairs: bool = bool(metadata.get("pairs"))
-        self.batch_size = batch_size
+        self.batch_size = checked_batch_size(batch_size)
         self.windows = _window_spec(metadata)
 
     @classmethod
@@ -119,30 +114,12 @@ class Classifier:
             return self.module.serving_signatures()
         return dict(self.module.signatures)
 
-    def predict_proba(
-        self, texts: Sequence[str], text_pairs: Sequence[str] | None = None, progress=None
-    ) -> np.ndarray:
-        """Probabilities [len(texts), labels] (float32), rows in input order: softmax over the
-        classes, or one sigmoid per label (multi-label)."""
-        if self.task.kind == REGRESSION:
-            raise InputFormatError(
-                "a regression model has no probabilities; use predict() or outputs()['value']."
-            )
-        return self.outputs(texts, text_pairs, progress)["probabilities"]
-
-    def predict(
-        self, texts: Sequence[str], text_pairs: Sequence[str] | None = None, progress=None
-    ) -> list[dict]:
-        """One row per text, in input order: `{"label", "probabilities"}` (single-label),
-        `{"labels", "probabilities"}` (multi-label) or `{"value"}` (regression)."""
-        return prediction_rows(self.task, self.outputs(texts, text_pairs, progress))
-
     def outputs(
         self, texts: Sequence[str], text_pairs: Sequence[str] | None = None, progress=None
     ) -> dict[str, np.ndarray]:
         """Every output of the model by name (see `bertfit.inference.outputs`), rows in input
         order."""
-        texts, text_pairs = self._check(texts, text_pairs)
+        texts, text_pairs = self.checked_texts(texts, text_pairs)
         lengths = self._lengths(texts, text_pairs)
         order = np.argsort(lengths, kind="stable")
         batches = self._batches(order, lengths)
@@ -209,22 +186,6 @@ class Classifier:
             for name, spec in specs.items()
         }
 
-    def _check(self, texts, text_pairs):
-        texts = _text_list(texts, "texts")
-        if self.pairs != (text_pairs is not None):
-            raise InputFormatError(
-                "this classifier takes text pairs: pass text_pairs=[...] beside the texts."
-                if self.pairs
-                else "this classifier takes single texts, not text pairs."
-            )
-        if text_pairs is not None:
-            text_pairs = _text_list(text_pairs, "text_pairs")
-            if len(text_pairs) != len(texts):
-                raise InputFormatError(
-                    f"{len(texts)} texts but {len(text_pairs)} text pairs; pass one pair per text."
-                )
-        return texts, text_pairs
-
 
 def _window_spec(metadata: dict) -> WindowSpec | None:
     """The windows of a chunk model from its metadata (`run_metadata`), else None."""
@@ -234,60 +195,6 @@ def _window_spec(metadata: dict) -> WindowSpec | None:
     return WindowSpec(
         metadata["max_seq_length"], long_documents["stride"], long_documents["max_chunks"]
     )
-
-
-def _text_list(values, name: str) -> list:
-    """`values` as a list of texts (str, or UTF-8 bytes), or an `InputFormatError` that says
-    which item is not one."""
-    if isinstance(values, (str, bytes)):
-        raise InputFormatError(
-            "predict takes a list of texts; wrap a single text in a list: clf.predict([text])."
-        )
-    if isinstance(values, np.ndarray) and values.ndim != 1:
-        raise InputFormatError(
-            f"{name} is a {values.ndim}-D array of shape {values.shape}; pass a list or a 1-D "
-            "array of strings, one per text."
-        )
-    if not isinstance(values, Iterable) or isinstance(values, Mapping):
-        raise InputFormatError(
-            f"{name} must be a list of strings, got {type(values).__name__} {values!r:.60}."
-        )
-    values = list(values)
-    for index, value in enumerate(values):
-        if not isinstance(value, (str, bytes)):
-            raise InputFormatError(
-                f"{name}[{index}] is {type(value).__name__} {value!r:.60}, not a string; pass "
-                "one string per text ('' for a missing one)."
-            )
-        problem = text_problem(value)
-        if problem is not None:
-            raise InputFormatError(f"{name}[{index}] {problem}; pass valid Unicode text.")
-    return values
-
-
-def text_problem(text: str | bytes) -> str | None:
-    """Why the tokenizer cannot take `text`, or None: a str must encode as UTF-8 (a lone
-    surrogate such as '\\ud800' does not), bytes must be UTF-8.
-
-    >>> text_problem("caf\\u00e9") is None
-    True
-    >>> text_problem("a\\ud800")
-    "has a lone surrogate '\\\\ud800' at character 1, which is not valid Unicode"
-    """
-    try:
-        if isinstance(text, str):
-            text.encode("utf-8")
-        else:
-            bytes(text).decode("utf-8")
-    except UnicodeError as e:
-        bad = e.object[e.start : e.end]
-        if isinstance(text, str):
-            return (
-                f"has a lone surrogate {ascii(bad[:1])} at character {e.start}, "
-                "which is not valid Unicode"
-            )
-        return f"is not valid UTF-8 (byte 0x{bad[:1].hex()} at offset {e.start})"
-    return None
 
 
 def run_metadata(config, task: Task) -> dict:
@@ -328,6 +235,12 @@ def export_version_dir(path: Path) -> Path:
     if (path / "saved_model.pb").is_file():
         return path
     newest = next_version(path) - 1
+    if (path / "model.onnx").is_file() or (path / str(newest) / "model.onnx").is_file():
+        raise BertfitError(
+            f"{path} is an ONNX export (bertfit export --format onnx), which TensorFlow does "
+            "not run: pass --engine onnx (ONNX Runtime), or the run directory or a SavedModel "
+            "export."
+        )
     if newest < 1 or not (path / str(newest) / "saved_model.pb").is_file():
         raise BertfitError(
             f"{path} is neither a bertfit run directory nor an export "

@@ -1,22 +1,44 @@
-"""`evaluate` and `predict`: a trained classifier (a run or an export) over a file of texts."""
+"""`evaluate` and `predict`: a trained classifier (a run or an export) over a file of texts, run
+by an engine (`engine`): "tensorflow", the run's graph (`bertfit.inference.predictor`), or "onnx",
+an ONNX export in ONNX Runtime (`bertfit.inference.onnx_runtime`; `bertfit.export.onnx_engine`
+makes a run's). Each engine's modules are imported only when it runs: the onnx engine's process
+never imports TensorFlow."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from bertfit.config import ENGINES
 from bertfit.data.chunks import read_chunks
 from bertfit.data.sources import Example, SourceSpec, read_examples
 from bertfit.errors import ConfigError
+from bertfit.inference.onnx_runtime import load_onnx_classifier
 from bertfit.inference.outputs import metric_inputs, prediction_rows
-from bertfit.inference.predictor import Classifier, load_classifier
 from bertfit.progress import Progress
-from bertfit.training.metrics import task_metrics
+from bertfit.runs.metrics import task_metrics
+
+if TYPE_CHECKING:
+    from bertfit.inference.predictor import Classifier
 
 STREAM_ROWS = 256  # rows of standard input predicted together (`predict_chunks`)
+
+
+def load_for_engine(path: str | Path, engine: str = "tensorflow"):
+    """The classifier at `path` run by `engine`: a run directory or SavedModel export in
+    TensorFlow, or an ONNX export folder in ONNX Runtime (same interface; for a run directory,
+    `bertfit.export.onnx_engine.onnx_engine_folder` gives the folder, as the CLI does)."""
+    if engine not in ENGINES:
+        raise ConfigError(f"--engine {engine!r}: expected one of {', '.join(ENGINES)}.")
+    if engine == "onnx":
+        return load_onnx_classifier(path)
+    from bertfit.inference.predictor import load_classifier
+
+    return load_classifier(path)
 
 
 def classifier_source_spec(
@@ -25,7 +47,7 @@ def classifier_source_spec(
     """How to read files for a trained classifier: the columns its training files used, or
     those `columns` names ({"text": ..., "text_pair": ..., "label": ...}: a file whose columns
     are named otherwise, as `--text-column` and co. say)."""
-    saved = classifier.metadata.get("columns", {})
+    saved = classifier.metadata.get("columns") or {}
     given = {role: name for role, name in (columns or {}).items() if name is not None}
     if "text_pair" in given and not classifier.pairs:
         raise ConfigError(
@@ -49,12 +71,13 @@ def evaluate(
     quiet: bool = False,
     format: str | None = None,
     columns: dict | None = None,
+    engine: str = "tensorflow",
 ) -> dict:
     """The task's metrics (e.g. accuracy, macro_f1, loss) of a trained run (or an export) on a
     labelled file (`format`: its format, else from its name; `columns`: its column names
     where they differ from the training files', see `classifier_source_spec`), with
-    num_examples; every row counts."""
-    classifier = load_classifier(run_path)
+    num_examples; every row counts. `engine`: see `load_for_engine`."""
+    classifier = load_for_engine(run_path, engine)
     spec = classifier_source_spec(classifier, format, columns)
     examples = read_examples(data_path, spec)
     targets = classifier.task.targets(examples, data_path)
@@ -77,12 +100,14 @@ def predict(
     quiet: bool = False,
     format: str | None = None,
     columns: dict | None = None,
+    engine: str = "tensorflow",
 ) -> list[dict]:
     """One prediction per input row, in input order: the label and a probability per label
     (single-label), the labels and a probability per label (multi-label), or the value.
     `format` reads `data_path` in that format (standard input is CSV without it); `columns`
-    names its text columns where they differ from the training files'."""
-    classifier = load_classifier(run_path)
+    names its text columns where they differ from the training files'. `engine`: see
+    `load_for_engine`."""
+    classifier = load_for_engine(run_path, engine)
     spec = classifier_source_spec(classifier, format, columns)
     examples = read_examples(data_path, spec, labels_required=False)
     return prediction_rows(classifier.task, _outputs(classifier, examples, "predict", quiet))
@@ -95,11 +120,12 @@ def predict_chunks(
     format: str | None = None,
     rows: int = STREAM_ROWS,
     columns: dict | None = None,
+    engine: str = "tensorflow",
 ) -> Iterator[list[dict]]:
     """`predict`'s rows, `rows` input rows at a time, each chunk predicted as soon as it is
     read: memory stays bounded whatever the input's length, and `predict --data -` answers an
     endless standard input as it goes (a row waits for at most `rows - 1` after it)."""
-    classifier = load_classifier(run_path)
+    classifier = load_for_engine(run_path, engine)
     spec = classifier_source_spec(classifier, format, columns)
     for chunk in read_chunks(data_path, spec, rows=rows, labels_required=False):
         pairs = [e.text_pair for e in chunk] if classifier.pairs else None

@@ -349,8 +349,8 @@ def load_version(
 
 
 def _warm_up(served: ServedVersion) -> None:
-    classifier = served.classifier
-    classifier.classify_batch(["warm up"], ["warm up"] if classifier.pairs else None)
+    for classifier in {id(c): c for c in (served.classifier, served.texts_engine)}.values():
+        classifier.classify_batch(["warm up"], ["warm up"] if classifier.pairs else None)
 
 
 def served_versions(
@@ -358,10 +358,12 @@ def served_versions(
     max_batch: int = ServeOptions.max_batch,
     max_wait: float = ServeOptions.max_wait,
     policy: VersionPolicy | None = None,
+    texts_engine=None,
 ) -> list[ServedVersion]:
     """The versions to serve from `path`, loaded once: an export's versions that `policy`
     wants (TF Serving's default: the latest), else the one classifier at `path` (a run
-    directory is version 1, a version folder its number)."""
+    directory is version 1, a version folder its number), its text requests answered by
+    `texts_engine` if given (see `ServedVersion`)."""
     from bertfit.inference.predictor import Classifier, export_version_dir, load_classifier
 
     base = None if storage.is_url(path) else export_base(path)
@@ -376,10 +378,15 @@ def served_versions(
     exported = "version" in classifier.metadata and isinstance(path, Path)  # (a URL: copied)
     folder = export_version_dir(path) if exported else None
     number = int(classifier.metadata.get("version", 1))
-    return [ServedVersion(number, classifier, max_batch, max_wait, folder)]
+    return [ServedVersion(number, classifier, max_batch, max_wait, folder, texts_engine)]
 
 
-def serve(path: str, options: ServeOptions | None = None, **settings) -> None:
+def serve(
+    path: str,
+    options: ServeOptions | None = None,
+    engine_export: str | Path | None = None,
+    **settings,
+) -> None:
     """Loads the classifier at `path` (a run directory, or an export BASE: the versions
     `options.version_policy` wants, polled every `options.poll_wait` seconds for new ones) and
     serves it until SIGTERM: TF Serving's REST API on `options.port`, and its gRPC API on
@@ -392,14 +399,20 @@ def serve(path: str, options: ServeOptions | None = None, **settings) -> None:
     policy = VersionPolicy.parse(options.version_policy)
     if options.grpc_port_to_bind() >= 0:
         _import_grpc()
+    if engine_export is not None and export_base(path) is not None:
+        raise ConfigError(
+            "--engine onnx serves a run directory (--run RUN), whose ONNX export answers its "
+            "text requests; an export BASE of SavedModel versions is served by --engine "
+            "tensorflow (the default)."
+        )
     sock = listen(options.host, options.port)
     try:
-        asyncio.run(_serve(sock, path, options, policy))
+        asyncio.run(_serve(sock, path, options, policy, engine_export))
     finally:
         sock.close()
 
 
-async def _serve(sock, path: str, options: ServeOptions, policy: VersionPolicy):
+async def _serve(sock, path: str, options: ServeOptions, policy: VersionPolicy, engine_export):
     port = sock.getsockname()[1]  # the one bound: --port 0 takes any free port
     grpc_server, grpc_port = None, options.grpc_port_to_bind()
     if grpc_port >= 0:  # bound in the loop that will run it, before the model loads
@@ -410,7 +423,7 @@ async def _serve(sock, path: str, options: ServeOptions, policy: VersionPolicy):
         )
     # The labels are checked once the versions they name are loaded (`_load_versions`).
     server = ModelServer(None, versions=[], options=options.replace(version_labels={}))
-    base = _load_versions(server.core, path, options, policy)
+    base = _load_versions(server.core, path, options, policy, engine_export)
     numbers = ", ".join(str(number) for number in server.core.versions)
     if base is not None:
         numbers += f" (policy {policy}, polling {base} every {options.poll_wait:g} s)"
@@ -435,17 +448,23 @@ async def _serve(sock, path: str, options: ServeOptions, policy: VersionPolicy):
 
 
 def _load_versions(
-    core: ModelCore, path: str, options: ServeOptions, policy: VersionPolicy
+    core: ModelCore, path: str, options: ServeOptions, policy: VersionPolicy, engine_export=None
 ) -> Path | None:
     """Loads what `path` serves into `core` (an export BASE: the versions `policy` wants,
-    managed from then on; else the one classifier) and its labels; the BASE, or None."""
+    managed from then on; else the one classifier, its text requests answered by the ONNX
+    export `engine_export` when given) and its labels; the BASE, or None."""
     max_batch, max_wait = options.max_batch, options.max_wait
     base = export_base(path)
     if base is not None:  # polled for new versions while serving
         load = functools.partial(load_version, max_batch=max_batch, max_wait=max_wait)
         VersionManager(core, base, policy, load, options.poll_wait).load_initial()
     else:
-        for served in served_versions(path, max_batch, max_wait):
+        texts_engine = None
+        if engine_export is not None:
+            from bertfit.inference.onnx_runtime import load_onnx_classifier
+
+            texts_engine = load_onnx_classifier(engine_export)
+        for served in served_versions(path, max_batch, max_wait, texts_engine=texts_engine):
             _warm_up(served)
             core.add(served)
     check_version_labels(options.version_labels, list(core.versions))

@@ -200,7 +200,13 @@ INIT_OP_SIGNATURE_DEF = {
 
 
 class ServedVersion:
-    """One loaded version of the model: its classifier, signatures and batcher."""
+    """One loaded version of the model: its classifier, signatures and batcher.
+
+    `texts_engine`, when given, is the same model run by another engine (`bertfit serve
+    --engine onnx`: a `bertfit.inference.onnx_runtime.OnnxClassifier` of the run's ONNX export):
+    it answers the text requests the batcher gathers; the signatures (metadata, `classify_ids`,
+    the Classify and Regress APIs) stay the TensorFlow graph's, whose outputs it equals to 1e-5.
+    """
 
     def __init__(
         self,
@@ -209,9 +215,11 @@ class ServedVersion:
         max_batch: int = ServeOptions.max_batch,
         max_wait: float = ServeOptions.max_wait,
         saved_model_dir: str | Path | None = None,
+        texts_engine=None,
     ):
         self.version = version
         self.classifier = classifier
+        self.texts_engine = texts_engine or classifier
         self.functions = classifier.signatures()
         self.signatures = {
             name: Signature.of(name, self.functions[name], _saved_call(i))
@@ -246,7 +254,7 @@ class ServedVersion:
             chunk = rows[start : start + self.batcher.max_batch]
             texts = [row["text"] for row in chunk]
             pairs = [row["text_pair"] for row in chunk] if self.classifier.pairs else None
-            results += _rows(self.classifier.classify_batch(texts, pairs))
+            results += _rows(self.texts_engine.classify_batch(texts, pairs))
         return results
 
 

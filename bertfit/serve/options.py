@@ -13,6 +13,7 @@ import dataclasses
 import math
 import re
 
+from bertfit.config import ENGINES
 from bertfit.errors import ConfigError
 from bertfit.flags import flag, flags_of
 
@@ -150,6 +151,16 @@ class ServeOptions:
         default=False,
         metadata=flag(
             "add CORS headers (Access-Control-Allow-Origin: *) to every answer", switch=True
+        ),
+    )
+
+    engine: str = dataclasses.field(
+        default=ENGINES[0],
+        metadata=flag(
+            "what answers text requests: tensorflow (default) or onnx (the run's ONNX export in "
+            "ONNX Runtime, made once and kept in the run; --run only; the signatures' metadata, "
+            "classify_ids and the Classify/Regress APIs stay TensorFlow's)",
+            choices=ENGINES,
         ),
     )
 

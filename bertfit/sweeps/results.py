@@ -16,8 +16,8 @@ import math
 
 import numpy as np
 
-from bertfit.training.metrics import LOWER_IS_BETTER, is_better
-from bertfit.training.records import FINISHED, RunSummary
+from bertfit.runs.metrics import LOWER_IS_BETTER, is_better
+from bertfit.runs.records import FINISHED, RunSummary
 
 
 @dataclasses.dataclass

@@ -29,9 +29,10 @@ from pathlib import Path
 from bertfit.atomic import leftover_of, write_text_atomic
 from bertfit.config import RunConfig, config_differences
 from bertfit.errors import ConfigError
+from bertfit.runs.records import DIVERGED, FINISHED
+from bertfit.runs.run_dir import LOCK_FILE, RUN_ENTRIES, RunDir
 from bertfit.sweeps.spec import SweepSpec
-from bertfit.training.records import FINISHED
-from bertfit.training.run_dir import LOCK_FILE, RUN_ENTRIES, RunBusy, RunDir, RunLock
+from bertfit.training.run_dir import RunBusy, RunLock
 
 SWEEP_ENTRIES = {
     "sweep.json",
@@ -158,17 +159,10 @@ def run_state(path: Path) -> str:
         return "new"
     if run.status() == "new":
         return "new"
-    status = _metrics_status(run)
-    if status in (FINISHED, "diverged"):
+    status = run.metrics_status()
+    if status in (FINISHED, DIVERGED):
         return status
     return "unfinished"
-
-
-def _metrics_status(run: RunDir) -> str | None:
-    try:
-        return json.loads(run.metrics_file.read_text(encoding="utf-8")).get("status")
-    except (OSError, ValueError, AttributeError):
-        return None
 
 
 def _base_dict(base: RunConfig) -> dict:

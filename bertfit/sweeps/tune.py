@@ -22,13 +22,13 @@ from bertfit.inference.outputs import prediction_rows
 from bertfit.inference.predictor import load_classifier
 from bertfit.progress import Console
 from bertfit.report import write_report
+from bertfit.runs.metrics import default_metric
+from bertfit.runs.records import FINISHED, RunSummary
 from bertfit.sweeps.fold_data import FoldSplit, fold_files, out_of_fold_rows, split_training_rows
 from bertfit.sweeps.report import write_sweep_report
 from bertfit.sweeps.results import RunResult, SweepResults, TrialResult
 from bertfit.sweeps.spec import RunPlan, SweepSpec
 from bertfit.sweeps.sweep_dir import SweepDir, run_state
-from bertfit.training.metrics import default_metric
-from bertfit.training.records import FINISHED, RunSummary
 from bertfit.training.run import TrainingDiverged, train
 
 

@@ -32,7 +32,7 @@ from bertfit.data.tasks import SINGLE_LABEL
 from bertfit.errors import BertfitError
 from bertfit.model.chunked import WINDOW_MASK
 from bertfit.model.inputs import INPUT_NAMES
-from bertfit.training.losses import batch_loss, outputs
+from bertfit.model.losses import batch_loss, outputs
 from bertfit.training.optimizer import FusedAdamW, make_optimizer, schedule_for
 from bertfit.training.strategy import XlaChoice
 

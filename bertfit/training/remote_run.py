@@ -1,7 +1,7 @@
 """A run directory at a URL (`gs://`, `s3://`, `ram://`, ...: `bertfit.storage`).
 
 TensorFlow writes checkpoints, TensorBoard events and the run's files into a local staging
-copy, exactly as into a local run directory (`RunDir`); `RemoteRun.push` then uploads what
+copy, exactly as into a local run directory (`TrainingRunDir`); `RemoteRun.push` then uploads what
 changed and deletes what the staging copy no longer holds. An object store has no rename, so
 the rules of a local run directory hold this way:
 
@@ -19,13 +19,12 @@ the rules of a local run directory hold this way:
 What a kill costs: the run as of its last push (each checkpoint save, each metrics.json
 write: at least once an epoch, and at the end).
 
-Reading a run (`open_run`): its files are downloaded into a temporary folder, removed at
-exit; the checkpoint is the one the index names.
+Reading a run at a URL (`bertfit.runs.run_dir.open_run`): its files are downloaded into a
+temporary folder, removed at exit; the checkpoint is the one the index names.
 """
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import os
 import shutil
@@ -39,10 +38,10 @@ from pathlib import Path
 from bertfit import storage
 from bertfit.atomic import leftover_of
 from bertfit.errors import ConfigError
-from bertfit.training.run_dir import LOCK_FILE, RUN_ENTRIES, RunBusy, RunDir, _alive
+from bertfit.runs.run_dir import LOCK_FILE, RUN_ENTRIES
+from bertfit.training.run_dir import RunBusy, TrainingRunDir, _alive
 
 _INDEX = "checkpoint"  # TensorFlow's list of a folder's checkpoints: uploaded last
-_SKIPPED = ("tensorboard",)  # not needed to evaluate, predict, export or report a run
 
 
 class RemoteRun:
@@ -165,9 +164,9 @@ def _upload_order(name: str) -> tuple[int, str]:
 
 
 @contextlib.contextmanager
-def claimed(url: str) -> Iterator[RunDir]:
+def claimed(url: str) -> Iterator[TrainingRunDir]:
     """The run directory at `url`, locked, pulled into a staging folder and pushed after
-    every save (`RunDir.sync`) and at the end, however the run ends."""
+    every save (`TrainingRunDir.sync`) and at the end, however the run ends."""
     remote = RemoteRun(url)
     try:
         with storage.writes_said(remote.url):  # a missing bucket, no permission: one line
@@ -180,28 +179,9 @@ def claimed(url: str) -> Iterator[RunDir]:
             print(f"bertfit: {note}", file=sys.stderr)
         with storage.writes_said(remote.url):
             remote.pull()
-        yield RunDir(remote.staging, shown_as=remote.url, sync=remote.push_said)
+        yield TrainingRunDir(remote.staging, shown_as=remote.url, sync=remote.push_said)
     finally:
         try:
             remote.push_said()  # however the run ended: a stop's checkpoint, an error in metrics
         finally:
             remote.release()
-
-
-def open_run(path: str | os.PathLike, *, checkpoints: bool = True) -> RunDir:
-    """The `RunDir` of the run at `path`, to read (evaluate, predict, export, report). A run
-    at a URL is downloaded, less its TensorBoard events (and its checkpoints' weights without
-    `checkpoints`: a report, a warning), into a temporary folder removed at exit."""
-    if not storage.is_url(path):
-        return RunDir(path)
-    url = storage.path_text(path)
-
-    def skip(name: str) -> bool:
-        parts = name.split("/")
-        weights = parts[0] == "checkpoints" and ".data-" in parts[-1]
-        return parts[0] in (LOCK_FILE, *_SKIPPED) or (weights and not checkpoints)
-
-    folder = Path(tempfile.mkdtemp(prefix="bertfit-run-copy-"))
-    atexit.register(shutil.rmtree, folder, True)
-    storage.download_tree(url, folder, skip=skip)
-    return RunDir(folder, shown_as=url)

@@ -29,17 +29,8 @@ from bertfit.data.tasks import MULTI_LABEL
 from bertfit.data.training_data import LabelledData
 from bertfit.errors import BertfitError, ConfigError, DataError, TrainingInterrupted
 from bertfit.progress import Console
-from bertfit.training import remote_run
-from bertfit.training.checkpointing import CheckpointWriteError, RunCheckpoints, TrainingState
-from bertfit.training.interrupt import StopRequests
-from bertfit.training.metrics import (
-    HEADLINE_METRICS,
-    best_threshold,
-    collapse_warning,
-    is_better,
-    task_metrics,
-)
-from bertfit.training.records import (
+from bertfit.runs.metrics import HEADLINE_METRICS, best_threshold, is_better, task_metrics
+from bertfit.runs.records import (
     DIVERGED,
     FAILED,
     FINISHED,
@@ -49,7 +40,17 @@ from bertfit.training.records import (
     RunSummary,
     StepEvaluation,
 )
-from bertfit.training.run_dir import RUNS_ROOT, RunBusy, RunDir, new_run_path, unfinished_run_of
+from bertfit.training import remote_run
+from bertfit.training.checkpointing import CheckpointWriteError, RunCheckpoints, TrainingState
+from bertfit.training.collapse import collapse_warning
+from bertfit.training.interrupt import StopRequests
+from bertfit.training.run_dir import (
+    RUNS_ROOT,
+    RunBusy,
+    TrainingRunDir,
+    new_run_path,
+    unfinished_run_of,
+)
 from bertfit.training.run_length import RunLength
 from bertfit.training.setup import RunSetup, prepare
 from bertfit.training.strategy import XlaChoice, check_hardware, make_strategy
@@ -93,7 +94,7 @@ def train(
     if streaming_note:
         Console(quiet=quiet).say(f"bertfit: {streaming_note}")
     if config.output_dir is not None and not storage.is_url(config.output_dir):
-        RunDir(config.output_dir).plan_start(config, resume=resume, overwrite=overwrite)
+        TrainingRunDir(config.output_dir).plan_start(config, resume=resume, overwrite=overwrite)
     if strategy is None:
         t = config.train
         check_hardware(t.strategy, config.model.precision, t.cpu_replicas, t.tpu, t.jit_compile)
@@ -115,7 +116,9 @@ def _train_as_worker(config: RunConfig, strategy, xla: XlaChoice) -> RunSummary:
     try:
         config = dataclasses.replace(config, output_dir=scratch)
         silent = Console(silent=True)
-        summary = _train(config, RunDir(scratch), strategy, xla, False, silent, False, False)
+        summary = _train(
+            config, TrainingRunDir(scratch), strategy, xla, False, silent, False, False
+        )
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return dataclasses.replace(summary, run_dir=None)
@@ -124,10 +127,10 @@ def _train_as_worker(config: RunConfig, strategy, xla: XlaChoice) -> RunSummary:
 @contextlib.contextmanager
 def _claimed(
     config: RunConfig, *, resume: bool | None, overwrite: bool
-) -> Iterator[tuple[RunConfig, RunDir, bool, bool]]:
+) -> Iterator[tuple[RunConfig, TrainingRunDir, bool, bool]]:
     """The run directory, locked for this run: `--output-dir`, or a new runs/<date>-<time>
     (the next free name when another run took this second's). Yields the config with its
-    directory, the `RunDir`, whether the run resumes (decided under the lock) and whether
+    directory, the `TrainingRunDir`, whether the run resumes (decided under the lock) and whether
     the directory is a new runs/<date>-<time>."""
     if storage.is_url(config.output_dir):  # locked, staged and uploaded: remote_run
         with remote_run.claimed(config.output_dir) as run_dir:
@@ -162,7 +165,7 @@ def _claimed(
     while True:
         if new_directory:
             config = dataclasses.replace(config, output_dir=str(new_run_path()))
-        run_dir = RunDir(config.output_dir)
+        run_dir = TrainingRunDir(config.output_dir)
         try:
             lock = run_dir.lock()
             break
@@ -179,7 +182,7 @@ def _claimed(
 
 def _train(
     config: RunConfig,
-    run_dir: RunDir,
+    run_dir: TrainingRunDir,
     strategy: tf.distribute.Strategy,
     xla: XlaChoice,
     resuming: bool,
@@ -241,7 +244,9 @@ FULL_DISK = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)  # OSErrors a run stops on
 
 
 @contextlib.contextmanager
-def _failure_recorded(run_dir: RunDir, summary: RunSummary, state: TrainingState) -> Iterator:
+def _failure_recorded(
+    run_dir: TrainingRunDir, summary: RunSummary, state: TrainingState
+) -> Iterator:
     """A checkpoint or a log line that could not be written (a full disk, a quota) stops the
     run as "failed" in metrics.json, with the error, when that small write still succeeds;
     either way the run resumes from its last whole checkpoint."""
@@ -290,7 +295,7 @@ def _describe(
 
 
 def _log_setup(
-    run_dir: RunDir, setup: RunSetup, strategy: tf.distribute.Strategy, length: RunLength
+    run_dir: TrainingRunDir, setup: RunSetup, strategy: tf.distribute.Strategy, length: RunLength
 ) -> None:
     config, t, trainer = setup.config, setup.config.train, setup.trainer
     run_dir.log(
@@ -314,7 +319,7 @@ def _finished(
     summary: RunSummary,
     setup: RunSetup,
     state: TrainingState,
-    run_dir: RunDir,
+    run_dir: TrainingRunDir,
     checkpoints: RunCheckpoints,
     started: float,
     length: RunLength,
@@ -421,7 +426,7 @@ def is_chief(strategy: tf.distribute.Strategy) -> bool:
     )
 
 
-def _check_same_task(run_dir: RunDir, setup: RunSetup) -> None:
+def _check_same_task(run_dir: TrainingRunDir, setup: RunSetup) -> None:
     saved, task = run_dir.load_task(), setup.task
     if (saved.kind, saved.labels) != (task.kind, task.labels):
         raise DataError(
@@ -434,7 +439,7 @@ def _check_same_task(run_dir: RunDir, setup: RunSetup) -> None:
 
 
 def _resume(
-    run_dir: RunDir, checkpoints: RunCheckpoints, fresh: TrainingState, console: Console
+    run_dir: TrainingRunDir, checkpoints: RunCheckpoints, fresh: TrainingState, console: Console
 ) -> TrainingState:
     """Restores `latest` (when a checkpoint was saved before the run stopped) and drops the
     steps logged after it."""
@@ -481,7 +486,7 @@ class EpochRunner:
     def __init__(
         self,
         setup: RunSetup,
-        run_dir: RunDir,
+        run_dir: TrainingRunDir,
         checkpoints: RunCheckpoints,
         console: Console,
         summaries: RunSummaries,

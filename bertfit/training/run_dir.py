@@ -1,20 +1,5 @@
-"""The run directory: everything needed to evaluate, predict, resume or export a trained run.
-
-    run/
-      config.yaml           the resolved RunConfig (reload with --config)
-      labels.json           the task and its label names by output id (`Task`)
-      encoder/              config.json (the architecture), tokenizer/ (the tokenizer's files,
-                            as `tokenizer.save` writes them)
-      checkpoints/latest/   model + optimizer + RNG + data position: resumes the run exactly
-      checkpoints/best/     the model weights of the best epoch by `best_metric` (no optimizer)
-      metrics.json          per epoch and final: loss, accuracy, macro_f1, num_examples, ...;
-                            "status" is "running" until the run finished
-      steps.jsonl           every optimizer step: loss, learning rate, gradient norm, examples/s,
-                            wall_time (Unix seconds when its host call returned)
-      eval_outputs.npz      the targets and outputs of the latest evaluation (for the report)
-      tensorboard/          TensorBoard events (`tensorboard --logdir runs/`)
-      report.html           plots and tables of the run (`bertfit report`)
-      train.log             what happened, readable
+"""A run directory, written: how `bertfit train` starts, locks and fills one (the layout and
+its readers: `bertfit.runs.run_dir`).
 
 One directory holds one run: `bertfit train` holds an exclusive lock on `RUN/.lock` (flock, with
 its pid inside) while it writes, so a second run started on the same directory is refused (and
@@ -26,9 +11,10 @@ place); the temporary files a kill left are recognised and removed when the next
 directory. A checkpoint counts only once TensorFlow's `checkpoint` index names it, and what a
 killed save left behind is removed when the run resumes.
 
-A run whose metrics.json does not say "finished" (killed, or still training) can still be
-evaluated, exported and served: its best checkpoint, or its latest (mid-epoch) one, is used and
-the commands say so in a warning (`RunDir.unfinished_note`).
+Starting a run is decided before anything is loaded or written (`TrainingRunDir.plan_start`):
+a new or empty directory starts afresh, an unfinished run of the same config resumes, and
+anything else (a finished run, another config's run, files that are not a run) is refused with
+the flag that resolves it.
 """
 
 from __future__ import annotations
@@ -46,7 +32,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-import tensorflow as tf
 
 from bertfit.atomic import leftover_of, write_bytes_atomic, write_text_atomic
 from bertfit.config import RunConfig, config_differences
@@ -54,26 +39,12 @@ from bertfit.data.buckets import fixed_buckets, saved_buckets
 from bertfit.data.tasks import Task
 from bertfit.errors import BertfitError, ConfigError
 from bertfit.model.config import BertConfig
-from bertfit.text.loading import load_tokenizer
+from bertfit.runs.records import DIVERGED, FINISHED, RUNNING, RunSummary
+from bertfit.runs.run_dir import LOCK_FILE, RUN_ENTRIES, RunDir, leftovers
 from bertfit.training.checkpointing import remove_unindexed
-from bertfit.training.records import DIVERGED, FINISHED, RUNNING, RunSummary
 
 RUNS_ROOT = Path("runs")
 LATEST_LINK = "latest"
-# What a run directory may hold; anything else means the directory is someone else's.
-RUN_ENTRIES = {
-    "config.yaml",
-    "labels.json",
-    "encoder",
-    "checkpoints",
-    "metrics.json",
-    "steps.jsonl",
-    "train.log",
-    "tensorboard",
-    "report.html",
-    "eval_outputs.npz",
-}
-LOCK_FILE = ".lock"
 
 
 class RunBusy(ConfigError):
@@ -174,7 +145,9 @@ def new_run_path(root: Path = RUNS_ROOT) -> Path:
     return path
 
 
-def unfinished_run_of(config: RunConfig, root: Path = RUNS_ROOT) -> tuple[RunDir, RunLock] | None:
+def unfinished_run_of(
+    config: RunConfig, root: Path = RUNS_ROOT
+) -> tuple[TrainingRunDir, RunLock] | None:
     """The newest unfinished run under `root` (runs/<date>-<time>) of this config that no live
     process holds, locked: what the same command, rerun after a preemption or a crash without
     `--output-dir`, continues (as it does with one). None when there is none."""
@@ -183,7 +156,7 @@ def unfinished_run_of(config: RunConfig, root: Path = RUNS_ROOT) -> tuple[RunDir
     for path in sorted(
         (p for p in root.iterdir() if p.is_dir() and not p.is_symlink()), reverse=True
     ):
-        run_dir = RunDir(path)
+        run_dir = TrainingRunDir(path)
         if not run_dir.holds_unfinished(config):
             continue
         try:
@@ -194,10 +167,6 @@ def unfinished_run_of(config: RunConfig, root: Path = RUNS_ROOT) -> tuple[RunDir
             return run_dir, lock
         lock.release()
     return None
-
-
-def _step(checkpoint: str) -> str:
-    return checkpoint.rpartition("-")[2]
 
 
 def _buckets_resolved(saved: RunConfig, config: RunConfig) -> tuple[RunConfig, RunConfig]:
@@ -213,8 +182,9 @@ def _buckets_resolved(saved: RunConfig, config: RunConfig) -> tuple[RunConfig, R
     return with_buckets(saved, saved_lengths), with_buckets(config, wanted)
 
 
-class RunDir:
-    """Paths and readers/writers of one run directory.
+class TrainingRunDir(RunDir):
+    """The run directory `bertfit train` writes: its start policy, its lock and its writers,
+    on top of the readers every command uses.
 
     Args:
         path: the directory (a non-chief worker's is a scratch directory: see `train`).
@@ -224,53 +194,15 @@ class RunDir:
     """
 
     def __init__(self, path: str | Path, *, shown_as: str | None = None, sync=None):
-        self.path = Path(path)
-        self.shown = shown_as or str(path)
+        super().__init__(path, shown_as=shown_as)
         self._sync = sync
-
-    def _shown(self, file: Path) -> str:
-        """How messages name `file` of this run (under the URL for a run at a URL)."""
-        if self.shown == str(self.path):
-            return str(file)
-        return f"{self.shown}/{file.relative_to(self.path).as_posix()}"
-
-    @property
-    def config_shown(self) -> str:
-        """config.yaml as messages name it (`bertfit train --config ... --resume`)."""
-        return self._shown(self.config_file)
 
     def sync(self) -> None:
         """Uploads what changed, for a run at a URL (nothing to do for a local one)."""
         if self._sync is not None:
             self._sync()
 
-    # paths
-    config_file = property(lambda self: self.path / "config.yaml")
-    labels_file = property(lambda self: self.path / "labels.json")
-    encoder_dir = property(lambda self: self.path / "encoder")
-    tokenizer_dir = property(lambda self: self.path / "encoder" / "tokenizer")
-    metrics_file = property(lambda self: self.path / "metrics.json")
-    log_file = property(lambda self: self.path / "train.log")
-    steps_file = property(lambda self: self.path / "steps.jsonl")
-    eval_outputs_file = property(lambda self: self.path / "eval_outputs.npz")
-    report_file = property(lambda self: self.path / "report.html")
-    latest_dir = property(lambda self: self.path / "checkpoints" / "latest")
-    best_dir = property(lambda self: self.path / "checkpoints" / "best")
-
     # ---- starting a run ----
-
-    def status(self) -> str:
-        """ "new" (absent or empty), "running" (a run that did not finish), "finished", or
-        "foreign" (files that are not a bertfit run)."""
-        if not self.path.exists():
-            return "new"
-        entries = {p.name for p in self.path.iterdir()} - {LOCK_FILE}
-        entries -= set(self._leftovers(entries))
-        if not entries:
-            return "new"
-        if not self.config_file.exists() or not entries <= RUN_ENTRIES:
-            return "foreign"
-        return FINISHED if self._metrics_status() == FINISHED else RUNNING
 
     def plan_start(self, config: RunConfig, *, resume: bool | None, overwrite: bool) -> bool:
         """Decides, before anything is loaded or written, whether training starts afresh
@@ -322,7 +254,7 @@ class RunDir:
         """Whether this directory holds an unfinished run of `config` (the output directory
         and how it executes aside) that a rerun should continue: not one that diverged (its
         message says to change a setting and start again)."""
-        if self.status() != RUNNING or self._metrics_status() == DIVERGED:
+        if self.status() != RUNNING or self.metrics_status() == DIVERGED:
             return False
         try:
             saved = self.load_config()
@@ -330,34 +262,11 @@ class RunDir:
             return False
         return not config_differences(*_buckets_resolved(saved, config))
 
-    def _metrics_status(self) -> str | None:
-        """metrics.json's "status", None when it is missing or unreadable."""
-        try:
-            metrics = json.loads(self.metrics_file.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None
-        return metrics.get("status") if isinstance(metrics, dict) else None
-
-    def saved_buckets(self) -> tuple[int, ...]:
-        """The length buckets the run here resolved (a resumed run keeps them)."""
-        saved = self.load_config()
-        return saved_buckets(saved.data.buckets, saved.model.max_seq_length)
-
-    @staticmethod
-    def _leftovers(entries) -> list[str]:
-        """The temporary files of bertfit's own atomic writes among `entries` (a kill between
-        the write and the rename leaves them)."""
-        return [
-            name
-            for name in entries
-            if (found := leftover_of(name)) is not None and found[0] in RUN_ENTRIES
-        ]
-
     def _foreign_description(self) -> str:
         entries = sorted(p.name for p in self.path.iterdir())
         if not self.config_file.exists():
             return "no config.yaml"
-        skipped = {LOCK_FILE, *self._leftovers(entries)}
+        skipped = {LOCK_FILE, *leftovers(entries)}
         strangers = [name for name in entries if name not in RUN_ENTRIES | skipped]
         shown = ", ".join(strangers[:5]) + (", ..." if len(strangers) > 5 else "")
         return f"{shown} is not a run's file" if len(strangers) == 1 else f"{shown} are not"
@@ -369,44 +278,10 @@ class RunDir:
         note = lock.acquire()
         if note:
             print(f"bertfit: {note}", file=sys.stderr)
-        for name in self._leftovers(p.name for p in self.path.iterdir()):
+        for name in leftovers(p.name for p in self.path.iterdir()):
             if leftover_of(name)[1] != os.getpid():
                 (self.path / name).unlink(missing_ok=True)
         return lock
-
-    def unfinished_note(self) -> str | None:
-        """A warning for commands that use a run that did not finish (killed, or still
-        training): which checkpoint they get. None for a finished run or no run."""
-        if self.status() != RUNNING:
-            return None
-        try:
-            metrics = json.loads(self.metrics_file.read_text(encoding="utf-8"))
-            done = len(metrics.get("epochs", []))
-        except (OSError, ValueError, AttributeError, TypeError):
-            done = 0
-        try:
-            train = self.load_config().train
-            planned = train.epochs if train.max_steps is None else None
-        except BertfitError:
-            train, planned = None, "?"
-        progress = (
-            f"{done} of {planned} epochs finished"
-            if planned is not None
-            else f"{done} epoch(s) finished of a --max-steps {train.max_steps} run"
-        )
-        best = tf.train.latest_checkpoint(str(self.best_dir))
-        latest = tf.train.latest_checkpoint(str(self.latest_dir))
-        if best:
-            used = f"its best checkpoint so far ({Path(best).name}, global step {_step(best)})"
-        elif latest:
-            used = f"its latest, mid-epoch checkpoint (global step {_step(latest)})"
-        else:
-            used = "no checkpoint (none was saved)"
-        return (
-            f"{self.shown} is an unfinished run (killed, or still training: {progress}); "
-            f"using {used}. Resume it with bertfit train --config "
-            f"{self._shown(self.config_file)} --resume to finish it."
-        )
 
     def _check_writable(self) -> None:
         if self.path.exists() and not self.path.is_dir():
@@ -485,30 +360,10 @@ class RunDir:
         kept = [row for row in self.read_steps() if row.get("global_step", 0) <= global_step]
         write_text_atomic(self.steps_file, "".join(json.dumps(row) + "\n" for row in kept))
 
-    def read_steps(self) -> list[dict]:
-        """The logged steps in order, up to a line cut off by a kill."""
-        if not self.steps_file.exists():
-            return []
-        rows = []
-        text = self.steps_file.read_bytes().decode("utf-8", errors="replace")
-        for line in text.splitlines():
-            try:
-                rows.append(json.loads(line))
-            except ValueError:
-                break
-        return rows
-
     def save_eval_outputs(self, targets: np.ndarray, outputs: np.ndarray) -> None:
         buffer = io.BytesIO()
         np.savez(buffer, targets=targets, outputs=outputs)
         write_bytes_atomic(self.eval_outputs_file, buffer.getvalue())
-
-    def load_eval_outputs(self) -> tuple[np.ndarray, np.ndarray] | None:
-        """(targets, outputs) of the latest evaluation, if one was saved."""
-        if not self.eval_outputs_file.exists():
-            return None
-        with np.load(self.eval_outputs_file) as data:
-            return data["targets"], data["outputs"]
 
     def save_metrics(self, summary: RunSummary) -> None:
         write_text_atomic(self.metrics_file, json.dumps(summary.to_dict(), indent=2))
@@ -519,35 +374,3 @@ class RunDir:
         TensorFlow's `checkpoint` index does not name."""
         for directory in (self.latest_dir, self.best_dir):
             remove_unindexed(directory)
-
-    # ---- readers ----
-
-    def _require(self, file: Path) -> Path:
-        if not file.exists():
-            raise BertfitError(
-                f"{self.shown} is not a complete bertfit run directory: {file.name} is missing. "
-                "Pass the --output-dir of a finished `bertfit train`."
-            )
-        return file
-
-    def load_config(self) -> RunConfig:
-        return RunConfig.load(self._require(self.config_file))
-
-    def load_task(self) -> Task:
-        return Task.load(self._require(self.labels_file))
-
-    def load_bert_config(self) -> BertConfig:
-        return BertConfig.from_json_file(self._require(self.encoder_dir / "config.json"))
-
-    def load_tokenizer(self):
-        """The run's tokenizer, as `save_setup` wrote it."""
-        return load_tokenizer(self._require(self.tokenizer_dir))
-
-    def checkpoint_path(self, which: str = "best") -> str:
-        directory = self.best_dir if which == "best" else self.latest_dir
-        path = tf.train.latest_checkpoint(str(directory))
-        if path is None and which == "best":
-            path = tf.train.latest_checkpoint(str(self.latest_dir))
-        if path is None:
-            raise BertfitError(f"{self.shown}: no checkpoint found under {self._shown(directory)}.")
-        return path

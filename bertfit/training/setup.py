@@ -43,10 +43,10 @@ from bertfit.data.windowed import WindowProfile
 from bertfit.errors import ConfigError
 from bertfit.model.chunked import ChunkedClassifier
 from bertfit.model.classifier import BertClassifier, prior_log_odds
+from bertfit.runs.metrics import default_metric
 from bertfit.text.base import InGraphTokenizer
 from bertfit.text.windows import WindowSpec
 from bertfit.training.loop import Trainer
-from bertfit.training.metrics import default_metric
 from bertfit.training.strategy import XlaChoice
 
 # ---- the checkpoint ----

@@ -13,8 +13,9 @@ import tensorflow as tf
 import yaml
 
 from bertfit import storage
+from bertfit.runs.run_dir import open_run
 from bertfit.training import remote_run
-from bertfit.training.remote_run import RemoteRun, open_run
+from bertfit.training.remote_run import RemoteRun
 from bertfit.training.run_dir import RunBusy
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from bertfit import storage
-from bertfit.training.remote_run import open_run
+from bertfit.runs.run_dir import open_run
 from tests.distributed import cluster
 from tests.tiny import sentiment_rows, write_csv
 from tests.training.kill import resume_args, run_killed, run_train, steps_of

@@ -40,13 +40,13 @@ def main() -> int:
 
     from bertfit.cli import main as cli
     from bertfit.training.loop import Trainer
-    from bertfit.training.run_dir import RunDir
+    from bertfit.training.run_dir import TrainingRunDir
 
     owner, name, after = {
-        "steps": (RunDir, "append_steps", True),
+        "steps": (TrainingRunDir, "append_steps", True),
         "checkpoint": (functional_saver.gen_io_ops, "merge_v2_checkpoints", False),
         "eval": (Trainer, "predict", False),
-        "epoch-end": (RunDir, "save_metrics", True),
+        "epoch-end": (TrainingRunDir, "save_metrics", True),
     }[point]
     kill_on_call(owner, name, n, after)
     return cli(["train", *args])

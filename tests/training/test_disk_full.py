@@ -10,7 +10,7 @@ import pytest
 from tensorflow.python.checkpoint import functional_saver
 
 from bertfit.cli import main as cli
-from bertfit.training.run_dir import RunDir
+from bertfit.training.run_dir import TrainingRunDir
 from tests.tiny import sentiment_rows, write_csv
 from tests.training.kill import resume_args
 
@@ -72,7 +72,7 @@ def test_a_full_disk_while_logging_steps_is_one_line_and_marks_the_run_failed(
     trainable_hf_dir, tmp_path, monkeypatch, capsys
 ):
     run, args = _run_args(trainable_hf_dir, tmp_path)
-    original, calls = RunDir.append_steps, []
+    original, calls = TrainingRunDir.append_steps, []
 
     def append_steps(self, rows):
         calls.append(1)
@@ -80,7 +80,7 @@ def test_a_full_disk_while_logging_steps_is_one_line_and_marks_the_run_failed(
             raise OSError(errno.ENOSPC, "No space left on device", str(self.steps_file))
         original(self, rows)
 
-    monkeypatch.setattr(RunDir, "append_steps", append_steps)
+    monkeypatch.setattr(TrainingRunDir, "append_steps", append_steps)
     assert cli(args) == 2
     err = capsys.readouterr().err
     assert f"{run / 'steps.jsonl'}: No space left on device" in err and "Traceback" not in err

@@ -395,8 +395,8 @@ def test_without_what_it_needs_it_is_refused_by_train_and_check(
 
 
 def test_metrics_json_has_evaluations_and_stopped_early_only_when_used_and_reads_back():
+    from bertfit.runs.records import EarlyStop, EpochRecord, RunSummary, StepEvaluation
     from bertfit.training.checkpointing import TrainingState
-    from bertfit.training.records import EarlyStop, EpochRecord, RunSummary, StepEvaluation
 
     epoch = EpochRecord(1, 0.5, 32, 10.0, 3.2, eval={"accuracy": 0.5, "num_examples": 16})
     plain = RunSummary("finished", "single-label", ["neg", "pos"], {}, {}, {}, epochs=[epoch])

@@ -147,8 +147,9 @@ def _attention_trainer(total_steps: int = 4):
 
 def test_attention_pooling_weights_are_saved_and_restored_with_their_optimizer_slots(tmp_path):
     from bertfit.data.windowed import WindowedInput, encode_documents, plan_documents
+    from bertfit.runs.weights import restore_model
     from bertfit.text import BertTokenizer
-    from bertfit.training.checkpointing import RunCheckpoints, TrainingState, restore_model
+    from bertfit.training.checkpointing import RunCheckpoints, TrainingState
     from tests.tiny import write_vocab
 
     tokenizer = BertTokenizer(write_vocab(tmp_path))
@@ -230,9 +231,9 @@ def _setup(model_dir, tmp_path, train_rows, eval_rows=None, **model):
 def test_padding_documents_reach_neither_the_loss_nor_the_evaluation(trainable_hf_dir, tmp_path):
     import tensorflow as tf
 
+    from bertfit.model.losses import per_example_loss
     from bertfit.progress import Console
     from bertfit.text.windows import tokenize_windows
-    from bertfit.training.losses import per_example_loss
     from bertfit.training.run import evaluate_data
 
     train_rows, eval_rows = documents(13, 5, "single-label"), documents(11, 6, "single-label")

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from bertfit.cli import main
+from bertfit.runs.run_dir import RunDir
 from bertfit.training.optimizer import WarmupLinearDecay
-from bertfit.training.run_dir import RunDir
 from tests.distributed import cluster
 from tests.tiny import sentiment_rows, train_args, write_csv
 from tests.training.kill import run_killed, run_train, steps_of

@@ -11,14 +11,14 @@ import pytest
 
 from bertfit.cli import main as cli
 from bertfit.config import RunConfig
-from bertfit.training.run_dir import RunDir
+from bertfit.training.run_dir import TrainingRunDir
 from tests.tiny import sentiment_rows, write_csv
 from tests.training.kill import resume_args
 
 
 def _terminate_on_step_write(monkeypatch, n: int) -> None:
     """Sends this process SIGTERM after the n-th host call's step lines are written."""
-    original, calls = RunDir.append_steps, []
+    original, calls = TrainingRunDir.append_steps, []
 
     def append_steps(self, *args, **kwargs):
         original(self, *args, **kwargs)
@@ -26,7 +26,7 @@ def _terminate_on_step_write(monkeypatch, n: int) -> None:
         if len(calls) == n:
             os.kill(os.getpid(), signal.SIGTERM)
 
-    monkeypatch.setattr(RunDir, "append_steps", append_steps)
+    monkeypatch.setattr(TrainingRunDir, "append_steps", append_steps)
 
 
 @pytest.mark.slow

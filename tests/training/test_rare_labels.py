@@ -16,7 +16,8 @@ from bertfit.config import DataConfig, ModelConfig, RunConfig, TrainConfig
 from bertfit.data.tasks import Task
 from bertfit.errors import ConfigError
 from bertfit.model.classifier import prior_log_odds
-from bertfit.training.metrics import best_threshold, collapse_warning
+from bertfit.runs.metrics import best_threshold
+from bertfit.training.collapse import collapse_warning
 from bertfit.training.run import train
 from bertfit.training.setup import head_bias, prepare
 from bertfit.training.strategy import XlaChoice

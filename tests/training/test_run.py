@@ -14,8 +14,8 @@ from bertfit.data.pipeline import bucket_of
 from bertfit.data.sources import read_examples
 from bertfit.inference.predictor import load_classifier
 from bertfit.inference.run import evaluate, predict
+from bertfit.runs.run_dir import RunDir
 from bertfit.training.run import train
-from bertfit.training.run_dir import RunDir
 from bertfit.training.setup import load_checkpoint, make_trainer
 from bertfit.training.strategy import XlaChoice
 from tests.conftest import BUCKETS

@@ -13,8 +13,9 @@ from bertfit.cli import main as cli
 from bertfit.config import DataConfig, ModelConfig, RunConfig, TrainConfig
 from bertfit.data.tasks import Task
 from bertfit.errors import ConfigError
+from bertfit.runs.run_dir import RunDir
 from bertfit.training.run import train
-from bertfit.training.run_dir import RunDir
+from bertfit.training.run_dir import TrainingRunDir
 from tests.tiny import sentiment_rows, train_args, write_csv
 
 
@@ -59,7 +60,7 @@ def test_a_second_run_into_a_finished_run_is_refused_and_overwrite_replaces_it(c
 
 
 def test_an_unfinished_run_of_other_settings_is_refused_naming_the_ways_out(config):
-    run = RunDir(config.output_dir)
+    run = TrainingRunDir(config.output_dir)
     run.create()  # a run killed before its first checkpoint left its setup files:
     Task("single-label", ("neg", "pos")).save(run.labels_file)
     config.save(run.config_file)
@@ -157,7 +158,7 @@ def test_buckets_chosen_from_the_data_are_saved_and_kept_when_the_run_resumes(co
         model=dataclasses.replace(config.model, max_seq_length=32),
         data=dataclasses.replace(config.data, buckets="auto"),
     )
-    run = RunDir(auto.output_dir)
+    run = TrainingRunDir(auto.output_dir)
     run.create()  # a run killed before its first checkpoint, which had chosen 24 and 32:
     Task("single-label", ("neg", "pos")).save(run.labels_file)
     dataclasses.replace(auto, data=dataclasses.replace(auto.data, buckets=[24, 32])).save(

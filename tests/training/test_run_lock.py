@@ -11,9 +11,10 @@ import pytest
 
 from bertfit.config import DataConfig, ModelConfig, RunConfig, TrainConfig
 from bertfit.errors import ConfigError
+from bertfit.runs.run_dir import LOCK_FILE, RunDir
 from bertfit.training import run as run_module
 from bertfit.training.run import train
-from bertfit.training.run_dir import LOCK_FILE, RunBusy, RunDir, RunLock
+from bertfit.training.run_dir import RunBusy, RunLock
 from tests.tiny import sentiment_rows, write_csv
 
 

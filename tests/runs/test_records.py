@@ -1,6 +1,6 @@
 """A run's records: metrics.json keeps its keys (no `final` without evaluation), and reads back."""
 
-from bertfit.training.records import FINISHED, EpochRecord, RunSummary
+from bertfit.runs.records import FINISHED, EpochRecord, RunSummary
 
 
 def _summary(evaluated: bool) -> RunSummary:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bertfit.config import NO_CLASS_WEIGHTS, TASK_METRICS, TrainConfig
+from bertfit.config import TASK_METRICS
 from bertfit.data.tasks import MULTI_LABEL, REGRESSION, SINGLE_LABEL, Task
 
 LOWER_IS_BETTER = {"loss", "rmse", "mae", "hamming_loss"}
@@ -27,10 +27,6 @@ HEADLINE_METRICS = {
     MULTI_LABEL: ("micro_f1", "macro_f1"),
     REGRESSION: ("rmse", "pearson"),
 }
-COLLAPSE_SHARE, COLLAPSE_GOLD_SHARE = 0.9, 0.7
-# A class under this share of an even split (25% of 2 classes, 17% of 3) is rare: a collapse
-# onto the majority is then the imbalance's doing, not too little training.
-RARE_CLASS_SHARE = 0.5
 
 
 def default_metric(kind: str) -> str:
@@ -153,94 +149,6 @@ def best_threshold(targets: np.ndarray, probabilities: np.ndarray) -> float:
             (t for t, s in zip(candidates, scores, strict=True) if s == best),
             key=lambda t: abs(t - 0.5),
         )
-    )
-
-
-def collapse_warning(
-    task: Task,
-    targets: np.ndarray,
-    probabilities: np.ndarray,
-    train: TrainConfig | None = None,
-    training_labels: np.ndarray | None = None,
-) -> str | None:
-    """A warning when single-label predictions collapse onto few classes: they fall on fewer
-    classes than the gold labels use, or one class takes > 90% of them while its gold share is
-    under 70%. What it advises depends on the cause it can see in the training labels
-    (`training_labels`, else the gold ones): with a rare class (under half of an even share),
-    the majority took over, and `collapse_advice(train)` says how to weigh the classes; with
-    near-balanced classes (a 58/42 split) nothing pulls towards one class, the run is
-    under-trained, and `undertrained_advice(train)` says how to train it longer."""
-    if task.kind != SINGLE_LABEL or not len(targets):
-        return None
-    predicted = np.bincount(probabilities.argmax(axis=1), minlength=len(task.labels))
-    gold = np.bincount(targets, minlength=len(task.labels))
-    top = int(predicted.argmax())
-    share, gold_share = predicted[top] / len(targets), gold[top] / len(targets)
-    if (predicted > 0).sum() >= (gold > 0).sum() and (
-        share <= COLLAPSE_SHARE or gold_share >= COLLAPSE_GOLD_SHARE
-    ):
-        return None
-    found = (
-        f"the model predicts {int((predicted > 0).sum())} of the "
-        f"{int((gold > 0).sum())} classes in the evaluation data; {task.labels[top]!r} "
-        f"takes {share:.0%} of the predictions but {gold_share:.0%} of the gold labels"
-    )
-    counts = np.bincount(
-        targets if training_labels is None else training_labels, minlength=len(task.labels)
-    )
-    rarest = min((i for i in range(len(counts)) if counts[i]), key=lambda i: counts[i])
-    rarest_share, present = counts[rarest] / counts.sum(), int((counts > 0).sum())
-    which = "training" if training_labels is not None else "evaluation"
-    if rarest_share < RARE_CLASS_SHARE / present:
-        return (
-            f"{found}: it has collapsed onto the majority class ({task.labels[rarest]!r} is "
-            f"{rarest_share:.0%} of the {which} labels; macro_f1 shows it, accuracy hides it). "
-            + collapse_advice(train or TrainConfig())
-        )
-    return (
-        f"{found}. The {which} labels are near-balanced (the rarest, "
-        f"{task.labels[rarest]!r}, is {rarest_share:.0%} of them), so class imbalance does not "
-        "explain it: the run is under-trained (it has not learned to tell the classes "
-        "apart yet). " + undertrained_advice(train or TrainConfig())
-    )
-
-
-def undertrained_advice(train: TrainConfig) -> str:
-    """What to rerun an under-trained run with: twice the steps and twice the learning rate
-    (capped at 1e-4, the top of fine-tuning's usual range, unless it is already higher).
-
-    Examples:
-    >>> undertrained_advice(TrainConfig(epochs=1))
-    'Rerun with --epochs 2 --learning-rate 0.0001.'
-    """
-    longer = (
-        f"--max-steps {train.max_steps * 2}"
-        if train.max_steps is not None
-        else f"--epochs {train.epochs * 2}"
-    )
-    rate = max(min(train.learning_rate * 2, 1e-4), train.learning_rate)
-    return f"Rerun with {longer} --learning-rate {rate:g}."
-
-
-def collapse_advice(train: TrainConfig) -> str:
-    """What to rerun with after a collapse: `--class-weights balanced` when the run had no class
-    weights (measured in docs/quality.md: on a 586-row 3-class set with an 8% class it lifted
-    MiniLM's test macro-F1 from 0.259 to 0.665-0.675 on both seeds run), else more epochs and a
-    higher learning rate (not measured).
-
-    Examples:
-    >>> collapse_advice(TrainConfig())[:45]
-    'Rerun with --class-weights balanced (the same'
-    """
-    if train.class_weights == NO_CLASS_WEIGHTS:
-        return (
-            "Rerun with --class-weights balanced (the same command plus that flag; "
-            "docs/quality.md measures it)."
-        )
-    return (
-        f"It already uses --class-weights {train.class_weights}: rerun with "
-        f"--epochs {train.epochs * 2} --learning-rate {train.learning_rate * 2:g} "
-        "(docs/quality.md)."
     )
 
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bertfit.training.metrics import (
+from bertfit.runs.metrics import (
     classification_metrics,
     multi_label_metrics,
     regression_metrics,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from bertfit.training.metrics import HEADLINE_METRICS
+from bertfit.runs.metrics import HEADLINE_METRICS
 
 RUNNING, FINISHED, DIVERGED = "running", "finished", "diverged"  # metrics.json's status
 FAILED = "failed"  # stopped by an error its message names (a damaged shard); resumable

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from bertfit.data.tasks import MULTI_LABEL, REGRESSION
+from bertfit.config import MULTI_LABEL, REGRESSION
 from bertfit.model.inputs import GLOBAL_EXAMPLES, LABEL, WEIGHT
 
 

@@ -1,0 +1,130 @@
+"""What every engine's classifier shares (`bertfit.inference.predictor` in TensorFlow,
+`bertfit.inference.onnx_runtime` in ONNX Runtime): the texts it takes, checked before anything
+tokenizes them, so both refuse the same inputs with the same words, and `predict` and
+`predict_proba` on top of each engine's `outputs` (`TextClassifier`). No TensorFlow here."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+import numpy as np
+
+from bertfit.data.tasks import REGRESSION, Task
+from bertfit.errors import ConfigError, InputFormatError
+from bertfit.inference.outputs import prediction_rows
+
+BATCH_SIZE = 64  # texts per model call
+LENGTHS_CHUNK = 1024  # texts per call when counting tokens (bounds its memory)
+
+
+def checked_batch_size(batch_size) -> int:
+    """`batch_size` (texts per model call), or a `ConfigError` saying what it must be."""
+    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)):
+        raise ConfigError(f"batch_size must be a whole number of texts, got {batch_size!r}.")
+    if batch_size < 1:
+        raise ConfigError(
+            f"batch_size must be at least 1 (texts per model call), got {batch_size}; "
+            f"leave it out for the default {BATCH_SIZE}."
+        )
+    return int(batch_size)
+
+
+def text_list(values, name: str) -> list:
+    """`values` as a list of texts (str, or UTF-8 bytes), or an `InputFormatError` that says
+    which item is not one."""
+    if isinstance(values, (str, bytes)):
+        raise InputFormatError(
+            "predict takes a list of texts; wrap a single text in a list: clf.predict([text])."
+        )
+    if isinstance(values, np.ndarray) and values.ndim != 1:
+        raise InputFormatError(
+            f"{name} is a {values.ndim}-D array of shape {values.shape}; pass a list or a 1-D "
+            "array of strings, one per text."
+        )
+    if not isinstance(values, Iterable) or isinstance(values, Mapping):
+        raise InputFormatError(
+            f"{name} must be a list of strings, got {type(values).__name__} {values!r:.60}."
+        )
+    values = list(values)
+    for index, value in enumerate(values):
+        if not isinstance(value, (str, bytes)):
+            raise InputFormatError(
+                f"{name}[{index}] is {type(value).__name__} {value!r:.60}, not a string; pass "
+                "one string per text ('' for a missing one)."
+            )
+        problem = text_problem(value)
+        if problem is not None:
+            raise InputFormatError(f"{name}[{index}] {problem}; pass valid Unicode text.")
+    return values
+
+
+def text_problem(text: str | bytes) -> str | None:
+    """Why the tokenizer cannot take `text`, or None: a str must encode as UTF-8 (a lone
+    surrogate such as '\\ud800' does not), bytes must be UTF-8.
+
+    >>> text_problem("caf\\u00e9") is None
+    True
+    >>> text_problem("a\\ud800")
+    "has a lone surrogate '\\\\ud800' at character 1, which is not valid Unicode"
+    """
+    try:
+        if isinstance(text, str):
+            text.encode("utf-8")
+        else:
+            bytes(text).decode("utf-8")
+    except UnicodeError as e:
+        bad = e.object[e.start : e.end]
+        if isinstance(text, str):
+            return (
+                f"has a lone surrogate {ascii(bad[:1])} at character {e.start}, "
+                "which is not valid Unicode"
+            )
+        return f"is not valid UTF-8 (byte 0x{bad[:1].hex()} at offset {e.start})"
+    return None
+
+
+class TextClassifier:
+    """`predict` and `predict_proba` for an engine's classifier, which gives `outputs` (every
+    output by name, rows in input order) and has `task` and `pairs`."""
+
+    task: Task
+    pairs: bool
+
+    def outputs(self, texts, text_pairs=None, progress=None) -> dict[str, np.ndarray]:
+        raise NotImplementedError
+
+    def predict_proba(
+        self, texts: Sequence[str], text_pairs: Sequence[str] | None = None, progress=None
+    ) -> np.ndarray:
+        """Probabilities [len(texts), labels] (float32), rows in input order: softmax over the
+        classes, or one sigmoid per label (multi-label)."""
+        if self.task.kind == REGRESSION:
+            raise InputFormatError(
+                "a regression model has no probabilities; use predict() or outputs()['value']."
+            )
+        return self.outputs(texts, text_pairs, progress)["probabilities"]
+
+    def predict(
+        self, texts: Sequence[str], text_pairs: Sequence[str] | None = None, progress=None
+    ) -> list[dict]:
+        """One row per text, in input order: `{"label", "probabilities"}` (single-label),
+        `{"labels", "probabilities"}` (multi-label) or `{"value"}` (regression)."""
+        return prediction_rows(self.task, self.outputs(texts, text_pairs, progress))
+
+    def checked_texts(self, texts, text_pairs) -> tuple[list, list | None]:
+        """The texts (and pairs) as lists, or an `InputFormatError` that says what is wrong:
+        not texts, pairs where the model takes none (or none where it does), counts apart."""
+        texts = text_list(texts, "texts")
+        if self.pairs != (text_pairs is not None):
+            raise InputFormatError(
+                "this classifier takes text pairs: pass text_pairs=[...] beside the texts."
+                if self.pairs
+                else "this classifier takes single texts, not text pairs."
+            )
+        if text_pairs is not None:
+            text_pairs = text_list(text_pairs, "text_pairs")
+            if len(text_pairs) != len(texts):
+                raise InputFormatError(
+                    f"{len(texts)} texts but {len(text_pairs)} text pairs; pass one pair per text."
+                )
+        return texts, text_pairs

@@ -1,0 +1,247 @@
+"""A run directory, read: everything needed to evaluate, predict, resume or export a trained run.
+
+    run/
+      config.yaml           the resolved RunConfig (reload with --config)
+      labels.json           the task and its label names by output id (`Task`)
+      encoder/              config.json (the architecture), tokenizer/ (the tokenizer's files,
+                            as `tokenizer.save` writes them)
+      checkpoints/latest/   model + optimizer + RNG + data position: resumes the run exactly
+      checkpoints/best/     the model weights of the best epoch by `best_metric` (no optimizer)
+      metrics.json          per epoch and final: loss, accuracy, macro_f1, num_examples, ...;
+                            "status" is "running" until the run finished
+      steps.jsonl           every optimizer step: loss, learning rate, gradient norm, examples/s,
+                            wall_time (Unix seconds when its host call returned)
+      eval_outputs.npz      the targets and outputs of the latest evaluation (for the report)
+      tensorboard/          TensorBoard events (`tensorboard --logdir runs/`)
+      report.html           plots and tables of the run (`bertfit report`)
+      train.log             what happened, readable
+
+A run whose metrics.json does not say "finished" (killed, or still training) can still be
+evaluated, exported and served: its best checkpoint, or its latest (mid-epoch) one, is used and
+the commands say so in a warning (`RunDir.unfinished_note`).
+
+A run at a URL (`gs://`, `s3://`, ...) is read from a local copy: `open_run` downloads its
+files into a temporary folder, removed at exit; the checkpoint is the one TensorFlow's index
+names. Training writes a run through `bertfit.training.run_dir` (the lock, the start policy,
+the writers) and `bertfit.training.remote_run` (a run at a URL).
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import tensorflow as tf
+
+from bertfit import storage
+from bertfit.atomic import leftover_of
+from bertfit.config import RunConfig
+from bertfit.data.buckets import saved_buckets
+from bertfit.data.tasks import Task
+from bertfit.errors import BertfitError
+from bertfit.model.config import BertConfig
+from bertfit.runs.records import FINISHED, RUNNING
+from bertfit.text.loading import load_tokenizer
+
+# What a run directory may hold; anything else means the directory is someone else's.
+RUN_ENTRIES = {
+    "config.yaml",
+    "labels.json",
+    "encoder",
+    "checkpoints",
+    "metrics.json",
+    "steps.jsonl",
+    "train.log",
+    "tensorboard",
+    "report.html",
+    "eval_outputs.npz",
+    "onnx-engine",  # the ONNX export `--engine onnx` runs (bertfit.export.onnx_engine)
+}
+LOCK_FILE = ".lock"  # held by the `bertfit train` writing the run (`bertfit.training.run_dir`)
+_NOT_READ = ("tensorboard",)  # not needed to evaluate, predict, export or report a run
+
+
+def leftovers(entries) -> list[str]:
+    """The temporary files of bertfit's own atomic writes among a run directory's `entries` (a
+    kill between the write and the rename leaves them)."""
+    return [
+        name
+        for name in entries
+        if (found := leftover_of(name)) is not None and found[0] in RUN_ENTRIES
+    ]
+
+
+def _step(checkpoint: str) -> str:
+    return checkpoint.rpartition("-")[2]
+
+
+class RunDir:
+    """Paths and readers of one run directory.
+
+    Args:
+        path: the directory.
+        shown_as: how messages name it: the URL of a run at a URL, whose files are in the
+            local folder `path` (`open_run`).
+    """
+
+    def __init__(self, path: str | Path, *, shown_as: str | None = None):
+        self.path = Path(path)
+        self.shown = shown_as or str(path)
+
+    def _shown(self, file: Path) -> str:
+        """How messages name `file` of this run (under the URL for a run at a URL)."""
+        if self.shown == str(self.path):
+            return str(file)
+        return f"{self.shown}/{file.relative_to(self.path).as_posix()}"
+
+    @property
+    def config_shown(self) -> str:
+        """config.yaml as messages name it (`bertfit train --config ... --resume`)."""
+        return self._shown(self.config_file)
+
+    # paths
+    config_file = property(lambda self: self.path / "config.yaml")
+    labels_file = property(lambda self: self.path / "labels.json")
+    encoder_dir = property(lambda self: self.path / "encoder")
+    tokenizer_dir = property(lambda self: self.path / "encoder" / "tokenizer")
+    metrics_file = property(lambda self: self.path / "metrics.json")
+    log_file = property(lambda self: self.path / "train.log")
+    steps_file = property(lambda self: self.path / "steps.jsonl")
+    eval_outputs_file = property(lambda self: self.path / "eval_outputs.npz")
+    report_file = property(lambda self: self.path / "report.html")
+    latest_dir = property(lambda self: self.path / "checkpoints" / "latest")
+    best_dir = property(lambda self: self.path / "checkpoints" / "best")
+
+    def status(self) -> str:
+        """ "new" (absent or empty), "running" (a run that did not finish), "finished", or
+        "foreign" (files that are not a bertfit run)."""
+        if not self.path.exists():
+            return "new"
+        entries = {p.name for p in self.path.iterdir()} - {LOCK_FILE}
+        entries -= set(leftovers(entries))
+        if not entries:
+            return "new"
+        if not self.config_file.exists() or not entries <= RUN_ENTRIES:
+            return "foreign"
+        return FINISHED if self.metrics_status() == FINISHED else RUNNING
+
+    def metrics_status(self) -> str | None:
+        """metrics.json's "status", None when it is missing or unreadable."""
+        try:
+            metrics = json.loads(self.metrics_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return metrics.get("status") if isinstance(metrics, dict) else None
+
+    def saved_buckets(self) -> tuple[int, ...]:
+        """The length buckets the run here resolved (a resumed run keeps them)."""
+        saved = self.load_config()
+        return saved_buckets(saved.data.buckets, saved.model.max_seq_length)
+
+    def unfinished_note(self) -> str | None:
+        """A warning for commands that use a run that did not finish (killed, or still
+        training): which checkpoint they get. None for a finished run or no run."""
+        if self.status() != RUNNING:
+            return None
+        try:
+            metrics = json.loads(self.metrics_file.read_text(encoding="utf-8"))
+            done = len(metrics.get("epochs", []))
+        except (OSError, ValueError, AttributeError, TypeError):
+            done = 0
+        try:
+            train = self.load_config().train
+            planned = train.epochs if train.max_steps is None else None
+        except BertfitError:
+            train, planned = None, "?"
+        progress = (
+            f"{done} of {planned} epochs finished"
+            if planned is not None
+            else f"{done} epoch(s) finished of a --max-steps {train.max_steps} run"
+        )
+        best = tf.train.latest_checkpoint(str(self.best_dir))
+        latest = tf.train.latest_checkpoint(str(self.latest_dir))
+        if best:
+            used = f"its best checkpoint so far ({Path(best).name}, global step {_step(best)})"
+        elif latest:
+            used = f"its latest, mid-epoch checkpoint (global step {_step(latest)})"
+        else:
+            used = "no checkpoint (none was saved)"
+        return (
+            f"{self.shown} is an unfinished run (killed, or still training: {progress}); "
+            f"using {used}. Resume it with bertfit train --config "
+            f"{self._shown(self.config_file)} --resume to finish it."
+        )
+
+    def read_steps(self) -> list[dict]:
+        """The logged steps in order, up to a line cut off by a kill."""
+        if not self.steps_file.exists():
+            return []
+        rows = []
+        text = self.steps_file.read_bytes().decode("utf-8", errors="replace")
+        for line in text.splitlines():
+            try:
+                rows.append(json.loads(line))
+            except ValueError:
+                break
+        return rows
+
+    def load_eval_outputs(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """(targets, outputs) of the latest evaluation, if one was saved."""
+        if not self.eval_outputs_file.exists():
+            return None
+        with np.load(self.eval_outputs_file) as data:
+            return data["targets"], data["outputs"]
+
+    def _require(self, file: Path) -> Path:
+        if not file.exists():
+            raise BertfitError(
+                f"{self.shown} is not a complete bertfit run directory: {file.name} is missing. "
+                "Pass the --output-dir of a finished `bertfit train`."
+            )
+        return file
+
+    def load_config(self) -> RunConfig:
+        return RunConfig.load(self._require(self.config_file))
+
+    def load_task(self) -> Task:
+        return Task.load(self._require(self.labels_file))
+
+    def load_bert_config(self) -> BertConfig:
+        return BertConfig.from_json_file(self._require(self.encoder_dir / "config.json"))
+
+    def load_tokenizer(self):
+        """The run's tokenizer, as training's `TrainingRunDir.save_setup` wrote it."""
+        return load_tokenizer(self._require(self.tokenizer_dir))
+
+    def checkpoint_path(self, which: str = "best") -> str:
+        directory = self.best_dir if which == "best" else self.latest_dir
+        path = tf.train.latest_checkpoint(str(directory))
+        if path is None and which == "best":
+            path = tf.train.latest_checkpoint(str(self.latest_dir))
+        if path is None:
+            raise BertfitError(f"{self.shown}: no checkpoint found under {self._shown(directory)}.")
+        return path
+
+
+def open_run(path: str | os.PathLike, *, checkpoints: bool = True) -> RunDir:
+    """The `RunDir` of the run at `path`, to read (evaluate, predict, export, report). A run
+    at a URL is downloaded, less its TensorBoard events (and its checkpoints' weights without
+    `checkpoints`: a report, a warning), into a temporary folder removed at exit."""
+    if not storage.is_url(path):
+        return RunDir(path)
+    url = storage.path_text(path)
+
+    def skip(name: str) -> bool:
+        parts = name.split("/")
+        weights = parts[0] == "checkpoints" and ".data-" in parts[-1]
+        return parts[0] in (LOCK_FILE, *_NOT_READ) or (weights and not checkpoints)
+
+    folder = Path(tempfile.mkdtemp(prefix="bertfit-run-copy-"))
+    atexit.register(shutil.rmtree, folder, True)
+    storage.download_tree(url, folder, skip=skip)
+    return RunDir(folder, shown_as=url)
