@@ -54,7 +54,7 @@ import keras
 from keras import ops
 
 from bertfit.model.config import ACTIVATIONS, BertConfig
-from bertfit.model.layers import Dropout, LayerNorm, gelu, gelu_tanh
+from bertfit.model.layers import Dropout, LayerNorm, dynamic_shape, gelu, gelu_tanh
 
 # Hugging Face's names of GELU's tanh approximation (`ACTIVATIONS`).
 TANH_GELUS = ("gelu_new", "gelu_pytorch_tanh", "gelu_fast")
@@ -185,7 +185,7 @@ def size(tensor, axis: int):
     >>> size(ops.zeros([2, 3]), 1)
     3
     """
-    return tensor.shape[axis] or ops.shape(tensor)[axis]
+    return tensor.shape[axis] or dynamic_shape(tensor)[axis]
 
 
 def per_example(rows, attention_bias):

@@ -50,6 +50,7 @@ from bertfit.model.blocks import (
 )
 from bertfit.model.config import ACTIVATIONS, BertConfig
 from bertfit.model.inputs import WORD_IDS
+from bertfit.model.layers import take
 
 _TERMS = ("c2p", "p2c")
 
@@ -302,7 +303,7 @@ class DebertaLayer(keras.layers.Layer):
         flattened [seq * 2 * span] products of each (batch, head)."""
         products = ops.matmul(content, ops.transpose(table, (0, 2, 1)))  # [b, h, seq, 2 * span]
         flat = ops.reshape(products, (size(content, 0), size(content, 1), -1))
-        return ops.take(flat, index, axis=2)
+        return take(flat, index, axis=2)
 
     def _attention(self, x, attention_bias, context, training):
         batch_size = size(attention_bias, 0)

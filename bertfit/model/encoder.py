@@ -29,6 +29,7 @@ from bertfit.model.blocks import (
     layer_norm,
     norm_variables,
     per_example,
+    size,
 )
 from bertfit.model.config import BertConfig
 from bertfit.model.inputs import MASK, TYPE_IDS, WORD_IDS, normalize_inputs
@@ -98,7 +99,7 @@ class BertEmbeddings(keras.layers.Layer):
             # addition below.
             start = self.position_offset
             table = self.position_embeddings.embeddings
-            positions = table[start : start + ops.shape(word_ids)[1]]
+            positions = table[start : start + size(word_ids, 1)]
             x += ops.expand_dims(ops.cast(positions, self.compute_dtype), 0)
         if self.token_type_embeddings is not None:
             x += self.token_type_embeddings(type_ids)

@@ -1,8 +1,8 @@
 """TensorFlow's kernels for `bertfit.model.layers`: layer normalisation, the exact and the tanh
 GELU and inverted dropout, each with its gradient written out in closed form
-(`tf.custom_gradient`). `layers` calls them on the TensorFlow backend only; see its docstring for
-what they save there. Every other backend differentiates the same formulas written in
-`keras.ops`, which is what these must equal.
+(`tf.custom_gradient`), and two leaner graphs than Keras' ops (`dynamic_shape`, `take`).
+`layers` calls them on the TensorFlow backend only; see its docstring for what they save there.
+Every other backend runs the same formulas written in `keras.ops`, which these must equal.
 """
 
 from __future__ import annotations
@@ -108,3 +108,13 @@ def masked(x: tf.Tensor, keep: tf.Tensor, scale: float) -> tf.Tensor:
         )
 
     return apply(x)
+
+
+def dynamic_shape(x: tf.Tensor) -> tf.Tensor:
+    """`tf.shape(x)`: one graph node, however many sizes are unknown."""
+    return tf.shape(x)
+
+
+def take(x: tf.Tensor, indices: tf.Tensor, axis: int) -> tf.Tensor:
+    """`tf.gather` of in-range `indices` along `axis`, with no fix for negative ones."""
+    return tf.gather(x, indices, axis=axis)

@@ -22,11 +22,13 @@ import keras
 import numpy as np
 import pytest
 
+from bertfit.config import MULTI_LABEL, REGRESSION, SINGLE_LABEL
 from bertfit.model.chunked import ChunkedClassifier
 from bertfit.model.classifier import BertClassifier
 from bertfit.model.config import BertConfig
 from bertfit.model.deberta import DebertaSettings
 from bertfit.model.encoder import BertEncoder
+from bertfit.model.losses import outputs, per_example_loss
 from bertfit.model.modernbert import ModernBertSettings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -157,6 +159,22 @@ def _gradients(model, inputs):
     ]
 
 
+def losses() -> dict[str, np.ndarray]:
+    """Each task's per-example losses and outputs on fixed logits (large ones included)."""
+    logits = np.array([[2.0, -1.0, 30.0], [-40.0, 0.5, 0.0], [0.0, 0.0, 0.0]], "float32")
+    labels = {
+        SINGLE_LABEL: np.array([2, 0, 1], "int32"),
+        MULTI_LABEL: np.array([[1, 0, 1], [0, 0, 1], [1, 1, 0]], "float32"),
+        REGRESSION: np.array([1.5, -2.0, 0.0], "float32"),
+    }
+    results = {}
+    for kind, targets in labels.items():
+        loss = per_example_loss(kind, keras.ops.convert_to_tensor(targets), logits)
+        results[f"{kind}.loss"] = keras.ops.convert_to_numpy(loss)
+        results[f"{kind}.outputs"] = keras.ops.convert_to_numpy(outputs(kind, logits))
+    return results
+
+
 def write_outputs(directory: str) -> None:
     """Loads each family's weights from `directory` into models built on this process's
     backend and writes `<family>.<backend>.npz` there (the subprocess's entry point)."""
@@ -169,6 +187,7 @@ def write_outputs(directory: str) -> None:
     saved = keras.saving.load_model(os.path.join(directory, "bert.keras"))
     logits = keras.ops.convert_to_numpy(saved(windows(CONFIGS["bert"])))
     np.save(os.path.join(directory, f"bert.keras.{backend}.npy"), logits)
+    np.savez(os.path.join(directory, f"losses.{backend}.npz"), **losses())
 
 
 def _random_weights(model: keras.Model, seed: int) -> None:
@@ -201,12 +220,11 @@ def both_backends(tmp_path_factory):
     assert done.returncode == 0, done.stderr[-4000:]
     jax = {family: dict(np.load(directory / f"{family}.jax.npz")) for family in CONFIGS}
     jax["bert.keras"] = np.load(directory / "bert.keras.jax.npy")
+    tensorflow["losses"], jax["losses"] = losses(), dict(np.load(directory / "losses.jax.npz"))
     return tensorflow, jax
 
 
-pytestmark = pytest.mark.slow
-
-
+@pytest.mark.slow
 @pytest.mark.parametrize("family", list(CONFIGS))
 def test_jax_outputs_equal_tensorflow_outputs_from_the_same_weights(both_backends, family):
     tensorflow, jax = both_backends
@@ -214,6 +232,7 @@ def test_jax_outputs_equal_tensorflow_outputs_from_the_same_weights(both_backend
         np.testing.assert_allclose(jax[family][name], tensorflow[family][name], atol=1e-5)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", list(CONFIGS))
 def test_jax_gradients_equal_tensorflows_written_out_gradients(both_backends, family):
     tensorflow, jax = both_backends
@@ -225,6 +244,36 @@ def test_jax_gradients_equal_tensorflows_written_out_gradients(both_backends, fa
         np.testing.assert_allclose(jax[family][name], expected, atol=1e-5 * scale, err_msg=name)
 
 
+@pytest.mark.slow
 def test_a_keras_file_saved_on_tensorflow_loads_and_predicts_on_jax(both_backends):
     tensorflow, jax = both_backends
     np.testing.assert_allclose(jax["bert.keras"], tensorflow["bert.keras"], atol=1e-5)
+
+
+@pytest.mark.slow
+def test_every_tasks_loss_and_outputs_are_the_same_on_jax(both_backends):
+    tensorflow, jax = both_backends
+    assert sorted(jax["losses"]) == sorted(tensorflow["losses"])
+    for name, expected in tensorflow["losses"].items():
+        np.testing.assert_allclose(jax["losses"][name], expected, atol=1e-6, err_msg=name)
+
+
+def test_the_losses_are_tensorflows_kernels_on_tensorflow():
+    """keras.ops' losses run TensorFlow's own fused kernels there: the numbers bertfit's
+    TensorFlow training has always had, to the bit."""
+    import tensorflow as tf
+
+    computed = losses()
+    logits = tf.constant([[2.0, -1.0, 30.0], [-40.0, 0.5, 0.0], [0.0, 0.0, 0.0]])
+    multi = tf.constant([[1, 0, 1], [0, 0, 1], [1, 1, 0]], tf.float32)
+    expected = {
+        f"{SINGLE_LABEL}.loss": tf.nn.sparse_softmax_cross_entropy_with_logits([2, 0, 1], logits),
+        f"{MULTI_LABEL}.loss": tf.reduce_mean(
+            tf.nn.sigmoid_cross_entropy_with_logits(multi, logits), axis=-1
+        ),
+        f"{REGRESSION}.loss": tf.square(logits[:, 0] - [1.5, -2.0, 0.0]),
+        f"{SINGLE_LABEL}.outputs": tf.nn.softmax(logits),
+        f"{MULTI_LABEL}.outputs": tf.sigmoid(logits),
+    }
+    for name, value in expected.items():
+        np.testing.assert_array_equal(computed[name], value.numpy(), err_msg=name)
