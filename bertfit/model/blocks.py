@@ -54,7 +54,14 @@ import keras
 from keras import ops
 
 from bertfit.model.config import ACTIVATIONS, BertConfig
-from bertfit.model.layers import Dropout, LayerNorm, dynamic_shape, gelu, gelu_tanh
+from bertfit.model.layers import (
+    Dropout,
+    LayerNorm,
+    dynamic_shape,
+    gelu,
+    gelu_tanh,
+    matmul_transposed,
+)
 
 # Hugging Face's names of GELU's tanh approximation (`ACTIVATIONS`).
 TANH_GELUS = ("gelu_new", "gelu_pytorch_tanh", "gelu_fast")
@@ -210,12 +217,6 @@ def split_heads(rows, batch_size, num_heads: int, head_size: int):
     return ops.transpose(per_head, (0, 2, 1, 3))
 
 
-def transpose_last(x):
-    """`x` [batch, heads, m, n] as [batch, heads, n, m] (the keys of `q @ k^T`): TensorFlow's
-    Grappler and XLA fold this transpose into the batched matrix product (`adj_y`)."""
-    return ops.transpose(x, (0, 1, 3, 2))
-
-
 def merge_heads(per_head, hidden_size: int):
     """[batch, heads, seq, head_size] as token rows [batch * seq, heads * head_size]."""
     return ops.reshape(ops.transpose(per_head, (0, 2, 1, 3)), (-1, hidden_size))
@@ -262,7 +263,7 @@ class SelfAttention(keras.layers.Layer):
         k = self._heads(self.key(x), batch_size)
         v = self._heads(self.value(x), batch_size)
         q, k = self.position(q, k, context)
-        scores = ops.matmul(q, transpose_last(k)) * (1.0 / math.sqrt(self.head_size))
+        scores = matmul_transposed(q, k) * (1.0 / math.sqrt(self.head_size))
         # Keras casts float arguments to the compute dtype; the bias is 0 or -1e9, so that is exact
         # enough, and the softmax itself runs in float32.
         logits = ops.cast(scores, "float32") + ops.cast(attention_bias, "float32")

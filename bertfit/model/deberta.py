@@ -46,11 +46,10 @@ from bertfit.model.blocks import (
     per_example,
     size,
     split_heads,
-    transpose_last,
 )
 from bertfit.model.config import ACTIVATIONS, BertConfig
 from bertfit.model.inputs import WORD_IDS
-from bertfit.model.layers import take
+from bertfit.model.layers import matmul_transposed, take
 
 _TERMS = ("c2p", "p2c")
 
@@ -301,7 +300,7 @@ class DebertaLayer(keras.layers.Layer):
         """[batch, heads, seq, seq] scores out of `content` [batch, heads, seq, head_size]
         times `table` [heads, 2 * span, head_size]: entry (i, j) is item index[i, j] of the
         flattened [seq * 2 * span] products of each (batch, head)."""
-        products = ops.matmul(content, ops.transpose(table, (0, 2, 1)))  # [b, h, seq, 2 * span]
+        products = matmul_transposed(content, table)  # [b, h, seq, 2 * span]
         flat = ops.reshape(products, (size(content, 0), size(content, 1), -1))
         return take(flat, index, axis=2)
 
@@ -310,7 +309,7 @@ class DebertaLayer(keras.layers.Layer):
         q = self._heads(self.query(x), batch_size)
         k = self._heads(self.key(x), batch_size)
         v = self._heads(self.value(x), batch_size)
-        logits = ops.cast(ops.matmul(q, transpose_last(k)), "float32")
+        logits = ops.cast(matmul_transposed(q, k), "float32")
         if self.c2p or self.p2c:
             table = self.position_dropout(context["relative_embeddings"], training=training)
             if self.c2p:  # queries against the positions as keys

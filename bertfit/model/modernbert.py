@@ -41,10 +41,10 @@ from bertfit.model.blocks import (
     norm_variables,
     per_example,
     size,
-    transpose_last,
 )
 from bertfit.model.config import BertConfig
 from bertfit.model.inputs import WORD_IDS
+from bertfit.model.layers import matmul_transposed
 
 NEGATIVE = -1e9  # the additive bias of a key a query may not attend to, as the padding mask's
 
@@ -181,7 +181,7 @@ class ModernBertLayer(keras.layers.Layer):
         else:
             q = _rotate(q, cos, sin)
         k = _rotate(k, cos, sin)
-        scores = ops.matmul(q, transpose_last(k)) * (1.0 / math.sqrt(self.head_size))
+        scores = matmul_transposed(q, k) * (1.0 / math.sqrt(self.head_size))
         probs = ops.softmax(ops.cast(scores, "float32") + bias, axis=-1)
         probs = self.probs_dropout(ops.cast(probs, v.dtype), training=training)
         attended = self.attention_output(merge_heads(ops.matmul(probs, v), self.hidden_size))

@@ -1,6 +1,7 @@
 """TensorFlow's kernels for `bertfit.model.layers`: layer normalisation, the exact and the tanh
 GELU and inverted dropout, each with its gradient written out in closed form
-(`tf.custom_gradient`), and two leaner graphs than Keras' ops (`dynamic_shape`, `take`).
+(`tf.custom_gradient`), and leaner graphs than Keras' ops (`dynamic_shape`, `matmul_transposed`,
+`take`).
 `layers` calls them on the TensorFlow backend only; see its docstring for what they save there.
 Every other backend runs the same formulas written in `keras.ops`, which these must equal.
 """
@@ -118,3 +119,8 @@ def dynamic_shape(x: tf.Tensor) -> tf.Tensor:
 def take(x: tf.Tensor, indices: tf.Tensor, axis: int) -> tf.Tensor:
     """`tf.gather` of in-range `indices` along `axis`, with no fix for negative ones."""
     return tf.gather(x, indices, axis=axis)
+
+
+def matmul_transposed(a: tf.Tensor, b: tf.Tensor) -> tf.Tensor:
+    """`tf.matmul(a, b, transpose_b=True)`: the transpose inside the product."""
+    return tf.matmul(a, b, transpose_b=True)
