@@ -51,10 +51,17 @@ import math
 from collections.abc import Callable
 
 import keras
-import tensorflow as tf
+from keras import ops
 
 from bertfit.model.config import ACTIVATIONS, BertConfig
-from bertfit.model.layers import Dropout, LayerNorm, gelu, gelu_tanh
+from bertfit.model.layers import (
+    Dropout,
+    LayerNorm,
+    dynamic_shape,
+    gelu,
+    gelu_tanh,
+    matmul_transposed,
+)
 
 # Hugging Face's names of GELU's tanh approximation (`ACTIVATIONS`).
 TANH_GELUS = ("gelu_new", "gelu_pytorch_tanh", "gelu_fast")
@@ -85,7 +92,8 @@ def activation(name: str):
     """The function a checkpoint's `hidden_act` names (see `model.config.ACTIVATIONS`).
 
     Examples:
-    >>> round(float(activation("gelu_new")(tf.constant(1.0))), 4)  # GELU's tanh approximation
+    >>> gelu_new = activation("gelu_new")  # GELU's tanh approximation
+    >>> round(float(gelu_new(ops.convert_to_tensor(1.0))), 4)
     0.8412
     """
     function, arguments = ACTIVATIONS[name]
@@ -115,7 +123,7 @@ def dense(
 ) -> keras.layers.Dense:
     """A Dense layer initialised as the family's checkpoints were (truncated normal of
     `initializer_range`). Call it on token rows: on a 3-D input Keras multiplies through
-    `tf.tensordot`, whose shape arithmetic costs many graph ops.
+    `tensordot` (on TensorFlow), whose shape arithmetic costs many graph ops.
 
     Examples:
     >>> config = BertConfig(hidden_size=8, num_attention_heads=2)
@@ -188,10 +196,10 @@ def size(tensor, axis: int):
     scalar tensor.
 
     Examples:
-    >>> size(tf.zeros([2, 3]), 1)
+    >>> size(ops.zeros([2, 3]), 1)
     3
     """
-    return tensor.shape[axis] or tf.shape(tensor)[axis]
+    return tensor.shape[axis] or dynamic_shape(tensor)[axis]
 
 
 def per_example(rows, attention_bias):
@@ -199,21 +207,26 @@ def per_example(rows, attention_bias):
     [batch, 1, 1, seq] attention bias.
 
     Examples:
-    >>> per_example(tf.zeros([6, 4]), tf.zeros([2, 1, 1, 3])).shape
-    TensorShape([2, 3, 4])
+    >>> tuple(per_example(ops.zeros([6, 4]), ops.zeros([2, 1, 1, 3])).shape)
+    (2, 3, 4)
     """
-    return tf.reshape(rows, [-1, size(attention_bias, -1), rows.shape[-1]])
+    return ops.reshape(rows, (-1, size(attention_bias, -1), rows.shape[-1]))
 
 
 def split_heads(rows, batch_size, num_heads: int, head_size: int):
     """Token rows [batch * seq, heads * head_size] as [batch, heads, seq, head_size].
 
     Examples:
-    >>> split_heads(tf.zeros([6, 8]), 2, num_heads=4, head_size=2).shape
-    TensorShape([2, 4, 3, 2])
+    >>> tuple(split_heads(ops.zeros([6, 8]), 2, num_heads=4, head_size=2).shape)
+    (2, 4, 3, 2)
     """
-    per_head = tf.reshape(rows, [batch_size, -1, num_heads, head_size])
-    return tf.transpose(per_head, [0, 2, 1, 3])
+    per_head = ops.reshape(rows, (batch_size, -1, num_heads, head_size))
+    return ops.transpose(per_head, (0, 2, 1, 3))
+
+
+def merge_heads(per_head, hidden_size: int):
+    """[batch, heads, seq, head_size] as token rows [batch * seq, heads * head_size]."""
+    return ops.reshape(ops.transpose(per_head, (0, 2, 1, 3)), (-1, hidden_size))
 
 
 class SelfAttention(keras.layers.Layer):
@@ -251,20 +264,19 @@ class SelfAttention(keras.layers.Layer):
         query."""
         queries = x if queries is None else queries
         batch_size = size(attention_bias, 0)
-        # Batched matrix products on [batch, heads, seq, head_size]: tf.einsum transposes the
-        # same way inside, yet a training or inference step took ~4% longer with it (2-core CPU).
+        # Batched matrix products on [batch, heads, seq, head_size]: TensorFlow's einsum
+        # transposes the same way inside, yet a step took ~4% longer with it (2-core CPU).
         q = self._heads(self.query(queries), batch_size)
         k = self._heads(self.key(x), batch_size)
         v = self._heads(self.value(x), batch_size)
         q, k = self.position(q, k, context)
-        scores = tf.matmul(q, k, transpose_b=True) * (1.0 / math.sqrt(self.head_size))
+        scores = matmul_transposed(q, k) * (1.0 / math.sqrt(self.head_size))
         # Keras casts float arguments to the compute dtype; the bias is 0 or -1e9, so that is exact
         # enough, and the softmax itself runs in float32.
-        logits = tf.cast(scores, tf.float32) + tf.cast(attention_bias, tf.float32)
-        probs = tf.nn.softmax(logits, axis=-1)
-        probs = self.dropout(tf.cast(probs, x.dtype), training=training)
-        context = tf.transpose(tf.matmul(probs, v), [0, 2, 1, 3])  # [batch, seq, heads, size]
-        return tf.reshape(context, [-1, self.hidden_size])
+        logits = ops.cast(scores, "float32") + ops.cast(attention_bias, "float32")
+        probs = ops.softmax(logits, axis=-1)
+        probs = self.dropout(ops.cast(probs, x.dtype), training=training)
+        return merge_heads(ops.matmul(probs, v), self.hidden_size)
 
 
 class TransformerLayer(keras.layers.Layer):

@@ -33,9 +33,9 @@ class WindowPooling(keras.layers.Layer):
             at 0 so it starts as the mean.
 
     Examples:
-    >>> import tensorflow as tf
-    >>> vectors = tf.constant([[[1.0, 2.0], [3.0, 6.0], [9e9, 9e9]]])
-    >>> WindowPooling("mean")(vectors, tf.constant([[1, 1, 0]])).numpy().tolist()
+    >>> vectors = keras.ops.convert_to_tensor([[[1.0, 2.0], [3.0, 6.0], [9e9, 9e9]]])
+    >>> pooled = WindowPooling("mean")(vectors, keras.ops.convert_to_tensor([[1, 1, 0]]))
+    >>> keras.ops.convert_to_numpy(pooled).tolist()
     [[2.0, 4.0]]
     """
 
@@ -89,16 +89,16 @@ class ChunkedClassifier(ReplicaJit, keras.Model):
         chunk_pooling: how window vectors become a document vector (`CHUNK_POOLINGS`).
 
     Examples:
-    >>> import tensorflow as tf
+    >>> import numpy as np
     >>> from bertfit.model.config import BertConfig
     >>> from bertfit.model.encoder import BertEncoder
     >>> config = BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=2,
     ...                     num_attention_heads=2, intermediate_size=64)
     >>> model = ChunkedClassifier(BertClassifier(BertEncoder(config), 3), chunk_pooling="max")
-    >>> ids = tf.constant([[[2, 7, 3], [2, 3, 0]]])  # one document, K = 2 windows
-    >>> model({"input_word_ids": ids, "input_mask": tf.cast(ids > 0, tf.int32),
-    ...        "window_mask": tf.constant([[1, 0]])}).shape
-    TensorShape([1, 3])
+    >>> ids = np.array([[[2, 7, 3], [2, 3, 0]]], "int32")  # one document, K = 2 windows
+    >>> tuple(model({"input_word_ids": ids, "input_mask": (ids > 0).astype("int32"),
+    ...              "window_mask": np.array([[1, 0]], "int32")}).shape)
+    (1, 3)
     """
 
     def __init__(self, classifier: BertClassifier, chunk_pooling: str = "mean", **kwargs):

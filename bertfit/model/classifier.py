@@ -6,7 +6,6 @@ from collections.abc import Sequence
 
 import keras
 import numpy as np
-import tensorflow as tf
 
 from bertfit.model.encoder import BertEncoder
 from bertfit.model.inputs import MASK, normalize_inputs
@@ -39,9 +38,9 @@ class BertClassifier(ReplicaJit, keras.Model):
     >>> config = BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=2,
     ...                     num_attention_heads=2, intermediate_size=64)
     >>> classifier = BertClassifier(BertEncoder(config), num_classes=3, pooling="mean")
-    >>> ids = tf.constant([[2, 7, 3]])
-    >>> classifier({"input_word_ids": ids, "input_mask": tf.ones_like(ids)}).shape
-    TensorShape([1, 3])
+    >>> ids = np.array([[2, 7, 3]], "int32")
+    >>> tuple(classifier({"input_word_ids": ids, "input_mask": np.ones_like(ids)}).shape)
+    (1, 3)
     """
 
     def __init__(
@@ -104,7 +103,7 @@ class BertClassifier(ReplicaJit, keras.Model):
         """Token ids, not the compute dtype: Keras builds and saves this model with int32."""
         return "int32"
 
-    def pool(self, outputs: dict, mask: tf.Tensor) -> tf.Tensor:
+    def pool(self, outputs: dict, mask):
         if self.pooling == "cls":
             return outputs["pooled_output"]
         sequence = outputs["sequence_output"]

@@ -29,7 +29,7 @@ import dataclasses
 import math
 
 import keras
-import tensorflow as tf
+from keras import ops
 
 from bertfit.errors import CheckpointError
 from bertfit.model.blocks import (
@@ -41,6 +41,7 @@ from bertfit.model.blocks import (
     embedding,
     feed_forward_activation,
     layer_norm,
+    merge_heads,
     norm_variables,
     per_example,
     size,
@@ -48,6 +49,7 @@ from bertfit.model.blocks import (
 )
 from bertfit.model.config import ACTIVATIONS, BertConfig
 from bertfit.model.inputs import WORD_IDS
+from bertfit.model.layers import matmul_transposed, take
 
 _TERMS = ("c2p", "p2c")
 
@@ -116,7 +118,7 @@ class DebertaSettings:
         return {**dataclasses.asdict(self), "pos_att_type": list(self.pos_att_type)}
 
 
-def relative_buckets(distance: tf.Tensor, buckets: int, max_position: int) -> tf.Tensor:
+def relative_buckets(distance, buckets: int, max_position: int):
     """DeBERTa's log-bucketed relative position of an int32 `distance` (query - key).
 
     Distances within `buckets // 2` are kept; larger ones become
@@ -124,19 +126,21 @@ def relative_buckets(distance: tf.Tensor, buckets: int, max_position: int) -> tf
     float32 as Hugging Face's `make_log_bucket_position` does. `buckets <= 0`: unchanged.
 
     Examples:
-    >>> relative_buckets(tf.constant([-40, -3, 0, 4, 5, 63]), 8, 64).numpy().tolist()
+    >>> distance = ops.convert_to_tensor([-40, -3, 0, 4, 5, 63], "int32")
+    >>> ops.convert_to_numpy(relative_buckets(distance, 8, 64)).tolist()
     [-7, -3, 0, 4, 5, 7]
     """
     if buckets <= 0:
         return distance
     mid = buckets // 2
-    sign = tf.sign(distance)
-    magnitude = tf.where((distance < mid) & (distance > -mid), mid - 1, tf.abs(distance))
-    log_ratio = tf.math.log(tf.cast(magnitude, tf.float32) / mid) / tf.math.log(
-        tf.constant((max_position - 1) / mid, tf.float32)
+    sign = ops.sign(distance)
+    magnitude = ops.where((distance < mid) & (distance > -mid), mid - 1, ops.abs(distance))
+    # Both logarithms in float32, as Hugging Face's (a float64 one could move a bucket edge).
+    log_ratio = ops.log(ops.cast(magnitude, "float32") / mid) / ops.log(
+        ops.convert_to_tensor((max_position - 1) / mid, "float32")
     )
-    log_position = tf.cast(tf.math.ceil(log_ratio * (mid - 1)) + mid, tf.int32)
-    return tf.where(magnitude <= mid, distance, log_position * sign)
+    log_position = ops.cast(ops.ceil(log_ratio * (mid - 1)) + mid, "int32")
+    return ops.where(magnitude <= mid, distance, log_position * sign)
 
 
 class EncoderParts(FamilyParts):
@@ -179,22 +183,22 @@ class EncoderParts(FamilyParts):
         if self.relative_embeddings is None:
             return {}
         settings = self.settings
-        positions = tf.range(size(inputs[WORD_IDS], 1))
-        distance = positions[:, tf.newaxis] - positions[tf.newaxis, :]  # query - key
+        positions = ops.arange(size(inputs[WORD_IDS], 1), dtype="int32")
+        distance = positions[:, None] - positions[None, :]  # query - key
         buckets = relative_buckets(
             distance, settings.position_buckets, settings.max_relative_positions
         )
         width = 2 * settings.span
         # c2p (i, j): query i against table row d(i, j); p2c (i, j): key j against -d(j, i).
-        c2p = tf.clip_by_value(buckets + settings.span, 0, width - 1)
-        p2c = tf.clip_by_value(settings.span - tf.transpose(buckets), 0, width - 1)
+        c2p = ops.clip(buckets + settings.span, 0, width - 1)
+        p2c = ops.clip(settings.span - ops.transpose(buckets), 0, width - 1)
         table = self.relative_embeddings.embeddings
         if self.relative_layer_norm is not None:
             table = self.relative_layer_norm(table)
         return {
-            "relative_embeddings": tf.cast(table, self.compute_dtype),
-            "c2p_index": c2p + positions[:, tf.newaxis] * width,
-            "p2c_index": p2c + positions[tf.newaxis, :] * width,
+            "relative_embeddings": ops.cast(table, self.compute_dtype),
+            "c2p_index": c2p + positions[:, None] * width,
+            "p2c_index": p2c + positions[None, :] * width,
         }
 
     def named_variables(self) -> dict[str, keras.Variable]:
@@ -288,50 +292,49 @@ class DebertaLayer(keras.layers.Layer):
 
     def _table_heads(self, rows):
         """Table rows [2 * span, hidden] as [heads, 2 * span, head_size]."""
-        per_head = tf.reshape(rows, [-1, self.num_heads, self.head_size])
-        return tf.transpose(per_head, [1, 0, 2])
+        per_head = ops.reshape(rows, (-1, self.num_heads, self.head_size))
+        return ops.transpose(per_head, (1, 0, 2))
 
     @staticmethod
     def _relative_scores(content, table, index):
         """[batch, heads, seq, seq] scores out of `content` [batch, heads, seq, head_size]
         times `table` [heads, 2 * span, head_size]: entry (i, j) is item index[i, j] of the
         flattened [seq * 2 * span] products of each (batch, head)."""
-        products = tf.matmul(content, table, transpose_b=True)  # [batch, heads, seq, 2 * span]
-        flat = tf.reshape(products, [size(content, 0), size(content, 1), -1])
-        return tf.gather(flat, index, axis=2)
+        products = matmul_transposed(content, table)  # [b, h, seq, 2 * span]
+        flat = ops.reshape(products, (size(content, 0), size(content, 1), -1))
+        return take(flat, index, axis=2)
 
     def _attention(self, x, attention_bias, context, training):
         batch_size = size(attention_bias, 0)
         q = self._heads(self.query(x), batch_size)
         k = self._heads(self.key(x), batch_size)
         v = self._heads(self.value(x), batch_size)
-        logits = tf.cast(tf.matmul(q, k, transpose_b=True), tf.float32)
+        logits = ops.cast(matmul_transposed(q, k), "float32")
         if self.c2p or self.p2c:
             table = self.position_dropout(context["relative_embeddings"], training=training)
             if self.c2p:  # queries against the positions as keys
                 keys = self._table_heads((self.position_key or self.key)(table))
                 c2p = self._relative_scores(q, keys, context["c2p_index"])
-                logits += tf.cast(c2p, tf.float32)
+                logits += ops.cast(c2p, "float32")
             if self.p2c:  # keys against the positions as queries
                 queries = self._table_heads((self.position_query or self.query)(table))
                 p2c = self._relative_scores(k, queries, context["p2c_index"])
-                logits += tf.cast(p2c, tf.float32)
-        logits = logits * self.inverse_scale + tf.cast(attention_bias, tf.float32)
-        probs = tf.nn.softmax(logits, axis=-1)
-        probs = self.attention_dropout(tf.cast(probs, x.dtype), training=training)
-        attended = tf.transpose(tf.matmul(probs, v), [0, 2, 1, 3])  # [batch, seq, heads, size]
-        return tf.reshape(attended, [-1, self.hidden_size])
+                logits += ops.cast(p2c, "float32")
+        logits = logits * self.inverse_scale + ops.cast(attention_bias, "float32")
+        probs = ops.softmax(logits, axis=-1)
+        probs = self.attention_dropout(ops.cast(probs, x.dtype), training=training)
+        return merge_heads(ops.matmul(probs, v), self.hidden_size)
 
     def _convolve(self, inputs, outputs, attention_bias, training):
         """DeBERTa-v2's first-layer convolution: LayerNorm(outputs + act(conv(inputs))), with
         the padding positions zeroed before and after (as Hugging Face's `ConvLayer`)."""
-        mask = tf.cast(attention_bias[:, 0, 0, :] > -1.0, inputs.dtype)[..., tf.newaxis]
+        mask = ops.expand_dims(ops.cast(attention_bias[:, 0, 0, :] > -1.0, inputs.dtype), -1)
         sequence = per_example(inputs, attention_bias) * mask
         convolved = self.conv(sequence) * mask
         convolved = self.conv_activation(self.dropout(convolved, training=training))
         residual = per_example(outputs, attention_bias)
         normed = self.conv_layer_norm(residual + convolved) * mask
-        return tf.reshape(normed, [-1, self.hidden_size])
+        return ops.reshape(normed, (-1, self.hidden_size))
 
     def call(self, x, attention_bias, training=False, cls_only=False, context=None):
         """`x`: [batch * seq, hidden], one row per token; `context`: `EncoderParts.context`."""

@@ -8,9 +8,9 @@ contract a family's layers keep). Under a mixed dtype policy the matrix work run
 dtype while LayerNorm and the attention softmax run in float32.
 
 Between the embeddings and the outputs the hidden states are one row per token, [batch * seq,
-hidden], and only attention views them per example. Keras' Dense multiplies a 3-D input through
-`tf.tensordot`, whose shape arithmetic (and its gradient's) was a quarter of the training graph's
-ops; on rows it is one matrix product.
+hidden], and only attention views them per example. On TensorFlow, Keras' Dense multiplies a 3-D
+input through `tf.tensordot`, whose shape arithmetic (and its gradient's) was a quarter of the
+training graph's ops; on rows it is one matrix product.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 
 import keras
-import tensorflow as tf
+from keras import ops
 
 from bertfit.errors import InputFormatError
 from bertfit.model import deberta, modernbert
@@ -31,6 +31,7 @@ from bertfit.model.blocks import (
     layer_norm,
     norm_variables,
     per_example,
+    size,
 )
 from bertfit.model.config import BertConfig
 from bertfit.model.inputs import MASK, TYPE_IDS, WORD_IDS, normalize_inputs
@@ -100,11 +101,12 @@ class BertEmbeddings(keras.layers.Layer):
             # and would return wrong numbers silently; a slice past the table fails the
             # addition below.
             start = self.position_offset
-            positions = self.position_embeddings.embeddings[start : start + tf.shape(word_ids)[1]]
-            x += tf.cast(positions, self.compute_dtype)[tf.newaxis]
+            table = self.position_embeddings.embeddings
+            positions = table[start : start + size(word_ids, 1)]
+            x += ops.expand_dims(ops.cast(positions, self.compute_dtype), 0)
         if self.token_type_embeddings is not None:
             x += self.token_type_embeddings(type_ids)
-        rows = tf.reshape(self.dropout(self.layer_norm(x), training=training), [-1, self.width])
+        rows = ops.reshape(self.dropout(self.layer_norm(x), training=training), (-1, self.width))
         return rows if self.projection is None else self.projection(rows)
 
     def named_variables(self) -> dict[str, keras.Variable]:
@@ -175,8 +177,8 @@ class BertEncoder(keras.layers.Layer):
     >>> encoder = BertEncoder(config)
     >>> outputs = encoder({"input_word_ids": [[2, 7, 3]], "input_mask": [[1, 1, 1]],
     ...                    "input_type_ids": [[0, 0, 0]]})
-    >>> outputs["pooled_output"].shape
-    TensorShape([1, 32])
+    >>> tuple(outputs["pooled_output"].shape)
+    (1, 32)
     """
 
     def __init__(self, config: BertConfig, random_init: bool = True, **kwargs):
@@ -235,11 +237,11 @@ class BertEncoder(keras.layers.Layer):
         return super().__call__(normalize_inputs(inputs), training=training, **kwargs)
 
     def call(self, inputs, training=False, pooled_only=False):
-        mask = tf.cast(inputs[MASK], tf.float32)
+        mask = ops.cast(inputs[MASK], "float32")
         # [batch, 1, 1, seq]: 0 where attended, a large negative where padded. expand_dims, not
         # [:, newaxis, newaxis, :]: LiteRT has no builtin for a new-axis slice of a tensor whose
         # length is known only at run time (the LiteRT export pads to the batch's bucket).
-        attention_bias = (1.0 - tf.expand_dims(tf.expand_dims(mask, 1), 1)) * -1e9
+        attention_bias = (1.0 - ops.expand_dims(ops.expand_dims(mask, 1), 1)) * -1e9
         x = self.embeddings(inputs[WORD_IDS], inputs[TYPE_IDS], training=training)
         context = None if self.parts is None else self.parts.context(inputs, training=training)
         encoder_outputs = []
@@ -264,7 +266,7 @@ class BertEncoder(keras.layers.Layer):
             outputs["pooled_output"] = outputs["default"]
         return outputs
 
-    def pool(self, first_tokens: tf.Tensor) -> tf.Tensor:
+    def pool(self, first_tokens):
         """The family's vector for a whole input from its first token's output: BERT's
         dense+tanh pooler, or the first token itself for families without a pooler."""
         return first_tokens if self.pooler is None else self.pooler(first_tokens)

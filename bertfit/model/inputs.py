@@ -10,7 +10,6 @@ from collections.abc import Mapping
 
 import keras
 import numpy as np
-import tensorflow as tf
 
 from bertfit.errors import InputFormatError
 
@@ -53,9 +52,8 @@ def is_text(value) -> bool:
         return len(value) > 0 and all(is_text(v) for v in value)
     if isinstance(value, np.ndarray):
         return value.dtype.kind in "USO"
-    if isinstance(value, (tf.Tensor, tf.RaggedTensor)):
-        return value.dtype == tf.string
-    return False
+    # A TensorFlow string tensor (dense or ragged), without importing TensorFlow on other backends.
+    return getattr(getattr(value, "dtype", None), "name", None) == "string"
 
 
 def expected_keys_message() -> str:
@@ -66,7 +64,7 @@ def expected_keys_message() -> str:
     )
 
 
-def normalize_inputs(inputs) -> dict[str, tf.Tensor]:
+def normalize_inputs(inputs) -> dict:
     """Renames, checks and casts encoder inputs to int32 `input_word_ids`, `input_mask` and
     `input_type_ids`.
 
@@ -104,7 +102,7 @@ def normalize_inputs(inputs) -> dict[str, tf.Tensor]:
 def _as_int32(name: str, value):
     """`value` as an int32 tensor; a symbolic Keras input (functional models) stays symbolic."""
     if not (keras.ops.is_tensor(value) or isinstance(value, keras.KerasTensor)):
-        value = tf.convert_to_tensor(value)
+        value = keras.ops.convert_to_tensor(value)
     dtype = keras.backend.standardize_dtype(value.dtype)
     if not (dtype.startswith(("int", "uint")) or dtype == "bool"):
         raise InputFormatError(

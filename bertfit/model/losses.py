@@ -12,36 +12,38 @@ global batch's mean, and padding rows weigh nothing.
 
 from __future__ import annotations
 
-import tensorflow as tf
+from keras import ops
 
 from bertfit.config import MULTI_LABEL, REGRESSION
 from bertfit.model.inputs import GLOBAL_EXAMPLES, LABEL, WEIGHT
 
 
-def per_example_loss(kind: str, labels: tf.Tensor, logits: tf.Tensor) -> tf.Tensor:
+def per_example_loss(kind: str, labels, logits):
     """[batch] losses: softmax cross-entropy (single-label), binary cross-entropy averaged over
     the labels (multi-label) or squared error of the standardised target (regression)."""
-    logits = tf.cast(logits, tf.float32)
+    logits = ops.cast(logits, "float32")
     if kind == MULTI_LABEL:
-        per_label = tf.nn.sigmoid_cross_entropy_with_logits(labels=labels, logits=logits)
-        return tf.reduce_mean(per_label, axis=-1)
+        # TensorFlow's sigmoid_cross_entropy_with_logits on TensorFlow; log-sigmoids on JAX.
+        per_label = ops.binary_crossentropy(labels, logits, from_logits=True)
+        return ops.mean(per_label, axis=-1)
     if kind == REGRESSION:
-        return tf.square(logits[:, 0] - labels)
-    return tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
+        return ops.square(logits[:, 0] - labels)
+    # TensorFlow's sparse_softmax_cross_entropy_with_logits on TensorFlow.
+    return ops.sparse_categorical_crossentropy(labels, logits, from_logits=True)
 
 
-def batch_loss(kind: str, batch: dict, logits: tf.Tensor) -> tf.Tensor:
+def batch_loss(kind: str, batch: dict, logits):
     """This replica's share of the global batch's mean loss (weighted, padding excluded)."""
     losses = per_example_loss(kind, batch[LABEL], logits)
-    return tf.reduce_sum(losses * batch[WEIGHT]) / batch[GLOBAL_EXAMPLES]
+    return ops.sum(losses * batch[WEIGHT]) / batch[GLOBAL_EXAMPLES]
 
 
-def outputs(kind: str, logits: tf.Tensor) -> tf.Tensor:
+def outputs(kind: str, logits):
     """What the model's logits mean: probabilities (softmax, or sigmoid per label for
     multi-label), or the standardised prediction (regression)."""
-    logits = tf.cast(logits, tf.float32)
+    logits = ops.cast(logits, "float32")
     if kind == MULTI_LABEL:
-        return tf.sigmoid(logits)
+        return ops.sigmoid(logits)
     if kind == REGRESSION:
         return logits
-    return tf.nn.softmax(logits, axis=-1)
+    return ops.softmax(logits, axis=-1)

@@ -27,7 +27,7 @@ import math
 
 import keras
 import numpy as np
-import tensorflow as tf
+from keras import ops
 
 from bertfit.model.blocks import (
     Dropout,
@@ -37,12 +37,14 @@ from bertfit.model.blocks import (
     dense_variables,
     feed_forward_activation,
     layer_norm,
+    merge_heads,
     norm_variables,
     per_example,
     size,
 )
 from bertfit.model.config import BertConfig
 from bertfit.model.inputs import WORD_IDS
+from bertfit.model.layers import matmul_transposed
 
 NEGATIVE = -1e9  # the additive bias of a key a query may not attend to, as the padding mask's
 
@@ -91,13 +93,13 @@ def _norm(config: BertConfig, name: str, dtype) -> keras.layers.Layer:
     return layer_norm(config, name, dtype, bias=settings_of(config).norm_bias)
 
 
-def _rotate(x: tf.Tensor, cos: tf.Tensor, sin: tf.Tensor) -> tf.Tensor:
+def _rotate(x, cos, sin):
     """`x` [batch, heads, seq, head_size] rotated by the angles whose cosines and sines are `cos`
     and `sin` ([seq, head_size / 2], float32): (x1, x2) -> (x1 cos - x2 sin, x2 cos + x1 sin),
     computed in float32 and returned in `x`'s dtype."""
-    x1, x2 = tf.split(tf.cast(x, tf.float32), 2, axis=-1)
-    rotated = tf.concat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
-    return tf.cast(rotated, x.dtype)
+    x1, x2 = ops.split(ops.cast(x, "float32"), 2, axis=-1)
+    rotated = ops.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
+    return ops.cast(rotated, x.dtype)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,9 +110,9 @@ class Context:
     layers). An object, not a dict of tensors, so that Keras does not cast them to the compute
     dtype on the way into a layer under a mixed policy."""
 
-    global_rotary: tuple[tf.Tensor, tf.Tensor]
-    local_rotary: tuple[tf.Tensor, tf.Tensor]
-    window: tf.Tensor | None
+    global_rotary: tuple  # (cos, sin), each a tensor
+    local_rotary: tuple
+    window: object | None  # a tensor
 
 
 class ModernBertLayer(keras.layers.Layer):
@@ -164,11 +166,11 @@ class ModernBertLayer(keras.layers.Layer):
         batch_size, length = size(attention_bias, 0), size(attention_bias, -1)
         normed = x if self.attention_norm is None else self.attention_norm(x)
         # Wqkv's outputs are [3, heads, head_size]: all queries, then all keys, then all values.
-        qkv = tf.reshape(self.qkv(normed), [batch_size, length, 3, self.num_heads, self.head_size])
+        qkv = ops.reshape(self.qkv(normed), (batch_size, length, 3, self.num_heads, self.head_size))
         # q, k, v: [batch, heads, seq, head_size]
-        q, k, v = tf.unstack(tf.transpose(qkv, [2, 0, 3, 1, 4]), axis=0)
+        q, k, v = ops.unstack(ops.transpose(qkv, (2, 0, 3, 1, 4)), num=3, axis=0)
         cos, sin = context.global_rotary if self.is_global else context.local_rotary
-        bias = tf.cast(attention_bias, tf.float32)
+        bias = ops.cast(attention_bias, "float32")
         if not self.is_global:
             bias += context.window
         residual = x
@@ -179,13 +181,12 @@ class ModernBertLayer(keras.layers.Layer):
         else:
             q = _rotate(q, cos, sin)
         k = _rotate(k, cos, sin)
-        scores = tf.matmul(q, k, transpose_b=True) * (1.0 / math.sqrt(self.head_size))
-        probs = tf.nn.softmax(tf.cast(scores, tf.float32) + bias, axis=-1)
-        probs = self.probs_dropout(tf.cast(probs, v.dtype), training=training)
-        attended = tf.transpose(tf.matmul(probs, v), [0, 2, 1, 3])  # [batch, seq, heads, size]
-        attended = self.attention_output(tf.reshape(attended, [-1, self.hidden_size]))
+        scores = matmul_transposed(q, k) * (1.0 / math.sqrt(self.head_size))
+        probs = ops.softmax(ops.cast(scores, "float32") + bias, axis=-1)
+        probs = self.probs_dropout(ops.cast(probs, v.dtype), training=training)
+        attended = self.attention_output(merge_heads(ops.matmul(probs, v), self.hidden_size))
         x = residual + self.attention_dropout(attended, training=training)
-        hidden, gate = tf.split(self.mlp_input(self.mlp_norm(x)), 2, axis=-1)
+        hidden, gate = ops.split(self.mlp_input(self.mlp_norm(x)), 2, axis=-1)
         hidden = self.mlp_dropout(self.activation(hidden) * gate, training=training)
         return x + self.mlp_output(hidden)
 
@@ -235,16 +236,18 @@ class EncoderParts(FamilyParts):
     def context(self, inputs, training=False) -> Context:
         """The rotary angles and the sliding window's bias for this call's sequence length."""
         length = size(inputs[WORD_IDS], 1)
-        positions = tf.cast(tf.range(length), tf.float32)[:, tf.newaxis]
+        positions = ops.cast(ops.arange(length, dtype="int32"), "float32")[:, None]
         rotary = {}
         for name, inverse in self.inverse_frequencies.items():
-            angles = positions * tf.constant(inverse)[tf.newaxis]
-            rotary[name] = (tf.cos(angles), tf.sin(angles))
+            angles = positions * ops.convert_to_tensor(inverse, "float32")[None]
+            rotary[name] = (ops.cos(angles), ops.sin(angles))
         window = None
         if self.has_local:
-            distance = tf.abs(positions - tf.transpose(positions))
-            window = tf.where(
-                distance <= float(self.settings.window), 0.0, tf.constant(NEGATIVE, tf.float32)
+            distance = ops.abs(positions - ops.transpose(positions))
+            window = ops.where(
+                distance <= float(self.settings.window),
+                ops.convert_to_tensor(0.0, "float32"),
+                ops.convert_to_tensor(NEGATIVE, "float32"),
             )
         return Context(rotary["global"], rotary["local"], window)
 

@@ -29,6 +29,9 @@ class ReplicaJit:
     """
 
     def _replica_jit(self) -> bool:
+        # A `tf.distribute` matter: on another backend the model is Keras' own.
+        if keras.backend.backend() != "tensorflow":
+            return False
         return bool(self.jit_compile) and self.distribute_strategy.num_replicas_in_sync > 1
 
     def make_train_function(self, force=False):
@@ -66,9 +69,10 @@ class ReplicaJit:
             scaled = self.optimizer.scale_loss(loss) if self.optimizer is not None else loss
         return tape.gradient(scaled, self.trainable_weights), y_pred, loss
 
-    def train_step(self, data):
+    def train_step(self, *args):
         if not self._replica_jit():
-            return super().train_step(data)
+            return super().train_step(*args)  # JAX's Keras passes (state, data)
+        (data,) = args
         x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
         gradients, y_pred, loss = self._replica_gradients(x, y, sample_weight)
         self._loss_tracker.update_state(
@@ -77,9 +81,10 @@ class ReplicaJit:
         self.optimizer.apply_gradients(zip(gradients, self.trainable_weights, strict=True))
         return self.compute_metrics(x, y, y_pred, sample_weight=sample_weight)
 
-    def test_step(self, data):
+    def test_step(self, *args):
         if not self._replica_jit():
-            return super().test_step(data)
+            return super().test_step(*args)  # JAX's Keras passes (state, data)
+        (data,) = args
         x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
         y_pred = self._replica_forward(x, training=False)
         loss = self._compute_loss(
