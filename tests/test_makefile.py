@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def _plan(target: str, tmp_path: Path) -> list[str]:
     """The commands `make TARGET` would run for a fresh virtual environment."""
     done = subprocess.run(
-        ["make", "-n", target, f"VENV={tmp_path / 'venv'}"],
+        ["make", "-n", "--no-print-directory", target, f"VENV={tmp_path / 'venv'}"],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -12,6 +12,7 @@ from bertfit.config import RunConfig
 from bertfit.data.labelled import encode_labelled
 from bertfit.data.pipeline import bucket_of
 from bertfit.data.sources import read_examples
+from bertfit.inference.outputs import calibrated_logits
 from bertfit.inference.predictor import load_classifier
 from bertfit.inference.run import evaluate, predict
 from bertfit.runs.run_dir import RunDir
@@ -125,13 +126,15 @@ def test_remat_trains_as_without_it_compiled_once_per_bucket(trained_run, tmp_pa
 
 
 def _unbatched_probabilities(run_dir, rows):
-    module = load_classifier(run_dir).module
-    model = module.model
+    """Each row alone through the model, its logits divided by the run's temperatures (the
+    calibration every output of a run carries)."""
+    classifier = load_classifier(run_dir)
+    module, model = classifier.module, classifier.module.model
     out = []
     for text, _ in rows:
         inputs = module.tokenizer([text], max_seq_length=16)
-        logits = model(inputs, training=False).numpy()[0]
-        out.append(np.exp(logits) / np.exp(logits).sum())
+        logits = calibrated_logits(classifier.task, model(inputs, training=False)).numpy()[0]
+        out.append(np.exp(logits - logits.max()) / np.exp(logits - logits.max()).sum())
     return np.array(out)
 
 
