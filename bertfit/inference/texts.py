@@ -5,6 +5,7 @@ tokenizes them, so both refuse the same inputs with the same words, and `predict
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
@@ -83,15 +84,16 @@ def text_problem(text: str | bytes) -> str | None:
     return None
 
 
-class TextClassifier:
+class TextClassifier(abc.ABC):
     """`predict` and `predict_proba` for an engine's classifier, which gives `outputs` (every
     output by name, rows in input order) and has `task` and `pairs`."""
 
     task: Task
     pairs: bool
 
+    @abc.abstractmethod
     def outputs(self, texts, text_pairs=None, progress=None) -> dict[str, np.ndarray]:
-        raise NotImplementedError
+        """Every output by name, one row per text in input order (each engine's own run)."""
 
     def predict_proba(
         self, texts: Sequence[str], text_pairs: Sequence[str] | None = None, progress=None
