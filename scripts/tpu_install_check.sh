@@ -7,7 +7,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=${1:-.venv-tpu}
+export PIP_NO_CACHE_DIR=1
 rm -rf "$venv"
+# The venv is only this check's (2 GB): it goes when the check ends, passed or failed.
+trap 'rm -rf "$venv"' EXIT
 python3 -m venv "$venv"
 "$venv/bin/pip" install -q --upgrade pip
 "$venv/bin/pip" install -q tensorflow-tpu==2.20.0
