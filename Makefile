@@ -51,7 +51,7 @@ test-fast: install
 	$(PYTHON) -m pytest -q -n 2 --dist worksteal -m "not slow and not distributed"
 
 # The other supported TensorFlow minor (2.20, the TPU build's) in its own venv: the fast tests,
-# the TPU rehearsal (tests/checks/) and the distributed tests. .ci/run runs it after `make test`.
+# the TPU rehearsal (tests/checks/) and the distributed tests. .ci/run runs it last.
 test-tf2.20:
 	$(MAKE) install VENV=.venv-tf2.20 TF=2.20
 	.venv-tf2.20/bin/python -c 'import tensorflow as tf; assert tf.__version__.startswith("2.20"), tf.__version__'
