@@ -28,7 +28,7 @@ from bertfit.run_flags import (
 from bertfit.serve.options import ServeOptions
 from bertfit.sweeps.audit_flags import add_audit_arguments
 from bertfit.sweeps.flags import add_tune_arguments, sweep_from_args
-from bertfit.tf_startup import start_tensorflow
+from bertfit.tf_startup import select_keras_backend, start_tensorflow
 
 # What the system refuses for reasons outside bertfit: a full disk, a read-only file system, no
 # permission. Said in one line like a user mistake; any other OSError is a bug and is raised.
@@ -638,6 +638,8 @@ def main(argv: list[str] | None = None) -> int:
         # Before any handler imports TensorFlow: it reads its settings on load. The onnx
         # engine of evaluate and predict runs without it (`engine_run` starts it where it
         # needs it); serve's signatures are TensorFlow's with either engine.
+        if args.command == "train":  # Keras reads its backend once, when TensorFlow loads it
+            select_keras_backend(run_config_from_args(args).train.backend)
         if getattr(args, "engine", None) != "onnx" or args.command == "serve":
             start_tensorflow(for_inference=args.command in INFERENCE_COMMANDS)
         return args.handler(args)
