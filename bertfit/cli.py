@@ -65,6 +65,12 @@ def cmd_train(args) -> int:
     return 0
 
 
+def train_backend(args) -> None:
+    """`--backend` (or the --config file's) made Keras' backend before TensorFlow loads Keras,
+    which reads it once."""
+    select_keras_backend(run_config_from_args(args).train.backend)
+
+
 def train_lines(summary, report) -> list[str]:
     """What `bertfit train` prints for people: the headline metrics, where the run and its
     report are (every metric is in RUN/metrics.json, and printed by --json)."""
@@ -427,7 +433,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _add_train(sub) -> None:
     train = sub.add_parser("train", help="fine-tune a classifier")
     add_run_output_arguments(add_train_arguments(train))
-    train.set_defaults(handler=cmd_train)
+    train.set_defaults(handler=cmd_train, preflight=train_backend)
 
 
 def _add_distill(sub) -> None:
@@ -638,8 +644,6 @@ def main(argv: list[str] | None = None) -> int:
         # Before any handler imports TensorFlow: it reads its settings on load. The onnx
         # engine of evaluate and predict runs without it (`engine_run` starts it where it
         # needs it); serve's signatures are TensorFlow's with either engine.
-        if args.command == "train":  # Keras reads its backend once, when TensorFlow loads it
-            select_keras_backend(run_config_from_args(args).train.backend)
         if getattr(args, "engine", None) != "onnx" or args.command == "serve":
             start_tensorflow(for_inference=args.command in INFERENCE_COMMANDS)
         return args.handler(args)

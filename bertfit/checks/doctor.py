@@ -31,7 +31,13 @@ from bertfit.errors import ConfigError
 from bertfit.model.config import forward_flops_per_token
 from bertfit.tf_build import Installed
 from bertfit.training.setup import RunSetup, prepare
-from bertfit.training.strategy import XlaChoice, check_hardware, host_xla, make_strategy
+from bertfit.training.strategy import (
+    XlaChoice,
+    check_hardware,
+    check_tensorflow_only,
+    host_xla,
+    make_strategy,
+)
 
 # Dense peak TFLOP/s per device as TensorFlow lists them (a GPU; a TPU core, or a chip from
 # v4 on), for (16-bit, 32-bit) compute: vendors' data sheets. TensorFlow runs float32 products
@@ -134,6 +140,7 @@ def doctor(config: RunConfig, steps: int = 20, peak_tflops: float | None = None)
     if steps < 1:
         raise ConfigError(f"--steps must be 1 or more, got {steps}")
     config.validate()
+    check_tensorflow_only(config, "doctor")
     t = config.train
     check_hardware(t.strategy, config.model.precision, t.cpu_replicas, t.tpu, t.jit_compile)
     strategy = make_strategy(t.strategy, t.cpu_replicas, t.tpu, t.workers, t.worker_index)

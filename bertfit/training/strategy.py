@@ -309,3 +309,14 @@ def _check_jax_settings(config: RunConfig, distilling: bool) -> None:
     for refused, message in refusals:
         if refused:
             raise ConfigError(message + ".")
+
+
+def check_tensorflow_only(config: RunConfig, command: str) -> None:
+    """Refuses `--backend jax` for a command that compiles and times TensorFlow's step only so
+    far (`check`, `doctor`): its findings would not be the JAX run's."""
+    if config.train.backend == JAX_BACKEND:
+        raise ConfigError(
+            f"--backend jax: bertfit {command} compiles TensorFlow's training step only so far, "
+            "so its findings would not be the JAX run's; run it with --backend tensorflow (the "
+            "same model and data), or train with --backend jax directly."
+        )
