@@ -46,8 +46,8 @@ def run_config(model: Path, train: Path, grad_accum: int = 1) -> RunConfig:
 
 
 def take_steps(config: RunConfig, initial: Path) -> dict[str, np.ndarray]:
-    """The first `STEPS` steps of the run's first epoch, from the weights in `initial` (written
-    there when it does not exist yet)."""
+    """The first `STEPS` steps of the run's first epoch (all of them in a shorter one), from
+    the weights in `initial` (written there when it does not exist yet)."""
     if config.train.backend == "jax":
         strategy, xla = jax_input_strategy(config)
     else:
@@ -60,7 +60,6 @@ def take_steps(config: RunConfig, initial: Path) -> dict[str, np.ndarray]:
     else:
         make_checkpoint(model).write(str(initial))
     batches = setup.batches(setup.train, shuffle=True, epoch=0, training=True)
-    assert len(batches) >= STEPS, "the training file is too small for the steps"
     batches.plan = batches.plan[:STEPS]
     results = np.array([r for call in setup.trainer.run_plan(batches) for r in call])
     weights = {
