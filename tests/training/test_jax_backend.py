@@ -77,11 +77,15 @@ def test_a_backend_keras_does_not_run_in_this_process_is_refused():
     check_backend(RunConfig(train=TrainConfig()))  # the default: TensorFlow, as this process
 
 
+def _xla_flags_for_two_devices() -> str:
+    return f"{os.environ.get('XLA_FLAGS', '')} {TWO_DEVICES}".strip()
+
+
 def _in_jax(module_args: list[str], *, devices: int = 1) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "KERAS_BACKEND": "jax"}
     env["TF_CPP_MIN_LOG_LEVEL"] = "2"
     if devices > 1:
-        env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} {TWO_DEVICES}".strip()
+        env["XLA_FLAGS"] = _xla_flags_for_two_devices()
     done = subprocess.run(
         [sys.executable, "-m", *module_args],
         cwd=ROOT,
@@ -120,9 +124,15 @@ def test_50_steps_give_the_same_losses_on_both_backends_one_or_two_jax_devices(
         assert json.loads(str(jax["trace_counts"]))["train_step"] == 2
 
 
+def _two_devices(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The JAX processes started from here see two CPU devices."""
+    monkeypatch.setenv("XLA_FLAGS", _xla_flags_for_two_devices())
+
+
 @pytest.fixture(scope="module")
 def jax_run(tmp_path_factory, trainable_hf_dir):
-    """A two-epoch JAX run with dropout on and a checkpoint every 3 steps, from the CLI."""
+    """A two-epoch JAX run from the CLI, data parallel over two devices, with dropout on and a
+    checkpoint every 3 steps."""
     data = tmp_path_factory.mktemp("jax_data")
     train = write_csv(data / "train.csv", sentiment_rows(64, seed=11))
     dev = write_csv(data / "dev.csv", sentiment_rows(24, seed=12))
@@ -130,17 +140,19 @@ def jax_run(tmp_path_factory, trainable_hf_dir):
         trainable_hf_dir, train, eval=dev, save_every_steps=3, jit_compile=None, backend="jax"
     )
     run = data / "run"
-    code, err = run_train([*args, "--output-dir", str(run)])
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        _two_devices(monkeypatch)
+        code, err = run_train([*args, "--output-dir", str(run)])
     assert code == 0, err
     return args, run, dev
 
 
 @pytest.mark.slow
-def test_a_jax_run_records_its_backend_and_one_compile_per_bucket(jax_run):
+def test_a_data_parallel_jax_run_records_its_backend_and_one_compile_per_bucket(jax_run):
     _, run, _ = jax_run
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["status"] == "finished"
-    assert metrics["strategy"] == {"name": "jax OneDevice", "replicas": 1}
+    assert metrics["strategy"] == {"name": "jax DataParallel", "replicas": 2}
     assert metrics["trace_counts"] == {"train_step": 2, "predict_step": 2}  # buckets 8, 16
     assert "backend: jax" in (run / "config.yaml").read_text()
 
@@ -166,12 +178,15 @@ def test_a_jax_run_evaluates_and_exports_in_tensorflow(jax_run, tmp_path, capsys
 
 
 @pytest.mark.slow
-def test_a_killed_jax_run_resumes_to_exactly_the_uninterrupted_run(jax_run, tmp_path, monkeypatch):
+def test_a_killed_data_parallel_jax_run_resumes_to_exactly_the_uninterrupted_run(
+    jax_run, tmp_path, monkeypatch
+):
     args, plain, _ = jax_run
     killed = tmp_path / "killed"
     run_args = [*args, "--output-dir", str(killed)]
     # killed_train imports Keras before the CLI can choose its backend
     monkeypatch.setenv("KERAS_BACKEND", "jax")
+    _two_devices(monkeypatch)
     run_killed(run_args, ("steps", 5))  # mid-epoch 1, after the checkpoint at step 3
     code, err = run_train(run_args)
     assert code == 0, err
