@@ -83,6 +83,12 @@ class JaxTrainer:
         self.distribution = (
             keras.distribution.DataParallel(devices=self.devices) if len(self.devices) > 1 else None
         )
+        # a batch's arrays split along their rows over the devices; a scalar on every one
+        mesh = jax.sharding.Mesh(np.asarray(self.devices), ("batch",))
+        self._shardings = tuple(
+            jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(*axes))
+            for axes in (("batch",), ())
+        )
         with self._scope():
             self.model = build_model()
             # Every weight exists (the checkpoint's, the head built with it); stateless_call
@@ -199,13 +205,9 @@ class JaxTrainer:
         arrays = {name: np.asarray(value) for name, value in batch.items()}
         if self.distribution is None:
             return arrays
-        mesh = jax.sharding.Mesh(np.asarray(self.devices), ("batch",))
-        spec = jax.sharding.PartitionSpec
+        rows, whole = self._shardings
         return {
-            name: jax.device_put(
-                value,
-                jax.sharding.NamedSharding(mesh, spec("batch") if value.ndim else spec()),
-            )
+            name: jax.device_put(value, rows if value.ndim else whole)
             for name, value in arrays.items()
         }
 
