@@ -15,7 +15,7 @@ import sys
 
 from bertfit.checkpoints import commands as checkpoint_commands
 from bertfit.checks import commands as check_commands
-from bertfit.config import DATA_FORMATS, ENGINES, TASKS
+from bertfit.config import DATA_FORMATS, ENGINES, TASKS, TENSORFLOW_BACKEND
 from bertfit.errors import BertfitError, TrainingInterrupted
 from bertfit.export.formats import FORMATS as EXPORT_FORMATS
 from bertfit.flags import add_flags, flags_of, given
@@ -641,6 +641,8 @@ def main(argv: list[str] | None = None) -> int:
         preflight = getattr(args, "preflight", None)
         if preflight is not None:
             preflight(args)
+        if args.command != "train":  # whose preflight picks --backend's; a KERAS_BACKEND=jax
+            select_keras_backend(TENSORFLOW_BACKEND)  # exported for it must not reach the rest
         # Before any handler imports TensorFlow: it reads its settings on load. The onnx
         # engine of evaluate and predict runs without it (`engine_run` starts it where it
         # needs it); serve's signatures are TensorFlow's with either engine.

@@ -211,9 +211,10 @@ def _import_failed(error: ImportError, output) -> str:
 
 
 def select_keras_backend(name: str) -> None:
-    """Makes `name` ("tensorflow" or "jax", `--backend`) the Keras backend of this process.
-    Keras reads KERAS_BACKEND once, when it is imported (and `start_tensorflow` imports it),
-    so this runs first; a process whose Keras already runs another backend is refused.
+    """Makes `name` ("tensorflow" or "jax", `--backend`) the Keras backend of this process and
+    of the processes it starts. Keras reads KERAS_BACKEND once, when it is imported (and
+    `start_tensorflow` imports it), so this runs first; a process whose Keras already runs
+    another backend is refused.
 
     Raises:
         InstallError: `jax` without JAX installed, with the command that installs it.
@@ -223,14 +224,13 @@ def select_keras_backend(name: str) -> None:
         running = sys.modules["keras"].backend.backend()
         if running != name:
             raise ConfigError(
-                f"--backend {name}: this process imported Keras on its {running} backend "
-                f"already; set KERAS_BACKEND={name} before Keras is imported (the bertfit "
-                f"command does), or pass --backend {running}."
+                f"this process imported Keras on its {running} backend already, and this "
+                f"command runs on {name}: set KERAS_BACKEND={name} before Keras is imported "
+                "(the bertfit command sets it)."
             )
-        return
-    if name == "jax" and importlib.util.find_spec("jax") is None:
+    elif name == "jax" and importlib.util.find_spec("jax") is None:
         raise InstallError(
             "--backend jax needs JAX, which is not installed here: pip install 'bertfit[jax]' "
-            "(CPU), or jax[cuda12] on an NVIDIA GPU, jax[tpu] on a TPU VM (README, Backends)."
+            "(CPU), or jax[cuda12] on an NVIDIA GPU, jax[tpu] on a TPU VM (docs/install.md, JAX)."
         )
     os.environ["KERAS_BACKEND"] = name

@@ -72,7 +72,7 @@ def test_jax_refuses_float16_and_distillation():
 def test_a_backend_keras_does_not_run_in_this_process_is_refused():
     with pytest.raises(ConfigError, match="Keras runs on tensorflow in this process"):
         check_backend(_jax())
-    with pytest.raises(ConfigError, match="KERAS_BACKEND=jax before Keras is imported"):
+    with pytest.raises(ConfigError, match="set KERAS_BACKEND=jax before Keras is imported"):
         select_keras_backend("jax")
     check_backend(RunConfig(train=TrainConfig()))  # the default: TensorFlow, as this process
 
@@ -158,11 +158,14 @@ def test_a_data_parallel_jax_run_records_its_backend_and_one_compile_per_bucket(
 
 
 @pytest.mark.slow
-def test_a_jax_run_evaluates_and_exports_in_tensorflow(jax_run, tmp_path, capsys):
+def test_a_jax_run_evaluates_and_exports_in_tensorflow(jax_run, tmp_path, capsys, monkeypatch):
     _, run, dev = jax_run
+    # exported for `train` on a TPU VM, it does not reach the TensorFlow commands
+    monkeypatch.setenv("KERAS_BACKEND", "jax")
     # TensorFlow's evaluation of the best weights is the one the JAX run made of them
     assert main(["evaluate", "--run", str(run), "--data", str(dev), "--json"]) == 0
     evaluated = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert os.environ["KERAS_BACKEND"] == "tensorflow"
     metrics = json.loads((run / "metrics.json").read_text())
     best = next(e["eval"] for e in metrics["epochs"] if e["best"])
     assert evaluated["accuracy"] == best["accuracy"]
