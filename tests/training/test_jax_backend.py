@@ -22,7 +22,7 @@ import pytest
 import tensorflow as tf
 
 from bertfit.cli import main
-from bertfit.config import RunConfig, TrainConfig
+from bertfit.config import RunConfig, TrainConfig, config_differences
 from bertfit.errors import ConfigError
 from bertfit.inference.predictor import load_classifier
 from bertfit.tf_startup import select_keras_backend
@@ -199,6 +199,12 @@ def test_a_killed_data_parallel_jax_run_resumes_to_exactly_the_uninterrupted_run
     got, want = steps_of(killed), steps_of(plain)
     assert [s["global_step"] for s in got] == [s["global_step"] for s in want]
     np.testing.assert_allclose([s["loss"] for s in got], [s["loss"] for s in want], atol=1e-6)
+
+
+def test_the_backend_is_part_of_the_run_a_resume_continues():
+    """Dropout draws other masks on each backend (and keeps its seeds in other dtypes): a run
+    resumes on the backend it started on, which its config.yaml names."""
+    assert config_differences(RunConfig(), _jax()) == ["train.backend: 'tensorflow' → 'jax'"]
 
 
 def test_check_and_doctor_refuse_jax_until_they_compile_its_step():
