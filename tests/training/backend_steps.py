@@ -1,7 +1,7 @@
 """50 training steps of a tiny run on this process's Keras backend, from given initial weights:
 the same run's numbers on TensorFlow and on JAX (one or several devices) side by side.
 
-    KERAS_BACKEND=jax python -m tests.training.backend_steps MODEL TRAIN INITIAL OUT
+    KERAS_BACKEND=jax python -m tests.training.backend_steps MODEL TRAIN INITIAL OUT [K [PREC]]
 
 The first process to run (the test's own, on TensorFlow) writes INITIAL, the weights its
 trainer was built with; every other restores them, so the steps start from the same weights
@@ -28,10 +28,10 @@ from bertfit.training.strategy import XlaChoice
 STEPS = 50
 
 
-def run_config(model: Path, train: Path, grad_accum: int = 1) -> RunConfig:
+def run_config(model: Path, train: Path, grad_accum: int = 1, precision: str = "fp32") -> RunConfig:
     """The tiny run: dropout off (dropout masks differ between backends), two buckets."""
     return RunConfig(
-        model=ModelConfig(name=str(model), max_seq_length=16, dropout=0.0),
+        model=ModelConfig(name=str(model), max_seq_length=16, dropout=0.0, precision=precision),
         data=DataConfig(train=str(train), buckets=[8, 16]),
         train=TrainConfig(
             batch_size=8,
@@ -77,7 +77,8 @@ def take_steps(config: RunConfig, initial: Path) -> dict[str, np.ndarray]:
 def main() -> None:
     model, train, initial, out = map(Path, sys.argv[1:5])
     grad_accum = int(sys.argv[5]) if len(sys.argv) > 5 else 1
-    np.savez(out, **take_steps(run_config(model, train, grad_accum), initial))
+    precision = sys.argv[6] if len(sys.argv) > 6 else "fp32"
+    np.savez(out, **take_steps(run_config(model, train, grad_accum, precision), initial))
 
 
 if __name__ == "__main__":
