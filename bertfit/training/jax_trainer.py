@@ -107,7 +107,9 @@ class JaxTrainer:
         self._traces = {"train_step": 0, "predict_step": 0}
         # wall time of the calls that traced (and compiled), per function
         self.trace_seconds = {"train_step": 0.0, "predict_step": 0.0}
-        self._train_step = jax.jit(self._step)
+        # The state is donated: XLA updates the weights and the optimizer's slots in place,
+        # not beside a second copy (the Keras variables get the new arrays back after the call).
+        self._train_step = jax.jit(self._step, donate_argnums=0)
         self._predict_step = jax.jit(self._probabilities)
 
     @property

@@ -6,7 +6,8 @@ the same run's numbers on TensorFlow and on JAX (one or several devices) side by
 The first process to run (the test's own, on TensorFlow) writes INITIAL, the weights its
 trainer was built with; every other restores them, so the steps start from the same weights
 and take the same batches (the plan depends on the seed only). OUT (.npz) gets the losses, the
-gradient norms, the trace counts and the weights after the last step.
+gradient norms, the trace counts and the weights after the last step. K: micro-batches per
+step (--grad-accum, default 1); PREC: --precision (default fp32).
 """
 
 from __future__ import annotations
