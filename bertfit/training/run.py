@@ -94,7 +94,8 @@ def train(
     Args:
         config: the run.
         quiet: no progress display.
-        strategy: a `tf.distribute` strategy (default: what `config.train.strategy` picks).
+        strategy: a `tf.distribute` strategy (default: what `config.train.strategy` picks);
+            with `--backend jax` none (its `JaxTrainer` splits batches over the JAX devices).
         resume: True: continue the unfinished run in the output directory (or fail); False:
             never; None: continue it when its config is this one, refuse any other run there.
         overwrite: clear a previous run in the output directory first.
@@ -114,6 +115,8 @@ def train(
         _refuse_a_student_without_its_teacher(config.output_dir, adapt, overwrite)
     check_backend(config, distilling=adapt is not None)
     if config.train.backend == JAX_BACKEND:
+        if strategy is not None:
+            raise ConfigError("a tf.distribute strategy cannot train with --backend jax")
         strategy, xla = jax_input_strategy(config)
     else:
         if strategy is None:
