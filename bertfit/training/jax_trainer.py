@@ -224,16 +224,23 @@ class JaxTrainer:
         iterators = data.iterators()
         limit = max(1, self.config.steps_per_execution)
         for seq_length, steps in runs_of(data.plan, limit, ends):
-            state, results = self._read_state(), []
             with self._timing("train_step"):
-                for _ in range(steps):
-                    batch = next(iterators[seq_length])
-                    batch = self._on_devices({k: v for k, v in batch.items() if k != INDEX})
-                    state, result = self._train_step(state, batch)
-                    results.append(result)
-                results = np.asarray(jax.device_get(results))
-            self._write_state(state)
+                results = self.train_steps(iterators[seq_length], steps)
             yield [(float(loss), float(norm)) for loss, norm in results]
+
+    def train_steps(self, iterator, steps) -> np.ndarray:
+        """`steps` optimizer steps drawn from one bucket's iterator (as `Trainer.train_steps`;
+        `bertfit doctor` times it): every step's loss and gradient norm, as [steps, 2]. The
+        Keras variables hold the state before and after."""
+        state, results = self._read_state(), []
+        for _ in range(int(steps)):
+            batch = next(iterator)
+            batch = self._on_devices({k: v for k, v in batch.items() if k != INDEX})
+            state, result = self._train_step(state, batch)
+            results.append(result)
+        results = np.asarray(jax.device_get(results))
+        self._write_state(state)
+        return results
 
     @contextlib.contextmanager
     def _timing(self, name: str):

@@ -66,7 +66,13 @@ from bertfit.training.run_dir import (
 )
 from bertfit.training.run_length import RunLength
 from bertfit.training.setup import RunSetup, prepare
-from bertfit.training.strategy import XlaChoice, check_backend, check_hardware, make_strategy
+from bertfit.training.strategy import (
+    XlaChoice,
+    check_backend,
+    check_hardware,
+    jax_input_strategy,
+    make_strategy,
+)
 from bertfit.training.summaries import RunSummaries
 from bertfit.translate import explain_errors
 
@@ -130,17 +136,6 @@ def train(
     with _claimed(config, resume=resume, overwrite=overwrite) as (config, run_dir, resuming, new):
         console = Console(quiet=quiet)
         return _train(config, run_dir, strategy, xla, resuming, console, overwrite, new, adapt)
-
-
-def jax_input_strategy(config: RunConfig) -> tuple[tf.distribute.Strategy, XlaChoice]:
-    """`--backend jax`: TensorFlow's default strategy for the input pipeline (whole global
-    batches at the bucket lengths: jax.jit compiles each shape once), and the batch must split
-    evenly over the local JAX devices the `JaxTrainer` shares it between."""
-    import jax
-
-    per_replica_batch(config.train.batch_size, jax.local_device_count())
-    xla = XlaChoice(True, True, "--backend jax: jax.jit compiles the whole step")
-    return tf.distribute.get_strategy(), xla
 
 
 def _refuse_a_student_without_its_teacher(output_dir: str, adapt, overwrite: bool) -> None:

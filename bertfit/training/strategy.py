@@ -9,7 +9,7 @@ import os
 
 import tensorflow as tf
 
-from bertfit.config import JAX_BACKEND, RunConfig
+from bertfit.config import JAX_BACKEND, RunConfig, per_replica_batch
 from bertfit.errors import ConfigError
 from bertfit.tf_build import Installed, InstallError, install_commands, tpu_attached
 
@@ -270,7 +270,7 @@ def check_backend(config: RunConfig, distilling: bool = False) -> None:
             f"--backend {t.backend}: Keras runs on {running} in this process (it reads "
             "KERAS_BACKEND once, when imported). `bertfit train --backend jax` sets it; "
             "from Python set KERAS_BACKEND before importing bertfit; `bertfit tune`, `distill` "
-            "and `check` train on TensorFlow only so far."
+            "and `check` run on TensorFlow only so far."
         )
 
 
@@ -312,11 +312,23 @@ def _check_jax_settings(config: RunConfig, distilling: bool) -> None:
 
 
 def check_tensorflow_only(config: RunConfig, command: str) -> None:
-    """Refuses `--backend jax` for a command that compiles and times TensorFlow's step only so
-    far (`check`, `doctor`): its findings would not be the JAX run's."""
+    """Refuses `--backend jax` for a command that compiles TensorFlow's step only so far
+    (`check`): its findings would not be the JAX run's."""
     if config.train.backend == JAX_BACKEND:
         raise ConfigError(
             f"--backend jax: bertfit {command} compiles TensorFlow's training step only so far, "
             "so its findings would not be the JAX run's; run it with --backend tensorflow (the "
-            "same model and data), or train with --backend jax directly."
+            "same model and data), or `bertfit doctor --backend jax`, which compiles every "
+            "bucket of the JAX run and times its steps."
         )
+
+
+def jax_input_strategy(config: RunConfig) -> tuple[tf.distribute.Strategy, XlaChoice]:
+    """`--backend jax`: TensorFlow's default strategy for the input pipeline (whole global
+    batches at the bucket lengths: jax.jit compiles each shape once), and the batch must split
+    evenly over the local JAX devices the `JaxTrainer` shares it between."""
+    import jax
+
+    per_replica_batch(config.train.batch_size, jax.local_device_count())
+    xla = XlaChoice(True, True, "--backend jax: jax.jit compiles the whole step")
+    return tf.distribute.get_strategy(), xla

@@ -22,9 +22,8 @@ import tensorflow as tf
 
 from bertfit.config import DataConfig, ModelConfig, RunConfig, TrainConfig
 from bertfit.runs.weights import make_checkpoint, model_variables, restore_model
-from bertfit.training.run import jax_input_strategy
 from bertfit.training.setup import prepare
-from bertfit.training.strategy import XlaChoice
+from bertfit.training.strategy import XlaChoice, jax_input_strategy
 
 STEPS = 50
 

@@ -207,13 +207,34 @@ def test_the_backend_is_part_of_the_run_a_resume_continues():
     assert config_differences(RunConfig(), _jax()) == ["train.backend: 'tensorflow' → 'jax'"]
 
 
-def test_check_and_doctor_refuse_jax_until_they_compile_its_step():
+def test_check_refuses_jax_until_it_compiles_its_step():
     from bertfit.checks.api import check
-    from bertfit.checks.doctor import doctor
 
     config = _jax(RunConfig(data=dataclasses.replace(RunConfig().data, train="x.csv")))
-    with pytest.raises(ConfigError, match="bertfit doctor compiles TensorFlow's training step"):
-        doctor(config)
     findings = check(config).findings
     assert [f.code for f in findings] == ["config-invalid"]
     assert "bertfit check compiles TensorFlow's training step" in findings[0].message
+    assert "bertfit doctor --backend jax" in findings[0].message
+
+
+@pytest.mark.slow
+def test_doctor_compiles_each_bucket_of_a_jax_run_once_and_times_its_steps(jax_run):
+    args, _, _ = jax_run
+    doctor = ["doctor", *args, "--steps", "4"]  # train's flags (--json among them), pasted
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    done = subprocess.run(
+        [sys.executable, "-m", "bertfit.cli", *doctor],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=cluster.TIMEOUT,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["strategy"] == "jax OneDevice (keras.distribution)"
+    assert report["devices"][0].startswith("cpu:0")
+    assert report["buckets"] == [8, 16]
+    assert report["compilations_at_warmup"] == 2  # one per bucket
+    assert report["compilations_after_warmup"] == report["traces_after_warmup"] == 0
+    assert report["step_seconds"] > 0 and report["peak_memory_bytes"] > 0
