@@ -207,6 +207,16 @@ def test_the_backend_is_part_of_the_run_a_resume_continues():
     assert config_differences(RunConfig(), _jax()) == ["train.backend: 'tensorflow' → 'jax'"]
 
 
+def test_tune_refuses_jax_before_it_writes_the_sweep(tmp_path):
+    from bertfit.sweeps.spec import SweepSpec
+    from bertfit.sweeps.tune import tune
+
+    base = RunConfig(data=dataclasses.replace(RunConfig().data, train="t.csv", eval="e.csv"))
+    with pytest.raises(ConfigError, match="`bertfit tune`, `distill` and `check` run on"):
+        tune(_jax(base), SweepSpec({}, [42]), tmp_path / "sweep")
+    assert not (tmp_path / "sweep").exists()
+
+
 def test_check_refuses_jax_until_it_compiles_its_step():
     from bertfit.checks.api import check
 
@@ -220,7 +230,8 @@ def test_check_refuses_jax_until_it_compiles_its_step():
 @pytest.mark.slow
 def test_doctor_compiles_each_bucket_of_a_jax_run_once_and_times_its_steps(jax_run):
     args, _, _ = jax_run
-    doctor = ["doctor", *args, "--steps", "4"]  # train's flags (--json among them), pasted
+    # train's flags (--json among them) pasted; a given peak skips measuring the CPU's
+    doctor = ["doctor", *args, "--steps", "4", "--peak-tflops", "1"]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
     done = subprocess.run(
         [sys.executable, "-m", "bertfit.cli", *doctor],
