@@ -15,7 +15,7 @@ import sys
 
 from bertfit.checkpoints import commands as checkpoint_commands
 from bertfit.checks import commands as check_commands
-from bertfit.config import DATA_FORMATS, ENGINES, TASKS
+from bertfit.config import DATA_FORMATS, ENGINES, TASKS, TENSORFLOW_BACKEND
 from bertfit.errors import BertfitError, TrainingInterrupted
 from bertfit.export.formats import FORMATS as EXPORT_FORMATS
 from bertfit.flags import add_flags, flags_of, given
@@ -24,11 +24,16 @@ from bertfit.run_flags import (
     add_run_output_arguments,
     add_train_arguments,
     run_config_from_args,
+    select_run_backend,
 )
 from bertfit.serve.options import ServeOptions
 from bertfit.sweeps.audit_flags import add_audit_arguments
 from bertfit.sweeps.flags import add_tune_arguments, sweep_from_args
-from bertfit.tf_startup import start_tensorflow
+from bertfit.tf_startup import select_keras_backend, start_tensorflow
+
+# The commands whose preflight makes --backend Keras' backend (`select_run_backend`); every other
+# runs Keras on TensorFlow.
+BACKEND_COMMANDS = ("train", "doctor")
 
 # What the system refuses for reasons outside bertfit: a full disk, a read-only file system, no
 # permission. Said in one line like a user mistake; any other OSError is a bug and is raised.
@@ -427,7 +432,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _add_train(sub) -> None:
     train = sub.add_parser("train", help="fine-tune a classifier")
     add_run_output_arguments(add_train_arguments(train))
-    train.set_defaults(handler=cmd_train)
+    train.set_defaults(handler=cmd_train, preflight=select_run_backend)
 
 
 def _add_distill(sub) -> None:
@@ -635,6 +640,8 @@ def main(argv: list[str] | None = None) -> int:
         preflight = getattr(args, "preflight", None)
         if preflight is not None:
             preflight(args)
+        if args.command not in BACKEND_COMMANDS:  # a KERAS_BACKEND=jax exported for them
+            select_keras_backend(TENSORFLOW_BACKEND)  # must not reach the TensorFlow commands
         # Before any handler imports TensorFlow: it reads its settings on load. The onnx
         # engine of evaluate and predict runs without it (`engine_run` starts it where it
         # needs it); serve's signatures are TensorFlow's with either engine.

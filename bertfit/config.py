@@ -81,6 +81,9 @@ MAX_CONFIG_BYTES = 2**20
 NO_CLASS_WEIGHTS, BALANCED = "none", "balanced"
 CLASS_WEIGHTS = (NO_CLASS_WEIGHTS, BALANCED)
 ENGINES = ("tensorflow", "onnx")  # predict/evaluate/serve --engine: the default first
+# train --backend: the Keras backend training runs on, the default first (bertfit.backend).
+TENSORFLOW_BACKEND, JAX_BACKEND = "tensorflow", "jax"
+BACKENDS = (TENSORFLOW_BACKEND, JAX_BACKEND)
 DATA_FORMATS = ("csv", "tsv", "jsonl", "parquet")  # --format (bertfit.data.sources reads them)
 # The sections of `train --help` that are not a config section's own (model, data, training).
 CALIBRATIONS = ("auto", "off")  # --calibrate (bertfit.runs.calibration)
@@ -319,6 +322,10 @@ class TrainConfig:
         jit_compile: XLA-compile the step: true, false, or null (auto: all of it on a GPU or
             TPU, none of it on a CPU; see `training.loop.XlaChoice`).
         strategy: auto, tpu, mirrored, multi-worker, one-device or default.
+        backend: the Keras backend that trains: "tensorflow" (tf.distribute, the compiled
+            step of `training.loop`) or "jax" (`jax.jit` and `keras.distribution` over every
+            local JAX device, `training.jax_trainer`). Evaluation, export and serving are
+            TensorFlow's either way; the checkpoints are the same files.
         cpu_replicas: split the CPU into N logical devices (rehearse data parallelism).
         tpu: a TPU name, or "local" on a TPU VM (TPUClusterResolver).
         workers: host:port of every worker (MultiWorkerMirroredStrategy without TF_CONFIG).
@@ -395,6 +402,15 @@ class TrainConfig:
         default="auto",
         metadata=flag(
             "the tf.distribute strategy (auto: per device)", group=HARDWARE, choices=STRATEGIES
+        ),
+    )
+    backend: str = dataclasses.field(
+        default=TENSORFLOW_BACKEND,
+        metadata=flag(
+            "the Keras backend that trains: tensorflow, or jax (jax.jit, data parallel over "
+            "every local JAX device; for TPUs that run only JAX)",
+            group=HARDWARE,
+            choices=BACKENDS,
         ),
     )
     cpu_replicas: int | None = dataclasses.field(

@@ -10,6 +10,7 @@ import dataclasses
 from bertfit.config import EVALUATION, HARDWARE, SECTIONS, RunConfig, override
 from bertfit.errors import BertfitError
 from bertfit.flags import Flag, add_flags, flags_of, given
+from bertfit.tf_startup import select_keras_backend
 
 # The sections of `train --help` (and `check`, `doctor`, `tune`), in order; a flag is in its
 # config section's own unless its field names another (`Flag.group`).
@@ -109,3 +110,9 @@ def run_config_from_args(args) -> RunConfig:
     if not config.data.train:
         raise BertfitError("--train FILE is required (or data.train in --config).")
     return config.validate()
+
+
+def select_run_backend(args) -> None:
+    """The run's `--backend` (or its --config file's) made Keras' backend, before TensorFlow
+    loads Keras, which reads it once (`train`'s and `doctor`'s preflight)."""
+    select_keras_backend(run_config_from_args(args).train.backend)

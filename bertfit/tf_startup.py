@@ -49,12 +49,14 @@ when the process dies there. An import that fails with an exception (two builds 
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import signal
 import sys
 import tempfile
 import threading
 
+from bertfit.errors import ConfigError
 from bertfit.tf_build import InstallError, check_installed, explain_fatal
 
 VERBOSE_VARIABLE = "BERTFIT_VERBOSE_TF"
@@ -184,7 +186,10 @@ def start_tensorflow(for_inference: bool = False) -> None:
         # implementation if present.` (a note, at ERROR level: 3 is FATAL only).
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
         quiet = start_output_kept()
-    with modules_hidden(UNUSED_OPTIONAL_MODULES), quiet as output:
+    hidden = UNUSED_OPTIONAL_MODULES
+    if os.environ.get("KERAS_BACKEND") == "jax":  # JAX needs scipy (jax.scipy), Keras loads it
+        hidden = tuple(name for name in hidden if name != "scipy")
+    with modules_hidden(hidden), quiet as output:
         try:
             import tensorflow as tf
         except ImportError as e:
@@ -203,3 +208,29 @@ def _import_failed(error: ImportError, output) -> str:
         output.seek(0)
         text = output.read().decode("utf-8", "replace") + "\n" + text
     return f"TensorFlow could not be imported: {explain_fatal(text)}"
+
+
+def select_keras_backend(name: str) -> None:
+    """Makes `name` ("tensorflow" or "jax", `--backend`) the Keras backend of this process and
+    of the processes it starts. Keras reads KERAS_BACKEND once, when it is imported (and
+    `start_tensorflow` imports it), so this runs first; a process whose Keras already runs
+    another backend is refused.
+
+    Raises:
+        InstallError: `jax` without JAX installed, with the command that installs it.
+        ConfigError: Keras was imported already, on another backend.
+    """
+    if "keras" in sys.modules:
+        running = sys.modules["keras"].backend.backend()
+        if running != name:
+            raise ConfigError(
+                f"this process imported Keras on its {running} backend already, and this "
+                f"command runs on {name}: set KERAS_BACKEND={name} before Keras is imported "
+                "(the bertfit command sets it)."
+            )
+    elif name == "jax" and importlib.util.find_spec("jax") is None:
+        raise InstallError(
+            "--backend jax needs JAX, which is not installed here: pip install 'bertfit[jax]' "
+            "(CPU), or jax[cuda12] on an NVIDIA GPU, jax[tpu] on a TPU VM (docs/install.md, JAX)."
+        )
+    os.environ["KERAS_BACKEND"] = name

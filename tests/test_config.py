@@ -104,6 +104,7 @@ def test_the_flags_take_their_choices_from_the_config():
         "--chunk-pooling": config.CHUNK_POOLINGS,
         "--format": FORMATS,
         "--strategy": config.STRATEGIES,
+        "--backend": config.BACKENDS,
         "--best-metric": config.METRICS,
         "--base-precision": config.BASE_PRECISIONS,
         "--calibrate": config.CALIBRATIONS,

@@ -52,7 +52,7 @@ from bertfit.errors import BertfitError, CheckpointError, ConfigError, DataError
 from bertfit.model.classifier import BertClassifier
 from bertfit.model.inputs import WORD_IDS
 from bertfit.training.setup import RunSetup, assemble, run_tokenizer
-from bertfit.training.strategy import XlaChoice, check_hardware
+from bertfit.training.strategy import XlaChoice, check_hardware, check_tensorflow_only
 
 TPU_REPLICAS = 8  # a v2-8 / v3-8 host: 8 cores
 
@@ -188,6 +188,7 @@ def _check_run(
     try:
         config.validate()
         window_spec(config)  # what --long-documents chunk cannot do (pairs, --streaming)
+        check_tensorflow_only(config, "check")
     except BertfitError as e:
         report.add("config-invalid", ERROR, str(e), where="run config")
         return

@@ -5,7 +5,12 @@ from __future__ import annotations
 import argparse
 
 from bertfit.checks.findings import TARGETS
-from bertfit.run_flags import add_run_output_arguments, add_train_arguments, run_config_from_args
+from bertfit.run_flags import (
+    add_run_output_arguments,
+    add_train_arguments,
+    run_config_from_args,
+    select_run_backend,
+)
 
 
 def add_commands(subparsers) -> None:
@@ -109,7 +114,7 @@ def add_doctor(subparsers) -> None:
         "it (default: a data sheet's for known GPUs and TPUs, measured on a CPU)",
     )
     command.add_argument("--json", action="store_true", help="print the report as JSON")
-    command.set_defaults(handler=run_doctor)
+    command.set_defaults(handler=run_doctor, preflight=select_run_backend)
 
 
 def run_doctor(args: argparse.Namespace) -> int:

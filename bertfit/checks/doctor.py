@@ -26,12 +26,19 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from bertfit.config import RunConfig, per_replica_batch
+from bertfit.config import JAX_BACKEND, RunConfig, per_replica_batch
 from bertfit.errors import ConfigError
 from bertfit.model.config import forward_flops_per_token
 from bertfit.tf_build import Installed
 from bertfit.training.setup import RunSetup, prepare
-from bertfit.training.strategy import XlaChoice, check_hardware, host_xla, make_strategy
+from bertfit.training.strategy import (
+    XlaChoice,
+    check_backend,
+    check_hardware,
+    host_xla,
+    jax_input_strategy,
+    make_strategy,
+)
 
 # Dense peak TFLOP/s per device as TensorFlow lists them (a GPU; a TPU core, or a chip from
 # v4 on), for (16-bit, 32-bit) compute: vendors' data sheets. TensorFlow runs float32 products
@@ -135,25 +142,30 @@ def doctor(config: RunConfig, steps: int = 20, peak_tflops: float | None = None)
         raise ConfigError(f"--steps must be 1 or more, got {steps}")
     config.validate()
     t = config.train
-    check_hardware(t.strategy, config.model.precision, t.cpu_replicas, t.tpu, t.jit_compile)
-    strategy = make_strategy(t.strategy, t.cpu_replicas, t.tpu, t.workers, t.worker_index)
-    per_replica_batch(t.batch_size, strategy.num_replicas_in_sync)
-    xla = XlaChoice.for_run(t.jit_compile, strategy)
+    if t.backend == JAX_BACKEND:
+        check_backend(config)
+        strategy, xla = jax_input_strategy(config)
+    else:
+        check_hardware(t.strategy, config.model.precision, t.cpu_replicas, t.tpu, t.jit_compile)
+        strategy = make_strategy(t.strategy, t.cpu_replicas, t.tpu, t.workers, t.worker_index)
+        per_replica_batch(t.batch_size, strategy.num_replicas_in_sync)
+        xla = XlaChoice.for_run(t.jit_compile, strategy)
     setup = prepare(config, strategy, xla)
+    trainer = setup.trainer
+    devices = _JaxDevices(trainer) if t.backend == JAX_BACKEND else _StrategyDevices(strategy)
     timing = _Timing(setup)
     warmup = timing.warm_up()
-    trainer = setup.trainer
     at_warmup, traced = trainer.compilations(), trainer.trace_counts()["train_step"]
-    _reset_device_memory(strategy)
+    devices.reset_memory()
     seconds, tokens, examples, flops = timing.measure(steps)
-    peak, source = _peak(strategy, config.model.precision, peak_tflops)
-    memory, memory_source = _peak_memory(strategy)
+    peak, source = devices.peak(config.model.precision, peak_tflops)
+    memory, memory_source = devices.peak_memory()
     return DoctorReport(
         tensorflow=tf.__version__,
         build=_build(),
-        devices=[d.name for d in tf.config.list_logical_devices()],
-        strategy=_strategy_name(strategy),
-        replicas=strategy.num_replicas_in_sync,
+        devices=devices.names(),
+        strategy=devices.strategy_name(),
+        replicas=devices.replicas,
         xla=xla.describe(),
         buckets=sorted(warmup),
         warmup_seconds=warmup,
@@ -197,7 +209,7 @@ class _Timing:
     def _call(self, length: int, steps: int) -> float:
         start = time.perf_counter()
         iterator = self._iterators[length]
-        self.setup.trainer.train_steps(iterator, tf.constant(steps, tf.int32)).numpy()
+        np.asarray(self.setup.trainer.train_steps(iterator, tf.constant(steps, tf.int32)))
         return time.perf_counter() - start
 
     def _take(self, length: int):
@@ -262,6 +274,65 @@ def train_flops_per_token(config, seq_length: int) -> float:
     )
 
 
+class _StrategyDevices:
+    """The devices of a tf.distribute strategy: names, peak FLOP/s and memory."""
+
+    def __init__(self, strategy):
+        self.strategy = strategy
+        self.replicas = strategy.num_replicas_in_sync
+
+    def names(self) -> list[str]:
+        return [d.name for d in tf.config.list_logical_devices()]
+
+    def strategy_name(self) -> str:
+        return _strategy_name(self.strategy)
+
+    def reset_memory(self) -> None:
+        _reset_device_memory(self.strategy)
+
+    def peak(self, precision: str, given: float | None) -> tuple[float | None, str]:
+        return _peak(self.strategy, precision, given)
+
+    def peak_memory(self) -> tuple[int | None, str]:
+        return _peak_memory(self.strategy)
+
+
+class _JaxDevices:
+    """The JAX devices a `--backend jax` run splits its batches over, as `_StrategyDevices`."""
+
+    def __init__(self, trainer):
+        self.trainer = trainer
+        self.devices = trainer.devices
+        self.replicas = len(self.devices)
+        self.on_cpu = self.devices[0].platform == "cpu"
+
+    def names(self) -> list[str]:
+        return [f"{d.platform}:{d.id} ({d.device_kind})" for d in self.devices]
+
+    def strategy_name(self) -> str:
+        kind = "DataParallel" if self.trainer.distribution is not None else "OneDevice"
+        return f"jax {kind} (keras.distribution)"
+
+    def reset_memory(self) -> None:
+        """Nothing: JAX's peak counters cannot be reset (`peak_memory` says so)."""
+
+    def peak(self, precision: str, given: float | None) -> tuple[float | None, str]:
+        if given:
+            return given * self.replicas, "--peak-tflops per replica"
+        if self.on_cpu:
+            return cpu_matmul_tflops(), "float32 products measured on this CPU"
+        return _data_sheet_peak(self.devices[0].device_kind, self.replicas, precision)
+
+    def peak_memory(self) -> tuple[int | None, str]:
+        if self.on_cpu:
+            return _peak_rss()
+        stats = [d.memory_stats() for d in self.devices]
+        if any(not s or "peak_bytes_in_use" not in s for s in stats):
+            return None, f"{self.devices[0].device_kind} keeps no memory statistics"
+        peak = max(s["peak_bytes_in_use"] for s in stats)
+        return peak, f"device peak since start (warm-up included), the largest of {len(stats)}"
+
+
 def _strategy_name(strategy) -> str:
     name = type(strategy).__name__
     return "default (one device)" if name.startswith("_Default") else name
@@ -293,12 +364,16 @@ def _peak(strategy, precision: str, given: float | None) -> tuple[float | None, 
     accelerators = _accelerators(strategy)
     if not accelerators:
         return cpu_matmul_tflops(), "float32 products measured on this CPU"
-    name = _device_name(accelerators[0])
+    return _data_sheet_peak(_device_name(accelerators[0]), len(accelerators), precision)
+
+
+def _data_sheet_peak(name: str, count: int, precision: str) -> tuple[float | None, str]:
+    """`count` devices called `name`: their peak dense TFLOP/s from `PEAK_TFLOPS`."""
     sixteen = precision != "fp32"
     for kind, (half, single) in PEAK_TFLOPS.items():
         if kind in name:
             peak = half if sixteen else single
-            return peak * len(accelerators), f"{kind} data sheet, {len(accelerators)} device(s)"
+            return peak * count, f"{kind} data sheet, {count} device(s)"
     return None, f"no peak known for {name!r}"
 
 
@@ -344,8 +419,7 @@ def _peak_memory(strategy) -> tuple[int | None, str]:
     resident memory on a CPU (which includes TensorFlow itself and the data)."""
     accelerators = _accelerators(strategy)
     if not accelerators:
-        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-        return rss, "peak RSS of this process: the host's memory"
+        return _peak_rss()
     peaks = []
     for device in accelerators:
         try:
@@ -353,6 +427,11 @@ def _peak_memory(strategy) -> tuple[int | None, str]:
         except (ValueError, tf.errors.OpError):
             return None, f"{device} keeps no memory statistics"
     return int(np.max(peaks)), f"device peak after warm-up, the largest of {len(peaks)}"
+
+
+def _peak_rss() -> tuple[int, str]:
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return rss, "peak RSS of this process: the host's memory"
 
 
 def _short_name(device: str) -> str:

@@ -6,10 +6,16 @@ checkpoint of the model object silently misses most encoder weights. bertfit ins
 every variable itself: model weights by their canonical names, optimizer slots and the dropout
 RNG states by position. The names are the checkpoint's format: a run saved by an older bertfit
 restores only while they stay the same.
+
+The files are TensorFlow's on every Keras backend: a JAX process writes and reads them through
+`TensorFlowMirror` (tf.Variables copying its variables), so a run trained on JAX evaluates,
+exports and serves in TensorFlow unchanged.
 """
 
 from __future__ import annotations
 
+import keras
+import numpy as np
 import tensorflow as tf
 
 
@@ -52,34 +58,82 @@ def rng_variables(model) -> list:
     return [v for v in model.variables if "seed_generator_state" in v.path]
 
 
-def _tf_variable(variable):
+class TensorFlowMirror:
+    """tf.Variables that copy the variables of another Keras backend (JAX), so that
+    `tf.train.Checkpoint` writes and reads the same files there: `push` copies the backend's
+    values into the mirrors before a save, `pull` copies the mirrors back after a read. Each
+    variable gets one mirror, however many checkpoints name it."""
+
+    def __init__(self):
+        self._pairs: dict[int, tuple[keras.Variable, tf.Variable]] = {}
+
+    def of(self, variable: keras.Variable) -> tf.Variable:
+        pair = self._pairs.get(id(variable))
+        if pair is None:
+            mirror = tf.Variable(_numpy(variable), trainable=False)
+            pair = self._pairs[id(variable)] = (variable, mirror)
+        return pair[1]
+
+    def push(self) -> None:
+        for variable, mirror in self._pairs.values():
+            mirror.assign(_numpy(variable))
+
+    def pull(self) -> None:
+        for variable, mirror in self._pairs.values():
+            variable.assign(mirror.numpy())
+
+
+def _numpy(variable) -> np.ndarray:
+    return np.asarray(keras.ops.convert_to_numpy(variable.value))
+
+
+def mirror_for_backend() -> TensorFlowMirror | None:
+    """A `TensorFlowMirror` where Keras runs on another backend than TensorFlow, else None (a
+    TensorFlow variable is checkpointed as it is)."""
+    return None if keras.backend.backend() == "tensorflow" else TensorFlowMirror()
+
+
+def _tf_variable(variable, mirror: TensorFlowMirror | None):
+    if mirror is not None:
+        return mirror.of(variable)
     return getattr(variable, "value", variable)
 
 
 def make_checkpoint(
-    model, optimizer=None, adapters_only: bool = False, **extra
+    model,
+    optimizer=None,
+    adapters_only: bool = False,
+    mirror: TensorFlowMirror | None = None,
+    **extra,
 ) -> tf.train.Checkpoint:
     """A checkpoint of the model's weights (and the optimizer's state, the RNG states and
     `extra` trackables when an optimizer is given: everything a resumed run needs);
-    `adapters_only`: of a LoRA model's `adapter_variables` alone."""
+    `adapters_only`: of a LoRA model's `adapter_variables` alone. On a backend other than
+    TensorFlow it holds `mirror`'s copies of the variables (`mirror_for_backend`)."""
     named = adapter_variables(model) if adapters_only else model_variables(model)
-    children = {_key("model/" + name): _tf_variable(v) for name, v in named.items()}
+    children = {_key("model/" + name): _tf_variable(v, mirror) for name, v in named.items()}
     if optimizer is not None:
         for i, variable in enumerate(optimizer.variables):
-            children[_key(f"optimizer/{i}/{variable.name}")] = _tf_variable(variable)
+            children[_key(f"optimizer/{i}/{variable.name}")] = _tf_variable(variable, mirror)
         for i, variable in enumerate(rng_variables(model)):
-            children[f"rng.{i}"] = _tf_variable(variable)
+            children[f"rng.{i}"] = _tf_variable(variable, mirror)
     return tf.train.Checkpoint(**children, **extra)
+
+
+def _restore(model, path: str, adapters_only: bool = False) -> None:
+    mirror = mirror_for_backend()
+    status = make_checkpoint(model, adapters_only=adapters_only, mirror=mirror).read(path)
+    status.assert_existing_objects_matched().expect_partial()
+    if mirror is not None:
+        mirror.pull()
 
 
 def restore_model(model, path: str) -> None:
     """Loads every model weight from `path`; a missing weight is an error, not a silent skip."""
-    status = make_checkpoint(model).read(path)
-    status.assert_existing_objects_matched().expect_partial()
+    _restore(model, path)
 
 
 def restore_adapters(model, path: str) -> None:
     """Loads a LoRA run's adapters and head (`checkpoints/adapter`) into `model`, a classifier
     built on the run's base checkpoint with the run's `enable_lora`."""
-    status = make_checkpoint(model, adapters_only=True).read(path)
-    status.assert_existing_objects_matched().expect_partial()
+    _restore(model, path, adapters_only=True)

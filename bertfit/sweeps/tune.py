@@ -30,6 +30,7 @@ from bertfit.sweeps.results import RunResult, SweepResults, TrialResult
 from bertfit.sweeps.spec import RunPlan, SweepSpec
 from bertfit.sweeps.sweep_dir import SweepDir, run_state
 from bertfit.training.run import TrainingDiverged, train
+from bertfit.training.strategy import check_backend
 
 
 def tune(
@@ -55,6 +56,7 @@ def tune(
         TrainingInterrupted: SIGTERM or Ctrl-C stopped a run (rerun the sweep to resume it).
     """
     _check_scoring(base, spec)
+    check_backend(base)  # --backend jax: refused before the sweep directory is written
     console = Console(quiet=quiet)
     sweep = SweepDir(output_dir)
     plans = spec.runs(base, sweep.path, partial(fold_files, sweep.folds_dir))  # configs valid

@@ -22,7 +22,7 @@ from bertfit.atomic import write_text_atomic
 from bertfit.errors import BertfitError
 from bertfit.model.lora import adapted_layers, lora_parameters
 from bertfit.runs.records import EarlyStop, EpochRecord, StepEvaluation
-from bertfit.runs.weights import adapter_variables, make_checkpoint
+from bertfit.runs.weights import adapter_variables, make_checkpoint, mirror_for_backend
 
 ADAPTER_CONFIG = "adapter_config.json"
 
@@ -131,15 +131,18 @@ class RunCheckpoints:
         self.seconds = 0.0  # spent writing checkpoints (and uploading them)
         self._after_save = after_save
         self._state = tf.Variable("", dtype=tf.string, trainable=False)
-        resumable = make_checkpoint(model, optimizer, training_state=self._state)
+        self._mirror = mirror = mirror_for_backend()  # JAX: the same files, through copies
+        resumable = make_checkpoint(model, optimizer, mirror=mirror, training_state=self._state)
         self._latest = tf.train.CheckpointManager(resumable, str(latest_dir), max_to_keep=1)
         self._best = tf.train.CheckpointManager(
-            make_checkpoint(model), str(best_dir), max_to_keep=1
+            make_checkpoint(model, mirror=mirror), str(best_dir), max_to_keep=1
         )
         self._adapter = None  # a LoRA run's adapters and head, saved beside `best`
         if adapter_dir is not None and adapter_variables(model):
             self._adapter = tf.train.CheckpointManager(
-                make_checkpoint(model, adapters_only=True), str(adapter_dir), max_to_keep=1
+                make_checkpoint(model, adapters_only=True, mirror=mirror),
+                str(adapter_dir),
+                max_to_keep=1,
             )
 
     def save_latest(self, state: TrainingState) -> str:
@@ -153,6 +156,8 @@ class RunCheckpoints:
 
     def _timed_save(self, manager: tf.train.CheckpointManager, state: TrainingState) -> str:
         start = time.perf_counter()
+        if self._mirror is not None:
+            self._mirror.push()
         try:
             path = manager.save(checkpoint_number=state.global_step)
         except (OSError, tf.errors.OpError) as e:
@@ -192,4 +197,6 @@ class RunCheckpoints:
         if path is None:
             return None
         self._latest.checkpoint.read(path).assert_existing_objects_matched()
+        if self._mirror is not None:
+            self._mirror.pull()
         return TrainingState.from_json(self._state.numpy().decode("utf-8"))

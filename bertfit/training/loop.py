@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import time
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 
 import keras
 import numpy as np
@@ -41,6 +41,27 @@ def features(batch: dict) -> dict:
     """The model's inputs in a pipeline batch; windowed documents' window mask too."""
     names = (*INPUT_NAMES, WINDOW_MASK) if WINDOW_MASK in batch else INPUT_NAMES
     return {name: batch[name] for name in names}
+
+
+def scatter_outputs(
+    steps: Iterable[tuple[np.ndarray, np.ndarray]], num_examples: int, progress=None
+) -> np.ndarray:
+    """The outputs of every example in the original order, from each predict step's
+    (outputs, example indices); padding rows (index -1) are dropped. Every example must get
+    one."""
+    out = None
+    seen = 0
+    for step, (probabilities, index) in enumerate(steps):
+        if out is None:
+            out = np.full((num_examples, probabilities.shape[1]), np.nan, np.float32)
+        real = index >= 0
+        out[index[real]] = probabilities[real]
+        seen += int(real.sum())
+        if progress is not None:
+            progress.update(step + 1, seen)
+    if out is None or np.isnan(out).any():
+        raise BertfitError("internal error: some examples got no prediction")
+    return out
 
 
 class Trainer:
@@ -259,23 +280,16 @@ class Trainer:
 
     def predict(self, data: BucketedInput, num_examples: int, progress=None) -> np.ndarray:
         """Probabilities for every example, in the original order; padding rows are dropped."""
-        out = None
-        seen = 0
         iterators = data.iterators()
-        for step, batch in enumerate(data.plan):
-            with self._timing("predict_step", self.predict_step):
-                probabilities, index = self.predict_step(iterators[batch.seq_length])
-                probabilities, index = probabilities.numpy(), index.numpy()
-            if out is None:
-                out = np.full((num_examples, probabilities.shape[1]), np.nan, np.float32)
-            real = index >= 0
-            out[index[real]] = probabilities[real]
-            seen += int(real.sum())
-            if progress is not None:
-                progress.update(step + 1, seen)
-        if out is None or np.isnan(out).any():
-            raise BertfitError("internal error: some examples got no prediction")
-        return out
+
+        def steps():
+            for batch in data.plan:
+                with self._timing("predict_step", self.predict_step):
+                    probabilities, index = self.predict_step(iterators[batch.seq_length])
+                    probabilities, index = probabilities.numpy(), index.numpy()
+                yield probabilities, index
+
+        return scatter_outputs(steps(), num_examples, progress)
 
     def compilations(self) -> int:
         """XLA compilations so far: the traces of every function this run XLA-compiles (a

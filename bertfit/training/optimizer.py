@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import keras
 import tensorflow as tf
+from keras import ops
 
 from bertfit.config import TrainConfig
 
@@ -20,11 +21,12 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
         self.total_steps = total_steps
 
     def __call__(self, step):
-        step = tf.cast(step, tf.float32)
+        # keras.ops: the optimizer evaluates it inside the compiled step of either backend
+        step = ops.cast(step, "float32")
         warmup = self.peak * step / max(1, self.warmup_steps)
-        remaining = tf.maximum(0.0, self.total_steps - step)
+        remaining = ops.maximum(0.0, self.total_steps - step)
         decay = self.peak * remaining / max(1, self.total_steps - self.warmup_steps)
-        return tf.where(step < self.warmup_steps, warmup, decay)
+        return ops.where(step < self.warmup_steps, warmup, decay)
 
     def at(self, step: int) -> float:
         """The rate at optimizer iteration `step` (0-based), in Python."""

@@ -23,7 +23,13 @@ import numpy as np
 import tensorflow as tf
 
 from bertfit import storage
-from bertfit.config import PRECISION_POLICIES, RunConfig, TrainConfig, per_replica_batch
+from bertfit.config import (
+    JAX_BACKEND,
+    PRECISION_POLICIES,
+    RunConfig,
+    TrainConfig,
+    per_replica_batch,
+)
 from bertfit.data.profile import LengthProfile
 from bertfit.data.stream_source import auto_streaming
 from bertfit.data.tasks import MULTI_LABEL
@@ -60,7 +66,13 @@ from bertfit.training.run_dir import (
 )
 from bertfit.training.run_length import RunLength
 from bertfit.training.setup import RunSetup, prepare
-from bertfit.training.strategy import XlaChoice, check_hardware, make_strategy
+from bertfit.training.strategy import (
+    XlaChoice,
+    check_backend,
+    check_hardware,
+    jax_input_strategy,
+    make_strategy,
+)
 from bertfit.training.summaries import RunSummaries
 from bertfit.translate import explain_errors
 
@@ -88,7 +100,8 @@ def train(
     Args:
         config: the run.
         quiet: no progress display.
-        strategy: a `tf.distribute` strategy (default: what `config.train.strategy` picks).
+        strategy: a `tf.distribute` strategy (default: what `config.train.strategy` picks);
+            with `--backend jax` none (its `JaxTrainer` splits batches over the JAX devices).
         resume: True: continue the unfinished run in the output directory (or fail); False:
             never; None: continue it when its config is this one, refuse any other run there.
         overwrite: clear a previous run in the output directory first.
@@ -106,12 +119,18 @@ def train(
     if config.output_dir is not None and not storage.is_url(config.output_dir):
         TrainingRunDir(config.output_dir).plan_start(config, resume=resume, overwrite=overwrite)
         _refuse_a_student_without_its_teacher(config.output_dir, adapt, overwrite)
-    if strategy is None:
-        t = config.train
-        check_hardware(t.strategy, config.model.precision, t.cpu_replicas, t.tpu, t.jit_compile)
-        strategy = make_strategy(t.strategy, t.cpu_replicas, t.tpu, t.workers, t.worker_index)
-    per_replica_batch(config.train.batch_size, strategy.num_replicas_in_sync)
-    xla = XlaChoice.for_run(config.train.jit_compile, strategy)
+    check_backend(config, distilling=adapt is not None)
+    if config.train.backend == JAX_BACKEND:
+        if strategy is not None:
+            raise ConfigError("a tf.distribute strategy cannot train with --backend jax")
+        strategy, xla = jax_input_strategy(config)
+    else:
+        if strategy is None:
+            t = config.train
+            check_hardware(t.strategy, config.model.precision, t.cpu_replicas, t.tpu, t.jit_compile)
+            strategy = make_strategy(t.strategy, t.cpu_replicas, t.tpu, t.workers, t.worker_index)
+        per_replica_batch(config.train.batch_size, strategy.num_replicas_in_sync)
+        xla = XlaChoice.for_run(config.train.jit_compile, strategy)
     if not is_chief(strategy):
         return _train_as_worker(config, strategy, xla)
     with _claimed(config, resume=resume, overwrite=overwrite) as (config, run_dir, resuming, new):
@@ -326,15 +345,26 @@ def _describe(
             "token_lengths": lengths.to_dict(),
             **({"windows": windows.to_dict()} if windows is not None else {}),
         },
-        strategy={"name": type(strategy).__name__, "replicas": strategy.num_replicas_in_sync},
+        strategy=_parallelism(setup, strategy),
         run_dir=storage.path_text(config.output_dir),
     )
+
+
+def _parallelism(setup: RunSetup, strategy: tf.distribute.Strategy) -> dict:
+    """How the run splits its batches: the tf.distribute strategy and its replicas, or with
+    --backend jax the JAX devices (keras.distribution)."""
+    if setup.config.train.backend == JAX_BACKEND:
+        trainer = setup.trainer
+        name = "DataParallel" if trainer.distribution is not None else "OneDevice"
+        return {"name": f"jax {name}", "replicas": trainer.replicas}
+    return {"name": type(strategy).__name__, "replicas": strategy.num_replicas_in_sync}
 
 
 def _log_setup(
     run_dir: TrainingRunDir, setup: RunSetup, strategy: tf.distribute.Strategy, length: RunLength
 ) -> None:
     config, t, trainer = setup.config, setup.config.train, setup.trainer
+    parallel = _parallelism(setup, strategy)
     run_dir.log(
         f"model {config.model.name} ({setup.checkpoint.format}); "
         f"{trainer.model.encoder.load_report}"
@@ -344,8 +374,8 @@ def _log_setup(
     run_dir.log(
         f"train {config.data.train}: {len(setup.train)} of {setup.rows_read} rows; "
         f"{setup.task.kind}, labels {list(setup.task.labels)}; buckets {list(setup.buckets)}; "
-        f"{length.describe()}; strategy {type(strategy).__name__} with "
-        f"{strategy.num_replicas_in_sync} replicas; precision {config.model.precision} "
+        f"{length.describe()}; backend {t.backend}, strategy {parallel['name']} with "
+        f"{parallel['replicas']} replicas; precision {config.model.precision} "
         f"({PRECISION_POLICIES[config.model.precision]}); grad_accum {t.grad_accum} "
         f"(effective batch {t.batch_size * t.grad_accum}); steps_per_execution "
         f"{t.steps_per_execution}; {setup.xla.describe()}"

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from typing import TYPE_CHECKING
 
 import keras
 import tensorflow as tf
@@ -23,7 +24,13 @@ import tensorflow as tf
 from bertfit.checkpoints.base import Checkpoint
 from bertfit.checkpoints.load import build_encoder, build_tokenizer, read_checkpoint
 from bertfit.checkpoints.registry import resolve
-from bertfit.config import TASK_METRICS, RunConfig, check_positions, encoder_policy
+from bertfit.config import (
+    JAX_BACKEND,
+    TASK_METRICS,
+    RunConfig,
+    check_positions,
+    encoder_policy,
+)
 from bertfit.data.labelled import (
     class_weights,
     encode_labelled,
@@ -49,6 +56,9 @@ from bertfit.text.base import InGraphTokenizer
 from bertfit.text.windows import WindowSpec
 from bertfit.training.loop import Trainer
 from bertfit.training.strategy import XlaChoice
+
+if TYPE_CHECKING:  # jax is imported only by a run with --backend jax
+    from bertfit.training.jax_trainer import JaxTrainer
 
 # ---- the checkpoint ----
 
@@ -88,7 +98,8 @@ class RunSetup:
             `--long-documents chunk` it is the only one, and documents are batched in
             chunk-count buckets).
         xla: what XLA compiles (decided with the strategy).
-        trainer: the model, optimizer and compiled steps, built in the strategy's scope.
+        trainer: the model, optimizer and compiled steps, built in the strategy's scope (a
+            `JaxTrainer` with `--backend jax`).
         notes: what the user should read before training (task inferred, buckets chosen).
         rows_read: training rows in the files, before `--max-train-examples`.
         seconds: time spent loading, tokenizing and building.
@@ -103,7 +114,7 @@ class RunSetup:
     eval: LabelledData | None
     buckets: tuple[int, ...]
     xla: XlaChoice
-    trainer: Trainer
+    trainer: Trainer | JaxTrainer
     notes: list[str]
     rows_read: int
     seconds: dict[str, float] = dataclasses.field(default_factory=dict)
@@ -352,27 +363,35 @@ def make_trainer(
     total_steps: int,
     xla: XlaChoice,
     head_bias: list[float] | None = None,
-) -> Trainer:
+) -> Trainer | JaxTrainer:
     """The run's `Trainer`: the classifier built in the strategy's scope with the encoder's dtype
     policy from `--precision` (no global Keras policy is set), the unused pooler left out of
     training with `--pooling mean`, dynamic loss scaling with `mixed_fp16`. The model takes over
     the checkpoint's weights: its arrays are released (a run would hold MiniLM's 87 MiB twice).
-    `--remat` recomputes the encoder's layers in the backward pass (`model/remat.py`)."""
+    With `--backend jax` a `JaxTrainer` (jax.jit, data parallel over the local JAX devices;
+    `strategy` and `xla` are the input pipeline's only). `--remat` recomputes the encoder's
+    layers in the backward pass (`model/remat.py`)."""
 
     def build_model() -> BertClassifier | ChunkedClassifier:
         encoder = build_encoder(checkpoint, dtype=encoder_policy(config.model))
         encoder.remat = config.train.remat
         return with_lora(build_classifier(encoder, task, config, head_bias), config)
 
-    trainer = Trainer(
-        build_model,
-        strategy,
-        config.train,
-        total_steps,
-        frozen=("pooler",) if config.model.pooling == "mean" else (),
-        loss_scale=config.model.precision == "mixed_fp16",
-        task_kind=task.kind,
-        xla=xla,
-    )
+    frozen = ("pooler",) if config.model.pooling == "mean" else ()
+    if config.train.backend == JAX_BACKEND:  # --backend jax: its own step, no tf.distribute
+        from bertfit.training.jax_trainer import JaxTrainer
+
+        trainer = JaxTrainer(build_model, config.train, total_steps, frozen, task.kind)
+    else:
+        trainer = Trainer(
+            build_model,
+            strategy,
+            config.train,
+            total_steps,
+            frozen=frozen,
+            loss_scale=config.model.precision == "mixed_fp16",
+            task_kind=task.kind,
+            xla=xla,
+        )
     checkpoint.tensors.clear()
     return trainer

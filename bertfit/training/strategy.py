@@ -9,6 +9,7 @@ import os
 
 import tensorflow as tf
 
+from bertfit.config import JAX_BACKEND, RunConfig, per_replica_batch
 from bertfit.errors import ConfigError
 from bertfit.tf_build import Installed, InstallError, install_commands, tpu_attached
 
@@ -246,3 +247,88 @@ class XlaChoice:
             if on
         ]
         return f"XLA for {' and '.join(parts) if parts else 'nothing'} ({self.reason})"
+
+
+def check_backend(config: RunConfig, distilling: bool = False) -> None:
+    """Refuses, before anything is loaded or written, what `--backend jax` does not do yet:
+    tf.distribute's strategies and their flags (JAX's data parallelism spans every local
+    device by itself), float16 loss scaling, `--remat` (TensorFlow's recompute_grad),
+    `--jit-compile false` (jax.jit compiles every step) and distillation; then a `--backend`
+    this process's Keras does not run on.
+
+    Raises:
+        ConfigError: the flag, why, and what to do instead.
+    """
+    import keras
+
+    t = config.train
+    if t.backend == JAX_BACKEND:
+        _check_jax_settings(config, distilling)
+    running = keras.backend.backend()
+    if running != t.backend:
+        raise ConfigError(
+            f"--backend {t.backend}: Keras runs on {running} in this process (it reads "
+            "KERAS_BACKEND once, when imported). `bertfit train --backend jax` sets it; "
+            "from Python set KERAS_BACKEND before importing bertfit; `bertfit tune`, `distill` "
+            "and `check` run on TensorFlow only so far."
+        )
+
+
+def _check_jax_settings(config: RunConfig, distilling: bool) -> None:
+    t = config.train
+    unsupported = [
+        (t.strategy not in ("auto", "default"), f"--strategy {t.strategy}"),
+        (bool(t.tpu), "--tpu"),
+        (bool(t.workers), "--workers"),
+        (bool(t.cpu_replicas), "--cpu-replicas"),
+    ]
+    for given, flag in unsupported:
+        if given:
+            raise ConfigError(
+                f"{flag} is a tf.distribute setting; with --backend jax the batch is split over "
+                "every local JAX device (keras.distribution.DataParallel): leave it out (on a "
+                "CPU, XLA_FLAGS=--xla_force_host_platform_device_count=N rehearses N devices)."
+            )
+    refusals = [
+        (
+            config.model.precision == "mixed_fp16",
+            "--precision mixed_fp16 (float16 loss scaling) is TensorFlow's only so far; use "
+            "--precision mixed_bf16 or fp32 with --backend jax",
+        ),
+        (
+            t.remat,
+            "--remat uses TensorFlow's recompute_grad; leave it out with --backend jax",
+        ),
+        (
+            t.jit_compile is False,
+            "--jit-compile false: --backend jax compiles every step with jax.jit; leave "
+            "--jit-compile out",
+        ),
+        (distilling, "bertfit distill trains on TensorFlow only so far; leave --backend out"),
+    ]
+    for refused, message in refusals:
+        if refused:
+            raise ConfigError(message + ".")
+
+
+def check_tensorflow_only(config: RunConfig, command: str) -> None:
+    """Refuses `--backend jax` for a command that compiles TensorFlow's step only so far
+    (`check`): its findings would not be the JAX run's."""
+    if config.train.backend == JAX_BACKEND:
+        raise ConfigError(
+            f"--backend jax: bertfit {command} compiles TensorFlow's training step only so far, "
+            "so its findings would not be the JAX run's; run it with --backend tensorflow (the "
+            "same model and data), or `bertfit doctor --backend jax`, which compiles every "
+            "bucket of the JAX run and times its steps."
+        )
+
+
+def jax_input_strategy(config: RunConfig) -> tuple[tf.distribute.Strategy, XlaChoice]:
+    """`--backend jax`: TensorFlow's default strategy for the input pipeline (whole global
+    batches at the bucket lengths: jax.jit compiles each shape once), and the batch must split
+    evenly over the local JAX devices the `JaxTrainer` shares it between."""
+    import jax
+
+    per_replica_batch(config.train.batch_size, jax.local_device_count())
+    xla = XlaChoice(True, True, "--backend jax: jax.jit compiles the whole step")
+    return tf.distribute.get_strategy(), xla

@@ -1,0 +1,251 @@
+"""`bertfit train --backend jax`: the same run on Keras' JAX backend (`training/jax_trainer.py`).
+
+Keras picks its backend once per process, so every JAX run here is a process of its own; this
+one is TensorFlow's, and evaluates, predicts and exports the JAX-trained runs as every
+TensorFlow process does. The evidence: the same weights and batches give the same 50 losses on
+both backends, on one JAX device and split over two (the CPU rehearses them with XLA_FLAGS),
+the JAX run's evaluation is TensorFlow's, its export predicts what bertfit predicts, and a JAX
+run killed with SIGKILL resumes to exactly the uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bertfit.cli import main
+from bertfit.config import RunConfig, TrainConfig, config_differences
+from bertfit.errors import ConfigError
+from bertfit.inference.predictor import load_classifier
+from bertfit.tf_startup import select_keras_backend
+from bertfit.training.strategy import check_backend
+from tests.distributed import cluster
+from tests.tiny import sentiment_rows, write_csv
+from tests.training import backend_steps
+from tests.training.kill import resume_args, run_killed, run_train, steps_of
+
+ROOT = Path(__file__).resolve().parents[2]
+TWO_DEVICES = "--xla_force_host_platform_device_count=2"
+
+
+def _jax(config: RunConfig = None, **train) -> RunConfig:
+    config = config or RunConfig()
+    return dataclasses.replace(
+        config, train=dataclasses.replace(config.train, backend="jax", **train)
+    )
+
+
+@pytest.mark.parametrize(
+    "train, flag",
+    [
+        ({"strategy": "mirrored"}, "--strategy mirrored"),
+        ({"tpu": "local"}, "--tpu"),
+        ({"cpu_replicas": 2}, "--cpu-replicas"),
+        ({"remat": True}, "--remat"),
+        ({"jit_compile": False}, "--jit-compile false"),
+    ],
+)
+def test_jax_refuses_what_it_does_not_run_naming_the_flag(train, flag):
+    with pytest.raises(ConfigError, match=flag):
+        check_backend(_jax(**train))
+
+
+def test_jax_refuses_float16_and_distillation():
+    config = _jax()
+    fp16 = dataclasses.replace(
+        config, model=dataclasses.replace(config.model, precision="mixed_fp16")
+    )
+    with pytest.raises(ConfigError, match="--precision mixed_fp16"):
+        check_backend(fp16)
+    with pytest.raises(ConfigError, match="bertfit distill"):
+        check_backend(config, distilling=True)
+
+
+def test_a_backend_keras_does_not_run_in_this_process_is_refused():
+    with pytest.raises(ConfigError, match="Keras runs on tensorflow in this process"):
+        check_backend(_jax())
+    with pytest.raises(ConfigError, match="set KERAS_BACKEND=jax before Keras is imported"):
+        select_keras_backend("jax")
+    check_backend(RunConfig(train=TrainConfig()))  # the default: TensorFlow, as this process
+
+
+def _xla_flags_for_two_devices() -> str:
+    return f"{os.environ.get('XLA_FLAGS', '')} {TWO_DEVICES}".strip()
+
+
+def _in_jax(module_args: list[str], *, devices: int = 1) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "KERAS_BACKEND": "jax"}
+    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    if devices > 1:
+        env["XLA_FLAGS"] = _xla_flags_for_two_devices()
+    done = subprocess.run(
+        [sys.executable, "-m", *module_args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=cluster.TIMEOUT,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+@pytest.mark.slow
+def test_50_steps_give_the_same_losses_on_both_backends_one_or_two_jax_devices(
+    trainable_hf_dir, tmp_path
+):
+    """TensorFlow's one device is the reference twice: for JAX on one device, and for JAX on
+    two devices with gradient accumulation (2 micro-batches per step; on TensorFlow too)."""
+    train = write_csv(tmp_path / "train.csv", sentiment_rows(800, seed=11))
+    initial = tmp_path / "initial"  # the first run writes its initial weights, the others read
+    for devices, grad_accum in ((1, 1), (2, 2)):
+        config = backend_steps.run_config(trainable_hf_dir, train, grad_accum)
+        tensorflow = backend_steps.take_steps(config, initial)
+        out = tmp_path / f"jax{devices}.npz"
+        args = ["tests.training.backend_steps", trainable_hf_dir, train, initial, out, grad_accum]
+        _in_jax([str(a) for a in args], devices=devices)
+        jax = np.load(out)
+
+        assert len(jax["loss"]) == len(tensorflow["loss"]) == backend_steps.STEPS
+        np.testing.assert_allclose(jax["loss"], tensorflow["loss"], atol=1e-4)
+        np.testing.assert_allclose(jax["grad_norm"], tensorflow["grad_norm"], atol=1e-4)
+        weights = [k for k in tensorflow if k.startswith("weight:")]
+        assert len(weights) > 10
+        for name in weights:
+            np.testing.assert_allclose(jax[name], tensorflow[name], atol=1e-4, err_msg=name)
+        # one compilation per bucket (8 and 16), none after
+        assert json.loads(str(jax["trace_counts"]))["train_step"] == 2
+
+
+def _two_devices(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The JAX processes started from here see two CPU devices."""
+    monkeypatch.setenv("XLA_FLAGS", _xla_flags_for_two_devices())
+
+
+@pytest.fixture(scope="module")
+def jax_run(tmp_path_factory, trainable_hf_dir):
+    """A two-epoch JAX run from the CLI, data parallel over two devices, with dropout on and a
+    checkpoint every 3 steps."""
+    data = tmp_path_factory.mktemp("jax_data")
+    train = write_csv(data / "train.csv", sentiment_rows(64, seed=11))
+    dev = write_csv(data / "dev.csv", sentiment_rows(24, seed=12))
+    args = resume_args(
+        trainable_hf_dir, train, eval=dev, save_every_steps=3, jit_compile=None, backend="jax"
+    )
+    run = data / "run"
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        _two_devices(monkeypatch)
+        code, err = run_train([*args, "--output-dir", str(run)])
+    assert code == 0, err
+    return args, run, dev
+
+
+@pytest.mark.slow
+def test_a_data_parallel_jax_run_records_its_backend_and_one_compile_per_bucket(jax_run):
+    _, run, _ = jax_run
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert metrics["status"] == "finished"
+    assert metrics["strategy"] == {"name": "jax DataParallel", "replicas": 2}
+    assert metrics["trace_counts"] == {"train_step": 2, "predict_step": 2}  # buckets 8, 16
+    assert "backend: jax" in (run / "config.yaml").read_text()
+
+
+@pytest.mark.slow
+def test_a_jax_run_evaluates_and_exports_in_tensorflow(jax_run, tmp_path, capsys, monkeypatch):
+    _, run, dev = jax_run
+    # exported for `train` on a TPU VM, it does not reach the TensorFlow commands
+    monkeypatch.setenv("KERAS_BACKEND", "jax")
+    # TensorFlow's evaluation of the best weights is the one the JAX run made of them
+    assert main(["evaluate", "--run", str(run), "--data", str(dev), "--json"]) == 0
+    evaluated = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert os.environ["KERAS_BACKEND"] == "tensorflow"
+    metrics = json.loads((run / "metrics.json").read_text())
+    best = next(e["eval"] for e in metrics["epochs"] if e["best"])
+    assert evaluated["accuracy"] == best["accuracy"]
+    assert evaluated["loss"] == pytest.approx(best["loss"], abs=1e-5)
+
+    assert main(["export", "--run", str(run), str(tmp_path / "export")]) == 0
+    texts = [text for text, _ in sentiment_rows(20, seed=9)] + ["", "good " * 40]
+    serve = tf.saved_model.load(str(tmp_path / "export" / "1")).signatures["serving_default"]
+    exported = serve(text=tf.constant(texts))["probabilities"].numpy()
+    predicted = load_classifier(str(run)).predict(texts)
+    expected = [[row["probabilities"][label] for label in ("neg", "pos")] for row in predicted]
+    np.testing.assert_allclose(exported, expected, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_a_killed_data_parallel_jax_run_resumes_to_exactly_the_uninterrupted_run(
+    jax_run, tmp_path, monkeypatch
+):
+    args, plain, _ = jax_run
+    killed = tmp_path / "killed"
+    run_args = [*args, "--output-dir", str(killed)]
+    # killed_train imports Keras before the CLI can choose its backend
+    monkeypatch.setenv("KERAS_BACKEND", "jax")
+    _two_devices(monkeypatch)
+    run_killed(run_args, ("steps", 5))  # mid-epoch 1, after the checkpoint at step 3
+    code, err = run_train(run_args)
+    assert code == 0, err
+    assert "resuming the unfinished run" in err
+
+    cluster.assert_same_weights(plain, killed, atol=1e-6)
+    got, want = steps_of(killed), steps_of(plain)
+    assert [s["global_step"] for s in got] == [s["global_step"] for s in want]
+    np.testing.assert_allclose([s["loss"] for s in got], [s["loss"] for s in want], atol=1e-6)
+
+
+def test_the_backend_is_part_of_the_run_a_resume_continues():
+    """Dropout draws other masks on each backend (and keeps its seeds in other dtypes): a run
+    resumes on the backend it started on, which its config.yaml names."""
+    assert config_differences(RunConfig(), _jax()) == ["train.backend: 'tensorflow' → 'jax'"]
+
+
+def test_tune_refuses_jax_before_it_writes_the_sweep(tmp_path):
+    from bertfit.sweeps.spec import SweepSpec
+    from bertfit.sweeps.tune import tune
+
+    base = RunConfig(data=dataclasses.replace(RunConfig().data, train="t.csv", eval="e.csv"))
+    with pytest.raises(ConfigError, match="`bertfit tune`, `distill` and `check` run on"):
+        tune(_jax(base), SweepSpec({}, [42]), tmp_path / "sweep")
+    assert not (tmp_path / "sweep").exists()
+
+
+def test_check_refuses_jax_until_it_compiles_its_step():
+    from bertfit.checks.api import check
+
+    config = _jax(RunConfig(data=dataclasses.replace(RunConfig().data, train="x.csv")))
+    findings = check(config).findings
+    assert [f.code for f in findings] == ["config-invalid"]
+    assert "bertfit check compiles TensorFlow's training step" in findings[0].message
+    assert "bertfit doctor --backend jax" in findings[0].message
+
+
+@pytest.mark.slow
+def test_doctor_compiles_each_bucket_of_a_jax_run_once_and_times_its_steps(jax_run):
+    args, _, _ = jax_run
+    # train's flags (--json among them) pasted; a given peak skips measuring the CPU's
+    doctor = ["doctor", *args, "--steps", "4", "--peak-tflops", "1"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    done = subprocess.run(
+        [sys.executable, "-m", "bertfit.cli", *doctor],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=cluster.TIMEOUT,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["strategy"] == "jax OneDevice (keras.distribution)"
+    assert report["devices"][0].startswith("cpu:0")
+    assert report["buckets"] == [8, 16]
+    assert report["compilations_at_warmup"] == 2  # one per bucket
+    assert report["compilations_after_warmup"] == report["traces_after_warmup"] == 0
+    assert report["step_seconds"] > 0 and report["peak_memory_bytes"] > 0
