@@ -29,6 +29,7 @@ BENCHMARKS = [
     ["bench.accelerator"],  # issue 43: bertfit doctor on MiniLM-L6 and BERT-base at seq 128
     ["bench.audit"],  # issue 49: label audit, 5% flipped labels, 2 seeds (about 25 min)
     ["bench.lora"],  # issue 48: LoRA vs full fine-tuning, 3 seeds each (about 30 minutes)
+    ["bench.backends"],  # issue 46: JAX vs TensorFlow vs the Trainer, MiniLM-L6 (10 min)
     ["bench.kerashub"],  # issue 46: KerasHub's backbones vs bertfit's model, per family (2 min)
 ]
 DOC = Path(__file__).parent.parent / "BENCHMARKS.md"
