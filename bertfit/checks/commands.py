@@ -70,7 +70,7 @@ def add_commands(subparsers) -> None:
     )
     check.add_argument("--json", action="store_true", help="print the report as JSON")
     check.add_argument("--strict", action="store_true", help="exit 1 on warnings")
-    parser.set_defaults(handler=run_check)
+    parser.set_defaults(handler=run_check, preflight=select_run_backend)
     add_doctor(subparsers)
 
 
