@@ -17,7 +17,7 @@ import numpy as np
 
 from bertfit.checks.batches import shape_text, split_element
 from bertfit.checks.findings import Report
-from bertfit.checks.model import _failed, _report_gradients
+from bertfit.checks.model import report_failure, report_gradients
 from bertfit.model.inputs import INDEX, WORD_IDS
 
 STEP = "jax train step"
@@ -60,10 +60,12 @@ def check_jax_gradients(report: Report, trainer, element: dict, replicas: int, w
     try:
         gradients = trainer.gradients(batch)
     except Exception as e:  # reported as a finding
-        _failed(report, "grad-step-failed", "one training step on one batch failed", e, where)
+        report_failure(
+            report, "grad-step-failed", "one training step on one batch failed", e, where
+        )
         return
     weights = split_element(element)[2]
-    _report_gradients(report, trainer.model, trainer.variables, gradients, weights, ())
+    report_gradients(report, trainer.model, trainer.variables, gradients, weights, ())
 
 
 def compile_buckets(report: Report, trainer, elements: list[dict], replicas: int) -> None:
@@ -79,7 +81,7 @@ def compile_buckets(report: Report, trainer, elements: list[dict], replicas: int
             compiled = trainer.compile_train_step(batch)
         except Exception as e:  # reported as a finding
             entry["ok"] = False
-            _failed(
+            report_failure(
                 report,
                 "compile-failed",
                 f"jax.jit could not compile the {STEP} for {shape}",
