@@ -33,7 +33,7 @@ from bertfit.tf_startup import select_keras_backend, start_tensorflow
 
 # The commands whose preflight makes --backend Keras' backend (`select_run_backend`); every other
 # runs Keras on TensorFlow.
-BACKEND_COMMANDS = ("train", "doctor")
+BACKEND_COMMANDS = ("train", "doctor", "check")
 
 # What the system refuses for reasons outside bertfit: a full disk, a read-only file system, no
 # permission. Said in one line like a user mistake; any other OSError is a bug and is raised.

@@ -42,7 +42,7 @@ from bertfit.checks.model import (
     replica_step,
     signature_only_fix,
 )
-from bertfit.config import RunConfig, check_positions
+from bertfit.config import JAX_BACKEND, RunConfig, check_positions
 from bertfit.data.labelled import encode_labelled, window_spec
 from bertfit.data.stream_source import check_stream
 from bertfit.data.streaming import TrainStream
@@ -52,7 +52,7 @@ from bertfit.errors import BertfitError, CheckpointError, ConfigError, DataError
 from bertfit.model.classifier import BertClassifier
 from bertfit.model.inputs import WORD_IDS
 from bertfit.training.setup import RunSetup, assemble, run_tokenizer
-from bertfit.training.strategy import XlaChoice, check_hardware, check_tensorflow_only
+from bertfit.training.strategy import JAX_XLA, XlaChoice, check_backend, check_hardware
 
 TPU_REPLICAS = 8  # a v2-8 / v3-8 host: 8 cores
 
@@ -188,11 +188,11 @@ def _check_run(
     try:
         config.validate()
         window_spec(config)  # what --long-documents chunk cannot do (pairs, --streaming)
-        check_tensorflow_only(config, "check")
+        check_backend(config)  # what --backend jax does not run, and Keras' backend here
     except BertfitError as e:
         report.add("config-invalid", ERROR, str(e), where="run config")
         return
-    replicas = replicas or (TPU_REPLICAS if target == "tpu" else config.train.cpu_replicas or 1)
+    replicas = replicas or (TPU_REPLICAS if target == "tpu" else _local_replicas(config))
     check_precision(report, config.model.precision, target)
     if target == "cpu":
         try:  # what `bertfit train` refuses on this machine before it starts
@@ -241,7 +241,7 @@ def _check_run(
     setup = assemble(
         config,
         strategy,
-        XlaChoice.for_target(target, config.train.jit_compile, strategy),
+        _xla_choice(config, target, strategy),
         checkpoint,
         tokenizer,
         task,
@@ -298,7 +298,7 @@ def _check_prepared(
             data_error_finding(report, e, "evaluation", why, "fix the label, or prepare again")
             return
     strategy = tf.distribute.get_strategy()
-    xla = XlaChoice.for_target(report.target, config.train.jit_compile, strategy)
+    xla = _xla_choice(config, report.target, strategy)
     setup = assemble(
         config,
         strategy,
@@ -312,6 +312,23 @@ def _check_prepared(
     )
     report.stats["length buckets"] = _buckets_chosen(setup)
     _check_pipeline(report, setup, replicas, expected, compile_, False, device_memory)
+
+
+def _local_replicas(config: RunConfig) -> int:
+    """The replicas `train` splits each batch over on this machine: with --backend jax every
+    local JAX device, else --cpu-replicas (or one)."""
+    if config.train.backend == JAX_BACKEND:
+        import jax
+
+        return jax.local_device_count()
+    return config.train.cpu_replicas or 1
+
+
+def _xla_choice(config: RunConfig, target: str, strategy) -> XlaChoice:
+    """What `train` compiles on the target: with --backend jax the whole step, always."""
+    if config.train.backend == JAX_BACKEND:
+        return JAX_XLA
+    return XlaChoice.for_target(target, config.train.jit_compile, strategy)
 
 
 def _buckets_chosen(setup: RunSetup) -> str:
@@ -442,18 +459,14 @@ def _check_pipeline(
         observe_batch(stats, element, per_bucket)
     report_batches(report, stats, per_bucket)
 
-    check_gradients(  # with the run's own loss: regression and multi-label targets are floats
-        report,
-        trainer.model,
-        firsts[0],
-        excluded=trainer.frozen,
-        where=config.model.name,
-        kind=task.kind,
-    )
-    if _compiles(report, setup, compile_) and not {"grad-none", "grad-step-failed"} & set(
-        report.codes
-    ):
-        compile_shapes(report, trainer.replica_step, firsts, expected.target, "replica step", full)
+    if config.train.backend == JAX_BACKEND:  # the one part that differs by backend
+        from bertfit.checks.jax_step import check_jax_gradients, compile_buckets
+
+        check_jax_gradients(report, trainer, firsts[0], replicas, config.model.name)
+        if _compiles(report, setup, compile_) and "grad-step-failed" not in report.codes:
+            compile_buckets(report, trainer, firsts, replicas)
+    else:
+        _check_tensorflow_step(report, setup, firsts, compile_, full)
     compute = tf.as_dtype(trainer.model.encoder.dtype_policy.compute_dtype).size
     # [batch, length], or for windowed documents [batch, K, max_seq_length]
     shapes = [(per_replica, *setup.train.row_shape(k)) for k in sorted(pipeline.datasets)]
@@ -469,6 +482,23 @@ def _check_pipeline(
         lora = getattr(config.model, "lora_rank", None) == 0  # where --lora-rank exists
         where = f"{config.model.name}, --batch-size {config.train.batch_size} over {replicas}"
         report_fit(report, report.memory, device_memory, where, head, lora, say_fits=asked)
+
+
+def _check_tensorflow_step(report: Report, setup: RunSetup, firsts: list, compile_, full) -> None:
+    """One gradient step on the first batch, then the replica step XLA-compiled per bucket."""
+    trainer = setup.trainer
+    check_gradients(  # with the run's own loss: regression and multi-label targets are floats
+        report,
+        trainer.model,
+        firsts[0],
+        excluded=trainer.frozen,
+        where=setup.config.model.name,
+        kind=setup.task.kind,
+    )
+    if _compiles(report, setup, compile_) and not {"grad-none", "grad-step-failed"} & set(
+        report.codes
+    ):
+        compile_shapes(report, trainer.replica_step, firsts, report.target, "replica step", full)
 
 
 # ---- a user's dataset ----

@@ -21,7 +21,10 @@ def add_commands(subparsers) -> None:
         description="Read the data, build the pipeline and the model exactly as `train` would, "
         "run one gradient step on one batch and, when training will use XLA (a TPU or GPU "
         "target), XLA-compile the replica step for every bucket shape, without training. "
-        "Takes every `train` flag. Exit 0 when clean, 2 on errors, 1 on warnings with --strict.",
+        "With --backend jax: the JAX step's gradients on one batch, then the step compiled "
+        "ahead of time with jax.jit for every bucket (compilations and XLA's memory per "
+        "bucket). Takes every `train` flag. Exit 0 when clean, 2 on errors, 1 on warnings "
+        "with --strict.",
     )
     add_run_output_arguments(add_train_arguments(parser), pasted=True)
     check = parser.add_argument_group("check")
@@ -70,7 +73,7 @@ def add_commands(subparsers) -> None:
     )
     check.add_argument("--json", action="store_true", help="print the report as JSON")
     check.add_argument("--strict", action="store_true", help="exit 1 on warnings")
-    parser.set_defaults(handler=run_check)
+    parser.set_defaults(handler=run_check, preflight=select_run_backend)
     add_doctor(subparsers)
 
 

@@ -50,6 +50,8 @@ class Report:
     compiled: list[dict] = dataclasses.field(default_factory=list)
     memory: dict = dataclasses.field(default_factory=dict)
     stats: dict = dataclasses.field(default_factory=dict)
+    # what this run's backend cannot check, said rather than silently skipped
+    not_checked: list[str] = dataclasses.field(default_factory=list)
     seconds: float = 0.0
 
     def add(
@@ -90,6 +92,7 @@ class Report:
             "compiled": self.compiled,
             "memory": self.memory,
             "stats": self.stats,
+            "not_checked": self.not_checked,
             "seconds": round(self.seconds, 2),
         }
 
@@ -118,9 +121,10 @@ class Report:
             lines.append(f"compiled for {self.target}:")
             for c in self.compiled:
                 status = paint("info", "ok") if c["ok"] else paint("error", "FAILED")
+                memory = f"  XLA memory {_gib(c['memory_bytes'])}" if c.get("memory_bytes") else ""
                 lines.append(
                     f"  {c['name']:<28} {c['shape']:<22} {c['stage']:<14} "
-                    f"{c['seconds']:6.1f}s  {status}"
+                    f"{c['seconds']:6.1f}s  {status}{memory}"
                 )
         if self.memory:
             m = self.memory
@@ -147,6 +151,7 @@ class Report:
         if self.stats:
             lines.append("")
             lines.append("checked: " + ", ".join(f"{k} {v}" for k, v in self.stats.items()))
+        lines.extend(self.not_checked)
         errors, warnings = self.count(ERROR), self.count(WARNING)
         summary = (
             f"{errors} error(s), {warnings} warning(s), {self.count(INFO)} note(s) "

@@ -113,7 +113,7 @@ def check_gradients(
     try:
         logits = model(model_inputs(features), training=False)
     except Exception as e:  # reported as a finding
-        _failed(report, "grad-step-failed", "the model's forward pass failed", e, where)
+        report_failure(report, "grad-step-failed", "the model's forward pass failed", e, where)
         return
     if batch_size is not None and logits.shape[0] is not None and logits.shape[0] != batch_size:
         report.add(
@@ -132,12 +132,14 @@ def check_gradients(
             loss, logits = loss_and_logits(model, element, kind=kind)
         gradients = tape.gradient(loss, variables)
     except Exception as e:  # reported as a finding
-        _failed(report, "grad-step-failed", "one training step on one batch failed", e, where)
+        report_failure(
+            report, "grad-step-failed", "one training step on one batch failed", e, where
+        )
         return
-    _report_gradients(report, model, variables, gradients, weights, excluded)
+    report_gradients(report, model, variables, gradients, weights, excluded)
 
 
-def _report_gradients(report: Report, model, variables, gradients, weights, excluded) -> None:
+def report_gradients(report: Report, model, variables, gradients, weights, excluded) -> None:
     """Findings about one step's gradients: None for the pooler, the head or other
     variables; all zero."""
     head = {id(v) for v in getattr(getattr(model, "head", None), "trainable_weights", [])}
@@ -279,7 +281,11 @@ def _leading(features):
     return None
 
 
-def _failed(report: Report, code: str, message: str, error: BaseException, where: str) -> None:
+def report_failure(
+    report: Report, code: str, message: str, error: BaseException, where: str
+) -> None:
+    """An exception from a step the check ran, as an error finding (not a traceback): in
+    bertfit's words where `translate` knows it, else its summary."""
     translated = translate(error)
     text = str(translated) if translated is not None else error_summary(error)
     report.add(
@@ -333,7 +339,7 @@ def compile_shapes(
             if _holds_strings(features):
                 _strings_not_compiled(report, target, f"{name} {shape}")
             else:
-                _failed(
+                report_failure(
                     report,
                     "compile-failed",
                     f"XLA could not compile the {name} for {shape}",

@@ -213,6 +213,31 @@ class JaxTrainer:
             for name, value in arrays.items()
         }
 
+    def gradients(self, batch: dict) -> list[np.ndarray]:
+        """The gradients of one global batch's loss (a pipeline batch less the example index)
+        for the trained variables, in `variables`' order, as the train step takes them
+        before clipping; nothing is updated (`bertfit check`)."""
+        trained, fixed, non_trainable, _ = self._read_state()
+        gradients, _, _ = self._gradients(trained, fixed, non_trainable, self._on_devices(batch))
+        return [np.asarray(g) for g in gradients]
+
+    def compile_train_step(self, batch: dict):
+        """The train step compiled ahead of time for one global batch's shapes, as the run's
+        first step on that bucket compiles it, and nothing run (`bertfit check`): `batch` maps
+        the pipeline's names (less the example index) to `jax.ShapeDtypeStruct`s. Returns
+        `jax.stages.Compiled` (its `memory_analysis()` is XLA's plan for the step)."""
+        state = jax.tree.map(
+            lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=a.sharding),
+            self._read_state(),
+        )
+        if self.distribution is not None:  # the batch split along its rows, as `_on_devices`
+            rows, whole = self._shardings
+            batch = {
+                name: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=rows if s.shape else whole)
+                for name, s in batch.items()
+            }
+        return self._train_step.lower(state, batch).compile()
+
     # ---- host loops ----
 
     def run_plan(

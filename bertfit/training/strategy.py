@@ -268,9 +268,9 @@ def check_backend(config: RunConfig, distilling: bool = False) -> None:
     if running != t.backend:
         raise ConfigError(
             f"--backend {t.backend}: Keras runs on {running} in this process (it reads "
-            "KERAS_BACKEND once, when imported). `bertfit train --backend jax` sets it; "
-            "from Python set KERAS_BACKEND before importing bertfit; `bertfit tune`, `distill` "
-            "and `check` run on TensorFlow only so far."
+            "KERAS_BACKEND once, when imported). `bertfit train`, `doctor` and `check` with "
+            "--backend jax set it; from Python set KERAS_BACKEND before importing bertfit; "
+            "`bertfit tune` and `distill` run on TensorFlow only so far."
         )
 
 
@@ -311,16 +311,8 @@ def _check_jax_settings(config: RunConfig, distilling: bool) -> None:
             raise ConfigError(message + ".")
 
 
-def check_tensorflow_only(config: RunConfig, command: str) -> None:
-    """Refuses `--backend jax` for a command that compiles TensorFlow's step only so far
-    (`check`): its findings would not be the JAX run's."""
-    if config.train.backend == JAX_BACKEND:
-        raise ConfigError(
-            f"--backend jax: bertfit {command} compiles TensorFlow's training step only so far, "
-            "so its findings would not be the JAX run's; run it with --backend tensorflow (the "
-            "same model and data), or `bertfit doctor --backend jax`, which compiles every "
-            "bucket of the JAX run and times its steps."
-        )
+# `--backend jax`: jax.jit compiles the whole step, on every target
+JAX_XLA = XlaChoice(True, True, "--backend jax: jax.jit compiles the whole step")
 
 
 def jax_input_strategy(config: RunConfig) -> tuple[tf.distribute.Strategy, XlaChoice]:
@@ -330,5 +322,4 @@ def jax_input_strategy(config: RunConfig) -> tuple[tf.distribute.Strategy, XlaCh
     import jax
 
     per_replica_batch(config.train.batch_size, jax.local_device_count())
-    xla = XlaChoice(True, True, "--backend jax: jax.jit compiles the whole step")
-    return tf.distribute.get_strategy(), xla
+    return tf.distribute.get_strategy(), JAX_XLA

@@ -212,19 +212,24 @@ def test_tune_refuses_jax_before_it_writes_the_sweep(tmp_path):
     from bertfit.sweeps.tune import tune
 
     base = RunConfig(data=dataclasses.replace(RunConfig().data, train="t.csv", eval="e.csv"))
-    with pytest.raises(ConfigError, match="`bertfit tune`, `distill` and `check` run on"):
+    with pytest.raises(ConfigError, match="`bertfit tune` and `distill` run on"):
         tune(_jax(base), SweepSpec({}, [42]), tmp_path / "sweep")
     assert not (tmp_path / "sweep").exists()
 
 
-def test_check_refuses_jax_until_it_compiles_its_step():
+def test_check_of_a_jax_run_needs_keras_on_jax_and_names_what_jax_refuses():
+    """`bertfit check --backend jax` selects Keras' backend first (its preflight, as train's);
+    from Python, in a process whose Keras runs on TensorFlow, the check says how to run it.
+    The JAX run itself is checked in tests/checks/test_jax_check.py."""
     from bertfit.checks.api import check
 
     config = _jax(RunConfig(data=dataclasses.replace(RunConfig().data, train="x.csv")))
     findings = check(config).findings
     assert [f.code for f in findings] == ["config-invalid"]
-    assert "bertfit check compiles TensorFlow's training step" in findings[0].message
-    assert "bertfit doctor --backend jax" in findings[0].message
+    assert "Keras runs on tensorflow in this process" in findings[0].message
+    assert "`bertfit train`, `doctor` and `check` with --backend jax set it" in findings[0].message
+    remat = dataclasses.replace(config, train=dataclasses.replace(config.train, remat=True))
+    assert "--remat" in check(remat).findings[0].message
 
 
 @pytest.mark.slow

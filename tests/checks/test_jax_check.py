@@ -1,0 +1,101 @@
+"""`bertfit check --backend jax` (`checks/jax_step.py`): the same data and memory findings as on
+TensorFlow, the JAX run's own step compiled once per bucket ahead of time.
+
+Keras reads its backend once per process, so the JAX check runs in a process of its own; this
+one is TensorFlow's and checks the same input for comparison.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import tensorflow as tf
+
+from bertfit.checks.findings import ERROR, Report
+from bertfit.checks.jax_step import STEP, compile_buckets
+from bertfit.cli import main
+from bertfit.model.inputs import GLOBAL_EXAMPLES, INDEX, LABEL, WORD_IDS
+from tests.distributed import cluster
+from tests.tiny import sentiment_rows, train_args, write_csv
+
+ROOT = Path(__file__).resolve().parents[2]
+# what only the step part of each backend reports
+STEP_STATS = ("XLA compilation", "JAX compilations")
+
+
+def _check_in_jax(args: list[str]) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    done = subprocess.run(
+        [sys.executable, "-m", "bertfit.cli", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=cluster.TIMEOUT,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout[done.stdout.index("{") :])
+
+
+@pytest.mark.slow  # a JAX process: two compilations of the tiny step, ~30 s on 2 busy cores
+def test_check_jax_compiles_each_bucket_once_with_tensorflows_data_findings(
+    tmp_path, trainable_hf_dir, capsys
+):
+    rows = sentiment_rows(32)
+    rows[5] = ("good " * 40, "neg")  # longer than --max-seq-length 16: data-truncated
+    train = write_csv(tmp_path / "train.csv", rows)
+    args = train_args(trainable_hf_dir, train, None, command="check", buckets="8,16", json=True)
+
+    assert main([*args, "--no-compile"]) == 0
+    tensorflow = json.loads(capsys.readouterr().out)
+    jax = _check_in_jax([*args, "--backend", "jax"])
+
+    assert [f["code"] for f in jax["findings"]] == ["data-truncated"]
+    assert jax["findings"] == tensorflow["findings"]
+    assert jax["memory"] == tensorflow["memory"]  # the plan: arithmetic on the same model
+    same = {k: v for k, v in jax["stats"].items() if k not in STEP_STATS}
+    assert same == {k: v for k, v in tensorflow["stats"].items() if k not in STEP_STATS}
+    compiled = jax["compiled"]
+    assert [(c["name"], c["shape"], c["ok"]) for c in compiled] == [
+        (STEP, "[8, 8]", True),
+        (STEP, "[8, 16]", True),
+    ]
+    assert [c["compilations"] for c in compiled] == [1, 1]
+    assert all(c["memory_bytes"] > 0 for c in compiled)  # XLA's memory_analysis() on a CPU
+    assert jax["stats"]["JAX compilations"].startswith("2 for 2 bucket(s)")
+    assert jax["not_checked"][0].startswith("not checked on JAX: variables without a gradient")
+
+
+class _UncompilableTrainer:
+    """A JaxTrainer whose step XLA refuses for one shape: the error JAX raises there."""
+
+    def __init__(self):
+        self.traces = 0
+
+    def compilations(self) -> int:
+        return self.traces
+
+    def compile_train_step(self, batch):
+        self.traces += 1
+        raise TypeError(f"dot_general requires contracting dimensions, got {batch[WORD_IDS]}")
+
+
+def test_a_bucket_jax_cannot_compile_is_a_finding_naming_its_shape():
+    element = {
+        WORD_IDS: tf.zeros([4, 16], tf.int32),
+        LABEL: tf.zeros([4], tf.int32),
+        INDEX: tf.range(4),
+        GLOBAL_EXAMPLES: tf.constant(8.0),
+    }
+    report = Report()
+    compile_buckets(report, _UncompilableTrainer(), [element], replicas=2)
+    (finding,) = report.findings
+    assert finding.code == "compile-failed" and finding.severity == ERROR
+    assert finding.message.startswith("jax.jit could not compile the jax train step for [8, 16]")
+    assert finding.where == "jax train step [8, 16]"
+    assert report.compiled[0]["ok"] is False and report.compiled[0]["compilations"] == 1
