@@ -8,7 +8,10 @@ vocabulary). Each runs in its own `bertfit
 doctor` process with the CLI's defaults (the strategy and XLA as `train` picks them on this
 machine), so on a GPU or TPU VM the same command measures the accelerator:
 
-    python -m bench.accelerator [--steps N] [--batch-size B]
+    python -m bench.accelerator [--steps N] [--batch-size B] [--backends tensorflow,jax]
+
+Each model runs on each Keras backend (`bertfit doctor --backend`): TensorFlow where a TensorFlow
+build drives the device, JAX on the TPUs that run only JAX (v5e, v6e, TPU7x) and on GPUs.
 
 It writes bench/results/accelerator.json (each model's report, the device it ran on, the load
 average) and the rows of BENCHMARKS.md's table.
@@ -67,8 +70,9 @@ def joined_texts(source: Path, target: Path, per_row: int = 8) -> str:
     return str(target)
 
 
-def doctor(model: str, train: str, steps: int, batch_size: int) -> dict:
+def doctor(model: str, train: str, steps: int, batch_size: int, backend: str) -> dict:
     command = [sys.executable, "-m", "bertfit.cli", "doctor", "--model", model]
+    command += ["--backend", backend]
     command += ["--train", train, "--max-seq-length", "128", "--buckets", "128"]
     command += ["--batch-size", str(batch_size), "--steps", str(steps), "--json"]
     done = subprocess.run(command, check=True, cwd=ROOT, capture_output=True, text=True)
@@ -95,7 +99,9 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--backends", default="tensorflow,jax")
     args = parser.parse_args()
+    backends = [b for b in args.backends.split(",") if b]
     sys.path.insert(0, str(ROOT))
     from bertfit.checkpoints.registry import resolve
     from bertfit.data.rotten_tomatoes import rotten_tomatoes_dir
@@ -106,8 +112,9 @@ def main() -> None:
         train = joined_texts(Path(rotten_tomatoes_dir()) / "train.csv", Path(tmp) / "train.csv")
         base = write_bert_base(Path(tmp) / "bert-base", minilm)
         models = {
-            "MiniLM-L6": doctor(minilm, train, args.steps, args.batch_size),
-            "BERT-base (random)": doctor(str(base), train, args.steps, args.batch_size),
+            f"{name}, {backend}": doctor(path, train, args.steps, args.batch_size, backend)
+            for name, path in (("MiniLM-L6", minilm), ("BERT-base (random)", str(base)))
+            for backend in backends
         }
     result = {
         "settings": {"steps": args.steps, "batch_size": args.batch_size, "seq_length": 128},
