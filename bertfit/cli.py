@@ -27,13 +27,13 @@ from bertfit.run_flags import (
     select_run_backend,
 )
 from bertfit.serve.options import ServeOptions
-from bertfit.sweeps.audit_flags import add_audit_arguments
-from bertfit.sweeps.flags import add_tune_arguments, sweep_from_args
+from bertfit.sweeps.audit_flags import add_audit_arguments, select_audit_backend
+from bertfit.sweeps.flags import add_tune_arguments, select_sweep_backend, sweep_from_args
 from bertfit.tf_startup import select_keras_backend, start_tensorflow
 
-# The commands whose preflight makes --backend Keras' backend (`select_run_backend`); every other
-# runs Keras on TensorFlow.
-BACKEND_COMMANDS = ("train", "doctor", "check")
+# The commands whose preflight makes --backend Keras' backend (`select_run_backend`, tune's and
+# audit's `select_sweep_backend`, `select_audit_backend`); every other runs Keras on TensorFlow.
+BACKEND_COMMANDS = ("train", "doctor", "check", "tune", "audit")
 
 # What the system refuses for reasons outside bertfit: a full disk, a read-only file system, no
 # permission. Said in one line like a user mistake; any other OSError is a bug and is raised.
@@ -621,7 +621,7 @@ def _add_tune(sub) -> None:
         "choose the best mean",
     )
     add_tune_arguments(tune)
-    tune.set_defaults(handler=cmd_tune)
+    tune.set_defaults(handler=cmd_tune, preflight=select_sweep_backend)
 
 
 def _add_audit(sub) -> None:
@@ -631,7 +631,7 @@ def _add_audit(sub) -> None:
         "predictions (confident learning)",
     )
     add_audit_arguments(audit)
-    audit.set_defaults(handler=cmd_audit)
+    audit.set_defaults(handler=cmd_audit, preflight=select_audit_backend)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import argparse
 
+from bertfit.config import TENSORFLOW_BACKEND
 from bertfit.errors import ConfigError
 from bertfit.run_flags import RUN_FLAGS
 from bertfit.sweeps.confident import METHODS, RANKINGS
 from bertfit.sweeps.flags import add_tune_arguments, sweep_from_args
+from bertfit.tf_startup import select_keras_backend
 
 
 def add_audit_arguments(parser: argparse.ArgumentParser) -> None:
@@ -76,3 +78,13 @@ def training_from_args(args):
             "flags with --folds K and --output-dir DIR (the folds are run there)."
         )
     return sweep_from_args(args)
+
+
+def select_audit_backend(args) -> None:
+    """`audit`'s preflight: running the folds, the train flags' `--backend` is Keras' backend
+    (as `tune`'s); auditing --from a sweep trains nothing and runs on TensorFlow."""
+    if args.from_sweep:
+        select_keras_backend(TENSORFLOW_BACKEND)
+    else:
+        base, _ = training_from_args(args)
+        select_keras_backend(base.train.backend)

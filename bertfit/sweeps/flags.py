@@ -9,6 +9,7 @@ import argparse
 from bertfit.config import RunConfig
 from bertfit.run_flags import RUN_FLAGS, add_config_arguments, add_run_flags, run_config_from_args
 from bertfit.sweeps.spec import SWEPT_FLAGS, SweepSpec
+from bertfit.tf_startup import select_keras_backend
 
 
 def _values(flag: str, options: dict):
@@ -100,3 +101,10 @@ def sweep_from_args(args) -> tuple[RunConfig, SweepSpec]:
     seeds = [base.train.seed + i for i in range(args.seeds)]
     spec = SweepSpec(grid, seeds, args.folds, args.trials, search_seed=base.train.seed)
     return base, spec
+
+
+def select_sweep_backend(args) -> None:
+    """The sweep's `--backend` made Keras' backend before TensorFlow loads Keras (`tune`'s
+    preflight): its runs train in this process, one after another."""
+    base, _ = sweep_from_args(args)
+    select_keras_backend(base.train.backend)

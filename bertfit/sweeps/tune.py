@@ -18,13 +18,12 @@ from bertfit.checkpoints.load import read_checkpoint
 from bertfit.checkpoints.registry import resolve
 from bertfit.config import RunConfig, check_positions, override
 from bertfit.errors import BertfitError, ConfigError
-from bertfit.inference.outputs import prediction_rows
-from bertfit.inference.predictor import load_classifier
 from bertfit.progress import Console
 from bertfit.report import write_report
 from bertfit.runs.metrics import default_metric
 from bertfit.runs.records import FINISHED, RunSummary
 from bertfit.sweeps.fold_data import FoldSplit, fold_files, out_of_fold_rows, split_training_rows
+from bertfit.sweeps.fold_predictions import HeldOut, predict_held_out
 from bertfit.sweeps.report import write_sweep_report
 from bertfit.sweeps.results import RunResult, SweepResults, TrialResult
 from bertfit.sweeps.spec import RunPlan, SweepSpec
@@ -56,7 +55,7 @@ def tune(
         TrainingInterrupted: SIGTERM or Ctrl-C stopped a run (rerun the sweep to resume it).
     """
     _check_scoring(base, spec)
-    check_backend(base)  # --backend jax: refused before the sweep directory is written
+    check_backend(base)  # what --backend jax refuses: before the sweep directory is written
     console = Console(quiet=quiet)
     sweep = SweepDir(output_dir)
     plans = spec.runs(base, sweep.path, partial(fold_files, sweep.folds_dir))  # configs valid
@@ -196,13 +195,14 @@ def _write_out_of_fold(
             "run did not finish"
         )
         return
-    predictions = {}
+    held_out = []
     for plan in folds:
-        held_out = [e for e, f in zip(split.examples, split.fold, strict=True) if f == plan.fold]
-        classifier = load_classifier(plan.path, which="latest")
-        pairs = [e.text_pair for e in held_out] if classifier.pairs else None
-        outputs = classifier.outputs([e.text for e in held_out], pairs)
-        predictions[plan.fold] = prediction_rows(classifier.task, outputs)
+        rows = [e for e, f in zip(split.examples, split.fold, strict=True) if f == plan.fold]
+        held_out.append(
+            HeldOut(str(plan.path), [e.text for e in rows], [e.text_pair for e in rows])
+        )
+    predicted = predict_held_out(held_out)  # in TensorFlow, also when this sweep trains on JAX
+    predictions = {plan.fold: fold_rows for plan, fold_rows in zip(folds, predicted, strict=True)}
     rows = out_of_fold_rows(split, predictions)
     write_text_atomic(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
     sweep.log(f"wrote {len(rows)} out-of-fold predictions to {path}")

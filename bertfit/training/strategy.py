@@ -268,9 +268,9 @@ def check_backend(config: RunConfig, distilling: bool = False) -> None:
     if running != t.backend:
         raise ConfigError(
             f"--backend {t.backend}: Keras runs on {running} in this process (it reads "
-            "KERAS_BACKEND once, when imported). `bertfit train`, `doctor` and `check` with "
-            "--backend jax set it; from Python set KERAS_BACKEND before importing bertfit; "
-            "`bertfit tune` and `distill` run on TensorFlow only so far."
+            "KERAS_BACKEND once, when imported). `bertfit train`, `doctor`, `check`, `tune` "
+            "and `audit` with --backend jax set it; from Python set KERAS_BACKEND before "
+            "importing bertfit; `bertfit distill` runs on TensorFlow only so far."
         )
 
 

@@ -122,6 +122,55 @@ def test_two_folds_write_out_of_fold_predictions_for_every_row(tmp_path, trainab
     assert chosen.data.train == str(train) and chosen.train.learning_rate == 5e-3
 
 
+@pytest.mark.slow  # a JAX process's four tiny runs and a TensorFlow one's predictions: ~35 s
+def test_a_jax_k_fold_sweep_trains_each_fold_on_jax_and_predicts_its_rows_in_tensorflow(
+    tmp_path, trainable_hf_dir
+):
+    """`bertfit tune --backend jax` trains its runs in its own process, on Keras' JAX backend;
+    the out-of-fold file (what `bertfit audit` reads) is TensorFlow's prediction of each fold
+    run's final weights, equal to the JAX run's own evaluation of its held-out rows."""
+    train, _ = _data(tmp_path)
+    sweep = tmp_path / "cv"
+    args = train_args(
+        trainable_hf_dir, train, sweep, command="tune", folds=2, seeds=1, backend="jax",
+        buckets="16", dropout="0.0", learning_rate="5e-3", seed=0, no_report=True, json=True,
+    )  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    env.pop("KERAS_BACKEND", None)  # the command sets it from --backend
+    done = subprocess.run(
+        [sys.executable, "-m", "bertfit.cli", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    printed = json.loads(done.stdout.strip().splitlines()[-1])
+    assert printed["chosen_trial"] == "t1"
+
+    results = json.loads((sweep / "results.json").read_text())
+    [trial] = results["trials"]
+    runs = trial["runs"]
+    assert [(r["fold"], r["status"]) for r in runs] == [(1, "finished"), (2, "finished")]
+    rows = [
+        json.loads(line) for line in (sweep / "runs/t1/oof-seed0.jsonl").read_text().splitlines()
+    ]
+    assert [r["row"] for r in rows] == list(range(32))
+    for run in runs:
+        run_dir = Path(run["run_dir"])
+        assert RunConfig.load(run_dir / "config.yaml").train.backend == "jax"
+        metrics = json.loads((run_dir / "metrics.json").read_text())
+        assert metrics["strategy"]["name"].startswith("jax ")
+        held_out = [r for r in rows if r["fold"] == run["fold"]]
+        with np.load(run_dir / "eval_outputs.npz") as saved:  # the JAX run's evaluation
+            np.testing.assert_allclose(
+                [[r["probabilities"]["neg"], r["probabilities"]["pos"]] for r in held_out],
+                saved["outputs"],
+                atol=1e-5,
+            )
+        assert run["value"] == pytest.approx(np.mean([r["label"] == r["target"] for r in held_out]))
+
+
 def test_a_directory_holding_another_sweep_or_other_files_is_refused(tmp_path):
     from bertfit.sweeps.sweep_dir import SweepDir
 

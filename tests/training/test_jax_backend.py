@@ -207,14 +207,33 @@ def test_the_backend_is_part_of_the_run_a_resume_continues():
     assert config_differences(RunConfig(), _jax()) == ["train.backend: 'tensorflow' → 'jax'"]
 
 
-def test_tune_refuses_jax_before_it_writes_the_sweep(tmp_path):
+def test_tune_from_python_on_tensorflow_refuses_jax_before_it_writes_the_sweep(tmp_path):
+    """`bertfit tune --backend jax` sets Keras' backend (tests/sweeps/test_tune.py runs it);
+    a sweep from Python in this TensorFlow process is refused before its directory is written,
+    and so is what JAX does not run, naming the flag."""
     from bertfit.sweeps.spec import SweepSpec
     from bertfit.sweeps.tune import tune
 
     base = RunConfig(data=dataclasses.replace(RunConfig().data, train="t.csv", eval="e.csv"))
-    with pytest.raises(ConfigError, match="`bertfit tune` and `distill` run on"):
+    with pytest.raises(ConfigError, match="`check`, `tune` and `audit` with --backend jax set it"):
         tune(_jax(base), SweepSpec({}, [42]), tmp_path / "sweep")
+    with pytest.raises(ConfigError, match="--remat"):
+        tune(_jax(base, remat=True), SweepSpec({}, [42]), tmp_path / "sweep")
     assert not (tmp_path / "sweep").exists()
+
+
+@pytest.mark.parametrize("command", ["tune", "audit"])
+def test_tune_and_audit_make_backend_keras_backend_before_they_write(command, tmp_path, capsys):
+    """Their preflight selects --backend as train's does: in this process, whose Keras runs on
+    TensorFlow already, --backend jax is refused with the fix before the sweep is written."""
+    import keras  # noqa: F401  (as any process that imported Keras before the command)
+
+    train = write_csv(tmp_path / "train.csv", sentiment_rows(8, seed=1))
+    sweep = tmp_path / "sweep"
+    args = [command, "--model", "m", "--train", str(train), "--folds", "2"]
+    assert main([*args, "--output-dir", str(sweep), "--backend", "jax"]) == 2
+    assert "set KERAS_BACKEND=jax before Keras is imported" in capsys.readouterr().err
+    assert not sweep.exists()
 
 
 def test_check_of_a_jax_run_needs_keras_on_jax_and_names_what_jax_refuses():
@@ -227,7 +246,7 @@ def test_check_of_a_jax_run_needs_keras_on_jax_and_names_what_jax_refuses():
     findings = check(config).findings
     assert [f.code for f in findings] == ["config-invalid"]
     assert "Keras runs on tensorflow in this process" in findings[0].message
-    assert "`bertfit train`, `doctor` and `check` with --backend jax set it" in findings[0].message
+    assert "`check`, `tune` and `audit` with --backend jax set it" in findings[0].message
     remat = dataclasses.replace(config, train=dataclasses.replace(config.train, remat=True))
     assert "--remat" in check(remat).findings[0].message
 
