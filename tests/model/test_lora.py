@@ -15,7 +15,8 @@ from bertfit.checkpoints.load import build_encoder
 from bertfit.errors import ConfigError
 from bertfit.model.classifier import BertClassifier
 from bertfit.model.encoder import BertEncoder
-from bertfit.model.lora import enable_lora, lora_parameters, merge_lora
+from bertfit.model.int8 import dequantized_kernel, is_int8, quantize_base
+from bertfit.model.lora import adapted_layers, enable_lora, lora_parameters, merge_lora
 from tests.families import FAMILIES, write_family_model
 from tests.tiny import TINY_CONFIG, tiny_encoder, tiny_inputs
 
@@ -140,4 +141,38 @@ def test_every_family_trains_only_its_adapters_and_head_and_merges(family, tmp_p
     assert len(model.trainable_variables) == 2 * len(layers) + 2
     unmerged = model(inputs).numpy()
     merge_lora(model)
+    np.testing.assert_allclose(model(inputs).numpy(), unmerged, atol=1e-5)
+
+
+def _int8_classifier() -> BertClassifier:
+    """The tiny classifier with an int8 base (`--base-precision int8`) and rank-2 adapters on
+    every layer, trained a few steps."""
+    model = _classifier()
+    assert quantize_base(adapted_layers(model).values()) == 2 * 6
+    enable_lora(model, rank=2, alpha=4.0, targets=["all"], seed=0)
+    _train(model)
+    return model
+
+
+@pytest.mark.slow  # about 6 s: traces a training step of 12 adapted layers
+def test_an_int8_base_trains_float32_adapters_and_merges_into_a_float32_model():
+    reference = _classifier()  # the same seeds: the float32 base the int8 one rounds
+    model = _int8_classifier()
+    frozen = {v.path: v.dtype for v in model.encoder.weights if v.path.endswith("/kernel")}
+    layers = [p for p in frozen if "/layer_" in p or p.startswith("layer_")]
+    assert layers and all(frozen[p] == "int8" for p in layers)
+    assert {v.dtype for v in model.trainable_variables} == {"float32"}
+    query = adapted_layers(model)["layer_0/attention/query"]
+    base = adapted_layers(reference)["layer_0/attention/query"].kernel.numpy()
+    rounded = dequantized_kernel(query).numpy()  # within half a step of its column's scale
+    assert np.all(np.abs(rounded - base) <= 0.5 / query.kernel_scale.numpy() + 1e-7)
+
+    inputs = tiny_inputs(batch=3, seq=8, seed=5)
+    unmerged = model(inputs).numpy()
+    merge_lora(model)
+
+    assert {v.dtype for v in model.weights} == {"float32"}
+    assert not any(is_int8(layer) for layer in adapted_layers(model).values())
+    assert not any("lora" in v.path or "scale" in v.path for v in model.weights)
+    # Float rounding only: the activations are not quantized (`bertfit.model.int8`).
     np.testing.assert_allclose(model(inputs).numpy(), unmerged, atol=1e-5)
