@@ -176,3 +176,27 @@ def test_an_int8_base_trains_float32_adapters_and_merges_into_a_float32_model():
     assert not any("lora" in v.path or "scale" in v.path for v in model.weights)
     # Float rounding only: the activations are not quantized (`bertfit.model.int8`).
     np.testing.assert_allclose(model(inputs).numpy(), unmerged, atol=1e-5)
+
+
+@pytest.mark.slow  # about 4 s: two models' gradients
+def test_an_int8_base_passes_the_gradients_of_its_dequantized_float32_base():
+    model, reference = _classifier(), _classifier()
+    quantize_base(adapted_layers(model).values())
+    for m in (model, reference):
+        enable_lora(m, rank=2, alpha=4.0, targets=["all"], seed=0)
+    int8_layers, float_layers = adapted_layers(model), adapted_layers(reference)
+    for name, layer in int8_layers.items():  # the same weights, the base stored two ways
+        float_layers[name]._kernel.assign(dequantized_kernel(layer))
+        layer.lora_kernel_b.assign(np.full(layer.lora_kernel_b.shape, 0.05, "float32"))
+        float_layers[name].lora_kernel_b.assign(layer.lora_kernel_b)
+    inputs, labels = tiny_inputs(batch=4, seq=8), tf.constant([0, 1, 2, 1])
+
+    @tf.function(jit_compile=True)  # as the training step: XLA-compiled
+    def gradients(m):
+        with tf.GradientTape() as tape:
+            logits = m(inputs, training=True)
+            loss = keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)
+        return tape.gradient(loss, m.trainable_variables)
+
+    for got, want in zip(gradients(model), gradients(reference), strict=True):
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-4, atol=1e-6)
