@@ -9,7 +9,8 @@ Both sides: max_seq_length 64, global batch 32, linear schedule with 10% warmup,
 0.01, clipping 1.0, the [CLS] pooler head, accuracy on the 1,066 test rows after the last epoch.
 Full fine-tuning at learning rate 5e-5 (bench/settings.py); LoRA (rank 8, alpha 16, query and
 value, the head trained) at 1e-3, PEFT's usual rate for adapters; lora-bf16 the same on a
-frozen base stored and computed in bfloat16 (`--base-precision bf16`); lora-all adapts every
+frozen base stored and computed in bfloat16 (`--base-precision bf16`); lora-int8 on a base whose
+layers' kernels are stored in int8 (`--base-precision int8`); lora-all adapts every
 Dense layer of the encoder's layers (`--lora-targets all`). Reported per side: each
 seed's accuracy, their mean and spread (max - min), trainable parameters, and the run's saved
 sizes (the whole run directory; `checkpoints/best`; a LoRA run's `checkpoints/adapter`).
@@ -34,6 +35,7 @@ SIDES = {
     "full": [],
     "lora": LORA,
     "lora-bf16": [*LORA, "--base-precision", "bf16"],
+    "lora-int8": [*LORA, "--base-precision", "int8"],  # int8 kernels, dequantized (model/int8)
     "lora-all": [*LORA, "--lora-targets", "all"],  # QLoRA's advice: every linear layer
 }
 

@@ -1,6 +1,7 @@
 """Peak training memory and step time of a random encoder, each setting in its own process:
-full fine-tuning vs `--remat` (and LoRA, LoRA + remat, LoRA + a low-precision base where this
-bertfit has `--lora-rank`), against `bertfit check`'s memory plan (`bertfit.checks.memory`).
+full fine-tuning vs `--remat` (and LoRA, LoRA + remat, LoRA on a bf16 and on an int8 frozen base
+where this bertfit has `--lora-rank`), against `bertfit check`'s memory plan
+(`bertfit.checks.memory`).
 
     python -m bench.memory [--layers 24 --hidden 1024 --heads 16 --seq 256 --batch 1]
 
@@ -46,6 +47,7 @@ class Setting:
     seq: int
     remat: bool = False
     lora_rank: int = 0
+    base_precision: str = "fp32"  # with lora_rank: the frozen base's (--base-precision)
     steps: int = 2
 
 
@@ -103,19 +105,25 @@ def _trainer(setting: Setting):
         max_position_embeddings=max(512, setting.seq),
     )
 
+    train = TrainConfig(jit_compile=True, remat=setting.remat, seed=0)
+
     def build():
-        encoder = BertEncoder(config)
+        if not setting.lora_rank:
+            encoder = BertEncoder(config)
+            encoder.remat = setting.remat
+            return BertClassifier(encoder, 2, "cls", dropout=0.1)
+        # only where has_lora(): the run's own encoder policy and adapters (int8: quantized)
+        from bertfit.config import ModelConfig, RunConfig, encoder_policy
+        from bertfit.training.setup import with_lora
+
+        model_config = ModelConfig(
+            lora_rank=setting.lora_rank, base_precision=setting.base_precision
+        )
+        encoder = BertEncoder(config, dtype=encoder_policy(model_config))
         encoder.remat = setting.remat
         model = BertClassifier(encoder, 2, "cls", dropout=0.1)
-        if setting.lora_rank:  # only where has_lora()
-            from bertfit.config import ModelConfig
-            from bertfit.model.lora import enable_lora
+        return with_lora(model, RunConfig(model=model_config, train=train))
 
-            targets = ModelConfig().lora_targets
-            enable_lora(model, setting.lora_rank, None, targets, seed=0)
-        return model
-
-    train = TrainConfig(jit_compile=True, remat=setting.remat)
     strategy = tf.distribute.get_strategy()
     xla = XlaChoice.for_run(True, strategy)  # the whole step compiled, as on an accelerator
     return Trainer(build, strategy, train, total_steps=100, xla=xla), config
@@ -144,8 +152,9 @@ def measure(setting: Setting) -> dict:
         trainer._apply(batch)[0].numpy()
         times.append(time.perf_counter() - start)
     peak = _status("VmHWM") - baseline
+    compute_bytes = tf.as_dtype(trainer.model.encoder.dtype_policy.compute_dtype).size
     predicted = plan_for_model(
-        trainer.model, config, (setting.batch, setting.seq), 4, setting.remat
+        trainer.model, config, (setting.batch, setting.seq), compute_bytes, setting.remat
     ).to_dict()
     return {
         **dataclasses.asdict(setting),
@@ -201,6 +210,8 @@ def settings(args) -> list[Setting]:
         chosen += [
             Setting("lora", **shape, lora_rank=8),
             Setting("lora+remat", **shape, lora_rank=8, remat=True),
+            Setting("lora+bf16 base", **shape, lora_rank=8, base_precision="bf16"),
+            Setting("lora+int8 base", **shape, lora_rank=8, base_precision="int8"),
         ]
     return chosen
 

@@ -40,7 +40,7 @@ TRUNCATE, CHUNK = "truncate", "chunk"
 LONG_DOCUMENTS = (TRUNCATE, CHUNK)
 CHUNK_POOLINGS = ("mean", "max", "attention")
 MAX_CHUNKS = 256
-BASE_PRECISIONS = ("fp32", "bf16")  # --base-precision: a LoRA run's frozen weights
+BASE_PRECISIONS = ("fp32", "bf16", "int8")  # --base-precision: a LoRA run's frozen weights
 LORA_AUTO = "auto"  # --lora-targets' default: the family's attention query and value
 MAX_LORA_RANK = 1024
 
@@ -133,8 +133,9 @@ class ModelConfig:
         lora_rank: 0 (full fine-tuning) or the rank of LoRA adapters on the encoder's Dense
             layers (`bertfit.model.lora`): the base weights frozen, adapters and head trained.
         lora_alpha: the adapters' update is scaled by lora_alpha / lora_rank (None: the rank).
-        base_precision: a LoRA run's frozen base weights: "fp32", or "bf16" (stored and
-            computed in bfloat16; the adapters and the head stay float32).
+        base_precision: a LoRA run's frozen base weights: "fp32", "bf16" (stored and
+            computed in bfloat16) or "int8" (the transformer layers' kernels stored in int8,
+            computed dequantized: `bertfit.model.int8`); the adapters and the head stay float32.
         lora_targets: which Dense layers get adapters: "auto" (the family's attention query
             and value), "all", or the last parts of their canonical names.
     """
@@ -221,8 +222,9 @@ class ModelConfig:
     base_precision: str = dataclasses.field(
         default="fp32",
         metadata=flag(
-            "with --lora-rank: the frozen base's weights in fp32, or bf16 (half their memory; "
-            "the encoder computes in bfloat16, the adapters and the head stay float32)",
+            "with --lora-rank: the frozen base's weights in fp32, bf16 (half their memory; "
+            "the encoder computes in bfloat16) or int8 (the layers' kernels in a quarter, "
+            "computed dequantized); the adapters and the head stay float32",
             choices=BASE_PRECISIONS,
         ),
     )
@@ -548,7 +550,14 @@ class RunConfig:
             (
                 "model.base_precision",
                 m.base_precision == "fp32" or m.lora_rank > 0,
-                "fp32 without --lora-rank (only a frozen base can be stored in bf16)",
+                "fp32 without --lora-rank (only a frozen base can be stored in bf16 or int8: "
+                "add --lora-rank 8, or leave --base-precision out)",
+            ),
+            (
+                "model.base_precision",
+                m.base_precision != "int8" or m.precision != "mixed_fp16",
+                "bf16 or fp32 with --precision mixed_fp16 (Keras' int8 layers do not compute "
+                "in float16: use --precision mixed_bf16 or fp32)",
             ),
             (
                 "model.chunk_stride",

@@ -31,7 +31,7 @@ from bertfit.checks.data import (
     read_checked,
 )
 from bertfit.checks.findings import ERROR, TARGETS, WARNING, Report
-from bertfit.checks.memory import host_memory, report_fit
+from bertfit.checks.memory import BASE_BYTES, host_memory, report_fit
 from bertfit.checks.model import (
     SIGNATURE_ONLY_WHY,
     check_gradients,
@@ -479,9 +479,11 @@ def _check_pipeline(
         head = report.memory["trainable_parameters"] - sum(
             int(v.numpy().size) for v in encoder.trainable_weights
         )
-        lora = getattr(config.model, "lora_rank", None) == 0  # where --lora-rank exists
-        where = f"{config.model.name}, --batch-size {config.train.batch_size} over {replicas}"
-        report_fit(report, report.memory, device_memory, where, head, lora, say_fits=asked)
+        m = config.model
+        lora = getattr(m, "lora_rank", None) == 0  # where --lora-rank exists
+        base = BASE_BYTES[m.base_precision] if getattr(m, "lora_rank", 0) else None
+        where = f"{m.name}, --batch-size {config.train.batch_size} over {replicas}"
+        report_fit(report, report.memory, device_memory, where, head, lora, asked, base_bytes=base)
 
 
 def _check_tensorflow_step(report: Report, setup: RunSetup, firsts: list, compile_, full) -> None:

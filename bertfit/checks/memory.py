@@ -42,6 +42,7 @@ ACTIVATION_INTERMEDIATE = 1
 ACTIVATION_SCORES = 3
 RUNTIME_BYTES = 285 * 2**20
 OPTIMIZER_SLOTS = 2  # AdamW's first and second moments
+BASE_BYTES = {"fp32": 4, "bf16": 2, "int8": 1}  # a frozen base's kernels (--base-precision)
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(i?)B?\s*$", re.IGNORECASE)
 
@@ -193,6 +194,16 @@ def lora_trainable(architecture: Architecture, head: int, rank: int = 8) -> int:
     return architecture.layers * 2 * 2 * architecture.hidden * rank + head
 
 
+def int8_base_saving(architecture: Architecture, base_bytes: int) -> int:
+    """The bytes `--base-precision int8` frees on a LoRA run whose frozen base is stored at
+    `base_bytes` a value: each layer's kernels (query, key, value, attention output: h·h each;
+    intermediate and output: h·i each) at one byte, less a float32 scale per output column."""
+    h, i, layers = architecture.hidden, architecture.intermediate, architecture.layers
+    kernels = layers * (4 * h * h + 2 * h * i)
+    scales = layers * (4 * h + i + h)
+    return kernels * (base_bytes - 1) - scales * 4
+
+
 def report_fit(
     report,
     memory: dict,
@@ -201,9 +212,12 @@ def report_fit(
     head: int,
     lora: bool = False,
     say_fits: bool = True,
+    base_bytes: int | None = None,
 ) -> None:
     """A finding: the plan's peak fits `device_bytes` (info, unless `say_fits` is False), or
-    it does not (error) and the settings that each alone would make it fit."""
+    it does not (error) and the settings that each alone would make it fit. `lora`: the run
+    has no adapters (`--lora-rank 8` may fit); `base_bytes`: a LoRA run's frozen base is
+    stored at that many bytes a value (`--base-precision int8` may fit)."""
     from bertfit.checks.findings import ERROR, INFO
 
     if not memory.get("plan"):
@@ -233,6 +247,10 @@ def report_fit(
         )
         if adapted.peak_bytes <= device_bytes:
             fixes.append("--lora-rank 8")
+    if base_bytes is not None and base_bytes > BASE_BYTES["int8"]:
+        saving = int8_base_saving(architecture, base_bytes)
+        if peak - saving <= device_bytes:
+            fixes.append("--base-precision int8")
     report.add(
         "memory-exceeds-device",
         ERROR,

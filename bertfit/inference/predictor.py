@@ -40,7 +40,8 @@ from bertfit.inference.texts import (  # noqa: F401  (serve imports text_problem
 from bertfit.model.chunked import ChunkedClassifier
 from bertfit.model.classifier import BertClassifier
 from bertfit.model.encoder import BertEncoder
-from bertfit.model.lora import enable_lora, merge_lora
+from bertfit.model.int8 import INT8, quantize_base
+from bertfit.model.lora import adapted_layers, enable_lora, merge_lora
 from bertfit.runs.run_dir import RunDir, open_run
 from bertfit.runs.weights import restore_model
 from bertfit.text.windows import WindowSpec
@@ -88,6 +89,8 @@ class Classifier(TextClassifier):
         lora = config.model.lora_rank > 0  # the run's adapters, folded in once restored
         if lora:
             m = config.model
+            if m.base_precision == INT8:  # the checkpoint holds int8 kernels and their scales
+                quantize_base(adapted_layers(model).values())
             enable_lora(model, m.lora_rank, m.lora_alpha, m.lora_targets)
         restore_model(model, run_dir.checkpoint_path(which))
         if lora:

@@ -170,14 +170,18 @@ def layer_norm(config: BertConfig, name: str, dtype, bias: bool = True) -> Layer
 def dense_variables(name: str, layer) -> dict[str, keras.Variable]:
     """A Dense (or Conv1D) layer's weights under `name/kernel` and `name/bias` (if it has one),
     for `named_variables`; with LoRA on (`model.lora`) the frozen kernel and the adapters
-    under `name/lora_a` and `name/lora_b` (`layer.kernel` is then the merged tensor)."""
+    under `name/lora_a` and `name/lora_b` (`layer.kernel` is then the merged tensor); an int8
+    kernel (`model.int8`) with its scales under `name/kernel_scale`."""
     if getattr(layer, "lora_enabled", False):
-        return {
+        named = {
             f"{name}/kernel": layer._kernel,
             f"{name}/lora_a": layer.lora_kernel_a,
             f"{name}/lora_b": layer.lora_kernel_b,
-        } | ({} if layer.bias is None else {f"{name}/bias": layer.bias})
-    named = {f"{name}/kernel": layer.kernel}
+        }
+    else:
+        named = {f"{name}/kernel": layer.kernel}
+    if getattr(layer, "quantization_mode", None) == "int8":
+        named[f"{name}/kernel_scale"] = layer.kernel_scale
     if layer.bias is not None:
         named[f"{name}/bias"] = layer.bias
     return named

@@ -29,6 +29,7 @@ import keras
 import numpy as np
 
 from bertfit.errors import ConfigError
+from bertfit.model.int8 import dequantized_kernel, is_int8, replace_with_float32
 
 AUTO = "auto"
 ALL = "all"
@@ -128,16 +129,23 @@ def lora_parameters(model) -> int:
 def merge_lora(model) -> int:
     """Folds every adapter into its kernel (W + alpha/rank * A @ B, in the kernel's dtype) and
     removes it: the layers are plain Dense layers again, as a model trained without LoRA, so an
-    export holds no adapter code. Returns how many layers were merged."""
+    export holds no adapter code. An int8 base (`bertfit.model.int8`) is dequantized: its
+    layers become float32 ones, adapted or not. Returns how many layers were merged."""
     merged = 0
     for layer in adapted_layers(model).values():
         if not layer.lora_enabled:
+            if is_int8(layer):  # an int8 base's layer without adapters
+                replace_with_float32(layer, dequantized_kernel(layer))
             continue
         kernel = layer._kernel
         delta = (layer.lora_alpha / layer.lora_rank) * keras.ops.matmul(
             layer.lora_kernel_a, layer.lora_kernel_b
         )
-        kernel.assign(keras.ops.cast(keras.ops.cast(kernel, "float32") + delta, kernel.dtype))
+        if is_int8(layer):  # dequantized, and float32 from now on (`bertfit.model.int8`)
+            replace_with_float32(layer, dequantized_kernel(layer) + delta)
+            kernel = layer._kernel
+        else:
+            kernel.assign(keras.ops.cast(keras.ops.cast(kernel, "float32") + delta, kernel.dtype))
         adapters = (layer.lora_kernel_a, layer.lora_kernel_b)
         layer._trainable_variables[:] = [
             v for v in layer._trainable_variables if all(v is not a for a in adapters)

@@ -50,7 +50,8 @@ from bertfit.data.windowed import WindowProfile
 from bertfit.errors import ConfigError
 from bertfit.model.chunked import ChunkedClassifier
 from bertfit.model.classifier import BertClassifier, prior_log_odds
-from bertfit.model.lora import enable_lora
+from bertfit.model.int8 import INT8, quantize_base
+from bertfit.model.lora import adapted_layers, enable_lora
 from bertfit.runs.metrics import default_metric
 from bertfit.text.base import InGraphTokenizer
 from bertfit.text.windows import WindowSpec
@@ -342,9 +343,11 @@ def build_classifier(
 
 
 def with_lora(model, config: RunConfig):
-    """`model` with `--lora-rank` adapters on `--lora-targets` (its base frozen), or as it is
-    without `--lora-rank`."""
+    """`model` with `--lora-rank` adapters on `--lora-targets` (its base frozen, in int8 with
+    `--base-precision int8`), or as it is without `--lora-rank`."""
     if config.model.lora_rank:
+        if config.model.base_precision == INT8:
+            quantize_base(adapted_layers(model).values())
         enable_lora(
             model,
             config.model.lora_rank,

@@ -3,12 +3,20 @@ the settings that make it fit a device, and the prediction against the measured 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
 
 from bertfit.checks.findings import Report
-from bertfit.checks.memory import Architecture, parse_memory, plan, report_fit, what_fits
+from bertfit.checks.memory import (
+    Architecture,
+    int8_base_saving,
+    parse_memory,
+    plan,
+    report_fit,
+    what_fits,
+)
 from bertfit.checks.model import memory_per_replica
 from bertfit.cli import main
 from bertfit.errors import ConfigError
@@ -90,6 +98,24 @@ def test_a_step_that_does_not_fit_is_an_error_with_the_fixes():
     report = Report()  # this machine's memory, not asked for: said only when short
     report_fit(report, memory, memory["plan"]["peak_bytes"], "tiny", head=66, say_fits=False)
     assert report.codes == []
+
+
+def test_a_lora_run_that_does_not_fit_is_told_an_int8_base_would():
+    # BERT-large with LoRA on an fp32 base: 1.34 GB of weights, 24 x 12.6M of them in kernels
+    step = plan(1_340_000_000, 1_200_000, BERT_LARGE, (1, 256))
+    memory = {"plan": step.to_dict(), "architecture": dataclasses.asdict(BERT_LARGE)}
+    saving = int8_base_saving(BERT_LARGE, base_bytes=4)
+    assert saving == 24 * (12 * 2**20 * 3 - (4 * 1024 + 4096 + 1024) * 4)
+    device = step.peak_bytes - saving // 2
+
+    report = Report()
+    report_fit(report, memory, device, "large", head=2050, base_bytes=4)
+    (finding,) = report.findings
+    assert finding.code == "memory-exceeds-device"
+    assert "--base-precision int8" in finding.fix
+    report = Report()  # a bf16 base frees half as much: not enough here
+    report_fit(report, memory, device, "large", head=2050, base_bytes=2)
+    assert "--base-precision int8" not in report.findings[0].fix
 
 
 def test_check_cli_device_memory(tmp_path, trainable_hf_dir, capsys):

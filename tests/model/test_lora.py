@@ -15,7 +15,8 @@ from bertfit.checkpoints.load import build_encoder
 from bertfit.errors import ConfigError
 from bertfit.model.classifier import BertClassifier
 from bertfit.model.encoder import BertEncoder
-from bertfit.model.lora import enable_lora, lora_parameters, merge_lora
+from bertfit.model.int8 import dequantized_kernel, is_int8, quantize_base
+from bertfit.model.lora import adapted_layers, enable_lora, lora_parameters, merge_lora
 from tests.families import FAMILIES, write_family_model
 from tests.tiny import TINY_CONFIG, tiny_encoder, tiny_inputs
 
@@ -141,3 +142,60 @@ def test_every_family_trains_only_its_adapters_and_head_and_merges(family, tmp_p
     unmerged = model(inputs).numpy()
     merge_lora(model)
     np.testing.assert_allclose(model(inputs).numpy(), unmerged, atol=1e-5)
+
+
+def _int8_classifier() -> BertClassifier:
+    """The tiny classifier with an int8 base (`--base-precision int8`: all 12 kernels of its
+    layers) and rank-2 adapters on query and value, trained a few steps."""
+    model = _classifier()
+    assert quantize_base(adapted_layers(model).values()) == 2 * 6
+    enable_lora(model, rank=2, alpha=4.0, targets=["auto"], seed=0)
+    _train(model)
+    return model
+
+
+@pytest.mark.slow  # about 5 s: traces a training step
+def test_an_int8_base_trains_float32_adapters_and_merges_into_a_float32_model():
+    reference = _classifier()  # the same seeds: the float32 base the int8 one rounds
+    model = _int8_classifier()
+    assert [layer._kernel.dtype for layer in adapted_layers(model).values()] == ["int8"] * 12
+    assert {v.dtype for v in model.trainable_variables} == {"float32"}
+    query = adapted_layers(model)["layer_0/attention/query"]
+    base = adapted_layers(reference)["layer_0/attention/query"].kernel.numpy()
+    rounded = dequantized_kernel(query).numpy()  # within half a step of its column's scale
+    assert np.all(np.abs(rounded - base) <= 0.5 / query.kernel_scale.numpy() + 1e-7)
+
+    inputs = tiny_inputs(batch=3, seq=8, seed=5)
+    unmerged = model(inputs).numpy()
+    merge_lora(model)
+
+    assert {v.dtype for v in model.weights} == {"float32"}
+    assert not any(is_int8(layer) for layer in adapted_layers(model).values())
+    assert not any("lora" in v.path or "scale" in v.path for v in model.weights)
+    # Float rounding only (~1e-8 here): the activations are not quantized (`model/int8.py`).
+    np.testing.assert_allclose(model(inputs).numpy(), unmerged, atol=1e-6)
+
+
+@pytest.mark.slow  # about 4 s: two models' gradients
+def test_an_int8_base_passes_the_gradients_of_its_dequantized_float32_base():
+    model, reference = _classifier(), _classifier()
+    quantize_base(adapted_layers(model).values())
+    for m in (model, reference):  # the adapters' gradients pass through the int8 key, FFN
+        enable_lora(m, rank=2, alpha=4.0, targets=["auto"], seed=0)
+    int8_layers, float_layers = adapted_layers(model), adapted_layers(reference)
+    for name, layer in int8_layers.items():  # the same weights, the base stored two ways
+        float_layers[name]._kernel.assign(dequantized_kernel(layer))
+        if layer.lora_enabled:  # B nonzero: the adapters' own gradients reach A
+            layer.lora_kernel_b.assign(np.full(layer.lora_kernel_b.shape, 0.05, "float32"))
+            float_layers[name].lora_kernel_b.assign(layer.lora_kernel_b)
+    inputs, labels = tiny_inputs(batch=4, seq=8), tf.constant([0, 1, 2, 1])
+
+    @tf.function(jit_compile=True)  # as the training step: XLA-compiled
+    def gradients(m):
+        with tf.GradientTape() as tape:
+            logits = m(inputs, training=True)
+            loss = keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)
+        return tape.gradient(loss, m.trainable_variables)
+
+    for got, want in zip(gradients(model), gradients(reference), strict=True):
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-4, atol=1e-6)

@@ -39,6 +39,23 @@ def lora_run(tmp_path_factory, trainable_hf_dir):
     return config, Path(train(config, quiet=True).run_dir)
 
 
+@pytest.fixture(scope="module")
+def int8_run(tmp_path_factory, lora_run):
+    """`lora_run` again on an int8 frozen base (`--base-precision int8`)."""
+    import dataclasses
+
+    from bertfit.training.run import train
+
+    config, _ = lora_run
+    path = tmp_path_factory.mktemp("int8")
+    config = dataclasses.replace(
+        config,
+        output_dir=str(path / "run"),
+        model=dataclasses.replace(config.model, base_precision="int8"),
+    )
+    return config, Path(train(config, quiet=True).run_dir)
+
+
 def _size(directory) -> int:
     return sum(f.stat().st_size for f in directory.rglob("*") if f.is_file())
 
@@ -107,9 +124,43 @@ def test_the_export_holds_merged_weights_that_predict_as_the_unmerged_model(
 
 
 @pytest.mark.slow
-def test_a_lora_run_killed_mid_epoch_resumes_exactly(tmp_path, trainable_hf_dir):
+def test_an_int8_base_run_saves_int8_kernels_and_exports_them_dequantized(
+    int8_run, lora_run, tmp_path, monkeypatch
+):
+    from bertfit.export.serving import export_classifier
+    from bertfit.inference import predictor
+    from bertfit.inference.predictor import Classifier
+
+    _, run = int8_run
+    best = tf.train.latest_checkpoint(str(run / "checkpoints" / "best"))
+    dtypes = tf.train.load_checkpoint(best).get_variable_to_dtype_map()
+    query = "model..encoder..layer_0..attention..query..kernel"  # "/" saved as ".."
+    assert dtypes[query + "/.ATTRIBUTES/VARIABLE_VALUE"] == tf.int8
+    assert dtypes[query + "_scale/.ATTRIBUTES/VARIABLE_VALUE"] == tf.float32
+    assert _size(run / "checkpoints" / "best") < _size(lora_run[1] / "checkpoints" / "best")
+
+    exported = export_classifier(Classifier.from_run(run), tmp_path / "export")
+    saved = tf.train.load_checkpoint(str(exported / "variables" / "variables"))
+    exported_dtypes = saved.get_variable_to_dtype_map()
+    assert tf.int8 not in exported_dtypes.values()
+    assert not any("lora" in name or "kernel_scale" in name for name in exported_dtypes)
+    monkeypatch.setattr(predictor, "merge_lora", lambda model: 0)  # int8 and adapters kept
+    unmerged = Classifier.from_run(run)
+    np.testing.assert_allclose(
+        Classifier.from_export(tmp_path / "export").predict_proba(TEXTS),
+        unmerged.predict_proba(TEXTS),
+        atol=1e-5,
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("base", ["fp32", "int8"])
+def test_a_lora_run_killed_mid_epoch_resumes_exactly(tmp_path, trainable_hf_dir, base):
     train = write_csv(tmp_path / "train.csv", sentiment_rows(32, seed=11))
-    args = resume_args(trainable_hf_dir, train, lora_rank=4, lora_targets="query,value,output")
+    targets = "query,value,output"
+    args = resume_args(
+        trainable_hf_dir, train, lora_rank=4, lora_targets=targets, base_precision=base
+    )
     plain, killed = tmp_path / "plain", tmp_path / "killed"
     code, err = run_train([*args, "--output-dir", str(plain)])
     assert code == 0, err
@@ -132,6 +183,11 @@ def test_a_lora_run_killed_mid_epoch_resumes_exactly(tmp_path, trainable_hf_dir)
         (["--lora-rank", "8", "--lora-alpha", "0"], "model.lora_alpha (--lora-alpha) must be"),
         (["--lora-targets", " , "], "model.lora_targets (--lora-targets) must be at least one"),
         (["--base-precision", "bf16"], "model.base_precision (--base-precision) must be fp32"),
+        (["--base-precision", "int8"], "int8: add --lora-rank 8, or leave --base-precision out"),
+        (
+            ["--lora-rank", "8", "--base-precision", "int8", "--precision", "mixed_fp16"],
+            "model.base_precision (--base-precision) must be bf16 or fp32 with --precision",
+        ),
     ],
 )
 def test_lora_settings_out_of_range_name_their_flag(flags, says):
@@ -174,3 +230,14 @@ def test_check_counts_only_what_a_lora_run_trains(tmp_path, trainable_hf_dir):
     assert "grad-zero" not in lora.codes  # A's first gradient is zero by design (B starts at 0)
     assert lora.memory["parameters"] > full.memory["parameters"]  # the adapters
     assert lora.memory["training_state_bytes"] < full.memory["training_state_bytes"] / 5
+
+    # An int8 base: its layers' kernels planned at a byte each, plus a float32 scale a column.
+    int8 = check(
+        dataclasses.replace(config, model=dataclasses.replace(model, base_precision="int8"))
+    )
+    assert not {"grad-none", "grad-step-failed"} & set(int8.codes)
+    kernels = 2 * (4 * 32 * 32 + 2 * 32 * 64)  # 2 layers of 4 h x h, h x i and i x h kernels
+    scales = 2 * (4 * 32 + 64 + 32)
+    saved = lora.memory["parameters_bytes"] - int8.memory["parameters_bytes"]
+    assert saved == 3 * kernels - 4 * scales
+    assert int8.memory["plan"]["weights_bytes"] == int8.memory["parameters_bytes"]
