@@ -10,7 +10,8 @@ accumulation is a `jax.lax.scan` over the micro-batches, summing their gradients
 divided by the real examples of all of them, as on TensorFlow). jit compiles once per bucket
 shape; the Python body of the step runs only when it traces, and counts the traces.
 
-Data parallelism: with several local JAX devices the model and optimizer are built in a
+Data parallelism: with several JAX devices (of this host, or of every host once
+`jax_processes` joined them) the model and optimizer are built in a
 `keras.distribution.DataParallel` scope (their variables replicated on every device) and each
 global batch is put on the devices split along its rows; XLA's SPMD partitioner all-reduces the
 gradients. The input pipeline is TensorFlow's, unchanged: tf.data under the default strategy
@@ -43,6 +44,10 @@ from bertfit.training.loop import features, scatter_outputs
 from bertfit.training.optimizer import make_optimizer, schedule_for
 
 
+def _rows(value: np.ndarray, index: tuple) -> np.ndarray:
+    return value[index]
+
+
 def clip_by_global_norm(gradients: list, clip_norm: float) -> tuple[list, jax.Array]:
     """`tf.clip_by_global_norm`'s rule: every gradient times clip / max(norm, clip); the norm
     before clipping."""
@@ -61,7 +66,8 @@ class JaxTrainer:
             a trainer that only predicts.
         frozen: names of variables left out of training (e.g. an unused pooler).
         task_kind: single-label, multi-label or regression: the loss and the outputs.
-        devices: the JAX devices the batch is split over (default: every local device).
+        devices: the JAX devices the batch is split over (default: every device, those of
+            every host in a multi-host run).
     """
 
     def __init__(
@@ -110,7 +116,9 @@ class JaxTrainer:
         # The state is donated: XLA updates the weights and the optimizer's slots in place,
         # not beside a second copy (the Keras variables get the new arrays back after the call).
         self._train_step = jax.jit(self._step, donate_argnums=0)
-        self._predict_step = jax.jit(self._probabilities)
+        # gathered on every device: each process reads all rows back (several hosts)
+        gathered = self._shardings[1] if self.distribution else None
+        self._predict_step = jax.jit(self._probabilities, out_shardings=gathered)
 
     @property
     def replicas(self) -> int:
@@ -208,8 +216,12 @@ class JaxTrainer:
         if self.distribution is None:
             return arrays
         rows, whole = self._shardings
+        # Each device takes its rows of the global batch; in a multi-host run only this
+        # process's devices do (every process reads the same global batches).
         return {
-            name: jax.device_put(value, rows if value.ndim else whole)
+            name: jax.make_array_from_callback(
+                value.shape, rows if value.ndim else whole, functools.partial(_rows, value)
+            )
             for name, value in arrays.items()
         }
 
