@@ -44,10 +44,6 @@ from bertfit.training.loop import features, scatter_outputs
 from bertfit.training.optimizer import make_optimizer, schedule_for
 
 
-def _rows(value: np.ndarray, index: tuple) -> np.ndarray:
-    return value[index]
-
-
 def clip_by_global_norm(gradients: list, clip_norm: float) -> tuple[list, jax.Array]:
     """`tf.clip_by_global_norm`'s rule: every gradient times clip / max(norm, clip); the norm
     before clipping."""
@@ -216,12 +212,11 @@ class JaxTrainer:
         if self.distribution is None:
             return arrays
         rows, whole = self._shardings
-        # Each device takes its rows of the global batch; in a multi-host run only this
-        # process's devices do (every process reads the same global batches).
+        # Every process reads the same global batches; device_put gives each of its devices
+        # their rows (in a multi-host run it takes a global value that is the same on every
+        # process, and puts only this process's shards).
         return {
-            name: jax.make_array_from_callback(
-                value.shape, rows if value.ndim else whole, functools.partial(_rows, value)
-            )
+            name: jax.device_put(value, rows if value.ndim else whole)
             for name, value in arrays.items()
         }
 
