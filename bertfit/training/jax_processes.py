@@ -86,9 +86,10 @@ def join_jax_processes(environ: Mapping[str, str] = os.environ) -> int:
     except (RuntimeError, ValueError) as e:
         first_line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise ConfigError(
-            f"--backend jax could not join the other JAX processes: {first_line}. Check that "
-            f"every process has the same {COORDINATOR} and {NUM_PROCESSES}, its own "
-            f"{PROCESS_ID}, and that process 0 can be reached there."
+            f"--backend jax could not join the other JAX processes: {first_line.rstrip('.')}. "
+            f"Check that every process has the same {COORDINATOR} and {NUM_PROCESSES}, its "
+            f"own {PROCESS_ID}, that process 0 can be reached there, and (from Python) that "
+            "nothing ran on JAX before `train`."
         ) from None
     return jax.process_count()
 
