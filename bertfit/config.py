@@ -410,7 +410,7 @@ class TrainConfig:
         default=TENSORFLOW_BACKEND,
         metadata=flag(
             "the Keras backend that trains: tensorflow, or jax (jax.jit, data parallel over "
-            "every local JAX device; for TPUs that run only JAX)",
+            "every JAX device, on every host; for TPUs that run only JAX)",
             group=HARDWARE,
             choices=BACKENDS,
         ),

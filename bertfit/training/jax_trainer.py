@@ -10,7 +10,8 @@ accumulation is a `jax.lax.scan` over the micro-batches, summing their gradients
 divided by the real examples of all of them, as on TensorFlow). jit compiles once per bucket
 shape; the Python body of the step runs only when it traces, and counts the traces.
 
-Data parallelism: with several local JAX devices the model and optimizer are built in a
+Data parallelism: with several JAX devices (of this host, or of every host once
+`jax_processes` joined them) the model and optimizer are built in a
 `keras.distribution.DataParallel` scope (their variables replicated on every device) and each
 global batch is put on the devices split along its rows; XLA's SPMD partitioner all-reduces the
 gradients. The input pipeline is TensorFlow's, unchanged: tf.data under the default strategy
@@ -61,7 +62,8 @@ class JaxTrainer:
             a trainer that only predicts.
         frozen: names of variables left out of training (e.g. an unused pooler).
         task_kind: single-label, multi-label or regression: the loss and the outputs.
-        devices: the JAX devices the batch is split over (default: every local device).
+        devices: the JAX devices the batch is split over (default: every device, those of
+            every host in a multi-host run).
     """
 
     def __init__(
@@ -110,7 +112,9 @@ class JaxTrainer:
         # The state is donated: XLA updates the weights and the optimizer's slots in place,
         # not beside a second copy (the Keras variables get the new arrays back after the call).
         self._train_step = jax.jit(self._step, donate_argnums=0)
-        self._predict_step = jax.jit(self._probabilities)
+        # gathered on every device: each process reads all rows back (several hosts)
+        gathered = self._shardings[1] if self.distribution else None
+        self._predict_step = jax.jit(self._probabilities, out_shardings=gathered)
 
     @property
     def replicas(self) -> int:
@@ -208,6 +212,9 @@ class JaxTrainer:
         if self.distribution is None:
             return arrays
         rows, whole = self._shardings
+        # Every process reads the same global batches; device_put gives each of its devices
+        # their rows (in a multi-host run it takes a global value that is the same on every
+        # process, and puts only this process's shards).
         return {
             name: jax.device_put(value, rows if value.ndim else whole)
             for name, value in arrays.items()

@@ -57,6 +57,7 @@ from bertfit.training.checkpointing import (
 )
 from bertfit.training.collapse import collapse_warning
 from bertfit.training.interrupt import StopRequests
+from bertfit.training.jax_processes import is_first_process, join_jax_processes
 from bertfit.training.run_dir import (
     RUNS_ROOT,
     RunBusy,
@@ -116,11 +117,16 @@ def train(
     config, streaming_note = auto_streaming(config)  # a large file: said before the long wait
     if streaming_note:
         Console(quiet=quiet).say(f"bertfit: {streaming_note}")
-    if config.output_dir is not None and not storage.is_url(config.output_dir):
+    jax_backend = config.train.backend == JAX_BACKEND
+    # JAX's process 0 alone plans, claims and writes the run (every host may see the directory)
+    if jax_backend:
+        join_jax_processes()  # before any JAX computation; on one host nothing to join
+    writes_run = not jax_backend or is_first_process()
+    if writes_run and config.output_dir is not None and not storage.is_url(config.output_dir):
         TrainingRunDir(config.output_dir).plan_start(config, resume=resume, overwrite=overwrite)
         _refuse_a_student_without_its_teacher(config.output_dir, adapt, overwrite)
     check_backend(config, distilling=adapt is not None)
-    if config.train.backend == JAX_BACKEND:
+    if jax_backend:
         if strategy is not None:
             raise ConfigError("a tf.distribute strategy cannot train with --backend jax")
         strategy, xla = jax_input_strategy(config)
@@ -131,7 +137,7 @@ def train(
             strategy = make_strategy(t.strategy, t.cpu_replicas, t.tpu, t.workers, t.worker_index)
         per_replica_batch(config.train.batch_size, strategy.num_replicas_in_sync)
         xla = XlaChoice.for_run(config.train.jit_compile, strategy)
-    if not is_chief(strategy):
+    if not (writes_run and is_chief(strategy)):
         return _train_as_worker(config, strategy, xla)
     with _claimed(config, resume=resume, overwrite=overwrite) as (config, run_dir, resuming, new):
         console = Console(quiet=quiet)
@@ -150,9 +156,10 @@ def _refuse_a_student_without_its_teacher(output_dir: str, adapt, overwrite: boo
 
 
 def _train_as_worker(config: RunConfig, strategy, xla: XlaChoice) -> RunSummary:
-    """A non-chief worker takes part in every step and collective, checkpoint saves
-    included, but writes into a scratch directory, removed at the end, and prints nothing:
-    the chief writes the run and speaks for it."""
+    """A non-chief worker (with --backend jax, a process other than JAX's process 0) takes
+    part in every step and collective, checkpoint saves included, but writes into a scratch
+    directory, removed at the end, and prints nothing: the chief writes the run and speaks
+    for it."""
     scratch = tempfile.mkdtemp(prefix="bertfit-worker-")
     try:
         config = dataclasses.replace(config, output_dir=scratch)

@@ -318,8 +318,9 @@ JAX_XLA = XlaChoice(True, True, "--backend jax: jax.jit compiles the whole step"
 def jax_input_strategy(config: RunConfig) -> tuple[tf.distribute.Strategy, XlaChoice]:
     """`--backend jax`: TensorFlow's default strategy for the input pipeline (whole global
     batches at the bucket lengths: jax.jit compiles each shape once), and the batch must split
-    evenly over the local JAX devices the `JaxTrainer` shares it between."""
+    evenly over the JAX devices the `JaxTrainer` shares it between (every host's, in a
+    multi-host run: `jax_processes`)."""
     import jax
 
-    per_replica_batch(config.train.batch_size, jax.local_device_count())
+    per_replica_batch(config.train.batch_size, jax.device_count())
     return tf.distribute.get_strategy(), JAX_XLA

@@ -201,6 +201,36 @@ def test_a_killed_data_parallel_jax_run_resumes_to_exactly_the_uninterrupted_run
     np.testing.assert_allclose([s["loss"] for s in got], [s["loss"] for s in want], atol=1e-6)
 
 
+@pytest.mark.slow
+def test_two_jax_processes_train_the_one_process_run_and_only_process_0_writes(
+    jax_run, tmp_path, monkeypatch
+):
+    """Two processes of one device each (`jax.distributed` on localhost, gloo collectives on
+    the CPU) split every global batch as one process's two devices do: the same losses and
+    weights. Process 1 is given its own --output-dir, and writes nothing there."""
+    args, one_process, _ = jax_run
+    runs = [tmp_path / "process0", tmp_path / "process1"]
+    monkeypatch.delenv("XLA_FLAGS", raising=False)  # one CPU device per process
+    with cluster.reserved_ports(1) as (port,):
+        monkeypatch.setenv("JAX_COORDINATOR_ADDRESS", f"127.0.0.1:{port}")
+        monkeypatch.setenv("JAX_NUM_PROCESSES", "2")
+        processes = []
+        for index, run in enumerate(runs):
+            monkeypatch.setenv("JAX_PROCESS_ID", str(index))
+            processes.append(cluster.start([*args, "--output-dir", str(run)]))
+        summaries = [cluster.finish(p) for p in processes]
+
+    assert summaries[0]["run_dir"] == str(runs[0])
+    assert summaries[1]["run_dir"] is None and not runs[1].exists()
+    metrics = json.loads((runs[0] / "metrics.json").read_text())
+    assert metrics["status"] == "finished"
+    assert metrics["strategy"] == {"name": "jax DataParallel", "replicas": 2}
+    np.testing.assert_allclose(
+        cluster.step_losses(runs[0]), cluster.step_losses(one_process), atol=1e-4
+    )
+    cluster.assert_same_weights(one_process, runs[0], atol=1e-4)
+
+
 def test_the_backend_is_part_of_the_run_a_resume_continues():
     """Dropout draws other masks on each backend (and keeps its seeds in other dtypes): a run
     resumes on the backend it started on, which its config.yaml names."""
