@@ -30,7 +30,7 @@ LANGUAGES = {"sh", "python", "json", "yaml", "text", "diff"}
 OTHER_PROGRAMS = {
     "cat": "pipes a file into `bertfit predict --data -`",
     "curl": "a REST request to `bertfit serve`",
-    "gcloud": "copies a prepared set into a bucket",
+    "gcloud": "copies a prepared set into a bucket; runs bertfit on every host of a TPU pod",
     "saved_model_cli": "TensorFlow's own look at an export",
     "tensorboard": "a run's TensorBoard events",
 }
@@ -61,7 +61,14 @@ def shell_commands(text: str) -> list[list[str]]:
             else:
                 command.append(token)
         commands.append(command)
-    return [c for c in commands if c]
+    return [_without_assignments(c) for c in commands if _without_assignments(c)]
+
+
+def _without_assignments(command: list[str]) -> list[str]:
+    """The command after its leading `NAME=value` environment assignments, as a shell runs it."""
+    while command and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", command[0]):
+        command = command[1:]
+    return command
 
 
 def _makefile_targets() -> set[str]:
