@@ -2,7 +2,7 @@
 each, every run a `bertfit train` process of its own, one after the other.
 
     python -m bench.lora                                  # 2,500 rows, 2 epochs, 3 seeds
-    python -m bench.lora --max-train-examples 8530 --epochs 3   # the whole train split
+    python -m bench.lora --max-train-examples 8530 --epochs 3   # whole split: lora_3ep_8530rows
     python -m bench.lora --sides lora-bf16 --seeds 42 43   # LoRA on a bf16 frozen base
 
 Both sides: max_seq_length 64, global batch 32, linear schedule with 10% warmup, weight decay
@@ -43,6 +43,7 @@ from bertfit.data.rotten_tomatoes import rotten_tomatoes_dir
 POOLING = "mean"  # all-MiniLM-L6-v2's own pooling; its BERT pooler was never trained
 FULL_LR, LORA_LR = 1e-4, 2e-3  # each side's rate, tuned at these settings on seed 42
 LORA_RANK, LORA_ALPHA = 16, 32
+EPOCHS, ROWS = 2, 2500  # the default setting, written to lora.json; others get their own file
 LORA = ["--lora-rank", str(LORA_RANK), "--lora-alpha", str(LORA_ALPHA)]
 SIDES = {
     "full": [],
@@ -137,8 +138,8 @@ def table_rows(result: dict) -> list[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--epochs", type=int, default=2)
-    parser.add_argument("--max-train-examples", type=int, default=2500)
+    parser.add_argument("--epochs", type=int, default=EPOCHS)
+    parser.add_argument("--max-train-examples", type=int, default=ROWS)
     parser.add_argument("--seeds", type=int, nargs="+", default=[42, 43, 44])
     parser.add_argument("--sides", nargs="+", choices=list(SIDES), default=["full", "lora"])
     args = parser.parse_args()
@@ -172,9 +173,12 @@ def main() -> None:
             trainable = sides[side]["trainable_parameters"] / sides["full"]["trainable_parameters"]
             result[f"{side}_trainable_ratio"] = trainable
     result["table_rows"] = table_rows(result)
-    # bench/results/lora.json with full fine-tuning; lora_bf16.json for --sides lora-bf16 ...
-    name = "_".join(side.replace("lora-", "") for side in args.sides if side != "full")
-    write_result("lora" if "full" in sides else f"lora_{name}", result)
+    # bench/results/lora.json with full fine-tuning; lora_bf16.json for --sides lora-bf16 ...;
+    # lora_3ep_8530rows.json for another setting than the default
+    parts = ["lora"] if "full" in sides else ["lora", *(s.replace("lora-", "") for s in sides)]
+    if (args.epochs, args.max_train_examples) != (EPOCHS, ROWS):
+        parts.append(f"{args.epochs}ep_{args.max_train_examples}rows")
+    write_result("_".join(parts), result)
 
 
 if __name__ == "__main__":
