@@ -2,16 +2,20 @@
 
     enable_lora(classifier, rank=8, alpha=16, targets=("auto",), seed=42)
     # train: each targeted kernel W is frozen and used as W + (alpha / rank) * A @ B, where A
-    # [in, rank] starts He-uniform and B [rank, out] at zero (the model starts as the base)
+    # [in, rank] starts uniform in +-1/sqrt(in) (PEFT's) and B [rank, out] at zero (the model
+    # starts as the base)
     merge_lora(classifier)   # W <- W + (alpha / rank) * A @ B: a plain Dense again, to export
 
 A PEFT user's expectations carry over: the adapters are the only trained encoder weights, the
 classification head is always trained (PEFT's `modules_to_save`), `alpha / rank` scales the
-update, and the default targets are the attention's query and value projections (PEFT's
-default for BERT-like models). Targets are the last part of a Dense layer's canonical name
-(`layer_<i>/attention/query` -> "query"); ModernBERT fuses query, key and value into one
-Dense ("qkv"), which its "auto" targets. "all" targets every Dense of the encoder's layers.
-The embeddings, the pooler and the head are never adapted.
+update, and the default targets are the attention's query and value projections (PEFT's default
+for BERT-like models). A starts as PEFT's (`kaiming_uniform_(a=sqrt(5))`: uniform in
++-1/sqrt(in)), not Keras' He-uniform default (+-sqrt(6/in), 2.4 times larger), so that the
+learning rates tuned with PEFT mean the same here: the update A @ B scales with A. Targets are
+the last part of a Dense layer's canonical name (`layer_<i>/attention/query` -> "query");
+ModernBERT fuses query, key and value into one Dense ("qkv"), which its "auto" targets. "all"
+targets every Dense of the encoder's layers. The embeddings, the pooler and the head are never
+adapted.
 
 `Dense.enable_lora` fits bertfit's layers as they are (plain `keras.layers.Dense`, built before
 training): it freezes the kernel (`trainable=False`) and adds `lora_kernel_a`/`lora_kernel_b`
@@ -36,6 +40,12 @@ ALL = "all"
 # The targets of "auto", by family (`BertConfig.model_type`): the attention's query and value.
 AUTO_TARGETS = {"modernbert": ("qkv",)}
 DEFAULT_TARGETS = ("query", "value")
+
+
+def peft_a_initializer(seed: int | None) -> keras.initializers.Initializer:
+    """PEFT's initialiser of A, `kaiming_uniform_(a=sqrt(5))` on its [rank, in] weight: uniform
+    in +-1/sqrt(in), which is variance scaling 1/3 over the fan-in (`in` for Keras' [in, rank])."""
+    return keras.initializers.VarianceScaling(1 / 3, "fan_in", "uniform", seed=seed)
 
 
 def adapted_layers(model) -> dict[str, keras.layers.Dense]:
@@ -103,7 +113,7 @@ def enable_lora(
         layer.enable_lora(
             rank,
             lora_alpha=alpha,
-            a_initializer=keras.initializers.HeUniform(seed=None if seed is None else seed + i),
+            a_initializer=peft_a_initializer(None if seed is None else seed + i),
         )
     adapters = {id(v) for layer in layers.values() for v in adapter_variables(layer)}
     for variable in classifier.encoder.weights:

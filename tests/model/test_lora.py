@@ -97,6 +97,19 @@ def test_auto_targets_are_the_familys_attention_query_and_value():
     ]
 
 
+def test_adapters_start_as_peft_s_a_uniform_within_one_over_root_fan_in_and_b_zero():
+    """PEFT's `kaiming_uniform_(a=sqrt(5))`, not Keras' He-uniform (2.4 times wider): the update
+    A @ B scales with A, so PEFT's learning rates mean the same here."""
+    layers = enable_lora(_classifier(), rank=8, alpha=16.0, targets=["all"], seed=0)
+    for name, layer in layers.items():
+        a, b = layer.lora_kernel_a.numpy(), layer.lora_kernel_b.numpy()
+        bound = 1 / np.sqrt(a.shape[0])  # fan-in: the layer's input width
+        assert np.abs(a).max() <= bound, name
+        assert np.abs(a).max() > 0.9 * bound, name  # He-uniform's would pass the bound above
+        np.testing.assert_allclose(a.std(), bound / np.sqrt(3), rtol=0.25, err_msg=name)
+        assert not b.any(), name
+
+
 def test_a_target_naming_no_layer_lists_the_layers_there_are():
     with pytest.raises(ConfigError, match=r"--lora-targets querry.*query, value"):
         enable_lora(_classifier(), 2, None, ["querry"])
