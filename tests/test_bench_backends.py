@@ -13,6 +13,7 @@ def side(seconds: float, accuracy: float, traces: int | None = None) -> dict:
         "first_step_seconds": 5.0,
         "train_peak_rss_mib": 1500.0,
         "test_accuracy": accuracy,
+        "time_split": {"train": seconds - 5},
     }
     if traces is not None:
         row["trace_counts"] = {"train_step": traces, "predict_step": 1}
@@ -25,9 +26,9 @@ def test_each_side_is_a_ratio_of_the_trainers_loop_with_its_compilations():
         "transformers": side(50, 0.82),
     }
     rows = table(result)
-    assert rows[2].startswith("| bertfit --backend tensorflow | 80 s | 1.60x |")
-    assert rows[3].startswith("| bertfit --backend jax | 100 s | 2.00x |")
-    assert rows[4].startswith("| transformers Trainer | 50 s | 1.00x |")
+    assert rows[2].startswith("| bertfit --backend tensorflow | 80 s | 1.60x | 75 s |")
+    assert rows[3].startswith("| bertfit --backend jax | 100 s | 2.00x | 95 s |")
+    assert rows[4].startswith("| transformers Trainer | 50 s | 1.00x | 45 s |")
     assert rows[2].endswith("| 0.8100 | 3 |") and rows[4].endswith("| 0.8200 | - |")
 
 
@@ -41,3 +42,4 @@ def test_the_results_table_rows_have_its_four_columns_and_the_jax_over_tensorflo
     assert all(row.count("|") == 5 for row in rows)
     assert rows[0].endswith("| 80 s | 50 s (Trainer) | 1.60x the time |")
     assert rows[2].endswith("| 100 s (JAX) | 80 s (TensorFlow) | 1.25x the time |")
+    assert rows[3].endswith("| 95 s (JAX) | 75 s (TensorFlow) | 1.27x the time |")
