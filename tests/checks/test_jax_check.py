@@ -8,10 +8,6 @@ one is TensorFlow's and checks the same input for comparison.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import tensorflow as tf
@@ -20,26 +16,16 @@ from bertfit.checks.findings import ERROR, Report
 from bertfit.checks.jax_step import STEP, compile_buckets
 from bertfit.cli import main
 from bertfit.model.inputs import GLOBAL_EXAMPLES, INDEX, LABEL, WORD_IDS
-from tests.distributed import cluster
+from tests.jax_process import run_in_jax
 from tests.tiny import sentiment_rows, train_args, write_csv
 
-ROOT = Path(__file__).resolve().parents[2]
 # what only the step part of each backend reports
 STEP_STATS = ("XLA compilation", "JAX compilations")
 
 
 def _check_in_jax(args: list[str]) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
-    done = subprocess.run(
-        [sys.executable, "-m", "bertfit.cli", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=cluster.TIMEOUT,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout[done.stdout.index("{") :])
+    out = run_in_jax(["bertfit.cli", *args])
+    return json.loads(out[out.index("{") :])
 
 
 @pytest.mark.slow  # a JAX process: two compilations of the tiny step, ~30 s on 2 busy cores

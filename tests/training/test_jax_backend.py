@@ -13,9 +13,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -28,12 +25,10 @@ from bertfit.inference.predictor import load_classifier
 from bertfit.tf_startup import select_keras_backend
 from bertfit.training.strategy import check_backend
 from tests.distributed import cluster
+from tests.jax_process import run_in_jax, xla_flags_for_two_devices
 from tests.tiny import sentiment_rows, write_csv
 from tests.training import backend_steps
 from tests.training.kill import resume_args, run_killed, run_train, steps_of
-
-ROOT = Path(__file__).resolve().parents[2]
-TWO_DEVICES = "--xla_force_host_platform_device_count=2"
 
 
 def _jax(config: RunConfig = None, **train) -> RunConfig:
@@ -77,26 +72,6 @@ def test_a_backend_keras_does_not_run_in_this_process_is_refused():
     check_backend(RunConfig(train=TrainConfig()))  # the default: TensorFlow, as this process
 
 
-def _xla_flags_for_two_devices() -> str:
-    return f"{os.environ.get('XLA_FLAGS', '')} {TWO_DEVICES}".strip()
-
-
-def _in_jax(module_args: list[str], *, devices: int = 1) -> None:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "KERAS_BACKEND": "jax"}
-    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
-    if devices > 1:
-        env["XLA_FLAGS"] = _xla_flags_for_two_devices()
-    done = subprocess.run(
-        [sys.executable, "-m", *module_args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=cluster.TIMEOUT,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-
-
 @pytest.mark.slow
 def test_50_steps_give_the_same_losses_on_both_backends_one_or_two_jax_devices(
     trainable_hf_dir, tmp_path
@@ -110,7 +85,7 @@ def test_50_steps_give_the_same_losses_on_both_backends_one_or_two_jax_devices(
         tensorflow = backend_steps.take_steps(config, initial)
         out = tmp_path / f"jax{devices}.npz"
         args = ["tests.training.backend_steps", trainable_hf_dir, train, initial, out, grad_accum]
-        _in_jax([str(a) for a in args], devices=devices)
+        run_in_jax(args, devices=devices)
         jax = np.load(out)
 
         assert len(jax["loss"]) == len(tensorflow["loss"]) == backend_steps.STEPS
@@ -126,7 +101,7 @@ def test_50_steps_give_the_same_losses_on_both_backends_one_or_two_jax_devices(
 
 def _two_devices(monkeypatch: pytest.MonkeyPatch) -> None:
     """The JAX processes started from here see two CPU devices."""
-    monkeypatch.setenv("XLA_FLAGS", _xla_flags_for_two_devices())
+    monkeypatch.setenv("XLA_FLAGS", xla_flags_for_two_devices())
 
 
 @pytest.fixture(scope="module")
@@ -286,17 +261,8 @@ def test_doctor_compiles_each_bucket_of_a_jax_run_once_and_times_its_steps(jax_r
     args, _, _ = jax_run
     # train's flags (--json among them) pasted; a given peak skips measuring the CPU's
     doctor = ["doctor", *args, "--steps", "4", "--peak-tflops", "1"]
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
-    done = subprocess.run(
-        [sys.executable, "-m", "bertfit.cli", *doctor],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=cluster.TIMEOUT,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    report = json.loads(done.stdout.strip().splitlines()[-1])
+    out = run_in_jax(["bertfit.cli", *doctor])
+    report = json.loads(out.strip().splitlines()[-1])
     assert report["strategy"] == "jax OneDevice (keras.distribution)"
     assert report["devices"][0].startswith("cpu:0")
     assert report["buckets"] == [8, 16]
