@@ -15,7 +15,7 @@ import sys
 
 from bertfit.checkpoints import commands as checkpoint_commands
 from bertfit.checks import commands as check_commands
-from bertfit.config import DATA_FORMATS, ENGINES, TASKS, TENSORFLOW_BACKEND
+from bertfit.config import BACKENDS, DATA_FORMATS, ENGINES, JAX_BACKEND, TASKS, TENSORFLOW_BACKEND
 from bertfit.errors import BertfitError, TrainingInterrupted
 from bertfit.export.formats import FORMATS as EXPORT_FORMATS
 from bertfit.flags import add_flags, flags_of, given
@@ -32,8 +32,9 @@ from bertfit.sweeps.flags import add_tune_arguments, select_sweep_backend, sweep
 from bertfit.tf_startup import select_keras_backend, start_tensorflow
 
 # The commands whose preflight makes --backend Keras' backend (`select_run_backend`, tune's and
-# audit's `select_sweep_backend`, `select_audit_backend`); every other runs Keras on TensorFlow.
-BACKEND_COMMANDS = ("train", "doctor", "check", "tune", "audit")
+# audit's `select_sweep_backend`, `select_audit_backend`, evaluate's and predict's
+# `select_inference_backend`); every other runs Keras on TensorFlow.
+BACKEND_COMMANDS = ("train", "doctor", "check", "tune", "audit", "evaluate", "predict")
 
 # What the system refuses for reasons outside bertfit: a full disk, a read-only file system, no
 # permission. Said in one line like a user mistake; any other OSError is a bug and is raised.
@@ -229,7 +230,7 @@ def cmd_evaluate(args) -> int:
     from bertfit.inference.run import evaluate
 
     metrics = evaluate(
-        engine_run(args),
+        backend_run(args),
         args.data,
         quiet=args.quiet or args.json,
         format=args.format,
@@ -257,7 +258,7 @@ def cmd_predict(args) -> int:
 
     output = args.output or "-"
     check_output_path(output, args.data, args.run)
-    run, engine, columns = engine_run(args), args.engine, _columns(args)
+    run, engine, columns = backend_run(args), args.engine, _columns(args)
     if args.data == "-":  # streamed in chunks, answered as it goes: stdin may never end
         chunks = predict_chunks(run, args.data, format=args.format, columns=columns, engine=engine)
         count = write_prediction_chunks(chunks, output)
@@ -286,6 +287,26 @@ def engine_run(args, engine: str | None = None) -> str:
         start_tensorflow(for_inference=True)
         warn_if_unfinished(args.run)
     return str(onnx_engine_folder(args.run))
+
+
+def select_inference_backend(args) -> None:
+    """evaluate's and predict's preflight: what --backend cannot run is refused
+    (`bertfit.inference.run.check_backend`), then it becomes Keras' backend."""
+    from bertfit.inference.run import check_backend
+
+    check_backend(args.run, args.engine, args.backend)
+    select_keras_backend(args.backend)
+
+
+def backend_run(args):
+    """`engine_run`'s run or export, or with --backend jax the run's classifier on the JAX
+    devices (`bertfit.jax_inference`)."""
+    run = engine_run(args)
+    if args.backend != JAX_BACKEND:
+        return run
+    from bertfit.jax_inference import JaxClassifier
+
+    return JaxClassifier(run)
 
 
 def _columns(args) -> dict:
@@ -486,7 +507,8 @@ def _add_evaluate(sub) -> None:
     _add_data_arguments(evaluate, label=True)
     _add_quiet(evaluate)
     _add_engine(evaluate)
-    evaluate.set_defaults(handler=cmd_evaluate)
+    _add_backend(evaluate)
+    evaluate.set_defaults(handler=cmd_evaluate, preflight=select_inference_backend)
 
 
 def _add_predict(sub) -> None:
@@ -500,7 +522,8 @@ def _add_predict(sub) -> None:
     _add_data_arguments(predict, label=False)
     _add_quiet(predict)
     _add_engine(predict)
-    predict.set_defaults(handler=cmd_predict)
+    _add_backend(predict)
+    predict.set_defaults(handler=cmd_predict, preflight=select_inference_backend)
 
 
 def _add_data_arguments(command, label: bool) -> None:
@@ -532,6 +555,19 @@ def _add_engine(command) -> None:
         "run's ONNX export in ONNX Runtime, made once and kept in the run; no TensorFlow "
         "in the process, so it starts faster; WordPiece runs without --long-documents "
         "chunk; needs bertfit[export])",
+    )
+
+
+def _add_backend(command) -> None:
+    command.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        default=TENSORFLOW_BACKEND,
+        help="the Keras backend the model runs on: tensorflow (default, whichever backend "
+        "trained the run) or jax (the run's checkpoint on the JAX devices: TPUs TensorFlow "
+        "cannot drive, GPUs; one compile per length bucket, batches split over the local "
+        "devices; the same outputs and metrics; a run directory with --engine tensorflow; "
+        "needs bertfit[jax])",
     )
 
 

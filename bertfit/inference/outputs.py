@@ -48,7 +48,9 @@ def task_outputs(task: Task, logits: tf.Tensor, label_names: tf.Tensor) -> dict[
 
     from bertfit.model.losses import outputs as logit_meaning
 
-    meaning = logit_meaning(task.kind, calibrated_logits(task, logits))
+    # a tf.Tensor already on TensorFlow's Keras backend; on JAX's (`bertfit.jax_inference`,
+    # eager) keras.ops gives a jax.Array, and the string ops below take tensors
+    meaning = tf.convert_to_tensor(logit_meaning(task.kind, calibrated_logits(task, logits)))
     if task.kind == REGRESSION:
         value = meaning[:, 0] * task.std + task.mean
         if not task.interval:

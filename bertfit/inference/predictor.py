@@ -77,24 +77,7 @@ class Classifier(TextClassifier):
         run_dir = open_run(path)
         config = run_dir.load_config()
         task = run_dir.load_task()
-        bert = run_dir.load_bert_config()
-        check_positions(
-            config.model.max_seq_length, bert.max_sequence_length, f"the encoder of {path}"
-        )
-        encoder = BertEncoder(bert, random_init=False, dtype=encoder_policy(config.model))
-        model = BertClassifier(encoder, task.num_outputs, config.model.pooling, 0.0)
-        windows = WindowSpec.for_model(config.model)
-        if windows is not None:
-            model = ChunkedClassifier(model, config.model.chunk_pooling)
-        lora = config.model.lora_rank > 0  # the run's adapters, folded in once restored
-        if lora:
-            m = config.model
-            if m.base_precision == INT8:  # the checkpoint holds int8 kernels and their scales
-                quantize_base(adapted_layers(model).values())
-            enable_lora(model, m.lora_rank, m.lora_alpha, m.lora_targets)
-        restore_model(model, run_dir.checkpoint_path(which))
-        if lora:
-            merge_lora(model)
+        model = restored_model(run_dir, config, task, which)
         metadata = run_metadata(config, task)
         module = ClassifierModule(
             model,
@@ -103,7 +86,7 @@ class Classifier(TextClassifier):
             config.model.max_seq_length,
             list(saved_buckets(config.data.buckets, config.model.max_seq_length)),
             metadata["pairs"],
-            windows,
+            WindowSpec.for_model(config.model),
         )
         return cls(module, metadata, **kwargs)
 
@@ -194,6 +177,32 @@ class Classifier(TextClassifier):
             name: np.zeros((0, *spec.shape[1:]), spec.dtype.as_numpy_dtype)
             for name, spec in specs.items()
         }
+
+
+def restored_model(run_dir: RunDir, config, task: Task, which: str = "best"):
+    """The run's classifier with the weights of its `which` checkpoint ("best" or "latest"),
+    LoRA adapters folded in: a `BertClassifier`, or a `ChunkedClassifier` for a run of
+    `--long-documents chunk`. Built on this process's Keras backend: TensorFlow's for
+    `Classifier.from_run`, JAX's for `bertfit.jax_inference` (the checkpoint is one format,
+    `bertfit.runs.weights`)."""
+    bert = run_dir.load_bert_config()
+    check_positions(
+        config.model.max_seq_length, bert.max_sequence_length, f"the encoder of {run_dir.shown}"
+    )
+    encoder = BertEncoder(bert, random_init=False, dtype=encoder_policy(config.model))
+    model = BertClassifier(encoder, task.num_outputs, config.model.pooling, 0.0)
+    if WindowSpec.for_model(config.model) is not None:
+        model = ChunkedClassifier(model, config.model.chunk_pooling)
+    lora = config.model.lora_rank > 0  # the run's adapters, folded in once restored
+    if lora:
+        m = config.model
+        if m.base_precision == INT8:  # the checkpoint holds int8 kernels and their scales
+            quantize_base(adapted_layers(model).values())
+        enable_lora(model, m.lora_rank, m.lora_alpha, m.lora_targets)
+    restore_model(model, run_dir.checkpoint_path(which))
+    if lora:
+        merge_lora(model)
+    return model
 
 
 def _window_spec(metadata: dict) -> WindowSpec | None:

@@ -2,7 +2,9 @@
 by an engine (`engine`): "tensorflow", the run's graph (`bertfit.inference.predictor`), or "onnx",
 an ONNX export in ONNX Runtime (`bertfit.inference.onnx_runtime`; `bertfit.export.onnx_engine`
 makes a run's). Each engine's modules are imported only when it runs: the onnx engine's process
-never imports TensorFlow."""
+never imports TensorFlow. Each function also takes a classifier loaded already in place of the
+path: `bertfit.jax_inference.JaxClassifier`, a run's model on the JAX devices (`--backend jax`,
+which `check_backend` checks), comes that way, from above this package."""
 
 from __future__ import annotations
 
@@ -13,15 +15,17 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from bertfit.config import ENGINES
+from bertfit.config import BACKENDS, ENGINES, JAX_BACKEND
 from bertfit.data.chunks import read_chunks
 from bertfit.data.sources import Example, SourceSpec, read_examples
 from bertfit.errors import ConfigError
 from bertfit.inference.onnx_runtime import load_onnx_classifier
 from bertfit.inference.outputs import metric_inputs, prediction_rows
+from bertfit.inference.texts import TextClassifier
 from bertfit.progress import Progress
 from bertfit.runs.calibration import calibration_metrics
 from bertfit.runs.metrics import task_metrics
+from bertfit.storage import is_url
 
 if TYPE_CHECKING:
     from bertfit.inference.predictor import Classifier
@@ -40,6 +44,34 @@ def load_for_engine(path: str | Path, engine: str = "tensorflow"):
     from bertfit.inference.predictor import load_classifier
 
     return load_classifier(path)
+
+
+def check_backend(path: str | Path, engine: str, backend: str) -> None:
+    """What `--backend` (the Keras backend the model runs on) cannot run, refused before
+    anything loads: `--backend jax` runs a run directory's checkpoint on the JAX devices
+    (`bertfit.jax_inference`), so neither an export (a TensorFlow SavedModel) nor the onnx
+    engine (ONNX Runtime runs the model, no Keras backend)."""
+    if backend not in BACKENDS:
+        raise ConfigError(f"--backend {backend!r}: expected one of {', '.join(BACKENDS)}.")
+    if backend != JAX_BACKEND:
+        return
+    if engine != "tensorflow":
+        raise ConfigError(
+            f"--backend jax runs the run's model with Keras on JAX; --engine {engine} runs "
+            "an export in another runtime: leave out one of them."
+        )
+    if not is_url(path) and not (Path(path) / "config.yaml").is_file():  # a URL: when read
+        raise ConfigError(
+            f"--backend jax runs a run directory's checkpoint (bertfit train --output-dir); "
+            f"{path} is not one. An export is a TensorFlow SavedModel: run it with --backend "
+            "tensorflow (the default), or pass the run directory it was exported from."
+        )
+
+
+def loaded(run: str | Path | TextClassifier, engine: str = "tensorflow") -> TextClassifier:
+    """`run` itself when it is a classifier loaded already (`bertfit.jax_inference`'s), else
+    the classifier at that path run by `engine` (`load_for_engine`)."""
+    return run if isinstance(run, TextClassifier) else load_for_engine(run, engine)
 
 
 def classifier_source_spec(
@@ -66,7 +98,7 @@ def classifier_source_spec(
 
 
 def evaluate(
-    run_path: str | Path,
+    run_path: str | Path | TextClassifier,
     data_path: str,
     *,
     quiet: bool = False,
@@ -80,9 +112,9 @@ def evaluate(
     num_examples; every row counts. `engine`: see `load_for_engine`. A classifier's metrics
     include `ece` (expected calibration error) and `brier` of the probabilities it gives
     (calibrated when the run was); a regression with a predictive interval its
-    `interval_coverage`.
+    `interval_coverage`. `run_path` may be a classifier loaded already (`loaded`).
     """
-    classifier = load_for_engine(run_path, engine)
+    classifier = loaded(run_path, engine)
     spec = classifier_source_spec(classifier, format, columns)
     examples = read_examples(data_path, spec)
     targets = classifier.task.targets(examples, data_path)
@@ -101,7 +133,7 @@ def evaluate(
 
 
 def predict(
-    run_path: str | Path,
+    run_path: str | Path | TextClassifier,
     data_path: str,
     *,
     quiet: bool = False,
@@ -113,15 +145,15 @@ def predict(
     (single-label), the labels and a probability per label (multi-label), or the value.
     `format` reads `data_path` in that format (standard input is CSV without it); `columns`
     names its text columns where they differ from the training files'. `engine`: see
-    `load_for_engine`."""
-    classifier = load_for_engine(run_path, engine)
+    `load_for_engine`; `run_path` may be a classifier loaded already (`loaded`)."""
+    classifier = loaded(run_path, engine)
     spec = classifier_source_spec(classifier, format, columns)
     examples = read_examples(data_path, spec, labels_required=False)
     return prediction_rows(classifier.task, _outputs(classifier, examples, "predict", quiet))
 
 
 def predict_chunks(
-    run_path: str | Path,
+    run_path: str | Path | TextClassifier,
     data_path: str,
     *,
     format: str | None = None,
@@ -132,7 +164,7 @@ def predict_chunks(
     """`predict`'s rows, `rows` input rows at a time, each chunk predicted as soon as it is
     read: memory stays bounded whatever the input's length, and `predict --data -` answers an
     endless standard input as it goes (a row waits for at most `rows - 1` after it)."""
-    classifier = load_for_engine(run_path, engine)
+    classifier = loaded(run_path, engine)
     spec = classifier_source_spec(classifier, format, columns)
     for chunk in read_chunks(data_path, spec, rows=rows, labels_required=False):
         pairs = [e.text_pair for e in chunk] if classifier.pairs else None

@@ -1,0 +1,109 @@
+"""`bertfit evaluate --backend jax` and `bertfit predict --backend jax`: a run's classifier whose
+forward pass runs on the JAX devices (a TPU v6e or TPU7x, which TensorFlow cannot drive, a GPU,
+or the CPU), giving the outputs, files and metrics of TensorFlow's (`inference/predictor.py`).
+
+    clf = JaxClassifier("runs/sst")             # a run directory, trained on either backend
+    bertfit.inference.run.evaluate(clf, "test.csv")
+
+The texts go the way a run's evaluation goes in `bertfit train --backend jax`: the run's
+in-graph tokenizer and tf.data pipeline (`encode_labelled`: full global batches at the run's
+length buckets, or documents in windows with `--long-documents chunk`), then
+`JaxTrainer.predict`: one `jax.jit` compile per bucket shape, each batch split along its rows
+over this host's devices (`keras.distribution.DataParallel`). The model is the run's checkpoint
+as `restored_model` restores it for TensorFlow (one checkpoint format: `bertfit.runs.weights`).
+The trainer gives the logits, and `task_outputs`, the function TensorFlow's graph runs, gives
+them their meaning (calibration, label names, thresholds, the targets' units).
+
+This module sits above `inference/` and `training/` (it joins the two; neither may import the
+other), so `bertfit.cli` hands a `JaxClassifier` to `bertfit.inference.run`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import jax
+import numpy as np
+import tensorflow as tf
+
+from bertfit.data.labelled import encode_labelled
+from bertfit.data.sources import Example
+from bertfit.data.tasks import REGRESSION
+from bertfit.data.training_data import Batching
+from bertfit.inference.outputs import task_outputs
+from bertfit.inference.predictor import restored_model, run_metadata
+from bertfit.inference.texts import BATCH_SIZE, TextClassifier, checked_batch_size
+from bertfit.runs.run_dir import open_run
+from bertfit.training.jax_trainer import JaxTrainer
+
+
+class JaxClassifier(TextClassifier):
+    """A run's classifier on Keras' JAX backend, with `Classifier`'s `outputs`, `predict` and
+    `predict_proba` (rows in input order) and its `task`, `pairs` and `metadata`.
+
+    Args:
+        path: a run directory (local or a URL), trained on either backend; its best checkpoint
+            is used.
+        batch_size: texts per step (documents with `--long-documents chunk`, each
+            `[max_chunks at most, max_seq_length]` windows), rounded up to a multiple of this
+            host's JAX devices so that every device gets as many rows.
+    """
+
+    def __init__(self, path: str | Path, batch_size: int = BATCH_SIZE):
+        run_dir = open_run(path)
+        self.config = run_dir.load_config()
+        self.task = run_dir.load_task()
+        self.metadata = run_metadata(self.config, self.task)
+        self.labels: list[str] = list(self.task.labels)
+        self.pairs: bool = self.metadata["pairs"]
+        self.tokenizer = run_dir.load_tokenizer()
+        devices = jax.local_devices()
+        self.batch_size = -(-checked_batch_size(batch_size) // len(devices)) * len(devices)
+        # Predicting only (no optimizer). Its predict step gives what `model.losses.outputs`
+        # makes of the logits for the task kind it is told; for a regression that is the
+        # logits themselves, which `task_outputs` then reads as the run's task.
+        self.trainer = JaxTrainer(
+            lambda: restored_model(run_dir, self.config, self.task),
+            self.config.train,
+            total_steps=None,
+            task_kind=REGRESSION,
+            devices=devices,
+        )
+
+    def outputs(
+        self, texts: Sequence[str], text_pairs: Sequence[str] | None = None, progress=None
+    ) -> dict[str, np.ndarray]:
+        """Every output of the model by name (see `bertfit.inference.outputs`), rows in input
+        order, as `Classifier.outputs` gives them."""
+        texts, text_pairs = self.checked_texts(texts, text_pairs)
+        logits = self.logits(texts, text_pairs, progress)
+        names = tf.constant(self.labels, tf.string)
+        outputs = task_outputs(self.task, tf.constant(logits), names)
+        return {name: value.numpy() for name, value in outputs.items()}
+
+    def logits(self, texts: list[str], text_pairs: list[str] | None, progress=None) -> np.ndarray:
+        """The model's float32 logits [texts, outputs] for checked texts, in input order."""
+        if not texts:
+            return np.zeros((0, self.task.num_outputs), np.float32)
+        pairs = text_pairs or [None] * len(texts)
+        examples = [
+            Example(text, pair, None, line)
+            for line, (text, pair) in enumerate(zip(texts, pairs, strict=True), start=1)
+        ]
+        data = encode_labelled("texts", examples, self.config, self.tokenizer, None)
+        buckets = tuple(self.metadata["buckets"])
+        batching = Batching.of(self.config, buckets, training=False, batch_size=self.batch_size)
+        batches = data.input(
+            batching,
+            self.trainer.strategy,
+            special_ids=self.tokenizer.special_ids,
+            shuffle=False,
+        )
+        if progress is not None:  # made for batches of batch_size texts by the caller
+            progress.total = max(len(batches), 1)
+        return self.trainer.predict(batches, len(data), progress)
+
+    def trace_counts(self) -> dict[str, int]:
+        """How often the predict step was traced (and compiled): once per bucket shape."""
+        return {"predict_step": self.trainer.trace_counts()["predict_step"]}

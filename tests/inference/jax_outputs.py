@@ -1,0 +1,85 @@
+"""What `--backend jax` gives for a run, from a process whose Keras runs on JAX, for a test in a
+TensorFlow process to compare with TensorFlow's (`assert_same_as_tensorflow`).
+
+    KERAS_BACKEND=jax python -m tests.inference.jax_outputs RUN DATA OUT
+
+OUT (JSON) gets the rows `bertfit predict --backend jax` wrote, then the metrics and rows of
+one `JaxClassifier` that evaluated and predicted DATA (`bertfit.inference.run`), with the
+times its predict step was traced and the JAX devices it split the batches over.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+TIMINGS = ("wall_seconds", "examples_per_second")  # the only metrics that differ by design
+
+
+def main() -> None:
+    import jax
+
+    from bertfit.cli import main as bertfit
+    from bertfit.inference.run import evaluate, predict
+    from bertfit.jax_inference import JaxClassifier
+
+    run, data, out = sys.argv[1:4]
+    written = Path(out).with_suffix(".jsonl")
+    args = ["--backend", "jax", "--run", run, "--data", data, "--quiet"]
+    assert bertfit(["predict", *args, "--output", str(written)]) == 0
+    classifier = JaxClassifier(run)
+    result = {
+        "cli_rows": [json.loads(line) for line in written.read_text().splitlines()],
+        "metrics": evaluate(classifier, data, quiet=True),
+        "rows": predict(classifier, data, quiet=True),
+        "trace_counts": classifier.trace_counts(),
+        "devices": jax.local_device_count(),
+    }
+    Path(out).write_text(json.dumps(result))
+
+
+def assert_same_as_tensorflow(jax: dict, run: str, data: str) -> None:
+    """`jax` (what `main` wrote) holds TensorFlow's metrics of `run` on `data` within 1e-5
+    (timings aside), and its rows TensorFlow's labels and probabilities within 1e-5."""
+    from bertfit.inference.run import evaluate, predict
+
+    metrics = {k: v for k, v in evaluate(run, data, quiet=True).items() if k not in TIMINGS}
+    got = {k: v for k, v in jax["metrics"].items() if k not in TIMINGS}
+    assert dict(_numbers(got)).keys() == dict(_numbers(metrics)).keys()
+    for name, value in _numbers(metrics):
+        assert dict(_numbers(got))[name] == _approx(value), name
+    rows = predict(run, data, quiet=True)
+    for found in (jax["cli_rows"], jax["rows"]):
+        assert [r["label"] for r in found] == [r["label"] for r in rows]
+        np.testing.assert_allclose(_probabilities(found), _probabilities(rows), atol=1e-5)
+
+
+def _numbers(value, name: str = ""):
+    """(path, number) for every number in nested dicts and lists."""
+    if isinstance(value, dict):
+        for key in sorted(value):
+            yield from _numbers(value[key], f"{name}/{key}")
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from _numbers(item, f"{name}/{i}")
+    else:
+        yield name, value
+
+
+def _approx(value):
+    import pytest
+
+    return pytest.approx(value, abs=1e-5)
+
+
+def _probabilities(rows: list[dict]) -> np.ndarray:
+    return np.array(
+        [[row["probabilities"][k] for k in sorted(row["probabilities"])] for row in rows]
+    )
+
+
+if __name__ == "__main__":
+    main()
