@@ -11,6 +11,7 @@ times its predict step was traced and the JAX devices it split the batches over.
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -41,20 +42,36 @@ def main() -> None:
     Path(out).write_text(json.dumps(result))
 
 
+def calibrated_copy(run: str | Path, folder: Path, temperature: float = 3.0) -> str:
+    """A copy of `run` calibrated at `temperature` (its labels.json, as calibration writes
+    it): the tiny runs' probabilities are near 0 and 1, where logits read wrongly (or not
+    divided by the temperature) would still give them; divided by 3 they are not."""
+    copy = folder / "calibrated"
+    shutil.copytree(run, copy)
+    labels = copy / "labels.json"
+    task = json.loads(labels.read_text())
+    labels.write_text(json.dumps({**task, "temperatures": [temperature]}))
+    return str(copy)
+
+
 def assert_same_as_tensorflow(jax: dict, run: str, data: str) -> None:
     """`jax` (what `main` wrote) holds TensorFlow's metrics of `run` on `data` within 1e-5
-    (timings aside), and its rows TensorFlow's labels and probabilities within 1e-5."""
+    (timings aside), and its rows TensorFlow's labels and probabilities within 1e-5; most of
+    them far from 0 and 1 (see `calibrated_copy`)."""
     from bertfit.inference.run import evaluate, predict
 
     metrics = {k: v for k, v in evaluate(run, data, quiet=True).items() if k not in TIMINGS}
-    got = {k: v for k, v in jax["metrics"].items() if k not in TIMINGS}
-    assert dict(_numbers(got)).keys() == dict(_numbers(metrics)).keys()
-    for name, value in _numbers(metrics):
-        assert dict(_numbers(got))[name] == _approx(value), name
+    want = dict(_numbers(metrics))
+    got = dict(_numbers({k: v for k, v in jax["metrics"].items() if k not in TIMINGS}))
+    assert got.keys() == want.keys()
+    for name, value in want.items():
+        assert got[name] == _approx(value), f"{name}: {got[name]} on JAX, {value} on TensorFlow"
     rows = predict(run, data, quiet=True)
+    probabilities = _probabilities(rows)
+    assert ((probabilities > 0.02) & (probabilities < 0.98)).mean() > 0.5
     for found in (jax["cli_rows"], jax["rows"]):
         assert [r["label"] for r in found] == [r["label"] for r in rows]
-        np.testing.assert_allclose(_probabilities(found), _probabilities(rows), atol=1e-5)
+        np.testing.assert_allclose(_probabilities(found), probabilities, atol=1e-5)
 
 
 def _numbers(value, name: str = ""):

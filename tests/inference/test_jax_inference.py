@@ -13,7 +13,7 @@ import json
 import pytest
 
 from bertfit.cli import main
-from tests.inference.jax_outputs import assert_same_as_tensorflow
+from tests.inference.jax_outputs import assert_same_as_tensorflow, calibrated_copy
 from tests.jax_process import run_in_jax
 from tests.tiny import sentiment_rows, write_csv
 
@@ -28,15 +28,15 @@ def texts_to_score(path):
 def test_a_tensorflow_run_on_two_jax_devices_gives_tensorflows_metrics_and_predictions(
     trained_run, tmp_path
 ):
-    _, summary = trained_run
+    run = calibrated_copy(trained_run[1].run_dir, tmp_path)
     data = texts_to_score(tmp_path / "data.csv")
     out = tmp_path / "jax.json"
-    run_in_jax(["tests.inference.jax_outputs", summary.run_dir, data, out], devices=2)
+    run_in_jax(["tests.inference.jax_outputs", run, data, out], devices=2)
     jax = json.loads(out.read_text())
 
     assert jax["devices"] == 2
     assert jax["trace_counts"] == {"predict_step": 2}  # buckets 8 and 16, then no more
-    assert_same_as_tensorflow(jax, summary.run_dir, data)
+    assert_same_as_tensorflow(jax, run, data)
 
 
 @pytest.mark.parametrize(

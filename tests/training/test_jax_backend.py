@@ -25,6 +25,7 @@ from bertfit.inference.predictor import load_classifier
 from bertfit.tf_startup import select_keras_backend
 from bertfit.training.strategy import check_backend
 from tests.distributed import cluster
+from tests.inference.jax_outputs import assert_same_as_tensorflow, calibrated_copy
 from tests.jax_process import run_in_jax, xla_flags_for_two_devices
 from tests.tiny import sentiment_rows, write_csv
 from tests.training import backend_steps
@@ -153,6 +154,20 @@ def test_a_jax_run_evaluates_and_exports_in_tensorflow(jax_run, tmp_path, capsys
     predicted = load_classifier(str(run)).predict(texts)
     expected = [[row["probabilities"][label] for label in ("neg", "pos")] for row in predicted]
     np.testing.assert_allclose(exported, expected, atol=1e-5)
+
+
+@pytest.mark.slow  # a JAX process: ~15 s on 2 busy cores
+def test_a_jax_run_evaluates_and_predicts_on_one_jax_device_as_in_tensorflow(jax_run, tmp_path):
+    """`evaluate`/`predict --backend jax` (tests/inference/test_jax_inference.py has a
+    TensorFlow run on two devices)."""
+    run, dev = calibrated_copy(jax_run[1], tmp_path), str(jax_run[2])
+    out = tmp_path / "jax.json"
+    run_in_jax(["tests.inference.jax_outputs", run, dev, out])
+    jax = json.loads(out.read_text())
+
+    assert jax["devices"] == 1
+    assert jax["trace_counts"] == {"predict_step": 2}  # buckets 8 and 16, then no more
+    assert_same_as_tensorflow(jax, run, dev)
 
 
 @pytest.mark.slow
