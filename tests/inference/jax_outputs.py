@@ -1,11 +1,12 @@
 """What `--backend jax` gives for a run, from a process whose Keras runs on JAX, for a test in a
 TensorFlow process to compare with TensorFlow's (`assert_same_as_tensorflow`).
 
-    KERAS_BACKEND=jax python -m tests.inference.jax_outputs RUN DATA OUT
+    KERAS_BACKEND=jax python -m tests.inference.jax_outputs RUN DATA OUT [RUN DATA OUT ...]
 
-OUT (JSON) gets the rows `bertfit predict --backend jax` wrote, then the metrics and rows of
-one `JaxClassifier` that evaluated and predicted DATA (`bertfit.inference.run`), with the
-times its predict step was traced and the JAX devices it split the batches over.
+Each OUT (JSON) gets the rows `bertfit predict --backend jax` wrote of its RUN on DATA, then
+the metrics and rows of one `JaxClassifier` that evaluated and predicted DATA
+(`bertfit.inference.run`), with the times its predict step was traced and the JAX devices it
+split the batches over. Several runs share the process's start (seconds).
 """
 
 from __future__ import annotations
@@ -21,32 +22,36 @@ TIMINGS = ("wall_seconds", "examples_per_second")  # the only metrics that diffe
 
 
 def main() -> None:
+    arguments = sys.argv[1:]
+    for start in range(0, len(arguments), 3):
+        run, data, out = arguments[start : start + 3]
+        Path(out).write_text(json.dumps(jax_outputs(run, data, Path(out).with_suffix(".jsonl"))))
+
+
+def jax_outputs(run: str, data: str, written: Path) -> dict:
     import jax
 
     from bertfit.cli import main as bertfit
     from bertfit.inference.run import evaluate, predict
     from bertfit.jax_inference import JaxClassifier
 
-    run, data, out = sys.argv[1:4]
-    written = Path(out).with_suffix(".jsonl")
     args = ["--backend", "jax", "--run", run, "--data", data, "--quiet"]
     assert bertfit(["predict", *args, "--output", str(written)]) == 0
     classifier = JaxClassifier(run)
-    result = {
+    return {
         "cli_rows": [json.loads(line) for line in written.read_text().splitlines()],
         "metrics": evaluate(classifier, data, quiet=True),
         "rows": predict(classifier, data, quiet=True),
         "trace_counts": classifier.trace_counts(),
         "devices": jax.local_device_count(),
     }
-    Path(out).write_text(json.dumps(result))
 
 
-def calibrated_copy(run: str | Path, folder: Path, temperature: float = 3.0) -> str:
-    """A copy of `run` calibrated at `temperature` (its labels.json, as calibration writes
-    it): the tiny runs' probabilities are near 0 and 1, where logits read wrongly (or not
-    divided by the temperature) would still give them; divided by 3 they are not."""
-    copy = folder / "calibrated"
+def calibrated_copy(run: str | Path, copy: Path, temperature: float = 3.0) -> str:
+    """A copy of `run` at `copy`, calibrated at `temperature` (its labels.json, as
+    calibration writes it): the tiny runs' probabilities are near 0 and 1, where logits read
+    wrongly (or not divided by the temperature) would still give them; divided by 3 they are
+    not."""
     shutil.copytree(run, copy)
     labels = copy / "labels.json"
     task = json.loads(labels.read_text())
