@@ -70,6 +70,7 @@ def test_help_loads_no_tensorflow(argv, says):
         (["export", "--run", "r", "out", "--version", "0"], "expected a whole number from 1"),
         (["serve", "--run", "r", "--max-batch", "0"], "--max-batch must be at least 1, got 0"),
         (["convert", "m", "m", "--to", "hf"], "DST m overlaps the input m"),  # a preflight
+        (["predict", "--run", "r", "--data", "-", "--backend", "jax"], "r is not one"),
     ],
 )
 def test_usage_errors_exit_2_without_loading_tensorflow(argv, says):

@@ -86,11 +86,9 @@ def test_runs_on_two_jax_devices_give_tensorflows_metrics_and_predictions(
     ],
 )
 @pytest.mark.parametrize("command", ["evaluate", "predict"])
-def test_what_jax_does_not_run_is_refused_before_keras_loads(
-    command, flags, said, tmp_path, capsys
-):
-    """In this process Keras runs on TensorFlow: had the preflight chosen JAX first, it would
-    say so instead."""
+def test_what_jax_does_not_run_is_refused_naming_the_fix(command, flags, said, tmp_path, capsys):
+    """Said before Keras' backend is chosen (in this process Keras runs on TensorFlow, which
+    it would say instead; tests/test_cli_startup.py shows that nothing heavy loads first)."""
     data = texts_to_score(tmp_path / "data.csv")
     export = tmp_path / "export" / "1"
     export.mkdir(parents=True)
