@@ -27,6 +27,7 @@ import jax
 import numpy as np
 import tensorflow as tf
 
+from bertfit.config import JAX_BACKEND
 from bertfit.data.labelled import encode_labelled
 from bertfit.data.sources import Example
 from bertfit.data.tasks import REGRESSION
@@ -35,12 +36,17 @@ from bertfit.inference.outputs import task_outputs
 from bertfit.inference.predictor import restored_model, run_metadata
 from bertfit.inference.texts import BATCH_SIZE, TextClassifier, checked_batch_size
 from bertfit.runs.run_dir import open_run
+from bertfit.tf_startup import select_keras_backend
 from bertfit.training.jax_trainer import JaxTrainer
 
 
 class JaxClassifier(TextClassifier):
     """A run's classifier on Keras' JAX backend, with `Classifier`'s `outputs`, `predict` and
     `predict_proba` (rows in input order) and its `task`, `pairs` and `metadata`.
+
+    Keras must run on JAX in the process (KERAS_BACKEND=jax before it is imported; the
+    `bertfit` command sets it): in a process whose Keras runs on TensorFlow it is refused
+    with that fix.
 
     Args:
         path: a run directory (local or a URL), trained on either backend; its best checkpoint
@@ -51,6 +57,7 @@ class JaxClassifier(TextClassifier):
     """
 
     def __init__(self, path: str | Path, batch_size: int = BATCH_SIZE):
+        select_keras_backend(JAX_BACKEND)  # a process whose Keras runs on TensorFlow: refused
         run_dir = open_run(path)
         self.config = run_dir.load_config()
         self.task = run_dir.load_task()

@@ -14,6 +14,7 @@ import json
 import pytest
 
 from bertfit.cli import main
+from bertfit.errors import ConfigError
 from tests.inference.jax_outputs import assert_same_as_tensorflow, calibrated_copy
 from tests.jax_process import run_in_jax
 from tests.tiny import sentiment_rows, write_csv
@@ -98,3 +99,11 @@ def test_what_jax_does_not_run_is_refused_naming_the_fix(command, flags, said, t
     assert main(args) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"bertfit {command}: error: --backend jax") and said in err
+
+
+def test_a_jax_classifier_in_a_tensorflow_process_is_refused_with_the_fix(tmp_path):
+    """From Python, where no preflight chose the backend (before the run is read)."""
+    from bertfit.jax_inference import JaxClassifier
+
+    with pytest.raises(ConfigError, match="set KERAS_BACKEND=jax before Keras is imported"):
+        JaxClassifier(tmp_path / "run")
