@@ -1,12 +1,13 @@
 """What `--backend jax` gives for a run, from a process whose Keras runs on JAX, for a test in a
 TensorFlow process to compare with TensorFlow's (`assert_same_as_tensorflow`).
 
-    KERAS_BACKEND=jax python -m tests.inference.jax_outputs RUN DATA OUT [RUN DATA OUT ...]
+    KERAS_BACKEND=jax python -m tests.inference.jax_outputs [--cli] RUN DATA OUT [RUN DATA OUT ...]
 
-Each OUT (JSON) gets the rows `bertfit predict --backend jax` wrote of its RUN on DATA, then
-the metrics and rows of one `JaxClassifier` that evaluated and predicted DATA
-(`bertfit.inference.run`), with the times its predict step was traced and the JAX devices it
-split the batches over. Several runs share the process's start (seconds).
+Each OUT (JSON) gets the metrics and rows of one `JaxClassifier` that evaluated and predicted
+its RUN's DATA (`bertfit.inference.run`), with the times its predict step was traced and the
+JAX devices it split the batches over; with `--cli`, also the rows that `bertfit predict
+--backend jax` wrote (its own classifier: seconds more). Several runs share the process's
+start (seconds).
 """
 
 from __future__ import annotations
@@ -23,23 +24,30 @@ TIMINGS = ("wall_seconds", "examples_per_second")  # the only metrics that diffe
 
 def main() -> None:
     arguments = sys.argv[1:]
+    cli = arguments[:1] == ["--cli"]
+    arguments = arguments[1:] if cli else arguments
     for start in range(0, len(arguments), 3):
         run, data, out = arguments[start : start + 3]
-        Path(out).write_text(json.dumps(jax_outputs(run, data, Path(out).with_suffix(".jsonl"))))
+        written = Path(out).with_suffix(".jsonl") if cli else None
+        Path(out).write_text(json.dumps(jax_outputs(run, data, written)))
 
 
-def jax_outputs(run: str, data: str, written: Path) -> dict:
+def jax_outputs(run: str, data: str, written: Path | None) -> dict:
+    """What `main` writes for one run; `written`: where `bertfit predict` writes, or None."""
     import jax
 
     from bertfit.cli import main as bertfit
     from bertfit.inference.run import evaluate, predict
     from bertfit.jax_inference import JaxClassifier
 
-    args = ["--backend", "jax", "--run", run, "--data", data, "--quiet"]
-    assert bertfit(["predict", *args, "--output", str(written)]) == 0
+    result = {}
+    if written is not None:
+        args = ["--backend", "jax", "--run", run, "--data", data, "--quiet"]
+        assert bertfit(["predict", *args, "--output", str(written)]) == 0
+        result["cli_rows"] = [json.loads(line) for line in written.read_text().splitlines()]
     classifier = JaxClassifier(run)
     return {
-        "cli_rows": [json.loads(line) for line in written.read_text().splitlines()],
+        **result,
         "metrics": evaluate(classifier, data, quiet=True),
         "rows": predict(classifier, data, quiet=True),
         "trace_counts": classifier.trace_counts(),
@@ -63,18 +71,20 @@ def assert_same_as_tensorflow(jax: dict, run: str, data: str) -> None:
     """`jax` (what `main` wrote) holds TensorFlow's metrics of `run` on `data` within 1e-5
     (timings aside), and its rows TensorFlow's labels and probabilities within 1e-5; most of
     them far from 0 and 1 (see `calibrated_copy`)."""
+    from bertfit.inference.predictor import load_classifier
     from bertfit.inference.run import evaluate, predict
 
-    metrics = {k: v for k, v in evaluate(run, data, quiet=True).items() if k not in TIMINGS}
-    want = dict(_numbers(metrics))
+    tensorflow = load_classifier(run)
+    metrics = evaluate(tensorflow, data, quiet=True)
+    want = dict(_numbers({k: v for k, v in metrics.items() if k not in TIMINGS}))
     got = dict(_numbers({k: v for k, v in jax["metrics"].items() if k not in TIMINGS}))
     assert got.keys() == want.keys()
     for name, value in want.items():
         assert got[name] == _approx(value), f"{name}: {got[name]} on JAX, {value} on TensorFlow"
-    rows = predict(run, data, quiet=True)
+    rows = predict(tensorflow, data, quiet=True)
     probabilities = _probabilities(rows)
     assert ((probabilities > 0.02) & (probabilities < 0.98)).mean() > 0.5
-    for found in (jax["cli_rows"], jax["rows"]):
+    for found in [jax["rows"], *([jax["cli_rows"]] if "cli_rows" in jax else [])]:
         assert [r["label"] for r in found] == [r["label"] for r in rows]
         np.testing.assert_allclose(_probabilities(found), probabilities, atol=1e-5)
 

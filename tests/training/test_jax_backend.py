@@ -158,11 +158,11 @@ def test_a_jax_run_evaluates_and_exports_in_tensorflow(jax_run, tmp_path, capsys
 
 @pytest.mark.slow  # a JAX process: ~15 s on 2 busy cores
 def test_a_jax_run_evaluates_and_predicts_on_one_jax_device_as_in_tensorflow(jax_run, tmp_path):
-    """`evaluate`/`predict --backend jax` (tests/inference/test_jax_inference.py has a
-    TensorFlow run on two devices)."""
+    """`evaluate`/`predict --backend jax`, and the rows `bertfit predict --backend jax` writes
+    (tests/inference/test_jax_inference.py has TensorFlow runs on two devices)."""
     run, dev = calibrated_copy(jax_run[1], tmp_path / "run"), str(jax_run[2])
     out = tmp_path / "jax.json"
-    run_in_jax(["tests.inference.jax_outputs", run, dev, out])
+    run_in_jax(["tests.inference.jax_outputs", "--cli", run, dev, out])
     jax = json.loads(out.read_text())
 
     assert jax["devices"] == 1
