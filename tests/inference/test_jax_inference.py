@@ -57,7 +57,7 @@ def chunk_run(tmp_path_factory, trainable_hf_dir) -> str:
     return train(config, quiet=True).run_dir
 
 
-@pytest.mark.slow  # a JAX process: ~25 s on 2 busy cores
+@pytest.mark.slow  # a JAX process: 11 s on 2 busy cores (load 6)
 def test_runs_on_two_jax_devices_give_tensorflows_metrics_and_predictions(
     trained_run, chunk_run, tmp_path
 ):

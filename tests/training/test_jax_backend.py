@@ -156,7 +156,7 @@ def test_a_jax_run_evaluates_and_exports_in_tensorflow(jax_run, tmp_path, capsys
     np.testing.assert_allclose(exported, expected, atol=1e-5)
 
 
-@pytest.mark.slow  # a JAX process: ~15 s on 2 busy cores
+@pytest.mark.slow  # a JAX process: 20 s on 2 busy cores (load 6)
 def test_a_jax_run_evaluates_and_predicts_on_one_jax_device_as_in_tensorflow(jax_run, tmp_path):
     """`evaluate`/`predict --backend jax`, and the rows `bertfit predict --backend jax` writes
     (tests/inference/test_jax_inference.py has TensorFlow runs on two devices)."""
