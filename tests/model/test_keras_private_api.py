@@ -106,7 +106,7 @@ PRIVATE_NAMES = [
     ),
     (
         "keras.optimizers.AdamW._get_variable_index, ._momentums, ._velocities, ._use_weight_decay",
-        "bertfit/training/optimizer.py (FusedAdamW.__init__)",
+        "bertfit/training/fused_adamw.py (FusedAdamW.__init__)",
         _optimizer_slots,
     ),
     (
