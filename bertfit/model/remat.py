@@ -3,13 +3,16 @@ instead of being kept from the forward pass, so training keeps only each layer's
 
 The one seam between the encoder and the backend's recomputation: `BertEncoder` calls
 `call_rematerialised(layer, ...)` in place of `layer(...)`. On TensorFlow it is
-`tf.recompute_grad` (`model/tf_remat.py`, given by `model/backend.py`).
+`tf.recompute_grad` (`model/tf_remat.py`), on JAX `jax.checkpoint` (`model/jax_remat.py`), each
+given by `model/backend.py`.
 
 Dropout: a layer's dropout masks come from Keras seed generators whose state advances at every
 draw, so a plain recomputation would draw new masks and compute the gradient of another
-function. The recomputation here first winds the layer's seed states back to where the forward
-pass found them, and afterwards forward again to where the forward pass left them: the same
-masks, the same gradients, and the same random stream for the next step as without remat.
+function. On TensorFlow the recomputation first winds the layer's seed states back to where the
+forward pass found them, and afterwards forward again to where the forward pass left them; on
+JAX the seed states are the checkpointed function's arguments, so its replay draws the same
+masks. Either way: the same gradients, and the same random stream for the next step as without
+remat.
 """
 
 from __future__ import annotations
