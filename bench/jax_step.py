@@ -2,6 +2,7 @@
 device, at MiniLM-L6's and BERT-base's shapes, in float32 and bfloat16.
 
     python -m bench.jax_step                       # the default: ~2-4 minutes on an H100/H200
+    python -m bench.jax_step --remat               # each layer recomputed in the backward pass
     python -m bench.jax_step --steps 2 --layers 1 --hidden 32 --heads 2 --intermediate 64 \
         --vocab 100 --batch 4 --seq 16             # a smoke run on a CPU
 
@@ -38,6 +39,7 @@ import dataclasses
 import os
 import platform
 import re
+import resource
 import sys
 import time
 
@@ -134,6 +136,7 @@ def timed_row(step, warmup: int, steps: int, sync) -> dict:
 def bertfit_row(shape: Shape, precision: str, args) -> dict:
     """bertfit's classifier through `JaxStep`, jitted as `JaxTrainer` jits it."""
     import jax
+    import keras
 
     from bertfit.config import PRECISION_POLICIES, TrainConfig
     from bertfit.model.classifier import BertClassifier
@@ -144,7 +147,9 @@ def bertfit_row(shape: Shape, precision: str, args) -> dict:
     from bertfit.training.optimizer import make_optimizer
 
     config = BertConfig(**shape.hf_config())
+    keras.utils.set_random_seed(0)  # the same initial weights in every run
     encoder = BertEncoder(config, dtype=PRECISION_POLICIES[precision])
+    encoder.remat = args.remat  # --remat: jax.checkpoint around each layer
     model = BertClassifier(encoder, num_classes=2, dropout=0.1, seed=0)
     model.built = True
     train = TrainConfig()
@@ -203,6 +208,8 @@ def torch_row(shape: Shape, precision: str, args) -> dict:
     torch.manual_seed(0)
     config = transformers.BertConfig(**shape.hf_config(), num_labels=2)
     model = transformers.BertForSequenceClassification(config).to(device).train()
+    if args.remat:  # each layer recomputed in the backward pass, as bertfit's --remat
+        model.gradient_checkpointing_enable()
     optimizer = torch.optim.AdamW(model.parameters(), lr=2e-5, weight_decay=0.01)
     arrays = random_batch(shape, args.batch, args.seq)
     names = {
@@ -317,7 +324,7 @@ def table(rows: list[dict]) -> list[str]:
         memory = "-" if r["peak_memory_gb"] is None else f"{r['peak_memory_gb']:.1f}"
         lines.append(
             f"| {r['framework']} | {r['shape']} | {r['precision']} | {r['compile_s']:.1f} "
-            f"| {r['steps_per_s']:.2f} | {r['examples_per_s']:.0f} | {r['tflops']:.1f} "
+            f"| {r['steps_per_s']:.2f} | {r['examples_per_s']:.0f} | {r['tflops']:.3g} "
             f"| {mfu} | {memory} |"
         )
     return lines
@@ -335,6 +342,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     # smaller sizes (every shape): a smoke run on a CPU
     for name in ("layers", "hidden", "heads", "intermediate", "vocab"):
         parser.add_argument(f"--{name}", type=int, help=f"every shape's {name} instead")
+    parser.add_argument(
+        "--remat", action="store_true", help="recompute each layer in the backward pass"
+    )
     parser.add_argument(
         "--fp32-matmul",
         choices=list(FP32_MATMUL),
@@ -388,6 +398,8 @@ def main(argv=None) -> None:
         "device": device_description(args),
         "versions": versions(),
         "load_average": os.getloadavg(),
+        # the process's peak resident memory (every row's): the host side of a device run
+        "max_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
         "settings": {k: v for k, v in vars(args).items() if k != "name"},
         "rows": rows,
         "table": table(rows),

@@ -9,6 +9,12 @@ arguments and leave it as results, and are recorded in the scope outside it. The
 replays the function's traced computation from the same arguments, so it draws the same dropout
 masks without any winding back; the weights, read from the scope, are closed over, and their
 gradients flow as if they were arguments. Imported only on JAX, through `model/backend.py`.
+
+Memory: on a CPU it saves none. XLA:CPU (jaxlib 0.10) gives the step the same peak with or
+without it: MiniLM-L6's shape at batch 16 x seq 512, XLA's plan 6.00 GiB against 6.11 and the
+process's peak RSS 7.65 GiB against 7.47; a plain-JAX stack of 8 checkpointed layers shows the
+same (1632 MiB of temporaries against 1408), so it is XLA:CPU's schedule, not this wiring. GPUs
+and TPUs schedule for memory: `python -m bench.jax_step --remat` measures it there.
 """
 
 from __future__ import annotations
