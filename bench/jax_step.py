@@ -43,14 +43,9 @@ import resource
 import sys
 import time
 
-if "keras" not in sys.modules:  # Keras picks its backend when it is first imported
-    os.environ["KERAS_BACKEND"] = "jax"
-# JAX and PyTorch share the device: JAX takes memory as it needs it, not 75% up front.
-os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-from bench.common import bert_forward_gflop, write_result  # noqa: E402
+from bench.common import bert_forward_gflop, write_result
 
 PRECISIONS = ("fp32", "bf16")
 
@@ -375,6 +370,11 @@ def shapes_of(args) -> list[Shape]:
 
 def main(argv=None) -> None:
     args = parse_args(argv)
+    # Set before JAX and Keras load (importing this module sets nothing: a test imports it).
+    if "keras" not in sys.modules:  # Keras picks its backend when it is first imported
+        os.environ["KERAS_BACKEND"] = "jax"
+    # JAX and PyTorch share the device: JAX takes memory as it needs it, not 75% up front.
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     import jax
     import keras
     import torch

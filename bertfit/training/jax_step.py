@@ -44,9 +44,9 @@ class JaxStep:
         config: optimisation settings (`TrainConfig`: `grad_accum`, `clip_norm`).
         task_kind: single-label, multi-label or regression: the loss and the outputs.
 
-    Examples:
-    >>> step = JaxStep(model, optimizer, model.trainable_variables, TrainConfig())  # doctest: +SKIP
-    >>> state, result = jax.jit(step._step)(step._read_state(), batch)  # doctest: +SKIP
+    Used as `jax.jit(step._step, donate_argnums=0)(step._read_state(), batch)`, `batch` a
+    pipeline batch (the model's inputs, `label`, `example_weight`, `global_examples`); see
+    `bench/jax_step.py` for one built from a config alone.
     """
 
     def __init__(
