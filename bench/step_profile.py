@@ -54,7 +54,8 @@ def _parts(batch: int, seq: int, repeats: int) -> dict:
     from bertfit.config import TrainConfig
     from bertfit.model.classifier import BertClassifier
     from bertfit.model.losses import batch_loss
-    from bertfit.training.optimizer import FusedAdamW, make_optimizer
+    from bertfit.training.fused_adamw import FusedAdamW
+    from bertfit.training.optimizer import make_optimizer
 
     checkpoint = read_checkpoint(resolve("minilm-l6"))
     model = BertClassifier(build_encoder(checkpoint), 2, "cls", 0.1, seed=0)

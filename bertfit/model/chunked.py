@@ -12,11 +12,10 @@ from __future__ import annotations
 import keras
 
 from bertfit.errors import ConfigError, InputFormatError
+from bertfit.model.backend import ReplicaJit
 from bertfit.model.classifier import BertClassifier
-from bertfit.model.inputs import ALIASES, MASK, normalize_inputs
-from bertfit.model.replica_jit import ReplicaJit
+from bertfit.model.inputs import ALIASES, MASK, WINDOW_MASK, normalize_inputs
 
-WINDOW_MASK = "window_mask"  # the key bertfit.text.windows writes
 CHUNK_POOLINGS = ("mean", "max", "attention")
 
 

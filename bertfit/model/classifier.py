@@ -7,10 +7,10 @@ from collections.abc import Sequence
 import keras
 import numpy as np
 
+from bertfit.model.backend import ReplicaJit
 from bertfit.model.encoder import BertEncoder
 from bertfit.model.inputs import MASK, normalize_inputs
 from bertfit.model.layers import Dropout
-from bertfit.model.replica_jit import ReplicaJit
 
 
 @keras.saving.register_keras_serializable(package="bertfit")

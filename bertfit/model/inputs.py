@@ -22,6 +22,7 @@ INPUT_NAMES = (WORD_IDS, MASK, TYPE_IDS)
 # to the loss, so `model(batch)` works.
 INDEX, WEIGHT, LABEL = "index", "example_weight", "label"
 GLOBAL_EXAMPLES = "global_examples"
+WINDOW_MASK = "window_mask"  # a windowed document's real windows (bertfit.text.windows writes it)
 PIPELINE_KEYS = frozenset({LABEL, WEIGHT, INDEX, GLOBAL_EXAMPLES})
 
 # Every accepted spelling of each input, by convention.
@@ -115,3 +116,9 @@ def _as_int32(name: str, value):
             "For a single sentence add a batch dimension."
         )
     return value if dtype == "int32" else keras.ops.cast(value, "int32")
+
+
+def features(batch: dict) -> dict:
+    """The model's inputs in a pipeline batch; windowed documents' window mask too."""
+    names = (*INPUT_NAMES, WINDOW_MASK) if WINDOW_MASK in batch else INPUT_NAMES
+    return {name: batch[name] for name in names}

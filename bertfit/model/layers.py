@@ -17,10 +17,11 @@ x * (1 + erf(x / sqrt(2))) / 2; Keras' `gelu` computes x * erfc(-x / sqrt(2)) / 
 function, whose Erfc kernel takes three times as long as Erf on a CPU (an inference step ~3%
 faster with erf).
 
-These kernels are the model's one backend-specific seam (`tf_kernels`, used when Keras runs on
-TensorFlow): what they save is TensorFlow graph nodes and shape arithmetic. On JAX (or any other
-backend) the same formulas are written in `keras.ops` and the backend differentiates them; no JAX
-kernel has been measured to pay for itself yet, and one would go here, behind the same names.
+These kernels are backend-specific (`tf_kernels`, which the model's one seam, `model/backend.py`,
+gives only when Keras runs on TensorFlow): what they save is TensorFlow graph nodes and shape
+arithmetic. On JAX (or any other backend) the same formulas are written in `keras.ops` and the
+backend differentiates them; no JAX kernel has been measured to pay for itself yet, and one
+would go behind the same seam.
 """
 
 from __future__ import annotations
@@ -30,10 +31,7 @@ import math
 import keras
 from keras import ops
 
-# The backend is fixed when Keras is first imported (KERAS_BACKEND), so this is decided once.
-TENSORFLOW = keras.backend.backend() == "tensorflow"
-if TENSORFLOW:
-    from bertfit.model import tf_kernels
+from bertfit.model.backend import TENSORFLOW, tf_kernels
 
 
 def layer_norm(x, gamma, beta, epsilon: float):

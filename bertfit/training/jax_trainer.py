@@ -3,12 +3,10 @@ that run JAX. It has `Trainer`'s contract with the run (`run_plan`, `predict`, `
 `compilations`, `trace_seconds`, `model`, `optimizer`, `schedule`), so `EpochRunner`, the
 checkpoints and the run directory are the same code on both backends.
 
-The step is one `jax.jit`-ted pure function over the weights, Keras' stateless API inside:
-`model.stateless_call` (forward, loss from `model/losses.py`), `jax.value_and_grad`, global-norm
-clipping, `optimizer.stateless_apply` (the run's AdamW and schedule, `make_optimizer`). Gradient
-accumulation is a `jax.lax.scan` over the micro-batches, summing their gradients (each loss is
-divided by the real examples of all of them, as on TensorFlow). jit compiles once per bucket
-shape; the Python body of the step runs only when it traces, and counts the traces.
+The step is one `jax.jit`-ted pure function over the weights, `JaxStep`'s (`training/jax_step.py`,
+which imports nothing of TensorFlow): Keras' stateless API, `jax.value_and_grad`, global-norm
+clipping, the run's AdamW, gradient accumulation as a `jax.lax.scan`. jit compiles once per
+bucket shape; the Python body of the step runs only when it traces, and counts the traces.
 
 Data parallelism: with several JAX devices (of this host, or of every host once
 `jax_processes` joined them) the model and optimizer are built in a
@@ -26,33 +24,24 @@ what the next call starts from.
 from __future__ import annotations
 
 import contextlib
-import functools
 import time
 from collections.abc import Callable, Collection, Iterator
 
 import jax
-import jax.numpy as jnp
 import keras
 import numpy as np
 import tensorflow as tf
 
 from bertfit.config import TrainConfig
-from bertfit.data.pipeline import GLOBAL_EXAMPLES, INDEX, BucketedInput, runs_of
+from bertfit.data.pipeline import INDEX, BucketedInput, runs_of
 from bertfit.data.tasks import SINGLE_LABEL
-from bertfit.model.losses import batch_loss, outputs
-from bertfit.training.loop import features, scatter_outputs
+from bertfit.model.inputs import features
+from bertfit.training.jax_step import JaxStep
+from bertfit.training.loop import scatter_outputs
 from bertfit.training.optimizer import make_optimizer, schedule_for
 
 
-def clip_by_global_norm(gradients: list, clip_norm: float) -> tuple[list, jax.Array]:
-    """`tf.clip_by_global_norm`'s rule: every gradient times clip / max(norm, clip); the norm
-    before clipping."""
-    norm = jnp.sqrt(sum(jnp.sum(jnp.square(g.astype(jnp.float32))) for g in gradients))
-    scale = clip_norm / jnp.maximum(norm, clip_norm)
-    return [(g * scale).astype(g.dtype) for g in gradients], norm
-
-
-class JaxTrainer:
+class JaxTrainer(JaxStep):
     """Owns the model, the optimizer and the jitted steps on the JAX backend.
 
     Args:
@@ -77,10 +66,6 @@ class JaxTrainer:
     ):
         # The input pipeline's: whole global batches, one "replica" (see the module docstring).
         self.strategy = tf.distribute.get_strategy()
-        self.config = config
-        self.task_kind = task_kind
-        self.batch_loss = functools.partial(batch_loss, task_kind)
-        self.micro_batches = max(1, config.grad_accum)
         self.devices = list(jax.devices() if devices is None else devices)
         self.distribution = (
             keras.distribution.DataParallel(devices=self.devices) if len(self.devices) > 1 else None
@@ -92,21 +77,19 @@ class JaxTrainer:
             for axes in (("batch",), ())
         )
         with self._scope():
-            self.model = build_model()
+            model = build_model()
             # Every weight exists (the checkpoint's, the head built with it); stateless_call
             # wants that said, where TensorFlow's first call says it itself.
-            self.model.built = True
-            self.variables = [
-                v for v in self.model.trainable_variables if not any(f in v.path for f in frozen)
+            model.built = True
+            variables = [
+                v for v in model.trainable_variables if not any(f in v.path for f in frozen)
             ]
-            self.optimizer = None
+            optimizer = None
             if total_steps is not None:
-                self.optimizer = make_optimizer(config, total_steps)
-                self.optimizer.build(self.variables)
+                optimizer = make_optimizer(config, total_steps)
+                optimizer.build(variables)
+        super().__init__(model, optimizer, variables, config, task_kind)
         self.schedule = None if total_steps is None else schedule_for(config, total_steps)
-        trained = {id(v) for v in self.variables}
-        self._trained = [id(v) in trained for v in self.model.trainable_variables]
-        self._traces = {"train_step": 0, "predict_step": 0}
         # wall time of the calls that traced (and compiled), per function
         self.trace_seconds = {"train_step": 0.0, "predict_step": 0.0}
         # The state is donated: XLA updates the weights and the optimizer's slots in place,
@@ -124,75 +107,7 @@ class JaxTrainer:
     def _scope(self):
         return self.distribution.scope() if self.distribution else contextlib.nullcontext()
 
-    # ---- the jitted functions (their Python runs when they trace) ----
-
-    def _weights(self, trained: list, fixed: list) -> list:
-        """The model's trainable variables' values in its order, from the trained and the
-        frozen ones."""
-        trained, fixed = iter(trained), iter(fixed)
-        return [next(trained) if t else next(fixed) for t in self._trained]
-
-    def _loss(self, trained, fixed, non_trainable, batch):
-        logits, non_trainable = self.model.stateless_call(
-            self._weights(trained, fixed), non_trainable, features(batch), training=True
-        )
-        return self.batch_loss(batch, logits), non_trainable
-
-    def _gradients(self, trained, fixed, non_trainable, batch):
-        """(gradients, loss, non-trainable state) of one batch, or with `grad_accum` K the sum
-        over its K micro-batches (rows [K × micro-batch, ...], micro-batch after micro-batch)."""
-        gradient_of = jax.value_and_grad(self._loss, has_aux=True)
-        if self.micro_batches == 1:
-            (loss, non_trainable), gradients = gradient_of(trained, fixed, non_trainable, batch)
-            return gradients, loss, non_trainable
-        k = self.micro_batches
-        micro = {
-            name: value.reshape(k, -1, *value.shape[1:])
-            for name, value in batch.items()
-            if name != GLOBAL_EXAMPLES
-        }
-
-        def accumulate(carry, piece):
-            sums, loss, non_trainable = carry
-            piece = {**piece, GLOBAL_EXAMPLES: batch[GLOBAL_EXAMPLES]}
-            (piece_loss, non_trainable), gradients = gradient_of(
-                trained, fixed, non_trainable, piece
-            )
-            sums = [total + g for total, g in zip(sums, gradients, strict=True)]
-            return (sums, loss + piece_loss, non_trainable), None
-
-        start = ([jnp.zeros_like(w) for w in trained], jnp.float32(0.0), non_trainable)
-        (gradients, loss, non_trainable), _ = jax.lax.scan(accumulate, start, micro)
-        return gradients, loss, non_trainable
-
-    def _step(self, state, batch):
-        """One optimizer step: state (trained, frozen, non-trainable, optimizer values) and a
-        global batch in; the new state and [loss, gradient norm before clipping] out."""
-        self._traces["train_step"] += 1
-        trained, fixed, non_trainable, optimizer_variables = state
-        gradients, loss, non_trainable = self._gradients(trained, fixed, non_trainable, batch)
-        gradients, norm = clip_by_global_norm(gradients, self.config.clip_norm)
-        trained, optimizer_variables = self.optimizer.stateless_apply(
-            optimizer_variables, gradients, trained
-        )
-        result = jnp.stack([loss.astype(jnp.float32), norm])
-        return (trained, fixed, non_trainable, optimizer_variables), result
-
-    def _probabilities(self, trainable, non_trainable, inputs):
-        self._traces["predict_step"] += 1
-        logits, _ = self.model.stateless_call(trainable, non_trainable, inputs, training=False)
-        return outputs(self.task_kind, logits)
-
-    # ---- the state in the Keras variables ----
-
-    def _read_state(self) -> tuple:
-        trainable = [v.value for v in self.model.trainable_variables]
-        return (
-            [w for w, t in zip(trainable, self._trained, strict=True) if t],
-            [w for w, t in zip(trainable, self._trained, strict=True) if not t],
-            [v.value for v in self.model.non_trainable_variables],
-            [v.value for v in self.optimizer.variables],
-        )
+    # ---- the state in the Keras variables (`JaxStep._read_state` reads it) ----
 
     def _write_state(self, state: tuple) -> None:
         trained, _, non_trainable, optimizer_variables = state

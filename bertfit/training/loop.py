@@ -30,17 +30,11 @@ from bertfit.config import TrainConfig
 from bertfit.data.pipeline import GLOBAL_EXAMPLES, INDEX, BucketedInput, runs_of
 from bertfit.data.tasks import SINGLE_LABEL
 from bertfit.errors import BertfitError
-from bertfit.model.chunked import WINDOW_MASK
-from bertfit.model.inputs import INPUT_NAMES
+from bertfit.model.inputs import features
 from bertfit.model.losses import batch_loss, outputs
-from bertfit.training.optimizer import FusedAdamW, make_optimizer, schedule_for
+from bertfit.training.fused_adamw import FusedAdamW
+from bertfit.training.optimizer import make_optimizer, schedule_for
 from bertfit.training.strategy import XlaChoice
-
-
-def features(batch: dict) -> dict:
-    """The model's inputs in a pipeline batch; windowed documents' window mask too."""
-    names = (*INPUT_NAMES, WINDOW_MASK) if WINDOW_MASK in batch else INPUT_NAMES
-    return {name: batch[name] for name in names}
 
 
 def scatter_outputs(

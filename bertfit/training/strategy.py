@@ -252,8 +252,8 @@ class XlaChoice:
 def check_backend(config: RunConfig, distilling: bool = False) -> None:
     """Refuses, before anything is loaded or written, what `--backend jax` does not do yet:
     tf.distribute's strategies and their flags (JAX's data parallelism spans every local
-    device by itself), float16 loss scaling, `--remat` (TensorFlow's recompute_grad),
-    `--jit-compile false` (jax.jit compiles every step) and distillation; then a `--backend`
+    device by itself), float16 loss scaling, `--jit-compile false` (jax.jit compiles every
+    step) and distillation; then a `--backend`
     this process's Keras does not run on.
 
     Raises:
@@ -294,10 +294,6 @@ def _check_jax_settings(config: RunConfig, distilling: bool) -> None:
             config.model.precision == "mixed_fp16",
             "--precision mixed_fp16 (float16 loss scaling) is TensorFlow's only so far; use "
             "--precision mixed_bf16 or fp32 with --backend jax",
-        ),
-        (
-            t.remat,
-            "--remat uses TensorFlow's recompute_grad; leave it out with --backend jax",
         ),
         (
             t.jit_compile is False,

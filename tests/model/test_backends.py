@@ -3,11 +3,11 @@ TensorFlow and JAX backends, for every family's encoder, the heads, their poolin
 chunk aggregation.
 
 This process runs TensorFlow (Keras' backend is chosen once per process); a second process with
-`KERAS_BACKEND=jax` builds the same models from the same configs, loads the weights this one
-saved (Keras' `.weights.h5` and `.keras` files, which name weights by layer path, not by
-backend) and writes its outputs and gradients back. The gradients compare TensorFlow's kernels
-with their gradients written out (`model/tf_kernels.py`) against JAX differentiating the
-`keras.ops` formulas (`model/layers.py`).
+`KERAS_BACKEND=jax`, where TensorFlow cannot be imported (`tests/without_tensorflow.py`), builds
+the same models from the same configs, loads the weights this one saved (Keras' `.weights.h5`
+and `.keras` files, which name weights by layer path, not by backend) and writes its outputs
+and gradients back. The gradients compare TensorFlow's kernels with their gradients written out
+(`model/tf_kernels.py`) against JAX differentiating the `keras.ops` formulas (`model/layers.py`).
 """
 
 from __future__ import annotations
@@ -213,7 +213,11 @@ def both_backends(tmp_path_factory):
             model.save(directory / "bert.keras")
             tensorflow["bert.keras"] = tensorflow[family]["logits"]
     env = {**os.environ, "KERAS_BACKEND": "jax", "PYTHONPATH": str(ROOT)}
-    script = f"from {__name__} import write_outputs; write_outputs({str(directory)!r})"
+    # TensorFlow cannot be imported there: the JAX model needs none of it
+    script = (
+        "from tests.without_tensorflow import block_tensorflow; block_tensorflow(); "
+        f"from {__name__} import write_outputs; write_outputs({str(directory)!r})"
+    )
     done = subprocess.run(
         [sys.executable, "-c", script], env=env, cwd=ROOT, capture_output=True, text=True
     )

@@ -51,6 +51,19 @@ def _optimizer_slots():
     return shapes == [(3,), (2,), (3,), (2,)] and decays == [True, True]
 
 
+def _stateless_scope_records_updates() -> bool:
+    """The current scope, and an update recorded in it that a read inside it sees."""
+    stateless_scope = importlib.import_module("keras.src.backend.common.stateless_scope")
+    variable = keras.Variable(np.zeros(2, "float32"))
+    with keras.StatelessScope([(variable, np.ones(2, "float32"))]) as scope:
+        current = stateless_scope.get_stateless_scope() is scope
+        scope.add_update((variable, np.full(2, 2.0, "float32")))
+        read = keras.ops.convert_to_numpy(variable.value).tolist()
+        recorded = keras.ops.convert_to_numpy(scope.get_current_value(variable)).tolist()
+    outside = stateless_scope.get_stateless_scope() is None
+    return current and outside and read == recorded == [2.0, 2.0]
+
+
 def _variable_backed_by_a_tf_variable() -> bool:
     wrapped = keras.Variable(np.zeros(2, "float32"))
     variable = tf.Variable(np.ones(2, "float32"))
@@ -106,8 +119,14 @@ PRIVATE_NAMES = [
     ),
     (
         "keras.optimizers.AdamW._get_variable_index, ._momentums, ._velocities, ._use_weight_decay",
-        "bertfit/training/optimizer.py (FusedAdamW.__init__)",
+        "bertfit/training/fused_adamw.py (FusedAdamW.__init__)",
         _optimizer_slots,
+    ),
+    (
+        "keras.src.backend.common.stateless_scope.get_stateless_scope, "
+        "StatelessScope.add_update/get_current_value",
+        "bertfit/model/jax_remat.py (recompute_layer)",
+        _stateless_scope_records_updates,
     ),
     (
         "keras.Variable._value (the backing tf.Variable, read by .value)",

@@ -1,9 +1,11 @@
 """`--remat`: each layer's activations recomputed in the backward pass (`model/remat.py`) give
-the gradients the plain step gives, dropout included, inside an XLA-compiled step."""
+the gradients the plain step gives, dropout included, inside an XLA-compiled step, on
+TensorFlow (`tf.recompute_grad`) and on JAX (`jax.checkpoint`)."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import keras
 import numpy as np
@@ -12,6 +14,7 @@ import tensorflow as tf
 
 from bertfit.model.classifier import BertClassifier
 from bertfit.model.remat import seed_states
+from tests.jax_process import run_in_jax
 from tests.tiny import TINY_CONFIG, tiny_encoder
 
 # dropout on, so the recomputation has to replay the forward pass's masks
@@ -127,3 +130,21 @@ def test_remat_gradients_of_every_layer_kind(family, tmp_path):
                 atol=1e-5,
                 err_msg=variable.path,
             )
+
+
+@pytest.mark.slow  # a child process, four jitted steps: ~40 s on a busy 2-core CPU
+def test_remat_on_jax_gives_the_plain_gradients_and_random_stream_with_one_checkpoint_a_layer():
+    """BERT's layer, and DeBERTa's, whose relative-position table enters each layer as context
+    (its gradient flows through the checkpoint), with dropout at 0.2, in a process where
+    TensorFlow cannot be imported (`tests/model/jax_remat_child.py`)."""
+    args = ["tests.without_tensorflow", "tests.model.jax_remat_child", "bert", "deberta-v3"]
+    report = json.loads(run_in_jax(args).strip().splitlines()[-1])
+
+    for family, seen in report.items():
+        plain, remat = seen["losses"]
+        assert plain == pytest.approx(remat, rel=1e-6), family
+        assert plain[0] != plain[1], family  # the second step drew new dropout masks
+        assert seen["gradients"] > 20 and seen["gradient_error"] < 1e-5, family
+        # the next step's masks are the plain run's: the seed states agree to the bit
+        assert seen["states"] > 2 * seen["layers"] and seen["same_states"], family
+        assert seen["checkpoints"] == [0, seen["layers"]], family  # one per encoder layer

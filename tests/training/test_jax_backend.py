@@ -45,7 +45,6 @@ def _jax(config: RunConfig = None, **train) -> RunConfig:
         ({"strategy": "mirrored"}, "--strategy mirrored"),
         ({"tpu": "local"}, "--tpu"),
         ({"cpu_replicas": 2}, "--cpu-replicas"),
-        ({"remat": True}, "--remat"),
         ({"jit_compile": False}, "--jit-compile false"),
     ],
 )
@@ -237,8 +236,8 @@ def test_tune_from_python_on_tensorflow_refuses_jax_before_it_writes_the_sweep(t
     base = RunConfig(data=dataclasses.replace(RunConfig().data, train="t.csv", eval="e.csv"))
     with pytest.raises(ConfigError, match="`check`, `tune` and `audit` with --backend jax set it"):
         tune(_jax(base), SweepSpec({}, [42]), tmp_path / "sweep")
-    with pytest.raises(ConfigError, match="--remat"):
-        tune(_jax(base, remat=True), SweepSpec({}, [42]), tmp_path / "sweep")
+    with pytest.raises(ConfigError, match="--jit-compile false"):
+        tune(_jax(base, jit_compile=False), SweepSpec({}, [42]), tmp_path / "sweep")
     assert not (tmp_path / "sweep").exists()
 
 
@@ -267,8 +266,8 @@ def test_check_of_a_jax_run_needs_keras_on_jax_and_names_what_jax_refuses():
     assert [f.code for f in findings] == ["config-invalid"]
     assert "Keras runs on tensorflow in this process" in findings[0].message
     assert "`check`, `tune` and `audit` with --backend jax set it" in findings[0].message
-    remat = dataclasses.replace(config, train=dataclasses.replace(config.train, remat=True))
-    assert "--remat" in check(remat).findings[0].message
+    eager = dataclasses.replace(config, train=dataclasses.replace(config.train, jit_compile=False))
+    assert "--jit-compile false" in check(eager).findings[0].message
 
 
 @pytest.mark.slow

@@ -4,7 +4,8 @@ import pytest
 import tensorflow as tf
 
 from bertfit.config import TrainConfig
-from bertfit.training.optimizer import FusedAdamW, make_optimizer
+from bertfit.training.fused_adamw import FusedAdamW
+from bertfit.training.optimizer import make_optimizer
 
 
 def _model(seed: int = 0) -> keras.Model:
