@@ -14,7 +14,8 @@ Memory: on a CPU it saves none. XLA:CPU (jaxlib 0.10) gives the step the same pe
 without it: MiniLM-L6's shape at batch 16 x seq 512, XLA's plan 6.00 GiB against 6.11 and the
 process's peak RSS 7.65 GiB against 7.47; a plain-JAX stack of 8 checkpointed layers shows the
 same (1632 MiB of temporaries against 1408), so it is XLA:CPU's schedule, not this wiring. GPUs
-and TPUs schedule for memory: `python -m bench.jax_step --remat` measures it there.
+schedule for memory: on an H200 (`python -m bench.jax_step --remat`, BERT-base, bf16, batch 32 x
+seq 512) XLA's plan falls from 11.2 to 3.2 GiB, at 0.78x the steps/s.
 """
 
 from __future__ import annotations
