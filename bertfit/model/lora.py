@@ -140,8 +140,9 @@ def enable_lora(
 def lora_call(layer: keras.layers.Dense, inputs, training=None):
     """An adapted Dense layer's call: `x @ W + alpha/rank * ((x @ A) @ B)`, then the bias and
     the activation, W the frozen kernel (float32, bfloat16, or int8 through
-    `int8.int8_matmul`). The adapters' term is computed in float32 (A and B are float32)
-    and the sum rounded once to the compute dtype. Nothing here is [in, out] but W itself:
+    `int8.int8_matmul`). The adapters' term is computed in float32 (A and B are float32;
+    under a mixed policy Keras' autocast reads them in the compute dtype, as its own call
+    did) and the sum rounded once to the compute dtype. Nothing here is [in, out] but W itself:
     the backward pass keeps x and x @ A, and A's and B's gradients are `x^T (dy B^T)` [in, r]
     and `(x A)^T dy` [r, out] (the module's docstring says why this is not Keras' call)."""
     if is_int8(layer):
