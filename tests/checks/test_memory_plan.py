@@ -93,7 +93,6 @@ def test_a_lora_plan_keeps_x_a_per_adapted_layer_and_nothing_of_a_kernel_s_size(
     assert int8.base_copies_bytes == kernels * 4 + 1024 * 4096 * 4  # + one dequantized kernel
 
 
-@pytest.mark.slow  # about 5 s (15 s on a loaded machine): quantizes and adapts a tiny model
 def test_the_plan_reads_a_models_adapters_and_its_base_s_precision():
     model = BertClassifier(tiny_encoder(), 2, "cls", dropout=0.0)
     assert memory_per_replica(model, [(8, 16)])["plan"]["base_copies_bytes"] == 0
