@@ -281,14 +281,18 @@ def lora_trainable(architecture: Architecture, head: int, rank: int = 8) -> int:
     return architecture.layers * 2 * 2 * architecture.hidden * rank + head
 
 
-def int8_base_saving(architecture: Architecture, base_bytes: int) -> int:
+def int8_base_saving(architecture: Architecture, base_bytes: int, compute_bytes: int = 4) -> int:
     """The bytes `--base-precision int8` frees on a LoRA run whose frozen base is stored at
-    `base_bytes` a value: each layer's kernels (query, key, value, attention output: h·h each;
-    intermediate and output: h·i each) at one byte, less a float32 scale per output column."""
+    `base_bytes` a value, as the plan counts them: each layer's kernels (query, key, value,
+    attention output: h·h each; intermediate and output: h·i each) at one byte, less a float32
+    scale per output column, less the float32 copies an int8 base costs on this CPU beyond
+    the present base's (`Adapters.base_copies_bytes`): negative from an fp32 base, whose peak
+    an int8 one raises here (bench/memory.py: 2,783 against 2,679 MiB)."""
     h, i, layers = architecture.hidden, architecture.intermediate, architecture.layers
-    kernels = layers * (4 * h * h + 2 * h * i)
     scales = layers * (4 * h + i + h)
-    return kernels * (base_bytes - 1) - scales * 4
+    copies = Adapters(1, 1, BASE_BYTES["int8"]).base_copies_bytes(architecture, compute_bytes)
+    present = Adapters(1, 1, base_bytes).base_copies_bytes(architecture, compute_bytes)
+    return architecture.kernel_values * (base_bytes - 1) - scales * 4 - (copies - present)
 
 
 def report_fit(
