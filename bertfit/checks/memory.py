@@ -7,12 +7,15 @@ Peak per replica = weights (every variable, at its dtype)
                  + the larger of: the activations kept for the backward pass at the longest
                    shape, and the clipped copy of the gradients the update makes (a model
                    whose state dwarfs its activations peaks in the update)
-                 + the runtime's own (RUNTIME_BYTES, below).
+                 + the runtime's own (`runtime_bytes`, below)
+                 + with LoRA on a bf16 or int8 base, that base's float32 copies (`Adapters`).
 
 Activations per layer and token, in values of the compute dtype:
     ACTIVATION_HIDDEN · h + ACTIVATION_INTERMEDIATE · i + ACTIVATION_SCORES · heads · s
 With `--remat` the backward pass keeps each layer's input (h per token) and recomputes one
-layer at a time, so activations are L · h + one layer's.
+layer at a time, so activations are L · h + one layer's. LoRA adds x @ A per adapted layer
+(rank values per token, float32); its x is the layer's input, kept already, and nothing of
+[in, out] size (`model/lora.py`: the adapters are computed factored).
 
 The counts are measured, not read off the layer's code: counting every tensor the layer's
 gradient uses gives ~10 h + 2 i + 3 per score, yet XLA fuses the norms, dropouts and GELU
@@ -20,9 +23,22 @@ into their neighbours and keeps about 2 h + i (and ~3 values per attention score
 probabilities, their dropout mask and the dropped ones). Calibrated on this 2-core CPU
 (fp32, the whole step XLA-compiled) from the peak resident memory of the real step at
 batch × seq 16 × 128 with and without remat (`bench/memory.py`): the difference fixes the
-per-layer count, the rest RUNTIME_BYTES: what the step costs besides its tensors (XLA's
-compiled program and its buffers' slack, TensorFlow's threads): 285 MiB on a CPU host, an
-overestimate on an accelerator, whose program lives in host memory.
+per-layer count.
+
+The runtime's own is what the step costs besides those tensors: RUNTIME_BYTES (TensorFlow's
+threads, XLA's compiled programs) and RUNTIME_PER_KERNEL_BYTE times the layers' kernels at
+float32: after its first (compiling) call the process keeps about 0.7 bytes per kernel byte
+more than the step's tensors, for full fine-tuning and LoRA alike (a 4-layer, hidden-1024
+LoRA step: 233 MiB more resident after that call than before, of which XLA's own buffer
+assignment holds 92 MiB of temporaries; each further compiled shape keeps ~65 MiB more).
+The two constants are a least-squares fit to the twelve float32 rows (full, remat, LoRA,
+LoRA + remat) of `bench/memory.py` at three shapes: 24 and 4 layers of hidden 1024 at batch
+1 × 256, 4 layers of hidden 256 at 16 × 128 (2026-11-26): a calibration of this CPU's runtime,
+not a count, and an overestimate on an accelerator, whose compiled program lives in host
+memory. It over-predicts a shallow wide LoRA step (4 layers of hidden 1024: +16% to +31%).
+The bf16 and int8 bases' float32 copies are counted, not fitted: XLA's buffer assignment for a
+bf16 base (its CPU backend computes bf16 matmuls in float32) and the resident memory after
+quantizing an int8 base (`Adapters.base_copies_bytes`).
 `tests/checks/test_memory_plan.py` holds other shapes within 15% of their measurement.
 """
 
@@ -36,11 +52,13 @@ import numpy as np
 import tensorflow as tf
 
 from bertfit.errors import ConfigError
+from bertfit.model.lora import adapted_layers
 
 ACTIVATION_HIDDEN = 2
 ACTIVATION_INTERMEDIATE = 1
 ACTIVATION_SCORES = 3
-RUNTIME_BYTES = 285 * 2**20
+RUNTIME_BYTES = 242 * 2**20
+RUNTIME_PER_KERNEL_BYTE = 0.73  # of the layers' kernels at float32 (see the docstring)
 OPTIMIZER_SLOTS = 2  # AdamW's first and second moments
 BASE_BYTES = {"fp32": 4, "bf16": 2, "int8": 1}  # a frozen base's kernels (--base-precision)
 
@@ -94,6 +112,12 @@ class Architecture:
             + ACTIVATION_SCORES * self.heads * seq
         )
 
+    @property
+    def kernel_values(self) -> int:
+        """The values of every layer's kernels: query, key, value and attention output (h·h
+        each), intermediate and output (h·i each)."""
+        return self.layers * (4 * self.hidden**2 + 2 * self.hidden * self.intermediate)
+
     def activation_bytes(self, shape: tuple[int, ...], compute_bytes: int, remat: bool) -> int:
         """Activations of one replica's batch of `shape` ([b, s], or [b, K, s] for windows):
         every layer's (plain), or each layer's input plus one layer's (remat)."""
@@ -102,6 +126,43 @@ class Architecture:
         inputs = tokens * self.hidden
         kept = self.layers * inputs + layer if remat else self.layers * layer + inputs
         return int(kept * compute_bytes)
+
+
+@dataclasses.dataclass(frozen=True)
+class Adapters:
+    """What the plan needs of a LoRA run (`bertfit.model.lora`): how many Dense layers carry
+    adapters, their rank, and the bytes a value of its frozen base's kernels takes (4, or
+    2 and 1 with `--base-precision bf16` and `int8`)."""
+
+    layers: int
+    rank: int
+    base_bytes: int = 4
+
+    def activation_bytes(self, shape: tuple[int, ...], architecture: Architecture, remat: bool):
+        """x @ A of every adapted layer ([tokens, rank] in float32), which the backward pass of
+        (x @ A) @ B keeps beside x, the layer's input the base already keeps; with `--remat`,
+        one transformer layer's."""
+        layers = self.layers / architecture.layers if remat else self.layers
+        return int(np.prod(shape) * self.rank * 4 * layers)
+
+    def base_copies_bytes(self, architecture: Architecture, compute_bytes: int) -> int:
+        """What a frozen base in bf16 or int8 costs on this CPU besides its own bytes: XLA's
+        CPU backend has no bfloat16 matmul, computes each in float32 and holds a float32 copy
+        of every bf16 kernel in the step's buffers; an int8 base is read as float32 and
+        quantized, and the process keeps the float32 kernels' memory (freed, not returned),
+        plus one dequantized kernel at a time (`model/int8.py`: `int8_matmul`)."""
+        float32 = architecture.kernel_values * 4
+        if self.base_bytes == BASE_BYTES["bf16"]:
+            return float32
+        if self.base_bytes == BASE_BYTES["int8"]:
+            return float32 + architecture.hidden * architecture.intermediate * compute_bytes
+        return 0
+
+
+def runtime_bytes(architecture: Architecture) -> int:
+    """What the step costs besides the tensors the plan counts (see the module's docstring):
+    RUNTIME_BYTES, and RUNTIME_PER_KERNEL_BYTE of the layers' kernels at float32."""
+    return RUNTIME_BYTES + int(RUNTIME_PER_KERNEL_BYTE * architecture.kernel_values * 4)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,6 +176,7 @@ class MemoryPlan:
     shape: tuple[int, ...]
     remat: bool
     runtime_bytes: int = RUNTIME_BYTES
+    base_copies_bytes: int = 0  # a bf16 or int8 frozen base's float32 copies (`Adapters`)
 
     @property
     def peak_bytes(self) -> int:
@@ -122,7 +184,7 @@ class MemoryPlan:
         (state and the clipped copy of the gradients, the activations freed)."""
         state = self.weights_bytes + self.gradients_bytes + self.optimizer_bytes
         working = max(self.activations_bytes, self.gradients_bytes)
-        return state + working + self.runtime_bytes
+        return state + working + self.runtime_bytes + self.base_copies_bytes
 
     def to_dict(self) -> dict:
         return {**dataclasses.asdict(self), "peak_bytes": self.peak_bytes}
@@ -135,24 +197,49 @@ def plan(
     shape: tuple[int, ...],
     compute_bytes: int = 4,
     remat: bool = False,
+    adapters: Adapters | None = None,
 ) -> MemoryPlan:
-    """The peak of a step on one replica's batch of `shape` (the longest bucket's)."""
+    """The peak of a step on one replica's batch of `shape` (the longest bucket's); with
+    `adapters`, a LoRA run's (`trainable` then counts the adapters and the head)."""
+    activations = architecture.activation_bytes(shape, compute_bytes, remat)
+    if adapters is not None:
+        activations += adapters.activation_bytes(shape, architecture, remat)
     return MemoryPlan(
         weights_bytes=weights_bytes,
         gradients_bytes=trainable * 4,
         optimizer_bytes=trainable * 4 * OPTIMIZER_SLOTS,
-        activations_bytes=architecture.activation_bytes(shape, compute_bytes, remat),
+        activations_bytes=activations,
         shape=tuple(shape),
         remat=remat,
+        runtime_bytes=runtime_bytes(architecture),
+        base_copies_bytes=(
+            0 if adapters is None else adapters.base_copies_bytes(architecture, compute_bytes)
+        ),
+    )
+
+
+def adapters_of(model) -> Adapters | None:
+    """A built model's LoRA adapters (`bertfit.model.lora`) as the plan counts them; None
+    without any."""
+    layers = [layer for layer in adapted_layers(model).values() if layer.lora_enabled]
+    if not layers:
+        return None
+    kernels = [layer._kernel for layer in adapted_layers(model).values()]
+    return Adapters(
+        layers=len(layers),
+        rank=layers[0].lora_rank,
+        base_bytes=min(tf.as_dtype(kernel.dtype).size for kernel in kernels),
     )
 
 
 def plan_for_model(model, config, shape, compute_bytes: int = 4, remat: bool = False):
     """`plan` for a built Keras `model` whose encoder has `config`: weights and trainable
-    counts read from the model (`trainable_weights`, so a frozen base counts once)."""
+    counts read from the model (`trainable_weights`, so a frozen base counts once), and its
+    adapters if it has any."""
     weights = int(sum(np.prod(v.shape) * tf.as_dtype(v.dtype).size for v in model.weights))
     trainable = int(sum(np.prod(v.shape) for v in model.trainable_weights))
-    return plan(weights, trainable, Architecture.of(config), shape, compute_bytes, remat)
+    architecture = Architecture.of(config)
+    return plan(weights, trainable, architecture, shape, compute_bytes, remat, adapters_of(model))
 
 
 def what_fits(plan_: MemoryPlan, architecture: Architecture, device_bytes: int) -> list[str]:
@@ -194,14 +281,18 @@ def lora_trainable(architecture: Architecture, head: int, rank: int = 8) -> int:
     return architecture.layers * 2 * 2 * architecture.hidden * rank + head
 
 
-def int8_base_saving(architecture: Architecture, base_bytes: int) -> int:
+def int8_base_saving(architecture: Architecture, base_bytes: int, compute_bytes: int = 4) -> int:
     """The bytes `--base-precision int8` frees on a LoRA run whose frozen base is stored at
-    `base_bytes` a value: each layer's kernels (query, key, value, attention output: h·h each;
-    intermediate and output: h·i each) at one byte, less a float32 scale per output column."""
+    `base_bytes` a value, as the plan counts them: each layer's kernels (query, key, value,
+    attention output: h·h each; intermediate and output: h·i each) at one byte, less a float32
+    scale per output column, less the float32 copies an int8 base costs on this CPU beyond
+    the present base's (`Adapters.base_copies_bytes`): negative from an fp32 base, whose peak
+    an int8 one raises here (bench/memory.py: 2,783 against 2,679 MiB)."""
     h, i, layers = architecture.hidden, architecture.intermediate, architecture.layers
-    kernels = layers * (4 * h * h + 2 * h * i)
     scales = layers * (4 * h + i + h)
-    return kernels * (base_bytes - 1) - scales * 4
+    copies = Adapters(1, 1, BASE_BYTES["int8"]).base_copies_bytes(architecture, compute_bytes)
+    present = Adapters(1, 1, base_bytes).base_copies_bytes(architecture, compute_bytes)
+    return architecture.kernel_values * (base_bytes - 1) - scales * 4 - (copies - present)
 
 
 def report_fit(

@@ -14,7 +14,7 @@ import tensorflow as tf
 from bertfit.checkpoints.savedmodel import SavedModelEncoder, inspect_savedmodel
 from bertfit.checks.batches import canonical, shape_text, split_element
 from bertfit.checks.findings import ERROR, INFO, WARNING, Report
-from bertfit.checks.memory import OPTIMIZER_SLOTS, Architecture, plan
+from bertfit.checks.memory import OPTIMIZER_SLOTS, Architecture, adapters_of, plan
 from bertfit.data.tasks import SINGLE_LABEL
 from bertfit.errors import CheckpointError
 from bertfit.model.inputs import WORD_IDS
@@ -480,7 +480,10 @@ def memory_per_replica(
             activations[name] = architecture.activation_bytes(shape, compute_bytes, remat)
         if shapes:
             largest = max(shapes, key=lambda s: architecture.activation_bytes(s, 1, remat))
-            peak = plan(param_bytes, trainable, architecture, largest, compute_bytes, remat)
+            adapters = adapters_of(model)
+            peak = plan(
+                param_bytes, trainable, architecture, largest, compute_bytes, remat, adapters
+            )
     return {
         "parameters": parameters,
         "trainable_parameters": trainable,

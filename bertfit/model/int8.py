@@ -52,8 +52,19 @@ def quantize_base(layers: Iterable[keras.layers.Dense]) -> int:
 
 
 def int8_call(layer: keras.layers.Dense, inputs, training=None):
-    """An int8 Dense layer's call (Keras' `Dense._int8_call` without activation quantization),
-    whose dequantized kernel lives for one matmul only.
+    """An int8 Dense layer's call (Keras' `Dense._int8_call` without activation quantization):
+    `int8_matmul`, the bias and the activation. An adapted layer computes with
+    `lora.lora_call` instead, which adds its adapters' term to the same `int8_matmul`."""
+    x = int8_matmul(layer, inputs)
+    if layer.bias is not None:
+        x = keras.ops.add(x, layer.bias)
+    if layer.activation is not None:
+        x = layer.activation(x)
+    return x
+
+
+def int8_matmul(layer: keras.layers.Dense, inputs):
+    """`inputs` times an int8 layer's dequantized kernel, which lives for one matmul only.
 
     A dequantization reads nothing but variables, so XLA is free to compute it once for the
     forward pass, the backward pass and a `--remat` recomputation, and early: with Keras' own
@@ -76,18 +87,7 @@ def int8_call(layer: keras.layers.Dense, inputs, training=None):
         dequantized = keras.ops.divide(keras.ops.cast(_after(kernel, inputs), dtype), scale)
         return keras.ops.matmul(inputs, dequantized), gradient
 
-    x = matmul(inputs)
-    if layer.lora_enabled:
-        update = keras.ops.matmul(
-            keras.ops.matmul(inputs, layer.lora_kernel_a), layer.lora_kernel_b
-        )
-        x = keras.ops.add(x, (layer.lora_alpha / layer.lora_rank) * update)
-        x = keras.ops.cast(x, dtype)
-    if layer.bias is not None:
-        x = keras.ops.add(x, layer.bias)
-    if layer.activation is not None:
-        x = layer.activation(x)
-    return x
+    return matmul(inputs)
 
 
 def _after(kernel, tensor):
