@@ -6,7 +6,9 @@ checkpoints and the run directory are the same code on both backends.
 The step is one `jax.jit`-ted pure function over the weights, `JaxStep`'s (`training/jax_step.py`,
 which imports nothing of TensorFlow): Keras' stateless API, `jax.value_and_grad`, global-norm
 clipping, the run's AdamW, gradient accumulation as a `jax.lax.scan`. jit compiles once per
-bucket shape; the Python body of the step runs only when it traces, and counts the traces.
+bucket shape; the Python body of the step runs only when it traces, and counts the traces. The
+compiled steps are kept in JAX's persistent compilation cache (`use_compilation_cache`): a
+rerun of the same shapes loads them instead of compiling.
 
 Data parallelism: with several JAX devices (of this host, or of every host once
 `jax_processes` joined them) the model and optimizer are built in a
@@ -32,6 +34,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from bertfit.cache import cache_root
 from bertfit.config import TrainConfig
 from bertfit.data.pipeline import INDEX, BucketedInput, runs_of
 from bertfit.data.tasks import SINGLE_LABEL
@@ -39,6 +42,20 @@ from bertfit.model.inputs import features
 from bertfit.training.jax_step import JaxStep
 from bertfit.training.loop import scatter_outputs
 from bertfit.training.optimizer import make_optimizer, schedule_for
+
+# under `cache_root()`: JAX's persistent compilation cache (`use_compilation_cache`)
+COMPILATION_CACHE = "jax-compilations"
+
+
+def use_compilation_cache() -> None:
+    """Keeps the compiled steps in JAX's persistent compilation cache, under bertfit's cache
+    (`$BERTFIT_CACHE/jax-compilations`) unless the user named one (`JAX_COMPILATION_CACHE_DIR`
+    or `jax.config`): a run whose bucket shapes were compiled before (a rerun, a sweep's next
+    trial, the next fold) loads each step's executable instead of compiling it again. The key
+    is the step's HLO, the compile options, the devices and jaxlib's version, so a hit runs
+    exactly what a compile would have made. The first run of a shape pays the compile."""
+    if jax.config.jax_compilation_cache_dir is None:
+        jax.config.update("jax_compilation_cache_dir", str(cache_root() / COMPILATION_CACHE))
 
 
 class JaxTrainer(JaxStep):
@@ -92,6 +109,7 @@ class JaxTrainer(JaxStep):
         self.schedule = None if total_steps is None else schedule_for(config, total_steps)
         # wall time of the calls that traced (and compiled), per function
         self.trace_seconds = {"train_step": 0.0, "predict_step": 0.0}
+        use_compilation_cache()
         # The state is donated: XLA updates the weights and the optimizer's slots in place,
         # not beside a second copy (the Keras variables get the new arrays back after the call).
         self._train_step = jax.jit(self._step, donate_argnums=0)
