@@ -125,6 +125,16 @@ class JaxTrainer(JaxStep):
     def _scope(self):
         return self.distribution.scope() if self.distribution else contextlib.nullcontext()
 
+    def _random_bits(self):
+        """Where the dropout masks' random bits are drawn (read when a step is lowered, so
+        every call of a jitted step sits in it). Split over several devices, JAX's
+        partitionable threefry: each device draws only its rows. On one device the original
+        threefry, which XLA:CPU computes in about half the time: MiniLM-L6's masks at batch
+        32, seq 64 take 135 ms instead of 262 (TensorFlow's 37-76 ms), the whole train step
+        0.92x the time (2 cores, best of 8 and pairwise median of 12, load 5-8). The masks are
+        as random and as reproducible from the seed either way, not the same bits."""
+        return jax.threefry_partitionable(self.distribution is not None)
+
     # ---- the state in the Keras variables (`JaxStep._read_state` reads it) ----
 
     def _write_state(self, state: tuple) -> None:
@@ -158,7 +168,9 @@ class JaxTrainer(JaxStep):
         for the trained variables, in `variables`' order, as the train step takes them
         before clipping; nothing is updated (`bertfit check`)."""
         trained, fixed, non_trainable, _ = self._read_state()
-        gradients, _, _ = self._gradients(trained, fixed, non_trainable, self._on_devices(batch))
+        with self._random_bits():
+            batch = self._on_devices(batch)
+            gradients, _, _ = self._gradients(trained, fixed, non_trainable, batch)
         return [np.asarray(g) for g in gradients]
 
     def compile_train_step(self, batch: dict):
@@ -176,7 +188,8 @@ class JaxTrainer(JaxStep):
                 name: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=rows if s.shape else whole)
                 for name, s in batch.items()
             }
-        return self._train_step.lower(state, batch).compile()
+        with self._random_bits():
+            return self._train_step.lower(state, batch).compile()
 
     # ---- host loops ----
 
@@ -201,7 +214,8 @@ class JaxTrainer(JaxStep):
         for _ in range(int(steps)):
             batch = next(iterator)
             batch = self._on_devices({k: v for k, v in batch.items() if k != INDEX})
-            state, result = self._train_step(state, batch)
+            with self._random_bits():
+                state, result = self._train_step(state, batch)
             results.append(result)
         results = np.asarray(jax.device_get(results))
         self._write_state(state)
