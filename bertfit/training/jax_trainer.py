@@ -247,7 +247,8 @@ class JaxTrainer(JaxStep):
         return scatter_outputs(steps(), num_examples, progress)
 
     def compilations(self) -> int:
-        """XLA compilations so far: every trace of a jitted step (one per bucket shape)."""
+        """XLA compilations so far: every trace of a jitted step (one per bucket shape; a
+        step loaded from the persistent compilation cache counts as one too)."""
         return sum(self._traces.values())
 
     def trace_counts(self) -> dict[str, int]:
