@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -23,6 +24,7 @@ from bertfit.config import RunConfig, TrainConfig, config_differences
 from bertfit.errors import ConfigError
 from bertfit.inference.predictor import load_classifier
 from bertfit.tf_startup import select_keras_backend
+from bertfit.training.jax_trainer import COMPILATION_CACHE
 from bertfit.training.strategy import check_backend
 from tests.distributed import cluster
 from tests.inference.jax_outputs import assert_same_as_tensorflow, calibrated_copy
@@ -104,10 +106,22 @@ def _two_devices(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XLA_FLAGS", xla_flags_for_two_devices())
 
 
+def _cache_of(run) -> Path:
+    return run.parent / "cache"
+
+
+def _cache_in(monkeypatch: pytest.MonkeyPatch, cache: Path) -> None:
+    """The JAX processes started from here keep their compiled steps in `cache`, however
+    quickly they compile (the tiny model's in less than the second JAX caches from)."""
+    monkeypatch.setenv("BERTFIT_CACHE", str(cache))
+    monkeypatch.delenv("JAX_COMPILATION_CACHE_DIR", raising=False)
+    monkeypatch.setenv("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+
+
 @pytest.fixture(scope="module")
 def jax_run(tmp_path_factory, trainable_hf_dir):
     """A two-epoch JAX run from the CLI, data parallel over two devices, with dropout on and a
-    checkpoint every 3 steps."""
+    checkpoint every 3 steps; its compiled steps cached in `_cache_of(run)`."""
     data = tmp_path_factory.mktemp("jax_data")
     train = write_csv(data / "train.csv", sentiment_rows(64, seed=11))
     dev = write_csv(data / "dev.csv", sentiment_rows(24, seed=12))
@@ -117,6 +131,7 @@ def jax_run(tmp_path_factory, trainable_hf_dir):
     run = data / "run"
     with pytest.MonkeyPatch.context() as monkeypatch:
         _two_devices(monkeypatch)
+        _cache_in(monkeypatch, _cache_of(run))
         code, err = run_train([*args, "--output-dir", str(run)])
     assert code == 0, err
     return args, run, dev
@@ -218,6 +233,26 @@ def test_two_jax_processes_train_the_one_process_run_and_only_process_0_writes(
         cluster.step_losses(runs[0]), cluster.step_losses(one_process), atol=1e-4
     )
     cluster.assert_same_weights(one_process, runs[0], atol=1e-4)
+
+
+@pytest.mark.slow
+def test_a_rerun_of_a_jax_run_loads_every_compiled_step_from_the_cache(
+    jax_run, tmp_path, monkeypatch
+):
+    """The first run compiled each bucket's steps into bertfit's cache (JAX's persistent
+    compilation cache under `$BERTFIT_CACHE`); the same run again, in a new process, finds
+    every one there (it adds no entry) and takes the same steps."""
+    args, first, _ = jax_run
+    compiled = sorted(p.name for p in (_cache_of(first) / COMPILATION_CACHE).iterdir())
+    again = tmp_path / "again"
+    _two_devices(monkeypatch)
+    _cache_in(monkeypatch, _cache_of(first))
+    code, err = run_train([*args, "--output-dir", str(again)])
+    assert code == 0, err
+
+    assert len(compiled) >= 4  # a train and a predict step per bucket (8, 16)
+    assert sorted(p.name for p in (_cache_of(first) / COMPILATION_CACHE).iterdir()) == compiled
+    np.testing.assert_array_equal(cluster.step_losses(again), cluster.step_losses(first))
 
 
 def test_the_backend_is_part_of_the_run_a_resume_continues():
