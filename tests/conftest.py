@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import atexit
 import functools
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# The JAX runs of the tests (and their child processes) keep compiled steps in a folder of this
+# session, not in the user's bertfit cache (`jax_trainer.use_compilation_cache`): a test never
+# loads an executable that an earlier session or another checkout compiled.
+if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix="bertfit-test-jax-")
+    atexit.register(shutil.rmtree, os.environ["JAX_COMPILATION_CACHE_DIR"], True)
 
 import pytest  # noqa: E402
 
