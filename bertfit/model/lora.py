@@ -66,8 +66,10 @@ def adapted_layers(model) -> dict[str, keras.layers.Dense]:
     """The encoder's Dense layers inside its transformer layers, by canonical name
     ("layer_0/attention/query"), in the encoder's order. ALBERT's shared layer is named once."""
     classifier = getattr(model, "classifier", model)
-    encoder = classifier.encoder
-    if not hasattr(encoder, "named_variables"):  # a wrapped SavedModel: no layers to adapt
+    encoder = getattr(classifier, "encoder", None)
+    # a wrapped SavedModel, or a user's own Keras model (`bertfit.check(model=...)` of a TF Hub
+    # layer): no bertfit layers to adapt
+    if not hasattr(encoder, "named_variables"):
         return {}
     by_kernel = {}
     for name, variable in encoder.named_variables().items():
