@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import keras
 
+from bertfit.errors import ConfigError
 from bertfit.model.backend import recompute_layer
 
 
@@ -37,7 +38,10 @@ def call_rematerialised(layer, x, attention_bias, *, training, cls_only, context
     `model/blocks.py`) with its activations recomputed in the backward pass. `context`'s
     tensors are passed as inputs, so their gradients (DeBERTa's relative table) still flow."""
     if recompute_layer is None:
-        raise NotImplementedError(f"--remat on Keras' {keras.backend.backend()} backend")
+        raise ConfigError(
+            f"--remat recomputes layers on Keras' TensorFlow and JAX backends; this process runs "
+            f"Keras on {keras.backend.backend()}: set KERAS_BACKEND to tensorflow or jax."
+        )
     return recompute_layer(
         layer,
         seed_states(layer),
