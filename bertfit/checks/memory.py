@@ -63,6 +63,7 @@ ACTIVATION_SCORES = 3
 RUNTIME_BYTES = 242 * 2**20
 RUNTIME_PER_KERNEL_BYTE = 0.73  # of the layers' kernels at float32 (see the docstring)
 RUNTIME_BYTES_BY_MINOR = {"2.20": 36 * 2**20}  # beyond 2.21's, where the fit was made
+TF_MINOR = ".".join(tf.__version__.split(".")[:2])
 OPTIMIZER_SLOTS = 2  # AdamW's first and second moments
 BASE_BYTES = {"fp32": 4, "bf16": 2, "int8": 1}  # a frozen base's kernels (--base-precision)
 
@@ -167,8 +168,7 @@ def runtime_bytes(architecture: Architecture) -> int:
     """What the step costs besides the tensors the plan counts (see the module's docstring):
     RUNTIME_BYTES (and RUNTIME_BYTES_BY_MINOR), and RUNTIME_PER_KERNEL_BYTE of the layers' kernels
     at float32."""
-    minor = ".".join(tf.__version__.split(".")[:2])
-    extra = RUNTIME_BYTES_BY_MINOR.get(minor, 0)
+    extra = RUNTIME_BYTES_BY_MINOR.get(TF_MINOR, 0)
     return RUNTIME_BYTES + extra + int(RUNTIME_PER_KERNEL_BYTE * architecture.kernel_values * 4)
 
 
@@ -228,10 +228,11 @@ def plan(
 def adapters_of(model) -> Adapters | None:
     """A built model's LoRA adapters (`bertfit.model.lora`) as the plan counts them; None
     without any."""
-    layers = [layer for layer in adapted_layers(model).values() if layer.lora_enabled]
+    dense = list(adapted_layers(model).values())
+    layers = [layer for layer in dense if layer.lora_enabled]
     if not layers:
         return None
-    kernels = [layer._kernel for layer in adapted_layers(model).values()]
+    kernels = [layer._kernel for layer in dense]
     return Adapters(
         layers=len(layers),
         rank=layers[0].lora_rank,
