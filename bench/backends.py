@@ -3,6 +3,11 @@ transformers Trainer, in one run, one process each, one after the other.
 
     python -m bench.backends                          # 2,000 Rotten Tomatoes rows, 1 epoch
     python -m bench.backends --max-train-examples 8530  # the whole train split
+    python -m bench.backends --cli-defaults --sides tensorflow,jax  # train's defaults
+
+`--cli-defaults` trains as `bertfit train` does when given only its data: every training row,
+3 epochs, max_seq_length 128 (the other settings below are the CLI's defaults already);
+`--sides` picks which of tensorflow, jax, jax_cached and transformers run.
 
 The same settings on every side (bench/settings.py: seq 64, batch 32, lr 5e-5, 10% warmup,
 weight decay 0.01, seed 42; CLI defaults otherwise): `bertfit train --backend tensorflow`,
@@ -35,17 +40,21 @@ from bertfit.data.rotten_tomatoes import rotten_tomatoes_dir
 BACKENDS = ("tensorflow", "jax")
 # the JAX run again, its steps loaded from the first run's compilations
 JAX_CACHED = "jax_cached"
+TRAINER = "transformers"
+SIDES = (*BACKENDS, JAX_CACHED, TRAINER)
+CLI_EPOCHS, CLI_SEQ = 3, 128  # `bertfit train`'s defaults
 
 
 def bertfit_side(args, work: Path, backend: str, name: str | None = None) -> dict:
     data = rotten_tomatoes_dir()
     run = work / f"bertfit-{name or backend}"
     command = [*BERTFIT, "train", "--train", str(data / "train.csv"), "--output-dir", str(run)]
-    command += ["--backend", backend, "--max-seq-length", str(SEQ), "--batch-size", str(BATCH)]
-    command += ["--epochs", str(args.epochs), "--learning-rate", str(LR)]
-    command += ["--warmup-ratio", str(WARMUP), "--weight-decay", str(DECAY)]
-    command += ["--seed", str(SEED), "--quiet", "--max-train-examples"]
-    command += [str(args.max_train_examples)]
+    command += ["--backend", backend, "--max-seq-length", str(args.max_seq_length)]
+    command += ["--batch-size", str(BATCH), "--epochs", str(args.epochs)]
+    command += ["--learning-rate", str(LR), "--warmup-ratio", str(WARMUP)]
+    command += ["--weight-decay", str(DECAY), "--seed", str(SEED), "--quiet"]
+    if args.max_train_examples:
+        command += ["--max-train-examples", str(args.max_train_examples)]
     process = run_measured(command)
     metrics = json.loads((run / "metrics.json").read_text())
     lengths = metrics["data"]["token_lengths"]
@@ -68,103 +77,166 @@ def bertfit_side(args, work: Path, backend: str, name: str | None = None) -> dic
     }
 
 
+NAMES = {
+    "tensorflow": "bertfit --backend tensorflow",
+    "jax": "bertfit --backend jax",
+    JAX_CACHED: "bertfit --backend jax, compilations cached",
+    TRAINER: "transformers Trainer",
+}
+
+
+def sides_of(result: dict) -> dict[str, dict]:
+    """The sides that ran, by their names in `SIDES`."""
+    return {**result["bertfit"], **({TRAINER: result[TRAINER]} if TRAINER in result else {})}
+
+
 def table(result: dict) -> list[str]:
-    """BENCHMARKS.md's section table: every side, its loop against the Trainer's."""
-    sides = {f"bertfit --backend {b}": result["bertfit"][b] for b in BACKENDS}
-    sides["bertfit --backend jax, compilations cached"] = result["bertfit"][JAX_CACHED]
-    sides["transformers Trainer"] = result["transformers"]
-    trainer = result["transformers"]["train_seconds"]
+    """BENCHMARKS.md's section table: every side that ran, its loop against TensorFlow's (the
+    issue's comparison) and the Trainer's where it ran."""
+    sides = sides_of(result)
+    tensorflow = sides["tensorflow"]["train_seconds"]
+    trainer = sides.get(TRAINER, {}).get("train_seconds")
     rows = [
-        "| side | training loop | vs Trainer | steps after compiling | whole process | "
-        "first step | peak RSS | test accuracy | train-step compilations |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| side | training loop | vs TensorFlow | vs Trainer | steps after compiling | "
+        "whole process | first step | peak RSS | test accuracy | train-step compilations | "
+        "buckets |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for name, side in sides.items():
+    for key, side in sides.items():
         traces = side.get("trace_counts", {}).get("train_step", "-")
         steps = side.get("time_split", {}).get("train")
         steps = f"{steps:.0f} s" if steps is not None else "-"
+        loop = side["train_seconds"]
+        versus_trainer = f"{loop / trainer:.2f}x" if trainer else "-"
         rows.append(
-            f"| {name} | {side['train_seconds']:.0f} s | {side['train_seconds'] / trainer:.2f}x | "
-            f"{steps} | "
-            f"{side['train_process_seconds']:.0f} s | {side['first_step_seconds']:.1f} s | "
-            f"{side['train_peak_rss_mib']:.0f} MiB | {side['test_accuracy']:.4f} | {traces} |"
+            f"| {NAMES[key]} | {loop:.0f} s | {loop / tensorflow:.2f}x | {versus_trainer} | "
+            f"{steps} | {side['train_process_seconds']:.0f} s | "
+            f"{side['first_step_seconds']:.1f} s | {side['train_peak_rss_mib']:.0f} MiB | "
+            f"{side['test_accuracy']:.4f} | {traces} | "
+            f"{', '.join(map(str, side.get('buckets', []))) or '-'} |"
         )
     return rows
 
 
+def ratios(result: dict) -> dict[str, float]:
+    """JAX's loop, steps and token slots against TensorFlow's, and each side's loop against
+    the Trainer's, for the sides that ran."""
+    sides = sides_of(result)
+    tensorflow, out = sides["tensorflow"], {}
+    for key in ("jax", JAX_CACHED):
+        if key in sides:
+            jax = sides[key]
+            out[f"{key}_over_tensorflow_train_loop"] = (
+                jax["train_seconds"] / tensorflow["train_seconds"]
+            )
+            out[f"{key}_over_tensorflow_steps_after_compiling"] = (
+                jax["time_split"]["train"] / tensorflow["time_split"]["train"]
+            )
+            out[f"{key}_over_tensorflow_token_slots"] = (
+                jax["token_slots_per_example"] / tensorflow["token_slots_per_example"]
+            )
+    if TRAINER in sides:
+        for key in BACKENDS:
+            if key in sides:
+                out[f"{key}_over_trainer_train_loop"] = (
+                    sides[key]["train_seconds"] / sides[TRAINER]["train_seconds"]
+                )
+    return out
+
+
 def table_rows(result: dict) -> list[str]:
-    """BENCHMARKS.md's results-table rows (bench/run.py): each backend's training loop against
-    the Trainer's, and JAX's against TensorFlow's."""
-    s, ours, theirs = result["settings"], result["bertfit"], result["transformers"]
-    what = f"MiniLM-L6, {s['max_train_examples']} RT rows, {s['epochs']} epoch(s)"
-    rows = [
-        f"| fine-tune {what}: training loop, `--backend {backend}` | "
-        f"{ours[backend]['train_seconds']:.0f} s | {theirs['train_seconds']:.0f} s (Trainer) | "
-        f"{ours[backend]['train_seconds'] / theirs['train_seconds']:.2f}x the time |"
-        for backend in BACKENDS
-    ]
-    jax, tensorflow = ours["jax"]["train_seconds"], ours["tensorflow"]["train_seconds"]
-    rows.append(
-        f"| fine-tune {what}: training loop, JAX vs TensorFlow | {jax:.0f} s (JAX) | "
-        f"{tensorflow:.0f} s (TensorFlow) | {jax / tensorflow:.2f}x the time |"
-    )
-    cached = ours[JAX_CACHED]["train_seconds"]
-    rows.append(
-        f"| fine-tune {what}: training loop, JAX (compilations cached) vs TensorFlow | "
-        f"{cached:.0f} s (JAX) | {tensorflow:.0f} s (TensorFlow) | "
-        f"{cached / tensorflow:.2f}x the time |"
-    )
-    jax, tensorflow = (ours[b]["time_split"]["train"] for b in ("jax", "tensorflow"))
-    rows.append(
-        f"| fine-tune {what}: steps after compiling, JAX vs TensorFlow | {jax:.0f} s (JAX) | "
-        f"{tensorflow:.0f} s (TensorFlow) | {jax / tensorflow:.2f}x the time |"
-    )
+    """BENCHMARKS.md's results-table rows (bench/run.py): JAX's loop and steps against
+    TensorFlow's, and each backend's loop against the Trainer's where it ran."""
+    s, sides = result["settings"], sides_of(result)
+    rows_used = s["max_train_examples"] or "all"
+    what = f"MiniLM-L6, {rows_used} RT rows, {s['epochs']} epoch(s), seq {s['max_seq_length']}"
+    rows = []
+    if TRAINER in sides:
+        theirs = sides[TRAINER]["train_seconds"]
+        rows += [
+            f"| fine-tune {what}: training loop, `--backend {key}` | "
+            f"{sides[key]['train_seconds']:.0f} s | {theirs:.0f} s (Trainer) | "
+            f"{sides[key]['train_seconds'] / theirs:.2f}x the time |"
+            for key in BACKENDS
+            if key in sides
+        ]
+    tensorflow = sides["tensorflow"]
+    for key, label in (("jax", "JAX"), (JAX_CACHED, "JAX (compilations cached)")):
+        if key in sides:
+            jax = sides[key]["train_seconds"]
+            rows.append(
+                f"| fine-tune {what}: training loop, {label} vs TensorFlow | {jax:.0f} s (JAX) | "
+                f"{tensorflow['train_seconds']:.0f} s (TensorFlow) | "
+                f"{jax / tensorflow['train_seconds']:.2f}x the time |"
+            )
+    if "jax" in sides:
+        jax, theirs = sides["jax"]["time_split"]["train"], tensorflow["time_split"]["train"]
+        rows.append(
+            f"| fine-tune {what}: steps after compiling, JAX vs TensorFlow | {jax:.0f} s (JAX) | "
+            f"{theirs:.0f} s (TensorFlow) | {jax / theirs:.2f}x the time |"
+        )
     return rows
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=1)
-    parser.add_argument("--max-train-examples", type=int, default=2000)
-    args = parser.parse_args()
+    parser.add_argument("--max-train-examples", type=int, default=2000, help="0: every row")
+    parser.add_argument("--max-seq-length", type=int, default=SEQ)
+    parser.add_argument(
+        "--cli-defaults",
+        action="store_true",
+        help=f"every row, {CLI_EPOCHS} epochs, seq {CLI_SEQ}: `bertfit train`'s defaults",
+    )
+    parser.add_argument("--sides", default=",".join(SIDES), help="of " + ", ".join(SIDES))
+    args = parser.parse_args(argv)
+    if args.cli_defaults:
+        args.epochs, args.max_train_examples, args.max_seq_length = CLI_EPOCHS, 0, CLI_SEQ
+    args.sides = args.sides.split(",")
+    if unknown := set(args.sides) - set(SIDES):
+        parser.error(f"--sides: unknown {', '.join(sorted(unknown))}; of {', '.join(SIDES)}")
+    if "tensorflow" not in args.sides:
+        parser.error("--sides: tensorflow is every ratio's denominator; keep it")
+    if TRAINER in args.sides and args.max_seq_length != SEQ:
+        parser.error(f"--sides: the Trainer side truncates at {SEQ} tokens; leave it out")
+    if JAX_CACHED in args.sides and "jax" not in args.sides:
+        parser.error("--sides: jax_cached loads what the jax side compiled; add jax")
+    return args
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
     load_before = os.getloadavg()
+    result = {}
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        theirs = peer_side(args, work, rotten_tomatoes_dir() / "test.csv")
+        if TRAINER in args.sides:
+            result[TRAINER] = peer_side(args, work, rotten_tomatoes_dir() / "test.csv")
         # the JAX runs' compilations here, not in the user's cache: the first run compiles
         os.environ["JAX_COMPILATION_CACHE_DIR"] = str(work / "jax-compilations")
-        ours = {backend: bertfit_side(args, work, backend) for backend in BACKENDS}
-        ours[JAX_CACHED] = bertfit_side(args, work, "jax", JAX_CACHED)
-    tensorflow, jax, cached = ours["tensorflow"], ours["jax"], ours[JAX_CACHED]
+        ours = {b: bertfit_side(args, work, b) for b in BACKENDS if b in args.sides}
+        if JAX_CACHED in args.sides:
+            ours[JAX_CACHED] = bertfit_side(args, work, "jax", JAX_CACHED)
     result = {
         "settings": {
-            "max_seq_length": SEQ,
+            "max_seq_length": args.max_seq_length,
             "batch": BATCH,
             "learning_rate": LR,
             "epochs": args.epochs,
             "max_train_examples": args.max_train_examples,
             "seed": SEED,
+            "sides": args.sides,
         },
         "load_average_before": load_before,
         "load_average_after": os.getloadavg(),
         "bertfit": ours,
-        "transformers": theirs,
-        "ratios": {
-            "jax_over_tensorflow_train_loop": jax["train_seconds"] / tensorflow["train_seconds"],
-            "jax_over_tensorflow_steps_after_compiling": jax["time_split"]["train"]
-            / tensorflow["time_split"]["train"],
-            "jax_cached_over_tensorflow_train_loop": cached["train_seconds"]
-            / tensorflow["train_seconds"],
-            "jax_over_tensorflow_token_slots": jax["token_slots_per_example"]
-            / tensorflow["token_slots_per_example"],
-            "tensorflow_over_trainer_train_loop": tensorflow["train_seconds"]
-            / theirs["train_seconds"],
-            "jax_over_trainer_train_loop": jax["train_seconds"] / theirs["train_seconds"],
-        },
+        **result,
     }
+    result["ratios"] = ratios(result)
     result["table_rows"] = table_rows(result)
     print("\n".join(table(result)))
-    write_result("backends", result)
+    name = "backends" if not args.cli_defaults else "backends_cli_defaults"
+    write_result(name, result)
 
 
 if __name__ == "__main__":

@@ -6,15 +6,21 @@ nothing. `choose_buckets` weighs the two with a small cost model, in token slots
 
 - a batch of B examples padded to length b costs B * (b + STEP_OVERHEAD_TOKENS): the matrix work
   grows with the length, and the clipping and optimizer update cost the same at every length;
-- tracing and compiling one bucket (train and predict step) costs TRACE_TOKENS.
+- tracing and compiling one bucket (train and predict step) costs `trace_tokens`, the
+  compiler's: TRACE_TOKENS for TensorFlow's XLA, JAX_TRACE_TOKENS for `jax.jit`.
 
-Both were measured on a 2-core CPU with MiniLM-L6 (one step at batch 32 grows by ~13 ms per
-token of length from ~95 ms; tracing and compiling a bucket's train and predict steps takes
-~12 s), where they decide the most; on an accelerator the compute per token is cheaper, so
-the same constants choose no more buckets than a CPU would.
+Both were measured on a 2-core CPU with MiniLM-L6, where they decide the most:
+- TensorFlow's XLA: one step at batch 32 grows by ~13 ms per token of length from ~95 ms, and
+  tracing and compiling a bucket's train and predict steps takes ~12 s;
+- JAX: one step grows by ~9.1 ms per token from ~27 ms (173 ms at 16 tokens, 610 at 64, 1,320
+  at 128), and lowering and compiling a bucket's train step takes ~2.9 s, its predict step
+  ~0.45 s.
+On an accelerator the compute per token is cheaper, so the same constants choose no more
+buckets than a CPU would.
 
-When one trace serves every bucket (a step without XLA, batches padded to their longest row),
-a bucket costs only its last, part-empty batch: the buckets are then chosen from a finer grid
+When one trace serves every bucket (`trace_tokens` UNTRACED: a step without XLA, batches padded
+to their longest row), a bucket costs only its last, part-empty batch: the buckets are then
+chosen from a finer grid
 (steps of max_seq_length / 32, from 8) and there may be more of them, which brings the padding
 close to that of sorting every batch by length (RT at 64: 28.5 token slots per example, 30.9
 on the grid of 8, 27.0 without padding).
@@ -25,6 +31,11 @@ on the grid of 8, 27.0 without padding).
     [16, 24, 64]
     >>> choose_buckets(lengths[:40], max_seq_length=64, batch_size=32, epochs=1)  # 64: unused
     [16, 64]
+    >>> lengths = np.array([9] * 600 + [20] * 600 + [60] * 60)  # a fifth: compiling weighs more
+    >>> choose_buckets(lengths, max_seq_length=64, batch_size=32, epochs=3)
+    [24, 64]
+    >>> choose_buckets(lengths, 64, batch_size=32, epochs=3, trace_tokens=JAX_TRACE_TOKENS)
+    [16, 24, 64]
 """
 
 from __future__ import annotations
@@ -46,7 +57,11 @@ UNTRACED_GRID = 32
 MIN_UNTRACED_BUCKET = 8
 MAX_UNTRACED_BUCKETS = 16
 STEP_OVERHEAD_TOKENS = 8
+# A bucket's trace and compile in token slots of step time (see above): 12 s / (13 ms / 32) for
+# TensorFlow's XLA, (2.9 + 0.45) s / (9.1 ms / 32) for jax.jit; none when one trace serves all.
 TRACE_TOKENS = 30_000
+JAX_TRACE_TOKENS = 12_000
+UNTRACED = 0
 
 
 def candidate_lengths(max_seq_length: int, step: int = STEP, first: int = MIN_BUCKET) -> list[int]:
@@ -67,20 +82,20 @@ def choose_buckets(
     *,
     batch_size: int,
     epochs: float,
-    traced_per_bucket: bool = True,
+    trace_tokens: int = TRACE_TOKENS,
 ) -> list[int]:
-    """The buckets that minimise `epochs` epochs of steps plus one trace per bucket
-    (`traced_per_bucket` False: one trace serves every bucket, see above).
+    """The buckets that minimise `epochs` epochs of steps plus one trace of `trace_tokens`
+    per bucket (UNTRACED: one trace serves every bucket, see above).
 
     Dynamic programming over the candidate lengths: best[k][j] is the cheapest way to cover
     every example up to candidate j with k buckets, the last of them ending at j.
     """
     candidates = candidate_lengths(max_seq_length)
-    most, trace_tokens = MAX_BUCKETS, TRACE_TOKENS
-    if not traced_per_bucket:
+    most = MAX_BUCKETS
+    if trace_tokens == UNTRACED:
         step = max(1, max_seq_length // UNTRACED_GRID)
         candidates = candidate_lengths(max_seq_length, step, first=MIN_UNTRACED_BUCKET)
-        most, trace_tokens = MAX_UNTRACED_BUCKETS, 0
+        most = MAX_UNTRACED_BUCKETS
     clipped = np.minimum(packed_lengths, max_seq_length)
     # examples[j]: how many examples are at most candidates[j] long
     examples = np.searchsorted(np.sort(clipped), candidates, side="right")
@@ -171,12 +186,12 @@ def resolve_buckets(
     *,
     batch_size: int,
     epochs: float,
-    traced_per_bucket: bool,
+    trace_tokens: int,
     saved: tuple[int, ...] | None = None,
 ) -> ResolvedBuckets:
     """The run's buckets: those `setting` names, else (`"auto"`) those a resumed run chose
     (`saved`), else chosen from the training lengths for `epochs` epochs of `batch_size`
-    (`traced_per_bucket`: whether each bucket costs a trace, i.e. the step runs under XLA)."""
+    (`trace_tokens`: what a bucket's trace costs the step's compiler, UNTRACED without XLA)."""
     fixed = fixed_buckets(setting, max_seq_length) or saved
     if fixed is not None:
         return ResolvedBuckets(tuple(fixed))
@@ -186,7 +201,7 @@ def resolve_buckets(
             max_seq_length,
             batch_size=batch_size,
             epochs=epochs,
-            traced_per_bucket=traced_per_bucket,
+            trace_tokens=trace_tokens,
         )
     )
     default = default_buckets(max_seq_length)

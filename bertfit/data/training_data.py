@@ -135,7 +135,7 @@ class TrainingData(abc.ABC):
         config: RunConfig,
         *,
         rows_read: int,
-        traced_per_bucket: bool,
+        trace_tokens: int,
         saved: tuple[int, ...] | None = None,
     ) -> ResolvedBuckets:
         """The run's length buckets (`data.buckets.resolve_buckets`) for these lengths.
@@ -147,7 +147,7 @@ class TrainingData(abc.ABC):
             lengths,
             batch_size=t.batch_size * t.grad_accum,
             epochs=t.epochs * rows_read / max(len(lengths), 1),
-            traced_per_bucket=traced_per_bucket,
+            trace_tokens=trace_tokens,
             saved=saved,
         )
 
@@ -287,7 +287,7 @@ class LabelledDocuments(LabelledData):
         config: RunConfig,
         *,
         rows_read: int,
-        traced_per_bucket: bool,
+        trace_tokens: int,
         saved: tuple[int, ...] | None = None,
     ) -> ResolvedBuckets:
         """One length, the window's: the buckets are chunk counts (`chunks`)."""

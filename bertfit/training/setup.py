@@ -266,7 +266,7 @@ def assemble(
     t = config.train
     rows_read = len(train) if rows_read is None else rows_read
     resolved = train.resolve_buckets(
-        config, rows_read=rows_read, traced_per_bucket=xla.replica_step, saved=saved_buckets
+        config, rows_read=rows_read, trace_tokens=xla.trace_tokens, saved=saved_buckets
     )
     config = dataclasses.replace(
         config, data=dataclasses.replace(config.data, buckets=list(resolved.lengths))

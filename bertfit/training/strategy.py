@@ -10,6 +10,7 @@ import os
 import tensorflow as tf
 
 from bertfit.config import JAX_BACKEND, RunConfig, per_replica_batch
+from bertfit.data.buckets import JAX_TRACE_TOKENS, TRACE_TOKENS, UNTRACED
 from bertfit.errors import ConfigError
 from bertfit.tf_build import Installed, InstallError, install_commands, tpu_attached
 
@@ -208,6 +209,15 @@ class XlaChoice:
     replica_step: bool  # forward, loss and gradients (and the predict step)
     update: bool  # global-norm clipping + the AdamW update (one device only)
     reason: str
+    jax: bool = False  # jax.jit compiles the step, not TensorFlow
+
+    @property
+    def trace_tokens(self) -> int:
+        """What one more length bucket costs this compiler, in token slots of step time: the
+        weight `data/buckets.py` gives a bucket's trace and compile when it chooses them."""
+        if not self.replica_step:
+            return UNTRACED  # one trace serves every bucket
+        return JAX_TRACE_TOKENS if self.jax else TRACE_TOKENS
 
     @classmethod
     def for_run(cls, jit_compile: bool | None, strategy: tf.distribute.Strategy) -> XlaChoice:
@@ -308,7 +318,7 @@ def _check_jax_settings(config: RunConfig, distilling: bool) -> None:
 
 
 # `--backend jax`: jax.jit compiles the whole step, on every target
-JAX_XLA = XlaChoice(True, True, "--backend jax: jax.jit compiles the whole step")
+JAX_XLA = XlaChoice(True, True, "--backend jax: jax.jit compiles the whole step", jax=True)
 
 
 def jax_input_strategy(config: RunConfig) -> tuple[tf.distribute.Strategy, XlaChoice]:

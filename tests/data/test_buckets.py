@@ -1,8 +1,11 @@
 import numpy as np
 
 from bertfit.data.buckets import (
+    JAX_TRACE_TOKENS,
     MAX_BUCKETS,
     MAX_UNTRACED_BUCKETS,
+    TRACE_TOKENS,
+    UNTRACED,
     candidate_lengths,
     choose_buckets,
     epoch_cost,
@@ -60,10 +63,26 @@ def test_candidates_and_padding_share():
 
 def test_when_one_trace_serves_every_bucket_finer_buckets_pad_less():
     traced = choose_buckets(REVIEW_LENGTHS, 64, batch_size=32, epochs=1)
-    untraced = choose_buckets(REVIEW_LENGTHS, 64, batch_size=32, epochs=1, traced_per_bucket=False)
+    untraced = choose_buckets(REVIEW_LENGTHS, 64, batch_size=32, epochs=1, trace_tokens=UNTRACED)
     assert len(traced) < len(untraced) <= MAX_UNTRACED_BUCKETS
     assert untraced[0] < 16 and any(b % 8 for b in untraced)
     assert padding_share(REVIEW_LENGTHS, untraced) < padding_share(REVIEW_LENGTHS, traced) / 2
+
+
+def test_jax_compiles_a_bucket_for_less_so_a_short_run_gets_finer_buckets():
+    """jax.jit's bucket costs ~0.4x TensorFlow's XLA trace (JAX_TRACE_TOKENS): where a run is
+    short enough for the compile to weigh, JAX gets more buckets and pads less; the
+    compiler each run uses says which (`XlaChoice.trace_tokens`)."""
+    from bertfit.training.strategy import JAX_XLA, XlaChoice
+
+    lengths = REVIEW_LENGTHS[:6000]
+    tensorflow = choose_buckets(lengths, 64, batch_size=32, epochs=3)
+    jax = choose_buckets(lengths, 64, batch_size=32, epochs=3, trace_tokens=JAX_TRACE_TOKENS)
+    assert len(jax) > len(tensorflow)
+    assert padding_share(lengths, jax) < padding_share(lengths, tensorflow)
+    assert JAX_XLA.trace_tokens == JAX_TRACE_TOKENS < TRACE_TOKENS
+    assert XlaChoice(True, False, "").trace_tokens == TRACE_TOKENS
+    assert XlaChoice(False, False, "").trace_tokens == UNTRACED
 
 
 def test_buckets_are_resolved_once_from_the_setting_a_resumed_run_or_the_data():
@@ -76,7 +95,7 @@ def test_buckets_are_resolved_once_from_the_setting_a_resumed_run_or_the_data():
             REVIEW_LENGTHS,
             batch_size=32,
             epochs=3,
-            traced_per_bucket=True,
+            trace_tokens=TRACE_TOKENS,
             saved=saved,
         )
 

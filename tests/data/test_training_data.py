@@ -12,6 +12,7 @@ import pytest
 import tensorflow as tf
 
 from bertfit.config import DataConfig, ModelConfig, RunConfig, TrainConfig
+from bertfit.data.buckets import TRACE_TOKENS
 from bertfit.data.labelled import encode_labelled, infer_run_task, read_training_examples
 from bertfit.data.pipeline import plan_batches
 from bertfit.data.shard_writer import ShardSource, write_prepared
@@ -97,7 +98,7 @@ def test_the_same_rows_streamed_or_in_memory_give_the_same_buckets_steps_and_pro
     assert len(texts) == len(stream) == 37
     np.testing.assert_array_equal(np.sort(texts.lengths()), np.sort(stream.lengths()))
     chosen = [
-        d.resolve_buckets(config, rows_read=37, traced_per_bucket=True) for d in (texts, stream)
+        d.resolve_buckets(config, rows_read=37, trace_tokens=TRACE_TOKENS) for d in (texts, stream)
     ]
     assert chosen[0] == chosen[1]
     batching = Batching(chosen[0].lengths, batch_size=4, micro_batches=2, run_length=2, seed=5)
@@ -112,7 +113,7 @@ def test_documents_are_cut_to_one_length_and_batched_by_chunk_count(kinds):
     data, _, config = kinds
     documents, texts = data["documents"], data["texts"]
     chunked = _config("documents.csv", long_documents="chunk", max_chunks=4)
-    resolved = documents.resolve_buckets(chunked, rows_read=13, traced_per_bucket=True)
+    resolved = documents.resolve_buckets(chunked, rows_read=13, trace_tokens=TRACE_TOKENS)
     assert resolved.lengths == (16,) and resolved.note is None
     batching = Batching(resolved.lengths, batch_size=4)
     assert documents.profile(batching).buckets == [1, 2, 4]  # windows against chunk counts
