@@ -142,7 +142,7 @@ def bertfit_row(shape: Shape, precision: str, args) -> dict:
     from bertfit.model.config import BertConfig
     from bertfit.model.encoder import BertEncoder
     from bertfit.model.inputs import GLOBAL_EXAMPLES, WEIGHT
-    from bertfit.training.jax_step import JaxStep
+    from bertfit.training.jax_step import JaxStep, compiler_options
     from bertfit.training.optimizer import make_optimizer
 
     config = BertConfig(**shape.hf_config())
@@ -164,7 +164,8 @@ def bertfit_row(shape: Shape, precision: str, args) -> dict:
     matmul = FP32_MATMUL[args.fp32_matmul][0] if precision == "fp32" else None
     start = time.perf_counter()
     with jax.default_matmul_precision(matmul):
-        jitted = jax.jit(step._step, donate_argnums=0)
+        options = compiler_options(jax.devices())  # as JaxTrainer's
+        jitted = jax.jit(step._step, donate_argnums=0, compiler_options=options)
         compiled = jitted.lower(step._read_state(), batch).compile()
     compile_s = time.perf_counter() - start
     state = [step._read_state()]

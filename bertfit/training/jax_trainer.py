@@ -39,7 +39,7 @@ from bertfit.config import TrainConfig
 from bertfit.data.pipeline import INDEX, BucketedInput, runs_of
 from bertfit.data.tasks import SINGLE_LABEL
 from bertfit.model.inputs import features
-from bertfit.training.jax_step import JaxStep
+from bertfit.training.jax_step import JaxStep, compiler_options
 from bertfit.training.loop import scatter_outputs
 from bertfit.training.optimizer import make_optimizer, schedule_for
 
@@ -112,10 +112,13 @@ class JaxTrainer(JaxStep):
         use_compilation_cache()
         # The state is donated: XLA updates the weights and the optimizer's slots in place,
         # not beside a second copy (the Keras variables get the new arrays back after the call).
-        self._train_step = jax.jit(self._step, donate_argnums=0)
+        options = compiler_options(self.devices)  # a CPU's products through oneDNN
+        self._train_step = jax.jit(self._step, donate_argnums=0, compiler_options=options)
         # gathered on every device: each process reads all rows back (several hosts)
         gathered = self._shardings[1] if self.distribution else None
-        self._predict_step = jax.jit(self._probabilities, out_shardings=gathered)
+        self._predict_step = jax.jit(
+            self._probabilities, out_shardings=gathered, compiler_options=options
+        )
 
     @property
     def replicas(self) -> int:

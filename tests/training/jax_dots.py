@@ -1,0 +1,68 @@
+"""A JAX child (`tests/jax_process.run_in_jax`) for test_jax_step.py: three train steps of a
+small classifier compiled with `compiler_options` (oneDNN's products on an x86 CPU) and with
+XLA's defaults, from the same weights and batch. Prints JSON: whether the compiled step calls
+oneDNN, and the largest differences of the losses and of the weights after the steps."""
+
+from __future__ import annotations
+
+import json
+
+import jax
+import keras
+import numpy as np
+
+from bench.jax_step import Shape, random_batch
+from bertfit.config import TrainConfig
+from bertfit.model.classifier import BertClassifier
+from bertfit.model.config import BertConfig
+from bertfit.model.encoder import BertEncoder
+from bertfit.model.inputs import GLOBAL_EXAMPLES, WEIGHT
+from bertfit.training.jax_step import JaxStep, compiler_options
+from bertfit.training.optimizer import make_optimizer
+
+SHAPE = Shape("small", layers=2, hidden=64, heads=4, intermediate=128, vocab=200)
+STEPS = 3
+
+
+def trained(options: dict | None) -> tuple[str, list[float], list[np.ndarray]]:
+    """The compiled step's HLO, the losses and the trained weights after STEPS steps."""
+    keras.utils.set_random_seed(0)
+    model = BertClassifier(BertEncoder(BertConfig(**SHAPE.hf_config())), 2, dropout=0.1, seed=0)
+    model.built = True
+    optimizer = make_optimizer(TrainConfig(), total_steps=10)
+    optimizer.build(model.trainable_variables)
+    step = JaxStep(model, optimizer, model.trainable_variables, TrainConfig())
+    batch = random_batch(SHAPE, 8, 32)
+    batch[WEIGHT] = np.ones(8, "float32")
+    batch[GLOBAL_EXAMPLES] = np.float32(8)
+    state = step._read_state()
+    compiled = jax.jit(step._step, compiler_options=options).lower(state, batch).compile()
+    losses = []
+    for _ in range(STEPS):
+        state, result = compiled(state, batch)
+        losses.append(float(result[0]))
+    return compiled.as_text(), losses, [np.asarray(w) for w in state[0]]
+
+
+def main() -> None:
+    onednn_text, onednn_losses, onednn_weights = trained(compiler_options(jax.devices()))
+    plain_text, plain_losses, plain_weights = trained(None)
+    print(
+        json.dumps(
+            {
+                "options": compiler_options(jax.devices()),
+                "onednn_calls": onednn_text.count("onednn"),
+                "plain_onednn_calls": plain_text.count("onednn"),
+                "loss_diff": float(np.max(np.abs(np.subtract(onednn_losses, plain_losses)))),
+                "weight_diff": max(
+                    float(np.max(np.abs(a - b)))
+                    for a, b in zip(onednn_weights, plain_weights, strict=True)
+                ),
+                "losses": onednn_losses,
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
