@@ -16,6 +16,7 @@ variables, optimizer variables): `_read_state` reads it from the Keras variables
 from __future__ import annotations
 
 import functools
+import os
 import platform
 
 import jax
@@ -30,19 +31,26 @@ from bertfit.model.losses import batch_loss, outputs
 # oneDNN, the library TensorFlow's CPU kernels call: MiniLM-L6's train step at batch 32 then
 # takes 0.91-0.96x the time (seq 16: 170 vs 177 ms, 40: 365 vs 393, 80: 728 vs 798, 128: 1,266
 # vs 1,332; 2-core Xeon with AVX-512, jaxlib 0.10.2), the same losses. The fused variant
-# (LIBRARY_FUSION_TYPE_DOT) fails to compile the step there; the x86 guard: oneDNN's
-# fusions are not built for every CPU XLA runs on.
+# (LIBRARY_FUSION_TYPE_DOT) fails to compile the step there; XNNPACK's and YNNPACK's dots were
+# no faster. The price: jaxlib 0.10.2 cannot serialize a oneDNN step, so JAX's persistent
+# compilation cache cannot keep it (a rerun compiles again; `ONEDNN_SWITCH`=0 keeps XLA's own
+# kernels, which it keeps). The x86 guard: oneDNN's fusions are not built for every CPU.
 ONEDNN_DOTS = {
     "xla_cpu_use_onednn": True,
     "xla_cpu_experimental_onednn_fusion_type": "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT",
 }
+ONEDNN_SWITCH = "BERTFIT_JAX_ONEDNN"
+# what JAX warns at every oneDNN step it cannot write to the persistent cache
+UNCACHEABLE_ONEDNN = r"Error writing persistent compilation cache entry .*onednn"
 
 
 def compiler_options(devices: list) -> dict | None:
     """`jax.jit`'s compiler options for a step on `devices`: oneDNN's matrix products on x86
-    CPUs (ONEDNN_DOTS), XLA's defaults elsewhere (GPUs and TPUs have their own libraries)."""
+    CPUs (ONEDNN_DOTS) unless `BERTFIT_JAX_ONEDNN=0`; XLA's defaults elsewhere (GPUs and TPUs
+    have their own libraries)."""
     x86 = platform.machine().lower() in ("x86_64", "amd64")
-    if x86 and all(device.platform == "cpu" for device in devices):
+    wanted = os.environ.get(ONEDNN_SWITCH, "1") != "0"
+    if wanted and x86 and all(device.platform == "cpu" for device in devices):
         return dict(ONEDNN_DOTS)
     return None
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+import warnings
 from collections.abc import Callable, Collection, Iterator
 
 import jax
@@ -39,7 +40,7 @@ from bertfit.config import TrainConfig
 from bertfit.data.pipeline import INDEX, BucketedInput, runs_of
 from bertfit.data.tasks import SINGLE_LABEL
 from bertfit.model.inputs import features
-from bertfit.training.jax_step import JaxStep, compiler_options
+from bertfit.training.jax_step import UNCACHEABLE_ONEDNN, JaxStep, compiler_options
 from bertfit.training.loop import scatter_outputs
 from bertfit.training.optimizer import make_optimizer, schedule_for
 
@@ -110,6 +111,8 @@ class JaxTrainer(JaxStep):
         # wall time of the calls that traced (and compiled), per function
         self.trace_seconds = {"train_step": 0.0, "predict_step": 0.0}
         use_compilation_cache()
+        # a oneDNN step is compiled again by every run, not cached (`jax_step.ONEDNN_DOTS`)
+        warnings.filterwarnings("ignore", UNCACHEABLE_ONEDNN, UserWarning)
         # The state is donated: XLA updates the weights and the optimizer's slots in place,
         # not beside a second copy (the Keras variables get the new arrays back after the call).
         options = compiler_options(self.devices)  # a CPU's products through oneDNN

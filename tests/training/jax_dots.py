@@ -6,6 +6,7 @@ oneDNN, and the largest differences of the losses and of the weights after the s
 from __future__ import annotations
 
 import json
+import os
 
 import jax
 import keras
@@ -17,7 +18,7 @@ from bertfit.model.classifier import BertClassifier
 from bertfit.model.config import BertConfig
 from bertfit.model.encoder import BertEncoder
 from bertfit.model.inputs import GLOBAL_EXAMPLES, WEIGHT
-from bertfit.training.jax_step import JaxStep, compiler_options
+from bertfit.training.jax_step import ONEDNN_SWITCH, JaxStep, compiler_options
 from bertfit.training.optimizer import make_optimizer
 
 SHAPE = Shape("small", layers=2, hidden=64, heads=4, intermediate=128, vocab=200)
@@ -44,6 +45,15 @@ def trained(options: dict | None) -> tuple[str, list[float], list[np.ndarray]]:
     return compiled.as_text(), losses, [np.asarray(w) for w in state[0]]
 
 
+def switched_off() -> dict | None:
+    """`compiler_options` with `BERTFIT_JAX_ONEDNN=0`."""
+    os.environ[ONEDNN_SWITCH] = "0"
+    try:
+        return compiler_options(jax.devices())
+    finally:
+        del os.environ[ONEDNN_SWITCH]
+
+
 def main() -> None:
     onednn_text, onednn_losses, onednn_weights = trained(compiler_options(jax.devices()))
     plain_text, plain_losses, plain_weights = trained(None)
@@ -59,6 +69,7 @@ def main() -> None:
                     for a, b in zip(onednn_weights, plain_weights, strict=True)
                 ),
                 "losses": onednn_losses,
+                "switched_off": switched_off(),
             }
         )
     )

@@ -25,7 +25,7 @@ from bertfit.config import RunConfig, TrainConfig, config_differences
 from bertfit.errors import ConfigError
 from bertfit.inference.predictor import load_classifier
 from bertfit.tf_startup import select_keras_backend
-from bertfit.training.jax_step import ONEDNN_DOTS
+from bertfit.training.jax_step import ONEDNN_DOTS, ONEDNN_SWITCH
 from bertfit.training.jax_trainer import COMPILATION_CACHE
 from bertfit.training.strategy import check_backend
 from tests.distributed import cluster
@@ -115,6 +115,7 @@ def test_a_cpu_step_hands_its_products_to_onednn_and_trains_as_xlas_own_kernels(
     assert out["onednn_calls"] > 0 and out["plain_onednn_calls"] == 0
     assert out["loss_diff"] < 1e-6 and out["weight_diff"] < 1e-6
     assert len(set(out["losses"])) == 3  # the steps trained
+    assert out["switched_off"] is None  # BERTFIT_JAX_ONEDNN=0: XLA's own kernels, cacheable
 
 
 def _two_devices(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -132,6 +133,8 @@ def _cache_in(monkeypatch: pytest.MonkeyPatch, cache: Path) -> None:
     monkeypatch.setenv("BERTFIT_CACHE", str(cache))
     monkeypatch.delenv("JAX_COMPILATION_CACHE_DIR", raising=False)
     monkeypatch.setenv("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+    # XLA's own kernels: JAX cannot write a step that calls oneDNN to its cache
+    monkeypatch.setenv(ONEDNN_SWITCH, "0")
 
 
 @pytest.fixture(scope="module")
