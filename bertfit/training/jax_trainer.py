@@ -6,9 +6,11 @@ checkpoints and the run directory are the same code on both backends.
 The step is one `jax.jit`-ted pure function over the weights, `JaxStep`'s (`training/jax_step.py`,
 which imports nothing of TensorFlow): Keras' stateless API, `jax.value_and_grad`, global-norm
 clipping, the run's AdamW, gradient accumulation as a `jax.lax.scan`. jit compiles once per
-bucket shape; the Python body of the step runs only when it traces, and counts the traces. The
-compiled steps are kept in JAX's persistent compilation cache (`use_compilation_cache`): a
-rerun of the same shapes loads them instead of compiling.
+bucket shape; the Python body of the step runs only when it traces, and counts the traces. On
+an x86 CPU the step's matrix products are oneDNN's (`jax_step.compiler_options`). The compiled
+steps are kept in JAX's persistent compilation cache (`use_compilation_cache`): a rerun of the
+same shapes loads them instead of compiling (not a oneDNN step, which jaxlib 0.10.2 cannot
+serialize).
 
 Data parallelism: with several JAX devices (of this host, or of every host once
 `jax_processes` joined them) the model and optimizer are built in a
