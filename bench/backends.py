@@ -207,11 +207,11 @@ def parse_args(argv=None) -> argparse.Namespace:
 def main(argv=None) -> None:
     args = parse_args(argv)
     load_before = os.getloadavg()
-    result = {}
+    peer = {}
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         if TRAINER in args.sides:
-            result[TRAINER] = peer_side(args, work, rotten_tomatoes_dir() / "test.csv")
+            peer[TRAINER] = peer_side(args, work, rotten_tomatoes_dir() / "test.csv")
         # the JAX runs' compilations here, not in the user's cache: the first run compiles
         os.environ["JAX_COMPILATION_CACHE_DIR"] = str(work / "jax-compilations")
         ours = {b: bertfit_side(args, work, b) for b in BACKENDS if b in args.sides}
@@ -230,7 +230,7 @@ def main(argv=None) -> None:
         "load_average_before": load_before,
         "load_average_after": os.getloadavg(),
         "bertfit": ours,
-        **result,
+        **peer,
     }
     result["ratios"] = ratios(result)
     result["table_rows"] = table_rows(result)

@@ -132,9 +132,12 @@ def timed_row(step, warmup: int, steps: int, sync) -> dict:
     return {"step_s": seconds, "steps_per_s": 1 / seconds, "loss": loss}
 
 
-def bertfit_row(shape: Shape, precision: str, args) -> dict:
-    """bertfit's classifier through `JaxStep`, jitted as `JaxTrainer` jits it."""
-    import jax
+def classifier_step(
+    shape: Shape, precision: str, *, batch: int, seq: int, total_steps: int, remat: bool = False
+):
+    """bertfit's classifier at `shape` (random weights, seed 0, dropout 0.1 as BERT's) with its
+    `JaxStep` (the run's AdamW), and one `random_batch` of `batch` x `seq` with its weights:
+    (step, batch)."""
     import keras
 
     from bertfit.config import PRECISION_POLICIES, TrainConfig
@@ -142,22 +145,39 @@ def bertfit_row(shape: Shape, precision: str, args) -> dict:
     from bertfit.model.config import BertConfig
     from bertfit.model.encoder import BertEncoder
     from bertfit.model.inputs import GLOBAL_EXAMPLES, WEIGHT
-    from bertfit.training.jax_step import JaxStep, compiler_options
+    from bertfit.training.jax_step import JaxStep
     from bertfit.training.optimizer import make_optimizer
 
     config = BertConfig(**shape.hf_config())
     keras.utils.set_random_seed(0)  # the same initial weights in every run
     encoder = BertEncoder(config, dtype=PRECISION_POLICIES[precision])
-    encoder.remat = args.remat  # --remat: jax.checkpoint around each layer
+    encoder.remat = remat  # --remat: jax.checkpoint around each layer
     model = BertClassifier(encoder, num_classes=2, dropout=0.1, seed=0)
     model.built = True
     train = TrainConfig()
-    optimizer = make_optimizer(train, total_steps=args.warmup + args.steps + 1)
+    optimizer = make_optimizer(train, total_steps=total_steps)
     optimizer.build(model.trainable_variables)
     step = JaxStep(model, optimizer, model.trainable_variables, train)
-    batch = random_batch(shape, args.batch, args.seq)
-    batch[WEIGHT] = np.ones(args.batch, "float32")
-    batch[GLOBAL_EXAMPLES] = np.float32(args.batch)
+    rows = random_batch(shape, batch, seq)
+    rows[WEIGHT] = np.ones(batch, "float32")
+    rows[GLOBAL_EXAMPLES] = np.float32(batch)
+    return step, rows
+
+
+def bertfit_row(shape: Shape, precision: str, args) -> dict:
+    """bertfit's classifier through `JaxStep`, jitted as `JaxTrainer` jits it."""
+    import jax
+
+    from bertfit.training.jax_step import compiler_options, xla_memory
+
+    step, batch = classifier_step(
+        shape,
+        precision,
+        batch=args.batch,
+        seq=args.seq,
+        total_steps=args.warmup + args.steps + 1,
+        remat=args.remat,
+    )
     batch = jax.device_put(batch)
 
     # the float32 rows' products as --fp32-matmul says; bfloat16 products left as they are
@@ -179,22 +199,9 @@ def bertfit_row(shape: Shape, precision: str, args) -> dict:
         return float(np.asarray(results[-1])[0])
 
     row = timed_row(one_step, args.warmup, args.steps, sync)
-    peak = planned_peak(compiled)
+    # XLA's plan for this step alone (a process-wide peak would count earlier rows)
+    peak = xla_memory(compiled)
     return {"compile_s": compile_s, **row, "peak_memory_gb": peak and peak / 2**30}
-
-
-def planned_peak(compiled) -> int | None:
-    """XLA's memory plan for one step, in bytes: its arguments, outputs and temporaries, less
-    the donated state that the outputs reuse (a process-wide peak would count earlier rows)."""
-    plan = compiled.memory_analysis()
-    if plan is None:  # not every platform reports one
-        return None
-    return (
-        plan.argument_size_in_bytes
-        + plan.output_size_in_bytes
-        + plan.temp_size_in_bytes
-        - plan.alias_size_in_bytes
-    )
 
 
 def torch_row(shape: Shape, precision: str, args, compiled: bool = False) -> dict:

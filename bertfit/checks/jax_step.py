@@ -19,6 +19,7 @@ from bertfit.checks.batches import shape_text, split_element
 from bertfit.checks.findings import Report
 from bertfit.checks.model import report_failure, report_gradients
 from bertfit.model.inputs import INDEX, WORD_IDS
+from bertfit.training.jax_step import xla_memory
 
 STEP = "jax train step"
 STAGE = "jax.jit"
@@ -96,22 +97,4 @@ def compile_buckets(report: Report, trainer, elements: list[dict], replicas: int
     ok = [c for c in report.compiled if c["name"] == STEP]
     report.stats["JAX compilations"] = (
         f"{sum(c['compilations'] for c in ok)} for {len(ok)} bucket(s) (jax.jit, ahead of time)"
-    )
-
-
-def xla_memory(compiled) -> int | None:
-    """Bytes XLA plans for one call of the compiled step on each device: its arguments,
-    outputs and temporaries, less the outputs written over donated arguments; None where
-    this JAX backend does not say."""
-    try:
-        stats = compiled.memory_analysis()
-    except (NotImplementedError, AttributeError, RuntimeError):
-        return None
-    if stats is None:
-        return None
-    return int(
-        stats.argument_size_in_bytes
-        + stats.output_size_in_bytes
-        + stats.temp_size_in_bytes
-        - stats.alias_size_in_bytes
     )

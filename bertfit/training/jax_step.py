@@ -55,6 +55,21 @@ def compiler_options(devices: list) -> dict | None:
     return None
 
 
+def xla_memory(compiled: jax.stages.Compiled) -> int | None:
+    """Bytes XLA plans for one call of the compiled step on each device: its arguments,
+    outputs and temporaries, less the outputs written over donated arguments; None where
+    this JAX backend does not say (`memory_analysis()` is None there)."""
+    stats = compiled.memory_analysis()
+    if stats is None:
+        return None
+    return int(
+        stats.argument_size_in_bytes
+        + stats.output_size_in_bytes
+        + stats.temp_size_in_bytes
+        - stats.alias_size_in_bytes
+    )
+
+
 def clip_by_global_norm(gradients: list, clip_norm: float) -> tuple[list, jax.Array]:
     """`tf.clip_by_global_norm`'s rule: every gradient times clip / max(norm, clip); the norm
     before clipping."""

@@ -56,9 +56,12 @@ def use_compilation_cache() -> None:
     or `jax.config`): a run whose bucket shapes were compiled before (a rerun, a sweep's next
     trial, the next fold) loads each step's executable instead of compiling it again. The key
     is the step's HLO, the compile options, the devices and jaxlib's version, so a hit runs
-    exactly what a compile would have made. The first run of a shape pays the compile."""
+    exactly what a compile would have made. The first run of a shape pays the compile. A
+    oneDNN step (`jax_step.ONEDNN_DOTS`) cannot be written there: JAX's warning for it is
+    silenced, the step compiled again by every run."""
     if jax.config.jax_compilation_cache_dir is None:
         jax.config.update("jax_compilation_cache_dir", str(cache_root() / COMPILATION_CACHE))
+    warnings.filterwarnings("ignore", UNCACHEABLE_ONEDNN, UserWarning)
 
 
 class JaxTrainer(JaxStep):
@@ -113,8 +116,6 @@ class JaxTrainer(JaxStep):
         # wall time of the calls that traced (and compiled), per function
         self.trace_seconds = {"train_step": 0.0, "predict_step": 0.0}
         use_compilation_cache()
-        # a oneDNN step is compiled again by every run, not cached (`jax_step.ONEDNN_DOTS`)
-        warnings.filterwarnings("ignore", UNCACHEABLE_ONEDNN, UserWarning)
         # The state is donated: XLA updates the weights and the optimizer's slots in place,
         # not beside a second copy (the Keras variables get the new arrays back after the call).
         options = compiler_options(self.devices)  # a CPU's products through oneDNN

@@ -9,17 +9,10 @@ import json
 import os
 
 import jax
-import keras
 import numpy as np
 
-from bench.jax_step import Shape, random_batch
-from bertfit.config import TrainConfig
-from bertfit.model.classifier import BertClassifier
-from bertfit.model.config import BertConfig
-from bertfit.model.encoder import BertEncoder
-from bertfit.model.inputs import GLOBAL_EXAMPLES, WEIGHT
-from bertfit.training.jax_step import ONEDNN_SWITCH, JaxStep, compiler_options
-from bertfit.training.optimizer import make_optimizer
+from bench.jax_step import Shape, classifier_step
+from bertfit.training.jax_step import ONEDNN_SWITCH, compiler_options
 
 SHAPE = Shape("small", layers=2, hidden=64, heads=4, intermediate=128, vocab=200)
 STEPS = 3
@@ -27,15 +20,7 @@ STEPS = 3
 
 def trained(options: dict | None) -> tuple[str, list[float], list[np.ndarray]]:
     """The compiled step's HLO, the losses and the trained weights after STEPS steps."""
-    keras.utils.set_random_seed(0)
-    model = BertClassifier(BertEncoder(BertConfig(**SHAPE.hf_config())), 2, dropout=0.1, seed=0)
-    model.built = True
-    optimizer = make_optimizer(TrainConfig(), total_steps=10)
-    optimizer.build(model.trainable_variables)
-    step = JaxStep(model, optimizer, model.trainable_variables, TrainConfig())
-    batch = random_batch(SHAPE, 8, 32)
-    batch[WEIGHT] = np.ones(8, "float32")
-    batch[GLOBAL_EXAMPLES] = np.float32(8)
+    step, batch = classifier_step(SHAPE, "fp32", batch=8, seq=32, total_steps=10)
     state = step._read_state()
     compiled = jax.jit(step._step, compiler_options=options).lower(state, batch).compile()
     losses = []
