@@ -168,7 +168,8 @@ def bertfit_row(shape: Shape, precision: str, args) -> dict:
     """bertfit's classifier through `JaxStep`, jitted as `JaxTrainer` jits it."""
     import jax
 
-    from bertfit.training.jax_step import compiler_options, xla_memory
+    from bertfit.jax_devices import compiler_options
+    from bertfit.training.jax_step import xla_memory
 
     step, batch = classifier_step(
         shape,

@@ -15,7 +15,7 @@ import sys
 
 from bertfit.checkpoints import commands as checkpoint_commands
 from bertfit.checks import commands as check_commands
-from bertfit.config import BACKENDS, DATA_FORMATS, ENGINES, JAX_BACKEND, TASKS, TENSORFLOW_BACKEND
+from bertfit.config import BACKENDS, DATA_FORMATS, ENGINES, TASKS, TENSORFLOW_BACKEND
 from bertfit.errors import BertfitError, TrainingInterrupted
 from bertfit.export.formats import FORMATS as EXPORT_FORMATS
 from bertfit.flags import add_flags, flags_of, given
@@ -291,22 +291,19 @@ def engine_run(args, engine: str | None = None) -> str:
 
 def select_inference_backend(args) -> None:
     """evaluate's and predict's preflight: what --backend cannot run is refused
-    (`bertfit.inference.run.check_backend`), then it becomes Keras' backend."""
-    from bertfit.inference.run import check_backend
+    (`bertfit.inference.backends`), then it becomes Keras' backend."""
+    from bertfit.inference.backends import inference_backend
 
-    check_backend(args.run, args.engine, args.backend)
+    inference_backend(args.backend).check(args.run, args.engine)
     select_keras_backend(args.backend)
 
 
 def backend_run(args):
-    """`engine_run`'s run or export, or with --backend jax the run's classifier on the JAX
-    devices (`bertfit.jax_inference`)."""
-    run = engine_run(args)
-    if args.backend != JAX_BACKEND:
-        return run
-    from bertfit.jax_inference import JaxClassifier
+    """`engine_run`'s run or export, as the --backend runs it (a run's classifier on the JAX
+    devices with --backend jax)."""
+    from bertfit.inference.backends import inference_backend
 
-    return JaxClassifier(run)
+    return inference_backend(args.backend).classifier(engine_run(args))
 
 
 def _columns(args) -> dict:

@@ -114,12 +114,12 @@ RANKS = {
     **dict.fromkeys(["errors", "cache", "progress"], 0),
     **dict.fromkeys(["atomic", "translate", "storage", "tf_build", "flags"], 1),
     **dict.fromkeys(["config", "paths", "tf_startup"], 2),
+    "jax_devices": 2,  # the JAX devices a step runs on, for training and inference
     **dict.fromkeys(["text", "model"], 3),
     **dict.fromkeys(["checkpoints", "data"], 4),
     "runs": 5,  # a run as a format: its directory read, records, scores, checkpoint weights
     **dict.fromkeys(["training", "inference", "run_flags"], 6),
     **dict.fromkeys(["export", "serve", "checks", "report"], 7),
-    "jax_inference": 7,  # evaluate/predict --backend jax: a run read as inference, JaxTrainer's
     "demo": 8,  # `make demo`: trains, evaluates and writes the report
     "sweeps": 8,  # `bertfit tune`: runs of training, predictions of inference, reports
     "distill": 8,  # `bertfit distill`: a run's predictions, then a run of training

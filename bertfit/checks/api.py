@@ -42,7 +42,7 @@ from bertfit.checks.model import (
     replica_step,
     signature_only_fix,
 )
-from bertfit.config import JAX_BACKEND, RunConfig, check_positions
+from bertfit.config import JAX_BACKEND, TENSORFLOW_BACKEND, RunConfig, check_positions
 from bertfit.data.labelled import encode_labelled, window_spec
 from bertfit.data.stream_source import check_stream
 from bertfit.data.streaming import TrainStream
@@ -51,8 +51,9 @@ from bertfit.data.tfrecord import Manifest, is_prepared, prepared_directory
 from bertfit.errors import BertfitError, CheckpointError, ConfigError, DataError
 from bertfit.model.classifier import BertClassifier
 from bertfit.model.inputs import WORD_IDS
+from bertfit.training.backends import backend_of
 from bertfit.training.setup import RunSetup, assemble, run_tokenizer
-from bertfit.training.strategy import JAX_XLA, XlaChoice, check_backend, check_hardware
+from bertfit.training.strategy import check_hardware
 
 TPU_REPLICAS = 8  # a v2-8 / v3-8 host: 8 cores
 
@@ -188,11 +189,13 @@ def _check_run(
     try:
         config.validate()
         window_spec(config)  # what --long-documents chunk cannot do (pairs, --streaming)
-        check_backend(config)  # what --backend jax does not run, and Keras' backend here
+        backend_of(config).check(config)  # what the backend refuses; Keras' backend here
     except BertfitError as e:
         report.add("config-invalid", ERROR, str(e), where="run config")
         return
-    replicas = replicas or (TPU_REPLICAS if target == "tpu" else _local_replicas(config))
+    replicas = replicas or (
+        TPU_REPLICAS if target == "tpu" else backend_of(config).local_replicas(config)
+    )
     check_precision(report, config.model.precision, target)
     if target == "cpu":
         try:  # what `bertfit train` refuses on this machine before it starts
@@ -241,7 +244,7 @@ def _check_run(
     setup = assemble(
         config,
         strategy,
-        _xla_choice(config, target, strategy),
+        backend_of(config).target_xla(config, target, strategy),
         checkpoint,
         tokenizer,
         task,
@@ -298,7 +301,7 @@ def _check_prepared(
             data_error_finding(report, e, "evaluation", why, "fix the label, or prepare again")
             return
     strategy = tf.distribute.get_strategy()
-    xla = _xla_choice(config, report.target, strategy)
+    xla = backend_of(config).target_xla(config, report.target, strategy)
     setup = assemble(
         config,
         strategy,
@@ -312,23 +315,6 @@ def _check_prepared(
     )
     report.stats["length buckets"] = _buckets_chosen(setup)
     _check_pipeline(report, setup, replicas, expected, compile_, False, device_memory)
-
-
-def _local_replicas(config: RunConfig) -> int:
-    """The replicas `train` splits each batch over on this machine: with --backend jax every
-    local JAX device, else --cpu-replicas (or one)."""
-    if config.train.backend == JAX_BACKEND:
-        import jax
-
-        return jax.local_device_count()
-    return config.train.cpu_replicas or 1
-
-
-def _xla_choice(config: RunConfig, target: str, strategy) -> XlaChoice:
-    """What `train` compiles on the target: with --backend jax the whole step, always."""
-    if config.train.backend == JAX_BACKEND:
-        return JAX_XLA
-    return XlaChoice.for_target(target, config.train.jit_compile, strategy)
 
 
 def _buckets_chosen(setup: RunSetup) -> str:
@@ -459,14 +445,8 @@ def _check_pipeline(
         observe_batch(stats, element, per_bucket)
     report_batches(report, stats, per_bucket)
 
-    if config.train.backend == JAX_BACKEND:  # the one part that differs by backend
-        from bertfit.checks.jax_step import check_jax_gradients, compile_buckets
-
-        check_jax_gradients(report, trainer, firsts[0], replicas, config.model.name)
-        if _compiles(report, setup, compile_) and "grad-step-failed" not in report.codes:
-            compile_buckets(report, trainer, firsts, replicas)
-    else:
-        _check_tensorflow_step(report, setup, firsts, compile_, full)
+    # the one part that differs by backend
+    STEP_CHECKS[config.train.backend](report, setup, firsts, replicas, compile_, full)
     compute = tf.as_dtype(trainer.model.encoder.dtype_policy.compute_dtype).size
     # [batch, length], or for windowed documents [batch, K, max_seq_length]
     shapes = [(per_replica, *setup.train.row_shape(k)) for k in sorted(pipeline.datasets)]
@@ -486,7 +466,20 @@ def _check_pipeline(
         report_fit(report, report.memory, device_memory, where, head, lora, asked, base_bytes=base)
 
 
-def _check_tensorflow_step(report: Report, setup: RunSetup, firsts: list, compile_, full) -> None:
+def _check_jax_step(report: Report, setup: RunSetup, firsts: list, replicas, compile_, full):
+    """The gradients on the first batch through the `JaxTrainer`'s own code, then its train
+    step compiled ahead of time per bucket (`checks/jax_step.py`)."""
+    from bertfit.checks.jax_step import check_jax_gradients, compile_buckets
+
+    trainer = setup.trainer
+    check_jax_gradients(report, trainer, firsts[0], replicas, setup.config.model.name)
+    if _compiles(report, setup, compile_) and "grad-step-failed" not in report.codes:
+        compile_buckets(report, trainer, firsts, replicas)
+
+
+def _check_tensorflow_step(
+    report: Report, setup: RunSetup, firsts: list, replicas, compile_, full
+) -> None:
     """One gradient step on the first batch, then the replica step XLA-compiled per bucket."""
     trainer = setup.trainer
     check_gradients(  # with the run's own loss: regression and multi-label targets are floats
@@ -504,6 +497,10 @@ def _check_tensorflow_step(report: Report, setup: RunSetup, firsts: list, compil
 
 
 # ---- a user's dataset ----
+
+
+# `bertfit check`'s step: the one part of it that differs by backend
+STEP_CHECKS = {TENSORFLOW_BACKEND: _check_tensorflow_step, JAX_BACKEND: _check_jax_step}
 
 
 def _encoder_takes_text(model) -> bool:

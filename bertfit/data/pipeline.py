@@ -15,11 +15,12 @@ The way through:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Sequence
 
 import numpy as np
 import tensorflow as tf
 
+from bertfit.errors import BertfitError
 from bertfit.model.inputs import GLOBAL_EXAMPLES, INDEX, LABEL, WEIGHT
 from bertfit.text.packing import pack_inputs
 
@@ -282,3 +283,24 @@ class BucketedInput:
         iterators = self.iterators()
         for batch in self.plan:
             yield batch.seq_length, next(iterators[batch.seq_length])
+
+
+def scatter_outputs(
+    steps: Iterable[tuple[np.ndarray, np.ndarray]], num_examples: int, progress=None
+) -> np.ndarray:
+    """The outputs of every example in the original order, from each predict step's
+    (outputs, example indices); padding rows (index -1) are dropped. Every example must get
+    one."""
+    out = None
+    seen = 0
+    for step, (probabilities, index) in enumerate(steps):
+        if out is None:
+            out = np.full((num_examples, probabilities.shape[1]), np.nan, np.float32)
+        real = index >= 0
+        out[index[real]] = probabilities[real]
+        seen += int(real.sum())
+        if progress is not None:
+            progress.update(step + 1, seen)
+    if out is None or np.isnan(out).any():
+        raise BertfitError("internal error: some examples got no prediction")
+    return out

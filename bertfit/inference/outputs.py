@@ -48,7 +48,7 @@ def task_outputs(task: Task, logits: tf.Tensor, label_names: tf.Tensor) -> dict[
 
     from bertfit.model.losses import outputs as logit_meaning
 
-    # a tf.Tensor already on TensorFlow's Keras backend; on JAX's (`bertfit.jax_inference`,
+    # a tf.Tensor already on TensorFlow's Keras backend; on JAX's (`inference.jax_classifier`,
     # eager) keras.ops gives a jax.Array, and the string ops below take tensors
     meaning = tf.convert_to_tensor(logit_meaning(task.kind, calibrated_logits(task, logits)))
     if task.kind == REGRESSION:

@@ -183,7 +183,7 @@ def restored_model(run_dir: RunDir, config, task: Task, which: str = "best"):
     """The run's classifier with the weights of its `which` checkpoint ("best" or "latest"),
     LoRA adapters folded in: a `BertClassifier`, or a `ChunkedClassifier` for a run of
     `--long-documents chunk`. Built on this process's Keras backend: TensorFlow's for
-    `Classifier.from_run`, JAX's for `bertfit.jax_inference` (the checkpoint is one format,
+    `Classifier.from_run`, JAX's for `inference.jax_classifier` (the checkpoint is one format,
     `bertfit.runs.weights`)."""
     bert = run_dir.load_bert_config()
     check_positions(

@@ -3,8 +3,8 @@ by an engine (`engine`): "tensorflow", the run's graph (`bertfit.inference.predi
 an ONNX export in ONNX Runtime (`bertfit.inference.onnx_runtime`; `bertfit.export.onnx_engine`
 makes a run's). Each engine's modules are imported only when it runs: the onnx engine's process
 never imports TensorFlow. Each function also takes a classifier loaded already in place of the
-path: `bertfit.jax_inference.JaxClassifier`, a run's model on the JAX devices (`--backend jax`,
-which `check_backend` checks), comes that way, from above this package."""
+path: `inference.jax_classifier.JaxClassifier`, a run's model on the JAX devices (`--backend jax`,
+`inference/backends.py`), comes that way."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from bertfit.config import BACKENDS, ENGINES, JAX_BACKEND
+from bertfit.config import ENGINES
 from bertfit.data.chunks import read_chunks
 from bertfit.data.sources import Example, SourceSpec, read_examples
 from bertfit.errors import ConfigError
@@ -25,7 +25,6 @@ from bertfit.inference.texts import TextClassifier
 from bertfit.progress import Progress
 from bertfit.runs.calibration import calibration_metrics
 from bertfit.runs.metrics import task_metrics
-from bertfit.storage import is_url
 
 if TYPE_CHECKING:
     from bertfit.inference.predictor import Classifier
@@ -46,30 +45,8 @@ def load_for_engine(path: str | Path, engine: str = "tensorflow"):
     return load_classifier(path)
 
 
-def check_backend(path: str | Path, engine: str, backend: str) -> None:
-    """What `--backend` (the Keras backend the model runs on) cannot run, refused before
-    anything loads: `--backend jax` runs a run directory's checkpoint on the JAX devices
-    (`bertfit.jax_inference`), so neither an export (a TensorFlow SavedModel) nor the onnx
-    engine (ONNX Runtime runs the model, no Keras backend)."""
-    if backend not in BACKENDS:
-        raise ConfigError(f"--backend {backend!r}: expected one of {', '.join(BACKENDS)}.")
-    if backend != JAX_BACKEND:
-        return
-    if engine != "tensorflow":
-        raise ConfigError(
-            f"--backend jax runs the run's model with Keras on JAX; --engine {engine} runs "
-            "an export in another runtime: leave out one of them."
-        )
-    if not is_url(path) and not (Path(path) / "config.yaml").is_file():  # a URL: when read
-        raise ConfigError(
-            f"--backend jax runs a run directory's checkpoint (bertfit train --output-dir); "
-            f"{path} is not one. An export is a TensorFlow SavedModel: run it with --backend "
-            "tensorflow (the default), or pass the run directory it was exported from."
-        )
-
-
 def loaded(run: str | Path | TextClassifier, engine: str = "tensorflow") -> TextClassifier:
-    """`run` itself when it is a classifier loaded already (`bertfit.jax_inference`'s), else
+    """`run` itself when it is a classifier loaded already (`JaxClassifier`), else
     the classifier at that path run by `engine` (`load_for_engine`)."""
     return run if isinstance(run, TextClassifier) else load_for_engine(run, engine)
 

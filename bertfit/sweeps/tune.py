@@ -28,8 +28,8 @@ from bertfit.sweeps.report import write_sweep_report
 from bertfit.sweeps.results import RunResult, SweepResults, TrialResult
 from bertfit.sweeps.spec import RunPlan, SweepSpec
 from bertfit.sweeps.sweep_dir import SweepDir, run_state
+from bertfit.training.backends import backend_of
 from bertfit.training.run import TrainingDiverged, train
-from bertfit.training.strategy import check_backend
 
 
 def tune(
@@ -55,7 +55,7 @@ def tune(
         TrainingInterrupted: SIGTERM or Ctrl-C stopped a run (rerun the sweep to resume it).
     """
     _check_scoring(base, spec)
-    check_backend(base)  # what --backend jax refuses: before the sweep directory is written
+    backend_of(base).check(base)  # what the backend refuses: before the sweep directory is written
     console = Console(quiet=quiet)
     sweep = SweepDir(output_dir)
     plans = spec.runs(base, sweep.path, partial(fold_files, sweep.folds_dir))  # configs valid

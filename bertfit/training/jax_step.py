@@ -16,8 +16,6 @@ variables, optimizer variables): `_read_state` reads it from the Keras variables
 from __future__ import annotations
 
 import functools
-import os
-import platform
 
 import jax
 import jax.numpy as jnp
@@ -26,33 +24,6 @@ import keras
 from bertfit.config import SINGLE_LABEL, TrainConfig
 from bertfit.model.inputs import GLOBAL_EXAMPLES, features
 from bertfit.model.losses import batch_loss, outputs
-
-# XLA:CPU computes a matrix product with its own kernels unless told to hand each one to
-# oneDNN, the library TensorFlow's CPU kernels call: MiniLM-L6's train step at batch 32 then
-# takes 0.91-0.96x the time (seq 16: 170 vs 177 ms, 40: 365 vs 393, 80: 728 vs 798, 128: 1,266
-# vs 1,332; 2-core Xeon with AVX-512, jaxlib 0.10.2), the same losses. The fused variant
-# (LIBRARY_FUSION_TYPE_DOT) fails to compile the step there; XNNPACK's and YNNPACK's dots were
-# no faster. The price: jaxlib 0.10.2 cannot serialize a oneDNN step, so JAX's persistent
-# compilation cache cannot keep it (a rerun compiles again; `ONEDNN_SWITCH`=0 keeps XLA's own
-# kernels, which it keeps). The x86 guard: oneDNN's fusions are not built for every CPU.
-ONEDNN_DOTS = {
-    "xla_cpu_use_onednn": True,
-    "xla_cpu_experimental_onednn_fusion_type": "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT",
-}
-ONEDNN_SWITCH = "BERTFIT_JAX_ONEDNN"
-# what JAX warns at every oneDNN step it cannot write to the persistent cache
-UNCACHEABLE_ONEDNN = r"Error writing persistent compilation cache entry .*onednn"
-
-
-def compiler_options(devices: list) -> dict | None:
-    """`jax.jit`'s compiler options for a step on `devices`: oneDNN's matrix products on x86
-    CPUs (ONEDNN_DOTS) unless `BERTFIT_JAX_ONEDNN=0`; XLA's defaults elsewhere (GPUs and TPUs
-    have their own libraries)."""
-    x86 = platform.machine().lower() in ("x86_64", "amd64")
-    wanted = os.environ.get(ONEDNN_SWITCH, "1") != "0"
-    if wanted and x86 and all(device.platform == "cpu" for device in devices):
-        return dict(ONEDNN_DOTS)
-    return None
 
 
 def xla_memory(compiled: jax.stages.Compiled) -> int | None:
@@ -89,6 +60,7 @@ class JaxStep:
         task_kind: single-label, multi-label or regression: the loss and the outputs.
 
     Used as `jax.jit(step._step, donate_argnums=0, compiler_options=compiler_options(devices))`
+    (`bertfit.jax_devices`)
     called on `(step._read_state(), batch)`, `batch` a pipeline batch (the model's inputs,
     `label`, `example_weight`, `global_examples`); see `bench/jax_step.py` for one built from a
     config alone.

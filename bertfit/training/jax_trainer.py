@@ -7,15 +7,14 @@ The step is one `jax.jit`-ted pure function over the weights, `JaxStep`'s (`trai
 which imports nothing of TensorFlow): Keras' stateless API, `jax.value_and_grad`, global-norm
 clipping, the run's AdamW, gradient accumulation as a `jax.lax.scan`. jit compiles once per
 bucket shape; the Python body of the step runs only when it traces, and counts the traces. On
-an x86 CPU the step's matrix products are oneDNN's (`jax_step.compiler_options`). The compiled
+an x86 CPU the step's matrix products are oneDNN's (`jax_devices.compiler_options`). The compiled
 steps are kept in JAX's persistent compilation cache (`use_compilation_cache`): a rerun of the
 same shapes loads them instead of compiling (not a oneDNN step, which jaxlib 0.10.2 cannot
 serialize).
 
-Data parallelism: with several JAX devices (of this host, or of every host once
-`jax_processes` joined them) the model and optimizer are built in a
-`keras.distribution.DataParallel` scope (their variables replicated on every device) and each
-global batch is put on the devices split along its rows; XLA's SPMD partitioner all-reduces the
+Data parallelism (`jax_devices.DeviceSplit`): with several JAX devices (of this host, or of
+every host once `jax_processes` joined them) the model and optimizer are replicated on every
+device and each global batch is split along its rows; XLA's SPMD partitioner all-reduces the
 gradients. The input pipeline is TensorFlow's, unchanged: tf.data under the default strategy
 yields whole global batches at the bucket lengths, read here as numpy arrays.
 
@@ -39,11 +38,11 @@ import tensorflow as tf
 
 from bertfit.cache import cache_root
 from bertfit.config import TrainConfig
-from bertfit.data.pipeline import INDEX, BucketedInput, runs_of
+from bertfit.data.pipeline import INDEX, BucketedInput, runs_of, scatter_outputs
 from bertfit.data.tasks import SINGLE_LABEL
+from bertfit.jax_devices import UNCACHEABLE_ONEDNN, DeviceSplit
 from bertfit.model.inputs import features
-from bertfit.training.jax_step import UNCACHEABLE_ONEDNN, JaxStep, compiler_options
-from bertfit.training.loop import scatter_outputs
+from bertfit.training.jax_step import JaxStep
 from bertfit.training.optimizer import make_optimizer, schedule_for
 
 # under `cache_root()`: JAX's persistent compilation cache (`use_compilation_cache`)
@@ -89,17 +88,8 @@ class JaxTrainer(JaxStep):
     ):
         # The input pipeline's: whole global batches, one "replica" (see the module docstring).
         self.strategy = tf.distribute.get_strategy()
-        self.devices = list(jax.devices() if devices is None else devices)
-        self.distribution = (
-            keras.distribution.DataParallel(devices=self.devices) if len(self.devices) > 1 else None
-        )
-        # a batch's arrays split along their rows over the devices; a scalar on every one
-        mesh = jax.sharding.Mesh(np.asarray(self.devices), ("batch",))
-        self._shardings = tuple(
-            jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(*axes))
-            for axes in (("batch",), ())
-        )
-        with self._scope():
+        self.split = DeviceSplit(devices)
+        with self.split.scope():
             model = build_model()
             # Every weight exists (the checkpoint's, the head built with it); stateless_call
             # wants that said, where TensorFlow's first call says it itself.
@@ -118,31 +108,21 @@ class JaxTrainer(JaxStep):
         use_compilation_cache()
         # The state is donated: XLA updates the weights and the optimizer's slots in place,
         # not beside a second copy (the Keras variables get the new arrays back after the call).
-        options = compiler_options(self.devices)  # a CPU's products through oneDNN
+        options = self.split.compiler_options  # a CPU's products through oneDNN
         self._train_step = jax.jit(self._step, donate_argnums=0, compiler_options=options)
         # gathered on every device: each process reads all rows back (several hosts)
-        gathered = self._shardings[1] if self.distribution else None
         self._predict_step = jax.jit(
-            self._probabilities, out_shardings=gathered, compiler_options=options
+            self._probabilities, out_shardings=self.split.gathered, compiler_options=options
         )
 
     @property
     def replicas(self) -> int:
         """The devices each global batch is split over."""
-        return len(self.devices)
+        return self.split.replicas
 
-    def _scope(self):
-        return self.distribution.scope() if self.distribution else contextlib.nullcontext()
-
-    def _random_bits(self):
-        """Where the dropout masks' random bits are drawn (read when a step is lowered, so
-        every call of a jitted step sits in it). Split over several devices, JAX's
-        partitionable threefry: each device draws only its rows. On one device the original
-        threefry, which XLA:CPU computes in about half the time: MiniLM-L6's masks at batch
-        32, seq 64 take 135 ms instead of 262 (TensorFlow's 37-76 ms), the whole train step
-        0.92x the time (2 cores, best of 8 and pairwise median of 12, load 5-8). The masks are
-        as random and as reproducible from the seed either way, not the same bits."""
-        return jax.threefry_partitionable(self.distribution is not None)
+    def parallelism(self) -> dict:
+        """How the run splits its batches: over the JAX devices (keras.distribution)."""
+        return self.split.parallelism()
 
     # ---- the state in the Keras variables (`JaxStep._read_state` reads it) ----
 
@@ -157,28 +137,13 @@ class JaxTrainer(JaxStep):
             for variable, value in zip(variables, values, strict=True):
                 variable.assign(value)
 
-    def _on_devices(self, batch: dict) -> dict:
-        """A pipeline batch as arrays on the devices: split along the rows over several (a
-        scalar such as `global_examples` replicated)."""
-        arrays = {name: np.asarray(value) for name, value in batch.items()}
-        if self.distribution is None:
-            return arrays
-        rows, whole = self._shardings
-        # Every process reads the same global batches; device_put gives each of its devices
-        # their rows (in a multi-host run it takes a global value that is the same on every
-        # process, and puts only this process's shards).
-        return {
-            name: jax.device_put(value, rows if value.ndim else whole)
-            for name, value in arrays.items()
-        }
-
     def gradients(self, batch: dict) -> list[np.ndarray]:
         """The gradients of one global batch's loss (a pipeline batch less the example index)
         for the trained variables, in `variables`' order, as the train step takes them
         before clipping; nothing is updated (`bertfit check`)."""
         trained, fixed, non_trainable, _ = self._read_state()
-        with self._random_bits():
-            batch = self._on_devices(batch)
+        with self.split.random_bits():
+            batch = self.split.put(batch)
             gradients, _, _ = self._gradients(trained, fixed, non_trainable, batch)
         return [np.asarray(g) for g in gradients]
 
@@ -191,13 +156,8 @@ class JaxTrainer(JaxStep):
             lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=a.sharding),
             self._read_state(),
         )
-        if self.distribution is not None:  # the batch split along its rows, as `_on_devices`
-            rows, whole = self._shardings
-            batch = {
-                name: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=rows if s.shape else whole)
-                for name, s in batch.items()
-            }
-        with self._random_bits():
+        batch = self.split.shapes(batch)  # split along its rows, as `put` splits a batch
+        with self.split.random_bits():
             return self._train_step.lower(state, batch).compile()
 
     # ---- host loops ----
@@ -222,8 +182,8 @@ class JaxTrainer(JaxStep):
         state, results = self._read_state(), []
         for _ in range(int(steps)):
             batch = next(iterator)
-            batch = self._on_devices({k: v for k, v in batch.items() if k != INDEX})
-            with self._random_bits():
+            batch = self.split.put({k: v for k, v in batch.items() if k != INDEX})
+            with self.split.random_bits():
                 state, result = self._train_step(state, batch)
             results.append(result)
         results = np.asarray(jax.device_get(results))
@@ -248,7 +208,7 @@ class JaxTrainer(JaxStep):
             for batch in data.plan:
                 element = next(iterators[batch.seq_length])
                 with self._timing("predict_step"):
-                    inputs = self._on_devices(features(element))
+                    inputs = self.split.put(features(element))
                     probabilities = self._predict_step(trainable, non_trainable, inputs)
                     probabilities = np.asarray(probabilities)
                 yield probabilities, np.asarray(element[INDEX])

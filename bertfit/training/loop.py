@@ -20,14 +20,14 @@ from __future__ import annotations
 import contextlib
 import functools
 import time
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterator
 
 import keras
 import numpy as np
 import tensorflow as tf
 
 from bertfit.config import TrainConfig
-from bertfit.data.pipeline import GLOBAL_EXAMPLES, INDEX, BucketedInput, runs_of
+from bertfit.data.pipeline import GLOBAL_EXAMPLES, INDEX, BucketedInput, runs_of, scatter_outputs
 from bertfit.data.tasks import SINGLE_LABEL
 from bertfit.errors import BertfitError
 from bertfit.model.inputs import features
@@ -35,27 +35,6 @@ from bertfit.model.losses import batch_loss, outputs
 from bertfit.training.fused_adamw import FusedAdamW
 from bertfit.training.optimizer import make_optimizer, schedule_for
 from bertfit.training.strategy import XlaChoice
-
-
-def scatter_outputs(
-    steps: Iterable[tuple[np.ndarray, np.ndarray]], num_examples: int, progress=None
-) -> np.ndarray:
-    """The outputs of every example in the original order, from each predict step's
-    (outputs, example indices); padding rows (index -1) are dropped. Every example must get
-    one."""
-    out = None
-    seen = 0
-    for step, (probabilities, index) in enumerate(steps):
-        if out is None:
-            out = np.full((num_examples, probabilities.shape[1]), np.nan, np.float32)
-        real = index >= 0
-        out[index[real]] = probabilities[real]
-        seen += int(real.sum())
-        if progress is not None:
-            progress.update(step + 1, seen)
-    if out is None or np.isnan(out).any():
-        raise BertfitError("internal error: some examples got no prediction")
-    return out
 
 
 class Trainer:
@@ -122,6 +101,15 @@ class Trainer:
         self.predict_step = compiled(self._predict_step)
         # wall time of the calls that traced (and compiled), per function
         self.trace_seconds = {"train_step": 0.0, "predict_step": 0.0}
+
+    @property
+    def replicas(self) -> int:
+        """The replicas each global batch is split over."""
+        return self.strategy.num_replicas_in_sync
+
+    def parallelism(self) -> dict:
+        """How the run splits its batches: the tf.distribute strategy and its replicas."""
+        return {"name": type(self.strategy).__name__, "replicas": self.replicas}
 
     def _build_optimizer(self, total_steps: int, loss_scale: bool):
         optimizer = make_optimizer(self.config, total_steps)

@@ -23,13 +23,7 @@ import numpy as np
 import tensorflow as tf
 
 from bertfit import storage
-from bertfit.config import (
-    JAX_BACKEND,
-    PRECISION_POLICIES,
-    RunConfig,
-    TrainConfig,
-    per_replica_batch,
-)
+from bertfit.config import PRECISION_POLICIES, RunConfig, TrainConfig
 from bertfit.data.profile import LengthProfile
 from bertfit.data.stream_source import auto_streaming
 from bertfit.data.tasks import MULTI_LABEL
@@ -49,6 +43,7 @@ from bertfit.runs.records import (
     StepEvaluation,
 )
 from bertfit.training import remote_run
+from bertfit.training.backends import backend_of
 from bertfit.training.checkpointing import (
     CheckpointWriteError,
     RunCheckpoints,
@@ -57,7 +52,6 @@ from bertfit.training.checkpointing import (
 )
 from bertfit.training.collapse import collapse_warning
 from bertfit.training.interrupt import StopRequests
-from bertfit.training.jax_processes import is_first_process, join_jax_processes
 from bertfit.training.run_dir import (
     RUNS_ROOT,
     RunBusy,
@@ -67,13 +61,7 @@ from bertfit.training.run_dir import (
 )
 from bertfit.training.run_length import RunLength
 from bertfit.training.setup import RunSetup, prepare
-from bertfit.training.strategy import (
-    XlaChoice,
-    check_backend,
-    check_hardware,
-    jax_input_strategy,
-    make_strategy,
-)
+from bertfit.training.strategy import XlaChoice
 from bertfit.training.summaries import RunSummaries
 from bertfit.translate import explain_errors
 
@@ -117,26 +105,14 @@ def train(
     config, streaming_note = auto_streaming(config)  # a large file: said before the long wait
     if streaming_note:
         Console(quiet=quiet).say(f"bertfit: {streaming_note}")
-    jax_backend = config.train.backend == JAX_BACKEND
+    backend = backend_of(config)
     # JAX's process 0 alone plans, claims and writes the run (every host may see the directory)
-    if jax_backend:
-        join_jax_processes()  # before any JAX computation; on one host nothing to join
-    writes_run = not jax_backend or is_first_process()
+    writes_run = backend.join()
     if writes_run and config.output_dir is not None and not storage.is_url(config.output_dir):
         TrainingRunDir(config.output_dir).plan_start(config, resume=resume, overwrite=overwrite)
         _refuse_a_student_without_its_teacher(config.output_dir, adapt, overwrite)
-    check_backend(config, distilling=adapt is not None)
-    if jax_backend:
-        if strategy is not None:
-            raise ConfigError("a tf.distribute strategy cannot train with --backend jax")
-        strategy, xla = jax_input_strategy(config)
-    else:
-        if strategy is None:
-            t = config.train
-            check_hardware(t.strategy, config.model.precision, t.cpu_replicas, t.tpu, t.jit_compile)
-            strategy = make_strategy(t.strategy, t.cpu_replicas, t.tpu, t.workers, t.worker_index)
-        per_replica_batch(config.train.batch_size, strategy.num_replicas_in_sync)
-        xla = XlaChoice.for_run(config.train.jit_compile, strategy)
+    backend.check(config, distilling=adapt is not None)
+    strategy, xla = backend.placement(config, strategy)
     if not (writes_run and is_chief(strategy)):
         return _train_as_worker(config, strategy, xla)
     with _claimed(config, resume=resume, overwrite=overwrite) as (config, run_dir, resuming, new):
@@ -273,7 +249,7 @@ def _train(
     if resuming:
         state = _resume(run_dir, checkpoints, state, console)
     lengths = setup.length_profile()
-    summary = _describe(setup, strategy, lengths)
+    summary = _describe(setup, lengths)
     summaries = RunSummaries(run_dir.path / "tensorboard")
     summaries.config(setup.config.to_dict())
     windows = setup.window_profile()  # --long-documents chunk: its windows, not its lengths
@@ -284,7 +260,7 @@ def _train(
     length = RunLength.of(
         setup.config.train, len(setup.plan(setup.train, shuffle=False, training=True))
     )
-    _log_setup(run_dir, setup, strategy, length)
+    _log_setup(run_dir, setup, length)
     console.info(f"bertfit: {setup.xla.describe()}; --jit-compile chooses")
     run_dir.save_metrics(so_far(summary, state))
 
@@ -326,9 +302,7 @@ def _failure_recorded(
         raise
 
 
-def _describe(
-    setup: RunSetup, strategy: tf.distribute.Strategy, lengths: LengthProfile
-) -> RunSummary:
+def _describe(setup: RunSetup, lengths: LengthProfile) -> RunSummary:
     """The summary of a run that starts: what is trained, on what, how."""
     config, train, model = setup.config, setup.train, setup.trainer.model
     windows = setup.window_profile()  # --long-documents chunk: the report redraws it
@@ -352,26 +326,14 @@ def _describe(
             "token_lengths": lengths.to_dict(),
             **({"windows": windows.to_dict()} if windows is not None else {}),
         },
-        strategy=_parallelism(setup, strategy),
+        strategy=setup.trainer.parallelism(),
         run_dir=storage.path_text(config.output_dir),
     )
 
 
-def _parallelism(setup: RunSetup, strategy: tf.distribute.Strategy) -> dict:
-    """How the run splits its batches: the tf.distribute strategy and its replicas, or with
-    --backend jax the JAX devices (keras.distribution)."""
-    if setup.config.train.backend == JAX_BACKEND:
-        trainer = setup.trainer
-        name = "DataParallel" if trainer.distribution is not None else "OneDevice"
-        return {"name": f"jax {name}", "replicas": trainer.replicas}
-    return {"name": type(strategy).__name__, "replicas": strategy.num_replicas_in_sync}
-
-
-def _log_setup(
-    run_dir: TrainingRunDir, setup: RunSetup, strategy: tf.distribute.Strategy, length: RunLength
-) -> None:
+def _log_setup(run_dir: TrainingRunDir, setup: RunSetup, length: RunLength) -> None:
     config, t, trainer = setup.config, setup.config.train, setup.trainer
-    parallel = _parallelism(setup, strategy)
+    parallel = setup.trainer.parallelism()
     run_dir.log(
         f"model {config.model.name} ({setup.checkpoint.format}); "
         f"{trainer.model.encoder.load_report}"

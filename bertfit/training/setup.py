@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import TYPE_CHECKING
 
 import keras
 import tensorflow as tf
@@ -25,7 +24,6 @@ from bertfit.checkpoints.base import Checkpoint
 from bertfit.checkpoints.load import build_encoder, build_tokenizer, read_checkpoint
 from bertfit.checkpoints.registry import resolve
 from bertfit.config import (
-    JAX_BACKEND,
     TASK_METRICS,
     RunConfig,
     check_positions,
@@ -55,11 +53,8 @@ from bertfit.model.lora import adapted_layers, enable_lora
 from bertfit.runs.metrics import default_metric
 from bertfit.text.base import InGraphTokenizer
 from bertfit.text.windows import WindowSpec
-from bertfit.training.loop import Trainer
+from bertfit.training.backends import RunTrainer, backend_of
 from bertfit.training.strategy import XlaChoice
-
-if TYPE_CHECKING:  # jax is imported only by a run with --backend jax
-    from bertfit.training.jax_trainer import JaxTrainer
 
 # ---- the checkpoint ----
 
@@ -99,8 +94,8 @@ class RunSetup:
             `--long-documents chunk` it is the only one, and documents are batched in
             chunk-count buckets).
         xla: what XLA compiles (decided with the strategy).
-        trainer: the model, optimizer and compiled steps, built in the strategy's scope (a
-            `JaxTrainer` with `--backend jax`).
+        trainer: the model, optimizer and compiled steps, built by the run's backend
+            (`training/backends.py`).
         notes: what the user should read before training (task inferred, buckets chosen).
         rows_read: training rows in the files, before `--max-train-examples`.
         seconds: time spent loading, tokenizing and building.
@@ -115,7 +110,7 @@ class RunSetup:
     eval: LabelledData | None
     buckets: tuple[int, ...]
     xla: XlaChoice
-    trainer: Trainer | JaxTrainer
+    trainer: RunTrainer
     notes: list[str]
     rows_read: int
     seconds: dict[str, float] = dataclasses.field(default_factory=dict)
@@ -366,14 +361,14 @@ def make_trainer(
     total_steps: int,
     xla: XlaChoice,
     head_bias: list[float] | None = None,
-) -> Trainer | JaxTrainer:
+) -> RunTrainer:
     """The run's `Trainer`: the classifier built in the strategy's scope with the encoder's dtype
     policy from `--precision` (no global Keras policy is set), the unused pooler left out of
     training with `--pooling mean`, dynamic loss scaling with `mixed_fp16`. The model takes over
     the checkpoint's weights: its arrays are released (a run would hold MiniLM's 87 MiB twice).
-    With `--backend jax` a `JaxTrainer` (jax.jit, data parallel over the local JAX devices;
-    `strategy` and `xla` are the input pipeline's only). `--remat` recomputes the encoder's
-    layers in the backward pass (`model/remat.py`)."""
+    The run's backend builds it (`backends.Backend.trainer`: with `--backend jax` a
+    `JaxTrainer`, whose `strategy` and `xla` are the input pipeline's only). `--remat`
+    recomputes the encoder's layers in the backward pass (`model/remat.py`)."""
 
     def build_model() -> BertClassifier | ChunkedClassifier:
         encoder = build_encoder(checkpoint, dtype=encoder_policy(config.model))
@@ -381,20 +376,8 @@ def make_trainer(
         return with_lora(build_classifier(encoder, task, config, head_bias), config)
 
     frozen = ("pooler",) if config.model.pooling == "mean" else ()
-    if config.train.backend == JAX_BACKEND:  # --backend jax: its own step, no tf.distribute
-        from bertfit.training.jax_trainer import JaxTrainer
-
-        trainer = JaxTrainer(build_model, config.train, total_steps, frozen, task.kind)
-    else:
-        trainer = Trainer(
-            build_model,
-            strategy,
-            config.train,
-            total_steps,
-            frozen=frozen,
-            loss_scale=config.model.precision == "mixed_fp16",
-            task_kind=task.kind,
-            xla=xla,
-        )
+    trainer = backend_of(config).trainer(
+        build_model, config, strategy, total_steps, xla, frozen, task.kind
+    )
     checkpoint.tensors.clear()
     return trainer

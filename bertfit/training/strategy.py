@@ -9,7 +9,6 @@ import os
 
 import tensorflow as tf
 
-from bertfit.config import JAX_BACKEND, RunConfig, per_replica_batch
 from bertfit.data.buckets import JAX_TRACE_TOKENS, TRACE_TOKENS, UNTRACED
 from bertfit.errors import ConfigError
 from bertfit.tf_build import Installed, InstallError, install_commands, tpu_attached
@@ -259,74 +258,5 @@ class XlaChoice:
         return f"XLA for {' and '.join(parts) if parts else 'nothing'} ({self.reason})"
 
 
-def check_backend(config: RunConfig, distilling: bool = False) -> None:
-    """Refuses, before anything is loaded or written, what `--backend jax` does not do yet:
-    tf.distribute's strategies and their flags (JAX's data parallelism spans every local
-    device by itself), float16 loss scaling, `--jit-compile false` (jax.jit compiles every
-    step) and distillation; then a `--backend`
-    this process's Keras does not run on.
-
-    Raises:
-        ConfigError: the flag, why, and what to do instead.
-    """
-    import keras
-
-    t = config.train
-    if t.backend == JAX_BACKEND:
-        _check_jax_settings(config, distilling)
-    running = keras.backend.backend()
-    if running != t.backend:
-        raise ConfigError(
-            f"--backend {t.backend}: Keras runs on {running} in this process (it reads "
-            "KERAS_BACKEND once, when imported). `bertfit train`, `doctor`, `check`, `tune` "
-            "and `audit` with --backend jax set it; from Python set KERAS_BACKEND before "
-            "importing bertfit; `bertfit distill` runs on TensorFlow only so far."
-        )
-
-
-def _check_jax_settings(config: RunConfig, distilling: bool) -> None:
-    t = config.train
-    unsupported = [
-        (t.strategy not in ("auto", "default"), f"--strategy {t.strategy}"),
-        (bool(t.tpu), "--tpu"),
-        (bool(t.workers), "--workers"),
-        (bool(t.cpu_replicas), "--cpu-replicas"),
-    ]
-    for given, flag in unsupported:
-        if given:
-            raise ConfigError(
-                f"{flag} is a tf.distribute setting; with --backend jax the batch is split over "
-                "every local JAX device (keras.distribution.DataParallel): leave it out (on a "
-                "CPU, XLA_FLAGS=--xla_force_host_platform_device_count=N rehearses N devices)."
-            )
-    refusals = [
-        (
-            config.model.precision == "mixed_fp16",
-            "--precision mixed_fp16 (float16 loss scaling) is TensorFlow's only so far; use "
-            "--precision mixed_bf16 or fp32 with --backend jax",
-        ),
-        (
-            t.jit_compile is False,
-            "--jit-compile false: --backend jax compiles every step with jax.jit; leave "
-            "--jit-compile out",
-        ),
-        (distilling, "bertfit distill trains on TensorFlow only so far; leave --backend out"),
-    ]
-    for refused, message in refusals:
-        if refused:
-            raise ConfigError(message + ".")
-
-
 # `--backend jax`: jax.jit compiles the whole step, on every target
 JAX_XLA = XlaChoice(True, True, "--backend jax: jax.jit compiles the whole step", jax=True)
-
-
-def jax_input_strategy(config: RunConfig) -> tuple[tf.distribute.Strategy, XlaChoice]:
-    """`--backend jax`: TensorFlow's default strategy for the input pipeline (whole global
-    batches at the bucket lengths: jax.jit compiles each shape once), and the batch must split
-    evenly over the JAX devices the `JaxTrainer` shares it between (every host's, in a
-    multi-host run: `jax_processes`)."""
-    import jax
-
-    per_replica_batch(config.train.batch_size, jax.device_count())
-    return tf.distribute.get_strategy(), JAX_XLA

@@ -9,16 +9,11 @@ import json
 
 import pytest
 
-from bertfit.checks.doctor import (
-    PEAK_TFLOPS,
-    DoctorReport,
-    _peak,
-    doctor,
-    train_flops_per_token,
-)
+from bertfit.checks.doctor import DoctorReport, doctor, train_flops_per_token
 from bertfit.cli import main
 from bertfit.config import DataConfig, ModelConfig, RunConfig, TrainConfig
 from bertfit.model.config import BertConfig
+from bertfit.training.devices import PEAK_TFLOPS, _peak
 from tests.tiny import sentiment_rows, train_args, write_csv
 
 doctor_args = functools.partial(train_args, command="doctor", epochs=None, quiet=None)
@@ -96,13 +91,13 @@ def test_the_peak_is_the_given_one_or_a_known_devices_or_unknown(monkeypatch):
         num_replicas_in_sync = 1
 
     assert _peak(OneReplica(), "fp32", 100.0) == (100.0, "--peak-tflops per replica")
-    monkeypatch.setattr("bertfit.checks.doctor._accelerators", lambda s: ["/device:GPU:0"])
-    monkeypatch.setattr("bertfit.checks.doctor._device_name", lambda d: "NVIDIA H100 80GB HBM3")
+    monkeypatch.setattr("bertfit.training.devices._accelerators", lambda s: ["/device:GPU:0"])
+    monkeypatch.setattr("bertfit.training.devices._device_name", lambda d: "NVIDIA H100 80GB HBM3")
     assert _peak(OneReplica(), "bf16", None) == (
         PEAK_TFLOPS["H100"][0],
         "H100 data sheet, 1 device(s)",
     )
-    monkeypatch.setattr("bertfit.checks.doctor._device_name", lambda d: "Some New Chip")
+    monkeypatch.setattr("bertfit.training.devices._device_name", lambda d: "Some New Chip")
     assert _peak(OneReplica(), "bf16", None)[0] is None
     report = DoctorReport(**{**_blank(), "peak_tflops": None})
     assert "unknown (give --peak-tflops)" in report.render()

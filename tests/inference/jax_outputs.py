@@ -37,8 +37,8 @@ def jax_outputs(run: str, data: str, written: Path | None) -> dict:
     import jax
 
     from bertfit.cli import main as bertfit
+    from bertfit.inference.jax_classifier import JaxClassifier
     from bertfit.inference.run import evaluate, predict
-    from bertfit.jax_inference import JaxClassifier
 
     result = {}
     if written is not None:

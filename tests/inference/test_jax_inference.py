@@ -1,5 +1,6 @@
-"""`bertfit evaluate --backend jax` and `bertfit predict --backend jax` (`bertfit.jax_inference`):
-a run's model on the JAX devices gives TensorFlow's metrics and predictions.
+"""`bertfit evaluate --backend jax` and `bertfit predict --backend jax`
+(`bertfit.inference.jax_classifier`): a run's model on the JAX devices gives TensorFlow's metrics
+and predictions.
 
 Keras picks its backend once per process, so the JAX side runs in a process of its own
 (`tests/inference/jax_outputs.py`); this one is TensorFlow's and gives the reference. A run
@@ -103,7 +104,7 @@ def test_what_jax_does_not_run_is_refused_naming_the_fix(command, flags, said, t
 
 def test_a_jax_classifier_in_a_tensorflow_process_is_refused_with_the_fix(tmp_path):
     """From Python, where no preflight chose the backend (before the run is read)."""
-    from bertfit.jax_inference import JaxClassifier
+    from bertfit.inference.jax_classifier import JaxClassifier
 
     with pytest.raises(ConfigError, match="set KERAS_BACKEND=jax before Keras is imported"):
         JaxClassifier(tmp_path / "run")

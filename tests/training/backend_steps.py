@@ -18,12 +18,11 @@ from pathlib import Path
 
 import keras
 import numpy as np
-import tensorflow as tf
 
 from bertfit.config import DataConfig, ModelConfig, RunConfig, TrainConfig
 from bertfit.runs.weights import make_checkpoint, model_variables, restore_model
+from bertfit.training.backends import backend_of
 from bertfit.training.setup import prepare
-from bertfit.training.strategy import XlaChoice, jax_input_strategy
 
 STEPS = 50
 
@@ -48,11 +47,7 @@ def run_config(model: Path, train: Path, grad_accum: int = 1, precision: str = "
 def take_steps(config: RunConfig, initial: Path) -> dict[str, np.ndarray]:
     """The first `STEPS` steps of the run's first epoch (all of them in a shorter one), from
     the weights in `initial` (written there when it does not exist yet)."""
-    if config.train.backend == "jax":
-        strategy, xla = jax_input_strategy(config)
-    else:
-        strategy = tf.distribute.get_strategy()
-        xla = XlaChoice.for_run(None, strategy)
+    strategy, xla = backend_of(config).placement(config)
     setup = prepare(config, strategy, xla)
     model = setup.trainer.model
     if Path(f"{initial}.index").exists():

@@ -12,7 +12,7 @@ import jax
 import numpy as np
 
 from bench.jax_step import Shape, classifier_step
-from bertfit.training.jax_step import ONEDNN_SWITCH, compiler_options
+from bertfit.jax_devices import ONEDNN_SWITCH, compiler_options
 
 SHAPE = Shape("small", layers=2, hidden=64, heads=4, intermediate=128, vocab=200)
 STEPS = 3

@@ -24,10 +24,10 @@ from bertfit.cli import main
 from bertfit.config import RunConfig, TrainConfig, config_differences
 from bertfit.errors import ConfigError
 from bertfit.inference.predictor import load_classifier
+from bertfit.jax_devices import ONEDNN_DOTS, ONEDNN_SWITCH
 from bertfit.tf_startup import select_keras_backend
-from bertfit.training.jax_step import ONEDNN_DOTS, ONEDNN_SWITCH
+from bertfit.training.backends import backend_of
 from bertfit.training.jax_trainer import COMPILATION_CACHE
-from bertfit.training.strategy import check_backend
 from tests.distributed import cluster
 from tests.inference.jax_outputs import assert_same_as_tensorflow, calibrated_copy
 from tests.jax_process import run_in_jax, xla_flags_for_two_devices
@@ -43,6 +43,11 @@ def _jax(config: RunConfig = None, **train) -> RunConfig:
     )
 
 
+def _check(config: RunConfig, distilling: bool = False) -> None:
+    """What `train` refuses before anything is written, by the config's backend."""
+    backend_of(config).check(config, distilling)
+
+
 @pytest.mark.parametrize(
     "train, flag",
     [
@@ -54,7 +59,7 @@ def _jax(config: RunConfig = None, **train) -> RunConfig:
 )
 def test_jax_refuses_what_it_does_not_run_naming_the_flag(train, flag):
     with pytest.raises(ConfigError, match=flag):
-        check_backend(_jax(**train))
+        _check(_jax(**train))
 
 
 def test_jax_refuses_float16_and_distillation():
@@ -63,17 +68,17 @@ def test_jax_refuses_float16_and_distillation():
         config, model=dataclasses.replace(config.model, precision="mixed_fp16")
     )
     with pytest.raises(ConfigError, match="--precision mixed_fp16"):
-        check_backend(fp16)
+        _check(fp16)
     with pytest.raises(ConfigError, match="bertfit distill"):
-        check_backend(config, distilling=True)
+        _check(config, distilling=True)
 
 
 def test_a_backend_keras_does_not_run_in_this_process_is_refused():
     with pytest.raises(ConfigError, match="Keras runs on tensorflow in this process"):
-        check_backend(_jax())
+        _check(_jax())
     with pytest.raises(ConfigError, match="set KERAS_BACKEND=jax before Keras is imported"):
         select_keras_backend("jax")
-    check_backend(RunConfig(train=TrainConfig()))  # the default: TensorFlow, as this process
+    _check(RunConfig(train=TrainConfig()))  # the default: TensorFlow, as this process
 
 
 @pytest.mark.slow

@@ -6,16 +6,13 @@ or the CPU), giving the outputs, files and metrics of TensorFlow's (`inference/p
     bertfit.inference.run.evaluate(clf, "test.csv")
 
 The texts go the way a run's evaluation goes in `bertfit train --backend jax`: the run's
-in-graph tokenizer and tf.data pipeline (`encode_labelled`: full global batches at the run's
-length buckets, or documents in windows with `--long-documents chunk`), then
-`JaxTrainer.predict`: one `jax.jit` compile per bucket shape, each batch split along its rows
-over this host's devices (`keras.distribution.DataParallel`). The model is the run's checkpoint
-as `restored_model` restores it for TensorFlow (one checkpoint format: `bertfit.runs.weights`).
-The trainer gives the logits, and `task_outputs`, the function TensorFlow's graph runs, gives
-them their meaning (calibration, label names, thresholds, the targets' units).
-
-This module sits above `inference/` and `training/` (it joins the two; neither may import the
-other), so `bertfit.cli` hands a `JaxClassifier` to `bertfit.inference.run`.
+tokenizer and input pipeline (`encode_labelled`: full global batches at the run's length
+buckets, or documents in windows with `--long-documents chunk`), then one `jax.jit`-ted predict
+step (one compile per bucket shape), each batch split along its rows over this host's devices
+(`jax_devices.DeviceSplit`). The model is the run's checkpoint as `restored_model` restores it
+for TensorFlow (one checkpoint format: `bertfit.runs.weights`). The step gives the logits, and
+`task_outputs`, the function TensorFlow's graph runs, gives them their meaning (calibration,
+label names, thresholds, the targets' units). Nothing here comes from `training/`.
 """
 
 from __future__ import annotations
@@ -24,20 +21,22 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import jax
+import keras
 import numpy as np
 import tensorflow as tf
 
 from bertfit.config import JAX_BACKEND
 from bertfit.data.labelled import encode_labelled
+from bertfit.data.pipeline import INDEX, BucketedInput, scatter_outputs
 from bertfit.data.sources import Example
-from bertfit.data.tasks import REGRESSION
 from bertfit.data.training_data import Batching
 from bertfit.inference.outputs import task_outputs
 from bertfit.inference.predictor import restored_model, run_metadata
 from bertfit.inference.texts import BATCH_SIZE, TextClassifier, checked_batch_size
+from bertfit.jax_devices import DeviceSplit
+from bertfit.model.inputs import features
 from bertfit.runs.run_dir import open_run
 from bertfit.tf_startup import select_keras_backend
-from bertfit.training.jax_trainer import JaxTrainer
 
 
 class JaxClassifier(TextClassifier):
@@ -65,18 +64,24 @@ class JaxClassifier(TextClassifier):
         self.labels: list[str] = list(self.task.labels)
         self.pairs: bool = self.metadata["pairs"]
         self.tokenizer = run_dir.load_tokenizer()
-        devices = jax.local_devices()
-        self.batch_size = -(-checked_batch_size(batch_size) // len(devices)) * len(devices)
-        # Predicting only (no optimizer). Its predict step gives what `model.losses.outputs`
-        # makes of the logits for the task kind it is told; for a regression that is the
-        # logits themselves, which `task_outputs` then reads as the run's task.
-        self.trainer = JaxTrainer(
-            lambda: restored_model(run_dir, self.config, self.task),
-            self.config.train,
-            total_steps=None,
-            task_kind=REGRESSION,
-            devices=devices,
+        self.split = DeviceSplit(jax.local_devices())
+        self.batch_size = -(-checked_batch_size(batch_size) // self.split.replicas)
+        self.batch_size *= self.split.replicas
+        with self.split.scope():
+            self.model = restored_model(run_dir, self.config, self.task)
+        self.model.built = True  # every weight is the checkpoint's: stateless_call may run
+        self._traces = 0
+        # gathered on every device: each process reads all rows back (several hosts)
+        self._logits_step = jax.jit(
+            self._logits,
+            out_shardings=self.split.gathered,
+            compiler_options=self.split.compiler_options,
         )
+
+    def _logits(self, trainable, non_trainable, inputs):
+        self._traces += 1  # the Python body runs only when jit traces
+        logits, _ = self.model.stateless_call(trainable, non_trainable, inputs, training=False)
+        return keras.ops.cast(logits, "float32")
 
     def outputs(
         self, texts: Sequence[str], text_pairs: Sequence[str] | None = None, progress=None
@@ -103,14 +108,26 @@ class JaxClassifier(TextClassifier):
         batching = Batching.of(self.config, buckets, training=False, batch_size=self.batch_size)
         batches = data.input(
             batching,
-            self.trainer.strategy,
+            tf.distribute.get_strategy(),  # whole global batches: split here, over the devices
             special_ids=self.tokenizer.special_ids,
             shuffle=False,
         )
         if progress is not None:  # made for batches of batch_size texts by the caller
             progress.total = max(len(batches), 1)
-        return self.trainer.predict(batches, len(data), progress)
+        return scatter_outputs(self._steps(batches), len(data), progress)
+
+    def _steps(self, batches: BucketedInput):
+        """Each batch's float32 logits and example indices, in the plan's order."""
+        trainable = [v.value for v in self.model.trainable_variables]
+        non_trainable = [v.value for v in self.model.non_trainable_variables]
+        iterators = batches.iterators()
+        for batch in batches.plan:
+            element = next(iterators[batch.seq_length])
+            inputs = self.split.put(features(element))
+            with self.split.random_bits():
+                logits = self._logits_step(trainable, non_trainable, inputs)
+            yield np.asarray(logits), np.asarray(element[INDEX])
 
     def trace_counts(self) -> dict[str, int]:
         """How often the predict step was traced (and compiled): once per bucket shape."""
-        return {"predict_step": self.trainer.trace_counts()["predict_step"]}
+        return {"predict_step": self._traces}

@@ -1,0 +1,269 @@
+"""The Keras backend a run trains on, chosen once from `config.train.backend` (`backend_of`).
+
+Everything that differs between the backends is a method of its `Backend`, and the rest of
+bertfit calls through this seam, never by the backend's name:
+
+- `check`: what the backend cannot run, refused before anything is loaded or written;
+- `join`: a multi-host run's processes joined, and whether this one writes the run;
+- `placement`: the input pipeline's `tf.distribute` strategy and what XLA compiles
+  (`XlaChoice`) for `train` and `doctor`; `target_xla`, `local_replicas`: the same for
+  `bertfit check`, which may judge another machine (`--target`);
+- `trainer`: the `RunTrainer` that owns the model, the optimizer and the compiled steps;
+- `devices`: the devices those steps run on, as `bertfit doctor` reports them.
+
+TensorFlow (`TensorFlowBackend`): `tf.distribute` strategies, the replica step compiled by XLA
+where it pays (`training/loop.py`). JAX (`JaxBackend`): one `jax.jit` step, data parallel over
+every JAX device (`training/jax_trainer.py`). Each imports its framework when first used, so
+that choosing one never loads the other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterator
+from typing import TYPE_CHECKING, Protocol
+
+import numpy as np
+
+from bertfit.config import JAX_BACKEND, TENSORFLOW_BACKEND, RunConfig, per_replica_batch
+from bertfit.errors import ConfigError
+
+if TYPE_CHECKING:
+    import keras
+    import tensorflow as tf
+
+    from bertfit.data.pipeline import BucketedInput
+    from bertfit.training.strategy import XlaChoice
+
+
+class RunTrainer(Protocol):
+    """What a run needs of its trainer, on either backend (`loop.Trainer`,
+    `jax_trainer.JaxTrainer`): the epochs, checkpoints, evaluation and `doctor` use only this."""
+
+    model: keras.Model
+    optimizer: keras.optimizers.Optimizer | None
+    variables: list  # the trained variables
+    schedule: Callable | None  # the learning rate at a step
+    strategy: tf.distribute.Strategy  # the input pipeline's
+    trace_seconds: dict[str, float]  # wall time of the calls that traced, per step function
+
+    @property
+    def replicas(self) -> int:
+        """The devices each global batch is split over."""
+
+    def parallelism(self) -> dict:
+        """How batches are split (metrics.json's "strategy"): {"name", "replicas"}."""
+
+    def run_plan(
+        self, data: BucketedInput, ends: Collection[int] = ()
+    ) -> Iterator[list[tuple[float, float]]]:
+        """The steps of `data.plan`, yielding each host call's (loss, gradient norm)s."""
+
+    def train_steps(self, iterator, steps) -> np.ndarray:
+        """`steps` optimizer steps from one bucket's iterator: [steps, 2] (loss, norm)."""
+
+    def predict(self, data: BucketedInput, num_examples: int, progress=None) -> np.ndarray:
+        """Every example's outputs, in the original order."""
+
+    def compilations(self) -> int:
+        """XLA compilations so far."""
+
+    def trace_counts(self) -> dict[str, int]:
+        """How often each step function was traced."""
+
+
+class Backend(Protocol):
+    """One Keras backend's way of running a run; see the module docstring."""
+
+    name: str
+
+    def check(self, config: RunConfig, distilling: bool = False) -> None:
+        """Refuses what this backend does not run (ConfigError: the flag, why, the fix)."""
+
+    def join(self) -> bool:
+        """Joins the run's other processes where the backend has them; whether this process
+        writes the run."""
+
+    def placement(
+        self, config: RunConfig, strategy: tf.distribute.Strategy | None = None
+    ) -> tuple[tf.distribute.Strategy, XlaChoice]:
+        """The input pipeline's strategy (`strategy` if given) and what XLA compiles, on this
+        machine; the batch must split evenly over the replicas."""
+
+    def target_xla(
+        self, config: RunConfig, target: str, strategy: tf.distribute.Strategy
+    ) -> XlaChoice:
+        """What XLA compiles when the run trains on `target` ("cpu", "gpu", "tpu")."""
+
+    def local_replicas(self, config: RunConfig) -> int:
+        """The replicas a batch is split over on this machine."""
+
+    def trainer(
+        self,
+        build_model: Callable[[], keras.Model],
+        config: RunConfig,
+        strategy: tf.distribute.Strategy,
+        total_steps: int,
+        xla: XlaChoice,
+        frozen: tuple[str, ...],
+        task_kind: str,
+    ) -> RunTrainer:
+        """The run's trainer over the model `build_model` makes."""
+
+    def devices(self, trainer: RunTrainer):
+        """The devices the trainer's steps run on (`training/devices.py`)."""
+
+
+class TensorFlowBackend:
+    """Keras on TensorFlow: any `tf.distribute` strategy, XLA where it pays."""
+
+    name = TENSORFLOW_BACKEND
+
+    def check(self, config: RunConfig, distilling: bool = False) -> None:
+        check_keras_runs(self.name)
+
+    def join(self) -> bool:
+        return True  # a multi-worker strategy's chief is known once the strategy is made
+
+    def placement(self, config, strategy=None):
+        from bertfit.training.strategy import XlaChoice, check_hardware, make_strategy
+
+        t = config.train
+        if strategy is None:
+            check_hardware(t.strategy, config.model.precision, t.cpu_replicas, t.tpu, t.jit_compile)
+            strategy = make_strategy(t.strategy, t.cpu_replicas, t.tpu, t.workers, t.worker_index)
+        per_replica_batch(t.batch_size, strategy.num_replicas_in_sync)
+        return strategy, XlaChoice.for_run(t.jit_compile, strategy)
+
+    def target_xla(self, config, target, strategy):
+        from bertfit.training.strategy import XlaChoice
+
+        return XlaChoice.for_target(target, config.train.jit_compile, strategy)
+
+    def local_replicas(self, config: RunConfig) -> int:
+        return config.train.cpu_replicas or 1
+
+    def trainer(self, build_model, config, strategy, total_steps, xla, frozen, task_kind):
+        from bertfit.training.loop import Trainer
+
+        return Trainer(
+            build_model,
+            strategy,
+            config.train,
+            total_steps,
+            frozen=frozen,
+            loss_scale=config.model.precision == "mixed_fp16",
+            task_kind=task_kind,
+            xla=xla,
+        )
+
+    def devices(self, trainer: RunTrainer):
+        from bertfit.training.devices import StrategyDevices
+
+        return StrategyDevices(trainer.strategy)
+
+
+class JaxBackend:
+    """Keras on JAX: one `jax.jit` step, data parallel over every JAX device (of every host,
+    once `join` joined them); the input pipeline runs under TensorFlow's default strategy
+    (whole global batches at the bucket lengths: jax.jit compiles each shape once)."""
+
+    name = JAX_BACKEND
+
+    def check(self, config: RunConfig, distilling: bool = False) -> None:
+        t = config.train
+        for given, flag in (
+            (t.strategy not in ("auto", "default"), f"--strategy {t.strategy}"),
+            (bool(t.tpu), "--tpu"),
+            (bool(t.workers), "--workers"),
+            (bool(t.cpu_replicas), "--cpu-replicas"),
+        ):
+            if given:
+                raise ConfigError(
+                    f"{flag} is a tf.distribute setting; with --backend jax the batch is split "
+                    "over every local JAX device (keras.distribution.DataParallel): leave it out "
+                    "(on a CPU, XLA_FLAGS=--xla_force_host_platform_device_count=N rehearses N "
+                    "devices)."
+                )
+        refusals = [
+            (
+                config.model.precision == "mixed_fp16",
+                "--precision mixed_fp16 (float16 loss scaling) is TensorFlow's only so far; "
+                "use --precision mixed_bf16 or fp32 with --backend jax",
+            ),
+            (
+                t.jit_compile is False,
+                "--jit-compile false: --backend jax compiles every step with jax.jit; leave "
+                "--jit-compile out",
+            ),
+            (distilling, "bertfit distill trains on TensorFlow only so far; leave --backend out"),
+        ]
+        for refused, message in refusals:
+            if refused:
+                raise ConfigError(message + ".")
+        check_keras_runs(self.name)
+
+    def join(self) -> bool:
+        # before any JAX computation; on one host nothing to join
+        from bertfit.training.jax_processes import is_first_process, join_jax_processes
+
+        join_jax_processes()
+        return is_first_process()
+
+    def placement(self, config, strategy=None):
+        import jax
+        import tensorflow as tf
+
+        if strategy is not None:
+            raise ConfigError("a tf.distribute strategy cannot train with --backend jax")
+        per_replica_batch(config.train.batch_size, jax.device_count())
+        from bertfit.training.strategy import JAX_XLA
+
+        return tf.distribute.get_strategy(), JAX_XLA
+
+    def target_xla(self, config, target, strategy):
+        from bertfit.training.strategy import JAX_XLA
+
+        return JAX_XLA  # the whole step, on every target
+
+    def local_replicas(self, config: RunConfig) -> int:
+        import jax
+
+        return jax.local_device_count()
+
+    def trainer(self, build_model, config, strategy, total_steps, xla, frozen, task_kind):
+        from bertfit.training.jax_trainer import JaxTrainer
+
+        return JaxTrainer(build_model, config.train, total_steps, frozen, task_kind)
+
+    def devices(self, trainer: RunTrainer):
+        from bertfit.training.devices import JaxDevices
+
+        return JaxDevices(trainer.split)
+
+
+BACKENDS: dict[str, Backend] = {b.name: b for b in (TensorFlowBackend(), JaxBackend())}
+
+
+def backend_of(config: RunConfig) -> Backend:
+    """The backend `config.train.backend` names."""
+    try:
+        return BACKENDS[config.train.backend]
+    except KeyError:
+        raise ConfigError(
+            f"--backend {config.train.backend!r}: expected one of {', '.join(BACKENDS)}."
+        ) from None
+
+
+def check_keras_runs(name: str) -> None:
+    """Refuses a backend this process's Keras does not run on (it reads KERAS_BACKEND once,
+    when imported)."""
+    import keras
+
+    running = keras.backend.backend()
+    if running != name:
+        raise ConfigError(
+            f"--backend {name}: Keras runs on {running} in this process (it reads "
+            "KERAS_BACKEND once, when imported). `bertfit train`, `doctor`, `check`, `tune` "
+            "and `audit` with --backend jax set it; from Python set KERAS_BACKEND before "
+            "importing bertfit; `bertfit distill` runs on TensorFlow only so far."
+        )
