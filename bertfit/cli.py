@@ -114,7 +114,8 @@ def cmd_distill(args) -> int:
     options = distill_options(args)
     teacher = open_teacher(options.teacher)
     base = RunConfig.load(args.config) if args.config else teacher.load_config()
-    config = student_config(base, args.output_dir, given(args, RUN_FLAGS.values()))
+    flags = given(args, RUN_FLAGS.values())
+    config = student_config(base, args.output_dir, flags, options.student_model)
     summary = distill(
         config,
         options,

@@ -23,6 +23,7 @@ import numpy as np
 import tensorflow as tf
 
 from bertfit import storage
+from bertfit.checkpoints.pooling import untrained_pooler
 from bertfit.config import (
     JAX_BACKEND,
     PRECISION_POLICIES,
@@ -64,6 +65,7 @@ from bertfit.training.run_dir import (
     TrainingRunDir,
     new_run_path,
     unfinished_run_of,
+    with_saved_pooling,
 )
 from bertfit.training.run_length import RunLength
 from bertfit.training.setup import RunSetup, prepare
@@ -242,6 +244,8 @@ def _train(
     """`train` once the run directory is decided and locked."""
     started = time.perf_counter()
     saved_buckets = run_dir.saved_buckets() if resuming else None
+    if resuming:
+        config = with_saved_pooling(run_dir.load_config(), config)
     setup = prepare(config, strategy, xla, saved_buckets=saved_buckets)
     if adapt is not None:
         adapt(setup)
@@ -799,7 +803,14 @@ class EpochRunner:
             metrics.pop("threshold")
             metrics.update(task_metrics(tuned, data.labels, outputs))
         training_labels = self.setup.train.labels  # None: a streamed set's are not in memory
-        warning = collapse_warning(task, data.labels, outputs, self.config.train, training_labels)
+        pooler = untrained_pooler(
+            self.config.model.pooling,
+            self.setup.declared_pooling,
+            self.trainer.model.encoder.load_report.missing,
+        )
+        warning = collapse_warning(
+            task, data.labels, outputs, self.config.train, training_labels, pooler
+        )
         if warning:
             metrics["warnings"] = [warning]
             self.run_dir.log(f"warning: {warning}")
