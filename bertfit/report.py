@@ -418,6 +418,7 @@ def _calibration_section(calibration: Calibration | None) -> str:
         f"kept {html.escape(kept)} (a temperature is kept where it lowers the NLL of eval rows "
         "it was not fitted on by more than 2 standard errors). The model's probabilities "
         "everywhere (predict, evaluate, serve, every export) are the kept ones.</p>",
+        *(f"<p>{html.escape(note[0].upper() + note[1:])}.</p>" for note in c.notes),
         _reliability_plot(c),
         table(["on the eval rows", "before", "after"], rows),
     ]

@@ -37,7 +37,7 @@ from bertfit.data.tasks import MULTI_LABEL
 from bertfit.data.training_data import LabelledData
 from bertfit.errors import BertfitError, ConfigError, DataError, TrainingInterrupted
 from bertfit.progress import Console
-from bertfit.runs.calibration import fit_calibration, label_thresholds
+from bertfit.runs.calibration import Calibration, fit_calibration, label_thresholds
 from bertfit.runs.metrics import HEADLINE_METRICS, is_better, task_metrics
 from bertfit.runs.records import (
     DIVERGED,
@@ -299,7 +299,7 @@ def _train(
             epochs.finish(state, stop)
     summaries.close()
 
-    summary = _finished(summary, setup, state, run_dir, checkpoints, started, length)
+    summary = _finished(summary, setup, state, run_dir, checkpoints, started, length, console)
     run_dir.save_metrics(summary)
     run_dir.log("finished")
     console.info(summary.epoch_table())
@@ -401,6 +401,7 @@ def _finished(
     checkpoints: RunCheckpoints,
     started: float,
     length: RunLength,
+    console: Console,
 ) -> RunSummary:
     """The summary of a finished run, calibrated (`_calibrate`) when it has --eval."""
     trainer, wall = setup.trainer, time.perf_counter() - started
@@ -423,19 +424,23 @@ def _finished(
     )
     if setup.eval is None:
         return finished
-    _calibrate(setup, run_dir)
+    calibration = _calibrate(setup, run_dir, console)
     return dataclasses.replace(
-        finished, final=state.history[-1].eval, best={setup.best_metric: state.best_value}
+        finished,
+        final=state.history[-1].eval,
+        best={setup.best_metric: state.best_value},
+        calibration=calibration.summary() if calibration is not None else None,
     )
 
 
-def _calibrate(setup: RunSetup, run_dir: TrainingRunDir) -> None:
+def _calibrate(setup: RunSetup, run_dir: TrainingRunDir, console: Console) -> Calibration | None:
     """Fits the calibration (temperatures; per-label thresholds for multi-label) on the best
     checkpoint's eval outputs, writes calibration.json and the calibrated task to labels.json,
-    which every export and server then applies (`bertfit.runs.calibration`)."""
+    which every export and server then applies (`bertfit.runs.calibration`), and says what the
+    eval rows could not measure (a temperature not kept, a threshold left at 0.5)."""
     saved = run_dir.load_best_eval_outputs()
     if saved is None:
-        return
+        return None
     t = setup.config.train
     calibration = fit_calibration(
         setup.task,
@@ -444,10 +449,13 @@ def _calibrate(setup: RunSetup, run_dir: TrainingRunDir) -> None:
         tune_thresholds=t.tune_threshold,
     )
     if calibration is None:
-        return
+        return None
     run_dir.save_calibration(calibration)
     run_dir.save_task(calibration.calibrated_task(setup.task))
     run_dir.log(calibration.describe())
+    for note in calibration.notes:
+        console.say(f"bertfit: calibration: {note}")
+    return calibration
 
 
 def time_split(
