@@ -74,7 +74,7 @@ def cmd_train(args) -> int:
 def train_lines(summary, report) -> list[str]:
     """What `bertfit train` prints for people: the headline metrics, where the run and its
     report are (every metric is in RUN/metrics.json, and printed by --json)."""
-    from bertfit.runs.metrics import HEADLINE_METRICS
+    from bertfit.runs.metrics import HEADLINE_METRICS, support_note
 
     final = summary.final
     if final is not None:
@@ -82,6 +82,8 @@ def train_lines(summary, report) -> list[str]:
         scores = ", ".join(f"{n} {final[n]:.4f}" for n in names)
         best = ", ".join(f"{k} {v:.4f}" for k, v in (summary.best or {}).items())
         lines = [f"final evaluation: {scores}" + (f" (best {best})" if best else "")]
+        note = support_note(final)
+        lines += [note] if note else []
     else:
         lines = [f"no --eval: nothing evaluated; {_scores(summary.headline)}"]
     if summary.run_dir is None:
@@ -112,7 +114,8 @@ def cmd_distill(args) -> int:
     options = distill_options(args)
     teacher = open_teacher(options.teacher)
     base = RunConfig.load(args.config) if args.config else teacher.load_config()
-    config = student_config(base, args.output_dir, given(args, RUN_FLAGS.values()))
+    flags = given(args, RUN_FLAGS.values())
+    config = student_config(base, args.output_dir, flags, options.student_model)
     summary = distill(
         config,
         options,
@@ -240,11 +243,16 @@ def cmd_evaluate(args) -> int:
     if args.json:
         print(json.dumps(metrics))
     else:
+        from bertfit.runs.metrics import support_note
+
         for key, value in metrics.items():
             if isinstance(value, (int, float)):
                 print(
                     f"{key:>19}: {value:.6g}" if isinstance(value, float) else f"{key:>19}: {value}"
                 )
+        note = support_note(metrics)
+        if note:
+            print(note)
     return 0
 
 

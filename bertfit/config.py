@@ -34,6 +34,8 @@ PRECISION_POLICIES = {
 }
 CONVERT_TARGETS = ("hf", "tf-hub")  # `bertfit convert --to`
 POOLINGS = ("cls", "mean")
+# --pooling's value when neither it nor the checkpoint says (`bertfit.checkpoints.pooling`)
+DEFAULT_POOLING = "cls"
 HEAD_BIASES = ("prior", "zero")
 # --long-documents: cut texts at max_seq_length, or classify them whole from windows (issue 35).
 TRUNCATE, CHUNK = "truncate", "chunk"
@@ -112,7 +114,10 @@ class ModelConfig:
         name: a checkpoint path or a short name such as "minilm-l6".
         max_seq_length: the longest packed input, special tokens included.
         pooling: "cls" (the pooler on [CLS]) or "mean" (mean over unmasked tokens, for
-            checkpoints whose pooler was never trained, such as sentence-transformers models).
+            checkpoints whose pooler was never trained, such as sentence-transformers models);
+            None: the pooling the checkpoint declares (a sentence-transformers model's
+            `1_Pooling/config.json`, e.g. mean for "minilm-l6"), else "cls"
+            (`bertfit.checkpoints.pooling`). A run decides it once and saves the value.
         dropout: dropout before the classification layer.
         head_bias: the classification layer's initial bias for multi-label tasks: "prior" (each
             label's log-odds in the training data, so rare labels start at their base rate)
@@ -150,11 +155,12 @@ class ModelConfig:
         default=128,
         metadata=flag("the longest packed input in tokens, special tokens included"),
     )
-    pooling: str = dataclasses.field(
-        default="cls",
+    pooling: str | None = dataclasses.field(
+        default=None,
         metadata=flag(
             "cls: the pooler on [CLS]; mean: the mean of the token vectors (for checkpoints "
-            "whose pooler was never trained, e.g. sentence-transformers)",
+            "whose pooler was never trained, e.g. sentence-transformers; default: the pooling "
+            "the checkpoint declares in its 1_Pooling/config.json, else cls)",
             choices=POOLINGS,
         ),
     )

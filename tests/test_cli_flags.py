@@ -118,6 +118,13 @@ def test_train_and_tune_print_a_few_lines_for_people():
         "final evaluation: rmse 0.5000, pearson 0.7500 (best rmse 0.4500)"
     )
 
+    summary.task, summary.best = "multi-label", None
+    summary.final = {"micro_f1": 0.8, "macro_f1": 0.85, "labels_without_support": ["acting"]}
+    assert train_lines(summary, None)[:2] == [
+        "final evaluation: micro_f1 0.8000, macro_f1 0.8500",
+        "no eval rows of 'acting': its F1 is not measured, and macro_f1 averages the others",
+    ]
+
     runs = [RunResult(42, None, "s/runs/t1/seed42", "finished", 0.8)]
     runs.append(RunResult(43, None, "s/runs/t1/seed43", "finished", 0.9))
     results = SweepResults("accuracy", [TrialResult("t1-lr0.001", {"lr": 1e-3}, runs)])

@@ -23,6 +23,23 @@ def test_a_count_of_layers_keeps_them_evenly_spaced_from_the_first():
     assert chosen_layers("0,3,5", 6) == [0, 3, 5]
 
 
+def test_a_student_from_its_own_checkpoint_pools_as_that_checkpoint_declares():
+    """The teacher's pooling was decided for the teacher's checkpoint (issue 56): a student
+    of its layers keeps it; one from --student-model leaves it to that checkpoint, unless
+    --pooling is given."""
+    from bertfit.config import DataConfig, ModelConfig, RunConfig
+    from bertfit.distill.run import student_config
+
+    teacher = RunConfig(
+        model=ModelConfig(name="minilm-l6", pooling="mean"), data=DataConfig(train="t.csv")
+    )
+    assert student_config(teacher, "s", {}).model.pooling == "mean"
+    assert student_config(teacher, "s", {}, "path/to/bert").model.pooling is None
+    flags = {"model.pooling": "cls"}
+    assert student_config(teacher, "s", flags, "path/to/bert").model.pooling == "cls"
+    assert teacher.model.pooling == "mean"  # the teacher's config is left as it was
+
+
 @pytest.mark.parametrize(
     "choice, words",
     [

@@ -10,6 +10,7 @@ import tensorflow as tf
 
 from bertfit.checkpoints.detect import detect
 from bertfit.checkpoints.load import read_detection
+from bertfit.checkpoints.pooling import decide_pooling, declared_pooling
 from bertfit.checkpoints.registry import resolve
 from bertfit.checkpoints.savedmodel import SIGNATURE_ONLY, TF1_SAVEDMODEL
 from bertfit.checks.batches import (
@@ -252,6 +253,7 @@ def _check_run(
         rows_read=len(train),
         total_steps=1,
     )
+    report.stats["pooling"] = _chosen(setup, "pooling: ", setup.config.model.pooling)
     report.stats["length buckets"] = _buckets_chosen(setup)
     _check_pipeline(report, setup, replicas, expected, compile_, full, device_memory)
 
@@ -313,16 +315,21 @@ def _check_prepared(
         evaluation,
         total_steps=1,
     )
+    report.stats["pooling"] = _chosen(setup, "pooling: ", setup.config.model.pooling)
     report.stats["length buckets"] = _buckets_chosen(setup)
     _check_pipeline(report, setup, replicas, expected, compile_, False, device_memory)
 
 
 def _buckets_chosen(setup: RunSetup) -> str:
-    """The buckets `bertfit train` will use, and why: its note, less the words the report's key
-    already says."""
-    prefix = "length buckets "
+    """The buckets `bertfit train` will use, and why (see `_chosen`)."""
+    return _chosen(setup, "length buckets ", ", ".join(map(str, setup.buckets)))
+
+
+def _chosen(setup: RunSetup, prefix: str, value: str) -> str:
+    """What `bertfit train` will use, and why: the setup's note that starts with `prefix`,
+    less those words (the report's key says them), else `value`."""
     note = next((n for n in setup.notes if n.startswith(prefix)), None)
-    return note.removeprefix(prefix) if note else ", ".join(map(str, setup.buckets))
+    return note.removeprefix(prefix) if note else value
 
 
 def _compiles(report: Report, setup: RunSetup, asked: bool | None) -> bool:
@@ -359,7 +366,7 @@ def _checked_checkpoint(report: Report, config: RunConfig) -> tuple:
         checkpoint = read_detection(found)
         tokenizer = run_tokenizer(checkpoint, config)
         _check_positions(report, config, checkpoint)
-        return checkpoint, tokenizer
+        declared = declared_pooling(checkpoint.path)
     except CheckpointError as e:
         report.add(
             "model-unloadable",
@@ -369,6 +376,12 @@ def _checked_checkpoint(report: Report, config: RunConfig) -> tuple:
             fix="`bertfit inspect PATH` says what the checkpoint is",
         )
         return None, None
+    try:  # what `assemble` will refuse: a declared pooling bertfit does not have
+        decide_pooling(config.model.pooling, declared, config.model.name)
+    except ConfigError as e:
+        report.add("config-invalid", ERROR, str(e), where="--pooling")
+        return None, None
+    return checkpoint, tokenizer
 
 
 def _check_positions(report: Report, config: RunConfig, checkpoint) -> None:
@@ -489,6 +502,7 @@ def _check_tensorflow_step(
         excluded=trainer.frozen,
         where=setup.config.model.name,
         kind=setup.task.kind,
+        declared_pooling=setup.declared_pooling,
     )
     if _compiles(report, setup, compile_) and not {"grad-none", "grad-step-failed"} & set(
         report.codes

@@ -69,9 +69,13 @@ def open_teacher(path: str) -> RunDir:
     return run_dir
 
 
-def student_config(teacher: RunConfig, output_dir: str | None, flags: dict) -> RunConfig:
+def student_config(
+    teacher: RunConfig, output_dir: str | None, flags: dict, student_model: str | None = None
+) -> RunConfig:
     """The student's run: the teacher's settings with the flags given on top (e.g.
-    `{"train.epochs": 2}`); `distill` then points its model and data at the distillation set."""
+    `{"train.epochs": 2}`); `distill` then points its model and data at the distillation set.
+    A student from its own checkpoint (`student_model`) pools as that checkpoint declares
+    unless the flags give --pooling: the teacher's pooling was decided for the teacher's."""
     if not output_dir:
         raise ConfigError("--output-dir STUDENT is required: the student's run directory.")
     if "model.name" in flags:
@@ -83,6 +87,8 @@ def student_config(teacher: RunConfig, output_dir: str | None, flags: dict) -> R
     config.model = dataclasses.replace(teacher.model)
     config.data = dataclasses.replace(teacher.data)
     config.train = dataclasses.replace(teacher.train)
+    if student_model is not None:
+        config.model.pooling = None  # decided by the student's checkpoint when the run starts
     override(config, flags)
     return config
 

@@ -170,17 +170,31 @@ def unfinished_run_of(
     return None
 
 
-def _buckets_resolved(saved: RunConfig, config: RunConfig) -> tuple[RunConfig, RunConfig]:
-    """Both configs with their buckets as lists of lengths, "auto" taking the saved run's
-    choice, so a rerun of the same command (or `--buckets none` against [max]) compares
-    equal."""
+def with_saved_pooling(saved: RunConfig, config: RunConfig) -> RunConfig:
+    """`config` pooling as the saved run decided where it leaves the pooling to the checkpoint
+    (no `--pooling`): a resumed run pools as it started (`training.setup.assemble` decides
+    the pooling of a new run)."""
+    if config.model.pooling is not None:
+        return config
+    return dataclasses.replace(
+        config, model=dataclasses.replace(config.model, pooling=saved.model.pooling)
+    )
+
+
+def _decided(saved: RunConfig, config: RunConfig) -> tuple[RunConfig, RunConfig]:
+    """Both configs with what a run decides filled in: their buckets as lists of lengths,
+    "auto" taking the saved run's choice, and the pooling the saved run decided where
+    `config` has none, so a rerun of the same command (or `--buckets none` against [max])
+    compares equal."""
     saved_lengths = saved_buckets(saved.data.buckets, saved.model.max_seq_length)
     wanted = fixed_buckets(config.data.buckets, config.model.max_seq_length) or saved_lengths
 
     def with_buckets(c: RunConfig, lengths: tuple[int, ...]) -> RunConfig:
         return dataclasses.replace(c, data=dataclasses.replace(c.data, buckets=list(lengths)))
 
-    return with_buckets(saved, saved_lengths), with_buckets(config, wanted)
+    return with_buckets(saved, saved_lengths), with_buckets(
+        with_saved_pooling(saved, config), wanted
+    )
 
 
 class TrainingRunDir(RunDir):
@@ -237,7 +251,7 @@ class TrainingRunDir(RunDir):
                 "new runs/<date>-<time>)."
             )
         saved = self.load_config()
-        differences = config_differences(*_buckets_resolved(saved, config))
+        differences = config_differences(*_decided(saved, config))
         if differences:
             raise ConfigError(
                 f"{where} holds an unfinished run with other settings ({'; '.join(differences)})."
@@ -261,7 +275,7 @@ class TrainingRunDir(RunDir):
             saved = self.load_config()
         except BertfitError:
             return False
-        return not config_differences(*_buckets_resolved(saved, config))
+        return not config_differences(*_decided(saved, config))
 
     def _foreign_description(self) -> str:
         entries = sorted(p.name for p in self.path.iterdir())
