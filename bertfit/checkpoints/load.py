@@ -179,7 +179,8 @@ def tokenizer_files(
 ) -> TokenizerFiles:
     """What tokenizer matches `checkpoint`, read from its files (no TensorFlow): BERT's
     WordPiece from its `vocab.txt` with the checkpoint's casing, or whatever its tokenizer files
-    describe (`tokenizer.json`, SentencePiece, byte-level BPE); `build_tokenizer` builds it."""
+    describe (`tokenizer.json`, SentencePiece, byte-level BPE). `build_tokenizer` builds it in
+    the graph, `build_host_tokenizer` on the host."""
     lower = checkpoint.lower_case if lower_case is None else lower_case
     strip = checkpoint.strip_accents if strip_accents is None else strip_accents
     if checkpoint.vocab_file is not None:
@@ -204,6 +205,19 @@ def build_tokenizer(
 ):
     """The in-graph tokenizer that matches `checkpoint` (see `tokenizer_files`)."""
     tokenizer = build_in_graph(tokenizer_files(checkpoint, lower_case, strip_accents))
+    if checkpoint.vocab_file is None:
+        check_tokenizer(checkpoint, tokenizer)
+    return tokenizer
+
+
+def build_host_tokenizer(
+    checkpoint: Checkpoint, lower_case: bool | None = None, strip_accents: bool | None = None
+):
+    """The host tokenizer (`bertfit.text.host.HostTokenizer`, no TensorFlow) that matches
+    `checkpoint`: the in-graph one's ids, packing and windows in NumPy."""
+    from bertfit.text.host import HostTokenizer
+
+    tokenizer = HostTokenizer.from_files(tokenizer_files(checkpoint, lower_case, strip_accents))
     if checkpoint.vocab_file is None:
         check_tokenizer(checkpoint, tokenizer)
     return tokenizer

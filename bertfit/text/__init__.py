@@ -12,8 +12,10 @@ import importlib
 _EXPORTS = {
     "BertTokenizer": "bertfit.text.tokenizer",
     "ByteLevelBPETokenizer": "bertfit.text.bpe",
+    "HostTokenizer": "bertfit.text.host",
     "SentencePieceTokenizer": "bertfit.text.sentencepiece",
     "TokenizerConfig": "bertfit.text.wordpiece",
+    "load_host_tokenizer": "bertfit.text.host",
     "load_tokenizer": "bertfit.text.loading",
     "pack_inputs": "bertfit.text.packing",
     "truncation_lengths": "bertfit.text.packing",
