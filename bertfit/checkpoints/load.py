@@ -22,8 +22,9 @@ from bertfit.checkpoints.tf1 import vocab_in
 from bertfit.checkpoints.weights import LoadReport, assign_weights
 from bertfit.errors import CheckpointError
 from bertfit.model.encoder import BertEncoder
-from bertfit.text.tokenizer import (
-    BertTokenizer,
+from bertfit.text.loading import TokenizerFiles, build_in_graph, read_tokenizer_files
+from bertfit.text.wordpiece import (
+    TokenizerConfig,
     capitalised_tokens,
     guess_lower_case,
     read_vocab,
@@ -173,31 +174,53 @@ def checkpoint_tokenizer_kind(checkpoint: Checkpoint) -> str | None:
     return tokenizer_kind(checkpoint.tokenizer_dir)
 
 
-def build_tokenizer(
+def tokenizer_files(
     checkpoint: Checkpoint, lower_case: bool | None = None, strip_accents: bool | None = None
-):
-    """The tokenizer that matches `checkpoint`: BERT's WordPiece from its `vocab.txt`, or
-    whatever its tokenizer files describe (`tokenizer.json`, SentencePiece, byte-level BPE)."""
+) -> TokenizerFiles:
+    """What tokenizer matches `checkpoint`, read from its files (no TensorFlow): BERT's
+    WordPiece from its `vocab.txt` with the checkpoint's casing, or whatever its tokenizer files
+    describe (`tokenizer.json`, SentencePiece, byte-level BPE). `build_tokenizer` builds it in
+    the graph, `build_host_tokenizer` on the host."""
     lower = checkpoint.lower_case if lower_case is None else lower_case
     strip = checkpoint.strip_accents if strip_accents is None else strip_accents
     if checkpoint.vocab_file is not None:
-        return BertTokenizer(
-            checkpoint.vocab_file, lower_case=True if lower is None else lower, strip_accents=strip
+        config = TokenizerConfig(lower_case=True if lower is None else lower, strip_accents=strip)
+        return TokenizerFiles(
+            checkpoint.vocab_file, "wordpiece", read_vocab(checkpoint.vocab_file), config
         )
     if checkpoint.tokenizer_dir is not None:
-        from bertfit.text.loading import load_tokenizer
-
         model_type = checkpoint.config.model_type if checkpoint.config is not None else None
-        tokenizer = load_tokenizer(
+        return read_tokenizer_files(
             checkpoint.tokenizer_dir, lower_case=lower, strip_accents=strip, model_type=model_type
         )
-        check_tokenizer(checkpoint, tokenizer)
-        return tokenizer
     raise CheckpointError(
         f"{checkpoint.path}: the checkpoint has no tokenizer files (vocab.txt, tokenizer.json, "
         "spiece.model, vocab.json + merges.txt), so bertfit cannot build the tokenizer that "
         "matches it. Copy the model's tokenizer files next to its weights."
     )
+
+
+def build_tokenizer(
+    checkpoint: Checkpoint, lower_case: bool | None = None, strip_accents: bool | None = None
+):
+    """The in-graph tokenizer that matches `checkpoint` (see `tokenizer_files`)."""
+    tokenizer = build_in_graph(tokenizer_files(checkpoint, lower_case, strip_accents))
+    if checkpoint.vocab_file is None:
+        check_tokenizer(checkpoint, tokenizer)
+    return tokenizer
+
+
+def build_host_tokenizer(
+    checkpoint: Checkpoint, lower_case: bool | None = None, strip_accents: bool | None = None
+):
+    """The host tokenizer (`bertfit.text.host.HostTokenizer`, no TensorFlow) that matches
+    `checkpoint`: the in-graph one's ids, packing and windows in NumPy."""
+    from bertfit.text.host import HostTokenizer
+
+    tokenizer = HostTokenizer.from_files(tokenizer_files(checkpoint, lower_case, strip_accents))
+    if checkpoint.vocab_file is None:
+        check_tokenizer(checkpoint, tokenizer)
+    return tokenizer
 
 
 def load_encoder(

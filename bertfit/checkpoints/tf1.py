@@ -32,7 +32,7 @@ from bertfit.checkpoints.names import (
 )
 from bertfit.errors import CheckpointError
 from bertfit.model.config import BertConfig
-from bertfit.text.tokenizer import read_tokenizer_config
+from bertfit.text.wordpiece import read_tokenizer_config
 
 CONFIG_NAMES = ("bert_config.json", "albert_config.json", "config.json")
 OPTIMIZER_SLOTS = ("/adam_m", "/adam_v", "/Adam", "/Adam_1", "/.OPTIMIZER_SLOT/")
