@@ -9,12 +9,14 @@ encoder's three inputs with the checkpoint's special tokens and pair template. A
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 
 import numpy as np
 import tensorflow as tf
 
 from bertfit.errors import InputFormatError
 from bertfit.text.packing import pack_inputs
+from bertfit.text.ragged import RaggedIds
 
 # For the methods `dataset.map` and exported tf.functions take: nothing in them branches on a
 # tensor, and AutoGraph's conversion of them took ~0.35 s per data set on a 2-core CPU.
@@ -69,6 +71,15 @@ class InGraphTokenizer(tf.Module):
             A `tf.RaggedTensor` of shape `[batch, None]`; a 1-D `tf.Tensor` for a single string.
         """
         return self._tokenize(texts, "texts")
+
+    def tokenize_all(self, texts: Sequence[str], chunk: int = 2048) -> RaggedIds:
+        """The ids of many texts (a data file's), in chunks of `chunk` mapped in parallel
+        by tf.data, in order, as NumPy arrays (`RaggedIds`)."""
+        dataset = tf.data.Dataset.from_tensor_slices(tf.constant(list(texts), tf.string))
+        dataset = dataset.batch(chunk).map(self.tokenize, num_parallel_calls=tf.data.AUTOTUNE)
+        return RaggedIds.concat(
+            [RaggedIds(ids.values.numpy(), ids.row_splits.numpy()) for ids in dataset]
+        )
 
     def __call__(
         self, texts, text_pairs=None, max_seq_length: int = 128, padding: str = "max_length"

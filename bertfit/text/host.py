@@ -29,13 +29,15 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 
 from bertfit.errors import CheckpointError, InputFormatError, MissingDependencyError
-from bertfit.text import host_packing
+from bertfit.text import host_packing, tokenizer_json, wordpiece
 from bertfit.text.lengths import WindowSpec
 from bertfit.text.loading import TokenizerFiles, named_errors, read_tokenizer_files
+from bertfit.text.ragged import RaggedIds
 from bertfit.text.wordpiece import TokenizerConfig
 
 
@@ -66,11 +68,20 @@ class HostTokenizer:
     ([[101, 1037, 2307, 2143, 102, 10634, 102, 0]], [[0, 0, 0, 0, 0, 1, 1, 0]])
     """
 
-    def __init__(self, tokenizer, *, kind: str, vocab_size: int, packing: dict):
+    def __init__(
+        self,
+        tokenizer,
+        *,
+        kind: str,
+        vocab_size: int,
+        packing: dict,
+        files: TokenizerFiles | None = None,
+    ):
         self._tokenizer = tokenizer
         self.kind = kind
         self.vocab_size = vocab_size
         self._packing = dict(packing)
+        self._files = files
 
     @classmethod
     def from_files(cls, files: TokenizerFiles) -> HostTokenizer:
@@ -90,12 +101,17 @@ class HostTokenizer:
                 names = ("cls_token", "sep_token", "pad_token", "unk_token")
                 packing = {name: getattr(config, name) for name in names}
                 tokenizer = wordpiece_tokenizer(files.vocab, config)
+                size = len(files.vocab)
                 return cls(
-                    tokenizer, kind="wordpiece", vocab_size=len(files.vocab), packing=packing
+                    tokenizer, kind="wordpiece", vocab_size=size, packing=packing, files=files
                 )
             tokenizer = _panics_as_errors(tokenizers.Tokenizer.from_str, json.dumps(files.spec))
-            vocab_size = max(tokenizer.get_vocab(with_added_tokens=True).values()) + 1
-            return cls(tokenizer, kind=files.kind, vocab_size=vocab_size, packing=files.packing)
+            tokenizer.no_padding()  # a tokenizer.json's own padding and truncation would
+            tokenizer.no_truncation()  # pad or cut the ids of every batch it tokenizes
+            size = max(tokenizer.get_vocab(with_added_tokens=True).values()) + 1
+            return cls(
+                tokenizer, kind=files.kind, vocab_size=size, packing=files.packing, files=files
+            )
 
         built = named_errors(files.file, build, Exception)  # `tokenizers` raises Exception
         named_errors(files.file, built._check_special_tokens)
@@ -124,6 +140,18 @@ class HostTokenizer:
         batch, single = _as_texts(texts, "texts")
         ids = self._ids(batch)
         return ids[0] if single else ids
+
+    def tokenize_all(self, texts: Sequence[str], chunk: int = 2048) -> RaggedIds:
+        """The ids of many texts (a data file's), `chunk` at a time (each chunk on every core
+        `tokenizers` uses), in order, as NumPy arrays (`RaggedIds`)."""
+        batch, single = _as_texts(texts, "texts")
+        if single:
+            raise InputFormatError("tokenize_all takes a batch of texts; wrap one in a list.")
+        parts = [
+            RaggedIds.from_rows(self._ids(batch[start : start + chunk]))
+            for start in range(0, len(batch), chunk)
+        ]
+        return RaggedIds.concat(parts)
 
     def __call__(
         self, texts, text_pairs=None, max_seq_length: int = 128, padding: str = "max_length"
@@ -171,6 +199,29 @@ class HostTokenizer:
         return host_packing.window_ids(
             self._ids(batch), spec, max_chunks=max_chunks, **self.special_ids
         )
+
+    def save(self, directory: str | os.PathLike) -> None:
+        """Writes the files it was built from (with `--lower-case` and the template applied)
+        into `directory`, from which `load_host_tokenizer` and the in-graph `load_tokenizer`
+        rebuild it: a WordPiece's `vocab.txt` and `tokenizer_config.json` as the in-graph
+        tokenizer's `save` writes them; a SentencePiece's or BPE's `tokenizer.json` with its
+        template and padding token (`tokenizer_json.with_template`)."""
+        files = self._files
+        if files is None:
+            raise CheckpointError(
+                "this HostTokenizer was made without its files (HostTokenizer.from_files "
+                "keeps them); build it with load_host_tokenizer to save it."
+            )
+        if files.kind == "wordpiece":
+            wordpiece.save(directory, files.vocab, files.config)
+            return
+        folder = Path(directory)
+        folder.mkdir(parents=True, exist_ok=True)
+        specials = {k: v for k, v in self._packing.items() if k.endswith("_token") and v}
+        ids = {token: self._tokenizer.token_to_id(token) for token in specials.values()}
+        spec = tokenizer_json.with_template(files.spec, self._packing, ids)
+        (folder / "tokenizer.json").write_text(json.dumps(spec, ensure_ascii=False), "utf-8")
+        (folder / "tokenizer_config.json").write_text(json.dumps(specials, indent=2), "utf-8")
 
     def _ids(self, texts: list[str]) -> list[list[int]]:
         encodings = self._tokenizer.encode_batch_fast(texts, add_special_tokens=False)

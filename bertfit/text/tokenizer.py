@@ -26,11 +26,9 @@ Known differences from Hugging Face, only on characters new to Unicode 9.0 (2016
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import re
 from collections.abc import Sequence
-from pathlib import Path
 
 import tensorflow as tf
 
@@ -126,13 +124,7 @@ class BertTokenizer(InGraphTokenizer):
     def save(self, directory: str | os.PathLike) -> None:
         """Writes `vocab.txt` and `tokenizer_config.json`, from which `from_pretrained_dir`
         and `bertfit.text.loading.load_tokenizer` rebuild this tokenizer."""
-        folder = Path(directory)
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "vocab.txt").write_text("".join(t + "\n" for t in self._vocab.tokens), "utf-8")
-        config = dataclasses.asdict(self.config)
-        names = {"lower_case": "do_lower_case", "max_chars_per_word": "max_chars_per_word"}
-        config = {names.get(key, key): value for key, value in config.items()}
-        (folder / "tokenizer_config.json").write_text(json.dumps(config, indent=2), "utf-8")
+        wordpiece.save(directory, self._vocab.tokens, self.config)
 
     @property
     def vocab_size(self) -> int:

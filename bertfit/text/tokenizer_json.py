@@ -79,6 +79,44 @@ def packing(spec: Mapping, **overrides) -> dict:
     return found
 
 
+def with_template(spec: Mapping, packing: Mapping, ids: Mapping[str, int]) -> dict:
+    """`spec` whose `post_processor` and `padding` say `packing` (`cls_token`, `sep_token`,
+    `pair_separators`, `second_type_id`, `pad_token`; `ids` their ids), so that
+    `packing(spec)` reads them back: what a tokenizer.json saved with its settings holds. A
+    packing without a template (`cls_token` None) keeps the spec's post_processor.
+
+    Examples:
+    >>> settings = {"cls_token": "<s>", "sep_token": "</s>", "pad_token": "<pad>",
+    ...             "pair_separators": 2, "second_type_id": 0}
+    >>> ids = {"<s>": 0, "<pad>": 1, "</s>": 2}
+    >>> packing(with_template({}, settings, ids)) == settings
+    True
+    """
+    out = dict(spec)
+    if packing.get("pad_token") is not None:
+        padding = {"strategy": "BatchLongest", "direction": "Right", "pad_to_multiple_of": None,
+                   "pad_type_id": 0, **(spec.get("padding") or {})}  # fmt: skip
+        pad = packing["pad_token"]
+        out["padding"] = {**padding, "pad_token": pad, "pad_id": ids[pad]}
+    cls, sep = packing.get("cls_token"), packing.get("sep_token")
+    if cls is None:
+        return out
+    second = packing.get("second_type_id", 1)
+    separators = [{"SpecialToken": {"id": sep, "type_id": 0}}] * packing.get("pair_separators", 1)
+    pair = [{"SpecialToken": {"id": cls, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
+            *separators, {"Sequence": {"id": "B", "type_id": second}},
+            {"SpecialToken": {"id": sep, "type_id": second}}]  # fmt: skip
+    out["post_processor"] = {
+        "type": "TemplateProcessing",
+        "single": [pair[0], pair[1], separators[0]],
+        "pair": pair,
+        "special_tokens": {
+            token: {"id": token, "ids": [ids[token]], "tokens": [token]} for token in (cls, sep)
+        },
+    }
+    return out
+
+
 def default_pad_token(cls_token: str | None, known: Collection[str]) -> str | None:
     """A byte-level BPE's padding token when its files name none: the first of `<pad>`,
     `[PAD]`, `<|padding|>`, `<|endoftext|>` it knows (`[PAD]` first beside a `[CLS]`-style

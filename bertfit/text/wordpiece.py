@@ -116,6 +116,18 @@ def from_tokenizer_json(
     return vocab, TokenizerConfig(**settings)
 
 
+def save(directory: str | os.PathLike, tokens: Sequence[str], config: TokenizerConfig) -> None:
+    """Writes `vocab.txt` and `tokenizer_config.json`, from which `from_folder` reads the
+    tokens and the config back (what a WordPiece tokenizer's `save` writes, in the graph or
+    on the host)."""
+    folder = Path(directory)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "vocab.txt").write_text("".join(t + "\n" for t in tokens), "utf-8")
+    names = {"lower_case": "do_lower_case", "max_chars_per_word": "max_chars_per_word"}
+    values = {names.get(key, key): value for key, value in dataclasses.asdict(config).items()}
+    (folder / "tokenizer_config.json").write_text(json.dumps(values, indent=2), "utf-8")
+
+
 def read_vocab(path: str | os.PathLike) -> list[str]:
     """Hugging Face's `load_vocab`: universal newlines, strip only the '\\n'."""
     with open(path, encoding="utf-8") as f:

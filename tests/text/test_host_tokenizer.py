@@ -171,6 +171,38 @@ def test_the_casing_overrides_change_both_alike(layout, lower_case, layouts, fam
     assert host.tokenize(texts) != load_host_tokenizer(folder).tokenize(texts) or lower_case
 
 
+@pytest.mark.slow  # one in-graph tokenizer traced a folder
+@pytest.mark.parametrize(
+    "folder",
+    [
+        *(f"tokenizer.json of {f}" for f in ("bert", "roberta", "xlm-roberta")),
+        "vocab.txt",
+        *SENTENCEPIECE_FILES,
+        "vocab.json",
+    ],  # fmt: skip
+)
+def test_a_saved_host_tokenizer_is_rebuilt_alike_in_the_graph(
+    folder, family_folders, layouts, tmp_path
+):
+    """A JAX run saves its host tokenizer into the run (`save`); an export of the run builds
+    it in the graph from there: the same ids and packing."""
+    family = folder.removeprefix("tokenizer.json of ")
+    host = load_host_tokenizer(family_folders[family] if family != folder else layouts[folder])
+    host.save(tmp_path)
+    texts = [text for text in CORPUS if text not in KNOWN_DIFFERENCES]
+    saved = load_tokenizer(tmp_path)
+    assert saved.special_ids == host.special_ids
+    assert saved.tokenize(texts).to_list() == host.tokenize(texts)
+    assert load_host_tokenizer(tmp_path).tokenize(CORPUS) == host.tokenize(CORPUS)
+
+
+def test_a_saved_wordpiece_host_tokenizer_writes_the_in_graph_ones_files(layouts, tmp_path):
+    load_host_tokenizer(layouts["vocab.txt"]).save(tmp_path / "host")
+    load_tokenizer(layouts["vocab.txt"]).save(tmp_path / "graph")
+    for name in ("vocab.txt", "tokenizer_config.json"):
+        assert (tmp_path / "host" / name).read_bytes() == (tmp_path / "graph" / name).read_bytes()
+
+
 def test_a_checkpoint_gives_the_host_tokenizer_build_tokenizer_gives(tiny_hf_dir):
     """`build_host_tokenizer`: a checkpoint's vocab.txt with its casing (the `--lower-case`
     flag overriding it), as `build_tokenizer` reads it."""
@@ -227,6 +259,18 @@ def test_what_the_in_graph_loader_refuses_the_host_refuses_alike(tmp_path, famil
     with pytest.raises(CheckpointError) as host:
         load_host_tokenizer(tmp_path)
     assert str(host.value) == str(in_graph.value) and "dropout=0.1" in str(host.value)
+
+
+def test_a_tokenizer_json_that_pads_and_truncates_gives_every_id_unpadded(tmp_path, family_folders):
+    spec = json.loads((family_folders["roberta"] / "tokenizer.json").read_text("utf-8"))
+    spec["padding"] = {"strategy": {"Fixed": 64}, "direction": "Right", "pad_to_multiple_of": None,
+                       "pad_id": 1, "pad_type_id": 0, "pad_token": "<pad>"}  # fmt: skip
+    spec["truncation"] = {"direction": "Right", "max_length": 3, "strategy": "LongestFirst",
+                          "stride": 0}  # fmt: skip
+    (tmp_path / "tokenizer.json").write_text(json.dumps(spec), "utf-8")
+    texts = ["a good film", "a long and very dull film"]
+    expected = load_host_tokenizer(family_folders["roberta"]).tokenize(texts)
+    assert load_host_tokenizer(tmp_path).tokenize(texts) == expected
 
 
 def test_a_bpe_without_a_template_tokenizes_but_does_not_pack(tmp_path, family_folders):
