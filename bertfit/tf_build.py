@@ -21,10 +21,11 @@ from __future__ import annotations
 import dataclasses
 import glob
 import importlib.metadata
+import importlib.util
 import os
 import re
 
-from bertfit.errors import BertfitError
+from bertfit.errors import BertfitError, MissingDependencyError
 
 # The distributions that each install a whole `tensorflow/` folder (not tensorflow-intel or
 # tensorflow-macos, which `tensorflow` itself requires on Windows and older macOS).
@@ -173,3 +174,22 @@ def explain_fatal(text: str) -> str:
     )
     meaning = next((meaning for needle, meaning in FATAL_MEANINGS if needle in text.lower()), None)
     return fatal + (f"\nbertfit: this means {meaning}" if meaning else "")
+
+
+def tensorflow_importable() -> bool:
+    """Whether this environment has a TensorFlow to import (not whether it loads: see
+    `check_installed`). A JAX-only install (`bertfit[jax]` on a TPU VM) has none."""
+    try:
+        return importlib.util.find_spec("tensorflow") is not None
+    except ValueError:  # marked absent in sys.modules
+        return False
+
+
+def require_tensorflow(what: str, note: str) -> None:
+    """Refuses `what` in one line where TensorFlow cannot be imported, naming the extra that
+    installs it; `note` says what runs without it."""
+    if not tensorflow_importable():
+        raise MissingDependencyError(
+            f"{what} needs TensorFlow, which is not installed here: pip install 'bertfit[cpu]' "
+            f"({note})."
+        )

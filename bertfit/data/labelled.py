@@ -22,7 +22,7 @@ from bertfit.data.tfrecord import is_prepared
 from bertfit.data.training_data import LabelledData, LabelledDocuments
 from bertfit.data.windowed import encode_documents
 from bertfit.errors import ConfigError
-from bertfit.text.windows import WindowSpec
+from bertfit.text.lengths import WindowSpec
 
 
 def source_spec(config: RunConfig) -> SourceSpec:
@@ -72,7 +72,7 @@ def encode_labelled(
     spec = window_spec(config)
     if spec is not None:
         documents = encode_documents(tokenizer, [e.text for e in examples], spec)
-        packed = documents.ids.row_lengths().numpy().astype(np.int64) + 2
+        packed = documents.ids.row_lengths() + 2
         encoded = EncodedTexts(documents.ids, None, packed)
         return LabelledDocuments(path, examples, labels, encoded, documents=documents)
     pairs = None

@@ -1,8 +1,8 @@
 """Static-shape input pipeline: every batch a compiled step sees has one of a few known shapes.
 
 The way through:
-1. `encode_texts` tokenizes every text once, in-graph (tf.data + the tokenizer), keeping ragged
-   WordPiece ids and each example's packed length.
+1. `encode_texts` tokenizes every text once (the run's tokenizer: in the graph through tf.data,
+   or on the host), keeping ragged ids (`RaggedIds`, NumPy) and each example's packed length.
 2. `plan_batches` assigns each example to the smallest length bucket that holds it and cuts
    each bucket into full global batches; the last batch of a bucket is padded with rows whose
    index is -1 (example weight 0), so nothing is dropped and no batch is short.
@@ -10,54 +10,55 @@ The way through:
    ([per-replica batch, bucket length]), distributed with `distribute_datasets_from_function`.
    The host walks the plan and draws each step's batch from its bucket's iterator. (Without
    XLA, batches are padded to their longest row instead and one pipeline feeds every bucket.)
+   `bertfit.data.host_input.HostInput` makes the same batches in NumPy, without TensorFlow.
+
+Only `BucketedInput` needs TensorFlow, and imports it when it is made: the plan and the
+encoded texts are NumPy.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Collection, Iterable, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
-import tensorflow as tf
 
 from bertfit.errors import BertfitError
 from bertfit.model.inputs import GLOBAL_EXAMPLES, INDEX, LABEL, WEIGHT
-from bertfit.text.packing import pack_inputs
+from bertfit.text.ragged import RaggedIds
+
+if TYPE_CHECKING:
+    import tensorflow as tf
 
 PAD_INDEX = -1
 
 
 @dataclasses.dataclass
 class EncodedTexts:
-    """WordPiece ids of every example (no special tokens) and its packed length."""
+    """The ids of every example (no special tokens) and its packed length."""
 
-    ids_a: tf.RaggedTensor
-    ids_b: tf.RaggedTensor | None
+    ids_a: RaggedIds
+    ids_b: RaggedIds | None
     packed_lengths: np.ndarray  # special tokens included, before truncation
 
     def __len__(self) -> int:
         return len(self.packed_lengths)
 
 
-def _tokenize_all(tokenizer, texts: Sequence[str], chunk: int) -> tf.RaggedTensor:
-    dataset = tf.data.Dataset.from_tensor_slices(tf.constant(list(texts), tf.string))
-    dataset = dataset.batch(chunk).map(tokenizer.tokenize, num_parallel_calls=tf.data.AUTOTUNE)
-    pieces = list(dataset)
-    if not pieces:
-        return tf.ragged.constant([], dtype=tf.int32, ragged_rank=1)
-    return tf.concat(pieces, axis=0)
-
-
 def encode_texts(
-    tokenizer, texts: Sequence[str], text_pairs: Sequence[str] | None = None, chunk: int = 2048
+    tokenizer, texts: Sequence[str], text_pairs: Sequence[str] | None = None
 ) -> EncodedTexts:
-    """Tokenizes all texts (and pairs) with the in-graph tokenizer, in chunks, in order."""
-    ids_a = _tokenize_all(tokenizer, texts, chunk)
-    lengths = ids_a.row_lengths().numpy() + 2
+    """Tokenizes all texts (and pairs) with the run's tokenizer (in-graph or on the host: its
+    `tokenize_all`), in order. The packed lengths count the tokenizer's template:
+    `[CLS] a [SEP] b [SEP]`, or RoBERTa's `<s> a </s></s> b </s>` (its `pair_separators`)."""
+    ids_a = tokenizer.tokenize_all(texts)
+    lengths = ids_a.row_lengths() + 2
     ids_b = None
     if text_pairs is not None:
-        ids_b = _tokenize_all(tokenizer, text_pairs, chunk)
-        lengths = lengths + ids_b.row_lengths().numpy() + 1
+        ids_b = tokenizer.tokenize_all(text_pairs)
+        separators = tokenizer.special_ids.get("pair_separators", 1)
+        lengths = lengths + ids_b.row_lengths() + separators
     return EncodedTexts(ids_a, ids_b, lengths.astype(np.int64))
 
 
@@ -182,6 +183,8 @@ class BucketedInput:
         self.strategy = strategy
         self.special_ids = special_ids
         self.replicas = strategy.num_replicas_in_sync
+        ids_b = encoded.ids_b
+        self._ids = (encoded.ids_a.as_tensor(), None if ids_b is None else ids_b.as_tensor())
         lengths = sorted({batch.seq_length for batch in plan})
         # Every bucket has the same element spec when padded to its longest row, so one
         # pipeline in plan order serves them all: one trace of its map function, not one per
@@ -227,7 +230,11 @@ class BucketedInput:
     ) -> tf.data.Dataset:
         """The batches of the bucket `seq_length` (`every_bucket`: the batches of all buckets,
         in step order), packed to at most `seq_length` tokens."""
-        ids_a, ids_b = self.encoded.ids_a, self.encoded.ids_b
+        import tensorflow as tf
+
+        from bertfit.text.packing import pack_inputs
+
+        ids_a, ids_b = self._ids
         labels = tf.constant(self.labels)
         weights = tf.constant(self.weights, tf.float32)
 

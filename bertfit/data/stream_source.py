@@ -4,6 +4,10 @@ A run streams its training rows (`TrainStream`) when `--train` is a prepared set
 prepare`), with `--streaming`, or when its training file is larger than
 `$BERTFIT_STREAM_ABOVE_MB` (`auto_streaming`). A data file streamed is tokenized once into
 the cache (`cached_shards`); every set is checked against the run first (`check_stream`).
+
+The shards are TFRecords, written and read with TensorFlow (imported when a set is opened):
+where it is not installed a large file is read in memory, and a prepared set or `--streaming`
+refused, naming the extra that installs it.
 """
 
 from __future__ import annotations
@@ -16,13 +20,12 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bertfit import storage
 from bertfit.cache import cache_root
 from bertfit.config import NO_CLASS_WEIGHTS, TRUNCATE, RunConfig
 from bertfit.data.labelled import source_spec
-from bertfit.data.shard_writer import ShardSource, write_prepared
-from bertfit.data.streaming import TrainStream
 from bertfit.data.tfrecord import (
     Manifest,
     check_shards,
@@ -31,6 +34,11 @@ from bertfit.data.tfrecord import (
     tokenizer_fingerprint,
 )
 from bertfit.errors import ConfigError, DataError
+from bertfit.tf_build import require_tensorflow, tensorflow_importable
+
+if TYPE_CHECKING:
+    from bertfit.data.shard_writer import ShardSource
+    from bertfit.data.streaming import TrainStream
 
 # A training file larger than this (MB; the setting $BERTFIT_STREAM_ABOVE_MB) is streamed
 # without --streaming: see `auto_streaming`.
@@ -80,6 +88,12 @@ def auto_streaming(config: RunConfig) -> tuple[RunConfig, str | None]:
         }.items()
         if given
     ]
+    if not tensorflow_importable():
+        return config, (
+            f"{said}: reading and tokenizing it in memory takes a while before the first step "
+            "(~1 min per 100 MB); streaming would start sooner but reads its shards with "
+            "TensorFlow, which is not installed here"
+        )
     if in_memory_only:
         return config, (
             f"{said}: reading and tokenizing it in memory takes a while before the first step "
@@ -96,6 +110,8 @@ def auto_streaming(config: RunConfig) -> tuple[RunConfig, str | None]:
 
 def shard_source(config: RunConfig) -> ShardSource:
     """What `bertfit prepare` and `--streaming` tokenize: `--train`, read as the run reads it."""
+    from bertfit.data.shard_writer import ShardSource
+
     return ShardSource(
         path=config.data.train,
         spec=source_spec(config),
@@ -138,6 +154,8 @@ def cached_shards(config: RunConfig, tokenizer) -> Path:
     directory.parent.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix=f".{directory.name}-", dir=directory.parent))
     try:
+        from bertfit.data.shard_writer import write_prepared
+
         write_prepared(source, scratch, tokenizer)
         os.rename(scratch, directory)
     except OSError:
@@ -187,7 +205,14 @@ def check_stream(manifest: Manifest, config: RunConfig, tokenizer, where: str) -
 
 def open_stream(config: RunConfig, tokenizer) -> TrainStream:
     """The prepared set the run streams (`--train`, or `--streaming`'s `cached_shards`),
-    checked against the run (`check_stream`)."""
+    checked against the run (`check_stream`). Refused in one line where TensorFlow, which
+    reads the shards, is not installed."""
+    require_tensorflow(
+        "a prepared training set or --streaming",
+        "--backend jax reads a data file's rows in memory without it: leave --streaming out",
+    )
+    from bertfit.data.streaming import TrainStream
+
     if is_prepared(config.data.train):
         directory = prepared_directory(config.data.train)
     else:

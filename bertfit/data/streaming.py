@@ -150,11 +150,30 @@ class TrainStream(TrainingData):
             pad_to_longest=batching.pad_to_longest,
         )
 
+    def host_input(
+        self,
+        batching: Batching,
+        *,
+        special_ids: dict[str, int],
+        shuffle: bool,
+        epoch: int = 0,
+        start: int = 0,
+    ) -> StreamedInput:
+        """The shards are read with tf.data (TensorFlow) on any backend: `input`'s batches
+        under the default strategy, which a NumPy backend reads as arrays."""
+        strategy = tf.distribute.get_strategy()
+        return self.input(
+            batching, strategy, special_ids=special_ids, shuffle=shuffle, epoch=epoch, start=start
+        )
+
     def profile(self, batching: Batching) -> LengthProfile:
         return self.layout(batching).profile(self.manifest)
 
-    def read_error(self, error: Exception) -> DataError:
-        """The damaged shard named (`damaged_shard`), not TensorFlow's `DataLossError`."""
+    def read_error(self, error: Exception) -> DataError | None:
+        """The damaged shard named (`damaged_shard`), not TensorFlow's `DataLossError` (or
+        the `OutOfRangeError` of a shard with fewer records than planned)."""
+        if not isinstance(error, (tf.errors.DataLossError, tf.errors.OutOfRangeError)):
+            return None
         return damaged_shard(self.manifest, self.directory, error)
 
 

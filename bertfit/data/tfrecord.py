@@ -17,6 +17,9 @@ max_seq_length they were prepared for, the tokenizer's fingerprint (`tokenizer_f
 digest of its saved files: a run with another tokenizer refuses the shards), and per shard its
 file, rows and length histogram (packed lengths clipped to max_seq_length). The manifest is
 written last, atomically: a directory without one is not a prepared set.
+
+The manifest is read without TensorFlow; the records are TensorFlow's (imported where they are
+written, read or checked).
 """
 
 from __future__ import annotations
@@ -27,14 +30,17 @@ import json
 import os
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import tensorflow as tf
 
 from bertfit import storage
 from bertfit.atomic import write_text_atomic
 from bertfit.data.tasks import MULTI_LABEL, SINGLE_LABEL, Task
 from bertfit.errors import DataError
+
+if TYPE_CHECKING:
+    import tensorflow as tf
 
 MANIFEST = "manifest.json"
 FORMAT = "bertfit-tfrecord-1"
@@ -180,6 +186,8 @@ def check_shards(manifest: Manifest, directory: str | os.PathLike) -> None:
     Raises:
         DataError: the shard, what is wrong and the fix (`DAMAGED_FIX`).
     """
+    import tensorflow as tf
+
     for shard, path in zip(manifest.shards, manifest.paths(directory), strict=True):
         try:
             size = tf.io.gfile.stat(path).length
@@ -203,6 +211,8 @@ def damaged_shard(manifest: Manifest, directory: str | os.PathLike, error: Excep
     `OutOfRangeError`: fewer records than planned) met while streaming means: each shard is
     read through (checksums verified) and its records counted against the manifest, and the
     first that differs is named. Called only once streaming failed."""
+    import tensorflow as tf
+
     for shard, path in zip(manifest.shards, manifest.paths(directory), strict=True):
         records = tf.data.TFRecordDataset(path)
         try:
@@ -238,6 +248,8 @@ def check_tensorflow_reads(directory: str | os.PathLike) -> None:
         DataError: the scheme, why, and where to put the set instead.
     """
     if storage.is_url(directory) and not storage.tensorflow_reads(directory):
+        import tensorflow as tf
+
         scheme = os.fspath(directory).partition("://")[0]
         raise DataError(
             f"TensorFlow {tf.__version__} has no {scheme}:// file system, so training could "
@@ -295,15 +307,21 @@ def prepared_directory(path: str | os.PathLike) -> str | Path:
 
 
 def _int64(values) -> tf.train.Feature:
+    import tensorflow as tf
+
     return tf.train.Feature(int64_list=tf.train.Int64List(value=values))
 
 
 def _float(values) -> tf.train.Feature:
+    import tensorflow as tf
+
     return tf.train.Feature(float_list=tf.train.FloatList(value=values))
 
 
 def serialize(ids_a, ids_b, label: np.ndarray, length: int, row: int, max_seq_length: int) -> bytes:
     """One row as a serialized `tf.train.Example` (see the module docstring)."""
+    import tensorflow as tf
+
     label = np.atleast_1d(label)
     features = {
         IDS_A: _int64(ids_a[:max_seq_length]),
@@ -334,6 +352,8 @@ def serialize_batch(
         lengths, rows: [n] packed lengths and row indices.
         max_seq_length: ids beyond it are not stored.
     """
+    import tensorflow as tf
+
     n = tf.shape(lengths)[0]
     int_label = labels.dtype.is_integer
     features = {
@@ -355,6 +375,8 @@ def serialize_batch(
 def _encode(message: str, fields: dict[str, tf.Tensor], sizes: tf.Tensor | None = None):
     """One serialized `message` per row; each field's values [n] (one each) or [n, k] (the
     first `sizes` [n] of each row's k; all k when None)."""
+    import tensorflow as tf
+
     values = [v if v.shape.rank > 1 else v[:, tf.newaxis] for v in fields.values()]
     n = tf.shape(values[0])[0]
     if sizes is None:
@@ -365,12 +387,16 @@ def _encode(message: str, fields: dict[str, tf.Tensor], sizes: tf.Tensor | None 
 
 
 def _ragged_feature(ids: tf.RaggedTensor, kind: str) -> tf.Tensor:
+    import tensorflow as tf
+
     ids = tf.cast(ids, tf.int64)
     listed = _encode("tensorflow.Int64List", {"value": ids.to_tensor()}, ids.row_lengths())
     return _encode("tensorflow.Feature", {kind: listed})
 
 
 def _dense_feature(values: tf.Tensor, kind: str) -> tf.Tensor:
+    import tensorflow as tf
+
     if kind == "int64_list":
         message, values = "tensorflow.Int64List", tf.cast(values, tf.int64)
     else:
@@ -380,6 +406,8 @@ def _dense_feature(values: tf.Tensor, kind: str) -> tf.Tensor:
 
 def feature_spec(task: Task, pair: bool) -> dict:
     """The `tf.io.parse_single_example` spec of a prepared set's records."""
+    import tensorflow as tf
+
     if task.kind == SINGLE_LABEL:
         label = tf.io.FixedLenFeature([], tf.int64)
     elif task.kind == MULTI_LABEL:
@@ -400,6 +428,8 @@ def feature_spec(task: Task, pair: bool) -> dict:
 def parser(task: Task, pair: bool):
     """A function from a serialized record to {ids_a, ids_b?: int32 [None], label (the
     targets' dtype: int32 for single-label), length, row: int64}."""
+    import tensorflow as tf
+
     spec = feature_spec(task, pair)
 
     @tf.autograph.experimental.do_not_convert

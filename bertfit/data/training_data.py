@@ -10,9 +10,10 @@ A run trains on one of three kinds of data, picked once by `training.setup.prepa
   `--streaming`), planned from its manifest and read from its shards while training.
 
 Each kind answers the same questions for the run's `Batching` (the buckets and batch sizes the
-run decided once): the lengths its buckets are chosen from, its batch plan, its `tf.data` input,
-its length profile, its fingerprint (what a resume compares) and its size. The code that knows
-a kind lives in its class; the run's setup calls through the shape and never asks which it is.
+run decided once): the lengths its buckets are chosen from, its batch plan, its `tf.data` input
+(or the same batches made in NumPy on the host: `host_input`), its length profile, its
+fingerprint (what a resume compares) and its size. The code that knows a kind lives in its
+class; the run's setup calls through the shape and never asks which it is.
 """
 
 from __future__ import annotations
@@ -21,12 +22,13 @@ import abc
 import dataclasses
 import hashlib
 import json
+from typing import TYPE_CHECKING
 
 import numpy as np
-import tensorflow as tf
 
 from bertfit.config import RunConfig
 from bertfit.data.buckets import ResolvedBuckets, resolve_buckets
+from bertfit.data.host_input import HostInput, HostWindowedInput
 from bertfit.data.pipeline import Batch, BucketedInput, EncodedTexts, plan_batches
 from bertfit.data.profile import LengthProfile
 from bertfit.data.sources import Example
@@ -39,6 +41,9 @@ from bertfit.data.windowed import (
     plan_documents,
 )
 from bertfit.errors import BertfitError
+
+if TYPE_CHECKING:
+    import tensorflow as tf
 
 # With --long-documents truncate, more than this share of training rows losing tokens prints
 # one line suggesting --long-documents chunk (with the measured share).
@@ -175,6 +180,19 @@ class TrainingData(abc.ABC):
         the steps taken): `plan`, `len`, `datasets` by bucket key and `iterators()`."""
 
     @abc.abstractmethod
+    def host_input(
+        self,
+        batching: Batching,
+        *,
+        special_ids: dict[str, int],
+        shuffle: bool,
+        epoch: int = 0,
+        start: int = 0,
+    ):
+        """`input`'s batches as NumPy arrays, for a backend that reads NumPy (JAX): whole
+        global batches, as `input` gives them under TensorFlow's default strategy."""
+
+    @abc.abstractmethod
     def profile(self, batching: Batching) -> LengthProfile:
         """The lengths against the buckets (the report, TensorBoard)."""
 
@@ -188,8 +206,9 @@ class TrainingData(abc.ABC):
         return (bucket,)
 
     def read_error(self, error: Exception) -> BertfitError | None:
-        """The error to raise for a `tf.data` read that failed mid-epoch (a damaged shard),
-        or None: data held in memory has no files to blame, the error is raised as it is."""
+        """The error to raise for an `error` raised mid-epoch that is a `tf.data` read that
+        failed (a damaged shard), or None: any other error, and data held in memory, which
+        has no files to blame, are raised as they are."""
         return None
 
 
@@ -263,6 +282,25 @@ class LabelledData(TrainingData):
             pad_to_longest=batching.pad_to_longest,
         )
 
+    def host_input(
+        self,
+        batching: Batching,
+        *,
+        special_ids: dict[str, int],
+        shuffle: bool,
+        epoch: int = 0,
+        start: int = 0,
+    ) -> HostInput:
+        """Made in NumPy on the host (`HostInput`), without TensorFlow."""
+        plan = self.plan(batching, shuffle=shuffle, epoch=epoch)
+        return HostInput(
+            self.encoded,
+            self.labels,
+            plan[start:],
+            special_ids=special_ids,
+            weights=self.weights if batching.weighted else None,
+        )
+
     def profile(self, batching: Batching) -> LengthProfile:
         plan = self.plan(batching, shuffle=False)
         return LengthProfile.of(self.lengths(), list(batching.buckets), plan)
@@ -327,6 +365,25 @@ class LabelledDocuments(LabelledData):
             strategy,
             special_ids=special_ids,
             micro_batches=batching.micro_batches,
+            weights=self.weights if batching.weighted else None,
+        )
+
+    def host_input(
+        self,
+        batching: Batching,
+        *,
+        special_ids: dict[str, int],
+        shuffle: bool,
+        epoch: int = 0,
+        start: int = 0,
+    ) -> HostWindowedInput:
+        """The same `[batch, K, max_seq_length]` batches in NumPy (`HostWindowedInput`)."""
+        plan = self.plan(batching, shuffle=shuffle, epoch=epoch)
+        return HostWindowedInput(
+            self.documents,
+            self.labels,
+            plan[start:],
+            special_ids=special_ids,
             weights=self.weights if batching.weighted else None,
         )
 

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
-import tensorflow as tf
 
 from bertfit.data.pipeline import (
     PAD_INDEX,
@@ -33,7 +33,11 @@ from bertfit.data.pipeline import (
     plan_batches,
 )
 from bertfit.model.inputs import GLOBAL_EXAMPLES, INDEX, LABEL, WEIGHT
-from bertfit.text.windows import WINDOW_MASK, WindowSpec, window_ids
+from bertfit.text.lengths import WINDOW_MASK, WindowSpec
+from bertfit.text.ragged import RaggedIds
+
+if TYPE_CHECKING:
+    import tensorflow as tf
 
 MODEL_KEYS = ("input_word_ids", "input_mask", "input_type_ids", WINDOW_MASK)
 
@@ -42,7 +46,7 @@ MODEL_KEYS = ("input_word_ids", "input_mask", "input_type_ids", WINDOW_MASK)
 class WindowedDocuments:
     """Token ids of every document (no special tokens) and the windows each one needs."""
 
-    ids: tf.RaggedTensor
+    ids: RaggedIds
     windows: np.ndarray  # before the max_chunks cut
     spec: WindowSpec
 
@@ -56,15 +60,15 @@ class WindowedDocuments:
     @property
     def dropped_tokens(self) -> np.ndarray:
         """Ids of each document after its last kept window."""
-        lengths = self.ids.row_lengths().numpy()
+        lengths = self.ids.row_lengths()
         covered = (self.kept_windows - 1) * self.spec.step + self.spec.content
         return np.maximum(lengths - covered, 0)
 
 
 def encode_documents(tokenizer, texts: Sequence[str], spec: WindowSpec) -> WindowedDocuments:
-    """Tokenizes every text once (in-graph, in order) and counts its windows."""
+    """Tokenizes every text once (the run's tokenizer, in order) and counts its windows."""
     ids = encode_texts(tokenizer, texts).ids_a
-    return WindowedDocuments(ids, spec.windows_needed(ids.row_lengths()).numpy(), spec)
+    return WindowedDocuments(ids, spec.windows_needed(ids.row_lengths()), spec)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,10 +86,10 @@ class WindowProfile:
         token_counts: documents' ids -> documents (the report's histogram).
 
     Examples:
-    >>> ids = tf.ragged.constant([[1] * 3, [1] * 9, [1] * 40])
+    >>> ids = RaggedIds.from_rows([[1] * 3, [1] * 9, [1] * 40])
     >>> spec = WindowSpec(max_seq_length=6, stride=0, max_chunks=3)  # 4 ids a window
-    >>> profile = WindowProfile.of(WindowedDocuments(ids, spec.windows_needed([3, 9, 40]).numpy(),
-    ...                                              spec))
+    >>> windows = spec.windows_needed(np.array([3, 9, 40]))
+    >>> profile = WindowProfile.of(WindowedDocuments(ids, windows, spec))
     >>> profile.windows, profile.cut_documents, round(profile.dropped_share, 3)
     ({1: 1, 3: 2}, 1, 0.538)
     >>> profile.line()
@@ -105,7 +109,7 @@ class WindowProfile:
 
     @classmethod
     def of(cls, documents: WindowedDocuments) -> WindowProfile:
-        lengths = documents.ids.row_lengths().numpy()
+        lengths = documents.ids.row_lengths()
         kept, counts = np.unique(documents.kept_windows, return_counts=True)
         values, documents_of = np.unique(lengths, return_counts=True)
         spec = documents.spec
@@ -141,9 +145,9 @@ class WindowProfile:
 
         >>> import json
         >>> spec = WindowSpec(max_seq_length=6, stride=1, max_chunks=2)
-        >>> ids = tf.ragged.constant([[1] * 3, [1] * 9])
-        >>> profile = WindowProfile.of(WindowedDocuments(ids, spec.windows_needed([3, 9]).numpy(),
-        ...                                              spec))
+        >>> ids = RaggedIds.from_rows([[1] * 3, [1] * 9])
+        >>> windows = spec.windows_needed(np.array([3, 9]))
+        >>> profile = WindowProfile.of(WindowedDocuments(ids, windows, spec))
         >>> WindowProfile.from_dict(json.loads(json.dumps(profile.to_dict()))) == profile
         True
         >>> profile.window_ends()
@@ -258,8 +262,12 @@ class WindowedInput(BucketedInput):
         self, seq_length: int, context: tf.distribute.InputContext, every_bucket: bool = False
     ) -> tf.data.Dataset:
         """The batches of the bucket of K = `seq_length` windows per document."""
+        import tensorflow as tf
+
+        from bertfit.text.windows import window_ids
+
         chunks = seq_length
-        ids, spec = self.documents.ids, self.documents.spec
+        ids, spec = self._ids[0], self.documents.spec
         labels = tf.constant(self.labels)
         weights = tf.constant(self.weights, tf.float32)
 

@@ -73,7 +73,7 @@ def test_jax_compiles_a_bucket_for_less_so_a_short_run_gets_finer_buckets():
     """jax.jit's bucket costs ~0.4x TensorFlow's XLA trace (JAX_TRACE_TOKENS): where a run is
     short enough for the compile to weigh, JAX gets more buckets and pads less; the
     compiler each run uses says which (`XlaChoice.trace_tokens`)."""
-    from bertfit.training.strategy import JAX_XLA, XlaChoice
+    from bertfit.training.xla import JAX_XLA, XlaChoice
 
     lengths = REVIEW_LENGTHS[:6000]
     tensorflow = choose_buckets(lengths, 64, batch_size=32, epochs=3)

@@ -7,6 +7,7 @@ import tensorflow as tf
 
 from bertfit.data.pipeline import BucketedInput, EncodedTexts, encode_texts, plan_batches
 from bertfit.model.inputs import INDEX
+from bertfit.text.ragged import RaggedIds
 from bertfit.text.tokenizer import BertTokenizer
 from tests.tiny import TINY_VOCAB
 
@@ -14,8 +15,8 @@ LENGTHS = (1, 3, 6, 2, 7, 4, 5)  # WordPiece ids per example, before [CLS] and [
 
 
 def _bucketed(pad_to_longest: bool = True) -> BucketedInput:
-    ids = tf.ragged.constant([[5] * n for n in LENGTHS], dtype=tf.int32)
-    encoded = EncodedTexts(ids, None, ids.row_lengths().numpy() + 2)
+    ids = RaggedIds.from_rows([[5] * n for n in LENGTHS])
+    encoded = EncodedTexts(ids, None, ids.row_lengths() + 2)
     plan = plan_batches(encoded.packed_lengths, [4, 8, 16], 2, shuffle=True, seed=1)
     return BucketedInput(
         encoded,
