@@ -13,6 +13,7 @@ from bertfit.model.config import BertConfig
 
 if TYPE_CHECKING:
     from bertfit.checkpoints.detect import Detection
+    from bertfit.checkpoints.savedmodel import SavedModelInfo
 
 
 @dataclasses.dataclass
@@ -50,3 +51,11 @@ class Checkpoint:
     family: str = "BERT"
     notes: list[str] = dataclasses.field(default_factory=list)
     detection: Detection | None = None
+
+
+@dataclasses.dataclass
+class OpaqueCheckpoint(Checkpoint):
+    """A reusable SavedModel whose variables do not name a BERT: it is loaded whole
+    (`checkpoints.savedmodel.SavedModelEncoder`)."""
+
+    info: SavedModelInfo | None = None

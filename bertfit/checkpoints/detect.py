@@ -2,32 +2,36 @@
 
 `detect(path)` looks at file names and small headers only (no weights are read and no model is
 run); `read_detected` then hands the path to the reader of that format.
+
+Hugging Face checkpoints (safetensors, pytorch_model.bin) are recognised and read without
+TensorFlow; the TensorFlow formats (TF1 and TF2 checkpoints, SavedModels, TF1 Hub modules)
+import it when one is found, and where it is not installed are refused in one line naming the
+extra that installs it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bertfit.checkpoints import archive
 from bertfit.checkpoints.base import Checkpoint
-from bertfit.checkpoints.hf import has_safetensors, is_hf_dir, read_hf
-from bertfit.checkpoints.hub_module import read_hub_module
-from bertfit.checkpoints.savedmodel import (
+from bertfit.checkpoints.formats import (
     MODULE_FILE,
     PREPROCESSING,
     REUSABLE,
     SIGNATURE_ONLY,
     TF1_SAVEDMODEL,
-    SavedModelInfo,
-    inspect_savedmodel,
-    preprocessing_error,
-    read_savedmodel,
-    signature_only_error,
 )
-from bertfit.checkpoints.tf1 import find_checkpoint_prefix, list_checkpoint, read_tf1
-from bertfit.checkpoints.tf2 import is_object_based, read_tf2
+from bertfit.checkpoints.hf import has_safetensors, is_hf_dir, read_hf
+from bertfit.checkpoints.tf1 import find_checkpoint_prefix, list_checkpoint
+from bertfit.checkpoints.tf2 import is_object_based
 from bertfit.errors import CheckpointError
+from bertfit.tf_build import require_tensorflow
+
+if TYPE_CHECKING:
+    from bertfit.checkpoints.savedmodel import SavedModelInfo
 
 # format → (what it is, what writes it)
 FORMATS = {
@@ -69,6 +73,15 @@ FORMATS = {
     ),
 }
 FINE_TUNABLE = {"hf", "hf-bin", "tf1-checkpoint", "tf2-checkpoint", REUSABLE, "tf1-hub-module"}
+
+
+def _needs_tensorflow(path: Path, description: str) -> None:
+    """Refuses a TensorFlow format where TensorFlow is not installed (a JAX-only machine)."""
+    require_tensorflow(
+        f"reading {path} ({description})",
+        "Hugging Face checkpoints, config.json with model.safetensors or pytorch_model.bin, "
+        "load without it",
+    )
 
 
 @dataclasses.dataclass
@@ -118,12 +131,18 @@ def detect(path: str | Path) -> Detection:
     if path.is_dir() and (path / MODULE_FILE).is_file():
         return Detection("tf1-hub-module", path, path)
     if path.is_dir() and (path / "saved_model.pb").is_file():
+        _needs_tensorflow(path, "a SavedModel")
+        from bertfit.checkpoints.savedmodel import inspect_savedmodel
+
         info = inspect_savedmodel(path)
         return Detection(info.kind, path, path, savedmodel=info)
     if is_hf_dir(path):
         return Detection("hf" if has_safetensors(path) else "hf-bin", path, path)
+    if path.is_dir() and (path / "checkpoint").is_file():  # its index is TensorFlow's to read
+        _needs_tensorflow(path, "a TensorFlow checkpoint")
     prefix = find_checkpoint_prefix(path)
     if prefix is not None:
+        _needs_tensorflow(prefix, "a TensorFlow checkpoint")
         names = list_checkpoint(prefix)
         if is_object_based(names):
             return Detection("tf2-checkpoint", path, prefix)
@@ -159,18 +178,23 @@ def read_detected(found: Detection) -> Checkpoint:
     """Reads a detected checkpoint into memory with its format's reader."""
     if found.format in ("hf", "hf-bin"):
         checkpoint = read_hf(found.root)
-    elif found.format == "tf1-checkpoint":
-        checkpoint = read_tf1(found.root)
+        checkpoint.detection = found
+        return checkpoint
+    _needs_tensorflow(found.path, found.description)
+    from bertfit.checkpoints import hub_module, savedmodel, tf1, tf2
+
+    if found.format == "tf1-checkpoint":
+        checkpoint = tf1.read_tf1(found.root)
     elif found.format == "tf2-checkpoint":
-        checkpoint = read_tf2(found.root)
+        checkpoint = tf2.read_tf2(found.root)
     elif found.format == "tf1-hub-module":
-        checkpoint = read_hub_module(found.root)
+        checkpoint = hub_module.read_hub_module(found.root)
     elif found.format == REUSABLE:
-        checkpoint = read_savedmodel(found.root, found.savedmodel)
+        checkpoint = savedmodel.read_savedmodel(found.root, found.savedmodel)
     elif found.format == PREPROCESSING:
-        raise preprocessing_error(found.path)
+        raise savedmodel.preprocessing_error(found.path)
     elif found.format in (SIGNATURE_ONLY, TF1_SAVEDMODEL):
-        raise signature_only_error(found.path, found.savedmodel)
+        raise savedmodel.signature_only_error(found.path, found.savedmodel)
     else:  # pragma: no cover - FORMATS and this function change together
         raise CheckpointError(f"{found.path}: no reader for format {found.format!r}.")
     checkpoint.detection = found

@@ -5,10 +5,10 @@ from __future__ import annotations
 import warnings
 from pathlib import Path
 
+from bertfit.checkpoints.base import OpaqueCheckpoint
 from bertfit.checkpoints.detect import Detection, detect, read_detected
 from bertfit.checkpoints.hub_module import module_signatures
 from bertfit.checkpoints.load import build_encoder, build_tokenizer, checkpoint_tokenizer_kind
-from bertfit.checkpoints.savedmodel import OpaqueCheckpoint
 from bertfit.errors import CheckpointError
 from bertfit.text.wordpiece import capitalised_tokens, guess_lower_case, read_vocab
 

@@ -7,17 +7,11 @@ from pathlib import Path
 
 import keras
 
-from bertfit.checkpoints.base import Checkpoint
+from bertfit.checkpoints.base import Checkpoint, OpaqueCheckpoint
 from bertfit.checkpoints.detect import Detection, detect, read_detected
 from bertfit.checkpoints.families import SUPPORTED
+from bertfit.checkpoints.formats import SIGNATURE_ONLY, TF1_SAVEDMODEL
 from bertfit.checkpoints.registry import PACKAGED_MODELS, resolve
-from bertfit.checkpoints.savedmodel import (
-    SIGNATURE_ONLY,
-    TF1_SAVEDMODEL,
-    OpaqueCheckpoint,
-    SavedModelEncoder,
-    loads_frozen,
-)
 from bertfit.checkpoints.tf1 import vocab_in
 from bertfit.checkpoints.weights import LoadReport, assign_weights
 from bertfit.errors import CheckpointError
@@ -150,8 +144,11 @@ def build_encoder(checkpoint: Checkpoint, dtype=None) -> BertEncoder:
     return encoder
 
 
-def wrap_savedmodel(checkpoint: OpaqueCheckpoint, trainable: bool = True) -> SavedModelEncoder:
-    """A SavedModel whose variables do not name a BERT, loaded whole as a Keras 3 layer."""
+def wrap_savedmodel(checkpoint: OpaqueCheckpoint, trainable: bool = True):
+    """A SavedModel whose variables do not name a BERT, loaded whole as a Keras 3 layer
+    (`SavedModelEncoder`)."""
+    from bertfit.checkpoints.savedmodel import SavedModelEncoder
+
     layer = SavedModelEncoder(checkpoint.path, trainable=trainable, info=checkpoint.info)
     report = LoadReport(source=str(checkpoint.path), format=checkpoint.format)
     receiving = [v.name for v in layer.trainable_weights]
@@ -259,7 +256,7 @@ def load_encoder(
     path = resolve(path)
     found = _detect(path)
     signature_only = found.format in (SIGNATURE_ONLY, TF1_SAVEDMODEL)
-    if not trainable and signature_only and loads_frozen(found.savedmodel):
+    if not trainable and signature_only and _loads_frozen(found):
         checkpoint = OpaqueCheckpoint(
             format=found.format + " (frozen)",
             path=found.root,
@@ -279,3 +276,9 @@ def load_encoder(
     if not trainable:
         encoder.trainable = False
     return encoder, build_tokenizer(checkpoint, lower_case, strip_accents)
+
+
+def _loads_frozen(found: Detection) -> bool:
+    from bertfit.checkpoints.savedmodel import loads_frozen
+
+    return loads_frozen(found.savedmodel)

@@ -29,7 +29,14 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.core.protobuf import saved_model_pb2, trackable_object_graph_pb2
 
-from bertfit.checkpoints.base import Checkpoint
+from bertfit.checkpoints.base import Checkpoint, OpaqueCheckpoint
+from bertfit.checkpoints.formats import (
+    MODULE_FILE,
+    PREPROCESSING,
+    REUSABLE,
+    SIGNATURE_ONLY,
+    TF1_SAVEDMODEL,
+)
 from bertfit.checkpoints.names import (
     TF2_FIRST_QUERY,
     TF2_POOLER,
@@ -59,10 +66,6 @@ from bertfit.errors import CheckpointError
 from bertfit.model.config import BertConfig
 from bertfit.model.inputs import INPUT_NAMES, normalize_inputs
 
-REUSABLE, SIGNATURE_ONLY = "tf2-savedmodel", "tf2-savedmodel-signature"
-TF1_SAVEDMODEL = "tf1-savedmodel-signature"  # a TF1 SavedModel: signatures, no object graph
-PREPROCESSING = "preprocessing"
-
 
 @dataclasses.dataclass
 class SavedVariable:
@@ -91,9 +94,6 @@ class SavedModelInfo:
     # How many tensors `__call__` returns as `encoder_outputs` (one per layer), from its saved
     # output signature: the layer count of an ALBERT, whose one layer is stored once.
     num_encoder_outputs: int | None = None
-
-
-MODULE_FILE = "tfhub_module.pb"  # marks a TF1 Hub module
 
 
 def tf1_module_error(path: Path) -> CheckpointError:
@@ -318,13 +318,6 @@ def keras_activation(path: Path) -> str | None:
     if re.search(r'"activation":\s*"Text>gelu"', text):
         return KERAS_ACTIVATIONS["Text>gelu"]
     return None
-
-
-@dataclasses.dataclass
-class OpaqueCheckpoint(Checkpoint):
-    """A reusable SavedModel whose variables do not name a BERT: it is loaded whole."""
-
-    info: SavedModelInfo | None = None
 
 
 def read_savedmodel(path: Path, info: SavedModelInfo | None = None) -> Checkpoint:

@@ -8,6 +8,9 @@ Activation names: `BertConfig.hidden_act` uses Hugging Face's ("gelu" is the exa
 "gelu_new" its tanh approximation). Google's `modeling.py` and Model Garden's encoders compute
 "gelu" as the tanh approximation, so a Google `bert_config.json` saying "gelu" and a TF encoder
 with no config are read as "gelu_new" (`GOOGLE_ACTIVATIONS`).
+
+The checkpoints are read with TensorFlow, imported when one is read: the rest (configs,
+vocabularies, casing) is read without it.
 """
 
 from __future__ import annotations
@@ -20,7 +23,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-import tensorflow as tf
 
 from bertfit.checkpoints.base import Checkpoint
 from bertfit.checkpoints.names import (
@@ -48,7 +50,11 @@ def find_checkpoint_prefix(path: Path) -> Path | None:
         return path.with_name(path.name.split(".data-")[0])
     if not path.is_dir():
         return None
-    latest = tf.train.latest_checkpoint(str(path)) if (path / "checkpoint").is_file() else None
+    latest = None
+    if (path / "checkpoint").is_file():
+        import tensorflow as tf
+
+        latest = tf.train.latest_checkpoint(str(path))
     if latest and Path(f"{latest}.index").is_file():
         return Path(latest)
     indexes = sorted(path.glob("*.index"))
@@ -59,6 +65,8 @@ def find_checkpoint_prefix(path: Path) -> Path | None:
 
 def list_checkpoint(prefix: Path) -> dict[str, list[int]]:
     """Stored name → shape, without reading the values."""
+    import tensorflow as tf
+
     try:
         return dict(tf.train.list_variables(str(prefix)))
     except (tf.errors.OpError, ValueError) as e:
@@ -72,6 +80,8 @@ def read_checkpoint_tensors(
     prefix: Path, keep: Callable[[str], bool] = lambda name: True
 ) -> dict[str, np.ndarray]:
     """The stored tensors whose names `keep` accepts; a missing or cut data file is an error."""
+    import tensorflow as tf
+
     try:
         reader = tf.train.load_checkpoint(str(prefix))
         return {

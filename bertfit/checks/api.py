@@ -9,10 +9,10 @@ import keras
 import tensorflow as tf
 
 from bertfit.checkpoints.detect import detect
+from bertfit.checkpoints.formats import SIGNATURE_ONLY, TF1_SAVEDMODEL
 from bertfit.checkpoints.load import read_detection
 from bertfit.checkpoints.pooling import decide_pooling, declared_pooling
 from bertfit.checkpoints.registry import resolve
-from bertfit.checkpoints.savedmodel import SIGNATURE_ONLY, TF1_SAVEDMODEL
 from bertfit.checks.batches import (
     BatchExpectations,
     BatchStats,
