@@ -94,7 +94,7 @@ def _trainer(setting: Setting):
     from bertfit.model.config import BertConfig
     from bertfit.model.encoder import BertEncoder
     from bertfit.training.loop import Trainer
-    from bertfit.training.strategy import XlaChoice
+    from bertfit.training.xla import XlaChoice
 
     config = BertConfig(
         vocab_size=setting.vocab,

@@ -131,7 +131,7 @@ def _time_pipeline(train: list[str]) -> None:
 
     from bertfit.config import RunConfig
     from bertfit.training.setup import prepare
-    from bertfit.training.strategy import XlaChoice
+    from bertfit.training.xla import XlaChoice
 
     config = RunConfig()
     config.data.train = train[0]

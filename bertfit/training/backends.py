@@ -7,14 +7,19 @@ bertfit calls through this seam, never by the backend's name:
 - `join`: a multi-host run's processes joined, and whether this one writes the run;
 - `placement`: the input pipeline's `tf.distribute` strategy and what XLA compiles
   (`XlaChoice`) for `train` and `doctor`; `target_xla`, `local_replicas`: the same for
-  `bertfit check`, which may judge another machine (`--target`);
+  `bertfit check`, which may judge another machine (`--target`); `chief`: whether this process
+  writes the run, once the strategy is made;
+- `tokenizer`, `input`, `input_pipelines`: how the texts become batches: the checkpoint's
+  tokenizer in the graph and `tf.data` pipelines per replica, or the tokenizer and the
+  batches on the host in NumPy (`bertfit.data.host_input`);
 - `trainer`: the `RunTrainer` that owns the model, the optimizer and the compiled steps;
 - `devices`: the devices those steps run on, as `bertfit doctor` reports them.
 
 TensorFlow (`TensorFlowBackend`): `tf.distribute` strategies, the replica step compiled by XLA
 where it pays (`training/loop.py`). JAX (`JaxBackend`): one `jax.jit` step, data parallel over
-every JAX device (`training/jax_trainer.py`). Each imports its framework when first used, so
-that choosing one never loads the other.
+every JAX device (`training/jax_trainer.py`), fed NumPy batches made on the host: it needs no
+TensorFlow (`loads_tensorflow`). Each imports its framework when first used, so that choosing
+one never loads the other.
 """
 
 from __future__ import annotations
@@ -31,8 +36,10 @@ if TYPE_CHECKING:
     import keras
     import tensorflow as tf
 
+    from bertfit.checkpoints.base import Checkpoint
     from bertfit.data.pipeline import BucketedInput
-    from bertfit.training.strategy import XlaChoice
+    from bertfit.data.training_data import Batching, TrainingData
+    from bertfit.training.xla import XlaChoice
 
 
 class RunTrainer(Protocol):
@@ -43,7 +50,7 @@ class RunTrainer(Protocol):
     optimizer: keras.optimizers.Optimizer | None
     variables: list  # the trained variables
     schedule: Callable | None  # the learning rate at a step
-    strategy: tf.distribute.Strategy  # the input pipeline's
+    strategy: tf.distribute.Strategy | None  # the input pipeline's (None: batches on the host)
     trace_seconds: dict[str, float]  # wall time of the calls that traced, per step function
 
     @property
@@ -75,6 +82,7 @@ class Backend(Protocol):
     """One Keras backend's way of running a run; see the module docstring."""
 
     name: str
+    loads_tensorflow: bool  # whether its runs need TensorFlow (the CLI loads it first then)
 
     def check(self, config: RunConfig, distilling: bool = False) -> None:
         """Refuses what this backend does not run (ConfigError: the flag, why, the fix)."""
@@ -89,13 +97,38 @@ class Backend(Protocol):
         """The input pipeline's strategy (`strategy` if given) and what XLA compiles, on this
         machine; the batch must split evenly over the replicas."""
 
+    def chief(self, strategy: tf.distribute.Strategy | None) -> bool:
+        """Whether this process writes the run, as far as its strategy says (`join` said the
+        rest)."""
+
     def target_xla(
-        self, config: RunConfig, target: str, strategy: tf.distribute.Strategy
+        self, config: RunConfig, target: str, strategy: tf.distribute.Strategy | None
     ) -> XlaChoice:
         """What XLA compiles when the run trains on `target` ("cpu", "gpu", "tpu")."""
 
     def local_replicas(self, config: RunConfig) -> int:
         """The replicas a batch is split over on this machine."""
+
+    def tokenizer(self, checkpoint: Checkpoint, config: RunConfig):
+        """The checkpoint's tokenizer (with `--lower-case`), where this backend's input
+        pipeline runs it: in the graph, or on the host."""
+
+    def input(
+        self,
+        data: TrainingData,
+        batching: Batching,
+        strategy: tf.distribute.Strategy | None,
+        *,
+        special_ids: dict[str, int],
+        shuffle: bool,
+        epoch: int = 0,
+        start: int = 0,
+    ):
+        """The batches of `data`'s plan from `start` on, as this backend's steps read them:
+        `plan`, `len` and `iterators()` by bucket key."""
+
+    def input_pipelines(self, strategy: tf.distribute.Strategy | None) -> int:
+        """The input pipelines the rows of each global batch are split among."""
 
     def trainer(
         self,
@@ -117,6 +150,7 @@ class TensorFlowBackend:
     """Keras on TensorFlow: any `tf.distribute` strategy, XLA where it pays."""
 
     name = TENSORFLOW_BACKEND
+    loads_tensorflow = True
 
     def check(self, config: RunConfig, distilling: bool = False) -> None:
         check_keras_runs(self.name)
@@ -125,7 +159,8 @@ class TensorFlowBackend:
         return True  # a multi-worker strategy's chief is known once the strategy is made
 
     def placement(self, config, strategy=None):
-        from bertfit.training.strategy import XlaChoice, check_hardware, make_strategy
+        from bertfit.training.strategy import check_hardware, make_strategy
+        from bertfit.training.xla import XlaChoice
 
         t = config.train
         if strategy is None:
@@ -134,13 +169,31 @@ class TensorFlowBackend:
         per_replica_batch(t.batch_size, strategy.num_replicas_in_sync)
         return strategy, XlaChoice.for_run(t.jit_compile, strategy)
 
+    def chief(self, strategy) -> bool:
+        from bertfit.training.strategy import is_chief
+
+        return is_chief(strategy)
+
     def target_xla(self, config, target, strategy):
-        from bertfit.training.strategy import XlaChoice
+        from bertfit.training.xla import XlaChoice
 
         return XlaChoice.for_target(target, config.train.jit_compile, strategy)
 
     def local_replicas(self, config: RunConfig) -> int:
         return config.train.cpu_replicas or 1
+
+    def tokenizer(self, checkpoint, config):
+        from bertfit.checkpoints.load import build_tokenizer
+
+        return build_tokenizer(checkpoint, lower_case=config.model.lower_case)
+
+    def input(self, data, batching, strategy, **plan):
+        return data.input(batching, strategy, **plan)
+
+    def input_pipelines(self, strategy) -> int:
+        from bertfit.data.streaming import input_pipelines
+
+        return input_pipelines(strategy)
 
     def trainer(self, build_model, config, strategy, total_steps, xla, frozen, task_kind):
         from bertfit.training.loop import Trainer
@@ -164,10 +217,11 @@ class TensorFlowBackend:
 
 class JaxBackend:
     """Keras on JAX: one `jax.jit` step, data parallel over every JAX device (of every host,
-    once `join` joined them); the input pipeline runs under TensorFlow's default strategy
-    (whole global batches at the bucket lengths: jax.jit compiles each shape once)."""
+    once `join` joined them), fed whole global batches at the bucket lengths (jax.jit compiles
+    each shape once), tokenized and made in NumPy on the host: no TensorFlow, no strategy."""
 
     name = JAX_BACKEND
+    loads_tensorflow = False
 
     def check(self, config: RunConfig, distilling: bool = False) -> None:
         t = config.train
@@ -211,17 +265,19 @@ class JaxBackend:
 
     def placement(self, config, strategy=None):
         import jax
-        import tensorflow as tf
+
+        from bertfit.training.xla import JAX_XLA
 
         if strategy is not None:
             raise ConfigError("a tf.distribute strategy cannot train with --backend jax")
         per_replica_batch(config.train.batch_size, jax.device_count())
-        from bertfit.training.strategy import JAX_XLA
+        return None, JAX_XLA
 
-        return tf.distribute.get_strategy(), JAX_XLA
+    def chief(self, strategy) -> bool:
+        return True  # `join` decided: JAX's first process
 
     def target_xla(self, config, target, strategy):
-        from bertfit.training.strategy import JAX_XLA
+        from bertfit.training.xla import JAX_XLA
 
         return JAX_XLA  # the whole step, on every target
 
@@ -229,6 +285,17 @@ class JaxBackend:
         import jax
 
         return jax.local_device_count()
+
+    def tokenizer(self, checkpoint, config):
+        from bertfit.checkpoints.load import build_host_tokenizer
+
+        return build_host_tokenizer(checkpoint, lower_case=config.model.lower_case)
+
+    def input(self, data, batching, strategy, **plan):
+        return data.host_input(batching, **plan)
+
+    def input_pipelines(self, strategy) -> int:
+        return 1  # every process reads whole global batches (`DeviceSplit.put`)
 
     def trainer(self, build_model, config, strategy, total_steps, xla, frozen, task_kind):
         from bertfit.training.jax_trainer import JaxTrainer

@@ -15,8 +15,10 @@ serialize).
 Data parallelism (`jax_devices.DeviceSplit`): with several JAX devices (of this host, or of
 every host once `jax_processes` joined them) the model and optimizer are replicated on every
 device and each global batch is split along its rows; XLA's SPMD partitioner all-reduces the
-gradients. The input pipeline is TensorFlow's, unchanged: tf.data under the default strategy
-yields whole global batches at the bucket lengths, read here as numpy arrays.
+gradients. The batches are NumPy arrays made on the host (`bertfit.data.host_input`, the
+backend's `input`): whole global batches at the bucket lengths, the next ones made on a
+background thread while the device computes; every process reads the whole global batch and
+puts its devices' rows.
 
 Between host calls the weights, the optimizer's state and the dropout seeds are written back
 into the Keras variables (a reference swap on JAX, no copy), so a checkpoint saved between
@@ -34,11 +36,11 @@ from collections.abc import Callable, Collection, Iterator
 import jax
 import keras
 import numpy as np
-import tensorflow as tf
 
 from bertfit.cache import cache_root
 from bertfit.config import TrainConfig
-from bertfit.data.pipeline import INDEX, BucketedInput, runs_of, scatter_outputs
+from bertfit.data.host_input import HostInput
+from bertfit.data.pipeline import INDEX, runs_of, scatter_outputs
 from bertfit.data.tasks import SINGLE_LABEL
 from bertfit.jax_devices import UNCACHEABLE_ONEDNN, DeviceSplit
 from bertfit.model.inputs import features
@@ -86,8 +88,7 @@ class JaxTrainer(JaxStep):
         task_kind: str = SINGLE_LABEL,
         devices: list | None = None,
     ):
-        # The input pipeline's: whole global batches, one "replica" (see the module docstring).
-        self.strategy = tf.distribute.get_strategy()
+        self.strategy = None  # no tf.distribute: the batches are made on the host
         self.split = DeviceSplit(devices)
         with self.split.scope():
             model = build_model()
@@ -163,7 +164,7 @@ class JaxTrainer(JaxStep):
     # ---- host loops ----
 
     def run_plan(
-        self, data: BucketedInput, ends: Collection[int] = ()
+        self, data: HostInput, ends: Collection[int] = ()
     ) -> Iterator[list[tuple[float, float]]]:
         """Takes the steps of `data.plan` in order, as `Trainer.run_plan`: consecutive steps
         of one bucket, up to `steps_per_execution`, between two yields of their (loss,
@@ -198,7 +199,7 @@ class JaxTrainer(JaxStep):
         if self._traces[name] > traces:
             self.trace_seconds[name] += time.perf_counter() - start
 
-    def predict(self, data: BucketedInput, num_examples: int, progress=None) -> np.ndarray:
+    def predict(self, data: HostInput, num_examples: int, progress=None) -> np.ndarray:
         """Probabilities for every example, in the original order; padding rows are dropped."""
         trainable = [v.value for v in self.model.trainable_variables]
         non_trainable = [v.value for v in self.model.non_trainable_variables]

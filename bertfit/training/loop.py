@@ -34,7 +34,7 @@ from bertfit.model.inputs import features
 from bertfit.model.losses import batch_loss, outputs
 from bertfit.training.fused_adamw import FusedAdamW
 from bertfit.training.optimizer import make_optimizer, schedule_for
-from bertfit.training.strategy import XlaChoice
+from bertfit.training.xla import XlaChoice
 
 
 class Trainer:

@@ -18,9 +18,9 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import tensorflow as tf
 
 from bertfit import storage
 from bertfit.checkpoints.pooling import untrained_pooler
@@ -63,9 +63,12 @@ from bertfit.training.run_dir import (
 )
 from bertfit.training.run_length import RunLength
 from bertfit.training.setup import RunSetup, prepare
-from bertfit.training.strategy import XlaChoice
 from bertfit.training.summaries import RunSummaries
+from bertfit.training.xla import XlaChoice
 from bertfit.translate import explain_errors
+
+if TYPE_CHECKING:
+    import tensorflow as tf
 
 
 def train(
@@ -115,7 +118,7 @@ def train(
         _refuse_a_student_without_its_teacher(config.output_dir, adapt, overwrite)
     backend.check(config, distilling=adapt is not None)
     strategy, xla = backend.placement(config, strategy)
-    if not (writes_run and is_chief(strategy)):
+    if not (writes_run and backend.chief(strategy)):
         return _train_as_worker(config, strategy, xla)
     with _claimed(config, resume=resume, overwrite=overwrite) as (config, run_dir, resuming, new):
         console = Console(quiet=quiet)
@@ -470,19 +473,6 @@ def _step_evaluation_seconds(state: TrainingState) -> float:
     return sum(e.metrics["wall_seconds"] for e in state.evaluations if e.global_step != ended)
 
 
-def is_chief(strategy: tf.distribute.Strategy) -> bool:
-    """Whether this process writes the run: always, except on a MultiWorkerMirroredStrategy
-    worker that is not the chief (task "chief", or worker 0 in a cluster without one)."""
-    resolver = getattr(strategy, "cluster_resolver", None)
-    if resolver is None or not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
-        return True
-    return resolver.task_type in (None, "chief") or (
-        resolver.task_type == "worker"
-        and resolver.task_id == 0
-        and "chief" not in resolver.cluster_spec().as_dict()
-    )
-
-
 def _check_same_task(run_dir: TrainingRunDir, setup: RunSetup) -> None:
     saved, task = run_dir.load_task(), setup.task
     if (saved.kind, saved.labels) != (task.kind, task.labels):
@@ -618,7 +608,7 @@ class EpochRunner:
         latest checkpoint is the last good one: the run resumes once the shards are whole."""
         try:
             yield
-        except (tf.errors.DataLossError, tf.errors.OutOfRangeError) as e:
+        except Exception as e:
             error = self.setup.train.read_error(e)  # a streamed set's damaged shard
             if error is None:
                 raise

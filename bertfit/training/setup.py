@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from typing import TYPE_CHECKING
 
 import keras
-import tensorflow as tf
 
 from bertfit.checkpoints.base import Checkpoint
 from bertfit.checkpoints.load import build_encoder, build_tokenizer, read_checkpoint
@@ -39,10 +39,8 @@ from bertfit.data.labelled import (
     read_training_examples,
     window_spec,
 )
-from bertfit.data.pipeline import Batch, BucketedInput
+from bertfit.data.pipeline import Batch
 from bertfit.data.profile import LengthProfile
-from bertfit.data.stream_source import open_stream
-from bertfit.data.streaming import StreamedInput, StreamStep, input_pipelines
 from bertfit.data.tasks import MULTI_LABEL, Task
 from bertfit.data.tfrecord import is_prepared
 from bertfit.data.training_data import Batching, LabelledData, TrainingData
@@ -53,10 +51,16 @@ from bertfit.model.classifier import BertClassifier, prior_log_odds
 from bertfit.model.int8 import INT8, quantize_base
 from bertfit.model.lora import adapted_layers, enable_lora
 from bertfit.runs.metrics import default_metric
-from bertfit.text.base import InGraphTokenizer
-from bertfit.text.windows import WindowSpec
+from bertfit.text.lengths import WindowSpec
 from bertfit.training.backends import RunTrainer, backend_of
-from bertfit.training.strategy import XlaChoice
+from bertfit.training.xla import XlaChoice
+
+if TYPE_CHECKING:
+    import tensorflow as tf
+
+    from bertfit.data.streaming import StreamStep
+    from bertfit.text.base import InGraphTokenizer
+    from bertfit.text.host import HostTokenizer
 
 # ---- the checkpoint ----
 
@@ -73,8 +77,15 @@ def load_checkpoint(config: RunConfig) -> Checkpoint:
     return checkpoint
 
 
-def run_tokenizer(checkpoint: Checkpoint, config: RunConfig) -> InGraphTokenizer:
-    """The checkpoint's tokenizer, with `--lower-case` when given."""
+def run_tokenizer(checkpoint: Checkpoint, config: RunConfig):
+    """The checkpoint's tokenizer, with `--lower-case` when given, as the run's backend
+    tokenizes: in the graph (`InGraphTokenizer`), or on the host (`HostTokenizer`)."""
+    return backend_of(config).tokenizer(checkpoint, config)
+
+
+def shard_tokenizer(checkpoint: Checkpoint, config: RunConfig):
+    """The tokenizer TFRecord shards are written and checked with (`bertfit prepare`,
+    `--streaming`): the in-graph one, whatever the backend, since tf.data reads them."""
     return build_tokenizer(checkpoint, lower_case=config.model.lower_case)
 
 
@@ -89,7 +100,8 @@ class RunSetup:
     Args:
         config: the run's config, its `data.buckets` the resolved list, its `model.pooling`
             the pooling decided (`--pooling`, or what the checkpoint declares).
-        checkpoint, tokenizer: the checkpoint read and its tokenizer.
+        checkpoint, tokenizer: the checkpoint read and its tokenizer (the backend's:
+            in-graph, or on the host).
         task: the task of the training rows; best_metric: `--best-metric` or its default.
         train, eval: the training data, of any kind (`TrainingData`), and the eval rows
             tokenized in memory (None without `--eval`).
@@ -109,7 +121,7 @@ class RunSetup:
 
     config: RunConfig
     checkpoint: Checkpoint
-    tokenizer: InGraphTokenizer
+    tokenizer: InGraphTokenizer | HostTokenizer
     task: Task
     best_metric: str
     train: TrainingData
@@ -132,7 +144,7 @@ class RunSetup:
             self.config,
             self.buckets,
             training=training,
-            pipelines=input_pipelines(self.trainer.strategy),
+            pipelines=backend_of(self.config).input_pipelines(self.trainer.strategy),
             batch_size=batch_size,
             pad_to_longest=not (self.xla.replica_step or static_shapes),
         )
@@ -170,13 +182,15 @@ class RunSetup:
         start: int = 0,
         batch_size: int | None = None,
         static_shapes: bool = False,
-    ) -> BucketedInput | StreamedInput:
+    ):
         """The input of the plan's steps from `start` on (a resumed epoch skips the steps
-        taken); see `batching` for the padding."""
+        taken), as the run's backend reads it (`Backend.input`: tf.data, or NumPy batches
+        made on the host); see `batching` for the padding."""
         batching = self.batching(
             training=training, batch_size=batch_size, static_shapes=static_shapes
         )
-        return data.input(
+        return backend_of(self.config).input(
+            data,
             batching,
             self.trainer.strategy,
             special_ids=self.tokenizer.special_ids,
@@ -188,7 +202,7 @@ class RunSetup:
 
 def prepare(
     config: RunConfig,
-    strategy: tf.distribute.Strategy,
+    strategy: tf.distribute.Strategy | None,
     xla: XlaChoice,
     *,
     saved_buckets: tuple[int, ...] | None = None,
@@ -201,7 +215,7 @@ def prepare(
     checkpoint = load_checkpoint(config)
     tokenizer = run_tokenizer(checkpoint, config)
     loaded = time.perf_counter()
-    train, task, notes, rows_read = read_training(config, tokenizer)
+    train, task, notes, rows_read = read_training(config, checkpoint, tokenizer)
     evaluation = (
         read_labelled(config.data.eval, config, tokenizer, task) if config.data.eval else None
     )
@@ -227,14 +241,19 @@ def prepare(
     return setup
 
 
-def read_training(config: RunConfig, tokenizer) -> tuple[TrainingData, Task, list[str], int]:
+def read_training(
+    config: RunConfig, checkpoint: Checkpoint, tokenizer
+) -> tuple[TrainingData, Task, list[str], int]:
     """The training data as the kind it is, picked here once: a prepared `--train` (`bertfit
     prepare`) or `--streaming` is streamed (`open_stream`: its manifest gives the task, the
-    lengths and the step counts; no row is read before the first step), else every row is read
-    and tokenized in memory. Also its task, notes for the user, and the rows read (before
-    `--max-train-examples`). A wrong `--best-metric` fails before the tokenizing."""
+    lengths and the step counts; no row is read before the first step; TFRecord shards read
+    by tf.data, so with TensorFlow on any backend), else every row is read and tokenized in
+    memory with the run's `tokenizer`. Also its task, notes for the user, and the rows read
+    (before `--max-train-examples`). A wrong `--best-metric` fails before the tokenizing."""
     if is_prepared(config.data.train) or config.data.streaming:
-        stream = open_stream(config, tokenizer)
+        from bertfit.data.stream_source import open_stream
+
+        stream = open_stream(config, shard_tokenizer(checkpoint, config))
         resolve_best_metric(config, stream.manifest.task)
         return stream, stream.manifest.task, [], len(stream)
     rows = read_training_examples(config.data.train, config)
@@ -248,10 +267,10 @@ def read_training(config: RunConfig, tokenizer) -> tuple[TrainingData, Task, lis
 
 def assemble(
     config: RunConfig,
-    strategy: tf.distribute.Strategy,
+    strategy: tf.distribute.Strategy | None,
     xla: XlaChoice,
     checkpoint: Checkpoint,
-    tokenizer: InGraphTokenizer,
+    tokenizer,
     task: Task,
     train: TrainingData,
     evaluation: LabelledData | None = None,
@@ -278,9 +297,8 @@ def assemble(
         model=dataclasses.replace(config.model, pooling=pooling),
         data=dataclasses.replace(config.data, buckets=list(resolved.lengths)),
     )
-    batching = Batching.of(
-        config, resolved.lengths, training=True, pipelines=input_pipelines(strategy)
-    )
+    pipelines = backend_of(config).input_pipelines(strategy)
+    batching = Batching.of(config, resolved.lengths, training=True, pipelines=pipelines)
     notes = [
         *filter(None, [pooling_note]),  # first: it changes what is trained
         *(notes or []),
@@ -375,7 +393,7 @@ def make_trainer(
     checkpoint: Checkpoint,
     task: Task,
     config: RunConfig,
-    strategy: tf.distribute.Strategy,
+    strategy: tf.distribute.Strategy | None,
     total_steps: int,
     xla: XlaChoice,
     head_bias: list[float] | None = None,

@@ -15,7 +15,7 @@ from bertfit.data.chunks import CHUNK_ROWS
 from bertfit.data.shard_writer import write_prepared
 from bertfit.data.stream_source import shard_source
 from bertfit.data.tfrecord import Manifest
-from bertfit.training.setup import load_checkpoint, run_tokenizer
+from bertfit.training.setup import load_checkpoint, shard_tokenizer
 
 
 def prepare_shards(
@@ -29,7 +29,7 @@ def prepare_shards(
     """Tokenizes `config.data.train` for `config.model` into TFRecord shards in `output`
     (`write_prepared`): the model's name, max_seq_length, lower_case and task, and how to read
     the file (format, columns, label separator) come from `config`."""
-    tokenizer = run_tokenizer(load_checkpoint(config), config)
+    tokenizer = shard_tokenizer(load_checkpoint(config), config)
     return write_prepared(
         shard_source(config),
         output,

@@ -216,7 +216,7 @@ def _setup(model_dir, tmp_path, train_rows, eval_rows=None, **model):
 
     from bertfit.config import DataConfig, ModelConfig, RunConfig, TrainConfig
     from bertfit.training.setup import prepare
-    from bertfit.training.strategy import XlaChoice
+    from bertfit.training.xla import XlaChoice
 
     dev = None if eval_rows is None else str(write_csv(tmp_path / "dev.csv", eval_rows))
     config = RunConfig(

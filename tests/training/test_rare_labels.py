@@ -20,7 +20,7 @@ from bertfit.runs.calibration import Calibration, label_thresholds
 from bertfit.training.collapse import collapse_warning
 from bertfit.training.run import train
 from bertfit.training.setup import head_bias, prepare
-from bertfit.training.strategy import XlaChoice
+from bertfit.training.xla import XlaChoice
 from tests.conftest import BUCKETS
 from tests.tiny import tagged_rows, write_jsonl
 

@@ -18,7 +18,7 @@ from bertfit.inference.run import evaluate, predict
 from bertfit.runs.run_dir import RunDir
 from bertfit.training.run import train
 from bertfit.training.setup import load_checkpoint, make_trainer
-from bertfit.training.strategy import XlaChoice
+from bertfit.training.xla import XlaChoice
 from tests.conftest import BUCKETS
 from tests.tiny import sentiment_rows, write_csv
 

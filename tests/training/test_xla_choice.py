@@ -2,7 +2,7 @@ from types import SimpleNamespace
 
 import tensorflow as tf
 
-from bertfit.training.strategy import XlaChoice
+from bertfit.training.xla import XlaChoice
 
 
 def _strategy(device: str, replicas: int):
