@@ -230,3 +230,22 @@ def test_a_distilled_student_trains_exports_and_reuses_the_teachers_labels(
     (again / "metrics.json").write_text('{"status": "running"}')
     code, err = _errors(capsys, ["train", "--config", str(again / "config.yaml"), "--resume"])
     assert code == 2 and "is a `bertfit distill` student" in err
+
+
+@pytest.mark.slow
+def test_a_student_collapsed_onto_one_class_is_warned_as_a_trained_run_is(
+    trained_run, trainable_hf_dir, tmp_path, capsys
+):
+    # The student's training labels are the teacher's soft targets; the collapse warning
+    # counts the rows' classes (it crashed on the soft targets: "object too deep").
+    run = trained_run[1].run_dir
+    out = tmp_path / "student"
+    argv = ["distill", "--teacher", run, "--student-model", str(trainable_hf_dir)]
+    argv += ["--output-dir", str(out), "--epochs", "1", "--learning-rate", "1e-3"]
+    argv += ["--calibrate", "off", "--max-seq-length", "16", "--quiet", "--no-report"]
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert "bertfit: warning: the model predicts 1 of the 2 classes" in err
+    assert "The training labels are near-balanced" in err  # counted from the student's rows
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["status"] == "finished" and metrics["epochs"][0]["eval"]["warnings"]

@@ -798,8 +798,8 @@ class EpochRunner:
             tuned = dataclasses.replace(task, thresholds=label_thresholds(data.labels, outputs))
             metrics.pop("threshold")
             metrics.update(task_metrics(tuned, data.labels, outputs))
-        training_labels = self.setup.train.labels  # None: a streamed set's are not in memory
-        warning = collapse_warning(task, data.labels, outputs, self.config.train, training_labels)
+        training = self.setup.training_labels
+        warning = collapse_warning(task, data.labels, outputs, self.config.train, training)
         if warning:
             metrics["warnings"] = [warning]
             self.run_dir.log(f"warning: {warning}")

@@ -19,6 +19,7 @@ import time
 from typing import TYPE_CHECKING
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 from bertfit.checkpoints.base import Checkpoint
@@ -103,6 +104,9 @@ class RunSetup:
             `JaxTrainer` with `--backend jax`).
         notes: what the user should read before training (task inferred, buckets chosen).
         rows_read: training rows in the files, before `--max-train-examples`.
+        training_labels: the training rows' targets as read (None when streamed), which the
+            collapse warning counts: `train(adapt=...)` may change `train.labels` (`bertfit
+            distill` trains on the teacher's soft labels), never these.
         seconds: time spent loading, tokenizing and building.
     """
 
@@ -118,6 +122,7 @@ class RunSetup:
     trainer: Trainer | JaxTrainer
     notes: list[str]
     rows_read: int
+    training_labels: np.ndarray | None = None
     seconds: dict[str, float] = dataclasses.field(default_factory=dict)
 
     def batching(
@@ -296,6 +301,7 @@ def assemble(
         trainer=trainer,
         notes=notes,
         rows_read=rows_read,
+        training_labels=getattr(train, "labels", None),
     )
 
 
