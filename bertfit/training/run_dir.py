@@ -280,8 +280,9 @@ class TrainingRunDir(RunDir):
         if note:
             print(f"bertfit: {note}", file=sys.stderr)
         for name in leftovers(p.name for p in self.path.iterdir()):
-            if leftover_of(name)[1] != os.getpid():
-                (self.path / name).unlink(missing_ok=True)
+            if leftover_of(name)[1] != os.getpid():  # a folder: a killed distill's set
+                leftover = self.path / name
+                shutil.rmtree(leftover) if leftover.is_dir() else leftover.unlink(missing_ok=True)
         return lock
 
     def _check_writable(self) -> None:
