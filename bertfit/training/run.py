@@ -48,6 +48,7 @@ from bertfit.runs.records import (
     RunSummary,
     StepEvaluation,
 )
+from bertfit.runs.run_dir import BEFORE_RUN_ENTRIES
 from bertfit.training import remote_run
 from bertfit.training.checkpointing import (
     CheckpointWriteError,
@@ -247,7 +248,8 @@ def _train(
         adapt(setup)
     for note in setup.notes:
         console.say(f"bertfit: {note}")
-    run_dir.create(overwrite=overwrite)  # after everything that can refuse the run's input
+    # after everything that can refuse the run's input; a distillation keeps its labels
+    run_dir.create(overwrite=overwrite, keep=BEFORE_RUN_ENTRIES if adapt else ())
     if new_directory:
         run_dir.link_as_latest()
     if resuming:
