@@ -103,8 +103,8 @@ def distill(
     student from them; returns the student's run summary.
 
     A command refused before the student's first step leaves nothing behind: the labels it
-    wrote are removed (the corrected command labels again), and with `overwrite` the previous
-    run is cleared only once the student's run starts (its labels are replaced)."""
+    wrote are removed (the corrected command labels again); with `overwrite` the previous
+    run's checkpoints and results are cleared only once the student's run starts."""
     options.validate()
     teacher_dir = open_teacher(options.teacher)
     out = Path(config.output_dir)
