@@ -19,6 +19,7 @@ from bertfit.config import BACKENDS, DATA_FORMATS, ENGINES, JAX_BACKEND, TASKS, 
 from bertfit.errors import BertfitError, TrainingInterrupted
 from bertfit.export.formats import FORMATS as EXPORT_FORMATS
 from bertfit.flags import add_flags, flags_of, given
+from bertfit.paths import check_not_nested
 from bertfit.run_flags import (
     RUN_FLAGS,
     add_run_output_arguments,
@@ -53,6 +54,7 @@ def cmd_train(args) -> int:
     from bertfit.training.run import train
 
     config = run_config_from_args(args)
+    check_not_nested(config.output_dir, "--output-dir")
     summary = train(
         config,
         quiet=args.quiet,
@@ -113,6 +115,7 @@ def cmd_distill(args) -> int:
     teacher = open_teacher(options.teacher)
     base = RunConfig.load(args.config) if args.config else teacher.load_config()
     config = student_config(base, args.output_dir, given(args, RUN_FLAGS.values()))
+    check_not_nested(config.output_dir, "--output-dir")
     summary = distill(
         config,
         options,
@@ -132,6 +135,7 @@ def cmd_tune(args) -> int:
     from bertfit.sweeps.tune import tune
 
     base, spec = sweep_from_args(args)
+    check_not_nested(args.output_dir, "--output-dir")
     results = tune(base, spec, args.output_dir, quiet=args.quiet, reports=not args.no_report)
     chosen, run = results.chosen, results.chosen_run
     if args.json:
@@ -175,6 +179,7 @@ def cmd_audit(args) -> int:
         summary = audit_sweep(args.from_sweep, report=not args.no_report, **audit_options(args))
     else:
         base, spec = training_from_args(args)
+        check_not_nested(args.output_dir, "--output-dir")
         summary = audit_training(
             base, spec, args.output_dir, quiet=args.quiet, reports=not args.no_report,
             **audit_options(args),
@@ -383,6 +388,7 @@ def cmd_report(args) -> int:
 def cmd_demo(args) -> int:
     from bertfit.demo import run_demo
 
+    check_not_nested(args.output_dir, "--output-dir")
     run_demo(
         output_dir=args.output_dir,
         epochs=args.epochs,

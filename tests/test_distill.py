@@ -144,6 +144,10 @@ def test_distill_mistakes_exit_2_with_one_clear_line(trained_run, tmp_path, caps
             "--student-model CHECKPOINT",
         ),
         "no output directory": (["--teacher", run], "--output-dir STUDENT is required"),
+        "the teacher as the student": (
+            ["--teacher", run, "--output-dir", run, "--overwrite"],
+            "is the teacher's run (--teacher)",
+        ),
         "a soft weight above 1": (
             ["--teacher", run, "--output-dir", out, "--soft-weight", "2"],
             "--soft-weight must be between 0 and 1",

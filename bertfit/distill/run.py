@@ -108,6 +108,11 @@ def distill(
     options.validate()
     teacher_dir = open_teacher(options.teacher)
     out = Path(config.output_dir)
+    if out.resolve() == teacher_dir.path.resolve():
+        raise ConfigError(
+            f"--output-dir {out} is the teacher's run (--teacher); the student is a run of its "
+            "own: choose another --output-dir."
+        )
     folder = out / DISTILL_DIR
     student = _student_run(config, options, folder)
     TrainingRunDir(out).plan_start(student, resume=resume, overwrite=overwrite)

@@ -33,10 +33,12 @@ from bertfit.atomic import write_text_atomic
 from bertfit.config import RunConfig
 from bertfit.data.tasks import MULTI_LABEL, SINGLE_LABEL
 from bertfit.errors import ConfigError, DataError
+from bertfit.paths import check_output_dir
 from bertfit.report import figure, page, section, table
 from bertfit.sweeps.confident import LabelIssues, find_label_issues
 from bertfit.sweeps.spec import SweepSpec
 
+AUDIT_DIR = "audit"  # in the sweep directory, the default --output
 ISSUES_FILE = "issues.csv"
 SUMMARY_FILE = "audit.json"
 CLEAN_FILE = "train-without-issues.jsonl"
@@ -134,11 +136,11 @@ def audit_sweep(
     """Audits the training labels of the k-fold sweep in `sweep`; writes `output` (default
     SWEEP/audit, see the module docstring) and returns the summary (audit.json's)."""
     sweep = Path(sweep)
+    own = sweep / AUDIT_DIR
+    folder = Path(output) if output is not None else own
+    check_output_dir(folder, "--output", own=[own])  # not a run's or another sweep's folder
     out_of_fold = read_out_of_fold(sweep, trial)
     issues = find_label_issues(out_of_fold.given, out_of_fold.probabilities, method, rank_by)
-    folder = Path(output) if output is not None else sweep / "audit"
-    if folder.exists() and not folder.is_dir():
-        raise ConfigError(f"--output {folder} is a file; give a directory for the audit.")
     folder.mkdir(parents=True, exist_ok=True)
     config = RunConfig.from_dict(_sweep_spec(sweep)["config"], str(sweep / "sweep.json"))
     summary = _summary(sweep, out_of_fold, issues, method, rank_by)

@@ -178,6 +178,33 @@ def test_seeds_are_averaged_and_a_changed_predictions_file_is_refused(tmp_path, 
     assert "oof-seed1.jsonl:1: not an out-of-fold prediction" in capsys.readouterr().err
 
 
+def test_audit_writes_its_own_folder_and_no_run_or_other_sweep(tmp_path, capsys):
+    labels = ["neg", "neg", "neg", "pos", "pos", "pos"]
+    p = [[0.9, 0.1], [0.8, 0.2], [0.2, 0.8], [0.1, 0.9], [0.2, 0.8], [0.9, 0.1]]
+    sweep = _sweep_dir(tmp_path, labels, p)
+    other = _sweep_dir(tmp_path / "other", labels, p)
+    run = sweep / "runs" / "t1" / "seed0-fold1"  # a finished run, as `bertfit train` leaves it
+    (run / "encoder").mkdir(parents=True)
+    for name in ("config.yaml", "labels.json", "metrics.json"):
+        (run / name).write_text("{}")
+    (run / "report.html").write_text("the run's report")
+    for output, words in [
+        (run, "is the run directory"),
+        (sweep, "is the sweep directory"),
+        (other / "audit", "is inside the sweep directory"),  # another sweep's audit
+    ]:
+        assert main(["audit", "--from", str(sweep), "--output", str(output)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert words in err and len(err.splitlines()) == 1, err
+    assert (run / "report.html").read_text() == "the run's report"
+    assert sorted(p.name for p in run.iterdir()) == [
+        "config.yaml", "encoder", "labels.json", "metrics.json", "report.html"
+    ]  # fmt: skip
+    assert not (sweep / ISSUES_FILE).exists() and not (other / "audit").exists()
+    for own in (None, sweep / "audit"):  # the sweep's own audit folder, named or not
+        assert audit_sweep(sweep, own, report=False)["output"] == str(sweep / "audit")
+
+
 def test_audit_refuses_regression_and_a_sweep_without_folds(tmp_path, capsys):
     sweep = _sweep_dir(tmp_path, ["1.0", "2.0"], [[0.5, 0.5]] * 2, kind="regression")
     with pytest.raises(DataError, match="single-label classification.*regression"):
