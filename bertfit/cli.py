@@ -184,6 +184,8 @@ def cmd_audit(args) -> int:
             base, spec, args.output_dir, quiet=args.quiet, reports=not args.no_report,
             **audit_options(args),
         )  # fmt: skip
+    if summary["warning"]:
+        print(f"bertfit audit: warning: {summary['warning']}", file=sys.stderr)
     if args.json:
         print(json.dumps(summary))
         return 0
