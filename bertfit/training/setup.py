@@ -19,6 +19,7 @@ import dataclasses
 import time
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 from bertfit.checkpoints.base import Checkpoint
@@ -104,6 +105,9 @@ class RunSetup:
         rows_read: training rows in the files, before `--max-train-examples`.
         declared_pooling: the pooling the checkpoint declares (a sentence-transformers
             model's), None when it declares none.
+        training_labels: the training rows' targets as read (None when streamed), which the
+            collapse warning counts: `train(adapt=...)` may change `train.labels` (`bertfit
+            distill` trains on the teacher's soft labels), never these.
         seconds: time spent loading, tokenizing and building.
     """
 
@@ -120,6 +124,7 @@ class RunSetup:
     notes: list[str]
     rows_read: int
     declared_pooling: DeclaredPooling | None = None
+    training_labels: np.ndarray | None = None
     seconds: dict[str, float] = dataclasses.field(default_factory=dict)
 
     def batching(
@@ -309,6 +314,7 @@ def assemble(
         notes=notes,
         rows_read=rows_read,
         declared_pooling=declared,
+        training_labels=getattr(train, "labels", None),
     )
 
 
