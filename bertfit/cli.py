@@ -19,6 +19,7 @@ from bertfit.config import BACKENDS, DATA_FORMATS, ENGINES, TASKS, TENSORFLOW_BA
 from bertfit.errors import BertfitError, TrainingInterrupted
 from bertfit.export.formats import FORMATS as EXPORT_FORMATS
 from bertfit.flags import add_flags, flags_of, given
+from bertfit.paths import check_not_nested
 from bertfit.run_flags import (
     RUN_FLAGS,
     add_run_output_arguments,
@@ -53,6 +54,7 @@ def cmd_train(args) -> int:
     from bertfit.training.run import train
 
     config = run_config_from_args(args)
+    check_not_nested(config.output_dir, "--output-dir")
     summary = train(
         config,
         quiet=args.quiet,
@@ -116,6 +118,7 @@ def cmd_distill(args) -> int:
     base = RunConfig.load(args.config) if args.config else teacher.load_config()
     flags = given(args, RUN_FLAGS.values())
     config = student_config(base, args.output_dir, flags, options.student_model)
+    check_not_nested(config.output_dir, "--output-dir")
     summary = distill(
         config,
         options,
@@ -135,6 +138,7 @@ def cmd_tune(args) -> int:
     from bertfit.sweeps.tune import tune
 
     base, spec = sweep_from_args(args)
+    check_not_nested(args.output_dir, "--output-dir")
     results = tune(base, spec, args.output_dir, quiet=args.quiet, reports=not args.no_report)
     chosen, run = results.chosen, results.chosen_run
     if args.json:
@@ -178,10 +182,13 @@ def cmd_audit(args) -> int:
         summary = audit_sweep(args.from_sweep, report=not args.no_report, **audit_options(args))
     else:
         base, spec = training_from_args(args)
+        check_not_nested(args.output_dir, "--output-dir")
         summary = audit_training(
             base, spec, args.output_dir, quiet=args.quiet, reports=not args.no_report,
             **audit_options(args),
         )  # fmt: skip
+    if summary["warning"]:
+        print(f"bertfit audit: warning: {summary['warning']}", file=sys.stderr)
     if args.json:
         print(json.dumps(summary))
         return 0
@@ -388,6 +395,7 @@ def cmd_report(args) -> int:
 def cmd_demo(args) -> int:
     from bertfit.demo import run_demo
 
+    check_not_nested(args.output_dir, "--output-dir")
     run_demo(
         output_dir=args.output_dir,
         epochs=args.epochs,

@@ -161,6 +161,10 @@ def test_distill_mistakes_exit_2_with_one_clear_line(trained_run, tmp_path, caps
             "--student-model CHECKPOINT",
         ),
         "no output directory": (["--teacher", run], "--output-dir STUDENT is required"),
+        "the teacher as the student": (
+            ["--teacher", run, "--output-dir", run, "--overwrite"],
+            "is the teacher's run (--teacher)",
+        ),
         "a soft weight above 1": (
             ["--teacher", run, "--output-dir", out, "--soft-weight", "2"],
             "--soft-weight must be between 0 and 1",
@@ -247,3 +251,53 @@ def test_a_distilled_student_trains_exports_and_reuses_the_teachers_labels(
     (again / "metrics.json").write_text('{"status": "running"}')
     code, err = _errors(capsys, ["train", "--config", str(again / "config.yaml"), "--resume"])
     assert code == 2 and "is a `bertfit distill` student" in err
+
+
+@pytest.mark.slow
+def test_a_student_collapsed_onto_one_class_is_warned_as_a_trained_run_is(
+    trained_run, trainable_hf_dir, tmp_path, capsys
+):
+    # The student's training labels are the teacher's soft targets; the collapse warning
+    # counts the rows' classes (it crashed on the soft targets: "object too deep").
+    run = trained_run[1].run_dir
+    out = tmp_path / "student"
+    argv = ["distill", "--teacher", run, "--student-model", str(trainable_hf_dir)]
+    argv += ["--output-dir", str(out), "--epochs", "1", "--learning-rate", "1e-3"]
+    argv += ["--calibrate", "off", "--max-seq-length", "16", "--quiet", "--no-report"]
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert "bertfit: warning: the model predicts only 1 of the 2 classes" in err
+    assert "The training labels are near-balanced" in err  # counted from the student's rows
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["status"] == "finished" and metrics["epochs"][0]["eval"]["warnings"]
+
+
+@pytest.mark.slow
+def test_a_refused_distillation_writes_nothing_and_keeps_the_run_it_would_replace(
+    trained_run, tmp_path, capsys
+):
+    run = trained_run[1].run_dir
+    out = tmp_path / "students" / "first"
+    argv = ["distill", "--teacher", run, "--output-dir", str(out), "--max-seq-length", "16"]
+    # the student's own flags are refused before the teacher labels a row
+    for flags, words in [
+        (["--student-layers", "1", "--backend", "jax"], "TensorFlow only"),
+        (["--student-model", str(tmp_path / "nothere")], "nothere: no such file or directory"),
+    ]:
+        code, err = _errors(capsys, [*argv, *flags])
+        assert code == 2 and words in err and len(err.splitlines()) == 1, err
+    # refused once the teacher labelled the rows (a missing --eval): its labels go too, so the
+    # command with other settings is not refused for them
+    for temperature in ("2", "3"):
+        missing_eval = ["--eval", str(tmp_path / "none.csv"), "--temperature", temperature]
+        code, err = _errors(capsys, [*argv, "--student-layers", "1", *missing_eval])
+        assert code == 2 and "none.csv: file not found" in err, err
+        assert not (tmp_path / "students").exists()
+
+    # --overwrite over a finished run clears it only once the new student starts
+    shutil.copytree(run, out, ignore=shutil.ignore_patterns(".lock"))
+    before = sorted(p.name for p in out.iterdir())
+    code, err = _errors(capsys, [*argv, "--student-layers", "1", *missing_eval, "--overwrite"])
+    assert code == 2 and "none.csv: file not found" in err
+    assert sorted(p.name for p in out.iterdir()) == before
+    assert json.loads((out / "metrics.json").read_text())["status"] == "finished"

@@ -31,10 +31,12 @@ def read_checkpoint(path: Path) -> Checkpoint:
     The returned checkpoint's `detection` says what was found; a signature-only SavedModel or a
     preprocessing model raises `CheckpointError` explaining why it cannot be fine-tuned.
     """
-    return read_detection(_detect(Path(path)))
+    return read_detection(detect_checkpoint(Path(path)))
 
 
-def _detect(path: Path) -> Detection:
+def detect_checkpoint(path: Path) -> Detection:
+    """What `detect` recognises at `path`; a path that is not there names the packaged
+    models (`checkpoints.registry`) instead."""
     if not path.exists() and not Path(f"{path}.index").is_file():
         names = ", ".join(PACKAGED_MODELS)
         raise CheckpointError(
@@ -254,7 +256,7 @@ def load_encoder(
     TensorShape([1, 384])
     """
     path = resolve(path)
-    found = _detect(path)
+    found = detect_checkpoint(path)
     signature_only = found.format in (SIGNATURE_ONLY, TF1_SAVEDMODEL)
     if not trainable and signature_only and _loads_frozen(found):
         checkpoint = OpaqueCheckpoint(

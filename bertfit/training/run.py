@@ -43,6 +43,7 @@ from bertfit.runs.records import (
     RunSummary,
     StepEvaluation,
 )
+from bertfit.runs.run_dir import BEFORE_RUN_ENTRIES
 from bertfit.training import remote_run
 from bertfit.training.backends import backend_of
 from bertfit.training.checkpointing import (
@@ -230,7 +231,8 @@ def _train(
         adapt(setup)
     for note in setup.notes:
         console.say(f"bertfit: {note}")
-    run_dir.create(overwrite=overwrite)  # after everything that can refuse the run's input
+    # after everything that can refuse the run's input; a distillation keeps its labels
+    run_dir.create(overwrite=overwrite, keep=BEFORE_RUN_ENTRIES if adapt else ())
     if new_directory:
         run_dir.link_as_latest()
     if resuming:
@@ -762,14 +764,13 @@ class EpochRunner:
             tuned = dataclasses.replace(task, thresholds=label_thresholds(data.labels, outputs))
             metrics.pop("threshold")
             metrics.update(task_metrics(tuned, data.labels, outputs))
-        training_labels = self.setup.train.labels  # None: a streamed set's are not in memory
         pooler = untrained_pooler(
             self.config.model.pooling,
             self.setup.declared_pooling,
             self.trainer.model.encoder.load_report.missing,
         )
         warning = collapse_warning(
-            task, data.labels, outputs, self.config.train, training_labels, pooler
+            task, data.labels, outputs, self.config.train, self.setup.training_labels, pooler
         )
         if warning:
             metrics["warnings"] = [warning]

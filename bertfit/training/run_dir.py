@@ -29,6 +29,7 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Collection
 from pathlib import Path
 
 import numpy as np
@@ -294,8 +295,9 @@ class TrainingRunDir(RunDir):
         if note:
             print(f"bertfit: {note}", file=sys.stderr)
         for name in leftovers(p.name for p in self.path.iterdir()):
-            if leftover_of(name)[1] != os.getpid():
-                (self.path / name).unlink(missing_ok=True)
+            if leftover_of(name)[1] != os.getpid():  # a folder: a killed distill's set
+                leftover = self.path / name
+                shutil.rmtree(leftover) if leftover.is_dir() else leftover.unlink(missing_ok=True)
         return lock
 
     def _check_writable(self) -> None:
@@ -316,11 +318,12 @@ class TrainingRunDir(RunDir):
                 f"({e.strerror}); choose a directory you can write to."
             ) from None
 
-    def create(self, *, overwrite: bool = False) -> None:
-        """Makes the directory (clearing a previous run first with `overwrite`)."""
+    def create(self, *, overwrite: bool = False, keep: Collection[str] = ()) -> None:
+        """Makes the directory (clearing a previous run first with `overwrite`, all but the
+        entries named in `keep`)."""
         if overwrite and self.path.exists():
             for entry in self.path.iterdir():
-                if entry.name == LOCK_FILE:  # this run's own lock
+                if entry.name == LOCK_FILE or entry.name in keep:  # the lock: this run's own
                     continue
                 shutil.rmtree(
                     entry

@@ -20,6 +20,7 @@ import time
 from typing import TYPE_CHECKING
 
 import keras
+import numpy as np
 
 from bertfit.checkpoints.base import Checkpoint
 from bertfit.checkpoints.load import build_encoder, build_tokenizer, read_checkpoint
@@ -116,6 +117,9 @@ class RunSetup:
         rows_read: training rows in the files, before `--max-train-examples`.
         declared_pooling: the pooling the checkpoint declares (a sentence-transformers
             model's), None when it declares none.
+        training_labels: the training rows' targets as read (None when streamed), which the
+            collapse warning counts: `train(adapt=...)` may change `train.labels` (`bertfit
+            distill` trains on the teacher's soft labels), never these.
         seconds: time spent loading, tokenizing and building.
     """
 
@@ -132,6 +136,7 @@ class RunSetup:
     notes: list[str]
     rows_read: int
     declared_pooling: DeclaredPooling | None = None
+    training_labels: np.ndarray | None = None
     seconds: dict[str, float] = dataclasses.field(default_factory=dict)
 
     def batching(
@@ -327,6 +332,7 @@ def assemble(
         notes=notes,
         rows_read=rows_read,
         declared_pooling=declared,
+        training_labels=getattr(train, "labels", None),
     )
 
 
