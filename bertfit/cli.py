@@ -30,12 +30,27 @@ from bertfit.run_flags import (
 from bertfit.serve.options import ServeOptions
 from bertfit.sweeps.audit_flags import add_audit_arguments, select_audit_backend
 from bertfit.sweeps.flags import add_tune_arguments, select_sweep_backend, sweep_from_args
-from bertfit.tf_startup import select_keras_backend, start_tensorflow
+from bertfit.tf_build import require_tensorflow
+from bertfit.tf_startup import keras_backend, select_keras_backend, start_tensorflow
 
 # The commands whose preflight makes --backend Keras' backend (`select_run_backend`, tune's and
 # audit's `select_sweep_backend`, `select_audit_backend`, evaluate's and predict's
 # `select_inference_backend`); every other runs Keras on TensorFlow.
 BACKEND_COMMANDS = ("train", "doctor", "check", "tune", "audit", "evaluate", "predict")
+# Those of them that load TensorFlow only when their backend needs it
+# (`Backend.loads_tensorflow`: not --backend jax); `doctor` reports TensorFlow's build on any.
+TENSORFLOW_ON_DEMAND = ("train", "check", "tune", "audit", "evaluate", "predict")
+# What runs without TensorFlow, said when a command that needs it is refused where it is not
+# installed (a JAX-only install)
+WITHOUT_TENSORFLOW = {
+    "export": "a run trained with --backend jax exports on any machine that has it",
+    "serve": "a run trained with --backend jax is served on any machine that has it; "
+    "bertfit predict --backend jax needs none",
+}
+JAX_RUNS = (
+    "bertfit train, evaluate, predict and check with --backend jax run without it: "
+    "pip install 'bertfit[jax]'"
+)
 
 # What the system refuses for reasons outside bertfit: a full disk, a read-only file system, no
 # permission. Said in one line like a user mistake; any other OSError is a bug and is raised.
@@ -683,6 +698,20 @@ def _add_audit(sub) -> None:
     audit.set_defaults(handler=cmd_audit, preflight=select_audit_backend)
 
 
+def loads_tensorflow(args) -> bool:
+    """Whether the command runs on TensorFlow: not the onnx engine of evaluate and predict
+    (`engine_run` starts TensorFlow where it needs it; serve's signatures are TensorFlow's with
+    either engine), not a command whose backend needs none (`TENSORFLOW_ON_DEMAND`); every
+    other."""
+    from bertfit.training.backends import BACKENDS as TRAINING_BACKENDS
+
+    if getattr(args, "engine", None) == "onnx" and args.command != "serve":
+        return False
+    if args.command in TENSORFLOW_ON_DEMAND:
+        return TRAINING_BACKENDS[keras_backend()].loads_tensorflow
+    return True
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)  # --help and usage errors exit here, without TensorFlow
     try:
@@ -691,10 +720,10 @@ def main(argv: list[str] | None = None) -> int:
             preflight(args)
         if args.command not in BACKEND_COMMANDS:  # a KERAS_BACKEND=jax exported for them
             select_keras_backend(TENSORFLOW_BACKEND)  # must not reach the TensorFlow commands
-        # Before any handler imports TensorFlow: it reads its settings on load. The onnx
-        # engine of evaluate and predict runs without it (`engine_run` starts it where it
-        # needs it); serve's signatures are TensorFlow's with either engine.
-        if getattr(args, "engine", None) != "onnx" or args.command == "serve":
+        # Before any handler imports TensorFlow: it reads its settings on load.
+        if loads_tensorflow(args):
+            note = WITHOUT_TENSORFLOW.get(args.command, JAX_RUNS)
+            require_tensorflow(f"bertfit {args.command}", note)
             start_tensorflow(for_inference=args.command in INFERENCE_COMMANDS)
         return args.handler(args)
     except BertfitError as e:

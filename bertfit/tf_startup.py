@@ -210,6 +210,14 @@ def _import_failed(error: ImportError, output) -> str:
     return f"TensorFlow could not be imported: {explain_fatal(text)}"
 
 
+def keras_backend() -> str:
+    """The Keras backend this process runs on, or will once Keras is imported: KERAS_BACKEND
+    (as `select_keras_backend` set it), else Keras' default, TensorFlow."""
+    if "keras" in sys.modules:
+        return sys.modules["keras"].backend.backend()
+    return os.environ.get("KERAS_BACKEND") or "tensorflow"
+
+
 def select_keras_backend(name: str) -> None:
     """Makes `name` ("tensorflow" or "jax", `--backend`) the Keras backend of this process and
     of the processes it starts. Keras reads KERAS_BACKEND once, when it is imported (and

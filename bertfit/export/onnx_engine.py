@@ -102,8 +102,14 @@ def _source_of(folder: Path) -> str | None:
 def _make_export(run: Path, fingerprint: str) -> Path:
     """Exports the run (with TensorFlow) into `RUN/onnx-engine/<next version>/`, then removes
     the versions made from an older state of the run."""
+    from bertfit.tf_build import require_tensorflow
     from bertfit.tf_startup import start_tensorflow
 
+    require_tensorflow(
+        "--engine onnx making the run's ONNX export",
+        "ONNX Runtime runs an export made on a machine that has it: bertfit export "
+        "--format onnx --run RUN OUT there, then --engine onnx --run OUT",
+    )
     start_tensorflow(for_inference=True)
     from bertfit.export.portable import ExportWriteError
     from bertfit.inference.predictor import Classifier

@@ -6,13 +6,14 @@ or the CPU), giving the outputs, files and metrics of TensorFlow's (`inference/p
     bertfit.inference.run.evaluate(clf, "test.csv")
 
 The texts go the way a run's evaluation goes in `bertfit train --backend jax`: the run's
-tokenizer and input pipeline (`encode_labelled`: full global batches at the run's length
-buckets, or documents in windows with `--long-documents chunk`), then one `jax.jit`-ted predict
-step (one compile per bucket shape), each batch split along its rows over this host's devices
-(`jax_devices.DeviceSplit`). The model is the run's checkpoint as `restored_model` restores it
-for TensorFlow (one checkpoint format: `bertfit.runs.weights`). The step gives the logits, and
-`task_outputs`, the function TensorFlow's graph runs, gives them their meaning (calibration,
-label names, thresholds, the targets' units). Nothing here comes from `training/`.
+tokenizer on the host and its NumPy batches (`encode_labelled`, `host_input`: full global
+batches at the run's length buckets, or documents in windows with `--long-documents chunk`),
+then one `jax.jit`-ted predict step (one compile per bucket shape), each batch split along its
+rows over this host's devices (`jax_devices.DeviceSplit`). The model is the run's checkpoint as
+`restored_model` restores it for TensorFlow (one checkpoint format: `bertfit.runs.weights`).
+The step gives the logits, and `logit_outputs` gives them the meaning TensorFlow's graph
+gives them (calibration, label names, thresholds, the targets' units). Nothing here comes from
+`training/`, and nothing imports TensorFlow.
 """
 
 from __future__ import annotations
@@ -23,15 +24,15 @@ from pathlib import Path
 import jax
 import keras
 import numpy as np
-import tensorflow as tf
 
 from bertfit.config import JAX_BACKEND
+from bertfit.data.host_input import HostInput
 from bertfit.data.labelled import encode_labelled
-from bertfit.data.pipeline import INDEX, BucketedInput, scatter_outputs
+from bertfit.data.pipeline import INDEX, scatter_outputs
 from bertfit.data.sources import Example
 from bertfit.data.training_data import Batching
-from bertfit.inference.outputs import task_outputs
-from bertfit.inference.predictor import restored_model, run_metadata
+from bertfit.inference.outputs import logit_outputs
+from bertfit.inference.run_model import restored_model, run_metadata
 from bertfit.inference.texts import BATCH_SIZE, TextClassifier, checked_batch_size
 from bertfit.jax_devices import DeviceSplit
 from bertfit.model.inputs import features
@@ -63,7 +64,7 @@ class JaxClassifier(TextClassifier):
         self.metadata = run_metadata(self.config, self.task)
         self.labels: list[str] = list(self.task.labels)
         self.pairs: bool = self.metadata["pairs"]
-        self.tokenizer = run_dir.load_tokenizer()
+        self.tokenizer = run_dir.load_host_tokenizer()
         self.split = DeviceSplit(jax.local_devices())
         self.batch_size = -(-checked_batch_size(batch_size) // self.split.replicas)
         self.batch_size *= self.split.replicas
@@ -89,10 +90,7 @@ class JaxClassifier(TextClassifier):
         """Every output of the model by name (see `bertfit.inference.outputs`), rows in input
         order, as `Classifier.outputs` gives them."""
         texts, text_pairs = self.checked_texts(texts, text_pairs)
-        logits = self.logits(texts, text_pairs, progress)
-        names = tf.constant(self.labels, tf.string)
-        outputs = task_outputs(self.task, tf.constant(logits), names)
-        return {name: value.numpy() for name, value in outputs.items()}
+        return logit_outputs(self.task, self.logits(texts, text_pairs, progress))
 
     def logits(self, texts: list[str], text_pairs: list[str] | None, progress=None) -> np.ndarray:
         """The model's float32 logits [texts, outputs] for checked texts, in input order."""
@@ -106,17 +104,13 @@ class JaxClassifier(TextClassifier):
         data = encode_labelled("texts", examples, self.config, self.tokenizer, None)
         buckets = tuple(self.metadata["buckets"])
         batching = Batching.of(self.config, buckets, training=False, batch_size=self.batch_size)
-        batches = data.input(
-            batching,
-            tf.distribute.get_strategy(),  # whole global batches: split here, over the devices
-            special_ids=self.tokenizer.special_ids,
-            shuffle=False,
-        )
+        # whole global batches: split here, over the devices
+        batches = data.host_input(batching, special_ids=self.tokenizer.special_ids, shuffle=False)
         if progress is not None:  # made for batches of batch_size texts by the caller
             progress.total = max(len(batches), 1)
         return scatter_outputs(self._steps(batches), len(data), progress)
 
-    def _steps(self, batches: BucketedInput):
+    def _steps(self, batches: HostInput):
         """Each batch's float32 logits and example indices, in the plan's order."""
         trainable = [v.value for v in self.model.trainable_variables]
         non_trainable = [v.value for v in self.model.non_trainable_variables]

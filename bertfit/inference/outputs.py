@@ -18,8 +18,9 @@ so every export and server gives the calibrated probabilities. The LiteRT and ON
 
 `prediction_rows` and `metric_inputs` read those arrays back (numpy): as `predict`'s rows, and as
 what `task_metrics` takes; `numpy_task_outputs` makes the same arrays from probabilities in numpy,
-for an engine that runs no TensorFlow (`bertfit.inference.onnx_runtime`): that engine's process
-never imports TensorFlow, which is why it is imported inside `task_outputs`.
+for an engine that runs no TensorFlow (`bertfit.inference.onnx_runtime`), and `logit_outputs`
+from the logits (`bertfit.inference.jax_classifier`): those processes never import TensorFlow,
+which is why it is imported inside `task_outputs`.
 """
 
 from __future__ import annotations
@@ -124,6 +125,28 @@ def numpy_task_outputs(task: Task, meaning: np.ndarray) -> dict[str, np.ndarray]
         }
     label_id = meaning.argmax(axis=-1).astype(np.int32)
     return {"probabilities": meaning, "label": names[label_id], "label_id": label_id}
+
+
+def logit_outputs(task: Task, logits: np.ndarray) -> dict[str, np.ndarray]:
+    """`task_outputs`' arrays from a batch of logits, without TensorFlow: calibrated,
+    given their meaning by `bertfit.model.losses.outputs` (Keras ops, on this process's
+    backend) and read as `numpy_task_outputs` reads them.
+
+    Examples:
+    >>> task = Task("single-label", ("neg", "pos"), temperatures=(2.0,))
+    >>> out = logit_outputs(task, np.array([[0.0, 2.0]]))
+    >>> out["label"].tolist(), out["probabilities"].round(4).tolist()
+    ([b'pos'], [[0.2689, 0.7311]])
+    """
+    from bertfit.model.losses import outputs as logit_meaning
+
+    logits = np.asarray(logits, np.float32)
+    if task.temperatures:
+        logits = logits / np.asarray(task.temperatures, np.float32)
+    meaning = np.asarray(logit_meaning(task.kind, logits), np.float32)
+    if task.kind == REGRESSION:
+        meaning = meaning[:, 0] * task.std + task.mean
+    return numpy_task_outputs(task, meaning)
 
 
 def prediction_rows(task: Task, outputs: dict[str, np.ndarray]) -> list[dict]:

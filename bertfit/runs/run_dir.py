@@ -238,6 +238,13 @@ class RunDir:
         """The run's tokenizer, as training's `TrainingRunDir.save_setup` wrote it."""
         return load_tokenizer(self._require(self.tokenizer_dir))
 
+    def load_host_tokenizer(self):
+        """The same tokenizer on the host (`HostTokenizer`: `tokenizers` and NumPy, no
+        TensorFlow), from the same files."""
+        from bertfit.text.host import load_host_tokenizer
+
+        return load_host_tokenizer(self._require(self.tokenizer_dir))
+
     def checkpoint_path(self, which: str = "best") -> str:
         directory = self.best_dir if which == "best" else self.latest_dir
         path = tf.train.latest_checkpoint(str(directory))
