@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import itertools
 import time
+from typing import TYPE_CHECKING
 
 import keras
-import tensorflow as tf
+import numpy as np
 
 from bertfit.checkpoints.detect import detect
 from bertfit.checkpoints.formats import SIGNATURE_ONLY, TF1_SAVEDMODEL
@@ -32,7 +33,7 @@ from bertfit.checks.data import (
     read_checked,
 )
 from bertfit.checks.findings import ERROR, TARGETS, WARNING, Report
-from bertfit.checks.memory import BASE_BYTES, host_memory, report_fit
+from bertfit.checks.memory import BASE_BYTES, dtype_bytes, host_memory, report_fit
 from bertfit.checks.model import (
     SIGNATURE_ONLY_WHY,
     check_gradients,
@@ -45,16 +46,17 @@ from bertfit.checks.model import (
 )
 from bertfit.config import JAX_BACKEND, TENSORFLOW_BACKEND, RunConfig, check_positions
 from bertfit.data.labelled import encode_labelled, window_spec
-from bertfit.data.stream_source import check_stream
-from bertfit.data.streaming import TrainStream
 from bertfit.data.tasks import SINGLE_LABEL
 from bertfit.data.tfrecord import Manifest, is_prepared, prepared_directory
 from bertfit.errors import BertfitError, CheckpointError, ConfigError, DataError
 from bertfit.model.classifier import BertClassifier
 from bertfit.model.inputs import WORD_IDS
+from bertfit.tf_build import require_tensorflow, tensorflow_importable
 from bertfit.training.backends import backend_of
-from bertfit.training.setup import RunSetup, assemble, run_tokenizer
-from bertfit.training.strategy import check_hardware
+from bertfit.training.setup import RunSetup, assemble, run_tokenizer, shard_tokenizer
+
+if TYPE_CHECKING:
+    import tensorflow as tf
 
 TPU_REPLICAS = 8  # a v2-8 / v3-8 host: 8 cores
 
@@ -162,7 +164,9 @@ def check_precision(report: Report, precision: str, target: str) -> None:
             why="most CPUs emulate 16-bit floats: slower than fp32, and less accurate",
             fix="use --precision fp32 on CPU; keep bf16 for TPU and recent GPUs",
         )
-    elif target == "gpu" and "bf16" in precision:
+    elif target == "gpu" and "bf16" in precision and tensorflow_importable():
+        import tensorflow as tf
+
         old = [
             d
             for d in tf.config.list_physical_devices("GPU")
@@ -200,10 +204,10 @@ def _check_run(
     check_precision(report, config.model.precision, target)
     if target == "cpu":
         try:  # what `bertfit train` refuses on this machine before it starts
-            t = config.train
-            check_hardware(t.strategy, "fp32", t.cpu_replicas, t.tpu)
+            backend_of(config).check_machine(config)
         except ConfigError as e:
-            report.add("config-invalid", ERROR, str(e), where=f"--strategy {t.strategy}")
+            where = f"--strategy {config.train.strategy}"
+            report.add("config-invalid", ERROR, str(e), where=where)
     expected = BatchExpectations(
         target=target,
         replicas=replicas,
@@ -241,7 +245,7 @@ def _check_run(
     if task is None or "shape-batch-not-divisible" in report.codes:
         return
     data.labels = task.targets(data.examples, config.data.train)
-    strategy = tf.distribute.get_strategy()
+    strategy = backend_of(config).input_strategy()
     setup = assemble(
         config,
         strategy,
@@ -273,9 +277,16 @@ def _check_prepared(
     from the shards: nothing reads every row, and the report says what was sampled."""
     where = str(config.data.train)
     try:
+        require_tensorflow(
+            "a prepared training set",
+            "--backend jax reads a data file's rows in memory without it",
+        )
+        from bertfit.data.stream_source import check_stream
+        from bertfit.data.streaming import TrainStream
+
         directory = prepared_directory(config.data.train)
         train = TrainStream(directory, Manifest.load(directory))
-        check_stream(train.manifest, config, tokenizer, where)
+        check_stream(train.manifest, config, shard_tokenizer(checkpoint, config), where)
     except BertfitError as e:
         report.add(getattr(e, "code", "data-prepared-unusable"), ERROR, str(e), where=where)
         return
@@ -302,7 +313,7 @@ def _check_prepared(
             why = "the evaluation labels must be labels of the prepared training set"
             data_error_finding(report, e, "evaluation", why, "fix the label, or prepare again")
             return
-    strategy = tf.distribute.get_strategy()
+    strategy = backend_of(config).input_strategy()
     xla = backend_of(config).target_xla(config, report.target, strategy)
     setup = assemble(
         config,
@@ -404,6 +415,13 @@ def _check_positions(report: Report, config: RunConfig, checkpoint) -> None:
         )
 
 
+def _element_specs(pipeline) -> dict | None:
+    """Each bucket's tf.data element spec; None for batches made in NumPy on the host, which
+    have none."""
+    datasets = getattr(pipeline, "datasets", None)
+    return None if datasets is None else {k: d.element_spec for k, d in datasets.items()}
+
+
 def _class_id_spec(spec, task):
     """An element's spec as the dtype check takes it: it reads labels as integer class ids,
     which only a single-label run has; multi-label (multi-hot rows) and regression (values)
@@ -438,7 +456,9 @@ def _check_pipeline(
         # longest row inside the same buckets, so its shapes are at most these
         static_shapes=True,
     )
-    report.stats["buckets used"] = sorted(pipeline.datasets)
+    iterators = pipeline.iterators()
+    buckets = sorted(iterators)
+    report.stats["buckets used"] = buckets
     checkpoint, tokenizer = setup.checkpoint, setup.tokenizer
     per_bucket = BatchExpectations(
         target=expected.target,
@@ -446,23 +466,31 @@ def _check_pipeline(
         global_batch=False,
         vocab_size=checkpoint.config.vocab_size,
         type_vocab_size=checkpoint.config.type_vocab_size or None,  # 0: types are ignored
-        cls_id=tokenizer.cls_id,
+        cls_id=tokenizer.special_ids["cls_id"],
         source="bertfit pipeline",
     )
+    specs = _element_specs(pipeline)
+    if specs is None:
+        report.not_checked.append(
+            "the element spec (keys, dtypes, static shapes) of a tf.data pipeline: the batches "
+            "are NumPy arrays made on the host at the bucket lengths (--backend jax); their "
+            "values are checked"
+        )
     stats = BatchStats()
     firsts = []
-    for _, dataset in sorted(pipeline.datasets.items()):
-        check_spec(report, _class_id_spec(dataset.element_spec, task), per_bucket)
-        element = next(iter(dataset))
+    for bucket in buckets:
+        if specs is not None:
+            check_spec(report, _class_id_spec(specs[bucket], task), per_bucket)
+        element = next(iterators[bucket])
         firsts.append(element)
         observe_batch(stats, element, per_bucket)
     report_batches(report, stats, per_bucket)
 
     # the one part that differs by backend
     STEP_CHECKS[config.train.backend](report, setup, firsts, replicas, compile_, full)
-    compute = tf.as_dtype(trainer.model.encoder.dtype_policy.compute_dtype).size
+    compute = dtype_bytes(trainer.model.encoder.dtype_policy.compute_dtype)
     # [batch, length], or for windowed documents [batch, K, max_seq_length]
-    shapes = [(per_replica, *setup.train.row_shape(k)) for k in sorted(pipeline.datasets)]
+    shapes = [(per_replica, *setup.train.row_shape(k)) for k in buckets]
     report.memory = memory_per_replica(trainer.model, shapes, compute, config.train.remat)
     asked = device_memory is not None  # else this machine's memory, said only when short
     if not asked and expected.target == "cpu":
@@ -470,7 +498,7 @@ def _check_pipeline(
     if device_memory is not None:
         encoder = trainer.model.encoder
         head = report.memory["trainable_parameters"] - sum(
-            int(v.numpy().size) for v in encoder.trainable_weights
+            int(np.prod(v.shape)) for v in encoder.trainable_weights
         )
         m = config.model
         lora = getattr(m, "lora_rank", None) == 0  # where --lora-rank exists
@@ -518,6 +546,8 @@ STEP_CHECKS = {TENSORFLOW_BACKEND: _check_tensorflow_step, JAX_BACKEND: _check_j
 
 
 def _encoder_takes_text(model) -> bool:
+    import tensorflow as tf  # a user's dataset and model: TensorFlow's
+
     inputs = getattr(model, "inputs", None)
     try:
         return bool(inputs) and all(tf.as_dtype(t.dtype) == tf.string for t in inputs)

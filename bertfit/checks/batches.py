@@ -10,9 +10,9 @@ from __future__ import annotations
 import dataclasses
 import difflib
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import numpy as np
-import tensorflow as tf
 
 from bertfit.checks.findings import ERROR, INFO, WARNING, Report
 from bertfit.config import per_replica_batch
@@ -27,8 +27,12 @@ from bertfit.model.inputs import (
     TYPE_IDS,
     WEIGHT,
     WORD_IDS,
+    is_text,
 )
-from bertfit.text.windows import WINDOW_MASK
+from bertfit.text.lengths import WINDOW_MASK
+
+if TYPE_CHECKING:
+    import tensorflow as tf
 
 # Batch keys that are not model inputs: bertfit's own, then the usual names in other libraries.
 LABEL_KEYS = (LABEL, "labels", "y", "target")
@@ -82,6 +86,9 @@ def canonical(features) -> dict:
 
 
 def check_spec(report: Report, spec, ctx: BatchExpectations) -> None:
+    """The static part: a `tf.data` element spec's keys, dtypes and shapes."""
+    import tensorflow as tf
+
     features, labels, weights = split_element(spec)
     named = _named(features)
     _check_keys(report, named, ctx)
@@ -199,6 +206,8 @@ def _check_keys(report: Report, named: dict, ctx: BatchExpectations) -> None:
 
 
 def _check_dtype(report: Report, name: str, dtype: tf.DType, ctx: BatchExpectations) -> None:
+    import tensorflow as tf
+
     if dtype == tf.string:
         if not ctx.encoder_takes_text:
             report.add(
@@ -347,7 +356,7 @@ def observe_batch(stats: BatchStats, element, ctx: BatchExpectations) -> None:
     named = canonical(features)
     ids, mask, types = (named.get(n) for n in (WORD_IDS, MASK, TYPE_IDS))
     stats.batches += 1
-    if ids is None or not hasattr(ids, "shape") or getattr(ids, "dtype", None) == tf.string:
+    if ids is None or not hasattr(ids, "shape") or is_text(ids):
         return
     ids = np.asarray(ids)
     windows = named.get(WINDOW_MASK)
@@ -470,5 +479,5 @@ def report_batches(report: Report, stats: BatchStats, ctx: BatchExpectations) ->
 
 
 def shape_text(shape) -> str:
-    dims = shape.as_list() if isinstance(shape, tf.TensorShape) else list(shape)
+    dims = shape.as_list() if hasattr(shape, "as_list") else list(shape)  # a tf.TensorShape
     return "[" + ", ".join("None" if d is None else str(d) for d in dims) + "]"

@@ -3,9 +3,10 @@
 bucket shape (`jax.jit(...).lower(shapes).compile()`: no step runs), each compilation counted
 and XLA's memory plan of each executable reported.
 
-This is the only part of `check` that differs by backend: the data, tokenizer, label, batch
-shape and dtype checks read the tf.data pipeline, which feeds both backends unchanged, and the
-memory plan (`checks/memory.py`) is arithmetic on the model's shapes.
+This is the part of `check` that differs by backend, with the batches it reads: the data,
+tokenizer, label and batch value checks read the backend's first batch of each bucket (NumPy
+arrays made on the host here), and the memory plan (`checks/memory.py`) is arithmetic on the
+model's shapes. No TensorFlow here.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ def global_batch(element: dict, replicas: int) -> dict:
         shape = tuple(value.shape)
         if len(shape):
             shape = (shape[0] * replicas, *shape[1:])
-        shapes[name] = jax.ShapeDtypeStruct(shape, np.dtype(value.dtype.as_numpy_dtype))
+        shapes[name] = jax.ShapeDtypeStruct(shape, np.asarray(value).dtype)
     return shapes
 
 

@@ -52,10 +52,10 @@ import os
 import re
 
 import numpy as np
-import tensorflow as tf
 
 from bertfit.errors import ConfigError
 from bertfit.model.lora import adapted_layers
+from bertfit.tf_build import Installed
 
 ACTIVATION_HIDDEN = 2
 ACTIVATION_INTERMEDIATE = 1
@@ -63,11 +63,33 @@ ACTIVATION_SCORES = 3
 RUNTIME_BYTES = 242 * 2**20
 RUNTIME_PER_KERNEL_BYTE = 0.73  # of the layers' kernels at float32 (see the docstring)
 RUNTIME_BYTES_BY_MINOR = {"2.20": 36 * 2**20}  # beyond 2.21's, where the fit was made
-TF_MINOR = ".".join(tf.__version__.split(".")[:2])
 OPTIMIZER_SLOTS = 2  # AdamW's first and second moments
 BASE_BYTES = {"fp32": 4, "bf16": 2, "int8": 1}  # a frozen base's kernels (--base-precision)
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(i?)B?\s*$", re.IGNORECASE)
+
+
+def dtype_bytes(dtype) -> int:
+    """The bytes of one value of `dtype` (a name, or a NumPy, Keras or TensorFlow dtype).
+
+    Examples:
+    >>> dtype_bytes("bfloat16"), dtype_bytes(np.float32), dtype_bytes("int8"), dtype_bytes("bool")
+    (2, 4, 1, 1)
+    """
+    name = dtype if isinstance(dtype, str) else getattr(dtype, "name", None) or np.dtype(dtype).name
+    bits = re.search(r"\d+", name)
+    return int(bits.group()) // 8 if bits else 1
+
+
+def weight_bytes(variables) -> int:
+    """The bytes the values of `variables` take, each at its own dtype."""
+    return int(sum(np.prod(v.shape) * dtype_bytes(v.dtype) for v in variables))
+
+
+def _tensorflow_minor() -> str | None:
+    """The installed TensorFlow's minor version ("2.21"), read without importing it."""
+    version = next(iter(Installed.here().tensorflow.values()), None)
+    return None if version is None else ".".join(version.split(".")[:2])
 
 
 def parse_memory(text: str) -> int:
@@ -168,7 +190,7 @@ def runtime_bytes(architecture: Architecture) -> int:
     """What the step costs besides the tensors the plan counts (see the module's docstring):
     RUNTIME_BYTES (and RUNTIME_BYTES_BY_MINOR), and RUNTIME_PER_KERNEL_BYTE of the layers' kernels
     at float32."""
-    extra = RUNTIME_BYTES_BY_MINOR.get(TF_MINOR, 0)
+    extra = RUNTIME_BYTES_BY_MINOR.get(_tensorflow_minor(), 0)
     return RUNTIME_BYTES + extra + int(RUNTIME_PER_KERNEL_BYTE * architecture.kernel_values * 4)
 
 
@@ -236,7 +258,7 @@ def adapters_of(model) -> Adapters | None:
     return Adapters(
         layers=len(layers),
         rank=layers[0].lora_rank,
-        base_bytes=min(tf.as_dtype(kernel.dtype).size for kernel in kernels),
+        base_bytes=min(dtype_bytes(kernel.dtype) for kernel in kernels),
     )
 
 
@@ -244,7 +266,7 @@ def plan_for_model(model, config, shape, compute_bytes: int = 4, remat: bool = F
     """`plan` for a built Keras `model` whose encoder has `config`: weights and trainable
     counts read from the model (`trainable_weights`, so a frozen base counts once), and its
     adapters if it has any."""
-    weights = int(sum(np.prod(v.shape) * tf.as_dtype(v.dtype).size for v in model.weights))
+    weights = weight_bytes(model.weights)
     trainable = int(sum(np.prod(v.shape) for v in model.trainable_weights))
     architecture = Architecture.of(config)
     return plan(weights, trainable, architecture, shape, compute_bytes, remat, adapters_of(model))

@@ -1,5 +1,7 @@
 """Model checks: gradient flow on one batch, XLA compilation per shape, memory per replica
-(the plan itself: `checks/memory.py`)."""
+(the plan itself: `checks/memory.py`). TensorFlow is imported by the checks that run the
+TensorFlow model: what `bertfit check --backend jax` calls (`report_gradients`,
+`report_failure`, `memory_per_replica`) runs without it."""
 
 from __future__ import annotations
 
@@ -9,19 +11,16 @@ import time
 from pathlib import Path
 
 import numpy as np
-import tensorflow as tf
 
 from bertfit.checkpoints.pooling import DeclaredPooling
-from bertfit.checkpoints.savedmodel import SavedModelEncoder, inspect_savedmodel
 from bertfit.checks.batches import canonical, shape_text, split_element
 from bertfit.checks.findings import ERROR, INFO, WARNING, Report
-from bertfit.checks.memory import OPTIMIZER_SLOTS, Architecture, adapters_of, plan
+from bertfit.checks.memory import OPTIMIZER_SLOTS, Architecture, adapters_of, plan, weight_bytes
 from bertfit.data.tasks import SINGLE_LABEL
 from bertfit.errors import CheckpointError
 from bertfit.model.inputs import WORD_IDS
 from bertfit.model.losses import per_example_loss
 from bertfit.tf_build import Installed, install_commands
-from bertfit.training.strategy import host_xla
 from bertfit.translate import error_summary, translate
 
 SIGNATURE_ONLY_WHY = (
@@ -62,6 +61,8 @@ def loss_and_logits(model, element, training: bool = True, kind: str = SINGLE_LA
     """The weighted mean loss of one batch and its logits, with the loss of the task `kind`
     (`model.losses`: the one `bertfit train` minimises); a batch without labels is scored
     against class 0."""
+    import tensorflow as tf
+
     features, labels, weights = split_element(element)
     features = model_inputs(features)
     logits = model(features, training=training)
@@ -76,6 +77,7 @@ def loss_and_logits(model, element, training: bool = True, kind: str = SINGLE_LA
 
 def replica_step(model, variables):
     """Forward, loss and gradients: what the compiled replica step does for a user's model."""
+    import tensorflow as tf
 
     def step(element):
         with tf.GradientTape() as tape:
@@ -103,6 +105,8 @@ def check_gradients(
     """One step on one batch with the task's loss (`kind`): variables with None or all-zero
     gradients, and why (`declared_pooling`: what the run's checkpoint declares, which says
     whether its pooler is worth pooling with)."""
+    import tensorflow as tf
+
     features, _, weights = split_element(element)
     batch_size = _leading(features)
     variables = list(model.trainable_variables)
@@ -206,7 +210,7 @@ def report_gradients(
         v
         for v, g in zip(variables, gradients, strict=True)
         if g is not None
-        and not bool(tf.reduce_any(tf.convert_to_tensor(g) != 0))
+        and not np.any(np.asarray(g) != 0)
         # LoRA's A gets no gradient until B, which starts at zero, has moved: by design
         and not v.path.endswith("lora_kernel_a")
     ]
@@ -246,6 +250,8 @@ def _untrainable_encoder_layers(model) -> list:
 def is_preprocessing_layer(layer) -> bool:
     """TF Hub's BERT preprocessing as a `hub.KerasLayer` (strings in, ids out): it has no
     weights to train, and is not an encoder."""
+    import tensorflow as tf
+
     loaded = getattr(layer, "_func", None)  # hub.KerasLayer's loaded SavedModel
     if any(hasattr(loaded, name) for name in ("bert_pack_inputs", "tokenize")):
         return True
@@ -256,6 +262,8 @@ def is_preprocessing_layer(layer) -> bool:
 
 
 def no_encoder_variables(report: Report, encoder, where: str) -> None:
+    from bertfit.checkpoints.savedmodel import SavedModelEncoder
+
     signature_only = (
         isinstance(encoder, SavedModelEncoder) or type(encoder).__name__ == "KerasLayer"
     ) and not encoder.weights
@@ -285,6 +293,8 @@ def no_encoder_variables(report: Report, encoder, where: str) -> None:
 
 def _loads_tf1(layer) -> bool:
     """Whether a `hub.KerasLayer` holds a TF1 model (a Hub module or a TF1 SavedModel)."""
+    from bertfit.checkpoints.savedmodel import inspect_savedmodel
+
     if getattr(layer, "_is_hub_module_v1", False):
         return True
     handle = getattr(layer, "_handle", None)  # hub.KerasLayer's path
@@ -325,6 +335,8 @@ def compile_stage(target: str) -> str:
     """XLA's own compiler for the local CPU/GPU; TPU programs need a TPU to be compiled, so a
     CPU rehearsal lowers the step through the same TF→XLA bridge (where shape, dtype and
     unsupported-op errors arise) and stops before the TPU backend."""
+    import tensorflow as tf
+
     local = "gpu" if tf.config.list_logical_devices("GPU") else "cpu"
     return "optimized_hlo" if target == local else "hlo"
 
@@ -335,6 +347,10 @@ def compile_shapes(
     """XLA-compiles `step` once per element shape; each shape and its outcome is reported.
     With a TensorFlow that cannot compile for this machine (the TPU build off a TPU), the
     report says so instead."""
+    import tensorflow as tf
+
+    from bertfit.training.strategy import host_xla
+
     if not host_xla():
         report.add(
             "compile-unavailable",
@@ -382,6 +398,8 @@ def compile_shapes(
 
 
 def _holds_strings(features) -> bool:
+    import tensorflow as tf
+
     return any(getattr(v, "dtype", None) == tf.string for v in tf.nest.flatten(features))
 
 
@@ -494,7 +512,7 @@ def memory_per_replica(
     """
     parameters = int(sum(np.prod(v.shape) for v in model.weights))
     trainable = int(sum(np.prod(v.shape) for v in model.trainable_weights))
-    param_bytes = int(sum(np.prod(v.shape) * tf.as_dtype(v.dtype).size for v in model.weights))
+    param_bytes = weight_bytes(model.weights)
     config = encoder_config(model)
     activations, peak = {}, None
     if config is not None and hasattr(config, "num_hidden_layers"):

@@ -7,8 +7,8 @@ bertfit calls through this seam, never by the backend's name:
 - `join`: a multi-host run's processes joined, and whether this one writes the run;
 - `placement`: the input pipeline's `tf.distribute` strategy and what XLA compiles
   (`XlaChoice`) for `train` and `doctor`; `target_xla`, `local_replicas`: the same for
-  `bertfit check`, which may judge another machine (`--target`); `chief`: whether this process
-  writes the run, once the strategy is made;
+  `bertfit check`, which may judge another machine (`--target`), with `check_machine` and
+  `input_strategy`; `chief`: whether this process writes the run, once the strategy is made;
 - `tokenizer`, `input`, `input_pipelines`: how the texts become batches: the checkpoint's
   tokenizer in the graph and `tf.data` pipelines per replica, or the tokenizer and the
   batches on the host in NumPy (`bertfit.data.host_input`);
@@ -109,6 +109,14 @@ class Backend(Protocol):
     def local_replicas(self, config: RunConfig) -> int:
         """The replicas a batch is split over on this machine."""
 
+    def check_machine(self, config: RunConfig) -> None:
+        """Refuses what this machine cannot run of the run, as `train` does before it starts
+        (`bertfit check` judging this machine; the precision is judged apart)."""
+
+    def input_strategy(self) -> tf.distribute.Strategy | None:
+        """What `bertfit check` makes one replica's batches under: TensorFlow's default
+        strategy, or None where the batches are made on the host."""
+
     def tokenizer(self, checkpoint: Checkpoint, config: RunConfig):
         """The checkpoint's tokenizer (with `--lower-case`), where this backend's input
         pipeline runs it: in the graph, or on the host."""
@@ -181,6 +189,17 @@ class TensorFlowBackend:
 
     def local_replicas(self, config: RunConfig) -> int:
         return config.train.cpu_replicas or 1
+
+    def check_machine(self, config: RunConfig) -> None:
+        from bertfit.training.strategy import check_hardware
+
+        t = config.train
+        check_hardware(t.strategy, "fp32", t.cpu_replicas, t.tpu)
+
+    def input_strategy(self):
+        import tensorflow as tf
+
+        return tf.distribute.get_strategy()
 
     def tokenizer(self, checkpoint, config):
         from bertfit.checkpoints.load import build_tokenizer
@@ -285,6 +304,12 @@ class JaxBackend:
         import jax
 
         return jax.local_device_count()
+
+    def check_machine(self, config: RunConfig) -> None:
+        pass  # `check` refused tf.distribute's settings; JAX runs on the devices it has
+
+    def input_strategy(self):
+        return None
 
     def tokenizer(self, checkpoint, config):
         from bertfit.checkpoints.load import build_host_tokenizer
