@@ -718,12 +718,13 @@ def main(argv: list[str] | None = None) -> int:
         preflight = getattr(args, "preflight", None)
         if preflight is not None:
             preflight(args)
-        if args.command not in BACKEND_COMMANDS:  # a KERAS_BACKEND=jax exported for them
-            select_keras_backend(TENSORFLOW_BACKEND)  # must not reach the TensorFlow commands
-        # Before any handler imports TensorFlow: it reads its settings on load.
-        if loads_tensorflow(args):
+        tensorflow = loads_tensorflow(args)
+        if tensorflow:  # where it is not installed, said first
             note = WITHOUT_TENSORFLOW.get(args.command, JAX_RUNS)
             require_tensorflow(f"bertfit {args.command}", note)
+        if args.command not in BACKEND_COMMANDS:  # a KERAS_BACKEND=jax exported for them
+            select_keras_backend(TENSORFLOW_BACKEND)  # must not reach the TensorFlow commands
+        if tensorflow:  # before any handler imports it: it reads its settings on load
             start_tensorflow(for_inference=args.command in INFERENCE_COMMANDS)
         return args.handler(args)
     except BertfitError as e:

@@ -278,8 +278,10 @@ def _backend(url: str) -> _Fsspec | _Gfile:
 
 
 def _tensorflow_schemes() -> set[str]:
-    import tensorflow as tf
-
+    try:
+        import tensorflow as tf
+    except ImportError:  # a JAX-only install: fsspec's protocols alone
+        return set()
     try:
         return set(tf.io.gfile.get_registered_schemes())
     except AttributeError:  # older TensorFlow: the schemes it ships

@@ -472,9 +472,9 @@ def _check_pipeline(
     specs = _element_specs(pipeline)
     if specs is None:
         report.not_checked.append(
-            "the element spec (keys, dtypes, static shapes) of a tf.data pipeline: the batches "
-            "are NumPy arrays made on the host at the bucket lengths (--backend jax); their "
-            "values are checked"
+            "not checked: a tf.data element spec (keys, dtypes, static shapes): with --backend "
+            "jax the batches are NumPy arrays made on the host at the bucket lengths (their "
+            "values are checked)"
         )
     stats = BatchStats()
     firsts = []
