@@ -1,0 +1,71 @@
+"""The child process of tests/test_without_tensorflow.py: `bertfit` with `--backend jax` where
+TensorFlow cannot be imported, as on a TPU VM or a GPU box with `bertfit[jax]` alone.
+
+    KERAS_BACKEND=jax python -m tests.without_tensorflow tests.jax_without_tensorflow \
+        STAGE MODEL TRAIN EVAL RUN
+
+- `killed`: `bertfit train --backend jax` (`train_args`), killed with SIGKILL after the step
+  lines of its third host call, mid-epoch (as tests/training/killed_train.py kills);
+- `resumed`: the same command again (it resumes the run), then `bertfit predict` of EVAL into
+  RUN-predictions.jsonl, `evaluate`, `check`, `export` and `serve`; prints one JSON line: each
+  command's exit code and the lines it wrote to standard error, and the TensorFlow modules
+  loaded (none may be).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import sys
+
+from tests.training.killed_train import kill_on_call
+
+TENSORFLOW = {"tensorflow", "tensorflow_text", "tf_keras"}
+
+
+def train_args(model: str, train: str, evaluation: str, run: str) -> list[str]:
+    """Two epochs of batches of 8 on the tiny model, a checkpoint every 2 steps."""
+    return [
+        *("--backend", "jax", "--model", model, "--train", train, "--eval", evaluation),
+        *("--max-seq-length", "16", "--buckets", "8,16", "--batch-size", "8", "--epochs", "2"),
+        *("--learning-rate", "5e-3", "--dropout", "0", "--seed", "3", "--save-every-steps", "2"),
+        *("--output-dir", run, "--quiet"),
+    ]
+
+
+def commands(model: str, train: str, evaluation: str, run: str) -> dict[str, list[str]]:
+    """What `resumed` runs, in order."""
+    data = ["--run", run, "--data", evaluation]
+    return {
+        "train": ["train", *train_args(model, train, evaluation, run)],
+        "predict": ["predict", "--backend", "jax", *data, "--output", f"{run}-predictions.jsonl"],
+        "evaluate": ["evaluate", "--backend", "jax", *data, "--json"],
+        "check": ["check", *train_args(model, train, evaluation, run)[:-3]],  # no --output-dir
+        "export": ["export", "--run", run, f"{run}-export"],
+        "serve": ["serve", "--run", run],
+    }
+
+
+def main() -> None:
+    from bertfit.cli import main as bertfit
+
+    stage, paths = sys.argv[1], sys.argv[2:]
+    if stage == "killed":
+        from bertfit.training.run_dir import TrainingRunDir
+
+        kill_on_call(TrainingRunDir, "append_steps", 3, after=True)
+        bertfit(["train", *train_args(*paths)])
+        return
+    codes, errors = {}, {}
+    for name, args in commands(*paths).items():
+        said = io.StringIO()
+        with contextlib.redirect_stderr(said), contextlib.redirect_stdout(io.StringIO()):
+            codes[name] = bertfit(args)
+        errors[name] = said.getvalue().splitlines()
+    loaded = sorted({name.split(".")[0] for name, m in sys.modules.items() if m} & TENSORFLOW)
+    print(json.dumps({"codes": codes, "errors": errors, "loaded": loaded}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,84 @@
+"""`bertfit` with `--backend jax` where TensorFlow cannot be imported (a TPU VM or GPU box with
+`pip install 'bertfit[jax]'` alone, issue 55): a Hugging Face checkpoint trains, resumes after a
+kill, predicts, evaluates and is checked; the commands that need TensorFlow are refused in one
+line naming the extra; and the run exports on a machine with TensorFlow (this process) to the
+predictions it gave on JAX, within 1e-5."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.tiny import sentiment_rows, write_csv
+
+ROOT = Path(__file__).resolve().parents[1]
+TIMEOUT = 900  # a JAX process compiles a step per bucket, per command: minutes on a busy CPU
+
+
+def without_tensorflow(stage: str, *paths) -> subprocess.CompletedProcess:
+    """`tests.jax_without_tensorflow STAGE PATHS` on JAX, TensorFlow blocked."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "KERAS_BACKEND": "jax"}
+    module = ["tests.without_tensorflow", "tests.jax_without_tensorflow", stage]
+    return subprocess.run(
+        [sys.executable, "-m", *module, *map(str, paths)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+
+
+@pytest.mark.slow
+def test_jax_commands_run_without_tensorflow_and_the_run_exports_with_it(
+    trainable_hf_dir, tmp_path
+):
+    from bertfit.export.serving import export_classifier
+    from bertfit.inference.predictor import Classifier, load_classifier
+    from bertfit.inference.run import predict
+
+    train = write_csv(tmp_path / "train.csv", sentiment_rows(128, seed=21))
+    dev = write_csv(tmp_path / "dev.csv", sentiment_rows(24, seed=22))
+    run = tmp_path / "run"
+    paths = (trainable_hf_dir, train, dev, run)
+
+    killed = without_tensorflow("killed", *paths)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+    done = without_tensorflow("resumed", *paths)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+
+    assert report["loaded"] == []  # no TensorFlow module was imported
+    codes = {"train": 0, "predict": 0, "evaluate": 0, "check": 0, "export": 2, "serve": 2}
+    assert report["codes"] == codes, report["errors"]
+    assert any("resuming the unfinished run" in line for line in report["errors"]["train"])
+    assert json.loads((run / "metrics.json").read_text())["status"] == "finished"
+    steps = [json.loads(line) for line in (run / "steps.jsonl").read_text().splitlines()]
+    assert [s["global_step"] for s in steps] == list(range(1, len(steps) + 1))
+    assert report["errors"]["export"] == [
+        "bertfit export: error: bertfit export needs TensorFlow, which is not installed "
+        "here: pip install 'bertfit[cpu]' (a run trained with --backend jax exports on any "
+        "machine that has it)."
+    ]
+    (serve,) = report["errors"]["serve"]
+    assert serve.startswith("bertfit serve: error: bertfit serve needs TensorFlow")
+
+    predictions = tmp_path / "run-predictions.jsonl"
+    on_jax = [json.loads(line) for line in predictions.read_text().splitlines()]
+    exported = export_classifier(load_classifier(run), tmp_path / "export")
+    on_tensorflow = predict(Classifier.from_export(exported), str(dev), quiet=True)
+    labels = [r["label"] for r in on_tensorflow]
+    assert set(labels) == {"neg", "pos"}  # a model that learned to tell them apart
+    assert [r["label"] for r in on_jax] == labels
+    jax_probabilities, tensorflow_probabilities = (
+        np.array([[r["probabilities"][k] for k in ("neg", "pos")] for r in rows])
+        for rows in (on_jax, on_tensorflow)
+    )
+    np.testing.assert_allclose(jax_probabilities, tensorflow_probabilities, atol=1e-5)
