@@ -128,7 +128,7 @@ class TrainStream(TrainingData):
     def input(
         self,
         batching: Batching,
-        strategy: tf.distribute.Strategy,
+        strategy: tf.distribute.Strategy | None,
         *,
         special_ids: dict[str, int],
         shuffle: bool,
@@ -136,11 +136,12 @@ class TrainStream(TrainingData):
         start: int = 0,
     ) -> StreamedInput:
         """The epoch's batches from the shards, always shuffled: a stream serves training only
-        (its loss weights are 1)."""
+        (its loss weights are 1). tf.data reads the shards on any backend: with no strategy,
+        under the default one (whole global batches, which a NumPy backend reads as arrays)."""
         return StreamedInput(
             self,
             self.layout(batching),
-            strategy,
+            strategy or tf.distribute.get_strategy(),
             special_ids=special_ids,
             seed=batching.seed,
             epoch=epoch,
@@ -148,22 +149,6 @@ class TrainStream(TrainingData):
             run_length=batching.run_length,
             micro_batches=batching.micro_batches,
             pad_to_longest=batching.pad_to_longest,
-        )
-
-    def host_input(
-        self,
-        batching: Batching,
-        *,
-        special_ids: dict[str, int],
-        shuffle: bool,
-        epoch: int = 0,
-        start: int = 0,
-    ) -> StreamedInput:
-        """The shards are read with tf.data (TensorFlow) on any backend: `input`'s batches
-        under the default strategy, which a NumPy backend reads as arrays."""
-        strategy = tf.distribute.get_strategy()
-        return self.input(
-            batching, strategy, special_ids=special_ids, shuffle=shuffle, epoch=epoch, start=start
         )
 
     def profile(self, batching: Batching) -> LengthProfile:

@@ -10,9 +10,9 @@ A run trains on one of three kinds of data, picked once by `training.setup.prepa
   `--streaming`), planned from its manifest and read from its shards while training.
 
 Each kind answers the same questions for the run's `Batching` (the buckets and batch sizes the
-run decided once): the lengths its buckets are chosen from, its batch plan, its `tf.data` input
-(or the same batches made in NumPy on the host: `host_input`), its length profile, its
-fingerprint (what a resume compares) and its size. The code that knows a kind lives in its
+run decided once): the lengths its buckets are chosen from, its batch plan, its input (`tf.data`
+under a strategy, or with none the same batches made in NumPy on the host), its length profile,
+its fingerprint (what a resume compares) and its size. The code that knows a kind lives in its
 class; the run's setup calls through the shape and never asks which it is.
 """
 
@@ -169,28 +169,17 @@ class TrainingData(abc.ABC):
     def input(
         self,
         batching: Batching,
-        strategy: tf.distribute.Strategy,
+        strategy: tf.distribute.Strategy | None,
         *,
         special_ids: dict[str, int],
         shuffle: bool,
         epoch: int = 0,
         start: int = 0,
     ):
-        """The distributed input of the plan's steps from `start` on (a resumed epoch skips
-        the steps taken): `plan`, `len`, `datasets` by bucket key and `iterators()`."""
-
-    @abc.abstractmethod
-    def host_input(
-        self,
-        batching: Batching,
-        *,
-        special_ids: dict[str, int],
-        shuffle: bool,
-        epoch: int = 0,
-        start: int = 0,
-    ):
-        """`input`'s batches as NumPy arrays, for a backend that reads NumPy (JAX): whole
-        global batches, as `input` gives them under TensorFlow's default strategy."""
+        """The input of the plan's steps from `start` on (a resumed epoch skips the steps
+        taken): `plan`, `len` and `iterators()` by bucket key. Under a `tf.distribute`
+        `strategy`, its distributed tf.data pipelines (with their `datasets`); with None, the
+        same whole global batches as NumPy arrays, for a backend that reads NumPy (JAX)."""
 
     @abc.abstractmethod
     def profile(self, batching: Batching) -> LengthProfile:
@@ -263,42 +252,30 @@ class LabelledData(TrainingData):
     def input(
         self,
         batching: Batching,
-        strategy: tf.distribute.Strategy,
+        strategy: tf.distribute.Strategy | None,
         *,
         special_ids: dict[str, int],
         shuffle: bool,
         epoch: int = 0,
         start: int = 0,
-    ) -> BucketedInput:
-        plan = self.plan(batching, shuffle=shuffle, epoch=epoch)
+    ) -> BucketedInput | HostInput:
+        """tf.data's `BucketedInput`, or with no strategy `HostInput`: made in NumPy on the
+        host, without TensorFlow."""
+        plan = self.plan(batching, shuffle=shuffle, epoch=epoch)[start:]
+        weights = self.weights if batching.weighted else None
+        if strategy is None:
+            return HostInput(
+                self.encoded, self.labels, plan, special_ids=special_ids, weights=weights
+            )
         return BucketedInput(
             self.encoded,
             self.labels,
-            plan[start:],
+            plan,
             strategy,
             special_ids=special_ids,
             micro_batches=batching.micro_batches,
-            weights=self.weights if batching.weighted else None,
+            weights=weights,
             pad_to_longest=batching.pad_to_longest,
-        )
-
-    def host_input(
-        self,
-        batching: Batching,
-        *,
-        special_ids: dict[str, int],
-        shuffle: bool,
-        epoch: int = 0,
-        start: int = 0,
-    ) -> HostInput:
-        """Made in NumPy on the host (`HostInput`), without TensorFlow."""
-        plan = self.plan(batching, shuffle=shuffle, epoch=epoch)
-        return HostInput(
-            self.encoded,
-            self.labels,
-            plan[start:],
-            special_ids=special_ids,
-            weights=self.weights if batching.weighted else None,
         )
 
     def profile(self, batching: Batching) -> LengthProfile:
@@ -349,42 +326,29 @@ class LabelledDocuments(LabelledData):
     def input(
         self,
         batching: Batching,
-        strategy: tf.distribute.Strategy,
+        strategy: tf.distribute.Strategy | None,
         *,
         special_ids: dict[str, int],
         shuffle: bool,
         epoch: int = 0,
         start: int = 0,
-    ) -> WindowedInput:
-        """Static `[batch, K, max_seq_length]` batches, with or without XLA."""
-        plan = self.plan(batching, shuffle=shuffle, epoch=epoch)
+    ) -> WindowedInput | HostWindowedInput:
+        """Static `[batch, K, max_seq_length]` batches, with or without XLA (in NumPy on the
+        host with no strategy)."""
+        plan = self.plan(batching, shuffle=shuffle, epoch=epoch)[start:]
+        weights = self.weights if batching.weighted else None
+        if strategy is None:
+            return HostWindowedInput(
+                self.documents, self.labels, plan, special_ids=special_ids, weights=weights
+            )
         return WindowedInput(
             self.documents,
             self.labels,
-            plan[start:],
+            plan,
             strategy,
             special_ids=special_ids,
             micro_batches=batching.micro_batches,
-            weights=self.weights if batching.weighted else None,
-        )
-
-    def host_input(
-        self,
-        batching: Batching,
-        *,
-        special_ids: dict[str, int],
-        shuffle: bool,
-        epoch: int = 0,
-        start: int = 0,
-    ) -> HostWindowedInput:
-        """The same `[batch, K, max_seq_length]` batches in NumPy (`HostWindowedInput`)."""
-        plan = self.plan(batching, shuffle=shuffle, epoch=epoch)
-        return HostWindowedInput(
-            self.documents,
-            self.labels,
-            plan[start:],
-            special_ids=special_ids,
-            weights=self.weights if batching.weighted else None,
+            weights=weights,
         )
 
     def profile(self, batching: Batching) -> LengthProfile:

@@ -6,7 +6,7 @@ or the CPU), giving the outputs, files and metrics of TensorFlow's (`inference/p
     bertfit.inference.run.evaluate(clf, "test.csv")
 
 The texts go the way a run's evaluation goes in `bertfit train --backend jax`: the run's
-tokenizer on the host and its NumPy batches (`encode_labelled`, `host_input`: full global
+tokenizer on the host and its NumPy batches (`encode_labelled`, `input`: full global
 batches at the run's length buckets, or documents in windows with `--long-documents chunk`),
 then one `jax.jit`-ted predict step (one compile per bucket shape), each batch split along its
 rows over this host's devices (`jax_devices.DeviceSplit`). The model is the run's checkpoint as
@@ -104,8 +104,8 @@ class JaxClassifier(TextClassifier):
         data = encode_labelled("texts", examples, self.config, self.tokenizer, None)
         buckets = tuple(self.metadata["buckets"])
         batching = Batching.of(self.config, buckets, training=False, batch_size=self.batch_size)
-        # whole global batches: split here, over the devices
-        batches = data.host_input(batching, special_ids=self.tokenizer.special_ids, shuffle=False)
+        # no strategy: whole global batches in NumPy, split here over the devices
+        batches = data.input(batching, None, special_ids=self.tokenizer.special_ids, shuffle=False)
         if progress is not None:  # made for batches of batch_size texts by the caller
             progress.total = max(len(batches), 1)
         return scatter_outputs(self._steps(batches), len(data), progress)

@@ -9,9 +9,9 @@ bertfit calls through this seam, never by the backend's name:
   (`XlaChoice`) for `train` and `doctor`; `target_xla`, `local_replicas`: the same for
   `bertfit check`, which may judge another machine (`--target`), with `check_machine` and
   `input_strategy`; `chief`: whether this process writes the run, once the strategy is made;
-- `tokenizer`, `input`, `input_pipelines`: how the texts become batches: the checkpoint's
-  tokenizer in the graph and `tf.data` pipelines per replica, or the tokenizer and the
-  batches on the host in NumPy (`bertfit.data.host_input`);
+- `tokenizer`, `input_pipelines`, and the strategy `placement` gives: how the texts become
+  batches: the checkpoint's tokenizer in the graph and `tf.data` pipelines per replica, or
+  (no strategy) the tokenizer and the batches on the host in NumPy (`data/host_input.py`);
 - `trainer`: the `RunTrainer` that owns the model, the optimizer and the compiled steps;
 - `devices`: the devices those steps run on, as `bertfit doctor` reports them.
 
@@ -38,7 +38,6 @@ if TYPE_CHECKING:
 
     from bertfit.checkpoints.base import Checkpoint
     from bertfit.data.pipeline import BucketedInput
-    from bertfit.data.training_data import Batching, TrainingData
     from bertfit.training.xla import XlaChoice
 
 
@@ -121,20 +120,6 @@ class Backend(Protocol):
         """The checkpoint's tokenizer (with `--lower-case`), where this backend's input
         pipeline runs it: in the graph, or on the host."""
 
-    def input(
-        self,
-        data: TrainingData,
-        batching: Batching,
-        strategy: tf.distribute.Strategy | None,
-        *,
-        special_ids: dict[str, int],
-        shuffle: bool,
-        epoch: int = 0,
-        start: int = 0,
-    ):
-        """The batches of `data`'s plan from `start` on, as this backend's steps read them:
-        `plan`, `len` and `iterators()` by bucket key."""
-
     def input_pipelines(self, strategy: tf.distribute.Strategy | None) -> int:
         """The input pipelines the rows of each global batch are split among."""
 
@@ -205,9 +190,6 @@ class TensorFlowBackend:
         from bertfit.checkpoints.load import build_tokenizer
 
         return build_tokenizer(checkpoint, lower_case=config.model.lower_case)
-
-    def input(self, data, batching, strategy, **plan):
-        return data.input(batching, strategy, **plan)
 
     def input_pipelines(self, strategy) -> int:
         from bertfit.data.streaming import input_pipelines
@@ -315,9 +297,6 @@ class JaxBackend:
         from bertfit.checkpoints.load import build_host_tokenizer
 
         return build_host_tokenizer(checkpoint, lower_case=config.model.lower_case)
-
-    def input(self, data, batching, strategy, **plan):
-        return data.host_input(batching, **plan)
 
     def input_pipelines(self, strategy) -> int:
         return 1  # every process reads whole global batches (`DeviceSplit.put`)

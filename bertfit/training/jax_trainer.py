@@ -15,8 +15,8 @@ serialize).
 Data parallelism (`jax_devices.DeviceSplit`): with several JAX devices (of this host, or of
 every host once `jax_processes` joined them) the model and optimizer are replicated on every
 device and each global batch is split along its rows; XLA's SPMD partitioner all-reduces the
-gradients. The batches are NumPy arrays made on the host (`bertfit.data.host_input`, the
-backend's `input`): whole global batches at the bucket lengths, the next ones made on a
+gradients. The batches are NumPy arrays made on the host (`bertfit.data.host_input`: the data's
+`input` with no strategy): whole global batches at the bucket lengths, the next ones made on a
 background thread while the device computes; every process reads the whole global batch and
 puts its devices' rows.
 

@@ -189,13 +189,12 @@ class RunSetup:
         static_shapes: bool = False,
     ):
         """The input of the plan's steps from `start` on (a resumed epoch skips the steps
-        taken), as the run's backend reads it (`Backend.input`: tf.data, or NumPy batches
-        made on the host); see `batching` for the padding."""
+        taken), under the trainer's strategy (tf.data), or with none (JAX) NumPy batches made
+        on the host; see `batching` for the padding."""
         batching = self.batching(
             training=training, batch_size=batch_size, static_shapes=static_shapes
         )
-        return backend_of(self.config).input(
-            data,
+        return data.input(
             batching,
             self.trainer.strategy,
             special_ids=self.tokenizer.special_ids,
