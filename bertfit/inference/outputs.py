@@ -135,8 +135,8 @@ def logit_outputs(task: Task, logits: np.ndarray) -> dict[str, np.ndarray]:
     Examples:
     >>> task = Task("single-label", ("neg", "pos"), temperatures=(2.0,))
     >>> out = logit_outputs(task, np.array([[0.0, 2.0]]))
-    >>> out["label"].tolist(), out["probabilities"].round(4).tolist()
-    ([b'pos'], [[0.2689, 0.7311]])
+    >>> out["label"].tolist(), [round(float(p), 4) for p in out["probabilities"][0]]
+    ([b'pos'], [0.2689, 0.7311])
     """
     from bertfit.model.losses import outputs as logit_meaning
 
