@@ -9,6 +9,7 @@ usage errors answer at once, and nothing imported here or by the flags' parsing 
 from __future__ import annotations
 
 import argparse
+import difflib
 import errno
 import json
 import sys
@@ -421,12 +422,64 @@ def _serving_version(text: str) -> int:
 INFERENCE_COMMANDS = ("evaluate", "predict", "serve")
 
 
+class CommandLine(argparse.ArgumentParser):
+    """argparse's parser, with a usage error in one line, `bertfit CMD: error: ...` (the usage
+    block is `--help`'s), and a mistyped flag, command or choice answered with the closest
+    ones (`difflib`): `unrecognized arguments: --epcohs 3 (did you mean --epochs?)`. Each
+    command's parser is one too (`add_subparsers` makes its own kind)."""
+
+    def parse_args(self, args=None, namespace=None):
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            command = self._command(getattr(parsed, "command", None))
+            command.error(_unrecognized(extras, command))
+        return parsed
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+    def _check_value(self, action, value):  # argparse's check of a command or a --flag choice
+        try:
+            super()._check_value(action, value)
+        except argparse.ArgumentError as e:
+            close = difflib.get_close_matches(str(value), [str(c) for c in action.choices])
+            if close:
+                e.message += f"; did you mean {' or '.join(close)}?"
+            raise
+
+    def _command(self, name: str | None) -> argparse.ArgumentParser:
+        """The parser of command `name` (this one without)."""
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction) and name in action.choices:
+                return action.choices[name]
+        return self
+
+
+def _unrecognized(extras: list[str], parser: argparse.ArgumentParser) -> str:
+    """argparse's message for arguments no flag takes, with the flags closest to each."""
+    flags = [name for action in parser._actions for name in action.option_strings]
+    close = {}
+    for word in extras:
+        typed = word.partition("=")[0]
+        if typed.startswith("--"):
+            close[typed] = difflib.get_close_matches(typed, flags, n=3, cutoff=0.75)
+    message = f"unrecognized arguments: {' '.join(extras)}"
+    found = {typed: names for typed, names in close.items() if names}
+    if not found:
+        return f"{message}; {parser.prog} --help lists every flag"
+    if len(close) == 1:
+        (names,) = found.values()
+        return f"{message} (did you mean {' or '.join(names)}?)"
+    said = "; ".join(f"{typed}: {' or '.join(names)}" for typed, names in found.items())
+    return f"{message} (did you mean {said}?)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The whole command line: every command, its flags, their help. Each command's parser
     sets `handler(args) -> exit code`, and may set `preflight(args)`: checks of its options
     and outputs that `main` runs before TensorFlow loads (seconds), so a mistake is said at
     once."""
-    parser = argparse.ArgumentParser(
+    parser = CommandLine(
         prog="bertfit", description="Fine-tune BERT-family encoders for text classification."
     )
     parser.add_argument("--version", action="version", version=f"bertfit {_version()}")
