@@ -87,6 +87,9 @@ import ctypes, os, sys
 if sys.argv[1] == "cli":
     from bertfit.tf_startup import start_tensorflow
     start_tensorflow()
+elif sys.argv[1] == "api":  # a Python program that uses bertfit: its API loads TensorFlow
+    import bertfit
+    bertfit.load_encoder
 import tensorflow as tf
 framework = ctypes.CDLL(os.path.join(os.path.dirname(tf.__file__), "libtensorflow_framework.so.2"))
 try:
@@ -127,3 +130,10 @@ def test_onednn_int64_note_logged_mid_run_stays_off_the_terminal():
     # The control: the same call prints it in a process that did not start TensorFlow so.
     assert _onednn_note_printed("plain")
     assert _onednn_note_printed("cli", BERTFIT_VERBOSE_TF="1")
+
+
+def test_tensorflow_loaded_by_the_python_api_keeps_its_cpp_notes_off_stderr():
+    # `import bertfit` sets the threshold TensorFlow reads when it loads (a user's own wins).
+    assert not _onednn_note_printed("api")
+    assert _onednn_note_printed("api", BERTFIT_VERBOSE_TF="1")
+    assert _onednn_note_printed("api", TF_CPP_MIN_LOG_LEVEL="0")
