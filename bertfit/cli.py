@@ -16,7 +16,17 @@ import sys
 
 from bertfit.checkpoints import commands as checkpoint_commands
 from bertfit.checks import commands as check_commands
-from bertfit.config import BACKENDS, DATA_FORMATS, ENGINES, JAX_BACKEND, TASKS, TENSORFLOW_BACKEND
+from bertfit.config import (
+    BACKENDS,
+    DATA_FORMATS,
+    ENGINES,
+    JAX_BACKEND,
+    TASKS,
+    TENSORFLOW_BACKEND,
+    RunConfig,
+)
+from bertfit.data.run_files import check_run_files
+from bertfit.data.sources import check_source
 from bertfit.errors import BertfitError, TrainingInterrupted
 from bertfit.export.formats import FORMATS as EXPORT_FORMATS
 from bertfit.flags import add_flags, flags_of, given
@@ -25,15 +35,15 @@ from bertfit.run_flags import (
     add_run_output_arguments,
     add_train_arguments,
     run_config_from_args,
-    select_run_backend,
+    train_preflight,
 )
 from bertfit.serve.options import ServeOptions
-from bertfit.sweeps.audit_flags import add_audit_arguments, select_audit_backend
-from bertfit.sweeps.flags import add_tune_arguments, select_sweep_backend, sweep_from_args
+from bertfit.sweeps.audit_flags import add_audit_arguments, audit_preflight
+from bertfit.sweeps.flags import add_tune_arguments, sweep_from_args, tune_preflight
 from bertfit.tf_startup import select_keras_backend, start_tensorflow
 
-# The commands whose preflight makes --backend Keras' backend (`select_run_backend`, tune's and
-# audit's `select_sweep_backend`, `select_audit_backend`, evaluate's and predict's
+# The commands whose preflight makes --backend Keras' backend (`train_preflight`, check's and
+# doctor's `select_run_backend`, `tune_preflight`, `audit_preflight`, evaluate's and predict's
 # `select_inference_backend`); every other runs Keras on TensorFlow.
 BACKEND_COMMANDS = ("train", "doctor", "check", "tune", "audit", "evaluate", "predict")
 
@@ -205,11 +215,22 @@ PREPARE_FLAGS = (
 )
 
 
+def prepare_config(args) -> RunConfig:
+    """The run config `bertfit prepare` tokenizes DATA for: its flags, DATA as `--train`."""
+    args.train, args.config, args.output_dir = args.data, None, None
+    return run_config_from_args(args)
+
+
+def prepare_preflight(args) -> None:
+    """DATA's first rows read before TensorFlow loads (`check_run_files`; the prepare streams
+    the rest through the same reader)."""
+    check_run_files(prepare_config(args), first_rows_only=True)
+
+
 def cmd_prepare(args) -> int:
     from bertfit.training.shards import prepare_shards
 
-    args.train, args.config, args.output_dir = args.data, None, None
-    config = run_config_from_args(args)
+    config = prepare_config(args)
     manifest = prepare_shards(config, args.output, shards=args.shards, overwrite=args.overwrite)
     print(
         json.dumps({"output": args.output, "rows": manifest.rows, "shards": len(manifest.shards)})
@@ -249,16 +270,20 @@ def cmd_evaluate(args) -> int:
     return 0
 
 
+def predict_preflight(args) -> None:
+    """`select_inference_backend`, and --output checked (`check_output_path`), before
+    TensorFlow loads."""
+    from bertfit.inference.predictions_file import check_output_path
+
+    select_inference_backend(args)
+    check_output_path(args.output or "-", args.data, args.run)
+
+
 def cmd_predict(args) -> int:
-    from bertfit.inference.predictions_file import (
-        check_output_path,
-        write_prediction_chunks,
-        write_predictions,
-    )
+    from bertfit.inference.predictions_file import write_prediction_chunks, write_predictions
     from bertfit.inference.run import predict, predict_chunks
 
     output = args.output or "-"
-    check_output_path(output, args.data, args.run)
     run, engine, columns = backend_run(args), args.engine, _columns(args)
     if args.data == "-":  # streamed in chunks, answered as it goes: stdin may never end
         chunks = predict_chunks(run, args.data, format=args.format, columns=columns, engine=engine)
@@ -291,12 +316,14 @@ def engine_run(args, engine: str | None = None) -> str:
 
 
 def select_inference_backend(args) -> None:
-    """evaluate's and predict's preflight: what --backend cannot run is refused
-    (`bertfit.inference.run.check_backend`), then it becomes Keras' backend."""
+    """evaluate's preflight (and predict's): what --backend cannot run is refused
+    (`bertfit.inference.run.check_backend`), then it becomes Keras' backend; a --data file that
+    is missing, or of a format bertfit cannot tell, is said before TensorFlow loads."""
     from bertfit.inference.run import check_backend
 
     check_backend(args.run, args.engine, args.backend)
     select_keras_backend(args.backend)
+    check_source(args.data, args.format)
 
 
 def backend_run(args):
@@ -506,7 +533,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _add_train(sub) -> None:
     train = sub.add_parser("train", help="fine-tune a classifier")
     add_run_output_arguments(add_train_arguments(train))
-    train.set_defaults(handler=cmd_train, preflight=select_run_backend)
+    train.set_defaults(handler=cmd_train, preflight=train_preflight)
 
 
 def _add_distill(sub) -> None:
@@ -545,7 +572,7 @@ def _add_prepare(sub) -> None:
         "--shards", type=int, help="how many files (default: one per 100,000 rows, at most 256)"
     )
     prepare.add_argument("--overwrite", action="store_true", help="replace a prepared set in OUT")
-    prepare.set_defaults(handler=cmd_prepare)
+    prepare.set_defaults(handler=cmd_prepare, preflight=prepare_preflight)
 
 
 def _add_evaluate(sub) -> None:
@@ -576,7 +603,7 @@ def _add_predict(sub) -> None:
     _add_quiet(predict)
     _add_engine(predict)
     _add_backend(predict)
-    predict.set_defaults(handler=cmd_predict, preflight=select_inference_backend)
+    predict.set_defaults(handler=cmd_predict, preflight=predict_preflight)
 
 
 def _add_data_arguments(command, label: bool) -> None:
@@ -710,7 +737,7 @@ def _add_tune(sub) -> None:
         "choose the best mean",
     )
     add_tune_arguments(tune)
-    tune.set_defaults(handler=cmd_tune, preflight=select_sweep_backend)
+    tune.set_defaults(handler=cmd_tune, preflight=tune_preflight)
 
 
 def _add_audit(sub) -> None:
@@ -720,7 +747,7 @@ def _add_audit(sub) -> None:
         "predictions (confident learning)",
     )
     add_audit_arguments(audit)
-    audit.set_defaults(handler=cmd_audit, preflight=select_audit_backend)
+    audit.set_defaults(handler=cmd_audit, preflight=audit_preflight)
 
 
 def main(argv: list[str] | None = None) -> int:

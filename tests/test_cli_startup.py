@@ -71,6 +71,12 @@ def test_help_loads_no_tensorflow(argv, says):
         (["serve", "--run", "r", "--max-batch", "0"], "--max-batch must be at least 1, got 0"),
         (["convert", "m", "m", "--to", "hf"], "DST m overlaps the input m"),  # a preflight
         (["predict", "--run", "r", "--data", "-", "--backend", "jax"], "r is not one"),
+        # data files, read before TensorFlow loads
+        (["train", "--train", "missing.csv"], "missing.csv: file not found"),
+        (["train", "--train", "README.md"], "README.md: cannot tell the format"),
+        (["evaluate", "--run", "r", "--data", "missing.csv"], "missing.csv: file not found"),
+        (["predict", "--run", "r", "--data", "missing.jsonl"], "missing.jsonl: file not found"),
+        (["prepare", "missing.csv", "out"], "missing.csv: file not found"),
     ],
 )
 def test_usage_errors_exit_2_without_loading_tensorflow(argv, says):
@@ -78,6 +84,24 @@ def test_usage_errors_exit_2_without_loading_tensorflow(argv, says):
     assert result == {"code": 2, "loaded": []}, output
     assert says in output
     assert "Traceback" not in output
+
+
+def test_a_bad_row_is_said_before_tensorflow_loads(tmp_path):
+    data = tmp_path / "train.csv"
+    data.write_text("text,label\ngood,pos\n,neg\n")
+    sweep = ["--output-dir", str(tmp_path / "sweep"), "--folds", "2"]
+    for argv in (
+        ["train", "--train", str(data)],
+        ["train", "--train", str(data), "--streaming"],  # the first rows, as it streams them
+        ["train", "--train", str(tmp_path / "*.csv")],  # a glob
+        ["tune", "--train", str(data), *sweep],
+        ["audit", "--train", str(data), *sweep],
+        ["prepare", str(data), str(tmp_path / "prepared")],
+    ):
+        result, output = _parse_only(*argv)
+        assert result == {"code": 2, "loaded": []}, output
+        assert f"{data}:3: the text (column 'text') is empty" in output, argv
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["train.csv"]
 
 
 # TensorFlow's own function for the note (tensorflow/core/util/util.cc), called directly: this

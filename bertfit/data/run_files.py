@@ -13,7 +13,7 @@ checked there; the run reads the files again (nothing is kept: a local CSV reads
     >>> _ = Path("train.csv").write_text("text,label\\na fine film,pos\\n \\t,neg\\n")
     >>> check_run_files(RunConfig(data=DataConfig(train="train.csv")))  # doctest: +ELLIPSIS
     Traceback (most recent call last):
-    bertfit.errors.DataError: train.csv:3: the text is empty or only whitespace; ...
+    bertfit.errors.DataError: train.csv:3: the text (column 'text') is only whitespace (' \\t'); ...
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from pathlib import Path
 from bertfit import storage
 from bertfit.config import RunConfig
 from bertfit.data.chunks import read_chunks, source_files
-from bertfit.data.sources import STDIN, Example, SourceSpec, read_examples
+from bertfit.data.sources import STDIN, Example, SourceSpec, check_source, read_examples
 
 
 def source_spec(config: RunConfig) -> SourceSpec:
@@ -59,16 +59,18 @@ def check_run_files(config: RunConfig, *, first_rows_only: bool = False) -> None
     (read once), a prepared set (`bertfit prepare`'s folder or manifest) and a URL (read once,
     not fetched twice).
     """
-    data = config.data
-    if _read_here(data.train):
+    data, spec = config.data, source_spec(config)
+    train = source_files(data.train, "--train") if _read_here(data.train) else []
+    evaluation = [data.eval] if _read_here(data.eval) else []
+    for path in train + evaluation:  # a missing file said before any is read
+        check_source(path, spec.format)
+    for path in train:
         if data.streaming or first_rows_only:
-            spec = source_spec(config)
-            for path in source_files(data.train, "--train"):
-                next(read_chunks(path, spec), None)
+            next(read_chunks(path, spec), None)
         else:
-            read_training_examples(data.train, config)
-    if data.eval and _read_here(data.eval):
-        read_examples(data.eval, source_spec(config))
+            read_examples(path, spec)
+    for path in evaluation:
+        read_examples(path, spec)
 
 
 def _read_here(path: str | None) -> bool:
