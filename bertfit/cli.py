@@ -12,6 +12,7 @@ import argparse
 import difflib
 import errno
 import json
+import signal
 import sys
 
 from bertfit.checkpoints import commands as checkpoint_commands
@@ -27,7 +28,7 @@ from bertfit.config import (
 )
 from bertfit.data.run_files import check_run_files
 from bertfit.data.sources import check_source
-from bertfit.errors import BertfitError, TrainingInterrupted
+from bertfit.errors import BertfitError, Interrupted
 from bertfit.export.formats import FORMATS as EXPORT_FORMATS
 from bertfit.flags import add_flags, flags_of, given
 from bertfit.run_flags import (
@@ -282,12 +283,21 @@ def predict_preflight(args) -> None:
 def cmd_predict(args) -> int:
     from bertfit.inference.predictions_file import write_prediction_chunks, write_predictions
     from bertfit.inference.run import predict, predict_chunks
+    from bertfit.training.interrupt import StopRequests
 
     output = args.output or "-"
     run, engine, columns = backend_run(args), args.engine, _columns(args)
     if args.data == "-":  # streamed in chunks, answered as it goes: stdin may never end
         chunks = predict_chunks(run, args.data, format=args.format, columns=columns, engine=engine)
-        count = write_prediction_chunks(chunks, output)
+        with StopRequests(note=None) as stop:  # SIGTERM, Ctrl-C: what was predicted is kept
+            count = write_prediction_chunks(stop.until_stopped(chunks), output)
+        if stop.signal is not None:
+            where = "standard output" if output == "-" else output
+            raise Interrupted(
+                f"{signal.Signals(stop.signal).name}: stopped; wrote {count} predictions to "
+                f"{where} (the rows read after them were not predicted)",
+                stop.signal,
+            )
     else:
         rows = predict(
             run, args.data, quiet=args.quiet, format=args.format, columns=columns, engine=engine
@@ -773,7 +783,7 @@ def main(argv: list[str] | None = None) -> int:
         where = f"{e.filename}: " if e.filename else ""
         print(f"bertfit {args.command}: error: {where}{e.strerror or e}", file=sys.stderr)
         return 2
-    except TrainingInterrupted as e:
+    except Interrupted as e:
         print(f"bertfit {args.command}: {e}", file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
