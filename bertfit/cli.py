@@ -9,11 +9,13 @@ usage errors answer at once, and nothing imported here or by the flags' parsing 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import difflib
 import errno
 import json
 import signal
 import sys
+import warnings
 
 from bertfit.checkpoints import commands as checkpoint_commands
 from bertfit.checks import commands as check_commands
@@ -28,7 +30,7 @@ from bertfit.config import (
 )
 from bertfit.data.run_files import check_run_files
 from bertfit.data.sources import check_source
-from bertfit.errors import BertfitError, Interrupted
+from bertfit.errors import BertfitError, CheckpointWarning, Interrupted
 from bertfit.export.formats import FORMATS as EXPORT_FORMATS
 from bertfit.flags import add_flags, flags_of, given
 from bertfit.run_flags import (
@@ -760,8 +762,33 @@ def _add_audit(sub) -> None:
     audit.set_defaults(handler=cmd_audit, preflight=audit_preflight)
 
 
+@contextlib.contextmanager
+def checkpoint_warnings_in_one_line():
+    """In the block, a `CheckpointWarning` is printed `bertfit: warning: ...` (Python's way is
+    `file:line: UserWarning: ...` and the line of source that warned); any other warning as
+    Python prints it."""
+    with warnings.catch_warnings():
+        show = warnings.showwarning
+
+        def one_line(message, category, filename, lineno, file=None, line=None):
+            if issubclass(category, CheckpointWarning):
+                print(f"bertfit: warning: {message}", file=sys.stderr)
+            else:
+                show(message, category, filename, lineno, file, line)
+
+        warnings.showwarning = one_line
+        yield
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)  # --help and usage errors exit here, without TensorFlow
+    with checkpoint_warnings_in_one_line():
+        return _run(args)
+
+
+def _run(args) -> int:
+    """The command's preflight, TensorFlow's start-up and its handler; a user mistake or an
+    interruption said in one line."""
     try:
         preflight = getattr(args, "preflight", None)
         if preflight is not None:

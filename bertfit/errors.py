@@ -43,6 +43,23 @@ class ConfigError(BertfitError):
     """A configuration value is missing, inconsistent or impossible on the chosen hardware."""
 
 
+class CheckpointWarning(UserWarning):
+    """A checkpoint that loads, but perhaps not as meant: tokenizer files of another model or
+    passed over, a vocab at odds with its casing or its embedding table, a config assumed.
+    Said, not refused: the CLI prints it in one line (`bertfit: warning: ...`), and `bertfit
+    check` counts it as a warning finding of `code` (its `--strict` fails on it).
+
+    Examples:
+    >>> import warnings
+    >>> warnings.warn(CheckpointWarning("vocab.txt has capitals", code="model-vocab-casing"))
+    ...  # doctest: +SKIP
+    """
+
+    def __init__(self, message: str, code: str):
+        super().__init__(message)
+        self.code = code
+
+
 class MissingDependencyError(BertfitError):
     """An optional package is needed for what was asked; the message says which to install."""
 
