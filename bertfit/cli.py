@@ -324,18 +324,23 @@ def engine_run(args, engine: str | None = None) -> str:
     if run_unfinished(args.run):
         start_tensorflow(for_inference=True)
         warn_if_unfinished(args.run)
-    return str(onnx_engine_folder(args.run))
+    return str(onnx_engine_folder(args.run, quiet=getattr(args, "quiet", False)))
 
 
 def select_inference_backend(args) -> None:
     """evaluate's preflight (and predict's): what --backend cannot run is refused
     (`bertfit.inference.run.check_backend`), then it becomes Keras' backend; a --data file that
-    is missing, or of a format bertfit cannot tell, is said before TensorFlow loads."""
+    is missing, or of a format bertfit cannot tell, and the packages --engine onnx needs
+    (`check_engine_installed`) are said before TensorFlow loads."""
     from bertfit.inference.run import check_backend
 
     check_backend(args.run, args.engine, args.backend)
     select_keras_backend(args.backend)
     check_source(args.data, args.format)
+    if args.engine == "onnx":
+        from bertfit.export.onnx_engine import check_engine_installed
+
+        check_engine_installed(args.run)
 
 
 def backend_run(args):
@@ -384,6 +389,15 @@ def serve_options(args) -> ServeOptions:
     """The `ServeOptions` of `bertfit serve`'s flags (a `ConfigError` for a value no server can
     work with; `main` builds them once before TensorFlow loads, so that is said at once)."""
     return ServeOptions(**given(args, flags_of(ServeOptions)))
+
+
+def serve_preflight(args) -> None:
+    """`serve_options`, and with --engine onnx the packages it needs (`check_engine_installed`),
+    before TensorFlow loads."""
+    if serve_options(args).engine == "onnx" and args.run is not None:
+        from bertfit.export.onnx_engine import check_engine_installed
+
+        check_engine_installed(args.run)
 
 
 def cmd_serve(args) -> int:
@@ -705,7 +719,7 @@ def _add_serve(sub) -> None:
         "wants, polled for new ones (the newest answers requests that name none)",
     )
     add_flags(serve, flags_of(ServeOptions))  # declared on ServeOptions' fields
-    serve.set_defaults(handler=cmd_serve, preflight=serve_options)
+    serve.set_defaults(handler=cmd_serve, preflight=serve_preflight)
 
 
 def _add_report(sub) -> None:
