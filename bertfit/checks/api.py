@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import time
+import warnings
 
 import keras
 import tensorflow as tf
@@ -49,7 +50,13 @@ from bertfit.data.stream_source import check_stream
 from bertfit.data.streaming import TrainStream
 from bertfit.data.tasks import SINGLE_LABEL
 from bertfit.data.tfrecord import Manifest, is_prepared, prepared_directory
-from bertfit.errors import BertfitError, CheckpointError, ConfigError, DataError
+from bertfit.errors import (
+    BertfitError,
+    CheckpointError,
+    CheckpointWarning,
+    ConfigError,
+    DataError,
+)
 from bertfit.model.classifier import BertClassifier
 from bertfit.model.inputs import WORD_IDS
 from bertfit.training.backends import backend_of
@@ -349,7 +356,23 @@ def _compiles(report: Report, setup: RunSetup, asked: bool | None) -> bool:
 
 def _checked_checkpoint(report: Report, config: RunConfig) -> tuple:
     """The run's checkpoint and tokenizer as `train` loads them, or (None, None) with a
-    finding when it cannot train."""
+    finding when it cannot train; what loading warns of (`CheckpointWarning`) is a warning
+    finding of the warning's code."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", CheckpointWarning)
+        loaded = _loaded_checkpoint(report, config)
+    for warning in caught:
+        if issubclass(warning.category, CheckpointWarning):
+            code, message = warning.message.code, str(warning.message)
+            report.add(code, WARNING, message, where=config.model.name)
+        else:  # not ours to judge: shown as it would have been
+            warnings.warn_explicit(
+                warning.message, warning.category, warning.filename, warning.lineno
+            )
+    return loaded
+
+
+def _loaded_checkpoint(report: Report, config: RunConfig) -> tuple:
     try:
         path = resolve(config.model.name)
         found = detect(path)

@@ -37,11 +37,11 @@ from bertfit.data.labelled import (
     encode_labelled,
     infer_run_task,
     read_labelled,
-    read_training_examples,
     window_spec,
 )
 from bertfit.data.pipeline import Batch, BucketedInput
 from bertfit.data.profile import LengthProfile
+from bertfit.data.run_files import read_training_examples
 from bertfit.data.stream_source import open_stream
 from bertfit.data.streaming import StreamedInput, StreamStep, input_pipelines
 from bertfit.data.tasks import MULTI_LABEL, Task
