@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 import time
 
 import keras
@@ -460,11 +461,14 @@ def _check_pipeline(
     report_batches(report, stats, per_bucket)
 
     if config.train.backend == JAX_BACKEND:  # the one part that differs by backend
-        from bertfit.checks.jax_step import check_jax_gradients, compile_buckets
+        from bertfit.checks.jax_step import check_jax_gradients, check_two_steps, compile_buckets
 
-        check_jax_gradients(report, trainer, firsts[0], replicas, config.model.name)
+        where = config.model.name
+        check_jax_gradients(report, trainer, firsts[0], replicas, where)
         if _compiles(report, setup, compile_) and "grad-step-failed" not in report.codes:
-            compile_buckets(report, trainer, firsts, replicas)
+            first = compile_buckets(report, trainer, firsts, replicas)[0]
+            if first is not None:  # the first bucket's step, run twice
+                check_two_steps(report, trainer, firsts[0], replicas, where, first)
     else:
         _check_tensorflow_step(report, setup, firsts, compile_, full)
     compute = tf.as_dtype(trainer.model.encoder.dtype_policy.compute_dtype).size
@@ -477,7 +481,7 @@ def _check_pipeline(
     if device_memory is not None:
         encoder = trainer.model.encoder
         head = report.memory["trainable_parameters"] - sum(
-            int(v.numpy().size) for v in encoder.trainable_weights
+            math.prod(v.shape) for v in encoder.trainable_weights
         )
         m = config.model
         lora = getattr(m, "lora_rank", None) == 0  # where --lora-rank exists

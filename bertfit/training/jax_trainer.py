@@ -227,7 +227,7 @@ class JaxTrainer(JaxStep):
         state the steps before it made (each call donates the state it was given). `step`:
         the train step compiled ahead of time for this bucket (`compile_train_step`: `bertfit
         check` takes two steps with it), else the jitted one."""
-        step = step or self._train_step
+        step = self._train_step if step is None else step
         state, fixed, results = self._read_state(), self._read_fixed(), []
         try:
             for _ in range(int(steps)):
