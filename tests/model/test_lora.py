@@ -150,6 +150,16 @@ def test_a_target_naming_no_layer_lists_the_layers_there_are():
         enable_lora(_classifier(), 2, None, ["querry"])
 
 
+def test_a_rank_not_below_both_sides_of_an_adapted_kernel_is_refused_before_any_adapter():
+    """The tiny encoder's query and value kernels are [32, 32]: adapters of rank 32 would
+    hold more weights than the kernel (2 x 32 x 32) and change it no more freely."""
+    model = _classifier()
+    with pytest.raises(ConfigError, match=r"--lora-rank 32: layer_0/attention/\w+'s kernel is "):
+        enable_lora(model, 32, None, ["auto"])
+    assert lora_parameters(model) == 0  # refused before the first layer was adapted
+    assert len(enable_lora(model, 31, None, ["auto"])) == 4
+
+
 @pytest.mark.slow  # about 4 s: traces a training step
 def test_a_bfloat16_base_keeps_float32_adapters_and_head_and_merges_within_its_rounding():
     """The merged kernel is W + s A B rounded once to bfloat16, which the factored step
