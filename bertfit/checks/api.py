@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 import time
 import warnings
 
@@ -493,7 +494,7 @@ def _check_pipeline(
     if device_memory is not None:
         encoder = trainer.model.encoder
         head = report.memory["trainable_parameters"] - sum(
-            int(v.numpy().size) for v in encoder.trainable_weights
+            math.prod(v.shape) for v in encoder.trainable_weights
         )
         m = config.model
         lora = getattr(m, "lora_rank", None) == 0  # where --lora-rank exists
@@ -504,13 +505,16 @@ def _check_pipeline(
 
 def _check_jax_step(report: Report, setup: RunSetup, firsts: list, replicas, compile_, full):
     """The gradients on the first batch through the `JaxTrainer`'s own code, then its train
-    step compiled ahead of time per bucket (`checks/jax_step.py`)."""
-    from bertfit.checks.jax_step import check_jax_gradients, compile_buckets
+    step compiled ahead of time per bucket and the first bucket's run twice, one call each,
+    as a run takes them (`checks/jax_step.py`)."""
+    from bertfit.checks.jax_step import check_jax_gradients, check_two_steps, compile_buckets
 
-    trainer = setup.trainer
-    check_jax_gradients(report, trainer, firsts[0], replicas, setup.config.model.name)
+    trainer, where = setup.trainer, setup.config.model.name
+    check_jax_gradients(report, trainer, firsts[0], replicas, where)
     if _compiles(report, setup, compile_) and "grad-step-failed" not in report.codes:
-        compile_buckets(report, trainer, firsts, replicas)
+        first = compile_buckets(report, trainer, firsts, replicas)[0]
+        if first is not None:  # the first bucket's step, run twice
+            check_two_steps(report, trainer, firsts[0], replicas, where, first)
 
 
 def _check_tensorflow_step(
