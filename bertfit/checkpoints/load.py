@@ -14,7 +14,7 @@ from bertfit.checkpoints.formats import SIGNATURE_ONLY, TF1_SAVEDMODEL
 from bertfit.checkpoints.registry import PACKAGED_MODELS, resolve
 from bertfit.checkpoints.tf1 import vocab_in
 from bertfit.checkpoints.weights import LoadReport, assign_weights
-from bertfit.errors import CheckpointError
+from bertfit.errors import CheckpointError, CheckpointWarning
 from bertfit.model.encoder import BertEncoder
 from bertfit.text.loading import TokenizerFiles, build_in_graph, read_tokenizer_files
 from bertfit.text.wordpiece import (
@@ -72,10 +72,13 @@ def check_vocab(checkpoint: Checkpoint) -> None:
     elif checkpoint.lower_case and capitals:
         examples = ", ".join(repr(t) for t in capitals[:UPPERCASE_EXAMPLES])
         warnings.warn(
-            f"{checkpoint.path} says it is uncased (do_lower_case=True) but its vocab holds "
-            f"{len(capitals)} tokens with capitals, e.g. {examples}. Lowercased text can never "
-            "produce them, so this is probably a cased model: pass lower_case=False (the model's "
-            "lower_case setting) unless you know the vocab is right.",
+            CheckpointWarning(
+                f"{checkpoint.path} says it is uncased (do_lower_case=True) but its vocab holds "
+                f"{len(capitals)} tokens with capitals, e.g. {examples}. Lowercased text can "
+                "never produce them, so this is probably a cased model: pass lower_case=False "
+                "(the model's lower_case setting) unless you know the vocab is right.",
+                code="model-vocab-casing",
+            ),
             stacklevel=3,
         )
 
@@ -91,9 +94,12 @@ def _check_vocab_size(checkpoint: Checkpoint, tokens: int) -> None:
         )
     if tokens < rows:
         warnings.warn(
-            f"{checkpoint.vocab_file} has {tokens} tokens and the word embedding matrix "
-            f"{rows} rows; the extra rows are never used (padded embeddings are common, but check "
-            "that this vocab.txt belongs to these weights).",
+            CheckpointWarning(
+                f"{checkpoint.vocab_file} has {tokens} tokens and the word embedding matrix "
+                f"{rows} rows; the extra rows are never used (padded embeddings are common, but "
+                "check that this vocab.txt belongs to these weights).",
+                code="model-vocab-unused-rows",
+            ),
             stacklevel=4,
         )
 
@@ -120,10 +126,14 @@ def check_tokenizer(checkpoint: Checkpoint, tokenizer) -> None:
     family = SUPPORTED.get(checkpoint.config.model_type)
     if family is not None and tokenizer.kind != family.tokenizer:
         warnings.warn(
-            f"{where} is not the {family.tokenizer} tokenizer {family.name} checkpoints ship, "
-            f"and the embedding table has {rows} rows: if these tokenizer files come from "
-            "another model, every id means another token to these weights. Use the files "
-            "shipped with the weights unless the model was trained with this tokenizer.",
+            CheckpointWarning(
+                f"{where} is not the {family.tokenizer} tokenizer {family.name} checkpoints "
+                f"ship, and the embedding table has {rows} rows: if these tokenizer files come "
+                "from another model, every id means another token to these weights. Use the "
+                "files shipped with the weights unless the model was trained with this "
+                "tokenizer.",
+                code="model-tokenizer-foreign",
+            ),
             stacklevel=3,
         )
 

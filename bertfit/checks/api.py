@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import itertools
+import math
 import time
+import warnings
 from typing import TYPE_CHECKING
 
 import keras
-import numpy as np
 
 from bertfit.checkpoints.detect import detect
 from bertfit.checkpoints.formats import SIGNATURE_ONLY, TF1_SAVEDMODEL
@@ -48,7 +49,13 @@ from bertfit.config import JAX_BACKEND, TENSORFLOW_BACKEND, RunConfig, check_pos
 from bertfit.data.labelled import encode_labelled, window_spec
 from bertfit.data.tasks import SINGLE_LABEL
 from bertfit.data.tfrecord import Manifest, is_prepared, prepared_directory
-from bertfit.errors import BertfitError, CheckpointError, ConfigError, DataError
+from bertfit.errors import (
+    BertfitError,
+    CheckpointError,
+    CheckpointWarning,
+    ConfigError,
+    DataError,
+)
 from bertfit.model.classifier import BertClassifier
 from bertfit.model.inputs import WORD_IDS
 from bertfit.tf_build import require_tensorflow, tensorflow_importable
@@ -360,7 +367,23 @@ def _compiles(report: Report, setup: RunSetup, asked: bool | None) -> bool:
 
 def _checked_checkpoint(report: Report, config: RunConfig) -> tuple:
     """The run's checkpoint and tokenizer as `train` loads them, or (None, None) with a
-    finding when it cannot train."""
+    finding when it cannot train; what loading warns of (`CheckpointWarning`) is a warning
+    finding of the warning's code."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", CheckpointWarning)
+        loaded = _loaded_checkpoint(report, config)
+    for warning in caught:
+        if issubclass(warning.category, CheckpointWarning):
+            code, message = warning.message.code, str(warning.message)
+            report.add(code, WARNING, message, where=config.model.name)
+        else:  # not ours to judge: shown as it would have been
+            warnings.warn_explicit(
+                warning.message, warning.category, warning.filename, warning.lineno
+            )
+    return loaded
+
+
+def _loaded_checkpoint(report: Report, config: RunConfig) -> tuple:
     try:
         path = resolve(config.model.name)
         found = detect(path)
@@ -498,7 +521,7 @@ def _check_pipeline(
     if device_memory is not None:
         encoder = trainer.model.encoder
         head = report.memory["trainable_parameters"] - sum(
-            int(np.prod(v.shape)) for v in encoder.trainable_weights
+            math.prod(v.shape) for v in encoder.trainable_weights
         )
         m = config.model
         lora = getattr(m, "lora_rank", None) == 0  # where --lora-rank exists
@@ -509,13 +532,16 @@ def _check_pipeline(
 
 def _check_jax_step(report: Report, setup: RunSetup, firsts: list, replicas, compile_, full):
     """The gradients on the first batch through the `JaxTrainer`'s own code, then its train
-    step compiled ahead of time per bucket (`checks/jax_step.py`)."""
-    from bertfit.checks.jax_step import check_jax_gradients, compile_buckets
+    step compiled ahead of time per bucket and the first bucket's run twice, one call each,
+    as a run takes them (`checks/jax_step.py`)."""
+    from bertfit.checks.jax_step import check_jax_gradients, check_two_steps, compile_buckets
 
-    trainer = setup.trainer
-    check_jax_gradients(report, trainer, firsts[0], replicas, setup.config.model.name)
+    trainer, where = setup.trainer, setup.config.model.name
+    check_jax_gradients(report, trainer, firsts[0], replicas, where)
     if _compiles(report, setup, compile_) and "grad-step-failed" not in report.codes:
-        compile_buckets(report, trainer, firsts, replicas)
+        first = compile_buckets(report, trainer, firsts, replicas)[0]
+        if first is not None:  # the first bucket's step, run twice
+            check_two_steps(report, trainer, firsts[0], replicas, where, first)
 
 
 def _check_tensorflow_step(

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from bertfit import storage
 from bertfit.cache import cache_root
 from bertfit.config import NO_CLASS_WEIGHTS, TRUNCATE, RunConfig
-from bertfit.data.labelled import source_spec
+from bertfit.data.run_files import source_spec
 from bertfit.data.tfrecord import (
     Manifest,
     check_shards,

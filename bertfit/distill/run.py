@@ -23,7 +23,7 @@ from bertfit.atomic import temporary_path, write_text_atomic
 from bertfit.checkpoints.load import detect_checkpoint
 from bertfit.checkpoints.registry import resolve
 from bertfit.config import RunConfig, override
-from bertfit.data.labelled import read_training_examples
+from bertfit.data.run_files import read_training_examples
 from bertfit.data.sources import Example, read_examples
 from bertfit.data.tasks import SINGLE_LABEL
 from bertfit.data.training_data import LabelledData

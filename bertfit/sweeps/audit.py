@@ -225,7 +225,8 @@ def audit_training(
 
 def _check_task_before_training(base: RunConfig) -> None:
     """A task the audit would refuse is refused before K runs train."""
-    from bertfit.training.setup import infer_run_task, read_training_examples
+    from bertfit.data.labelled import infer_run_task
+    from bertfit.data.run_files import read_training_examples
 
     examples = read_training_examples(base.data.train, base)[: base.data.max_train_examples]
     task, _ = infer_run_task(examples, base)

@@ -19,6 +19,8 @@ from bertfit.checkpoints.pooling import DeclaredPooling, decide_pooling, declare
 from bertfit.checkpoints.registry import resolve
 from bertfit.config import RunConfig, check_positions, override
 from bertfit.errors import BertfitError, ConfigError
+from bertfit.model.config import BertConfig
+from bertfit.model.lora import check_rank_fits
 from bertfit.progress import Console
 from bertfit.report import write_report
 from bertfit.runs.metrics import default_metric
@@ -75,21 +77,25 @@ def tune(
 def _check_models(plans: list[RunPlan]) -> None:
     """What `bertfit train` would refuse of a trial only once it starts, checked for every
     trial first: its --model must load, its --max-seq-length fit the model's position table,
-    and a pooling it declares must be one bertfit has (or --pooling given). A bad grid value
-    then costs no trained trial, and writes nothing."""
-    positions: dict[str, int | None] = {}
+    its --lora-rank be below the model's hidden size, and a pooling it declares must be one
+    bertfit has (or --pooling given). A bad grid value then costs no trained trial, and
+    writes nothing."""
+    configs: dict[str, BertConfig | None] = {}  # each --model's, read once
     declared: dict[str, DeclaredPooling | None] = {}
     for plan in plans:
         model = plan.config.model
         try:
-            if model.name not in positions:
+            if model.name not in configs:
                 checkpoint = read_checkpoint(resolve(model.name))
-                config = checkpoint.config
-                positions[model.name] = None if config is None else config.max_sequence_length
+                configs[model.name] = checkpoint.config
                 declared[model.name] = declared_pooling(checkpoint.path)
-            if positions[model.name] is not None:
-                check_positions(model.max_seq_length, positions[model.name], model.name)
             decide_pooling(model.pooling, declared[model.name], model.name)
+            config = configs[model.name]
+            if config is None:  # a wrapped SavedModel: train says the rest
+                continue
+            if config.max_sequence_length is not None:
+                check_positions(model.max_seq_length, config.max_sequence_length, model.name)
+            check_rank_fits(model.lora_rank, config.hidden_size)
         except BertfitError as e:
             raise ConfigError(f"trial {plan.trial.name}: {e} Nothing was trained.") from None
 

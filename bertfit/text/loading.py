@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from bertfit.errors import BertfitError, CheckpointError
+from bertfit.errors import BertfitError, CheckpointError, CheckpointWarning
 from bertfit.text import tokenizer_json, wordpiece
 from bertfit.text.wordpiece import TokenizerConfig
 
@@ -223,10 +223,13 @@ def _tokenizer_file(path: Path) -> Path:
     model_file = next((f for f in found if f.name in SENTENCEPIECE_FILES), None)
     if found[0].name == "tokenizer.json" and model_file and _only_special_tokens(found[0]):
         warnings.warn(
-            f"{found[0]} holds only the special tokens in its Unigram vocab (transformers 5 "
-            "writes that for a SentencePiece tokenizer built with vocab_file=), so bertfit "
-            f"tokenizes with {model_file} beside it. Delete that tokenizer.json, or save it "
-            "again from the original checkpoint, to silence this.",
+            CheckpointWarning(
+                f"{found[0]} holds only the special tokens in its Unigram vocab (transformers 5 "
+                "writes that for a SentencePiece tokenizer built with vocab_file=), so bertfit "
+                f"tokenizes with {model_file} beside it. Delete that tokenizer.json, or save it "
+                "again from the original checkpoint, to silence this.",
+                code="model-tokenizer-passed-over",
+            ),
             stacklevel=3,
         )
         return model_file

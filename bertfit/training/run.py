@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import errno
 import math
 import shutil
 import signal
@@ -47,7 +46,6 @@ from bertfit.runs.run_dir import BEFORE_RUN_ENTRIES
 from bertfit.training import remote_run
 from bertfit.training.backends import backend_of
 from bertfit.training.checkpointing import (
-    CheckpointWriteError,
     RunCheckpoints,
     TrainingState,
     write_adapter_config,
@@ -66,7 +64,7 @@ from bertfit.training.run_length import RunLength
 from bertfit.training.setup import RunSetup, prepare
 from bertfit.training.summaries import RunSummaries
 from bertfit.training.xla import XlaChoice
-from bertfit.translate import explain_errors
+from bertfit.translate import error_summary, explain_errors
 
 if TYPE_CHECKING:
     import tensorflow as tf
@@ -287,24 +285,24 @@ def _train(
     return summary
 
 
-FULL_DISK = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)  # OSErrors a run stops on as "failed"
-
-
 @contextlib.contextmanager
 def _failure_recorded(
     run_dir: TrainingRunDir, summary: RunSummary, state: TrainingState
 ) -> Iterator:
-    """A checkpoint or a log line that could not be written (a full disk, a quota) stops the
-    run as "failed" in metrics.json, with the error, when that small write still succeeds;
-    either way the run resumes from its last whole checkpoint."""
+    """An error that stops training (a checkpoint or a log line that could not be written, a
+    step that raised) stops the run as "failed" in metrics.json, with the error, when that
+    small write still succeeds; either way the run resumes from its last whole checkpoint, and
+    one that saved none is replaced by the next command with other settings
+    (`TrainingRunDir.plan_start`). A stop (SIGTERM, Ctrl-C) and a divergence say their own."""
     try:
         yield
-    except (CheckpointWriteError, OSError) as e:
-        if isinstance(e, OSError) and e.errno not in FULL_DISK:
-            raise
+    except (TrainingInterrupted, TrainingDiverged):
+        raise
+    except Exception as e:
+        error = str(e) if isinstance(e, (BertfitError, OSError)) else error_summary(e)
         try:
-            run_dir.log(f"error: {e}")
-            failed = dataclasses.replace(so_far(summary, state), status=FAILED, error=str(e))
+            run_dir.log(f"error: {error}")
+            failed = dataclasses.replace(so_far(summary, state), status=FAILED, error=error)
             run_dir.save_metrics(failed)
         except (OSError, BertfitError):
             pass  # the disk is full: metrics.json keeps "running", as unfinished as "failed"

@@ -12,9 +12,10 @@ directory. A checkpoint counts only once TensorFlow's `checkpoint` index names i
 killed save left behind is removed when the run resumes.
 
 Starting a run is decided before anything is loaded or written (`TrainingRunDir.plan_start`):
-a new or empty directory starts afresh, an unfinished run of the same config resumes, and
-anything else (a finished run, another config's run, files that are not a run) is refused with
-the flag that resolves it.
+a new or empty directory starts afresh, an unfinished run of the same config resumes, a run of
+another config that failed before its first checkpoint (nothing trained to lose) is replaced,
+with a note, and anything else (a finished run, another config's unfinished run, files that are
+not a run) is refused with the flag that resolves it.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from bertfit.data.tasks import Task
 from bertfit.errors import BertfitError, ConfigError
 from bertfit.model.config import BertConfig
 from bertfit.runs.calibration import Calibration
-from bertfit.runs.records import DIVERGED, FINISHED, RUNNING, RunSummary
+from bertfit.runs.records import DIVERGED, FAILED, FINISHED, RUNNING, RunSummary
 from bertfit.runs.run_dir import LOCK_FILE, RUN_ENTRIES, RunDir, leftovers
 from bertfit.training.checkpointing import remove_unindexed
 
@@ -212,6 +213,7 @@ class TrainingRunDir(RunDir):
     def __init__(self, path: str | Path, *, shown_as: str | None = None, sync=None):
         super().__init__(path, shown_as=shown_as)
         self._sync = sync
+        self._replaced: str | None = None  # the run `plan_start` decided to replace
 
     def sync(self) -> None:
         """Uploads what changed, for a run at a URL (nothing to do for a local one)."""
@@ -253,6 +255,14 @@ class TrainingRunDir(RunDir):
             )
         saved = self.load_config()
         differences = config_differences(*_decided(saved, config))
+        failed = self.metrics_status() == FAILED  # not a run still going (on another host)
+        if differences and failed and not resume and not self.saved_checkpoint():
+            # nothing trained to lose: the corrected command needs no --overwrite
+            self._replaced = (
+                f"a run of other settings ({'; '.join(differences)}) that failed before its "
+                "first checkpoint"
+            )
+            return False
         if differences:
             raise ConfigError(
                 f"{where} holds an unfinished run with other settings ({'; '.join(differences)})."
@@ -319,9 +329,12 @@ class TrainingRunDir(RunDir):
             ) from None
 
     def create(self, *, overwrite: bool = False, keep: Collection[str] = ()) -> None:
-        """Makes the directory (clearing a previous run first with `overwrite`, all but the
-        entries named in `keep`)."""
-        if overwrite and self.path.exists():
+        """Makes the directory (clearing a previous run first with `overwrite`, or the run
+        without a checkpoint that `plan_start` decided to replace; all but the entries named
+        in `keep`)."""
+        if self._replaced:
+            print(f"bertfit: {self.shown} held {self._replaced}: replacing it", file=sys.stderr)
+        if (overwrite or self._replaced) and self.path.exists():
             for entry in self.path.iterdir():
                 if entry.name == LOCK_FILE or entry.name in keep:  # the lock: this run's own
                     continue

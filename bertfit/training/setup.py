@@ -37,11 +37,11 @@ from bertfit.data.labelled import (
     encode_labelled,
     infer_run_task,
     read_labelled,
-    read_training_examples,
     window_spec,
 )
 from bertfit.data.pipeline import Batch
 from bertfit.data.profile import LengthProfile
+from bertfit.data.run_files import read_training_examples
 from bertfit.data.tasks import MULTI_LABEL, Task
 from bertfit.data.tfrecord import is_prepared
 from bertfit.data.training_data import Batching, LabelledData, TrainingData

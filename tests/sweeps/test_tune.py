@@ -229,6 +229,24 @@ def test_tune_refuses_a_sweep_it_could_not_score(tmp_path, capsys):
     assert not (tmp_path / "s").exists()
 
 
+def test_a_lora_rank_the_models_hidden_size_cannot_hold_is_refused_before_the_sweep(
+    tmp_path, trainable_hf_dir, capsys
+):
+    """The tiny model's hidden vectors have 32 values: every layer LoRA adapts has 32 as a
+    side, so rank 32 is refused from the checkpoint's config, as train would refuse it."""
+    train, evaluation = _data(tmp_path)
+    sweep = tmp_path / "s"
+    args = train_args(
+        trainable_hf_dir, train, sweep, "--learning-rate", "1e-3,2e-3", command="tune",
+        eval=evaluation, lora_rank=32,
+    )  # fmt: skip
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "trial t1-lr0.001: --lora-rank 32: each layer it adapts reads or writes" in err
+    assert "Pass a --lora-rank below 32" in err and "Nothing was trained" in err
+    assert not sweep.exists()
+
+
 def test_a_bad_grid_value_is_refused_before_any_trial_trains_and_the_fix_reuses_the_dir(
     tmp_path, trainable_hf_dir, capsys
 ):
