@@ -22,8 +22,8 @@ class RaggedIds:
     >>> ids = RaggedIds.from_rows([[7, 8], [], [9]])
     >>> len(ids), ids.row_lengths().tolist(), ids[0].tolist(), ids.row_splits.tolist()
     (3, [2, 0, 1], [7, 8], [0, 2, 2, 3])
-    >>> [row.tolist() for row in ids.rows([2, 0])]
-    [[9], [7, 8]]
+    >>> [row.tolist() for row in ids.rows([2, 0])], ids.to_list()
+    ([[9], [7, 8]], [[7, 8], [], [9]])
     """
 
     values: np.ndarray
@@ -66,6 +66,10 @@ class RaggedIds:
     def rows(self, indices: Iterable[int]) -> list[np.ndarray]:
         """The ids of the texts at `indices`, in that order."""
         return [self[i] for i in indices]
+
+    def to_list(self) -> list[list[int]]:
+        """Every text's ids as a list of ints (as `tf.RaggedTensor.to_list` gives them)."""
+        return [row.tolist() for row in self.rows(range(len(self)))]
 
     def as_tensor(self):
         """The same ids as a `tf.RaggedTensor` [texts, None] of int32, in the host's memory
