@@ -20,8 +20,8 @@ yields whole global batches at the bucket lengths, read here as numpy arrays.
 
 Between host calls the weights, the optimizer's state and the dropout seeds are written back
 into the Keras variables (a reference swap on JAX, no copy), so a checkpoint saved between
-calls (`RunCheckpoints`, through its TensorFlow mirror) holds them, and a restored checkpoint is
-what the next call starts from.
+calls (`RunCheckpoints`) holds them, and a restored checkpoint is what the next call starts
+from.
 """
 
 from __future__ import annotations
