@@ -126,7 +126,8 @@ def save_checkpoint(
     finally:
         with contextlib.suppress(OSError):
             temporary.unlink(missing_ok=True)
-    _remove_checkpoints(path.parent, keep={path.name})
+    with contextlib.suppress(OSError):  # saved: what is not removed now, a resume removes
+        _remove_checkpoints(path.parent, keep={path.name})
     return str(path)
 
 

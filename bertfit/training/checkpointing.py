@@ -21,7 +21,7 @@ import numpy as np
 from bertfit.atomic import write_text_atomic
 from bertfit.errors import BertfitError
 from bertfit.model.lora import adapted_layers, lora_parameters
-from bertfit.runs.checkpoint_files import latest_checkpoint, remove_leftovers, save_checkpoint
+from bertfit.runs.checkpoint_files import latest_checkpoint, save_checkpoint
 from bertfit.runs.records import EarlyStop, EpochRecord, StepEvaluation
 from bertfit.runs.weights import (
     adapter_variables,
@@ -153,11 +153,8 @@ class RunCheckpoints:
 
     @staticmethod
     def _save_failed(directory: Path, state: TrainingState, error: OSError) -> CheckpointWriteError:
-        """The partial save removed, the error in one line with what is kept."""
-        try:
-            remove_leftovers(directory)
-        except OSError:
-            pass  # what cannot be removed now is removed when the run resumes
+        """The error in one line, with what is kept (`save_checkpoint` removed its partial
+        file)."""
         reason = str(error.strerror or error).splitlines()[0][:200]
         kept = latest_checkpoint(directory)
         then = (
