@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from safetensors import deserialize, safe_open
 
-from bertfit.errors import CheckpointError
+from bertfit.errors import CheckpointError, MissingDependencyError
 from bertfit.runs.checkpoint_files import (
     STATE,
     checkpoint_step,
@@ -160,6 +160,7 @@ def _assert_same(values: dict, expected: dict) -> None:
         np.testing.assert_array_equal(value, expected[name], err_msg=name)
 
 
+@pytest.mark.slow  # TensorFlow's saver, and a tiny model: 2-3 s
 def test_an_earlier_bertfits_checkpoints_restore_resume_and_give_way_to_the_next_save(tmp_path):
     model, optimizer = trainer("bf16")  # with dropout: RNG states
     variables = checkpoint_variables(model, optimizer)
@@ -183,6 +184,16 @@ def test_an_earlier_bertfits_checkpoints_restore_resume_and_give_way_to_the_next
 
     checkpoints.save_latest(TrainingState(epoch=1, step=3, global_step=8))
     assert [p.name for p in (tmp_path / "latest").iterdir()] == ["ckpt-8.safetensors"]
+
+
+def test_an_earlier_bertfits_checkpoint_is_found_without_tensorflow_and_read_with_it(
+    tmp_path, monkeypatch
+):
+    prefix = write_tensorflow_checkpoint(tmp_path, 3, {"model/w": np.ones(2, np.float32)})
+    assert latest_checkpoint(tmp_path) == prefix
+    monkeypatch.setitem(sys.modules, "tensorflow", None)  # a machine without it
+    with pytest.raises(MissingDependencyError, match=r"ckpt-3 is a TensorFlow checkpoint .*pip"):
+        read_checkpoint(prefix, ["model/w"])
 
 
 @pytest.mark.slow
