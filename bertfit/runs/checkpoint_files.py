@@ -42,7 +42,7 @@ from bertfit.errors import CheckpointError
 SUFFIX = ".safetensors"
 STATE = "training_state"  # the header's metadata key of the TrainingState's JSON
 _FILE = re.compile(r"ckpt-(\d+)\.safetensors")
-_TENSORFLOW_INDEX = "checkpoint"  # an earlier bertfit's: TensorFlow's list of the folder's
+_TENSORFLOW_INDEX = "checkpoint"  # TensorFlow's list of the folder's checkpoints (earlier runs)
 _DTYPES = {  # numpy's dtype name -> safetensors'
     "float64": "F64",
     "float32": "F32",
