@@ -338,7 +338,7 @@ def isdir(url: str) -> bool:
 
 
 def list_files(url: str) -> list[str]:
-    """Every file under `url`, as sorted paths relative to it ("checkpoints/best/x.index");
+    """Every file under `url`, as sorted paths relative to it ("checkpoints/best/x.safetensors");
     [] when there is none."""
     return _backend(url).walk_files(url)
 

@@ -26,6 +26,7 @@ import numpy as np
 from bertfit.data.sources import Example
 from bertfit.data.training_data import data_fingerprint
 from bertfit.errors import BertfitError
+from bertfit.runs.checkpoint_files import identifying_file
 
 DISTILL_DIR = "distill"
 ROWS_FILE = "train"  # and the format's extension (`rows_file`)
@@ -84,9 +85,11 @@ class SoftLabels:
 
 
 def distill_fingerprint(teacher_checkpoint: str, rows: list[Example]) -> str:
-    """A digest of the teacher's checkpoint (its path and index file) and of the rows."""
+    """A digest of the teacher's checkpoint (its path and contents) and of the rows."""
     digest = hashlib.sha256(teacher_checkpoint.encode("utf-8"))
-    digest.update(Path(teacher_checkpoint + ".index").read_bytes())
+    with identifying_file(teacher_checkpoint).open("rb") as file:
+        for block in iter(lambda: file.read(1 << 20), b""):
+            digest.update(block)
     digest.update(data_fingerprint(rows).encode("utf-8"))
     return digest.hexdigest()
 

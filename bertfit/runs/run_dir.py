@@ -5,8 +5,11 @@
       labels.json           the task and its label names by output id (`Task`)
       encoder/              config.json (the architecture), tokenizer/ (the tokenizer's files,
                             as `tokenizer.save` writes them)
-      checkpoints/latest/   model + optimizer + RNG + data position: resumes the run exactly
-      checkpoints/best/     the model weights of the best epoch by `best_metric` (no optimizer)
+      checkpoints/latest/   ckpt-N.safetensors: model + optimizer + RNG + data position at
+                            global step N: resumes the run exactly
+      checkpoints/best/     ckpt-N.safetensors: the model weights of the best evaluation by
+                            `best_metric` (no optimizer); `checkpoints/adapter/` beside it: a
+                            LoRA run's adapters and head (`bertfit.runs.checkpoint_files`)
       metrics.json          per epoch and final: loss, accuracy, macro_f1, num_examples, ...;
                             "status" is "running" until the run finished
       steps.jsonl           every optimizer step: loss, learning rate, gradient norm, examples/s,
@@ -25,9 +28,9 @@ evaluated, exported and served: its best checkpoint, or its latest (mid-epoch) o
 the commands say so in a warning (`RunDir.unfinished_note`).
 
 A run at a URL (`gs://`, `s3://`, ...) is read from a local copy: `open_run` downloads its
-files into a temporary folder, removed at exit; the checkpoint is the one TensorFlow's index
-names. Training writes a run through `bertfit.training.run_dir` (the lock, the start policy,
-the writers) and `bertfit.training.remote_run` (a run at a URL).
+files into a temporary folder, removed at exit; each checkpoint folder's newest checkpoint is
+the one used. Training writes a run through `bertfit.training.run_dir` (the lock, the start
+policy, the writers) and `bertfit.training.remote_run` (a run at a URL).
 """
 
 from __future__ import annotations
@@ -37,10 +40,10 @@ import json
 import os
 import shutil
 import tempfile
-from pathlib import Path
+from collections.abc import Iterable
+from pathlib import Path, PurePosixPath
 
 import numpy as np
-import tensorflow as tf
 
 from bertfit import storage
 from bertfit.atomic import leftover_of
@@ -50,6 +53,7 @@ from bertfit.data.tasks import Task
 from bertfit.errors import BertfitError
 from bertfit.model.config import BertConfig
 from bertfit.runs.calibration import CALIBRATION_FILE, Calibration
+from bertfit.runs.checkpoint_files import SUFFIX, checkpoint_step, latest_checkpoint
 from bertfit.runs.records import FINISHED, RUNNING
 from bertfit.text.loading import load_tokenizer
 
@@ -86,10 +90,6 @@ def leftovers(entries) -> list[str]:
     ]
 
 
-def _step(checkpoint: str) -> str:
-    return checkpoint.rpartition("-")[2]
-
-
 class RunDir:
     """Paths and readers of one run directory.
 
@@ -97,11 +97,16 @@ class RunDir:
         path: the directory.
         shown_as: how messages name it: the URL of a run at a URL, whose files are in the
             local folder `path` (`open_run`).
+        not_copied: the files of the run at a URL left out of that folder, relative to it
+            (checkpoint weights a report does not need: still named in the warnings).
     """
 
-    def __init__(self, path: str | Path, *, shown_as: str | None = None):
+    def __init__(
+        self, path: str | Path, *, shown_as: str | None = None, not_copied: Iterable[str] = ()
+    ):
         self.path = Path(path)
         self.shown = shown_as or str(path)
+        self._not_copied = [PurePosixPath(name) for name in not_copied]
 
     def _shown(self, file: Path) -> str:
         """How messages name `file` of this run (under the URL for a run at a URL)."""
@@ -152,9 +157,9 @@ class RunDir:
         return metrics.get("status") if isinstance(metrics, dict) else None
 
     def saved_checkpoint(self) -> bool:
-        """Whether the run saved a checkpoint (its latest or its best) that TensorFlow's index
-        names: something trained that a resume continues or a command uses."""
-        return any(tf.train.latest_checkpoint(str(d)) for d in (self.latest_dir, self.best_dir))
+        """Whether the run saved a checkpoint (its latest or its best): something trained that
+        a resume continues or a command uses."""
+        return any(self._latest_checkpoint(d) for d in (self.latest_dir, self.best_dir))
 
     def saved_buckets(self) -> tuple[int, ...]:
         """The length buckets the run here resolved (a resumed run keeps them)."""
@@ -181,12 +186,13 @@ class RunDir:
             if planned is not None
             else f"{done} epoch(s) finished of a --max-steps {train.max_steps} run"
         )
-        best = tf.train.latest_checkpoint(str(self.best_dir))
-        latest = tf.train.latest_checkpoint(str(self.latest_dir))
+        best = self._latest_checkpoint(self.best_dir)
+        latest = self._latest_checkpoint(self.latest_dir)
         if best:
-            used = f"its best checkpoint so far ({Path(best).name}, global step {_step(best)})"
+            step = checkpoint_step(best)
+            used = f"its best checkpoint so far ({Path(best).name}, global step {step})"
         elif latest:
-            used = f"its latest, mid-epoch checkpoint (global step {_step(latest)})"
+            used = f"its latest, mid-epoch checkpoint (global step {checkpoint_step(latest)})"
         else:
             used = "no checkpoint (none was saved)"
         return (
@@ -250,11 +256,18 @@ class RunDir:
 
         return load_host_tokenizer(self._require(self.tokenizer_dir))
 
+    def _latest_checkpoint(self, directory: Path) -> str | None:
+        folder = PurePosixPath(directory.relative_to(self.path).as_posix())
+        not_copied = [name.name for name in self._not_copied if name.parent == folder]
+        return latest_checkpoint(directory, not_copied)
+
     def checkpoint_path(self, which: str = "best") -> str:
+        """The current checkpoint of `which` ("best", or "latest"; a run without a best
+        checkpoint yet gives its latest)."""
         directory = self.best_dir if which == "best" else self.latest_dir
-        path = tf.train.latest_checkpoint(str(directory))
+        path = self._latest_checkpoint(directory)
         if path is None and which == "best":
-            path = tf.train.latest_checkpoint(str(self.latest_dir))
+            path = self._latest_checkpoint(self.latest_dir)
         if path is None:
             raise BertfitError(f"{self.shown}: no checkpoint found under {self._shown(directory)}.")
         return path
@@ -267,16 +280,20 @@ def open_run(path: str | os.PathLike, *, checkpoints: bool = True) -> RunDir:
     if not storage.is_url(path):
         return RunDir(path)
     url = storage.path_text(path)
+    not_copied = []
 
     def skip(name: str) -> bool:
         parts = name.split("/")
-        weights = parts[0] == "checkpoints" and ".data-" in parts[-1]
-        return parts[0] in (LOCK_FILE, *_NOT_READ) or (weights and not checkpoints)
+        weights = parts[0] == "checkpoints" and (parts[-1].endswith(SUFFIX) or ".data-" in name)
+        if weights and not checkpoints:
+            not_copied.append(name)
+            return True
+        return parts[0] in (LOCK_FILE, *_NOT_READ)
 
     folder = Path(tempfile.mkdtemp(prefix="bertfit-run-copy-"))
     atexit.register(shutil.rmtree, folder, True)
     storage.download_tree(url, folder, skip=skip)
-    return RunDir(folder, shown_as=url)
+    return RunDir(folder, shown_as=url, not_copied=not_copied)
 
 
 def _load_outputs(file: Path) -> tuple[np.ndarray, np.ndarray] | None:

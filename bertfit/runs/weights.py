@@ -1,26 +1,25 @@
-"""A run's checkpoint weights, keyed by explicit variable names: the layout training saves and
-everything that reads a run (evaluate, predict, export, serve) restores.
+"""A run's weights by name, and restoring a model from a checkpoint of them: what training saves
+(`bertfit.training.checkpointing`) and everything that reads a run (evaluate, predict, export,
+serve) restores.
 
-Keras 3 objects do not expose their layer lists to `tf.train.Checkpoint`'s object graph, so a
-checkpoint of the model object silently misses most encoder weights. bertfit instead names
-every variable itself: model weights by their canonical names, optimizer slots and the dropout
-RNG states by position. The names are the checkpoint's format: a run saved by an older bertfit
-restores only while they stay the same.
+bertfit names every variable itself: the model's weights by their canonical names
+(`model/encoder/...`, `model/head/kernel`), the optimizer's variables by position
+(`optimizer/<i>/<name>`), the dropout RNG states by position (`rng/<i>`). The names are the
+checkpoint's format: a run saved by an older bertfit restores only while they stay the same.
 
-The files are TensorFlow's on every Keras backend: a JAX process writes and reads them through
-`TensorFlowMirror` (tf.Variables copying its variables), so a run trained on JAX evaluates,
-exports and serves in TensorFlow unchanged.
+Values go through Keras (`keras.ops.convert_to_numpy`, `Variable.assign`), so the same code saves
+and restores on TensorFlow and on JAX and the files are the same (`bertfit.runs.checkpoint_files`,
+safetensors): a run trained on JAX evaluates, exports and serves in TensorFlow, and one trained
+where TensorFlow is not installed exports on a machine that has it.
 """
 
 from __future__ import annotations
 
 import keras
 import numpy as np
-import tensorflow as tf
 
-
-def _key(name: str) -> str:
-    return name.replace("/", ".")
+from bertfit.errors import CheckpointError
+from bertfit.runs.checkpoint_files import read_checkpoint
 
 
 def model_variables(model) -> dict[str, object]:
@@ -58,82 +57,53 @@ def rng_variables(model) -> list:
     return [v for v in model.variables if "seed_generator_state" in v.path]
 
 
-class TensorFlowMirror:
-    """tf.Variables that copy the variables of another Keras backend (JAX), so that
-    `tf.train.Checkpoint` writes and reads the same files there: `push` copies the backend's
-    values into the mirrors before a save, `pull` copies the mirrors back after a read. Each
-    variable gets one mirror, however many checkpoints name it."""
-
-    def __init__(self):
-        self._pairs: dict[int, tuple[keras.Variable, tf.Variable]] = {}
-
-    def of(self, variable: keras.Variable) -> tf.Variable:
-        pair = self._pairs.get(id(variable))
-        if pair is None:
-            mirror = tf.Variable(_numpy(variable), trainable=False)
-            pair = self._pairs[id(variable)] = (variable, mirror)
-        return pair[1]
-
-    def push(self) -> None:
-        for variable, mirror in self._pairs.values():
-            mirror.assign(_numpy(variable))
-
-    def pull(self) -> None:
-        for variable, mirror in self._pairs.values():
-            variable.assign(mirror.numpy())
-
-
-def _numpy(variable) -> np.ndarray:
-    return np.asarray(keras.ops.convert_to_numpy(variable.value))
-
-
-def mirror_for_backend() -> TensorFlowMirror | None:
-    """A `TensorFlowMirror` where Keras runs on another backend than TensorFlow, else None (a
-    TensorFlow variable is checkpointed as it is)."""
-    return None if keras.backend.backend() == "tensorflow" else TensorFlowMirror()
-
-
-def _tf_variable(variable, mirror: TensorFlowMirror | None):
-    if mirror is not None:
-        return mirror.of(variable)
-    return getattr(variable, "value", variable)
-
-
-def make_checkpoint(
-    model,
-    optimizer=None,
-    adapters_only: bool = False,
-    mirror: TensorFlowMirror | None = None,
-    **extra,
-) -> tf.train.Checkpoint:
-    """A checkpoint of the model's weights (and the optimizer's state, the RNG states and
-    `extra` trackables when an optimizer is given: everything a resumed run needs);
-    `adapters_only`: of a LoRA model's `adapter_variables` alone. On a backend other than
-    TensorFlow it holds `mirror`'s copies of the variables (`mirror_for_backend`)."""
+def checkpoint_variables(model, optimizer=None, adapters_only: bool = False) -> dict:
+    """The variables a checkpoint holds, by their names there: the model's (`adapters_only`: a
+    LoRA model's `adapter_variables` alone) and, with an `optimizer`, its variables and the RNG
+    states too: everything a resumed run needs."""
     named = adapter_variables(model) if adapters_only else model_variables(model)
-    children = {_key("model/" + name): _tf_variable(v, mirror) for name, v in named.items()}
+    variables = {f"model/{name}": v for name, v in named.items()}
     if optimizer is not None:
-        for i, variable in enumerate(optimizer.variables):
-            children[_key(f"optimizer/{i}/{variable.name}")] = _tf_variable(variable, mirror)
-        for i, variable in enumerate(rng_variables(model)):
-            children[f"rng.{i}"] = _tf_variable(variable, mirror)
-    return tf.train.Checkpoint(**children, **extra)
+        variables.update({f"optimizer/{i}/{v.name}": v for i, v in enumerate(optimizer.variables)})
+        variables.update({f"rng/{i}": v for i, v in enumerate(rng_variables(model))})
+    return variables
 
 
-def _restore(model, path: str, adapters_only: bool = False) -> None:
-    mirror = mirror_for_backend()
-    status = make_checkpoint(model, adapters_only=adapters_only, mirror=mirror).read(path)
-    status.assert_existing_objects_matched().expect_partial()
-    if mirror is not None:
-        mirror.pull()
+def variable_values(variables: dict) -> dict[str, np.ndarray]:
+    """Each variable's value on the host, by name (what `save_checkpoint` writes)."""
+    return {name: np.asarray(keras.ops.convert_to_numpy(v.value)) for name, v in variables.items()}
+
+
+def restore_variables(variables: dict, path: str) -> str | None:
+    """Loads every variable of `variables` (by name) from the checkpoint at `path` and returns
+    its `TrainingState`'s JSON (None in a checkpoint without one). A variable the checkpoint
+    lacks, or holds in another shape, is an error before any is changed, not a silent skip."""
+    arrays, state = read_checkpoint(path, variables)
+    missing = [name for name in variables if name not in arrays]
+    if missing:
+        raise CheckpointError(
+            f"{path} holds no {missing[0]} ({len(missing)} of the {len(variables)} variables "
+            "restored are missing): it is not a checkpoint of this run's model. Pass the run "
+            "directory the checkpoint belongs to."
+        )
+    for name, variable in variables.items():
+        if tuple(arrays[name].shape) != tuple(variable.shape):
+            raise CheckpointError(
+                f"{path} holds {name} of shape {tuple(arrays[name].shape)}, and the model's is "
+                f"{tuple(variable.shape)}: it is not a checkpoint of this run's model. Pass the "
+                "run directory the checkpoint belongs to."
+            )
+    for name, variable in variables.items():
+        variable.assign(arrays[name])
+    return state
 
 
 def restore_model(model, path: str) -> None:
-    """Loads every model weight from `path`; a missing weight is an error, not a silent skip."""
-    _restore(model, path)
+    """Loads every model weight from the checkpoint at `path`."""
+    restore_variables(checkpoint_variables(model), path)
 
 
 def restore_adapters(model, path: str) -> None:
     """Loads a LoRA run's adapters and head (`checkpoints/adapter`) into `model`, a classifier
     built on the run's base checkpoint with the run's `enable_lora`."""
-    _restore(model, path, adapters_only=True)
+    restore_variables(checkpoint_variables(model, adapters_only=True), path)

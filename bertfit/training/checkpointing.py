@@ -3,26 +3,32 @@
 The variables are keyed by explicit names (`bertfit.runs.weights`, which inference reads
 too). A resumable checkpoint (`checkpoints/latest`) holds the model, the optimizer (slots, step,
 loss scale), the RNG states and a JSON `TrainingState` (epoch, position in the epoch's batch
-plan, history), all in one TensorFlow checkpoint, so they can never disagree. The best
-checkpoint holds only the model weights inference needs.
+plan, history), all in one file, so they can never disagree. The best checkpoint holds the
+model weights inference needs (and a LoRA run's `checkpoints/adapter` its adapters and head).
+The files are safetensors (`bertfit.runs.checkpoint_files`: atomic, one per folder), written
+and read through Keras on either backend, without TensorFlow.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import shutil
 import time
 from pathlib import Path
 
 import numpy as np
-import tensorflow as tf
 
 from bertfit.atomic import write_text_atomic
 from bertfit.errors import BertfitError
 from bertfit.model.lora import adapted_layers, lora_parameters
+from bertfit.runs.checkpoint_files import latest_checkpoint, save_checkpoint
 from bertfit.runs.records import EarlyStop, EpochRecord, StepEvaluation
-from bertfit.runs.weights import adapter_variables, make_checkpoint, mirror_for_backend
+from bertfit.runs.weights import (
+    adapter_variables,
+    checkpoint_variables,
+    restore_variables,
+    variable_values,
+)
 
 ADAPTER_CONFIG = "adapter_config.json"
 
@@ -30,19 +36,6 @@ ADAPTER_CONFIG = "adapter_config.json"
 class CheckpointWriteError(BertfitError):
     """A checkpoint could not be written (a full disk, a quota, a read-only file system): its
     partial files are removed and the previous checkpoint stays the one a resume uses."""
-
-
-def remove_unindexed(directory: str | Path) -> None:
-    """Deletes what a failed or killed save left in a checkpoint folder: temporary folders and
-    the files of a checkpoint TensorFlow's `checkpoint` index does not name."""
-    directory = Path(directory)
-    if not directory.is_dir():
-        return
-    current = tf.train.latest_checkpoint(str(directory))
-    keep = {"checkpoint", Path(ADAPTER_CONFIG).stem} | ({Path(current).name} if current else set())
-    for entry in directory.iterdir():
-        if entry.name.split(".")[0] not in keep:
-            shutil.rmtree(entry, ignore_errors=True) if entry.is_dir() else entry.unlink()
 
 
 def write_adapter_config(directory: str | Path, model, base: str, alpha: float) -> None:
@@ -125,60 +118,45 @@ class RunCheckpoints:
         model, optimizer: the trainer's.
         latest_dir, best_dir: where the two live (non-chief workers pass scratch folders).
         after_save: called after each save (`RunDir.sync`: a run at a URL uploads it).
+        adapter_dir: where a LoRA run's adapters and head are saved beside `best`.
     """
 
     def __init__(self, model, optimizer, latest_dir, best_dir, after_save=None, adapter_dir=None):
         self.seconds = 0.0  # spent writing checkpoints (and uploading them)
         self._after_save = after_save
-        self._state = tf.Variable("", dtype=tf.string, trainable=False)
-        self._mirror = mirror = mirror_for_backend()  # JAX: the same files, through copies
-        resumable = make_checkpoint(model, optimizer, mirror=mirror, training_state=self._state)
-        self._latest = tf.train.CheckpointManager(resumable, str(latest_dir), max_to_keep=1)
-        self._best = tf.train.CheckpointManager(
-            make_checkpoint(model, mirror=mirror), str(best_dir), max_to_keep=1
-        )
-        self._adapter = None  # a LoRA run's adapters and head, saved beside `best`
+        self._latest = Path(latest_dir), checkpoint_variables(model, optimizer)
+        self._best = Path(best_dir), checkpoint_variables(model)
+        self._adapter = None
         if adapter_dir is not None and adapter_variables(model):
-            self._adapter = tf.train.CheckpointManager(
-                make_checkpoint(model, adapters_only=True, mirror=mirror),
-                str(adapter_dir),
-                max_to_keep=1,
-            )
+            self._adapter = Path(adapter_dir), checkpoint_variables(model, adapters_only=True)
 
     def save_latest(self, state: TrainingState) -> str:
-        self._state.assign(state.to_json())
-        return self._timed_save(self._latest, state)
+        return self._timed_save(*self._latest, state)
 
     def save_best(self, state: TrainingState) -> str:
         if self._adapter is not None:
-            self._timed_save(self._adapter, state)
-        return self._timed_save(self._best, state)
+            self._timed_save(*self._adapter, state)
+        return self._timed_save(*self._best, state)
 
-    def _timed_save(self, manager: tf.train.CheckpointManager, state: TrainingState) -> str:
+    def _timed_save(self, directory: Path, variables: dict, state: TrainingState) -> str:
         start = time.perf_counter()
-        if self._mirror is not None:
-            self._mirror.push()
         try:
-            path = manager.save(checkpoint_number=state.global_step)
-        except (OSError, tf.errors.OpError) as e:
-            raise self._save_failed(manager, state, e) from None
+            path = save_checkpoint(
+                directory, state.global_step, variable_values(variables), state.to_json()
+            )
+        except OSError as e:
+            raise self._save_failed(directory, state, e) from None
         if self._after_save is not None:
             self._after_save()
         self.seconds += time.perf_counter() - start
         return path
 
     @staticmethod
-    def _save_failed(
-        manager: tf.train.CheckpointManager, state: TrainingState, error: Exception
-    ) -> CheckpointWriteError:
-        """The partial save removed, the error in one line with what is kept."""
-        try:
-            remove_unindexed(manager.directory)
-        except OSError:
-            pass  # what cannot be removed now is removed when the run resumes
-        reason = getattr(error, "strerror", None) or getattr(error, "message", None) or error
-        reason = str(reason).splitlines()[0][:200]
-        kept = manager.latest_checkpoint
+    def _save_failed(directory: Path, state: TrainingState, error: OSError) -> CheckpointWriteError:
+        """The error in one line, with what is kept (`save_checkpoint` removed its partial
+        file)."""
+        reason = str(error.strerror or error).splitlines()[0][:200]
+        kept = latest_checkpoint(directory)
         then = (
             f"the previous checkpoint {Path(kept).name} is kept, and the same command "
             "resumes from it"
@@ -186,17 +164,15 @@ class RunCheckpoints:
             else "no earlier checkpoint was saved here"
         )
         return CheckpointWriteError(
-            f"cannot save the checkpoint of global step {state.global_step} in "
-            f"{manager.directory} ({reason}); its partial files were removed and {then}. Free "
-            "space (or choose a writable --output-dir) and rerun."
+            f"cannot save the checkpoint of global step {state.global_step} in {directory} "
+            f"({reason}); its partial file was removed and {then}. Free space (or choose a "
+            "writable --output-dir) and rerun."
         )
 
     def restore_latest(self) -> TrainingState | None:
         """Restores model, optimizer and RNG from `latest`; None when there is none yet."""
-        path = self._latest.latest_checkpoint
+        directory, variables = self._latest
+        path = latest_checkpoint(directory)
         if path is None:
             return None
-        self._latest.checkpoint.read(path).assert_existing_objects_matched()
-        if self._mirror is not None:
-            self._mirror.pull()
-        return TrainingState.from_json(self._state.numpy().decode("utf-8"))
+        return TrainingState.from_json(restore_variables(variables, path))

@@ -24,9 +24,9 @@ The step's state is donated (`jax_step`): XLA writes the new weights and optimiz
 the old ones, whose buffers are deleted. After every host call, and after a step that raised,
 the weights, the optimizer's state and the dropout seeds are written back into the Keras
 variables (a reference swap on JAX, no copy), so the Keras variables never hold a donated
-buffer: a checkpoint saved between calls (`RunCheckpoints`, through its TensorFlow mirror),
-`predict` and `bertfit check` read them, and a restored checkpoint is what the next call
-starts from. The frozen weights are not donated, and stay in their variables as they are.
+buffer: a checkpoint saved between calls (`RunCheckpoints`), `predict` and `bertfit check` read
+them, and a restored checkpoint is what the next call starts from. The frozen weights are not
+donated, and stay in their variables as they are.
 """
 
 from __future__ import annotations

@@ -1,16 +1,16 @@
 """A run directory at a URL (`gs://`, `s3://`, `ram://`, ...: `bertfit.storage`).
 
-TensorFlow writes checkpoints, TensorBoard events and the run's files into a local staging
+Training writes checkpoints, TensorBoard events and the run's files into a local staging
 copy, exactly as into a local run directory (`TrainingRunDir`); `RemoteRun.push` then uploads what
 changed and deletes what the staging copy no longer holds. An object store has no rename, so
 the rules of a local run directory hold this way:
 
 - Whole files: each file is one upload, which the store shows whole or not at all.
-- Whole checkpoints: a checkpoint's data files are uploaded before its folder's `checkpoint`
-  index (TensorFlow's own list of the checkpoints there), and the files of the checkpoint it
-  replaces are deleted only after. A reader takes only the checkpoint the index names, so a
-  push killed half-way leaves the previous checkpoint, whole, as the one that loads; the files
-  of the unfinished one are removed when the run resumes.
+- Whole checkpoints: a checkpoint is one file (`bertfit.runs.checkpoint_files`), so one
+  upload, and the checkpoint it replaces is deleted only after it. A reader takes each
+  folder's newest checkpoint, so a push killed half-way leaves a whole checkpoint as the one
+  that loads: the new one, or the previous one; the one left over is removed when the run
+  resumes.
 - One run: `RUN/.lock` is an object created only if none is there (GCS `ifGenerationMatch=0`,
   S3 `If-None-Match`), holding the host and pid of the run. A lock whose process on this host
   is gone is taken over, and said; one held from another host is refused, with the object to
@@ -20,7 +20,7 @@ What a kill costs: the run as of its last push (each checkpoint save, each metri
 write: at least once an epoch, and at the end).
 
 Reading a run at a URL (`bertfit.runs.run_dir.open_run`): its files are downloaded into a
-temporary folder, removed at exit; the checkpoint is the one the index names.
+temporary folder, removed at exit; each checkpoint folder's newest checkpoint is the one used.
 """
 
 from __future__ import annotations
@@ -40,8 +40,6 @@ from bertfit.atomic import leftover_of
 from bertfit.errors import ConfigError
 from bertfit.runs.run_dir import LOCK_FILE, RUN_ENTRIES
 from bertfit.training.run_dir import RunBusy, TrainingRunDir, _alive
-
-_INDEX = "checkpoint"  # TensorFlow's list of a folder's checkpoints: uploaded last
 
 
 class RemoteRun:
@@ -122,8 +120,8 @@ class RemoteRun:
         self._pushed = {name: _stamp(self.staging / name) for name in self._remote}
 
     def push(self) -> None:
-        """Uploads the staging files that changed since the last push (checkpoint indexes
-        last), then deletes the files at the URL that staging no longer holds."""
+        """Uploads the staging files that changed since the last push (config.yaml after
+        the others), then deletes the files at the URL that staging no longer holds."""
         files = _run_files(self.staging)
         changed = [name for name, stamp in files.items() if self._pushed.get(name) != stamp]
         for name in sorted(changed, key=_upload_order):
@@ -157,10 +155,9 @@ def _run_files(folder: Path) -> dict[str, tuple[int, int]]:
     return files
 
 
-def _upload_order(name: str) -> tuple[int, str]:
-    """Data first, then config.yaml (it marks a run directory), then checkpoint indexes."""
-    last = name.rpartition("/")[2]
-    return (2 if last == _INDEX else 1 if name == "config.yaml" else 0), name
+def _upload_order(name: str) -> tuple[bool, str]:
+    """The run's files first, then config.yaml (it marks a run directory)."""
+    return name == "config.yaml", name
 
 
 @contextlib.contextmanager

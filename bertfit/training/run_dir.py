@@ -8,8 +8,8 @@ process; a lock file left by a dead process is taken over, and said.
 
 Every file is written whole or not at all (a temporary file `.<name>.<pid>.tmp` renamed into
 place); the temporary files a kill left are recognised and removed when the next run takes the
-directory. A checkpoint counts only once TensorFlow's `checkpoint` index names it, and what a
-killed save left behind is removed when the run resumes.
+directory. A checkpoint is one file written the same way (`bertfit.runs.checkpoint_files`), and
+what a killed save left behind is removed when the run resumes.
 
 Starting a run is decided before anything is loaded or written (`TrainingRunDir.plan_start`):
 a new or empty directory starts afresh, an unfinished run of the same config resumes, a run of
@@ -42,9 +42,9 @@ from bertfit.data.tasks import Task
 from bertfit.errors import BertfitError, ConfigError
 from bertfit.model.config import BertConfig
 from bertfit.runs.calibration import Calibration
+from bertfit.runs.checkpoint_files import remove_leftovers
 from bertfit.runs.records import DIVERGED, FAILED, FINISHED, RUNNING, RunSummary
 from bertfit.runs.run_dir import LOCK_FILE, RUN_ENTRIES, RunDir, leftovers
-from bertfit.training.checkpointing import remove_unindexed
 
 RUNS_ROOT = Path("runs")
 LATEST_LINK = "latest"
@@ -407,10 +407,10 @@ class TrainingRunDir(RunDir):
         self.sync()
 
     def remove_checkpoint_leftovers(self) -> None:
-        """Deletes what a killed save left: temporary folders and files of a checkpoint that
-        TensorFlow's `checkpoint` index does not name."""
+        """Deletes what a killed save left: a temporary file, the checkpoint a save replaced
+        (`checkpoint_files.remove_leftovers`)."""
         for directory in (self.latest_dir, self.best_dir, self.adapter_dir):
-            remove_unindexed(directory)
+            remove_leftovers(directory)
 
 
 def _save_outputs(file: Path, targets: np.ndarray, outputs: np.ndarray) -> None:

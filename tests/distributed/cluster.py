@@ -115,14 +115,12 @@ def step_losses(run: Path) -> np.ndarray:
 
 
 def final_weights(run: Path) -> dict[str, np.ndarray]:
-    import tensorflow as tf
+    from safetensors.numpy import load_file
 
-    reader = tf.train.load_checkpoint(str(run / "checkpoints" / "latest"))
-    return {
-        name: reader.get_tensor(name)
-        for name in reader.get_variable_to_shape_map()
-        if name.startswith("model.")
-    }
+    from bertfit.runs.checkpoint_files import latest_checkpoint
+
+    saved = load_file(latest_checkpoint(run / "checkpoints" / "latest"))
+    return {name: value for name, value in saved.items() if name.startswith("model/")}
 
 
 def assert_same_weights(a: Path, b: Path, atol: float) -> None:

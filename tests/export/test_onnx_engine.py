@@ -139,7 +139,7 @@ def test_each_engine_says_which_engine_runs_the_other_kind_of_export(tmp_path, c
 
 def _fake_run(tmp_path):
     run = tmp_path / "run"
-    for name in ("config.yaml", "labels.json", "checkpoints/best/ckpt-1.index"):
+    for name in ("config.yaml", "labels.json", "checkpoints/best/ckpt-1.safetensors"):
         (run / name).parent.mkdir(parents=True, exist_ok=True)
         (run / name).write_text(name)
     return run
@@ -159,7 +159,7 @@ def test_the_kept_export_is_the_one_made_from_the_run_as_it_is_now(tmp_path):
     older = _fake_export(run, 1, before)
     assert kept_export(run, before) == older
     assert onnx_engine_folder(run) == older  # found: nothing exported, no TensorFlow needed
-    checkpoint = run / "checkpoints" / "best" / "ckpt-1.index"
+    checkpoint = run / "checkpoints" / "best" / "ckpt-1.safetensors"
     checkpoint.write_text("a new best checkpoint")
     os.utime(checkpoint, ns=(1, 1))
     now = run_fingerprint(run)

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
-import tensorflow as tf
 
 from bertfit.errors import BertfitError
+from bertfit.runs.checkpoint_files import save_checkpoint
 from bertfit.runs.run_dir import LOCK_FILE, RunDir
 
 
@@ -54,10 +55,10 @@ def test_the_best_checkpoint_loads_else_the_latest_else_an_error_naming_the_fold
     run = _run(tmp_path)
     with pytest.raises(BertfitError, match=r"no checkpoint found under .*checkpoints/best"):
         run.checkpoint_path()
-    checkpoint = tf.train.Checkpoint(v=tf.Variable(1.0))
-    latest = tf.train.CheckpointManager(checkpoint, str(run.latest_dir), 1).save(7)
+    weights = {"v": np.ones(2, np.float32)}
+    latest = save_checkpoint(run.latest_dir, 7, weights)
     assert run.checkpoint_path("latest") == latest == run.checkpoint_path("best")
-    best = tf.train.CheckpointManager(checkpoint, str(run.best_dir), 1).save(5)
+    best = save_checkpoint(run.best_dir, 5, weights)
     assert run.checkpoint_path() == best
     assert "global step 5" in RunDir(run.path).unfinished_note()
 

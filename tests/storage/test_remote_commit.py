@@ -1,5 +1,5 @@
-"""What an object store without rename needs: an upload killed half-way never leaves a
-checkpoint that loads as complete, and one run at a time holds a run directory."""
+"""What an object store without rename needs: an upload killed half-way always leaves a whole
+checkpoint as the one that loads, and one run at a time holds a run directory."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import sys
 
 import numpy as np
 import pytest
-import tensorflow as tf
 import yaml
 
 from bertfit import storage
+from bertfit.runs.checkpoint_files import read_checkpoint, save_checkpoint
 from bertfit.runs.run_dir import open_run
 from bertfit.training import remote_run
 from bertfit.training.remote_run import RemoteRun
@@ -20,50 +20,64 @@ from bertfit.training.run_dir import RunBusy
 
 
 def _save(folder, value: float, step: int) -> None:
-    """A TensorFlow checkpoint of one variable in `folder/checkpoints/latest` (one kept)."""
-    checkpoint = tf.train.Checkpoint(w=tf.Variable(np.full(1000, value, np.float32)))
-    manager = tf.train.CheckpointManager(checkpoint, str(folder / "checkpoints/latest"), 1)
-    manager.save(checkpoint_number=step)
+    """A checkpoint of one array in `folder/checkpoints/latest`, replacing the one there."""
+    save_checkpoint(folder / "checkpoints/latest", step, {"w": np.full(1000, value, np.float32)})
 
 
-def _loaded(path: str) -> float:
-    w = tf.Variable(np.zeros(1000, np.float32))
-    tf.train.Checkpoint(w=w).read(path).assert_existing_objects_matched()
-    return float(w.numpy()[0])
+def _loaded(url: str) -> float:
+    """The value in the checkpoint a reader of the run at `url` loads."""
+    arrays, _ = read_checkpoint(open_run(url).checkpoint_path("latest"), ["w"])
+    return float(arrays["w"][0])
 
 
-def test_an_upload_killed_half_way_leaves_the_previous_checkpoint_whole(remote, monkeypatch):
+def _killed(monkeypatch, run: RemoteRun, store_call: str) -> None:
+    """`run.push()`, the process killed at its first `storage.<store_call>`."""
+
+    def dies(*args):
+        raise KeyboardInterrupt("killed")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(storage, store_call, dies)
+        with pytest.raises(KeyboardInterrupt):
+            run.push()
+
+
+def test_an_upload_killed_half_way_leaves_a_whole_checkpoint_current(remote, monkeypatch):
     run = RemoteRun(storage.join(remote, "run"))
+    latest = storage.join(run.url, "checkpoints/latest")
     _save(run.staging, 1.0, step=1)
     run.push()
     _save(run.staging, 2.0, step=2)  # replaces ckpt-1 in staging
 
-    uploads = []
+    _killed(monkeypatch, run, "upload_file")  # while the new checkpoint uploads
+    assert storage.list_files(latest) == ["ckpt-1.safetensors"]
+    assert _loaded(run.url) == 1.0  # the previous one, whole
 
-    def dies_after_one(local, url):  # the process dies after one file of the new checkpoint
-        if uploads:
-            raise KeyboardInterrupt("killed")
-        uploads.append(url)
-        original(local, url)
+    _killed(monkeypatch, run, "remove")  # uploaded, before the one it replaces is deleted
+    assert storage.list_files(latest) == ["ckpt-1.safetensors", "ckpt-2.safetensors"]
+    assert _loaded(run.url) == 2.0  # the newest, whole
 
-    original = storage.upload_file
-    monkeypatch.setattr(storage, "upload_file", dies_after_one)
-    with pytest.raises(KeyboardInterrupt):
-        run.push()
-    monkeypatch.undo()
-    assert "ckpt-2" in uploads[0]  # a part of the new checkpoint is there ...
-
-    reader = open_run(run.url)  # ... but the index still names the old one, whole
-    path = reader.checkpoint_path("latest")
-    assert path.endswith("ckpt-1")
-    assert _loaded(path) == 1.0
-
-    # the next run removes the half-uploaded one and pushes its own
+    # the next run removes the one left over
     with remote_run.claimed(run.url) as run_dir:
         run_dir.remove_checkpoint_leftovers()
-    left = storage.list_files(storage.join(run.url, "checkpoints/latest"))
-    assert sorted({name.split(".")[0] for name in left}) == ["checkpoint", "ckpt-1"]
+    assert storage.list_files(latest) == ["ckpt-2.safetensors"]
     run.release()
+
+
+def test_a_report_of_a_run_at_a_url_names_its_checkpoint_without_downloading_it(remote):
+    url = storage.join(remote, "run")
+    storage.write_text(storage.join(url, "config.yaml"), "seed: 0\n")
+    storage.write_text(storage.join(url, "metrics.json"), '{"status": "running"}')
+    run = RemoteRun(url)
+    save_checkpoint(run.staging / "checkpoints/best", 5, {"w": np.zeros(3, np.float32)})
+    run.push()
+    run.release()
+
+    reader = open_run(url, checkpoints=False)
+    assert not list(reader.best_dir.glob("*"))  # the weights stay at the URL ...
+    assert "best checkpoint so far (ckpt-5.safetensors, global step 5)" in (
+        reader.unfinished_note()
+    )  # ... and the warning still names them
 
 
 def test_a_second_run_on_a_locked_run_directory_is_refused(remote):

@@ -46,8 +46,6 @@ def test_a_run_trains_into_a_bucket_from_a_bucket(remote, trainable_hf_dir, trai
         "report.html",
         "eval_outputs.npz",
         "encoder/config.json",
-        "checkpoints/latest/checkpoint",
-        "checkpoints/best/checkpoint",
     ):
         assert name in files, files
     assert ".lock" not in files  # released
@@ -57,9 +55,11 @@ def test_a_run_trains_into_a_bucket_from_a_bucket(remote, trainable_hf_dir, trai
     assert len(metrics["epochs"]) == 2
     steps = storage.read_bytes(storage.join(run, "steps.jsonl")).decode().splitlines()
     assert len(steps) == 6  # 24 rows / batch 8, two epochs
-    # one checkpoint per folder: the replaced one was deleted after the index moved on
-    latest = [n for n in files if n.startswith("checkpoints/latest/ckpt-")]
-    assert {n.split(".")[0] for n in latest} == {"checkpoints/latest/ckpt-6"}
+    # one checkpoint per folder: the replaced one was deleted after the new one was uploaded
+    assert [n for n in files if n.startswith("checkpoints/latest/")] == [
+        "checkpoints/latest/ckpt-6.safetensors"
+    ]
+    assert len([n for n in files if n.startswith("checkpoints/best/")]) == 1
 
     # what reads a run reads it from the URL
     assert main(["evaluate", "--run", run, "--data", train, "--json"]) == 0

@@ -3,11 +3,11 @@ the same run's numbers on TensorFlow and on JAX (one or several devices) side by
 
     KERAS_BACKEND=jax python -m tests.training.backend_steps MODEL TRAIN INITIAL OUT [K [PREC]]
 
-The first process to run (the test's own, on TensorFlow) writes INITIAL, the weights its
-trainer was built with; every other restores them, so the steps start from the same weights
-and take the same batches (the plan depends on the seed only). OUT (.npz) gets the losses, the
-gradient norms, the trace counts and the weights after the last step. K: micro-batches per
-step (--grad-accum, default 1); PREC: --precision (default fp32).
+The first process to run (the test's own, on TensorFlow) writes the weights its trainer was
+built with as a checkpoint in the folder INITIAL; every other restores them, so the steps start
+from the same weights and take the same batches (the plan depends on the seed only). OUT (.npz)
+gets the losses, the gradient norms, the trace counts and the weights after the last step. K:
+micro-batches per step (--grad-accum, default 1); PREC: --precision (default fp32).
 """
 
 from __future__ import annotations
@@ -20,7 +20,13 @@ import keras
 import numpy as np
 
 from bertfit.config import DataConfig, ModelConfig, RunConfig, TrainConfig
-from bertfit.runs.weights import make_checkpoint, model_variables, restore_model
+from bertfit.runs.checkpoint_files import latest_checkpoint, save_checkpoint
+from bertfit.runs.weights import (
+    checkpoint_variables,
+    model_variables,
+    restore_model,
+    variable_values,
+)
 from bertfit.training.backends import backend_of
 from bertfit.training.setup import prepare
 
@@ -50,10 +56,10 @@ def take_steps(config: RunConfig, initial: Path) -> dict[str, np.ndarray]:
     strategy, xla = backend_of(config).placement(config)
     setup = prepare(config, strategy, xla)
     model = setup.trainer.model
-    if Path(f"{initial}.index").exists():
-        restore_model(model, str(initial))
+    if latest_checkpoint(initial):
+        restore_model(model, latest_checkpoint(initial))
     else:
-        make_checkpoint(model).write(str(initial))
+        save_checkpoint(initial, 0, variable_values(checkpoint_variables(model)))
     batches = setup.batches(setup.train, shuffle=True, epoch=0, training=True)
     batches.plan = batches.plan[:STEPS]
     results = np.array([r for call in setup.trainer.run_plan(batches) for r in call])

@@ -4,8 +4,8 @@
 
 POINT is where the N-th time the process gets there it kills itself:
 - `steps`: after writing the step lines of a host call (between steps, mid-epoch);
-- `checkpoint`: inside a checkpoint write, after the shards are on disk and before TensorFlow
-  merges and indexes them (leaves `ckpt-N_temp/` behind);
+- `checkpoint`: inside a checkpoint write, once its temporary file is written and before it is
+  renamed into place (leaves `.ckpt-N.safetensors.<pid>.tmp` behind);
 - `eval`: as an evaluation starts;
 - `epoch-end`: after metrics.json was written (the first write is the run's start).
 """
@@ -36,15 +36,14 @@ def kill_on_call(owner, name: str, n: int, after: bool) -> None:
 
 def main() -> int:
     point, n, args = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
-    from tensorflow.python.checkpoint import functional_saver
-
     from bertfit.cli import main as cli
+    from bertfit.runs import checkpoint_files
     from bertfit.training.loop import Trainer
     from bertfit.training.run_dir import TrainingRunDir
 
     owner, name, after = {
         "steps": (TrainingRunDir, "append_steps", True),
-        "checkpoint": (functional_saver.gen_io_ops, "merge_v2_checkpoints", False),
+        "checkpoint": (checkpoint_files, "_write", True),
         "eval": (Trainer, "predict", False),
         "epoch-end": (TrainingRunDir, "save_metrics", True),
     }[point]

@@ -7,9 +7,9 @@ import errno
 import json
 
 import pytest
-from tensorflow.python.checkpoint import functional_saver
 
 from bertfit.cli import main as cli
+from bertfit.runs import checkpoint_files
 from bertfit.training.run_dir import TrainingRunDir
 from tests.tiny import sentiment_rows, write_csv
 from tests.training.kill import resume_args
@@ -25,17 +25,18 @@ def _run_args(model, tmp_path) -> tuple:
 
 
 def _disk_full_on_call(monkeypatch, n: int) -> None:
-    """The n-th checkpoint write fails as a full disk does, after its shards are written (so
-    a `ckpt-N_temp/` folder is there to clean up)."""
-    original, calls = functional_saver.gen_io_ops.merge_v2_checkpoints, []
+    """The n-th checkpoint write fails as a full disk does, half-way through its temporary
+    file (which is there to clean up)."""
+    original, calls = checkpoint_files._write, []
 
-    def merge(*args, **kwargs):
+    def write(file, arrays, metadata):
         calls.append(1)
         if len(calls) == n:
+            file.write(b"half a checkpoint")
             raise OSError(errno.ENOSPC, "No space left on device")
-        return original(*args, **kwargs)
+        original(file, arrays, metadata)
 
-    monkeypatch.setattr(functional_saver.gen_io_ops, "merge_v2_checkpoints", merge)
+    monkeypatch.setattr(checkpoint_files, "_write", write)
 
 
 @pytest.mark.slow
@@ -48,14 +49,10 @@ def test_a_full_disk_during_a_checkpoint_keeps_the_last_one_and_the_run_resumes(
         assert cli(args) == 2
     err = capsys.readouterr().err
     assert "cannot save the checkpoint of global step 4" in err, err
-    assert "No space left on device" in err and "ckpt-2 is kept" in err
+    assert "No space left on device" in err and "ckpt-2.safetensors is kept" in err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
     latest = run / "checkpoints" / "latest"
-    assert sorted(p.name for p in latest.iterdir()) == [
-        "checkpoint",
-        "ckpt-2.data-00000-of-00001",
-        "ckpt-2.index",
-    ]
+    assert [p.name for p in latest.iterdir()] == ["ckpt-2.safetensors"]
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["status"] == "failed" and "No space left" in metrics["error"]
 

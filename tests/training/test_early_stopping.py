@@ -23,6 +23,7 @@ import tensorflow as tf
 from bertfit.cli import main
 from bertfit.config import DataConfig, ModelConfig, RunConfig, TrainConfig
 from bertfit.errors import ConfigError, TrainingInterrupted
+from bertfit.runs.checkpoint_files import checkpoint_step, latest_checkpoint
 from bertfit.training import run as run_module
 from bertfit.training.run import train
 from tests.distributed import cluster
@@ -71,7 +72,7 @@ class ScriptedAccuracy:
 
 
 def _best_checkpoint_step(run: Path) -> int:
-    return int(tf.train.latest_checkpoint(str(run / "checkpoints" / "best")).rsplit("-", 1)[1])
+    return checkpoint_step(latest_checkpoint(run / "checkpoints" / "best"))
 
 
 def _metrics(run: Path) -> dict:

@@ -147,6 +147,7 @@ def _attention_trainer(total_steps: int = 4):
 
 def test_attention_pooling_weights_are_saved_and_restored_with_their_optimizer_slots(tmp_path):
     from bertfit.data.windowed import WindowedInput, encode_documents, plan_documents
+    from bertfit.runs.checkpoint_files import latest_checkpoint
     from bertfit.runs.weights import restore_model
     from bertfit.text import BertTokenizer
     from bertfit.training.checkpointing import RunCheckpoints, TrainingState
@@ -178,7 +179,7 @@ def test_attention_pooling_weights_are_saved_and_restored_with_their_optimizer_s
     for a, b in pairs:
         np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=a.path)
     inference = _attention_trainer(total_steps=None).model  # what evaluate/predict build
-    restore_model(inference, saved._best.latest_checkpoint)
+    restore_model(inference, latest_checkpoint(tmp_path / "best"))
     np.testing.assert_array_equal(inference.window_pooling.score.kernel.numpy(), score.numpy())
 
 

@@ -11,8 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tensorflow as tf
+from safetensors.numpy import load_file
 
 from bertfit.errors import ConfigError
+from bertfit.runs.checkpoint_files import latest_checkpoint
 from tests.distributed import cluster
 from tests.tiny import sentiment_rows, write_csv
 from tests.training.kill import resume_args, run_killed, run_train, steps_of
@@ -83,7 +85,7 @@ def test_a_lora_run_saves_small_adapters_apart_that_read_back_on_the_base(
     # The base as `--model` has it, the adapters and the head read back: the run's model.
     model = BertClassifier(build_encoder(read_checkpoint(str(trainable_hf_dir))), 2, dropout=0.0)
     enable_lora(model, 4, 8, ["auto"])
-    restore_adapters(model, tf.train.latest_checkpoint(str(adapter)))
+    restore_adapters(model, latest_checkpoint(adapter))
     expected = Classifier.from_run(run)
     got = Classifier(type(expected.module)(model, *_module_arguments(expected)), expected.metadata)
     np.testing.assert_allclose(got.predict_proba(TEXTS), expected.predict_proba(TEXTS), atol=1e-5)
@@ -132,11 +134,9 @@ def test_an_int8_base_run_saves_int8_kernels_and_exports_them_dequantized(
     from bertfit.inference.predictor import Classifier
 
     _, run = int8_run
-    best = tf.train.latest_checkpoint(str(run / "checkpoints" / "best"))
-    dtypes = tf.train.load_checkpoint(best).get_variable_to_dtype_map()
-    query = "model..encoder..layer_0..attention..query..kernel"  # "/" saved as ".."
-    assert dtypes[query + "/.ATTRIBUTES/VARIABLE_VALUE"] == tf.int8
-    assert dtypes[query + "_scale/.ATTRIBUTES/VARIABLE_VALUE"] == tf.float32
+    best = load_file(latest_checkpoint(run / "checkpoints" / "best"))
+    query = "model/encoder/layer_0/attention/query/kernel"
+    assert best[query].dtype == np.int8 and best[query + "_scale"].dtype == np.float32
     assert _size(run / "checkpoints" / "best") < _size(lora_run[1] / "checkpoints" / "best")
 
     exported = export_classifier(Classifier.from_run(run), tmp_path / "export")

@@ -66,7 +66,7 @@ def test_a_run_takes_exactly_max_steps_across_epochs_and_says_so(trainable_hf_di
     assert "max_steps_cut" not in first and first["train_examples"] == ROWS
     assert last["max_steps_cut"] == 2 and last["train_examples"] == 16
     assert last["eval"]["num_examples"] == 12  # evaluated as at an epoch's end
-    assert list((run / "checkpoints" / "latest").glob("ckpt-7.index"))
+    assert list((run / "checkpoints" / "latest").glob("ckpt-7.safetensors"))
     log = (run / "train.log").read_text()
     assert "--max-steps 7: 2 epoch(s) of 5 steps, the last cut at 2 steps" in log
     assert "epoch 2 (cut at --max-steps after 2 steps)" in log

@@ -58,9 +58,9 @@ def test_killed_five_times_and_terminated_once_it_ends_exactly_like_an_uninterru
     # 96 rows in buckets 8 and 16 at batch 8: 13 steps per epoch; a checkpoint every 3 steps.
     run_killed(args, ("steps", 5))  # mid-epoch, between steps
     run_killed(args, ("checkpoint", 1))  # inside a checkpoint write
-    assert list(latest.glob("*_temp")), "the killed save should have left its temporary folder"
+    assert list(latest.glob(".ckpt-*.tmp")), "the killed save should have left its temporary file"
     run_killed(args, ("eval", 1))  # during the evaluation
-    assert not list(latest.glob("*_temp")), "the resumed run should have removed the leftovers"
+    assert not list(latest.glob(".ckpt-*.tmp")), "the resumed run should have removed leftovers"
     run_killed(args, ("epoch-end", 2))  # right after epoch 1
     run_killed(args, ("steps", 2))  # early in epoch 2
 

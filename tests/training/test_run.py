@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -34,10 +35,13 @@ def test_run_directory_holds_config_labels_encoder_checkpoints_and_metrics(train
         "metrics.json",
         "steps.jsonl",
         "train.log",
-        "checkpoints/latest/checkpoint",
-        "checkpoints/best/checkpoint",
     ):
         assert Path(run, name).exists(), name
+    last_step = RunDir(run).read_steps()[-1]["global_step"]
+    (latest,) = Path(run, "checkpoints", "latest").iterdir()  # one file, named by its step
+    assert latest.name == f"ckpt-{last_step}.safetensors"
+    (best,) = Path(run, "checkpoints", "best").iterdir()
+    assert re.fullmatch(r"ckpt-\d+\.safetensors", best.name)
     metrics = json.loads(open(f"{run}/metrics.json").read())
     assert [e["epoch"] for e in metrics["epochs"]] == [1, 2, 3]
     for key in ("loss", "accuracy", "macro_f1", "num_examples", "examples_per_second"):
