@@ -63,6 +63,15 @@ def test_the_best_checkpoint_loads_else_the_latest_else_an_error_naming_the_fold
     assert "global step 5" in RunDir(run.path).unfinished_note()
 
 
+def test_a_run_saved_a_checkpoint_once_its_best_or_latest_folder_holds_one(tmp_path):
+    """What lets a failed run of other settings be replaced without --overwrite (none saved:
+    nothing trained to lose) or not."""
+    run = _run(tmp_path, status="failed")
+    assert not run.saved_checkpoint()
+    save_checkpoint(run.best_dir, 5, {"v": np.ones(2, np.float32)})
+    assert run.saved_checkpoint()
+
+
 def test_a_missing_file_names_the_run_and_what_to_pass(tmp_path):
     run = _run(tmp_path)
     with pytest.raises(BertfitError, match=r"run is not a complete bertfit run.*labels.json"):
