@@ -5,7 +5,8 @@ TensorFlow cannot be imported, as on a TPU VM or a GPU box with `bertfit[jax]` a
         STAGE MODEL TRAIN EVAL RUN
 
 - `killed`: `bertfit train --backend jax` (`train_args`), killed with SIGKILL after the step
-  lines of its third host call, mid-epoch (as tests/training/killed_train.py kills);
+  lines of its fifth host call, mid-epoch, two steps after its checkpoint of step 3 (as
+  tests/training/killed_train.py kills);
 - `resumed`: the same command again (it resumes the run), then `bertfit predict` of EVAL into
   RUN-predictions.jsonl, `evaluate`, `check`, `export` and `serve`; prints one JSON line: each
   command's exit code and the lines it wrote to standard error, and the TensorFlow modules
@@ -22,15 +23,17 @@ import sys
 from tests.training.killed_train import kill_on_call
 
 TENSORFLOW = {"tensorflow", "tensorflow_text", "tf_keras"}
+KILLED_AFTER = 5  # host calls (one step each): the resume repeats steps 4 and 5
 
 
 def train_args(model: str, train: str, evaluation: str, run: str) -> list[str]:
-    """Two epochs of batches of 8 on the tiny model, a checkpoint every 2 steps."""
+    """Two epochs of 16 batches of 8 on the tiny model, in one bucket (one step to compile),
+    with dropout on (a resume continues its RNG) and a checkpoint every 3 steps."""
     return [
         *("--backend", "jax", "--model", model, "--train", train, "--eval", evaluation),
-        *("--max-seq-length", "16", "--buckets", "8,16", "--batch-size", "8", "--epochs", "2"),
-        *("--learning-rate", "5e-3", "--dropout", "0", "--seed", "3", "--save-every-steps", "2"),
-        *("--output-dir", run, "--quiet"),
+        *("--max-seq-length", "16", "--buckets", "16", "--batch-size", "8", "--epochs", "2"),
+        *("--learning-rate", "5e-3", "--dropout", "0.1", "--seed", "3"),
+        *("--save-every-steps", "3", "--output-dir", run, "--quiet"),
     ]
 
 
@@ -54,7 +57,7 @@ def main() -> None:
     if stage == "killed":
         from bertfit.training.run_dir import TrainingRunDir
 
-        kill_on_call(TrainingRunDir, "append_steps", 3, after=True)
+        kill_on_call(TrainingRunDir, "append_steps", KILLED_AFTER, after=True)
         bertfit(["train", *train_args(*paths)])
         return
     codes, errors = {}, {}

@@ -1,8 +1,9 @@
 """`bertfit` with `--backend jax` where TensorFlow cannot be imported (a TPU VM or GPU box with
-`pip install 'bertfit[jax]'` alone, issue 55): a Hugging Face checkpoint trains, resumes after a
-kill, predicts, evaluates and is checked; the commands that need TensorFlow are refused in one
-line naming the extra; and the run exports on a machine with TensorFlow (this process) to the
-predictions it gave on JAX, within 1e-5."""
+`pip install 'bertfit[jax]'` alone, issue 55): a Hugging Face checkpoint trains, resumes exactly
+after a kill (the steps it repeats give the losses they gave), predicts, evaluates and is
+checked; the commands that need TensorFlow are refused in one line naming the extra; and the run
+exports on a machine with TensorFlow (this process) to the predictions it gave on JAX, within
+1e-5. A command that imports TensorFlow fails here: the import raises in the child process."""
 
 from __future__ import annotations
 
@@ -16,15 +17,21 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bertfit.jax_devices import ONEDNN_SWITCH
 from tests.tiny import sentiment_rows, write_csv
+from tests.training.kill import steps_of
 
 ROOT = Path(__file__).resolve().parents[1]
-TIMEOUT = 900  # a JAX process compiles a step per bucket, per command: minutes on a busy CPU
+TIMEOUT = 600  # a JAX process that compiles: a minute on a busy CPU
 
 
 def without_tensorflow(stage: str, *paths) -> subprocess.CompletedProcess:
-    """`tests.jax_without_tensorflow STAGE PATHS` on JAX, TensorFlow blocked."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "KERAS_BACKEND": "jax"}
+    """`tests.jax_without_tensorflow STAGE PATHS` on JAX, TensorFlow blocked. Each compiled
+    step is kept in the session's JAX cache (tests/conftest.py), so the resumed run and the
+    commands after it load what the killed run compiled: XLA's own kernels, since a oneDNN
+    step cannot be cached (`jax_trainer.use_compilation_cache`)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "KERAS_BACKEND": "jax", ONEDNN_SWITCH: "0"}
+    env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
     module = ["tests.without_tensorflow", "tests.jax_without_tensorflow", stage]
     return subprocess.run(
         [sys.executable, "-m", *module, *map(str, paths)],
@@ -51,6 +58,8 @@ def test_jax_commands_run_without_tensorflow_and_the_run_exports_with_it(
 
     killed = without_tensorflow("killed", *paths)
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+    before = steps_of(run)
+    assert [s["global_step"] for s in before] == [1, 2, 3, 4, 5]  # its checkpoint: step 3
     done = without_tensorflow("resumed", *paths)
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
@@ -59,9 +68,16 @@ def test_jax_commands_run_without_tensorflow_and_the_run_exports_with_it(
     codes = {"train": 0, "predict": 0, "evaluate": 0, "check": 0, "export": 2, "serve": 2}
     assert report["codes"] == codes, report["errors"]
     assert any("resuming the unfinished run" in line for line in report["errors"]["train"])
+    assert "resumed at epoch 1, step 3 (global step 3)" in (run / "train.log").read_text()
     assert json.loads((run / "metrics.json").read_text())["status"] == "finished"
-    steps = [json.loads(line) for line in (run / "steps.jsonl").read_text().splitlines()]
+    steps = steps_of(run)
     assert [s["global_step"] for s in steps] == list(range(1, len(steps) + 1))
+    assert steps[-1]["epoch"] == 2
+    # Steps 4 and 5 again from the checkpoint: the same weights, optimizer state, learning
+    # rate, batches and dropout masks as before the kill
+    for name in ("loss", "grad_norm", "learning_rate"):
+        again, first = ([s[name] for s in rows[3:5]] for rows in (steps, before))
+        np.testing.assert_allclose(again, first, rtol=1e-6, err_msg=name)
     assert report["errors"]["export"] == [
         "bertfit export: error: bertfit export needs TensorFlow, which is not installed "
         "here: pip install 'bertfit[cpu]' (a run trained with --backend jax exports on any "
