@@ -108,13 +108,13 @@ def test_the_export_holds_merged_weights_that_predict_as_the_unmerged_model(
     lora_run, tmp_path, monkeypatch
 ):
     from bertfit.export.serving import export_classifier
-    from bertfit.inference import predictor
+    from bertfit.inference import run_model
     from bertfit.inference.predictor import Classifier
 
     _, run = lora_run
     exported = export_classifier(Classifier.from_run(run), tmp_path / "export")
     loaded = Classifier.from_export(tmp_path / "export")
-    monkeypatch.setattr(predictor, "merge_lora", lambda model: 0)  # the adapters kept apart
+    monkeypatch.setattr(run_model, "merge_lora", lambda model: 0)  # the adapters kept apart
     unmerged = Classifier.from_run(run)
 
     assert any("lora" in v.path for v in unmerged.module.model.weights)
@@ -130,7 +130,7 @@ def test_an_int8_base_run_saves_int8_kernels_and_exports_them_dequantized(
     int8_run, lora_run, tmp_path, monkeypatch
 ):
     from bertfit.export.serving import export_classifier
-    from bertfit.inference import predictor
+    from bertfit.inference import run_model
     from bertfit.inference.predictor import Classifier
 
     _, run = int8_run
@@ -144,7 +144,7 @@ def test_an_int8_base_run_saves_int8_kernels_and_exports_them_dequantized(
     exported_dtypes = saved.get_variable_to_dtype_map()
     assert tf.int8 not in exported_dtypes.values()
     assert not any("lora" in name or "kernel_scale" in name for name in exported_dtypes)
-    monkeypatch.setattr(predictor, "merge_lora", lambda model: 0)  # int8 and adapters kept
+    monkeypatch.setattr(run_model, "merge_lora", lambda model: 0)  # int8 and adapters kept
     unmerged = Classifier.from_run(run)
     np.testing.assert_allclose(
         Classifier.from_export(tmp_path / "export").predict_proba(TEXTS),
