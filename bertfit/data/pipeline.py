@@ -51,13 +51,16 @@ def _tokenize_all(tokenizer, texts: Sequence[str], chunk: int) -> tf.RaggedTenso
 def encode_texts(
     tokenizer, texts: Sequence[str], text_pairs: Sequence[str] | None = None, chunk: int = 2048
 ) -> EncodedTexts:
-    """Tokenizes all texts (and pairs) with the in-graph tokenizer, in chunks, in order."""
+    """Tokenizes all texts (and pairs) with the in-graph tokenizer, in chunks, in order.
+    The packed lengths count the tokenizer's template: `[CLS] a [SEP] b [SEP]`, or RoBERTa's
+    `<s> a </s></s> b </s>` (its `pair_separators`)."""
     ids_a = _tokenize_all(tokenizer, texts, chunk)
     lengths = ids_a.row_lengths().numpy() + 2
     ids_b = None
     if text_pairs is not None:
         ids_b = _tokenize_all(tokenizer, text_pairs, chunk)
-        lengths = lengths + ids_b.row_lengths().numpy() + 1
+        separators = tokenizer.special_ids.get("pair_separators", 1)
+        lengths = lengths + ids_b.row_lengths().numpy() + separators
     return EncodedTexts(ids_a, ids_b, lengths.astype(np.int64))
 
 
