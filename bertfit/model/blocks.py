@@ -22,7 +22,9 @@ A family's layer class (`FamilyLayers.layer`):
   - `x`: the hidden states as token rows, [batch * seq, hidden], in the compute dtype
     (`per_example` views them as [batch, seq, hidden]); on rows a Dense is one matrix product;
   - `attention_bias`: [batch, 1, 1, seq], float32: 0 where the key is a token, -1e9 where it is
-    padding, added to the attention logits before the softmax;
+    padding, added to the attention logits before the softmax; for a packed batch (several
+    examples per row, `--packing`; only of a family whose `FamilyLayers.packs` says so)
+    [batch, 1, seq, seq]: 0 where query and key belong to one example, -1e9 elsewhere;
   - `cls_only` (asked only of a class with `supports_cls_only = True`, of the last layer, when
     the pooled vector alone is wanted): return each example's first token alone, [batch, hidden];
   - `context`: what the family's parts' `context` returned for this call (None without parts).
@@ -36,7 +38,8 @@ A family's layer class (`FamilyLayers.layer`):
 A family's parts outside its layers (`FamilyLayers.parts`, a `FamilyParts` subclass; DeBERTa's
 relative position table, ModernBERT's final norm) are built as `parts_class(config,
 name="encoder_parts", dtype=policy)`; `context(inputs, training=)` runs once per call before the
-layers (`inputs`: the dict of `model.inputs` names), `finish(x)` turns the last layer's rows
+layers (`inputs`: the dict of `model.inputs` names; a packed batch's `input_positions` among
+them), `finish(x)` turns the last layer's rows
 into the encoder's output rows, and `named_variables()` names its weights below `encoder/`.
 
 Keras' attribute names and layer names decide the names of the variables in saved runs,
@@ -71,6 +74,10 @@ def _bias_always(config: BertConfig) -> bool:
     return True
 
 
+def _packs_never(config: BertConfig) -> bool:
+    return False
+
+
 @dataclasses.dataclass(frozen=True)
 class FamilyLayers:
     """What a family puts into `BertEncoder` besides BERT's embeddings and pooler.
@@ -81,11 +88,17 @@ class FamilyLayers:
             subclass), or None.
         norm_bias: whether the family's layer norms have a bias, read from the config; the
             embeddings' norm follows it (ModernBERT's norms have none by default).
+        packs: whether the layers keep the examples of a packed row apart (`--packing`), read
+            from the config: they mix tokens only through attention under the
+            [batch, 1, seq, seq] bias, and positions enter through the embeddings'
+            `input_positions` or as distances within the row (equal to those within an
+            example). False unless a family says so.
     """
 
     layer: type[keras.layers.Layer]
     parts: type[FamilyParts] | None = None
     norm_bias: Callable[[BertConfig], bool] = _bias_always
+    packs: Callable[[BertConfig], bool] = _packs_never
 
 
 def activation(name: str):

@@ -33,9 +33,14 @@ def per_example_loss(kind: str, labels, logits):
 
 
 def batch_loss(kind: str, batch: dict, logits):
-    """This replica's share of the global batch's mean loss (weighted, padding excluded)."""
-    losses = per_example_loss(kind, batch[LABEL], logits)
-    return ops.sum(losses * batch[WEIGHT]) / batch[GLOBAL_EXAMPLES]
+    """This replica's share of the global batch's mean loss (weighted, padding excluded). A
+    packed batch's labels and weights are [rows, slots, ...]: one per example slot, in the
+    order of the logits' rows."""
+    weights = batch[WEIGHT]
+    labels = batch[LABEL]
+    labels = ops.reshape(labels, (-1, *labels.shape[len(weights.shape) :]))
+    losses = per_example_loss(kind, labels, logits)
+    return ops.sum(losses * ops.reshape(weights, (-1,))) / batch[GLOBAL_EXAMPLES]
 
 
 def outputs(kind: str, logits):
