@@ -37,6 +37,7 @@ from bertfit.data.labelled import (
     read_training_examples,
     window_spec,
 )
+from bertfit.data.packed import PackedShape
 from bertfit.data.pipeline import Batch, BucketedInput
 from bertfit.data.profile import LengthProfile
 from bertfit.data.stream_source import open_stream
@@ -48,6 +49,7 @@ from bertfit.data.windowed import WindowProfile
 from bertfit.errors import ConfigError
 from bertfit.model.chunked import ChunkedClassifier
 from bertfit.model.classifier import BertClassifier, prior_log_odds
+from bertfit.model.encoder import check_packs
 from bertfit.model.int8 import INT8, quantize_base
 from bertfit.model.lora import adapted_layers, enable_lora
 from bertfit.runs.metrics import default_metric
@@ -60,7 +62,8 @@ from bertfit.training.strategy import XlaChoice
 
 
 def load_checkpoint(config: RunConfig) -> Checkpoint:
-    """The checkpoint `--model` names; its position table must hold `--max-seq-length`."""
+    """The checkpoint `--model` names; its position table must hold `--max-seq-length`, and
+    with `--packing` its layers must keep packed examples apart."""
     checkpoint = read_checkpoint(resolve(config.model.name))
     if checkpoint.config is not None:
         check_positions(
@@ -68,6 +71,8 @@ def load_checkpoint(config: RunConfig) -> Checkpoint:
             checkpoint.config.max_sequence_length,
             config.model.name,
         )
+        if config.data.packing:
+            check_packs(checkpoint.config, config.model.name)
     return checkpoint
 
 
@@ -93,6 +98,8 @@ class RunSetup:
         buckets: the resolved length buckets (the last is max_seq_length; with
             `--long-documents chunk` it is the only one, and documents are batched in
             chunk-count buckets).
+        packing: with `--packing` the packed batches' one shape (training and evaluation
+            then use it; the buckets serve prediction and exports), else None.
         xla: what XLA compiles (decided with the strategy).
         trainer: the model, optimizer and compiled steps, built by the run's backend
             (`training/backends.py`).
@@ -113,6 +120,7 @@ class RunSetup:
     trainer: RunTrainer
     notes: list[str]
     rows_read: int
+    packing: PackedShape | None = None
     seconds: dict[str, float] = dataclasses.field(default_factory=dict)
 
     def batching(
@@ -128,6 +136,7 @@ class RunSetup:
             pipelines=input_pipelines(self.trainer.strategy),
             batch_size=batch_size,
             pad_to_longest=not (self.xla.replica_step or static_shapes),
+            packing=self.packing,
         )
 
     def length_profile(self) -> LengthProfile:
@@ -227,6 +236,12 @@ def read_training(config: RunConfig, tokenizer) -> tuple[TrainingData, Task, lis
     and tokenized in memory. Also its task, notes for the user, and the rows read (before
     `--max-train-examples`). A wrong `--best-metric` fails before the tokenizing."""
     if is_prepared(config.data.train) or config.data.streaming:
+        if config.data.packing:
+            raise ConfigError(
+                f"--packing plans its rows in memory; --train {config.data.train} is a "
+                "prepared set, streamed from its shards. Train on the data file, or leave "
+                "--packing out."
+            )
         stream = open_stream(config, tokenizer)
         resolve_best_metric(config, stream.manifest.task)
         return stream, stream.manifest.task, [], len(stream)
@@ -266,8 +281,15 @@ def assemble(
     config = dataclasses.replace(
         config, data=dataclasses.replace(config.data, buckets=list(resolved.lengths))
     )
+    packing = None
+    if config.data.packing:
+        packing = train.packed_shape(config, backend_of(config).replicas(strategy))
     batching = Batching.of(
-        config, resolved.lengths, training=True, pipelines=input_pipelines(strategy)
+        config,
+        resolved.lengths,
+        training=True,
+        pipelines=input_pipelines(strategy),
+        packing=packing,
     )
     notes = [*(notes or []), *train.notes(config, batching), *filter(None, [resolved.note])]
     if total_steps is None:
@@ -291,6 +313,7 @@ def assemble(
         trainer=trainer,
         notes=notes,
         rows_read=rows_read,
+        packing=packing,
     )
 
 
