@@ -59,7 +59,7 @@ def check_jax_gradients(report: Report, trainer, element: dict, replicas: int, w
         for name, value in arrays.items()
     }
     try:
-        gradients = trainer.gradients(batch)
+        gradients, _ = trainer.gradients(batch)
     except Exception as e:  # reported as a finding
         report_failure(
             report, "grad-step-failed", "one training step on one batch failed", e, where
