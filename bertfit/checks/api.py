@@ -251,8 +251,11 @@ def _check_run(
         data,
         rows_read=len(train),
         total_steps=1,
+        replicas=replicas,
     )
-    report.stats["length buckets"] = _buckets_chosen(setup)
+    report.stats["length buckets"] = _noted(setup, "length buckets ")
+    if setup.packing is not None:
+        report.stats["packing"] = _noted(setup, "packing: ")
     _check_pipeline(report, setup, replicas, expected, compile_, full, device_memory)
 
 
@@ -313,14 +316,13 @@ def _check_prepared(
         evaluation,
         total_steps=1,
     )
-    report.stats["length buckets"] = _buckets_chosen(setup)
+    report.stats["length buckets"] = _noted(setup, "length buckets ")
     _check_pipeline(report, setup, replicas, expected, compile_, False, device_memory)
 
 
-def _buckets_chosen(setup: RunSetup) -> str:
-    """The buckets `bertfit train` will use, and why: its note, less the words the report's key
-    already says."""
-    prefix = "length buckets "
+def _noted(setup: RunSetup, prefix: str) -> str:
+    """What `bertfit train` will use, and why: its note starting with `prefix` less the words
+    the report's key already says; without a note, the buckets."""
     note = next((n for n in setup.notes if n.startswith(prefix)), None)
     return note.removeprefix(prefix) if note else ", ".join(map(str, setup.buckets))
 
@@ -450,6 +452,8 @@ def _check_pipeline(
     compute = tf.as_dtype(trainer.model.encoder.dtype_policy.compute_dtype).size
     # [batch, length], or for windowed documents [batch, K, max_seq_length]
     shapes = [(per_replica, *setup.train.row_shape(k)) for k in sorted(pipeline.datasets)]
+    if setup.packing is not None:  # one replica's packed rows
+        shapes = [(setup.packing.rows // replicas, setup.packing.length)]
     report.memory = memory_per_replica(trainer.model, shapes, compute, config.train.remat)
     asked = device_memory is not None  # else this machine's memory, said only when short
     if not asked and expected.target == "cpu":

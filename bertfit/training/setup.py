@@ -268,11 +268,14 @@ def assemble(
     rows_read: int | None = None,
     saved_buckets: tuple[int, ...] | None = None,
     total_steps: int | None = None,
+    replicas: int | None = None,
 ) -> RunSetup:
     """The decisions and the trainer once the data is read: the buckets (resolved here, once,
-    by the data's kind), the batch plan's length and the `Trainer` built from the run's seed.
-    `rows_read`: how many training rows `train` stands for when it is a sample (`check`);
-    `total_steps`: the schedule's length (default: `--max-steps`, else the run's epochs)."""
+    by the data's kind), with `--packing` the packed batches' shape, the batch plan's length
+    and the `Trainer` built from the run's seed. `rows_read`: how many training rows `train`
+    stands for when it is a sample (`check`); `total_steps`: the schedule's length (default:
+    `--max-steps`, else the run's epochs); `replicas`: those a batch splits over (default: the
+    backend's with `strategy`; `check`: its target's)."""
     t = config.train
     rows_read = len(train) if rows_read is None else rows_read
     resolved = train.resolve_buckets(
@@ -283,7 +286,7 @@ def assemble(
     )
     packing = None
     if config.data.packing:
-        packing = train.packed_shape(config, backend_of(config).replicas(strategy))
+        packing = train.packed_shape(config, replicas or backend_of(config).replicas(strategy))
     batching = Batching.of(
         config,
         resolved.lengths,
