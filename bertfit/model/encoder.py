@@ -28,6 +28,7 @@ from bertfit.model.blocks import (
     dense,
     dense_variables,
     embedding,
+    first_tokens,
     layer_norm,
     norm_variables,
     per_example,
@@ -151,13 +152,6 @@ def segment_bias(segments):
     """
     same = ops.equal(ops.expand_dims(segments, 2), ops.expand_dims(segments, 1))
     return ops.expand_dims(ops.where(same, 0.0, -1e9), 1)
-
-
-def first_tokens(rows, starts, length):
-    """Each example's first token in a packed batch: `rows` [batch * seq, hidden] at
-    `starts` [batch, slots] (within each row of `length` tokens) as [batch * slots, hidden]."""
-    row_offsets = ops.expand_dims(ops.arange(size(starts, 0), dtype="int32") * length, 1)
-    return take(rows, ops.reshape(starts + row_offsets, (-1,)), axis=0)
 
 
 BERT_LAYERS = FamilyLayers(TransformerLayer, packs=lambda config: True)
@@ -303,7 +297,10 @@ class BertEncoder(keras.layers.Layer):
         encoder_outputs = []
         last = len(self.transformer_layers) - 1
         for i, layer in enumerate(self.transformer_layers):
-            cls_only = pooled_only and i == last and layer.supports_cls_only and not packed
+            cls_only = pooled_only and i == last and layer.supports_cls_only
+            if cls_only and packed:  # the examples' first tokens are at their starts
+                takes_starts = getattr(layer, "supports_packed_cls_only", False)
+                cls_only = inputs[STARTS] if takes_starts else False
             call = layer
             if self.remat and training:  # recomputed in the backward pass (`model/remat.py`)
                 call = functools.partial(call_rematerialised, layer)
@@ -311,12 +308,12 @@ class BertEncoder(keras.layers.Layer):
             encoder_outputs.append(x)
         if self.parts is not None:
             x = encoder_outputs[-1] = self.parts.finish(x)
-        if packed:
-            first = first_tokens(x, inputs[STARTS], size(attention_bias, -1))
-        elif not cls_only:  # the last layer computed every row
-            first = per_example(x, attention_bias)[:, 0]
-        else:
+        if cls_only is not False:  # the last layer computed the first tokens alone
             first = x
+        elif packed:
+            first = first_tokens(x, inputs[STARTS], size(attention_bias, -1))
+        else:
+            first = per_example(x, attention_bias)[:, 0]
         if pooled_only:
             return {"pooled_output": self.pool(first)}
         encoder_outputs = [per_example(rows, attention_bias) for rows in encoder_outputs]

@@ -119,6 +119,7 @@ class ModernBertLayer(keras.layers.Layer):
     """One pre-LayerNorm ModernBERT layer, global or sliding-window by its `index`."""
 
     supports_cls_only = True
+    supports_packed_cls_only = False  # its cls_only computes each row's first token
 
     def __init__(self, config: BertConfig, index: int = 0, **kwargs):
         super().__init__(**kwargs)

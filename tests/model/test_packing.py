@@ -145,3 +145,25 @@ def test_a_family_whose_layers_mix_neighbours_is_refused():
         check_packs(conv, "tiny")
     for config in FAMILIES.values():
         check_packs(config, "tiny")
+
+
+@pytest.mark.slow
+def test_remat_recomputes_a_packed_step_to_the_same_gradients():
+    """--remat with --packing: the last layer computes the examples' first tokens alone (at
+    their starts), recomputed in the backward pass like every other layer."""
+    _, packed = _batches(_ids())
+    results = []
+    for remat in (False, True):
+        model = BertClassifier(tiny_encoder(), 3, "cls", dropout=0.0, seed=1)
+        model.encoder.remat = remat
+
+        @tf.function
+        def step(model=model):
+            with tf.GradientTape() as tape:
+                logits = model(packed, training=True)
+                loss = tf.reduce_sum(logits * tf.range(1.0, 4.0))
+            return [tf.convert_to_tensor(g) for g in tape.gradient(loss, model.trainable_variables)]
+
+        results.append([g.numpy() for g in step()])
+    for plain, recomputed in zip(*results, strict=True):
+        np.testing.assert_allclose(recomputed, plain, atol=1e-6)
