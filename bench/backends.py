@@ -262,6 +262,8 @@ def main(argv=None) -> None:
     result["table_rows"] = table_rows(result)
     print("\n".join(table(result)))
     name = "backends" if not args.cli_defaults else "backends_cli_defaults"
+    if set(PACKED_SIDES) & set(args.sides):
+        name += "_packing"  # beside issue 46's results, not over them
     write_result(name, result)
 
 
