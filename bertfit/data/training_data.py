@@ -249,24 +249,13 @@ class LabelledData(TrainingData):
         return [note for note in notes if note is not None]
 
     def plan(self, batching: Batching, *, shuffle: bool, epoch: int = 0) -> list[Batch]:
+        """Length buckets' batches, or with `--packing` packed rows'."""
+        order = {"shuffle": shuffle, "seed": batching.seed, "epoch": epoch}
+        lengths, rows = self.lengths(), batching.rows_per_step
         if batching.packing is not None:
-            return plan_packed(
-                self.lengths(),
-                batching.packing,
-                batching.rows_per_step,
-                shuffle=shuffle,
-                seed=batching.seed,
-                epoch=epoch,
-            )
-        return plan_batches(
-            self.lengths(),
-            batching.buckets,
-            batching.rows_per_step,
-            shuffle=shuffle,
-            seed=batching.seed,
-            epoch=epoch,
-            run_length=batching.run_length,
-        )
+            return plan_packed(lengths, batching.packing, rows, **order)
+        runs = batching.run_length
+        return plan_batches(lengths, batching.buckets, rows, run_length=runs, **order)
 
     def input(
         self,

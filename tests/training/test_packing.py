@@ -14,6 +14,7 @@ from bertfit.inference.run import predict
 from tests.jax_process import run_in_jax
 from tests.tiny import sentiment_rows, train_args, write_csv
 from tests.training import packed_step
+from tests.training.kill import resume_args, run_killed, run_train, steps_of
 
 
 @pytest.fixture(scope="module")
@@ -86,3 +87,20 @@ def test_packing_refuses_what_it_cannot_pack_before_anything_is_written(
         assert main(train_args(trainable_hf_dir, rows, run, "--packing", *extra)) == 2
         assert said in capsys.readouterr().err
         assert not run.exists()
+
+
+@pytest.mark.slow
+def test_a_packed_run_resumes_on_as_many_replicas_as_it_started_on(trainable_hf_dir, tmp_path):
+    """The packed rows of a step are a multiple of the replicas (5 on one, 4 on two here), so
+    another replica count plans other batches: that resume is refused, the same one resumes."""
+    train = write_csv(tmp_path / "train.csv", sentiment_rows(96, seed=11))
+    run = tmp_path / "run"
+    args = [*resume_args(trainable_hf_dir, train, save_every_steps=2), "--packing"]
+    args += ["--output-dir", str(run)]
+    run_killed(args, ("steps", 3))
+    code, err = run_train([*args, "--cpu-replicas", "2"])
+    assert code == 2 and "took 5 packed rows a step, here it would take 4" in err
+    code, err = run_train(args)
+    assert code == 0, err
+    global_steps = [s["global_step"] for s in steps_of(run)]
+    assert global_steps == list(range(1, len(global_steps) + 1))
