@@ -39,7 +39,7 @@ from bertfit.data.windowed import (
     chunk_suggestion,
     plan_documents,
 )
-from bertfit.errors import BertfitError
+from bertfit.errors import BertfitError, ConfigError
 
 # With --long-documents truncate, more than this share of training rows losing tokens prints
 # one line suggesting --long-documents chunk (with the measured share).
@@ -165,6 +165,14 @@ class TrainingData(abc.ABC):
         """What the user should read about this data before training (printed and logged)."""
         return []
 
+    def packed_shape(self, config: RunConfig, replicas: int) -> PackedShape:
+        """The packed batches' shape for these lengths (`--packing`), its rows a multiple of
+        `replicas`: only rows held in memory are packed (`LabelledData`)."""
+        raise ConfigError(
+            f"--packing plans its rows in memory; --train {self.path} is streamed from a "
+            "prepared set's shards. Train on the data file, or leave --packing out."
+        )
+
     @abc.abstractmethod
     def plan(self, batching: Batching, *, shuffle: bool, epoch: int = 0) -> list:
         """The epoch's steps in order: `Batch`es (a bucket key, the examples' indices) or, for
@@ -288,8 +296,6 @@ class LabelledData(TrainingData):
         return LengthProfile.of(self.lengths(), buckets, plan)
 
     def packed_shape(self, config: RunConfig, replicas: int) -> PackedShape:
-        """The packed batches' shape for these lengths (`--packing`), rows a multiple of
-        `replicas`."""
         return PackedShape.choose(
             self.lengths(),
             config.model.max_seq_length,

@@ -236,12 +236,6 @@ def read_training(config: RunConfig, tokenizer) -> tuple[TrainingData, Task, lis
     and tokenized in memory. Also its task, notes for the user, and the rows read (before
     `--max-train-examples`). A wrong `--best-metric` fails before the tokenizing."""
     if is_prepared(config.data.train) or config.data.streaming:
-        if config.data.packing:
-            raise ConfigError(
-                f"--packing plans its rows in memory; --train {config.data.train} is a "
-                "prepared set, streamed from its shards. Train on the data file, or leave "
-                "--packing out."
-            )
         stream = open_stream(config, tokenizer)
         resolve_best_metric(config, stream.manifest.task)
         return stream, stream.manifest.task, [], len(stream)

@@ -76,6 +76,7 @@ def test_train_packing_compiles_once_and_evaluates_every_row_in_order(
     assert metrics["final"]["num_examples"] == len(dev_rows)
 
 
+@pytest.mark.slow
 def test_packing_refuses_what_it_cannot_pack_before_anything_is_written(
     trainable_hf_dir, rows, tmp_path, capsys
 ):
@@ -87,6 +88,12 @@ def test_packing_refuses_what_it_cannot_pack_before_anything_is_written(
         assert main(train_args(trainable_hf_dir, rows, run, "--packing", *extra)) == 2
         assert said in capsys.readouterr().err
         assert not run.exists()
+    prepared = tmp_path / "prepared"
+    args = ["prepare", str(rows), str(prepared), "--model", str(trainable_hf_dir)]
+    assert main([*args, "--max-seq-length", "16"]) == 0
+    assert main(train_args(trainable_hf_dir, prepared, run, "--packing")) == 2
+    assert "--packing plans its rows in memory" in capsys.readouterr().err
+    assert not run.exists()
 
 
 @pytest.mark.slow
