@@ -187,13 +187,14 @@ def bertfit_row(shape: Shape, precision: str, args) -> dict:
     with jax.default_matmul_precision(matmul):
         options = compiler_options(jax.devices())  # as JaxTrainer's
         jitted = jax.jit(step._step, donate_argnums=0, compiler_options=options)
-        compiled = jitted.lower(step._read_state(), batch).compile()
+        fixed = step._read_fixed()
+        compiled = jitted.lower(step._read_state(), fixed, batch).compile()
     compile_s = time.perf_counter() - start
     state = [step._read_state()]
     results = []
 
     def one_step():
-        state[0], result = compiled(state[0], batch)
+        state[0], result = compiled(state[0], fixed, batch)
         results.append(result)
 
     def sync():

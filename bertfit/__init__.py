@@ -19,7 +19,12 @@ The public API (imported on first use, so `import bertfit` does not load TensorF
 
 import importlib
 
+from bertfit.tf_startup import quiet_native_logs_by_default as _quiet_native_logs
+
 __version__ = "0.1.0"
+
+# Before any module of bertfit can load TensorFlow, whose C++ notes read like failures.
+_quiet_native_logs()
 
 # public name -> the module that defines it (a module itself where the name is the module)
 _EXPORTS = {

@@ -9,30 +9,37 @@ usage errors answer at once, and nothing imported here or by the flags' parsing 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import difflib
 import errno
 import json
+import signal
 import sys
+import warnings
 
 from bertfit.checkpoints import commands as checkpoint_commands
 from bertfit.checks import commands as check_commands
-from bertfit.config import BACKENDS, DATA_FORMATS, ENGINES, TASKS, TENSORFLOW_BACKEND
-from bertfit.errors import BertfitError, TrainingInterrupted
+from bertfit.config import BACKENDS, DATA_FORMATS, ENGINES, TASKS, TENSORFLOW_BACKEND, RunConfig
+from bertfit.data.run_files import check_run_files
+from bertfit.data.sources import check_source
+from bertfit.errors import BertfitError, CheckpointWarning, Interrupted
 from bertfit.export.formats import FORMATS as EXPORT_FORMATS
 from bertfit.flags import add_flags, flags_of, given
+from bertfit.paths import check_not_nested
 from bertfit.run_flags import (
     RUN_FLAGS,
     add_run_output_arguments,
     add_train_arguments,
     run_config_from_args,
-    select_run_backend,
+    train_preflight,
 )
 from bertfit.serve.options import ServeOptions
-from bertfit.sweeps.audit_flags import add_audit_arguments, select_audit_backend
-from bertfit.sweeps.flags import add_tune_arguments, select_sweep_backend, sweep_from_args
+from bertfit.sweeps.audit_flags import add_audit_arguments, audit_preflight
+from bertfit.sweeps.flags import add_tune_arguments, sweep_from_args, tune_preflight
 from bertfit.tf_startup import select_keras_backend, start_tensorflow
 
-# The commands whose preflight makes --backend Keras' backend (`select_run_backend`, tune's and
-# audit's `select_sweep_backend`, `select_audit_backend`, evaluate's and predict's
+# The commands whose preflight makes --backend Keras' backend (`train_preflight`, check's and
+# doctor's `select_run_backend`, `tune_preflight`, `audit_preflight`, evaluate's and predict's
 # `select_inference_backend`); every other runs Keras on TensorFlow.
 BACKEND_COMMANDS = ("train", "doctor", "check", "tune", "audit", "evaluate", "predict")
 
@@ -53,6 +60,7 @@ def cmd_train(args) -> int:
     from bertfit.training.run import train
 
     config = run_config_from_args(args)
+    check_not_nested(config.output_dir, "--output-dir")
     summary = train(
         config,
         quiet=args.quiet,
@@ -74,7 +82,7 @@ def cmd_train(args) -> int:
 def train_lines(summary, report) -> list[str]:
     """What `bertfit train` prints for people: the headline metrics, where the run and its
     report are (every metric is in RUN/metrics.json, and printed by --json)."""
-    from bertfit.runs.metrics import HEADLINE_METRICS
+    from bertfit.runs.metrics import HEADLINE_METRICS, support_note
 
     final = summary.final
     if final is not None:
@@ -82,6 +90,8 @@ def train_lines(summary, report) -> list[str]:
         scores = ", ".join(f"{n} {final[n]:.4f}" for n in names)
         best = ", ".join(f"{k} {v:.4f}" for k, v in (summary.best or {}).items())
         lines = [f"final evaluation: {scores}" + (f" (best {best})" if best else "")]
+        note = support_note(final)
+        lines += [note] if note else []
     else:
         lines = [f"no --eval: nothing evaluated; {_scores(summary.headline)}"]
     if summary.run_dir is None:
@@ -112,7 +122,9 @@ def cmd_distill(args) -> int:
     options = distill_options(args)
     teacher = open_teacher(options.teacher)
     base = RunConfig.load(args.config) if args.config else teacher.load_config()
-    config = student_config(base, args.output_dir, given(args, RUN_FLAGS.values()))
+    flags = given(args, RUN_FLAGS.values())
+    config = student_config(base, args.output_dir, flags, options.student_model)
+    check_not_nested(config.output_dir, "--output-dir")
     summary = distill(
         config,
         options,
@@ -132,6 +144,7 @@ def cmd_tune(args) -> int:
     from bertfit.sweeps.tune import tune
 
     base, spec = sweep_from_args(args)
+    check_not_nested(args.output_dir, "--output-dir")
     results = tune(base, spec, args.output_dir, quiet=args.quiet, reports=not args.no_report)
     chosen, run = results.chosen, results.chosen_run
     if args.json:
@@ -175,10 +188,13 @@ def cmd_audit(args) -> int:
         summary = audit_sweep(args.from_sweep, report=not args.no_report, **audit_options(args))
     else:
         base, spec = training_from_args(args)
+        check_not_nested(args.output_dir, "--output-dir")
         summary = audit_training(
             base, spec, args.output_dir, quiet=args.quiet, reports=not args.no_report,
             **audit_options(args),
         )  # fmt: skip
+    if summary["warning"]:
+        print(f"bertfit audit: warning: {summary['warning']}", file=sys.stderr)
     if args.json:
         print(json.dumps(summary))
         return 0
@@ -204,11 +220,22 @@ PREPARE_FLAGS = (
 )
 
 
+def prepare_config(args) -> RunConfig:
+    """The run config `bertfit prepare` tokenizes DATA for: its flags, DATA as `--train`."""
+    args.train, args.config, args.output_dir = args.data, None, None
+    return run_config_from_args(args)
+
+
+def prepare_preflight(args) -> None:
+    """DATA's first rows read before TensorFlow loads (`check_run_files`; the prepare streams
+    the rest through the same reader)."""
+    check_run_files(prepare_config(args), first_rows_only=True)
+
+
 def cmd_prepare(args) -> int:
     from bertfit.training.shards import prepare_shards
 
-    args.train, args.config, args.output_dir = args.data, None, None
-    config = run_config_from_args(args)
+    config = prepare_config(args)
     manifest = prepare_shards(config, args.output, shards=args.shards, overwrite=args.overwrite)
     print(
         json.dumps({"output": args.output, "rows": manifest.rows, "shards": len(manifest.shards)})
@@ -240,28 +267,46 @@ def cmd_evaluate(args) -> int:
     if args.json:
         print(json.dumps(metrics))
     else:
+        from bertfit.runs.metrics import support_note
+
         for key, value in metrics.items():
             if isinstance(value, (int, float)):
                 print(
                     f"{key:>19}: {value:.6g}" if isinstance(value, float) else f"{key:>19}: {value}"
                 )
+        note = support_note(metrics)
+        if note:
+            print(note)
     return 0
 
 
+def predict_preflight(args) -> None:
+    """`select_inference_backend`, and --output checked (`check_output_path`), before
+    TensorFlow loads."""
+    from bertfit.inference.predictions_file import check_output_path
+
+    select_inference_backend(args)
+    check_output_path(args.output or "-", args.data, args.run)
+
+
 def cmd_predict(args) -> int:
-    from bertfit.inference.predictions_file import (
-        check_output_path,
-        write_prediction_chunks,
-        write_predictions,
-    )
+    from bertfit.inference.predictions_file import write_prediction_chunks, write_predictions
     from bertfit.inference.run import predict, predict_chunks
+    from bertfit.training.interrupt import StopRequests
 
     output = args.output or "-"
-    check_output_path(output, args.data, args.run)
     run, engine, columns = backend_run(args), args.engine, _columns(args)
     if args.data == "-":  # streamed in chunks, answered as it goes: stdin may never end
         chunks = predict_chunks(run, args.data, format=args.format, columns=columns, engine=engine)
-        count = write_prediction_chunks(chunks, output)
+        with StopRequests(note=None) as stop:  # SIGTERM, Ctrl-C: what was predicted is kept
+            count = write_prediction_chunks(stop.until_stopped(chunks), output)
+        if stop.signal is not None:
+            where = "standard output" if output == "-" else output
+            raise Interrupted(
+                f"{signal.Signals(stop.signal).name}: stopped; wrote {count} predictions to "
+                f"{where} (the rows read after them were not predicted)",
+                stop.signal,
+            )
     else:
         rows = predict(
             run, args.data, quiet=args.quiet, format=args.format, columns=columns, engine=engine
@@ -286,16 +331,23 @@ def engine_run(args, engine: str | None = None) -> str:
     if run_unfinished(args.run):
         start_tensorflow(for_inference=True)
         warn_if_unfinished(args.run)
-    return str(onnx_engine_folder(args.run))
+    return str(onnx_engine_folder(args.run, quiet=getattr(args, "quiet", False)))
 
 
 def select_inference_backend(args) -> None:
-    """evaluate's and predict's preflight: what --backend cannot run is refused
-    (`bertfit.inference.backends`), then it becomes Keras' backend."""
+    """evaluate's preflight (and predict's): what --backend cannot run is refused
+    (`bertfit.inference.backends`), then it becomes Keras' backend; a --data file that
+    is missing, or of a format bertfit cannot tell, and the packages --engine onnx needs
+    (`check_engine_installed`) are said before TensorFlow loads."""
     from bertfit.inference.backends import inference_backend
 
     inference_backend(args.backend).check(args.run, args.engine)
     select_keras_backend(args.backend)
+    check_source(args.data, args.format)
+    if args.engine == "onnx":
+        from bertfit.export.onnx_engine import check_engine_installed
+
+        check_engine_installed(args.run)
 
 
 def backend_run(args):
@@ -343,6 +395,15 @@ def serve_options(args) -> ServeOptions:
     return ServeOptions(**given(args, flags_of(ServeOptions)))
 
 
+def serve_preflight(args) -> None:
+    """`serve_options`, and with --engine onnx the packages it needs (`check_engine_installed`),
+    before TensorFlow loads."""
+    if serve_options(args).engine == "onnx" and args.run is not None:
+        from bertfit.export.onnx_engine import check_engine_installed
+
+        check_engine_installed(args.run)
+
+
 def cmd_serve(args) -> int:
     options = serve_options(args)
     try:
@@ -380,6 +441,7 @@ def cmd_report(args) -> int:
 def cmd_demo(args) -> int:
     from bertfit.demo import run_demo
 
+    check_not_nested(args.output_dir, "--output-dir")
     run_demo(
         output_dir=args.output_dir,
         epochs=args.epochs,
@@ -418,12 +480,64 @@ def _serving_version(text: str) -> int:
 INFERENCE_COMMANDS = ("evaluate", "predict", "serve")
 
 
+class CommandLine(argparse.ArgumentParser):
+    """argparse's parser, with a usage error in one line, `bertfit CMD: error: ...` (the usage
+    block is `--help`'s), and a mistyped flag, command or choice answered with the closest
+    ones (`difflib`): `unrecognized arguments: --epcohs 3 (did you mean --epochs?)`. Each
+    command's parser is one too (`add_subparsers` makes its own kind)."""
+
+    def parse_args(self, args=None, namespace=None):
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            command = self._command(getattr(parsed, "command", None))
+            command.error(_unrecognized(extras, command))
+        return parsed
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+    def _check_value(self, action, value):  # argparse's check of a command or a --flag choice
+        try:
+            super()._check_value(action, value)
+        except argparse.ArgumentError as e:
+            close = difflib.get_close_matches(str(value), [str(c) for c in action.choices])
+            if close:
+                e.message += f"; did you mean {' or '.join(close)}?"
+            raise
+
+    def _command(self, name: str | None) -> argparse.ArgumentParser:
+        """The parser of command `name` (this one without)."""
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction) and name in action.choices:
+                return action.choices[name]
+        return self
+
+
+def _unrecognized(extras: list[str], parser: argparse.ArgumentParser) -> str:
+    """argparse's message for arguments no flag takes, with the flags closest to each."""
+    flags = [name for action in parser._actions for name in action.option_strings]
+    close = {}
+    for word in extras:
+        typed = word.partition("=")[0]
+        if typed.startswith("--"):
+            close[typed] = difflib.get_close_matches(typed, flags, n=3, cutoff=0.75)
+    message = f"unrecognized arguments: {' '.join(extras)}"
+    found = {typed: names for typed, names in close.items() if names}
+    if not found:
+        return f"{message}; {parser.prog} --help lists every flag"
+    if len(close) == 1:
+        (names,) = found.values()
+        return f"{message} (did you mean {' or '.join(names)}?)"
+    said = "; ".join(f"{typed}: {' or '.join(names)}" for typed, names in found.items())
+    return f"{message} (did you mean {said}?)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The whole command line: every command, its flags, their help. Each command's parser
     sets `handler(args) -> exit code`, and may set `preflight(args)`: checks of its options
     and outputs that `main` runs before TensorFlow loads (seconds), so a mistake is said at
     once."""
-    parser = argparse.ArgumentParser(
+    parser = CommandLine(
         prog="bertfit", description="Fine-tune BERT-family encoders for text classification."
     )
     parser.add_argument("--version", action="version", version=f"bertfit {_version()}")
@@ -450,7 +564,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _add_train(sub) -> None:
     train = sub.add_parser("train", help="fine-tune a classifier")
     add_run_output_arguments(add_train_arguments(train))
-    train.set_defaults(handler=cmd_train, preflight=select_run_backend)
+    train.set_defaults(handler=cmd_train, preflight=train_preflight)
 
 
 def _add_distill(sub) -> None:
@@ -489,7 +603,7 @@ def _add_prepare(sub) -> None:
         "--shards", type=int, help="how many files (default: one per 100,000 rows, at most 256)"
     )
     prepare.add_argument("--overwrite", action="store_true", help="replace a prepared set in OUT")
-    prepare.set_defaults(handler=cmd_prepare)
+    prepare.set_defaults(handler=cmd_prepare, preflight=prepare_preflight)
 
 
 def _add_evaluate(sub) -> None:
@@ -520,7 +634,7 @@ def _add_predict(sub) -> None:
     _add_quiet(predict)
     _add_engine(predict)
     _add_backend(predict)
-    predict.set_defaults(handler=cmd_predict, preflight=select_inference_backend)
+    predict.set_defaults(handler=cmd_predict, preflight=predict_preflight)
 
 
 def _add_data_arguments(command, label: bool) -> None:
@@ -610,7 +724,7 @@ def _add_serve(sub) -> None:
         "wants, polled for new ones (the newest answers requests that name none)",
     )
     add_flags(serve, flags_of(ServeOptions))  # declared on ServeOptions' fields
-    serve.set_defaults(handler=cmd_serve, preflight=serve_options)
+    serve.set_defaults(handler=cmd_serve, preflight=serve_preflight)
 
 
 def _add_report(sub) -> None:
@@ -654,7 +768,7 @@ def _add_tune(sub) -> None:
         "choose the best mean",
     )
     add_tune_arguments(tune)
-    tune.set_defaults(handler=cmd_tune, preflight=select_sweep_backend)
+    tune.set_defaults(handler=cmd_tune, preflight=tune_preflight)
 
 
 def _add_audit(sub) -> None:
@@ -664,11 +778,36 @@ def _add_audit(sub) -> None:
         "predictions (confident learning)",
     )
     add_audit_arguments(audit)
-    audit.set_defaults(handler=cmd_audit, preflight=select_audit_backend)
+    audit.set_defaults(handler=cmd_audit, preflight=audit_preflight)
+
+
+@contextlib.contextmanager
+def checkpoint_warnings_in_one_line():
+    """In the block, a `CheckpointWarning` is printed `bertfit: warning: ...` (Python's way is
+    `file:line: UserWarning: ...` and the line of source that warned); any other warning as
+    Python prints it."""
+    with warnings.catch_warnings():
+        show = warnings.showwarning
+
+        def one_line(message, category, filename, lineno, file=None, line=None):
+            if issubclass(category, CheckpointWarning):
+                print(f"bertfit: warning: {message}", file=sys.stderr)
+            else:
+                show(message, category, filename, lineno, file, line)
+
+        warnings.showwarning = one_line
+        yield
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)  # --help and usage errors exit here, without TensorFlow
+    with checkpoint_warnings_in_one_line():
+        return _run(args)
+
+
+def _run(args) -> int:
+    """The command's preflight, TensorFlow's start-up and its handler; a user mistake or an
+    interruption said in one line."""
     try:
         preflight = getattr(args, "preflight", None)
         if preflight is not None:
@@ -690,7 +829,7 @@ def main(argv: list[str] | None = None) -> int:
         where = f"{e.filename}: " if e.filename else ""
         print(f"bertfit {args.command}: error: {where}{e.strerror or e}", file=sys.stderr)
         return 2
-    except TrainingInterrupted as e:
+    except Interrupted as e:
         print(f"bertfit {args.command}: {e}", file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:

@@ -34,6 +34,8 @@ PRECISION_POLICIES = {
 }
 CONVERT_TARGETS = ("hf", "tf-hub")  # `bertfit convert --to`
 POOLINGS = ("cls", "mean")
+# --pooling's value when neither it nor the checkpoint says (`bertfit.checkpoints.pooling`)
+DEFAULT_POOLING = "cls"
 HEAD_BIASES = ("prior", "zero")
 # --long-documents: cut texts at max_seq_length, or classify them whole from windows (issue 35).
 TRUNCATE, CHUNK = "truncate", "chunk"
@@ -112,7 +114,10 @@ class ModelConfig:
         name: a checkpoint path or a short name such as "minilm-l6".
         max_seq_length: the longest packed input, special tokens included.
         pooling: "cls" (the pooler on [CLS]) or "mean" (mean over unmasked tokens, for
-            checkpoints whose pooler was never trained, such as sentence-transformers models).
+            checkpoints whose pooler was never trained, such as sentence-transformers models);
+            None: the pooling the checkpoint declares (a sentence-transformers model's
+            `1_Pooling/config.json`, e.g. mean for "minilm-l6"), else "cls"
+            (`bertfit.checkpoints.pooling`). A run decides it once and saves the value.
         dropout: dropout before the classification layer.
         head_bias: the classification layer's initial bias for multi-label tasks: "prior" (each
             label's log-odds in the training data, so rare labels start at their base rate)
@@ -125,14 +130,16 @@ class ModelConfig:
             into overlapping windows of max_seq_length and classified whole from them; see
             `bertfit.text.windows` and `bertfit.model.chunked`).
         chunk_stride: ids two consecutive windows share; None: a quarter of a window's text
-            ids (`WindowSpec.for_model`).
+            ids (`WindowSpec.for_model`). Like max_chunks and chunk_pooling, only with
+            long_documents "chunk".
         max_chunks: the most windows a document keeps; the ids after them are dropped and
             counted.
         chunk_pooling: how windows' vectors make one document vector: "mean", "max" or
             "attention" (a learned weighting), padding windows excluded.
         lora_rank: 0 (full fine-tuning) or the rank of LoRA adapters on the encoder's Dense
             layers (`bertfit.model.lora`): the base weights frozen, adapters and head trained.
-        lora_alpha: the adapters' update is scaled by lora_alpha / lora_rank (None: the rank).
+        lora_alpha: the adapters' update is scaled by lora_alpha / lora_rank (None: the rank);
+            with lora_rank only, as lora_targets and a base_precision other than "fp32".
         base_precision: a LoRA run's frozen base weights: "fp32", "bf16" (stored and
             computed in bfloat16) or "int8" (the transformer layers' kernels stored in int8,
             computed dequantized: `bertfit.model.int8`); the adapters and the head stay float32.
@@ -150,11 +157,12 @@ class ModelConfig:
         default=128,
         metadata=flag("the longest packed input in tokens, special tokens included"),
     )
-    pooling: str = dataclasses.field(
-        default="cls",
+    pooling: str | None = dataclasses.field(
+        default=None,
         metadata=flag(
             "cls: the pooler on [CLS]; mean: the mean of the token vectors (for checkpoints "
-            "whose pooler was never trained, e.g. sentence-transformers)",
+            "whose pooler was never trained, e.g. sentence-transformers; default: the pooling "
+            "the checkpoint declares in its 1_Pooling/config.json, else cls)",
             choices=POOLINGS,
         ),
     )
@@ -198,14 +206,21 @@ class ModelConfig:
     )
     chunk_stride: int | None = dataclasses.field(
         default=None,
-        metadata=flag("ids two windows share (default: a quarter of a window)"),
+        metadata=flag(
+            "with --long-documents chunk: ids two windows share (default: a quarter of a window)"
+        ),
     )
     max_chunks: int = dataclasses.field(
-        default=8, metadata=flag("the most windows per document; the rest is dropped")
+        default=8,
+        metadata=flag(
+            "with --long-documents chunk: the most windows per document; the rest is dropped"
+        ),
     )
     chunk_pooling: str = dataclasses.field(
         default="mean",
-        metadata=flag("windows to one document vector", choices=CHUNK_POOLINGS),
+        metadata=flag(
+            "with --long-documents chunk: windows to one document vector", choices=CHUNK_POOLINGS
+        ),
     )
     lora_rank: int = dataclasses.field(
         default=0,
@@ -217,7 +232,9 @@ class ModelConfig:
     )
     lora_alpha: float | None = dataclasses.field(
         default=None,
-        metadata=flag("LoRA's scale is alpha / rank (default: the rank, a scale of 1)"),
+        metadata=flag(
+            "with --lora-rank: LoRA's scale is alpha / rank (default: the rank, a scale of 1)"
+        ),
     )
     base_precision: str = dataclasses.field(
         default="fp32",
@@ -231,9 +248,9 @@ class ModelConfig:
     lora_targets: list[str] = dataclasses.field(
         default_factory=lambda: [LORA_AUTO],
         metadata=flag(
-            "comma-separated Dense layers LoRA adapts: 'auto' (attention query and value; "
-            "ModernBERT's fused qkv), 'all' (every Dense of the layers), or names such as "
-            "query,key,value,attention_output,intermediate,output (default: auto)",
+            "with --lora-rank: the comma-separated Dense layers LoRA adapts: 'auto' (attention "
+            "query and value; ModernBERT's fused qkv), 'all' (every Dense of the layers), or "
+            "names such as query,key,value,attention_output,intermediate,output (default: auto)",
             type=parse_names,
             metavar="NAMES",
         ),
@@ -559,6 +576,7 @@ class RunConfig:
                 "a positive number",
             ),
             ("model.lora_targets", len(m.lora_targets) > 0, "at least one layer name"),
+            *self._only_with_rules(),
             (
                 "model.base_precision",
                 m.base_precision == "fp32" or m.lora_rank > 0,
@@ -690,6 +708,34 @@ class RunConfig:
                 "given only with --eval FILE (the data it evaluates on); add --eval or leave "
                 "--eval-every-steps out",
             ),
+        ]
+
+    def _only_with_rules(self) -> list[tuple[str, bool, str]]:
+        """Settings that mean something only beside another one stay at their defaults without
+        it: alone they would change nothing, silently."""
+        m = self.model
+        groups = [
+            (
+                ("lora_alpha", "lora_targets"),
+                m.lora_rank > 0,
+                "--lora-rank R (without it every weight is fine-tuned, none adapted)",
+                "add --lora-rank 8",
+            ),
+            (
+                ("chunk_stride", "max_chunks", "chunk_pooling"),
+                m.long_documents == CHUNK,
+                "--long-documents chunk (without it texts are truncated, never cut into windows)",
+                "add --long-documents chunk",
+            ),
+        ]
+        return [
+            (
+                f"model.{name}",
+                needed or _at_default(m, name),
+                f"given only with {partner}: {fix}, or leave {flag_of(f'model.{name}')} out",
+            )
+            for names, needed, partner, fix in groups
+            for name in names
         ]
 
     def _choice_rules(self) -> list[tuple[str, bool, str]]:
@@ -870,6 +916,15 @@ def flag_of(field: str) -> str:
     section, name = field.split(".")
     (found,) = (f for f in dataclasses.fields(SECTIONS[section]) if f.name == name)
     return flag_name(found)
+
+
+def _at_default(section, name: str) -> bool:
+    """Whether a config section's field holds its declared default."""
+    field = next(f for f in dataclasses.fields(section) if f.name == name)
+    default = (
+        field.default if field.default_factory is dataclasses.MISSING else field.default_factory()
+    )
+    return getattr(section, name) == default
 
 
 def _get(config, dotted: str):

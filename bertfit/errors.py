@@ -43,18 +43,44 @@ class ConfigError(BertfitError):
     """A configuration value is missing, inconsistent or impossible on the chosen hardware."""
 
 
+class CheckpointWarning(UserWarning):
+    """A checkpoint that loads, but perhaps not as meant: tokenizer files of another model or
+    passed over, a vocab at odds with its casing or its embedding table, a config assumed.
+    Said, not refused: the CLI prints it in one line (`bertfit: warning: ...`), and `bertfit
+    check` counts it as a warning finding of `code` (its `--strict` fails on it).
+
+    Examples:
+    >>> import warnings
+    >>> warnings.warn(CheckpointWarning("vocab.txt has capitals", code="model-vocab-casing"))
+    ...  # doctest: +SKIP
+    """
+
+    def __init__(self, message: str, code: str):
+        super().__init__(message)
+        self.code = code
+
+
 class MissingDependencyError(BertfitError):
     """An optional package is needed for what was asked; the message says which to install."""
 
 
-class TrainingInterrupted(Exception):
-    """Training stopped on SIGTERM or Ctrl-C after saving a resumable checkpoint.
+class Interrupted(Exception):
+    """A command stopped on SIGTERM or Ctrl-C at a safe point, keeping what it had done.
 
-    Not a user mistake: the message says where the checkpoint is and how to resume, and the
-    CLI exits with `exit_code` (128 + the signal: 143 for SIGTERM, 130 for Ctrl-C).
+    Not a user mistake: the message says what was kept, and the CLI exits with `exit_code`
+    (128 + the signal: 143 for SIGTERM, 130 for Ctrl-C).
     """
 
-    def __init__(self, message: str, signum: int, run_dir: str | None = None):
+    def __init__(self, message: str, signum: int):
         super().__init__(message)
-        self.signum, self.run_dir = signum, run_dir  # run_dir: where the checkpoint is
+        self.signum = signum
         self.exit_code = 128 + signum
+
+
+class TrainingInterrupted(Interrupted):
+    """Training stopped on SIGTERM or Ctrl-C after saving a resumable checkpoint: the message
+    says where the checkpoint is and how to resume."""
+
+    def __init__(self, message: str, signum: int, run_dir: str | None = None):
+        super().__init__(message, signum)
+        self.run_dir = run_dir  # where the checkpoint is

@@ -4,8 +4,10 @@ A file output (`predict --output`, `report --output`) must be a regular file or 
 existing folder bertfit can write to; `-` means standard output. A folder output (`export OUT`,
 `convert DST`, `train --output-dir`) must be a folder, or a new name under a folder bertfit can
 write to. Neither may be a device, a FIFO or a socket (bertfit would replace `/dev/null` with a
-regular file), an input of the same command, or a file inside a run directory that the run owns.
-Files are then written whole or not at all (`bertfit.atomic`).
+regular file), an input of the same command, or inside a directory bertfit owns: a run's (`RUN`,
+known by its setup files) or a sweep's (`SWEEP`, by its spec and runs), whose files bertfit reads
+back and checks; only the command's own files there (a run's report.html, the sweep's audit/) are
+written. Files are then written whole or not at all (`bertfit.atomic`).
 """
 
 from __future__ import annotations
@@ -49,6 +51,42 @@ def _inside(path: Path, folder: str | os.PathLike) -> bool:
         return path.resolve() == folder or folder in path.resolve().parents
     except (OSError, RuntimeError):
         return False
+
+
+# What marks a folder as a run directory (the setup `bertfit.runs.run_dir` writes before its
+# first step) or a sweep directory (`bertfit.sweeps.sweep_dir`); a test keeps them in step.
+OWNED_DIRECTORIES = {
+    "the run directory": ("config.yaml", "labels.json", "encoder"),
+    "the sweep directory": ("sweep.json", "runs"),
+}
+
+
+def owned_directory(path: str | os.PathLike) -> tuple[str, Path] | None:
+    """The run or sweep directory that `path` (existing or not) is or lies inside, nearest
+    first, with what it is ("the run directory"); None outside any."""
+    absolute = Path(path).absolute()
+    for folder in (absolute, *absolute.parents):
+        for what, marks in OWNED_DIRECTORIES.items():
+            if all((folder / mark).exists() for mark in marks):
+                return what, folder
+    return None
+
+
+def _check_not_owned(
+    path: Path, flag: str, output: str, allowed: Iterable[str | os.PathLike] = ()
+) -> None:
+    """Refuses an output in a run or sweep directory, unless it is one of the `allowed` paths
+    (the command's own output there)."""
+    if any(path.resolve() == Path(place).resolve() for place in allowed):
+        return
+    found = owned_directory(path)
+    if found is not None:
+        what, folder = found
+        where = "is" if path.absolute() == folder else "is inside"
+        raise ConfigError(
+            f"{flag} {output} {where} {what} {folder}, whose files are bertfit's; writing "
+            "there would change what it holds. Choose a path outside it."
+        )
 
 
 def _check_creatable_in(folder: Path, flag: str, path: str | os.PathLike) -> None:
@@ -116,6 +154,8 @@ def check_output_file(
                 f"{flag} {output} is inside the run directory {run_dir}, whose files belong to "
                 f"the run; bertfit will not write over them. Choose a path outside it."
             )
+    own = [Path(run_dir) / name for name in allowed_in_run] if run_dir is not None else []
+    _check_not_owned(path, flag, output, own)
     parent = path.absolute().parent
     if not parent.is_dir():
         raise ConfigError(
@@ -133,10 +173,12 @@ def check_output_dir(
     *,
     inputs: Iterable[str | os.PathLike] = (),
     run_dir: str | os.PathLike | None = None,
+    own: Iterable[str | os.PathLike] = (),
 ) -> None:
     """Refuses, before any work, a folder output that cannot or must not be written: not a
-    folder, inside (or holding) an input, inside a run directory, or not writable. A folder
-    that does not exist yet is created with its parents."""
+    folder, inside (or holding) an input, in a run or sweep directory (but the command's
+    `own` folders there), or not writable. A folder that does not exist yet is created with
+    its parents."""
     output = os.fspath(output)
     if output == STDOUT:
         raise ConfigError(f"{flag} -: this output is a folder and cannot go to standard output.")
@@ -167,12 +209,24 @@ def check_output_dir(
             f"{flag} {output} is inside the run directory {run_dir}, whose files belong to the "
             f"run; choose a folder outside it."
         )
+    _check_not_owned(path, flag, output, own)
     existing = path.absolute()
     while not existing.exists() and not existing.is_symlink():
         existing = existing.parent
     if not existing.is_dir():
         raise ConfigError(f"{flag} {output}: {existing} is a file, not a folder.")
     _check_creatable_in(existing, flag, output)
+
+
+def check_not_nested(output: str | os.PathLike | None, flag: str) -> None:
+    """Refuses a run's or a sweep's new `--output-dir` inside a run or sweep directory (its
+    folder would make that one hold files that are not its own). A folder there that already
+    holds something (a sweep's run, resumed by hand) is the command's own to judge."""
+    if output is None or storage.is_url(os.fspath(output)):
+        return
+    path = Path(output)
+    if not (path.is_dir() and any(path.iterdir())):
+        _check_not_owned(path, flag, os.fspath(output))
 
 
 def write_output(output: str | os.PathLike, text: str) -> None:

@@ -29,7 +29,7 @@ from bertfit.data.windowed import WindowProfile
 from bertfit.errors import ConfigError
 from bertfit.paths import STDOUT, check_output_file, write_output
 from bertfit.runs.calibration import Calibration
-from bertfit.runs.metrics import HEADLINE_METRICS
+from bertfit.runs.metrics import HEADLINE_METRICS, support_note
 from bertfit.runs.records import EarlyStop
 from bertfit.runs.run_dir import open_run
 
@@ -331,7 +331,9 @@ def _final_table(last_eval: dict, task: Task) -> str:
         for name, value in last_eval.items()
         if isinstance(value, (int, float)) and name not in ("wall_seconds",)
     ]
-    return "<p>Last evaluation:</p>" + table(["metric", "value"], rows)
+    note = support_note(last_eval)
+    unmeasured = f"<p>{html.escape(note[0].upper() + note[1:])}.</p>" if note else ""
+    return "<p>Last evaluation:</p>" + table(["metric", "value"], rows) + unmeasured
 
 
 def _task_title(task: Task) -> str:
@@ -416,6 +418,7 @@ def _calibration_section(calibration: Calibration | None) -> str:
         f"kept {html.escape(kept)} (a temperature is kept where it lowers the NLL of eval rows "
         "it was not fitted on by more than 2 standard errors). The model's probabilities "
         "everywhere (predict, evaluate, serve, every export) are the kept ones.</p>",
+        *(f"<p>{html.escape(note[0].upper() + note[1:])}.</p>" for note in c.notes),
         _reliability_plot(c),
         table(["on the eval rows", "before", "after"], rows),
     ]

@@ -8,6 +8,7 @@ import argparse
 import dataclasses
 
 from bertfit.config import EVALUATION, HARDWARE, SECTIONS, RunConfig, override
+from bertfit.data.run_files import check_run_files
 from bertfit.errors import BertfitError
 from bertfit.flags import Flag, add_flags, flags_of, given
 from bertfit.tf_startup import select_keras_backend
@@ -112,7 +113,16 @@ def run_config_from_args(args) -> RunConfig:
     return config.validate()
 
 
-def select_run_backend(args) -> None:
+def select_run_backend(args) -> RunConfig:
     """The run's `--backend` (or its --config file's) made Keras' backend, before TensorFlow
-    loads Keras, which reads it once (`train`'s and `doctor`'s preflight)."""
-    select_keras_backend(run_config_from_args(args).train.backend)
+    loads Keras, which reads it once (`check`'s and `doctor`'s preflight); returns the run's
+    config."""
+    config = run_config_from_args(args)
+    select_keras_backend(config.train.backend)
+    return config
+
+
+def train_preflight(args) -> None:
+    """`train`'s preflight, before TensorFlow loads: the run's `--backend` made Keras'
+    backend, and its data files read through (`check_run_files`: a bad row is said at once)."""
+    check_run_files(select_run_backend(args))

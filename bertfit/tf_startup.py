@@ -68,6 +68,18 @@ def verbose() -> bool:
     return os.environ.get(VERBOSE_VARIABLE, "") not in ("", "0")
 
 
+def quiet_native_logs_by_default() -> None:
+    """Raises TensorFlow's C++ log threshold to fatal-only where neither the user
+    (TF_CPP_MIN_LOG_LEVEL) nor BERTFIT_VERBOSE_TF says otherwise. TensorFlow reads it once, when
+    it loads: `import bertfit` calls this, so the TensorFlow its Python API loads logs none of
+    the notes at ERROR level (`failed call to cuInit` on a machine without a GPU, oneDNN's
+    DT_INT64 note below); `start_tensorflow` too. Lines TensorFlow's CPU build prints before
+    its logging is set up (`Could not find cuda drivers`) ignore the threshold: only the CLI's
+    silenced descriptor keeps those off."""
+    if not verbose():
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+
 @contextlib.contextmanager
 def start_output_kept():
     """Points file descriptor 2 at a temporary file for the block, and yields that file. If
@@ -176,16 +188,14 @@ def start_tensorflow(for_inference: bool = False) -> None:
     if "tensorflow" not in sys.modules:
         check_installed()
     use_cpu_speed_settings()
-    quiet = contextlib.nullcontext(None)
-    if not verbose():
-        # The silenced descriptor covers loading only; this threshold (read when TensorFlow
-        # loads; a user's own value wins) also covers the C++ lines logged later, mid-run. One
-        # is on every x86 CPU without AVX-512, where oneDNN is on (above): at the first int64
-        # op oneDNN cannot take, TensorFlow logs once `E0000 ... util.cc:131] oneDNN supports
-        # DT_INT64 only on platforms with AVX-512. Falling back to the default Eigen-based
-        # implementation if present.` (a note, at ERROR level: 3 is FATAL only).
-        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-        quiet = start_output_kept()
+    # The silenced descriptor covers loading only; the threshold (read when TensorFlow loads;
+    # a user's own value wins) also covers the C++ lines logged later, mid-run. One is on every
+    # x86 CPU without AVX-512, where oneDNN is on (above): at the first int64 op oneDNN cannot
+    # take, TensorFlow logs once `E0000 ... util.cc:131] oneDNN supports DT_INT64 only on
+    # platforms with AVX-512. Falling back to the default Eigen-based implementation if
+    # present.` (a note, at ERROR level: 3 is FATAL only).
+    quiet_native_logs_by_default()
+    quiet = contextlib.nullcontext(None) if verbose() else start_output_kept()
     hidden = UNUSED_OPTIONAL_MODULES
     if os.environ.get("KERAS_BACKEND") == "jax":  # JAX needs scipy (jax.scipy), Keras loads it
         hidden = tuple(name for name in hidden if name != "scipy")

@@ -115,6 +115,7 @@ SLOW_TESTS = (
     "tests/test_imports.py::test_the_cli_sets_tensorflow_up_for_speed_on_a_cpu",
     "tests/test_imports.py::test_a_users_own_tensorflow_settings_win",
     "tests/test_cli_startup.py::test_onednn_int64_note_logged_mid_run_stays_off_the_terminal",
+    "tests/test_cli_startup.py::test_tensorflow_loaded_by_the_python_api_keeps_its_cpp_notes_off_stderr",
     # train end to end (several runs, or several epochs)
     "tests/training/test_tasks.py",
     "tests/serve/test_grpc.py::test_regress_gives_the_values_predict_gives",

@@ -118,6 +118,13 @@ def test_train_and_tune_print_a_few_lines_for_people():
         "final evaluation: rmse 0.5000, pearson 0.7500 (best rmse 0.4500)"
     )
 
+    summary.task, summary.best = "multi-label", None
+    summary.final = {"micro_f1": 0.8, "macro_f1": 0.85, "labels_without_support": ["acting"]}
+    assert train_lines(summary, None)[:2] == [
+        "final evaluation: micro_f1 0.8000, macro_f1 0.8500",
+        "no eval rows of 'acting': its F1 is not measured, and macro_f1 averages the others",
+    ]
+
     runs = [RunResult(42, None, "s/runs/t1/seed42", "finished", 0.8)]
     runs.append(RunResult(43, None, "s/runs/t1/seed43", "finished", 0.9))
     results = SweepResults("accuracy", [TrialResult("t1-lr0.001", {"lr": 1e-3}, runs)])
@@ -126,3 +133,53 @@ def test_train_and_tune_print_a_few_lines_for_people():
         "chosen run: s/runs/t1/seed43",
         "sweep directory: s (results.json; chosen.yaml: its config)",
     ]
+
+
+def _required(command: argparse.ArgumentParser) -> list[str]:
+    """Arguments that satisfy `command`'s required ones, so that parsing reaches the rest."""
+    argv = []
+    for action in command._actions:
+        if not action.option_strings:
+            argv.append("x")
+        elif action.required:
+            argv += [action.option_strings[0], *_a_value(action)]
+    for group in command._mutually_exclusive_groups:
+        if group.required:
+            action = group._group_actions[0]
+            argv += [action.option_strings[0], *_a_value(action)]
+    return argv
+
+
+def _mistyped(flag: str) -> str:
+    """The flag with two of its letters swapped, as fingers do: --epochs -> --epcohs."""
+    i = len(flag) // 2
+    return flag[:i] + flag[i + 1] + flag[i] + flag[i + 2 :]
+
+
+@pytest.mark.parametrize("name", sorted(_commands()))
+def test_a_mistyped_flag_is_one_line_naming_the_closest_flags(name, capsys):
+    command = _commands()[name]
+    flags = [s for a in command._actions for s in a.option_strings if s.startswith("--")]
+    flag = max((f for f in flags if f != "--help"), key=len)
+    with pytest.raises(SystemExit) as exited:
+        main([name, *_required(command), _mistyped(flag), "3"])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"bertfit {name}: error: "), err
+    assert f"unrecognized arguments: {_mistyped(flag)} 3" in err
+    assert "did you mean" in err and flag in err.partition("did you mean")[2]
+
+
+def test_the_closest_flags_and_commands_are_suggested(capsys):
+    for argv, says in [
+        (["train", "--train", "t.csv", "--epcohs", "3"], "--epcohs 3 (did you mean --epochs?)"),
+        (["train", "--lerning-rate=1"], "did you mean --learning-rate?"),
+        (["trian"], "invalid choice: 'trian' (choose from "),
+        (["trian"], "; did you mean train?"),
+        (["train", "--pooling", "maen"], "did you mean mean?"),
+        (["train", "--xyz"], "unrecognized arguments: --xyz; bertfit train --help lists"),
+    ]:
+        with pytest.raises(SystemExit):
+            main(argv)
+        err = capsys.readouterr().err
+        assert says in err and err.count("\n") == 1, err

@@ -71,6 +71,12 @@ def test_help_loads_no_tensorflow(argv, says):
         (["serve", "--run", "r", "--max-batch", "0"], "--max-batch must be at least 1, got 0"),
         (["convert", "m", "m", "--to", "hf"], "DST m overlaps the input m"),  # a preflight
         (["predict", "--run", "r", "--data", "-", "--backend", "jax"], "r is not one"),
+        # data files, read before TensorFlow loads
+        (["train", "--train", "missing.csv"], "missing.csv: file not found"),
+        (["train", "--train", "README.md"], "README.md: cannot tell the format"),
+        (["evaluate", "--run", "r", "--data", "missing.csv"], "missing.csv: file not found"),
+        (["predict", "--run", "r", "--data", "missing.jsonl"], "missing.jsonl: file not found"),
+        (["prepare", "missing.csv", "out"], "missing.csv: file not found"),
     ],
 )
 def test_usage_errors_exit_2_without_loading_tensorflow(argv, says):
@@ -80,6 +86,24 @@ def test_usage_errors_exit_2_without_loading_tensorflow(argv, says):
     assert "Traceback" not in output
 
 
+def test_a_bad_row_is_said_before_tensorflow_loads(tmp_path):
+    data = tmp_path / "train.csv"
+    data.write_text("text,label\ngood,pos\n,neg\n")
+    sweep = ["--output-dir", str(tmp_path / "sweep"), "--folds", "2"]
+    for argv in (
+        ["train", "--train", str(data)],
+        ["train", "--train", str(data), "--streaming"],  # the first rows, as it streams them
+        ["train", "--train", str(tmp_path / "*.csv")],  # a glob
+        ["tune", "--train", str(data), *sweep],
+        ["audit", "--train", str(data), *sweep],
+        ["prepare", str(data), str(tmp_path / "prepared")],
+    ):
+        result, output = _parse_only(*argv)
+        assert result == {"code": 2, "loaded": []}, output
+        assert f"{data}:3: the text (column 'text') is empty" in output, argv
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["train.csv"]
+
+
 # TensorFlow's own function for the note (tensorflow/core/util/util.cc), called directly: this
 # machine may have AVX-512, where no op ever logs it.
 _ONEDNN_NOTE = """
@@ -87,6 +111,9 @@ import ctypes, os, sys
 if sys.argv[1] == "cli":
     from bertfit.tf_startup import start_tensorflow
     start_tensorflow()
+elif sys.argv[1] == "api":  # a Python program that uses bertfit: its API loads TensorFlow
+    import bertfit
+    bertfit.load_encoder
 import tensorflow as tf
 framework = ctypes.CDLL(os.path.join(os.path.dirname(tf.__file__), "libtensorflow_framework.so.2"))
 try:
@@ -127,3 +154,10 @@ def test_onednn_int64_note_logged_mid_run_stays_off_the_terminal():
     # The control: the same call prints it in a process that did not start TensorFlow so.
     assert _onednn_note_printed("plain")
     assert _onednn_note_printed("cli", BERTFIT_VERBOSE_TF="1")
+
+
+def test_tensorflow_loaded_by_the_python_api_keeps_its_cpp_notes_off_stderr():
+    # `import bertfit` sets the threshold TensorFlow reads when it loads (a user's own wins).
+    assert not _onednn_note_printed("api")
+    assert _onednn_note_printed("api", BERTFIT_VERBOSE_TF="1")
+    assert _onednn_note_printed("api", TF_CPP_MIN_LOG_LEVEL="0")

@@ -26,6 +26,21 @@ from bertfit.errors import ConfigError
             "data.buckets (--buckets) must be 'auto', 'none' or lengths between 1 and",
         ),
         (["--epochs", "0"], "train.epochs (--epochs) must be at least 1"),
+        # a setting that means something only beside another one, given alone
+        (
+            ["--lora-targets", "query", "--lora-alpha", "16"],
+            "model.lora_alpha (--lora-alpha) must be given only with --lora-rank R (without it "
+            "every weight is fine-tuned, none adapted): add --lora-rank 8, or leave "
+            "--lora-alpha out; got 16.0.",
+        ),
+        (["--lora-targets", "query"], "model.lora_targets (--lora-targets) must be given only"),
+        (
+            ["--chunk-pooling", "attention"],
+            "model.chunk_pooling (--chunk-pooling) must be given only with --long-documents "
+            "chunk (without it texts are truncated, never cut into windows)",
+        ),
+        (["--max-chunks", "4"], "model.max_chunks (--max-chunks) must be given only with --l"),
+        (["--chunk-stride", "3"], "model.chunk_stride (--chunk-stride) must be given only wit"),
     ],
 )
 def test_nonsense_flags_are_refused_before_anything_runs(flags, message, tmp_path, capsys):

@@ -23,6 +23,23 @@ def test_a_count_of_layers_keeps_them_evenly_spaced_from_the_first():
     assert chosen_layers("0,3,5", 6) == [0, 3, 5]
 
 
+def test_a_student_from_its_own_checkpoint_pools_as_that_checkpoint_declares():
+    """The teacher's pooling was decided for the teacher's checkpoint (issue 56): a student
+    of its layers keeps it; one from --student-model leaves it to that checkpoint, unless
+    --pooling is given."""
+    from bertfit.config import DataConfig, ModelConfig, RunConfig
+    from bertfit.distill.run import student_config
+
+    teacher = RunConfig(
+        model=ModelConfig(name="minilm-l6", pooling="mean"), data=DataConfig(train="t.csv")
+    )
+    assert student_config(teacher, "s", {}).model.pooling == "mean"
+    assert student_config(teacher, "s", {}, "path/to/bert").model.pooling is None
+    flags = {"model.pooling": "cls"}
+    assert student_config(teacher, "s", flags, "path/to/bert").model.pooling == "cls"
+    assert teacher.model.pooling == "mean"  # the teacher's config is left as it was
+
+
 @pytest.mark.parametrize(
     "choice, words",
     [
@@ -144,6 +161,10 @@ def test_distill_mistakes_exit_2_with_one_clear_line(trained_run, tmp_path, caps
             "--student-model CHECKPOINT",
         ),
         "no output directory": (["--teacher", run], "--output-dir STUDENT is required"),
+        "the teacher as the student": (
+            ["--teacher", run, "--output-dir", run, "--overwrite"],
+            "is the teacher's run (--teacher)",
+        ),
         "a soft weight above 1": (
             ["--teacher", run, "--output-dir", out, "--soft-weight", "2"],
             "--soft-weight must be between 0 and 1",
@@ -247,3 +268,53 @@ def test_a_packed_batch_is_distilled_slot_by_slot():
     packed = {**flat, "label": targets.reshape(2, 2, -1), "example_weight": weights.reshape(2, 2)}
     expected = batch_loss(flat, logits, 2.0, 0.5).numpy()
     assert batch_loss(packed, logits, 2.0, 0.5).numpy() == pytest.approx(expected)
+
+
+@pytest.mark.slow
+def test_a_student_collapsed_onto_one_class_is_warned_as_a_trained_run_is(
+    trained_run, trainable_hf_dir, tmp_path, capsys
+):
+    # The student's training labels are the teacher's soft targets; the collapse warning
+    # counts the rows' classes (it crashed on the soft targets: "object too deep").
+    run = trained_run[1].run_dir
+    out = tmp_path / "student"
+    argv = ["distill", "--teacher", run, "--student-model", str(trainable_hf_dir)]
+    argv += ["--output-dir", str(out), "--epochs", "1", "--learning-rate", "1e-3"]
+    argv += ["--calibrate", "off", "--max-seq-length", "16", "--quiet", "--no-report"]
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert "bertfit: warning: the model predicts only 1 of the 2 classes" in err
+    assert "The training labels are near-balanced" in err  # counted from the student's rows
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["status"] == "finished" and metrics["epochs"][0]["eval"]["warnings"]
+
+
+@pytest.mark.slow
+def test_a_refused_distillation_writes_nothing_and_keeps_the_run_it_would_replace(
+    trained_run, tmp_path, capsys
+):
+    run = trained_run[1].run_dir
+    out = tmp_path / "students" / "first"
+    argv = ["distill", "--teacher", run, "--output-dir", str(out), "--max-seq-length", "16"]
+    # the student's own flags are refused before the teacher labels a row
+    for flags, words in [
+        (["--student-layers", "1", "--backend", "jax"], "TensorFlow only"),
+        (["--student-model", str(tmp_path / "nothere")], "nothere: no such file or directory"),
+    ]:
+        code, err = _errors(capsys, [*argv, *flags])
+        assert code == 2 and words in err and len(err.splitlines()) == 1, err
+    # refused once the teacher labelled the rows (a missing --eval): its labels go too, so the
+    # command with other settings is not refused for them
+    for temperature in ("2", "3"):
+        missing_eval = ["--eval", str(tmp_path / "none.csv"), "--temperature", temperature]
+        code, err = _errors(capsys, [*argv, "--student-layers", "1", *missing_eval])
+        assert code == 2 and "none.csv: file not found" in err, err
+        assert not (tmp_path / "students").exists()
+
+    # --overwrite over a finished run clears it only once the new student starts
+    shutil.copytree(run, out, ignore=shutil.ignore_patterns(".lock"))
+    before = sorted(p.name for p in out.iterdir())
+    code, err = _errors(capsys, [*argv, "--student-layers", "1", *missing_eval, "--overwrite"])
+    assert code == 2 and "none.csv: file not found" in err
+    assert sorted(p.name for p in out.iterdir()) == before
+    assert json.loads((out / "metrics.json").read_text())["status"] == "finished"

@@ -1,6 +1,7 @@
 """The README and the manual in docs/ are checked like code: every fenced block carries a
 language and is checked as its language allows (tests/test_readme.py runs the Python examples
-on a tiny model); docs/cli.md is what the parser says; every page is in the site's nav.
+on a tiny model); docs/cli.md is what the parser says; every page is in the site's nav and on its
+home page.
 
 `make docs` builds the site with `mkdocs build --strict`, which checks the links between pages
 and their anchors; these tests need no mkdocs and load no TensorFlow."""
@@ -32,6 +33,7 @@ OTHER_PROGRAMS = {
     "curl": "a REST request to `bertfit serve`",
     "gcloud": "copies a prepared set into a bucket; runs bertfit on every host of a TPU pod",
     "saved_model_cli": "TensorFlow's own look at an export",
+    "source": "activates `make demo`'s venv in a clone (the README)",
     "tensorboard": "a run's TensorBoard events",
 }
 SEPARATORS = {"|", "||", "&&", ";", "&"}
@@ -195,6 +197,53 @@ def test_every_page_is_in_the_sites_nav():
     assert config["strict"] is True
     in_nav = pages(config["nav"])
     assert sorted(in_nav) == sorted(p.name for p in (ROOT / "docs").glob("*.md"))
+    # page.html links, not folders: site/index.html opened from disk navigates
+    assert config["use_directory_urls"] is False
+
+
+def test_the_manuals_home_page_links_every_page():
+    home = (ROOT / "docs" / "index.md").read_text()
+    linked = set(re.findall(r"\]\(([\w-]+\.md)(?:#[^)]*)?\)", home))
+    pages = {p.name for p in (ROOT / "docs").glob("*.md")} - {"index.md"}
+    assert sorted(pages - linked) == [], "docs/index.md lists every page of the manual"
+
+
+# What a command line needs beyond bertfit[cpu], by a word of the line: the extra to install.
+EXTRA_NEEDED = {
+    "bertfit serve": "serve",
+    "--engine onnx": "export",
+    "--format onnx": "export",
+    "--format litert": "export",
+    "--backend jax": "jax",
+    "gs://": "storage",
+    "s3://": "storage",
+    ".parquet": "parquet",
+}
+
+
+def _demo_extras() -> set[str]:
+    (extras,) = re.findall(r"^DEMO_EXTRAS\s*:=\s*(\S+)", (ROOT / "Makefile").read_text(), re.M)
+    return set(extras.split(","))
+
+
+def test_a_readme_command_the_demo_venv_cannot_run_names_its_extra_beside_it():
+    """`make demo`'s venv (DEMO_EXTRAS) runs every command line of the README, but those that
+    say which extra they need, on their line."""
+    lines = [
+        line
+        for block in code_blocks(ROOT / "README.md")
+        if block.lang == "sh"
+        for line in block.text.replace("\\\n", " ").splitlines()
+    ]
+    unsaid = [
+        (line, f"bertfit[{extra}]")
+        for line in lines
+        for word, extra in EXTRA_NEEDED.items()
+        if word in line and extra not in _demo_extras() and f"bertfit[{extra}]" not in line
+    ]
+    assert not unsaid
+    assert ["bertfit[export]" in line for line in lines if "--engine onnx" in line] == [True]
+    assert ["bertfit[serve]" in line for line in lines if "bertfit serve" in line] == [True]
 
 
 def test_the_readme_is_a_guide_and_its_links_resolve():

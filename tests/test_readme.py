@@ -1,5 +1,6 @@
 """The README's and the manual's Python examples run: each is executed as written, on a tiny
-model and data (tests/test_docs.py checks every other block)."""
+model and data, and their example error lines are what bertfit prints (tests/test_docs.py checks
+every other block)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.markdown_blocks import ROOT, code_blocks, doc_block
+import pytest
+
+from tests.markdown_blocks import ROOT, all_blocks, code_blocks, doc_block
 from tests.tiny import sentiment_rows, tagged_rows, write_csv, write_jsonl
 
 
@@ -101,3 +104,40 @@ def test_the_readmes_python_example_checks_trains_evaluates_and_predicts(
     )
     out = run_python(code + check, tmp_path)
     assert "rows 2" in out and (tmp_path / "runs" / "sst" / "metrics.json").is_file()
+
+
+# The mistake each example error line of the README and the manual shows (by a word of the
+# line), made in a folder that has data/train.csv (its row 4 without text) and data/ok.csv.
+EXAMPLE_MISTAKES = {
+    "data/train.csv:4:": ["--train", "data/train.csv"],
+    "--learning-rate": ["--train", "data/ok.csv", "--learning-rate", "-0.005"],
+    "--epcohs": ["--train", "data/ok.csv", "--epcohs", "3"],
+    "minilm-l6's position table": ["--train", "data/ok.csv", "--max-seq-length", "1024"],
+}
+
+
+def _example_error_lines() -> list:
+    return [
+        pytest.param(line, id=f"{block.where}:{line[:40]}")
+        for block in all_blocks("text")
+        for line in block.text.splitlines()
+        if line.startswith("bertfit train: error: ")
+    ]
+
+
+@pytest.mark.parametrize("line", _example_error_lines())
+def test_the_example_error_lines_are_what_bertfit_prints(line, tmp_path, monkeypatch, capsys):
+    from bertfit.cli import main
+
+    (mistake,) = [argv for word, argv in EXAMPLE_MISTAKES.items() if word in line]
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "train.csv").write_text("text,label\ngood,pos\nbad,neg\n,pos\n")
+    write_csv(tmp_path / "data" / "ok.csv", sentiment_rows(8))
+    try:
+        code = main(["train", "--model", "minilm-l6", *mistake])
+    except SystemExit as e:  # a usage error
+        code = e.code
+    assert code == 2
+    assert capsys.readouterr().err.strip() == line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data"]  # nothing written

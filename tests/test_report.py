@@ -124,6 +124,15 @@ def test_end_of_run_table_has_a_row_per_epoch(trained_run):
     assert len(lines) == 1 + len(metrics["epochs"])
 
 
+def test_the_last_evaluation_says_which_labels_had_no_eval_rows():
+    from bertfit.data.tasks import Task
+    from bertfit.report import _final_table
+
+    last = {"micro_f1": 0.8, "macro_f1": 0.85, "labels_without_support": ["acting"]}
+    shown = _final_table(last, Task("multi-label", ("fresh", "acting")))
+    assert "No eval rows of &#x27;acting&#x27;: its F1 is not measured" in shown
+
+
 def test_report_command_writes_elsewhere_and_refuses_a_non_run(trained_run, tmp_path, capsys):
     _, result = trained_run
     out = tmp_path / "r.html"

@@ -18,7 +18,7 @@ from bertfit.checkpoints.torch_bin import has_bin, read_torch_bin, shard_files
 from bertfit.checkpoints.weights import read_weights
 from bertfit.errors import CheckpointError
 from bertfit.model.config import BertConfig
-from bertfit.text.tokenizer import read_tokenizer_config
+from bertfit.text.wordpiece import read_tokenizer_config
 
 SAFETENSORS = "model.safetensors"
 SAFETENSORS_INDEX = "model.safetensors.index.json"

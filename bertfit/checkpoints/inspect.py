@@ -10,7 +10,7 @@ from bertfit.checkpoints.hub_module import module_signatures
 from bertfit.checkpoints.load import build_encoder, build_tokenizer, checkpoint_tokenizer_kind
 from bertfit.checkpoints.savedmodel import OpaqueCheckpoint
 from bertfit.errors import CheckpointError
-from bertfit.text.tokenizer import capitalised_tokens, guess_lower_case, read_vocab
+from bertfit.text.wordpiece import capitalised_tokens, guess_lower_case, read_vocab
 
 ENCODER_INPUTS = {"input_word_ids": "int32", "input_mask": "int32", "input_type_ids": "int32"}
 ENCODER_OUTPUTS = {

@@ -20,10 +20,11 @@ from bertfit.checkpoints.savedmodel import (
 )
 from bertfit.checkpoints.tf1 import vocab_in
 from bertfit.checkpoints.weights import LoadReport, assign_weights
-from bertfit.errors import CheckpointError
+from bertfit.errors import CheckpointError, CheckpointWarning
 from bertfit.model.encoder import BertEncoder
-from bertfit.text.tokenizer import (
-    BertTokenizer,
+from bertfit.text.loading import TokenizerFiles, build_in_graph, read_tokenizer_files
+from bertfit.text.wordpiece import (
+    TokenizerConfig,
     capitalised_tokens,
     guess_lower_case,
     read_vocab,
@@ -36,10 +37,12 @@ def read_checkpoint(path: Path) -> Checkpoint:
     The returned checkpoint's `detection` says what was found; a signature-only SavedModel or a
     preprocessing model raises `CheckpointError` explaining why it cannot be fine-tuned.
     """
-    return read_detection(_detect(Path(path)))
+    return read_detection(detect_checkpoint(Path(path)))
 
 
-def _detect(path: Path) -> Detection:
+def detect_checkpoint(path: Path) -> Detection:
+    """What `detect` recognises at `path`; a path that is not there names the packaged
+    models (`checkpoints.registry`) instead."""
     if not path.exists() and not Path(f"{path}.index").is_file():
         names = ", ".join(PACKAGED_MODELS)
         raise CheckpointError(
@@ -75,10 +78,13 @@ def check_vocab(checkpoint: Checkpoint) -> None:
     elif checkpoint.lower_case and capitals:
         examples = ", ".join(repr(t) for t in capitals[:UPPERCASE_EXAMPLES])
         warnings.warn(
-            f"{checkpoint.path} says it is uncased (do_lower_case=True) but its vocab holds "
-            f"{len(capitals)} tokens with capitals, e.g. {examples}. Lowercased text can never "
-            "produce them, so this is probably a cased model: pass lower_case=False (the model's "
-            "lower_case setting) unless you know the vocab is right.",
+            CheckpointWarning(
+                f"{checkpoint.path} says it is uncased (do_lower_case=True) but its vocab holds "
+                f"{len(capitals)} tokens with capitals, e.g. {examples}. Lowercased text can "
+                "never produce them, so this is probably a cased model: pass lower_case=False "
+                "(the model's lower_case setting) unless you know the vocab is right.",
+                code="model-vocab-casing",
+            ),
             stacklevel=3,
         )
 
@@ -94,9 +100,12 @@ def _check_vocab_size(checkpoint: Checkpoint, tokens: int) -> None:
         )
     if tokens < rows:
         warnings.warn(
-            f"{checkpoint.vocab_file} has {tokens} tokens and the word embedding matrix "
-            f"{rows} rows; the extra rows are never used (padded embeddings are common, but check "
-            "that this vocab.txt belongs to these weights).",
+            CheckpointWarning(
+                f"{checkpoint.vocab_file} has {tokens} tokens and the word embedding matrix "
+                f"{rows} rows; the extra rows are never used (padded embeddings are common, but "
+                "check that this vocab.txt belongs to these weights).",
+                code="model-vocab-unused-rows",
+            ),
             stacklevel=4,
         )
 
@@ -123,10 +132,14 @@ def check_tokenizer(checkpoint: Checkpoint, tokenizer) -> None:
     family = SUPPORTED.get(checkpoint.config.model_type)
     if family is not None and tokenizer.kind != family.tokenizer:
         warnings.warn(
-            f"{where} is not the {family.tokenizer} tokenizer {family.name} checkpoints ship, "
-            f"and the embedding table has {rows} rows: if these tokenizer files come from "
-            "another model, every id means another token to these weights. Use the files "
-            "shipped with the weights unless the model was trained with this tokenizer.",
+            CheckpointWarning(
+                f"{where} is not the {family.tokenizer} tokenizer {family.name} checkpoints "
+                f"ship, and the embedding table has {rows} rows: if these tokenizer files come "
+                "from another model, every id means another token to these weights. Use the "
+                "files shipped with the weights unless the model was trained with this "
+                "tokenizer.",
+                code="model-tokenizer-foreign",
+            ),
             stacklevel=3,
         )
 
@@ -173,31 +186,53 @@ def checkpoint_tokenizer_kind(checkpoint: Checkpoint) -> str | None:
     return tokenizer_kind(checkpoint.tokenizer_dir)
 
 
-def build_tokenizer(
+def tokenizer_files(
     checkpoint: Checkpoint, lower_case: bool | None = None, strip_accents: bool | None = None
-):
-    """The tokenizer that matches `checkpoint`: BERT's WordPiece from its `vocab.txt`, or
-    whatever its tokenizer files describe (`tokenizer.json`, SentencePiece, byte-level BPE)."""
+) -> TokenizerFiles:
+    """What tokenizer matches `checkpoint`, read from its files (no TensorFlow): BERT's
+    WordPiece from its `vocab.txt` with the checkpoint's casing, or whatever its tokenizer files
+    describe (`tokenizer.json`, SentencePiece, byte-level BPE). `build_tokenizer` builds it in
+    the graph, `build_host_tokenizer` on the host."""
     lower = checkpoint.lower_case if lower_case is None else lower_case
     strip = checkpoint.strip_accents if strip_accents is None else strip_accents
     if checkpoint.vocab_file is not None:
-        return BertTokenizer(
-            checkpoint.vocab_file, lower_case=True if lower is None else lower, strip_accents=strip
+        config = TokenizerConfig(lower_case=True if lower is None else lower, strip_accents=strip)
+        return TokenizerFiles(
+            checkpoint.vocab_file, "wordpiece", read_vocab(checkpoint.vocab_file), config
         )
     if checkpoint.tokenizer_dir is not None:
-        from bertfit.text.loading import load_tokenizer
-
         model_type = checkpoint.config.model_type if checkpoint.config is not None else None
-        tokenizer = load_tokenizer(
+        return read_tokenizer_files(
             checkpoint.tokenizer_dir, lower_case=lower, strip_accents=strip, model_type=model_type
         )
-        check_tokenizer(checkpoint, tokenizer)
-        return tokenizer
     raise CheckpointError(
         f"{checkpoint.path}: the checkpoint has no tokenizer files (vocab.txt, tokenizer.json, "
         "spiece.model, vocab.json + merges.txt), so bertfit cannot build the tokenizer that "
         "matches it. Copy the model's tokenizer files next to its weights."
     )
+
+
+def build_tokenizer(
+    checkpoint: Checkpoint, lower_case: bool | None = None, strip_accents: bool | None = None
+):
+    """The in-graph tokenizer that matches `checkpoint` (see `tokenizer_files`)."""
+    tokenizer = build_in_graph(tokenizer_files(checkpoint, lower_case, strip_accents))
+    if checkpoint.vocab_file is None:
+        check_tokenizer(checkpoint, tokenizer)
+    return tokenizer
+
+
+def build_host_tokenizer(
+    checkpoint: Checkpoint, lower_case: bool | None = None, strip_accents: bool | None = None
+):
+    """The host tokenizer (`bertfit.text.host.HostTokenizer`, no TensorFlow) that matches
+    `checkpoint`: the in-graph one's ids, packing and windows in NumPy."""
+    from bertfit.text.host import HostTokenizer
+
+    tokenizer = HostTokenizer.from_files(tokenizer_files(checkpoint, lower_case, strip_accents))
+    if checkpoint.vocab_file is None:
+        check_tokenizer(checkpoint, tokenizer)
+    return tokenizer
 
 
 def load_encoder(
@@ -234,7 +269,7 @@ def load_encoder(
     TensorShape([1, 384])
     """
     path = resolve(path)
-    found = _detect(path)
+    found = detect_checkpoint(path)
     signature_only = found.format in (SIGNATURE_ONLY, TF1_SAVEDMODEL)
     if not trainable and signature_only and loads_frozen(found.savedmodel):
         checkpoint = OpaqueCheckpoint(

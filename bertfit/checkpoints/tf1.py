@@ -30,12 +30,14 @@ from bertfit.checkpoints.names import (
     google_table,
     tf1_family,
 )
-from bertfit.errors import CheckpointError
+from bertfit.errors import CheckpointError, CheckpointWarning
 from bertfit.model.config import BertConfig
-from bertfit.text.tokenizer import read_tokenizer_config
+from bertfit.text.wordpiece import read_tokenizer_config
 
 CONFIG_NAMES = ("bert_config.json", "albert_config.json", "config.json")
 OPTIMIZER_SLOTS = ("/adam_m", "/adam_v", "/Adam", "/Adam_1", "/.OPTIMIZER_SLOT/")
+# The `CheckpointWarning` code of a config value assumed (no config file gives it).
+CONFIG_ASSUMED = "model-config-assumed"
 
 
 def find_checkpoint_prefix(path: Path) -> Path | None:
@@ -275,7 +277,7 @@ def read_tf1(path: Path) -> Checkpoint:
     folder = prefix.parent
     google = read_google(prefix, prefix, folder, folder.parent)
     for note in google.notes:
-        warnings.warn(f"{prefix}: {note}", stacklevel=2)
+        warnings.warn(CheckpointWarning(f"{prefix}: {note}", code=CONFIG_ASSUMED), stacklevel=2)
     return Checkpoint(
         format="tf1-checkpoint",
         path=prefix,

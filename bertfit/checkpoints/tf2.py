@@ -17,6 +17,7 @@ from pathlib import Path
 from bertfit.checkpoints.base import Checkpoint
 from bertfit.checkpoints.names import tf2_checkpoint_table
 from bertfit.checkpoints.tf1 import (
+    CONFIG_ASSUMED,
     albert_layers_guess,
     as_family,
     casing_in,
@@ -32,7 +33,7 @@ from bertfit.checkpoints.tf1 import (
     sentencepiece_dir,
     vocab_in,
 )
-from bertfit.errors import CheckpointError
+from bertfit.errors import CheckpointError, CheckpointWarning
 
 VALUE = "/.ATTRIBUTES/VARIABLE_VALUE"
 # Where the word embeddings sit below the encoder object, for each way of writing the encoder.
@@ -108,7 +109,7 @@ def read_tf2(path: Path) -> Checkpoint:
     word = next(s for n, s in shapes.items() if n.endswith(WORD_EMBEDDINGS))
     config = as_family(config, family, word[1], has_pooler)
     for note in notes:
-        warnings.warn(f"{prefix}: {note}", stacklevel=2)
+        warnings.warn(CheckpointWarning(f"{prefix}: {note}", code=CONFIG_ASSUMED), stacklevel=2)
     tensors = read_checkpoint_tensors(
         prefix, lambda n: n.startswith(encoder) and n.endswith(VALUE) and not is_optimizer_slot(n)
     )

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import itertools
+import math
 import time
+import warnings
 
 import keras
 import tensorflow as tf
 
 from bertfit.checkpoints.detect import detect
 from bertfit.checkpoints.load import read_detection
+from bertfit.checkpoints.pooling import decide_pooling, declared_pooling
 from bertfit.checkpoints.registry import resolve
 from bertfit.checkpoints.savedmodel import SIGNATURE_ONLY, TF1_SAVEDMODEL
 from bertfit.checks.batches import (
@@ -48,7 +51,13 @@ from bertfit.data.stream_source import check_stream
 from bertfit.data.streaming import TrainStream
 from bertfit.data.tasks import SINGLE_LABEL
 from bertfit.data.tfrecord import Manifest, is_prepared, prepared_directory
-from bertfit.errors import BertfitError, CheckpointError, ConfigError, DataError
+from bertfit.errors import (
+    BertfitError,
+    CheckpointError,
+    CheckpointWarning,
+    ConfigError,
+    DataError,
+)
 from bertfit.model.classifier import BertClassifier
 from bertfit.model.inputs import WORD_IDS
 from bertfit.training.backends import backend_of
@@ -253,9 +262,10 @@ def _check_run(
         total_steps=1,
         replicas=replicas,
     )
-    report.stats["length buckets"] = _noted(setup, "length buckets ")
+    report.stats["pooling"] = _chosen(setup, "pooling: ", setup.config.model.pooling)
+    report.stats["length buckets"] = _buckets_chosen(setup)
     if setup.packing is not None:
-        report.stats["packing"] = _noted(setup, "packing: ")
+        report.stats["packing"] = _chosen(setup, "packing: ", setup.packing.describe())
     _check_pipeline(report, setup, replicas, expected, compile_, full, device_memory)
 
 
@@ -316,15 +326,21 @@ def _check_prepared(
         evaluation,
         total_steps=1,
     )
-    report.stats["length buckets"] = _noted(setup, "length buckets ")
+    report.stats["pooling"] = _chosen(setup, "pooling: ", setup.config.model.pooling)
+    report.stats["length buckets"] = _buckets_chosen(setup)
     _check_pipeline(report, setup, replicas, expected, compile_, False, device_memory)
 
 
-def _noted(setup: RunSetup, prefix: str) -> str:
-    """What `bertfit train` will use, and why: its note starting with `prefix` less the words
-    the report's key already says; without a note, the buckets."""
+def _buckets_chosen(setup: RunSetup) -> str:
+    """The buckets `bertfit train` will use, and why (see `_chosen`)."""
+    return _chosen(setup, "length buckets ", ", ".join(map(str, setup.buckets)))
+
+
+def _chosen(setup: RunSetup, prefix: str, value: str) -> str:
+    """What `bertfit train` will use, and why: the setup's note that starts with `prefix`,
+    less those words (the report's key says them), else `value`."""
     note = next((n for n in setup.notes if n.startswith(prefix)), None)
-    return note.removeprefix(prefix) if note else ", ".join(map(str, setup.buckets))
+    return note.removeprefix(prefix) if note else value
 
 
 def _compiles(report: Report, setup: RunSetup, asked: bool | None) -> bool:
@@ -344,7 +360,23 @@ def _compiles(report: Report, setup: RunSetup, asked: bool | None) -> bool:
 
 def _checked_checkpoint(report: Report, config: RunConfig) -> tuple:
     """The run's checkpoint and tokenizer as `train` loads them, or (None, None) with a
-    finding when it cannot train."""
+    finding when it cannot train; what loading warns of (`CheckpointWarning`) is a warning
+    finding of the warning's code."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", CheckpointWarning)
+        loaded = _loaded_checkpoint(report, config)
+    for warning in caught:
+        if issubclass(warning.category, CheckpointWarning):
+            code, message = warning.message.code, str(warning.message)
+            report.add(code, WARNING, message, where=config.model.name)
+        else:  # not ours to judge: shown as it would have been
+            warnings.warn_explicit(
+                warning.message, warning.category, warning.filename, warning.lineno
+            )
+    return loaded
+
+
+def _loaded_checkpoint(report: Report, config: RunConfig) -> tuple:
     try:
         path = resolve(config.model.name)
         found = detect(path)
@@ -361,7 +393,7 @@ def _checked_checkpoint(report: Report, config: RunConfig) -> tuple:
         checkpoint = read_detection(found)
         tokenizer = run_tokenizer(checkpoint, config)
         _check_positions(report, config, checkpoint)
-        return checkpoint, tokenizer
+        declared = declared_pooling(checkpoint.path)
     except CheckpointError as e:
         report.add(
             "model-unloadable",
@@ -371,6 +403,12 @@ def _checked_checkpoint(report: Report, config: RunConfig) -> tuple:
             fix="`bertfit inspect PATH` says what the checkpoint is",
         )
         return None, None
+    try:  # what `assemble` will refuse: a declared pooling bertfit does not have
+        decide_pooling(config.model.pooling, declared, config.model.name)
+    except ConfigError as e:
+        report.add("config-invalid", ERROR, str(e), where="--pooling")
+        return None, None
+    return checkpoint, tokenizer
 
 
 def _check_positions(report: Report, config: RunConfig, checkpoint) -> None:
@@ -461,7 +499,7 @@ def _check_pipeline(
     if device_memory is not None:
         encoder = trainer.model.encoder
         head = report.memory["trainable_parameters"] - sum(
-            int(v.numpy().size) for v in encoder.trainable_weights
+            math.prod(v.shape) for v in encoder.trainable_weights
         )
         m = config.model
         lora = getattr(m, "lora_rank", None) == 0  # where --lora-rank exists
@@ -472,13 +510,16 @@ def _check_pipeline(
 
 def _check_jax_step(report: Report, setup: RunSetup, firsts: list, replicas, compile_, full):
     """The gradients on the first batch through the `JaxTrainer`'s own code, then its train
-    step compiled ahead of time per bucket (`checks/jax_step.py`)."""
-    from bertfit.checks.jax_step import check_jax_gradients, compile_buckets
+    step compiled ahead of time per bucket and the first bucket's run twice, one call each,
+    as a run takes them (`checks/jax_step.py`)."""
+    from bertfit.checks.jax_step import check_jax_gradients, check_two_steps, compile_buckets
 
-    trainer = setup.trainer
-    check_jax_gradients(report, trainer, firsts[0], replicas, setup.config.model.name)
+    trainer, where = setup.trainer, setup.config.model.name
+    check_jax_gradients(report, trainer, firsts[0], replicas, where)
     if _compiles(report, setup, compile_) and "grad-step-failed" not in report.codes:
-        compile_buckets(report, trainer, firsts, replicas)
+        first = compile_buckets(report, trainer, firsts, replicas)[0]
+        if first is not None:  # the first bucket's step, run twice
+            check_two_steps(report, trainer, firsts[0], replicas, where, first)
 
 
 def _check_tensorflow_step(
@@ -493,6 +534,7 @@ def _check_tensorflow_step(
         excluded=trainer.frozen,
         where=setup.config.model.name,
         kind=setup.task.kind,
+        declared_pooling=setup.declared_pooling,
     )
     if _compiles(report, setup, compile_) and not {"grad-none", "grad-step-failed"} & set(
         report.codes

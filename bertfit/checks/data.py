@@ -15,13 +15,9 @@ import numpy as np
 
 from bertfit.checks.findings import ERROR, INFO, WARNING, Report
 from bertfit.config import RunConfig
-from bertfit.data.labelled import (
-    encode_labelled,
-    infer_run_task,
-    read_training_examples,
-    source_spec,
-)
+from bertfit.data.labelled import encode_labelled, infer_run_task
 from bertfit.data.labels import INTEGER_LABEL
+from bertfit.data.run_files import read_training_examples, source_spec
 from bertfit.data.sources import Example, read_examples, resolve_format
 from bertfit.data.tasks import MULTI_LABEL, SINGLE_LABEL, WARNING_NOTE, Task, label_counts
 from bertfit.data.training_data import LabelledData, LabelledDocuments

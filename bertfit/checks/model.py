@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
+from bertfit.checkpoints.pooling import DeclaredPooling
 from bertfit.checkpoints.savedmodel import SavedModelEncoder, inspect_savedmodel
 from bertfit.checks.batches import canonical, shape_text, split_element
 from bertfit.checks.findings import ERROR, INFO, WARNING, Report
@@ -100,9 +101,11 @@ def check_gradients(
     excluded=(),
     where: str = "model",
     kind: str = SINGLE_LABEL,
+    declared_pooling: DeclaredPooling | None = None,
 ) -> None:
     """One step on one batch with the task's loss (`kind`): variables with None or all-zero
-    gradients, and why."""
+    gradients, and why (`declared_pooling`: what the run's checkpoint declares, which says
+    whether its pooler is worth pooling with)."""
     features, _, weights = split_element(element)
     batch_size = _leading(features)
     variables = list(model.trainable_variables)
@@ -139,12 +142,33 @@ def check_gradients(
             report, "grad-step-failed", "one training step on one batch failed", e, where
         )
         return
-    report_gradients(report, model, variables, gradients, weights, excluded)
+    report_gradients(report, model, variables, gradients, weights, excluded, declared_pooling)
 
 
-def report_gradients(report: Report, model, variables, gradients, weights, excluded) -> None:
+def _pooler_fix(bertfit_excludes: bool, declared: DeclaredPooling | None) -> str:
+    """What to do about a pooler without gradients: nothing when bertfit leaves it out and the
+    checkpoint declares another pooling (its pooler was never trained); else leave it out, or
+    pool with it."""
+    if bertfit_excludes and declared is not None and declared.pooling != "cls":
+        return (
+            f"none: the checkpoint's {declared.file} declares {declared.describe()} pooling, so "
+            "its pooler was never trained and pooling with it (--pooling cls) would not help"
+        )
+    return "leave the pooler out of the trained variables, or pool with it (--pooling cls)"
+
+
+def report_gradients(
+    report: Report,
+    model,
+    variables,
+    gradients,
+    weights,
+    excluded,
+    declared_pooling: DeclaredPooling | None = None,
+) -> None:
     """Findings about one step's gradients: None for the pooler, the head or other
-    variables; all zero."""
+    variables; all zero. The pooler's fix does not send a run back to it when the checkpoint
+    declares another pooling (its pooler was never trained: `checkpoints.pooling`)."""
     head = {id(v) for v in getattr(getattr(model, "head", None), "trainable_weights", [])}
     none = [v for v, g in zip(variables, gradients, strict=True) if g is None]
     pooler = [v for v in none if "pooler" in _path(v)]
@@ -161,7 +185,7 @@ def report_gradients(report: Report, model, variables, gradients, weights, exclu
             where=", ".join(_path(v) for v in pooler),
             why="weight decay would still shrink them, and they count as 'trained'"
             + (" (bertfit leaves them out for --pooling mean)" if bertfit_excludes else ""),
-            fix="leave the pooler out of the trained variables, or pool with it (--pooling cls)",
+            fix=_pooler_fix(bertfit_excludes, declared_pooling),
         )
     if head_none:
         report.add(

@@ -1,7 +1,8 @@
-"""How a run reads its labelled files: the rows of `--train` (one file or a glob) and
-`--eval` as `bertfit train` reads them, the task they hold, and their ids, tokenized in memory
-as `LabelledData` (or, with `--long-documents chunk`, `LabelledDocuments`: whole documents cut
-into windows), with each example's weight in the loss (`--class-weights`).
+"""How a run reads its labelled files: the rows of `--train` (one file or a glob,
+`bertfit.data.run_files`) and `--eval` as `bertfit train` reads them, the task they hold, and
+their ids, tokenized in memory as `LabelledData` (or, with `--long-documents chunk`,
+`LabelledDocuments`: whole documents cut into windows), with each example's weight in the loss
+(`--class-weights`).
 
 `train`, `check` and `tune` read through these functions, so they see the same rows alike.
 """
@@ -14,38 +15,15 @@ from pathlib import Path
 import numpy as np
 
 from bertfit.config import BALANCED, NO_CLASS_WEIGHTS, RunConfig
-from bertfit.data.chunks import source_files
 from bertfit.data.pipeline import EncodedTexts, encode_texts
-from bertfit.data.sources import Example, SourceSpec, read_examples
+from bertfit.data.run_files import source_spec
+from bertfit.data.sources import Example, read_examples
 from bertfit.data.tasks import SINGLE_LABEL, Task, infer_task
 from bertfit.data.tfrecord import is_prepared
 from bertfit.data.training_data import LabelledData, LabelledDocuments
 from bertfit.data.windowed import encode_documents
 from bertfit.errors import ConfigError
 from bertfit.text.windows import WindowSpec
-
-
-def source_spec(config: RunConfig) -> SourceSpec:
-    """How a run reads its files: `--format` and the column flags."""
-    d = config.data
-    return SourceSpec(
-        format=d.format,
-        text_column=d.text_column,
-        text_pair_column=d.text_pair_column,
-        label_column=d.label_column,
-        empty_labels=True,  # the task decides: the empty set in multi-label data, else an error
-    )
-
-
-def read_training_examples(pattern: str, config: RunConfig) -> list[Example]:
-    """The rows of one file, or of every file a glob matches (sorted by name, concatenated).
-
-    Every worker reads all of them: the batch plan is global and each worker's input pipeline
-    takes its replicas' rows of every global batch (see data/pipeline.py), which uses each
-    example exactly once per epoch and keeps every worker at the same step count.
-    """
-    spec = source_spec(config)
-    return [e for path in source_files(pattern, "--train") for e in read_examples(path, spec)]
 
 
 def infer_run_task(examples: list[Example], config: RunConfig) -> tuple[Task, list[str]]:

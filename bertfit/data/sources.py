@@ -146,15 +146,33 @@ def read_examples(
     [Example(text='a fine film', text_pair=None, label='pos', line=2)]
     >>> read_examples("train.csv", SourceSpec(label_column="stars"), labels_required=False)[0].label
     """
+    fmt = check_source(path, spec.format)
+    data = _read_bytes(path, display_name(path))
+    return parse_examples(data, display_name(path), fmt, spec, labels_required=labels_required)
+
+
+def check_source(path: str | os.PathLike, format: str | None = None) -> str:
+    """What `read_examples` refuses before it reads a byte: no such file, a device or a FIFO,
+    a format it cannot tell; returns the format. Standard input and URLs are said by reading.
+
+    Examples:
+    >>> _ = Path("rows.tsv").write_text("text\\tlabel\\n")
+    >>> check_source("rows.tsv"), check_source("rows.tsv", "csv")
+    ('tsv', 'csv')
+    >>> check_source("no-such.csv")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    bertfit.errors.DataError: no-such.csv: file not found (the working directory is ...); check ...
+    """
     name = display_name(path)
     if path != STDIN and not storage.is_url(path):
+        if not os.path.lexists(path):
+            raise _not_found(name)
         _check_regular(path, name)
     try:
-        fmt = resolve_format(path, spec.format)
+        return resolve_format(path, format)
     except DataError:
         _refuse_unfinished_set(path, name)
         raise
-    return parse_examples(_read_bytes(path, name), name, fmt, spec, labels_required=labels_required)
 
 
 def parse_examples(
@@ -296,11 +314,7 @@ def _read_bytes(path: str | os.PathLike, name: str) -> bytes:
         else:
             data = Path(path).read_bytes()
     except FileNotFoundError:
-        raise DataError(
-            f"file not found (the working directory is {os.getcwd()}); check the path",
-            path=name,
-            code="data-file-not-found",
-        ) from None
+        raise _not_found(name) from None
     except IsADirectoryError:
         raise DataError(
             "is a directory; expected a data file" + _unfinished_note(Path(path).glob("*")),
@@ -310,6 +324,14 @@ def _read_bytes(path: str | os.PathLike, name: str) -> bytes:
     except OSError as e:
         raise DataError(f"cannot be read: {e.strerror or e}", path=name, code=UNREADABLE) from None
     return _gunzip(data, name) if data[:2] == b"\x1f\x8b" else data
+
+
+def _not_found(name: str) -> DataError:
+    return DataError(
+        f"file not found (the working directory is {os.getcwd()}); check the path",
+        path=name,
+        code="data-file-not-found",
+    )
 
 
 def _refuse_unfinished_set(path: str | os.PathLike, name: str) -> None:

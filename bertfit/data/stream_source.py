@@ -20,7 +20,7 @@ from pathlib import Path
 from bertfit import storage
 from bertfit.cache import cache_root
 from bertfit.config import NO_CLASS_WEIGHTS, TRUNCATE, RunConfig
-from bertfit.data.labelled import source_spec
+from bertfit.data.run_files import source_spec
 from bertfit.data.shard_writer import ShardSource, write_prepared
 from bertfit.data.streaming import TrainStream
 from bertfit.data.tfrecord import (

@@ -20,8 +20,10 @@ from pathlib import Path
 import numpy as np
 
 from bertfit.atomic import temporary_path, write_text_atomic
+from bertfit.checkpoints.load import detect_checkpoint
+from bertfit.checkpoints.registry import resolve
 from bertfit.config import RunConfig, override
-from bertfit.data.labelled import read_training_examples
+from bertfit.data.run_files import read_training_examples
 from bertfit.data.sources import Example, read_examples
 from bertfit.data.tasks import SINGLE_LABEL
 from bertfit.data.training_data import LabelledData
@@ -43,6 +45,7 @@ from bertfit.inference.run import classifier_source_spec
 from bertfit.progress import Console
 from bertfit.runs.records import FINISHED, RunSummary
 from bertfit.runs.run_dir import RunDir
+from bertfit.training.backends import backend_of
 from bertfit.training.run import train
 from bertfit.training.run_dir import TrainingRunDir
 from bertfit.training.setup import RunSetup
@@ -69,9 +72,13 @@ def open_teacher(path: str) -> RunDir:
     return run_dir
 
 
-def student_config(teacher: RunConfig, output_dir: str | None, flags: dict) -> RunConfig:
+def student_config(
+    teacher: RunConfig, output_dir: str | None, flags: dict, student_model: str | None = None
+) -> RunConfig:
     """The student's run: the teacher's settings with the flags given on top (e.g.
-    `{"train.epochs": 2}`); `distill` then points its model and data at the distillation set."""
+    `{"train.epochs": 2}`); `distill` then points its model and data at the distillation set.
+    A student from its own checkpoint (`student_model`) pools as that checkpoint declares
+    unless the flags give --pooling: the teacher's pooling was decided for the teacher's."""
     if not output_dir:
         raise ConfigError("--output-dir STUDENT is required: the student's run directory.")
     if "model.name" in flags:
@@ -83,6 +90,8 @@ def student_config(teacher: RunConfig, output_dir: str | None, flags: dict) -> R
     config.model = dataclasses.replace(teacher.model)
     config.data = dataclasses.replace(teacher.data)
     config.train = dataclasses.replace(teacher.train)
+    if student_model is not None:
+        config.model.pooling = None  # decided by the student's checkpoint when the run starts
     override(config, flags)
     return config
 
@@ -97,24 +106,58 @@ def distill(
 ) -> RunSummary:
     """Labels the student's rows with the teacher (or reuses the labels in
     `output_dir/distill/` when the teacher and the rows are the same), then trains the
-    student from them; returns the student's run summary."""
+    student from them; returns the student's run summary.
+
+    A command refused before the student's first step leaves nothing behind: the labels it
+    wrote are removed (the corrected command labels again); with `overwrite` the previous
+    run's checkpoints and results are cleared only once the student's run starts."""
     options.validate()
     teacher_dir = open_teacher(options.teacher)
     out = Path(config.output_dir)
+    if out.resolve() == teacher_dir.path.resolve():
+        raise ConfigError(
+            f"--output-dir {out} is the teacher's run (--teacher); the student is a run of its "
+            "own: choose another --output-dir."
+        )
     folder = out / DISTILL_DIR
     student = _student_run(config, options, folder)
     TrainingRunDir(out).plan_start(student, resume=resume, overwrite=overwrite)
-    if overwrite and out.exists():
-        TrainingRunDir(out).create(overwrite=True)  # the distillation set goes too
+    backend_of(student).check(student, distilling=True)  # before the teacher labels anything
     layers = None
     if options.student_model is None:
         teacher_layers = teacher_dir.load_bert_config().num_hidden_layers
         layers = chosen_layers(options.student_layers, teacher_layers)
+    else:
+        detect_checkpoint(resolve(options.student_model))
     console = Console(quiet=quiet)
     teacher = Classifier.from_run(teacher_dir.path)
-    soft = _distillation_set(config, options, teacher, teacher_dir, layers, folder, console)
-    adapt = functools.partial(_use_teacher, soft=soft, options=options)
-    return train(student, quiet=quiet, resume=resume, adapt=adapt)
+    made = [p for p in [out.absolute(), *out.absolute().parents] if not p.exists()]
+    wrote, started = False, False  # refused before `started`: what this command `wrote` goes
+
+    def adapt(setup: RunSetup) -> None:
+        nonlocal started
+        _use_teacher(setup, soft, options)
+        started = True  # the student's run directory is written next
+
+    try:
+        soft, wrote = _distillation_set(
+            config, options, teacher, teacher_dir, layers, folder, console, relabel=overwrite
+        )
+        return train(student, quiet=quiet, resume=resume, overwrite=overwrite, adapt=adapt)
+    except BertfitError:
+        if wrote and not started:
+            _remove_set(folder, made)
+        raise
+
+
+def _remove_set(folder: Path, made: list[Path]) -> None:
+    """Removes the distillation set `folder` and the folders `made` for it (deepest first)
+    while nothing else is in them."""
+    shutil.rmtree(folder, ignore_errors=True)
+    for made_folder in made:
+        if any(made_folder.iterdir()):
+            return
+        made_folder.rmdir()
 
 
 def _student_run(config: RunConfig, options: DistillConfig, folder: Path) -> RunConfig:
@@ -152,19 +195,22 @@ def _distillation_set(
     layers: list[int] | None,
     folder: Path,
     console: Console,
-) -> SoftLabels:
+    *,
+    relabel: bool = False,
+) -> tuple[SoftLabels, bool]:
     """The teacher's labels of the rows, reused from `folder` when it holds them for this
-    teacher, these rows and these settings; else predicted and written (whole or not at all)."""
+    teacher, these rows and these settings (unless `relabel`); else predicted and written
+    (whole or not at all) over any there. Also whether they were written."""
     rows, given = _rows(config, options, teacher)
     checkpoint = teacher_dir.checkpoint_path("best")
     fingerprint = distill_fingerprint(checkpoint, rows)
     settings = _settings(options, teacher_dir, layers)
-    if (folder / SOFT_LABELS_FILE).exists():
+    if (folder / SOFT_LABELS_FILE).exists() and not relabel:
         saved = SoftLabels.load(folder / SOFT_LABELS_FILE)
         kept = json.loads((folder / SETTINGS_FILE).read_text(encoding="utf-8"))
         if saved.fingerprint == fingerprint and kept == settings:
             console.say(f"bertfit: reusing the teacher's labels of {len(rows)} rows in {folder}")
-            return saved
+            return saved, False
         raise ConfigError(
             f"{folder} holds a distillation of another teacher, other rows or other settings "
             "(--student-layers, --temperature, --soft-weight, --unlabelled); pass --overwrite "
@@ -177,7 +223,7 @@ def _distillation_set(
     soft = SoftLabels(probabilities, given, list(teacher.labels), fingerprint)
     rows_name = rows_file(folder, config.data.format).name
     _write_set(folder, rows_name, soft, rows, teacher, layers, settings, teacher_dir)
-    return soft
+    return soft, True
 
 
 def _rows(
@@ -214,7 +260,7 @@ def _write_set(
     settings: dict,
     teacher_dir: RunDir,
 ) -> None:
-    """`folder` written beside itself and renamed into place."""
+    """`folder` written beside itself and renamed into place (over the one there)."""
     building = temporary_path(folder)
     shutil.rmtree(building, ignore_errors=True)
     building.mkdir(parents=True)
@@ -229,6 +275,7 @@ def _write_set(
         encoder = teacher_encoder(teacher)
         write_student(encoder, teacher_dir.tokenizer_dir, layers, building / STUDENT_DIR)
     write_text_atomic(building / SETTINGS_FILE, json.dumps(settings, indent=2))
+    shutil.rmtree(folder, ignore_errors=True)
     building.rename(folder)
 
 

@@ -127,29 +127,20 @@ def tokenizer_file(tokenizer: BertTokenizer, max_seq_length: int):
     """A `tokenizers.Tokenizer` that tokenizes, truncates and packs as `tokenizer` does (BERT's
     normalizer, pre-tokenizer, WordPiece and `[CLS] a [SEP] b [SEP]` template), padding a batch
     to its longest text."""
-    tokenizers = _require("tokenizers")
-    from tokenizers import models, normalizers, pre_tokenizers, processors
+    _require("tokenizers")
+    from tokenizers import processors
+
+    from bertfit.text.host import wordpiece_tokenizer
 
     config = tokenizer.config
     vocab = tokenizer._vocab.ids
-    wordpiece = models.WordPiece(
-        vocab, unk_token=config.unk_token, max_input_chars_per_word=config.max_chars_per_word
-    )
-    result = tokenizers.Tokenizer(wordpiece)
-    result.normalizer = normalizers.BertNormalizer(
-        clean_text=True,
-        handle_chinese_chars=config.tokenize_chinese_chars,
-        strip_accents=config.strip_accents,
-        lowercase=config.lower_case,
-    )
-    result.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    result = wordpiece_tokenizer(tokenizer._vocab.tokens, config)
     cls, sep = config.cls_token, config.sep_token
     result.post_processor = processors.TemplateProcessing(
         single=f"{cls}:0 $A:0 {sep}:0",
         pair=f"{cls}:0 $A:0 {sep}:0 $B:1 {sep}:1",
         special_tokens=[(cls, vocab[cls]), (sep, vocab[sep])],
     )
-    result.add_special_tokens([t for t in config.special_tokens if t in vocab])
     result.enable_truncation(max_length=max_seq_length, strategy="longest_first")
     result.enable_padding(pad_id=vocab[config.pad_token], pad_token=config.pad_token)
     return result

@@ -17,24 +17,52 @@ is, so export it yourself (`bertfit export --format onnx`) and pass that folder.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import shutil
+import sys
 from pathlib import Path
 
 from bertfit import storage
-from bertfit.errors import ConfigError
+from bertfit.errors import ConfigError, MissingDependencyError
 from bertfit.inference.onnx_runtime import METADATA_NAME, MODEL_NAME
 from bertfit.runs.records import FINISHED
 
 CACHE_DIR = "onnx-engine"  # in the run directory (bertfit.runs.run_dir.RUN_ENTRIES)
+# What the engine runs with (bertfit.inference.onnx_runtime), and what making a run's export
+# takes besides (bertfit.export.onnx): the export extra's packages.
+RUNS_WITH = ("onnxruntime", "tokenizers")
+MADE_WITH = ("tf2onnx", "onnx")
 # What decides the model the export holds: a change in any of these makes it anew.
 RUN_SOURCES = ("config.yaml", "labels.json", "encoder", "checkpoints")
 
 
-def onnx_engine_folder(path: str | Path) -> Path:
+def check_engine_installed(path: str | Path) -> None:
+    """The packages `--engine onnx` needs for `path`, looked for before TensorFlow loads: those
+    it runs with, and those that make the export when a run directory has none kept yet.
+
+    Raises:
+        MissingDependencyError: naming the missing ones and the extra that installs them.
+    """
+    needed = RUNS_WITH + (MADE_WITH if _export_to_make(path) else ())
+    missing = [name for name in needed if importlib.util.find_spec(name) is None]
+    if missing:
+        raise MissingDependencyError(
+            f"--engine onnx needs {', '.join(missing)}: pip install 'bertfit[export]' (or run "
+            "with --engine tensorflow, the default, which needs none of them)."
+        )
+
+
+def _export_to_make(path: str | Path) -> bool:
+    if storage.is_url(path) or not (Path(path) / "config.yaml").is_file():
+        return False
+    return kept_export(Path(path), run_fingerprint(Path(path))) is None
+
+
+def onnx_engine_folder(path: str | Path, quiet: bool = False) -> Path:
     """The folder `--engine onnx` runs for `path`: a run directory's kept export (made first when
-    there is none, or the run changed since), or `path` itself (an ONNX export; its loader
-    checks it)."""
+    there is none, or the run changed since, saying so unless `quiet`), or `path` itself (an
+    ONNX export; its loader checks it)."""
     if storage.is_url(path):
         raise ConfigError(
             f"--engine onnx keeps the run's ONNX export in its run directory, and {path} is "
@@ -48,6 +76,13 @@ def onnx_engine_folder(path: str | Path) -> Path:
     kept = kept_export(path, fingerprint)
     if kept is not None:
         return kept
+    if not quiet:
+        print(
+            f"bertfit: --engine onnx: exporting {path} to ONNX, once (about 30 s for MiniLM-L6 on "
+            f"2 CPU cores); later calls run the export kept in {path / CACHE_DIR}",
+            file=sys.stderr,
+            flush=True,
+        )
     return _make_export(path, fingerprint)
 
 

@@ -7,6 +7,8 @@ from collections.abc import Sequence
 import keras
 import numpy as np
 
+from bertfit.config import POOLINGS
+from bertfit.errors import ConfigError
 from bertfit.model.backend import ReplicaJit
 from bertfit.model.encoder import BertEncoder
 from bertfit.model.inputs import MASK, STARTS, is_packed, normalize_inputs
@@ -53,6 +55,8 @@ class BertClassifier(ReplicaJit, keras.Model):
         head_bias: Sequence[float] | None = None,
         **kwargs,
     ):
+        if pooling not in POOLINGS:  # a run's undecided pooling (None) would pool as "mean"
+            raise ConfigError(f"pooling must be one of {', '.join(POOLINGS)}; got {pooling!r}.")
         super().__init__(**kwargs)
         self.encoder = encoder
         self.num_classes = num_classes

@@ -77,15 +77,21 @@ def int8_matmul(layer: keras.layers.Dense, inputs):
     kernel, scale = layer._kernel, layer.kernel_scale
     dtype = layer.compute_dtype
 
+    def dequantized(after):
+        # in float32 (the scales' dtype), rounded once to the compute dtype: under a mixed
+        # policy the product, its output and the gradient it passes back are then in the
+        # compute dtype, as every other layer's (a float32 kernel would make them float32,
+        # which TensorFlow does not mix with the bfloat16 gradients of the next layer)
+        float32 = keras.ops.divide(keras.ops.cast(_after(kernel, after), "float32"), scale)
+        return keras.ops.cast(float32, dtype)
+
     @keras.ops.custom_gradient
     def matmul(inputs):
         def gradient(*args, upstream=None):
             upstream = args[0] if upstream is None else upstream
-            again = keras.ops.divide(keras.ops.cast(_after(kernel, upstream), dtype), scale)
-            return keras.ops.matmul(upstream, keras.ops.transpose(again))
+            return keras.ops.matmul(upstream, keras.ops.transpose(dequantized(upstream)))
 
-        dequantized = keras.ops.divide(keras.ops.cast(_after(kernel, inputs), dtype), scale)
-        return keras.ops.matmul(inputs, dequantized), gradient
+        return keras.ops.matmul(inputs, dequantized(inputs)), gradient
 
     return matmul(inputs)
 

@@ -125,6 +125,7 @@ def enable_lora(
     classifier = getattr(model, "classifier", model)
     targets = resolve_targets(classifier.encoder.config.model_type, targets)
     layers = target_layers(model, targets)
+    check_rank(rank, layers)
     for i, layer in enumerate(layers.values()):
         layer.enable_lora(
             rank,
@@ -137,6 +138,34 @@ def enable_lora(
         if id(variable) not in adapters:
             variable.trainable = False  # biases, norms, embeddings, pooler: PEFT's bias="none"
     return layers
+
+
+def check_rank(rank: int, layers: dict[str, keras.layers.Dense]) -> None:
+    """Refuses a rank that is not below both sides of every adapted kernel [in, out]: the
+    update A @ B cannot have a rank above min(in, out), and at that rank A and B hold more
+    weights than the kernel."""
+    for name, layer in layers.items():
+        fan_in, fan_out = layer._kernel.shape
+        _refuse_rank(rank, min(fan_in, fan_out), f"{name}'s kernel is [{fan_in}, {fan_out}]")
+
+
+def check_rank_fits(rank: int, hidden_size: int) -> None:
+    """`check_rank` before the model is built (`bertfit tune` checks every trial first): each
+    layer LoRA adapts reads or writes the encoder's hidden vectors, so `hidden_size` is a side
+    of its kernel."""
+    if rank:
+        why = f"each layer it adapts reads or writes vectors of the hidden size, {hidden_size}"
+        _refuse_rank(rank, hidden_size, why)
+
+
+def _refuse_rank(rank: int, limit: int, why: str) -> None:
+    if rank >= limit:
+        raise ConfigError(
+            f"--lora-rank {rank}: {why}, so adapters of rank {limit} or more are not low-rank: "
+            "they would hold more weights than the kernel, and change it no more freely than "
+            f"training it whole. Pass a --lora-rank below {limit} (LoRA uses 4 to 64), or "
+            "leave --lora-rank out to fine-tune every weight."
+        )
 
 
 def lora_call(layer: keras.layers.Dense, inputs, training=None):

@@ -6,14 +6,19 @@ negative log-likelihood of the evaluation labels; it moves no prediction of a si
 (the argmax is unchanged), only how sure it says it is. A multi-label model gets one temperature
 per label (each sigmoid is its own binary classifier). A temperature is kept only where it also
 lowers the NLL of eval rows it was not fitted on by more than noise (`held_out_gains`, 2-fold
-cross-fitting): a model that is calibrated already is left alone rather than nudged. The
+cross-fitting): a model that is calibrated already is left alone rather than nudged. Nor is one
+kept that the eval rows cannot measure (`unmeasurable`): rows of one class, or rows every one of
+which is predicted right (perfectly separated), whose NLL only falls as T shrinks, so the fit
+runs to the search's bound and would turn a 0.67 into 0.999999; nor any fit at that bound. The
+run says so (`Calibration.notes`: train.log, the console, metrics.json). The
 temperatures live in the run's `Task` (labels.json), so `bertfit.inference.outputs` applies
 them inside every graph: the SavedModel, LiteRT, ONNX, `bertfit serve` and `bertfit predict`
 all give the calibrated probabilities.
 
 Multi-label decisions get one threshold per label (`label_thresholds`): each label's F1-best on
 --eval, and never above its floor, the probability at which the label would still be predicted
-on at least half as many eval rows as carry it, so that a rare label is never silenced.
+on at least half as many eval rows as carry it, so that a rare label is never silenced. A label
+that no eval row carries, or that every one does, keeps 0.5: those rows cannot place it.
 
 A regression gets a predictive interval instead (`residual_interval`): value ± the absolute eval
 residual that held 90% of the eval rows (split conformal), in `Task.interval`, given by predict
@@ -54,6 +59,12 @@ THRESHOLD_GRID = np.round(np.arange(0.05, 0.951, 0.05), 2)
 THRESHOLD_FLOOR_SHARE = 0.5
 FLOOR_MARGIN = 1e-5  # a floor sits this far under its row's probability
 MIN_EVAL_ROWS = 20
+# Why a temperature is not kept (`unmeasurable`): on rows all predicted right the NLL falls as T
+# shrinks, without a minimum.
+SEPARATED = "every eval row is predicted right (perfectly separated)"
+SEPARATED_LABEL = "its eval rows are perfectly separated (each on the right side of 0.5)"
+LOW, HIGH = TEMPERATURE_RANGE
+AT_BOUND = f"the fit ran to the edge of its search ({LOW:g} .. {HIGH:g}), the NLL still falling"
 # A temperature is kept when its held-out NLL gain is over this many standard errors: a gain
 # within noise is no reason to move a model's probabilities (measured: docs/calibration.md).
 SIGNIFICANT_GAIN = 2.0  # fewer eval rows than this fit nothing: the temperature would be noise
@@ -236,7 +247,8 @@ def label_thresholds(targets: np.ndarray, probabilities: np.ndarray) -> tuple[fl
     """One decision threshold per label: the grid value (0.05 .. 0.95) with the label's best F1
     (ties nearest 0.5), capped at the label's floor: the probability of its
     ⌈`THRESHOLD_FLOOR_SHARE` × positives⌉-th most likely eval row, so that the label is still
-    predicted on at least that many rows. A label with no positive in the eval rows keeps 0.5.
+    predicted on at least that many rows. A label with no positive in the eval rows, or no
+    negative (any threshold under its lowest probability is then "best"), keeps 0.5.
 
     Examples:
     >>> gold = np.array([[1, 0], [1, 0], [0, 1], [0, 0]])
@@ -248,7 +260,7 @@ def label_thresholds(targets: np.ndarray, probabilities: np.ndarray) -> tuple[fl
     thresholds = []
     for j in range(p.shape[1]):
         positives = int(gold[:, j].sum())
-        if positives == 0:
+        if positives in (0, len(gold)):
             thresholds.append(0.5)
             continue
         scores = [_f1(gold[:, j], p[:, j] >= t) for t in THRESHOLD_GRID]
@@ -291,6 +303,8 @@ class Calibration:
             same rows reports.
         interval: regression: the predictive interval's half-width (`residual_interval`);
             `after` then holds its `interval_coverage` on the eval rows.
+        notes: what the eval rows could not measure, one sentence each (`calibration_notes`):
+            a temperature not kept for it, a threshold left at 0.5.
     """
 
     task: str
@@ -307,6 +321,7 @@ class Calibration:
     reliability_after: list
     metrics: dict
     interval: float = 0.0
+    notes: list = dataclasses.field(default_factory=list)
 
     def describe(self) -> str:
         """One line for train.log and the console."""
@@ -328,7 +343,18 @@ class Calibration:
                 f"; thresholds per label {', '.join(f'{t:.2f}' for t in self.thresholds)}: "
                 f"micro-F1 {self.metrics['micro_f1']:.4f}, macro-F1 {self.metrics['macro_f1']:.4f}"
             )
-        return line
+        return "; ".join([line, *self.notes])
+
+    def summary(self) -> dict:
+        """What metrics.json says of it: the temperatures applied, the thresholds, and the
+        notes on what the eval rows could not measure."""
+        return {
+            "applied": self.applied,
+            "temperatures": list(self.temperatures),
+            "thresholds": list(self.thresholds),
+            **({"interval": self.interval} if self.task == REGRESSION else {}),
+            "notes": list(self.notes),
+        }
 
     def to_dict(self) -> dict:
         values = dataclasses.asdict(self)
@@ -349,6 +375,8 @@ class Calibration:
         try:
             values = json.loads(Path(file).read_text(encoding="utf-8"))
             fields = {f.name for f in dataclasses.fields(cls)}
+            if isinstance(values, dict):  # written before runs noted what they could not fit
+                values.setdefault("notes", [])
             if not isinstance(values, dict) or set(values) != fields:
                 raise ValueError(f"expected the keys {sorted(fields)}")
             calibration = cls(**values)
@@ -369,6 +397,8 @@ class Calibration:
         object.__setattr__(self, "temperatures", tuple(self.temperatures))
         object.__setattr__(self, "thresholds", tuple(self.thresholds))
         object.__setattr__(self, "fitted_temperatures", tuple(self.fitted_temperatures))
+        if not isinstance(self.notes, list) or not all(isinstance(n, str) for n in self.notes):
+            raise ValueError("notes must be a list of sentences")
         numbers = [*self.temperatures, *self.fitted_temperatures, *self.thresholds]
         if self.task not in (SINGLE_LABEL, MULTI_LABEL, REGRESSION):
             raise ValueError(f"task {self.task!r} is not a task bertfit trains")
@@ -463,15 +493,22 @@ def fit_calibration(
     gains, errors = (
         held_out_gains(task.kind, logits, targets) if temperature else (np.zeros(0),) * 2
     )
+    unmeasured = (
+        [
+            why or (AT_BOUND if at_bound(t) else None)
+            for t, why in zip(fitted, unmeasurable(task.kind, logits, targets), strict=True)
+        ]
+        if temperature
+        else []
+    )
     kept = tuple(
-        t if g > SIGNIFICANT_GAIN * e else 1.0
-        for t, g, e in zip(fitted, gains, errors, strict=True)
+        t if g > SIGNIFICANT_GAIN * e and why is None else 1.0
+        for t, g, e, why in zip(fitted, gains, errors, unmeasured, strict=True)
     )
     applied = any(t != 1.0 for t in kept)
     final = scaled(task.kind, logits, kept) if applied else np.asarray(probabilities, np.float64)
-    thresholds = (
-        label_thresholds(targets, final) if task.kind == MULTI_LABEL and tune_thresholds else ()
-    )
+    tuned = task.kind == MULTI_LABEL and tune_thresholds
+    thresholds = label_thresholds(targets, final) if tuned else ()
     calibrated = dataclasses.replace(task, thresholds=thresholds)
     return Calibration(
         task=task.kind,
@@ -487,7 +524,79 @@ def fit_calibration(
         reliability_before=reliability_bins(task.kind, targets, probabilities),
         reliability_after=reliability_bins(task.kind, targets, final),
         metrics=task_metrics(calibrated, targets, final),
+        notes=calibration_notes(task, targets, fitted, unmeasured, tuned),
     )
+
+
+def at_bound(temperature: float) -> bool:
+    """Whether a fitted temperature sits on `TEMPERATURE_RANGE`'s edge (to the search's
+    1e-4 in log T): the NLL was still falling there, the fit found no minimum."""
+    return any(abs(math.log(temperature / edge)) < 1e-3 for edge in TEMPERATURE_RANGE)
+
+
+def unmeasurable(kind: str, logits: np.ndarray, targets: np.ndarray) -> list[str | None]:
+    """Per temperature (one, or one per label), why these eval rows cannot measure it, or
+    None: single-label rows of one class, or every row predicted right; a multi-label label
+    that no row carries, or every row, or whose rows all sit on the right side of 0.5. On
+    rows predicted right the NLL falls as T shrinks, without a minimum.
+
+    Examples:
+    >>> unmeasurable(SINGLE_LABEL, np.array([[2.0, 0.0], [0.0, 1.0]]), np.array([0, 1]))
+    ['every eval row is predicted right (perfectly separated)']
+    """
+    if kind == MULTI_LABEL:
+        gold = np.asarray(targets) > 0.5
+        reasons = []
+        for j in range(gold.shape[1]):
+            separated = np.all((logits[:, j] > 0) == gold[:, j])
+            reasons.append(
+                _one_value(int(gold[:, j].sum()), len(gold))
+                or (SEPARATED_LABEL if separated else None)
+            )
+        return reasons
+    labels = np.asarray(targets, np.int64)
+    if len(np.unique(labels)) < 2:
+        return ["the eval rows hold one class"]
+    return [SEPARATED if np.all(logits.argmax(axis=1) == labels) else None]
+
+
+def calibration_notes(
+    task: Task,
+    targets: np.ndarray,
+    fitted: tuple[float, ...],
+    unmeasured: list[str | None],
+    tuned: bool,
+) -> list[str]:
+    """One sentence per temperature the eval rows could not measure (`unmeasured`, beside
+    `fitted`) and per multi-label threshold they could not place (`tuned`: a label on no eval
+    row, or on every one), a label's two said together.
+
+    Examples:
+    >>> calibration_notes(Task(SINGLE_LABEL, ("a", "b")), np.array([0, 1]), (0.05,),
+    ...                   ["every eval row is predicted right (perfectly separated)"], False)
+    ['temperature not kept (fit 0.050): every eval row is predicted right (perfectly separated)']
+    """
+    carried = (np.asarray(targets) > 0.5).sum(axis=0) if tuned else ()
+    notes = []
+    for j in range(len(task.labels) if task.kind == MULTI_LABEL else 1):
+        done, why = [], unmeasured[j] if j < len(unmeasured) else None
+        if why is not None:
+            done.append(f"temperature not kept (fit {fitted[j]:.3f})")
+        if tuned and _one_value(carried[j], len(targets)):
+            done.append("threshold left at 0.5")
+            why = why or _one_value(carried[j], len(targets))
+        if done:
+            who = f"label {task.labels[j]!r}: " if task.kind == MULTI_LABEL else ""
+            notes.append(f"{who}{' and '.join(done)}: {why}")
+    return notes
+
+
+def _one_value(carried: int, rows: int) -> str | None:
+    """Why a multi-label label's eval column measures nothing (no row carries it, or every
+    one does), or None."""
+    if carried == 0:
+        return "no eval row carries it"
+    return "every eval row carries it" if carried == rows else None
 
 
 def residual_interval(task: Task, targets: np.ndarray, outputs: np.ndarray) -> float:

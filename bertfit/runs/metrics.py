@@ -9,8 +9,11 @@
 - regression: loss (mean squared error of the standardised targets, what training minimises),
   rmse, mae, pearson, spearman in the targets' own units.
 
-Every metric counts every example it is given (`num_examples`); F1 of a class that is never
-predicted nor present is 0, as scikit-learn's `zero_division=0`.
+Every metric counts every example it is given (`num_examples`). A class (or label) with no
+eval row has no recall to measure: its F1 is reported as 0 (scikit-learn's `zero_division=0`)
+but macro-F1 averages the classes that have eval rows only, and the others are listed apart
+as `labels_without_support` (a multi-label set where a rare label has no dev row would
+otherwise score 0.68 for 0.85 on the labels it has).
 """
 
 from __future__ import annotations
@@ -72,7 +75,7 @@ def classification_metrics(
     metrics = {
         "loss": float(np.mean(-np.log(np.clip(picked, 1e-12, 1.0)))) if len(labels) else 0.0,
         "accuracy": float(np.mean(predictions == labels)) if len(labels) else 0.0,
-        "macro_f1": float(np.mean(f1)),
+        **macro_f1(f1, support, names),
         "mcc": _multiclass_mcc(confusion),
         "num_examples": int(len(labels)),
         "per_class": {
@@ -103,8 +106,8 @@ def multi_label_metrics(
     """
     gold = np.asarray(targets) > 0.5
     predicted = probabilities >= threshold
-    tp = (gold & predicted).sum(axis=0)
-    f1 = _ratio(2 * tp, gold.sum(axis=0) + predicted.sum(axis=0))
+    tp, support = (gold & predicted).sum(axis=0), gold.sum(axis=0)
+    f1 = _ratio(2 * tp, support + predicted.sum(axis=0))
     p = np.clip(probabilities, 1e-7, 1 - 1e-7)
     bce = -(gold * np.log(p) + (~gold) * np.log(1 - p))
     n = len(gold)
@@ -112,7 +115,7 @@ def multi_label_metrics(
     return {
         "loss": float(bce.mean()) if n else 0.0,
         "micro_f1": float(_ratio(2 * tp.sum(), gold.sum() + predicted.sum())),
-        "macro_f1": float(np.mean(f1)),
+        **macro_f1(f1, support, names),
         "per_label_f1": {name: float(v) for name, v in zip(names, f1, strict=True)},
         "subset_accuracy": float(np.mean(np.all(gold == predicted, axis=1))) if n else 0.0,
         "hamming_loss": float(np.mean(gold != predicted)) if n else 0.0,
@@ -123,6 +126,35 @@ def multi_label_metrics(
         ),
         "num_examples": int(n),
     }
+
+
+def macro_f1(f1: np.ndarray, support: np.ndarray, names: tuple[str, ...]) -> dict:
+    """`macro_f1`: the mean F1 of the classes (labels) with eval rows (`support`), 0 when none
+    has any; and `labels_without_support`, the others by name, when there are any.
+
+    Examples:
+    >>> macro_f1(np.array([0.5, 1.0, 0.0]), np.array([5, 3, 0]), ("a", "b", "c"))
+    {'macro_f1': 0.75, 'labels_without_support': ['c']}
+    """
+    present = np.asarray(support) > 0
+    value = {"macro_f1": float(np.mean(f1[present])) if present.any() else 0.0}
+    absent = [name for name, has_rows in zip(names, present, strict=True) if not has_rows]
+    return {**value, "labels_without_support": absent} if absent else value
+
+
+def support_note(metrics: dict) -> str | None:
+    """The line that says which classes had no eval rows (left out of macro_f1), or None.
+
+    Examples:
+    >>> support_note({"macro_f1": 0.85, "labels_without_support": ["acting"]})
+    "no eval rows of 'acting': its F1 is not measured, and macro_f1 averages the others"
+    """
+    absent = metrics.get("labels_without_support")
+    if not absent:
+        return None
+    names = ", ".join(repr(name) for name in absent)
+    its = "its F1 is" if len(absent) == 1 else "their F1 is"
+    return f"no eval rows of {names}: {its} not measured, and macro_f1 averages the others"
 
 
 def regression_metrics(targets: np.ndarray, predictions: np.ndarray) -> dict:

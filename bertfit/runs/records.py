@@ -159,6 +159,9 @@ class RunSummary:
         stopped_early: where and why early stopping ended the run, None when it did not.
         stopped_at_max_steps: `--max-steps` when the run ended after taking that many steps
             (None without it, or when early stopping ended the run first).
+        calibration: what the end of the run fitted on --eval (`Calibration.summary`: the
+            temperatures applied, the thresholds, and notes on what the eval rows could not
+            measure); None without it.
     """
 
     status: str
@@ -179,6 +182,7 @@ class RunSummary:
     evaluations: list[StepEvaluation] | None = None
     stopped_early: EarlyStop | None = None
     stopped_at_max_steps: int | None = None
+    calibration: dict | None = None
 
     def to_dict(self) -> dict:
         """metrics.json: the fields that are set (no `final` without evaluation)."""

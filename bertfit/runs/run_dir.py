@@ -151,6 +151,11 @@ class RunDir:
             return None
         return metrics.get("status") if isinstance(metrics, dict) else None
 
+    def saved_checkpoint(self) -> bool:
+        """Whether the run saved a checkpoint (its latest or its best) that TensorFlow's index
+        names: something trained that a resume continues or a command uses."""
+        return any(tf.train.latest_checkpoint(str(d)) for d in (self.latest_dir, self.best_dir))
+
     def saved_buckets(self) -> tuple[int, ...]:
         """The length buckets the run here resolved (a resumed run keeps them)."""
         saved = self.load_config()

@@ -51,6 +51,7 @@ from tensorflow_serving.apis import (
     prediction_service_pb2_grpc,
     regression_pb2,
 )
+from tensorflow_serving.config import model_server_config_pb2
 
 from bertfit.errors import ConfigError
 from bertfit.inference.graph import DEFAULT_SIGNATURE, IdLimits
@@ -65,6 +66,7 @@ from bertfit.serve.core import (
 from bertfit.serve.versions import VersionPolicy
 
 SIGNATURE_DEF = "signature_def"  # the one metadata field TF Serving knows
+TENSORFLOW_PLATFORM = "tensorflow"  # model_platform_types.h: the platform of SavedModels
 _MESSAGE_LIMIT = 1024  # model_servers/grpc_status_util.cc
 
 
@@ -279,6 +281,13 @@ class ModelService(model_service_pb2_grpc.ModelServiceServicer):
                 f"{names}: list that one model (to serve others, start a server for each)"
             )
         model = models[0]
+        platform = _platform(model)
+        if platform != TENSORFLOW_PLATFORM:
+            raise _invalid(
+                f"Illegal to change a model's platform. For model {model.name} platform was "
+                f"{TENSORFLOW_PLATFORM} and new platform requested is {platform}"
+            )
+        policy = VersionPolicy.from_proto(model.model_version_policy)
         manager = core.manager
         if manager is None:
             raise ServingError(
@@ -292,11 +301,33 @@ class ModelService(model_service_pb2_grpc.ModelServiceServicer):
                 f"{model.base_path} (start a server there)",
                 "FAILED_PRECONDITION",
             )
-        policy = VersionPolicy.from_proto(model.model_version_policy)
         await manager.reload(policy, dict(model.version_labels))
         response = model_management_pb2.ReloadConfigResponse()
         response.status.error_code = 0  # OK
         return response
+
+
+def _platform(model) -> str:
+    """A ModelConfig's platform as TF Serving's `GetPlatform` (server_core.cc) reads it:
+    `model_platform`, or the deprecated `model_type` (TENSORFLOW only); neither or both set is
+    an INVALID_ARGUMENT."""
+    if model.model_type != model_server_config_pb2.MODEL_TYPE_UNSPECIFIED:
+        if model.model_platform:
+            raise _invalid(
+                "Illegal setting both ModelServerConfig::model_type (deprecated) and "
+                "ModelServerConfig::model_platform."
+            )
+        if model.model_type != model_server_config_pb2.TENSORFLOW:
+            raise _invalid(
+                f"ModelServerConfig::model_type choice {model.model_type} not supported."
+            )
+        return TENSORFLOW_PLATFORM
+    if not model.model_platform:
+        raise _invalid(
+            "Illegal setting neither ModelServerConfig::model_type (deprecated) nor "
+            "ModelServerConfig::model_platform."
+        )
+    return model.model_platform
 
 
 def _classifications(results: list[list[tuple[str, float]]], into) -> None:

@@ -76,9 +76,15 @@ class VersionPolicy:
         if choice == "all":
             return cls("all")
         if choice == "specific":
-            if not proto.specific.versions:
+            versions = tuple(sorted(set(proto.specific.versions)))
+            if not versions:
                 raise ServingError("a specific version policy must name at least one version")
-            return cls("specific", versions=tuple(sorted(set(proto.specific.versions))))
+            if versions[0] < 0:
+                raise ServingError(
+                    f"a specific version policy names version {versions[0]}; versions are "
+                    "numbers from 0 (the version folders' names)"
+                )
+            return cls("specific", versions=versions)
         count = proto.latest.num_versions if choice == "latest" else 1
         return cls("latest", max(1, count))
 
@@ -150,7 +156,7 @@ class VersionManager:
     def load_initial(self) -> None:
         """Loads the versions the policy wants, synchronously; a `ConfigError` when none
         loads (the errors said), as TF Serving will not start without its model."""
-        wanted = self._wanted()
+        wanted = self._wanted(self.policy)
         for number in sorted(wanted):
             self._record(number, START)
             served = self._try_load(number, wanted[number])
@@ -187,38 +193,71 @@ class VersionManager:
         """One poll: load what the policy wants and is not loaded, then unload what it no
         longer wants once a wanted version is AVAILABLE."""
         async with self._lock:
-            wanted = self._wanted()
-            for number in sorted(set(wanted) - set(self.core.versions), reverse=True):
-                if self.failed.get(number) == _fingerprint(wanted[number]):
-                    continue  # failed as it is: wait for it to change
-                self._record(number, START)
-                served = await asyncio.to_thread(self._try_load, number, wanted[number])
-                if served is not None:
-                    served.batcher.start()
-                    self.core.add(served)
-                    self._record(number, AVAILABLE)
-            if not set(wanted) & set(self.core.versions):
-                return  # nothing wanted is serving: keep what serves (availability preserving)
-            for number in sorted(set(self.core.versions) - set(wanted)):
-                await self._unload(number)
+            wanted = self._wanted(self.policy)
+            await self._load(wanted)
+            await self._unload_unwanted(wanted)
 
     async def reload(self, policy: VersionPolicy, labels: dict[str, int]) -> None:
-        """HandleReloadConfigRequest: a new policy and labels, applied by a poll now; labels
-        must name AVAILABLE versions (as TF Serving requires)."""
-        self.policy = policy
-        await self.poll()
-        for version in labels.values():
-            if version not in self.core.versions:
-                raise ServingError(
-                    f"Request to assign label to version {version} of model "
-                    f"{self.core.model_name}, which is not currently available for inference",
-                    "FAILED_PRECONDITION",
-                )
-        self.core.version_labels = dict(labels)
+        """HandleReloadConfigRequest: a new policy and labels, applied whole or not at all.
+        Labels must name versions that are AVAILABLE under the new policy (as TF Serving
+        requires): one the policy does not keep (or not on disk) is refused before anything
+        changes; the versions the policy adds are loaded, and when a labelled one fails to,
+        they are unloaded again and the call refused. Only then are the versions the policy
+        drops unloaded and the policy and labels kept.
 
-    def _wanted(self) -> dict[int, Path]:
+        Raises:
+            ServingError: FAILED_PRECONDITION, naming the first label's version that is not
+                available.
+        """
+        async with self._lock:
+            wanted = self._wanted(policy)
+            for version in labels.values():
+                if version not in wanted:
+                    raise self._unavailable(version)
+            loaded = await self._load(wanted)
+            failed = [v for v in labels.values() if v not in self.core.versions]
+            if failed:
+                for number in loaded:  # serving only what it served before the call
+                    await self._unload(number)
+                raise self._unavailable(failed[0])
+            self.policy = policy
+            await self._unload_unwanted(wanted)
+            self.core.version_labels = dict(labels)
+
+    def _unavailable(self, version: int) -> ServingError:
+        return ServingError(
+            f"Request to assign label to version {version} of model {self.core.model_name}, "
+            "which is not currently available for inference",
+            "FAILED_PRECONDITION",
+        )
+
+    def _wanted(self, policy: VersionPolicy) -> dict[int, Path]:
         folders = version_folders(self.base)
-        return {n: folders[n] for n in self.policy.aspired(list(folders))}
+        return {n: folders[n] for n in policy.aspired(list(folders))}
+
+    async def _load(self, wanted: dict[int, Path]) -> list[int]:
+        """Loads the `wanted` versions not serving yet, newest first (one that failed as its
+        folder is now waits for it to change); returns those loaded."""
+        loaded = []
+        for number in sorted(set(wanted) - set(self.core.versions), reverse=True):
+            if self.failed.get(number) == _fingerprint(wanted[number]):
+                continue  # failed as it is: wait for it to change
+            self._record(number, START)
+            served = await asyncio.to_thread(self._try_load, number, wanted[number])
+            if served is not None:
+                served.batcher.start()
+                self.core.add(served)
+                self._record(number, AVAILABLE)
+                loaded.append(number)
+        return loaded
+
+    async def _unload_unwanted(self, wanted: dict[int, Path]) -> None:
+        """Unloads the serving versions not `wanted`, once a wanted one is AVAILABLE (until
+        then what serves keeps serving: availability preserving)."""
+        if not set(wanted) & set(self.core.versions):
+            return
+        for number in sorted(set(self.core.versions) - set(wanted)):
+            await self._unload(number)
 
     def _try_load(self, number: int, folder: Path) -> ServedVersion | None:
         """The loaded version, or None with its state END and the error (and the attempt in

@@ -10,7 +10,9 @@ retraining without them.
                                   given_probability, suggested_probability
       audit.json                  the summary: the sweep, trial and seeds it read, the method,
                                   per-class thresholds, the confident joint (raw and calibrated),
-                                  the estimated number of wrong labels, flagged counts per label
+                                  the estimated number of wrong labels, flagged counts per label,
+                                  the out-of-fold accuracy against the most common label's rate,
+                                  and a warning when the folds cannot judge (nothing flagged)
       train-without-issues.jsonl  the training rows less the flagged ones, in the training
                                   file's columns: `bertfit train --train` takes it as it is
       report.html                 the summary, the joint and the top flagged rows, for people
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import html
 import io
 import json
 from pathlib import Path
@@ -33,10 +36,12 @@ from bertfit.atomic import write_text_atomic
 from bertfit.config import RunConfig
 from bertfit.data.tasks import MULTI_LABEL, SINGLE_LABEL
 from bertfit.errors import ConfigError, DataError
+from bertfit.paths import check_output_dir
 from bertfit.report import figure, page, section, table
 from bertfit.sweeps.confident import LabelIssues, find_label_issues
 from bertfit.sweeps.spec import SweepSpec
 
+AUDIT_DIR = "audit"  # in the sweep directory, the default --output
 ISSUES_FILE = "issues.csv"
 SUMMARY_FILE = "audit.json"
 CLEAN_FILE = "train-without-issues.jsonl"
@@ -54,6 +59,9 @@ ISSUE_COLUMNS = (
     "suggested_probability",
 )
 REPORTED_ROWS = 50  # flagged rows shown in report.html (all are in issues.csv)
+# The folds judge labels only when their out-of-fold accuracy beats always answering the most
+# common label by more than this many standard errors of that rate over the rows (binomial).
+CHANCE_STANDARD_ERRORS = 2.0
 
 
 @dataclasses.dataclass
@@ -134,14 +142,19 @@ def audit_sweep(
     """Audits the training labels of the k-fold sweep in `sweep`; writes `output` (default
     SWEEP/audit, see the module docstring) and returns the summary (audit.json's)."""
     sweep = Path(sweep)
+    own = sweep / AUDIT_DIR
+    folder = Path(output) if output is not None else own
+    check_output_dir(folder, "--output", own=[own])  # not a run's or another sweep's folder
     out_of_fold = read_out_of_fold(sweep, trial)
     issues = find_label_issues(out_of_fold.given, out_of_fold.probabilities, method, rank_by)
-    folder = Path(output) if output is not None else sweep / "audit"
-    if folder.exists() and not folder.is_dir():
-        raise ConfigError(f"--output {folder} is a file; give a directory for the audit.")
+    chance = against_chance(out_of_fold)
+    if chance["warning"]:  # no row is presented as wrong on the word of a coin toss
+        issues = dataclasses.replace(
+            issues, flagged=np.zeros_like(issues.flagged), ranked=issues.ranked[:0]
+        )
     folder.mkdir(parents=True, exist_ok=True)
     config = RunConfig.from_dict(_sweep_spec(sweep)["config"], str(sweep / "sweep.json"))
-    summary = _summary(sweep, out_of_fold, issues, method, rank_by)
+    summary = {**_summary(sweep, out_of_fold, issues, method, rank_by), **chance}
     records = issue_records(out_of_fold, issues)
     write_text_atomic(folder / ISSUES_FILE, issues_csv(out_of_fold, records))
     write_text_atomic(folder / CLEAN_FILE, _clean_jsonl(out_of_fold, issues, config))
@@ -149,6 +162,40 @@ def audit_sweep(
     if report:
         write_text_atomic(folder / REPORT_FILE, _page(summary, issues, records))
     return {**summary, "output": str(folder)}
+
+
+def against_chance(out_of_fold: OutOfFold) -> dict:
+    """How often the out-of-fold predictions are right, against always answering the most
+    common given label; with a warning when they do not beat it by `CHANCE_STANDARD_ERRORS`
+    (its binomial standard error over these rows): the folds' models cannot tell the classes
+    apart, so a label they disagree with is not evidence (`audit_sweep` then flags none).
+
+    Examples:
+    >>> p = np.array([[0.6, 0.4], [0.4, 0.6], [0.6, 0.4], [0.4, 0.6]])
+    >>> found = against_chance(OutOfFold("t1", [0], [], ["neg", "pos"], np.array([0, 0, 1, 1]), p))
+    >>> found["out_of_fold_accuracy"], found["majority_rate"], found["warning"][:49]
+    (0.5, 0.5, 'the out-of-fold predictions are right on 50% of t')
+    """
+    given, n = out_of_fold.given, len(out_of_fold.given)
+    counts = np.bincount(given, minlength=len(out_of_fold.labels))
+    majority = float(counts.max() / n)
+    accuracy = float(np.mean(out_of_fold.probabilities.argmax(axis=1) == given))
+    needed = majority + CHANCE_STANDARD_ERRORS * np.sqrt(majority * (1 - majority) / n)
+    warning = None
+    if accuracy <= needed and majority < 1:
+        common = out_of_fold.labels[int(counts.argmax())]
+        warning = (
+            f"the out-of-fold predictions are right on {accuracy:.0%} of the {n} rows, no "
+            f"better than always answering {common!r} ({majority:.0%}) could be by chance (on "
+            f"{n} rows, above {min(needed, 1):.0%} is needed): the folds' models cannot tell "
+            "the classes apart, so they cannot judge a label, and no row is flagged. Audit "
+            "more rows, or train the folds longer (--epochs, --learning-rate) until they beat it."
+        )
+    return {
+        "out_of_fold_accuracy": round(accuracy, 6),
+        "majority_rate": round(majority, 6),
+        "warning": warning,
+    }
 
 
 def audit_training(
@@ -178,7 +225,8 @@ def audit_training(
 
 def _check_task_before_training(base: RunConfig) -> None:
     """A task the audit would refuse is refused before K runs train."""
-    from bertfit.training.setup import infer_run_task, read_training_examples
+    from bertfit.data.labelled import infer_run_task
+    from bertfit.data.run_files import read_training_examples
 
     examples = read_training_examples(base.data.train, base)[: base.data.max_train_examples]
     task, _ = infer_run_task(examples, base)
@@ -357,12 +405,16 @@ def _read_jsonl(path: Path) -> list[dict]:
 
 def _page(summary: dict, issues: LabelIssues, records: list[dict]) -> str:
     labels = summary["labels"]
-    intro = (
+    warning = summary["warning"]
+    caution = f"<strong>Warning: {html.escape(warning)}</strong></p><p>" if warning else ""
+    intro = caution + (
         f"{summary['flagged']} of {summary['rows']} training rows flagged "
         f"({summary['flagged_fraction']:.1%}; the calibrated confident joint estimates "
         f"{summary['estimated_wrong']:.0f} wrong labels) by {summary['method']}, ranked by "
         f"{summary['rank_by']}; out-of-fold predictions of trial {summary['trial']}, seed(s) "
-        f"{', '.join(map(str, summary['seeds']))}. All flagged rows: {ISSUES_FILE}."
+        f"{', '.join(map(str, summary['seeds']))}, right on "
+        f"{summary['out_of_fold_accuracy']:.1%} of the rows (the most common label alone: "
+        f"{summary['majority_rate']:.1%}). All flagged rows: {ISSUES_FILE}."
     )
     joint_rows = [
         [f"given {label}", *counts, f"{summary['thresholds'][label]:.4f}"]

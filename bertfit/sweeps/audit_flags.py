@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 
 from bertfit.config import TENSORFLOW_BACKEND
+from bertfit.data.run_files import check_run_files
 from bertfit.errors import ConfigError
 from bertfit.run_flags import RUN_FLAGS
 from bertfit.sweeps.confident import METHODS, RANKINGS
@@ -80,11 +81,13 @@ def training_from_args(args):
     return sweep_from_args(args)
 
 
-def select_audit_backend(args) -> None:
+def audit_preflight(args) -> None:
     """`audit`'s preflight: running the folds, the train flags' `--backend` is Keras' backend
-    (as `tune`'s); auditing --from a sweep trains nothing and runs on TensorFlow."""
+    (as `tune`'s) and the data files are read through (`check_run_files`); auditing --from a
+    sweep trains nothing and runs on TensorFlow."""
     if args.from_sweep:
         select_keras_backend(TENSORFLOW_BACKEND)
     else:
         base, _ = training_from_args(args)
         select_keras_backend(base.train.backend)
+        check_run_files(base)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 
 from bertfit.config import RunConfig
+from bertfit.data.run_files import check_run_files
 from bertfit.run_flags import RUN_FLAGS, add_config_arguments, add_run_flags, run_config_from_args
 from bertfit.sweeps.spec import SWEPT_FLAGS, SweepSpec
 from bertfit.tf_startup import select_keras_backend
@@ -103,8 +104,10 @@ def sweep_from_args(args) -> tuple[RunConfig, SweepSpec]:
     return base, spec
 
 
-def select_sweep_backend(args) -> None:
-    """The sweep's `--backend` made Keras' backend before TensorFlow loads Keras (`tune`'s
-    preflight): its runs train in this process, one after another."""
+def tune_preflight(args) -> None:
+    """`tune`'s preflight, before TensorFlow loads Keras: the sweep's `--backend` made Keras'
+    backend (its runs train in this process, one after another), and its data files read
+    through (`check_run_files`)."""
     base, _ = sweep_from_args(args)
     select_keras_backend(base.train.backend)
+    check_run_files(base)

@@ -11,7 +11,8 @@ import numpy as np
 
 from bertfit.atomic import write_text_atomic
 from bertfit.config import RunConfig
-from bertfit.data.labelled import infer_run_task, read_training_examples
+from bertfit.data.labelled import infer_run_task
+from bertfit.data.run_files import read_training_examples
 from bertfit.data.sources import Example
 from bertfit.data.tasks import MULTI_LABEL, REGRESSION, Task, normalize_label, parse_number
 from bertfit.sweeps.folds import (

@@ -15,13 +15,17 @@ from pathlib import Path
 
 from bertfit.atomic import write_text_atomic
 from bertfit.checkpoints.load import read_checkpoint
+from bertfit.checkpoints.pooling import DeclaredPooling, decide_pooling, declared_pooling
 from bertfit.checkpoints.registry import resolve
 from bertfit.config import RunConfig, check_positions, override
 from bertfit.errors import BertfitError, ConfigError
+from bertfit.model.config import BertConfig
+from bertfit.model.lora import check_rank_fits
 from bertfit.progress import Console
 from bertfit.report import write_report
 from bertfit.runs.metrics import default_metric
 from bertfit.runs.records import FINISHED, RunSummary
+from bertfit.runs.run_dir import RunDir
 from bertfit.sweeps.fold_data import FoldSplit, fold_files, out_of_fold_rows, split_training_rows
 from bertfit.sweeps.fold_predictions import HeldOut, predict_held_out
 from bertfit.sweeps.report import write_sweep_report
@@ -30,6 +34,7 @@ from bertfit.sweeps.spec import RunPlan, SweepSpec
 from bertfit.sweeps.sweep_dir import SweepDir, run_state
 from bertfit.training.backends import backend_of
 from bertfit.training.run import TrainingDiverged, train
+from bertfit.training.run_dir import with_saved_pooling
 
 
 def tune(
@@ -71,18 +76,26 @@ def tune(
 
 def _check_models(plans: list[RunPlan]) -> None:
     """What `bertfit train` would refuse of a trial only once it starts, checked for every
-    trial first: its --model must load, its --max-seq-length fit the model's position table.
-    A bad grid value then costs no trained trial, and writes nothing."""
-    positions: dict[str, int | None] = {}
+    trial first: its --model must load, its --max-seq-length fit the model's position table,
+    its --lora-rank be below the model's hidden size, and a pooling it declares must be one
+    bertfit has (or --pooling given). A bad grid value then costs no trained trial, and
+    writes nothing."""
+    configs: dict[str, BertConfig | None] = {}  # each --model's, read once
+    declared: dict[str, DeclaredPooling | None] = {}
     for plan in plans:
         model = plan.config.model
         try:
-            if model.name not in positions:
+            if model.name not in configs:
                 checkpoint = read_checkpoint(resolve(model.name))
-                config = checkpoint.config
-                positions[model.name] = None if config is None else config.max_sequence_length
-            if positions[model.name] is not None:
-                check_positions(model.max_seq_length, positions[model.name], model.name)
+                configs[model.name] = checkpoint.config
+                declared[model.name] = declared_pooling(checkpoint.path)
+            decide_pooling(model.pooling, declared[model.name], model.name)
+            config = configs[model.name]
+            if config is None:  # a wrapped SavedModel: train says the rest
+                continue
+            if config.max_sequence_length is not None:
+                check_positions(model.max_seq_length, config.max_sequence_length, model.name)
+            check_rank_fits(model.lora_rank, config.hidden_size)
         except BertfitError as e:
             raise ConfigError(f"trial {plan.trial.name}: {e} Nothing was trained.") from None
 
@@ -210,9 +223,10 @@ def _write_out_of_fold(
 
 def _chosen_config(base: RunConfig, chosen: TrialResult, results: SweepResults) -> RunConfig:
     """The chosen trial's settings on the sweep's data (with --folds: all the training rows),
-    at the chosen run's seed (with --folds: the base seed)."""
+    at the chosen run's seed (with --folds: the base seed), with the pooling its runs decided
+    (their config.yaml) where --pooling left it to the checkpoint."""
     config = copy.deepcopy(base)
     run = results.chosen_run
     override(config, {**chosen.params, "train.seed": run.seed if run else base.train.seed})
     config.output_dir = None
-    return config
+    return with_saved_pooling(RunDir(chosen.runs[0].run_dir).load_config(), config)

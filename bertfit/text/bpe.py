@@ -237,35 +237,34 @@ class ByteLevelBPETokenizer(InGraphTokenizer):
             pair_separators: separators between the texts of a pair.
             second_type_id: type id of a pair's second text.
         """
-        vocab = _read_json(vocab_json)
-        merges = read_merges(merges_txt)
-        specials = [cls_token, sep_token, pad_token, unk_token, mask_token]
-        added = tuple(
-            AddedToken(token, vocab[token], lstrip=token == mask_token)
-            for token in dict.fromkeys(specials)
-            if token in vocab
-        )
-        config = BPEConfig(
-            added_tokens=added,
+        spec = tokenizer_json.from_bpe_files(
+            _read_json(vocab_json),
+            tokenizer_json.read_merges(merges_txt),
+            special_tokens=[cls_token, sep_token, pad_token, unk_token, mask_token],
+            mask_token=mask_token,
             add_prefix_space=add_prefix_space,
+        )
+        return cls.from_tokenizer_json(
+            spec,
             cls_token=cls_token,
             sep_token=sep_token,
             pad_token=pad_token,
             pair_separators=pair_separators,
             second_type_id=second_type_id,
         )
-        return cls(vocab, merges, config)
 
     @classmethod
     def from_tokenizer_json(
-        cls, spec: Mapping | str | os.PathLike, pad_token: str | None = None
+        cls, spec: Mapping | str | os.PathLike, **overrides
     ) -> ByteLevelBPETokenizer:
         """The tokenizer a Hugging Face `tokenizer.json` describes (parsed, or its path).
 
         Args:
             spec: the parsed tokenizer.json, or its path.
-            pad_token: the padding token; by default `padding.pad_token` from the file, else
-                the first of `<pad>`, `[PAD]`, `<|padding|>`, `<|endoftext|>` it has.
+            **overrides: what to pack with instead of the file's template and padding
+                (`cls_token`, `sep_token`, `pad_token`, `pair_separators`, `second_type_id`;
+                None is ignored). Without a padding token the first of `<pad>`, `[PAD]`,
+                `<|padding|>`, `<|endoftext|>` it has pads.
 
         Raises:
             CheckpointError: the file describes something this class does not rebuild
@@ -274,24 +273,16 @@ class ByteLevelBPETokenizer(InGraphTokenizer):
         if not isinstance(spec, Mapping):
             spec = _read_json(spec)
         model = spec.get("model") or {}
-        config = {**_model_settings(model), **_pre_tokenizer_settings(spec.get("pre_tokenizer"))}
-        config["nfc"] = _normalizer_is_nfc(spec.get("normalizer"))
+        config = tokenizer_json.bpe_settings(spec)
         added = tuple(_added_token(entry) for entry in spec.get("added_tokens") or ())
         vocab = model["vocab"]
-        known = {**vocab, **{token.content: token.id for token in added}}
         # No post_processor (or ByteLevel's alone) adds no special tokens: packing is refused.
-        no_template = {"cls_token": None, "sep_token": None}
-        config.update(tokenizer_json.template(spec.get("post_processor")) or no_template)
-        if pad_token is None:
-            pad_token = (spec.get("padding") or {}).get("pad_token")
-        if pad_token is None:
-            candidates = ["<pad>", "[PAD]", "<|padding|>", "<|endoftext|>"]
-            if (config.get("cls_token") or "").startswith("["):  # BERT-style names: [PAD]
-                candidates.insert(0, candidates.pop(1))
-            pad_token = next((t for t in candidates if t in known), None)
-        return cls(
-            vocab, model["merges"], BPEConfig(added_tokens=added, pad_token=pad_token, **config)
-        )
+        config.update({"cls_token": None, "sep_token": None})
+        config.update(tokenizer_json.packing(spec, **overrides))
+        if config["pad_token"] is None:
+            known = {**vocab, **{token.content: token.id for token in added}}
+            config["pad_token"] = tokenizer_json.default_pad_token(config["cls_token"], known)
+        return cls(vocab, model["merges"], BPEConfig(added_tokens=added, **config))
 
     @classmethod
     def from_pretrained_dir(cls, path: str | os.PathLike) -> ByteLevelBPETokenizer:
@@ -332,44 +323,21 @@ class ByteLevelBPETokenizer(InGraphTokenizer):
     def to_tokenizer_json(self) -> dict:
         """This tokenizer as a Hugging Face tokenizer.json (parsed)."""
         config = self.config
-        byte_level = {
-            "type": "ByteLevel",
-            "add_prefix_space": config.add_prefix_space,
-            "trim_offsets": True,
-            "use_regex": config.use_regex,
-        }
+        spec = tokenizer_json.byte_level_bpe(
+            self._model.vocab,
+            self._model.merges,
+            [dataclasses.asdict(token) for token in config.added_tokens],
+            add_prefix_space=config.add_prefix_space,
+            use_regex=config.use_regex,
+        )
+        spec["model"].update(
+            unk_token=config.unk_token, fuse_unk=config.fuse_unk, ignore_merges=config.ignore_merges
+        )
         return {
-            "version": "1.0",
-            "truncation": None,
+            **spec,
             "padding": self._padding_json(),
-            "added_tokens": [
-                {
-                    "id": t.id,
-                    "content": t.content,
-                    "single_word": False,
-                    "lstrip": t.lstrip,
-                    "rstrip": t.rstrip,
-                    "normalized": t.normalized,
-                    "special": t.special,
-                }
-                for t in config.added_tokens
-            ],
             "normalizer": {"type": "NFC"} if config.nfc else None,
-            "pre_tokenizer": byte_level,
             "post_processor": self._template_json(),
-            "decoder": {**byte_level, "add_prefix_space": True},
-            "model": {
-                "type": "BPE",
-                "dropout": None,
-                "unk_token": config.unk_token,
-                "continuing_subword_prefix": None,
-                "end_of_word_suffix": None,
-                "fuse_unk": config.fuse_unk,
-                "byte_fallback": False,
-                "ignore_merges": config.ignore_merges,
-                "vocab": self._model.vocab,
-                "merges": [list(pair) for pair in self._model.merges],
-            },
         }
 
     def _padding_json(self) -> dict | None:
@@ -700,12 +668,6 @@ def _merge_pair(merge) -> tuple[str, str]:
     return parts[0], parts[1]
 
 
-def read_merges(path: str | os.PathLike) -> list[tuple[str, str]]:
-    """The merges of a `merges.txt`, in rank order (the `#version` line and blank lines skipped)."""
-    lines = Path(path).read_text(encoding="utf-8").split("\n")
-    return [_merge_pair(line) for line in lines if line and not line.startswith("#version")]
-
-
 def _read_tokenizer_config(folder: Path) -> dict:
     """`from_files` settings from a Hugging Face `tokenizer_config.json` ({} without one)."""
     path = folder / "tokenizer_config.json"
@@ -729,62 +691,6 @@ def _read_json(path: str | os.PathLike):
 
 
 # ---- tokenizer.json sections ------------------------------------------------------------------
-
-
-def _model_settings(model: Mapping) -> dict:
-    if model.get("type", "BPE") != "BPE" or "merges" not in model:
-        raise CheckpointError(
-            f"tokenizer.json has a {model.get('type')!r} model; ByteLevelBPETokenizer reads BPE "
-            "models only (WordPiece checkpoints use BertTokenizer)."
-        )
-    if model.get("dropout") not in (None, 0, 0.0):
-        raise CheckpointError(
-            f"tokenizer.json's BPE has dropout={model['dropout']}: random merges are not "
-            "supported; set it to null."
-        )
-    for name in ("continuing_subword_prefix", "end_of_word_suffix"):
-        if model.get(name):
-            raise CheckpointError(
-                f"tokenizer.json's BPE has {name}={model[name]!r}: that is not byte-level BPE "
-                "(GPT-2/RoBERTa) and is not supported."
-            )
-    if model.get("byte_fallback"):
-        raise CheckpointError(
-            "tokenizer.json's BPE has byte_fallback=true (a SentencePiece-style BPE); only "
-            "byte-level BPE (GPT-2/RoBERTa) is supported."
-        )
-    return {
-        "unk_token": model.get("unk_token"),
-        "fuse_unk": bool(model.get("fuse_unk")),
-        "ignore_merges": bool(model.get("ignore_merges")),
-    }
-
-
-def _pre_tokenizer_settings(pre_tokenizer: Mapping | None) -> dict:
-    found = pre_tokenizer
-    if found and found.get("type") == "Sequence" and len(found.get("pretokenizers", [])) == 1:
-        found = found["pretokenizers"][0]
-    if not found or found.get("type") != "ByteLevel":
-        raise CheckpointError(
-            f"tokenizer.json's pre_tokenizer is {json.dumps(pre_tokenizer)[:120]}; only the "
-            "ByteLevel pre-tokenizer (GPT-2/RoBERTa/ModernBERT) is supported."
-        )
-    return {
-        "add_prefix_space": bool(found.get("add_prefix_space", True)),
-        "use_regex": bool(found.get("use_regex", True)),
-    }
-
-
-def _normalizer_is_nfc(normalizer: Mapping | None) -> bool:
-    if normalizer is None:
-        return False
-    steps = normalizer.get("normalizers") if normalizer.get("type") == "Sequence" else [normalizer]
-    kinds = [step.get("type") for step in steps]
-    if kinds in ([], ["NFC"]):
-        return kinds == ["NFC"]
-    raise CheckpointError(
-        f"tokenizer.json's normalizer is {kinds}; ByteLevelBPETokenizer supports none or NFC."
-    )
 
 
 def _added_token(entry: Mapping) -> AddedToken:

@@ -6,16 +6,29 @@ In order of preference: `tokenizer.json` (all that transformers 5 saves), `vocab
 tokens come from the files (`tokenizer_config.json`, `special_tokens_map.json`, tokenizer.json's
 `added_tokens` and `post_processor`); config.json's `model_type` picks the family's template only
 when the files do not say. Casing comes from the checkpoint, never from its path.
+
+Reading is apart from building, and needs no TensorFlow: `read_tokenizer_files` decides what
+tokenizer the folder ships and with which settings (a `TokenizerFiles`); `load_tokenizer` builds
+it in the graph, `bertfit.text.host.load_host_tokenizer` on the host with Hugging Face's
+`tokenizers`, so both follow one reading of the files.
 """
 
 from __future__ import annotations
 
+import base64
+import dataclasses
 import json
 import os
 import warnings
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
-from bertfit.errors import BertfitError, CheckpointError
+from bertfit.errors import BertfitError, CheckpointError, CheckpointWarning
+from bertfit.text import tokenizer_json, wordpiece
+from bertfit.text.wordpiece import TokenizerConfig
+
+_T = TypeVar("_T")
 
 SENTENCEPIECE_FILES = ("spiece.model", "sentencepiece.bpe.model", "spm.model")
 LOOKED_FOR = ("tokenizer.json", "vocab.txt", *SENTENCEPIECE_FILES, "vocab.json + merges.txt")
@@ -70,6 +83,73 @@ def tokenizer_kind(folder: str | os.PathLike) -> str | None:
     return None
 
 
+@dataclasses.dataclass(frozen=True)
+class TokenizerFiles:
+    """What tokenizer a checkpoint folder ships, and with which settings, read from its files
+    without building it: what the in-graph tokenizer (`build_in_graph`) and the host one
+    (`bertfit.text.host.HostTokenizer.from_files`) are both built from.
+
+    Args:
+        file: the file it is built from (`vocab.json` for vocab.json + merges.txt); errors
+            name it.
+        kind: "wordpiece", "sentencepiece" or "bpe".
+        vocab: WordPiece's tokens in id order.
+        config: WordPiece's casing and special tokens, the overrides applied.
+        spec: SentencePiece's and BPE's Hugging Face tokenizer.json (parsed): the folder's own,
+            or one written from its sentencepiece or vocab.json + merges.txt files, complete
+            enough for `tokenizers.Tokenizer.from_str`.
+        packing: SentencePiece's and BPE's special tokens and template (`cls_token`,
+            `sep_token`, `pad_token`, `pair_separators`, `second_type_id`); a tokenizer
+            without a template (a BPE whose tokenizer.json adds no special tokens) has
+            `cls_token` None.
+    """
+
+    file: Path
+    kind: str
+    vocab: list[str] | None = None
+    config: TokenizerConfig | None = None
+    spec: dict | None = None
+    packing: dict = dataclasses.field(default_factory=dict)
+
+
+def read_tokenizer_files(
+    folder: str | os.PathLike,
+    *,
+    lower_case: bool | None = None,
+    strip_accents: bool | None = None,
+    model_type: str | None = None,
+) -> TokenizerFiles:
+    """The tokenizer of a checkpoint folder, as its files describe it; the arguments are
+    `load_tokenizer`'s.
+
+    Raises:
+        CheckpointError: the folder has none of the tokenizer files, or they are malformed.
+
+    Examples:
+    >>> from bertfit.checkpoints.registry import resolve
+    >>> files = read_tokenizer_files(resolve("minilm-l6"))
+    >>> files.file.name, files.kind, files.config.lower_case, len(files.vocab)
+    ('tokenizer.json', 'wordpiece', True, 30522)
+    """
+    path = Path(folder)
+    model_type = model_type or _config_model_type(path)
+    config = _read_json(path / "tokenizer_config.json")
+    file = _tokenizer_file(path)
+
+    def read() -> TokenizerFiles:
+        if file.name == "tokenizer.json":
+            return _tokenizer_json(file, _read_json(file), config, lower_case, strip_accents)
+        if file.name == "vocab.txt":
+            tokens, settings = wordpiece.from_folder(path, lower_case, strip_accents)
+            return TokenizerFiles(file, "wordpiece", tokens, settings)
+        if file.name in SENTENCEPIECE_FILES:
+            family = _family(model_type) or _FAMILY_OF_FILE[file.name]
+            return _sentencepiece_file(file, family, config, path)
+        return _bpe_files(path, config)
+
+    return named_errors(file, read)
+
+
 def load_tokenizer(
     folder: str | os.PathLike,
     *,
@@ -98,23 +178,30 @@ def load_tokenizer(
     >>> tokenizer.kind, tokenizer.tokenize(["Hello, world!"]).to_list()
     ('wordpiece', [[7592, 1010, 2088, 999]])
     """
-    path = Path(folder)
-    model_type = model_type or _config_model_type(path)
-    config = _read_json(path / "tokenizer_config.json")
-    file = _tokenizer_file(path)
-    if file.name == "tokenizer.json":
-        spec = _read_json(file)
-        return _built(file, lambda: _from_tokenizer_json(spec, config, lower_case, strip_accents))
-    if file.name == "vocab.txt":
-        from bertfit.text.tokenizer import BertTokenizer
+    files = read_tokenizer_files(
+        folder, lower_case=lower_case, strip_accents=strip_accents, model_type=model_type
+    )
+    return build_in_graph(files)
 
-        return _built(
-            file, lambda: BertTokenizer.from_pretrained_dir(path, lower_case, strip_accents)
-        )
-    if file.name in SENTENCEPIECE_FILES:
-        family = _family(model_type) or _FAMILY_OF_FILE[file.name]
-        return _built(file, lambda: _from_sentencepiece_file(file, family, config, path))
-    return _built(file, lambda: _from_bpe_files(path, config))
+
+def build_in_graph(files: TokenizerFiles):
+    """The in-graph tokenizer `files` describe (see `load_tokenizer`)."""
+    import tensorflow as tf
+
+    def build():
+        if files.kind == "wordpiece":
+            from bertfit.text.tokenizer import BertTokenizer
+
+            return BertTokenizer(files.vocab, **dataclasses.asdict(files.config))
+        if files.kind == "sentencepiece":
+            from bertfit.text.sentencepiece import SentencePieceTokenizer
+
+            return SentencePieceTokenizer.from_tokenizer_json(files.spec, **files.packing)
+        from bertfit.text.bpe import ByteLevelBPETokenizer
+
+        return ByteLevelBPETokenizer.from_tokenizer_json(files.spec, **files.packing)
+
+    return named_errors(files.file, build, tf.errors.OpError)
 
 
 def _tokenizer_file(path: Path) -> Path:
@@ -136,10 +223,13 @@ def _tokenizer_file(path: Path) -> Path:
     model_file = next((f for f in found if f.name in SENTENCEPIECE_FILES), None)
     if found[0].name == "tokenizer.json" and model_file and _only_special_tokens(found[0]):
         warnings.warn(
-            f"{found[0]} holds only the special tokens in its Unigram vocab (transformers 5 "
-            "writes that for a SentencePiece tokenizer built with vocab_file=), so bertfit "
-            f"tokenizes with {model_file} beside it. Delete that tokenizer.json, or save it "
-            "again from the original checkpoint, to silence this.",
+            CheckpointWarning(
+                f"{found[0]} holds only the special tokens in its Unigram vocab (transformers 5 "
+                "writes that for a SentencePiece tokenizer built with vocab_file=), so bertfit "
+                f"tokenizes with {model_file} beside it. Delete that tokenizer.json, or save it "
+                "again from the original checkpoint, to silence this.",
+                code="model-tokenizer-passed-over",
+            ),
             stacklevel=3,
         )
         return model_file
@@ -157,11 +247,10 @@ def _only_special_tokens(file: Path) -> bool:
     return all(isinstance(entry, list) and entry and entry[0] in added for entry in vocab)
 
 
-def _built(file: Path, build):
-    """`build()`'s tokenizer; whatever is wrong with `file` ends in one `CheckpointError`
-    that names it (never a traceback from the JSON's shape or from a TensorFlow op)."""
-    import tensorflow as tf
-
+def named_errors(file: Path, build: Callable[[], _T], *errors: type[Exception]) -> _T:
+    """`build()`; whatever is wrong with `file` ends in one `CheckpointError` that names it
+    (never a traceback from the JSON's shape, or from the `errors` of the library that
+    builds the tokenizer: TensorFlow's ops, `tokenizers`)."""
     try:
         return build()
     except BertfitError as error:
@@ -169,56 +258,67 @@ def _built(file: Path, build):
         raise CheckpointError(
             message if message.startswith(str(file)) else f"{file}: {message}"
         ) from error
-    except (LookupError, TypeError, ValueError, AttributeError, tf.errors.OpError) as error:
+    except (LookupError, TypeError, ValueError, AttributeError, *errors) as error:
         raise CheckpointError(
             f"{file}: not a tokenizer file bertfit can read ({type(error).__name__}: "
             f"{str(error)[:200]}). Restore it from the checkpoint's source."
         ) from error
 
 
-def _from_bpe_files(path: Path, config: dict):
-    """RoBERTa's `vocab.json` + `merges.txt`, with the special tokens and `add_prefix_space`
-    of `tokenizer_config.json` / `special_tokens_map.json`."""
-    from bertfit.text.bpe import ByteLevelBPETokenizer
-
-    names = ("cls_token", "sep_token", "pad_token", "unk_token", "mask_token")
-    settings = {k: v for k, v in _special_tokens(config, path).items() if k in names}
-    if "add_prefix_space" in config:
-        settings["add_prefix_space"] = bool(config["add_prefix_space"])
-    ids = _read_json(path / "vocab.json").values()
-    if not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in ids):
-        raise CheckpointError(
-            f"{path / 'vocab.json'}: expected a JSON object of token to id (a whole number "
-            "from 0); restore the file from the checkpoint's source."
-        )
-    return ByteLevelBPETokenizer.from_files(path / "vocab.json", path / "merges.txt", **settings)
-
-
-def _from_tokenizer_json(spec: dict, config: dict, lower_case, strip_accents):
+def _tokenizer_json(file: Path, spec: dict, config: dict, lower_case, strip_accents):
+    """A tokenizer.json, with tokenizer_config.json's special tokens and the casing overrides."""
     kind = (spec.get("model") or {}).get("type")
     if kind == "WordPiece":
-        from bertfit.text.tokenizer import BertTokenizer
-
         overrides = {"lower_case": lower_case, "strip_accents": strip_accents}
-        return BertTokenizer.from_tokenizer_json(spec, config, **overrides)
+        return TokenizerFiles(
+            file, "wordpiece", *wordpiece.from_tokenizer_json(spec, config, **overrides)
+        )
     if kind == "Unigram":
-        from bertfit.text.sentencepiece import SentencePieceTokenizer
-
+        tokenizer_json.check_unigram(spec["model"])
         pad = config.get("pad_token")
         pad = pad.get("content") if isinstance(pad, dict) else pad
-        return SentencePieceTokenizer.from_tokenizer_json(spec, pad_token=pad)
+        return TokenizerFiles(
+            file, "sentencepiece", spec=spec, packing=tokenizer_json.packing(spec, pad_token=pad)
+        )
     if kind == "BPE":
-        from bertfit.text.bpe import ByteLevelBPETokenizer
-
-        return ByteLevelBPETokenizer.from_tokenizer_json(spec)
+        tokenizer_json.bpe_settings(spec)  # what bertfit's byte-level BPE does not rebuild
+        packing = {"cls_token": None, "sep_token": None, **tokenizer_json.packing(spec)}
+        if packing["pad_token"] is None:
+            known = {*spec["model"]["vocab"], *(t["content"] for t in spec.get("added_tokens", []))}
+            packing["pad_token"] = tokenizer_json.default_pad_token(packing["cls_token"], known)
+        return TokenizerFiles(file, "bpe", spec=spec, packing=packing)
     raise CheckpointError(
         f"tokenizer.json's model is {kind!r}; bertfit tokenizes WordPiece, Unigram and BPE."
     )
 
 
-def _from_sentencepiece_file(file: Path, family: str, config: dict, folder: Path):
+def _bpe_files(path: Path, config: dict) -> TokenizerFiles:
+    """RoBERTa's `vocab.json` + `merges.txt`, with the special tokens and `add_prefix_space`
+    of `tokenizer_config.json` / `special_tokens_map.json` (RoBERTa's by default)."""
+    specials = {"cls_token": "<s>", "sep_token": "</s>", "pad_token": "<pad>",
+                "unk_token": "<unk>", "mask_token": "<mask>"}  # fmt: skip
+    specials.update({k: v for k, v in _special_tokens(config, path).items() if k in specials})
+    vocab = _read_json(path / "vocab.json")
+    if not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in vocab.values()):
+        raise CheckpointError(
+            f"{path / 'vocab.json'}: expected a JSON object of token to id (a whole number "
+            "from 0); restore the file from the checkpoint's source."
+        )
+    spec = tokenizer_json.from_bpe_files(
+        vocab,
+        tokenizer_json.read_merges(path / "merges.txt"),
+        special_tokens=list(specials.values()),
+        mask_token=specials["mask_token"],
+        add_prefix_space=bool(config.get("add_prefix_space", False)),
+    )
+    packing = {name: specials[name] for name in ("cls_token", "sep_token", "pad_token")}
+    packing.update(pair_separators=2, second_type_id=0)  # <s> a </s></s> b </s>
+    return TokenizerFiles(path / "vocab.json", "bpe", spec=spec, packing=packing)
+
+
+def _sentencepiece_file(file: Path, family: str, config: dict, folder: Path) -> TokenizerFiles:
     """What transformers 5 builds from a bare sentencepiece file for `family`."""
-    from bertfit.text.sentencepiece import SentencePieceTokenizer, parse_model_proto
+    from bertfit.text.sentencepiece_proto import parse_model_proto
 
     defaults = _FAMILIES[family]
     specials = {**{k: v for k, v in defaults.items() if k.endswith("_token")},
@@ -241,37 +341,48 @@ def _from_sentencepiece_file(file: Path, family: str, config: dict, folder: Path
         vocab = [(specials[k], 0.0) for k in ("cls_token", "pad_token", "sep_token", "unk_token")]
         vocab += [(piece.piece, piece.score) for piece in model.pieces[3:]]
     tokens = [piece for piece, _ in vocab]
-    for name in ("cls_token", "sep_token", "pad_token", "unk_token", "mask_token"):
+    names = ("cls_token", "sep_token", "pad_token", "unk_token", "mask_token")
+    for name in names:
         if specials[name] not in tokens:
             vocab.append((specials[name], 0.0))
             tokens.append(specials[name])
+    charsmap = model.normalizer_spec.precompiled_charsmap
     spec = {
-        "model": {"type": "Unigram", "unk_id": tokens.index(specials["unk_token"]), "vocab": vocab},
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": [
+            {
+                "id": tokens.index(specials[name]),
+                "content": specials[name],
+                "single_word": False,
+                "lstrip": False,
+                "rstrip": False,
+                "normalized": False,
+                "special": True,
+            }
+            for name in names
+        ],  # fmt: skip
         "normalizer": {
             "type": "Sequence",
-            "normalizers": _family_normalizers(
-                family, model.normalizer_spec.precompiled_charsmap, config
-            ),
+            "normalizers": _family_normalizers(family, charsmap, config),
         },
         "pre_tokenizer": {"type": "Sequence", "pretokenizers": _family_pre_tokenizers(family)},
-        "added_tokens": [
-            {"content": specials[name], "lstrip": False, "rstrip": False, "special": True}
-            for name in ("cls_token", "sep_token", "pad_token", "unk_token", "mask_token")
-        ],
+        "post_processor": None,
+        "decoder": None,
+        "model": {
+            "type": "Unigram",
+            "unk_id": tokens.index(specials["unk_token"]),
+            "vocab": vocab,
+            "byte_fallback": False,
+        },
     }
-    return SentencePieceTokenizer.from_tokenizer_json(
-        spec,
-        cls_token=specials["cls_token"],
-        sep_token=specials["sep_token"],
-        pad_token=specials["pad_token"],
-        pair_separators=defaults["pair_separators"],
-        second_type_id=defaults["second_type_id"],
-    )
+    packing = {name: specials[name] for name in ("cls_token", "sep_token", "pad_token")}
+    packing.update({k: defaults[k] for k in ("pair_separators", "second_type_id")})
+    return TokenizerFiles(file, "sentencepiece", spec=spec, packing=packing)
 
 
 def _family_normalizers(family: str, charsmap: bytes, config: dict) -> list[dict]:
-    import base64
-
     precompiled = (
         [{"type": "Precompiled", "precompiled_charsmap": base64.b64encode(charsmap).decode()}]
         if charsmap

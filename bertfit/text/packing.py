@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from bertfit.errors import ConfigError, InputFormatError
-
-PADDINGS = ("max_length", "longest")
+from bertfit.errors import InputFormatError
+from bertfit.text import lengths
 
 
 def pack_inputs(
@@ -56,13 +55,12 @@ def pack_inputs(
     >>> inputs["input_word_ids"].numpy().tolist(), inputs["input_type_ids"].numpy().tolist()
     ([[101, 7, 8, 102, 5, 102]], [[0, 0, 0, 0, 1, 1]])
     """
-    if padding not in PADDINGS:
-        raise ConfigError(f"padding={padding!r} is not one of {PADDINGS}.")
+    lengths.check_padding(padding)
     ids_a, single = _as_ragged_ids(ids_a, "ids_a")
     if isinstance(max_seq_length, tf.Tensor):
         max_seq_length = tf.cast(max_seq_length, tf.int64)
     else:
-        _check_max_seq_length(
+        lengths.check_max_seq_length(
             max_seq_length, special_tokens=2 + pair_separators if ids_b is not None else 2
         )
     if ids_b is None:
@@ -144,28 +142,15 @@ def pack_rows(
 def truncation_lengths(
     len_a: tf.Tensor, len_b: tf.Tensor, budget: int
 ) -> tuple[tf.Tensor, tf.Tensor]:
-    """How many ids of each segment HF's `longest_first` keeps when the pair has `budget` room.
-
-    Like the Rust `tokenizers` crate: if the pair is too long, the shorter segment (the first on
-    a tie) keeps `min(its length, budget // 2)` ids and the other one takes the rest.
-
-    Args:
-        len_a: lengths of the first segments.
-        len_b: lengths of the second segments.
-        budget: room for both, `max_seq_length - 3`.
+    """`bertfit.text.lengths.truncation_lengths` in the graph: how many ids of each segment
+    HF's `longest_first` keeps when the pair has `budget` room.
 
     Examples:
     >>> keep_a, keep_b = truncation_lengths(tf.constant([9, 2]), tf.constant([9, 9]), budget=5)
     >>> keep_a.numpy().tolist(), keep_b.numpy().tolist()
     ([2, 2], [3, 3])
     """
-    first_is_shorter = len_a <= len_b
-    shorter_keeps = tf.minimum(tf.minimum(len_a, len_b), budget // 2)
-    longer_keeps = budget - shorter_keeps
-    fits = len_a + len_b <= budget
-    keep_a = tf.where(fits, len_a, tf.where(first_is_shorter, shorter_keeps, longer_keeps))
-    keep_b = tf.where(fits, len_b, tf.where(first_is_shorter, longer_keeps, shorter_keeps))
-    return keep_a, keep_b
+    return lengths.truncation_lengths(len_a, len_b, budget, xp=tf)
 
 
 def _pack_segments(
@@ -212,14 +197,6 @@ def _dense(ids: tf.RaggedTensor, pad_id: int, width) -> tf.Tensor:
     dense = ids.to_tensor(pad_id)
     missing = tf.maximum(width - tf.shape(dense, out_type=tf.int64)[1], 0)
     return tf.pad(dense, [[0, 0], [0, missing]], constant_values=pad_id)[:, :width]
-
-
-def _check_max_seq_length(max_seq_length: int, special_tokens: int) -> None:
-    if not isinstance(max_seq_length, int) or max_seq_length < special_tokens:
-        raise ConfigError(
-            f"max_seq_length must be an int of at least {special_tokens} (room for the "
-            f"special tokens), got {max_seq_length!r}."
-        )
 
 
 def _as_ragged_ids(ids, name: str) -> tuple[tf.RaggedTensor, bool]:

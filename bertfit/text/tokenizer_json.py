@@ -1,10 +1,16 @@
 """Reading the parts of a Hugging Face `tokenizer.json` that every tokenizer kind shares: the
-special tokens written in text (`added_tokens`), the pair template (`post_processor`) and the
-flattened normalizer and pre-tokenizer sequences."""
+special tokens written in text (`added_tokens`), the pair template (`post_processor`), the
+padding token and the flattened normalizer and pre-tokenizer sequences; what bertfit accepts of
+a Unigram or BPE model; and writing one for GPT-2's byte-level BPE (RoBERTa's `vocab.json` +
+`merges.txt`). No TensorFlow: the in-graph tokenizers and the host one (`bertfit.text.host`)
+read a file through the same functions."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import json
+import os
+from collections.abc import Collection, Mapping, Sequence
+from pathlib import Path
 
 from bertfit.errors import CheckpointError
 
@@ -51,6 +57,137 @@ def template(processor: Mapping | None) -> dict:
     raise CheckpointError(
         f"tokenizer.json's post_processor {kind!r} is not supported; use RobertaProcessing, "
         "BertProcessing or a TemplateProcessing of the form [CLS] $A [SEP] ($B [SEP])."
+    )
+
+
+def packing(spec: Mapping, **overrides) -> dict:
+    """What a tokenizer.json packs with, as `pack_inputs` names it: the `cls_token`,
+    `sep_token`, `pair_separators` and `second_type_id` of its post_processor (none when it adds
+    no special tokens) and the `pad_token` of its padding; `overrides` that are not None win.
+
+    Examples:
+    >>> processor = {"type": "BertProcessing", "cls": ["[CLS]", 1], "sep": ["[SEP]", 2]}
+    >>> found = packing({"post_processor": processor}, pad_token="[PAD]")
+    >>> found["cls_token"], found["pad_token"], found["pair_separators"], found["second_type_id"]
+    ('[CLS]', '[PAD]', 1, 1)
+    """
+    found = {
+        "pad_token": (spec.get("padding") or {}).get("pad_token"),
+        **template(spec.get("post_processor")),
+    }
+    found.update({name: value for name, value in overrides.items() if value is not None})
+    return found
+
+
+def default_pad_token(cls_token: str | None, known: Collection[str]) -> str | None:
+    """A byte-level BPE's padding token when its files name none: the first of `<pad>`,
+    `[PAD]`, `<|padding|>`, `<|endoftext|>` it knows (`[PAD]` first beside a `[CLS]`-style
+    `cls_token`); None when it knows none of them.
+
+    Examples:
+    >>> default_pad_token("[CLS]", {"<pad>", "[PAD]"}), default_pad_token("<s>", {"<pad>"})
+    ('[PAD]', '<pad>')
+    """
+    candidates = ["<pad>", "[PAD]", "<|padding|>", "<|endoftext|>"]
+    if (cls_token or "").startswith("["):  # BERT-style names: [PAD]
+        candidates.insert(0, candidates.pop(1))
+    return next((token for token in candidates if token in known), None)
+
+
+def check_unigram(model: Mapping) -> None:
+    """A tokenizer.json's Unigram `model` as bertfit tokenizes it: a list of [piece, score]
+    pairs, an `unk_id` among them, and no `byte_fallback`."""
+    vocab = model.get("vocab")
+    if not isinstance(vocab, list) or not all(
+        isinstance(entry, list | tuple) and len(entry) == 2 and isinstance(entry[0], str)
+        and isinstance(entry[1], int | float) and not isinstance(entry[1], bool)
+        for entry in vocab
+    ):  # fmt: skip
+        raise CheckpointError(
+            "its Unigram model's vocab is not a list of [piece, score] pairs; restore the "
+            "file from the checkpoint's source."
+        )
+    unk_id = model.get("unk_id")
+    if not isinstance(unk_id, int) or isinstance(unk_id, bool) or not 0 <= unk_id < len(vocab):
+        raise CheckpointError(
+            f"its Unigram model's unk_id {unk_id!r} is not the id of a piece (0 to "
+            f"{len(vocab) - 1}); restore the file from the checkpoint's source."
+        )
+    if model.get("byte_fallback"):
+        raise CheckpointError(
+            "tokenizer.json's Unigram model uses byte_fallback, which bertfit's "
+            "SentencePiece tokenizer does not support yet."
+        )
+
+
+def bpe_settings(spec: Mapping) -> dict:
+    """The `BPEConfig` fields a tokenizer.json's BPE model, pre-tokenizer and normalizer set
+    (`unk_token`, `fuse_unk`, `ignore_merges`, `add_prefix_space`, `use_regex`, `nfc`).
+
+    Raises:
+        CheckpointError: they describe something bertfit's byte-level BPE does not rebuild
+            (another model or pre-tokenizer, BPE dropout, a subword prefix, ...).
+    """
+    return {
+        **_model_settings(spec.get("model") or {}),
+        **_pre_tokenizer_settings(spec.get("pre_tokenizer")),
+        "nfc": _normalizer_is_nfc(spec.get("normalizer")),
+    }
+
+
+def _model_settings(model: Mapping) -> dict:
+    if model.get("type", "BPE") != "BPE" or "merges" not in model:
+        raise CheckpointError(
+            f"tokenizer.json has a {model.get('type')!r} model; ByteLevelBPETokenizer reads BPE "
+            "models only (WordPiece checkpoints use BertTokenizer)."
+        )
+    if model.get("dropout") not in (None, 0, 0.0):
+        raise CheckpointError(
+            f"tokenizer.json's BPE has dropout={model['dropout']}: random merges are not "
+            "supported; set it to null."
+        )
+    for name in ("continuing_subword_prefix", "end_of_word_suffix"):
+        if model.get(name):
+            raise CheckpointError(
+                f"tokenizer.json's BPE has {name}={model[name]!r}: that is not byte-level BPE "
+                "(GPT-2/RoBERTa) and is not supported."
+            )
+    if model.get("byte_fallback"):
+        raise CheckpointError(
+            "tokenizer.json's BPE has byte_fallback=true (a SentencePiece-style BPE); only "
+            "byte-level BPE (GPT-2/RoBERTa) is supported."
+        )
+    return {
+        "unk_token": model.get("unk_token"),
+        "fuse_unk": bool(model.get("fuse_unk")),
+        "ignore_merges": bool(model.get("ignore_merges")),
+    }
+
+
+def _pre_tokenizer_settings(pre_tokenizer: Mapping | None) -> dict:
+    found = pre_tokenizer
+    if found and found.get("type") == "Sequence" and len(found.get("pretokenizers", [])) == 1:
+        found = found["pretokenizers"][0]
+    if not found or found.get("type") != "ByteLevel":
+        raise CheckpointError(
+            f"tokenizer.json's pre_tokenizer is {json.dumps(pre_tokenizer)[:120]}; only the "
+            "ByteLevel pre-tokenizer (GPT-2/RoBERTa/ModernBERT) is supported."
+        )
+    return {
+        "add_prefix_space": bool(found.get("add_prefix_space", True)),
+        "use_regex": bool(found.get("use_regex", True)),
+    }
+
+
+def _normalizer_is_nfc(normalizer: Mapping | None) -> bool:
+    if normalizer is None:
+        return False
+    steps = normalizer.get("normalizers") if normalizer.get("type") == "Sequence" else [normalizer]
+    kinds = [step.get("type") for step in steps]
+    if kinds in ([], ["NFC"]):
+        return kinds == ["NFC"]
+    raise CheckpointError(
+        f"tokenizer.json's normalizer is {kinds}; ByteLevelBPETokenizer supports none or NFC."
     )
 
 
@@ -102,3 +239,87 @@ def added_tokens(spec: dict) -> list[dict]:
     """`added_tokens` as `{"content", "id", "lstrip", "rstrip", "special"}` dicts."""
     keys = ("content", "id", "lstrip", "rstrip", "special")
     return [{key: token.get(key, False) for key in keys} for token in spec.get("added_tokens", [])]
+
+
+def byte_level_bpe(
+    vocab: Mapping[str, int],
+    merges: Sequence[Sequence[str]],
+    added: Sequence[Mapping],
+    *,
+    add_prefix_space: bool,
+    use_regex: bool = True,
+) -> dict:
+    """A tokenizer.json (parsed) of GPT-2's byte-level BPE, with no normalizer, template or
+    padding: what `tokenizers.Tokenizer.from_str` and `ByteLevelBPETokenizer.from_tokenizer_json`
+    read.
+
+    Args:
+        vocab: token to id.
+        merges: the merges in rank order, as `(a, b)` pairs.
+        added: the added tokens, `{"content", "id", "lstrip", "rstrip", "normalized",
+            "special"}` each.
+        add_prefix_space: the ByteLevel pre-tokenizer's option of that name.
+        use_regex: split with the GPT-2 regex.
+    """
+    byte_level = {
+        "type": "ByteLevel",
+        "add_prefix_space": add_prefix_space,
+        "trim_offsets": True,
+        "use_regex": use_regex,
+    }
+    return {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": [{"single_word": False, **token} for token in added],
+        "normalizer": None,
+        "pre_tokenizer": byte_level,
+        "post_processor": None,
+        "decoder": {**byte_level, "add_prefix_space": True},
+        "model": {
+            "type": "BPE",
+            "dropout": None,
+            "unk_token": None,
+            "continuing_subword_prefix": None,
+            "end_of_word_suffix": None,
+            "fuse_unk": False,
+            "byte_fallback": False,
+            "ignore_merges": False,
+            "vocab": dict(vocab),
+            "merges": [list(pair) for pair in merges],
+        },
+    }
+
+
+def read_merges(path: str | os.PathLike) -> list[tuple[str, ...]]:
+    """The merges of a `merges.txt` in rank order, each split on its space (the `#version`
+    line and blank lines skipped)."""
+    lines = Path(path).read_text(encoding="utf-8").split("\n")
+    return [tuple(line.split(" ")) for line in lines if line and not line.startswith("#version")]
+
+
+def from_bpe_files(
+    vocab: Mapping[str, int],
+    merges: Sequence[Sequence[str]],
+    *,
+    special_tokens: Sequence[str],
+    mask_token: str | None,
+    add_prefix_space: bool,
+) -> dict:
+    """The tokenizer.json (parsed) of RoBERTa's classic `vocab.json` + `merges.txt`: the
+    `special_tokens` the vocab has are kept whole in text, `mask_token` taking the spaces
+    before it (RoBERTa's `lstrip`); no template or padding (`packing` names them).
+
+    Examples:
+    >>> spec = from_bpe_files({"<s>": 0, "<mask>": 1, "a": 2}, [], special_tokens=["<s>",
+    ...     "<mask>", "<pad>"], mask_token="<mask>", add_prefix_space=False)
+    >>> [(t["content"], t["id"], t["lstrip"]) for t in spec["added_tokens"]]
+    [('<s>', 0, False), ('<mask>', 1, True)]
+    """
+    added = [
+        {"content": token, "id": vocab[token], "lstrip": token == mask_token, "rstrip": False,
+         "normalized": False, "special": True}
+        for token in dict.fromkeys(special_tokens)
+        if token in vocab
+    ]  # fmt: skip
+    return byte_level_bpe(vocab, merges, added, add_prefix_space=add_prefix_space)

@@ -13,85 +13,17 @@ no choice is right for every task (put both texts in one column, or use `truncat
 
 from __future__ import annotations
 
-import dataclasses
-
 import tensorflow as tf
 
-from bertfit.config import CHUNK
 from bertfit.errors import ConfigError
+from bertfit.text.lengths import (
+    DROPPED_TOKENS,
+    WINDOW_MASK,
+    WINDOWS,
+    WindowSpec,
+    check_max_chunks,
+)
 from bertfit.text.packing import pack_inputs
-
-WINDOW_MASK = "window_mask"  # [batch, K]: 1 on a document's real windows
-WINDOWS = "windows"  # [batch]: windows the whole document needs (before the max_chunks cut)
-DROPPED_TOKENS = "dropped_tokens"  # [batch]: ids after the last kept window
-
-
-@dataclasses.dataclass(frozen=True)
-class WindowSpec:
-    """How documents are cut: window length, overlap and the most windows kept.
-
-    Args:
-        max_seq_length: each window's packed length, special tokens included.
-        stride: ids shared by two consecutive windows (0: windows side by side).
-        max_chunks: the most windows a document keeps (K).
-
-    Examples:
-    >>> spec = WindowSpec(max_seq_length=6, stride=1, max_chunks=3)
-    >>> spec.content, spec.step, spec.windows_needed(tf.constant([0, 4, 5, 11])).numpy().tolist()
-    (4, 3, [1, 1, 2, 4])
-    """
-
-    max_seq_length: int
-    stride: int = 0
-    max_chunks: int = 8
-
-    def __post_init__(self):
-        if not isinstance(self.max_seq_length, int) or self.max_seq_length < 3:
-            raise ConfigError(
-                f"max_seq_length must be an int of at least 3 to hold windows, got "
-                f"{self.max_seq_length!r}."
-            )
-        if not isinstance(self.stride, int) or not 0 <= self.stride < self.content:
-            raise ConfigError(
-                f"chunk_stride must be an int in [0, {self.content}) (the overlap of two "
-                f"windows of {self.content} ids at max_seq_length {self.max_seq_length}), "
-                f"got {self.stride!r}; lower --chunk-stride."
-            )
-        if not isinstance(self.max_chunks, int) or self.max_chunks < 1:
-            raise ConfigError(f"max_chunks must be an int of at least 1, got {self.max_chunks!r}.")
-
-    @classmethod
-    def for_model(cls, model) -> WindowSpec | None:
-        """The windows of a run's `ModelConfig`: None unless `long_documents` is "chunk".
-
-        >>> from bertfit.config import ModelConfig
-        >>> WindowSpec.for_model(ModelConfig(max_seq_length=130, long_documents="chunk"))
-        WindowSpec(max_seq_length=130, stride=32, max_chunks=8)
-        >>> WindowSpec.for_model(ModelConfig()) is None
-        True
-        """
-        if model.long_documents != CHUNK:
-            return None
-        stride = (
-            (model.max_seq_length - 2) // 4 if model.chunk_stride is None else model.chunk_stride
-        )
-        return cls(model.max_seq_length, stride=stride, max_chunks=model.max_chunks)
-
-    @property
-    def content(self) -> int:
-        """Text ids per window (the rest is `[CLS]` and `[SEP]`)."""
-        return self.max_seq_length - 2
-
-    @property
-    def step(self) -> int:
-        """Ids from one window's start to the next one's."""
-        return self.content - self.stride
-
-    def windows_needed(self, lengths) -> tf.Tensor:
-        """Windows covering texts of these id counts whole (1 for an empty text)."""
-        lengths = tf.cast(lengths, tf.int64)
-        over = tf.maximum(lengths - self.content, 0)
-        return 1 + (over + self.step - 1) // self.step
 
 
 def window_ids(ids, spec: WindowSpec, *, max_chunks: int | None = None, **special_ids) -> dict:
@@ -116,11 +48,10 @@ def window_ids(ids, spec: WindowSpec, *, max_chunks: int | None = None, **specia
     ([[1, 7, 8, 9, 2], [1, 9, 10, 11, 2], [1, 2, 0, 0, 0]], [[1, 1, 0]])
     """
     k = spec.max_chunks if max_chunks is None else max_chunks
-    if not isinstance(k, int) or k < 1:
-        raise ConfigError(f"max_chunks must be an int of at least 1, got {k!r}.")
+    check_max_chunks(k)
     ids = tf.cast(ids, tf.int32)
     lengths = ids.row_lengths()  # int64
-    needed = spec.windows_needed(lengths)
+    needed = spec.windows_needed(lengths, xp=tf)
     count = tf.minimum(needed, k)
     starts = tf.range(k, dtype=tf.int64) * spec.step  # [K]
     real = tf.range(k, dtype=tf.int64)[tf.newaxis, :] < count[:, tf.newaxis]  # [batch, K]

@@ -21,6 +21,7 @@ def collapse_warning(
     probabilities: np.ndarray,
     train: TrainConfig | None = None,
     training_labels: np.ndarray | None = None,
+    untrained_pooler: str | None = None,
 ) -> str | None:
     """A warning when single-label predictions collapse onto few classes: they fall on fewer
     classes than the gold labels use, or one class takes > 90% of them while its gold share is
@@ -28,7 +29,10 @@ def collapse_warning(
     (`training_labels`, else the gold ones): with a rare class (under half of an even share),
     the majority took over, and `collapse_advice(train)` says how to weigh the classes; with
     near-balanced classes (a 58/42 split) nothing pulls towards one class, the run is
-    under-trained, and `undertrained_advice(train)` says how to train it longer."""
+    under-trained, and `undertrained_advice(train)` says how to train it longer. A run that
+    pooled with a pooler the checkpoint never trained (`untrained_pooler`: why, from
+    `checkpoints.pooling.untrained_pooler`) is told to pool with the mean first: on MiniLM
+    that collapse (499 of 500 rows one class) was the pooler's, not the training length's."""
     if task.kind != SINGLE_LABEL or not len(targets):
         return None
     predicted = np.bincount(probabilities.argmax(axis=1), minlength=len(task.labels))
@@ -39,10 +43,15 @@ def collapse_warning(
         share <= COLLAPSE_SHARE or gold_share >= COLLAPSE_GOLD_SHARE
     ):
         return None
+    total, classes = len(targets), int((predicted > 0).sum())
     found = (
-        f"the model predicts {int((predicted > 0).sum())} of the "
-        f"{int((gold > 0).sum())} classes in the evaluation data; {task.labels[top]!r} "
-        f"takes {share:.0%} of the predictions but {gold_share:.0%} of the gold labels"
+        f"the model predicts only {classes} of the {int((gold > 0).sum())} classes in the "
+        "evaluation data"
+        if classes < (gold > 0).sum()
+        else "the model's predictions collapse onto one class"
+    ) + (
+        f": {task.labels[top]!r} takes {predicted[top]} of the {total} predictions "
+        f"({percent(share)}) but is {gold[top]} of the {total} gold labels ({percent(gold_share)})"
     )
     counts = np.bincount(
         targets if training_labels is None else training_labels, minlength=len(task.labels)
@@ -50,18 +59,42 @@ def collapse_warning(
     rarest = min((i for i in range(len(counts)) if counts[i]), key=lambda i: counts[i])
     rarest_share, present = counts[rarest] / counts.sum(), int((counts > 0).sum())
     which = "training" if training_labels is not None else "evaluation"
-    if rarest_share < RARE_CLASS_SHARE / present:
-        return (
-            f"{found}: it has collapsed onto the majority class ({task.labels[rarest]!r} is "
-            f"{rarest_share:.0%} of the {which} labels; macro_f1 shows it, accuracy hides it). "
-            + collapse_advice(train or TrainConfig())
+    rare = rarest_share < RARE_CLASS_SHARE / present
+    advice = (collapse_advice if rare else undertrained_advice)(train or TrainConfig())
+    if untrained_pooler:
+        advice = (
+            f"It pooled with --pooling cls, but {untrained_pooler}: rerun with --pooling mean "
+            f"first, and if it still collapses, {advice[0].lower()}{advice[1:]}"
         )
-    return (
-        f"{found}. The {which} labels are near-balanced (the rarest, "
-        f"{task.labels[rarest]!r}, is {rarest_share:.0%} of them), so class imbalance does not "
-        "explain it: the run is under-trained (it has not learned to tell the classes "
-        "apart yet). " + undertrained_advice(train or TrainConfig())
+    name, said = task.labels[rarest], percent(rarest_share)
+    if rare:
+        return (
+            f"{found}; it has collapsed onto the majority class ({name!r} is {said} of "
+            f"the {which} labels; macro_f1 shows it, accuracy hides it). {advice}"
+        )
+    cause = (
+        ""
+        if untrained_pooler
+        else (": the run is under-trained (it has not learned to tell the classes apart yet)")
     )
+    return (
+        f"{found}. The {which} labels are near-balanced (the rarest, {name!r}, is {said} "
+        f"of them), so class imbalance does not explain it{cause}. {advice}"
+    )
+
+
+def percent(share: float) -> str:
+    """A share as a percentage that never rounds to 0% or 100% unless it is exactly that.
+
+    Examples:
+    >>> percent(0.998), percent(1.0), percent(0.42), percent(0.0004)
+    ('99.8%', '100%', '42%', '0.04%')
+    """
+    for digits in range(4):
+        text = f"{share * 100:.{digits}f}"
+        if share in (0, 1) or float(text) not in (0, 100):
+            return f"{text}%"
+    return f"{share * 100:.6g}%"
 
 
 def undertrained_advice(train: TrainConfig) -> str:

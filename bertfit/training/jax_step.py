@@ -9,8 +9,11 @@ the micro-batches, summing their gradients (each loss is divided by the real exa
 them, as on TensorFlow). The Python body of a step runs only when it traces, and counts the
 traces.
 
-The state a step takes and returns is (trained weights, frozen weights, non-trainable
-variables, optimizer variables): `_read_state` reads it from the Keras variables.
+A train step takes the state, (trained weights, non-trainable variables, optimizer variables),
+and returns its next value; `jax.jit` donates it (`donate_argnums=0`: XLA writes the new values
+over the old buffers, which are deleted). The frozen weights (an unused pooler) are a separate
+argument, read and never changed, so never donated: the Keras variables keep them as they are.
+`_read_state` and `_read_fixed` read both from the Keras variables.
 """
 
 from __future__ import annotations
@@ -60,10 +63,9 @@ class JaxStep:
         task_kind: single-label, multi-label or regression: the loss and the outputs.
 
     Used as `jax.jit(step._step, donate_argnums=0, compiler_options=compiler_options(devices))`
-    (`bertfit.jax_devices`)
-    called on `(step._read_state(), batch)`, `batch` a pipeline batch (the model's inputs,
-    `label`, `example_weight`, `global_examples`); see `bench/jax_step.py` for one built from a
-    config alone.
+    (`bertfit.jax_devices`) called on `(step._read_state(), step._read_fixed(), batch)`, `batch`
+    a pipeline batch (the model's inputs, `label`, `example_weight`, `global_examples`); see
+    `bench/jax_step.py` for one built from a config alone.
     """
 
     def __init__(
@@ -126,18 +128,19 @@ class JaxStep:
         (gradients, loss, non_trainable), _ = jax.lax.scan(accumulate, start, micro)
         return gradients, loss, non_trainable
 
-    def _step(self, state, batch):
-        """One optimizer step: state (trained, frozen, non-trainable, optimizer values) and a
-        global batch in; the new state and [loss, gradient norm before clipping] out."""
+    def _step(self, state, fixed, batch):
+        """One optimizer step: the state (trained, non-trainable and optimizer values), the
+        frozen weights and a global batch in; the new state and [loss, gradient norm before
+        clipping] out."""
         self._traces["train_step"] += 1
-        trained, fixed, non_trainable, optimizer_variables = state
+        trained, non_trainable, optimizer_variables = state
         gradients, loss, non_trainable = self._gradients(trained, fixed, non_trainable, batch)
         gradients, norm = clip_by_global_norm(gradients, self.config.clip_norm)
         trained, optimizer_variables = self.optimizer.stateless_apply(
             optimizer_variables, gradients, trained
         )
         result = jnp.stack([loss.astype(jnp.float32), norm])
-        return (trained, fixed, non_trainable, optimizer_variables), result
+        return (trained, non_trainable, optimizer_variables), result
 
     def _probabilities(self, trainable, non_trainable, inputs):
         self._traces["predict_step"] += 1
@@ -147,10 +150,21 @@ class JaxStep:
     # ---- the state in the Keras variables ----
 
     def _read_state(self) -> tuple:
-        trainable = [v.value for v in self.model.trainable_variables]
+        """(trained weights, non-trainable variables, optimizer variables): what a train step
+        takes, donated, and gives back."""
         return (
-            [w for w, t in zip(trainable, self._trained, strict=True) if t],
-            [w for w, t in zip(trainable, self._trained, strict=True) if not t],
+            self._trainable_values(trained=True),
             [v.value for v in self.model.non_trainable_variables],
             [v.value for v in self.optimizer.variables],
         )
+
+    def _read_fixed(self) -> list:
+        """The frozen weights (trainable variables left out of training): what a train step
+        reads and never changes, so never donated."""
+        return self._trainable_values(trained=False)
+
+    def _trainable_values(self, trained: bool) -> list:
+        """The trained (or the frozen) of the model's trainable variables' values, in its
+        order."""
+        variables = self.model.trainable_variables
+        return [v.value for v, t in zip(variables, self._trained, strict=True) if t == trained]

@@ -18,10 +18,13 @@ device and each global batch is split along its rows; XLA's SPMD partitioner all
 gradients. The input pipeline is TensorFlow's, unchanged: tf.data under the default strategy
 yields whole global batches at the bucket lengths, read here as numpy arrays.
 
-Between host calls the weights, the optimizer's state and the dropout seeds are written back
-into the Keras variables (a reference swap on JAX, no copy), so a checkpoint saved between
-calls (`RunCheckpoints`, through its TensorFlow mirror) holds them, and a restored checkpoint is
-what the next call starts from.
+The step's state is donated (`jax_step`): XLA writes the new weights and optimizer slots over
+the old ones, whose buffers are deleted. After every host call, and after a step that raised,
+the weights, the optimizer's state and the dropout seeds are written back into the Keras
+variables (a reference swap on JAX, no copy), so the Keras variables never hold a donated
+buffer: a checkpoint saved between calls (`RunCheckpoints`, through its TensorFlow mirror),
+`predict` and `bertfit check` read them, and a restored checkpoint is what the next call
+starts from. The frozen weights are not donated, and stay in their variables as they are.
 """
 
 from __future__ import annotations
@@ -108,6 +111,7 @@ class JaxTrainer(JaxStep):
         use_compilation_cache()
         # The state is donated: XLA updates the weights and the optimizer's slots in place,
         # not beside a second copy (the Keras variables get the new arrays back after the call).
+        # The frozen weights (argument 1) are read only, and stay in their variables.
         options = self.split.compiler_options  # a CPU's products through oneDNN
         self._train_step = jax.jit(self._step, donate_argnums=0, compiler_options=options)
         self._batch_gradients = jax.jit(self._gradients, compiler_options=options)
@@ -128,7 +132,7 @@ class JaxTrainer(JaxStep):
     # ---- the state in the Keras variables (`JaxStep._read_state` reads it) ----
 
     def _write_state(self, state: tuple) -> None:
-        trained, _, non_trainable, optimizer_variables = state
+        trained, non_trainable, optimizer_variables = state
         pairs = (
             (self.variables, trained),
             (self.model.non_trainable_variables, non_trainable),
@@ -143,7 +147,8 @@ class JaxTrainer(JaxStep):
         for the trained variables, in `variables`' order, as the train step takes them
         before clipping, and the loss; nothing is updated (`bertfit check`). One jitted
         computation: run op by op, JAX would compile each op of the model apart."""
-        trained, fixed, non_trainable, _ = self._read_state()
+        trained, non_trainable, _ = self._read_state()
+        fixed = self._read_fixed()
         with self.split.random_bits():
             batch = self.split.put(batch)
             gradients, loss, _ = self._batch_gradients(trained, fixed, non_trainable, batch)
@@ -154,13 +159,13 @@ class JaxTrainer(JaxStep):
         first step on that bucket compiles it, and nothing run (`bertfit check`): `batch` maps
         the pipeline's names (less the example index) to `jax.ShapeDtypeStruct`s. Returns
         `jax.stages.Compiled` (its `memory_analysis()` is XLA's plan for the step)."""
-        state = jax.tree.map(
+        state, fixed = jax.tree.map(
             lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=a.sharding),
-            self._read_state(),
+            (self._read_state(), self._read_fixed()),
         )
         batch = self.split.shapes(batch)  # split along its rows, as `put` splits a batch
         with self.split.random_bits():
-            return self._train_step.lower(state, batch).compile()
+            return self._train_step.lower(state, fixed, batch).compile()
 
     # ---- host loops ----
 
@@ -177,20 +182,25 @@ class JaxTrainer(JaxStep):
                 results = self.train_steps(iterators[seq_length], steps)
             yield [(float(loss), float(norm)) for loss, norm in results]
 
-    def train_steps(self, iterator, steps) -> np.ndarray:
+    def train_steps(self, iterator, steps, step=None) -> np.ndarray:
         """`steps` optimizer steps drawn from one bucket's iterator (as `Trainer.train_steps`;
         `bertfit doctor` times it): every step's loss and gradient norm, as [steps, 2]. The
-        Keras variables hold the state before and after."""
-        state, results = self._read_state(), []
-        for _ in range(int(steps)):
-            batch = next(iterator)
-            batch = self.split.put({k: v for k, v in batch.items() if k != INDEX})
-            with self.split.random_bits():
-                state, result = self._train_step(state, batch)
-            results.append(result)
-        results = np.asarray(jax.device_get(results))
-        self._write_state(state)
-        return results
+        Keras variables hold the state before and after, and after a step that raised the
+        state the steps before it made (each call donates the state it was given). `step`:
+        the train step compiled ahead of time for this bucket (`compile_train_step`: `bertfit
+        check` takes two steps with it), else the jitted one."""
+        step = self._train_step if step is None else step
+        state, fixed, results = self._read_state(), self._read_fixed(), []
+        try:
+            for _ in range(int(steps)):
+                batch = next(iterator)
+                batch = self.split.put({k: v for k, v in batch.items() if k != INDEX})
+                with self.split.random_bits():
+                    state, result = step(state, fixed, batch)
+                results.append(result)
+        finally:
+            self._write_state(state)
+        return np.asarray(jax.device_get(results))
 
     @contextlib.contextmanager
     def _timing(self, name: str):

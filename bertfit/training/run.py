@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import errno
 import math
 import shutil
 import signal
@@ -23,6 +22,7 @@ import numpy as np
 import tensorflow as tf
 
 from bertfit import storage
+from bertfit.checkpoints.pooling import untrained_pooler
 from bertfit.config import PRECISION_POLICIES, RunConfig, TrainConfig
 from bertfit.data.profile import LengthProfile
 from bertfit.data.stream_source import auto_streaming
@@ -30,7 +30,7 @@ from bertfit.data.tasks import MULTI_LABEL
 from bertfit.data.training_data import LabelledData
 from bertfit.errors import BertfitError, ConfigError, DataError, TrainingInterrupted
 from bertfit.progress import Console
-from bertfit.runs.calibration import fit_calibration, label_thresholds
+from bertfit.runs.calibration import Calibration, fit_calibration, label_thresholds
 from bertfit.runs.metrics import HEADLINE_METRICS, is_better, task_metrics
 from bertfit.runs.records import (
     DIVERGED,
@@ -42,10 +42,10 @@ from bertfit.runs.records import (
     RunSummary,
     StepEvaluation,
 )
+from bertfit.runs.run_dir import BEFORE_RUN_ENTRIES
 from bertfit.training import remote_run
 from bertfit.training.backends import backend_of
 from bertfit.training.checkpointing import (
-    CheckpointWriteError,
     RunCheckpoints,
     TrainingState,
     write_adapter_config,
@@ -58,12 +58,13 @@ from bertfit.training.run_dir import (
     TrainingRunDir,
     new_run_path,
     unfinished_run_of,
+    with_saved_pooling,
 )
 from bertfit.training.run_length import RunLength
 from bertfit.training.setup import RunSetup, prepare
 from bertfit.training.strategy import XlaChoice
 from bertfit.training.summaries import RunSummaries
-from bertfit.translate import explain_errors
+from bertfit.translate import error_summary, explain_errors
 
 
 def train(
@@ -218,12 +219,15 @@ def _train(
     """`train` once the run directory is decided and locked."""
     started = time.perf_counter()
     saved_buckets = run_dir.saved_buckets() if resuming else None
+    if resuming:
+        config = with_saved_pooling(run_dir.load_config(), config)
     setup = prepare(config, strategy, xla, saved_buckets=saved_buckets)
     if adapt is not None:
         adapt(setup)
     for note in setup.notes:
         console.say(f"bertfit: {note}")
-    run_dir.create(overwrite=overwrite)  # after everything that can refuse the run's input
+    # after everything that can refuse the run's input; a distillation keeps its labels
+    run_dir.create(overwrite=overwrite, keep=BEFORE_RUN_ENTRIES if adapt else ())
     if new_directory:
         run_dir.link_as_latest()
     if resuming:
@@ -274,31 +278,31 @@ def _train(
             epochs.finish(state, stop)
     summaries.close()
 
-    summary = _finished(summary, setup, state, run_dir, checkpoints, started, length)
+    summary = _finished(summary, setup, state, run_dir, checkpoints, started, length, console)
     run_dir.save_metrics(summary)
     run_dir.log("finished")
     console.info(summary.epoch_table())
     return summary
 
 
-FULL_DISK = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)  # OSErrors a run stops on as "failed"
-
-
 @contextlib.contextmanager
 def _failure_recorded(
     run_dir: TrainingRunDir, summary: RunSummary, state: TrainingState
 ) -> Iterator:
-    """A checkpoint or a log line that could not be written (a full disk, a quota) stops the
-    run as "failed" in metrics.json, with the error, when that small write still succeeds;
-    either way the run resumes from its last whole checkpoint."""
+    """An error that stops training (a checkpoint or a log line that could not be written, a
+    step that raised) stops the run as "failed" in metrics.json, with the error, when that
+    small write still succeeds; either way the run resumes from its last whole checkpoint, and
+    one that saved none is replaced by the next command with other settings
+    (`TrainingRunDir.plan_start`). A stop (SIGTERM, Ctrl-C) and a divergence say their own."""
     try:
         yield
-    except (CheckpointWriteError, OSError) as e:
-        if isinstance(e, OSError) and e.errno not in FULL_DISK:
-            raise
+    except (TrainingInterrupted, TrainingDiverged):
+        raise
+    except Exception as e:
+        error = str(e) if isinstance(e, (BertfitError, OSError)) else error_summary(e)
         try:
-            run_dir.log(f"error: {e}")
-            failed = dataclasses.replace(so_far(summary, state), status=FAILED, error=str(e))
+            run_dir.log(f"error: {error}")
+            failed = dataclasses.replace(so_far(summary, state), status=FAILED, error=error)
             run_dir.save_metrics(failed)
         except (OSError, BertfitError):
             pass  # the disk is full: metrics.json keeps "running", as unfinished as "failed"
@@ -362,6 +366,7 @@ def _finished(
     checkpoints: RunCheckpoints,
     started: float,
     length: RunLength,
+    console: Console,
 ) -> RunSummary:
     """The summary of a finished run, calibrated (`_calibrate`) when it has --eval."""
     trainer, wall = setup.trainer, time.perf_counter() - started
@@ -384,19 +389,23 @@ def _finished(
     )
     if setup.eval is None:
         return finished
-    _calibrate(setup, run_dir)
+    calibration = _calibrate(setup, run_dir, console)
     return dataclasses.replace(
-        finished, final=state.history[-1].eval, best={setup.best_metric: state.best_value}
+        finished,
+        final=state.history[-1].eval,
+        best={setup.best_metric: state.best_value},
+        calibration=calibration.summary() if calibration is not None else None,
     )
 
 
-def _calibrate(setup: RunSetup, run_dir: TrainingRunDir) -> None:
+def _calibrate(setup: RunSetup, run_dir: TrainingRunDir, console: Console) -> Calibration | None:
     """Fits the calibration (temperatures; per-label thresholds for multi-label) on the best
     checkpoint's eval outputs, writes calibration.json and the calibrated task to labels.json,
-    which every export and server then applies (`bertfit.runs.calibration`)."""
+    which every export and server then applies (`bertfit.runs.calibration`), and says what the
+    eval rows could not measure (a temperature not kept, a threshold left at 0.5)."""
     saved = run_dir.load_best_eval_outputs()
     if saved is None:
-        return
+        return None
     t = setup.config.train
     calibration = fit_calibration(
         setup.task,
@@ -405,10 +414,13 @@ def _calibrate(setup: RunSetup, run_dir: TrainingRunDir) -> None:
         tune_thresholds=t.tune_threshold,
     )
     if calibration is None:
-        return
+        return None
     run_dir.save_calibration(calibration)
     run_dir.save_task(calibration.calibrated_task(setup.task))
     run_dir.log(calibration.describe())
+    for note in calibration.notes:
+        console.say(f"bertfit: calibration: {note}")
+    return calibration
 
 
 def time_split(
@@ -769,8 +781,14 @@ class EpochRunner:
             tuned = dataclasses.replace(task, thresholds=label_thresholds(data.labels, outputs))
             metrics.pop("threshold")
             metrics.update(task_metrics(tuned, data.labels, outputs))
-        training_labels = self.setup.train.labels  # None: a streamed set's are not in memory
-        warning = collapse_warning(task, data.labels, outputs, self.config.train, training_labels)
+        pooler = untrained_pooler(
+            self.config.model.pooling,
+            self.setup.declared_pooling,
+            self.trainer.model.encoder.load_report.missing,
+        )
+        warning = collapse_warning(
+            task, data.labels, outputs, self.config.train, self.setup.training_labels, pooler
+        )
         if warning:
             metrics["warnings"] = [warning]
             self.run_dir.log(f"warning: {warning}")

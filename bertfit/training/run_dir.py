@@ -12,9 +12,10 @@ directory. A checkpoint counts only once TensorFlow's `checkpoint` index names i
 killed save left behind is removed when the run resumes.
 
 Starting a run is decided before anything is loaded or written (`TrainingRunDir.plan_start`):
-a new or empty directory starts afresh, an unfinished run of the same config resumes, and
-anything else (a finished run, another config's run, files that are not a run) is refused with
-the flag that resolves it.
+a new or empty directory starts afresh, an unfinished run of the same config resumes, a run of
+another config that failed before its first checkpoint (nothing trained to lose) is replaced,
+with a note, and anything else (a finished run, another config's unfinished run, files that are
+not a run) is refused with the flag that resolves it.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Collection
 from pathlib import Path
 
 import numpy as np
@@ -40,7 +42,7 @@ from bertfit.data.tasks import Task
 from bertfit.errors import BertfitError, ConfigError
 from bertfit.model.config import BertConfig
 from bertfit.runs.calibration import Calibration
-from bertfit.runs.records import DIVERGED, FINISHED, RUNNING, RunSummary
+from bertfit.runs.records import DIVERGED, FAILED, FINISHED, RUNNING, RunSummary
 from bertfit.runs.run_dir import LOCK_FILE, RUN_ENTRIES, RunDir, leftovers
 from bertfit.training.checkpointing import remove_unindexed
 
@@ -170,17 +172,31 @@ def unfinished_run_of(
     return None
 
 
-def _buckets_resolved(saved: RunConfig, config: RunConfig) -> tuple[RunConfig, RunConfig]:
-    """Both configs with their buckets as lists of lengths, "auto" taking the saved run's
-    choice, so a rerun of the same command (or `--buckets none` against [max]) compares
-    equal."""
+def with_saved_pooling(saved: RunConfig, config: RunConfig) -> RunConfig:
+    """`config` pooling as the saved run decided where it leaves the pooling to the checkpoint
+    (no `--pooling`): a resumed run pools as it started (`training.setup.assemble` decides
+    the pooling of a new run)."""
+    if config.model.pooling is not None:
+        return config
+    return dataclasses.replace(
+        config, model=dataclasses.replace(config.model, pooling=saved.model.pooling)
+    )
+
+
+def _decided(saved: RunConfig, config: RunConfig) -> tuple[RunConfig, RunConfig]:
+    """Both configs with what a run decides filled in: their buckets as lists of lengths,
+    "auto" taking the saved run's choice, and the pooling the saved run decided where
+    `config` has none, so a rerun of the same command (or `--buckets none` against [max])
+    compares equal."""
     saved_lengths = saved_buckets(saved.data.buckets, saved.model.max_seq_length)
     wanted = fixed_buckets(config.data.buckets, config.model.max_seq_length) or saved_lengths
 
     def with_buckets(c: RunConfig, lengths: tuple[int, ...]) -> RunConfig:
         return dataclasses.replace(c, data=dataclasses.replace(c.data, buckets=list(lengths)))
 
-    return with_buckets(saved, saved_lengths), with_buckets(config, wanted)
+    return with_buckets(saved, saved_lengths), with_buckets(
+        with_saved_pooling(saved, config), wanted
+    )
 
 
 class TrainingRunDir(RunDir):
@@ -197,6 +213,7 @@ class TrainingRunDir(RunDir):
     def __init__(self, path: str | Path, *, shown_as: str | None = None, sync=None):
         super().__init__(path, shown_as=shown_as)
         self._sync = sync
+        self._replaced: str | None = None  # the run `plan_start` decided to replace
 
     def sync(self) -> None:
         """Uploads what changed, for a run at a URL (nothing to do for a local one)."""
@@ -237,7 +254,15 @@ class TrainingRunDir(RunDir):
                 "new runs/<date>-<time>)."
             )
         saved = self.load_config()
-        differences = config_differences(*_buckets_resolved(saved, config))
+        differences = config_differences(*_decided(saved, config))
+        failed = self.metrics_status() == FAILED  # not a run still going (on another host)
+        if differences and failed and not resume and not self.saved_checkpoint():
+            # nothing trained to lose: the corrected command needs no --overwrite
+            self._replaced = (
+                f"a run of other settings ({'; '.join(differences)}) that failed before its "
+                "first checkpoint"
+            )
+            return False
         if differences:
             raise ConfigError(
                 f"{where} holds an unfinished run with other settings ({'; '.join(differences)})."
@@ -261,7 +286,7 @@ class TrainingRunDir(RunDir):
             saved = self.load_config()
         except BertfitError:
             return False
-        return not config_differences(*_buckets_resolved(saved, config))
+        return not config_differences(*_decided(saved, config))
 
     def _foreign_description(self) -> str:
         entries = sorted(p.name for p in self.path.iterdir())
@@ -280,8 +305,9 @@ class TrainingRunDir(RunDir):
         if note:
             print(f"bertfit: {note}", file=sys.stderr)
         for name in leftovers(p.name for p in self.path.iterdir()):
-            if leftover_of(name)[1] != os.getpid():
-                (self.path / name).unlink(missing_ok=True)
+            if leftover_of(name)[1] != os.getpid():  # a folder: a killed distill's set
+                leftover = self.path / name
+                shutil.rmtree(leftover) if leftover.is_dir() else leftover.unlink(missing_ok=True)
         return lock
 
     def _check_writable(self) -> None:
@@ -302,11 +328,15 @@ class TrainingRunDir(RunDir):
                 f"({e.strerror}); choose a directory you can write to."
             ) from None
 
-    def create(self, *, overwrite: bool = False) -> None:
-        """Makes the directory (clearing a previous run first with `overwrite`)."""
-        if overwrite and self.path.exists():
+    def create(self, *, overwrite: bool = False, keep: Collection[str] = ()) -> None:
+        """Makes the directory (clearing a previous run first with `overwrite`, or the run
+        without a checkpoint that `plan_start` decided to replace; all but the entries named
+        in `keep`)."""
+        if self._replaced:
+            print(f"bertfit: {self.shown} held {self._replaced}: replacing it", file=sys.stderr)
+        if (overwrite or self._replaced) and self.path.exists():
             for entry in self.path.iterdir():
-                if entry.name == LOCK_FILE:  # this run's own lock
+                if entry.name == LOCK_FILE or entry.name in keep:  # the lock: this run's own
                     continue
                 shutil.rmtree(
                     entry

@@ -2,8 +2,9 @@
 `prepare(config, strategy, xla) -> RunSetup` loads the checkpoint and its tokenizer, reads the
 training data once as the kind it is (`read_training`: rows tokenized in memory, documents in
 windows, or a prepared set streamed; see `bertfit.data.training_data`) with its task, then
-`assemble` resolves the length buckets (the only place they are decided) and builds the
-classifier at the run's precision and the `Trainer` whose `replica_step` the run compiles.
+`assemble` resolves the length buckets and the pooling (the only place they are decided) and
+builds the classifier at the run's precision and the `Trainer` whose `replica_step` the run
+compiles.
 Everything after the pick calls through the `TrainingData` shape, whatever the kind.
 
 `bertfit check` reads and samples the data its own way (every problem is a finding, not an
@@ -18,10 +19,12 @@ import dataclasses
 import time
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 from bertfit.checkpoints.base import Checkpoint
 from bertfit.checkpoints.load import build_encoder, build_tokenizer, read_checkpoint
+from bertfit.checkpoints.pooling import DeclaredPooling, decide_pooling, declared_pooling
 from bertfit.checkpoints.registry import resolve
 from bertfit.config import (
     TASK_METRICS,
@@ -34,12 +37,12 @@ from bertfit.data.labelled import (
     encode_labelled,
     infer_run_task,
     read_labelled,
-    read_training_examples,
     window_spec,
 )
 from bertfit.data.packed import PackedShape
 from bertfit.data.pipeline import Batch, BucketedInput
 from bertfit.data.profile import LengthProfile
+from bertfit.data.run_files import read_training_examples
 from bertfit.data.stream_source import open_stream
 from bertfit.data.streaming import StreamedInput, StreamStep, input_pipelines
 from bertfit.data.tasks import MULTI_LABEL, Task
@@ -90,7 +93,8 @@ class RunSetup:
     the same functions, so `check` compiles exactly what `train` will.
 
     Args:
-        config: the run's config, its `data.buckets` the resolved list.
+        config: the run's config, its `data.buckets` the resolved list, its `model.pooling`
+            the pooling decided (`--pooling`, or what the checkpoint declares).
         checkpoint, tokenizer: the checkpoint read and its tokenizer.
         task: the task of the training rows; best_metric: `--best-metric` or its default.
         train, eval: the training data, of any kind (`TrainingData`), and the eval rows
@@ -103,8 +107,14 @@ class RunSetup:
         xla: what XLA compiles (decided with the strategy).
         trainer: the model, optimizer and compiled steps, built by the run's backend
             (`training/backends.py`).
-        notes: what the user should read before training (task inferred, buckets chosen).
+        notes: what the user should read before training (pooling declared by the
+            checkpoint, task inferred, buckets chosen).
         rows_read: training rows in the files, before `--max-train-examples`.
+        declared_pooling: the pooling the checkpoint declares (a sentence-transformers
+            model's), None when it declares none.
+        training_labels: the training rows' targets as read (None when streamed), which the
+            collapse warning counts: `train(adapt=...)` may change `train.labels` (`bertfit
+            distill` trains on the teacher's soft labels), never these.
         seconds: time spent loading, tokenizing and building.
     """
 
@@ -121,6 +131,8 @@ class RunSetup:
     notes: list[str]
     rows_read: int
     packing: PackedShape | None = None
+    declared_pooling: DeclaredPooling | None = None
+    training_labels: np.ndarray | None = None
     seconds: dict[str, float] = dataclasses.field(default_factory=dict)
 
     def batching(
@@ -264,19 +276,24 @@ def assemble(
     total_steps: int | None = None,
     replicas: int | None = None,
 ) -> RunSetup:
-    """The decisions and the trainer once the data is read: the buckets (resolved here, once,
-    by the data's kind), with `--packing` the packed batches' shape, the batch plan's length
-    and the `Trainer` built from the run's seed. `rows_read`: how many training rows `train`
-    stands for when it is a sample (`check`); `total_steps`: the schedule's length (default:
+    """The decisions and the trainer once the data is read: the pooling (`--pooling`, or what
+    the checkpoint declares: `checkpoints.pooling`) and the buckets (resolved here, once, by the
+    data's kind), with `--packing` the packed batches' shape, the batch plan's length and the
+    `Trainer` built from the run's seed. `rows_read`: how many training rows `train` stands for
+    when it is a sample (`check`); `total_steps`: the schedule's length (default:
     `--max-steps`, else the run's epochs); `replicas`: those a batch splits over (default: the
     backend's with `strategy`; `check`: its target's)."""
     t = config.train
     rows_read = len(train) if rows_read is None else rows_read
+    declared = declared_pooling(checkpoint.path)
+    pooling, pooling_note = decide_pooling(config.model.pooling, declared, config.model.name)
     resolved = train.resolve_buckets(
         config, rows_read=rows_read, trace_tokens=xla.trace_tokens, saved=saved_buckets
     )
     config = dataclasses.replace(
-        config, data=dataclasses.replace(config.data, buckets=list(resolved.lengths))
+        config,
+        model=dataclasses.replace(config.model, pooling=pooling),
+        data=dataclasses.replace(config.data, buckets=list(resolved.lengths)),
     )
     packing = None
     if config.data.packing:
@@ -288,7 +305,12 @@ def assemble(
         pipelines=input_pipelines(strategy),
         packing=packing,
     )
-    notes = [*(notes or []), *train.notes(config, batching), *filter(None, [resolved.note])]
+    notes = [
+        *filter(None, [pooling_note]),  # first: it changes what is trained
+        *(notes or []),
+        *train.notes(config, batching),
+        *filter(None, [resolved.note]),
+    ]
     if total_steps is None:
         total_steps = t.max_steps  # the schedule spans --max-steps (training/run_length.py)
     if total_steps is None:
@@ -311,6 +333,8 @@ def assemble(
         notes=notes,
         rows_read=rows_read,
         packing=packing,
+        declared_pooling=declared,
+        training_labels=getattr(train, "labels", None),
     )
 
 

@@ -109,3 +109,44 @@ def test_check_reports_the_packed_shape_and_reads_packed_batches(
     assert [f["code"] for f in report["findings"] if f["severity"] == "error"] == []
     assert report["stats"]["packing"].startswith("8 rows of 16 tokens")
     assert report["stats"]["buckets used"] == [16]
+
+
+@pytest.fixture(scope="module")
+def foreign_tokenizer(tmp_path_factory):
+    """BERT weights beside another model's tokenizer.json (an XLM-R-style Unigram), small
+    enough that no id overflows: a tokenizer bertfit uses, and warns of."""
+    pytest.importorskip("transformers")
+    from tests.families import train_tokenizer, write_family_checkpoint
+
+    folder = tmp_path_factory.mktemp("foreign-tokenizer")
+    texts = [text for text, _ in sentiment_rows(60)]
+    write_family_checkpoint("bert", folder, texts)
+    rows = json.loads((folder / "config.json").read_text())["vocab_size"]
+    train_tokenizer("unigram", texts, vocab_size=rows - 10, style="<s>").save_pretrained(folder)
+    return folder
+
+
+FOREIGN = "not the wordpiece tokenizer BERT checkpoints ship"
+
+
+@pytest.mark.slow  # a tokenizer trained and a model written by transformers: seconds
+def test_a_foreign_tokenizer_is_a_warning_check_counts_and_strict_fails_on(
+    foreign_tokenizer, tmp_path, capsys
+):
+    data = write_csv(tmp_path / "train.csv", sentiment_rows(32))
+    main(check_args(foreign_tokenizer, data, json=True))
+    out, err = capsys.readouterr()
+    report = json.loads(out)
+    (finding,) = [f for f in report["findings"] if f["code"] == "model-tokenizer-foreign"]
+    assert finding["severity"] == "warning" and FOREIGN in finding["message"]
+    assert report["warnings"] >= 1 and "UserWarning" not in err
+    assert main(check_args(foreign_tokenizer, data, strict=True)) == 1
+
+
+@pytest.mark.slow  # a tokenizer trained and a model written by transformers, a step trained
+def test_train_says_a_foreign_tokenizer_in_one_line(foreign_tokenizer, tmp_path, capsys):
+    data = write_csv(tmp_path / "train.csv", sentiment_rows(16))
+    args = train_args(foreign_tokenizer, data, tmp_path / "run", "--max-steps", "1")
+    assert main([*args, "--no-report"]) == 0
+    said = [line for line in capsys.readouterr().err.splitlines() if FOREIGN in line]
+    assert len(said) == 1 and said[0].startswith("bertfit: warning: "), said

@@ -470,8 +470,10 @@ def mutate_file(r, name: str, data: bytes) -> bytes:
 def test_tokenizer_files_load_and_tokenize_or_raise_only_bertfit_errors(
     tokenizer_folders, tmp_path
 ):
-    """Damaged tokenizer files of every layout: load_tokenizer refuses them with a
-    BertfitError, or the tokenizer it builds tokenizes and packs any text."""
+    """Damaged tokenizer files of every layout: load_tokenizer (and the host tokenizer,
+    load_host_tokenizer) refuses them with a BertfitError, or the tokenizer it builds
+    tokenizes and packs any text."""
+    from bertfit.text.host import load_host_tokenizer
     from bertfit.text.loading import load_tokenizer
 
     def one(seed: int) -> None:
@@ -481,15 +483,16 @@ def test_tokenizer_files_load_and_tokenize_or_raise_only_bertfit_errors(
         for name, data in layout.items():
             changed = r.random() < 0.7 or name in ("spiece.model", "vocab.txt")
             (folder / name).write_bytes(mutate_file(r, name, data) if changed else data)
-        try:
-            tokenizer = load_tokenizer(folder)
-        except BertfitError:
-            return
-        try:
-            tokenizer.tokenize(TOKENIZER_TEXTS)
-            tokenizer(TOKENIZER_TEXTS, TOKENIZER_TEXTS[::-1], max_seq_length=16)
-        except BertfitError:
-            pass
+        for load in (load_host_tokenizer, load_tokenizer):
+            try:
+                tokenizer = load(folder)
+            except BertfitError:
+                continue
+            try:
+                tokenizer.tokenize(TOKENIZER_TEXTS)
+                tokenizer(TOKENIZER_TEXTS, TOKENIZER_TEXTS[::-1], max_seq_length=16)
+            except BertfitError:
+                pass
 
     settings(
         max_examples=TOKENIZER_EXAMPLES,

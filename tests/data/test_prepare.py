@@ -14,7 +14,8 @@ from bertfit.cli import main
 from bertfit.config import DataConfig, ModelConfig, RunConfig
 from bertfit.data import shard_writer
 from bertfit.data.chunks import read_chunks
-from bertfit.data.labelled import encode_labelled, infer_run_task, read_training_examples
+from bertfit.data.labelled import encode_labelled, infer_run_task
+from bertfit.data.run_files import read_training_examples
 from bertfit.data.sources import Example, SourceSpec, read_examples
 from bertfit.data.tfrecord import (
     Manifest,

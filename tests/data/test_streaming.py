@@ -13,8 +13,9 @@ import tensorflow as tf
 
 from bertfit.cli import main
 from bertfit.config import DataConfig, ModelConfig, RunConfig
-from bertfit.data.labelled import encode_labelled, infer_run_task, read_training_examples
+from bertfit.data.labelled import encode_labelled, infer_run_task
 from bertfit.data.pipeline import PAD_INDEX, BucketedInput, plan_batches
+from bertfit.data.run_files import read_training_examples
 from bertfit.data.stream_source import cached_shards
 from bertfit.data.streaming import StreamedInput, StreamLayout, TrainStream
 from bertfit.data.tfrecord import Manifest

@@ -12,7 +12,7 @@ from bertfit.data.tasks import MULTI_LABEL, REGRESSION, WARNING_NOTE, infer_task
 from bertfit.errors import DataError
 from tests.tiny import scored_rows, sentiment_rows, tagged_rows, write_csv, write_jsonl
 
-TRAIN = SourceSpec(empty_labels=True)  # how a run reads its files (`setup.source_spec`)
+TRAIN = SourceSpec(empty_labels=True)  # how a run reads its files (`run_files.source_spec`)
 
 
 def rows(text: str, fmt: str = "csv"):

@@ -13,8 +13,9 @@ import tensorflow as tf
 
 from bertfit.config import DataConfig, ModelConfig, RunConfig, TrainConfig
 from bertfit.data.buckets import TRACE_TOKENS
-from bertfit.data.labelled import encode_labelled, infer_run_task, read_training_examples
+from bertfit.data.labelled import encode_labelled, infer_run_task
 from bertfit.data.pipeline import plan_batches
+from bertfit.data.run_files import read_training_examples
 from bertfit.data.shard_writer import ShardSource, write_prepared
 from bertfit.data.stream_source import shard_source
 from bertfit.data.streaming import StreamLayout, TrainStream

@@ -7,6 +7,7 @@ it refuses, naming --engine tensorflow."""
 from __future__ import annotations
 
 import csv
+import importlib.util
 import json
 import os
 import subprocess
@@ -18,9 +19,10 @@ import pytest
 
 from bertfit.cli import main
 from bertfit.data.tasks import Task
-from bertfit.errors import BertfitError, ConfigError
+from bertfit.errors import BertfitError, ConfigError, MissingDependencyError
 from bertfit.export.onnx_engine import (
     CACHE_DIR,
+    check_engine_installed,
     engine_export,
     kept_export,
     onnx_engine_folder,
@@ -166,6 +168,40 @@ def test_the_kept_export_is_the_one_made_from_the_run_as_it_is_now(tmp_path):
     assert kept_export(run, now) == newer
 
 
+def _without(monkeypatch, package: str) -> None:
+    """`package` is not installed, as far as `importlib.util.find_spec` says."""
+    find_spec = importlib.util.find_spec
+
+    def installed(name, *args):
+        return None if name == package else find_spec(name, *args)
+
+    monkeypatch.setattr(importlib.util, "find_spec", installed)
+
+
+def test_a_missing_package_is_named_with_the_engine_flag_and_the_extra(tmp_path, monkeypatch):
+    run = _fake_run(tmp_path)
+    _without(monkeypatch, "tf2onnx")  # makes the export: needed while none is kept
+    needs = r"--engine onnx needs tf2onnx: pip install 'bertfit\[export\]' \(or run with --engine"
+    with pytest.raises(MissingDependencyError, match=needs):
+        check_engine_installed(run)
+    _fake_export(run, 1, run_fingerprint(run))
+    check_engine_installed(run)  # kept: ONNX Runtime runs it, tf2onnx has nothing to do
+    _without(monkeypatch, "onnxruntime")
+    with pytest.raises(MissingDependencyError, match="--engine onnx needs onnxruntime: "):
+        check_engine_installed(run)
+
+
+def test_a_missing_package_is_said_before_anything_is_read(tmp_path, monkeypatch, capsys):
+    run = _fake_run(tmp_path)
+    _without(monkeypatch, "onnxruntime")
+    (tmp_path / "new.csv").write_text("text\ngood\n")
+    argv = ["predict", "--engine", "onnx", "--run", str(run), "--data", str(tmp_path / "new.csv")]
+    assert main(argv) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("bertfit predict: error: --engine onnx needs onnxruntime: pip ")
+    assert error.count("\n") == 1 and "--format" not in error
+
+
 @pytest.fixture(scope="module")
 def engine_run(trained_run, tmp_path_factory):
     """A copy of the tiny trained run (the onnx engine writes its export into it) and its eval
@@ -210,6 +246,27 @@ def test_predict_with_the_onnx_engine_makes_the_export_once_and_equals_tensorflo
     assert (tmp_path / "again.csv").read_text() == (tmp_path / "onnx.csv").read_text()
     assert (kept / "model.onnx").stat().st_mtime_ns == made
     assert [p.name for p in (run / CACHE_DIR).iterdir()] == [kept.name]
+
+
+@pytest.mark.slow  # exports the run (seconds)
+def test_the_first_call_says_it_exports_the_run_once(trained_run, tmp_path, capsys):
+    import shutil
+
+    config, summary = trained_run
+    run = tmp_path / "run"
+    shutil.copytree(summary.run_dir, run)
+    argv = ["predict", "--engine", "onnx", "--run", str(run), "--data", config.data.eval]
+    said = []
+    for output in ("first.jsonl", "again.jsonl"):
+        assert main([*argv, "--output", str(tmp_path / output)]) == 0
+        said.append([line for line in capsys.readouterr().err.splitlines() if "ONNX" in line])
+    assert said == [
+        [
+            f"bertfit: --engine onnx: exporting {run} to ONNX, once (about 30 s for MiniLM-L6 on "
+            f"2 CPU cores); later calls run the export kept in {run / CACHE_DIR}"
+        ],
+        [],
+    ]
 
 
 @pytest.mark.slow  # exports the run once (seconds)

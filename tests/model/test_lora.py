@@ -150,6 +150,16 @@ def test_a_target_naming_no_layer_lists_the_layers_there_are():
         enable_lora(_classifier(), 2, None, ["querry"])
 
 
+def test_a_rank_not_below_both_sides_of_an_adapted_kernel_is_refused_before_any_adapter():
+    """The tiny encoder's query and value kernels are [32, 32]: adapters of rank 32 would
+    hold more weights than the kernel (2 x 32 x 32) and change it no more freely."""
+    model = _classifier()
+    with pytest.raises(ConfigError, match=r"--lora-rank 32: layer_0/attention/\w+'s kernel is "):
+        enable_lora(model, 32, None, ["auto"])
+    assert lora_parameters(model) == 0  # refused before the first layer was adapted
+    assert len(enable_lora(model, 31, None, ["auto"])) == 4
+
+
 @pytest.mark.slow  # about 4 s: traces a training step
 def test_a_bfloat16_base_keeps_float32_adapters_and_head_and_merges_within_its_rounding():
     """The merged kernel is W + s A B rounded once to bfloat16, which the factored step
@@ -252,3 +262,29 @@ def test_an_int8_base_passes_the_gradients_of_its_dequantized_float32_base():
 
     for got, want in zip(gradients(model), gradients(reference), strict=True):
         np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.slow  # about 5 s: a training step's gradients, eagerly
+def test_an_int8_base_under_mixed_bfloat16_computes_and_passes_gradients_in_bfloat16():
+    """`--base-precision int8 --precision mixed_bf16`: an int8 layer computes in the compute
+    dtype as its neighbours do, so TensorFlow's GELU after the feed-forward's int8 layer (not
+    adapted) meets a bfloat16 gradient on a bfloat16 input (a float32 product failed there:
+    `Mul` of bfloat16 and float32)."""
+    model = BertClassifier(
+        BertEncoder(TINY_CONFIG, dtype="mixed_bfloat16"), num_classes=3, dropout=0.0, seed=0
+    )
+    quantize_base(adapted_layers(model).values())
+    enable_lora(model, rank=2, alpha=4.0, targets=["auto"], seed=0)
+    intermediate = adapted_layers(model)["layer_0/intermediate"]
+    assert is_int8(intermediate) and not intermediate.lora_enabled
+    inputs, labels = tiny_inputs(batch=4, seq=8), tf.constant([0, 1, 2, 1])
+    hidden = tf.ones([4, 8, TINY_CONFIG.hidden_size], tf.bfloat16)
+    assert intermediate(hidden).dtype == tf.bfloat16
+
+    with tf.GradientTape() as tape:
+        logits = model(inputs, training=True)
+        loss = keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)
+    gradients = tape.gradient(loss, model.trainable_variables)
+    assert len(gradients) == 2 * 2 * 2 + 2  # A and B of query and value in 2 layers, the head
+    assert all(np.isfinite(g.numpy()).all() and np.any(g.numpy()) for g in gradients[-2:])
+    assert all(g is not None and np.isfinite(g.numpy()).all() for g in gradients)

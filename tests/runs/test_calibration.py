@@ -212,6 +212,8 @@ def test_a_run_is_calibrated_and_its_export_gives_the_calibrated_probabilities(
     calibration = Calibration.load(f"{run}/calibration.json")
     assert calibration.eval_rows == 37 and calibration.task == "single-label"
     assert load_classifier(run).task.temperatures == calibration.temperatures
+    metrics = json.loads(open(f"{run}/metrics.json", encoding="utf-8").read())
+    assert metrics["calibration"] == calibration.summary()
     texts = ["a great film", "dull and long", "fine"]
     # A stronger temperature than the tiny run's fit, so that calibration cannot be a no-op
     # here; set before the graph is first traced (its constants are read then).
@@ -254,3 +256,72 @@ def test_a_damaged_calibration_in_labels_json_is_one_line_and_exit_2(trained_run
         main(["train", "--train", "t.csv", "--calibrate", "sometimes"])
     assert usage.value.code == 2
     assert "--calibrate: invalid choice: 'sometimes'" in capsys.readouterr().err
+
+
+def test_a_temperature_the_eval_rows_cannot_measure_is_not_kept():
+    """Perfectly separated eval rows: the NLL falls as T shrinks, the fit ran to the search's
+    bound (T = 0.050002) and was kept, turning 0.668 into 0.999999 (issue 56)."""
+    labels = np.arange(40) % 2
+    sure = np.random.default_rng(6).uniform(0.55, 0.95, 40)
+    p = np.stack([np.where(labels == 0, sure, 1 - sure), np.where(labels == 1, sure, 1 - sure)], 1)
+    task = Task("single-label", ("neg", "pos"))
+    separated = fit_calibration(task, labels, p)
+    assert separated.fitted_temperatures[0] == pytest.approx(0.05, rel=1e-3)  # the bound
+    assert not separated.applied and separated.temperatures == ()
+    assert separated.after == separated.before  # the probabilities stay as the model gives them
+    said = (
+        "temperature not kept (fit 0.050): every eval row is predicted right (perfectly separated)"
+    )
+    assert separated.notes == [said] and said in separated.describe()
+    assert separated.summary()["notes"] == [said]
+
+    one_class = fit_calibration(task, np.ones(40, int), p)  # half of them wrong
+    assert not one_class.applied
+    assert one_class.notes[0].endswith(": the eval rows hold one class")
+
+    wrong = fit_calibration(task, 1 - labels, p)  # every row wrong: T runs to the upper bound
+    assert wrong.fitted_temperatures[0] == pytest.approx(20.0, rel=1e-3) and not wrong.applied
+    assert wrong.notes == [
+        "temperature not kept (fit 19.999): the fit ran to the edge of its search (0.05 .. 20), "
+        "the NLL still falling"
+    ]
+
+
+def test_a_multi_label_label_on_every_eval_row_keeps_threshold_one_half_and_is_said():
+    rng = np.random.default_rng(7)
+    targets = np.stack([np.ones(40), rng.random(40) < 0.5], axis=1).astype(np.float32)
+    p = np.stack([rng.uniform(0.2, 0.45, 40), rng.uniform(0.1, 0.9, 40)], axis=1)
+    assert label_thresholds(targets, p)[0] == 0.5  # not "predict it on every row" at 0.2
+    task = Task("multi-label", ("always", "some"))
+    calibration = fit_calibration(task, targets, p)
+    assert calibration.temperatures[:1] in ((), (1.0,))  # never fitted to 'always'
+    assert calibration.notes[0] == (
+        "label 'always': temperature not kept (fit 1.000) and threshold left at 0.5: every "
+        "eval row carries it"
+    )
+
+
+def test_a_run_says_what_its_eval_rows_could_not_calibrate(tmp_path, capsys):
+    """Only train.log said `temperature fitted 0.050, kept 0.050`; now the console, train.log
+    and metrics.json say the temperature was not kept, and why."""
+    from bertfit.config import RunConfig
+    from bertfit.progress import Console
+    from bertfit.training.run import _calibrate
+    from bertfit.training.run_dir import TrainingRunDir
+
+    labels = np.arange(40) % 2
+    p = np.where(labels[:, None] == [0, 1], 0.67, 0.33)  # every row right at 0.67
+    run_dir = TrainingRunDir(tmp_path / "run")
+    run_dir.create()
+    run_dir.save_best_eval_outputs(labels, p)
+    setup = SimpleNamespace(task=Task("single-label", ("neg", "pos")), config=RunConfig())
+    calibration = _calibrate(setup, run_dir, Console(quiet=True))
+    note = (
+        "temperature not kept (fit 0.050): every eval row is predicted right (perfectly separated)"
+    )
+    assert f"bertfit: calibration: {note}" in capsys.readouterr().err
+    assert note in run_dir.log_file.read_text()
+    assert calibration.summary() == {
+        "applied": False, "temperatures": [], "thresholds": [], "notes": [note]
+    }  # fmt: skip
+    assert Task.load(run_dir.labels_file).temperatures == ()  # served as the model gives them

@@ -180,10 +180,10 @@ def test_no_loadable_version_at_start_is_a_config_error(tmp_path, classifier):
 
 
 def _reload(
-    live, policy=None, labels=None, name="sst"
+    live, policy=None, labels=None, name="sst", platform="tensorflow"
 ) -> model_management_pb2.ReloadConfigResponse:
     request = model_management_pb2.ReloadConfigRequest()
-    model = request.config.model_config_list.config.add(name=name, model_platform="tensorflow")
+    model = request.config.model_config_list.config.add(name=name, model_platform=platform)
     if policy == "all":
         model.model_version_policy.all.SetInParent()
     elif isinstance(policy, list):
@@ -191,6 +191,15 @@ def _reload(
     for label, version in (labels or {}).items():
         model.version_labels[label] = version
     return live.models.HandleReloadConfigRequest(request, timeout=60)
+
+
+def _status(live) -> list[tuple[int, str]]:
+    """GetModelStatus of model "sst": (version, state) of each, newest first."""
+    request = get_model_status_pb2.GetModelStatusRequest()
+    request.model_spec.name = "sst"
+    response = live.models.GetModelStatus(request, timeout=60)
+    names = get_model_status_pb2.ModelVersionStatus.State.Name
+    return [(s.version, names(s.state)) for s in response.model_version_status]
 
 
 @pytest.mark.slow
@@ -203,11 +212,7 @@ def test_reload_config_and_model_status_through_tf_servings_stubs(tmp_path, clas
     try:
 
         def status():
-            request = get_model_status_pb2.GetModelStatusRequest()
-            request.model_spec.name = "sst"
-            response = live.models.GetModelStatus(request, timeout=60)
-            names = get_model_status_pb2.ModelVersionStatus.State.Name
-            return [(s.version, names(s.state)) for s in response.model_version_status]
+            return _status(live)
 
         assert status() == [(3, "AVAILABLE")]
         assert _reload(live, "all", {"stable": 1, "canary": 3}).status.error_code == 0
@@ -223,6 +228,43 @@ def test_reload_config_and_model_status_through_tf_servings_stubs(tmp_path, clas
             _reload(live, name="other")
         assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert "serves one model, 'sst'; the config names ['other']" in raised.value.details()
+    finally:
+        live.close()
+
+
+def test_a_refused_reload_changes_nothing_served(tmp_path, classifier):
+    for number in (1, 2):
+        _version(tmp_path, number)
+    server, manager = _manager(tmp_path, classifier, policy="specific:1")
+    manager.load_initial()
+    live = LiveServer(server)
+    try:
+        # the default policy (latest: version 2) with a label on version 9, which is not there
+        with pytest.raises(grpc.RpcError) as raised:
+            _reload(live, labels={"stable": 9})
+        assert raised.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert "version 9 of model sst, which is not currently available" in raised.value.details()
+        assert _status(live) == [(1, "AVAILABLE")] and str(manager.policy) == "specific:1"
+        # a labelled version that fails to load: the versions loaded for the reload go again
+        _version(tmp_path, 3, broken=True)
+        with pytest.raises(grpc.RpcError) as raised:
+            _reload(live, "all", {"stable": 3})
+        assert raised.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert list(server.core.versions) == [1] and str(manager.policy) == "specific:1"
+        assert _status(live) == [(3, "END"), (2, "END"), (1, "AVAILABLE")]
+        for config, words in [
+            ({"policy": [2, -1]}, "names version -1; versions are numbers from 0"),
+            ({"platform": "pytorch"}, "platform was tensorflow and new platform requested is"),
+            ({"platform": ""}, "Illegal setting neither ModelServerConfig::model_type"),
+        ]:
+            with pytest.raises(grpc.RpcError) as raised:
+                _reload(live, **config)
+            assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT, config
+            assert words in raised.value.details()
+            assert list(server.core.versions) == [1] and str(manager.policy) == "specific:1"
+        assert server.core.version_labels == {}
+        assert _reload(live, [2], {"stable": 2}).status.error_code == 0  # a good one applies
+        assert _status(live)[-1] == (1, "END") and server.core.version_labels == {"stable": 2}
     finally:
         live.close()
 

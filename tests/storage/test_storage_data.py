@@ -89,7 +89,7 @@ def test_an_unknown_scheme_says_which_schemes_work():
 
 def test_a_train_glob_in_a_bucket_reads_every_match_in_name_order(remote):
     from bertfit.config import DataConfig, ModelConfig, RunConfig
-    from bertfit.data.labelled import read_training_examples
+    from bertfit.data.run_files import read_training_examples
 
     for part, label in (("b", "neg"), ("a", "pos")):
         text = f"text,label\n{part} one,{label}\n{part} two,{label}\n"

@@ -111,9 +111,17 @@ def _sweep_dir(
     return sweep
 
 
+# Six rows, two of them wrong (2 and 5), then three of each class at its threshold (the mean
+# probability of the class over its rows: the thresholds stay 0.633 and 0.6): 10 of 12 rows right
+# is above chance (`against_chance`: 79% is needed), so the folds' word counts.
+SIX = ["neg", "neg", "neg", "pos", "pos", "pos"]
+SIX_P = [[0.9, 0.1], [0.8, 0.2], [0.2, 0.8], [0.1, 0.9], [0.2, 0.8], [0.9, 0.1]]
+LABELS_12 = SIX + ["neg"] * 3 + ["pos"] * 3
+P_12 = SIX_P + [[1.9 / 3, 1.1 / 3]] * 3 + [[0.4, 0.6]] * 3
+
+
 def test_the_issues_file_and_the_clean_training_file_read_back(tmp_path):
-    labels = ["neg", "neg", "neg", "pos", "pos", "pos"]
-    p = [[0.9, 0.1], [0.8, 0.2], [0.2, 0.8], [0.1, 0.9], [0.2, 0.8], [0.9, 0.1]]
+    labels, p = LABELS_12, P_12
     sweep = _sweep_dir(tmp_path, labels, p)
 
     summary = audit_sweep(sweep)
@@ -136,18 +144,18 @@ def test_the_issues_file_and_the_clean_training_file_read_back(tmp_path):
     }
     clean = [json.loads(line) for line in (sweep / "audit" / CLEAN_FILE).read_text().splitlines()]
     assert clean == [
-        {"review": f'text, "{i}"\n', "y": labels[i]} for i in (0, 1, 3, 4)
+        {"review": f'text, "{i}"\n', "y": labels[i]} for i in (0, 1, 3, 4, *range(6, 12))
     ]  # the training file's columns, flagged rows left out
     saved = json.loads((sweep / "audit/audit.json").read_text())
-    assert saved["flagged"] == summary["flagged"] == 2 and saved["rows"] == 6
-    assert saved["confident_joint"]["counts"] == [[2, 1], [1, 2]]
+    assert saved["flagged"] == summary["flagged"] == 2 and saved["rows"] == 12
+    assert saved["confident_joint"]["counts"] == [[5, 1], [1, 5]]
+    assert (saved["out_of_fold_accuracy"], saved["majority_rate"]) == (0.833333, 0.5)
+    assert saved["warning"] is None
     assert "<img" in (sweep / "audit/report.html").read_text()
 
 
 def test_a_pair_task_keeps_its_second_text_and_a_trial_must_exist(tmp_path, capsys):
-    labels = ["neg", "neg", "neg", "pos", "pos", "pos"]
-    p = [[0.9, 0.1], [0.8, 0.2], [0.2, 0.8], [0.1, 0.9], [0.2, 0.8], [0.9, 0.1]]
-    sweep = _sweep_dir(tmp_path, labels, p, pairs=True)
+    sweep = _sweep_dir(tmp_path, LABELS_12, P_12, pairs=True)
     audit_sweep(sweep, tmp_path / "elsewhere", report=False)
     issues = read_issues(tmp_path / "elsewhere" / ISSUES_FILE)
     assert [(r["row"], r["text_pair"]) for r in issues] == [(5, "pair 5"), (2, "pair 2")]
@@ -159,9 +167,7 @@ def test_a_pair_task_keeps_its_second_text_and_a_trial_must_exist(tmp_path, caps
 
 
 def test_seeds_are_averaged_and_a_changed_predictions_file_is_refused(tmp_path, capsys):
-    labels = ["neg", "neg", "neg", "pos", "pos", "pos"]
-    p = [[0.9, 0.1], [0.8, 0.2], [0.2, 0.8], [0.1, 0.9], [0.2, 0.8], [0.9, 0.1]]
-    sweep = _sweep_dir(tmp_path, labels, p)
+    sweep = _sweep_dir(tmp_path, LABELS_12, P_12)
     seed0 = sweep / "runs/t1/oof-seed0.jsonl"
     rows = [json.loads(line) for line in seed0.read_text().splitlines()]
     rows[5]["probabilities"] = {"neg": 0.1, "pos": 0.9}  # the second seed finds row 5 right
@@ -169,13 +175,61 @@ def test_seeds_are_averaged_and_a_changed_predictions_file_is_refused(tmp_path, 
     summary = audit_sweep(sweep, report=False)
     assert summary["seeds"] == [0, 1]
     issues = read_issues(sweep / "audit" / ISSUES_FILE)
-    # row 5's p(pos) averages to 0.5: below t_pos (0.733) and t_neg (0.633), counted nowhere;
+    # row 5's p(pos) averages to 0.5: below t_pos (0.667) and t_neg (0.633), counted nowhere;
     # the joint then holds one wrong label, row 2
     assert [(r["row"], r["given_probability"]) for r in issues] == [(2, 0.2)]
 
     (sweep / "runs/t1/oof-seed1.jsonl").write_text(seed0.read_text()[:40] + "\n")
     assert main(["audit", "--from", str(sweep)]) == 2
     assert "oof-seed1.jsonl:1: not an out-of-fold prediction" in capsys.readouterr().err
+
+
+def test_audit_writes_its_own_folder_and_no_run_or_other_sweep(tmp_path, capsys):
+    sweep = _sweep_dir(tmp_path, SIX, SIX_P)
+    other = _sweep_dir(tmp_path / "other", SIX, SIX_P)
+    run = sweep / "runs" / "t1" / "seed0-fold1"  # a finished run, as `bertfit train` leaves it
+    (run / "encoder").mkdir(parents=True)
+    for name in ("config.yaml", "labels.json", "metrics.json"):
+        (run / name).write_text("{}")
+    (run / "report.html").write_text("the run's report")
+    for output, words in [
+        (run, "is the run directory"),
+        (sweep, "is the sweep directory"),
+        (other / "audit", "is inside the sweep directory"),  # another sweep's audit
+    ]:
+        assert main(["audit", "--from", str(sweep), "--output", str(output)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert words in err and len(err.splitlines()) == 1, err
+    assert (run / "report.html").read_text() == "the run's report"
+    assert sorted(p.name for p in run.iterdir()) == [
+        "config.yaml", "encoder", "labels.json", "metrics.json", "report.html"
+    ]  # fmt: skip
+    assert not (sweep / ISSUES_FILE).exists() and not (other / "audit").exists()
+    for own in (None, sweep / "audit"):  # the sweep's own audit folder, named or not
+        assert audit_sweep(sweep, own, report=False)["output"] == str(sweep / "audit")
+
+
+def test_folds_at_chance_flag_nothing_and_say_why(tmp_path, capsys):
+    # every fold at chance: the rows' probabilities hover at 0.5, half the argmaxes right
+    p = [[0.51, 0.49], [0.49, 0.51], [0.5, 0.5], [0.51, 0.49], [0.49, 0.51], [0.5, 0.5]]
+    sweep = _sweep_dir(tmp_path, SIX, p)
+    assert find_label_issues(np.array([0, 0, 0, 1, 1, 1]), np.array(p)).flagged.any()
+
+    assert main(["audit", "--from", str(sweep)]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("flagged 0 of 6 training rows")
+    warning = "right on 50% of the 6 rows, no better than always answering 'neg' (50%)"
+    assert err.startswith("bertfit audit: warning: the out-of-fold predictions are " + warning)
+    assert "cannot judge a label" in err and len(err.splitlines()) == 1
+    saved = json.loads((sweep / "audit/audit.json").read_text())
+    assert saved["flagged"] == 0 and warning in saved["warning"]
+    assert (saved["out_of_fold_accuracy"], saved["majority_rate"]) == (0.5, 0.5)
+    assert read_issues(sweep / "audit" / ISSUES_FILE) == []
+    assert len((sweep / "audit" / CLEAN_FILE).read_text().splitlines()) == 6  # every row kept
+    assert "Warning: the out-of-fold predictions" in (sweep / "audit/report.html").read_text()
+    # four of six right (67%) is no better on six rows: 91% is needed
+    summary = audit_sweep(_sweep_dir(tmp_path / "four", SIX, SIX_P), report=False)
+    assert summary["flagged"] == 0 and "(on 6 rows, above 91% is needed)" in summary["warning"]
 
 
 def test_audit_refuses_regression_and_a_sweep_without_folds(tmp_path, capsys):
@@ -212,8 +266,10 @@ def test_audit_refuses_multi_label_before_training(tmp_path, capsys):
     assert not (tmp_path / "s").exists()  # nothing trained, nothing written
 
 
-@pytest.mark.slow  # two tiny fold runs trained and predicted: ~15 s on 2 cores
+@pytest.mark.slow  # two tiny fold runs trained and predicted: ~30 s on 2 cores
 def test_audit_runs_the_folds_and_finds_flipped_labels(tmp_path, trainable_hf_dir, capsys):
+    # 24 rows a fold: the tiny model needs about 60 steps to beat chance (3 epochs of batch 8
+    # left its folds at 48% right, and the audit's flags were noise)
     rows = sentiment_rows(48, seed=0)
     flipped = [3, 10, 17]
     noisy = [(t, ("neg" if y == "pos" else "pos") if i in flipped else y) for i, (t, y) in
@@ -222,13 +278,14 @@ def test_audit_runs_the_folds_and_finds_flipped_labels(tmp_path, trainable_hf_di
     sweep = tmp_path / "audit-sweep"
     args = train_args(
         trainable_hf_dir, train, sweep, command="audit", folds=2, buckets="16",
-        strategy="default", learning_rate="5e-3", epochs=3, no_report=True, json=True,
-        trial="t1",
+        strategy="default", learning_rate="5e-3", epochs=10, batch_size=4, dropout=0,
+        no_report=True, json=True, trial="t1",
     )  # fmt: skip
 
     assert main(args) == 0
 
     summary = json.loads(capsys.readouterr().out)
+    assert summary["warning"] is None and summary["out_of_fold_accuracy"] > 0.7
     issues = read_issues(Path(summary["output"]) / ISSUES_FILE)
     assert summary["rows"] == 48 and summary["flagged"] == len(issues)
     assert {r["row"] for r in issues} & set(flipped)  # at least one flipped label found

@@ -3,6 +3,7 @@ trials; k-fold writes out-of-fold predictions for every row; one directory holds
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -120,6 +121,29 @@ def test_two_folds_write_out_of_fold_predictions_for_every_row(tmp_path, trainab
     assert page.count("<img") == 1 and "learning rate was not swept" in page  # the spread only
     chosen = RunConfig.load(sweep / "chosen.yaml")
     assert chosen.data.train == str(train) and chosen.train.learning_rate == 5e-3
+    assert chosen.model.pooling == "cls"  # what its runs decided: the checkpoint declares none
+
+
+def test_chosen_yaml_holds_the_pooling_the_chosen_trials_runs_decided(tmp_path):
+    """A sweep left --pooling to the checkpoint: chosen.yaml says what its runs pooled with
+    (their config.yaml), as a `train --config chosen.yaml` on another machine must (issue 56)."""
+    from bertfit.sweeps.results import RunResult, SweepResults, TrialResult
+    from bertfit.sweeps.tune import _chosen_config
+
+    base = RunConfig(
+        model=ModelConfig(name="minilm-l6"), data=DataConfig(train="t.csv", eval="e.csv")
+    )
+    run = tmp_path / "runs/t1-lr0.001/seed42"
+    run.mkdir(parents=True)
+    decided = dataclasses.replace(base, model=dataclasses.replace(base.model, pooling="mean"))
+    decided.save(run / "config.yaml")
+    runs = [RunResult(42, None, str(run), "finished", 0.8)]
+    trial = TrialResult("t1-lr0.001", {"train.learning_rate": 1e-3}, runs)
+    results = SweepResults("accuracy", [trial])
+    chosen = _chosen_config(base, trial, results)
+    assert chosen.model.pooling == "mean" and chosen.train.learning_rate == 1e-3
+    given = dataclasses.replace(base, model=dataclasses.replace(base.model, pooling="cls"))
+    assert _chosen_config(given, trial, results).model.pooling == "cls"
 
 
 @pytest.mark.slow  # a JAX process's four tiny runs and a TensorFlow one's predictions: ~35 s
@@ -203,6 +227,24 @@ def test_tune_refuses_a_sweep_it_could_not_score(tmp_path, capsys):
     assert main([*args, "--eval", str(evaluation), "--epochs", "1,0"]) == 2  # every run checked
     assert "train.epochs (--epochs) must be at least 1" in capsys.readouterr().err
     assert not (tmp_path / "s").exists()
+
+
+def test_a_lora_rank_the_models_hidden_size_cannot_hold_is_refused_before_the_sweep(
+    tmp_path, trainable_hf_dir, capsys
+):
+    """The tiny model's hidden vectors have 32 values: every layer LoRA adapts has 32 as a
+    side, so rank 32 is refused from the checkpoint's config, as train would refuse it."""
+    train, evaluation = _data(tmp_path)
+    sweep = tmp_path / "s"
+    args = train_args(
+        trainable_hf_dir, train, sweep, "--learning-rate", "1e-3,2e-3", command="tune",
+        eval=evaluation, lora_rank=32,
+    )  # fmt: skip
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "trial t1-lr0.001: --lora-rank 32: each layer it adapts reads or writes" in err
+    assert "Pass a --lora-rank below 32" in err and "Nothing was trained" in err
+    assert not sweep.exists()
 
 
 def test_a_bad_grid_value_is_refused_before_any_trial_trains_and_the_fix_reuses_the_dir(

@@ -30,11 +30,24 @@ def write_family(folder: Path, family: str, corpus: Path, vocab_size: int) -> tu
     """Trains `family`'s sentencepiece model on `corpus` (one text a line) and writes
     `folder/<family>` (the bare file + config.json) and `folder/<family>-json` (what
     transformers 5's `save_pretrained` writes); returns both folders."""
-    import sentencepiece
     import transformers
 
-    file, options, class_name = FAMILIES[family]
-    spm_dir, json_dir = folder / family, folder / f"{family}-json"
+    spm_dir, json_dir = (
+        write_model_file(folder, family, corpus, vocab_size),
+        folder / f"{family}-json",
+    )
+    tokenizer = getattr(transformers, FAMILIES[family][2]).from_pretrained(spm_dir)
+    tokenizer.save_pretrained(json_dir)
+    return spm_dir, json_dir
+
+
+def write_model_file(folder: Path, family: str, corpus: Path, vocab_size: int) -> Path:
+    """`folder/<family>`: `family`'s bare sentencepiece file trained on `corpus`, and a
+    config.json that names the family, as its checkpoints ship them."""
+    import sentencepiece
+
+    file, options, _ = FAMILIES[family]
+    spm_dir = folder / family
     spm_dir.mkdir(parents=True)
     sentencepiece.SentencePieceTrainer.train(
         input=str(corpus), model_prefix=str(spm_dir / "m"), vocab_size=vocab_size,
@@ -43,6 +56,4 @@ def write_family(folder: Path, family: str, corpus: Path, vocab_size: int) -> tu
     (spm_dir / "m.model").rename(spm_dir / file)
     (spm_dir / "m.vocab").unlink()
     (spm_dir / "config.json").write_text(json.dumps({"model_type": family}))
-    tokenizer = getattr(transformers, class_name).from_pretrained(spm_dir)
-    tokenizer.save_pretrained(json_dir)
-    return spm_dir, json_dir
+    return spm_dir

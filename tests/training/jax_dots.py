@@ -21,11 +21,11 @@ STEPS = 3
 def trained(options: dict | None) -> tuple[str, list[float], list[np.ndarray]]:
     """The compiled step's HLO, the losses and the trained weights after STEPS steps."""
     step, batch = classifier_step(SHAPE, "fp32", batch=8, seq=32, total_steps=10)
-    state = step._read_state()
-    compiled = jax.jit(step._step, compiler_options=options).lower(state, batch).compile()
+    state, fixed = step._read_state(), step._read_fixed()
+    compiled = jax.jit(step._step, compiler_options=options).lower(state, fixed, batch).compile()
     losses = []
     for _ in range(STEPS):
-        state, result = compiled(state, batch)
+        state, result = compiled(state, fixed, batch)
         losses.append(float(result[0]))
     return compiled.as_text(), losses, [np.asarray(w) for w in state[0]]
 

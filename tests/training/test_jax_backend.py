@@ -32,7 +32,7 @@ from tests.distributed import cluster
 from tests.inference.jax_outputs import assert_same_as_tensorflow, calibrated_copy
 from tests.jax_process import run_in_jax, xla_flags_for_two_devices
 from tests.tiny import sentiment_rows, write_csv
-from tests.training import backend_steps
+from tests.training import backend_cases, backend_steps
 from tests.training.kill import resume_args, run_killed, run_train, steps_of
 
 
@@ -106,6 +106,31 @@ def test_50_steps_give_the_same_losses_on_both_backends_one_or_two_jax_devices(
             np.testing.assert_allclose(jax[name], tensorflow[name], atol=1e-4, err_msg=name)
         # one compilation per bucket (8 and 16), none after
         assert json.loads(str(jax["trace_counts"]))["train_step"] == 2
+
+
+@pytest.mark.slow  # a JAX process: three runs' steps, one compilation each (~50 s in all)
+def test_every_pooling_task_and_head_takes_tensorflows_steps_on_jax(trainable_hf_dir, tmp_path):
+    """The kinds of run the TensorFlow tests train (`backend_cases.CASES`: mean pooling, whose
+    unused pooler is frozen; regression on documents chunked into windows pooled by
+    attention; multi-label on the [CLS] pooler with LoRA on an int8 base in mixed_bf16) take
+    three steps, one per host call, from the same weights on both backends: the same losses
+    and gradient norms (bfloat16's products round differently on each)."""
+    backend_cases.write_data(tmp_path)
+    backend_cases.take_all(trainable_hf_dir, tmp_path)  # TensorFlow first: the initial weights
+    run_in_jax(["tests.training.backend_cases", trainable_hf_dir, tmp_path])
+    for case, (_, model, _) in backend_cases.CASES.items():
+        tensorflow, jax = (
+            np.load(backend_cases.out_file(tmp_path, case, backend))
+            for backend in ("tensorflow", "jax")
+        )
+        assert len(jax["loss"]) == len(tensorflow["loss"]) == 3, case
+        bfloat16 = model.get("precision") == "mixed_bf16"
+        atol, rtol = (5e-3, 1e-2) if bfloat16 else (1e-4, 1e-4)
+        np.testing.assert_allclose(jax["loss"], tensorflow["loss"], atol=atol, err_msg=case)
+        np.testing.assert_allclose(
+            jax["grad_norm"], tensorflow["grad_norm"], rtol=rtol, err_msg=case
+        )
+        assert json.loads(str(jax["trace_counts"]))["train_step"] == 1, case  # one bucket
 
 
 def test_a_cpu_step_hands_its_products_to_onednn_and_trains_as_xlas_own_kernels():

@@ -103,11 +103,41 @@ def test_the_collapse_warning_gives_the_flags_to_rerun_with():
     targets = np.array([0] * 6 + [1] * 3 + [2])
     collapsed = np.tile([0.8, 0.15, 0.05], (10, 1))  # everything 'fresh'
     plain = collapse_warning(task, targets, collapsed, TrainConfig())
-    assert "'fresh' takes 100%" in plain and "Rerun with --class-weights balanced" in plain
+    assert "'fresh' takes 10 of the 10 predictions (100%)" in plain
+    assert "Rerun with --class-weights balanced" in plain
     weighted = collapse_warning(task, targets, collapsed, TrainConfig(class_weights="balanced"))
     assert "--epochs 6 --learning-rate 0.0001" in weighted
     spread = np.eye(3)[[0, 0, 0, 0, 0, 0, 1, 1, 1, 2]]
     assert collapse_warning(task, targets, spread, TrainConfig()) is None
+
+
+def test_a_collapse_with_one_row_elsewhere_says_its_counts_not_100_percent():
+    """499 of 500 rows on one class: the warning said "predicts 2 of the 2 classes ... takes
+    100% of the predictions", which contradicts itself."""
+    task = Task("single-label", ("0", "1"))
+    targets = np.array([0] * 239 + [1] * 261)
+    outputs = np.tile([0.3, 0.7], (500, 1))
+    outputs[0] = [0.6, 0.4]
+    warning = collapse_warning(task, targets, outputs, TrainConfig(epochs=1))
+    assert warning.startswith(
+        "the model's predictions collapse onto one class: '1' takes 499 of the 500 predictions "
+        "(99.8%) but is 261 of the 500 gold labels (52%)"
+    )
+    assert "100%" not in warning and "--pooling" not in warning
+
+
+def test_a_collapse_of_a_run_pooled_with_an_untrained_pooler_advises_mean_pooling():
+    task = Task("single-label", ("0", "1"))
+    targets = np.array([0] * 239 + [1] * 261)
+    why = "the checkpoint's 1_Pooling/config.json declares mean_tokens pooling"
+    warning = collapse_warning(
+        task, targets, np.tile([0.3, 0.7], (500, 1)), TrainConfig(epochs=1), None, why
+    )
+    assert (
+        f"It pooled with --pooling cls, but {why}: rerun with --pooling mean first, and if it "
+        "still collapses, rerun with --epochs 2 --learning-rate 0.0001."
+    ) in warning
+    assert "under-trained" not in warning
 
 
 def test_a_collapse_on_near_balanced_labels_is_called_under_training_not_imbalance():

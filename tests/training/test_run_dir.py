@@ -77,6 +77,37 @@ def test_an_unfinished_run_of_other_settings_is_refused_naming_the_ways_out(conf
     assert result.status == "finished"
 
 
+@pytest.mark.slow  # a run set up twice, one trained: ~6 s on 2 cores
+def test_a_run_that_failed_before_its_first_checkpoint_gives_way_to_the_corrected_command(
+    config, monkeypatch, capsys
+):
+    """A step that raises (here as `--base-precision int8 --precision mixed_bf16` once did on
+    TensorFlow) stops the run as "failed" with its error; it saved nothing trained, so the
+    command with other settings replaces it without --overwrite, and says so."""
+    from bertfit.training.run import EpochRunner
+
+    def crash(runner, state, stop):
+        raise TypeError("Input 'y' of 'Mul' Op has type bfloat16 that does not match float32")
+
+    monkeypatch.setattr(EpochRunner, "train", crash)
+    with pytest.raises(TypeError):
+        train(config, quiet=True)
+    run = Path(config.output_dir)
+    metrics = json.loads((run / "metrics.json").read_text())
+    error = "TypeError: Input 'y' of 'Mul' Op has type bfloat16 that does not match float32"
+    assert metrics["status"] == "failed" and metrics["error"] == error
+    assert f"error: {error}" in (run / "train.log").read_text()
+    monkeypatch.undo()
+
+    assert _cli_train(config, config.output_dir, "--learning-rate", "1e-3") == 0
+    said = capsys.readouterr().err
+    assert f"bertfit: {run} held a run of other settings (" in said
+    assert "train.learning_rate: 5e-05 → 0.001" in said
+    assert ") that failed before its first checkpoint: replacing it" in said
+    assert RunConfig.load(run / "config.yaml").train.learning_rate == 1e-3
+    assert "error:" not in (run / "train.log").read_text()  # the failed run's files are gone
+
+
 def test_resume_needs_a_run_to_resume(config):
     with pytest.raises(ConfigError, match="holds no run to resume"):
         train(config, quiet=True, resume=True)

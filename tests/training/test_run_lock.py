@@ -85,6 +85,17 @@ def test_a_killed_atomic_write_leaves_a_run_that_reruns_and_is_cleaned(config, c
         train(config, quiet=True, overwrite=True)
 
 
+def test_a_killed_distillations_half_written_set_is_removed_by_the_next_lock(tmp_path):
+    from bertfit.training.run_dir import TrainingRunDir
+
+    building = tmp_path / "student" / ".distill.4242.tmp"  # a folder, not a file
+    (building / "student").mkdir(parents=True)
+    (building / "train.jsonl").write_text('{"text": "go')
+    assert RunDir(building.parent).status() == "new"
+    TrainingRunDir(building.parent).lock().release()
+    assert not building.exists()
+
+
 def test_an_unfinished_run_is_used_with_a_warning_naming_its_checkpoint(config):
     train(config, quiet=True)
     run = RunDir(config.output_dir)
