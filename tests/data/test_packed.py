@@ -35,6 +35,8 @@ def test_every_example_is_in_one_slot_of_each_epoch_and_every_row_fits():
         assert sorted(indices[indices >= 0].tolist()) == list(range(len(lengths)))
         used = np.where(indices >= 0, np.minimum(lengths, 128)[np.maximum(indices, 0)], 0)
         assert used.sum(axis=1).max() <= 128
+        again = _plan(lengths, epoch=epoch)[1]  # as a resume plans the epoch again
+        assert [b.indices.tolist() for b in again] == [b.indices.tolist() for b in plan]
         rows_of_epochs.append(len(plan))
         first_rows.append(frozenset(plan[0].indices[0].tolist()))
     # every epoch the same steps: the run's length, its schedule and a resume rely on it

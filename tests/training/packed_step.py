@@ -1,9 +1,10 @@
 """The loss and the gradients of a run's first packed batch (`--packing`) and of the same
 examples unpacked, on this process's Keras backend, through the run's own trainer:
 
-    KERAS_BACKEND=jax python -m tests.training.packed_step MODEL TRAIN
+    KERAS_BACKEND=jax python -m tests.training.packed_step MODEL TRAIN [train ARGS...]
 
-prints, for each pooling, the largest differences as JSON (`compare`).
+prints, for each pooling, the largest differences as JSON (`compare`); given `bertfit train`'s
+arguments after the two, it runs that too, in the same process.
 """
 
 from __future__ import annotations
@@ -85,8 +86,15 @@ def compare(model: Path, train: Path, pooling: str = "cls") -> dict:
 
 
 def main() -> None:
+    """`MODEL TRAIN [train ARGS...]`: with arguments after the two, also runs `bertfit train
+    ARGS` in this process (one JAX process for both checks); the comparison is printed last."""
     model, train = map(Path, sys.argv[1:3])
-    print(json.dumps({pooling: compare(model, train, pooling) for pooling in ("cls", "mean")}))
+    compared = {pooling: compare(model, train, pooling) for pooling in ("cls", "mean")}
+    if sys.argv[3:]:
+        from bertfit.cli import main as cli
+
+        assert cli(sys.argv[3:]) == 0
+    print(json.dumps(compared))
 
 
 if __name__ == "__main__":
