@@ -97,9 +97,11 @@ def test_packing_refuses_what_it_cannot_pack_before_anything_is_written(
     prepared = tmp_path / "prepared"
     args = ["prepare", str(rows), str(prepared), "--model", str(trainable_hf_dir)]
     assert main([*args, "--max-seq-length", "16"]) == 0
-    assert main(train_args(trainable_hf_dir, prepared, run, "--packing")) == 2
-    assert "--packing plans its rows in memory" in capsys.readouterr().err
-    assert not run.exists()
+    for command in ("train", "check"):  # check: the same line, not a traceback
+        args = train_args(trainable_hf_dir, prepared, run, "--packing", command=command)
+        assert main(args) == 2
+        assert "--packing plans its rows in memory" in capsys.readouterr().err
+        assert not run.exists()
 
 
 def _resumed(saved: TrainingState, fresh: TrainingState) -> TrainingState:
