@@ -261,11 +261,17 @@ class SelfAttention(keras.layers.Layer):
         relative positions (rotary ones, say) overrides this."""
         return q, k
 
+    def score_bias(self, context):
+        """A float32 bias added to the attention logits, [1 or batch, heads, seq, seq] (query,
+        key): none here; a family whose attention adds one by relative position (MPNet's
+        learned bias per distance bucket) overrides this."""
+        return None
+
     def call(self, x, attention_bias, training=False, queries=None, context=None):
         """`x`: the token rows [batch * seq, hidden]. `queries`: the rows that attend, the
-        same number per example (default: all of `x`); keys and values are always every row
-        of `x`. `context`: the encoder's per-call context, for `position`. Returns one row per
-        query."""
+        first ones of each example, the same number per example (default: all of `x`); keys
+        and values are always every row of `x`. `context`: the encoder's per-call context,
+        for `position` and `score_bias`. Returns one row per query."""
         queries = x if queries is None else queries
         batch_size = size(attention_bias, 0)
         # Batched matrix products on [batch, heads, seq, head_size]: TensorFlow's einsum
@@ -278,6 +284,9 @@ class SelfAttention(keras.layers.Layer):
         # Keras casts float arguments to the compute dtype; the bias is 0 or -1e9, so that is exact
         # enough, and the softmax itself runs in float32.
         logits = ops.cast(scores, "float32") + ops.cast(attention_bias, "float32")
+        bias = self.score_bias(context)
+        if bias is not None:
+            logits += bias if queries is x else bias[..., : size(q, 2), :]
         probs = ops.softmax(logits, axis=-1)
         probs = self.dropout(ops.cast(probs, x.dtype), training=training)
         return merge_heads(ops.matmul(probs, v), self.hidden_size)

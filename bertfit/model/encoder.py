@@ -21,7 +21,7 @@ import keras
 from keras import ops
 
 from bertfit.errors import InputFormatError
-from bertfit.model import deberta, modernbert
+from bertfit.model import deberta, modernbert, mpnet
 from bertfit.model.blocks import (
     FamilyLayers,
     TransformerLayer,
@@ -124,6 +124,7 @@ BERT_LAYERS = FamilyLayers(TransformerLayer)
 FAMILY_LAYERS: dict[str, FamilyLayers] = {
     "deberta-v2": deberta.LAYERS,
     "modernbert": modernbert.LAYERS,
+    "mpnet": mpnet.LAYERS,
 }
 
 

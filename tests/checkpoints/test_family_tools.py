@@ -28,6 +28,7 @@ TEXTS = [text for text, _ in sentiment_rows(60)]
         ("albert", "ALBERT", "sentencepiece"),
         ("deberta-v2", "DeBERTa-v3", "sentencepiece"),
         ("roberta", "RoBERTa", "bpe"),
+        ("mpnet", "MPNet", "wordpiece"),
     ],
 )
 def test_inspect_names_the_family_and_its_tokenizer(family, name, tokenizer, tmp_path, capsys):
@@ -38,7 +39,7 @@ def test_inspect_names_the_family_and_its_tokenizer(family, name, tokenizer, tmp
     assert report["tokenizer"] == tokenizer
     assert report["fine_tunable"] is True
     assert report["parameters"] > 1000
-    assert ("pooled_output" in report["outputs"]) == (family in ("albert", "roberta"))
+    assert ("pooled_output" in report["outputs"]) == (family in ("albert", "roberta", "mpnet"))
     assert "default" in report["outputs"]
     assert main(["inspect", str(tmp_path)]) == 0
     assert f"family:        {name}" in capsys.readouterr().out

@@ -44,7 +44,7 @@ TINY = dict(
 )
 NO_POSITIONS = dict(absolute_positions=False, type_vocab_size=0)
 
-# Each family's switches (BERT's layer) or its own layers (DeBERTa, ModernBERT).
+# Each family's switches (BERT's layer) or its own layers (DeBERTa, ModernBERT, MPNet, ...).
 CONFIGS = {
     "bert": BertConfig(**TINY),
     "electra": BertConfig(**TINY, embedding_size=8, model_type="electra"),
@@ -85,6 +85,14 @@ CONFIGS = {
         variant=dataclasses.asdict(
             ModernBertSettings(local_attention=4, global_attn_every_n_layers=2)
         ),
+    ),
+    "mpnet": BertConfig(
+        **{**TINY, "max_position_embeddings": 34},
+        type_vocab_size=0,
+        position_offset=2,
+        pad_token_id=1,
+        model_type="mpnet",
+        variant={"relative_attention_num_buckets": 32},
     ),
 }
 

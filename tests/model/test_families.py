@@ -9,6 +9,7 @@ from bertfit.checkpoints.hf import read_hf
 from bertfit.checkpoints.load import build_encoder
 from bertfit.errors import CheckpointError
 from tests.families import FAMILIES, write_family_model
+from tests.jax_process import run_in_jax
 
 torch = pytest.importorskip("torch")
 
@@ -42,7 +43,7 @@ def test_outputs_equal_transformers_on_a_padded_batch(family, tmp_path):
         theirs = reference(**arguments)
     real = mask.astype(bool)
     sequence = ours["sequence_output"].numpy()[real]
-    np.testing.assert_allclose(sequence, theirs.last_hidden_state.numpy()[real], atol=1e-4)
+    np.testing.assert_allclose(sequence, theirs.last_hidden_state.numpy()[real], atol=1e-5)
     pooler = getattr(theirs, "pooler_output", None)
     assert ("pooled_output" in ours) == (pooler is not None)
     if pooler is not None:
@@ -59,6 +60,36 @@ def test_pooled_only_gives_the_same_vector(family, tmp_path):
     expected = full.get("pooled_output", full["sequence_output"][:, 0])
     pooled = encoder(inputs, pooled_only=True)["pooled_output"]
     np.testing.assert_allclose(pooled.numpy(), np.asarray(expected), atol=1e-5)
+
+
+@pytest.fixture(scope="module")
+def on_jax(tmp_path_factory):
+    """family -> (bertfit's sequence output on Keras' JAX backend, transformers', the mask),
+    every family's checkpoint loaded in one JAX process."""
+    folders, expected = {}, {}
+    for family in FAMILIES:
+        folder = folders[family] = tmp_path_factory.mktemp(family)
+        reference = write_family_model(family, folder)
+        config = read_hf(folder).config
+        ids, mask, types = padded_batch(config.pad_token_id)
+        types = types if config.type_vocab_size > 1 else np.zeros_like(types)
+        inputs = {"input_word_ids": ids, "input_mask": mask, "input_type_ids": types}
+        np.savez(folder / "inputs.npz", **inputs)
+        arguments = {"input_ids": torch.tensor(ids), "attention_mask": torch.tensor(mask)}
+        if config.type_vocab_size:
+            arguments["token_type_ids"] = torch.tensor(types)
+        with torch.no_grad():
+            expected[family] = reference(**arguments).last_hidden_state.numpy(), mask
+    run_in_jax(["tests.model.jax_family_outputs", *folders.values()])
+    return {family: (np.load(folders[family] / "jax.npy"), *expected[family]) for family in folders}
+
+
+@pytest.mark.slow  # every family's checkpoint written, and loaded in a JAX process: ~40 s
+@pytest.mark.parametrize("family", FAMILIES)
+def test_outputs_on_jax_equal_transformers(family, on_jax):
+    ours, theirs, mask = on_jax[family]
+    real = mask.astype(bool)
+    np.testing.assert_allclose(ours[real], theirs[real], atol=1e-5)
 
 
 def test_an_unsupported_model_type_is_named_in_one_sentence(tmp_path):

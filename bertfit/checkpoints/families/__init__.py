@@ -24,6 +24,7 @@ from bertfit.checkpoints.families import (
     distilbert,
     electra,
     modernbert,
+    mpnet,
     roberta,
 )
 from bertfit.checkpoints.families.family import Family
@@ -39,6 +40,7 @@ FAMILIES: tuple[Family, ...] = (
     *roberta.FAMILIES,
     modernbert.FAMILY,
     deberta.FAMILY,
+    mpnet.FAMILY,
 )
 
 # model_type -> its family.
