@@ -100,6 +100,14 @@ def _configs(transformers) -> dict:
             transformers.MPNetModel,
             transformers.MPNetConfig(**TINY, max_position_embeddings=66, pad_token_id=1),
         ),
+        "gte": (
+            transformers.GteModel,
+            transformers.GteConfig(**TINY, max_position_embeddings=64, pad_token_id=1),
+        ),
+        "nomic_bert": (
+            transformers.NomicBertModel,
+            transformers.NomicBertConfig(**TINY, max_position_embeddings=64),
+        ),
     }
 
 
@@ -113,6 +121,8 @@ FAMILIES = (
     "deberta-v2",
     "modernbert",
     "mpnet",
+    "gte",
+    "nomic_bert",
 )
 
 
@@ -146,6 +156,8 @@ TOKENIZER_KINDS = {
     "roberta": ("bpe", "<s>"),
     "modernbert": ("bpe", "[CLS]"),
     "mpnet": ("wordpiece", "mpnet"),
+    "gte": ("unigram", "<s>"),  # gte-multilingual-base: XLM-R's
+    "nomic_bert": ("wordpiece", "[CLS]"),
 }
 
 

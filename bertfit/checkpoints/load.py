@@ -135,10 +135,11 @@ def check_tokenizer(checkpoint: Checkpoint, tokenizer) -> None:
             "to another model. Use the tokenizer files shipped with these weights."
         )
     family = SUPPORTED.get(checkpoint.config.model_type)
-    if family is not None and tokenizer.kind != family.tokenizer:
+    if family is not None and tokenizer.kind not in family.tokenizers:
         warnings.warn(
             CheckpointWarning(
-                f"{where} is not the {family.tokenizer} tokenizer {family.name} checkpoints "
+                f"{where} is not the {' or '.join(family.tokenizers)} tokenizer {family.name} "
+                "checkpoints "
                 f"ship, and the embedding table has {rows} rows: if these tokenizer files come "
                 "from another model, every id means another token to these weights. Use the "
                 "files shipped with the weights unless the model was trained with this "

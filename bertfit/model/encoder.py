@@ -21,7 +21,7 @@ import keras
 from keras import ops
 
 from bertfit.errors import InputFormatError
-from bertfit.model import deberta, modernbert, mpnet
+from bertfit.model import deberta, modernbert, mpnet, rotary_glu
 from bertfit.model.blocks import (
     FamilyLayers,
     TransformerLayer,
@@ -125,6 +125,8 @@ FAMILY_LAYERS: dict[str, FamilyLayers] = {
     "deberta-v2": deberta.LAYERS,
     "modernbert": modernbert.LAYERS,
     "mpnet": mpnet.LAYERS,
+    "gte": rotary_glu.LAYERS,
+    "nomic_bert": rotary_glu.LAYERS,
 }
 
 

@@ -29,6 +29,8 @@ TEXTS = [text for text, _ in sentiment_rows(60)]
         ("deberta-v2", "DeBERTa-v3", "sentencepiece"),
         ("roberta", "RoBERTa", "bpe"),
         ("mpnet", "MPNet", "wordpiece"),
+        ("gte", "GTE", "sentencepiece"),
+        ("nomic_bert", "NomicBERT", "wordpiece"),
     ],
 )
 def test_inspect_names_the_family_and_its_tokenizer(family, name, tokenizer, tmp_path, capsys):

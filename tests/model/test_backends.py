@@ -28,8 +28,10 @@ from bertfit.model.classifier import BertClassifier
 from bertfit.model.config import BertConfig
 from bertfit.model.deberta import DebertaSettings
 from bertfit.model.encoder import BertEncoder
+from bertfit.model.gated_mlp import SPLIT
 from bertfit.model.losses import outputs, per_example_loss
 from bertfit.model.modernbert import ModernBertSettings
+from bertfit.model.rotary_glu import RotaryGluSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = dict(
@@ -93,6 +95,29 @@ CONFIGS = {
         pad_token_id=1,
         model_type="mpnet",
         variant={"relative_attention_num_buckets": 32},
+    ),
+    "gte": BertConfig(
+        **TINY,
+        absolute_positions=False,
+        has_pooler=False,
+        model_type="gte",
+        variant=dataclasses.asdict(RotaryGluSettings(ntk_factor=2.0)),
+    ),
+    "nomic_bert": BertConfig(
+        **{**TINY, "hidden_act": "silu"},
+        absolute_positions=False,
+        has_pooler=False,
+        model_type="nomic_bert",
+        variant=dataclasses.asdict(
+            RotaryGluSettings(
+                rope_theta=1000.0,
+                rotary_fraction=0.5,
+                qkv_bias=False,
+                attention_output_bias=False,
+                mlp_layout=SPLIT,
+                mlp_output_bias=False,
+            )
+        ),
     ),
 }
 

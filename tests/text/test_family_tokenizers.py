@@ -23,9 +23,10 @@ __all__ = ["family_folders"]  # the fixture, shared with the host's tests
 # The host's 498 texts (toy sentences in five shapes, hostile strings) and two of special
 # tokens written among words.
 TEXTS = [*CORPUS, "<s>a</s> <pad><unk> <mask> x [UNK]", "  [MASK]x[SEP] <mask>  "]
-# The families whose tokenizers are not checked against transformers' on all of Rotten Tomatoes
-# (test_tokenizer_parity.py, test_tokenizer_files.py, test_bpe.py): MPNet's WordPiece with
-# RoBERTa's template, and the kinds GTE's and NomicBERT's checkpoints ship.
+# The families whose kind of tokenizer is not checked against transformers' on all of Rotten
+# Tomatoes (test_tokenizer_parity.py, test_tokenizer_files.py, test_bpe.py): MPNet's WordPiece
+# with RoBERTa's template. GTE's checkpoints ship XLM-R's SentencePiece or BERT's WordPiece,
+# NomicBERT's BERT's: kinds checked there.
 FAMILIES = ("mpnet",)
 
 

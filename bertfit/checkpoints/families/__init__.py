@@ -23,8 +23,10 @@ from bertfit.checkpoints.families import (
     deberta,
     distilbert,
     electra,
+    gte,
     modernbert,
     mpnet,
+    nomic_bert,
     roberta,
 )
 from bertfit.checkpoints.families.family import Family
@@ -41,6 +43,8 @@ FAMILIES: tuple[Family, ...] = (
     modernbert.FAMILY,
     deberta.FAMILY,
     mpnet.FAMILY,
+    gte.FAMILY,
+    nomic_bert.FAMILY,
 )
 
 # model_type -> its family.
