@@ -125,6 +125,26 @@ def test_another_models_tokenizer_beside_bert_weights_is_warned(tmp_path, capsys
     assert any("not the wordpiece tokenizer BERT checkpoints ship" in n for n in report["notes"])
 
 
+def test_a_family_that_ships_two_kinds_of_tokenizer_warns_of_a_third_only(tmp_path):
+    """GTE's English checkpoints ship BERT's WordPiece, its multilingual one XLM-R's
+    SentencePiece: both load quietly; a byte-level BPE beside its weights is warned."""
+    import warnings
+
+    import transformers
+
+    from tests.families import TINY, train_tokenizer
+
+    config = transformers.GteConfig(**{**TINY, "vocab_size": 400})
+    transformers.GteModel(config).save_pretrained(tmp_path)
+    train_tokenizer("wordpiece", TEXTS).save_pretrained(tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        load_encoder(tmp_path)
+    train_tokenizer("bpe", TEXTS, style="<s>").save_pretrained(tmp_path)
+    with pytest.warns(UserWarning, match="not the sentencepiece or wordpiece tokenizer GTE"):
+        load_encoder(tmp_path)
+
+
 def test_a_tokenizer_larger_than_the_embedding_table_is_refused_before_anything_is_written(
     tmp_path, capsys
 ):
