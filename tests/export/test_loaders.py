@@ -43,8 +43,9 @@ TEXTS = [text for text, _ in sentiment_rows(12, seed=4)] + ["", "naïve déjà-v
 PAIRS = TEXTS[::-1]
 # The serving exports: the trained run through `bertfit export`, and models built in memory.
 SERVING = ("single-label", "multi-label-pairs", "chunk-regression", "sentencepiece", "bpe")
+SERVING += ("mpnet", "gte", "nomic_bert")  # the families of issue 57
 HUB = ("bert", "deberta-v2")  # TF Hub encoders in plain TF ops (BERT) and as Keras layers
-FAMILY_OF = {"sentencepiece": "deberta-v2", "bpe": "modernbert"}
+FAMILY_OF = {"sentencepiece": "deberta-v2", "bpe": "modernbert"} | {f: f for f in SERVING[5:]}
 
 
 def run(loader: str, export, requests: dict, runner, tmp_path) -> dict:
