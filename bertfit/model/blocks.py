@@ -3,11 +3,15 @@ family's layers keep with `BertEncoder`.
 
 `BertEncoder` (`model/encoder.py`) is BERT's embeddings, a stack of layers and an optional
 pooler. BERT, ELECTRA, DistilBERT, ALBERT and RoBERTa use BERT's layer (`TransformerLayer`); a
-family whose layers differ (DeBERTa-v3: `model/deberta.py`, ModernBERT: `model/modernbert.py`)
-writes its own layer class from these blocks, describes it as a `FamilyLayers` and registers it
-in `encoder.FAMILY_LAYERS` under its `model_type`. docs/adding_a_family.md walks through adding
-one. The blocks import nothing from the encoder or the families, so every family imports them
-without a cycle.
+family whose layers differ (DeBERTa-v3: `model/deberta.py`, ModernBERT: `model/modernbert.py`,
+MPNet: `model/mpnet.py`, GTE and NomicBERT: `model/rotary_glu.py`) writes its own layer class from
+these blocks, describes it as a `FamilyLayers` and registers it in `encoder.FAMILY_LAYERS` under
+its `model_type`. docs/adding_a_family.md walks through adding one. The blocks import nothing from
+the encoder or the families, so every family imports them without a cycle.
+
+Larger parts of the kit have modules of their own: rotary position embeddings
+(`model/rotary.py`), gated feed-forwards (GLU variants: `model/gated_mlp.py`) and relative
+position buckets (`model/relative_positions.py`).
 
 The layer contract
 ------------------

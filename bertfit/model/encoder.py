@@ -2,10 +2,10 @@
 
 Post-LayerNorm transformer as in Devlin et al. (2018) and Hugging Face's `BertModel`; the
 families' differences are switches of `BertConfig` (factorised embeddings, position offsets, no
-token types, shared layers, no pooler) or, for DeBERTa-v3 and ModernBERT, their own layers
-(`FAMILY_LAYERS`, built from the family kit in `model/blocks.py`, whose docstring is the
-contract a family's layers keep). Under a mixed dtype policy the matrix work runs in the compute
-dtype while LayerNorm and the attention softmax run in float32.
+token types, shared layers, no pooler) or, for DeBERTa-v3, ModernBERT, MPNet, GTE and NomicBERT,
+their own layers (`FAMILY_LAYERS`, built from the family kit in `model/blocks.py`, whose
+docstring is the contract a family's layers keep). Under a mixed dtype policy the matrix work
+runs in the compute dtype while LayerNorm and the attention softmax run in float32.
 
 Between the embeddings and the outputs the hidden states are one row per token, [batch * seq,
 hidden], and only attention views them per example. On TensorFlow, Keras' Dense multiplies a 3-D
