@@ -249,7 +249,8 @@ class ModelConfig:
         default_factory=lambda: [LORA_AUTO],
         metadata=flag(
             "with --lora-rank: the comma-separated Dense layers LoRA adapts: 'auto' (attention "
-            "query and value; ModernBERT's fused qkv), 'all' (every Dense of the layers), or "
+            "query and value; the fused qkv of ModernBERT, GTE, NomicBERT), 'all' (every Dense of "
+            "the layers), or "
             "names such as query,key,value,attention_output,intermediate,output (default: auto)",
             type=parse_names,
             metavar="NAMES",

@@ -3,11 +3,15 @@ family's layers keep with `BertEncoder`.
 
 `BertEncoder` (`model/encoder.py`) is BERT's embeddings, a stack of layers and an optional
 pooler. BERT, ELECTRA, DistilBERT, ALBERT and RoBERTa use BERT's layer (`TransformerLayer`); a
-family whose layers differ (DeBERTa-v3: `model/deberta.py`, ModernBERT: `model/modernbert.py`)
-writes its own layer class from these blocks, describes it as a `FamilyLayers` and registers it
-in `encoder.FAMILY_LAYERS` under its `model_type`. docs/adding_a_family.md walks through adding
-one. The blocks import nothing from the encoder or the families, so every family imports them
-without a cycle.
+family whose layers differ (DeBERTa-v3: `model/deberta.py`, ModernBERT: `model/modernbert.py`,
+MPNet: `model/mpnet.py`, GTE and NomicBERT: `model/rotary_glu.py`) writes its own layer class from
+these blocks, describes it as a `FamilyLayers` and registers it in `encoder.FAMILY_LAYERS` under
+its `model_type`. docs/adding_a_family.md walks through adding one. The blocks import nothing from
+the encoder or the families, so every family imports them without a cycle.
+
+Larger parts of the kit have modules of their own: rotary position embeddings
+(`model/rotary.py`), gated feed-forwards (GLU variants: `model/gated_mlp.py`) and relative
+position buckets (`model/relative_positions.py`).
 
 The layer contract
 ------------------
@@ -305,11 +309,17 @@ class SelfAttention(keras.layers.Layer):
         relative positions (rotary ones, say) overrides this."""
         return q, k
 
+    def score_bias(self, context):
+        """A float32 bias added to the attention logits, [1 or batch, heads, seq, seq] (query,
+        key): none here; a family whose attention adds one by relative position (MPNet's
+        learned bias per distance bucket) overrides this."""
+        return None
+
     def call(self, x, attention_bias, training=False, queries=None, context=None):
         """`x`: the token rows [batch * seq, hidden]. `queries`: the rows that attend, the
-        same number per example (default: all of `x`); keys and values are always every row
-        of `x`. `context`: the encoder's per-call context, for `position`. Returns one row per
-        query."""
+        first ones of each example, the same number per example (default: all of `x`); keys
+        and values are always every row of `x`. `context`: the encoder's per-call context,
+        for `position` and `score_bias`. Returns one row per query."""
         queries = x if queries is None else queries
         batch_size = size(attention_bias, 0)
         # Batched matrix products on [batch, heads, seq, head_size]: TensorFlow's einsum
@@ -322,6 +332,9 @@ class SelfAttention(keras.layers.Layer):
         # Keras casts float arguments to the compute dtype; the bias is 0 or -1e9, so that is exact
         # enough, and the softmax itself runs in float32.
         logits = ops.cast(scores, "float32") + ops.cast(attention_bias, "float32")
+        bias = self.score_bias(context)
+        if bias is not None:
+            logits += bias if queries is x else bias[..., : size(q, 2), :]
         probs = ops.softmax(logits, axis=-1)
         probs = self.dropout(ops.cast(probs, x.dtype), training=training)
         return merge_heads(ops.matmul(probs, v), self.hidden_size)

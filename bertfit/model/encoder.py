@@ -2,10 +2,10 @@
 
 Post-LayerNorm transformer as in Devlin et al. (2018) and Hugging Face's `BertModel`; the
 families' differences are switches of `BertConfig` (factorised embeddings, position offsets, no
-token types, shared layers, no pooler) or, for DeBERTa-v3 and ModernBERT, their own layers
-(`FAMILY_LAYERS`, built from the family kit in `model/blocks.py`, whose docstring is the
-contract a family's layers keep). Under a mixed dtype policy the matrix work runs in the compute
-dtype while LayerNorm and the attention softmax run in float32.
+token types, shared layers, no pooler) or, for DeBERTa-v3, ModernBERT, MPNet, GTE and NomicBERT,
+their own layers (`FAMILY_LAYERS`, built from the family kit in `model/blocks.py`, whose
+docstring is the contract a family's layers keep). Under a mixed dtype policy the matrix work
+runs in the compute dtype while LayerNorm and the attention softmax run in float32.
 
 Between the embeddings and the outputs the hidden states are one row per token, [batch * seq,
 hidden], and only attention views them per example. On TensorFlow, Keras' Dense multiplies a 3-D
@@ -21,7 +21,7 @@ import keras
 from keras import ops
 
 from bertfit.errors import ConfigError, InputFormatError
-from bertfit.model import deberta, modernbert
+from bertfit.model import deberta, modernbert, mpnet, rotary_glu
 from bertfit.model.blocks import (
     FamilyLayers,
     TransformerLayer,
@@ -161,6 +161,9 @@ BERT_LAYERS = FamilyLayers(TransformerLayer, packs=lambda config: True)
 FAMILY_LAYERS: dict[str, FamilyLayers] = {
     "deberta-v2": deberta.LAYERS,
     "modernbert": modernbert.LAYERS,
+    "mpnet": mpnet.LAYERS,
+    "gte": rotary_glu.LAYERS,
+    "nomic_bert": rotary_glu.LAYERS,
 }
 
 

@@ -14,9 +14,9 @@ for BERT-like models). A starts as PEFT's (`kaiming_uniform_(a=sqrt(5))`: unifor
 +-1/sqrt(in)), not Keras' He-uniform default (+-sqrt(6/in), 2.4 times larger), so that the
 learning rates tuned with PEFT mean the same here: the update A @ B scales with A. Targets are
 the last part of a Dense layer's canonical name (`layer_<i>/attention/query` -> "query");
-ModernBERT fuses query, key and value into one Dense ("qkv"), which its "auto" targets. "all"
-targets every Dense of the encoder's layers. The embeddings, the pooler and the head are never
-adapted.
+ModernBERT, GTE and NomicBERT fuse query, key and value into one Dense ("qkv"), which their
+"auto" targets. "all" targets every Dense of the encoder's layers. The embeddings, the pooler and
+the head are never adapted.
 
 Keras' `Dense.enable_lora` makes the variables (it freezes the kernel, `trainable=False`, and
 adds `lora_kernel_a`/`lora_kernel_b` in float32 whatever the compute dtype), but bertfit does
@@ -53,7 +53,7 @@ from bertfit.model.variable_removal import one_collection
 AUTO = "auto"
 ALL = "all"
 # The targets of "auto", by family (`BertConfig.model_type`): the attention's query and value.
-AUTO_TARGETS = {"modernbert": ("qkv",)}
+AUTO_TARGETS = {"modernbert": ("qkv",), "gte": ("qkv",), "nomic_bert": ("qkv",)}
 DEFAULT_TARGETS = ("query", "value")
 
 
