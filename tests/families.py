@@ -96,6 +96,18 @@ def _configs(transformers) -> dict:
                 sep_token_id=3,
             ),
         ),
+        "mpnet": (
+            transformers.MPNetModel,
+            transformers.MPNetConfig(**TINY, max_position_embeddings=66, pad_token_id=1),
+        ),
+        "gte": (
+            transformers.GteModel,
+            transformers.GteConfig(**TINY, max_position_embeddings=64, pad_token_id=1),
+        ),
+        "nomic_bert": (
+            transformers.NomicBertModel,
+            transformers.NomicBertConfig(**TINY, max_position_embeddings=64),
+        ),
     }
 
 
@@ -108,6 +120,9 @@ FAMILIES = (
     "xlm-roberta",
     "deberta-v2",
     "modernbert",
+    "mpnet",
+    "gte",
+    "nomic_bert",
 )
 
 
@@ -140,13 +155,17 @@ TOKENIZER_KINDS = {
     "deberta-v2": ("unigram", "[CLS]"),
     "roberta": ("bpe", "<s>"),
     "modernbert": ("bpe", "[CLS]"),
+    "mpnet": ("wordpiece", "mpnet"),
+    "gte": ("unigram", "<s>"),  # gte-multilingual-base: XLM-R's
+    "nomic_bert": ("wordpiece", "[CLS]"),
 }
 
 
 def train_tokenizer(kind: str, texts, vocab_size: int = 300, style: str = "[CLS]"):
     """A `transformers` fast tokenizer of `kind` ("wordpiece", "unigram", "bpe") trained on
     `texts` with the `tokenizers` library, with BERT's special tokens and pair template
-    (`style` "[CLS]") or RoBERTa's ("<s>")."""
+    (`style` "[CLS]") or RoBERTa's ("<s>"); style "mpnet": a WordPiece as MPNet's checkpoints
+    ship it (`mpnet_tokenizer`)."""
     import transformers
     from tokenizers import (
         Tokenizer,
@@ -158,7 +177,7 @@ def train_tokenizer(kind: str, texts, vocab_size: int = 300, style: str = "[CLS]
         trainers,
     )
 
-    if style == "[CLS]":
+    if style in ("[CLS]", "mpnet"):
         specials = {
             "pad": "[PAD]",
             "unk": "[UNK]",
@@ -198,6 +217,8 @@ def train_tokenizer(kind: str, texts, vocab_size: int = 300, style: str = "[CLS]
             initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         )
     tokenizer.train_from_iterator(texts, trainer)
+    if style == "mpnet":
+        return mpnet_tokenizer(tokenizer.get_vocab())
     ids = {token: tokenizer.token_to_id(token) for token in specials.values()}
     tokenizer.post_processor = processors.TemplateProcessing(
         single=single,
@@ -210,6 +231,16 @@ def train_tokenizer(kind: str, texts, vocab_size: int = 300, style: str = "[CLS]
     return transformers.PreTrainedTokenizerFast(
         tokenizer_object=tokenizer, **{f"{k}_token": v for k, v in specials.items()}
     )
+
+
+def mpnet_tokenizer(bert_vocab: dict):
+    """transformers' `MPNetTokenizer` as MPNet's checkpoints have it: fairseq's `<s> <pad> </s>
+    <unk>` first, then a BERT WordPiece vocabulary (`[UNK]` its unknown token), then `<mask>`;
+    RoBERTa's template around BERT's normalizer and pre-tokenizer."""
+    import transformers
+
+    tokens = ["<s>", "<pad>", "</s>", "<unk>", *sorted(bert_vocab, key=bert_vocab.get), "<mask>"]
+    return transformers.MPNetTokenizer(vocab={token: i for i, token in enumerate(tokens)})
 
 
 def write_family_checkpoint(family: str, path: Path, texts, seed: int = 0, trainable: bool = True):

@@ -43,7 +43,7 @@ from bertfit.model.blocks import (
     size,
 )
 from bertfit.model.config import BertConfig
-from bertfit.model.inputs import WORD_IDS
+from bertfit.model.inputs import POSITIONS, WORD_IDS
 from bertfit.model.layers import matmul_transposed
 
 NEGATIVE = -1e9  # the additive bias of a key a query may not attend to, as the padding mask's
@@ -119,6 +119,7 @@ class ModernBertLayer(keras.layers.Layer):
     """One pre-LayerNorm ModernBERT layer, global or sliding-window by its `index`."""
 
     supports_cls_only = True
+    supports_packed_cls_only = False  # its cls_only computes each row's first token
 
     def __init__(self, config: BertConfig, index: int = 0, **kwargs):
         super().__init__(**kwargs)
@@ -234,16 +235,22 @@ class EncoderParts(FamilyParts):
         self.built = True
 
     def context(self, inputs, training=False) -> Context:
-        """The rotary angles and the sliding window's bias for this call's sequence length."""
+        """The rotary angles and the sliding window's bias for this call's sequence length.
+        A packed batch's angles are its tokens' positions within their examples ([batch, 1,
+        seq, head_size / 2]); its window stays a distance within the row, which within an
+        example is the distance of their positions (and attention never leaves one)."""
         length = size(inputs[WORD_IDS], 1)
-        positions = ops.cast(ops.arange(length, dtype="int32"), "float32")[:, None]
+        places = ops.cast(ops.arange(length, dtype="int32"), "float32")[:, None]
+        positions = places
+        if POSITIONS in inputs:
+            positions = ops.expand_dims(ops.cast(inputs[POSITIONS], "float32"), (1, 3))
         rotary = {}
         for name, inverse in self.inverse_frequencies.items():
-            angles = positions * ops.convert_to_tensor(inverse, "float32")[None]
+            angles = positions * ops.convert_to_tensor(inverse, "float32")
             rotary[name] = (ops.cos(angles), ops.sin(angles))
         window = None
         if self.has_local:
-            distance = ops.abs(positions - ops.transpose(positions))
+            distance = ops.abs(places - ops.transpose(places))
             window = ops.where(
                 distance <= float(self.settings.window),
                 ops.convert_to_tensor(0.0, "float32"),
@@ -259,5 +266,8 @@ class EncoderParts(FamilyParts):
 
 
 LAYERS = FamilyLayers(
-    ModernBertLayer, parts=EncoderParts, norm_bias=lambda config: settings_of(config).norm_bias
+    ModernBertLayer,
+    parts=EncoderParts,
+    norm_bias=lambda config: settings_of(config).norm_bias,
+    packs=lambda config: True,
 )

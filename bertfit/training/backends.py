@@ -9,6 +9,7 @@ bertfit calls through this seam, never by the backend's name:
   (`XlaChoice`) for `train` and `doctor`; `target_xla`, `local_replicas`: the same for
   `bertfit check`, which may judge another machine (`--target`), with `check_machine` and
   `input_strategy`; `chief`: whether this process writes the run, once the strategy is made;
+  `replicas`: the devices each global batch splits over (`--packing` plans its rows by them);
 - `tokenizer`, `input_pipelines`, and the strategy `placement` gives: how the texts become
   batches: the checkpoint's tokenizer in the graph and `tf.data` pipelines per replica, or
   (no strategy) the tokenizer and the batches on the host in NumPy (`data/host_input.py`);
@@ -108,6 +109,9 @@ class Backend(Protocol):
     def local_replicas(self, config: RunConfig) -> int:
         """The replicas a batch is split over on this machine."""
 
+    def replicas(self, strategy: tf.distribute.Strategy | None) -> int:
+        """The replicas each global batch is split over, `placement`'s `strategy` given."""
+
     def check_machine(self, config: RunConfig) -> None:
         """Refuses what this machine cannot run of the run, as `train` does before it starts
         (`bertfit check` judging this machine; the precision is judged apart)."""
@@ -174,6 +178,9 @@ class TensorFlowBackend:
 
     def local_replicas(self, config: RunConfig) -> int:
         return config.train.cpu_replicas or 1
+
+    def replicas(self, strategy) -> int:
+        return strategy.num_replicas_in_sync
 
     def check_machine(self, config: RunConfig) -> None:
         from bertfit.training.strategy import check_hardware
@@ -286,6 +293,11 @@ class JaxBackend:
         import jax
 
         return jax.local_device_count()
+
+    def replicas(self, strategy) -> int:
+        import jax
+
+        return jax.device_count()  # every host's: the batch splits over them all
 
     def check_machine(self, config: RunConfig) -> None:
         pass  # `check` refused tf.distribute's settings; JAX runs on the devices it has

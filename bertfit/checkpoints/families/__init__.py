@@ -23,7 +23,10 @@ from bertfit.checkpoints.families import (
     deberta,
     distilbert,
     electra,
+    gte,
     modernbert,
+    mpnet,
+    nomic_bert,
     roberta,
 )
 from bertfit.checkpoints.families.family import Family
@@ -39,6 +42,9 @@ FAMILIES: tuple[Family, ...] = (
     *roberta.FAMILIES,
     modernbert.FAMILY,
     deberta.FAMILY,
+    mpnet.FAMILY,
+    gte.FAMILY,
+    nomic_bert.FAMILY,
 )
 
 # model_type -> its family.
