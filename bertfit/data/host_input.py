@@ -26,7 +26,7 @@ import numpy as np
 
 from bertfit.data.pipeline import PAD_INDEX, Batch, EncodedTexts
 from bertfit.model.inputs import GLOBAL_EXAMPLES, INDEX, LABEL, WEIGHT
-from bertfit.text.host_packing import pack_ids, window_ids
+from bertfit.text.host_packing import pack_ids, pack_rows, window_ids
 from bertfit.text.lengths import WINDOW_MASK
 
 # Batches each bucket's iterator has made (or is making) ahead of the one taken.
@@ -43,13 +43,19 @@ class HostInput:
             length, its examples' indices, -1 on padding rows).
         special_ids: the tokenizer's `special_ids` (its special ids and pair template).
         weights: float32 weight of each example in the loss, or None for 1.
+        slots: packed batches (`--packing`, `bertfit.data.packed`): the plan's indices are
+            [rows, slots], and each row holds its slots' examples one after another
+            (`host_packing.pack_rows`); None: one example per row.
 
     Iterating yields `(seq_length, batch)` in plan order; `iterators()` gives each bucket's
     batches in plan order. A batch is a dict of NumPy arrays: `input_word_ids`,
     `input_mask`, `input_type_ids` ([rows, seq_length] int32), `label` (the targets' dtype
     and row shape, zeros on padding rows), `example_weight` (float32, 0 on padding rows),
     `index` (int64, -1 on padding rows) and `global_examples` (float32 scalar: the step's
-    real examples). `plan` may be cut short before `iterators()` is called (`--max-steps`).
+    real examples). A packed batch adds `input_positions` [rows, seq_length] and
+    `example_starts` [rows, slots], and its `label`, `example_weight` and `index` are per slot
+    ([rows, slots, ...]). `plan` may be cut short before `iterators()` is called
+    (`--max-steps`).
     """
 
     def __init__(
@@ -60,8 +66,10 @@ class HostInput:
         *,
         special_ids: dict[str, int],
         weights: np.ndarray | None = None,
+        slots: int | None = None,
     ):
         self.encoded = encoded
+        self.slots = slots
         self.labels = np.zeros(len(encoded), np.int32) if labels is None else labels
         self.weights = np.ones(len(encoded), np.float32) if weights is None else weights
         self.plan = plan
@@ -77,8 +85,15 @@ class HostInput:
         real = index != PAD_INDEX
         label = self.labels[safe]
         label[~real] = 0
+        if self.slots is None:
+            inputs = self.inputs(safe, step.seq_length)
+        else:  # each slot's example packed alone (an empty slot's with no token), then in rows
+            inputs = self.inputs(safe.reshape(-1), step.seq_length)
+            inputs["input_mask"] *= real.reshape(-1, 1)
+            pad_id = self.special_ids.get("pad_id", 0)
+            inputs = pack_rows(inputs, self.slots, step.seq_length, pad_id)
         return {
-            **self.inputs(safe, step.seq_length),
+            **inputs,
             LABEL: label,
             WEIGHT: np.where(real, self.weights[safe], 0).astype(np.float32),
             INDEX: index,

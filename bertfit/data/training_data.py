@@ -287,9 +287,15 @@ class LabelledData(TrainingData):
         host, without TensorFlow."""
         plan = self.plan(batching, shuffle=shuffle, epoch=epoch)[start:]
         weights = self.weights if batching.weighted else None
+        slots = None if batching.packing is None else batching.packing.slots
         if strategy is None:
             return HostInput(
-                self.encoded, self.labels, plan, special_ids=special_ids, weights=weights
+                self.encoded,
+                self.labels,
+                plan,
+                special_ids=special_ids,
+                weights=weights,
+                slots=slots,
             )
         return BucketedInput(
             self.encoded,
@@ -300,7 +306,7 @@ class LabelledData(TrainingData):
             micro_batches=batching.micro_batches,
             weights=weights,
             pad_to_longest=batching.pad_to_longest,
-            slots=None if batching.packing is None else batching.packing.slots,
+            slots=slots,
         )
 
     def profile(self, batching: Batching) -> LengthProfile:

@@ -133,3 +133,55 @@ def window_ids(
         WINDOWS: needed.astype(np.int32),
         DROPPED_TOKENS: np.maximum(lengths - covered, 0).astype(np.int32),
     }
+
+
+def pack_rows(
+    examples: dict[str, np.ndarray], slots: int, length: int, pad_id: int = 0
+) -> dict[str, np.ndarray]:
+    """Several packed examples per row (`--packing`), as `bertfit.text.packing.pack_rows`
+    lays them out in the graph, in NumPy.
+
+    Args:
+        examples: `pack_ids`' outputs for rows * `slots` examples, slot after slot of each
+            row, [rows * slots, width]; an empty slot has an all-zero `input_mask`.
+        slots: the example slots of a row.
+        length: the row length; the examples of a row must fit in it.
+        pad_id: written after a row's last example.
+
+    Returns:
+        int32 `input_word_ids`, `input_type_ids`, `input_mask` (each token's slot, 1..slots;
+        0 on padding) and `input_positions` [rows, length], and `example_starts` [rows,
+        slots] (each slot's first token; 0 for an empty slot).
+
+    Examples:
+    >>> examples = pack_ids([[7, 8], [9], []], max_seq_length=4, cls_id=101, sep_id=102)
+    >>> examples["input_mask"][2] = 0  # the third slot is empty
+    >>> rows = pack_rows(examples, slots=3, length=8)
+    >>> rows["input_word_ids"].tolist(), rows["input_mask"].tolist()
+    ([[101, 7, 8, 102, 101, 9, 102, 0]], [[1, 1, 1, 1, 2, 2, 2, 0]])
+    >>> rows["input_positions"].tolist(), rows["example_starts"].tolist()
+    ([[0, 1, 2, 3, 0, 1, 2, 0]], [[0, 4, 0]])
+    """
+    mask = np.asarray(examples["input_mask"])
+    count, width = mask.shape
+    rows = count // slots
+    keep = (mask > 0).reshape(rows, slots * width)
+    row, place = np.nonzero(keep)
+    column = (np.cumsum(keep, axis=1) - 1)[row, place]  # each kept token's place in its row
+    fits = column < length  # as the graph's: a row past `length` is cut
+    row, place, column = row[fits], place[fits], column[fits]
+    per_token = {
+        "input_word_ids": (examples["input_word_ids"], pad_id),
+        "input_type_ids": (examples["input_type_ids"], 0),
+        "input_mask": ((np.arange(count) % slots + 1)[:, np.newaxis], 0),  # the slot, 1..slots
+        "input_positions": (np.arange(width)[np.newaxis], 0),
+    }
+    packed = {}
+    for name, (values, pad) in per_token.items():
+        tokens = np.broadcast_to(values, (count, width)).reshape(rows, slots * width)
+        packed[name] = np.full((rows, length), pad, np.int32)
+        packed[name][row, column] = tokens[row, place]
+    lengths = (mask > 0).sum(axis=1).reshape(rows, slots)
+    starts = np.cumsum(lengths, axis=1) - lengths
+    packed["example_starts"] = np.where(lengths > 0, starts, 0).astype(np.int32)
+    return packed

@@ -2,7 +2,7 @@
 (`BucketedInput`, `WindowedInput` under the default strategy): the same keys, dtypes, shapes
 and values, element by element, whatever the data: single texts and pairs, single-label,
 multi-label and regression targets, class weights, grad_accum micro-batches, long documents in
-windows."""
+windows, packed rows."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import pytest
 import tensorflow as tf
 
 from bertfit.data.host_input import HostInput, HostWindowedInput, Prefetched
+from bertfit.data.packed import PackedShape, plan_packed
 from bertfit.data.pipeline import BucketedInput, encode_texts, plan_batches
 from bertfit.data.windowed import WindowedInput, encode_documents, plan_documents
 from bertfit.text import BertTokenizer
@@ -60,6 +61,23 @@ def assert_same_batches(host, graph):
             np.testing.assert_array_equal(got, expected, err_msg=name)
 
 
+def _both(encoded, labels, plan, tokenizer, micro_batches=1, weights=None, slots=None):
+    """The plan's `HostInput` and its tf.data `BucketedInput` under the default strategy."""
+    special = tokenizer.special_ids
+    host = HostInput(encoded, labels, plan, special_ids=special, weights=weights, slots=slots)
+    graph = BucketedInput(
+        encoded,
+        labels,
+        plan,
+        tf.distribute.get_strategy(),
+        special_ids=special,
+        micro_batches=micro_batches,
+        weights=weights,
+        slots=slots,
+    )
+    return host, graph
+
+
 @pytest.mark.parametrize(
     ("kind", "pairs", "micro_batches", "weighted"),
     [
@@ -75,18 +93,24 @@ def test_host_batches_are_the_tf_data_batches(tokenizer, kind, pairs, micro_batc
         encoded.packed_lengths, [8, 16, 32], 4 * micro_batches, shuffle=True, seed=2, epoch=1
     )
     weights = np.linspace(0.5, 2, ROWS).astype(np.float32) if weighted else None
-    labels, special = _targets(kind), tokenizer.special_ids
-    host = HostInput(encoded, labels, plan, special_ids=special, weights=weights)
-    graph = BucketedInput(
-        encoded,
-        labels,
-        plan,
-        tf.distribute.get_strategy(),
-        special_ids=special,
-        micro_batches=micro_batches,
-        weights=weights,
-    )
-    assert_same_batches(host, graph)
+    labels = _targets(kind)
+    assert_same_batches(*_both(encoded, labels, plan, tokenizer, micro_batches, weights))
+
+
+@pytest.mark.parametrize(
+    ("kind", "pairs", "micro_batches"), [("single-label", False, 1), ("multi-label", True, 2)]
+)
+def test_host_packed_rows_are_the_tf_data_packed_rows(tokenizer, kind, pairs, micro_batches):
+    """`--packing` on JAX: several examples a row, their positions, slots and starts, and the
+    targets, weights and indices per slot, as tf.data packs them."""
+    encoded = encode_texts(tokenizer, _texts(0), _texts(1) if pairs else None)
+    shape = PackedShape.choose(encoded.packed_lengths, 32, batch_size=8)
+    rows = shape.rows * micro_batches
+    plan = plan_packed(encoded.packed_lengths, shape, rows, shuffle=True, seed=4, epoch=1)
+    assert max(int((step.indices >= 0).sum(axis=1).max()) for step in plan) > 1
+    weights = np.linspace(0.5, 2, ROWS).astype(np.float32)
+    both = _both(encoded, _targets(kind), plan, tokenizer, micro_batches, weights, shape.slots)
+    assert_same_batches(*both)
 
 
 def test_host_windows_are_the_tf_data_windows(tokenizer):
