@@ -33,8 +33,11 @@ BASES = ("int8", "bf16")  # --base-precision
 
 
 def classifier(base: str) -> ChunkedClassifier:
-    """A tiny LoRA'd classifier with dropout (RNG states to save) on an int8 or bf16 base."""
-    encoder = BertEncoder(CONFIGS["bert"], dtype="bfloat16" if base == "bf16" else "float32")
+    """A tiny LoRA'd classifier with dropout (RNG states to save) on an int8 or bf16 base.
+    The encoder starts at zeros (`scramble` draws every value): on JAX each random weight
+    shape is an XLA compilation, 7 s of this process's 16."""
+    dtype = "bfloat16" if base == "bf16" else "float32"
+    encoder = BertEncoder(CONFIGS["bert"], random_init=False, dtype=dtype)
     model = ChunkedClassifier(BertClassifier(encoder, 3, "mean", dropout=0.1, seed=0), "attention")
     model.build()
     if base == "int8":
