@@ -1,5 +1,6 @@
 """A run's checkpoint files (`bertfit.runs.checkpoint_files`, restored by `bertfit.runs.weights`):
-every dtype a run saves comes back exactly from a plain safetensors file; a save killed half-way
+every dtype a run saves comes back exactly from a plain safetensors file; every weight of each
+family's model is in a run's checkpoint and comes back on a resume; a save killed half-way
 leaves a whole checkpoint current; a checkpoint of another model is refused; an earlier
 bertfit's TensorFlow checkpoints still restore, resume and predict; and where TensorFlow cannot
 be imported, JAX saves and restores the same files, which TensorFlow then reads."""
@@ -37,6 +38,7 @@ from bertfit.runs.weights import (
 )
 from bertfit.training.checkpointing import RunCheckpoints, TrainingState
 from tests.jax_process import run_in_jax
+from tests.model.test_backends import CONFIGS, build
 from tests.runs.tf_free_checkpoints import scramble, trainer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -79,6 +81,29 @@ def test_every_dtype_a_run_saves_comes_back_exactly_from_a_plain_safetensors_fil
     for name, value in variable_values(variables).items():
         assert value.dtype == arrays[name].dtype, name
         np.testing.assert_array_equal(value, arrays[name])
+
+
+@pytest.mark.parametrize("family", list(CONFIGS))
+def test_every_familys_checkpoint_holds_each_weight_once_and_a_resume_restores_it(family, tmp_path):
+    """A run's `latest` of each family's model (encoder, head, window pooling) and its
+    optimizer: every weight is in it under one name (one left out would silently restart at
+    its initial value on a resume), and a resume brings every value back exactly."""
+    model = build(family)
+    optimizer = keras.optimizers.AdamW(1e-3)
+    optimizer.build(model.trainable_variables)
+    variables = checkpoint_variables(model, optimizer)
+    names = {id(v): name for name, v in variables.items()}
+    assert len(names) == len(variables), "a variable saved under two names"
+    assert [v.path for v in model.weights if id(v) not in names] == []
+
+    scramble(variables, seed=1)
+    saved = variable_values(variables)
+    checkpoints = RunCheckpoints(model, optimizer, tmp_path / "latest", tmp_path / "best")
+    state = TrainingState(epoch=1, step=3, global_step=3)
+    checkpoints.save_latest(state)
+    scramble(variables, seed=2)
+    assert checkpoints.restore_latest() == state
+    _assert_same(variable_values(variables), saved)
 
 
 # A save in a process of its own, SIGKILLed at `os.<point>` or `checkpoint_files.<point>`.
