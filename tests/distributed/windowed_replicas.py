@@ -26,7 +26,6 @@ from bertfit.text.windows import WindowSpec  # noqa: E402
 from bertfit.training.loop import Trainer  # noqa: E402
 from tests.tiny import WORDS, tiny_encoder, write_vocab  # noqa: E402
 
-
 RUNS = {"one": 1, "two": 1, "two-accumulating": 2}  # run: micro-batches a step
 
 
