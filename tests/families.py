@@ -96,6 +96,23 @@ def _configs(transformers) -> dict:
                 sep_token_id=3,
             ),
         ),
+        "eurobert": (
+            transformers.EuroBertModel,
+            transformers.EuroBertConfig(
+                vocab_size=99,
+                hidden_size=32,
+                num_hidden_layers=2,
+                num_attention_heads=4,
+                num_key_value_heads=2,  # grouped: two query heads a key/value head
+                intermediate_size=48,
+                max_position_embeddings=128,
+                rope_parameters={"rope_theta": 250_000.0, "rope_type": "default"},
+                pad_token_id=0,
+                bos_token_id=1,
+                eos_token_id=0,
+                mask_token_id=2,
+            ),
+        ),
     }
 
 
@@ -108,6 +125,7 @@ FAMILIES = (
     "xlm-roberta",
     "deberta-v2",
     "modernbert",
+    "eurobert",
 )
 
 
@@ -140,15 +158,18 @@ TOKENIZER_KINDS = {
     "deberta-v2": ("unigram", "[CLS]"),
     "roberta": ("bpe", "<s>"),
     "modernbert": ("bpe", "[CLS]"),
+    "eurobert": ("bpe", "<|begin_of_text|>"),
 }
 
 
 def train_tokenizer(kind: str, texts, vocab_size: int = 300, style: str = "[CLS]"):
     """A `transformers` fast tokenizer of `kind` ("wordpiece", "unigram", "bpe") trained on
     `texts` with the `tokenizers` library, with BERT's special tokens and pair template
-    (`style` "[CLS]") or RoBERTa's ("<s>")."""
+    (`style` "[CLS]"), RoBERTa's ("<s>") or EuroBERT's ("<|begin_of_text|>": Llama 3's
+    byte-level BPE, its split and special tokens, the end of text padding)."""
     import transformers
     from tokenizers import (
+        Regex,
         Tokenizer,
         decoders,
         models,
@@ -158,6 +179,8 @@ def train_tokenizer(kind: str, texts, vocab_size: int = 300, style: str = "[CLS]
         trainers,
     )
 
+    from bertfit.text.tokenizer_json import LLAMA3_SPLIT
+
     if style == "[CLS]":
         specials = {
             "pad": "[PAD]",
@@ -166,10 +189,14 @@ def train_tokenizer(kind: str, texts, vocab_size: int = 300, style: str = "[CLS]
             "sep": "[SEP]",
             "mask": "[MASK]",
         }
-        single, pair = "[CLS] $A [SEP]", "[CLS] $A [SEP] $B:1 [SEP]:1"
-    else:
+    elif style == "<s>":
         specials = {"cls": "<s>", "pad": "<pad>", "sep": "</s>", "unk": "<unk>", "mask": "<mask>"}
-        single, pair = "<s> $A </s>", "<s> $A </s> </s> $B </s>"
+    else:
+        specials = {"bos": "<|begin_of_text|>", "eos": "<|end_of_text|>", "mask": "<|mask|>"}
+    first = specials.get("cls", specials.get("bos"))
+    last = specials.get("sep", specials.get("eos"))
+    single = f"{first} $A {last}"
+    pair = f"{single} {last} $B {last}" if style == "<s>" else f"{single} $B:1 {last}:1"
     if kind == "wordpiece":
         tokenizer = Tokenizer(models.WordPiece(unk_token=specials["unk"]))
         tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
@@ -189,8 +216,14 @@ def train_tokenizer(kind: str, texts, vocab_size: int = 300, style: str = "[CLS]
             unk_token=specials["unk"],
         )
     else:
-        tokenizer = Tokenizer(models.BPE())
+        llama3 = style == "<|begin_of_text|>"
+        tokenizer = Tokenizer(models.BPE(ignore_merges=llama3))
         tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        if llama3:
+            tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
+                pre_tokenizers.Split(Regex(LLAMA3_SPLIT), behavior="isolated"),
+                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+            ])  # fmt: skip
         tokenizer.decoder = decoders.ByteLevel()
         trainer = trainers.BpeTrainer(
             vocab_size=vocab_size,
@@ -198,18 +231,15 @@ def train_tokenizer(kind: str, texts, vocab_size: int = 300, style: str = "[CLS]
             initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         )
     tokenizer.train_from_iterator(texts, trainer)
-    ids = {token: tokenizer.token_to_id(token) for token in specials.values()}
     tokenizer.post_processor = processors.TemplateProcessing(
         single=single,
         pair=pair,
-        special_tokens=[
-            (specials["cls"], ids[specials["cls"]]),
-            (specials["sep"], ids[specials["sep"]]),
-        ],
+        special_tokens=[(token, tokenizer.token_to_id(token)) for token in (first, last)],
     )
-    return transformers.PreTrainedTokenizerFast(
-        tokenizer_object=tokenizer, **{f"{k}_token": v for k, v in specials.items()}
-    )
+    names = {f"{k}_token": v for k, v in specials.items()}
+    if style == "<|begin_of_text|>":
+        names["pad_token"] = specials["eos"]  # EuroBERT pads with its end of text
+    return transformers.PreTrainedTokenizerFast(tokenizer_object=tokenizer, **names)
 
 
 def write_family_checkpoint(family: str, path: Path, texts, seed: int = 0, trainable: bool = True):

@@ -3,11 +3,16 @@ family's layers keep with `BertEncoder`.
 
 `BertEncoder` (`model/encoder.py`) is BERT's embeddings, a stack of layers and an optional
 pooler. BERT, ELECTRA, DistilBERT, ALBERT and RoBERTa use BERT's layer (`TransformerLayer`); a
-family whose layers differ (DeBERTa-v3: `model/deberta.py`, ModernBERT: `model/modernbert.py`)
-writes its own layer class from these blocks, describes it as a `FamilyLayers` and registers it
-in `encoder.FAMILY_LAYERS` under its `model_type`. docs/adding_a_family.md walks through adding
-one. The blocks import nothing from the encoder or the families, so every family imports them
-without a cycle.
+family whose layers differ (DeBERTa-v3: `model/deberta.py`, ModernBERT: `model/modernbert.py`,
+EuroBERT: `model/eurobert.py`) writes its own layer class from these blocks, describes it as a
+`FamilyLayers` and registers it in `encoder.FAMILY_LAYERS` under its `model_type`.
+docs/adding_a_family.md walks through adding one. The blocks import nothing from the encoder or
+the families, so every family imports them without a cycle.
+
+The kit's parts beyond BERT's have modules of their own: rotary positions (`model/rotary.py`),
+RMSNorm (`model/norms.py`), gated feed-forwards such as SwiGLU (`model/gated_mlp.py`),
+grouped-query attention (`model/grouped_attention.py`) and sliding-window attention computed in
+the band (`model/local_attention.py`).
 
 The layer contract
 ------------------
@@ -81,11 +86,14 @@ class FamilyLayers:
             subclass), or None.
         norm_bias: whether the family's layer norms have a bias, read from the config; the
             embeddings' norm follows it (ModernBERT's norms have none by default).
+        embedding_norm: False: the embeddings are not normalised (EuroBERT's pre-norm layers
+            normalise their inputs themselves).
     """
 
     layer: type[keras.layers.Layer]
     parts: type[FamilyParts] | None = None
     norm_bias: Callable[[BertConfig], bool] = _bias_always
+    embedding_norm: bool = True
 
 
 def activation(name: str):

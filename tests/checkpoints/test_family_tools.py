@@ -28,6 +28,7 @@ TEXTS = [text for text, _ in sentiment_rows(60)]
         ("albert", "ALBERT", "sentencepiece"),
         ("deberta-v2", "DeBERTa-v3", "sentencepiece"),
         ("roberta", "RoBERTa", "bpe"),
+        ("eurobert", "EuroBERT", "bpe"),
     ],
 )
 def test_inspect_names_the_family_and_its_tokenizer(family, name, tokenizer, tmp_path, capsys):

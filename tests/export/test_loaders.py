@@ -42,9 +42,11 @@ LOADERS = ("tf.saved_model.load", "session", "c++")
 TEXTS = [text for text, _ in sentiment_rows(12, seed=4)] + ["", "naïve déjà-vu?!", "good " * 30]
 PAIRS = TEXTS[::-1]
 # The serving exports: the trained run through `bertfit export`, and models built in memory.
-SERVING = ("single-label", "multi-label-pairs", "chunk-regression", "sentencepiece", "bpe")
+SERVING = (
+    "single-label", "multi-label-pairs", "chunk-regression", "sentencepiece", "bpe", "eurobert"
+)  # fmt: skip
 HUB = ("bert", "deberta-v2")  # TF Hub encoders in plain TF ops (BERT) and as Keras layers
-FAMILY_OF = {"sentencepiece": "deberta-v2", "bpe": "modernbert"}
+FAMILY_OF = {"sentencepiece": "deberta-v2", "bpe": "modernbert", "eurobert": "eurobert"}
 
 
 def run(loader: str, export, requests: dict, runner, tmp_path) -> dict:

@@ -28,6 +28,7 @@ from bertfit.model.classifier import BertClassifier
 from bertfit.model.config import BertConfig
 from bertfit.model.deberta import DebertaSettings
 from bertfit.model.encoder import BertEncoder
+from bertfit.model.eurobert import EuroBertSettings
 from bertfit.model.losses import outputs, per_example_loss
 from bertfit.model.modernbert import ModernBertSettings
 
@@ -44,7 +45,7 @@ TINY = dict(
 )
 NO_POSITIONS = dict(absolute_positions=False, type_vocab_size=0)
 
-# Each family's switches (BERT's layer) or its own layers (DeBERTa, ModernBERT).
+# Each family's switches (BERT's layer) or its own layers (DeBERTa, ModernBERT, EuroBERT).
 CONFIGS = {
     "bert": BertConfig(**TINY),
     "electra": BertConfig(**TINY, embedding_size=8, model_type="electra"),
@@ -85,6 +86,15 @@ CONFIGS = {
         variant=dataclasses.asdict(
             ModernBertSettings(local_attention=4, global_attn_every_n_layers=2)
         ),
+    ),
+    "eurobert": BertConfig(
+        **TINY,
+        **NO_POSITIONS,
+        has_pooler=False,
+        hidden_act="silu",
+        layer_norm_eps=1e-5,
+        model_type="eurobert",
+        variant=dataclasses.asdict(EuroBertSettings(num_key_value_heads=1, mlp_bias=True)),
     ),
 }
 

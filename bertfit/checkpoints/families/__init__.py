@@ -23,6 +23,7 @@ from bertfit.checkpoints.families import (
     deberta,
     distilbert,
     electra,
+    eurobert,
     modernbert,
     roberta,
 )
@@ -38,6 +39,7 @@ FAMILIES: tuple[Family, ...] = (
     albert.FAMILY,
     *roberta.FAMILIES,
     modernbert.FAMILY,
+    eurobert.FAMILY,
     deberta.FAMILY,
 )
 
