@@ -7,7 +7,11 @@ transformers Trainer, in one run, one process each, one after the other.
 
 `--cli-defaults` trains as `bertfit train` does when given only its data: every training row,
 3 epochs, max_seq_length 128 (the other settings below are the CLI's defaults already);
-`--sides` picks which of tensorflow, jax, jax_cached and transformers run.
+`--sides` picks which of tensorflow, jax, jax_cached and transformers run, and adds
+tensorflow_packing and jax_packing: the same runs with `--packing` (issue 55: rows of
+max_seq_length holding several examples, one compiled shape).
+
+    python -m bench.backends --sides tensorflow,jax,tensorflow_packing,jax_packing
 
 The same settings on every side (bench/settings.py: seq 64, batch 32, lr 5e-5, 10% warmup,
 weight decay 0.01, seed 42; CLI defaults otherwise): `bertfit train --backend tensorflow`,
@@ -42,10 +46,14 @@ BACKENDS = ("tensorflow", "jax")
 JAX_CACHED = "jax_cached"
 TRAINER = "transformers"
 SIDES = (*BACKENDS, JAX_CACHED, TRAINER)
+# each backend's run with --packing (asked for by --sides)
+PACKING = "_packing"
+PACKED_SIDES = tuple(backend + PACKING for backend in BACKENDS)
 CLI_EPOCHS, CLI_SEQ = 3, 128  # `bertfit train`'s defaults
 
 
 def bertfit_side(args, work: Path, backend: str, name: str | None = None) -> dict:
+    """One `bertfit train` run on `backend`, `--packing` when `name` ends in PACKING."""
     data = rotten_tomatoes_dir()
     run = work / f"bertfit-{name or backend}"
     command = [*BERTFIT, "train", "--train", str(data / "train.csv"), "--output-dir", str(run)]
@@ -55,6 +63,8 @@ def bertfit_side(args, work: Path, backend: str, name: str | None = None) -> dic
     command += ["--weight-decay", str(DECAY), "--seed", str(SEED), "--quiet"]
     if args.max_train_examples:
         command += ["--max-train-examples", str(args.max_train_examples)]
+    if (name or "").endswith(PACKING):
+        command += ["--packing"]
     process = run_measured(command)
     metrics = json.loads((run / "metrics.json").read_text())
     lengths = metrics["data"]["token_lengths"]
@@ -68,8 +78,9 @@ def bertfit_side(args, work: Path, backend: str, name: str | None = None) -> dic
         "train_peak_rss_mib": process["peak_rss_mib"],
         "time_split": metrics["time"],
         "trace_counts": metrics["trace_counts"],
-        "buckets": lengths["buckets"],
-        # at the bucket lengths (TensorFlow without XLA pads each batch to its longest row)
+        "buckets": lengths["buckets"],  # with --packing, the rows' one length
+        # at the bucket lengths (TensorFlow without XLA pads each batch to its longest row);
+        # with --packing the packed rows' slots
         "token_slots_per_example": sum(lengths["slots"]) / sum(lengths["examples"]),
         "test_accuracy": evaluation["accuracy"],
         "train_examples": metrics["train_num_examples"],
@@ -82,6 +93,7 @@ NAMES = {
     "jax": "bertfit --backend jax",
     JAX_CACHED: "bertfit --backend jax, compilations cached",
     TRAINER: "transformers Trainer",
+    **{backend + PACKING: f"bertfit --backend {backend} --packing" for backend in BACKENDS},
 }
 
 
@@ -108,12 +120,14 @@ def table(result: dict) -> list[str]:
         steps = f"{steps:.0f} s" if steps is not None else "-"
         loop = side["train_seconds"]
         versus_trainer = f"{loop / trainer:.2f}x" if trainer else "-"
+        buckets = ", ".join(map(str, side.get("buckets", []))) or "-"
+        if key.endswith(PACKING):
+            buckets = f"rows of {buckets}"
         rows.append(
             f"| {NAMES[key]} | {loop:.0f} s | {loop / tensorflow:.2f}x | {versus_trainer} | "
             f"{steps} | {side['train_process_seconds']:.0f} s | "
             f"{side['first_step_seconds']:.1f} s | {side['train_peak_rss_mib']:.0f} MiB | "
-            f"{side['test_accuracy']:.4f} | {traces} | "
-            f"{', '.join(map(str, side.get('buckets', []))) or '-'} |"
+            f"{side['test_accuracy']:.4f} | {traces} | {buckets} |"
         )
     return rows
 
@@ -123,7 +137,7 @@ def ratios(result: dict) -> dict[str, float]:
     the Trainer's, for the sides that ran."""
     sides = sides_of(result)
     tensorflow, out = sides["tensorflow"], {}
-    for key in ("jax", JAX_CACHED):
+    for key in ("jax", JAX_CACHED, *PACKED_SIDES):
         if key in sides:
             jax = sides[key]
             out[f"{key}_over_tensorflow_train_loop"] = (
@@ -161,7 +175,13 @@ def table_rows(result: dict) -> list[str]:
             if key in sides
         ]
     tensorflow = sides["tensorflow"]
-    for key, label in (("jax", "JAX"), (JAX_CACHED, "JAX (compilations cached)")):
+    labels = (
+        ("jax", "JAX"),
+        (JAX_CACHED, "JAX (compilations cached)"),
+        ("jax_packing", "JAX --packing"),
+        ("tensorflow_packing", "TensorFlow --packing"),
+    )
+    for key, label in labels:
         if key in sides:
             jax = sides[key]["train_seconds"]
             rows.append(
@@ -188,13 +208,16 @@ def parse_args(argv=None) -> argparse.Namespace:
         action="store_true",
         help=f"every row, {CLI_EPOCHS} epochs, seq {CLI_SEQ}: `bertfit train`'s defaults",
     )
-    parser.add_argument("--sides", default=",".join(SIDES), help="of " + ", ".join(SIDES))
+    parser.add_argument(
+        "--sides", default=",".join(SIDES), help="of " + ", ".join((*SIDES, *PACKED_SIDES))
+    )
     args = parser.parse_args(argv)
     if args.cli_defaults:
         args.epochs, args.max_train_examples, args.max_seq_length = CLI_EPOCHS, 0, CLI_SEQ
     args.sides = args.sides.split(",")
-    if unknown := set(args.sides) - set(SIDES):
-        parser.error(f"--sides: unknown {', '.join(sorted(unknown))}; of {', '.join(SIDES)}")
+    known = (*SIDES, *PACKED_SIDES)
+    if unknown := set(args.sides) - set(known):
+        parser.error(f"--sides: unknown {', '.join(sorted(unknown))}; of {', '.join(known)}")
     if "tensorflow" not in args.sides:
         parser.error("--sides: tensorflow is every ratio's denominator; keep it")
     if TRAINER in args.sides and args.max_seq_length != SEQ:
@@ -217,6 +240,9 @@ def main(argv=None) -> None:
         ours = {b: bertfit_side(args, work, b) for b in BACKENDS if b in args.sides}
         if JAX_CACHED in args.sides:
             ours[JAX_CACHED] = bertfit_side(args, work, "jax", JAX_CACHED)
+        for backend in BACKENDS:  # each packed run compiles its own shape
+            if backend + PACKING in args.sides:
+                ours[backend + PACKING] = bertfit_side(args, work, backend, backend + PACKING)
     result = {
         "settings": {
             "max_seq_length": args.max_seq_length,
@@ -236,6 +262,8 @@ def main(argv=None) -> None:
     result["table_rows"] = table_rows(result)
     print("\n".join(table(result)))
     name = "backends" if not args.cli_defaults else "backends_cli_defaults"
+    if set(PACKED_SIDES) & set(args.sides):
+        name += "_packing"  # beside issue 46's results, not over them
     write_result(name, result)
 
 

@@ -249,7 +249,8 @@ class ModelConfig:
         default_factory=lambda: [LORA_AUTO],
         metadata=flag(
             "with --lora-rank: the comma-separated Dense layers LoRA adapts: 'auto' (attention "
-            "query and value; ModernBERT's fused qkv), 'all' (every Dense of the layers), or "
+            "query and value; the fused qkv of ModernBERT, GTE, NomicBERT), 'all' (every Dense of "
+            "the layers), or "
             "names such as query,key,value,attention_output,intermediate,output (default: auto)",
             type=parse_names,
             metavar="NAMES",
@@ -275,6 +276,10 @@ class DataConfig:
         streaming: train from TFRecord shards of `train` (prepared once into the cache,
             memory flat in the rows) instead of holding its rows in memory; a prepared
             directory (`bertfit prepare`) as `train` is always streamed.
+        packing: train and evaluate on packed batches (`bertfit.data.packed`): rows of
+            max_seq_length tokens holding several examples each, one shape for the whole run,
+            little padding; each example computes as if alone. `buckets` then serve only
+            prediction and exports.
     """
 
     train: str | None = dataclasses.field(
@@ -321,6 +326,14 @@ class DataConfig:
         metadata=flag(
             "stream --train from TFRecord shards prepared once into the cache (see `bertfit "
             "prepare`) instead of holding its rows in memory",
+            switch=True,
+        ),
+    )
+    packing: bool = dataclasses.field(
+        default=False,
+        metadata=flag(
+            "train and evaluate on rows of --max-seq-length tokens packed with several "
+            "examples each: one shape for the whole run, little padding",
             switch=True,
         ),
     )
@@ -592,6 +605,17 @@ class RunConfig:
                 ),
                 f"{AUTO_BUCKETS!r}, {NO_BUCKETS!r} or lengths between 1 and max_seq_length "
                 f"{m.max_seq_length}",
+            ),
+            (
+                "data.packing",
+                not d.packing or m.long_documents == TRUNCATE,
+                "off with --long-documents chunk (each document's windows are its rows "
+                "already): leave --packing out",
+            ),
+            (
+                "data.packing",
+                not d.packing or not d.streaming,
+                "off with --streaming (packing plans the rows in memory): leave one out",
             ),
             (
                 "data.max_train_examples",

@@ -96,6 +96,18 @@ def _configs(transformers) -> dict:
                 sep_token_id=3,
             ),
         ),
+        "mpnet": (
+            transformers.MPNetModel,
+            transformers.MPNetConfig(**TINY, max_position_embeddings=66, pad_token_id=1),
+        ),
+        "gte": (
+            transformers.GteModel,
+            transformers.GteConfig(**TINY, max_position_embeddings=64, pad_token_id=1),
+        ),
+        "nomic_bert": (
+            transformers.NomicBertModel,
+            transformers.NomicBertConfig(**TINY, max_position_embeddings=64),
+        ),
         "eurobert": (
             transformers.EuroBertModel,
             transformers.EuroBertConfig(
@@ -125,6 +137,9 @@ FAMILIES = (
     "xlm-roberta",
     "deberta-v2",
     "modernbert",
+    "mpnet",
+    "gte",
+    "nomic_bert",
     "eurobert",
 )
 
@@ -158,6 +173,9 @@ TOKENIZER_KINDS = {
     "deberta-v2": ("unigram", "[CLS]"),
     "roberta": ("bpe", "<s>"),
     "modernbert": ("bpe", "[CLS]"),
+    "mpnet": ("wordpiece", "mpnet"),
+    "gte": ("unigram", "<s>"),  # gte-multilingual-base: XLM-R's
+    "nomic_bert": ("wordpiece", "[CLS]"),
     "eurobert": ("bpe", "<|begin_of_text|>"),
 }
 
@@ -166,7 +184,8 @@ def train_tokenizer(kind: str, texts, vocab_size: int = 300, style: str = "[CLS]
     """A `transformers` fast tokenizer of `kind` ("wordpiece", "unigram", "bpe") trained on
     `texts` with the `tokenizers` library, with BERT's special tokens and pair template
     (`style` "[CLS]"), RoBERTa's ("<s>") or EuroBERT's ("<|begin_of_text|>": Llama 3's
-    byte-level BPE, its split and special tokens, the end of text padding)."""
+    byte-level BPE, its split and special tokens, the end of text padding); style "mpnet": a
+    WordPiece as MPNet's checkpoints ship it (`mpnet_tokenizer`)."""
     import transformers
     from tokenizers import (
         Regex,
@@ -181,7 +200,7 @@ def train_tokenizer(kind: str, texts, vocab_size: int = 300, style: str = "[CLS]
 
     from bertfit.text.tokenizer_json import LLAMA3_SPLIT
 
-    if style == "[CLS]":
+    if style in ("[CLS]", "mpnet"):
         specials = {
             "pad": "[PAD]",
             "unk": "[UNK]",
@@ -231,6 +250,8 @@ def train_tokenizer(kind: str, texts, vocab_size: int = 300, style: str = "[CLS]
             initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         )
     tokenizer.train_from_iterator(texts, trainer)
+    if style == "mpnet":
+        return mpnet_tokenizer(tokenizer.get_vocab())
     tokenizer.post_processor = processors.TemplateProcessing(
         single=single,
         pair=pair,
@@ -240,6 +261,16 @@ def train_tokenizer(kind: str, texts, vocab_size: int = 300, style: str = "[CLS]
     if style == "<|begin_of_text|>":
         names["pad_token"] = specials["eos"]  # EuroBERT pads with its end of text
     return transformers.PreTrainedTokenizerFast(tokenizer_object=tokenizer, **names)
+
+
+def mpnet_tokenizer(bert_vocab: dict):
+    """transformers' `MPNetTokenizer` as MPNet's checkpoints have it: fairseq's `<s> <pad> </s>
+    <unk>` first, then a BERT WordPiece vocabulary (`[UNK]` its unknown token), then `<mask>`;
+    RoBERTa's template around BERT's normalizer and pre-tokenizer."""
+    import transformers
+
+    tokens = ["<s>", "<pad>", "</s>", "<unk>", *sorted(bert_vocab, key=bert_vocab.get), "<mask>"]
+    return transformers.MPNetTokenizer(vocab={token: i for i, token in enumerate(tokens)})
 
 
 def write_family_checkpoint(family: str, path: Path, texts, seed: int = 0, trainable: bool = True):

@@ -83,3 +83,20 @@ def test_sides_that_cannot_be_compared_are_refused(sides, capsys):
     with pytest.raises(SystemExit):
         parse_args(["--sides", sides])
     assert "--sides" in capsys.readouterr().err
+
+
+def test_the_packing_sides_are_runs_with_packing_against_tensorflows_loop():
+    args = parse_args(["--sides", "tensorflow,jax,tensorflow_packing,jax_packing"])
+    assert args.sides == ["tensorflow", "jax", "tensorflow_packing", "jax_packing"]
+    result = every_side()
+    del result["transformers"], result["bertfit"]["jax_cached"]
+    result["bertfit"] |= {"tensorflow_packing": side(88, 0.81, 1), "jax_packing": side(84, 0.8, 1)}
+    rows = table(result)
+    assert rows[4].startswith("| bertfit --backend tensorflow --packing | 88 s | 1.10x | - |")
+    assert rows[5].startswith("| bertfit --backend jax --packing | 84 s | 1.05x |")
+    assert rows[5].endswith("| 1 | rows of 24 |")
+    assert ratios(result)["jax_packing_over_tensorflow_train_loop"] == 84 / 80
+    assert any(
+        r.endswith("| 84 s (JAX) | 80 s (TensorFlow) | 1.05x the time |")
+        for r in table_rows(result)
+    )

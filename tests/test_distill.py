@@ -253,6 +253,23 @@ def test_a_distilled_student_trains_exports_and_reuses_the_teachers_labels(
     assert code == 2 and "is a `bertfit distill` student" in err
 
 
+def test_a_packed_batch_is_distilled_slot_by_slot():
+    """With --packing the targets and weights are [rows, slots, ...]: the loss of the
+    example slots, in the order of the logits' rows, as if unpacked."""
+    import tensorflow as tf
+
+    from bertfit.distill.loss import UNLABELLED, batch_loss, distillation_targets
+
+    teacher = np.array([[0.7, 0.3], [0.1, 0.9], [0.5, 0.5], [0.6, 0.4]])
+    targets = distillation_targets(teacher, np.array([0, 1, UNLABELLED, 0]), 2.0)
+    logits = tf.constant([[1.0, 0.5], [0.2, -0.3], [0.9, 0.1], [0.0, 0.0]])
+    weights = np.array([1.0, 1.0, 0.5, 0.0], np.float32)  # the last slot is empty
+    flat = {"label": targets, "example_weight": weights, "global_examples": 3.0}
+    packed = {**flat, "label": targets.reshape(2, 2, -1), "example_weight": weights.reshape(2, 2)}
+    expected = batch_loss(flat, logits, 2.0, 0.5).numpy()
+    assert batch_loss(packed, logits, 2.0, 0.5).numpy() == pytest.approx(expected)
+
+
 @pytest.mark.slow
 def test_a_student_collapsed_onto_one_class_is_warned_as_a_trained_run_is(
     trained_run, trainable_hf_dir, tmp_path, capsys

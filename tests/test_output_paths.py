@@ -100,8 +100,8 @@ def test_no_command_writes_into_another_run_or_a_sweep(tmp_path, capsys):
     sweep = tmp_path / "sweep"
     (sweep / "runs").mkdir(parents=True)
     (sweep / "sweep.json").write_text("{}")
-    data = tmp_path / "data.csv"
-    data.write_text("text\nx\n")
+    data = tmp_path / "data.csv"  # a training file bertfit reads: the output is what is refused
+    data.write_text("text,label\nx,a\ny,b\n")
     cases = {
         "report over another run's report": (
             ["report", str(run), "--output", str(other / "report.html")],

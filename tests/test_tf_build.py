@@ -140,8 +140,10 @@ def test_the_cli_refuses_two_builds_in_one_folder_before_loading_tensorflow(tmp_
     info = tmp_path / f"{other.replace('-', '_')}-2.20.0.dist-info"
     info.mkdir()
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {other}\nVersion: 2.20.0\n")
+    data = tmp_path / "train.csv"  # read before TensorFlow loads: it must be a good one
+    data.write_text("text,label\ngood,pos\nbad,neg\n")
     done = subprocess.run(
-        [sys.executable, "-m", "bertfit.cli", "train", "--model", "x", "--train", "y.csv"],
+        [sys.executable, "-m", "bertfit.cli", "train", "--model", "x", "--train", str(data)],
         capture_output=True,
         text=True,
         timeout=120,

@@ -22,7 +22,12 @@ from bertfit.checkpoints.tf1 import vocab_in
 from bertfit.checkpoints.weights import LoadReport, assign_weights
 from bertfit.errors import CheckpointError, CheckpointWarning
 from bertfit.model.encoder import BertEncoder
-from bertfit.text.loading import TokenizerFiles, build_in_graph, read_tokenizer_files
+from bertfit.text.loading import (
+    TokenizerFiles,
+    build_in_graph,
+    read_tokenizer_files,
+    vocab_txt_files,
+)
 from bertfit.text.wordpiece import (
     TokenizerConfig,
     capitalised_tokens,
@@ -130,10 +135,11 @@ def check_tokenizer(checkpoint: Checkpoint, tokenizer) -> None:
             "to another model. Use the tokenizer files shipped with these weights."
         )
     family = SUPPORTED.get(checkpoint.config.model_type)
-    if family is not None and tokenizer.kind != family.tokenizer:
+    if family is not None and tokenizer.kind not in family.tokenizers:
         warnings.warn(
             CheckpointWarning(
-                f"{where} is not the {family.tokenizer} tokenizer {family.name} checkpoints "
+                f"{where} is not the {' or '.join(family.tokenizers)} tokenizer {family.name} "
+                "checkpoints "
                 f"ship, and the embedding table has {rows} rows: if these tokenizer files come "
                 "from another model, every id means another token to these weights. Use the "
                 "files shipped with the weights unless the model was trained with this "
@@ -195,13 +201,16 @@ def tokenizer_files(
     the graph, `build_host_tokenizer` on the host."""
     lower = checkpoint.lower_case if lower_case is None else lower_case
     strip = checkpoint.strip_accents if strip_accents is None else strip_accents
+    model_type = checkpoint.config.model_type if checkpoint.config is not None else None
+    if checkpoint.vocab_file is not None and checkpoint.tokenizer_dir is not None:
+        # A Hugging Face folder: its tokenizer_config.json and family name the special tokens.
+        return vocab_txt_files(checkpoint.tokenizer_dir, lower, strip, model_type)
     if checkpoint.vocab_file is not None:
         config = TokenizerConfig(lower_case=True if lower is None else lower, strip_accents=strip)
         return TokenizerFiles(
             checkpoint.vocab_file, "wordpiece", read_vocab(checkpoint.vocab_file), config
         )
     if checkpoint.tokenizer_dir is not None:
-        model_type = checkpoint.config.model_type if checkpoint.config is not None else None
         return read_tokenizer_files(
             checkpoint.tokenizer_dir, lower_case=lower, strip_accents=strip, model_type=model_type
         )

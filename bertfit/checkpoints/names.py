@@ -83,21 +83,38 @@ def hf_norm(prefix: str, param: str) -> Source:
     return Source((f"{prefix}.{new}", f"{prefix}.{old}"))
 
 
+def hf_embeddings(
+    tables: tuple[str, ...], layer_norm: str = "embeddings.LayerNorm"
+) -> dict[str, Source]:
+    """Canonical name → Hugging Face key of each embedding table of `tables`
+    (`embeddings.<table>.weight`) and of the embeddings' LayerNorm (below `layer_norm`)."""
+    table = {f"embeddings/{e}": Source((f"embeddings.{e}.weight",)) for e in tables}
+    for p in ("gamma", "beta"):
+        table[f"embeddings/layer_norm/{p}"] = hf_norm(layer_norm, p)
+    return table
+
+
+def hf_layer(
+    index: int, prefix: str, dense: dict[str, str], norms: dict[str, str]
+) -> dict[str, Source]:
+    """Canonical name → Hugging Face key of the weights of layer `index`, whose keys start with
+    `prefix`: each Dense of `dense` (ours → theirs) as its transposed weight and its bias, each
+    LayerNorm of `norms` as its gamma and beta."""
+    table = {}
+    for ours, theirs in dense.items():
+        table[f"layer_{index}/{ours}/kernel"] = transposed(f"{prefix}.{theirs}.weight")
+        table[f"layer_{index}/{ours}/bias"] = Source((f"{prefix}.{theirs}.bias",))
+    for ours, theirs in norms.items():
+        for p in ("gamma", "beta"):
+            table[f"layer_{index}/{ours}/{p}"] = hf_norm(f"{prefix}.{theirs}", p)
+    return table
+
+
 def hf_table(num_layers: int) -> dict[str, Source]:
     """Canonical name → Hugging Face `BertModel` state-dict key (without the "bert." prefix)."""
-    table = {
-        f"embeddings/{e}": Source((f"embeddings.{e}.weight",))
-        for e in ("word_embeddings", "position_embeddings", "token_type_embeddings")
-    }
-    for p in ("gamma", "beta"):
-        table[f"embeddings/layer_norm/{p}"] = hf_norm("embeddings.LayerNorm", p)
+    table = hf_embeddings(("word_embeddings", "position_embeddings", "token_type_embeddings"))
     for i in range(num_layers):
-        for ours, theirs in _HF_DENSE.items():
-            table[f"layer_{i}/{ours}/kernel"] = transposed(f"encoder.layer.{i}.{theirs}.weight")
-            table[f"layer_{i}/{ours}/bias"] = Source((f"encoder.layer.{i}.{theirs}.bias",))
-        for ours, theirs in _HF_NORMS.items():
-            for p in ("gamma", "beta"):
-                table[f"layer_{i}/{ours}/{p}"] = hf_norm(f"encoder.layer.{i}.{theirs}", p)
+        table |= hf_layer(i, f"encoder.layer.{i}", _HF_DENSE, _HF_NORMS)
     table["pooler/kernel"] = transposed("pooler.dense.weight")
     table["pooler/bias"] = Source(("pooler.dense.bias",))
     return table

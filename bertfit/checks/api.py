@@ -260,9 +260,12 @@ def _check_run(
         data,
         rows_read=len(train),
         total_steps=1,
+        replicas=replicas,
     )
     report.stats["pooling"] = _chosen(setup, "pooling: ", setup.config.model.pooling)
     report.stats["length buckets"] = _buckets_chosen(setup)
+    if setup.packing is not None:
+        report.stats["packing"] = _chosen(setup, "packing: ", setup.packing.describe())
     _check_pipeline(report, setup, replicas, expected, compile_, full, device_memory)
 
 
@@ -487,6 +490,8 @@ def _check_pipeline(
     compute = tf.as_dtype(trainer.model.encoder.dtype_policy.compute_dtype).size
     # [batch, length], or for windowed documents [batch, K, max_seq_length]
     shapes = [(per_replica, *setup.train.row_shape(k)) for k in sorted(pipeline.datasets)]
+    if setup.packing is not None:  # one replica's packed rows
+        shapes = [(setup.packing.rows // replicas, setup.packing.length)]
     report.memory = memory_per_replica(trainer.model, shapes, compute, config.train.remat)
     asked = device_memory is not None  # else this machine's memory, said only when short
     if not asked and expected.target == "cpu":

@@ -24,6 +24,8 @@ from bertfit.model.inputs import (
     INPUT_NAMES,
     LABEL,
     MASK,
+    PACKED_NAMES,
+    STARTS,
     TYPE_IDS,
     WEIGHT,
     WORD_IDS,
@@ -161,8 +163,9 @@ def check_spec(report: Report, spec, ctx: BatchExpectations) -> None:
 def _check_keys(report: Report, named: dict, ctx: BatchExpectations) -> None:
     if ctx.encoder_takes_text:
         return  # a model taking strings names its own inputs (or takes one unnamed tensor)
-    # window_mask: the ChunkedClassifier's input next to the windows (--long-documents chunk)
-    unknown = [k for k in named if k not in ALIASES and k != WINDOW_MASK]
+    # window_mask: the ChunkedClassifier's input next to the windows (--long-documents chunk);
+    # input_positions and example_starts: a packed batch's (--packing)
+    unknown = [k for k in named if k not in ALIASES and k not in (WINDOW_MASK, *PACKED_NAMES)]
     for key in unknown:
         close = difflib.get_close_matches(key, list(ALIASES), n=1, cutoff=0.5)
         target = ALIASES[close[0]] if close else None
@@ -367,16 +370,24 @@ def observe_batch(stats: BatchStats, element, ctx: BatchExpectations) -> None:
         ids, real = ids.reshape(-1, ids.shape[-1]), real.reshape(-1)
         mask = None if mask is None else np.asarray(mask).reshape(ids.shape)
         types = None if types is None else np.asarray(types).reshape(ids.shape)
+    # each example's first token: a packed row's examples start at its example_starts
+    firsts, real_firsts, mask_values = ids[:, 0], real, {0, 1}
+    if STARTS in named:
+        starts = np.asarray(named[STARTS])
+        firsts = np.take_along_axis(ids, starts, axis=1).reshape(-1)
+        real_firsts = real.reshape(-1) if real.ndim == 2 else np.repeat(real, starts.shape[1])
+        real = real.any(axis=1) if real.ndim == 2 else real
+        mask_values = set(range(starts.shape[1] + 1))  # each token's example in its row
     if mask is not None:
         mask = np.asarray(mask)
-        stats.bad_mask |= set(np.unique(mask).tolist()) - {0, 1}
+        stats.bad_mask |= set(np.unique(mask).tolist()) - mask_values
         binary = mask != 0
         starts_padded = ~binary[:, 0] & binary.any(axis=1)
         stats.left_padded += int((starts_padded & real).sum())
     if ctx.cls_id is not None:
-        stats.no_cls += int(((ids[:, 0] != ctx.cls_id) & real).sum())
+        stats.no_cls += int(((firsts != ctx.cls_id) & real_firsts).sum())
     else:
-        stats.first_tokens |= set(ids[real, 0].tolist())
+        stats.first_tokens |= set(firsts[real_firsts].tolist())
     if ctx.vocab_size is not None:
         stats.bad_ids += int((ids >= ctx.vocab_size).sum() + (ids < 0).sum())
         stats.max_id = max(stats.max_id, int(ids.max(initial=0)))

@@ -57,7 +57,7 @@ def check_jax_gradients(report: Report, trainer, element: dict, replicas: int, w
     for text in NOT_CHECKED:
         report.not_checked.append(f"not checked on JAX: {text}")
     try:
-        gradients = trainer.gradients(_global_arrays(element, replicas))
+        gradients, _ = trainer.gradients(_global_arrays(element, replicas))
     except Exception as e:  # reported as a finding
         report_failure(
             report, "grad-step-failed", "one training step on one batch failed", e, where

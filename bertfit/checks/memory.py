@@ -35,14 +35,16 @@ The two constants are a least-squares fit to the twelve float32 rows (full, rema
 LoRA + remat) of `bench/memory.py` at three shapes: 24 and 4 layers of hidden 1024 at batch
 1 × 256, 4 layers of hidden 256 at 16 × 128 (2026-11-26): a calibration of this CPU's runtime,
 not a count, and an overestimate on an accelerator, whose compiled program lives in host
-memory. It over-predicts a shallow wide LoRA step (4 layers of hidden 1024: +16% to +31%).
+memory. It over-predicts a LoRA step: 4 layers of hidden 1024 by 16% to 31%, 4 of hidden
+256 at 16 × 128 by 16% (364 MiB for the 313 measured on 2026-11-29).
 The bf16 and int8 bases' float32 copies are counted, not fitted: XLA's buffer assignment for a
 bf16 base (its CPU backend computes bf16 matmuls in float32) and the resident memory after
 quantizing an int8 base (`Adapters.base_copies_bytes`).
 The fit is TensorFlow 2.21's. TensorFlow 2.20 (the TPU build's minor) keeps a constant
 RUNTIME_BYTES_BY_MINOR more at the same step: 4 layers of hidden 256 at 32 × 64 peak at 451 vs
 416 MiB without remat and 399 vs 363 MiB with it (2026-11-26, this CPU).
-`tests/checks/test_memory_plan.py` holds other shapes within 15% of their measurement.
+`tests/checks/test_memory_plan.py` holds other shapes within 15% of their measurement (a LoRA
+step: at most 20% over).
 """
 
 from __future__ import annotations

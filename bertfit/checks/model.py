@@ -18,7 +18,7 @@ from bertfit.checks.findings import ERROR, INFO, WARNING, Report
 from bertfit.checks.memory import OPTIMIZER_SLOTS, Architecture, adapters_of, plan
 from bertfit.data.tasks import SINGLE_LABEL
 from bertfit.errors import CheckpointError
-from bertfit.model.inputs import WORD_IDS
+from bertfit.model.inputs import STARTS, WORD_IDS
 from bertfit.model.losses import per_example_loss
 from bertfit.tf_build import Installed, install_commands
 from bertfit.training.strategy import host_xla
@@ -70,6 +70,9 @@ def loss_and_logits(model, element, training: bool = True, kind: str = SINGLE_LA
         kind, labels = SINGLE_LABEL, tf.zeros([batch], tf.int32)
     labels = tf.cast(labels, tf.int32 if kind == SINGLE_LABEL else tf.float32)
     weights = tf.ones([batch], tf.float32) if weights is None else tf.cast(weights, tf.float32)
+    if weights.shape.rank == 2:  # a packed batch's: one per example slot, as the logits
+        labels = tf.reshape(labels, [-1, *labels.shape[2:]])
+        weights = tf.reshape(weights, [-1])
     losses = per_example_loss(kind, labels, logits)
     return tf.reduce_sum(losses * weights) / tf.maximum(tf.reduce_sum(weights), 1.0), logits
 
@@ -297,11 +300,13 @@ def _loads_tf1(layer) -> bool:
 
 
 def _leading(features):
+    """The examples of a batch: its rows, times a packed batch's example slots."""
     named = canonical(features)  # {"<features>": tensor} for one unnamed tensor
+    slots = named[STARTS].shape[1] if STARTS in named else 1
     for value in named.values():
         shape = getattr(value, "shape", None)
         if shape is not None and len(shape) >= 1:
-            return shape[0]
+            return None if shape[0] is None else shape[0] * slots
     return None
 
 

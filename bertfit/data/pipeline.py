@@ -21,8 +21,8 @@ import numpy as np
 import tensorflow as tf
 
 from bertfit.errors import BertfitError
-from bertfit.model.inputs import GLOBAL_EXAMPLES, INDEX, LABEL, WEIGHT
-from bertfit.text.packing import pack_inputs
+from bertfit.model.inputs import GLOBAL_EXAMPLES, INDEX, LABEL, STARTS, WEIGHT
+from bertfit.text.packing import pack_inputs, pack_rows
 
 PAD_INDEX = -1
 
@@ -51,13 +51,16 @@ def _tokenize_all(tokenizer, texts: Sequence[str], chunk: int) -> tf.RaggedTenso
 def encode_texts(
     tokenizer, texts: Sequence[str], text_pairs: Sequence[str] | None = None, chunk: int = 2048
 ) -> EncodedTexts:
-    """Tokenizes all texts (and pairs) with the in-graph tokenizer, in chunks, in order."""
+    """Tokenizes all texts (and pairs) with the in-graph tokenizer, in chunks, in order.
+    The packed lengths count the tokenizer's template: `[CLS] a [SEP] b [SEP]`, or RoBERTa's
+    `<s> a </s></s> b </s>` (its `pair_separators`)."""
     ids_a = _tokenize_all(tokenizer, texts, chunk)
     lengths = ids_a.row_lengths().numpy() + 2
     ids_b = None
     if text_pairs is not None:
         ids_b = _tokenize_all(tokenizer, text_pairs, chunk)
-        lengths = lengths + ids_b.row_lengths().numpy() + 1
+        separators = tokenizer.special_ids.get("pair_separators", 1)
+        lengths = lengths + ids_b.row_lengths().numpy() + separators
     return EncodedTexts(ids_a, ids_b, lengths.astype(np.int64))
 
 
@@ -153,12 +156,17 @@ class BucketedInput:
             one element spec, [per-replica batch, None], so a step traced without XLA serves
             them all once, with less padding, and one pipeline feeds them all. For
             TensorFlow's kernels only: XLA and TPUs need the static lengths.
+        slots: packed batches (`--packing`, `bertfit.data.packed`): the plan's indices are
+            [rows, slots], and each row holds its slots' examples one after another
+            (`text.packing.pack_rows`); None: one example per row.
 
     Iterating yields `(seq_length, per-replica batch)` in plan order. A batch is a dict of
     `input_word_ids`, `input_mask`, `input_type_ids` ([per-replica batch, seq_length] int32),
     `label` (the targets' dtype and row shape, zeros on padding rows), `example_weight`
     (float32: 0 on padding rows, else the example's weight), `index` (int64, -1 on padding rows)
-    and `global_examples` (float32: real examples in the whole global batch).
+    and `global_examples` (float32: real examples in the whole global batch). A packed batch
+    adds `input_positions` [rows, seq_length] and `example_starts` [rows, slots], and its
+    `label`, `example_weight` and `index` are per slot ([rows, slots, ...]).
     """
 
     def __init__(
@@ -172,9 +180,11 @@ class BucketedInput:
         micro_batches: int = 1,
         weights: np.ndarray | None = None,
         pad_to_longest: bool = False,
+        slots: int | None = None,
     ):
         self.encoded = encoded
-        self.pad_to_longest = pad_to_longest
+        self.pad_to_longest = pad_to_longest and slots is None
+        self.slots = slots
         self.micro_batches = micro_batches
         self.labels = np.zeros(len(encoded), np.int32) if labels is None else labels
         self.weights = np.ones(len(encoded), np.float32) if weights is None else weights
@@ -187,7 +197,7 @@ class BucketedInput:
         # pipeline in plan order serves them all: one trace of its map function, not one per
         # bucket (~0.1 s each).
         self._shared = None
-        if pad_to_longest and lengths:
+        if self.pad_to_longest and lengths:
             self._shared = strategy.distribute_datasets_from_function(
                 lambda context: self._dataset(lengths[-1], context, every_bucket=True)
             )
@@ -212,11 +222,13 @@ class BucketedInput:
         for batch in self.plan:
             if bucket is not None and batch.seq_length != bucket:
                 continue
-            # [micro-batch, replica, row] → each replica's rows of every micro-batch, in order.
+            # [micro-batch, replica, row (, slot)] → each replica's rows of every micro-batch,
+            # in order.
+            slots = batch.indices.shape[1:]
             per_replica = (
-                batch.indices.reshape(self.micro_batches, self.replicas, -1)
-                .transpose(1, 0, 2)
-                .reshape(self.replicas, -1)
+                batch.indices.reshape(self.micro_batches, self.replicas, -1, *slots)
+                .swapaxes(0, 1)
+                .reshape(self.replicas, -1, *slots)
             )
             rows.extend(per_replica[first : first + local])
             counts.extend([batch.num_examples] * local)
@@ -234,21 +246,29 @@ class BucketedInput:
         def build(element):
             index = element[INDEX]
             safe = tf.maximum(index, 0)
-            pair = None if ids_b is None else tf.gather(ids_b, safe)
+            examples = tf.reshape(safe, [-1])  # a packed batch's slots, row after row
+            pair = None if ids_b is None else tf.gather(ids_b, examples)
             inputs = pack_inputs(
-                tf.gather(ids_a, safe),
+                tf.gather(ids_a, examples),
                 pair,
                 max_seq_length=seq_length,
-                padding="longest" if self.pad_to_longest else "max_length",
+                padding="longest" if self.pad_to_longest or self.slots else "max_length",
                 **self.special_ids,
             )
             real = index != PAD_INDEX
             per_replica = index.shape[0]
             shape = [per_replica, None if self.pad_to_longest else seq_length]
+            shapes = {STARTS: [per_replica, self.slots]}
+            if self.slots is not None:
+                filled = tf.cast(tf.reshape(real, [-1, 1]), tf.int32)
+                inputs["input_mask"] *= filled  # an empty slot packs no token
+                pad_id = self.special_ids.get("pad_id", 0)
+                inputs = pack_rows(inputs, self.slots, seq_length, pad_id)
             label = tf.gather(labels, safe)
-            real_rows = tf.reshape(real, [-1] + [1] * (len(label.shape) - 1))
+            label_axes = len(label.shape) - len(real.shape)  # a multi-label row's labels
+            real_rows = tf.reshape(real, [-1, *real.shape[1:]] + [1] * label_axes)
             return {
-                **{k: tf.ensure_shape(v, shape) for k, v in inputs.items()},
+                **{k: tf.ensure_shape(v, shapes.get(k, shape)) for k, v in inputs.items()},
                 LABEL: tf.where(real_rows, label, tf.zeros_like(label)),
                 WEIGHT: tf.where(real, tf.gather(weights, safe), 0.0),
                 INDEX: index,
@@ -289,11 +309,13 @@ def scatter_outputs(
     steps: Iterable[tuple[np.ndarray, np.ndarray]], num_examples: int, progress=None
 ) -> np.ndarray:
     """The outputs of every example in the original order, from each predict step's
-    (outputs, example indices); padding rows (index -1) are dropped. Every example must get
-    one."""
+    (outputs, example indices: [rows], or a packed batch's [rows, slots] whose slots are the
+    outputs' rows in order); padding rows and empty slots (index -1) are dropped. Every
+    example must get one."""
     out = None
     seen = 0
     for step, (probabilities, index) in enumerate(steps):
+        index = np.asarray(index).reshape(-1)  # a packed batch's [rows, slots]
         if out is None:
             out = np.full((num_examples, probabilities.shape[1]), np.nan, np.float32)
         real = index >= 0

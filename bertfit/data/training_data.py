@@ -27,6 +27,7 @@ import tensorflow as tf
 
 from bertfit.config import RunConfig
 from bertfit.data.buckets import ResolvedBuckets, resolve_buckets
+from bertfit.data.packed import PackedShape, padding_share, plan_packed
 from bertfit.data.pipeline import Batch, BucketedInput, EncodedTexts, plan_batches
 from bertfit.data.profile import LengthProfile
 from bertfit.data.sources import Example
@@ -38,7 +39,7 @@ from bertfit.data.windowed import (
     chunk_suggestion,
     plan_documents,
 )
-from bertfit.errors import BertfitError
+from bertfit.errors import BertfitError, ConfigError
 
 # With --long-documents truncate, more than this share of training rows losing tokens prints
 # one line suggesting --long-documents chunk (with the measured share).
@@ -61,6 +62,8 @@ class Batching:
         pad_to_longest: pad each batch to its longest row (a step not XLA-compiled), not to
             its bucket's length.
         weighted: the examples' loss weights apply (training); evaluation weighs each 1.
+        packing: the packed batches' shape (`--packing`, `bertfit.data.packed`), whose rows
+            replace `batch_size` examples; None: one example per row, in length buckets.
     """
 
     buckets: tuple[int, ...]
@@ -71,6 +74,7 @@ class Batching:
     pipelines: int = 1
     pad_to_longest: bool = False
     weighted: bool = False
+    packing: PackedShape | None = None
 
     @classmethod
     def of(
@@ -82,11 +86,15 @@ class Batching:
         pipelines: int = 1,
         batch_size: int | None = None,
         pad_to_longest: bool = False,
+        packing: PackedShape | None = None,
     ) -> Batching:
         """The batching of a run's training (grad_accum micro-batches per step, in runs of
         steps_per_execution) or evaluation (one batch per step). `batch_size` (default
-        `--batch-size`, the global batch) is one replica's batch, fed by one pipeline."""
+        `--batch-size`, the global batch) is one replica's batch, fed by one pipeline (and
+        one replica's share of a packed batch's rows)."""
         t = config.train
+        if packing is not None and batch_size:
+            packing = dataclasses.replace(packing, rows=packing.rows * batch_size // t.batch_size)
         return cls(
             buckets=tuple(buckets),
             batch_size=batch_size or t.batch_size,
@@ -94,14 +102,16 @@ class Batching:
             run_length=t.steps_per_execution if training else 1,
             seed=t.seed,
             pipelines=1 if batch_size else pipelines,
-            pad_to_longest=pad_to_longest,
+            pad_to_longest=pad_to_longest and packing is None,
             weighted=training,
+            packing=packing,
         )
 
     @property
     def rows_per_step(self) -> int:
         """Rows of one step: every micro-batch's."""
-        return self.batch_size * self.micro_batches
+        rows = self.batch_size if self.packing is None else self.packing.rows
+        return rows * self.micro_batches
 
 
 class TrainingData(abc.ABC):
@@ -154,6 +164,14 @@ class TrainingData(abc.ABC):
     def notes(self, config: RunConfig, batching: Batching) -> list[str]:
         """What the user should read about this data before training (printed and logged)."""
         return []
+
+    def packed_shape(self, config: RunConfig, replicas: int) -> PackedShape:
+        """The packed batches' shape for these lengths (`--packing`), its rows a multiple of
+        `replicas`: only rows held in memory are packed (`LabelledData`)."""
+        raise ConfigError(
+            f"--packing plans its rows in memory; --train {self.path} is streamed from a "
+            "prepared set's shards. Train on the data file, or leave --packing out."
+        )
 
     @abc.abstractmethod
     def plan(self, batching: Batching, *, shuffle: bool, epoch: int = 0) -> list:
@@ -222,24 +240,30 @@ class LabelledData(TrainingData):
         return self.encoded.packed_lengths
 
     def notes(self, config: RunConfig, batching: Batching) -> list[str]:
-        """The one-line suggestion of `--long-documents chunk` when more than
-        `CHUNK_SUGGESTION_SHARE` of the rows lose tokens (single texts only)."""
-        if self.encoded.ids_b is not None:
-            return []
-        limit = config.model.max_seq_length
-        note = chunk_suggestion(self.lengths(), limit, CHUNK_SUGGESTION_SHARE)
-        return [] if note is None else [note]
+        """With `--packing`, its shape and padding; the one-line suggestion of
+        `--long-documents chunk` when more than `CHUNK_SUGGESTION_SHARE` of the rows lose
+        tokens (single texts only)."""
+        notes = []
+        if batching.packing is not None:
+            plan = self.plan(batching, shuffle=False)
+            share = padding_share(self.lengths(), batching.packing, plan)
+            notes.append(
+                f"packing: {batching.packing.describe()}; {share:.1%} of token slots are "
+                f"padding ({len(plan)} steps an epoch)"
+            )
+        if self.encoded.ids_b is None:
+            limit = config.model.max_seq_length
+            notes.append(chunk_suggestion(self.lengths(), limit, CHUNK_SUGGESTION_SHARE))
+        return [note for note in notes if note is not None]
 
     def plan(self, batching: Batching, *, shuffle: bool, epoch: int = 0) -> list[Batch]:
-        return plan_batches(
-            self.lengths(),
-            batching.buckets,
-            batching.rows_per_step,
-            shuffle=shuffle,
-            seed=batching.seed,
-            epoch=epoch,
-            run_length=batching.run_length,
-        )
+        """Length buckets' batches, or with `--packing` packed rows'."""
+        order = {"shuffle": shuffle, "seed": batching.seed, "epoch": epoch}
+        lengths, rows = self.lengths(), batching.rows_per_step
+        if batching.packing is not None:
+            return plan_packed(lengths, batching.packing, rows, **order)
+        runs = batching.run_length
+        return plan_batches(lengths, batching.buckets, rows, run_length=runs, **order)
 
     def input(
         self,
@@ -261,11 +285,23 @@ class LabelledData(TrainingData):
             micro_batches=batching.micro_batches,
             weights=self.weights if batching.weighted else None,
             pad_to_longest=batching.pad_to_longest,
+            slots=None if batching.packing is None else batching.packing.slots,
         )
 
     def profile(self, batching: Batching) -> LengthProfile:
+        """The lengths against the buckets, or against the packed rows' one length."""
         plan = self.plan(batching, shuffle=False)
-        return LengthProfile.of(self.lengths(), list(batching.buckets), plan)
+        packing = batching.packing
+        buckets = list(batching.buckets) if packing is None else [packing.length]
+        return LengthProfile.of(self.lengths(), buckets, plan)
+
+    def packed_shape(self, config: RunConfig, replicas: int) -> PackedShape:
+        return PackedShape.choose(
+            self.lengths(),
+            config.model.max_seq_length,
+            batch_size=config.train.batch_size,
+            replicas=replicas,
+        )
 
 
 @dataclasses.dataclass

@@ -64,7 +64,7 @@ class WindowedDocuments:
 def encode_documents(tokenizer, texts: Sequence[str], spec: WindowSpec) -> WindowedDocuments:
     """Tokenizes every text once (in-graph, in order) and counts its windows."""
     ids = encode_texts(tokenizer, texts).ids_a
-    return WindowedDocuments(ids, spec.windows_needed(ids.row_lengths()).numpy(), spec)
+    return WindowedDocuments(ids, spec.windows_needed(ids.row_lengths().numpy()), spec)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,8 +84,8 @@ class WindowProfile:
     Examples:
     >>> ids = tf.ragged.constant([[1] * 3, [1] * 9, [1] * 40])
     >>> spec = WindowSpec(max_seq_length=6, stride=0, max_chunks=3)  # 4 ids a window
-    >>> profile = WindowProfile.of(WindowedDocuments(ids, spec.windows_needed([3, 9, 40]).numpy(),
-    ...                                              spec))
+    >>> needed = spec.windows_needed(np.array([3, 9, 40]))
+    >>> profile = WindowProfile.of(WindowedDocuments(ids, needed, spec))
     >>> profile.windows, profile.cut_documents, round(profile.dropped_share, 3)
     ({1: 1, 3: 2}, 1, 0.538)
     >>> profile.line()
@@ -142,8 +142,8 @@ class WindowProfile:
         >>> import json
         >>> spec = WindowSpec(max_seq_length=6, stride=1, max_chunks=2)
         >>> ids = tf.ragged.constant([[1] * 3, [1] * 9])
-        >>> profile = WindowProfile.of(WindowedDocuments(ids, spec.windows_needed([3, 9]).numpy(),
-        ...                                              spec))
+        >>> needed = spec.windows_needed(np.array([3, 9]))
+        >>> profile = WindowProfile.of(WindowedDocuments(ids, needed, spec))
         >>> WindowProfile.from_dict(json.loads(json.dumps(profile.to_dict()))) == profile
         True
         >>> profile.window_ends()

@@ -19,7 +19,8 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from bertfit.model.inputs import GLOBAL_EXAMPLES, LABEL, WEIGHT
+from bertfit.model.inputs import GLOBAL_EXAMPLES
+from bertfit.model.losses import example_targets
 
 UNLABELLED = -1  # the hard-label column of a row the teacher alone labels
 
@@ -60,5 +61,6 @@ def per_example_loss(
 def batch_loss(batch: dict, logits: tf.Tensor, temperature: float, soft_weight: float):
     """This replica's share of the global batch's mean distillation loss, weighted as
     `bertfit.model.losses.batch_loss` weighs the task's (padding rows weigh nothing)."""
-    losses = per_example_loss(batch[LABEL], logits, temperature, soft_weight)
-    return tf.reduce_sum(losses * batch[WEIGHT]) / batch[GLOBAL_EXAMPLES]
+    targets, weights = example_targets(batch)  # a packed batch's per slot (--packing)
+    losses = per_example_loss(targets, logits, temperature, soft_weight)
+    return tf.reduce_sum(losses * weights) / batch[GLOBAL_EXAMPLES]

@@ -125,8 +125,8 @@ def _optimizer_errors_raised():
 
 def tokenizer_file(tokenizer: BertTokenizer, max_seq_length: int):
     """A `tokenizers.Tokenizer` that tokenizes, truncates and packs as `tokenizer` does (BERT's
-    normalizer, pre-tokenizer, WordPiece and `[CLS] a [SEP] b [SEP]` template), padding a batch
-    to its longest text."""
+    normalizer, pre-tokenizer, WordPiece and its template: BERT's `[CLS] a [SEP] b [SEP]`,
+    MPNet's `<s> a </s></s> b </s>`), padding a batch to its longest text."""
     _require("tokenizers")
     from tokenizers import processors
 
@@ -135,10 +135,11 @@ def tokenizer_file(tokenizer: BertTokenizer, max_seq_length: int):
     config = tokenizer.config
     vocab = tokenizer._vocab.ids
     result = wordpiece_tokenizer(tokenizer._vocab.tokens, config)
-    cls, sep = config.cls_token, config.sep_token
+    cls, sep, second = config.cls_token, config.sep_token, config.second_type_id
+    separators = " ".join([f"{sep}:0"] * config.pair_separators)
     result.post_processor = processors.TemplateProcessing(
         single=f"{cls}:0 $A:0 {sep}:0",
-        pair=f"{cls}:0 $A:0 {sep}:0 $B:1 {sep}:1",
+        pair=f"{cls}:0 $A:0 {separators} $B:{second} {sep}:{second}",
         special_tokens=[(cls, vocab[cls]), (sep, vocab[sep])],
     )
     result.enable_truncation(max_length=max_seq_length, strategy="longest_first")

@@ -147,7 +147,7 @@ class Classifier(TextClassifier):
         `batch_size` texts, or for windowed documents of at most `batch_size` windows."""
         if self.windows is None:
             return [order[i : i + self.batch_size] for i in range(0, len(order), self.batch_size)]
-        kept = np.minimum(self.windows.windows_needed(lengths).numpy(), self.windows.max_chunks)
+        kept = np.minimum(self.windows.windows_needed(np.asarray(lengths)), self.windows.max_chunks)
         buckets = np.asarray(chunk_buckets(self.windows.max_chunks))
         padded = buckets[np.searchsorted(buckets, kept)]  # each document's K
         batches, batch = [], []

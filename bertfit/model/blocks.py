@@ -4,15 +4,16 @@ family's layers keep with `BertEncoder`.
 `BertEncoder` (`model/encoder.py`) is BERT's embeddings, a stack of layers and an optional
 pooler. BERT, ELECTRA, DistilBERT, ALBERT and RoBERTa use BERT's layer (`TransformerLayer`); a
 family whose layers differ (DeBERTa-v3: `model/deberta.py`, ModernBERT: `model/modernbert.py`,
-EuroBERT: `model/eurobert.py`) writes its own layer class from these blocks, describes it as a
-`FamilyLayers` and registers it in `encoder.FAMILY_LAYERS` under its `model_type`.
-docs/adding_a_family.md walks through adding one. The blocks import nothing from the encoder or
-the families, so every family imports them without a cycle.
+MPNet: `model/mpnet.py`, GTE and NomicBERT: `model/rotary_glu.py`, EuroBERT: `model/eurobert.py`)
+writes its own layer class from these blocks, describes it as a `FamilyLayers` and registers it
+in `encoder.FAMILY_LAYERS` under its `model_type`. docs/adding_a_family.md walks through adding
+one. The blocks import nothing from the encoder or the families, so every family imports them
+without a cycle.
 
-The kit's parts beyond BERT's have modules of their own: rotary positions (`model/rotary.py`),
-RMSNorm (`model/norms.py`), gated feed-forwards such as SwiGLU (`model/gated_mlp.py`),
-grouped-query attention (`model/grouped_attention.py`) and sliding-window attention computed in
-the band (`model/local_attention.py`).
+Larger parts of the kit have modules of their own: rotary position embeddings
+(`model/rotary.py`), gated feed-forwards (GLU variants: `model/gated_mlp.py`), relative
+position buckets (`model/relative_positions.py`), RMSNorm (`model/norms.py`) and
+sliding-window attention computed in the band (`model/local_attention.py`).
 
 The layer contract
 ------------------
@@ -27,9 +28,14 @@ A family's layer class (`FamilyLayers.layer`):
   - `x`: the hidden states as token rows, [batch * seq, hidden], in the compute dtype
     (`per_example` views them as [batch, seq, hidden]); on rows a Dense is one matrix product;
   - `attention_bias`: [batch, 1, 1, seq], float32: 0 where the key is a token, -1e9 where it is
-    padding, added to the attention logits before the softmax;
+    padding, added to the attention logits before the softmax; for a packed batch (several
+    examples per row, `--packing`; only of a family whose `FamilyLayers.packs` says so)
+    [batch, 1, seq, seq]: 0 where query and key belong to one example, -1e9 elsewhere;
   - `cls_only` (asked only of a class with `supports_cls_only = True`, of the last layer, when
     the pooled vector alone is wanted): return each example's first token alone, [batch, hidden];
+    for a packed batch (only of a class with `supports_packed_cls_only = True`) it is the
+    example starts [batch, slots] instead of True, and the rows returned are those tokens',
+    [batch * slots, hidden] (`first_token_queries` gives them and their attention bias);
   - `context`: what the family's parts' `context` returned for this call (None without parts).
 - runs its matrix products in the compute dtype, and its layer norms (`layer_norm`) and softmax
   in float32, under a mixed dtype policy;
@@ -41,7 +47,8 @@ A family's layer class (`FamilyLayers.layer`):
 A family's parts outside its layers (`FamilyLayers.parts`, a `FamilyParts` subclass; DeBERTa's
 relative position table, ModernBERT's final norm) are built as `parts_class(config,
 name="encoder_parts", dtype=policy)`; `context(inputs, training=)` runs once per call before the
-layers (`inputs`: the dict of `model.inputs` names), `finish(x)` turns the last layer's rows
+layers (`inputs`: the dict of `model.inputs` names; a packed batch's `input_positions` among
+them), `finish(x)` turns the last layer's rows
 into the encoder's output rows, and `named_variables()` names its weights below `encoder/`.
 
 Keras' attribute names and layer names decide the names of the variables in saved runs,
@@ -66,6 +73,7 @@ from bertfit.model.layers import (
     gelu,
     gelu_tanh,
     matmul_transposed,
+    take,
 )
 
 # Hugging Face's names of GELU's tanh approximation (`ACTIVATIONS`).
@@ -74,6 +82,10 @@ TANH_GELUS = ("gelu_new", "gelu_pytorch_tanh", "gelu_fast")
 
 def _bias_always(config: BertConfig) -> bool:
     return True
+
+
+def _packs_never(config: BertConfig) -> bool:
+    return False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,12 +100,18 @@ class FamilyLayers:
             embeddings' norm follows it (ModernBERT's norms have none by default).
         embedding_norm: False: the embeddings are not normalised (EuroBERT's pre-norm layers
             normalise their inputs themselves).
+        packs: whether the layers keep the examples of a packed row apart (`--packing`), read
+            from the config: they mix tokens only through attention under the
+            [batch, 1, seq, seq] bias, and positions enter through the embeddings'
+            `input_positions` or as distances within the row (equal to those within an
+            example). False unless a family says so.
     """
 
     layer: type[keras.layers.Layer]
     parts: type[FamilyParts] | None = None
     norm_bias: Callable[[BertConfig], bool] = _bias_always
     embedding_norm: bool = True
+    packs: Callable[[BertConfig], bool] = _packs_never
 
 
 def activation(name: str):
@@ -225,6 +243,33 @@ def per_example(rows, attention_bias):
     return ops.reshape(rows, (-1, size(attention_bias, -1), rows.shape[-1]))
 
 
+def first_tokens(rows, starts, length):
+    """Each example's first token in a packed batch: `rows` [batch * seq, hidden] at
+    `starts` [batch, slots] (within each row of `length` tokens) as [batch * slots, hidden].
+
+    Examples:
+    >>> rows = ops.reshape(ops.arange(8, dtype="float32"), (8, 1))  # 2 rows of 4 tokens
+    >>> first = first_tokens(rows, ops.convert_to_tensor([[0, 3], [0, 2]]), 4)
+    >>> ops.convert_to_numpy(first)[:, 0].tolist()
+    [0.0, 3.0, 4.0, 6.0]
+    """
+    row_offsets = ops.expand_dims(ops.arange(size(starts, 0), dtype="int32") * length, 1)
+    return take(rows, ops.reshape(starts + row_offsets, (-1,)), axis=0)
+
+
+def first_token_queries(x, attention_bias, cls_only):
+    """The queries of a layer computing each example's first token alone (`cls_only`), and
+    their attention bias: row 0 of each example ([batch, hidden], the bias as it is), or for
+    a packed batch, whose `cls_only` is its example starts [batch, slots], those tokens
+    ([batch * slots, hidden]) and the bias's rows at them ([batch, 1, slots, seq])."""
+    if cls_only is True:
+        return per_example(x, attention_bias)[:, 0], attention_bias
+    length = size(attention_bias, -1)
+    bias_rows = ops.reshape(attention_bias, (-1, length))  # one per query token
+    bias = first_tokens(bias_rows, cls_only, length)
+    return first_tokens(x, cls_only, length), ops.reshape(bias, (size(cls_only, 0), 1, -1, length))
+
+
 def split_heads(rows, batch_size, num_heads: int, head_size: int):
     """Token rows [batch * seq, heads * head_size] as [batch, heads, seq, head_size].
 
@@ -269,11 +314,17 @@ class SelfAttention(keras.layers.Layer):
         relative positions (rotary ones, say) overrides this."""
         return q, k
 
+    def score_bias(self, context):
+        """A float32 bias added to the attention logits, [1 or batch, heads, seq, seq] (query,
+        key): none here; a family whose attention adds one by relative position (MPNet's
+        learned bias per distance bucket) overrides this."""
+        return None
+
     def call(self, x, attention_bias, training=False, queries=None, context=None):
         """`x`: the token rows [batch * seq, hidden]. `queries`: the rows that attend, the
-        same number per example (default: all of `x`); keys and values are always every row
-        of `x`. `context`: the encoder's per-call context, for `position`. Returns one row per
-        query."""
+        first ones of each example, the same number per example (default: all of `x`); keys
+        and values are always every row of `x`. `context`: the encoder's per-call context,
+        for `position` and `score_bias`. Returns one row per query."""
         queries = x if queries is None else queries
         batch_size = size(attention_bias, 0)
         # Batched matrix products on [batch, heads, seq, head_size]: TensorFlow's einsum
@@ -286,6 +337,9 @@ class SelfAttention(keras.layers.Layer):
         # Keras casts float arguments to the compute dtype; the bias is 0 or -1e9, so that is exact
         # enough, and the softmax itself runs in float32.
         logits = ops.cast(scores, "float32") + ops.cast(attention_bias, "float32")
+        bias = self.score_bias(context)
+        if bias is not None:
+            logits += bias if queries is x else bias[..., : size(q, 2), :]
         probs = ops.softmax(logits, axis=-1)
         probs = self.dropout(ops.cast(probs, x.dtype), training=training)
         return merge_heads(ops.matmul(probs, v), self.hidden_size)
@@ -296,10 +350,12 @@ class TransformerLayer(keras.layers.Layer):
 
     A family whose layer is BERT's but for its attention subclasses it with another
     `attention_class` (a `SelfAttention` subclass); one that cannot compute a lone first token
-    (`cls_only`) sets `supports_cls_only = False`."""
+    (`cls_only`) sets `supports_cls_only = False`, one whose attention cannot take a packed
+    batch's (its `position` reads the queries' places) `supports_packed_cls_only = False`."""
 
     attention_class = SelfAttention
     supports_cls_only = True
+    supports_packed_cls_only = True
 
     def __init__(self, config: BertConfig, index: int = 0, **kwargs):
         super().__init__(**kwargs)
@@ -333,12 +389,13 @@ class TransformerLayer(keras.layers.Layer):
 
     def call(self, x, attention_bias, training=False, cls_only=False, context=None):
         """`x`: [batch * seq, hidden], one row per token. `cls_only`: compute the output at
-        each example's first token alone ([batch, hidden]), attending over every token as
-        usual: the same numbers as those rows of the full output, for less work."""
-        queries = per_example(x, attention_bias)[:, 0] if cls_only else x
-        attended = self.attention(
-            x, attention_bias, training=training, queries=queries, context=context
-        )
+        each example's first token alone ([batch, hidden]; a packed batch's example starts:
+        [batch * slots, hidden]), attending over every token as usual: the same numbers as
+        those rows of the full output, for less work."""
+        queries, bias = x, attention_bias
+        if cls_only is not False:
+            queries, bias = first_token_queries(x, attention_bias, cls_only)
+        attended = self.attention(x, bias, training=training, queries=queries, context=context)
         attended = self.attention_output(attended)
         x = self.attention_layer_norm(queries + self.dropout(attended, training=training))
         feed_forward = self.output_dense(self.intermediate(x))

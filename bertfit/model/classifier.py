@@ -11,7 +11,7 @@ from bertfit.config import POOLINGS
 from bertfit.errors import ConfigError
 from bertfit.model.backend import ReplicaJit
 from bertfit.model.encoder import BertEncoder
-from bertfit.model.inputs import MASK, normalize_inputs
+from bertfit.model.inputs import MASK, STARTS, is_packed, normalize_inputs
 from bertfit.model.layers import Dropout
 
 
@@ -107,10 +107,15 @@ class BertClassifier(ReplicaJit, keras.Model):
         """Token ids, not the compute dtype: Keras builds and saves this model with int32."""
         return "int32"
 
-    def pool(self, outputs: dict, mask):
+    def pool(self, outputs: dict, mask, slots: int | None = None):
+        """One vector per example: the encoder's pooled output ("cls"), or the mean of its
+        tokens in `sequence_output` ("mean"). `slots`: a packed batch's examples per row,
+        whose `mask` numbers each token's example (`segment_means`)."""
         if self.pooling == "cls":
             return outputs["pooled_output"]
         sequence = outputs["sequence_output"]
+        if slots is not None:
+            return segment_means(sequence, mask, slots)
         # expand_dims, not [:, :, None]: LiteRT has no builtin for that slice when the length
         # is known only at run time (its export pads to the batch's bucket).
         weights = keras.ops.expand_dims(keras.ops.cast(mask, sequence.dtype), -1)
@@ -120,9 +125,12 @@ class BertClassifier(ReplicaJit, keras.Model):
         )
 
     def call(self, inputs, training=False):
+        """Logits [batch, outputs]; for a packed batch one row per example slot, [batch *
+        slots, outputs] (an empty slot's are computed and carry no weight)."""
         inputs = normalize_inputs(inputs)
         outputs = self.encoder(inputs, training=training, pooled_only=self.pooling == "cls")
-        features = self.pool(outputs, inputs[MASK])
+        slots = inputs[STARTS].shape[1] if is_packed(inputs) else None
+        features = self.pool(outputs, inputs[MASK], slots)
         logits = self.head(self.dropout(features, training=training))
         return keras.ops.cast(logits, "float32")
 
@@ -148,6 +156,28 @@ class BertClassifier(ReplicaJit, keras.Model):
         has them already; Keras' default would call `build` with the saved input shapes, which
         a model of dict inputs cannot take, and warn on every load."""
         self.built = True
+
+
+def segment_means(sequence, segments, slots: int):
+    """The mean of each example's tokens in a packed batch: `sequence` [batch, seq, hidden],
+    `segments` [batch, seq] numbering each token's example 1..`slots` (0 on padding); returns
+    [batch * slots, hidden] (zeros for an empty slot).
+
+    Examples:
+    >>> sequence = keras.ops.convert_to_tensor([[[1.0], [3.0], [8.0], [0.0]]])
+    >>> means = segment_means(sequence, keras.ops.convert_to_tensor([[1, 1, 2, 0]]), slots=3)
+    >>> keras.ops.convert_to_numpy(means)[:, 0].tolist()
+    [2.0, 8.0, 0.0]
+    """
+    numbers = keras.ops.arange(1, slots + 1, dtype="int32")
+    # [batch, slots, seq]: 1 where the token is the slot's example's
+    members = keras.ops.cast(
+        keras.ops.equal(keras.ops.expand_dims(segments, 1), numbers[None, :, None]), sequence.dtype
+    )
+    totals = keras.ops.matmul(members, sequence)
+    counts = keras.ops.sum(members, axis=-1, keepdims=True)
+    means = totals / keras.ops.maximum(counts, keras.ops.cast(1.0, sequence.dtype))
+    return keras.ops.reshape(means, (-1, sequence.shape[-1]))
 
 
 def prior_log_odds(targets: np.ndarray, floor: float = 1e-3) -> list[float]:

@@ -1,5 +1,6 @@
 """`BertConfig`: the architecture of an encoder of any supported family (BERT and its relatives:
-ELECTRA, DistilBERT, ALBERT, RoBERTa, XLM-R, DeBERTa-v3, ModernBERT, EuroBERT), in BERT's terms.
+ELECTRA, DistilBERT, ALBERT, RoBERTa, XLM-R, DeBERTa-v3, ModernBERT, MPNet, GTE, NomicBERT,
+EuroBERT), in BERT's terms.
 
 The BERT fields are those of BERT's `bert_config.json`; a family's differences are a few more
 fields, each off (BERT's behaviour) by default. Hugging Face `config.json` files of each family are
@@ -56,7 +57,7 @@ class BertConfig:
     model_type: str = "bert"  # the family, as Hugging Face's config.json names it
     embedding_size: int | None = None  # factorised embeddings, projected to hidden_size
     position_offset: int = 0  # RoBERTa/XLM-R: the first token's position id (padding_idx + 1)
-    absolute_positions: bool = True  # False: no position table (DeBERTa-v3, ModernBERT, ...)
+    absolute_positions: bool = True  # False: no position table (DeBERTa-v3, ModernBERT, GTE...)
     share_layers: bool = False  # ALBERT: one layer's weights in every layer
     has_pooler: bool = True  # False: no dense+tanh pooler (its [CLS] vector is used as is)
     pad_token_id: int = 0

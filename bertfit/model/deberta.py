@@ -372,4 +372,10 @@ class DebertaLayer(keras.layers.Layer):
         return named
 
 
-LAYERS = FamilyLayers(DebertaLayer, parts=EncoderParts)
+# Packed rows: the relative positions are distances within the row, equal to those within an
+# example; DeBERTa-v2's convolution would run across the examples of a row.
+LAYERS = FamilyLayers(
+    DebertaLayer,
+    parts=EncoderParts,
+    packs=lambda config: DebertaSettings(**config.variant).conv_kernel_size == 0,
+)

@@ -2,10 +2,10 @@
 
 Post-LayerNorm transformer as in Devlin et al. (2018) and Hugging Face's `BertModel`; the
 families' differences are switches of `BertConfig` (factorised embeddings, position offsets, no
-token types, shared layers, no pooler) or, for DeBERTa-v3, ModernBERT and EuroBERT, their own
-layers (`FAMILY_LAYERS`, built from the family kit in `model/blocks.py`, whose docstring is the
-contract a family's layers keep). Under a mixed dtype policy the matrix work runs in the compute
-dtype while LayerNorm and the attention softmax run in float32.
+token types, shared layers, no pooler) or, for DeBERTa-v3, ModernBERT, MPNet, GTE, NomicBERT
+and EuroBERT, their own layers (`FAMILY_LAYERS`, built from the family kit in `model/blocks.py`,
+whose docstring is the contract a family's layers keep). Under a mixed dtype policy the matrix
+work runs in the compute dtype while LayerNorm and the attention softmax run in float32.
 
 Between the embeddings and the outputs the hidden states are one row per token, [batch * seq,
 hidden], and only attention views them per example. On TensorFlow, Keras' Dense multiplies a 3-D
@@ -20,22 +20,31 @@ import functools
 import keras
 from keras import ops
 
-from bertfit.errors import InputFormatError
-from bertfit.model import deberta, eurobert, modernbert
+from bertfit.errors import ConfigError, InputFormatError
+from bertfit.model import deberta, eurobert, modernbert, mpnet, rotary_glu
 from bertfit.model.blocks import (
     FamilyLayers,
     TransformerLayer,
     dense,
     dense_variables,
     embedding,
+    first_tokens,
     layer_norm,
     norm_variables,
     per_example,
     size,
 )
 from bertfit.model.config import BertConfig
-from bertfit.model.inputs import MASK, TYPE_IDS, WORD_IDS, normalize_inputs
-from bertfit.model.layers import Dropout
+from bertfit.model.inputs import (
+    MASK,
+    POSITIONS,
+    STARTS,
+    TYPE_IDS,
+    WORD_IDS,
+    is_packed,
+    normalize_inputs,
+)
+from bertfit.model.layers import Dropout, take
 from bertfit.model.remat import call_rematerialised
 
 
@@ -89,7 +98,9 @@ class BertEmbeddings(keras.layers.Layer):
             self.projection.build((None, self.width))
         self.built = True
 
-    def call(self, word_ids, type_ids, training=False):
+    def call(self, word_ids, type_ids, training=False, positions=None):
+        """`positions` [batch, seq]: each token's position in its example (a packed batch);
+        None: the tokens' places in their row."""
         length = word_ids.shape[1]
         if length is not None and self.max_length is not None and length > self.max_length:
             raise InputFormatError(
@@ -99,13 +110,16 @@ class BertEmbeddings(keras.layers.Layer):
             )
         x = self.word_embeddings(word_ids)
         if self.position_embeddings is not None:
-            # A slice, not a gather of position ids: XLA clamps an out-of-range gather index
-            # and would return wrong numbers silently; a slice past the table fails the
-            # addition below.
             start = self.position_offset
             table = self.position_embeddings.embeddings
-            positions = table[start : start + size(word_ids, 1)]
-            x += ops.expand_dims(ops.cast(positions, self.compute_dtype), 0)
+            if positions is None:
+                # A slice, not a gather of position ids: XLA clamps an out-of-range gather
+                # index and would return wrong numbers silently; a slice past the table fails
+                # the addition below.
+                rows = ops.expand_dims(table[start : start + size(word_ids, 1)], 0)
+            else:  # a packed row's positions are below its length, checked above
+                rows = take(table, positions + start, axis=0)
+            x += ops.cast(rows, self.compute_dtype)
         if self.token_type_embeddings is not None:
             x += self.token_type_embeddings(type_ids)
         if self.layer_norm is not None:
@@ -122,7 +136,30 @@ class BertEmbeddings(keras.layers.Layer):
         return named
 
 
-BERT_LAYERS = FamilyLayers(TransformerLayer)
+def padding_bias(mask):
+    """[batch, 1, 1, seq]: 0 where a key is a token, a large negative where it is padding.
+    expand_dims, not [:, newaxis, newaxis, :]: LiteRT has no builtin for a new-axis slice of a
+    tensor whose length is known only at run time (the LiteRT export pads to the batch's
+    bucket)."""
+    mask = ops.cast(mask, "float32")
+    return (1.0 - ops.expand_dims(ops.expand_dims(mask, 1), 1)) * -1e9
+
+
+def segment_bias(segments):
+    """A packed batch's [batch, 1, seq, seq]: 0 where query and key belong to one example (or
+    are both padding), a large negative elsewhere, so attention never crosses examples.
+    `segments` [batch, seq] numbers each token's example in its row (0 on padding).
+
+    Examples:
+    >>> bias = segment_bias(ops.convert_to_tensor([[1, 1, 2, 0]]))
+    >>> (ops.convert_to_numpy(bias)[0, 0] == 0).astype(int).tolist()
+    [[1, 1, 0, 0], [1, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1]]
+    """
+    same = ops.equal(ops.expand_dims(segments, 2), ops.expand_dims(segments, 1))
+    return ops.expand_dims(ops.where(same, 0.0, -1e9), 1)
+
+
+BERT_LAYERS = FamilyLayers(TransformerLayer, packs=lambda config: True)
 
 # model_type -> the layers of a family whose layers differ from BERT's (see `blocks.FamilyLayers`
 # and the layer contract in `model/blocks.py`); every other family has `BERT_LAYERS`.
@@ -130,12 +167,26 @@ FAMILY_LAYERS: dict[str, FamilyLayers] = {
     "deberta-v2": deberta.LAYERS,
     "eurobert": eurobert.LAYERS,
     "modernbert": modernbert.LAYERS,
+    "mpnet": mpnet.LAYERS,
+    "gte": rotary_glu.LAYERS,
+    "nomic_bert": rotary_glu.LAYERS,
 }
 
 
 def family_layers(config: BertConfig) -> FamilyLayers:
     """The layers of `config`'s family: its entry in `FAMILY_LAYERS`, else BERT's."""
     return FAMILY_LAYERS.get(config.model_type, BERT_LAYERS)
+
+
+def check_packs(config: BertConfig, name: str) -> None:
+    """Refuses `--packing` for an encoder whose layers cannot keep a packed row's examples
+    apart (`FamilyLayers.packs`: DeBERTa-v2's convolution runs across them)."""
+    if not family_layers(config).packs(config):
+        raise ConfigError(
+            f"--packing: the {config.model_type} encoder of {name} cannot keep packed examples "
+            "apart (its layers mix neighbouring tokens outside attention); BERT, RoBERTa, XLM-R, "
+            "ALBERT, ELECTRA, DistilBERT, ModernBERT and DeBERTa-v3 pack. Leave --packing out."
+        )
 
 
 def _transformer_layers(
@@ -176,6 +227,10 @@ class BertEncoder(keras.layers.Layer):
     or the first token's for families without a pooler), and computes the last layer at the
     first token only where the layer allows (the other positions of the last layer do not reach
     it): the same numbers for about a sixth less work in a 6-layer model.
+
+    A packed batch (`--packing`: several examples a row, `model/inputs.py`) adds
+    `input_positions` and `example_starts`; attention then stays within each example, and
+    `pooled_output` and `default` have one row per example slot, [batch * slots, hidden].
 
     Examples:
     >>> config = BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=2,
@@ -247,17 +302,19 @@ class BertEncoder(keras.layers.Layer):
         return super().__call__(normalize_inputs(inputs), training=training, **kwargs)
 
     def call(self, inputs, training=False, pooled_only=False):
-        mask = ops.cast(inputs[MASK], "float32")
-        # [batch, 1, 1, seq]: 0 where attended, a large negative where padded. expand_dims, not
-        # [:, newaxis, newaxis, :]: LiteRT has no builtin for a new-axis slice of a tensor whose
-        # length is known only at run time (the LiteRT export pads to the batch's bucket).
-        attention_bias = (1.0 - ops.expand_dims(ops.expand_dims(mask, 1), 1)) * -1e9
-        x = self.embeddings(inputs[WORD_IDS], inputs[TYPE_IDS], training=training)
+        packed = is_packed(inputs)
+        attention_bias = (segment_bias if packed else padding_bias)(inputs[MASK])
+        x = self.embeddings(
+            inputs[WORD_IDS], inputs[TYPE_IDS], training=training, positions=inputs.get(POSITIONS)
+        )
         context = None if self.parts is None else self.parts.context(inputs, training=training)
         encoder_outputs = []
         last = len(self.transformer_layers) - 1
         for i, layer in enumerate(self.transformer_layers):
             cls_only = pooled_only and i == last and layer.supports_cls_only
+            if cls_only and packed:  # the examples' first tokens are at their starts
+                takes_starts = getattr(layer, "supports_packed_cls_only", False)
+                cls_only = inputs[STARTS] if takes_starts else False
             call = layer
             if self.remat and training:  # recomputed in the backward pass (`model/remat.py`)
                 call = functools.partial(call_rematerialised, layer)
@@ -265,13 +322,17 @@ class BertEncoder(keras.layers.Layer):
             encoder_outputs.append(x)
         if self.parts is not None:
             x = encoder_outputs[-1] = self.parts.finish(x)
+        if cls_only is not False:  # the last layer computed the first tokens alone
+            first = x
+        elif packed:
+            first = first_tokens(x, inputs[STARTS], size(attention_bias, -1))
+        else:
+            first = per_example(x, attention_bias)[:, 0]
         if pooled_only:
-            if not cls_only:  # the last layer computed every row
-                x = per_example(x, attention_bias)[:, 0]
-            return {"pooled_output": self.pool(x)}
+            return {"pooled_output": self.pool(first)}
         encoder_outputs = [per_example(rows, attention_bias) for rows in encoder_outputs]
         outputs = {"sequence_output": encoder_outputs[-1], "encoder_outputs": encoder_outputs}
-        outputs["default"] = self.pool(encoder_outputs[-1][:, 0])  # TF Hub's whole-input output
+        outputs["default"] = self.pool(first)  # TF Hub's whole-input output
         if self.pooler is not None:
             outputs["pooled_output"] = outputs["default"]
         return outputs

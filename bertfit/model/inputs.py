@@ -16,6 +16,13 @@ from bertfit.errors import InputFormatError
 WORD_IDS, MASK, TYPE_IDS = "input_word_ids", "input_mask", "input_type_ids"
 INPUT_NAMES = (WORD_IDS, MASK, TYPE_IDS)
 
+# A packed batch (`--packing`, bertfit.data.packed) holds several examples per row: its
+# `input_mask` numbers each token's example in the row (1, 2, ...; 0 on padding), and two more
+# inputs say where each example lies: every token's position within its example [batch, seq]
+# and each example slot's first token [batch, slots] (0 for an empty slot).
+POSITIONS, STARTS = "input_positions", "example_starts"
+PACKED_NAMES = (POSITIONS, STARTS)
+
 # The other keys of a batch from bertfit's input pipeline (bertfit.data.pipeline): each row's
 # example index (-1 on padding rows), its weight in the loss (0 on padding rows), its target,
 # and the real examples of the whole global batch. The model reads its inputs and leaves these
@@ -85,6 +92,9 @@ def normalize_inputs(inputs) -> dict:
     for key, value in inputs.items():
         if key in PIPELINE_KEYS:
             continue
+        if key in PACKED_NAMES:
+            renamed[key] = value
+            continue
         if key not in ALIASES:
             raise InputFormatError(f"Unknown input key {key!r}. " + expected_keys_message())
         name = ALIASES[key]
@@ -97,7 +107,18 @@ def normalize_inputs(inputs) -> dict:
     word_ids = _as_int32(WORD_IDS, renamed[WORD_IDS])
     if TYPE_IDS not in renamed:
         renamed[TYPE_IDS] = keras.ops.zeros_like(word_ids)
-    return {name: _as_int32(name, renamed[name]) for name in INPUT_NAMES}
+    packed = [name for name in PACKED_NAMES if name in renamed]
+    if packed and len(packed) < len(PACKED_NAMES):
+        raise InputFormatError(
+            f"A packed batch needs both {' and '.join(PACKED_NAMES)}; got {packed[0]!r} alone "
+            "(bertfit.data.packed makes them)."
+        )
+    return {name: _as_int32(name, renamed[name]) for name in (*INPUT_NAMES, *packed)}
+
+
+def is_packed(inputs: dict) -> bool:
+    """Whether `inputs` (normalized) are a packed batch: several examples per row."""
+    return POSITIONS in inputs
 
 
 def _as_int32(name: str, value):
@@ -119,6 +140,7 @@ def _as_int32(name: str, value):
 
 
 def features(batch: dict) -> dict:
-    """The model's inputs in a pipeline batch; windowed documents' window mask too."""
-    names = (*INPUT_NAMES, WINDOW_MASK) if WINDOW_MASK in batch else INPUT_NAMES
-    return {name: batch[name] for name in names}
+    """The model's inputs in a pipeline batch; windowed documents' window mask, or a packed
+    batch's positions and example starts, too."""
+    extra = [name for name in (WINDOW_MASK, *PACKED_NAMES) if name in batch]
+    return {name: batch[name] for name in (*INPUT_NAMES, *extra)}

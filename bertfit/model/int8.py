@@ -30,6 +30,8 @@ from collections.abc import Iterable
 
 import keras
 
+from bertfit.model.variable_removal import one_collection
+
 INT8 = "int8"
 
 
@@ -44,10 +46,11 @@ def quantize_base(layers: Iterable[keras.layers.Dense]) -> int:
     transformer layers) in int8, before `enable_lora` (Keras adapts a quantized Dense), each
     computing with `int8_call`; returns how many layers it quantized."""
     layers = [layer for layer in layers if not is_int8(layer)]
-    for layer in layers:
-        layer.quantize(INT8, config=weight_only_int8())
-        # Keras' `quantized_call` dispatches to `_int8_call`: this layer's is ours.
-        object.__setattr__(layer, "_int8_call", types.MethodType(int8_call, layer))
+    with one_collection():  # Keras' quantize deletes each float kernel
+        for layer in layers:
+            layer.quantize(INT8, config=weight_only_int8())
+            # Keras' `quantized_call` dispatches to `_int8_call`: this layer's is ours.
+            object.__setattr__(layer, "_int8_call", types.MethodType(int8_call, layer))
     return len(layers)
 
 

@@ -14,9 +14,9 @@ for BERT-like models). A starts as PEFT's (`kaiming_uniform_(a=sqrt(5))`: unifor
 +-1/sqrt(in)), not Keras' He-uniform default (+-sqrt(6/in), 2.4 times larger), so that the
 learning rates tuned with PEFT mean the same here: the update A @ B scales with A. Targets are
 the last part of a Dense layer's canonical name (`layer_<i>/attention/query` -> "query");
-ModernBERT fuses query, key and value into one Dense ("qkv"), which its "auto" targets. "all"
-targets every Dense of the encoder's layers. The embeddings, the pooler and the head are never
-adapted.
+ModernBERT, GTE and NomicBERT fuse query, key and value into one Dense ("qkv"), which their
+"auto" targets. "all" targets every Dense of the encoder's layers. The embeddings, the pooler and
+the head are never adapted.
 
 Keras' `Dense.enable_lora` makes the variables (it freezes the kernel, `trainable=False`, and
 adds `lora_kernel_a`/`lora_kernel_b` in float32 whatever the compute dtype), but bertfit does
@@ -48,11 +48,12 @@ import numpy as np
 
 from bertfit.errors import ConfigError
 from bertfit.model.int8 import dequantized_kernel, int8_matmul, is_int8, replace_with_float32
+from bertfit.model.variable_removal import one_collection
 
 AUTO = "auto"
 ALL = "all"
 # The targets of "auto", by family (`BertConfig.model_type`): the attention's query and value.
-AUTO_TARGETS = {"modernbert": ("qkv",)}
+AUTO_TARGETS = {"modernbert": ("qkv",), "gte": ("qkv",), "nomic_bert": ("qkv",)}
 DEFAULT_TARGETS = ("query", "value")
 
 
@@ -218,30 +219,33 @@ def merge_lora(model) -> int:
     removes it: the layers are plain Dense layers again, as a model trained without LoRA, so an
     export holds no adapter code. An int8 base (`bertfit.model.int8`) is dequantized: its
     layers become float32 ones, adapted or not. Returns how many layers were merged."""
-    merged = 0
-    for layer in adapted_layers(model).values():
-        if not layer.lora_enabled:
-            if is_int8(layer):  # an int8 base's layer without adapters
-                replace_with_float32(layer, dequantized_kernel(layer))
-            continue
+    with one_collection():  # each layer merged deletes two or three variables
+        return sum(_merge(layer) for layer in adapted_layers(model).values())
+
+
+def _merge(layer: keras.layers.Dense) -> bool:
+    """`merge_lora` for one layer: whether it had adapters to merge."""
+    if not layer.lora_enabled:
+        if is_int8(layer):  # an int8 base's layer without adapters
+            replace_with_float32(layer, dequantized_kernel(layer))
+        return False
+    kernel = layer._kernel
+    delta = (layer.lora_alpha / layer.lora_rank) * keras.ops.matmul(
+        layer.lora_kernel_a, layer.lora_kernel_b
+    )
+    if is_int8(layer):  # dequantized, and float32 from now on (`bertfit.model.int8`)
+        replace_with_float32(layer, dequantized_kernel(layer) + delta)
         kernel = layer._kernel
-        delta = (layer.lora_alpha / layer.lora_rank) * keras.ops.matmul(
-            layer.lora_kernel_a, layer.lora_kernel_b
-        )
-        if is_int8(layer):  # dequantized, and float32 from now on (`bertfit.model.int8`)
-            replace_with_float32(layer, dequantized_kernel(layer) + delta)
-            kernel = layer._kernel
-        else:
-            kernel.assign(keras.ops.cast(keras.ops.cast(kernel, "float32") + delta, kernel.dtype))
-        adapters = (layer.lora_kernel_a, layer.lora_kernel_b)
-        layer._trainable_variables[:] = [
-            v for v in layer._trainable_variables if all(v is not a for a in adapters)
-        ]
-        layer._tracker.unlock()
-        del layer.lora_kernel_a, layer.lora_kernel_b
-        layer._tracker.lock()
-        layer.lora_enabled = False
-        layer.__dict__.pop("call", None)  # Dense's own call (`_compute_factored`)
-        kernel.trainable = True
-        merged += 1
-    return merged
+    else:
+        kernel.assign(keras.ops.cast(keras.ops.cast(kernel, "float32") + delta, kernel.dtype))
+    adapters = (layer.lora_kernel_a, layer.lora_kernel_b)
+    layer._trainable_variables[:] = [
+        v for v in layer._trainable_variables if all(v is not a for a in adapters)
+    ]
+    layer._tracker.unlock()
+    del layer.lora_kernel_a, layer.lora_kernel_b
+    layer._tracker.lock()
+    layer.lora_enabled = False
+    layer.__dict__.pop("call", None)  # Dense's own call (`_compute_factored`)
+    kernel.trainable = True
+    return True

@@ -32,10 +32,19 @@ def per_example_loss(kind: str, labels, logits):
     return ops.sparse_categorical_crossentropy(labels, logits, from_logits=True)
 
 
+def example_targets(batch: dict) -> tuple:
+    """The batch's labels and loss weights, one per example in the order of the logits' rows:
+    a packed batch's [rows, slots, ...] (`--packing`) flattened slot after slot."""
+    weights, labels = batch[WEIGHT], batch[LABEL]
+    labels = ops.reshape(labels, (-1, *labels.shape[len(weights.shape) :]))
+    return labels, ops.reshape(weights, (-1,))
+
+
 def batch_loss(kind: str, batch: dict, logits):
     """This replica's share of the global batch's mean loss (weighted, padding excluded)."""
-    losses = per_example_loss(kind, batch[LABEL], logits)
-    return ops.sum(losses * batch[WEIGHT]) / batch[GLOBAL_EXAMPLES]
+    labels, weights = example_targets(batch)
+    losses = per_example_loss(kind, labels, logits)
+    return ops.sum(losses * weights) / batch[GLOBAL_EXAMPLES]
 
 
 def outputs(kind: str, logits):

@@ -41,7 +41,7 @@ from bertfit.model.blocks import (
     size,
 )
 from bertfit.model.config import BertConfig
-from bertfit.model.inputs import WORD_IDS
+from bertfit.model.inputs import POSITIONS, WORD_IDS
 from bertfit.model.layers import matmul_transposed
 from bertfit.model.local_attention import banded_attention, uses_bands, window_bias
 from bertfit.model.rotary import Angles, angles, inverse_frequencies, rotate
@@ -109,6 +109,7 @@ class ModernBertLayer(keras.layers.Layer):
     """One pre-LayerNorm ModernBERT layer, global or sliding-window by its `index`."""
 
     supports_cls_only = True
+    supports_packed_cls_only = False  # its cls_only computes each row's first token
 
     def __init__(self, config: BertConfig, index: int = 0, **kwargs):
         super().__init__(**kwargs)
@@ -232,13 +233,22 @@ class EncoderParts(FamilyParts):
         self.built = True
 
     def context(self, inputs, training=False) -> Context:
-        """The rotary angles and the sliding window's bias for this call's sequence length."""
+        """The rotary angles and the sliding window's bias for this call's sequence length
+        (None when the local layers compute only the band). A packed batch's angles are its
+        tokens' positions within their examples ([batch, 1, seq, head_size / 2]); its window
+        stays a distance within the row, which within an example is the distance of their
+        positions (and attention never leaves one), and is dense: the band takes a padding
+        bias, not the packed batch's [batch, 1, seq, seq] one."""
         length = size(inputs[WORD_IDS], 1)
+        positions = inputs.get(POSITIONS)
         rotary = {
-            name: angles(length, inverse) for name, inverse in self.inverse_frequencies.items()
+            name: angles(length, inverse, positions)
+            for name, inverse in self.inverse_frequencies.items()
         }
         window = None
-        if self.has_local and not uses_bands(length, self.settings.window):
+        if self.has_local and (
+            positions is not None or not uses_bands(length, self.settings.window)
+        ):
             window = window_bias(length, self.settings.window)
         return Context(rotary["global"], rotary["local"], window)
 
@@ -250,5 +260,8 @@ class EncoderParts(FamilyParts):
 
 
 LAYERS = FamilyLayers(
-    ModernBertLayer, parts=EncoderParts, norm_bias=lambda config: settings_of(config).norm_bias
+    ModernBertLayer,
+    parts=EncoderParts,
+    norm_bias=lambda config: settings_of(config).norm_bias,
+    packs=lambda config: True,
 )

@@ -53,8 +53,7 @@ class HostTokenizer:
         kind: "wordpiece", "sentencepiece" or "bpe".
         vocab_size: the number of ids.
         packing: `cls_token`, `sep_token`, `pad_token` (None where a BPE has none), WordPiece's
-            `unk_token`, and for SentencePiece and BPE `pair_separators` and
-            `second_type_id`.
+            `unk_token`, and the template's `pair_separators` and `second_type_id`.
 
     Examples:
     >>> from bertfit.checkpoints.registry import resolve
@@ -87,7 +86,8 @@ class HostTokenizer:
         def build() -> HostTokenizer:
             if files.kind == "wordpiece":
                 config = files.config
-                names = ("cls_token", "sep_token", "pad_token", "unk_token")
+                names = ("cls_token", "sep_token", "pad_token", "unk_token", "pair_separators",
+                         "second_type_id")  # fmt: skip
                 packing = {name: getattr(config, name) for name in names}
                 tokenizer = wordpiece_tokenizer(files.vocab, config)
                 return cls(

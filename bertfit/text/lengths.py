@@ -129,6 +129,8 @@ class WindowSpec:
 
     def windows_needed(self, lengths, xp=np):
         """Windows covering texts of these id counts whole (1 for an empty text), computed
-        by `xp`: NumPy, or TensorFlow in the graph (int64 lengths)."""
+        by `xp`: NumPy (any sequence of lengths), or TensorFlow in the graph (int64 lengths)."""
+        if xp is np:
+            lengths = np.asarray(lengths)
         over = xp.maximum(lengths - self.content, 0)
         return 1 + (over + self.step - 1) // self.step

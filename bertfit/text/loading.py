@@ -140,14 +140,27 @@ def read_tokenizer_files(
         if file.name == "tokenizer.json":
             return _tokenizer_json(file, _read_json(file), config, lower_case, strip_accents)
         if file.name == "vocab.txt":
-            tokens, settings = wordpiece.from_folder(path, lower_case, strip_accents)
-            return TokenizerFiles(file, "wordpiece", tokens, settings)
+            return vocab_txt_files(path, lower_case, strip_accents, model_type)
         if file.name in SENTENCEPIECE_FILES:
             family = _family(model_type) or _FAMILY_OF_FILE[file.name]
             return _sentencepiece_file(file, family, config, path)
         return _bpe_files(path, config)
 
     return named_errors(file, read)
+
+
+def vocab_txt_files(
+    folder: str | os.PathLike,
+    lower_case: bool | None = None,
+    strip_accents: bool | None = None,
+    model_type: str | None = None,
+) -> TokenizerFiles:
+    """The WordPiece tokenizer of a folder's `vocab.txt` and `tokenizer_config.json`, with the
+    special tokens and pair template of `model_type`'s tokenizer class where they do not say
+    (`wordpiece.FAMILY_DEFAULTS`: MPNet's)."""
+    defaults = wordpiece.FAMILY_DEFAULTS.get(model_type or "")
+    tokens, settings = wordpiece.from_folder(folder, lower_case, strip_accents, defaults)
+    return TokenizerFiles(Path(folder) / "vocab.txt", "wordpiece", tokens, settings)
 
 
 def load_tokenizer(

@@ -86,6 +86,59 @@ def pack_inputs(
     return {name: t[0] for name, t in inputs.items()} if single else inputs
 
 
+def pack_rows(
+    examples: dict[str, tf.Tensor], slots: int, length: int, pad_id: int = 0
+) -> dict[str, tf.Tensor]:
+    """Several packed examples per row: `--packing`'s static [rows, length] inputs.
+
+    Args:
+        examples: `pack_inputs`' outputs for rows * `slots` examples, slot after slot of
+            each row, [rows * slots, width] (width at most `length`); an empty slot has an
+            all-zero `input_mask`.
+        slots: the example slots of a row.
+        length: the row length; the examples of a row must fit in it.
+        pad_id: written after a row's last example.
+
+    Returns:
+        int32 `input_word_ids` and `input_type_ids` [rows, length], each row its examples'
+        tokens one after another; `input_mask` numbering each token's slot (1..slots; 0 on
+        padding); `input_positions` each token's position within its example; and
+        `example_starts` [rows, slots], each slot's first token (0 for an empty slot).
+
+    Examples:
+    >>> examples = pack_inputs(tf.ragged.constant([[7, 8], [9], []]), max_seq_length=4,
+    ...                        padding="longest", cls_id=101, sep_id=102)
+    >>> empty = tf.constant([[1], [1], [0]])  # the third slot is empty
+    >>> examples["input_mask"] *= empty
+    >>> rows = pack_rows(examples, slots=3, length=8)
+    >>> rows["input_word_ids"].numpy().tolist(), rows["input_mask"].numpy().tolist()
+    ([[101, 7, 8, 102, 101, 9, 102, 0]], [[1, 1, 1, 1, 2, 2, 2, 0]])
+    >>> rows["input_positions"].numpy().tolist(), rows["example_starts"].numpy().tolist()
+    ([[0, 1, 2, 3, 0, 1, 2, 0]], [[0, 4, 0]])
+    """
+    mask = examples["input_mask"]
+    width = tf.shape(mask)[1]
+    rows = tf.shape(mask)[0] // slots
+    keep = tf.reshape(mask > 0, [rows, slots * width])
+    slot_numbers = tf.range(1, slots + 1, dtype=tf.int32)[:, tf.newaxis]  # [slots, 1]
+    per_token = {
+        "input_word_ids": (examples["input_word_ids"], pad_id),
+        "input_type_ids": (examples["input_type_ids"], 0),
+        "input_mask": (tf.tile(slot_numbers, [rows, width]), 0),
+        "input_positions": (tf.tile(tf.range(width)[tf.newaxis], [rows * slots, 1]), 0),
+    }
+    packed = {
+        name: tf.ragged.boolean_mask(tf.reshape(values, [rows, slots * width]), keep).to_tensor(
+            pad, shape=[None, length]
+        )
+        for name, (values, pad) in per_token.items()
+    }
+    lengths = tf.reshape(tf.reduce_sum(tf.cast(mask > 0, tf.int32), axis=1), [rows, slots])
+    starts = tf.cumsum(lengths, axis=1, exclusive=True)
+    packed["example_starts"] = tf.where(lengths > 0, starts, 0)
+    return packed
+
+
 def truncation_lengths(
     len_a: tf.Tensor, len_b: tf.Tensor, budget: int
 ) -> tuple[tf.Tensor, tf.Tensor]:

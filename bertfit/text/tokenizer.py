@@ -153,8 +153,15 @@ class BertTokenizer(InGraphTokenizer):
 
     @property
     def special_ids(self) -> dict[str, int]:
-        """The ids and template `pack_inputs` packs with (`[CLS] a [SEP] b [SEP]`)."""
-        return {"cls_id": self.cls_id, "sep_id": self.sep_id, "pad_id": self.pad_id}
+        """The ids and template `pack_inputs` packs with (`[CLS] a [SEP] b [SEP]`; MPNet's
+        `<s> a </s></s> b </s>`)."""
+        return {
+            "cls_id": self.cls_id,
+            "sep_id": self.sep_id,
+            "pad_id": self.pad_id,
+            "pair_separators": self.config.pair_separators,
+            "second_type_id": self.config.second_type_id,
+        }
 
     @property
     def unk_id(self) -> int:

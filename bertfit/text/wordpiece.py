@@ -32,6 +32,9 @@ class TokenizerConfig:
         pad_token: the token that fills packed sequences up to their length.
         mask_token: the masked-language-model token; kept whole when it occurs in text.
         max_chars_per_word: longer words become `unk_token`.
+        pair_separators: `sep_token`s between the two segments of a pair (BERT 1; MPNet 2:
+            `<s> a </s></s> b </s>`).
+        second_type_id: the type id of a pair's second segment (BERT 1; MPNet 0).
 
     Examples:
     >>> config = TokenizerConfig(lower_case=False)
@@ -48,6 +51,8 @@ class TokenizerConfig:
     pad_token: str = "[PAD]"
     mask_token: str = "[MASK]"
     max_chars_per_word: int = 100
+    pair_separators: int = 1
+    second_type_id: int = 1
 
     @property
     def special_tokens(self) -> tuple[str, ...]:
@@ -56,7 +61,10 @@ class TokenizerConfig:
 
 
 def from_folder(
-    path: str | os.PathLike, lower_case: bool | None = None, strip_accents: bool | None = None
+    path: str | os.PathLike,
+    lower_case: bool | None = None,
+    strip_accents: bool | None = None,
+    defaults: dict | None = None,
 ) -> tuple[list[str], TokenizerConfig]:
     """The tokens and settings of a Hugging Face model folder's `vocab.txt` and
     `tokenizer_config.json`.
@@ -65,6 +73,9 @@ def from_folder(
         path: the folder.
         lower_case: overrides `do_lower_case` from `tokenizer_config.json`.
         strip_accents: overrides `strip_accents` from `tokenizer_config.json`.
+        defaults: `TokenizerConfig` fields of the family's tokenizer class where the files do
+            not say (MPNet's special tokens and pair template: `FAMILY_DEFAULTS`); BERT's
+            when None.
     """
     folder = Path(path)
     if not (folder / "vocab.txt").is_file():
@@ -72,7 +83,7 @@ def from_folder(
             f"{folder} has no vocab.txt; pass the folder of a BERT checkpoint "
             "that ships its WordPiece vocabulary."
         )
-    config = read_tokenizer_config(folder)
+    config = {**(defaults or {}), **read_tokenizer_config(folder)}
     if lower_case is not None:
         config["lower_case"] = lower_case
     if strip_accents is not None:
@@ -107,13 +118,24 @@ def from_tokenizer_json(
         settings["strip_accents"] = normalizer.get("strip_accents")
         settings["tokenize_chinese_chars"] = normalizer.get("handle_chinese_chars", True)
     template = tokenizer_json.template(spec.get("post_processor"))
-    settings.update({k: template[k] for k in ("cls_token", "sep_token") if k in template})
+    settings.update(template)
     pad = (spec.get("padding") or {}).get("pad_token")
     settings.update({"pad_token": pad} if pad else {})
     names = ("unk_token", "cls_token", "sep_token", "pad_token", "mask_token")
     settings.update({k: v for k, v in _config_tokens(config or {}).items() if k in names})
     settings.update({k: v for k, v in overrides.items() if v is not None})
     return vocab, TokenizerConfig(**settings)
+
+
+# What a family's tokenizer class builds from a bare `vocab.txt` where BERT's `BertTokenizer`
+# differs (transformers' `MPNetTokenizer`: RoBERTa's special tokens and pair template around
+# BERT's WordPiece); `tokenizer_config.json`'s tokens win over these.
+FAMILY_DEFAULTS = {
+    "mpnet": {
+        "cls_token": "<s>", "sep_token": "</s>", "pad_token": "<pad>", "unk_token": "[UNK]",
+        "mask_token": "<mask>", "pair_separators": 2, "second_type_id": 0,
+    },
+}  # fmt: skip
 
 
 def read_vocab(path: str | os.PathLike) -> list[str]:
@@ -164,8 +186,9 @@ def read_tokenizer_config(folder: str | os.PathLike) -> dict:
         if theirs in raw:
             config[ours] = raw[theirs]
     config.update(_config_tokens(raw))
-    if isinstance(raw.get("max_chars_per_word"), int):
-        config["max_chars_per_word"] = raw["max_chars_per_word"]
+    for name in ("max_chars_per_word", "pair_separators", "second_type_id"):  # bertfit's `save`
+        if isinstance(raw.get(name), int) and not isinstance(raw[name], bool):
+            config[name] = raw[name]
     return config
 
 

@@ -97,6 +97,9 @@ class Backend(Protocol):
     def local_replicas(self, config: RunConfig) -> int:
         """The replicas a batch is split over on this machine."""
 
+    def replicas(self, strategy: tf.distribute.Strategy) -> int:
+        """The replicas each global batch is split over, `placement`'s `strategy` given."""
+
     def trainer(
         self,
         build_model: Callable[[], keras.Model],
@@ -141,6 +144,9 @@ class TensorFlowBackend:
 
     def local_replicas(self, config: RunConfig) -> int:
         return config.train.cpu_replicas or 1
+
+    def replicas(self, strategy) -> int:
+        return strategy.num_replicas_in_sync
 
     def trainer(self, build_model, config, strategy, total_steps, xla, frozen, task_kind):
         from bertfit.training.loop import Trainer
@@ -229,6 +235,11 @@ class JaxBackend:
         import jax
 
         return jax.local_device_count()
+
+    def replicas(self, strategy) -> int:
+        import jax
+
+        return jax.device_count()  # every host's: the batch splits over them all
 
     def trainer(self, build_model, config, strategy, total_steps, xla, frozen, task_kind):
         from bertfit.training.jax_trainer import JaxTrainer

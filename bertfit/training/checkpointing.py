@@ -81,6 +81,8 @@ class TrainingState:
             stopping's count.
         stopped_early: set by the evaluation that exhausted the patience; the run takes no
             step after it.
+        packed_rows: with `--packing`, the rows of a step (a multiple of the replicas, so
+            its batch plan depends on them), which a resume must keep; None without.
     """
 
     epoch: int = 0
@@ -95,6 +97,7 @@ class TrainingState:
     evaluations: list[StepEvaluation] = dataclasses.field(default_factory=list)
     evaluations_without_improvement: int = 0
     stopped_early: EarlyStop | None = None
+    packed_rows: int | None = None
 
     def epochs_remain(self, epochs: int) -> bool:
         """Whether an epoch is still to train or to record: none after the last of `epochs`,

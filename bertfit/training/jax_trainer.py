@@ -114,6 +114,7 @@ class JaxTrainer(JaxStep):
         # The frozen weights (argument 1) are read only, and stay in their variables.
         options = self.split.compiler_options  # a CPU's products through oneDNN
         self._train_step = jax.jit(self._step, donate_argnums=0, compiler_options=options)
+        self._batch_gradients = jax.jit(self._gradients, compiler_options=options)
         # gathered on every device: each process reads all rows back (several hosts)
         self._predict_step = jax.jit(
             self._probabilities, out_shardings=self.split.gathered, compiler_options=options
@@ -141,16 +142,17 @@ class JaxTrainer(JaxStep):
             for variable, value in zip(variables, values, strict=True):
                 variable.assign(value)
 
-    def gradients(self, batch: dict) -> list[np.ndarray]:
+    def gradients(self, batch: dict) -> tuple[list[np.ndarray], float]:
         """The gradients of one global batch's loss (a pipeline batch less the example index)
         for the trained variables, in `variables`' order, as the train step takes them
-        before clipping; nothing is updated (`bertfit check`)."""
+        before clipping, and the loss; nothing is updated (`bertfit check`). One jitted
+        computation: run op by op, JAX would compile each op of the model apart."""
         trained, non_trainable, _ = self._read_state()
         fixed = self._read_fixed()
         with self.split.random_bits():
             batch = self.split.put(batch)
-            gradients, _, _ = self._gradients(trained, fixed, non_trainable, batch)
-        return [np.asarray(g) for g in gradients]
+            gradients, loss, _ = self._batch_gradients(trained, fixed, non_trainable, batch)
+        return [np.asarray(g) for g in gradients], float(loss)
 
     def compile_train_step(self, batch: dict):
         """The train step compiled ahead of time for one global batch's shapes, as the run's

@@ -249,7 +249,10 @@ def _train(
         run_dir.sync,
         adapter_dir,
     )
-    state = TrainingState(data_fingerprint=setup.train.fingerprint())
+    state = TrainingState(
+        data_fingerprint=setup.train.fingerprint(),
+        packed_rows=None if setup.packing is None else setup.packing.rows,
+    )
     if resuming:
         state = _resume(run_dir, checkpoints, state, console)
     lengths = setup.length_profile()
@@ -509,6 +512,12 @@ def _resume(
             "new run (--overwrite or another --output-dir).",
             path=run_dir.shown,
             code="data-changed",
+        )
+    if state.packed_rows != fresh.packed_rows:
+        raise ConfigError(
+            f"--packing: the run took {state.packed_rows} packed rows a step, here it would "
+            f"take {fresh.packed_rows} (a multiple of this machine's replicas), which plans "
+            "other batches; resume it on as many replicas (devices) as it started on."
         )
     run_dir.keep_steps(state.global_step)
     where = f"epoch {state.epoch + 1}, step {state.step}"

@@ -39,6 +39,7 @@ from bertfit.data.labelled import (
     read_labelled,
     window_spec,
 )
+from bertfit.data.packed import PackedShape
 from bertfit.data.pipeline import Batch, BucketedInput
 from bertfit.data.profile import LengthProfile
 from bertfit.data.run_files import read_training_examples
@@ -51,6 +52,7 @@ from bertfit.data.windowed import WindowProfile
 from bertfit.errors import ConfigError
 from bertfit.model.chunked import ChunkedClassifier
 from bertfit.model.classifier import BertClassifier, prior_log_odds
+from bertfit.model.encoder import check_packs
 from bertfit.model.int8 import INT8, quantize_base
 from bertfit.model.lora import adapted_layers, enable_lora
 from bertfit.runs.metrics import default_metric
@@ -63,7 +65,8 @@ from bertfit.training.strategy import XlaChoice
 
 
 def load_checkpoint(config: RunConfig) -> Checkpoint:
-    """The checkpoint `--model` names; its position table must hold `--max-seq-length`."""
+    """The checkpoint `--model` names; its position table must hold `--max-seq-length`, and
+    with `--packing` its layers must keep packed examples apart."""
     checkpoint = read_checkpoint(resolve(config.model.name))
     if checkpoint.config is not None:
         check_positions(
@@ -71,6 +74,8 @@ def load_checkpoint(config: RunConfig) -> Checkpoint:
             checkpoint.config.max_sequence_length,
             config.model.name,
         )
+        if config.data.packing:
+            check_packs(checkpoint.config, config.model.name)
     return checkpoint
 
 
@@ -97,6 +102,8 @@ class RunSetup:
         buckets: the resolved length buckets (the last is max_seq_length; with
             `--long-documents chunk` it is the only one, and documents are batched in
             chunk-count buckets).
+        packing: with `--packing` the packed batches' one shape (training and evaluation
+            then use it; the buckets serve prediction and exports), else None.
         xla: what XLA compiles (decided with the strategy).
         trainer: the model, optimizer and compiled steps, built by the run's backend
             (`training/backends.py`).
@@ -123,6 +130,7 @@ class RunSetup:
     trainer: RunTrainer
     notes: list[str]
     rows_read: int
+    packing: PackedShape | None = None
     declared_pooling: DeclaredPooling | None = None
     training_labels: np.ndarray | None = None
     seconds: dict[str, float] = dataclasses.field(default_factory=dict)
@@ -140,6 +148,7 @@ class RunSetup:
             pipelines=input_pipelines(self.trainer.strategy),
             batch_size=batch_size,
             pad_to_longest=not (self.xla.replica_step or static_shapes),
+            packing=self.packing,
         )
 
     def length_profile(self) -> LengthProfile:
@@ -265,12 +274,15 @@ def assemble(
     rows_read: int | None = None,
     saved_buckets: tuple[int, ...] | None = None,
     total_steps: int | None = None,
+    replicas: int | None = None,
 ) -> RunSetup:
     """The decisions and the trainer once the data is read: the pooling (`--pooling`, or what
     the checkpoint declares: `checkpoints.pooling`) and the buckets (resolved here, once, by the
-    data's kind), the batch plan's length and the `Trainer` built from the run's seed.
-    `rows_read`: how many training rows `train` stands for when it is a sample (`check`);
-    `total_steps`: the schedule's length (default: `--max-steps`, else the run's epochs)."""
+    data's kind), with `--packing` the packed batches' shape, the batch plan's length and the
+    `Trainer` built from the run's seed. `rows_read`: how many training rows `train` stands for
+    when it is a sample (`check`); `total_steps`: the schedule's length (default:
+    `--max-steps`, else the run's epochs); `replicas`: those a batch splits over (default: the
+    backend's with `strategy`; `check`: its target's)."""
     t = config.train
     rows_read = len(train) if rows_read is None else rows_read
     declared = declared_pooling(checkpoint.path)
@@ -283,8 +295,15 @@ def assemble(
         model=dataclasses.replace(config.model, pooling=pooling),
         data=dataclasses.replace(config.data, buckets=list(resolved.lengths)),
     )
+    packing = None
+    if config.data.packing:
+        packing = train.packed_shape(config, replicas or backend_of(config).replicas(strategy))
     batching = Batching.of(
-        config, resolved.lengths, training=True, pipelines=input_pipelines(strategy)
+        config,
+        resolved.lengths,
+        training=True,
+        pipelines=input_pipelines(strategy),
+        packing=packing,
     )
     notes = [
         *filter(None, [pooling_note]),  # first: it changes what is trained
@@ -313,6 +332,7 @@ def assemble(
         trainer=trainer,
         notes=notes,
         rows_read=rows_read,
+        packing=packing,
         declared_pooling=declared,
         training_labels=getattr(train, "labels", None),
     )

@@ -28,6 +28,9 @@ TEXTS = [text for text, _ in sentiment_rows(60)]
         ("albert", "ALBERT", "sentencepiece"),
         ("deberta-v2", "DeBERTa-v3", "sentencepiece"),
         ("roberta", "RoBERTa", "bpe"),
+        ("mpnet", "MPNet", "wordpiece"),
+        ("gte", "GTE", "sentencepiece"),
+        ("nomic_bert", "NomicBERT", "wordpiece"),
         ("eurobert", "EuroBERT", "bpe"),
     ],
 )
@@ -39,7 +42,7 @@ def test_inspect_names_the_family_and_its_tokenizer(family, name, tokenizer, tmp
     assert report["tokenizer"] == tokenizer
     assert report["fine_tunable"] is True
     assert report["parameters"] > 1000
-    assert ("pooled_output" in report["outputs"]) == (family in ("albert", "roberta"))
+    assert ("pooled_output" in report["outputs"]) == (family in ("albert", "roberta", "mpnet"))
     assert "default" in report["outputs"]
     assert main(["inspect", str(tmp_path)]) == 0
     assert f"family:        {name}" in capsys.readouterr().out
@@ -121,6 +124,26 @@ def test_another_models_tokenizer_beside_bert_weights_is_warned(tmp_path, capsys
     report = json.loads(capsys.readouterr().out)
     assert report["family"] == "BERT" and report["tokenizer"] == "sentencepiece"
     assert any("not the wordpiece tokenizer BERT checkpoints ship" in n for n in report["notes"])
+
+
+def test_a_family_that_ships_two_kinds_of_tokenizer_warns_of_a_third_only(tmp_path):
+    """GTE's English checkpoints ship BERT's WordPiece, its multilingual one XLM-R's
+    SentencePiece: both load quietly; a byte-level BPE beside its weights is warned."""
+    import warnings
+
+    import transformers
+
+    from tests.families import TINY, train_tokenizer
+
+    config = transformers.GteConfig(**{**TINY, "vocab_size": 400})
+    transformers.GteModel(config).save_pretrained(tmp_path)
+    train_tokenizer("wordpiece", TEXTS).save_pretrained(tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        load_encoder(tmp_path)
+    train_tokenizer("bpe", TEXTS, style="<s>").save_pretrained(tmp_path)
+    with pytest.warns(UserWarning, match="not the sentencepiece or wordpiece tokenizer GTE"):
+        load_encoder(tmp_path)
 
 
 def test_a_tokenizer_larger_than_the_embedding_table_is_refused_before_anything_is_written(

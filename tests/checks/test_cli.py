@@ -96,6 +96,21 @@ def test_the_tpu_rehearsal_still_compiles_every_bucket(tmp_path, trainable_hf_di
     assert report["stats"]["length buckets"].startswith("8, 16")
 
 
+@pytest.mark.slow
+def test_check_reports_the_packed_shape_and_reads_packed_batches(
+    tmp_path, trainable_hf_dir, capsys
+):
+    """With --packing the check plans and reads what `train --packing` would feed: rows of
+    --max-seq-length, split over the target's replicas (a TPU's 8), several examples a row."""
+    rows = write_csv(tmp_path / "train.csv", sentiment_rows(64))
+    args = check_args(trainable_hf_dir, rows, None, "--packing", "--target", "tpu", json=True)
+    assert main(args) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert [f["code"] for f in report["findings"] if f["severity"] == "error"] == []
+    assert report["stats"]["packing"].startswith("8 rows of 16 tokens")
+    assert report["stats"]["buckets used"] == [16]
+
+
 @pytest.fixture(scope="module")
 def foreign_tokenizer(tmp_path_factory):
     """BERT weights beside another model's tokenizer.json (an XLM-R-style Unigram), small

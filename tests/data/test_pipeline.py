@@ -7,6 +7,7 @@ import tensorflow as tf
 
 from bertfit.data.pipeline import BucketedInput, EncodedTexts, encode_texts, plan_batches
 from bertfit.model.inputs import INDEX
+from bertfit.text.packing import pack_inputs
 from bertfit.text.tokenizer import BertTokenizer
 from tests.tiny import TINY_VOCAB
 
@@ -75,3 +76,24 @@ def test_the_pipelines_are_traced_without_autograph(autograph_conversions):
         _bucketed(pad_to_longest)
     encode_texts(BertTokenizer(TINY_VOCAB), ["a text", "another one"])
     assert autograph_conversions == []
+
+
+class _RobertaTemplate(BertTokenizer):
+    """The tiny vocabulary packed with RoBERTa's pair template: `<s> a </s></s> b </s>`."""
+
+    @property
+    def special_ids(self) -> dict:
+        return {**super().special_ids, "pair_separators": 2, "second_type_id": 0}
+
+
+@pytest.mark.parametrize("tokenizer_class", [BertTokenizer, _RobertaTemplate])
+def test_packed_lengths_are_the_lengths_the_template_packs(tokenizer_class):
+    """A pair's packed length counts its template's separators (RoBERTa has two between the
+    texts): a bucket chosen from it holds the whole pair, never one token short."""
+    tokenizer = tokenizer_class(TINY_VOCAB)
+    texts, pairs = ["the film", "a very good plot"], ["was fun", "boring"]
+    encoded = encode_texts(tokenizer, texts, pairs)
+    packed = pack_inputs(
+        encoded.ids_a, encoded.ids_b, max_seq_length=32, padding="longest", **tokenizer.special_ids
+    )
+    assert encoded.packed_lengths.tolist() == packed["input_mask"].numpy().sum(1).tolist()

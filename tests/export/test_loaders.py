@@ -3,7 +3,8 @@
 path `tensorflow_model_server` takes; tests/export/loaders.py). Each signature answers as
 bertfit does in memory, within 1e-5: the serving export of every task, of text pairs, of a
 chunk run and of each tokenizer family as the predictor (`bertfit predict`) does; `bertfit
-convert --to tf-hub`'s encoder and preprocessor as bertfit's encoder and tokenizer do."""
+convert --to tf-hub`'s encoder and preprocessor as bertfit's encoder and tokenizer do. The
+families of issue 57 also export, from the same classifiers, as ONNX and LiteRT."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ import tensorflow as tf
 from bertfit.checkpoints.load import load_encoder
 from bertfit.cli import main
 from bertfit.data.tasks import Task
+from bertfit.export.litert import export_litert
+from bertfit.export.onnx import export_onnx
 from bertfit.export.serving import export_classifier
 from bertfit.inference.graph import (
     CLASSIFY_SIGNATURE,
@@ -31,6 +34,7 @@ from tests.export.loaders import (
     run_in_session,
     run_loaded,
 )
+from tests.export.runtimes import LITERT_CLIENT, ONNX_CLIENT, run_client
 from tests.families import write_family_checkpoint
 from tests.long_documents import DOCUMENTS, chunk_classifier
 from tests.tiny import TINY_VOCAB, sentiment_rows, tiny_encoder
@@ -42,11 +46,12 @@ LOADERS = ("tf.saved_model.load", "session", "c++")
 TEXTS = [text for text, _ in sentiment_rows(12, seed=4)] + ["", "naïve déjà-vu?!", "good " * 30]
 PAIRS = TEXTS[::-1]
 # The serving exports: the trained run through `bertfit export`, and models built in memory.
-SERVING = (
-    "single-label", "multi-label-pairs", "chunk-regression", "sentencepiece", "bpe", "eurobert"
-)  # fmt: skip
+SERVING = ("single-label", "multi-label-pairs", "chunk-regression", "sentencepiece", "bpe")
+# The families of issue 57 with layers of their own; GTE's are NomicBERT's (`rotary_glu`) and
+# its tokenizer the "sentencepiece" kind's, so its export would check nothing new.
+SERVING += ("mpnet", "nomic_bert", "eurobert")
 HUB = ("bert", "deberta-v2")  # TF Hub encoders in plain TF ops (BERT) and as Keras layers
-FAMILY_OF = {"sentencepiece": "deberta-v2", "bpe": "modernbert", "eurobert": "eurobert"}
+FAMILY_OF = {"sentencepiece": "deberta-v2", "bpe": "modernbert"} | {f: f for f in SERVING[5:]}
 
 
 def run(loader: str, export, requests: dict, runner, tmp_path) -> dict:
@@ -82,11 +87,17 @@ def in_memory(kind: str, checkpoints, folder) -> Classifier:
         if kind == "multi-label-pairs"
         else Task("single-label", ("neg", "neutral", "pos"))
     )
-    if kind in FAMILY_OF:
-        encoder, tokenizer = load_encoder(checkpoints(FAMILY_OF[kind]))
-    else:
+    if kind not in FAMILY_OF:
         encoder, tokenizer = tiny_encoder(seed=3), BertTokenizer(TINY_VOCAB)
-    model = BertClassifier(encoder, task.num_outputs, dropout=0.0)
+        model = BertClassifier(encoder, task.num_outputs, dropout=0.0)
+    else:
+        encoder, tokenizer = load_encoder(checkpoints(FAMILY_OF[kind]))
+        model = BertClassifier(encoder, task.num_outputs, pooling="mean", dropout=0.0)
+        encoder_weights = {id(v) for v in encoder.weights}
+        rng = np.random.default_rng(0)
+        for variable in model.weights:  # a head far from uniform, so the rows differ
+            if id(variable) not in encoder_weights:
+                variable.assign(rng.normal(0, 1.0, variable.shape).astype("float32"))
     pairs = kind == "multi-label-pairs"
     module = ClassifierModule(model, tokenizer, task, 16, [8, 16], pairs=pairs)
     return Classifier(module, {"task": task.to_dict(), "pairs": pairs})
@@ -135,7 +146,21 @@ def serving_requests(classifier: Classifier) -> tuple[dict, dict]:
 
 
 @pytest.fixture(scope="module")
-def serving_exports(request, checkpoints, tmp_path_factory):
+def classifiers(checkpoints, tmp_path_factory):
+    """`classifiers(kind)`: the in-memory classifier of `kind` (`in_memory`), made once for
+    every export of it."""
+    done = {}
+
+    def classifier(kind: str) -> Classifier:
+        if kind not in done:
+            done[kind] = in_memory(kind, checkpoints, tmp_path_factory.mktemp(kind))
+        return done[kind]
+
+    return classifier
+
+
+@pytest.fixture(scope="module")
+def serving_exports(request, classifiers, tmp_path_factory):
     """`serving_exports(kind)`: (the export's version folder, requests, expected answers)."""
     done = {}
 
@@ -146,9 +171,8 @@ def serving_exports(request, checkpoints, tmp_path_factory):
                 run_dir = request.getfixturevalue("trained_run")[1].run_dir
                 classifier = load_classifier(run_dir)
             else:
-                scratch = tmp_path_factory.mktemp(kind)
-                classifier = in_memory(kind, checkpoints, scratch)
-                folder = export_classifier(classifier, scratch / "export")
+                classifier = classifiers(kind)
+                folder = export_classifier(classifier, tmp_path_factory.mktemp(f"{kind}-export"))
             done[kind] = (folder, *serving_requests(classifier))
         return done[kind]
 
@@ -162,6 +186,24 @@ def test_the_serving_export_answers_as_the_predictor(
 ):
     folder, requests, expected = serving_exports(kind)
     assert_same_outputs(run(loader, folder, requests, saved_model_runner, tmp_path), expected)
+
+
+@pytest.mark.parametrize("family", SERVING[5:])
+def test_the_families_onnx_and_litert_exports_answer_as_the_predictor(
+    family, classifiers, tmp_path
+):
+    """The classifier whose SavedModel the loaders run, exported as ONNX (tokenizer.json
+    beside) and LiteRT: each runtime, in a process without TensorFlow or bertfit, gives
+    bertfit's probabilities."""
+    classifier = classifiers(family)
+    expected = classifier.predict_proba(TEXTS)
+    assert np.ptp(expected, axis=0).max() > 1e-3  # rows differ: a test of the inputs too
+    for client, export in (
+        (ONNX_CLIENT, export_onnx(classifier, tmp_path / "onnx")),
+        (LITERT_CLIENT, export_litert(classifier, tmp_path / "litert")),
+    ):
+        got = run_client(client, export, TEXTS, tmp_path)
+        np.testing.assert_allclose(got, expected, atol=1e-5)
 
 
 @pytest.fixture(scope="module")

@@ -82,7 +82,7 @@ def test_batches_hold_at_most_batch_size_windows_and_change_nothing(tmp_path, cl
     small = chunk_classifier(tmp_path, batch_size=4)
     lengths = small._lengths(DOCUMENTS, None)
     batches = small._batches(np.argsort(lengths, kind="stable"), lengths)
-    kept = np.minimum(SPEC.windows_needed(lengths).numpy(), SPEC.max_chunks)
+    kept = np.minimum(SPEC.windows_needed(lengths), SPEC.max_chunks)
     assert sorted(np.concatenate(batches).tolist()) == list(range(len(DOCUMENTS)))
     for batch in batches:  # documents x their chunk-count bucket; a long one alone
         bucket = {1: 1, 2: 2, 3: 4, 4: 4}[int(kept[batch].max())]

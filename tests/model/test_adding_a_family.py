@@ -1,5 +1,5 @@
 """docs/adding_a_family.md works as written: its two files and its registry edits, applied to a
-copy of bertfit, load a ninth family (RoFormer) that computes what transformers computes."""
+copy of bertfit, load one more family (RoFormer) that computes what transformers computes."""
 
 from __future__ import annotations
 

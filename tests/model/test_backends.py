@@ -29,8 +29,10 @@ from bertfit.model.config import BertConfig
 from bertfit.model.deberta import DebertaSettings
 from bertfit.model.encoder import BertEncoder
 from bertfit.model.eurobert import EuroBertSettings
+from bertfit.model.gated_mlp import SPLIT
 from bertfit.model.losses import outputs, per_example_loss
 from bertfit.model.modernbert import ModernBertSettings
+from bertfit.model.rotary_glu import RotaryGluSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = dict(
@@ -45,7 +47,7 @@ TINY = dict(
 )
 NO_POSITIONS = dict(absolute_positions=False, type_vocab_size=0)
 
-# Each family's switches (BERT's layer) or its own layers (DeBERTa, ModernBERT, EuroBERT).
+# Each family's switches (BERT's layer) or its own layers (DeBERTa, ModernBERT, MPNet, ...).
 CONFIGS = {
     "bert": BertConfig(**TINY),
     "electra": BertConfig(**TINY, embedding_size=8, model_type="electra"),
@@ -85,6 +87,37 @@ CONFIGS = {
         model_type="modernbert",
         variant=dataclasses.asdict(
             ModernBertSettings(local_attention=4, global_attn_every_n_layers=2)
+        ),
+    ),
+    "mpnet": BertConfig(
+        **{**TINY, "max_position_embeddings": 34},
+        type_vocab_size=0,
+        position_offset=2,
+        pad_token_id=1,
+        model_type="mpnet",
+        variant={"relative_attention_num_buckets": 32},
+    ),
+    "gte": BertConfig(
+        **TINY,
+        absolute_positions=False,
+        has_pooler=False,
+        model_type="gte",
+        variant=dataclasses.asdict(RotaryGluSettings(ntk_factor=2.0)),
+    ),
+    "nomic_bert": BertConfig(
+        **{**TINY, "hidden_act": "silu"},
+        absolute_positions=False,
+        has_pooler=False,
+        model_type="nomic_bert",
+        variant=dataclasses.asdict(
+            RotaryGluSettings(
+                rope_theta=1000.0,
+                rotary_fraction=0.5,
+                qkv_bias=False,
+                attention_output_bias=False,
+                mlp_layout=SPLIT,
+                mlp_output_bias=False,
+            )
         ),
     ),
     "eurobert": BertConfig(

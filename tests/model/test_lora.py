@@ -4,6 +4,7 @@ base stays bitwise as loaded, and merging the adapters changes no output."""
 from __future__ import annotations
 
 import dataclasses
+import gc
 
 import keras
 import numpy as np
@@ -288,3 +289,26 @@ def test_an_int8_base_under_mixed_bfloat16_computes_and_passes_gradients_in_bflo
     assert len(gradients) == 2 * 2 * 2 + 2  # A and B of query and value in 2 layers, the head
     assert all(np.isfinite(g.numpy()).all() and np.any(g.numpy()) for g in gradients[-2:])
     assert all(g is not None and np.isfinite(g.numpy()).all() for g in gradients)
+
+
+def test_quantizing_and_merging_collect_garbage_once_not_once_a_variable():
+    """Keras collects all garbage for each variable a layer deletes (`model/variable_removal.py`):
+    storing 12 kernels in int8 and merging 4 adapted layers run one full collection each."""
+    model = _classifier()
+    full_collections = []
+
+    def count(phase, info):
+        if phase == "start" and info["generation"] == 2:
+            full_collections.append(info)
+
+    gc.disable()  # only the explicit collections are counted
+    gc.callbacks.append(count)
+    try:
+        quantize_base(adapted_layers(model).values())
+        assert len(full_collections) == 1
+        enable_lora(model, rank=2, alpha=4.0, targets=["auto"], seed=0)
+        assert merge_lora(model) == 4
+        assert len(full_collections) == 2
+    finally:
+        gc.callbacks.remove(count)
+        gc.enable()

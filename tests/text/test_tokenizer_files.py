@@ -108,7 +108,7 @@ def test_wordpiece_tokenizer_json_alone_matches_hf(minilm_dir, tmp_path, texts, 
 
 
 def assert_same_inputs(hf_tokenizer, tokenizer, texts, pairs=None, max_length=128):
-    """Packed inputs equal HF's (type ids too where the family's model takes them)."""
+    """Packed inputs (in the graph, or on the host) equal HF's, type ids too."""
     ours = tokenizer(texts, pairs, max_seq_length=max_length)
     theirs = hf_tokenizer(
         texts, pairs, max_length=max_length, truncation=True, padding="max_length",
@@ -117,6 +117,6 @@ def assert_same_inputs(hf_tokenizer, tokenizer, texts, pairs=None, max_length=12
     names = [("input_word_ids", "input_ids"), ("input_mask", "attention_mask")]
     names += [("input_type_ids", "token_type_ids")]
     for ours_name, theirs_name in names:
-        differs = np.flatnonzero((ours[ours_name].numpy() != theirs[theirs_name]).any(axis=1))
+        differs = np.flatnonzero((np.asarray(ours[ours_name]) != theirs[theirs_name]).any(axis=1))
         examples = [(texts[i], None if pairs is None else pairs[i]) for i in differs[:3]]
         assert differs.size == 0, f"{ours_name}: {differs.size} rows differ, e.g. {examples!r}"

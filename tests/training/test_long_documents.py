@@ -58,7 +58,7 @@ def documents(n: int, seed: int, kind: str) -> list[tuple]:
 def buckets_used(rows: list[tuple]) -> set[int]:
     """The chunk-count buckets the rows' documents fall in."""
     buckets = np.asarray(chunk_buckets(SPEC.max_chunks))
-    windows = np.minimum(SPEC.windows_needed([len(r[0].split()) for r in rows]).numpy(), 4)
+    windows = np.minimum(SPEC.windows_needed([len(r[0].split()) for r in rows]), 4)
     return set(buckets[np.searchsorted(buckets, windows)].tolist())
 
 
@@ -100,7 +100,7 @@ def test_train_chunk_counts_every_document_once_and_traces_once_per_chunk_bucket
 
     # what the report shows: documents' lengths against the window, windows, text dropped
     lengths = np.asarray([len(row[0].split()) for row in train_rows])  # one id per word
-    needed = SPEC.windows_needed(lengths).numpy()
+    needed = SPEC.windows_needed(lengths)
     kept = np.minimum(needed, SPEC.max_chunks)
     covered = SPEC.content + (kept - 1) * SPEC.step
     windows = metrics["data"]["windows"]
@@ -327,7 +327,7 @@ def test_check_estimates_memory_for_every_window_and_reports_the_cut_documents(
     assert "data-truncated" not in report.codes
     (cut,) = [f for f in report.findings if f.code == "data-windows-cut"]
     lengths = np.asarray([len(text.split()) for text, _ in rows])
-    needed = SPEC.windows_needed(lengths).numpy()
+    needed = SPEC.windows_needed(lengths)
     assert cut.message.startswith(f"{int((needed > 4).sum())} of 24 document(s)")
     used = sorted(buckets_used(rows))
     activations = report.memory["activations_bytes"]

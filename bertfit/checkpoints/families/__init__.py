@@ -24,7 +24,10 @@ from bertfit.checkpoints.families import (
     distilbert,
     electra,
     eurobert,
+    gte,
     modernbert,
+    mpnet,
+    nomic_bert,
     roberta,
 )
 from bertfit.checkpoints.families.family import Family
@@ -41,6 +44,9 @@ FAMILIES: tuple[Family, ...] = (
     modernbert.FAMILY,
     eurobert.FAMILY,
     deberta.FAMILY,
+    mpnet.FAMILY,
+    gte.FAMILY,
+    nomic_bert.FAMILY,
 )
 
 # model_type -> its family.

@@ -4,7 +4,13 @@
 from __future__ import annotations
 
 from bertfit.checkpoints.families.family import Family
-from bertfit.checkpoints.names import HF_IGNORED_PREFIXES, Source, hf_norm, transposed
+from bertfit.checkpoints.names import (
+    HF_IGNORED_PREFIXES,
+    Source,
+    hf_embeddings,
+    hf_layer,
+    transposed,
+)
 from bertfit.errors import CheckpointError
 from bertfit.model.config import BertConfig
 
@@ -42,20 +48,10 @@ def read_config(values: dict) -> BertConfig:
 
 
 def table(config: BertConfig) -> dict[str, Source]:
-    names = {
-        f"embeddings/{e}": Source((f"embeddings.{e}.weight",))
-        for e in ("word_embeddings", "position_embeddings", "token_type_embeddings")
-    }
-    for p in ("gamma", "beta"):
-        names[f"embeddings/layer_norm/{p}"] = hf_norm("embeddings.LayerNorm", p)
+    names = hf_embeddings(("word_embeddings", "position_embeddings", "token_type_embeddings"))
     names["embeddings/projection/kernel"] = transposed("encoder.embedding_hidden_mapping_in.weight")
     names["embeddings/projection/bias"] = Source(("encoder.embedding_hidden_mapping_in.bias",))
-    for ours, theirs in _DENSE.items():
-        names[f"layer_0/{ours}/kernel"] = transposed(f"{_LAYER}.{theirs}.weight")
-        names[f"layer_0/{ours}/bias"] = Source((f"{_LAYER}.{theirs}.bias",))
-    for ours, theirs in _NORMS.items():
-        for p in ("gamma", "beta"):
-            names[f"layer_0/{ours}/{p}"] = hf_norm(f"{_LAYER}.{theirs}", p)
+    names |= hf_layer(0, _LAYER, _DENSE, _NORMS)
     names["pooler/kernel"] = transposed("pooler.weight")
     names["pooler/bias"] = Source(("pooler.bias",))
     return names

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from bertfit.checkpoints.families.family import Family
-from bertfit.checkpoints.names import Source, hf_norm, transposed
+from bertfit.checkpoints.names import Source, hf_embeddings, hf_layer, hf_norm
 from bertfit.errors import CheckpointError
 from bertfit.model.config import BertConfig
 from bertfit.model.deberta import DebertaSettings
@@ -106,9 +106,7 @@ def table(config: BertConfig) -> dict[str, Source]:
         tables.append("position_embeddings")
     if config.type_vocab_size:
         tables.append("token_type_embeddings")
-    names = {f"embeddings/{e}": Source((f"embeddings.{e}.weight",)) for e in tables}
-    for p in ("gamma", "beta"):
-        names[f"embeddings/layer_norm/{p}"] = hf_norm("embeddings.LayerNorm", p)
+    names = hf_embeddings(tuple(tables))
     terms = settings.pos_att_type if settings.relative_attention else ()
     dense = dict(_DENSE)
     if settings.share_att_key or "c2p" not in terms:
@@ -116,13 +114,7 @@ def table(config: BertConfig) -> dict[str, Source]:
     if settings.share_att_key or "p2c" not in terms:
         del dense["attention/position_query"]
     for i in range(config.num_hidden_layers):
-        layer = f"encoder.layer.{i}"
-        for ours, theirs in dense.items():
-            names[f"layer_{i}/{ours}/kernel"] = transposed(f"{layer}.{theirs}.weight")
-            names[f"layer_{i}/{ours}/bias"] = Source((f"{layer}.{theirs}.bias",))
-        for ours, theirs in _NORMS.items():
-            for p in ("gamma", "beta"):
-                names[f"layer_{i}/{ours}/{p}"] = hf_norm(f"{layer}.{theirs}", p)
+        names.update(hf_layer(i, f"encoder.layer.{i}", dense, _NORMS))
     if settings.conv_kernel_size > 0:
         names["layer_0/conv/kernel"] = _conv_kernel("encoder.conv.conv.weight")
         names["layer_0/conv/bias"] = Source(("encoder.conv.conv.bias",))

@@ -4,7 +4,7 @@ keys, no token types, no pooler."""
 from __future__ import annotations
 
 from bertfit.checkpoints.families.family import Family
-from bertfit.checkpoints.names import Source, hf_norm, transposed
+from bertfit.checkpoints.names import Source, hf_embeddings, hf_layer
 from bertfit.model.config import BertConfig
 
 _DENSE = {
@@ -39,20 +39,9 @@ def read_config(values: dict) -> BertConfig:
 
 
 def table(config: BertConfig) -> dict[str, Source]:
-    names = {
-        f"embeddings/{e}": Source((f"embeddings.{e}.weight",))
-        for e in ("word_embeddings", "position_embeddings")
-    }
-    for p in ("gamma", "beta"):
-        names[f"embeddings/layer_norm/{p}"] = hf_norm("embeddings.LayerNorm", p)
+    names = hf_embeddings(("word_embeddings", "position_embeddings"))
     for i in range(config.num_hidden_layers):
-        layer = f"transformer.layer.{i}"
-        for ours, theirs in _DENSE.items():
-            names[f"layer_{i}/{ours}/kernel"] = transposed(f"{layer}.{theirs}.weight")
-            names[f"layer_{i}/{ours}/bias"] = Source((f"{layer}.{theirs}.bias",))
-        for ours, theirs in _NORMS.items():
-            for p in ("gamma", "beta"):
-                names[f"layer_{i}/{ours}/{p}"] = hf_norm(f"{layer}.{theirs}", p)
+        names |= hf_layer(i, f"transformer.layer.{i}", _DENSE, _NORMS)
     return names
 
 

@@ -20,6 +20,8 @@ class Family:
         model_types: the `model_type` values of its `config.json`.
         tokenizer: the kind of tokenizer its checkpoints ship ("wordpiece", "sentencepiece",
             "bpe"), to warn of another model's tokenizer files beside its weights.
+        other_tokenizers: the other kinds some of its checkpoints ship (GTE's English
+            checkpoints: BERT's WordPiece; its multilingual one: XLM-R's SentencePiece).
         hf_class: the prefix of its transformers classes ("Roberta" in `RobertaModel`,
             `RobertaForSequenceClassification`), read from `architectures` when a config.json
             has no `model_type`.
@@ -39,3 +41,9 @@ class Family:
     prefixes: tuple[str, ...]
     ignored: tuple[str, ...] = ()
     optional: tuple[str, ...] = ("pooler/kernel", "pooler/bias")
+    other_tokenizers: tuple[str, ...] = ()
+
+    @property
+    def tokenizers(self) -> tuple[str, ...]:
+        """Every kind of tokenizer its checkpoints ship."""
+        return (self.tokenizer, *self.other_tokenizers)
