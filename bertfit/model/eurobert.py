@@ -3,7 +3,7 @@ Llama's pre-norm layers attending both ways.
 
 - embeddings: the token table alone (no position table, no token types, no norm: each layer
   normalises its input; `FamilyLayers.embedding_norm` off);
-- each layer: RMSNorm (`model.norms`) -> grouped-query attention (`model.grouped_attention`:
+- each layer: RMSNorm (`model.norms`) -> grouped-query attention (`blocks.SelfAttention` with
   `num_key_value_heads` key/value heads) with rotary positions on the queries and keys
   (`model.rotary`, base `rope_theta`) -> output projection -> residual; then RMSNorm -> SwiGLU
   (`model.gated_mlp`: down(silu(gate(x)) * up(x))) -> residual;
@@ -22,6 +22,7 @@ import keras
 from bertfit.model.blocks import (
     FamilyLayers,
     FamilyParts,
+    SelfAttention,
     dense,
     dense_variables,
     norm_variables,
@@ -30,7 +31,6 @@ from bertfit.model.blocks import (
 )
 from bertfit.model.config import BertConfig
 from bertfit.model.gated_mlp import SPLIT, GatedFeedForward
-from bertfit.model.grouped_attention import GroupedQueryAttention
 from bertfit.model.inputs import WORD_IDS
 from bertfit.model.norms import rms_norm
 from bertfit.model.rotary import Angles, angles, inverse_frequencies, rotate
@@ -49,16 +49,15 @@ class EuroBertSettings:
     rope_theta: float = 250_000.0
     attention_bias: bool = False
     mlp_bias: bool = False
-    max_sequence_length: int = 8192  # Hugging Face's max_position_embeddings
 
 
 def settings_of(config: BertConfig) -> EuroBertSettings:
     return EuroBertSettings(**config.variant)
 
 
-class RotaryGroupedAttention(GroupedQueryAttention):
-    """Grouped-query attention with the queries and keys rotated by their positions (the
-    queries of a first-token-only call take position 0's angles)."""
+class RotaryAttention(SelfAttention):
+    """Self-attention with the queries and keys rotated by their positions (the queries of a
+    first-token-only call take the first positions' angles)."""
 
     def position(self, q, k, context: Angles):
         length = size(q, 2)
@@ -76,9 +75,9 @@ class EuroBertLayer(keras.layers.Layer):
         dtype = self.dtype_policy
         self.hidden_size = config.hidden_size
         self.attention_norm = rms_norm(config, "attention_layer_norm", dtype)
-        self.attention = RotaryGroupedAttention(
+        self.attention = RotaryAttention(
             config,
-            settings.num_key_value_heads or config.num_attention_heads,
+            num_key_value_heads=settings.num_key_value_heads,
             use_bias=settings.attention_bias,
             name="attention",
             dtype=dtype,
