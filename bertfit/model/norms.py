@@ -19,8 +19,9 @@ class RMSNorm(keras.layers.Layer):
     >>> norm = RMSNorm(epsilon=0.0)
     >>> norm.build((None, 2)); [w.name for w in norm.weights], norm.beta
     (['gamma'], None)
-    >>> ops.convert_to_numpy(norm(ops.convert_to_tensor([[3.0, 4.0]]))).round(4).tolist()
-    [[0.8485, 1.1314]]
+    >>> normed = ops.convert_to_numpy(norm(ops.convert_to_tensor([[3.0, 4.0]])))
+    >>> [round(float(value), 4) for value in normed[0]]  # (3, 4) / sqrt(12.5)
+    [0.8485, 1.1314]
     """
 
     beta = None  # no bias: what `blocks.norm_variables` looks for
