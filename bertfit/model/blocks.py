@@ -338,6 +338,14 @@ class SelfAttention(keras.layers.Layer):
             layer.build((None, self.hidden_size))
         self.built = True
 
+    def named_variables(self) -> dict[str, keras.Variable]:
+        """The projections' weights under `attention/query`, `attention/key` and
+        `attention/value` (a layer's names: the output projection is the layer's)."""
+        named = {}
+        for layer in (self.query, self.key, self.value):
+            named |= dense_variables(f"attention/{layer.name}", layer)
+        return named
+
     def _heads(self, rows, batch_size, num_heads=None):
         return split_heads(rows, batch_size, num_heads or self.num_heads, self.head_size)
 
@@ -443,11 +451,8 @@ class TransformerLayer(keras.layers.Layer):
 
     def named_variables(self) -> dict[str, keras.Variable]:
         """The layer's weights under their canonical names (below `layer_<i>/`)."""
-        named = {}
+        named = self.attention.named_variables()
         for name, layer in (
-            ("attention/query", self.attention.query),
-            ("attention/key", self.attention.key),
-            ("attention/value", self.attention.value),
             ("attention/output", self.attention_output),
             ("intermediate", self.intermediate),
             ("output", self.output_dense),

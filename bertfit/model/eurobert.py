@@ -120,14 +120,8 @@ class EuroBertLayer(keras.layers.Layer):
     def named_variables(self) -> dict[str, keras.Variable]:
         """The layer's weights under their canonical names (below `layer_<i>/`): BERT's names
         for the attention, `mlp/gate`, `mlp/up` and `mlp/output` for the SwiGLU."""
-        named = {}
-        for name, layer in (
-            ("attention/query", self.attention.query),
-            ("attention/key", self.attention.key),
-            ("attention/value", self.attention.value),
-            ("attention/output", self.attention_output),
-        ):
-            named |= dense_variables(name, layer)
+        named = self.attention.named_variables()
+        named |= dense_variables("attention/output", self.attention_output)
         named |= self.mlp.named_variables()
         named |= norm_variables("attention/layer_norm", self.attention_norm)
         named |= norm_variables("mlp/layer_norm", self.mlp_norm)
