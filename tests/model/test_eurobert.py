@@ -17,11 +17,11 @@ from bertfit.checkpoints.load import build_encoder
 from bertfit.errors import CheckpointError
 from bertfit.model.classifier import BertClassifier
 from bertfit.model.lora import enable_lora
+from tests.model.test_families import padded_batch
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-LENGTHS = (20, 13, 5)
 TINY = dict(
     vocab_size=99,
     hidden_size=32,
@@ -38,11 +38,7 @@ TINY = dict(
 
 
 def _batch() -> dict:
-    rng = np.random.default_rng(1)
-    length = max(LENGTHS)
-    ids = rng.integers(4, TINY["vocab_size"], size=(len(LENGTHS), length)).astype(np.int32)
-    mask = (np.arange(length)[None] < np.array(LENGTHS)[:, None]).astype(np.int32)
-    ids = np.where(mask == 1, ids, 0).astype(np.int32)
+    ids, mask, _ = padded_batch(TINY["pad_token_id"], seq=20)
     return {"input_word_ids": ids, "input_mask": mask, "input_type_ids": np.zeros_like(ids)}
 
 
