@@ -483,6 +483,8 @@ def test_other_bpe_settings_match_hf(small, change):
         (lambda s: s["model"].update(continuing_subword_prefix="##"), "continuing_subword_prefix"),
         (lambda s: s["model"].update(byte_fallback=True), "byte_fallback"),
         (lambda s: s.update(pre_tokenizer={"type": "Whitespace"}), "ByteLevel"),
+        (lambda s: s.update(pre_tokenizer=split_then_bytes(r"\s+")), "Llama 3's Split"),
+        (lambda s: s.update(pre_tokenizer=split_then_bytes(use_regex=True)), "Llama 3's Split"),
         (lambda s: s.update(normalizer={"type": "Lowercase"}), "Lowercase"),
         (lambda s: s["added_tokens"][0].update(single_word=True), "single_word"),
         (lambda s: s["model"]["merges"].append(["Ġ", "zzzz"]), "not in the vocabulary"),
@@ -499,6 +501,13 @@ def test_unsupported_tokenizer_json_is_refused(small, change, message):
     change(spec)
     with pytest.raises(CheckpointError, match=message):
         ByteLevelBPETokenizer.from_tokenizer_json(spec)
+
+
+def split_then_bytes(pattern: str = LLAMA3_SPLIT, use_regex: bool = False) -> dict:
+    """A `Split` pre-tokenizer of `pattern`, then a ByteLevel one (Llama 3's: as given)."""
+    split = {"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated"}
+    byte_level = {"type": "ByteLevel", "add_prefix_space": False, "use_regex": use_regex}
+    return {"type": "Sequence", "pretokenizers": [split, byte_level]}
 
 
 def template(single: str, pair: str) -> dict:
