@@ -367,7 +367,15 @@ def write_jsonl(path: Path, rows, keys=("text", "label")) -> Path:
 
 # ---- command lines ----
 
-TRAIN_FLAGS = {"max_seq_length": 16, "batch_size": 8, "epochs": 1, "quiet": True}
+# --no-report: drawing report.html imports matplotlib and takes ~2 s of a 2-core CPU, as much
+# as training a tiny model; the tests of the report pass `no_report=None` to draw it.
+TRAIN_FLAGS = {
+    "max_seq_length": 16,
+    "batch_size": 8,
+    "epochs": 1,
+    "quiet": True,
+    "no_report": True,
+}
 
 
 def train_args(
@@ -375,7 +383,7 @@ def train_args(
 ) -> list[str]:
     """`bertfit train` arguments on a tiny model: `--model`, `--train`, `--output-dir` when
     `output` is given, then `flags` over the defaults `TRAIN_FLAGS` (max_seq_length 16,
-    batch_size 8, epochs 1, quiet), then `extra` as given (last, so they win).
+    batch_size 8, epochs 1, quiet, no report), then `extra` as given (last, so they win).
 
     A flag's name is the option with `_` for `-`: True is a bare switch (`quiet=True` is
     `--quiet`), None leaves it out (`epochs=None`: bertfit's default), anything else is its

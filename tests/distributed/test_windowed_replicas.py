@@ -1,5 +1,6 @@
-"""Windowed documents (issue 35) on 2 mirrored CPU replicas train and predict like one device:
-a document's windows stay together in one replica's rows, one row per document."""
+"""Windowed documents (issue 35) on 2 mirrored CPU replicas train and predict like one device,
+with and without accumulating micro-batches: a document's windows stay together in one
+replica's rows, one row per document."""
 
 from __future__ import annotations
 
@@ -16,10 +17,9 @@ pytestmark = pytest.mark.distributed
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize("grad_accum", [1, 2])
-def test_two_replicas_train_and_predict_windowed_documents_like_one_device(grad_accum):
+def test_two_replicas_train_and_predict_windowed_documents_like_one_device():
     result = subprocess.run(
-        [sys.executable, "-m", "tests.distributed.windowed_replicas", str(grad_accum)],
+        [sys.executable, "-m", "tests.distributed.windowed_replicas"],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -28,8 +28,12 @@ def test_two_replicas_train_and_predict_windowed_documents_like_one_device(grad_
     )
     assert result.returncode == 0, result.stderr[-3000:]
     out = json.loads(result.stdout.strip().splitlines()[-1])
-    one, two = out["losses"]
-    assert len(one) == len(two) == 6 and len(out["buckets"]) > 1  # 21 documents, batch 4
-    np.testing.assert_allclose(two, one, rtol=1e-4)
-    assert out["weight_difference"] < 1e-4
-    np.testing.assert_allclose(*out["probabilities"], rtol=0, atol=1e-5)
+    one = out["one"]
+    assert len(one["losses"]) == 6 and out["buckets"] == [1, 2]  # 21 documents, batch 4
+    assert set(out["replicas"]) == {"two", "two-accumulating"}
+    for name, two in out["replicas"].items():
+        np.testing.assert_allclose(two["losses"], one["losses"], rtol=1e-4, err_msg=name)
+        assert two["weight_difference"] < 1e-4, name
+        np.testing.assert_allclose(
+            two["probabilities"], one["probabilities"], rtol=0, atol=1e-5, err_msg=name
+        )

@@ -1,5 +1,10 @@
-"""The real case: MiniLM-L6 fine-tuned on Rotten Tomatoes, each portable export run in its own
-runtime's process on the whole test split (1283 texts) against `bertfit predict`."""
+"""The real case: MiniLM-L6 fine-tuned on Rotten Tomatoes, its int8 portable exports run in their
+own runtime's process on the whole test split (1283 texts) against `bertfit predict`.
+
+The fp32 exports' exactness is pinned on the tiny model (tests/export/test_litert.py,
+test_onnx.py: the same converters and clients); what only a real model on real text shows is
+how far int8 drifts, and the in-graph tokenizer LiteRT carries on every real text. Each
+conversion of MiniLM costs ~40 s of a 2-core CI machine."""
 
 from __future__ import annotations
 
@@ -17,7 +22,7 @@ INT8_MAX_DRIFT = 0.1
 
 
 @pytest.mark.slow
-def test_minilm_exports_agree_with_bertfit_predict_on_the_real_test_split(
+def test_minilm_int8_exports_agree_with_bertfit_predict_on_the_real_test_split(
     rotten_tomatoes, tmp_path
 ):
     from bertfit.config import DataConfig, ModelConfig, RunConfig, TrainConfig
@@ -49,29 +54,22 @@ def test_minilm_exports_agree_with_bertfit_predict_on_the_real_test_split(
         ]
     )
     assert len(texts) == 1283 and same.sum() == 1281
-    clients = {"litert": (LITERT_CLIENT, same), "onnx": (ONNX_CLIENT, np.ones_like(same))}
-    for format_name, (client, exact) in clients.items():
-        for quantize in (None, "int8"):
-            root = tmp_path / f"{format_name}-{quantize or 'fp32'}"
-            flags = ["--quantize", quantize] if quantize else []
-            argv = ["export", "--format", format_name, *flags, "--run", config.output_dir]
-            # Each conversion in its own process, as a user runs `bertfit export`: the
-            # converters' native code crashed a pytest worker that had run hundreds of tests.
-            done = subprocess.run(
-                [sys.executable, "-m", "bertfit.cli", *argv, str(root)],
-                capture_output=True,
-                text=True,
-                timeout=900,
-            )
-            assert done.returncode == 0, done.stderr[-3000:]
-            work = tmp_path / f"{root.name}-client"
-            work.mkdir()
-            got = run_client(client, root / "1", texts, work)
-            agreement, max_drift = drift(expected, got)
-            print(f"{root.name}: labels agree {agreement:.2%}, max drift {max_drift:.2e}")
-            if quantize is None:
-                np.testing.assert_array_equal(got.argmax(1), expected.argmax(1))
-                np.testing.assert_allclose(got[exact], expected[exact], atol=1e-4)
-            else:
-                assert agreement >= INT8_LABEL_AGREEMENT
-                assert max_drift <= INT8_MAX_DRIFT
+    for format_name, client in {"litert": LITERT_CLIENT, "onnx": ONNX_CLIENT}.items():
+        root = tmp_path / f"{format_name}-int8"
+        argv = ["export", "--format", format_name, "--quantize", "int8", "--run", config.output_dir]
+        # Each conversion in its own process, as a user runs `bertfit export`: the
+        # converters' native code crashed a pytest worker that had run hundreds of tests.
+        done = subprocess.run(
+            [sys.executable, "-m", "bertfit.cli", *argv, str(root)],
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        work = tmp_path / f"{root.name}-client"
+        work.mkdir()
+        got = run_client(client, root / "1", texts, work)
+        agreement, max_drift = drift(expected, got)
+        print(f"{root.name}: labels agree {agreement:.2%}, max drift {max_drift:.2e}")
+        assert agreement >= INT8_LABEL_AGREEMENT
+        assert max_drift <= INT8_MAX_DRIFT

@@ -169,26 +169,51 @@ def outputs_and_gradients(family: str, model: ChunkedClassifier) -> dict[str, np
     """The model's logits, the encoder's sequence output, and the gradients of a sum of the
     logits' squares with respect to every trainable weight, on the current backend."""
     inputs = windows(CONFIGS[family])
-    logits = keras.ops.convert_to_numpy(model(inputs))
-    sequence = model.encoder(flat(inputs))["sequence_output"]
-    results = {"logits": logits, "sequence": keras.ops.convert_to_numpy(sequence)}
-    for i, gradient in enumerate(_gradients(model, inputs)):
+    if keras.backend.backend() == "jax":
+        logits, sequence, gradients = _on_jax(model, inputs)
+    else:
+        logits = model(inputs)
+        sequence = model.encoder(flat(inputs))["sequence_output"]
+        gradients = _gradients_on_tensorflow(model, inputs)
+    results = {
+        "logits": keras.ops.convert_to_numpy(logits),
+        "sequence": keras.ops.convert_to_numpy(sequence),
+    }
+    for i, gradient in enumerate(gradients):
         results[f"gradient_{i}"] = np.asarray(keras.ops.convert_to_numpy(gradient))
     return results
 
 
-def _gradients(model, inputs):
-    if keras.backend.backend() == "jax":
-        import jax
+def _on_jax(model, inputs):
+    """The logits, the encoder's sequence output and the gradients, from one jitted function of
+    the weights: eager JAX compiles every operation at each new shape (~1 min for the first
+    family on 2 cores)."""
+    import jax
 
-        trainable = [v.value for v in model.trainable_variables]
-        frozen = [v.value for v in model.non_trainable_variables]
+    def weights(layer):
+        return [v.value for v in layer.trainable_variables], [
+            v.value for v in layer.non_trainable_variables
+        ]
 
-        def loss(weights):
-            logits, _ = model.stateless_call(weights, frozen, inputs, training=True)
-            return keras.ops.sum(keras.ops.square(logits))
+    trainable, frozen = weights(model)
 
-        return jax.grad(loss)(trainable)
+    def logits(trainable, training):
+        return model.stateless_call(trainable, frozen, inputs, training=training)[0]
+
+    def loss(trainable):
+        return keras.ops.sum(keras.ops.square(logits(trainable, training=True)))
+
+    def sequence(encoder_weights):
+        outputs, _ = model.encoder.stateless_call(*encoder_weights, flat(inputs))
+        return outputs["sequence_output"]
+
+    def everything(trainable, encoder_weights):
+        return logits(trainable, False), sequence(encoder_weights), jax.grad(loss)(trainable)
+
+    return jax.jit(everything)(trainable, weights(model.encoder))
+
+
+def _gradients_on_tensorflow(model, inputs):
     import tensorflow as tf
 
     with tf.GradientTape() as tape:

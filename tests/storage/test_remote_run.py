@@ -30,7 +30,8 @@ def test_a_run_trains_into_a_bucket_from_a_bucket(remote, trainable_hf_dir, trai
     train = _upload(train_csv, storage.join(remote, "data", "train.csv"))
     run = storage.join(remote, "runs", "a")
 
-    code = main(train_args(trainable_hf_dir, train, run, "--eval", train, json=True, epochs=2))
+    flags = dict(json=True, epochs=2, no_report=None)  # report.html, written to the bucket
+    code = main(train_args(trainable_hf_dir, train, run, "--eval", train, **flags))
     out = capsys.readouterr()
 
     assert code == 0, out.err

@@ -279,7 +279,7 @@ def test_audit_runs_the_folds_and_finds_flipped_labels(tmp_path, trainable_hf_di
     args = train_args(
         trainable_hf_dir, train, sweep, command="audit", folds=2, buckets="16",
         strategy="default", learning_rate="5e-3", epochs=10, batch_size=4, dropout=0,
-        no_report=True, json=True, trial="t1",
+        json=True, trial="t1",
     )  # fmt: skip
 
     assert main(args) == 0

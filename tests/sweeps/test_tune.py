@@ -40,7 +40,7 @@ def test_a_killed_sweep_resumes_without_rerunning_finished_trials(tmp_path, trai
     sweep = tmp_path / "sweep"
     args = train_args(
         trainable_hf_dir, train, sweep, "--learning-rate", "1e-3,5e-3", "--batch-size", "8,16",
-        command="tune", eval=evaluation, buckets="16", strategy="default", no_report=True,
+        command="tune", eval=evaluation, buckets="16", strategy="default",
     )  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     process = subprocess.Popen(
@@ -157,7 +157,7 @@ def test_a_jax_k_fold_sweep_trains_each_fold_on_jax_and_predicts_its_rows_in_ten
     sweep = tmp_path / "cv"
     args = train_args(
         trainable_hf_dir, train, sweep, command="tune", folds=2, seeds=1, backend="jax",
-        buckets="16", dropout="0.0", learning_rate="5e-3", seed=0, no_report=True, json=True,
+        buckets="16", dropout="0.0", learning_rate="5e-3", seed=0, json=True,
     )  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
     env.pop("KERAS_BACKEND", None)  # the command sets it from --backend
@@ -256,7 +256,7 @@ def test_a_bad_grid_value_is_refused_before_any_trial_trains_and_the_fix_reuses_
     def tune(lengths: str) -> int:
         args = train_args(
             trainable_hf_dir, train, sweep, "--max-seq-length", lengths, command="tune",
-            eval=evaluation, buckets=None, strategy="default", no_report=True, epochs=1,
+            eval=evaluation, buckets=None, strategy="default", epochs=1,
         )  # fmt: skip
         return main(args)
 

@@ -284,6 +284,7 @@ def test_a_real_run_stops_early_and_its_best_checkpoint_serves(tmp_path, trainab
             early_stopping_patience=2,
             early_stopping_min_delta=1.0,
             json=True,
+            no_report=None,
         )
     )
     assert code == 0

@@ -80,7 +80,8 @@ def test_train_chunk_counts_every_document_once_and_traces_once_per_chunk_bucket
     extra = ["--eval", str(dev), "--chunk-pooling", pooling]
     if kind == "regression":  # with gradient accumulation: 2 micro-batches of 8 documents
         extra += ["--task", "regression", "--grad-accum", "2"]
-    assert main(train_args(trainable_hf_dir, train, run, *extra, **FLAGS, epochs=2)) == 0
+    flags = {**FLAGS, "epochs": 2, "no_report": None}  # the report shows the windows
+    assert main(train_args(trainable_hf_dir, train, run, *extra, **flags)) == 0
 
     metrics = _metrics(run)
     assert metrics["status"] == "finished" and metrics["task"] == kind

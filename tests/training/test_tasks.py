@@ -57,6 +57,7 @@ def test_multi_label_trains_tunes_its_threshold_evaluates_and_predicts_label_lis
             "--tune-threshold",
             "true",
             epochs=6,
+            no_report=None,  # drawn: its F1 per label
         )
         == 0
     )
@@ -105,6 +106,7 @@ def test_regression_predicts_values_in_the_targets_units(trainable_hf_dir, tmp_p
             "--best-metric",
             "spearman",
             epochs=6,
+            no_report=None,  # drawn: predicted against true values
         )
         == 0
     )
@@ -178,6 +180,7 @@ def test_balanced_class_weights_and_the_collapse_warning(trainable_hf_dir, tmp_p
             epochs=1,
             learning_rate="1e-7",
             json=None,  # the summary for people
+            no_report=None,  # and the report's path in it
         )
         == 0
     )
