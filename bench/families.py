@@ -74,6 +74,19 @@ def configs(transformers) -> dict:
             cls_token_id=101,
             sep_token_id=102,
         ),
+        "eurobert": transformers.EuroBertConfig(
+            vocab_size=30522,
+            hidden_size=384,
+            num_hidden_layers=6,
+            num_attention_heads=12,
+            num_key_value_heads=4,  # grouped, as EuroBERT-610m's 18 heads share 6
+            intermediate_size=1536,
+            max_position_embeddings=8192,
+            pad_token_id=0,
+            bos_token_id=101,
+            eos_token_id=102,
+            mask_token_id=103,
+        ),
     }
 
 

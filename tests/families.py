@@ -108,6 +108,23 @@ def _configs(transformers) -> dict:
             transformers.NomicBertModel,
             transformers.NomicBertConfig(**TINY, max_position_embeddings=64),
         ),
+        "eurobert": (
+            transformers.EuroBertModel,
+            transformers.EuroBertConfig(
+                vocab_size=99,
+                hidden_size=32,
+                num_hidden_layers=2,
+                num_attention_heads=4,
+                num_key_value_heads=2,  # grouped: two query heads a key/value head
+                intermediate_size=48,
+                max_position_embeddings=128,
+                rope_parameters={"rope_theta": 250_000.0, "rope_type": "default"},
+                pad_token_id=0,
+                bos_token_id=1,
+                eos_token_id=0,
+                mask_token_id=2,
+            ),
+        ),
     }
 
 
@@ -123,6 +140,7 @@ FAMILIES = (
     "mpnet",
     "gte",
     "nomic_bert",
+    "eurobert",
 )
 
 
@@ -158,16 +176,19 @@ TOKENIZER_KINDS = {
     "mpnet": ("wordpiece", "mpnet"),
     "gte": ("unigram", "<s>"),  # gte-multilingual-base: XLM-R's
     "nomic_bert": ("wordpiece", "[CLS]"),
+    "eurobert": ("bpe", "<|begin_of_text|>"),
 }
 
 
 def train_tokenizer(kind: str, texts, vocab_size: int = 300, style: str = "[CLS]"):
     """A `transformers` fast tokenizer of `kind` ("wordpiece", "unigram", "bpe") trained on
     `texts` with the `tokenizers` library, with BERT's special tokens and pair template
-    (`style` "[CLS]") or RoBERTa's ("<s>"); style "mpnet": a WordPiece as MPNet's checkpoints
-    ship it (`mpnet_tokenizer`)."""
+    (`style` "[CLS]"), RoBERTa's ("<s>") or EuroBERT's ("<|begin_of_text|>": Llama 3's
+    byte-level BPE, its split and special tokens, the end of text padding); style "mpnet": a
+    WordPiece as MPNet's checkpoints ship it (`mpnet_tokenizer`)."""
     import transformers
     from tokenizers import (
+        Regex,
         Tokenizer,
         decoders,
         models,
@@ -177,6 +198,8 @@ def train_tokenizer(kind: str, texts, vocab_size: int = 300, style: str = "[CLS]
         trainers,
     )
 
+    from bertfit.text.tokenizer_json import LLAMA3_SPLIT
+
     if style in ("[CLS]", "mpnet"):
         specials = {
             "pad": "[PAD]",
@@ -185,10 +208,14 @@ def train_tokenizer(kind: str, texts, vocab_size: int = 300, style: str = "[CLS]
             "sep": "[SEP]",
             "mask": "[MASK]",
         }
-        single, pair = "[CLS] $A [SEP]", "[CLS] $A [SEP] $B:1 [SEP]:1"
-    else:
+    elif style == "<s>":
         specials = {"cls": "<s>", "pad": "<pad>", "sep": "</s>", "unk": "<unk>", "mask": "<mask>"}
-        single, pair = "<s> $A </s>", "<s> $A </s> </s> $B </s>"
+    else:
+        specials = {"bos": "<|begin_of_text|>", "eos": "<|end_of_text|>", "mask": "<|mask|>"}
+    first = specials.get("cls", specials.get("bos"))
+    last = specials.get("sep", specials.get("eos"))
+    single = f"{first} $A {last}"
+    pair = f"{single} {last} $B {last}" if style == "<s>" else f"{single} $B:1 {last}:1"
     if kind == "wordpiece":
         tokenizer = Tokenizer(models.WordPiece(unk_token=specials["unk"]))
         tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
@@ -208,8 +235,14 @@ def train_tokenizer(kind: str, texts, vocab_size: int = 300, style: str = "[CLS]
             unk_token=specials["unk"],
         )
     else:
-        tokenizer = Tokenizer(models.BPE())
+        llama3 = style == "<|begin_of_text|>"
+        tokenizer = Tokenizer(models.BPE(ignore_merges=llama3))
         tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        if llama3:
+            tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
+                pre_tokenizers.Split(Regex(LLAMA3_SPLIT), behavior="isolated"),
+                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+            ])  # fmt: skip
         tokenizer.decoder = decoders.ByteLevel()
         trainer = trainers.BpeTrainer(
             vocab_size=vocab_size,
@@ -219,18 +252,15 @@ def train_tokenizer(kind: str, texts, vocab_size: int = 300, style: str = "[CLS]
     tokenizer.train_from_iterator(texts, trainer)
     if style == "mpnet":
         return mpnet_tokenizer(tokenizer.get_vocab())
-    ids = {token: tokenizer.token_to_id(token) for token in specials.values()}
     tokenizer.post_processor = processors.TemplateProcessing(
         single=single,
         pair=pair,
-        special_tokens=[
-            (specials["cls"], ids[specials["cls"]]),
-            (specials["sep"], ids[specials["sep"]]),
-        ],
+        special_tokens=[(token, tokenizer.token_to_id(token)) for token in (first, last)],
     )
-    return transformers.PreTrainedTokenizerFast(
-        tokenizer_object=tokenizer, **{f"{k}_token": v for k, v in specials.items()}
-    )
+    names = {f"{k}_token": v for k, v in specials.items()}
+    if style == "<|begin_of_text|>":
+        names["pad_token"] = specials["eos"]  # EuroBERT pads with its end of text
+    return transformers.PreTrainedTokenizerFast(tokenizer_object=tokenizer, **names)
 
 
 def mpnet_tokenizer(bert_vocab: dict):

@@ -4,14 +4,17 @@ family's layers keep with `BertEncoder`.
 `BertEncoder` (`model/encoder.py`) is BERT's embeddings, a stack of layers and an optional
 pooler. BERT, ELECTRA, DistilBERT, ALBERT and RoBERTa use BERT's layer (`TransformerLayer`); a
 family whose layers differ (DeBERTa-v3: `model/deberta.py`, ModernBERT: `model/modernbert.py`,
-MPNet: `model/mpnet.py`, GTE and NomicBERT: `model/rotary_glu.py`) writes its own layer class from
-these blocks, describes it as a `FamilyLayers` and registers it in `encoder.FAMILY_LAYERS` under
-its `model_type`. docs/adding_a_family.md walks through adding one. The blocks import nothing from
-the encoder or the families, so every family imports them without a cycle.
+MPNet: `model/mpnet.py`, GTE and NomicBERT: `model/rotary_glu.py`, EuroBERT: `model/eurobert.py`)
+writes its own layer class from these blocks, describes it as a `FamilyLayers` and registers it
+in `encoder.FAMILY_LAYERS` under its `model_type`. docs/adding_a_family.md walks through adding
+one. The blocks import nothing from the encoder or the families, so every family imports them
+without a cycle.
 
 Larger parts of the kit have modules of their own: rotary position embeddings
-(`model/rotary.py`), gated feed-forwards (GLU variants: `model/gated_mlp.py`) and relative
-position buckets (`model/relative_positions.py`).
+(`model/rotary.py`), gated feed-forwards (GLU variants: `model/gated_mlp.py`), relative
+position buckets (`model/relative_positions.py`), RMSNorm (`model/norms.py`) and
+sliding-window attention computed in the band (`model/local_attention.py`); `SelfAttention`
+takes grouped key/value heads (`num_key_value_heads`) and projections without biases.
 
 The layer contract
 ------------------
@@ -96,6 +99,8 @@ class FamilyLayers:
             subclass), or None.
         norm_bias: whether the family's layer norms have a bias, read from the config; the
             embeddings' norm follows it (ModernBERT's norms have none by default).
+        embedding_norm: False: the embeddings are not normalised (EuroBERT's pre-norm layers
+            normalise their inputs themselves).
         packs: whether the layers keep the examples of a packed row apart (`--packing`), read
             from the config: they mix tokens only through attention under the
             [batch, 1, seq, seq] bias, and positions enter through the embeddings'
@@ -106,6 +111,7 @@ class FamilyLayers:
     layer: type[keras.layers.Layer]
     parts: type[FamilyParts] | None = None
     norm_bias: Callable[[BertConfig], bool] = _bias_always
+    embedding_norm: bool = True
     packs: Callable[[BertConfig], bool] = _packs_never
 
 
@@ -283,30 +289,76 @@ def merge_heads(per_head, hidden_size: int):
 
 class SelfAttention(keras.layers.Layer):
     """BERT's multi-head self-attention (query, key and value projections; the output projection
-    is the layer's) with an additive padding mask; softmax in float32."""
+    is the layer's) with an additive padding mask; softmax in float32.
 
-    def __init__(self, config: BertConfig, **kwargs):
+    Args:
+        config: the sizes (`num_attention_heads` query heads), dropout and initialisation.
+        num_key_value_heads: fewer key/value heads than query heads (a divisor of them):
+            grouped-query attention (Ainslie et al., 2023; Llama's and EuroBERT's), each
+            key/value head shared by `num_attention_heads / num_key_value_heads` consecutive
+            query heads, as transformers' `repeat_kv` shares them. None: one per query head.
+        use_bias: whether the projections have biases.
+
+    Examples:
+    >>> config = BertConfig(hidden_size=8, num_attention_heads=4)
+    >>> attention = SelfAttention(config, num_key_value_heads=2, use_bias=False)
+    >>> attention.build()
+    >>> [tuple(layer.kernel.shape) for layer in (attention.query, attention.key)]
+    [(8, 8), (8, 4)]
+    >>> tuple(attention(ops.ones([6, 8]), ops.zeros([2, 1, 1, 3])).shape)
+    (6, 8)
+    """
+
+    def __init__(
+        self,
+        config: BertConfig,
+        num_key_value_heads: int | None = None,
+        use_bias: bool = True,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         self.num_heads = config.num_attention_heads
+        self.num_key_value_heads = num_key_value_heads or self.num_heads
+        if self.num_heads % self.num_key_value_heads:
+            raise ValueError(
+                f"num_key_value_heads {self.num_key_value_heads} does not divide "
+                f"num_attention_heads {self.num_heads}."
+            )
         self.head_size = config.head_size
         self.hidden_size = config.hidden_size
-        self.query = dense(config.hidden_size, config, "query", self.dtype_policy)
-        self.key = dense(config.hidden_size, config, "key", self.dtype_policy)
-        self.value = dense(config.hidden_size, config, "value", self.dtype_policy)
-        self.dropout = Dropout(config.attention_probs_dropout_prob, dtype=self.dtype_policy)
+        dtype = self.dtype_policy
+        shared = self.num_key_value_heads * self.head_size
+        self.query = dense(config.hidden_size, config, "query", dtype, use_bias=use_bias)
+        self.key = dense(shared, config, "key", dtype, use_bias=use_bias)
+        self.value = dense(shared, config, "value", dtype, use_bias=use_bias)
+        self.dropout = Dropout(config.attention_probs_dropout_prob, dtype=dtype)
 
     def build(self, input_shape=None):
         for layer in (self.query, self.key, self.value):
             layer.build((None, self.hidden_size))
         self.built = True
 
-    def _heads(self, rows, batch_size):
-        return split_heads(rows, batch_size, self.num_heads, self.head_size)
+    def named_variables(self) -> dict[str, keras.Variable]:
+        """The projections' weights under `attention/query`, `attention/key` and
+        `attention/value` (a layer's names: the output projection is the layer's)."""
+        named = {}
+        for layer in (self.query, self.key, self.value):
+            named |= dense_variables(f"attention/{layer.name}", layer)
+        return named
+
+    def _heads(self, rows, batch_size, num_heads=None):
+        return split_heads(rows, batch_size, num_heads or self.num_heads, self.head_size)
+
+    def _shared(self, per_head):
+        """Keys or values [batch, kv_heads, seq, d] as one head per query head."""
+        group = self.num_heads // self.num_key_value_heads
+        return per_head if group == 1 else ops.repeat(per_head, group, axis=1)
 
     def position(self, q, k, context):
-        """The queries and keys [batch, heads, seq, head_size] with their positions applied:
-        as they are here (BERT's positions are added to its embeddings); a family with
-        relative positions (rotary ones, say) overrides this."""
+        """The queries [batch, heads, seq, head_size] and keys [batch, kv_heads, seq,
+        head_size] with their positions applied: as they are here (BERT's positions are added
+        to its embeddings); a family with relative positions (rotary ones, say) overrides
+        this."""
         return q, k
 
     def score_bias(self, context):
@@ -325,9 +377,10 @@ class SelfAttention(keras.layers.Layer):
         # Batched matrix products on [batch, heads, seq, head_size]: TensorFlow's einsum
         # transposes the same way inside, yet a step took ~4% longer with it (2-core CPU).
         q = self._heads(self.query(queries), batch_size)
-        k = self._heads(self.key(x), batch_size)
-        v = self._heads(self.value(x), batch_size)
+        k = self._heads(self.key(x), batch_size, self.num_key_value_heads)
+        v = self._heads(self.value(x), batch_size, self.num_key_value_heads)
         q, k = self.position(q, k, context)
+        k, v = self._shared(k), self._shared(v)
         scores = matmul_transposed(q, k) * (1.0 / math.sqrt(self.head_size))
         # Keras casts float arguments to the compute dtype; the bias is 0 or -1e9, so that is exact
         # enough, and the softmax itself runs in float32.
@@ -398,11 +451,8 @@ class TransformerLayer(keras.layers.Layer):
 
     def named_variables(self) -> dict[str, keras.Variable]:
         """The layer's weights under their canonical names (below `layer_<i>/`)."""
-        named = {}
+        named = self.attention.named_variables()
         for name, layer in (
-            ("attention/query", self.attention.query),
-            ("attention/key", self.attention.key),
-            ("attention/value", self.attention.value),
             ("attention/output", self.attention_output),
             ("intermediate", self.intermediate),
             ("output", self.output_dense),

@@ -1,6 +1,6 @@
 """`BertConfig`: the architecture of an encoder of any supported family (BERT and its relatives:
-ELECTRA, DistilBERT, ALBERT, RoBERTa, XLM-R, DeBERTa-v3, ModernBERT, MPNet, GTE, NomicBERT), in
-BERT's terms.
+ELECTRA, DistilBERT, ALBERT, RoBERTa, XLM-R, DeBERTa-v3, ModernBERT, MPNet, GTE, NomicBERT,
+EuroBERT), in BERT's terms.
 
 The BERT fields are those of BERT's `bert_config.json`; a family's differences are a few more
 fields, each off (BERT's behaviour) by default. Hugging Face `config.json` files of each family are

@@ -2,10 +2,10 @@
 
 Post-LayerNorm transformer as in Devlin et al. (2018) and Hugging Face's `BertModel`; the
 families' differences are switches of `BertConfig` (factorised embeddings, position offsets, no
-token types, shared layers, no pooler) or, for DeBERTa-v3, ModernBERT, MPNet, GTE and NomicBERT,
-their own layers (`FAMILY_LAYERS`, built from the family kit in `model/blocks.py`, whose
-docstring is the contract a family's layers keep). Under a mixed dtype policy the matrix work
-runs in the compute dtype while LayerNorm and the attention softmax run in float32.
+token types, shared layers, no pooler) or, for DeBERTa-v3, ModernBERT, MPNet, GTE, NomicBERT
+and EuroBERT, their own layers (`FAMILY_LAYERS`, built from the family kit in `model/blocks.py`,
+whose docstring is the contract a family's layers keep). Under a mixed dtype policy the matrix
+work runs in the compute dtype while LayerNorm and the attention softmax run in float32.
 
 Between the embeddings and the outputs the hidden states are one row per token, [batch * seq,
 hidden], and only attention views them per example. On TensorFlow, Keras' Dense multiplies a 3-D
@@ -21,7 +21,7 @@ import keras
 from keras import ops
 
 from bertfit.errors import ConfigError, InputFormatError
-from bertfit.model import deberta, modernbert, mpnet, rotary_glu
+from bertfit.model import deberta, eurobert, modernbert, mpnet, rotary_glu
 from bertfit.model.blocks import (
     FamilyLayers,
     TransformerLayer,
@@ -56,9 +56,10 @@ class BertEmbeddings(keras.layers.Layer):
     A family without a position table (`absolute_positions=False`) or without token types
     (`type_vocab_size=0`) leaves that table out; RoBERTa's positions start at
     `position_offset`; `norm_bias=False` leaves out the norm's bias (ModernBERT's, by its
-    `FamilyLayers.norm_bias`)."""
+    `FamilyLayers.norm_bias`), `norm=False` the norm (EuroBERT's, by its
+    `FamilyLayers.embedding_norm`)."""
 
-    def __init__(self, config: BertConfig, norm_bias: bool = True, **kwargs):
+    def __init__(self, config: BertConfig, norm_bias: bool = True, norm: bool = True, **kwargs):
         super().__init__(**kwargs)
         dtype = self.dtype_policy
         width = config.embedding_width
@@ -73,7 +74,7 @@ class BertEmbeddings(keras.layers.Layer):
             if config.type_vocab_size
             else None
         )
-        self.layer_norm = layer_norm(config, "layer_norm", dtype, bias=norm_bias)
+        self.layer_norm = layer_norm(config, "layer_norm", dtype, bias=norm_bias) if norm else None
         self.dropout = Dropout(config.hidden_dropout_prob, dtype=self.dtype_policy)
         self.projection = (
             dense(config.hidden_size, config, "projection", dtype)
@@ -91,7 +92,8 @@ class BertEmbeddings(keras.layers.Layer):
     def build(self, input_shape=None):
         for layer in self._tables():
             layer.build((None, None))
-        self.layer_norm.build((None, None, self.width))
+        if self.layer_norm is not None:
+            self.layer_norm.build((None, None, self.width))
         if self.projection is not None:
             self.projection.build((None, self.width))
         self.built = True
@@ -120,12 +122,15 @@ class BertEmbeddings(keras.layers.Layer):
             x += ops.cast(rows, self.compute_dtype)
         if self.token_type_embeddings is not None:
             x += self.token_type_embeddings(type_ids)
-        rows = ops.reshape(self.dropout(self.layer_norm(x), training=training), (-1, self.width))
+        if self.layer_norm is not None:
+            x = self.layer_norm(x)
+        rows = ops.reshape(self.dropout(x, training=training), (-1, self.width))
         return rows if self.projection is None else self.projection(rows)
 
     def named_variables(self) -> dict[str, keras.Variable]:
         named = {f"{table.name}": table.embeddings for table in self._tables()}
-        named |= norm_variables("layer_norm", self.layer_norm)
+        if self.layer_norm is not None:
+            named |= norm_variables("layer_norm", self.layer_norm)
         if self.projection is not None:
             named |= dense_variables("projection", self.projection)
         return named
@@ -160,6 +165,7 @@ BERT_LAYERS = FamilyLayers(TransformerLayer, packs=lambda config: True)
 # and the layer contract in `model/blocks.py`); every other family has `BERT_LAYERS`.
 FAMILY_LAYERS: dict[str, FamilyLayers] = {
     "deberta-v2": deberta.LAYERS,
+    "eurobert": eurobert.LAYERS,
     "modernbert": modernbert.LAYERS,
     "mpnet": mpnet.LAYERS,
     "gte": rotary_glu.LAYERS,
@@ -243,7 +249,11 @@ class BertEncoder(keras.layers.Layer):
         self.remat = False
         family = family_layers(config)
         self.embeddings = BertEmbeddings(
-            config, norm_bias=family.norm_bias(config), name="embeddings", dtype=self.dtype_policy
+            config,
+            norm_bias=family.norm_bias(config),
+            norm=family.embedding_norm,
+            name="embeddings",
+            dtype=self.dtype_policy,
         )
         self.transformer_layers = _transformer_layers(config, family.layer, self.dtype_policy)
         self.parts = (

@@ -10,14 +10,13 @@ A pre-LayerNorm transformer without biases (by default) and without a position t
   act(input) * gate (GeGLU) -> `Wo` -> residual;
 - every `global_attn_every_n_layers`-th layer (0, n, 2n, ...) attends globally with rotary
   base `global_rope_theta`; the others attend within a sliding window, |i - j| <=
-  local_attention // 2, with base `local_rope_theta`;
+  local_attention // 2, with base `local_rope_theta`, computing only the band for long
+  sequences (`model.local_attention`);
 - `final_norm` after the last layer (`EncoderParts.finish`).
 
-Rotary embeddings use the "rotate half" layout: a head's vector is split in two halves
-(x1, x2), and each pair (x1[k], x2[k]) is rotated by position * theta ** (-2k / head_size).
-The angles are computed once per encoder call (`EncoderParts.context`) for the sequence's
-length, in float32, as are the rotations, the attention softmax and the LayerNorms under a
-mixed dtype policy.
+Rotary embeddings use the "rotate half" layout (`model.rotary`). The angles are computed once
+per encoder call (`EncoderParts.context`) for the sequence's length, in float32, as are the
+rotations, the attention softmax and the LayerNorms under a mixed dtype policy.
 """
 
 from __future__ import annotations
@@ -26,7 +25,6 @@ import dataclasses
 import math
 
 import keras
-import numpy as np
 from keras import ops
 
 from bertfit.model.blocks import (
@@ -45,8 +43,8 @@ from bertfit.model.blocks import (
 from bertfit.model.config import BertConfig
 from bertfit.model.inputs import POSITIONS, WORD_IDS
 from bertfit.model.layers import matmul_transposed
-
-NEGATIVE = -1e9  # the additive bias of a key a query may not attend to, as the padding mask's
+from bertfit.model.local_attention import banded_attention, uses_bands, window_bias
+from bertfit.model.rotary import Angles, angles, inverse_frequencies, rotate
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,25 +91,17 @@ def _norm(config: BertConfig, name: str, dtype) -> keras.layers.Layer:
     return layer_norm(config, name, dtype, bias=settings_of(config).norm_bias)
 
 
-def _rotate(x, cos, sin):
-    """`x` [batch, heads, seq, head_size] rotated by the angles whose cosines and sines are `cos`
-    and `sin` ([seq, head_size / 2], float32): (x1, x2) -> (x1 cos - x2 sin, x2 cos + x1 sin),
-    computed in float32 and returned in `x`'s dtype."""
-    x1, x2 = ops.split(ops.cast(x, "float32"), 2, axis=-1)
-    rotated = ops.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
-    return ops.cast(rotated, x.dtype)
-
-
 @dataclasses.dataclass(frozen=True)
 class Context:
-    """What every layer of one encoder call shares, in float32: the (cos, sin) of the rotary
-    angles [seq, head_size / 2] for the global and the local base, and the sliding window's
-    attention bias [seq, seq] (0 within the window, NEGATIVE outside; None without local
-    layers). An object, not a dict of tensors, so that Keras does not cast them to the compute
-    dtype on the way into a layer under a mixed policy."""
+    """What every layer of one encoder call shares, in float32: the rotary angles for the
+    global and the local base, and the sliding window's
+    attention bias [seq, seq] (0 within the window, -1e9 outside) when the local layers
+    compute it densely (None without local layers, or when they compute only the band:
+    `model.local_attention.uses_bands`). An object, not a dict of tensors, so that Keras does
+    not cast them to the compute dtype on the way into a layer under a mixed policy."""
 
-    global_rotary: tuple  # (cos, sin), each a tensor
-    local_rotary: tuple
+    global_rotary: Angles
+    local_rotary: Angles
     window: object | None  # a tensor
 
 
@@ -130,6 +120,7 @@ class ModernBertLayer(keras.layers.Layer):
         self.num_heads = config.num_attention_heads
         self.head_size = config.head_size
         self.is_global = settings.is_global(index)
+        self.window = settings.window
         # Hugging Face's layer 0 has no attention norm: the embeddings' norm precedes it.
         self.attention_norm = None if index == 0 else _norm(config, "attention_layer_norm", dtype)
         self.qkv = dense(
@@ -170,26 +161,36 @@ class ModernBertLayer(keras.layers.Layer):
         qkv = ops.reshape(self.qkv(normed), (batch_size, length, 3, self.num_heads, self.head_size))
         # q, k, v: [batch, heads, seq, head_size]
         q, k, v = ops.unstack(ops.transpose(qkv, (2, 0, 3, 1, 4)), num=3, axis=0)
-        cos, sin = context.global_rotary if self.is_global else context.local_rotary
+        rotary = context.global_rotary if self.is_global else context.local_rotary
+        q = rotate(q[:, :, :1], rotary.first()) if cls_only else rotate(q, rotary)
+        k = rotate(k, rotary)
         bias = ops.cast(attention_bias, "float32")
-        if not self.is_global:
-            bias += context.window
-        residual = x
-        if cls_only:
-            q, bias = q[:, :, :1], bias[..., :1, :]
-            q = _rotate(q, cos[:1], sin[:1])
-            residual = per_example(x, attention_bias)[:, 0]
+        if self.is_global:
+            attended = self._dense_attention(q, k, v, bias, training)
+        elif cls_only:  # the first token's window: the keys 0 to `window`
+            near = slice(None, self.window + 1)
+            attended = self._dense_attention(
+                q, k[:, :, near], v[:, :, near], bias[..., near], training
+            )
+        elif context.window is None:  # only the band (`model.local_attention`)
+            attended = banded_attention(
+                q, k, v, bias, self.window, dropout=self.probs_dropout, training=training
+            )
         else:
-            q = _rotate(q, cos, sin)
-        k = _rotate(k, cos, sin)
-        scores = matmul_transposed(q, k) * (1.0 / math.sqrt(self.head_size))
-        probs = ops.softmax(ops.cast(scores, "float32") + bias, axis=-1)
-        probs = self.probs_dropout(ops.cast(probs, v.dtype), training=training)
-        attended = self.attention_output(merge_heads(ops.matmul(probs, v), self.hidden_size))
+            attended = self._dense_attention(q, k, v, bias + context.window, training)
+        residual = per_example(x, attention_bias)[:, 0] if cls_only else x
+        attended = self.attention_output(merge_heads(attended, self.hidden_size))
         x = residual + self.attention_dropout(attended, training=training)
         hidden, gate = ops.split(self.mlp_input(self.mlp_norm(x)), 2, axis=-1)
         hidden = self.mlp_dropout(self.activation(hidden) * gate, training=training)
         return x + self.mlp_output(hidden)
+
+    def _dense_attention(self, q, k, v, bias, training):
+        """softmax(q k^T / sqrt(head_size) + bias) v, every score computed."""
+        scores = matmul_transposed(q, k) * (1.0 / math.sqrt(self.head_size))
+        probs = ops.softmax(ops.cast(scores, "float32") + bias, axis=-1)
+        probs = self.probs_dropout(ops.cast(probs, v.dtype), training=training)
+        return ops.matmul(probs, v)
 
     def named_variables(self) -> dict[str, keras.Variable]:
         """The layer's weights under their canonical names (below `layer_<i>/`)."""
@@ -218,11 +219,8 @@ class EncoderParts(FamilyParts):
         self.has_local = any(
             not self.settings.is_global(i) for i in range(config.num_hidden_layers)
         )
-        head_size = config.head_size
-        # theta ** (-2k / head_size) in float32, as Hugging Face computes it.
-        exponents = np.arange(0, head_size, 2, dtype=np.float32) / np.float32(head_size)
         self.inverse_frequencies = {
-            name: (np.float32(1.0) / np.float32(theta) ** exponents).astype(np.float32)
+            name: inverse_frequencies(config.head_size, theta)
             for name, theta in (
                 ("global", self.settings.global_rope_theta),
                 ("local", self.settings.local_rope_theta),
@@ -235,27 +233,23 @@ class EncoderParts(FamilyParts):
         self.built = True
 
     def context(self, inputs, training=False) -> Context:
-        """The rotary angles and the sliding window's bias for this call's sequence length.
-        A packed batch's angles are its tokens' positions within their examples ([batch, 1,
-        seq, head_size / 2]); its window stays a distance within the row, which within an
-        example is the distance of their positions (and attention never leaves one)."""
+        """The rotary angles and the sliding window's bias for this call's sequence length
+        (None when the local layers compute only the band). A packed batch's angles are its
+        tokens' positions within their examples ([batch, 1, seq, head_size / 2]); its window
+        stays a distance within the row, which within an example is the distance of their
+        positions (and attention never leaves one), and is dense: the band takes a padding
+        bias, not the packed batch's [batch, 1, seq, seq] one."""
         length = size(inputs[WORD_IDS], 1)
-        places = ops.cast(ops.arange(length, dtype="int32"), "float32")[:, None]
-        positions = places
-        if POSITIONS in inputs:
-            positions = ops.expand_dims(ops.cast(inputs[POSITIONS], "float32"), (1, 3))
-        rotary = {}
-        for name, inverse in self.inverse_frequencies.items():
-            angles = positions * ops.convert_to_tensor(inverse, "float32")
-            rotary[name] = (ops.cos(angles), ops.sin(angles))
+        positions = inputs.get(POSITIONS)
+        rotary = {
+            name: angles(length, inverse, positions)
+            for name, inverse in self.inverse_frequencies.items()
+        }
         window = None
-        if self.has_local:
-            distance = ops.abs(places - ops.transpose(places))
-            window = ops.where(
-                distance <= float(self.settings.window),
-                ops.convert_to_tensor(0.0, "float32"),
-                ops.convert_to_tensor(NEGATIVE, "float32"),
-            )
+        if self.has_local and (
+            positions is not None or not uses_bands(length, self.settings.window)
+        ):
+            window = window_bias(length, self.settings.window)
         return Context(rotary["global"], rotary["local"], window)
 
     def finish(self, x):

@@ -49,23 +49,28 @@ def inverse_frequencies(rotary_dim: int, theta: float, ntk_factor: float = 1.0) 
 
 @dataclasses.dataclass(frozen=True)
 class Angles:
-    """The cosines and sines of one call's rotary angles, each [seq, rotary_dim / 2] in
-    float32: an object, not tensors, so that Keras does not cast them to the compute dtype on
-    their way into a layer under a mixed policy."""
+    """The cosines and sines of one call's rotary angles, each [seq, rotary_dim / 2] (a packed
+    batch's: [batch, 1, seq, rotary_dim / 2]) in float32: an object, not tensors, so that Keras
+    does not cast them to the compute dtype on their way into a layer under a mixed policy."""
 
     cos: object  # a tensor
     sin: object
 
     def first(self) -> Angles:
         """The first position's alone (a layer computing the first token only)."""
-        return Angles(self.cos[:1], self.sin[:1])
+        return Angles(self.cos[..., :1, :], self.sin[..., :1, :])
 
 
-def angles(length, inverse: np.ndarray) -> Angles:
+def angles(length, inverse: np.ndarray, positions=None) -> Angles:
     """The angles of positions 0..length-1 times `inverse` (`length` a Python int or a scalar
-    tensor)."""
-    positions = ops.cast(ops.arange(length, dtype="int32"), "float32")[:, None]
-    turned = positions * ops.convert_to_tensor(inverse, "float32")[None]
+    tensor), [seq, rotary_dim / 2]; or of a packed batch's `positions` (each token's within its
+    example, int [batch, seq]: `model.inputs.POSITIONS`), [batch, 1, seq, rotary_dim / 2], one
+    per token of each row, for every head."""
+    if positions is None:
+        places = ops.cast(ops.arange(length, dtype="int32"), "float32")[:, None]
+    else:
+        places = ops.expand_dims(ops.cast(positions, "float32"), (1, 3))
+    turned = places * ops.convert_to_tensor(inverse, "float32")
     return Angles(ops.cos(turned), ops.sin(turned))
 
 

@@ -66,6 +66,19 @@ _GPT2_SPLIT = (
     r"'s|'t|'re|'ve|'m|'ll|'d"
     rf"| ?\p{{L}}+| ?\p{{N}}+| ?[^{_WS}\p{{L}}\p{{N}}]+|[{_WS}]+"
 )
+# Llama 3's split (`tokenizer_json.LLAMA3_SPLIT`) in RE2. Its `\s*[\r\n]+` takes a run up to
+# its last line break first, so a run is cut before its last character only when that one is
+# not a line break (then `\s+(?!\S)` leaves it to the word after).
+_NOT_NEWLINE_WS = _WS.replace(r"\n", "").replace(r"\r", "")
+_LLAMA3_CUT = rf"([{_WS}]+)([{_NOT_NEWLINE_WS}][^{_WS}])"
+_LLAMA3_SPLIT = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
+    rf"| ?[^{_WS}\p{{L}}\p{{N}}]+[\r\n]*|[{_WS}]*[\r\n]+|[{_WS}]+"
+)
+# (cut, split) of each pre-tokenizer split: GPT-2's (ByteLevel's `use_regex`) and the `Split`
+# patterns of `tokenizer_json.SPLIT_PATTERNS`.
+_GPT2 = (_LAST_SPACE, _GPT2_SPLIT)
+_SPLITS = {tokenizer_json.LLAMA3_SPLIT: (_LLAMA3_CUT, _LLAMA3_SPLIT)}
 _BREAK = b"\xff"  # never in valid UTF-8: marks where to split
 _NO_RANK = np.iinfo(np.int64).max
 
@@ -118,6 +131,8 @@ class BPEConfig:
         added_tokens: the tokens kept whole when written in a text.
         add_prefix_space: put a space before every piece of text that lacks one.
         use_regex: split with the GPT-2 regex (False: each piece of text is one word).
+        split_pattern: split first with this `Split` pre-tokenizer's regex (one of
+            `tokenizer_json.SPLIT_PATTERNS`: Llama 3's), with `use_regex` off.
         nfc: normalize text to Unicode NFC first (GPT-NeoX, ModernBERT).
         unk_token: the BPE model's unknown token for bytes missing from the vocabulary
             (`None`: such bytes are dropped, as in Hugging Face).
@@ -133,6 +148,7 @@ class BPEConfig:
     added_tokens: tuple[AddedToken, ...] = ()
     add_prefix_space: bool = False
     use_regex: bool = True
+    split_pattern: str | None = None
     nfc: bool = False
     unk_token: str | None = None
     fuse_unk: bool = False
@@ -329,6 +345,7 @@ class ByteLevelBPETokenizer(InGraphTokenizer):
             [dataclasses.asdict(token) for token in config.added_tokens],
             add_prefix_space=config.add_prefix_space,
             use_regex=config.use_regex,
+            split_pattern=config.split_pattern,
         )
         spec["model"].update(
             unk_token=config.unk_token, fuse_unk=config.fuse_unk, ignore_merges=config.ignore_merges
@@ -502,12 +519,14 @@ class ByteLevelBPETokenizer(InGraphTokenizer):
 
     def _pre_tokenize(self, text: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         """Words (strings, flat) of each piece of text, and where each piece's words start."""
-        if not self.config.use_regex:
+        config = self.config
+        if config.split_pattern is None and not config.use_regex:
             return text, tf.range(tf.size(text, out_type=tf.int64) + 1)
-        cut = tf.strings.regex_replace(text, _LAST_SPACE, rb"\1" + _BREAK + rb"\2")
-        runs = tf.strings.split(cut, sep=_BREAK)
+        cut, split = _SPLITS[config.split_pattern] if config.split_pattern else _GPT2
+        marked = tf.strings.regex_replace(text, cut, rb"\1" + _BREAK + rb"\2")
+        runs = tf.strings.split(marked, sep=_BREAK)
         words = tf.strings.split(
-            tf.strings.regex_replace(runs.values, _GPT2_SPLIT, rb"\0" + _BREAK), sep=_BREAK
+            tf.strings.regex_replace(runs.values, split, rb"\0" + _BREAK), sep=_BREAK
         )
         return words.values, tf.gather(words.row_splits, runs.row_splits)
 

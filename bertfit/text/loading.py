@@ -286,16 +286,17 @@ def _tokenizer_json(file: Path, spec: dict, config: dict, lower_case, strip_acce
         return TokenizerFiles(
             file, "wordpiece", *wordpiece.from_tokenizer_json(spec, config, **overrides)
         )
+    pad = config.get("pad_token")
+    pad = pad.get("content") if isinstance(pad, dict) else pad
     if kind == "Unigram":
         tokenizer_json.check_unigram(spec["model"])
-        pad = config.get("pad_token")
-        pad = pad.get("content") if isinstance(pad, dict) else pad
         return TokenizerFiles(
             file, "sentencepiece", spec=spec, packing=tokenizer_json.packing(spec, pad_token=pad)
         )
     if kind == "BPE":
         tokenizer_json.bpe_settings(spec)  # what bertfit's byte-level BPE does not rebuild
-        packing = {"cls_token": None, "sep_token": None, **tokenizer_json.packing(spec)}
+        packing = {"cls_token": None, "sep_token": None,
+                   **tokenizer_json.packing(spec, pad_token=pad)}  # fmt: skip
         if packing["pad_token"] is None:
             known = {*spec["model"]["vocab"], *(t["content"] for t in spec.get("added_tokens", []))}
             packing["pad_token"] = tokenizer_json.default_pad_token(packing["cls_token"], known)

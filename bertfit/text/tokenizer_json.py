@@ -14,6 +14,14 @@ from pathlib import Path
 
 from bertfit.errors import CheckpointError
 
+# The regexes of the `Split` pre-tokenizers (before a ByteLevel that splits no more) bertfit's
+# byte-level BPE rebuilds: Llama 3's, which EuroBERT's tokenizer keeps.
+LLAMA3_SPLIT = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|"
+    r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+SPLIT_PATTERNS = (LLAMA3_SPLIT,)
+
 
 def flatten(component: dict | None, key: str) -> list[dict]:
     """A normalizer or pre-tokenizer as a flat list of steps (`Sequence`s unrolled).
@@ -160,7 +168,8 @@ def check_unigram(model: Mapping) -> None:
 
 def bpe_settings(spec: Mapping) -> dict:
     """The `BPEConfig` fields a tokenizer.json's BPE model, pre-tokenizer and normalizer set
-    (`unk_token`, `fuse_unk`, `ignore_merges`, `add_prefix_space`, `use_regex`, `nfc`).
+    (`unk_token`, `fuse_unk`, `ignore_merges`, `add_prefix_space`, `use_regex`,
+    `split_pattern`, `nfc`).
 
     Raises:
         CheckpointError: they describe something bertfit's byte-level BPE does not rebuild
@@ -203,17 +212,29 @@ def _model_settings(model: Mapping) -> dict:
 
 
 def _pre_tokenizer_settings(pre_tokenizer: Mapping | None) -> dict:
-    found = pre_tokenizer
-    if found and found.get("type") == "Sequence" and len(found.get("pretokenizers", [])) == 1:
-        found = found["pretokenizers"][0]
-    if not found or found.get("type") != "ByteLevel":
+    """ByteLevel alone (GPT-2's split, or none), or a known `Split` then a ByteLevel that
+    splits no more (Llama 3's: `SPLIT_PATTERNS`)."""
+    steps = flatten(pre_tokenizer, "pretokenizers") if pre_tokenizer else []
+    split = steps[0] if len(steps) == 2 and steps[0].get("type") == "Split" else None
+    byte_level = steps[-1] if steps and len(steps) == 1 + (split is not None) else None
+    pattern = (split or {}).get("pattern", {}).get("Regex")
+    if split is not None and (
+        pattern not in SPLIT_PATTERNS
+        or split.get("behavior") != "Isolated"
+        or split.get("invert")
+        or (byte_level or {}).get("use_regex", True)
+    ):
+        byte_level = None
+    if not byte_level or byte_level.get("type") != "ByteLevel":
         raise CheckpointError(
             f"tokenizer.json's pre_tokenizer is {json.dumps(pre_tokenizer)[:120]}; only the "
-            "ByteLevel pre-tokenizer (GPT-2/RoBERTa/ModernBERT) is supported."
+            "ByteLevel pre-tokenizer (GPT-2/RoBERTa/ModernBERT), or Llama 3's Split before it "
+            "(EuroBERT), is supported."
         )
     return {
-        "add_prefix_space": bool(found.get("add_prefix_space", True)),
-        "use_regex": bool(found.get("use_regex", True)),
+        "add_prefix_space": bool(byte_level.get("add_prefix_space", True)),
+        "use_regex": bool(byte_level.get("use_regex", True)),
+        "split_pattern": pattern,
     }
 
 
@@ -286,6 +307,7 @@ def byte_level_bpe(
     *,
     add_prefix_space: bool,
     use_regex: bool = True,
+    split_pattern: str | None = None,
 ) -> dict:
     """A tokenizer.json (parsed) of GPT-2's byte-level BPE, with no normalizer, template or
     padding: what `tokenizers.Tokenizer.from_str` and `ByteLevelBPETokenizer.from_tokenizer_json`
@@ -298,6 +320,7 @@ def byte_level_bpe(
             "special"}` each.
         add_prefix_space: the ByteLevel pre-tokenizer's option of that name.
         use_regex: split with the GPT-2 regex.
+        split_pattern: a `Split` pre-tokenizer's regex before the ByteLevel (Llama 3's), or None.
     """
     byte_level = {
         "type": "ByteLevel",
@@ -305,13 +328,18 @@ def byte_level_bpe(
         "trim_offsets": True,
         "use_regex": use_regex,
     }
+    pre_tokenizer = byte_level
+    if split_pattern is not None:
+        split = {"type": "Split", "pattern": {"Regex": split_pattern}, "behavior": "Isolated",
+                 "invert": False}  # fmt: skip
+        pre_tokenizer = {"type": "Sequence", "pretokenizers": [split, byte_level]}
     return {
         "version": "1.0",
         "truncation": None,
         "padding": None,
         "added_tokens": [{"single_word": False, **token} for token in added],
         "normalizer": None,
-        "pre_tokenizer": byte_level,
+        "pre_tokenizer": pre_tokenizer,
         "post_processor": None,
         "decoder": {**byte_level, "add_prefix_space": True},
         "model": {

@@ -31,6 +31,7 @@ TEXTS = [text for text, _ in sentiment_rows(60)]
         ("mpnet", "MPNet", "wordpiece"),
         ("gte", "GTE", "sentencepiece"),
         ("nomic_bert", "NomicBERT", "wordpiece"),
+        ("eurobert", "EuroBERT", "bpe"),
     ],
 )
 def test_inspect_names_the_family_and_its_tokenizer(family, name, tokenizer, tmp_path, capsys):

@@ -28,6 +28,7 @@ from bertfit.model.classifier import BertClassifier
 from bertfit.model.config import BertConfig
 from bertfit.model.deberta import DebertaSettings
 from bertfit.model.encoder import BertEncoder
+from bertfit.model.eurobert import EuroBertSettings
 from bertfit.model.gated_mlp import SPLIT
 from bertfit.model.losses import outputs, per_example_loss
 from bertfit.model.modernbert import ModernBertSettings
@@ -118,6 +119,15 @@ CONFIGS = {
                 mlp_output_bias=False,
             )
         ),
+    ),
+    "eurobert": BertConfig(
+        **TINY,
+        **NO_POSITIONS,
+        has_pooler=False,
+        hidden_act="silu",
+        layer_norm_eps=1e-5,
+        model_type="eurobert",
+        variant=dataclasses.asdict(EuroBertSettings(num_key_value_heads=1, mlp_bias=True)),
     ),
 }
 

@@ -49,8 +49,9 @@ def _ids(lengths=LENGTHS, seed: int = 0) -> tf.RaggedTensor:
     return tf.ragged.constant([rng.integers(5, 30, n).tolist() for n in lengths], tf.int32)
 
 
-def _batches(ids: tf.RaggedTensor) -> tuple[dict, dict]:
-    """The examples unpacked (one per row, padded to the longest) and packed as `LAYOUT`."""
+def _batches(ids: tf.RaggedTensor, length: int = ROW_LENGTH) -> tuple[dict, dict]:
+    """The examples unpacked (one per row, padded to the longest) and packed as `LAYOUT` in
+    rows of `length` tokens."""
     special = {"cls_id": 2, "sep_id": 3}
     unpacked = pack_inputs(ids, max_seq_length=ROW_LENGTH, padding="longest", **special)
     index = np.asarray(LAYOUT).reshape(-1)
@@ -61,7 +62,7 @@ def _batches(ids: tf.RaggedTensor) -> tuple[dict, dict]:
         **special,
     )
     examples["input_mask"] *= tf.constant((index >= 0)[:, None].astype("int32"))
-    return unpacked, pack_rows(examples, slots=len(LAYOUT[0]), length=ROW_LENGTH)
+    return unpacked, pack_rows(examples, slots=len(LAYOUT[0]), length=length)
 
 
 def _slots_of_examples() -> np.ndarray:
@@ -79,6 +80,16 @@ def test_a_packed_batch_gives_each_example_its_unpacked_logits(family, pooling):
     together = model(packed).numpy()
     assert together.shape == (len(LAYOUT) * len(LAYOUT[0]), 3)
     np.testing.assert_allclose(together[_slots_of_examples()], alone, atol=1e-5)
+
+
+def test_a_packed_row_as_long_as_modernberts_band_is_computed_densely():
+    """A packed row of 16 windows (where an unpacked one computes only the band,
+    `model.local_attention`) keeps its examples apart with the dense window."""
+    model = BertClassifier(tiny_encoder(FAMILIES["modernbert"]), 3, "mean", dropout=0.0, seed=1)
+    unpacked, packed = _batches(_ids(), length=32)  # window 2: 16 windows
+    np.testing.assert_allclose(
+        model(packed).numpy()[_slots_of_examples()], model(unpacked).numpy(), atol=1e-5
+    )
 
 
 def test_attention_never_crosses_examples_and_positions_restart():

@@ -1,5 +1,6 @@
 """ByteLevelBPETokenizer: id-for-id parity with Hugging Face's fast tokenizers for byte-level BPE
-(RoBERTa and a ModernBERT-style template), trained here with the `tokenizers` library."""
+(RoBERTa, a ModernBERT-style template, EuroBERT's Llama 3 split), trained here with the
+`tokenizers` library."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import tensorflow as tf
 
 from bertfit.errors import CheckpointError, InputFormatError
 from bertfit.text.bpe import ByteLevelBPETokenizer, bytes_to_unicode
+from bertfit.text.tokenizer_json import LLAMA3_SPLIT
 from tests.text.test_tokenizer_parity import NASTY
 
 tokenizers = pytest.importorskip("tokenizers")
@@ -98,7 +100,41 @@ def modernbert_dir(path, vocab, merges):
     return path
 
 
-def build(tmp_path_factory, texts, vocab_size):
+def eurobert_dir(path, vocab, merges):
+    """EuroBERT's kind of tokenizer: Llama 3's split, then bytes; merges ignored for whole
+    words in the vocabulary; <|begin_of_text|> $A <|end_of_text|>."""
+    vocab = dict(vocab)
+    specials = ["<|begin_of_text|>", "<|end_of_text|>", "<|mask|>"]
+    for token in specials:
+        vocab.setdefault(token, len(vocab))
+    tokenizer = tokenizers.Tokenizer(
+        tokenizers.models.BPE(vocab=vocab, merges=merges, ignore_merges=True)
+    )
+    tokenizer.pre_tokenizer = tokenizers.pre_tokenizers.Sequence([
+        tokenizers.pre_tokenizers.Split(
+            tokenizers.Regex(LLAMA3_SPLIT), behavior="isolated"
+        ),
+        tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+    ])  # fmt: skip
+    tokenizer.decoder = tokenizers.decoders.ByteLevel()
+    tokenizer.add_special_tokens([tokenizers.AddedToken(t, special=True) for t in specials])
+    tokenizer.post_processor = tokenizers.processors.TemplateProcessing(
+        single="<|begin_of_text|> $A <|end_of_text|>",
+        pair="<|begin_of_text|> $A <|end_of_text|> $B:1 <|end_of_text|>:1",
+        special_tokens=[(t, vocab[t]) for t in specials[:2]],
+    )
+    hf = transformers.PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer,
+        bos_token=specials[0],
+        eos_token=specials[1],
+        pad_token=specials[1],
+        mask_token=specials[2],
+    )
+    hf.save_pretrained(str(path))
+    return path
+
+
+def build(tmp_path_factory, texts, vocab_size, llama3=False):
     vocab, merges, model = train(texts, vocab_size)
     folders = {
         "roberta": roberta_dir(tmp_path_factory.mktemp("roberta"), vocab, merges, model),
@@ -107,6 +143,8 @@ def build(tmp_path_factory, texts, vocab_size):
         ),
         "modernbert": modernbert_dir(tmp_path_factory.mktemp("modernbert"), vocab, merges),
     }
+    if llama3:
+        folders["eurobert"] = eurobert_dir(tmp_path_factory.mktemp("eurobert"), vocab, merges)
     return {
         name: (
             transformers.AutoTokenizer.from_pretrained(str(folder)),
@@ -118,12 +156,14 @@ def build(tmp_path_factory, texts, vocab_size):
 
 
 VARIANTS = ["roberta", "roberta_prefix", "modernbert"]
+# The fast tests' variants: EuroBERT's too (its ids on 500 texts: test_family_tokenizers.py).
+SMALL_VARIANTS = [*VARIANTS, "eurobert"]
 
 
 @pytest.fixture(scope="module")
 def small(tmp_path_factory):
-    """The three variants trained on `CORPUS` (400 ids): (HF tokenizer, ours, folder)."""
-    return build(tmp_path_factory, CORPUS, 400)
+    """The variants trained on `CORPUS` (400 ids): (HF tokenizer, ours, folder)."""
+    return build(tmp_path_factory, CORPUS, 400, llama3=True)
 
 
 @pytest.fixture(scope="module")
@@ -169,7 +209,7 @@ def assert_same_ids(hf_tokenizer, tokenizer, texts, pairs=None, max_length=None)
 # ---- parity on hostile text (fast) ----------------------------------------------------------
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("variant", SMALL_VARIANTS)
 def test_hostile_strings_match_hf(small, variant):
     hf_tokenizer, tokenizer, _ = small[variant]
     assert_same_ids(hf_tokenizer, tokenizer, HOSTILE)
@@ -177,7 +217,7 @@ def test_hostile_strings_match_hf(small, variant):
     assert_same_ids(hf_tokenizer, tokenizer, HOSTILE, HOSTILE[::-1], max_length=24)
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("variant", SMALL_VARIANTS)
 def test_single_strings_match_hf(small, variant):
     hf_tokenizer, tokenizer, _ = small[variant]
     for text in ["a good film", "", "  ", "<mask>", "[MASK]"]:
@@ -443,6 +483,8 @@ def test_other_bpe_settings_match_hf(small, change):
         (lambda s: s["model"].update(continuing_subword_prefix="##"), "continuing_subword_prefix"),
         (lambda s: s["model"].update(byte_fallback=True), "byte_fallback"),
         (lambda s: s.update(pre_tokenizer={"type": "Whitespace"}), "ByteLevel"),
+        (lambda s: s.update(pre_tokenizer=split_then_bytes(r"\s+")), "Llama 3's Split"),
+        (lambda s: s.update(pre_tokenizer=split_then_bytes(use_regex=True)), "Llama 3's Split"),
         (lambda s: s.update(normalizer={"type": "Lowercase"}), "Lowercase"),
         (lambda s: s["added_tokens"][0].update(single_word=True), "single_word"),
         (lambda s: s["model"]["merges"].append(["Ġ", "zzzz"]), "not in the vocabulary"),
@@ -459,6 +501,13 @@ def test_unsupported_tokenizer_json_is_refused(small, change, message):
     change(spec)
     with pytest.raises(CheckpointError, match=message):
         ByteLevelBPETokenizer.from_tokenizer_json(spec)
+
+
+def split_then_bytes(pattern: str = LLAMA3_SPLIT, use_regex: bool = False) -> dict:
+    """A `Split` pre-tokenizer of `pattern`, then a ByteLevel one (Llama 3's: as given)."""
+    split = {"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated"}
+    byte_level = {"type": "ByteLevel", "add_prefix_space": False, "use_regex": use_regex}
+    return {"type": "Sequence", "pretokenizers": [split, byte_level]}
 
 
 def template(single: str, pair: str) -> dict:

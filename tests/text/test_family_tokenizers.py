@@ -25,9 +25,9 @@ __all__ = ["family_folders"]  # the fixture, shared with the host's tests
 TEXTS = [*CORPUS, "<s>a</s> <pad><unk> <mask> x [UNK]", "  [MASK]x[SEP] <mask>  "]
 # The families whose kind of tokenizer is not checked against transformers' on all of Rotten
 # Tomatoes (test_tokenizer_parity.py, test_tokenizer_files.py, test_bpe.py): MPNet's WordPiece
-# with RoBERTa's template. GTE's checkpoints ship XLM-R's SentencePiece or BERT's WordPiece,
-# NomicBERT's BERT's: kinds checked there.
-FAMILIES = ("mpnet",)
+# with RoBERTa's template, EuroBERT's byte-level BPE with Llama 3's split. GTE's checkpoints
+# ship XLM-R's SentencePiece or BERT's WordPiece, NomicBERT's BERT's: kinds checked there.
+FAMILIES = ("mpnet", "eurobert")
 
 
 @pytest.mark.slow  # one in-graph tokenizer traced a folder: 1 to 3 s
