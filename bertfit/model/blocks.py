@@ -60,12 +60,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 from collections.abc import Callable
 
 import keras
 from keras import ops
 
+from bertfit.model.attention import AUTO, attend
 from bertfit.model.config import ACTIVATIONS, BertConfig
 from bertfit.model.layers import (
     Dropout,
@@ -73,7 +73,6 @@ from bertfit.model.layers import (
     dynamic_shape,
     gelu,
     gelu_tanh,
-    matmul_transposed,
     take,
 )
 
@@ -299,6 +298,9 @@ class SelfAttention(keras.layers.Layer):
             query heads, as transformers' `repeat_kv` shares them. None: one per query head.
         use_bias: whether the projections have biases.
 
+    `attention_implementation` (`model/attention.py`; `BertEncoder.use_attention` sets it):
+    "auto", "fused" (Keras' `dot_product_attention`) or "explicit".
+
     Examples:
     >>> config = BertConfig(hidden_size=8, num_attention_heads=4)
     >>> attention = SelfAttention(config, num_key_value_heads=2, use_bias=False)
@@ -308,6 +310,8 @@ class SelfAttention(keras.layers.Layer):
     >>> tuple(attention(ops.ones([6, 8]), ops.zeros([2, 1, 1, 3])).shape)
     (6, 8)
     """
+
+    attention_implementation = AUTO
 
     def __init__(
         self,
@@ -349,11 +353,6 @@ class SelfAttention(keras.layers.Layer):
     def _heads(self, rows, batch_size, num_heads=None):
         return split_heads(rows, batch_size, num_heads or self.num_heads, self.head_size)
 
-    def _shared(self, per_head):
-        """Keys or values [batch, kv_heads, seq, d] as one head per query head."""
-        group = self.num_heads // self.num_key_value_heads
-        return per_head if group == 1 else ops.repeat(per_head, group, axis=1)
-
     def position(self, q, k, context):
         """The queries [batch, heads, seq, head_size] and keys [batch, kv_heads, seq,
         head_size] with their positions applied: as they are here (BERT's positions are added
@@ -374,23 +373,23 @@ class SelfAttention(keras.layers.Layer):
         for `position` and `score_bias`. Returns one row per query."""
         queries = x if queries is None else queries
         batch_size = size(attention_bias, 0)
-        # Batched matrix products on [batch, heads, seq, head_size]: TensorFlow's einsum
-        # transposes the same way inside, yet a step took ~4% longer with it (2-core CPU).
         q = self._heads(self.query(queries), batch_size)
         k = self._heads(self.key(x), batch_size, self.num_key_value_heads)
         v = self._heads(self.value(x), batch_size, self.num_key_value_heads)
         q, k = self.position(q, k, context)
-        k, v = self._shared(k), self._shared(v)
-        scores = matmul_transposed(q, k) * (1.0 / math.sqrt(self.head_size))
-        # Keras casts float arguments to the compute dtype; the bias is 0 or -1e9, so that is exact
-        # enough, and the softmax itself runs in float32.
-        logits = ops.cast(scores, "float32") + ops.cast(attention_bias, "float32")
         bias = self.score_bias(context)
-        if bias is not None:
-            logits += bias if queries is x else bias[..., : size(q, 2), :]
-        probs = ops.softmax(logits, axis=-1)
-        probs = self.dropout(ops.cast(probs, x.dtype), training=training)
-        return merge_heads(ops.matmul(probs, v), self.hidden_size)
+        if bias is not None and queries is not x:
+            bias = bias[..., : size(q, 2), :]
+        return attend(
+            q,
+            k,
+            v,
+            attention_bias,
+            bias=bias,
+            dropout=self.dropout,
+            training=training,
+            implementation=self.attention_implementation,
+        )
 
 
 class TransformerLayer(keras.layers.Layer):

@@ -32,6 +32,7 @@ import keras
 from keras import ops
 
 from bertfit.errors import CheckpointError
+from bertfit.model.attention import AUTO, attend
 from bertfit.model.blocks import (
     Dropout,
     FamilyLayers,
@@ -41,7 +42,6 @@ from bertfit.model.blocks import (
     embedding,
     feed_forward_activation,
     layer_norm,
-    merge_heads,
     norm_variables,
     per_example,
     size,
@@ -216,6 +216,7 @@ class DebertaLayer(keras.layers.Layer):
     Softmax and LayerNorm run in float32 under a mixed policy."""
 
     supports_cls_only = False
+    attention_implementation = AUTO  # `model/attention.py`
 
     def __init__(self, config: BertConfig, index: int = 0, **kwargs):
         super().__init__(**kwargs)
@@ -309,21 +310,30 @@ class DebertaLayer(keras.layers.Layer):
         q = self._heads(self.query(x), batch_size)
         k = self._heads(self.key(x), batch_size)
         v = self._heads(self.value(x), batch_size)
-        logits = ops.cast(matmul_transposed(q, k), "float32")
+        relative = None  # the disentangled scores, a bias on the content's
         if self.c2p or self.p2c:
             table = self.position_dropout(context["relative_embeddings"], training=training)
+            relative = 0.0
             if self.c2p:  # queries against the positions as keys
                 keys = self._table_heads((self.position_key or self.key)(table))
                 c2p = self._relative_scores(q, keys, context["c2p_index"])
-                logits += ops.cast(c2p, "float32")
+                relative += ops.cast(c2p, "float32")
             if self.p2c:  # keys against the positions as queries
                 queries = self._table_heads((self.position_query or self.query)(table))
                 p2c = self._relative_scores(k, queries, context["p2c_index"])
-                logits += ops.cast(p2c, "float32")
-        logits = logits * self.inverse_scale + ops.cast(attention_bias, "float32")
-        probs = ops.softmax(logits, axis=-1)
-        probs = self.attention_dropout(ops.cast(probs, x.dtype), training=training)
-        return merge_heads(ops.matmul(probs, v), self.hidden_size)
+                relative += ops.cast(p2c, "float32")
+            relative *= self.inverse_scale
+        return attend(
+            q,
+            k,
+            v,
+            attention_bias,
+            bias=relative,
+            scale=self.inverse_scale,
+            dropout=self.attention_dropout,
+            training=training,
+            implementation=self.attention_implementation,
+        )
 
     def _convolve(self, inputs, outputs, attention_bias, training):
         """DeBERTa-v2's first-layer convolution: LayerNorm(outputs + act(conv(inputs))), with

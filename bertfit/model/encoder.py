@@ -22,6 +22,7 @@ from keras import ops
 
 from bertfit.errors import ConfigError, InputFormatError
 from bertfit.model import deberta, eurobert, modernbert, mpnet, rotary_glu
+from bertfit.model.attention import IMPLEMENTATIONS
 from bertfit.model.blocks import (
     FamilyLayers,
     TransformerLayer,
@@ -336,6 +337,17 @@ class BertEncoder(keras.layers.Layer):
         if self.pooler is not None:
             outputs["pooled_output"] = outputs["default"]
         return outputs
+
+    def use_attention(self, implementation: str) -> None:
+        """Computes every layer's attention as `implementation` says: "auto", "fused" (Keras'
+        `dot_product_attention`) or "explicit" (`model/attention.py`); "auto" unless set,
+        e.g. by `--attention`. Set before the model is traced (a traced graph keeps its
+        choice)."""
+        if implementation not in IMPLEMENTATIONS:
+            raise ValueError(f"attention {implementation!r} not in {IMPLEMENTATIONS}")
+        for layer in self._flatten_layers(include_self=False):
+            if hasattr(layer, "attention_implementation"):
+                layer.attention_implementation = implementation
 
     def pool(self, first_tokens):
         """The family's vector for a whole input from its first token's output: BERT's

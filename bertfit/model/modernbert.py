@@ -22,11 +22,11 @@ rotations, the attention softmax and the LayerNorms under a mixed dtype policy.
 from __future__ import annotations
 
 import dataclasses
-import math
 
 import keras
 from keras import ops
 
+from bertfit.model.attention import AUTO, attend
 from bertfit.model.blocks import (
     Dropout,
     FamilyLayers,
@@ -42,7 +42,6 @@ from bertfit.model.blocks import (
 )
 from bertfit.model.config import BertConfig
 from bertfit.model.inputs import POSITIONS, WORD_IDS
-from bertfit.model.layers import matmul_transposed
 from bertfit.model.local_attention import banded_attention, uses_bands, window_bias
 from bertfit.model.rotary import Angles, angles, inverse_frequencies, rotate
 
@@ -110,6 +109,7 @@ class ModernBertLayer(keras.layers.Layer):
 
     supports_cls_only = True
     supports_packed_cls_only = False  # its cls_only computes each row's first token
+    attention_implementation = AUTO  # `model/attention.py`; the band is computed as it is
 
     def __init__(self, config: BertConfig, index: int = 0, **kwargs):
         super().__init__(**kwargs)
@@ -176,21 +176,29 @@ class ModernBertLayer(keras.layers.Layer):
             attended = banded_attention(
                 q, k, v, bias, self.window, dropout=self.probs_dropout, training=training
             )
+            attended = merge_heads(attended, self.hidden_size)
         else:
-            attended = self._dense_attention(q, k, v, bias + context.window, training)
+            attended = self._dense_attention(q, k, v, bias, training, window=context.window)
         residual = per_example(x, attention_bias)[:, 0] if cls_only else x
-        attended = self.attention_output(merge_heads(attended, self.hidden_size))
+        attended = self.attention_output(attended)
         x = residual + self.attention_dropout(attended, training=training)
         hidden, gate = ops.split(self.mlp_input(self.mlp_norm(x)), 2, axis=-1)
         hidden = self.mlp_dropout(self.activation(hidden) * gate, training=training)
         return x + self.mlp_output(hidden)
 
-    def _dense_attention(self, q, k, v, bias, training):
-        """softmax(q k^T / sqrt(head_size) + bias) v, every score computed."""
-        scores = matmul_transposed(q, k) * (1.0 / math.sqrt(self.head_size))
-        probs = ops.softmax(ops.cast(scores, "float32") + bias, axis=-1)
-        probs = self.probs_dropout(ops.cast(probs, v.dtype), training=training)
-        return ops.matmul(probs, v)
+    def _dense_attention(self, q, k, v, padding_bias, training, window=None):
+        """softmax(q k^T / sqrt(head_size) + padding_bias + window) v as token rows, every
+        score computed."""
+        return attend(
+            q,
+            k,
+            v,
+            padding_bias,
+            bias=window,
+            dropout=self.probs_dropout,
+            training=training,
+            implementation=self.attention_implementation,
+        )
 
     def named_variables(self) -> dict[str, keras.Variable]:
         """The layer's weights under their canonical names (below `layer_<i>/`)."""

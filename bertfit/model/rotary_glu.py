@@ -19,11 +19,11 @@ BERT's without a position table.
 from __future__ import annotations
 
 import dataclasses
-import math
 
 import keras
 from keras import ops
 
+from bertfit.model.attention import AUTO, attend
 from bertfit.model.blocks import (
     Dropout,
     FamilyLayers,
@@ -31,7 +31,6 @@ from bertfit.model.blocks import (
     dense,
     dense_variables,
     layer_norm,
-    merge_heads,
     norm_variables,
     per_example,
     size,
@@ -39,7 +38,6 @@ from bertfit.model.blocks import (
 from bertfit.model.config import BertConfig
 from bertfit.model.gated_mlp import LAYOUTS, UP_GATE, GatedFeedForward
 from bertfit.model.inputs import WORD_IDS
-from bertfit.model.layers import matmul_transposed
 from bertfit.model.rotary import Angles, angles, inverse_frequencies, rotate
 
 
@@ -80,6 +78,7 @@ class RotaryGluLayer(keras.layers.Layer):
     """One post-LayerNorm layer with rotary attention and a gated feed-forward."""
 
     supports_cls_only = True
+    attention_implementation = AUTO  # `model/attention.py`
 
     def __init__(self, config: BertConfig, index: int = 0, **kwargs):
         super().__init__(**kwargs)
@@ -132,12 +131,16 @@ class RotaryGluLayer(keras.layers.Layer):
         else:
             q = rotate(q, context)
         k = rotate(k, context)
-        scores = matmul_transposed(q, k) * (1.0 / math.sqrt(self.head_size))
-        probs = ops.softmax(
-            ops.cast(scores, "float32") + ops.cast(attention_bias, "float32"), axis=-1
+        attended = attend(
+            q,
+            k,
+            v,
+            attention_bias,
+            dropout=self.probs_dropout,
+            training=training,
+            implementation=self.attention_implementation,
         )
-        probs = self.probs_dropout(ops.cast(probs, v.dtype), training=training)
-        attended = self.attention_output(merge_heads(ops.matmul(probs, v), self.hidden_size))
+        attended = self.attention_output(attended)
         x = self.attention_layer_norm(residual + self.dropout(attended, training=training))
         feed_forward = self.mlp(x, training=training)
         return self.output_layer_norm(x + self.dropout(feed_forward, training=training))
