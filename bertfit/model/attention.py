@@ -101,7 +101,10 @@ def attend(
     """
     heads, head_size = q.shape[1], q.shape[-1]
     scale = 1.0 / math.sqrt(head_size) if scale is None else scale
+    group = heads // k.shape[1]
     if uses_fused(implementation, dropout, training):
+        if TENSORFLOW and group > 1:  # Keras' TensorFlow op repeats them too, but not one head
+            k, v = _shared(k, v, group)
         attended = ops.dot_product_attention(
             *(ops.transpose(x, (0, 2, 1, 3)) for x in (q, k, v)),  # [batch, seq, heads, size]
             bias=bias,
@@ -111,9 +114,8 @@ def attend(
         return ops.reshape(attended, (-1, heads * head_size))
     # Batched matrix products on [batch, heads, seq, head_size]: TensorFlow's einsum
     # transposes the same way inside, yet a step took ~4% longer with it (2-core CPU).
-    group = heads // k.shape[1]
     if group > 1:
-        k, v = ops.repeat(k, group, axis=1), ops.repeat(v, group, axis=1)
+        k, v = _shared(k, v, group)
     # The bias is 0 or -1e9, and the softmax runs in float32 whatever the compute dtype.
     logits = ops.cast(matmul_transposed(q, k), "float32") * scale
     logits += ops.cast(padding_bias, "float32")
@@ -124,3 +126,9 @@ def attend(
         probs = dropout(probs, training=training)
     attended = ops.transpose(ops.matmul(probs, v), (0, 2, 1, 3))
     return ops.reshape(attended, (-1, heads * head_size))
+
+
+def _shared(k, v, group: int):
+    """Keys and values [batch, kv_heads, keys, head_size] as one head per query head: each
+    serves `group` consecutive query heads (transformers' `repeat_kv`)."""
+    return ops.repeat(k, group, axis=1), ops.repeat(v, group, axis=1)

@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 
 from bertfit.config import MULTI_LABEL, REGRESSION, SINGLE_LABEL
+from bertfit.model.attention import FUSED
 from bertfit.model.chunked import ChunkedClassifier
 from bertfit.model.classifier import BertClassifier
 from bertfit.model.config import BertConfig
@@ -130,6 +131,12 @@ CONFIGS = {
         variant=dataclasses.asdict(EuroBertSettings(num_key_value_heads=1, mlp_bias=True)),
     ),
 }
+
+
+# A family of each kind of attention, computed on JAX through Keras' fused op as well
+# (`model/attention.py`): padding, disentangled scores, a dense window, a relative bias,
+# one key/value head for all query heads.
+FUSED_FAMILIES = ("bert", "deberta-v3", "modernbert", "mpnet", "eurobert")
 
 
 def build(family: str) -> ChunkedClassifier:
@@ -252,6 +259,10 @@ def write_outputs(directory: str) -> None:
         model.load_weights(os.path.join(directory, f"{family}.weights.h5"))
         results = outputs_and_gradients(family, model)
         np.savez(os.path.join(directory, f"{family}.{backend}.npz"), **results)
+        if backend == "jax" and family in FUSED_FAMILIES:
+            model.encoder.use_attention(FUSED)
+            results = outputs_and_gradients(family, model)
+            np.savez(os.path.join(directory, f"{family}.{backend}.fused.npz"), **results)
     saved = keras.saving.load_model(os.path.join(directory, "bert.keras"))
     logits = keras.ops.convert_to_numpy(saved(windows(CONFIGS["bert"])))
     np.save(os.path.join(directory, f"bert.keras.{backend}.npy"), logits)
@@ -292,6 +303,8 @@ def both_backends(tmp_path_factory):
     assert done.returncode == 0, done.stderr[-4000:]
     jax = {family: dict(np.load(directory / f"{family}.jax.npz")) for family in CONFIGS}
     jax["bert.keras"] = np.load(directory / "bert.keras.jax.npy")
+    for family in FUSED_FAMILIES:
+        jax[f"{family}.fused"] = dict(np.load(directory / f"{family}.jax.fused.npz"))
     tensorflow["losses"], jax["losses"] = losses(), dict(np.load(directory / "losses.jax.npz"))
     return tensorflow, jax
 
@@ -314,6 +327,22 @@ def test_jax_gradients_equal_tensorflows_written_out_gradients(both_backends, fa
         expected = tensorflow[family][name]
         scale = max(1.0, float(np.abs(expected).max()))
         np.testing.assert_allclose(jax[family][name], expected, atol=1e-5 * scale, err_msg=name)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", FUSED_FAMILIES)
+def test_fused_attention_gives_the_written_out_numbers_and_gradients_on_jax(both_backends, family):
+    """On every token: a padding token whose every key is masked (ModernBERT's window over
+    padding alone) gets a uniform average of other keys from either, not the same one."""
+    _, jax = both_backends
+    fused, explicit = jax[f"{family}.fused"], jax[family]
+    assert sorted(fused) == sorted(explicit)
+    tokens = flat(windows(CONFIGS[family]))["input_mask"][..., None]
+    for name, expected in explicit.items():
+        if name == "sequence":
+            fused[name], expected = fused[name] * tokens, expected * tokens
+        scale = max(1.0, float(np.abs(expected).max()))
+        np.testing.assert_allclose(fused[name], expected, atol=1e-5 * scale, err_msg=name)
 
 
 @pytest.mark.slow
