@@ -74,15 +74,20 @@ def fraction_of_peak(gflop: float, seconds: float, peak_gflops: float) -> float:
     return gflop / seconds / peak_gflops
 
 
-def best_of(fn, repeats: int = 3) -> float:
-    """The fastest of `repeats` timed calls (after one warm-up call), in seconds."""
+def call_times(fn, repeats: int = 3) -> list[float]:
+    """The seconds of each of `repeats` timed calls, after one warm-up call."""
     fn()
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
         fn()
         times.append(time.perf_counter() - start)
-    return min(times)
+    return times
+
+
+def best_of(fn, repeats: int = 3) -> float:
+    """The fastest of `repeats` timed calls (after one warm-up call), in seconds."""
+    return min(call_times(fn, repeats))
 
 
 def write_result(name: str, result: dict) -> Path:

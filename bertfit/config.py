@@ -23,6 +23,7 @@ from bertfit.errors import ConfigError
 from bertfit.flags import flag, flag_name, flags_of, parse_bool, parse_bool_or_auto, parse_workers
 
 PRECISIONS = ("fp32", "bf16", "mixed_bf16", "mixed_fp16")
+ATTENTIONS = ("auto", "fused", "explicit")  # --attention (`bertfit.model.attention`)
 # Master weights stay float32 in every mode: "bf16" is the TPU habit's name for bfloat16 compute
 # with float32 variables, the same policy as "mixed_bf16". LayerNorm, softmax and the loss run in
 # float32 (see model/encoder.py and model/classifier.py); float16 adds dynamic loss scaling.
@@ -124,6 +125,11 @@ class ModelConfig:
             or "zero" (50% for every label). Single-label and regression heads start at zero.
         lower_case: override the checkpoint's casing (None: what its tokenizer config says).
         precision: fp32, bf16, mixed_bf16 or mixed_fp16.
+        attention: how the encoder computes attention (`bertfit.model.attention`): "fused"
+            (Keras' `dot_product_attention`: cuDNN flash attention on JAX's recent NVIDIA
+            GPUs, Splash on TPUs where it applies), "explicit" (matrix products and a float32
+            softmax), or "auto": explicit on CPUs (measured as fast or faster there), fused
+            on JAX's GPUs and TPUs. Attention dropout, while it drops, is always explicit.
         task: "single-label", "multi-label" or "regression"; None infers it from the
             training labels (see `bertfit.data.tasks`).
         long_documents: "truncate" (texts cut at max_seq_length) or "chunk" (each text cut
@@ -190,6 +196,15 @@ class ModelConfig:
         metadata=flag(
             "compute dtype; weights stay float32 (mixed_bf16 on TPU and recent GPUs, fp32 on CPU)",
             choices=PRECISIONS,
+        ),
+    )
+    attention: str = dataclasses.field(
+        default="auto",
+        metadata=flag(
+            "fused: Keras' dot_product_attention (cuDNN flash attention on JAX GPUs); "
+            "explicit: matrix products and a float32 softmax; auto: explicit on CPUs, fused on "
+            "JAX's GPUs and TPUs",
+            choices=ATTENTIONS,
         ),
     )
     task: str | None = dataclasses.field(

@@ -30,6 +30,7 @@ def restored_model(run_dir: RunDir, config, task: Task, which: str = "best"):
         config.model.max_seq_length, bert.max_sequence_length, f"the encoder of {run_dir.shown}"
     )
     encoder = BertEncoder(bert, random_init=False, dtype=encoder_policy(config.model))
+    encoder.use_attention(config.model.attention)
     model = BertClassifier(encoder, task.num_outputs, config.model.pooling, 0.0)
     if WindowSpec.for_model(config.model) is not None:
         model = ChunkedClassifier(model, config.model.chunk_pooling)

@@ -33,13 +33,11 @@ import math
 import keras
 from keras import ops
 
+from bertfit.config import ATTENTIONS as IMPLEMENTATIONS
 from bertfit.model.backend import TENSORFLOW
 from bertfit.model.layers import matmul_transposed
 
-AUTO = "auto"
-FUSED = "fused"
-EXPLICIT = "explicit"
-IMPLEMENTATIONS = (AUTO, FUSED, EXPLICIT)
+AUTO, FUSED, EXPLICIT = IMPLEMENTATIONS
 
 
 def fused_by_default() -> bool:

@@ -12,9 +12,11 @@ without a cycle.
 
 Larger parts of the kit have modules of their own: rotary position embeddings
 (`model/rotary.py`), gated feed-forwards (GLU variants: `model/gated_mlp.py`), relative
-position buckets (`model/relative_positions.py`), RMSNorm (`model/norms.py`) and
-sliding-window attention computed in the band (`model/local_attention.py`); `SelfAttention`
-takes grouped key/value heads (`num_key_value_heads`) and projections without biases.
+position buckets (`model/relative_positions.py`), RMSNorm (`model/norms.py`),
+sliding-window attention computed in the band (`model/local_attention.py`) and attention
+itself, fused or written out (`model/attention.py`: every family's attention goes through
+it); `SelfAttention` takes grouped key/value heads (`num_key_value_heads`) and projections
+without biases.
 
 The layer contract
 ------------------

@@ -431,11 +431,13 @@ def make_trainer(
     the checkpoint's weights: its arrays are released (a run would hold MiniLM's 87 MiB twice).
     The run's backend builds it (`backends.Backend.trainer`: with `--backend jax` a
     `JaxTrainer`, whose `strategy` and `xla` are the input pipeline's only). `--remat`
-    recomputes the encoder's layers in the backward pass (`model/remat.py`)."""
+    recomputes the encoder's layers in the backward pass (`model/remat.py`); `--attention`
+    says how its attention is computed (`model/attention.py`)."""
 
     def build_model() -> BertClassifier | ChunkedClassifier:
         encoder = build_encoder(checkpoint, dtype=encoder_policy(config.model))
         encoder.remat = config.train.remat
+        encoder.use_attention(config.model.attention)
         return with_lora(build_classifier(encoder, task, config, head_bias), config)
 
     frozen = ("pooler",) if config.model.pooling == "mean" else ()
