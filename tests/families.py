@@ -16,6 +16,20 @@ TINY = dict(
     attention_probs_dropout_prob=0.0,
 )
 
+MODERNBERT = dict(
+    vocab_size=99,
+    hidden_size=32,
+    num_hidden_layers=3,
+    num_attention_heads=4,
+    intermediate_size=48,
+    max_position_embeddings=128,
+    local_attention=8,
+    global_attn_every_n_layers=2,
+    attention_dropout=0.0,
+    embedding_dropout=0.0,
+    mlp_dropout=0.0,
+)
+
 
 def _configs(transformers) -> dict:
     """family → (model class, config) of a tiny random model."""
@@ -79,17 +93,7 @@ def _configs(transformers) -> dict:
         "modernbert": (
             transformers.ModernBertModel,
             transformers.ModernBertConfig(
-                vocab_size=99,
-                hidden_size=32,
-                num_hidden_layers=3,
-                num_attention_heads=4,
-                intermediate_size=48,
-                max_position_embeddings=128,
-                local_attention=8,
-                global_attn_every_n_layers=2,
-                attention_dropout=0.0,
-                embedding_dropout=0.0,
-                mlp_dropout=0.0,
+                **MODERNBERT,
                 pad_token_id=0,
                 bos_token_id=2,
                 eos_token_id=3,
@@ -112,17 +116,7 @@ def _configs(transformers) -> dict:
         "mmbert": (  # mmBERT: a ModernBERT with Gemma's tokenizer and special tokens
             transformers.ModernBertModel,
             transformers.ModernBertConfig(
-                vocab_size=99,
-                hidden_size=32,
-                num_hidden_layers=3,
-                num_attention_heads=4,
-                intermediate_size=48,
-                max_position_embeddings=128,
-                local_attention=8,
-                global_attn_every_n_layers=2,
-                attention_dropout=0.0,
-                embedding_dropout=0.0,
-                mlp_dropout=0.0,
+                **MODERNBERT,
                 pad_token_id=0,
                 eos_token_id=1,
                 bos_token_id=2,

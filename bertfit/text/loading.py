@@ -83,6 +83,22 @@ def tokenizer_kind(folder: str | os.PathLike) -> str | None:
     return None
 
 
+def bpe_style(folder: str | os.PathLike) -> str | None:
+    """Which BPE `folder` ships: "byte-level" (GPT-2's, RoBERTa's, ModernBERT's), "byte
+    fallback" (SentencePiece-style: mmBERT's, Gemma's) or None (not a BPE).
+
+    Examples:
+    >>> bpe_style("/nonexistent") is None
+    True
+    """
+    if tokenizer_kind(folder) != "bpe":
+        return None
+    path = Path(folder) / "tokenizer.json"
+    if path.is_file() and not tokenizer_json.is_byte_level(_read_json(path)):
+        return "byte fallback"
+    return "byte-level"
+
+
 @dataclasses.dataclass(frozen=True)
 class TokenizerFiles:
     """What tokenizer a checkpoint folder ships, and with which settings, read from its files
