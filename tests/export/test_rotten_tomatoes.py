@@ -15,8 +15,7 @@ import sys
 import numpy as np
 import pytest
 
-from tests.export.runtimes import LITERT_CLIENT, ONNX_CLIENT, drift, run_client
-from tests.export.tf_client import run_tf_client
+from tests.export.runtimes import LITERT_CLIENT, ONNX_CLIENT, drift, run_client, run_tf_client
 
 pytestmark = pytest.mark.slow
 
