@@ -3,6 +3,7 @@ the layout every Hugging Face checkpoint of the family has), for parity and end-
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 TINY = dict(
@@ -13,6 +14,20 @@ TINY = dict(
     intermediate_size=48,
     hidden_dropout_prob=0.0,
     attention_probs_dropout_prob=0.0,
+)
+
+MODERNBERT = dict(
+    vocab_size=99,
+    hidden_size=32,
+    num_hidden_layers=3,
+    num_attention_heads=4,
+    intermediate_size=48,
+    max_position_embeddings=128,
+    local_attention=8,
+    global_attn_every_n_layers=2,
+    attention_dropout=0.0,
+    embedding_dropout=0.0,
+    mlp_dropout=0.0,
 )
 
 
@@ -78,17 +93,7 @@ def _configs(transformers) -> dict:
         "modernbert": (
             transformers.ModernBertModel,
             transformers.ModernBertConfig(
-                vocab_size=99,
-                hidden_size=32,
-                num_hidden_layers=3,
-                num_attention_heads=4,
-                intermediate_size=48,
-                max_position_embeddings=128,
-                local_attention=8,
-                global_attn_every_n_layers=2,
-                attention_dropout=0.0,
-                embedding_dropout=0.0,
-                mlp_dropout=0.0,
+                **MODERNBERT,
                 pad_token_id=0,
                 bos_token_id=2,
                 eos_token_id=3,
@@ -107,6 +112,17 @@ def _configs(transformers) -> dict:
         "nomic_bert": (
             transformers.NomicBertModel,
             transformers.NomicBertConfig(**TINY, max_position_embeddings=64),
+        ),
+        "mmbert": (  # mmBERT: a ModernBERT with Gemma's tokenizer and special tokens
+            transformers.ModernBertModel,
+            transformers.ModernBertConfig(
+                **MODERNBERT,
+                pad_token_id=0,
+                eos_token_id=1,
+                bos_token_id=2,
+                cls_token_id=2,
+                sep_token_id=1,
+            ),
         ),
         "eurobert": (
             transformers.EuroBertModel,
@@ -128,6 +144,7 @@ def _configs(transformers) -> dict:
     }
 
 
+# The architectures (mmBERT's is ModernBERT's: in `_configs` and `TOKENIZER_KINDS` only).
 FAMILIES = (
     "bert",
     "electra",
@@ -163,7 +180,7 @@ def write_family_model(family: str, path: Path, seed: int = 0):
 
 # ---- whole checkpoints: a family's model and the kind of tokenizer its checkpoints ship ----
 
-# family → (tokenizer model, special tokens as "[CLS]" (BERT's) or "<s>" (RoBERTa's))
+# family → (tokenizer model, special tokens as "[CLS]" (BERT's), "<s>" (RoBERTa's), ...)
 TOKENIZER_KINDS = {
     "bert": ("wordpiece", "[CLS]"),
     "electra": ("wordpiece", "[CLS]"),
@@ -177,6 +194,7 @@ TOKENIZER_KINDS = {
     "gte": ("unigram", "<s>"),  # gte-multilingual-base: XLM-R's
     "nomic_bert": ("wordpiece", "[CLS]"),
     "eurobert": ("bpe", "<|begin_of_text|>"),
+    "mmbert": ("byte-fallback-bpe", "<bos>"),
 }
 
 
@@ -185,7 +203,10 @@ def train_tokenizer(kind: str, texts, vocab_size: int = 300, style: str = "[CLS]
     `texts` with the `tokenizers` library, with BERT's special tokens and pair template
     (`style` "[CLS]"), RoBERTa's ("<s>") or EuroBERT's ("<|begin_of_text|>": Llama 3's
     byte-level BPE, its split and special tokens, the end of text padding); style "mpnet": a
-    WordPiece as MPNet's checkpoints ship it (`mpnet_tokenizer`)."""
+    WordPiece as MPNet's checkpoints ship it (`mpnet_tokenizer`). Kind "byte-fallback-bpe"
+    (style "<bos>"): mmBERT's, `byte_fallback_bpe`."""
+    if kind == "byte-fallback-bpe":
+        return byte_fallback_bpe(texts, vocab_size)
     import transformers
     from tokenizers import (
         Regex,
@@ -260,6 +281,41 @@ def train_tokenizer(kind: str, texts, vocab_size: int = 300, style: str = "[CLS]
     names = {f"{k}_token": v for k, v in specials.items()}
     if style == "<|begin_of_text|>":
         names["pad_token"] = specials["eos"]  # EuroBERT pads with its end of text
+    return transformers.PreTrainedTokenizerFast(tokenizer_object=tokenizer, **names)
+
+
+def byte_fallback_bpe(texts, vocab_size: int = 300):
+    """mmBERT's kind of tokenizer (Gemma's): a SentencePiece-style BPE over characters, spaces
+    written `▁` by the normalizer, no pre-tokenizer (merges cross words), and the 256 byte
+    pieces `<0x00>`...`<0xFF>` for the characters it lacks; Gemma's special tokens and ids
+    first, `<bos> $A <eos>` and `<bos> $A <eos> $B:1 <eos>:1`."""
+    import transformers
+    from tokenizers import Tokenizer, decoders, models, normalizers, processors, trainers
+
+    specials = ["<pad>", "<eos>", "<bos>", "<unk>", "<mask>"]
+    spaces = normalizers.Replace(" ", "\u2581")
+    trained = Tokenizer(models.BPE())
+    trained.normalizer = spaces
+    trained.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=vocab_size))
+    learned = trained.get_vocab()
+    pieces = [*specials, *(f"<0x{b:02X}>" for b in range(256)), *sorted(learned, key=learned.get)]
+    vocab = {piece: i for i, piece in enumerate(pieces)}
+    merges = [tuple(pair) for pair in json.loads(trained.to_str())["model"]["merges"]]
+    tokenizer = Tokenizer(
+        models.BPE(vocab, merges, unk_token="<unk>", fuse_unk=True, byte_fallback=True)
+    )
+    tokenizer.normalizer = spaces
+    tokenizer.decoder = decoders.Sequence(
+        [decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse()]
+    )
+    tokenizer.add_special_tokens(specials)
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="<bos> $A <eos>",
+        pair="<bos> $A <eos> $B:1 <eos>:1",
+        special_tokens=[(token, vocab[token]) for token in ("<bos>", "<eos>")],
+    )
+    names = dict(pad_token="<pad>", eos_token="<eos>", bos_token="<bos>", unk_token="<unk>",
+                 mask_token="<mask>", cls_token="<bos>", sep_token="<eos>")  # fmt: skip
     return transformers.PreTrainedTokenizerFast(tokenizer_object=tokenizer, **names)
 
 

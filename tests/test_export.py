@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -13,47 +9,10 @@ import pytest
 
 from bertfit.cli import main
 from bertfit.inference.predictor import load_classifier
+from tests.export.runtimes import run_tf_client
 from tests.tiny import sentiment_rows
 
 ROOT = Path(__file__).resolve().parents[1]
-
-# What a client with only TensorFlow does: no bertfit, no Keras model code.
-CLIENT = """
-import json, sys
-import numpy as np
-import tensorflow as tf
-import tensorflow_text  # noqa: F401  (the tokenizer's ops)
-assert "bertfit" not in sys.modules
-export, texts = sys.argv[1], json.loads(open(sys.argv[2]).read())
-serve = tf.saved_model.load(export).signatures["serving_default"]
-out = serve(text=tf.constant(texts))
-assert "bertfit" not in sys.modules
-np.save(sys.argv[3], out["probabilities"].numpy())
-print(json.dumps([label.decode() for label in out["label"].numpy()]))
-"""
-
-
-def _client(export: Path, texts: list[str], tmp_path: Path) -> tuple[np.ndarray, list[str]]:
-    (tmp_path / "texts.json").write_text(json.dumps(texts))
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
-    env.pop("PYTHONPATH", None)
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            CLIENT,
-            str(export),
-            str(tmp_path / "texts.json"),
-            str(tmp_path / "p.npy"),
-        ],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return np.load(tmp_path / "p.npy"), json.loads(done.stdout.strip().splitlines()[-1])
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +34,7 @@ def test_export_writes_version_1_then_the_next_free_version(exported, tmp_path):
 def test_a_process_with_only_tensorflow_gets_what_bertfit_predicts(exported, tmp_path):
     run, root = exported
     texts = [t for t, _ in sentiment_rows(40, seed=9)] + ["", "a " * 500]
-    probabilities, labels = _client(root / "1", texts, tmp_path)
+    probabilities, labels = run_tf_client(root / "1", texts, tmp_path)
     expected = load_classifier(run).predict(texts)
     np.testing.assert_allclose(
         probabilities,
@@ -161,30 +120,3 @@ def test_an_export_without_token_lengths_still_predicts_in_order(exported):
     expected = classifier.predict_proba(texts)
     classifier.module = _WithoutTokenLengths(classifier.module)
     np.testing.assert_allclose(classifier.predict_proba(texts), expected, atol=1e-6)
-
-
-@pytest.mark.slow
-def test_minilm_export_equals_bertfit_predict_on_the_real_test_split(rotten_tomatoes, tmp_path):
-    from bertfit.config import DataConfig, ModelConfig, RunConfig, TrainConfig
-    from bertfit.data.sources import read_examples
-    from bertfit.inference.run import predict
-    from bertfit.training.run import train
-
-    config = RunConfig(
-        output_dir=str(tmp_path / "run"),
-        model=ModelConfig(name="minilm-l6", max_seq_length=64, pooling="mean"),
-        data=DataConfig(train=str(rotten_tomatoes / "train.csv"), max_train_examples=32),
-        train=TrainConfig(batch_size=32, epochs=1, jit_compile=False),
-    )
-    train(config, quiet=True)
-    test_csv = str(rotten_tomatoes / "test.csv")
-    expected = predict(config.output_dir, test_csv, quiet=True)
-    assert main(["export", "--run", config.output_dir, str(tmp_path / "export")]) == 0
-    texts = [e.text for e in read_examples(test_csv)]
-    probabilities, labels = _client(tmp_path / "export" / "1", texts, tmp_path)
-    names = list(expected[0]["probabilities"])
-    np.testing.assert_allclose(
-        probabilities, [[row["probabilities"][n] for n in names] for row in expected], atol=1e-5
-    )
-    assert labels == [row["label"] for row in expected]
-    assert len(labels) == 1283

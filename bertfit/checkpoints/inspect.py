@@ -10,6 +10,7 @@ from bertfit.checkpoints.detect import Detection, detect, read_detected
 from bertfit.checkpoints.hub_module import module_signatures
 from bertfit.checkpoints.load import build_encoder, build_tokenizer, checkpoint_tokenizer_kind
 from bertfit.errors import CheckpointError
+from bertfit.text.loading import bpe_style
 from bertfit.text.wordpiece import capitalised_tokens, guess_lower_case, read_vocab
 
 ENCODER_INPUTS = {"input_word_ids": "int32", "input_mask": "int32", "input_type_ids": "int32"}
@@ -68,6 +69,8 @@ def inspect_checkpoint(path: str | Path) -> dict:
     report["notes"] += checkpoint.notes
     report["vocab"] = _vocab(checkpoint)
     report["tokenizer"] = checkpoint_tokenizer_kind(checkpoint)
+    if report["tokenizer"] == "bpe":
+        report["bpe"] = bpe_style(checkpoint.tokenizer_dir)
     if report["tokenizer"] is not None:
         _check_tokenizer(checkpoint, report)
     if report["tokenizer"] is None:
@@ -141,7 +144,8 @@ def format_report(report: dict) -> str:
             f"{a['max_positions']}, {a['activation']}"
         )
     if report.get("tokenizer"):
-        lines.append(f"  tokenizer:     {report['tokenizer']}")
+        style = f" ({report['bpe']})" if report.get("bpe") else ""
+        lines.append(f"  tokenizer:     {report['tokenizer']}{style}")
     if report.get("vocab") and report["vocab"].get("file"):
         v = report["vocab"]
         lines.append(

@@ -134,10 +134,16 @@ class BPEConfig:
         split_pattern: split first with this `Split` pre-tokenizer's regex (one of
             `tokenizer_json.SPLIT_PATTERNS`: Llama 3's), with `use_regex` off.
         nfc: normalize text to Unicode NFC first (GPT-NeoX, ModernBERT).
+            (These four are the byte-level pre-tokenizer's and normalizer's:
+            `ByteFallbackBPETokenizer` has its own.)
         unk_token: the BPE model's unknown token for bytes missing from the vocabulary
             (`None`: such bytes are dropped, as in Hugging Face).
         fuse_unk: several unknown symbols in a row become one.
         ignore_merges: a word that is in the vocabulary is one token, without merging.
+        byte_fallback: a character the vocabulary lacks becomes the pieces `<0x..>` of its
+            UTF-8 bytes (`ByteFallbackBPETokenizer` only).
+        prepend_metaspace: put a `▁` before every piece of text (Llama 2's Prepend normalizer;
+            `ByteFallbackBPETokenizer` only).
         cls_token: starts every packed sequence (`None`: the tokenizer cannot pack).
         sep_token: ends each segment.
         pad_token: fills packed sequences.
@@ -153,6 +159,8 @@ class BPEConfig:
     unk_token: str | None = None
     fuse_unk: bool = False
     ignore_merges: bool = False
+    byte_fallback: bool = False
+    prepend_metaspace: bool = False
     cls_token: str | None = "<s>"
     sep_token: str | None = "</s>"
     pad_token: str | None = "<pad>"
@@ -195,6 +203,8 @@ class ByteLevelBPETokenizer(InGraphTokenizer):
     """
 
     kind = "bpe"
+    _byte_level = True  # symbols are bytes in GPT-2's alphabet
+    _writes_vocab_json = True  # RoBERTa's classic files beside tokenizer.json
 
     def __init__(
         self,
@@ -290,6 +300,13 @@ class ByteLevelBPETokenizer(InGraphTokenizer):
             spec = _read_json(spec)
         model = spec.get("model") or {}
         config = tokenizer_json.bpe_settings(spec)
+        if tokenizer_json.is_byte_level(spec) != cls._byte_level:
+            raise CheckpointError(
+                f"tokenizer.json's BPE is {'' if cls._byte_level else 'not '}SentencePiece-"
+                f"style (spaces as \u2581, no ByteLevel pre-tokenizer); {cls.__name__} does not "
+                "read it. Build it with bertfit.text.loading.load_tokenizer, which picks the "
+                "class its tokenizer.json needs."
+            )
         added = tuple(_added_token(entry) for entry in spec.get("added_tokens") or ())
         vocab = model["vocab"]
         # No post_processor (or ByteLevel's alone) adds no special tokens: packing is refused.
@@ -328,10 +345,11 @@ class ByteLevelBPETokenizer(InGraphTokenizer):
         """
         folder = Path(directory)
         folder.mkdir(parents=True, exist_ok=True)
-        vocab = self._model.vocab
-        (folder / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False), "utf-8")
-        lines = ["#version: 0.2", *(f"{a} {b}" for a, b in self._model.merges)]
-        (folder / "merges.txt").write_text("\n".join(lines) + "\n", "utf-8")
+        if self._writes_vocab_json:
+            vocab = self._model.vocab
+            (folder / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False), "utf-8")
+            lines = ["#version: 0.2", *(f"{a} {b}" for a, b in self._model.merges)]
+            (folder / "merges.txt").write_text("\n".join(lines) + "\n", "utf-8")
         spec = self.to_tokenizer_json()
         (folder / "tokenizer.json").write_text(json.dumps(spec, ensure_ascii=False), "utf-8")
         return folder
@@ -478,9 +496,6 @@ class ByteLevelBPETokenizer(InGraphTokenizer):
         texts = tf.strings.unicode_transcode(texts, "UTF-8", "UTF-8", replacement_char=0xFFFD)
         pieces, is_added = self._split_added_tokens(texts)
         text = tf.where(is_added, "", pieces.values)
-        if self.config.add_prefix_space:
-            bare = (tf.strings.length(text) > 0) & (tf.strings.substr(text, 0, 1) != " ")
-            text = tf.where(bare, tf.strings.join([" ", text]), text)
         words, piece_splits = self._pre_tokenize(text)
         unique, index = tf.unique(words)
         word_ids = tf.gather(self._bpe(unique), index)
@@ -501,12 +516,16 @@ class ByteLevelBPETokenizer(InGraphTokenizer):
         raw, normalized = self._added_patterns
         if raw:
             pieces, is_added = _split_on(pieces, is_added, raw)
-        if self.config.nfc:
-            nfc = ops._normalize.normalize_utf8(pieces.values, "NFC")
-            pieces = pieces.with_values(tf.where(is_added, pieces.values, nfc))
+        text = self._normalize(pieces.values)
+        if text is not None:
+            pieces = pieces.with_values(tf.where(is_added, pieces.values, text))
         if normalized:
             pieces, is_added = _split_on(pieces, is_added, normalized)
         return pieces, is_added
+
+    def _normalize(self, text: tf.Tensor) -> tf.Tensor | None:
+        """The normalizer's output for pieces of text (None: there is no normalizer)."""
+        return ops._normalize.normalize_utf8(text, "NFC") if self.config.nfc else None
 
     def _added_ids(self, pieces: tf.Tensor) -> tf.Tensor:
         """The ids of added-token pieces, the whitespace an lstrip/rstrip token took ignored."""
@@ -520,6 +539,9 @@ class ByteLevelBPETokenizer(InGraphTokenizer):
     def _pre_tokenize(self, text: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         """Words (strings, flat) of each piece of text, and where each piece's words start."""
         config = self.config
+        if config.add_prefix_space:
+            bare = (tf.strings.length(text) > 0) & (tf.strings.substr(text, 0, 1) != " ")
+            text = tf.where(bare, tf.strings.join([" ", text]), text)
         if config.split_pattern is None and not config.use_regex:
             return text, tf.range(tf.size(text, out_type=tf.int64) + 1)
         cut, split = _SPLITS[config.split_pattern] if config.split_pattern else _GPT2
@@ -533,15 +555,12 @@ class ByteLevelBPETokenizer(InGraphTokenizer):
     def _bpe(self, words: tf.Tensor) -> tf.RaggedTensor:
         """BPE ids [words, tokens] of distinct words (UTF-8 strings)."""
         count = tf.size(words, out_type=tf.int64)
-        lengths = tf.cast(tf.strings.length(words), tf.int64)
-        raw = tf.io.decode_raw(tf.strings.reduce_join(words), tf.uint8)
-        symbols = tf.gather(self._byte_ids, tf.cast(raw, tf.int32))
-        rows = tf.repeat(tf.range(count), lengths)
+        symbols, rows = self._symbols(words)
         if self.config.ignore_merges:
-            known = self._word_ids(raw, lengths)
+            known = self._word_ids(words)
             keep = tf.gather(known < 0, rows)
             symbols, rows = symbols[keep], rows[keep]
-        if self._unknown_bytes:
+        if self._unknown_symbols:
             symbols, rows = self._unknown(symbols, rows)
         symbols, rows = self._merge(symbols, rows, count)
         ids = tf.RaggedTensor.from_value_rowids(symbols, rows, nrows=count, validate=False)
@@ -553,14 +572,24 @@ class ByteLevelBPETokenizer(InGraphTokenizer):
             ids = tf.concat([ids, whole], axis=1)
         return ids
 
-    def _word_ids(self, raw: tf.Tensor, lengths: tf.Tensor) -> tf.Tensor:
+    def _symbols(self, words: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        """The first symbols of the words (their bytes' ids in the byte alphabet, -1 for a byte
+        the vocabulary lacks) and the word of each."""
+        lengths = tf.cast(tf.strings.length(words), tf.int64)
+        raw = tf.io.decode_raw(tf.strings.reduce_join(words), tf.uint8)
+        symbols = tf.gather(self._byte_ids, tf.cast(raw, tf.int32))
+        return symbols, tf.repeat(tf.range(tf.size(words, out_type=tf.int64)), lengths)
+
+    def _word_ids(self, words: tf.Tensor) -> tf.Tensor:
         """The vocabulary id of each whole word in the byte alphabet, -1 if it has none."""
+        lengths = tf.cast(tf.strings.length(words), tf.int64)
+        raw = tf.io.decode_raw(tf.strings.reduce_join(words), tf.uint8)
         chars = tf.gather(self._byte_chars, tf.cast(raw, tf.int32))
         chars = tf.RaggedTensor.from_row_lengths(chars, lengths, validate=False)
         return self._vocab_table.lookup(tf.strings.reduce_join(chars, axis=1))
 
     def _unknown(self, symbols: tf.Tensor, rows: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-        """Bytes the vocabulary lacks: the model's unknown token (fused if `fuse_unk`), or
+        """Symbols the vocabulary lacks (-1): the model's unknown token (fused if `fuse_unk`), or
         dropped like the Rust crate does without one."""
         missing = symbols < 0
         if self.config.unk_token is None:
@@ -602,18 +631,28 @@ class ByteLevelBPETokenizer(InGraphTokenizer):
         vocab, config = self._model.vocab, self.config
         alphabet = bytes_to_unicode()
         byte_ids = np.array([vocab.get(alphabet[b], -1) for b in range(256)], np.int32)
-        self._unknown_bytes = bool((byte_ids < 0).any())
+        self._unknown_symbols = bool((byte_ids < 0).any())
         self._byte_ids = tf.constant(byte_ids)
         self._byte_chars = tf.constant([alphabet[b] for b in range(256)])
         ranks, merged = _merge_table(vocab, self._model.merges, self.vocab_size)
         self._merge_ranks = _table(ranks, tf.int64)
         self._merged_ids = tf.constant(merged, tf.int32)
-        self._added_table = _table({t.content: t.id for t in config.added_tokens}, tf.string)
         if config.ignore_merges:
             self._vocab_table = _table(vocab, tf.string)
         raw = [t for t in config.added_tokens if not t.normalized]
-        normalized = [t for t in config.added_tokens if t.normalized]
+        normalized = [
+            dataclasses.replace(t, content=self._normalize_token(t.content))
+            for t in config.added_tokens
+            if t.normalized
+        ]  # found in the normalized text as the normalizer writes them
+        added = {t.content: t.id for t in (*config.added_tokens, *normalized)}
+        self._added_table = _table(added, tf.string)
         self._added_patterns = (_added_pattern(raw), _added_pattern(normalized))
+
+    def _normalize_token(self, content: str) -> str:
+        """A `normalized` added token's text as the normalizer writes it, in Python (as
+        written here: NFC is taken to leave tokens alone)."""
+        return content
 
 
 def _split_on(pieces: tf.RaggedTensor, is_added: tf.Tensor, pattern: str):

@@ -14,7 +14,7 @@ the settings; then
   newer than the Rust crate's tables, and SentencePiece segmentations of exactly equal score
   (see `bertfit.text.tokenizer` and `bertfit.text.sentencepiece`). Files the in-graph
   tokenizers refuse are refused here with the same message where the refusal is a reading of
-  the files (a model type, a byte fallback, a BPE dropout); a normalizer or pre-tokenizer
+  the files (a model type, a Unigram byte fallback, a BPE dropout); a normalizer or pre-tokenizer
   step `tokenizers` runs but the graph does not is tokenized here and refused there.
 - packing and windows are `bertfit.text.host_packing`'s, the graph's rules in NumPy.
 

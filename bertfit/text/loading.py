@@ -83,6 +83,22 @@ def tokenizer_kind(folder: str | os.PathLike) -> str | None:
     return None
 
 
+def bpe_style(folder: str | os.PathLike) -> str | None:
+    """Which BPE `folder` ships: "byte-level" (GPT-2's, RoBERTa's, ModernBERT's), "byte
+    fallback" (SentencePiece-style: mmBERT's, Gemma's) or None (not a BPE).
+
+    Examples:
+    >>> bpe_style("/nonexistent") is None
+    True
+    """
+    if tokenizer_kind(folder) != "bpe":
+        return None
+    path = Path(folder) / "tokenizer.json"
+    if path.is_file() and not tokenizer_json.is_byte_level(_read_json(path)):
+        return "byte fallback"
+    return "byte-level"
+
+
 @dataclasses.dataclass(frozen=True)
 class TokenizerFiles:
     """What tokenizer a checkpoint folder ships, and with which settings, read from its files
@@ -210,9 +226,11 @@ def build_in_graph(files: TokenizerFiles):
             from bertfit.text.sentencepiece import SentencePieceTokenizer
 
             return SentencePieceTokenizer.from_tokenizer_json(files.spec, **files.packing)
-        from bertfit.text.bpe import ByteLevelBPETokenizer
-
-        return ByteLevelBPETokenizer.from_tokenizer_json(files.spec, **files.packing)
+        if tokenizer_json.is_byte_level(files.spec):
+            from bertfit.text.bpe import ByteLevelBPETokenizer as BPETokenizer
+        else:
+            from bertfit.text.byte_fallback import ByteFallbackBPETokenizer as BPETokenizer
+        return BPETokenizer.from_tokenizer_json(files.spec, **files.packing)
 
     return named_errors(files.file, build, tf.errors.OpError)
 
@@ -294,7 +312,7 @@ def _tokenizer_json(file: Path, spec: dict, config: dict, lower_case, strip_acce
             file, "sentencepiece", spec=spec, packing=tokenizer_json.packing(spec, pad_token=pad)
         )
     if kind == "BPE":
-        tokenizer_json.bpe_settings(spec)  # what bertfit's byte-level BPE does not rebuild
+        tokenizer_json.bpe_settings(spec)  # what bertfit's BPE tokenizers do not rebuild
         packing = {"cls_token": None, "sep_token": None,
                    **tokenizer_json.packing(spec, pad_token=pad)}  # fmt: skip
         if packing["pad_token"] is None:

@@ -166,17 +166,39 @@ def check_unigram(model: Mapping) -> None:
         )
 
 
+def is_byte_level(spec: Mapping) -> bool:
+    """Whether a BPE tokenizer.json is GPT-2's byte-level kind (a ByteLevel pre-tokenizer)
+    rather than a SentencePiece-style BPE over characters (mmBERT's, Gemma's, Llama 2's).
+
+    Examples:
+    >>> is_byte_level({"pre_tokenizer": {"type": "ByteLevel"}}), is_byte_level({})
+    (True, False)
+    """
+    steps = flatten(spec.get("pre_tokenizer"), "pretokenizers")
+    return any(step.get("type") == "ByteLevel" for step in steps)
+
+
 def bpe_settings(spec: Mapping) -> dict:
     """The `BPEConfig` fields a tokenizer.json's BPE model, pre-tokenizer and normalizer set
-    (`unk_token`, `fuse_unk`, `ignore_merges`, `add_prefix_space`, `use_regex`,
-    `split_pattern`, `nfc`).
+    (`unk_token`, `fuse_unk`, `ignore_merges`, `byte_fallback`, and `add_prefix_space`,
+    `use_regex`, `split_pattern`, `nfc` of a byte-level BPE or `prepend_metaspace` of a
+    SentencePiece-style one: `is_byte_level`).
 
     Raises:
-        CheckpointError: they describe something bertfit's byte-level BPE does not rebuild
-            (another model or pre-tokenizer, BPE dropout, a subword prefix, ...).
+        CheckpointError: they describe something bertfit's BPE does not rebuild (another
+            model or pre-tokenizer, BPE dropout, a subword prefix, ...).
     """
+    model = _model_settings(spec.get("model") or {})
+    if not is_byte_level(spec):
+        return {**model, **_metaspace_settings(spec)}
+    if model["byte_fallback"]:
+        raise CheckpointError(
+            "tokenizer.json's BPE has byte_fallback=true beside a ByteLevel pre-tokenizer; "
+            "bertfit reads byte fallback in SentencePiece-style BPEs only (no pre-tokenizer, "
+            "spaces written \u2581 by the normalizer: mmBERT, Gemma)."
+        )
     return {
-        **_model_settings(spec.get("model") or {}),
+        **model,
         **_pre_tokenizer_settings(spec.get("pre_tokenizer")),
         "nfc": _normalizer_is_nfc(spec.get("normalizer")),
     }
@@ -196,18 +218,14 @@ def _model_settings(model: Mapping) -> dict:
     for name in ("continuing_subword_prefix", "end_of_word_suffix"):
         if model.get(name):
             raise CheckpointError(
-                f"tokenizer.json's BPE has {name}={model[name]!r}: that is not byte-level BPE "
-                "(GPT-2/RoBERTa) and is not supported."
+                f"tokenizer.json's BPE has {name}={model[name]!r}: a WordPiece-like BPE, which "
+                "bertfit does not read (only byte-level BPE and SentencePiece-style BPE)."
             )
-    if model.get("byte_fallback"):
-        raise CheckpointError(
-            "tokenizer.json's BPE has byte_fallback=true (a SentencePiece-style BPE); only "
-            "byte-level BPE (GPT-2/RoBERTa) is supported."
-        )
     return {
         "unk_token": model.get("unk_token"),
         "fuse_unk": bool(model.get("fuse_unk")),
         "ignore_merges": bool(model.get("ignore_merges")),
+        "byte_fallback": bool(model.get("byte_fallback")),
     }
 
 
@@ -236,6 +254,39 @@ def _pre_tokenizer_settings(pre_tokenizer: Mapping | None) -> dict:
         "use_regex": bool(byte_level.get("use_regex", True)),
         "split_pattern": pattern,
     }
+
+
+_METASPACE = "\u2581"  # SentencePiece's "▁", which stands for a space
+_SPACES_AS_METASPACE = {"type": "Replace", "pattern": {"String": " "}, "content": _METASPACE}
+_PREPEND_METASPACE = {"type": "Prepend", "prepend": _METASPACE}
+# transformers 5's GemmaTokenizer writes this pre-tokenizer; after the normalizer has written
+# every space as "▁" it splits nothing.
+_SPLIT_ON_SPACES = {"type": "Split", "pattern": {"String": " "}, "behavior": "MergedWithPrevious",
+                    "invert": False}  # fmt: skip
+
+
+def _metaspace_settings(spec: Mapping) -> dict:
+    """A SentencePiece-style BPE: spaces written "▁" by a Replace normalizer (Gemma's,
+    mmBERT's), a "▁" prepended first (Llama 2's), and no pre-tokenizer that splits."""
+    steps = flatten(spec.get("normalizer"), "normalizers")
+    prepend = _PREPEND_METASPACE in steps
+    if sorted(map(json.dumps, steps)) != sorted(
+        map(json.dumps, [_SPACES_AS_METASPACE] + [_PREPEND_METASPACE] * prepend)
+    ):
+        raise CheckpointError(
+            f"tokenizer.json's normalizer is {json.dumps(spec.get('normalizer'))[:160]}; a BPE "
+            "without a ByteLevel pre-tokenizer must write spaces as \u2581 with a Replace "
+            "normalizer (mmBERT, Gemma), after a Prepend of \u2581 or not (Llama 2)."
+        )
+    pre_tokenizer = spec.get("pre_tokenizer")
+    if pre_tokenizer not in (None, _SPLIT_ON_SPACES):
+        raise CheckpointError(
+            f"tokenizer.json's pre_tokenizer is {json.dumps(pre_tokenizer)[:120]}; bertfit's "
+            "BPE reads the ByteLevel pre-tokenizer (GPT-2/RoBERTa/ModernBERT), Llama 3's Split "
+            "before it (EuroBERT), or none with spaces written \u2581 by the normalizer "
+            "(mmBERT, Gemma)."
+        )
+    return {"prepend_metaspace": prepend, "add_prefix_space": False, "use_regex": False}
 
 
 def _normalizer_is_nfc(normalizer: Mapping | None) -> bool:

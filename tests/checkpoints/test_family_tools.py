@@ -27,11 +27,12 @@ TEXTS = [text for text, _ in sentiment_rows(60)]
         ("distilbert", "DistilBERT", "wordpiece"),
         ("albert", "ALBERT", "sentencepiece"),
         ("deberta-v2", "DeBERTa-v3", "sentencepiece"),
-        ("roberta", "RoBERTa", "bpe"),
+        ("roberta", "RoBERTa", "bpe (byte-level)"),
         ("mpnet", "MPNet", "wordpiece"),
         ("gte", "GTE", "sentencepiece"),
         ("nomic_bert", "NomicBERT", "wordpiece"),
-        ("eurobert", "EuroBERT", "bpe"),
+        ("eurobert", "EuroBERT", "bpe (byte-level)"),
+        ("mmbert", "ModernBERT", "bpe (byte fallback)"),
     ],
 )
 def test_inspect_names_the_family_and_its_tokenizer(family, name, tokenizer, tmp_path, capsys):
@@ -39,13 +40,15 @@ def test_inspect_names_the_family_and_its_tokenizer(family, name, tokenizer, tmp
     assert main(["inspect", str(tmp_path), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["family"] == name
-    assert report["tokenizer"] == tokenizer
+    kind, _, style = tokenizer.partition(" ")
+    assert (report["tokenizer"], report.get("bpe")) == (kind, style.strip("()") or None)
     assert report["fine_tunable"] is True
     assert report["parameters"] > 1000
     assert ("pooled_output" in report["outputs"]) == (family in ("albert", "roberta", "mpnet"))
     assert "default" in report["outputs"]
     assert main(["inspect", str(tmp_path)]) == 0
-    assert f"family:        {name}" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"family:        {name}" in out and f"tokenizer:     {tokenizer}\n" in out
 
 
 def test_an_unsupported_family_is_one_sentence(tmp_path, capsys):

@@ -15,7 +15,7 @@ from bertfit.cli import main
 from bertfit.inference.predictor import load_classifier
 from bertfit.serve.app import ModelServer
 from tests.distributed import cluster
-from tests.families import TOKENIZER_KINDS, write_family_checkpoint
+from tests.families import FAMILIES, write_family_checkpoint
 from tests.serve.asgi import call, serving
 from tests.tiny import sentiment_rows, write_csv
 
@@ -24,7 +24,9 @@ pytestmark = pytest.mark.distributed
 pytest.importorskip("transformers")
 
 
-@pytest.mark.parametrize("family", sorted(TOKENIZER_KINDS))
+# Each architecture with the tokenizer its checkpoints ship (mmBERT, ModernBERT with a byte-fallback
+# BPE: tests/training/test_mmbert.py).
+@pytest.mark.parametrize("family", sorted(FAMILIES))
 def test_a_family_trains_checks_and_exports(family, tmp_path, capsys):
     rows = sentiment_rows(48, seed=7)
     model = tmp_path / "model"

@@ -1,6 +1,6 @@
-"""Clients of the portable exports that have only their runtime: a subprocess that imports the
-LiteRT interpreter or ONNX Runtime (+ tokenizers), never TensorFlow, Keras or bertfit, and says
-so (it asserts it on `sys.modules`)."""
+"""Clients of the exports that have only their runtime: a subprocess that imports the LiteRT
+interpreter or ONNX Runtime (+ tokenizers), never TensorFlow, Keras or bertfit, and says so (it
+asserts it on `sys.modules`); for a SavedModel, TensorFlow and tensorflow-text alone."""
 
 from __future__ import annotations
 
@@ -72,8 +72,25 @@ np.save(out_file, out)
 )
 
 
-def run_client(script: str, export: Path, texts: list[str], tmp_path: Path) -> np.ndarray:
-    """The export's output for `texts`, computed by `script` in its own process."""
+# What a client with only TensorFlow does: no bertfit, no Keras model code.
+TF_CLIENT = """
+import json, sys
+import numpy as np
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  (the tokenizer's ops)
+assert "bertfit" not in sys.modules
+export, texts = sys.argv[1], json.loads(open(sys.argv[2]).read())
+serve = tf.saved_model.load(export).signatures["serving_default"]
+out = serve(text=tf.constant(texts))
+assert "bertfit" not in sys.modules
+np.save(sys.argv[3], out["probabilities"].numpy())
+print(json.dumps([label.decode() for label in out["label"].numpy()]))
+"""
+
+
+def _run(script: str, export: Path, texts: list[str], tmp_path: Path) -> str:
+    """`script` run on `export` and `texts` in its own process, in `tmp_path`: its stdout; it
+    saves its output to out.npy there."""
     (tmp_path / "texts.json").write_text(json.dumps(texts))
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
     env.pop("PYTHONPATH", None)
@@ -86,7 +103,20 @@ def run_client(script: str, export: Path, texts: list[str], tmp_path: Path) -> n
         timeout=300,
     )
     assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+def run_client(script: str, export: Path, texts: list[str], tmp_path: Path) -> np.ndarray:
+    """The portable export's output for `texts`, computed by `script` in its own process."""
+    _run(script, export, texts, tmp_path)
     return np.load(tmp_path / "out.npy")
+
+
+def run_tf_client(export: Path, texts: list[str], tmp_path: Path) -> tuple[np.ndarray, list[str]]:
+    """The SavedModel's probabilities and labels for `texts`, from a process with only
+    TensorFlow."""
+    stdout = _run(TF_CLIENT, export, texts, tmp_path)
+    return np.load(tmp_path / "out.npy"), json.loads(stdout.strip().splitlines()[-1])
 
 
 def drift(expected: np.ndarray, got: np.ndarray) -> tuple[float, float]:

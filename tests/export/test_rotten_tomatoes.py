@@ -1,7 +1,8 @@
-"""The real case: MiniLM-L6 fine-tuned on Rotten Tomatoes, its int8 portable exports run in their
-own runtime's process on the whole test split (1283 texts) against `bertfit predict`.
+"""The real case: MiniLM-L6 fine-tuned once on Rotten Tomatoes, its exports run in their own
+runtime's process on the whole test split (1283 texts) against `bertfit predict`: the TF Serving
+SavedModel in a process with only TensorFlow, and the int8 LiteRT and ONNX exports.
 
-The fp32 exports' exactness is pinned on the tiny model (tests/export/test_litert.py,
+The fp32 portable exports' exactness is pinned on the tiny model (tests/export/test_litert.py,
 test_onnx.py: the same converters and clients); what only a real model on real text shows is
 how far int8 drifts, and the in-graph tokenizer LiteRT carries on every real text. Each
 conversion of MiniLM costs ~40 s of a 2-core CI machine."""
@@ -14,33 +15,51 @@ import sys
 import numpy as np
 import pytest
 
-from tests.export.runtimes import LITERT_CLIENT, ONNX_CLIENT, drift, run_client
+from tests.export.runtimes import LITERT_CLIENT, ONNX_CLIENT, drift, run_client, run_tf_client
+
+pytestmark = pytest.mark.slow
 
 # int8 (dynamic range) against fp32 bertfit, measured on this run (and printed, pytest -s).
 INT8_LABEL_AGREEMENT = 0.97
 INT8_MAX_DRIFT = 0.1
 
 
-@pytest.mark.slow
-def test_minilm_int8_exports_agree_with_bertfit_predict_on_the_real_test_split(
-    rotten_tomatoes, tmp_path
-):
+@pytest.fixture(scope="module")
+def minilm(rotten_tomatoes, tmp_path_factory):
+    """A MiniLM run (256 training rows, one epoch), the test split's texts and what bertfit
+    predicts for them: (run directory, classifier, texts, probabilities)."""
     from bertfit.config import DataConfig, ModelConfig, RunConfig, TrainConfig
     from bertfit.data.sources import read_examples
-    from bertfit.export.litert import fast_bert_tokenizer
     from bertfit.inference.predictor import load_classifier
     from bertfit.training.run import train
 
     config = RunConfig(
-        output_dir=str(tmp_path / "run"),
+        output_dir=str(tmp_path_factory.mktemp("minilm") / "run"),
         model=ModelConfig(name="minilm-l6", max_seq_length=64, pooling="mean"),
         data=DataConfig(train=str(rotten_tomatoes / "train.csv"), max_train_examples=256),
         train=TrainConfig(batch_size=32, epochs=1, learning_rate=1e-4, jit_compile=False),
     )
     train(config, quiet=True)
     texts = [e.text for e in read_examples(str(rotten_tomatoes / "test.csv"))]
+    assert len(texts) == 1283
     classifier = load_classifier(config.output_dir)
-    expected = classifier.predict_proba(texts)
+    return config.output_dir, classifier, texts, classifier.predict_proba(texts)
+
+
+def test_minilm_savedmodel_equals_bertfit_predict_on_the_real_test_split(minilm, tmp_path):
+    from bertfit.cli import main
+
+    run, classifier, texts, expected = minilm
+    assert main(["export", "--run", run, str(tmp_path / "export")]) == 0
+    probabilities, labels = run_tf_client(tmp_path / "export" / "1", texts, tmp_path)
+    np.testing.assert_allclose(probabilities, expected, atol=1e-5)
+    assert labels == [classifier.labels[i] for i in expected.argmax(axis=1)]
+
+
+def test_minilm_int8_exports_agree_with_bertfit_predict_on_the_real_test_split(minilm, tmp_path):
+    from bertfit.export.litert import fast_bert_tokenizer
+
+    run, classifier, texts, expected = minilm
     # The texts FastBertTokenizer tokenizes as bertfit does (all but 2, which hold '…').
     tokenizer = classifier.module.tokenizer
     same = np.array(
@@ -56,7 +75,7 @@ def test_minilm_int8_exports_agree_with_bertfit_predict_on_the_real_test_split(
     assert len(texts) == 1283 and same.sum() == 1281
     for format_name, client in {"litert": LITERT_CLIENT, "onnx": ONNX_CLIENT}.items():
         root = tmp_path / f"{format_name}-int8"
-        argv = ["export", "--format", format_name, "--quantize", "int8", "--run", config.output_dir]
+        argv = ["export", "--format", format_name, "--quantize", "int8", "--run", run]
         # Each conversion in its own process, as a user runs `bertfit export`: the
         # converters' native code crashed a pytest worker that had run hundreds of tests.
         done = subprocess.run(

@@ -20,7 +20,7 @@ from bertfit.text.host import load_host_tokenizer
 from bertfit.text.loading import load_tokenizer
 from bertfit.text.packing import pack_inputs
 from bertfit.text.windows import WindowSpec, window_ids
-from tests.families import FAMILIES, TOKENIZER_KINDS, train_tokenizer
+from tests.families import TOKENIZER_KINDS, train_tokenizer
 from tests.jax_process import run_in_jax
 from tests.text import host_without_tensorflow as child
 from tests.text.sentencepiece_files import write_model_file
@@ -91,7 +91,7 @@ def family_folders(tmp_path_factory):
         folder = tmp_path_factory.mktemp(f"{kind}-{style.strip('[]<>')}")
         train_tokenizer(kind, TRAINING, style=style).save_pretrained(folder)
         folders[kind, style] = folder
-    return {family: folders[TOKENIZER_KINDS[family]] for family in FAMILIES}
+    return {family: folders[kind] for family, kind in TOKENIZER_KINDS.items()}
 
 
 @pytest.fixture(scope="module")
@@ -108,7 +108,7 @@ def in_graph_of():
 
 
 @pytest.mark.slow  # one in-graph tokenizer traced a folder: 1 to 3 s
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", TOKENIZER_KINDS)
 def test_every_familys_tokenizer_gives_the_in_graph_ids_packings_and_windows(
     family, family_folders, in_graph_of
 ):
