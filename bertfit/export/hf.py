@@ -51,13 +51,14 @@ from pathlib import Path
 
 import numpy as np
 
+from bertfit import storage
 from bertfit.checkpoints.families import SUPPORTED
 from bertfit.checkpoints.hf import SAFETENSORS
 from bertfit.checkpoints.weights import read_weights
 from bertfit.data.tasks import MULTI_LABEL, REGRESSION, Task
 from bertfit.errors import ConfigError
 from bertfit.export import portable
-from bertfit.model.config import BertConfig, FAMILY_FIELDS
+from bertfit.model.config import FAMILY_FIELDS, BertConfig
 
 THRESHOLDS_KEY = "label_thresholds"  # config.json: label → multi-label decision threshold
 PROBLEM_TYPES = {
@@ -133,6 +134,11 @@ def export_hf(
         raise ConfigError(
             f"{flag} is not for --format hf: its export is one folder of float32 weights "
             f"(OUT itself, as transformers loads it); leave {flag} out."
+        )
+    if storage.is_url(root):
+        raise ConfigError(
+            f"--format hf writes a local folder; {root} is a URL. Export to a local OUT and "
+            "upload the folder."
         )
     root = Path(root)
     if root.exists() and (not root.is_dir() or any(root.iterdir())):
