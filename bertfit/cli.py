@@ -383,10 +383,15 @@ def cmd_export(args) -> int:
     from bertfit.inference.predictor import load_classifier
     from bertfit.paths import check_output_dir
 
-    if args.quantize and args.format == "saved-model":
+    if args.quantize and args.format in ("saved-model", "hf"):
         raise BertfitError(
-            "--quantize int8 is for --format litert or onnx; a saved-model export keeps the "
+            f"--quantize int8 is for --format litert or onnx; a {args.format} export keeps the "
             "run's weights as they are."
+        )
+    if args.version is not None and args.format == "hf":
+        raise BertfitError(
+            "--version is not for --format hf: its export is OUT itself, one folder as "
+            "transformers loads it; leave --version out."
         )
     check_output_dir(args.output, "OUT", run_dir=args.run)
     warn_if_unfinished(args.run)
@@ -703,11 +708,16 @@ def _add_quiet(command) -> None:
 
 def _add_export(sub) -> None:
     export = sub.add_parser(
-        "export", help="write a trained classifier as a TF Serving SavedModel (OUT/<version>/)"
+        "export",
+        help="write a trained classifier as a TF Serving SavedModel (OUT/<version>/), LiteRT, "
+        "ONNX or a Hugging Face folder",
     )
     export.add_argument("--run", required=True, help="a run directory from `bertfit train`")
     export.add_argument(
-        "output", metavar="OUT", help="folder of versions; the next free version number is used"
+        "output",
+        metavar="OUT",
+        help="folder of versions; the next free version number is used (--format hf: the "
+        "folder itself, absent or empty)",
     )
     export.add_argument(
         "--version",
@@ -719,7 +729,8 @@ def _add_export(sub) -> None:
         choices=EXPORT_FORMATS,
         default="saved-model",
         help="saved-model (TF Serving, the default); litert (raw strings in, the tokenizer "
-        "inside); onnx (token ids in, tokenizer.json beside)",
+        "inside); onnx (token ids in, tokenizer.json beside); hf (a transformers "
+        "AutoModelForSequenceClassification folder, for TEI and vLLM too; docs/exports.md)",
     )
     export.add_argument(
         "--quantize",

@@ -35,6 +35,8 @@ OTHER_PROGRAMS = {
     "saved_model_cli": "TensorFlow's own look at an export",
     "source": "activates `make demo`'s venv in a clone (the README)",
     "tensorboard": "a run's TensorBoard events",
+    "text-embeddings-router": "Text Embeddings Inference serving an --format hf export",
+    "vllm": "vLLM serving an --format hf export",
 }
 SEPARATORS = {"|", "||", "&&", ";", "&"}
 REDIRECTS = {">", ">>", "<", "2>"}

@@ -6,12 +6,13 @@ from collections.abc import Callable
 
 from bertfit.errors import ConfigError
 
-FORMATS = ("saved-model", "litert", "onnx")
+FORMATS = ("saved-model", "litert", "onnx", "hf")
 
 
 def exporter(format_name: str) -> Callable:
     """The function that writes `format_name`: `export(classifier, root, version=None,
-    quantize=None) -> root/<version>`; a saved-model export takes no `quantize`."""
+    quantize=None) -> root/<version>`; a saved-model export takes no `quantize`, an hf export
+    (`root` itself, for transformers) neither `version` nor `quantize`."""
     if format_name == "saved-model":
         from bertfit.export.serving import export_classifier
 
@@ -24,4 +25,8 @@ def exporter(format_name: str) -> Callable:
         from bertfit.export.onnx import export_onnx
 
         return export_onnx
+    if format_name == "hf":
+        from bertfit.export.hf import export_hf
+
+        return export_hf
     raise ConfigError(f"--format {format_name!r}: expected one of {FORMATS}.")

@@ -71,6 +71,21 @@ def check_portable(classifier, format_name: str) -> ClassifierModule:
     """The classifier's `ClassifierModule`, or a `ConfigError` saying why `format_name` cannot
     hold it: it must come from a run directory, tokenize with WordPiece and truncate texts
     (not `--long-documents chunk`)."""
+    module = text_model(classifier, format_name)
+    tokenizer = module.tokenizer
+    if not isinstance(tokenizer, BertTokenizer):
+        raise ConfigError(
+            f"--format {format_name} needs a WordPiece (BERT-style) tokenizer; this run's is "
+            f"{tokenizer.kind or type(tokenizer).__name__}. Export it with --format saved-model "
+            "(the tokenizer inside, for TF Serving or `bertfit serve`)."
+        )
+    return module
+
+
+def text_model(classifier, format_name: str) -> ClassifierModule:
+    """The classifier's `ClassifierModule`, or a `ConfigError` saying why `format_name` cannot
+    hold it: it must come from a run directory and read one row per text (not a
+    `--long-documents chunk` model)."""
     module = classifier.module
     if not isinstance(module, ClassifierModule):
         raise ConfigError(
@@ -85,13 +100,6 @@ def check_portable(classifier, format_name: str) -> ClassifierModule:
             "TensorFlow ops of the SavedModel's graph only. Export it with --format saved-model "
             "(whole documents in, for TF Serving or `bertfit serve`), or train with "
             "--long-documents truncate."
-        )
-    tokenizer = module.tokenizer
-    if not isinstance(tokenizer, BertTokenizer):
-        raise ConfigError(
-            f"--format {format_name} needs a WordPiece (BERT-style) tokenizer; this run's is "
-            f"{tokenizer.kind or type(tokenizer).__name__}. Export it with --format saved-model "
-            "(the tokenizer inside, for TF Serving or `bertfit serve`)."
         )
     return module
 
@@ -166,9 +174,17 @@ def write_export(root: str | Path, version: int | None, write: Callable[[Path], 
         raise ConfigError(
             f"{final} exists already; pass another --version or leave it out for the next free one."
         )
-    created = not root.exists()
-    root.mkdir(parents=True, exist_ok=True)
-    temporary = root / f".{version}.tmp-{os.getpid()}"
+    return write_folder(final, write)
+
+
+def write_folder(final: Path, write: Callable[[Path], None]) -> Path:
+    """Calls `write(folder)` on a temporary folder beside `final` (absent, or an empty folder)
+    and renames it into place: `final` appears whole or not at all, and a parent folder made
+    for it is removed again when the write fails."""
+    parent = final.parent
+    created = not parent.exists()
+    parent.mkdir(parents=True, exist_ok=True)
+    temporary = parent / f".{final.name}.tmp-{os.getpid()}"
     try:
         temporary.mkdir()
         write(temporary)
@@ -177,7 +193,7 @@ def write_export(root: str | Path, version: int | None, write: Callable[[Path], 
         reason = getattr(e, "strerror", None) or getattr(e, "message", None) or e
         shutil.rmtree(temporary, ignore_errors=True)
         if created:
-            shutil.rmtree(root, ignore_errors=True)
+            shutil.rmtree(parent, ignore_errors=True)
         raise ExportWriteError(
             f"cannot write the export {final} ({str(reason).splitlines()[0][:200]}); the "
             "partial export was removed. Free space or choose another output folder, and rerun."

@@ -1,0 +1,312 @@
+"""`bertfit export --format hf`: a trained classifier as a Hugging Face model folder, for
+transformers' `AutoModelForSequenceClassification` and `AutoTokenizer` (no custom code), and
+the servers that load such folders (Text Embeddings Inference, vLLM).
+
+    OUT/
+      config.json               the family's config, `architectures` its
+                                `...ForSequenceClassification`, `id2label`/`label2id`,
+                                `problem_type`, `label_thresholds` (multi-label) and `bertfit`
+                                (the task, max_seq_length, pairs)
+      model.safetensors         the encoder under the family's own names, and the head
+      tokenizer.json            the run's tokenizer: its normalizer, model, [CLS]/[SEP] template,
+                                padding, truncation to max_seq_length (longest first)
+      tokenizer_config.json     `model_max_length` = the run's max_seq_length, special tokens
+
+The logits are what bertfit's probabilities come from, calibration included: a temperature T
+divides the classifier's weights and bias (W / T, b / T: exactly the logits / T bertfit divides),
+so softmax (single-label) or a sigmoid per label (multi-label) of transformers' logits is
+`bertfit predict`'s probabilities. A regression head gives the value in the training targets'
+units (the standardisation folded in: W * std, b * std + mean). A multi-label model's
+per-label decision thresholds are `config.json`'s `label_thresholds` (label name → threshold;
+`model.config.label_thresholds` in transformers), what `bertfit predict` decides with.
+
+The encoder's weights are written through the family's name table (`checkpoints.families`:
+the one the loaders read with), the head in the place the family's transformers head holds it:
+
+- BERT, ALBERT: the pooler (dense + tanh on [CLS]) and `classifier`, as bertfit's;
+- RoBERTa, XLM-R, CamemBERT: transformers' head is dense + tanh on [CLS] + `out_proj`, which is
+  bertfit's pooler and head (`classifier.dense`, `classifier.out_proj`);
+- DeBERTa-v3: transformers' `ContextPooler` on [CLS] with `pooler_hidden_act="linear"` and an
+  identity matrix (exact), then `classifier`.
+
+What a transformers head cannot compute is refused before anything is written, naming the
+reason: mean pooling (their heads pool [CLS]), `--long-documents chunk` models, a model with
+unmerged LoRA adapters or int8 kernels, and the families whose transformers head puts another
+layer between [CLS] and the classifier (ELECTRA: dense + GELU; DistilBERT: dense + ReLU;
+MPNet: dense + tanh; ModernBERT, mmBERT: dense + GELU + LayerNorm; EuroBERT: dense + GELU; GTE
+and NomicBERT: a dense + tanh pooler), which bertfit's head (a linear layer on [CLS]) has not.
+
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+    model = AutoModelForSequenceClassification.from_pretrained("OUT")
+    tokenizer = AutoTokenizer.from_pretrained("OUT")
+    probabilities = model(**tokenizer(texts, padding=True, truncation=True,
+                                      return_tensors="pt")).logits.softmax(-1)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import numpy as np
+
+from bertfit import storage
+from bertfit.checkpoints.families import SUPPORTED
+from bertfit.checkpoints.hf import SAFETENSORS
+from bertfit.checkpoints.weights import read_weights
+from bertfit.data.tasks import MULTI_LABEL, REGRESSION, Task
+from bertfit.errors import ConfigError
+from bertfit.export import portable
+from bertfit.model.config import FAMILY_FIELDS, BertConfig
+
+THRESHOLDS_KEY = "label_thresholds"  # config.json: label → multi-label decision threshold
+PROBLEM_TYPES = {
+    "single-label": "single_label_classification",
+    MULTI_LABEL: "multi_label_classification",
+    REGRESSION: "regression",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Head:
+    """Where a family's transformers `...ForSequenceClassification` keeps bertfit's head.
+
+    Args:
+        pooler: True: bertfit's pooler (dense + tanh on [CLS]) is the head's first layer;
+            False: bertfit's head reads [CLS] itself.
+        pooler_key: the pooler's state-dict prefix in the task model, when it is not the
+            encoder's own (RoBERTa's head: `classifier.dense`).
+        classifier: the prefix of the last linear layer's `weight` and `bias`.
+        identity: a dense layer before `classifier` that is set to the identity (DeBERTa's
+            `ContextPooler`, its activation "linear" in `config`).
+        config: what the task model's config.json adds.
+    """
+
+    pooler: bool
+    classifier: str = "classifier"
+    pooler_key: str | None = None
+    identity: str | None = None
+    config: dict = dataclasses.field(default_factory=dict)
+
+
+_ROBERTA = Head(pooler=True, pooler_key="classifier.dense", classifier="classifier.out_proj")
+HEADS = {
+    "bert": Head(pooler=True),
+    "albert": Head(pooler=True),
+    "roberta": _ROBERTA,
+    "xlm-roberta": _ROBERTA,
+    "camembert": _ROBERTA,
+    "deberta-v2": Head(
+        pooler=False,
+        identity="pooler.dense",
+        config={"pooler_hidden_act": "linear", "pooler_dropout": 0.0},
+    ),
+}
+# What transformers' head of the other families computes between [CLS] and the classifier.
+OTHER_HEADS = {
+    "electra": "a dense layer and GELU",
+    "distilbert": "a dense layer and ReLU",
+    "mpnet": "a dense layer and tanh",
+    "modernbert": "a dense layer, GELU and a LayerNorm",
+    "eurobert": "a dense layer and GELU",
+    "gte": "a dense + tanh pooler",
+    "new": "a dense + tanh pooler",
+    "nomic_bert": "a dense + tanh pooler",
+}
+FORMAT_NAME = "hf"
+
+
+def export_hf(
+    classifier, root: str | Path, version: int | None = None, quantize: str | None = None
+) -> Path:
+    """Writes `classifier` (from a run directory) as the Hugging Face folder `root` (absent or
+    empty), whole or not at all; returns it. Refused, before anything is written, when
+    transformers' head of its family cannot compute bertfit's (see the module docstring).
+
+    Examples:
+    >>> clf = bertfit.load_classifier("runs/sst")  # doctest: +SKIP
+    >>> export_hf(clf, "exported/sst-hf")  # doctest: +SKIP
+    PosixPath('exported/sst-hf')
+    """
+    if version is not None or quantize is not None:
+        flag = "--version" if version is not None else "--quantize"
+        raise ConfigError(
+            f"{flag} is not for --format hf: its export is one folder of float32 weights "
+            f"(OUT itself, as transformers loads it); leave {flag} out."
+        )
+    if storage.is_url(root):
+        raise ConfigError(
+            f"--format hf writes a local folder; {root} is a URL. Export to a local OUT and "
+            "upload the folder."
+        )
+    root = Path(root)
+    if root.exists() and (not root.is_dir() or any(root.iterdir())):
+        raise ConfigError(f"{root} exists and is not an empty folder; pick a new OUT folder.")
+    module = portable.text_model(classifier, FORMAT_NAME)
+    model = module.model
+    head = _head(model)
+    config = hf_config(model.encoder.config, head, module)
+    tensors = state_dict(model, head, module.task)
+    tokenizer = tokenizer_file(module.tokenizer, module.max_seq_length)
+
+    def write(folder: Path) -> None:
+        from safetensors.numpy import save_file
+
+        save_file(tensors, str(folder / SAFETENSORS), metadata={"format": "pt"})
+        (folder / "config.json").write_text(json.dumps(config, indent=2) + "\n", "utf-8")
+        (folder / "tokenizer.json").write_text(tokenizer.to_str(pretty=True), "utf-8")
+        tokenizer_config = _tokenizer_config(tokenizer, module.max_seq_length)
+        (folder / "tokenizer_config.json").write_text(json.dumps(tokenizer_config, indent=2))
+
+    return portable.write_folder(root, write)
+
+
+def _head(model) -> Head:
+    """The family's `Head`, or a `ConfigError` naming why transformers cannot compute the
+    model's head."""
+    config = model.encoder.config
+    if model.pooling != "cls":
+        raise ConfigError(
+            f"--format hf cannot hold --pooling {model.pooling}: transformers' "
+            "sequence-classification heads pool [CLS]. Export it with --format onnx or "
+            "saved-model, or train with --pooling cls."
+        )
+    named = model.encoder.named_variables()
+    if any(name.endswith(("/lora_a", "/kernel_scale")) for name in named):
+        raise ConfigError(
+            "--format hf takes plain float weights; this model has unmerged LoRA adapters or "
+            "int8 kernels. Load the run with bertfit.load_classifier (it merges them) and "
+            "export that, or use `bertfit export --format hf --run RUN`."
+        )
+    head = HEADS.get(config.model_type)
+    if head is None or head.pooler != config.has_pooler:
+        between = OTHER_HEADS.get(config.model_type, "a dense + tanh pooler")
+        raise ConfigError(
+            f"--format hf cannot hold this {config.model_type} model: transformers' "
+            f"sequence-classification head of the family puts {between} between [CLS] and "
+            "the classifier, which bertfit's head does not have. Export it with --format onnx "
+            "or saved-model (bertfit serve)."
+        )
+    return head
+
+
+def state_dict(model, head: Head, task: Task) -> dict[str, np.ndarray]:
+    """The task model's tensors (float32, transformers' [out, in] layout): the encoder through
+    its family's name table under the family's prefix, and the calibrated head."""
+    encoder = model.encoder
+    family = SUPPORTED[encoder.config.model_type]
+    prefix = family.prefixes[0]
+    weights = read_weights(encoder, family.table(encoder.config))
+    tensors = {prefix + name: value for name, value in weights.items()}
+    if head.pooler_key is not None:  # the encoder's pooler is the head's first layer
+        for part in ("weight", "bias"):
+            tensors[f"{head.pooler_key}.{part}"] = tensors.pop(f"{prefix}pooler.dense.{part}")
+    if head.identity is not None:
+        hidden = encoder.config.hidden_size
+        tensors[f"{head.identity}.weight"] = np.eye(hidden, dtype=np.float32)
+        tensors[f"{head.identity}.bias"] = np.zeros(hidden, np.float32)
+    kernel, bias = calibrated_head(model, task)
+    tensors[f"{head.classifier}.weight"] = kernel.T
+    tensors[f"{head.classifier}.bias"] = bias
+    return {name: np.ascontiguousarray(value, np.float32) for name, value in tensors.items()}
+
+
+def calibrated_head(model, task: Task) -> tuple[np.ndarray, np.ndarray]:
+    """The head's kernel [hidden, outputs] and bias, float64, whose logits are bertfit's
+    meaning's: divided by the calibration's temperatures, or for regression in the targets'
+    units."""
+    kernel = np.asarray(model.head.kernel.numpy(), np.float64)
+    bias = np.asarray(model.head.bias.numpy(), np.float64)
+    if task.kind == REGRESSION:
+        return kernel * task.std, bias * task.std + task.mean
+    if task.temperatures:
+        temperatures = np.asarray(task.temperatures, np.float64)
+        return kernel / temperatures, bias / temperatures
+    return kernel, bias
+
+
+def hf_config(config: BertConfig, head: Head, module) -> dict:
+    """The task model's config.json: the encoder's architecture in the family's terms (the
+    inverse of its `read_config`), the labels and the task."""
+    task = module.task
+    family = SUPPORTED[config.model_type]
+    values = {
+        "architectures": [f"{family.hf_class}ForSequenceClassification"],
+        "model_type": config.model_type,
+        **{k: v for k, v in config.to_dict().items() if k not in FAMILY_FIELDS},
+        "pad_token_id": config.pad_token_id,
+        **_family_fields(config),
+        **head.config,
+    }
+    labels = ["value"] if task.kind == REGRESSION else list(task.labels)
+    values["id2label"] = {str(i): label for i, label in enumerate(labels)}
+    values["label2id"] = {label: i for i, label in enumerate(labels)}
+    values["problem_type"] = PROBLEM_TYPES[task.kind]
+    if task.kind == MULTI_LABEL:
+        values[THRESHOLDS_KEY] = dict(zip(task.labels, task.decision_thresholds, strict=True))
+    values["bertfit"] = {
+        "task": task.to_dict(),
+        "max_seq_length": module.max_seq_length,
+        "pairs": module.pairs,
+        "logits": "value" if task.kind == REGRESSION else "calibrated logits",
+    }
+    return values
+
+
+def _family_fields(config: BertConfig) -> dict:
+    """The family's own config.json fields, as its `read_config` reads them."""
+    if config.model_type == "albert":
+        return {"embedding_size": config.embedding_size, "num_hidden_groups": 1}
+    if config.model_type == "deberta-v2":
+        from bertfit.model.deberta import DebertaSettings
+
+        settings = DebertaSettings(**config.variant)
+        return {
+            "relative_attention": settings.relative_attention,
+            "position_buckets": settings.position_buckets,
+            "max_relative_positions": settings.max_relative_positions,
+            "pos_att_type": list(settings.pos_att_type),
+            "share_att_key": settings.share_att_key,
+            "norm_rel_ebd": "layer_norm" if settings.norm_rel_ebd else "none",
+            "conv_kernel_size": settings.conv_kernel_size,
+            "conv_act": settings.conv_act,
+            "position_biased_input": config.absolute_positions,
+            "pooler_hidden_size": config.hidden_size,
+        }
+    return {}
+
+
+def tokenizer_file(tokenizer, max_seq_length: int):
+    """The run's tokenizer as a `tokenizers.Tokenizer` with its template, padding to a batch's
+    longest text and truncation to `max_seq_length` (longest first, as bertfit)."""
+    from bertfit.export.onnx import tokenizer_file as wordpiece_file
+
+    if not hasattr(tokenizer, "to_tokenizer_json"):  # WordPiece: BERT's or MPNet's
+        return wordpiece_file(tokenizer, max_seq_length)
+    from tokenizers import Tokenizer
+
+    spec = tokenizer.to_tokenizer_json()
+    padding = spec.pop("padding", None) or {}
+    spec.pop("truncation", None)
+    result = Tokenizer.from_str(json.dumps(spec))
+    if padding.get("pad_token") is not None:
+        result.enable_padding(pad_id=padding["pad_id"], pad_token=padding["pad_token"])
+    result.enable_truncation(max_length=max_seq_length, strategy="longest_first")
+    return result
+
+
+def _tokenizer_config(tokenizer, max_seq_length: int) -> dict:
+    """tokenizer_config.json: transformers' generic tokenizer over tokenizer.json, its longest
+    input the run's, and the special tokens by role."""
+    from bertfit.text.tokenizer_json import template
+
+    spec = json.loads(tokenizer.to_str())
+    roles = {k: v for k, v in template(spec.get("post_processor")).items() if k.endswith("_token")}
+    pad = (spec.get("padding") or {}).get("pad_token")
+    return {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "model_max_length": max_seq_length,
+        **roles,
+        **({"pad_token": pad} if pad else {}),
+    }
