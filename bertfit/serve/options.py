@@ -153,6 +153,36 @@ class ServeOptions:
             "add CORS headers (Access-Control-Allow-Origin: *) to every answer", switch=True
         ),
     )
+    # Who gets in (`bertfit.serve.security`); repr=False: a printed ServeOptions shows no key.
+    api_key: str | None = dataclasses.field(
+        default=None,
+        repr=False,
+        metadata=flag(
+            "ask every REST request for 'Authorization: Bearer KEY' and every gRPC call for "
+            "the metadata 'authorization: Bearer KEY' (else 401 / UNAUTHENTICATED); prefer "
+            "--api-key-file, as other users of this machine can read a command line",
+            metavar="KEY",
+        ),
+    )
+    api_key_file: str | None = dataclasses.field(
+        default=None, metadata=flag("--api-key's key, read from this file", metavar="FILE")
+    )
+    admin_key: str | None = dataclasses.field(
+        default=None,
+        repr=False,
+        metadata=flag(
+            "the key gRPC's HandleReloadConfigRequest must carry instead; without it a reload "
+            "is taken only from this machine (loopback)",
+            metavar="KEY",
+        ),
+    )
+    tls_cert: str | None = dataclasses.field(
+        default=None,
+        metadata=flag("serve REST (https) and gRPC over TLS with this PEM certificate chain"),
+    )
+    tls_key: str | None = dataclasses.field(
+        default=None, metadata=flag("--tls-cert's PEM private key")
+    )
 
     engine: str = dataclasses.field(
         default=ENGINES[0],
@@ -218,6 +248,14 @@ class ServeOptions:
                 "--rest-api-timeout-in-ms must be more than 0 (e.g. 30000), got "
                 f"{self.rest_timeout * 1000}"
             )
+        if self.api_key is not None and self.api_key_file is not None:
+            yield "--api-key and --api-key-file both give the key: pass one of them"
+        for name in ("api_key", "admin_key"):
+            key = getattr(self, name)
+            if key is not None and not key.strip():
+                yield f"{FLAGS[name].name} is empty: pass the key clients will send"
+        if (self.tls_cert is None) != (self.tls_key is None):
+            yield "--tls-cert and --tls-key come together: pass the certificate and its key"
         if not 0 <= self.poll_wait < math.inf:
             yield (
                 "--file-system-poll-wait-seconds must be 0 (poll once, at start) or more, got "
