@@ -176,12 +176,18 @@ class ServeOptions:
             metavar="KEY",
         ),
     )
+    admin_key_file: str | None = dataclasses.field(
+        default=None, metadata=flag("--admin-key's key, read from this file", metavar="FILE")
+    )
     tls_cert: str | None = dataclasses.field(
         default=None,
-        metadata=flag("serve REST (https) and gRPC over TLS with this PEM certificate chain"),
+        metadata=flag(
+            "serve REST (https) and gRPC over TLS with this PEM certificate chain",
+            metavar="FILE",
+        ),
     )
     tls_key: str | None = dataclasses.field(
-        default=None, metadata=flag("--tls-cert's PEM private key")
+        default=None, metadata=flag("--tls-cert's PEM private key", metavar="FILE")
     )
 
     engine: str = dataclasses.field(
@@ -248,8 +254,10 @@ class ServeOptions:
                 "--rest-api-timeout-in-ms must be more than 0 (e.g. 30000), got "
                 f"{self.rest_timeout * 1000}"
             )
-        if self.api_key is not None and self.api_key_file is not None:
-            yield "--api-key and --api-key-file both give the key: pass one of them"
+        for name in ("api_key", "admin_key"):
+            if getattr(self, name) is not None and getattr(self, f"{name}_file") is not None:
+                flag_name = FLAGS[name].name
+                yield f"{flag_name} and {flag_name}-file both give the key: pass one of them"
         for name in ("api_key", "admin_key"):
             key = getattr(self, name)
             if key is not None and not key.strip():

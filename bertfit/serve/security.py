@@ -5,10 +5,10 @@
   status, metadata and metrics included (a CORS preflight, which browsers send without
   credentials, excepted). Without it: 401 `{"error": "Unauthorized"}` (vLLM's body for its
   `--api-key`) / UNAUTHENTICATED, saying nothing about the model.
-- `--admin-key KEY`: ModelService.HandleReloadConfigRequest (which changes what is served)
-  needs `authorization: Bearer ADMIN_KEY` instead. Without an admin key, a reload is taken
-  only from this machine (a loopback or Unix socket peer; with the API key if there is one):
-  from another one it is PERMISSION_DENIED.
+- `--admin-key KEY` (or `--admin-key-file FILE`): ModelService.HandleReloadConfigRequest
+  (which changes what is served) needs `authorization: Bearer ADMIN_KEY` instead. Without an
+  admin key, a reload is taken only from this machine (a loopback or Unix socket peer; with
+  the API key if there is one): from another one it is PERMISSION_DENIED.
 - `--tls-cert` / `--tls-key`: both APIs speak TLS with that PEM pair.
 
 Keys are kept as their SHA-256 digests (nothing prints one, not even this object's repr) and
@@ -55,10 +55,12 @@ class Access:
     def of(cls, options) -> Access:
         """The access `ServeOptions` ask for (the key file read now: a `ConfigError` if it
         cannot be)."""
-        key = options.api_key
+        api_key, admin_key = options.api_key, options.admin_key
         if options.api_key_file is not None:
-            key = read_key(options.api_key_file)
-        return cls(_digest(key), _digest(options.admin_key))
+            api_key = read_key(options.api_key_file, "--api-key-file")
+        if options.admin_key_file is not None:
+            admin_key = read_key(options.admin_key_file, "--admin-key-file")
+        return cls(_digest(api_key), _digest(admin_key))
 
     def refusal(self, authorization: str | None) -> str | None:
         """UNAUTHENTICATED unless `authorization` (the header or metadata) carries the API key
@@ -100,14 +102,15 @@ def is_local(peer: str) -> bool:
     return (mapped or ip).is_loopback
 
 
-def read_key(path: str) -> str:
-    """The key in file `path` (surrounding whitespace dropped), or a `ConfigError`."""
+def read_key(path: str, flag: str) -> str:
+    """The key in file `path` (surrounding whitespace dropped), or a `ConfigError` naming
+    `flag`."""
     try:
         key = Path(path).read_text(encoding="utf-8").strip()
     except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(f"--api-key-file {path}: cannot read it ({e})") from None
+        raise ConfigError(f"{flag} {path}: cannot read it ({e})") from None
     if not key:
-        raise ConfigError(f"--api-key-file {path} is empty: write the key in it")
+        raise ConfigError(f"{flag} {path} is empty: write the key in it")
     return key
 
 

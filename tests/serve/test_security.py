@@ -38,9 +38,12 @@ def test_the_keys_are_checked_before_anything_is_served(tmp_path):
     assert KEY not in repr(ServeOptions(api_key=KEY, admin_key=KEY))
     (tmp_path / "key").write_text(f"{KEY}\n")
     (tmp_path / "empty").write_text("\n")
-    assert Access.of(ServeOptions(api_key_file=str(tmp_path / "key"))).api_key == _digest(KEY)
+    access = Access.of(ServeOptions(api_key_file=str(tmp_path / "key"), admin_key=KEY))
+    assert access == Access(_digest(KEY), _digest(KEY))
+    assert Access.of(ServeOptions(admin_key_file=str(tmp_path / "key"))).admin_key == _digest(KEY)
     for options, message in [
         ({"api_key": KEY, "api_key_file": "f"}, "--api-key and --api-key-file both give"),
+        ({"admin_key": KEY, "admin_key_file": "f"}, "--admin-key and --admin-key-file both"),
         ({"api_key": " "}, "--api-key is empty"),
         ({"tls_cert": "cert.pem"}, "--tls-cert and --tls-key come together"),
     ]:
@@ -183,7 +186,7 @@ def test_bertfit_serve_with_keys_and_tls(trained_run, tls_pair, tmp_path):
     (tmp_path / "api-key").write_text(KEY + "\n")
     process = start_serve(
         *("--run", trained_run[1].run_dir, "--port", "0", "--model-name", "sst"),
-        *("--api-key-file", str(tmp_path / "api-key"), "--admin-key", ADMIN_KEY),
+        *("--api-key-file", str(tmp_path / "api-key"), "--admin-key", ADMIN_KEY),  # printed?
         *("--tls-cert", str(cert), "--tls-key", str(key)),
     )
     try:
