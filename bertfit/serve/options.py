@@ -42,6 +42,16 @@ def _mebibytes(size: int) -> str:
     return f"{size / 2**20:g} MiB"
 
 
+def _key(help: str):
+    """An optional key's field: repr=False, so that a printed ServeOptions shows no key."""
+    return dataclasses.field(default=None, repr=False, metadata=flag(help, metavar="KEY"))
+
+
+def _file(help: str):
+    """An optional file's field."""
+    return dataclasses.field(default=None, metadata=flag(help, metavar="FILE"))
+
+
 @dataclasses.dataclass(frozen=True)
 class ServeOptions:
     """How `bertfit serve` serves: where it listens, how it batches, what it refuses. Each
@@ -153,42 +163,22 @@ class ServeOptions:
             "add CORS headers (Access-Control-Allow-Origin: *) to every answer", switch=True
         ),
     )
-    # Who gets in (`bertfit.serve.security`); repr=False: a printed ServeOptions shows no key.
-    api_key: str | None = dataclasses.field(
-        default=None,
-        repr=False,
-        metadata=flag(
-            "ask every REST request for 'Authorization: Bearer KEY' and every gRPC call for "
-            "the metadata 'authorization: Bearer KEY' (else 401 / UNAUTHENTICATED); prefer "
-            "--api-key-file, as other users of this machine can read a command line",
-            metavar="KEY",
-        ),
+    # Who gets in (`bertfit.serve.security`).
+    api_key: str | None = _key(
+        "ask every REST request for 'Authorization: Bearer KEY' and every gRPC call for the "
+        "metadata 'authorization: Bearer KEY' (else 401 / UNAUTHENTICATED); prefer "
+        "--api-key-file, as other users of this machine can read a command line"
     )
-    api_key_file: str | None = dataclasses.field(
-        default=None, metadata=flag("--api-key's key, read from this file", metavar="FILE")
+    api_key_file: str | None = _file("--api-key's key, read from this file")
+    admin_key: str | None = _key(
+        "the key gRPC's HandleReloadConfigRequest must carry instead; without it a reload is "
+        "taken only from this machine (loopback)"
     )
-    admin_key: str | None = dataclasses.field(
-        default=None,
-        repr=False,
-        metadata=flag(
-            "the key gRPC's HandleReloadConfigRequest must carry instead; without it a reload "
-            "is taken only from this machine (loopback)",
-            metavar="KEY",
-        ),
+    admin_key_file: str | None = _file("--admin-key's key, read from this file")
+    tls_cert: str | None = _file(
+        "serve REST (https) and gRPC over TLS with this PEM certificate chain"
     )
-    admin_key_file: str | None = dataclasses.field(
-        default=None, metadata=flag("--admin-key's key, read from this file", metavar="FILE")
-    )
-    tls_cert: str | None = dataclasses.field(
-        default=None,
-        metadata=flag(
-            "serve REST (https) and gRPC over TLS with this PEM certificate chain",
-            metavar="FILE",
-        ),
-    )
-    tls_key: str | None = dataclasses.field(
-        default=None, metadata=flag("--tls-cert's PEM private key", metavar="FILE")
-    )
+    tls_key: str | None = _file("--tls-cert's PEM private key")
 
     engine: str = dataclasses.field(
         default=ENGINES[0],

@@ -91,9 +91,11 @@ def raw_scores(probabilities: np.ndarray, kind: str) -> np.ndarray:
     log-sum-exp, which softmax maps to the same probabilities (the export keeps no logits).
     Both are the calibrated ones (the run's temperatures divide them).
 
-    >>> raw_scores(np.array([[0.5, 0.5]], np.float32), "single-label").round(4).tolist()
+    >>> def shown(scores):
+    ...     return np.round(scores.astype(float), 4).tolist()
+    >>> shown(raw_scores(np.array([[0.5, 0.5]], np.float32), "single-label"))
     [[-0.6931, -0.6931]]
-    >>> raw_scores(np.array([[0.5, 0.880797]], np.float32), "multi-label").round(4).tolist()
+    >>> shown(raw_scores(np.array([[0.5, 0.880797]], np.float32), "multi-label"))
     [[0.0, 2.0]]
     """
     p = np.clip(probabilities.astype(np.float64), _TINY, None)
