@@ -137,6 +137,13 @@ class Classifier(TextClassifier):
         outputs = self.module.classify_text(*[tf.constant(c, tf.string) for c in columns])
         return {name: value.numpy() for name, value in outputs.items()}
 
+    def token_lengths(
+        self, texts: Sequence[str], text_pairs: Sequence[str] | None = None
+    ) -> np.ndarray:
+        """Tokens per row (a text and its pair) before truncation, without the special tokens
+        (`[CLS]`, `[SEP]`); texts checked as `outputs` checks them."""
+        return self._lengths(*self.checked_texts(texts, text_pairs))
+
     def _batches(self, order: np.ndarray, lengths: np.ndarray) -> list[np.ndarray]:
         """The rows of each model call, in `order` (texts by their number of tokens): runs of
         `batch_size` texts, or for windowed documents of at most `batch_size` windows."""

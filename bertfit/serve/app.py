@@ -11,12 +11,17 @@ dynamic batching needs no threads besides the one that runs TensorFlow.
     POST /v1/models/NAME[/versions/V | /labels/L]:classify   {"examples": [...]}
     POST /v1/models/NAME[/versions/V | /labels/L]:regress    {"examples": [...]}
     OPTIONS /v1/...                                          CORS preflight
+    POST /classify (and /v1/classify)                        vLLM's (SGLang's) classify API
+    POST /predict                                            TEI's predict API
 
 Every path under /v1/ is TF Serving's (`bertfit.serve.rest` parses it and its body,
 `bertfit.serve.core` answers): a request it cannot take is answered with TF Serving's status
 and `{"error": "..."}` body; a request the model refuses is a 400 (a batch that fails is retried
 request by request, `DynamicBatcher`, so one bad request fails only itself). Only a broken
-server answers 500.
+server answers 500. `/classify` and `/predict` (`bertfit.serve.text_apis`) answer from the same
+model core, batcher and metrics, with their own servers' bodies and errors.
+
+With an API key (`bertfit.serve.security`) every path answers 401 to a request without it.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import asyncio
 import contextlib
 import errno
 import functools
+import json
 import math
 import re
 import socket
@@ -33,6 +39,7 @@ from pathlib import Path
 import tensorflow as tf
 import uvicorn
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -40,10 +47,9 @@ from starlette.routing import Route
 from bertfit import storage
 from bertfit.errors import ConfigError, MissingDependencyError
 from bertfit.inference.predictor import Classifier
-from bertfit.serve import rest
+from bertfit.serve import rest, text_apis
 from bertfit.serve.core import (
     DEADLINE_EXCEEDED,
-    HTTP_STATUS,
     INTERNAL,
     PREDICT_METHOD,
     ModelCore,
@@ -52,6 +58,7 @@ from bertfit.serve.core import (
     model_error,
 )
 from bertfit.serve.options import ServeOptions
+from bertfit.serve.security import Access, RequireKey, tls_pair
 from bertfit.serve.versions import VersionManager, VersionPolicy, version_folders
 
 _CORS_HEADERS = {  # http_rest_api_util.cc AddCORSHeaders
@@ -108,6 +115,7 @@ class ModelServer:
         self.read_timeout = options.read_timeout
         self.rest_timeout = options.rest_timeout
         self.enable_cors = options.enable_cors
+        self.access = Access.of(options)
         self._grpc_server = None
         self._grpc_stopped: asyncio.Task | None = None
 
@@ -135,7 +143,7 @@ class ModelServer:
             if grpc_server is not None:
                 from bertfit.serve import grpc as grpc_api
 
-                grpc_api.add_services(grpc_server, self.core)
+                grpc_api.add_services(grpc_server, self.core, self.access)
                 await grpc_server.start()
             yield
             self.drain()
@@ -144,12 +152,22 @@ class ModelServer:
             await self.core.stop()
 
         methods = ["GET", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "HEAD"]
+        vllm = functools.partial(self._text_api, text_apis.VLLM_API)
+        tei = functools.partial(self._text_api, text_apis.TEI_API)
+        gate = []
+        if self.access.api_key is not None:
+            headers = self._headers({})
+            gate = [Middleware(RequireKey, access=self.access, headers=headers)]
         return Starlette(
             routes=[
                 Route("/healthz", self.health),
                 Route(METRICS_PATH, self.metrics),
+                Route("/classify", vllm, methods=["POST"]),
+                Route("/v1/classify", vllm, methods=["POST"]),  # SGLang's path
+                Route("/predict", tei, methods=["POST"]),
                 Route("/{path:path}", self.dispatch, methods=methods),
             ],
+            middleware=gate,
             lifespan=lifespan,
         )
 
@@ -181,15 +199,29 @@ class ModelServer:
             return Response(b"", status, headers=self._headers({}))
         try:
             status, body = 200, await self._answer(request, path)
-        except ServingError as e:
-            status, body = e.http_status, rest.error_body(e.message)
-        except (tf.errors.InvalidArgumentError, UnicodeError) as e:
-            # What the model refused, on this request alone (a failed batch is retried
-            # request by request): the request's fault, as TF Serving answers it.
-            status, body = 400, rest.error_body(model_error(e))
-        except Exception as e:  # the server is broken; still a JSON body
-            status = HTTP_STATUS[INTERNAL]
-            body = rest.error_body(f"internal error: {type(e).__name__}: {e}"[:2000])
+        except Exception as e:
+            refusal = serving_error(e)
+            status, body = refusal.http_status, rest.error_body(refusal.message)
+        return self._json(status, body)
+
+    async def _text_api(self, api: str, request: Request) -> Response:
+        """vLLM's `/classify` or TEI's `/predict` (`bertfit.serve.text_apis`)."""
+        answer, error = {
+            text_apis.VLLM_API: (text_apis.vllm_classify, text_apis.vllm_error),
+            text_apis.TEI_API: (text_apis.tei_predict, text_apis.tei_error),
+        }[api]
+        try:
+            status, document = (
+                200,
+                await self._model_call(
+                    request, self.model_name, api, lambda body: answer(self.core, body)
+                ),
+            )
+        except Exception as e:
+            status, document = error(serving_error(e))
+        return self._json(status, json.dumps(document, ensure_ascii=False, allow_nan=False))
+
+    def _json(self, status: int, body: str) -> Response:
         headers = self._headers({"Content-Type": _JSON})
         if status in (408, 413):  # the body was not all read: the connection ends
             headers["Connection"] = "close"
@@ -205,16 +237,22 @@ class ModelServer:
             return rest.json_body(core.model_status(route.model_name, route.version, route.label))
         if route.call == "metadata":
             return rest.json_body(core.model_metadata(route.model_name, route.version, route.label))
-        # Admitted once its body is in: a client that stalls sending it is cut at
-        # --read-timeout-seconds and never holds a place in the queue.
-        body = await self._body(request)
-        with core.request(route.model_name, route.call, "REST"):
+
+        async def call(body: bytes) -> str:
             document = rest.parse_body(body)
             served = core.find(route.model_name, route.version, route.label)
+            return await self._call(route, served, document)
+
+        return await self._model_call(request, route.model_name, route.call, call)
+
+    async def _model_call(self, request: Request, model_name: str, api: str, answer):
+        """`await answer(body)` for a request to the model: admitted once its body is in (a
+        client that stalls sending it is cut at --read-timeout-seconds and never holds a place
+        in the queue), recorded in the metrics as `api`, within --rest-api-timeout-in-ms."""
+        body = await self._body(request)
+        with self.core.request(model_name, api, "REST"):
             try:
-                return await asyncio.wait_for(
-                    self._call(route, served, document), self.rest_timeout
-                )
+                return await asyncio.wait_for(answer(body), self.rest_timeout)
             except asyncio.TimeoutError:
                 raise ServingError(
                     f"the request did not finish within {self.rest_timeout * 1000:g} ms; send "
@@ -268,6 +306,18 @@ class ModelServer:
                 http_status=408,
             ) from None
         return bytes(body)
+
+
+def serving_error(error: Exception) -> ServingError:
+    """How a REST request that raised `error` is answered."""
+    if isinstance(error, ServingError):
+        return error
+    if isinstance(error, (tf.errors.InvalidArgumentError, UnicodeError)):
+        # What the model refused, on this request alone (a failed batch is retried request
+        # by request): the request's fault, as TF Serving answers it.
+        return ServingError(model_error(error))
+    # The server is broken; still a JSON body.
+    return ServingError(f"internal error: {type(error).__name__}: {error}"[:2000], INTERNAL)
 
 
 def _raw_path(request: Request) -> str:
@@ -414,27 +464,32 @@ def serve(
 
 async def _serve(sock, path: str, options: ServeOptions, policy: VersionPolicy, engine_export):
     port = sock.getsockname()[1]  # the one bound: --port 0 takes any free port
+    tls = tls_pair(options.tls_cert, options.tls_key)
+    # The keys are read before the model loads (a missing key file is said at once).
+    # The labels are checked once the versions they name are loaded (`_load_versions`).
+    server = ModelServer(None, versions=[], options=options.replace(version_labels={}))
     grpc_server, grpc_port = None, options.grpc_port_to_bind()
     if grpc_port >= 0:  # bound in the loop that will run it, before the model loads
         from bertfit.serve import grpc as grpc_api
 
         grpc_server, grpc_port = grpc_api.bind(
-            options.host, grpc_port, options.max_body_bytes, options.max_connections
+            options.host, grpc_port, options.max_body_bytes, options.max_connections, tls
         )
-    # The labels are checked once the versions they name are loaded (`_load_versions`).
-    server = ModelServer(None, versions=[], options=options.replace(version_labels={}))
     base = _load_versions(server.core, path, options, policy, engine_export)
     numbers = ", ".join(str(number) for number in server.core.versions)
     if base is not None:
         numbers += f" (policy {policy}, polling {base} every {options.poll_wait:g} s)"
     name, host = options.model_name, options.host
+    scheme, secured = ("https", " over TLS") if tls else ("http", "")
     print(
         f"bertfit serve: {path} as model {name!r} version {numbers} on "
-        f"http://{host}:{port}/v1/models/{name}",
+        f"{scheme}://{host}:{port}/v1/models/{name}",
         flush=True,
     )
     if grpc_server is not None:
-        print(f"bertfit serve: gRPC (TF Serving's API) on {host}:{grpc_port}", flush=True)
+        print(f"bertfit serve: gRPC (TF Serving's API){secured} on {host}:{grpc_port}", flush=True)
+    if server.access.api_key is not None:
+        print("bertfit serve: every request must carry the API key", flush=True)
     protocol = read_deadline_protocol(server.read_timeout)
     config = uvicorn.Config(
         server.app(grpc_server),
@@ -442,6 +497,8 @@ async def _serve(sock, path: str, options: ServeOptions, policy: VersionPolicy, 
         http=protocol,
         timeout_graceful_shutdown=max(1, math.ceil(server.rest_timeout)),
         limit_concurrency=options.max_connections,
+        ssl_certfile=options.tls_cert,
+        ssl_keyfile=options.tls_key,
     )
     await DrainingServer(config, server).serve(sockets=[sock])
     print("bertfit serve: drained and stopped", flush=True)

@@ -63,6 +63,7 @@ from bertfit.serve.core import (
     ServingError,
     Signature,
 )
+from bertfit.serve.security import PERMISSION_DENIED, UNAUTHENTICATED, Access
 from bertfit.serve.versions import VersionPolicy
 
 SIGNATURE_DEF = "signature_def"  # the one metadata field TF Serving knows
@@ -77,14 +78,27 @@ def _invalid(message: str) -> ServingError:
 # ---- the services ----
 
 
-def _answering(api: str | None = None):
+def _answering(api: str | None = None, reload: bool = False):
     """A servicer method whose `ServingError`s end the call with TF Serving's status code and
     message (cut at 1024 characters, as grpc_status_util.cc does), run within the client's
     deadline (DEADLINE_EXCEEDED past it). With `api` ("Predict"...), a model call: admitted
-    and recorded by `ModelCore.request`."""
+    and recorded by `ModelCore.request`. A call without the key the server asks for
+    (`bertfit.serve.security.Access`; `reload`: a config reload's) ends UNAUTHENTICATED or
+    PERMISSION_DENIED first, saying nothing about the model."""
 
     def wrap(method):
         async def answer(self, request, context):
+            authorization = next(
+                (v for k, v in context.invocation_metadata() or () if k == "authorization"), None
+            )
+            access = self.access
+            refusal = (
+                access.reload_refusal(authorization, context.peer())
+                if reload
+                else access.refusal(authorization)
+            )
+            if refusal is not None:
+                await context.abort(getattr(grpc.StatusCode, refusal), _REFUSALS[refusal])
             try:
                 if api is None:
                     return await method(self, request, context)
@@ -106,6 +120,13 @@ def _answering(api: str | None = None):
         return answer
 
     return wrap
+
+
+_REFUSALS = {
+    UNAUTHENTICATED: "Unauthorized",
+    PERMISSION_DENIED: "a config reload is taken only from this machine; start the server "
+    "with --admin-key to reload it from another one",
+}
 
 
 def _model_name(request) -> str:
@@ -142,8 +163,9 @@ def _echo_spec(request_spec, served: ServedVersion, response_spec, signature: st
 class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
     """`tensorflow.serving.PredictionService` on a `ModelCore`."""
 
-    def __init__(self, core: ModelCore):
+    def __init__(self, core: ModelCore, access: Access | None = None):
         self.core = core
+        self.access = access or Access()
 
     @_answering("Predict")
     async def Predict(self, request, context):  # noqa: N802 (the proto's method names)
@@ -253,8 +275,9 @@ class ModelService(model_service_pb2_grpc.ModelServiceServicer):
     HandleReloadConfigRequest for the one model `bertfit serve` serves (its version policy
     and labels; its base path is the --export BASE it polls)."""
 
-    def __init__(self, core: ModelCore):
+    def __init__(self, core: ModelCore, access: Access | None = None):
         self.core = core
+        self.access = access or Access()
 
     @_answering()
     async def GetModelStatus(self, request, context):  # noqa: N802
@@ -266,7 +289,7 @@ class ModelService(model_service_pb2_grpc.ModelServiceServicer):
         status = self.core.model_status(spec.name, version)
         return json_format.ParseDict(status, get_model_status_pb2.GetModelStatusResponse())
 
-    @_answering()
+    @_answering(reload=True)
     async def HandleReloadConfigRequest(self, request, context):  # noqa: N802
         """model_service_impl.cc: ServerCore::ReloadConfig, then its status in the response
         (and as the call's status when it failed)."""
@@ -356,10 +379,16 @@ def serialized_examples(request_input) -> list[bytes]:
 
 
 def bind(
-    host: str, port: int, max_message_bytes: int, max_calls: int | None = None
+    host: str,
+    port: int,
+    max_message_bytes: int,
+    max_calls: int | None = None,
+    tls: tuple[bytes, bytes] | None = None,
 ) -> tuple[grpc.aio.Server, int]:
     """A gRPC server bound to host:port (0: any free port), not started, and the port bound;
-    or a `ConfigError` that says why not. Call it in the event loop that will run it.
+    or a `ConfigError` that says why not. Call it in the event loop that will run it. With
+    `tls` (PEM certificate chain, private key: `bertfit.serve.security.tls_pair`) it speaks
+    TLS.
 
     A request message over `max_message_bytes` (`--max-request-bytes`, as the REST body's
     bound) is refused by gRPC itself with RESOURCE_EXHAUSTED; TF Serving takes any size a
@@ -374,7 +403,12 @@ def bind(
     )
     address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     try:
-        bound = server.add_insecure_port(address)
+        if tls is None:
+            bound = server.add_insecure_port(address)
+        else:
+            cert, key = tls
+            credentials = grpc.ssl_server_credentials([(key, cert)])
+            bound = server.add_secure_port(address, credentials)
     except RuntimeError:
         bound = 0
     if not bound:
@@ -385,12 +419,13 @@ def bind(
     return server, bound
 
 
-def add_services(server: grpc.aio.Server, core: ModelCore) -> None:
-    """PredictionService and ModelService on `core`, added to `server` before it starts."""
+def add_services(server: grpc.aio.Server, core: ModelCore, access: Access | None = None) -> None:
+    """PredictionService and ModelService on `core`, added to `server` before it starts, asking
+    for the keys of `access` (default: none)."""
     prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(
-        PredictionService(core), server
+        PredictionService(core, access), server
     )
-    model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelService(core), server)
+    model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelService(core, access), server)
 
 
 # ---- inputs: a PredictRequest's tensors checked as TF Serving checks them ----

@@ -42,6 +42,16 @@ def _mebibytes(size: int) -> str:
     return f"{size / 2**20:g} MiB"
 
 
+def _key(help: str):
+    """An optional key's field: repr=False, so that a printed ServeOptions shows no key."""
+    return dataclasses.field(default=None, repr=False, metadata=flag(help, metavar="KEY"))
+
+
+def _file(help: str):
+    """An optional file's field."""
+    return dataclasses.field(default=None, metadata=flag(help, metavar="FILE"))
+
+
 @dataclasses.dataclass(frozen=True)
 class ServeOptions:
     """How `bertfit serve` serves: where it listens, how it batches, what it refuses. Each
@@ -153,6 +163,22 @@ class ServeOptions:
             "add CORS headers (Access-Control-Allow-Origin: *) to every answer", switch=True
         ),
     )
+    # Who gets in (`bertfit.serve.security`).
+    api_key: str | None = _key(
+        "ask every REST request for 'Authorization: Bearer KEY' and every gRPC call for the "
+        "metadata 'authorization: Bearer KEY' (else 401 / UNAUTHENTICATED); prefer "
+        "--api-key-file, as other users of this machine can read a command line"
+    )
+    api_key_file: str | None = _file("--api-key's key, read from this file")
+    admin_key: str | None = _key(
+        "the key gRPC's HandleReloadConfigRequest must carry instead; without it a reload is "
+        "taken only from this machine (loopback)"
+    )
+    admin_key_file: str | None = _file("--admin-key's key, read from this file")
+    tls_cert: str | None = _file(
+        "serve REST (https) and gRPC over TLS with this PEM certificate chain"
+    )
+    tls_key: str | None = _file("--tls-cert's PEM private key")
 
     engine: str = dataclasses.field(
         default=ENGINES[0],
@@ -218,6 +244,16 @@ class ServeOptions:
                 "--rest-api-timeout-in-ms must be more than 0 (e.g. 30000), got "
                 f"{self.rest_timeout * 1000}"
             )
+        for name in ("api_key", "admin_key"):
+            if getattr(self, name) is not None and getattr(self, f"{name}_file") is not None:
+                flag_name = FLAGS[name].name
+                yield f"{flag_name} and {flag_name}-file both give the key: pass one of them"
+        for name in ("api_key", "admin_key"):
+            key = getattr(self, name)
+            if key is not None and not key.strip():
+                yield f"{FLAGS[name].name} is empty: pass the key clients will send"
+        if (self.tls_cert is None) != (self.tls_key is None):
+            yield "--tls-cert and --tls-key come together: pass the certificate and its key"
         if not 0 <= self.poll_wait < math.inf:
             yield (
                 "--file-system-poll-wait-seconds must be 0 (poll once, at start) or more, got "

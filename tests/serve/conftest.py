@@ -58,6 +58,23 @@ def pair_classifier():
     return classifier, classifier.predict_proba(PAIR_TEXTS, PAIR_TEXTS[::-1])
 
 
+@pytest.fixture(scope="session")
+def text_classifier():
+    """An untrained single-label ("neg", "pos") classifier of single texts in memory, cutting
+    texts at 16 tokens: for the API tests, whose numbers only need to agree between calls."""
+    from bertfit.data.tasks import Task
+    from bertfit.inference.graph import ClassifierModule
+    from bertfit.inference.predictor import Classifier
+    from bertfit.model.classifier import BertClassifier
+    from bertfit.text.tokenizer import BertTokenizer
+    from tests.tiny import TINY_VOCAB, tiny_encoder
+
+    task = Task("single-label", ("neg", "pos"))
+    model = BertClassifier(tiny_encoder(seed=5), task.num_outputs, dropout=0.0)
+    module = ClassifierModule(model, BertTokenizer(TINY_VOCAB), task, 16, [8, 16])
+    return Classifier(module, {"task": task.to_dict(), "pairs": False, "max_seq_length": 16})
+
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
