@@ -1,7 +1,7 @@
 """Issue 30 benchmark: every encoder family, one training step and one inference batch at the
 same shapes, bertfit vs transformers on torch (2 threads), as ratios.
 
-    python -m bench.families [--batch 32] [--seq 64] [--repeats 5]
+    python -m bench.families [--batch 32] [--seq 64] [--repeats 5] [--families mpnet,gte]
 
 Each family is a MiniLM-L6-sized model (6 layers, hidden 384, 12 heads, feed-forward 1536,
 vocabulary 30,522; ELECTRA's and ALBERT's embeddings 128 wide) with transformers' own random
@@ -74,6 +74,9 @@ def configs(transformers) -> dict:
             cls_token_id=101,
             sep_token_id=102,
         ),
+        "mpnet": transformers.MPNetConfig(**SIZE, pad_token_id=1),
+        "gte": transformers.GteConfig(**SIZE, pad_token_id=1),
+        "nomic_bert": transformers.NomicBertConfig(**SIZE),
         "eurobert": transformers.EuroBertConfig(
             vocab_size=30522,
             hidden_size=384,
@@ -228,7 +231,9 @@ def main() -> None:
             f"{results[family]['train_step_speedup']:.2f}x speed |"
         )
         print(rows[-1], flush=True)
-    write_result("families", {"settings": vars(args), "families": results, "table_rows": rows})
+    # a subset's rows in their own file, beside the whole table's (families.json)
+    name = "-".join(["families", *wanted])
+    write_result(name, {"settings": vars(args), "families": results, "table_rows": rows})
 
 
 if __name__ == "__main__":
