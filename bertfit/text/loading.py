@@ -91,12 +91,14 @@ def bpe_style(folder: str | os.PathLike) -> str | None:
     >>> bpe_style("/nonexistent") is None
     True
     """
-    if tokenizer_kind(folder) != "bpe":
-        return None
     path = Path(folder) / "tokenizer.json"
-    if path.is_file() and not tokenizer_json.is_byte_level(_read_json(path)):
-        return "byte fallback"
-    return "byte-level"
+    if not path.is_file():  # vocab.json + merges.txt: GPT-2's byte-level BPE
+        return "byte-level" if tokenizer_kind(folder) == "bpe" else None
+    spec = _read_json(path)  # once: Gemma's tokenizer.json is tens of megabytes
+    model = spec.get("model")
+    if not isinstance(model, dict) or _KINDS.get(model.get("type")) != "bpe":
+        return None
+    return "byte-level" if tokenizer_json.is_byte_level(spec) else "byte fallback"
 
 
 @dataclasses.dataclass(frozen=True)
