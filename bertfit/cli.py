@@ -138,7 +138,8 @@ def cmd_distill(args) -> int:
     teacher = open_teacher(options.teacher)
     base = RunConfig.load(args.config) if args.config else teacher.load_config()
     flags = given(args, RUN_FLAGS.values())
-    config = student_config(base, args.output_dir, flags, options.student_model)
+    chosen = not args.config and teacher.chosen_schedule() is not None
+    config = student_config(base, args.output_dir, flags, options.student_model, chosen)
     check_not_nested(config.output_dir, "--output-dir")
     summary = distill(
         config,

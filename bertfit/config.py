@@ -37,6 +37,9 @@ CONVERT_TARGETS = ("hf", "tf-hub")  # `bertfit convert --to`
 POOLINGS = ("cls", "mean")
 # --pooling's value when neither it nor the checkpoint says (`bertfit.checkpoints.pooling`)
 DEFAULT_POOLING = "cls"
+# --batch-size and --epochs when left out and the training set is large enough for them; a
+# small one gets a schedule that learns (`bertfit.training.schedule`)
+DEFAULT_BATCH_SIZE, DEFAULT_EPOCHS = 32, 3
 HEAD_BIASES = ("prior", "zero")
 # --long-documents: cut texts at max_seq_length, or classify them whole from windows (issue 35).
 TRUNCATE, CHUNK = "truncate", "chunk"
@@ -360,8 +363,12 @@ class TrainConfig:
 
     Args:
         batch_size: the global batch, summed over all replicas.
-        epochs, learning_rate, warmup_ratio, weight_decay, clip_norm: AdamW with linear warmup
-            then linear decay, global-norm clipping.
+        epochs: passes over the training data.
+            batch_size and epochs None: 32 and 3 where the training set is large enough,
+            else a schedule that learns from a small one (`bertfit.training.schedule`). A run
+            decides them once and saves the values.
+        learning_rate, warmup_ratio, weight_decay, clip_norm: AdamW with linear warmup then
+            linear decay, global-norm clipping.
         max_steps: train exactly this many optimizer steps instead of `epochs` (across
             epochs, the last one cut short; it then evaluates and saves as an epoch's end);
             the learning-rate schedule spans these steps. None: `epochs` whole epochs.
@@ -410,10 +417,20 @@ class TrainConfig:
             checkpoint and early stopping see these evaluations too. Needs `eval`.
     """
 
-    batch_size: int = dataclasses.field(
-        default=32, metadata=flag("global batch size, summed over all replicas")
+    batch_size: int | None = dataclasses.field(
+        default=None,
+        metadata=flag(
+            f"global batch size, summed over all replicas (default {DEFAULT_BATCH_SIZE}, less for "
+            "a small training set: docs/training.md#small-training-sets)"
+        ),
     )
-    epochs: int = dataclasses.field(default=3, metadata=flag("passes over the training data"))
+    epochs: int | None = dataclasses.field(
+        default=None,
+        metadata=flag(
+            f"passes over the training data (default {DEFAULT_EPOCHS}, more for a small training "
+            "set: docs/training.md#small-training-sets)"
+        ),
+    )
     max_steps: int | None = dataclasses.field(
         default=None,
         metadata=flag(
@@ -642,8 +659,8 @@ class RunConfig:
                 d.label_separator is None or d.label_separator != "",
                 "a non-empty string",
             ),
-            ("train.batch_size", t.batch_size >= 1, "at least 1"),
-            ("train.epochs", t.epochs >= 1, "at least 1"),
+            ("train.batch_size", t.batch_size is None or t.batch_size >= 1, "at least 1"),
+            ("train.epochs", t.epochs is None or t.epochs >= 1, "at least 1"),
             ("train.max_steps", t.max_steps is None or t.max_steps >= 1, "at least 1"),
             (
                 "train.learning_rate",

@@ -11,7 +11,7 @@ import importlib.metadata
 import pytest
 
 from bertfit.cli import build_parser, main
-from bertfit.config import SECTIONS, DataConfig, RunConfig, flag_of
+from bertfit.config import DEFAULT_EPOCHS, SECTIONS, DataConfig, RunConfig, flag_of
 from bertfit.flags import FLAG, shown_value
 from bertfit.run_flags import RUN_FLAG_GROUPS, RUN_FLAGS, run_config_from_args
 
@@ -71,7 +71,8 @@ def test_train_help_is_in_sections_and_quotes_the_config_defaults():
     assert sum(len(sections[title]) for title in RUN_FLAG_GROUPS) == len(RUN_FLAGS)
     helps = {a.option_strings[0]: a.help for a in train._actions if a.option_strings}
     defaults = RunConfig()
-    assert helps["--epochs"].endswith(f"(default {defaults.train.epochs})")
+    assert helps["--weight-decay"].endswith(f"(default {defaults.train.weight_decay})")
+    assert f"(default {DEFAULT_EPOCHS}, more for a small training set" in helps["--epochs"]
     assert helps["--learning-rate"].endswith(f"(default {defaults.train.learning_rate})")
     assert helps["--max-seq-length"].endswith(f"(default {defaults.model.max_seq_length})")
 

@@ -56,7 +56,7 @@ def test_nonsense_flags_are_refused_before_anything_runs(flags, message, tmp_pat
     "yaml_text, message",
     [
         ("model:\n  max_seq_length: '64'\n", "model: max_seq_length must be an integer; got '64'"),
-        ("train:\n  epochs: 2.5\n", "train: epochs must be an integer; got 2.5"),
+        ("train:\n  epochs: 2.5\n", "train: epochs must be an integer or null; got 2.5"),
         (
             "train:\n  jit_compile: 'yes'\n",
             "train: jit_compile must be true or false or null; got 'yes'",

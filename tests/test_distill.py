@@ -40,6 +40,21 @@ def test_a_student_from_its_own_checkpoint_pools_as_that_checkpoint_declares():
     assert teacher.model.pooling == "mean"  # the teacher's config is left as it was
 
 
+def test_a_schedule_chosen_for_the_teachers_small_set_is_chosen_again_for_the_student():
+    """With --unlabelled the distillation set may be far larger than the teacher's 16 rows,
+    for which 30 epochs at batch 8 were chosen (issue 63); a schedule given is kept."""
+    from bertfit.config import DataConfig, RunConfig, TrainConfig
+    from bertfit.distill.run import student_config
+
+    teacher = RunConfig(data=DataConfig(train="t.csv"), train=TrainConfig(batch_size=8, epochs=30))
+    kept = student_config(teacher, "s", {}).train
+    assert (kept.batch_size, kept.epochs) == (8, 30)
+    chosen = student_config(teacher, "s", {}, chosen_schedule=True).train
+    assert (chosen.batch_size, chosen.epochs) == (None, None)
+    flags = {"train.epochs": 2}
+    assert student_config(teacher, "s", flags, chosen_schedule=True).train.epochs == 2
+
+
 @pytest.mark.parametrize(
     "choice, words",
     [

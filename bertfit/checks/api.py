@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import time
@@ -221,7 +222,8 @@ def _check_run(
         source=f"--batch-size {config.train.batch_size}",
         batch_setting="--batch-size",
     )
-    check_batch_size(report, config.train.batch_size, expected)
+    if config.train.batch_size is not None:  # else the run picks one that divides
+        check_batch_size(report, config.train.batch_size, expected)
     checkpoint, tokenizer = _checked_checkpoint(report, config)
     if is_prepared(config.data.train):
         if tokenizer is not None:
@@ -266,6 +268,7 @@ def _check_run(
         replicas=replicas,
     )
     report.stats["pooling"] = _chosen(setup, "pooling: ", setup.config.model.pooling)
+    _report_schedule(report, setup, config, expected)
     report.stats["length buckets"] = _buckets_chosen(setup)
     if setup.packing is not None:
         report.stats["packing"] = _chosen(setup, "packing: ", setup.packing.describe())
@@ -335,10 +338,25 @@ def _check_prepared(
         train,
         evaluation,
         total_steps=1,
+        replicas=replicas,
     )
     report.stats["pooling"] = _chosen(setup, "pooling: ", setup.config.model.pooling)
+    _report_schedule(report, setup, config, expected)
     report.stats["length buckets"] = _buckets_chosen(setup)
     _check_pipeline(report, setup, replicas, expected, compile_, False, device_memory)
+
+
+def _report_schedule(
+    report: Report, setup: RunSetup, config: RunConfig, expected: BatchExpectations
+) -> None:
+    """The batch size and epochs `bertfit train` will use, and why (see `_chosen`); a batch
+    size chosen for the rows (no --batch-size) is judged here as a given one is up front."""
+    t = setup.config.train
+    schedule = f"batch size {t.batch_size}, {t.epochs} epochs"
+    report.stats["schedule"] = _chosen(setup, "schedule: ", schedule)
+    if config.train.batch_size is None:
+        chosen = dataclasses.replace(expected, source=f"{schedule} chosen for the rows")
+        check_batch_size(report, t.batch_size, chosen)
 
 
 def _buckets_chosen(setup: RunSetup) -> str:

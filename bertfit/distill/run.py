@@ -73,12 +73,19 @@ def open_teacher(path: str) -> RunDir:
 
 
 def student_config(
-    teacher: RunConfig, output_dir: str | None, flags: dict, student_model: str | None = None
+    teacher: RunConfig,
+    output_dir: str | None,
+    flags: dict,
+    student_model: str | None = None,
+    chosen_schedule: bool = False,
 ) -> RunConfig:
     """The student's run: the teacher's settings with the flags given on top (e.g.
     `{"train.epochs": 2}`); `distill` then points its model and data at the distillation set.
     A student from its own checkpoint (`student_model`) pools as that checkpoint declares
-    unless the flags give --pooling: the teacher's pooling was decided for the teacher's."""
+    unless the flags give --pooling: the teacher's pooling was decided for the teacher's.
+    `chosen_schedule`: the teacher's batch size and epochs were chosen for its small training
+    set (`training.schedule`); the student's are chosen for the distillation set (with
+    --unlabelled it may be far larger) unless the flags give them."""
     if not output_dir:
         raise ConfigError("--output-dir STUDENT is required: the student's run directory.")
     if "model.name" in flags:
@@ -92,6 +99,8 @@ def student_config(
     config.train = dataclasses.replace(teacher.train)
     if student_model is not None:
         config.model.pooling = None  # decided by the student's checkpoint when the run starts
+    if chosen_schedule:
+        config.train.batch_size = config.train.epochs = None  # decided for the student's rows
     override(config, flags)
     return config
 

@@ -162,6 +162,8 @@ class RunSummary:
         calibration: what the end of the run fitted on --eval (`Calibration.summary`: the
             temperatures applied, the thresholds, and notes on what the eval rows could not
             measure); None without it.
+        schedule: the batch size and epochs bertfit chose for a small training set, as the
+            run said it (`training.schedule`); None where the flags or the defaults set them.
     """
 
     status: str
@@ -183,6 +185,7 @@ class RunSummary:
     stopped_early: EarlyStop | None = None
     stopped_at_max_steps: int | None = None
     calibration: dict | None = None
+    schedule: str | None = None
 
     def to_dict(self) -> dict:
         """metrics.json: the fields that are set (no `final` without evaluation)."""

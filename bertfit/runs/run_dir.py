@@ -150,11 +150,19 @@ class RunDir:
 
     def metrics_status(self) -> str | None:
         """metrics.json's "status", None when it is missing or unreadable."""
+        return self._metrics_entry("status")
+
+    def chosen_schedule(self) -> str | None:
+        """metrics.json's "schedule": what the run said of the batch size and epochs it chose
+        for a small training set; None where the flags or the defaults set them."""
+        return self._metrics_entry("schedule")
+
+    def _metrics_entry(self, key: str):
         try:
             metrics = json.loads(self.metrics_file.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return None
-        return metrics.get("status") if isinstance(metrics, dict) else None
+        return metrics.get(key) if isinstance(metrics, dict) else None
 
     def saved_checkpoint(self) -> bool:
         """Whether the run saved a checkpoint (its latest or its best): something trained that

@@ -34,7 +34,7 @@ from bertfit.sweeps.spec import RunPlan, SweepSpec
 from bertfit.sweeps.sweep_dir import SweepDir, run_state
 from bertfit.training.backends import backend_of
 from bertfit.training.run import TrainingDiverged, train
-from bertfit.training.run_dir import with_saved_pooling
+from bertfit.training.run_dir import with_saved_decisions
 
 
 def tune(
@@ -223,10 +223,10 @@ def _write_out_of_fold(
 
 def _chosen_config(base: RunConfig, chosen: TrialResult, results: SweepResults) -> RunConfig:
     """The chosen trial's settings on the sweep's data (with --folds: all the training rows),
-    at the chosen run's seed (with --folds: the base seed), with the pooling its runs decided
-    (their config.yaml) where --pooling left it to the checkpoint."""
+    at the chosen run's seed (with --folds: the base seed), with the pooling, batch size and
+    epochs its runs decided (their config.yaml) where the flags left them to the run."""
     config = copy.deepcopy(base)
     run = results.chosen_run
     override(config, {**chosen.params, "train.seed": run.seed if run else base.train.seed})
     config.output_dir = None
-    return with_saved_pooling(RunDir(chosen.runs[0].run_dir).load_config(), config)
+    return with_saved_decisions(RunDir(chosen.runs[0].run_dir).load_config(), config)

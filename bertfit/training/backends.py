@@ -163,7 +163,8 @@ class TensorFlowBackend:
         if strategy is None:
             check_hardware(t.strategy, config.model.precision, t.cpu_replicas, t.tpu, t.jit_compile)
             strategy = make_strategy(t.strategy, t.cpu_replicas, t.tpu, t.workers, t.worker_index)
-        per_replica_batch(t.batch_size, strategy.num_replicas_in_sync)
+        if t.batch_size is not None:  # else `setup.assemble` picks one that divides
+            per_replica_batch(t.batch_size, strategy.num_replicas_in_sync)
         return strategy, XlaChoice.for_run(t.jit_compile, strategy)
 
     def chief(self, strategy) -> bool:
@@ -278,7 +279,8 @@ class JaxBackend:
 
         if strategy is not None:
             raise ConfigError("a tf.distribute strategy cannot train with --backend jax")
-        per_replica_batch(config.train.batch_size, jax.device_count())
+        if config.train.batch_size is not None:  # else `setup.assemble` picks one that divides
+            per_replica_batch(config.train.batch_size, jax.device_count())
         return None, JAX_XLA
 
     def chief(self, strategy) -> bool:

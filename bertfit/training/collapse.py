@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bertfit.config import NO_CLASS_WEIGHTS, TrainConfig
+from bertfit.config import DEFAULT_BATCH_SIZE, DEFAULT_EPOCHS, NO_CLASS_WEIGHTS, TrainConfig
 from bertfit.data.tasks import SINGLE_LABEL, Task
 
 COLLAPSE_SHARE, COLLAPSE_GOLD_SHARE = 0.9, 0.7
@@ -60,7 +60,9 @@ def collapse_warning(
     rarest_share, present = counts[rarest] / counts.sum(), int((counts > 0).sum())
     which = "training" if training_labels is not None else "evaluation"
     rare = rarest_share < RARE_CLASS_SHARE / present
-    advice = (collapse_advice if rare else undertrained_advice)(train or TrainConfig())
+    advice = (collapse_advice if rare else undertrained_advice)(
+        train or TrainConfig(batch_size=DEFAULT_BATCH_SIZE, epochs=DEFAULT_EPOCHS)
+    )
     if untrained_pooler:
         advice = (
             f"It pooled with --pooling cls, but {untrained_pooler}: rerun with --pooling mean "

@@ -58,7 +58,7 @@ from bertfit.training.run_dir import (
     TrainingRunDir,
     new_run_path,
     unfinished_run_of,
-    with_saved_pooling,
+    with_saved_decisions,
 )
 from bertfit.training.run_length import RunLength
 from bertfit.training.setup import RunSetup, prepare
@@ -223,7 +223,7 @@ def _train(
     started = time.perf_counter()
     saved_buckets = run_dir.saved_buckets() if resuming else None
     if resuming:
-        config = with_saved_pooling(run_dir.load_config(), config)
+        config = with_saved_decisions(run_dir.load_config(), config)
     setup = prepare(config, strategy, xla, saved_buckets=saved_buckets)
     if adapt is not None:
         adapt(setup)
@@ -260,6 +260,8 @@ def _train(
         state = _resume(run_dir, checkpoints, state, console)
     lengths = setup.length_profile()
     summary = _describe(setup, lengths)
+    if resuming:  # its schedule was decided when it started
+        summary = dataclasses.replace(summary, schedule=run_dir.chosen_schedule())
     summaries = RunSummaries(run_dir.path / "tensorboard")
     summaries.config(setup.config.to_dict())
     windows = setup.window_profile()  # --long-documents chunk: its windows, not its lengths
@@ -338,6 +340,7 @@ def _describe(setup: RunSetup, lengths: LengthProfile) -> RunSummary:
         },
         strategy=setup.trainer.parallelism(),
         run_dir=storage.path_text(config.output_dir),
+        schedule=setup.schedule,
     )
 
 

@@ -172,22 +172,28 @@ def unfinished_run_of(
     return None
 
 
-def with_saved_pooling(saved: RunConfig, config: RunConfig) -> RunConfig:
-    """`config` pooling as the saved run decided where it leaves the pooling to the checkpoint
-    (no `--pooling`): a resumed run pools as it started (`training.setup.assemble` decides
-    the pooling of a new run)."""
-    if config.model.pooling is not None:
-        return config
+def with_saved_decisions(saved: RunConfig, config: RunConfig) -> RunConfig:
+    """`config` with what the saved run decided where `config` leaves it to the run: the
+    pooling (no `--pooling`), the batch size and epochs (no `--batch-size`, `--epochs`). A
+    resumed run pools and steps as it started (`training.setup.assemble` decides them for a
+    new run)."""
+    m, t = config.model, config.train
     return dataclasses.replace(
-        config, model=dataclasses.replace(config.model, pooling=saved.model.pooling)
+        config,
+        model=dataclasses.replace(m, pooling=m.pooling or saved.model.pooling),
+        train=dataclasses.replace(
+            t,
+            batch_size=t.batch_size or saved.train.batch_size,
+            epochs=t.epochs or saved.train.epochs,
+        ),
     )
 
 
 def _decided(saved: RunConfig, config: RunConfig) -> tuple[RunConfig, RunConfig]:
     """Both configs with what a run decides filled in: their buckets as lists of lengths,
-    "auto" taking the saved run's choice, and the pooling the saved run decided where
-    `config` has none, so a rerun of the same command (or `--buckets none` against [max])
-    compares equal."""
+    "auto" taking the saved run's choice, and what else the saved run decided where `config`
+    leaves it (`with_saved_decisions`), so a rerun of the same command (or `--buckets none`
+    against [max]) compares equal."""
     saved_lengths = saved_buckets(saved.data.buckets, saved.model.max_seq_length)
     wanted = fixed_buckets(config.data.buckets, config.model.max_seq_length) or saved_lengths
 
@@ -195,7 +201,7 @@ def _decided(saved: RunConfig, config: RunConfig) -> tuple[RunConfig, RunConfig]
         return dataclasses.replace(c, data=dataclasses.replace(c.data, buckets=list(lengths)))
 
     return with_buckets(saved, saved_lengths), with_buckets(
-        with_saved_pooling(saved, config), wanted
+        with_saved_decisions(saved, config), wanted
     )
 
 

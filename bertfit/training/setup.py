@@ -56,6 +56,7 @@ from bertfit.model.lora import adapted_layers, enable_lora
 from bertfit.runs.metrics import default_metric
 from bertfit.text.lengths import WindowSpec
 from bertfit.training.backends import RunTrainer, backend_of
+from bertfit.training.schedule import decide_schedule
 from bertfit.training.xla import XlaChoice
 
 if TYPE_CHECKING:
@@ -105,7 +106,8 @@ class RunSetup:
 
     Args:
         config: the run's config, its `data.buckets` the resolved list, its `model.pooling`
-            the pooling decided (`--pooling`, or what the checkpoint declares).
+            the pooling decided (`--pooling`, or what the checkpoint declares), its
+            `train.batch_size` and `train.epochs` decided (given, or `training.schedule`'s).
         checkpoint, tokenizer: the checkpoint read and its tokenizer (the backend's:
             in-graph, or on the host).
         task: the task of the training rows; best_metric: `--best-metric` or its default.
@@ -120,8 +122,10 @@ class RunSetup:
         trainer: the model, optimizer and compiled steps, built by the run's backend
             (`training/backends.py`).
         notes: what the user should read before training (pooling declared by the
-            checkpoint, task inferred, buckets chosen).
+            checkpoint, a small set's schedule, task inferred, buckets chosen).
         rows_read: training rows in the files, before `--max-train-examples`.
+        schedule: the note that says the batch size and epochs chosen for a small training
+            set (`training.schedule`), None where the flags or the defaults set them.
         declared_pooling: the pooling the checkpoint declares (a sentence-transformers
             model's), None when it declares none.
         training_labels: the training rows' targets as read (None when streamed), which the
@@ -143,6 +147,7 @@ class RunSetup:
     notes: list[str]
     rows_read: int
     packing: PackedShape | None = None
+    schedule: str | None = None
     declared_pooling: DeclaredPooling | None = None
     training_labels: np.ndarray | None = None
     seconds: dict[str, float] = dataclasses.field(default_factory=dict)
@@ -295,16 +300,19 @@ def assemble(
     replicas: int | None = None,
 ) -> RunSetup:
     """The decisions and the trainer once the data is read: the pooling (`--pooling`, or what
-    the checkpoint declares: `checkpoints.pooling`) and the buckets (resolved here, once, by the
-    data's kind), with `--packing` the packed batches' shape, the batch plan's length and the
-    `Trainer` built from the run's seed. `rows_read`: how many training rows `train` stands for
-    when it is a sample (`check`); `total_steps`: the schedule's length (default:
-    `--max-steps`, else the run's epochs); `replicas`: those a batch splits over (default: the
-    backend's with `strategy`; `check`: its target's)."""
-    t = config.train
+    the checkpoint declares: `checkpoints.pooling`), the batch size and epochs (`--batch-size`,
+    `--epochs`, or what fits the rows: `training.schedule`) and the buckets (resolved here,
+    once, by the data's kind), with `--packing` the packed batches' shape, the batch plan's
+    length and the `Trainer` built from the run's seed. `rows_read`: how many training rows
+    `train` stands for when it is a sample (`check`); `total_steps`: the schedule's length
+    (default: `--max-steps`, else the run's epochs); `replicas`: those a batch splits over
+    (default: the backend's with `strategy`; `check`: its target's)."""
     rows_read = len(train) if rows_read is None else rows_read
+    backend = backend_of(config)
+    replicas = replicas or backend.replicas(strategy)
     declared = declared_pooling(checkpoint.path)
     pooling, pooling_note = decide_pooling(config.model.pooling, declared, config.model.name)
+    config, schedule_note = decide_schedule(config, trained_rows(config, rows_read), replicas)
     resolved = train.resolve_buckets(
         config, rows_read=rows_read, trace_tokens=xla.trace_tokens, saved=saved_buckets
     )
@@ -313,10 +321,10 @@ def assemble(
         model=dataclasses.replace(config.model, pooling=pooling),
         data=dataclasses.replace(config.data, buckets=list(resolved.lengths)),
     )
-    backend = backend_of(config)
+    t = config.train
     packing = None
     if config.data.packing:
-        packing = train.packed_shape(config, replicas or backend.replicas(strategy))
+        packing = train.packed_shape(config, replicas)
     batching = Batching.of(
         config,
         resolved.lengths,
@@ -325,7 +333,7 @@ def assemble(
         packing=packing,
     )
     notes = [
-        *filter(None, [pooling_note]),  # first: it changes what is trained
+        *filter(None, [pooling_note, schedule_note]),  # first: they change what is trained
         *(notes or []),
         *train.notes(config, batching),
         *filter(None, [resolved.note]),
@@ -352,9 +360,15 @@ def assemble(
         notes=notes,
         rows_read=rows_read,
         packing=packing,
+        schedule=schedule_note,
         declared_pooling=declared,
         training_labels=getattr(train, "labels", None),
     )
+
+
+def trained_rows(config: RunConfig, rows_read: int) -> int:
+    """The rows an epoch trains on: the `rows_read`, or `--max-train-examples` of them."""
+    return min(rows_read, config.data.max_train_examples or rows_read)
 
 
 def resolve_best_metric(config: RunConfig, task: Task) -> str:

@@ -417,6 +417,7 @@ def test_check_knows_the_tasks(files, trainable_hf_dir):
     tags = write_jsonl(files / "tags.jsonl", tagged_rows(64, seed=3))
     report = bertfit.check(config_for(trainable_hf_dir, tags, batch_size=8), compile=False)
     assert report.stats["task"] == "multi-label" and "labels per row" in report.stats
+    assert report.stats["schedule"].startswith("13 epochs for 64 training rows")  # issue 63
     assert "data-task-inferred" in report.codes
 
     single = write_jsonl(files / "single.jsonl", [(t, [label]) for t, label in sentiment_rows(32)])

@@ -27,7 +27,7 @@ from tests.tiny import WORDS, sentiment_rows, write_csv, write_vocab
 
 BUCKETS = (8, 16)
 # steps of 4 rows × 2 micro-batches, in runs of 2: what `Batching.of` gives a run of
-# --batch-size 4 --grad-accum 2 --steps-per-execution 2 --seed 5
+# --batch-size 4 --epochs 3 --grad-accum 2 --steps-per-execution 2 --seed 5
 TRAINING = Batching(BUCKETS, batch_size=4, micro_batches=2, run_length=2, seed=5, weighted=True)
 # data_fingerprint of sentiment_rows(37, seed=3) as the code before TrainingData computed it:
 # runs saved then resume on the same rows
@@ -38,7 +38,7 @@ def _config(train, **model) -> RunConfig:
     return RunConfig(
         model=ModelConfig(name="tiny", max_seq_length=16, **model),
         data=DataConfig(train=str(train)),
-        train=TrainConfig(batch_size=4, grad_accum=2, steps_per_execution=2, seed=5),
+        train=TrainConfig(batch_size=4, epochs=3, grad_accum=2, steps_per_execution=2, seed=5),
     )
 
 

@@ -105,7 +105,9 @@ def test_the_collapse_warning_gives_the_flags_to_rerun_with():
     plain = collapse_warning(task, targets, collapsed, TrainConfig())
     assert "'fresh' takes 10 of the 10 predictions (100%)" in plain
     assert "Rerun with --class-weights balanced" in plain
-    weighted = collapse_warning(task, targets, collapsed, TrainConfig(class_weights="balanced"))
+    weighted = collapse_warning(
+        task, targets, collapsed, TrainConfig(epochs=3, class_weights="balanced")
+    )
     assert "--epochs 6 --learning-rate 0.0001" in weighted
     spread = np.eye(3)[[0, 0, 0, 0, 0, 0, 1, 1, 1, 2]]
     assert collapse_warning(task, targets, spread, TrainConfig()) is None
