@@ -123,6 +123,7 @@ def test_the_flags_take_their_choices_from_the_config():
         "--best-metric": config.METRICS,
         "--base-precision": config.BASE_PRECISIONS,
         "--calibrate": config.CALIBRATIONS,
+        "--attention": config.ATTENTIONS,
     }
     choices = {name: f.choices for name, f in RUN_FLAGS.items() if f.choices is not None}
     assert choices.keys() == expected.keys()
