@@ -28,7 +28,7 @@ transformers = pytest.importorskip("transformers")
 
 TEXTS = [text for text, _ in sentiment_rows(12, seed=5)] + ["", "good " * 30]
 # bertfit's families that transformers has a head for which computes bertfit's head exactly
-# (the others are refused: `test_a_family_whose_transformers_head_differs_is_refused`).
+# (ModernBERT, GTE and NomicBERT are refused: `REFUSED` below).
 FAMILIES = (
     "bert",
     "albert",
