@@ -24,17 +24,24 @@ The encoder's weights are written through the family's name table (`checkpoints.
 the one the loaders read with), the head in the place the family's transformers head holds it:
 
 - BERT, ALBERT: the pooler (dense + tanh on [CLS]) and `classifier`, as bertfit's;
-- RoBERTa, XLM-R, CamemBERT: transformers' head is dense + tanh on [CLS] + `out_proj`, which is
-  bertfit's pooler and head (`classifier.dense`, `classifier.out_proj`);
+- RoBERTa, XLM-R, CamemBERT, MPNet: transformers' head is dense + tanh on [CLS] + `out_proj`,
+  which is bertfit's pooler and head (`classifier.dense`, `classifier.out_proj`);
 - DeBERTa-v3: transformers' `ContextPooler` on [CLS] with `pooler_hidden_act="linear"` and an
-  identity matrix (exact), then `classifier`.
+  identity matrix (exact), then `classifier`;
+- ELECTRA (dense + GELU + `out_proj` on [CLS]), DistilBERT (`pre_classifier` + ReLU +
+  `classifier` on [CLS]) and EuroBERT (dense + GELU + `classifier` on [CLS] or, for
+  `--pooling mean`, on the tokens' mean: `classifier_pooling` "bos" or "mean"): an activation
+  f with f(z) - f(-z) = z (GELU: z Φ(z) + z Φ(-z) = z; ReLU), so the dense layer's rows 2k and
+  2k + 1 compute bertfit's k-th logit z and -z, and the last layer subtracts them. Exact, for
+  a head of at most hidden_size / 2 outputs.
 
 What a transformers head cannot compute is refused before anything is written, naming the
-reason: mean pooling (their heads pool [CLS]), `--long-documents chunk` models, a model with
-unmerged LoRA adapters or int8 kernels, and the families whose transformers head puts another
-layer between [CLS] and the classifier (ELECTRA: dense + GELU; DistilBERT: dense + ReLU;
-MPNet: dense + tanh; ModernBERT, mmBERT: dense + GELU + LayerNorm; EuroBERT: dense + GELU; GTE
-and NomicBERT: a dense + tanh pooler), which bertfit's head (a linear layer on [CLS]) has not.
+reason: mean pooling where the family's head pools [CLS] (all but EuroBERT's),
+`--long-documents chunk` models, a model with unmerged LoRA adapters or int8 kernels, a head
+of more than hidden_size / 2 outputs on ELECTRA, DistilBERT or EuroBERT, and the families whose
+transformers head puts a layer between [CLS] and the classifier that no weights make linear
+(ModernBERT, mmBERT, Ettin: dense + GELU + LayerNorm, the LayerNorm rescaling each vector; GTE
+and NomicBERT: a dense + tanh pooler, bounded), which bertfit's head (a linear layer) has not.
 
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
     model = AutoModelForSequenceClassification.from_pretrained("OUT")
@@ -80,14 +87,20 @@ class Head:
         classifier: the prefix of the last linear layer's `weight` and `bias`.
         identity: a dense layer before `classifier` that is set to the identity (DeBERTa's
             `ContextPooler`, its activation "linear" in `config`).
+        signed: a dense layer before `classifier` whose activation f has f(z) - f(-z) = z
+            (GELU, ReLU): its rows 2k and 2k + 1 compute bertfit's k-th logit and its negative,
+            `classifier` their difference (`signed_head`).
         config: what the task model's config.json adds.
+        poolings: bertfit's poolings the head computes → what config.json adds for each.
     """
 
     pooler: bool
     classifier: str = "classifier"
     pooler_key: str | None = None
     identity: str | None = None
+    signed: str | None = None
     config: dict = dataclasses.field(default_factory=dict)
+    poolings: dict = dataclasses.field(default_factory=lambda: {"cls": {}})
 
 
 _ROBERTA = Head(pooler=True, pooler_key="classifier.dense", classifier="classifier.out_proj")
@@ -97,19 +110,23 @@ HEADS = {
     "roberta": _ROBERTA,
     "xlm-roberta": _ROBERTA,
     "camembert": _ROBERTA,
+    "mpnet": _ROBERTA,
     "deberta-v2": Head(
         pooler=False,
         identity="pooler.dense",
         config={"pooler_hidden_act": "linear", "pooler_dropout": 0.0},
     ),
+    "electra": Head(pooler=False, signed="classifier.dense", classifier="classifier.out_proj"),
+    "distilbert": Head(pooler=False, signed="pre_classifier"),
+    "eurobert": Head(
+        pooler=False,
+        signed="dense",
+        poolings={"cls": {"classifier_pooling": "bos"}, "mean": {"classifier_pooling": "mean"}},
+    ),
 }
 # What transformers' head of the other families computes between [CLS] and the classifier.
 OTHER_HEADS = {
-    "electra": "a dense layer and GELU",
-    "distilbert": "a dense layer and ReLU",
-    "mpnet": "a dense layer and tanh",
-    "modernbert": "a dense layer, GELU and a LayerNorm",
-    "eurobert": "a dense layer and GELU",
+    "modernbert": "a dense layer, GELU and a LayerNorm (which rescales each vector)",
     "gte": "a dense + tanh pooler",
     "new": "a dense + tanh pooler",
     "nomic_bert": "a dense + tanh pooler",
@@ -166,12 +183,6 @@ def _head(model) -> Head:
     """The family's `Head`, or a `ConfigError` naming why transformers cannot compute the
     model's head."""
     config = model.encoder.config
-    if model.pooling != "cls":
-        raise ConfigError(
-            f"--format hf cannot hold --pooling {model.pooling}: transformers' "
-            "sequence-classification heads pool [CLS]. Export it with --format onnx or "
-            "saved-model, or train with --pooling cls."
-        )
     named = model.encoder.named_variables()
     if any(name.endswith(("/lora_a", "/kernel_scale")) for name in named):
         raise ConfigError(
@@ -187,6 +198,19 @@ def _head(model) -> Head:
             f"sequence-classification head of the family puts {between} between [CLS] and "
             "the classifier, which bertfit's head does not have. Export it with --format onnx "
             "or saved-model (bertfit serve)."
+        )
+    if model.pooling not in head.poolings:
+        raise ConfigError(
+            f"--format hf cannot hold --pooling {model.pooling} of this {config.model_type} "
+            "model: transformers' sequence-classification head of the family pools [CLS]. "
+            "Export it with --format onnx or saved-model, or train with --pooling cls."
+        )
+    if head.signed is not None and 2 * model.num_classes > config.hidden_size:
+        raise ConfigError(
+            f"--format hf cannot hold {model.num_classes} outputs on this {config.model_type} "
+            f"model of hidden size {config.hidden_size}: its transformers head computes "
+            "each output from two of its hidden_size units (at most hidden_size / 2 "
+            "outputs). Export it with --format onnx or saved-model."
         )
     return head
 
@@ -207,6 +231,10 @@ def state_dict(model, head: Head, task: Task) -> dict[str, np.ndarray]:
         tensors[f"{head.identity}.weight"] = np.eye(hidden, dtype=np.float32)
         tensors[f"{head.identity}.bias"] = np.zeros(hidden, np.float32)
     kernel, bias = calibrated_head(model, task)
+    if head.signed is not None:
+        dense, dense_bias, kernel, bias = signed_head(kernel, bias, encoder.config.hidden_size)
+        tensors[f"{head.signed}.weight"] = dense.T
+        tensors[f"{head.signed}.bias"] = dense_bias
     tensors[f"{head.classifier}.weight"] = kernel.T
     tensors[f"{head.classifier}.bias"] = bias
     return {name: np.ascontiguousarray(value, np.float32) for name, value in tensors.items()}
@@ -226,6 +254,30 @@ def calibrated_head(model, task: Task) -> tuple[np.ndarray, np.ndarray]:
     return kernel, bias
 
 
+def signed_head(kernel: np.ndarray, bias: np.ndarray, hidden: int) -> tuple[np.ndarray, ...]:
+    """The linear head (`kernel` [hidden, outputs], `bias`) as two layers around an activation
+    f with f(z) - f(-z) = z: the first's kernel [hidden, hidden] and bias give units 2k and
+    2k + 1 the k-th logit z and -z (the others 0), the second's [hidden, outputs] and bias
+    f(z) - f(-z).
+
+    Examples:
+    >>> dense, dense_bias, out, out_bias = signed_head(np.ones((4, 1)), np.array([0.5]), 4)
+    >>> relu = lambda z: np.maximum(z, 0.0)
+    >>> x = np.array([1.0, -2.0, 0.5, -3.0])
+    >>> float((relu(x @ dense + dense_bias) @ out + out_bias)[0])  # x.sum() + 0.5
+    -3.0
+    """
+    outputs = kernel.shape[1]
+    dense = np.zeros((hidden, hidden), np.float64)
+    dense_bias = np.zeros(hidden, np.float64)
+    dense[:, 0 : 2 * outputs : 2], dense[:, 1 : 2 * outputs : 2] = kernel, -kernel
+    dense_bias[0 : 2 * outputs : 2], dense_bias[1 : 2 * outputs : 2] = bias, -bias
+    out = np.zeros((hidden, outputs), np.float64)
+    out[2 * np.arange(outputs), np.arange(outputs)] = 1.0
+    out[2 * np.arange(outputs) + 1, np.arange(outputs)] = -1.0
+    return dense, dense_bias, out, np.zeros(outputs, np.float64)
+
+
 def hf_config(config: BertConfig, head: Head, module) -> dict:
     """The task model's config.json: the encoder's architecture in the family's terms (the
     inverse of its `read_config`), the labels and the task."""
@@ -238,6 +290,7 @@ def hf_config(config: BertConfig, head: Head, module) -> dict:
         "pad_token_id": config.pad_token_id,
         **_family_fields(config),
         **head.config,
+        **head.poolings[module.model.pooling],
     }
     labels = ["value"] if task.kind == REGRESSION else list(task.labels)
     values["id2label"] = {str(i): label for i, label in enumerate(labels)}
@@ -258,6 +311,29 @@ def _family_fields(config: BertConfig) -> dict:
     """The family's own config.json fields, as its `read_config` reads them."""
     if config.model_type == "albert":
         return {"embedding_size": config.embedding_size, "num_hidden_groups": 1}
+    if config.model_type == "electra":
+        return {"embedding_size": config.embedding_width}
+    if config.model_type == "distilbert":
+        return {
+            "dim": config.hidden_size,
+            "n_layers": config.num_hidden_layers,
+            "n_heads": config.num_attention_heads,
+            "hidden_dim": config.intermediate_size,
+            "activation": config.hidden_act,
+        }
+    if config.model_type == "mpnet":
+        return dict(config.variant)  # relative_attention_num_buckets
+    if config.model_type == "eurobert":
+        from bertfit.model.eurobert import EuroBertSettings
+
+        settings = EuroBertSettings(**config.variant)
+        return {
+            "num_key_value_heads": settings.num_key_value_heads,
+            "rope_parameters": {"rope_theta": settings.rope_theta, "rope_type": "default"},
+            "attention_bias": settings.attention_bias,
+            "mlp_bias": settings.mlp_bias,
+            "rms_norm_eps": config.layer_norm_eps,
+        }
     if config.model_type == "deberta-v2":
         from bertfit.model.deberta import DebertaSettings
 

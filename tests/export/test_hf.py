@@ -28,8 +28,18 @@ transformers = pytest.importorskip("transformers")
 
 TEXTS = [text for text, _ in sentiment_rows(12, seed=5)] + ["", "good " * 30]
 # bertfit's families that transformers has a head for which computes bertfit's head exactly
-# (the others are refused: `test_a_family_whose_transformers_head_differs_is_refused`).
-FAMILIES = ("bert", "albert", "roberta", "xlm-roberta", "deberta-v2")
+# (ModernBERT, GTE and NomicBERT are refused: `REFUSED` below).
+FAMILIES = (
+    "bert",
+    "albert",
+    "roberta",
+    "xlm-roberta",
+    "deberta-v2",
+    "mpnet",
+    "electra",
+    "distilbert",
+    "eurobert",
+)
 
 
 def _module(task: Task, encoder=None, tokenizer=None, **options) -> ClassifierModule:
@@ -53,20 +63,45 @@ def _export(module: ClassifierModule, folder):
     return model, logits
 
 
-@pytest.mark.parametrize("family", FAMILIES)
-def test_every_family_loads_in_transformers_and_gives_predicts_probabilities(family, tmp_path):
+def _family_module(family: str, folder, pooling: str = "cls") -> ClassifierModule:
+    """A tiny `family` checkpoint's classifier whose head gives logits of a few units (a
+    trained head's size, not the initialisation's hundredths)."""
     from bertfit.checkpoints.load import load_encoder
 
-    write_family_checkpoint(family, tmp_path / "checkpoint", TEXTS)
-    encoder, tokenizer = load_encoder(str(tmp_path / "checkpoint"))
+    write_family_checkpoint(family, folder, TEXTS)
+    encoder, tokenizer = load_encoder(str(folder))
     task = Task("single-label", ("neg", "pos", "mid"), temperatures=(1.7,))
-    module = _module(task, encoder, tokenizer)
+    model = BertClassifier(encoder, task.num_outputs, pooling, dropout=0.0, seed=1)
+    kernel = np.random.default_rng(0).normal(0.0, 3.0, model.head.kernel.shape)
+    model.head.kernel.assign(kernel.astype("float32"))
+    model.head.bias.assign(np.array([0.5, -1.0, 2.0], "float32"))
+    return ClassifierModule(model, tokenizer, task, 16, [8, 16])
+
+
+def _assert_predicts(module: ClassifierModule, folder):
+    """`module` exported to `folder`: transformers' logits are bertfit's calibrated ones, their
+    softmax `bertfit predict`'s probabilities."""
+    ids = module.tokenizer(TEXTS, max_seq_length=16, padding="longest")
+    calibrated = module.model(ids, training=False).numpy() / module.task.temperatures[0]
     expected = module.classify_text(tf.constant(TEXTS))["probabilities"].numpy()
 
-    model, logits = _export(module, tmp_path / "hf")
+    model, logits = _export(module, folder)
     assert type(model).__name__.endswith("ForSequenceClassification")
     assert model.config.id2label == {0: "neg", 1: "pos", 2: "mid"}
+    np.testing.assert_allclose(logits, calibrated, atol=1e-5)
     np.testing.assert_allclose(torch.tensor(logits).softmax(-1).numpy(), expected, atol=1e-5)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_every_family_loads_in_transformers_and_gives_predicts_probabilities(family, tmp_path):
+    _assert_predicts(_family_module(family, tmp_path / "checkpoint"), tmp_path / "hf")
+
+
+def test_eurobert_mean_pooling_is_its_heads_classifier_pooling_mean(tmp_path):
+    module = _family_module("eurobert", tmp_path / "checkpoint", pooling="mean")
+    _assert_predicts(module, tmp_path / "hf")
+    config = json.loads((tmp_path / "hf" / "config.json").read_text())
+    assert config["classifier_pooling"] == "mean"
 
 
 def test_the_temperature_divides_the_head_so_the_logits_are_the_calibrated_ones(tmp_path):
@@ -82,10 +117,12 @@ def test_the_temperature_divides_the_head_so_the_logits_are_the_calibrated_ones(
     np.testing.assert_allclose(torch.tensor(logits).softmax(-1).numpy(), expected, atol=1e-5)
 
 
-def test_multi_label_gives_sigmoid_probabilities_and_regression_the_value(tmp_path):
+@pytest.mark.parametrize("family", ["bert", "electra"])  # ELECTRA's: a `signed_head`
+def test_multi_label_gives_sigmoid_probabilities_and_regression_the_value(family, tmp_path):
+    config = dataclasses.replace(TINY_CONFIG, model_type=family, has_pooler=family == "bert")
     labels = ("a", "b", "c")
     multi = Task("multi-label", labels, temperatures=(0.5, 1.0, 3.0), thresholds=(0.3, 0.5, 0.7))
-    module = _module(multi)
+    module = _module(multi, tiny_encoder(config))
     model, logits = _export(module, tmp_path / "multi")
     expected = module.classify_text(tf.constant(TEXTS))["probabilities"].numpy()
     np.testing.assert_allclose(torch.tensor(logits).sigmoid().numpy(), expected, atol=1e-5)
@@ -94,7 +131,7 @@ def test_multi_label_gives_sigmoid_probabilities_and_regression_the_value(tmp_pa
     assert model.config.label2id == {"a": 0, "b": 1, "c": 2}
 
     regression = Task("regression", mean=3.0, std=2.0)
-    module = _module(regression)
+    module = _module(regression, tiny_encoder(config))
     model, logits = _export(module, tmp_path / "regression")
     expected = module.classify_text(tf.constant(TEXTS))["value"].numpy()
     np.testing.assert_allclose(logits[:, 0], expected, atol=1e-5)
@@ -112,6 +149,13 @@ def _lora_module():
     return module
 
 
+def _family(model_type: str, num_classes: int = 2) -> ClassifierModule:
+    """A tiny `model_type` classifier (no pooler, as the family's checkpoints)."""
+    config = dataclasses.replace(TINY_CONFIG, model_type=model_type, has_pooler=False)
+    task = Task("single-label", tuple(f"l{i}" for i in range(num_classes)))
+    return _module(task, BertEncoder(config))
+
+
 REFUSED = {
     "mean pooling": (
         lambda: ClassifierModule(
@@ -121,19 +165,24 @@ REFUSED = {
             16,
             [16],
         ),
-        "--pooling mean: transformers' sequence-classification heads pool \\[CLS\\]",
+        "--pooling mean of this bert model: transformers' sequence-classification head of the "
+        "family pools \\[CLS\\]",
     ),
     "windows": (
         lambda: _module(SINGLE, windows=WindowSpec(16, 8, 4)),
         "does not take a --long-documents chunk model",
     ),
     "lora": (_lora_module, "unmerged LoRA adapters or int8 kernels. Load the run with"),
-    "electra": (
-        lambda: _module(
-            SINGLE,
-            BertEncoder(dataclasses.replace(TINY_CONFIG, model_type="electra", has_pooler=False)),
-        ),
-        "this electra model: .* puts a dense layer and GELU between \\[CLS\\] and the classifier",
+    "modernbert": (
+        lambda: _family("modernbert"),
+        "this modernbert model: .* puts a dense layer, GELU and a LayerNorm \\(which rescales",
+    ),
+    "gte": (lambda: _family("gte"), "this gte model: .* puts a dense \\+ tanh pooler between"),
+    "nomic_bert": (lambda: _family("nomic_bert"), "this nomic_bert model: .* a dense \\+ tanh"),
+    "more outputs than half the hidden size": (
+        lambda: _family("electra", num_classes=17),
+        "cannot hold 17 outputs on this electra model of hidden size 32: .* \\(at most "
+        "hidden_size / 2",
     ),
 }
 
