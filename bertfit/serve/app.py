@@ -34,6 +34,7 @@ import json
 import math
 import re
 import socket
+import time
 from pathlib import Path
 
 import tensorflow as tf
@@ -50,12 +51,14 @@ from bertfit.inference.predictor import Classifier
 from bertfit.serve import rest, text_apis
 from bertfit.serve.core import (
     DEADLINE_EXCEEDED,
+    FAILED_PRECONDITION,
     INTERNAL,
     PREDICT_METHOD,
     ModelCore,
     ServedVersion,
     ServingError,
     model_error,
+    read_saved_model,
 )
 from bertfit.serve.options import ServeOptions
 from bertfit.serve.security import Access, RequireKey, tls_pair
@@ -193,32 +196,41 @@ class ModelServer:
         path = _raw_path(request)
         if not rest.REST_PATHS.fullmatch(path):  # TF Serving's server ignores it: 404
             return Response(b"", 404, headers=self._headers({}))
+        started = time.monotonic()
         if request.method == "OPTIONS":  # http_server.cc: a CORS preflight needs an Origin
             origin = request.headers.get("origin", "")
             status = 200 if re.search(r"https?://", origin) else 400
+            code = "OK" if status == 200 else FAILED_PRECONDITION
+            self.core.record("", "", "REST", code, started)
             return Response(b"", status, headers=self._headers({}))
+        route = None
         try:
-            status, body = 200, await self._answer(request, path)
+            route = rest.route(request.method, path)
+            status, body, code = 200, await self._answer(request, route), "OK"
         except Exception as e:
             refusal = serving_error(e)
-            status, body = refusal.http_status, rest.error_body(refusal.message)
+            status, body, code = refusal.http_status, rest.error_body(refusal.message), refusal.code
+        # TF Serving records every request it dispatches: the model name and the API as parsed
+        # from the path ("" when it is malformed; a status or metadata request has no API).
+        model_name, api = (route.model_name, route.api) if route else ("", "")
+        self.core.record(model_name, api, "REST", code, started)
         return self._json(status, body)
 
     async def _text_api(self, api: str, request: Request) -> Response:
-        """vLLM's `/classify` or TEI's `/predict` (`bertfit.serve.text_apis`)."""
+        """vLLM's `/classify` or TEI's `/predict` (`bertfit.serve.text_apis`), recorded in the
+        request metrics as TF Serving's APIs are, with the path as the API."""
         answer, error = {
             text_apis.VLLM_API: (text_apis.vllm_classify, text_apis.vllm_error),
             text_apis.TEI_API: (text_apis.tei_predict, text_apis.tei_error),
         }[api]
+        started = time.monotonic()
         try:
-            status, document = (
-                200,
-                await self._model_call(
-                    request, self.model_name, api, lambda body: answer(self.core, body)
-                ),
-            )
+            body = await self._model_call(request, lambda body: answer(self.core, body))
+            status, document, code = 200, body, "OK"
         except Exception as e:
-            status, document = error(serving_error(e))
+            refusal = serving_error(e)
+            (status, document), code = error(refusal), refusal.code
+        self.core.record(self.model_name, api, "REST", code, started)
         return self._json(status, json.dumps(document, ensure_ascii=False, allow_nan=False))
 
     def _json(self, status: int, body: str) -> Response:
@@ -230,8 +242,7 @@ class ModelServer:
     def _headers(self, headers: dict) -> dict:
         return {**headers, **_CORS_HEADERS} if self.enable_cors else headers
 
-    async def _answer(self, request: Request, path: str) -> str:
-        route = rest.route(request.method, path)
+    async def _answer(self, request: Request, route: rest.Route) -> str:
         core = self.core
         if route.call == "status":
             return rest.json_body(core.model_status(route.model_name, route.version, route.label))
@@ -243,14 +254,14 @@ class ModelServer:
             served = core.find(route.model_name, route.version, route.label)
             return await self._call(route, served, document)
 
-        return await self._model_call(request, route.model_name, route.call, call)
+        return await self._model_call(request, call)
 
-    async def _model_call(self, request: Request, model_name: str, api: str, answer):
+    async def _model_call(self, request: Request, answer):
         """`await answer(body)` for a request to the model: admitted once its body is in (a
         client that stalls sending it is cut at --read-timeout-seconds and never holds a place
-        in the queue), recorded in the metrics as `api`, within --rest-api-timeout-in-ms."""
+        in the queue), within --rest-api-timeout-in-ms."""
         body = await self._body(request)
-        with self.core.request(model_name, api, "REST"):
+        with self.core.admit():
             try:
                 return await asyncio.wait_for(answer(body), self.rest_timeout)
             except asyncio.TimeoutError:
@@ -380,7 +391,8 @@ def export_base(path: str | Path) -> Path | None:
     path = Path(path)
     if not path.is_dir() or (path / "saved_model.pb").is_file():
         return None
-    return path if version_folders(path) else None
+    versions = version_folders(path).values()
+    return path if any((v / "saved_model.pb").is_file() for v in versions) else None
 
 
 def load_version(
@@ -393,6 +405,7 @@ def load_version(
     traces the graph: not a request's wait)."""
     from bertfit.inference.predictor import Classifier
 
+    read_saved_model(folder)  # TensorFlow's NOT_FOUND or DATA_LOSS, as TF Serving reports it
     served = ServedVersion(number, Classifier.from_export(folder), max_batch, max_wait, folder)
     _warm_up(served)
     return served

@@ -29,6 +29,7 @@ instance index and says what was expected.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import time
 from pathlib import Path
@@ -64,6 +65,7 @@ RESOURCE_EXHAUSTED = "RESOURCE_EXHAUSTED"
 DEADLINE_EXCEEDED = "DEADLINE_EXCEEDED"
 UNAVAILABLE = "UNAVAILABLE"
 UNIMPLEMENTED = "UNIMPLEMENTED"
+DATA_LOSS = "DATA_LOSS"
 # model_servers/http_server.cc ToHTTPStatusCode.
 HTTP_STATUS = {
     INVALID_ARGUMENT: 400,
@@ -315,16 +317,36 @@ def _saved_call(index: int) -> str:
     return "StatefulPartitionedCall" + (f"_{index}" if index else "")
 
 
+def read_saved_model(folder: str | Path):
+    """The SavedModel proto of a version folder, read as TensorFlow's reader reads it
+    (`cc/saved_model/reader.cc` ReadSavedModel, ReadBinaryProto), which is what TF Serving's
+    loader reports a version's failure with: no `saved_model.pb` is NOT_FOUND, one that does
+    not parse DATA_LOSS (`ServingError`s with TensorFlow's messages)."""
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    path = Path(folder) / "saved_model.pb"
+    try:
+        content = path.read_bytes()
+    except OSError:
+        raise ServingError(
+            f"Could not find SavedModel .pb or .pbtxt at supplied export directory path: "
+            f"{folder}. Check that the directory exists and that you have the right "
+            "permissions for accessing it.",
+            NOT_FOUND,
+        ) from None
+    try:
+        return saved_model_pb2.SavedModel.FromString(content)
+    except DecodeError:
+        raise ServingError(f"Can't parse {path} as binary proto", DATA_LOSS) from None
+
+
 def _saved_signature_defs(saved_model_dir: str | Path | None) -> dict | None:
     """The SignatureDefs of an export as its saved_model.pb records them (None in memory)."""
     if saved_model_dir is None:
         return None
     from google.protobuf import json_format
-    from tensorflow.core.protobuf import saved_model_pb2
 
-    saved = saved_model_pb2.SavedModel.FromString(
-        (Path(saved_model_dir) / "saved_model.pb").read_bytes()
-    )
+    saved = read_saved_model(saved_model_dir)
     return {
         name: json_format.MessageToDict(
             signature, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
@@ -389,12 +411,34 @@ class ModelCore:
             1, model_name=self.model_name, version=str(version), state=state.state
         )
 
-    def request(self, model_name: str, api: str, entrypoint: str) -> RequestRecord:
-        """A request's admission and record: `with core.request(name, "predict", "REST"):`
-        refuses it when the server is draining (UNAVAILABLE) or `max_queued_requests` are in
-        progress (RESOURCE_EXHAUSTED), and records its status and latency (TF Serving's
-        request_count and request_latency)."""
-        return RequestRecord(self, model_name, api, entrypoint)
+    def admit(self) -> Admission:
+        """A model call's admission: `with core.admit():` refuses it when the server is
+        draining (UNAVAILABLE) or `max_queued_requests` are in progress (RESOURCE_EXHAUSTED),
+        and counts it in progress until it ends."""
+        return Admission(self)
+
+    def record(self, model_name: str, api: str, entrypoint: str, status: str, started: float):
+        """TF Serving's request metrics for a request begun at `started` (`time.monotonic()`)
+        that ended with `status` (a status code name): request_count counts every request,
+        request_latency (whole microseconds) only those that succeeded (`http_server.cc`
+        ProcessRequest, `prediction_service_impl.cc`)."""
+        self.metrics.request_count.add(model_name=model_name, status=status)
+        if status == "OK":
+            microseconds = int((time.monotonic() - started) * 1e6)
+            self.metrics.request_latency.add(
+                microseconds, model_name=model_name, API=api, entrypoint=entrypoint
+            )
+
+    @contextlib.contextmanager
+    def recorded(self, model_name: str, api: str, entrypoint: str):
+        """`record`s the request the block answers, with the status of what it raises."""
+        started = time.monotonic()
+        try:
+            yield
+        except BaseException as error:
+            self.record(model_name, api, entrypoint, status_code(error), started)
+            raise
+        self.record(model_name, api, entrypoint, "OK", started)
 
     @property
     def latest(self) -> ServedVersion:
@@ -577,23 +621,21 @@ def _numpy_dtype(dtype: str):
     return object if dtype == "string" else dtype
 
 
-class RequestRecord:
-    """See `ModelCore.request`."""
+class Admission:
+    """See `ModelCore.admit`."""
 
-    def __init__(self, core: ModelCore, model_name: str, api: str, entrypoint: str):
-        self.core, self.model_name, self.api, self.entrypoint = core, model_name, api, entrypoint
+    def __init__(self, core: ModelCore):
+        self.core = core
 
-    def __enter__(self) -> RequestRecord:
+    def __enter__(self) -> Admission:
         core = self.core
         if core.draining:
-            self._record(UNAVAILABLE)
             raise ServingError(
                 "the server is shutting down (SIGTERM): it finishes the requests it has and "
                 "takes no new ones; send this one to another replica",
                 UNAVAILABLE,
             )
         if core.in_progress >= core.max_queued_requests:
-            self._record(RESOURCE_EXHAUSTED)
             raise ServingError(
                 f"the server has {core.in_progress} requests in progress, the most it queues "
                 f"(--max-queued-requests {core.max_queued_requests}); retry after a short wait, "
@@ -601,19 +643,10 @@ class RequestRecord:
                 RESOURCE_EXHAUSTED,
             )
         core.in_progress += 1
-        self.started = time.monotonic()
         return self
 
     def __exit__(self, kind, error, traceback) -> None:
         self.core.in_progress -= 1
-        self._record(status_code(error))
-        microseconds = (time.monotonic() - self.started) * 1e6
-        self.core.metrics.request_latency.add(
-            microseconds, model_name=self.model_name, API=self.api, entrypoint=self.entrypoint
-        )
-
-    def _record(self, status: str) -> None:
-        self.core.metrics.request_count.add(model_name=self.model_name, status=status)
 
 
 def status_code(error: BaseException | None) -> str:

@@ -33,6 +33,8 @@ A client, exactly as with TF Serving:
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import re
 from pathlib import Path
 
 import grpc
@@ -69,6 +71,9 @@ from bertfit.serve.versions import VersionPolicy
 SIGNATURE_DEF = "signature_def"  # the one metadata field TF Serving knows
 TENSORFLOW_PLATFORM = "tensorflow"  # model_platform_types.h: the platform of SavedModels
 _MESSAGE_LIMIT = 1024  # model_servers/grpc_status_util.cc
+# The calls TF Serving records in request_count and request_latency (prediction_service_impl.cc):
+# not MultiInference, GetModelMetadata, or ModelService's.
+_RECORDED_APIS = ("Predict", "Classify", "Regress")
 
 
 def _invalid(message: str) -> ServingError:
@@ -81,10 +86,11 @@ def _invalid(message: str) -> ServingError:
 def _answering(api: str | None = None, reload: bool = False):
     """A servicer method whose `ServingError`s end the call with TF Serving's status code and
     message (cut at 1024 characters, as grpc_status_util.cc does), run within the client's
-    deadline (DEADLINE_EXCEEDED past it). With `api` ("Predict"...), a model call: admitted
-    and recorded by `ModelCore.request`. A call without the key the server asks for
-    (`bertfit.serve.security.Access`; `reload`: a config reload's) ends UNAUTHENTICATED or
-    PERMISSION_DENIED first, saying nothing about the model."""
+    deadline (DEADLINE_EXCEEDED past it). With `api` ("Predict"...), a model call: admitted by
+    `ModelCore.admit`, and recorded in the request metrics when TF Serving records it. A call
+    without the key the server asks for (`bertfit.serve.security.Access`; `reload`: a config
+    reload's) ends UNAUTHENTICATED or PERMISSION_DENIED first, saying nothing about the
+    model."""
 
     def wrap(method):
         async def answer(self, request, context):
@@ -102,7 +108,12 @@ def _answering(api: str | None = None, reload: bool = False):
             try:
                 if api is None:
                     return await method(self, request, context)
-                with self.core.request(_model_name(request), api, "GRPC"):
+                record = (
+                    self.core.recorded(_model_name(request), api, "GRPC")
+                    if api in _RECORDED_APIS
+                    else contextlib.nullcontext()
+                )
+                with record, self.core.admit():
                     call = method(self, request, context)
                     return await asyncio.wait_for(call, context.time_remaining())
             except asyncio.TimeoutError:
@@ -291,11 +302,16 @@ class ModelService(model_service_pb2_grpc.ModelServiceServicer):
 
     @_answering(reload=True)
     async def HandleReloadConfigRequest(self, request, context):  # noqa: N802
-        """model_service_impl.cc: ServerCore::ReloadConfig, then its status in the response
-        (and as the call's status when it failed)."""
+        """model_service_impl.cc: ServerCore::ReloadConfig (its checks in its order: the
+        config, each model's absolute base_path, its platform, then the labels against the
+        versions AVAILABLE now), then its status in the response (and as the call's status
+        when it failed). A refused reload changes nothing."""
         core = self.core
         if request.config.WhichOneof("config") != "model_config_list":
-            raise _invalid("bertfit serve takes a model_config_list (custom_model_config: no)")
+            raise _invalid(
+                "ServerModelConfig type not supported by HandleReloadConfigRequest. Only "
+                "ModelConfigList is currently supported"
+            )
         models = list(request.config.model_config_list.config)
         names = [model.name for model in models]
         if names != [core.model_name]:
@@ -304,13 +320,26 @@ class ModelService(model_service_pb2_grpc.ModelServiceServicer):
                 f"{names}: list that one model (to serve others, start a server for each)"
             )
         model = models[0]
+        if _is_relative(model.base_path):  # server_core.cc ValidateModelConfigList
+            raise _invalid(
+                f"Expected model {model.name} to have an absolute path or URI; got "
+                f"base_path()={model.base_path}"
+            )
         platform = _platform(model)
-        if platform != TENSORFLOW_PLATFORM:
+        if platform != TENSORFLOW_PLATFORM:  # ValidateNoModelsChangePlatforms
             raise _invalid(
                 f"Illegal to change a model's platform. For model {model.name} platform was "
                 f"{TENSORFLOW_PLATFORM} and new platform requested is {platform}"
             )
         policy = VersionPolicy.from_proto(model.model_version_policy)
+        labels = dict(model.version_labels)
+        for version in labels.values():  # UpdateModelVersionLabelMap, before any loading
+            if version not in core.versions:
+                raise ServingError(
+                    f"Request to assign label to version {version} of model {model.name}, "
+                    "which is not currently available for inference",
+                    "FAILED_PRECONDITION",
+                )
         manager = core.manager
         if manager is None:
             raise ServingError(
@@ -318,16 +347,22 @@ class ModelService(model_service_pb2_grpc.ModelServiceServicer):
                 "--export BASE to change its versions",
                 "FAILED_PRECONDITION",
             )
-        if model.base_path and Path(model.base_path).resolve() != manager.base.resolve():
+        if Path(model.base_path).resolve() != manager.base.resolve():
             raise ServingError(
                 f"the model's base_path is {manager.base}; bertfit serve cannot move it to "
                 f"{model.base_path} (start a server there)",
                 "FAILED_PRECONDITION",
             )
-        await manager.reload(policy, dict(model.version_labels))
+        await manager.reload(policy, labels)
         response = model_management_pb2.ReloadConfigResponse()
         response.status.error_code = 0  # OK
         return response
+
+
+def _is_relative(uri: str) -> bool:
+    """server_core.cc UriIsRelativePath: no `scheme://` (io::ParseURI) and no leading `/`
+    (the empty path is relative too)."""
+    return not re.match(r"[a-zA-Z][0-9a-zA-Z.]*://", uri) and not uri.startswith("/")
 
 
 def _platform(model) -> str:
@@ -338,7 +373,7 @@ def _platform(model) -> str:
         if model.model_platform:
             raise _invalid(
                 "Illegal setting both ModelServerConfig::model_type (deprecated) and "
-                "ModelServerConfig::model_platform."
+                f"ModelServerConfig::model_platform, model name is {model.name}"
             )
         if model.model_type != model_server_config_pb2.TENSORFLOW:
             raise _invalid(
@@ -348,7 +383,7 @@ def _platform(model) -> str:
     if not model.model_platform:
         raise _invalid(
             "Illegal setting neither ModelServerConfig::model_type (deprecated) nor "
-            "ModelServerConfig::model_platform."
+            f"ModelServerConfig::model_platform, model name is {model.name}"
         )
     return model.model_platform
 

@@ -2,14 +2,17 @@
 TF Serving's names and labels where TF Serving has the metric, in its text layout.
 
 TF Serving names a TensorFlow metric `/a/b/c` as `:a:b:c` and writes `# TYPE` lines only
-(`util/prometheus_exporter.cc` GetPrometheusMetricName, SerializeHistogram, SerializeScalar).
+(`util/prometheus_exporter.cc` GetPrometheusMetricName, SerializeHistogram, SerializeScalar):
+a counter's or gauge's value as a whole number, a histogram's limits and sum as doubles.
 The metrics and their buckets, from tensorflow/serving at `9d981c5` and tensorflow:
 
 - `:tensorflow:serving:request_count{model_name,status}`: requests by status code name
-  (`servables/tensorflow/util.cc` model_request_status_count_total);
+  (`servables/tensorflow/util.cc` RecordModelRequestCount): every REST request under `/v1/`
+  (`model_servers/http_server.cc` ProcessRequest) and every gRPC Predict, Classify and Regress
+  (`prediction_service_impl.cc`), failures too;
 - `:tensorflow:serving:request_latency{model_name,API,entrypoint}`: microseconds, buckets
-  10 * 1.8**i for 33 buckets (`util.cc` request_latency; API "predict" or "Predict"...,
-  entrypoint "REST" or "GRPC" as `http_server.cc` and `prediction_service_impl.cc` record it);
+  10 * 1.8**i for 33 buckets (`util.cc` RecordRequestLatency), of the same requests when they
+  succeed (API "predict", "" for a REST GET, "Predict"..., entrypoint "REST" or "GRPC");
 - `:tensorflow:serving:batching_session:input_batch_size` / `processed_batch_size`: rows per
   request / per model call, buckets 2**i for 14 (`batching/batching_util.h`);
 - `:tensorflow:serving:batching_session:queuing_latency{thread_pool_name}`: microseconds a
@@ -26,7 +29,6 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-import math
 
 
 def exponential(scale: float, growth: float, count: int) -> list[float]:
@@ -50,21 +52,22 @@ class Metric:
         self.kind = kind
         self.labels = labels
         self.limits = limits
-        self.cells: dict[tuple[str, ...], float | _Histogram] = {}
+        self.cells: dict[tuple[str, ...], int | _Histogram] = {}
 
     def add(self, value: float = 1, **labels: str) -> None:
-        """A counter's increment, or a histogram's observation."""
+        """A counter's increment, or a histogram's observation (TensorFlow's counters hold
+        whole numbers: an increment is cut to one)."""
         key = self._key(labels)
         if self.kind == "histogram":
             cell = self.cells.setdefault(key, _Histogram(self.limits, [0] * (len(self.limits) + 1)))
             cell.counts[bisect.bisect_left(self.limits, value)] += 1
             cell.total += value
         else:
-            self.cells[key] = self.cells.get(key, 0) + value
+            self.cells[key] = self.cells.get(key, 0) + int(value)
 
-    def set(self, value: float, **labels: str) -> None:
-        """A gauge's value."""
-        self.cells[self._key(labels)] = value
+    def set(self, value: int, **labels: str) -> None:
+        """A gauge's value (a whole number, as TensorFlow's int64 gauges hold)."""
+        self.cells[self._key(labels)] = int(value)
 
     def remove(self, **labels: str) -> None:
         self.cells.pop(self._key(labels), None)
@@ -81,16 +84,16 @@ class Metric:
             labels = [
                 f'{name}="{_escaped(value)}"' for name, value in zip(self.labels, key, strict=True)
             ]
-            if not isinstance(cell, _Histogram):
-                lines.append(f"{self.name}{{{','.join(labels)}}} {_number(cell)}")
+            if not isinstance(cell, _Histogram):  # SerializeScalar: "%d"
+                lines.append(f"{self.name}{{{','.join(labels)}}} {cell}")
                 continue
             cumulative = 0
             for index, count in enumerate(cell.counts):
                 cumulative += count
-                limit = _number(cell.limits[index]) if index < len(cell.limits) else "+Inf"
+                limit = _double(cell.limits[index]) if index < len(cell.limits) else "+Inf"
                 le = ",".join([*labels, f'le="{limit}"'])
                 lines.append(f"{self.name}_bucket{{{le}}} {cumulative}")
-            lines.append(f"{self.name}_sum{{{','.join(labels)}}} {_number(cell.total)}")
+            lines.append(f"{self.name}_sum{{{','.join(labels)}}} {_double(cell.total)}")
             lines.append(f"{self.name}_count{{{','.join(labels)}}} {cumulative}")
         return lines
 
@@ -100,10 +103,9 @@ def _escaped(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
-def _number(value: float) -> str:
-    """A sample value as absl::StrCat writes a double (six significant digits)."""
-    if isinstance(value, int) or (math.isfinite(value) and value == int(value) and value < 1e15):
-        return str(int(value))
+def _double(value: float) -> str:
+    """A histogram's limit or sum as absl::StrCat writes a double: six significant digits
+    (`1e+06`, `1.23457e+06`, `0.5`), as `%g` does."""
     return f"{value:.6g}"
 
 

@@ -48,6 +48,11 @@ class Route:
     version: int | None = None
     label: str | None = None
 
+    @property
+    def api(self) -> str:
+        """The API TF Serving's metrics record: the verb of a POST, none for a GET."""
+        return "" if self.call in ("status", "metadata") else self.call
+
 
 def route(method: str, path: str) -> Route:
     """The call a request names, or TF Serving's `ServingError` (http_rest_api_handler.cc

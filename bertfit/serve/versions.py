@@ -5,16 +5,19 @@ TF Serving (`sources/storage_path/file_system_storage_path_source.cc`,
 `core/aspired_versions_manager.cc`, `core/availability_preserving_policy.cc`):
 
 - every `--file-system-poll-wait-seconds` (default 1; 0: once at start) BASE is listed; a version
-  is a folder named by a number holding `saved_model.pb` (bertfit's export writes a version
-  beside its final name and renames it into place, and uploads `saved_model.pb` last, so a
-  version being written is never seen half-way);
+  is anything in it named by a number (bertfit's export writes a version beside its final name
+  and renames it into place, so a version being written is never seen half-way; a numbered
+  folder without `saved_model.pb` is a version that fails to load, NOT_FOUND);
 - the version policy (`file_system_storage_path_source.proto` ServableVersionPolicy) says which
   of them to serve: `latest:N` (the N highest, default 1), `all`, or `specific:1,3`;
 - a new version is loaded (START, LOADING, AVAILABLE) while the others keep serving; a version
   the policy no longer wants is unloaded (UNLOADING, END) only once a wanted version is
   AVAILABLE, and after the requests it holds have finished: a version that fails to load is
-  END with its error and never replaces a working one. A failed version is tried again when its
-  folder changes (TF Serving retries a few times, then waits for a new version).
+  END with the loader's status (`load_status`: TensorFlow's code and message) and never
+  replaces a working one. TF Serving tries a load 5 times a minute apart (`server_core.h`
+  max_num_load_retries, load_retry_interval_micros), LOADING meanwhile, and then leaves it
+  END; bertfit tries once, so the version is END at once with the same status, and tries it
+  again whenever its folder changes.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ import dataclasses
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+import tensorflow as tf
 
 from bertfit.errors import ConfigError
 from bertfit.serve.core import (
@@ -103,14 +108,34 @@ class VersionPolicy:
 
 
 def version_folders(base: Path) -> dict[int, Path]:
-    """BASE's versions: folders named by a number that hold `saved_model.pb`."""
+    """BASE's versions: whatever it holds named by a number, as TF Serving's source lists
+    them (`file_system_storage_path_source.cc` ParseVersionNumber: one without
+    `saved_model.pb` is a version too, which fails to load NOT_FOUND)."""
     try:
         entries = list(base.iterdir())
     except OSError:
         return {}
-    return {
-        int(p.name): p for p in entries if p.name.isdigit() and (p / "saved_model.pb").is_file()
-    }
+    return {int(p.name): p for p in entries if p.name.isdigit()}
+
+
+def load_status(error: Exception) -> tuple[str, str]:
+    """(status code name, message) of a version that failed to load with `error`, as TF
+    Serving reports the loader's status: TensorFlow's own code (NOT_FOUND for a folder
+    without saved_model.pb, DATA_LOSS for one that does not parse, ...), UNKNOWN for an error
+    TensorFlow gives no code."""
+    if isinstance(error, ServingError):
+        return error.code, error.message
+    if isinstance(error, tf.errors.OpError):
+        return _CODE_NAMES[error.error_code], error.message
+    return "UNKNOWN", f"{type(error).__name__}: {error}"
+
+
+# absl::StatusCode's names by number (tf.errors' codes are the same numbers).
+_CODE_NAMES = (
+    "OK CANCELLED UNKNOWN INVALID_ARGUMENT DEADLINE_EXCEEDED NOT_FOUND ALREADY_EXISTS "
+    "PERMISSION_DENIED RESOURCE_EXHAUSTED FAILED_PRECONDITION ABORTED OUT_OF_RANGE "
+    "UNIMPLEMENTED INTERNAL UNAVAILABLE DATA_LOSS UNAUTHENTICATED"
+).split()
 
 
 def _fingerprint(folder: Path) -> tuple:
@@ -198,47 +223,37 @@ class VersionManager:
             await self._unload_unwanted(wanted)
 
     async def reload(self, policy: VersionPolicy, labels: dict[str, int]) -> None:
-        """HandleReloadConfigRequest: a new policy and labels, applied whole or not at all.
-        Labels must name versions that are AVAILABLE under the new policy (as TF Serving
-        requires): one the policy does not keep (or not on disk) is refused before anything
-        changes; the versions the policy adds are loaded, and when a labelled one fails to,
-        they are unloaded again and the call refused. Only then are the versions the policy
-        drops unloaded and the policy and labels kept.
+        """HandleReloadConfigRequest's new policy and labels (whose versions the caller has
+        checked are AVAILABLE, as TF Serving does). A label on a version the new policy would
+        unload is refused before anything changes (TF Serving would unload it and leave the
+        label naming nothing); else the versions the policy adds are loaded, those it drops
+        unloaded, and the labels kept.
 
         Raises:
-            ServingError: FAILED_PRECONDITION, naming the first label's version that is not
-                available.
+            ServingError: FAILED_PRECONDITION, naming the first such label.
         """
         async with self._lock:
             wanted = self._wanted(policy)
-            for version in labels.values():
+            for label, version in labels.items():
                 if version not in wanted:
-                    raise self._unavailable(version)
-            loaded = await self._load(wanted)
-            failed = [v for v in labels.values() if v not in self.core.versions]
-            if failed:
-                for number in loaded:  # serving only what it served before the call
-                    await self._unload(number)
-                raise self._unavailable(failed[0])
+                    raise ServingError(
+                        f"the label {label} names version {version} of model "
+                        f"{self.core.model_name}, which the version policy {policy} would "
+                        "unload; keep that version in the policy, or label another",
+                        "FAILED_PRECONDITION",
+                    )
             self.policy = policy
+            await self._load(wanted)
             await self._unload_unwanted(wanted)
             self.core.version_labels = dict(labels)
-
-    def _unavailable(self, version: int) -> ServingError:
-        return ServingError(
-            f"Request to assign label to version {version} of model {self.core.model_name}, "
-            "which is not currently available for inference",
-            "FAILED_PRECONDITION",
-        )
 
     def _wanted(self, policy: VersionPolicy) -> dict[int, Path]:
         folders = version_folders(self.base)
         return {n: folders[n] for n in policy.aspired(list(folders))}
 
-    async def _load(self, wanted: dict[int, Path]) -> list[int]:
+    async def _load(self, wanted: dict[int, Path]) -> None:
         """Loads the `wanted` versions not serving yet, newest first (one that failed as its
-        folder is now waits for it to change); returns those loaded."""
-        loaded = []
+        folder is now waits for it to change)."""
         for number in sorted(set(wanted) - set(self.core.versions), reverse=True):
             if self.failed.get(number) == _fingerprint(wanted[number]):
                 continue  # failed as it is: wait for it to change
@@ -248,8 +263,6 @@ class VersionManager:
                 served.batcher.start()
                 self.core.add(served)
                 self._record(number, AVAILABLE)
-                loaded.append(number)
-        return loaded
 
     async def _unload_unwanted(self, wanted: dict[int, Path]) -> None:
         """Unloads the serving versions not `wanted`, once a wanted one is AVAILABLE (until
@@ -270,11 +283,13 @@ class VersionManager:
         except Exception as e:  # a user's folder can fail to load in any way: reported
             metrics.load_attempt_count.add(model_path=str(folder), status="fail")
             self.failed[number] = _fingerprint(folder)
-            self._record(number, END, "UNKNOWN", f"{type(e).__name__}: {e}"[:2000])
+            code, message = load_status(e)
+            self._record(number, END, code, message[:2000])
             return None
         self.failed.pop(number, None)
         metrics.load_attempt_count.add(model_path=str(folder), status="success")
-        metrics.load_latency.add((time.monotonic() - started) * 1e6, model_path=str(folder))
+        microseconds = int((time.monotonic() - started) * 1e6)
+        metrics.load_latency.add(microseconds, model_path=str(folder))
         return served
 
     async def _unload(self, number: int) -> None:

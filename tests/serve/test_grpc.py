@@ -8,6 +8,7 @@ its REST app and the gRPC server on one event loop (in a thread here), gRPC boun
 from __future__ import annotations
 
 import asyncio
+import collections
 import json
 import re
 import socket
@@ -36,7 +37,8 @@ from bertfit.inference.predictor import export_version_dir, load_classifier
 from bertfit.serve import grpc as grpc_api
 from bertfit.serve.app import ModelServer
 from bertfit.serve.core import ServedVersion
-from tests.serve.asgi import call
+from tests.serve import prometheus_text
+from tests.serve.asgi import call, exchange
 from tests.serve.conftest import PAIR_TEXTS, lines_until, start_serve
 
 TEXTS = ["a fine, moving film", "dull and far too long", "it was fine"]
@@ -480,6 +482,51 @@ def test_multi_inference_gives_what_classify_gives(live):
             getattr(grpc.StatusCode, code),
             message,
         )
+
+
+def _request_metrics(live) -> collections.Counter:
+    """request_count by (model_name, status), and request_latency's count by (model_name, API,
+    entrypoint), from the Prometheus text."""
+    families = prometheus_text.parse(live.core.metrics.text())
+    samples = families[":tensorflow:serving:request_count"]["samples"]
+    found = collections.Counter({(s["model_name"], s["status"]): n for _, s, n in samples})
+    for name, labels, number in families[":tensorflow:serving:request_latency"]["samples"]:
+        if name.endswith("_count"):
+            found[labels["model_name"], labels["API"], labels["entrypoint"]] = number
+    return found
+
+
+def test_the_request_metrics_count_what_tf_servings_count(live):
+    # 0.2 s. http_server.cc counts every request under /v1/ by the model name and status it
+    # parsed, and times those that succeed (API: the verb, none for a GET);
+    # prediction_service_impl.cc counts and times Predict, Classify and Regress, no other call.
+    before = _request_metrics(live)
+    assert live.rest("/v1/models/sst")[0] == 200
+    assert live.rest("/v1/models/sst/metadata")[0] == 200
+    assert live.rest("/v1/models/sst:predict", {"instances": [5]})[0] == 400
+    assert live.rest("/v1/foo")[0] == 400  # malformed: no model name
+    preflight = exchange(live.app, "OPTIONS", "/v1/models/sst", headers={"origin": "http://a"})
+    assert live.run(preflight)[0] == 200
+    metadata = get_model_metadata_pb2.GetModelMetadataRequest(metadata_field=["signature_def"])
+    metadata.model_spec.name = "sst"
+    live.predictions.GetModelMetadata(metadata, timeout=60)
+    live.predictions.MultiInference(_multi_inference(TEXTS, ("sst", "classify", "")), timeout=60)
+    assert _error(live.predictions.Predict, _predict_request(name="other"))[0] == (
+        grpc.StatusCode.NOT_FOUND
+    )
+    live.predictions.Classify(_classification_request(TEXTS), timeout=60)
+    counted = _request_metrics(live)
+    counted.subtract(before)
+    assert +counted == {
+        ("sst", "OK"): 3,
+        ("sst", "INVALID_ARGUMENT"): 1,
+        ("", "INVALID_ARGUMENT"): 1,
+        ("", "OK"): 1,
+        ("other", "NOT_FOUND"): 1,
+        ("sst", "", "REST"): 2,
+        ("", "", "REST"): 1,
+        ("sst", "Classify", "GRPC"): 1,
+    }
 
 
 def test_classify_and_regress_refuse_what_tf_serving_refuses(live):

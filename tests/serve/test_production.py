@@ -22,6 +22,7 @@ from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 from bertfit.inference.predictor import load_classifier
 from bertfit.serve.app import METRICS_PATH, ModelServer
 from bertfit.serve.core import ServedVersion
+from bertfit.serve.metrics import ServingMetrics
 from tests.serve import prometheus_text
 from tests.serve.asgi import call, exchange, serving
 from tests.serve.conftest import lines_until, start_serve
@@ -145,6 +146,17 @@ def test_metrics_scrape_as_prometheus_text_with_tf_servings_names(live):
     assert re.search(
         r'request_latency_bucket\{model_name="sst",API="Predict",entrypoint="GRPC"', body.decode()
     )
+
+
+def test_counters_are_whole_numbers_and_histogram_sums_have_six_digits_as_tf_servings():
+    # prometheus_exporter.cc writes a counter "%d" and a histogram's sum as absl::StrCat does
+    metrics = ServingMetrics()
+    metrics.load_latency.add(1234567.8, model_path="m")
+    metrics.request_latency.add(1234567, model_name="sst", API="predict", entrypoint="REST")
+    text = metrics.text()
+    assert ':tensorflow:cc:saved_model:load_latency{model_path="m"} 1234567\n' in text
+    labels = 'model_name="sst",API="predict",entrypoint="REST"'
+    assert f":tensorflow:serving:request_latency_sum{{{labels}}} 1.23457e+06\n" in text
 
 
 def _announced(process) -> tuple[str, int]:

@@ -125,7 +125,9 @@ def test_every_grpc_call_is_unauthenticated_without_the_key(keyed_live):
     predict.model_spec.name = "sst"
     predict.inputs["text"].CopyFrom(tf.make_tensor_proto(["fun"]))
     reload = model_management_pb2.ReloadConfigRequest()
-    reload.config.model_config_list.config.add(name="sst", model_platform="tensorflow")
+    reload.config.model_config_list.config.add(
+        name="sst", model_platform="tensorflow", base_path="/models/sst"
+    )
     calls = [
         keyed_live.models.GetModelStatus,
         keyed_live.predictions.Predict,

@@ -16,14 +16,15 @@ from pathlib import Path
 
 import grpc
 import pytest
+import tensorflow as tf
 from tensorflow_serving.apis import get_model_status_pb2, model_management_pb2
 
 from bertfit.errors import ConfigError
 from bertfit.export.serving import export_classifier
 from bertfit.inference.predictor import load_classifier
-from bertfit.serve.app import ModelServer
-from bertfit.serve.core import NOT_FOUND, ServedVersion, ServingError
-from bertfit.serve.versions import VersionManager, VersionPolicy, version_folders
+from bertfit.serve.app import ModelServer, load_version
+from bertfit.serve.core import NOT_FOUND, ServedVersion, ServingError, read_saved_model
+from bertfit.serve.versions import VersionManager, VersionPolicy, load_status, version_folders
 from tests.serve import prometheus_text
 from tests.serve.conftest import lines_until, start_serve
 from tests.serve.test_grpc import LiveServer
@@ -52,14 +53,53 @@ def test_a_version_policy_that_is_none_is_refused(text):
         VersionPolicy.parse(text)
 
 
-def test_a_version_folder_needs_its_number_and_saved_model_pb(tmp_path):
+def test_every_numbered_folder_is_a_version_as_tf_servings_source_lists_it(tmp_path):
     for name in ["1", "2", "10", ".3.tmp-123", "4", "notes"]:
         (tmp_path / name).mkdir()
     for name in ["1", "10", ".3.tmp-123", "notes"]:
         (tmp_path / name / "saved_model.pb").write_bytes(b"")
-    # "2" and "4" are being written (no saved_model.pb yet); the temporary folder of an export
-    # in progress is no number.
-    assert sorted(version_folders(tmp_path)) == [1, 10]
+    # "2" and "4" have no saved_model.pb: versions that will fail to load; the temporary
+    # folder of an export in progress is no number.
+    assert sorted(version_folders(tmp_path)) == [1, 2, 4, 10]
+
+
+def test_a_version_ends_with_the_status_tensorflows_reader_gives_tf_serving(tmp_path):
+    # 0.1 s: both fail as TensorFlow's reader does, before TensorFlow loads anything.
+    (tmp_path / "1").mkdir()  # no saved_model.pb
+    (tmp_path / "2").mkdir()
+    (tmp_path / "2" / "saved_model.pb").write_bytes(b"not a SavedModel")
+    server = ModelServer(None, "sst", versions=[])
+    manager = VersionManager(server.core, tmp_path, VersionPolicy.parse("all"), load_version, 0)
+    with pytest.raises(ConfigError, match=r"no version could be loaded \(version 1: Could not"):
+        manager.load_initial()
+    statuses = {
+        s["version"]: (s["state"], *s["status"].values())
+        for s in server.core.model_status("sst")["model_version_status"]
+    }
+    unparsed = f"Can't parse {tmp_path / '2' / 'saved_model.pb'} as binary proto"
+    assert statuses.pop("2") == ("END", "DATA_LOSS", unparsed)
+    assert statuses == {
+        "1": (
+            "END",
+            "NOT_FOUND",
+            "Could not find SavedModel .pb or .pbtxt at supplied export directory path: "
+            f"{tmp_path / '1'}. Check that the directory exists and that you have the right "
+            "permissions for accessing it.",
+        )
+    }
+
+
+def test_a_load_error_from_tensorflow_keeps_its_code_others_are_unknown():
+    error = tf.errors.InvalidArgumentError(None, None, "Op type not registered 'X'")
+    assert load_status(error) == ("INVALID_ARGUMENT", "Op type not registered 'X'")
+    assert load_status(tf.errors.DataLossError(None, None, "truncated")) == (
+        "DATA_LOSS",
+        "truncated",
+    )
+    assert load_status(FileNotFoundError("no labels.json")) == (
+        "UNKNOWN",
+        "FileNotFoundError: no labels.json",
+    )
 
 
 # ---- the manager on a ModelCore, with loads that take no TensorFlow time ----
@@ -71,10 +111,11 @@ def classifier(trained_run):
 
 
 def _version(base: Path, number: int, broken: bool = False) -> None:
-    """Version `number` in BASE as an export writes it: whole, renamed into place."""
+    """Version `number` in BASE as an export writes it: whole, renamed into place (its
+    saved_model.pb an empty SavedModel, or bytes that do not parse)."""
     temporary = base / f".{number}.tmp-1"
     temporary.mkdir()
-    (temporary / "saved_model.pb").write_text("broken" if broken else "ok")
+    (temporary / "saved_model.pb").write_bytes(b"not a SavedModel" if broken else b"")
     os.replace(temporary, base / str(number))
 
 
@@ -82,8 +123,7 @@ def _manager(
     base, classifier, policy="latest", max_wait=0.005
 ) -> tuple[ModelServer, VersionManager]:
     def load(number: int, folder: Path) -> ServedVersion:
-        if (folder / "saved_model.pb").read_text() == "broken":
-            raise ConfigError(f"{folder}: not a SavedModel")
+        read_saved_model(folder)  # fails as the real loader does
         return ServedVersion(number, classifier, max_wait=max_wait)
 
     server = ModelServer(None, "sst", versions=[])
@@ -114,7 +154,6 @@ def test_new_versions_load_old_ones_unload_and_a_broken_one_never_serves(tmp_pat
             )
             await asyncio.sleep(0.05)
             _version(tmp_path, 2)
-            (tmp_path / "3").mkdir()  # being written: no saved_model.pb yet
             await manager.poll()
             answered = await in_flight
             after_two = (_states(core), core.find("sst").version)
@@ -124,7 +163,7 @@ def test_new_versions_load_old_ones_unload_and_a_broken_one_never_serves(tmp_pat
             await manager.poll()
             after_broken = (_states(core), core.find("sst").version, core.states[4].error_message)
             await manager.poll()  # unchanged: not tried again
-            (tmp_path / "4" / "saved_model.pb").write_text("fixed")
+            (tmp_path / "4" / "saved_model.pb").write_bytes(b"")  # fixed
             await manager.poll()
             return answered, after_two, gone.value, after_broken, _states(core)
         finally:
@@ -138,8 +177,8 @@ def test_new_versions_load_old_ones_unload_and_a_broken_one_never_serves(tmp_pat
         and gone.message == "Servable not found for request: Specific(sst, 1)"
     )
     states, latest, message = after_broken
-    assert latest == 2 and states[0] == ("4", "END", "UNKNOWN")
-    assert message.startswith("ConfigError: ") and "not a SavedModel" in message
+    assert latest == 2 and states[0] == ("4", "END", "DATA_LOSS")
+    assert message == f"Can't parse {tmp_path / '4' / 'saved_model.pb'} as binary proto"
     assert states[1:] == [("2", "AVAILABLE", "OK"), ("1", "END", "OK")]
     assert fixed[:2] == [("4", "AVAILABLE", "OK"), ("2", "END", "OK")]
     families = prometheus_text.parse(core.metrics.text())
@@ -161,18 +200,18 @@ def test_a_broken_newest_version_at_start_is_said_and_all_serves_the_others(tmp_
     _version(tmp_path, 2, broken=True)
     server, manager = _manager(tmp_path, classifier, policy="latest:1")
     # The policy wants 2 only, which fails: TF Serving does not start without its model.
-    with pytest.raises(ConfigError, match=r"no version could be loaded \(version 2: ConfigError"):
+    with pytest.raises(ConfigError, match=r"no version could be loaded \(version 2: Can't parse"):
         manager.load_initial()
     server, manager = _manager(tmp_path, classifier, policy="all")
     manager.load_initial()
     assert list(server.core.versions) == [1]
-    assert _states(server.core) == [("2", "END", "UNKNOWN"), ("1", "AVAILABLE", "OK")]
+    assert _states(server.core) == [("2", "END", "DATA_LOSS"), ("1", "AVAILABLE", "OK")]
 
 
 def test_no_loadable_version_at_start_is_a_config_error(tmp_path, classifier):
     _version(tmp_path, 1, broken=True)
     server, manager = _manager(tmp_path, classifier)
-    with pytest.raises(ConfigError, match=r"no version could be loaded \(version 1: ConfigError"):
+    with pytest.raises(ConfigError, match=r"no version could be loaded \(version 1: Can't parse"):
         manager.load_initial()
 
 
@@ -180,10 +219,14 @@ def test_no_loadable_version_at_start_is_a_config_error(tmp_path, classifier):
 
 
 def _reload(
-    live, policy=None, labels=None, name="sst", platform="tensorflow"
+    live, policy=None, labels=None, name="sst", platform="tensorflow", base_path=None
 ) -> model_management_pb2.ReloadConfigResponse:
+    """HandleReloadConfigRequest of one model, its base_path the served BASE unless given."""
     request = model_management_pb2.ReloadConfigRequest()
-    model = request.config.model_config_list.config.add(name=name, model_platform=platform)
+    base_path = str(live.core.manager.base) if base_path is None else base_path
+    model = request.config.model_config_list.config.add(
+        name=name, model_platform=platform, base_path=base_path
+    )
     if policy == "all":
         model.model_version_policy.all.SetInParent()
     elif isinstance(policy, list):
@@ -215,6 +258,7 @@ def test_reload_config_and_model_status_through_tf_servings_stubs(tmp_path, clas
             return _status(live)
 
         assert status() == [(3, "AVAILABLE")]
+        assert _reload(live, "all").status.error_code == 0  # labels only once AVAILABLE
         assert _reload(live, "all", {"stable": 1, "canary": 3}).status.error_code == 0
         assert status() == [(3, "AVAILABLE"), (2, "AVAILABLE"), (1, "AVAILABLE")]
         assert live.rest("/v1/models/sst/labels/stable")[0] == 200
@@ -245,15 +289,27 @@ def test_a_refused_reload_changes_nothing_served(tmp_path, classifier):
         assert raised.value.code() == grpc.StatusCode.FAILED_PRECONDITION
         assert "version 9 of model sst, which is not currently available" in raised.value.details()
         assert _status(live) == [(1, "AVAILABLE")] and str(manager.policy) == "specific:1"
-        # a labelled version that fails to load: the versions loaded for the reload go again
-        _version(tmp_path, 3, broken=True)
+        # TF Serving checks labels against the versions AVAILABLE before it loads any: a
+        # label on one the same reload would load is refused, and nothing loads.
         with pytest.raises(grpc.RpcError) as raised:
-            _reload(live, "all", {"stable": 3})
+            _reload(live, "all", {"stable": 2})
         assert raised.value.code() == grpc.StatusCode.FAILED_PRECONDITION
-        assert list(server.core.versions) == [1] and str(manager.policy) == "specific:1"
-        assert _status(live) == [(3, "END"), (2, "END"), (1, "AVAILABLE")]
+        assert "version 2 of model sst, which is not currently available" in raised.value.details()
+        assert _status(live) == [(1, "AVAILABLE")] and str(manager.policy) == "specific:1"
+        # bertfit's own: a label on a version the new policy would unload
+        with pytest.raises(grpc.RpcError) as raised:
+            _reload(live, [2], {"stable": 1})
+        assert raised.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert "the label stable names version 1 of model sst, which the version policy" in (
+            raised.value.details()
+        )
         for config, words in [
             ({"policy": [2, -1]}, "names version -1; versions are numbers from 0"),
+            (
+                {"base_path": "export"},
+                "Expected model sst to have an absolute path or URI; got base_path()=export",
+            ),
+            ({"base_path": ""}, "to have an absolute path or URI; got base_path()="),
             ({"platform": "pytorch"}, "platform was tensorflow and new platform requested is"),
             ({"platform": ""}, "Illegal setting neither ModelServerConfig::model_type"),
         ]:
@@ -263,8 +319,10 @@ def test_a_refused_reload_changes_nothing_served(tmp_path, classifier):
             assert words in raised.value.details()
             assert list(server.core.versions) == [1] and str(manager.policy) == "specific:1"
         assert server.core.version_labels == {}
-        assert _reload(live, [2], {"stable": 2}).status.error_code == 0  # a good one applies
-        assert _status(live)[-1] == (1, "END") and server.core.version_labels == {"stable": 2}
+        assert _reload(live, [1, 2]).status.error_code == 0  # good ones apply
+        assert _reload(live, [2], {"stable": 2}).status.error_code == 0
+        assert _status(live) == [(2, "AVAILABLE"), (1, "END")]
+        assert server.core.version_labels == {"stable": 2}
     finally:
         live.close()
 
@@ -307,7 +365,7 @@ def test_bertfit_serve_picks_up_a_new_version_and_reports_a_broken_one(trained_r
         wait_for([("3", "END"), ("2", "AVAILABLE")])
         with urllib.request.urlopen(f"{url}/v1/models/sst/versions/3", timeout=30) as answer:
             error = json.loads(answer.read())["model_version_status"][0]["status"]
-        assert error["error_code"] == "UNKNOWN" and error["error_message"]
+        assert error["error_code"] == "DATA_LOSS" and error["error_message"]
         with urllib.request.urlopen(f"{url}/v1/models/sst:predict", body, timeout=30) as answer:
             assert answer.status == 200  # version 2 still serves
     finally:
