@@ -5,11 +5,15 @@ global batch is split over them (`DeviceSplit`) and how XLA compiles for them
 Data parallelism: with several JAX devices (of this host, or of every host once
 `training/jax_processes` joined them) the model is built in a `keras.distribution.DataParallel`
 scope (its variables replicated on every device) and each global batch is put on the devices
-split along its rows; XLA's SPMD partitioner all-reduces what needs it.
+split along its rows; XLA's SPMD partitioner all-reduces what needs it. The devices are taken
+process by process, so each process's devices hold one contiguous part of every global batch's
+rows, the processes' parts in process order: a process makes only its part (`DeviceSplit.share`)
+and `jax.make_array_from_process_local_data` joins the parts into the global batch.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import os
 import platform
@@ -17,6 +21,8 @@ import platform
 import jax
 import keras
 import numpy as np
+
+from bertfit.errors import ConfigError
 
 # XLA:CPU computes a matrix product with its own kernels unless told to hand each one to
 # oneDNN, the library TensorFlow's CPU kernels call: MiniLM-L6's train step at batch 32 then
@@ -52,10 +58,17 @@ class DeviceSplit:
     Args:
         devices: the JAX devices (default: every device, those of every host in a multi-host
             run).
+
+    Attributes:
+        share: this process's rows of each global batch (`process_share`), as
+            `HostInput.iterators` takes it: (0, 1), all of them, on one process.
     """
 
     def __init__(self, devices: list | None = None):
-        self.devices = list(jax.devices() if devices is None else devices)
+        devices = jax.devices() if devices is None else devices
+        # process by process (stable: one process's devices keep their order)
+        self.devices = sorted(devices, key=lambda device: device.process_index)
+        self.share = process_share(self.devices)
         self.distribution = (
             keras.distribution.DataParallel(devices=self.devices) if len(self.devices) > 1 else None
         )
@@ -99,13 +112,19 @@ class DeviceSplit:
 
     def put(self, batch: dict) -> dict:
         """A batch of arrays on the devices: split along the rows over several (a scalar such
-        as `global_examples` replicated). Every process holds the same global batch;
-        `device_put` gives each of its devices their rows (in a multi-host run it takes a
-        global value that is the same on every process, and puts only this process's shards)."""
+        as `global_examples` replicated). `batch` holds this process's `share` of the global
+        batch's rows (all of them on one process): `device_put` gives each device its rows;
+        with several processes `jax.make_array_from_process_local_data` puts this process's
+        rows on its devices, the global array made of every process's."""
         arrays = {name: np.asarray(value) for name, value in batch.items()}
         if self.distribution is None:
             return arrays
-        return {name: jax.device_put(value, self._of(value)) for name, value in arrays.items()}
+        if self.share[1] == 1:  # one process
+            return {name: jax.device_put(value, self._of(value)) for name, value in arrays.items()}
+        return {
+            name: jax.make_array_from_process_local_data(self._of(value), value)
+            for name, value in arrays.items()
+        }
 
     def shapes(self, batch: dict) -> dict:
         """`jax.ShapeDtypeStruct`s of a batch as `put` places it (ahead-of-time lowering)."""
@@ -119,3 +138,22 @@ class DeviceSplit:
     def _of(self, array) -> jax.sharding.Sharding:
         """Where an array of a batch goes: split along its rows, or a scalar on every device."""
         return self.rows if array.ndim else self.whole
+
+
+def process_share(devices: list) -> tuple[int, int]:
+    """This process's share of a global batch split over `devices` (taken process by
+    process): (its position among their processes, how many processes there are).
+
+    Raises:
+        ConfigError: the processes have different numbers of devices (their shares would
+            differ in shape, and a step's shapes are static).
+    """
+    counts = collections.Counter(device.process_index for device in devices)
+    if len(set(counts.values())) > 1:
+        listed = ", ".join(f"process {p}: {n}" for p, n in sorted(counts.items()))
+        raise ConfigError(
+            f"the JAX processes have different numbers of devices ({listed}): every process "
+            "makes an equal share of each batch, so give each the same number of devices"
+        )
+    processes = sorted(counts)
+    return processes.index(jax.process_index()), len(processes)

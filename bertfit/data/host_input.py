@@ -8,7 +8,9 @@ and loss weights, 0 on padding rows, the rows' example indices (-1 on padding ro
 examples of the step. A batch holds every row of the global batch (every micro-batch's, one
 after another): the backend splits it over its devices. The elements are those of the tf.data
 pipelines under TensorFlow's default strategy, key for key, dtype for dtype, value for value
-(tests/data/test_host_input.py).
+(tests/data/test_host_input.py). A process of a multi-host run makes only its share of each
+global batch's rows (`iterators(share)`): the processes' shares, one after another, are the
+global batch.
 
 While the device computes a step, the next batches are made on a background thread
 (`Prefetched`): a bucket's iterator keeps its next `PREFETCH` batches in the making.
@@ -31,6 +33,9 @@ from bertfit.text.lengths import WINDOW_MASK
 
 # Batches each bucket's iterator has made (or is making) ahead of the one taken.
 PREFETCH = 2
+# A share of a global batch's rows, (part, parts): its rows cut into `parts` equal parts, of
+# which the `part`-th (a process's of a multi-host run: `jax_devices.DeviceSplit.share`).
+WHOLE = (0, 1)
 
 
 class HostInput:
@@ -78,9 +83,10 @@ class HostInput:
     def __len__(self) -> int:
         return len(self.plan)
 
-    def batch(self, step: Batch) -> dict[str, np.ndarray]:
-        """The arrays of one step (see the class docstring)."""
-        index = step.indices
+    def batch(self, step: Batch, share: tuple[int, int] = WHOLE) -> dict[str, np.ndarray]:
+        """The arrays of one step (see the class docstring), or of `share` of its rows."""
+        part, parts = share
+        index = np.split(step.indices, parts)[part]
         safe = np.maximum(index, 0)  # a padding row packs example 0, weighed 0
         real = index != PAD_INDEX
         label = self.labels[safe]
@@ -110,12 +116,15 @@ class HostInput:
             **self.special_ids,
         )
 
-    def iterators(self) -> dict[int, Iterator[dict[str, np.ndarray]]]:
-        """A fresh iterator over each bucket's batches, by bucket key, each making its next
-        batches in the background."""
+    def iterators(
+        self, share: tuple[int, int] = WHOLE
+    ) -> dict[int, Iterator[dict[str, np.ndarray]]]:
+        """A fresh iterator over each bucket's batches (or `share` of their rows: see
+        `batch`), by bucket key, each making its next batches in the background."""
         keys = dict.fromkeys(step.seq_length for step in self.plan)
+        make = functools.partial(self.batch, share=share)
         return {
-            key: Prefetched(self.batch, [step for step in self.plan if step.seq_length == key])
+            key: Prefetched(make, [step for step in self.plan if step.seq_length == key])
             for key in keys
         }
 
@@ -135,9 +144,9 @@ class HostWindowedInput(HostInput):
         self.documents = documents
         super().__init__(EncodedTexts(documents.ids, None, documents.windows), *args, **kwargs)
 
-    def batch(self, step: Batch) -> dict[str, np.ndarray]:
-        batch = super().batch(step)
-        batch[WINDOW_MASK][step.indices == PAD_INDEX] = 0
+    def batch(self, step: Batch, share: tuple[int, int] = WHOLE) -> dict[str, np.ndarray]:
+        batch = super().batch(step, share)
+        batch[WINDOW_MASK][batch[INDEX] == PAD_INDEX] = 0
         return batch
 
     def inputs(self, rows: np.ndarray, seq_length: int) -> dict[str, np.ndarray]:

@@ -197,7 +197,8 @@ class TrainingData(abc.ABC):
         """The input of the plan's steps from `start` on (a resumed epoch skips the steps
         taken): `plan`, `len` and `iterators()` by bucket key. Under a `tf.distribute`
         `strategy`, its distributed tf.data pipelines (with their `datasets`); with None, the
-        same whole global batches as NumPy arrays, for a backend that reads NumPy (JAX)."""
+        same whole global batches as NumPy arrays, for a backend that reads NumPy (JAX; a
+        process of several makes its share of their rows: `HostInput.iterators`)."""
 
     @abc.abstractmethod
     def profile(self, batching: Batching) -> LengthProfile:

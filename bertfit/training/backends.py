@@ -226,8 +226,9 @@ class TensorFlowBackend:
 
 class JaxBackend:
     """Keras on JAX: one `jax.jit` step, data parallel over every JAX device (of every host,
-    once `join` joined them), fed whole global batches at the bucket lengths (jax.jit compiles
-    each shape once), tokenized and made in NumPy on the host: no TensorFlow, no strategy."""
+    once `join` joined them), fed global batches at the bucket lengths (jax.jit compiles each
+    shape once), tokenized and made in NumPy on the host, each process making its share of
+    their rows: no TensorFlow, no strategy."""
 
     name = JAX_BACKEND
     loads_tensorflow = False
@@ -279,6 +280,9 @@ class JaxBackend:
 
         if strategy is not None:
             raise ConfigError("a tf.distribute strategy cannot train with --backend jax")
+        from bertfit.jax_devices import process_share
+
+        process_share(jax.devices())  # every process an equal share of each batch
         if config.train.batch_size is not None:  # else `setup.assemble` picks one that divides
             per_replica_batch(config.train.batch_size, jax.device_count())
         return None, JAX_XLA
@@ -313,7 +317,7 @@ class JaxBackend:
         return build_host_tokenizer(checkpoint, lower_case=config.model.lower_case)
 
     def input_pipelines(self, strategy) -> int:
-        return 1  # every process reads whole global batches (`DeviceSplit.put`)
+        return 1  # one plan of global batches; each process makes its share (`DeviceSplit`)
 
     def trainer(self, build_model, config, strategy, total_steps, xla, frozen, task_kind):
         from bertfit.training.jax_trainer import JaxTrainer

@@ -10,8 +10,9 @@ A process joins when its environment says so, in JAX's own terms:
 - `BERTFIT_JAX_DISTRIBUTED=auto`: JAX finds the cluster itself (a Cloud TPU pod slice, SLURM,
   Open MPI, Kubernetes), as a bare `jax.distributed.initialize()` does.
 
-Every process reads the same global batches from the input pipeline and puts its own rows of
-each on its devices; process 0 alone writes the run directory (`is_first_process`).
+Every process follows the same plan of global batches and makes only its share of each one's
+rows, which its devices hold (`jax_devices.DeviceSplit`); process 0 alone writes the run
+directory (`is_first_process`).
 """
 
 from __future__ import annotations

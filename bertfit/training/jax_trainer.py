@@ -16,9 +16,11 @@ Data parallelism (`jax_devices.DeviceSplit`): with several JAX devices (of this 
 every host once `jax_processes` joined them) the model and optimizer are replicated on every
 device and each global batch is split along its rows; XLA's SPMD partitioner all-reduces the
 gradients. The batches are NumPy arrays made on the host (`bertfit.data.host_input`: the data's
-`input` with no strategy): whole global batches at the bucket lengths, the next ones made on a
-background thread while the device computes; every process reads the whole global batch and
-puts its devices' rows.
+`input` with no strategy): global batches at the bucket lengths, the next ones made on a
+background thread while the device computes. Every process follows the same plan of global
+batches and makes only its share of each one's rows (`DeviceSplit.share`), which `DeviceSplit.put`
+joins into the global batch; the predictions are gathered on every process, each row's index
+read from the plan.
 
 The step's state is donated (`jax_step`): XLA writes the new weights and optimizer slots over
 the old ones, whose buffers are deleted. After every host call, and after a step that raised,
@@ -176,7 +178,7 @@ class JaxTrainer(JaxStep):
         """Takes the steps of `data.plan` in order, as `Trainer.run_plan`: consecutive steps
         of one bucket, up to `steps_per_execution`, between two yields of their (loss,
         gradient norm); the Keras variables hold the state at every yield."""
-        iterators = data.iterators()
+        iterators = data.iterators(self.split.share)
         limit = max(1, self.config.steps_per_execution)
         for seq_length, steps in runs_of(data.plan, limit, ends):
             with self._timing("train_step"):
@@ -212,10 +214,11 @@ class JaxTrainer(JaxStep):
             self.trace_seconds[name] += time.perf_counter() - start
 
     def predict(self, data: HostInput, num_examples: int, progress=None) -> np.ndarray:
-        """Probabilities for every example, in the original order; padding rows are dropped."""
+        """Probabilities for every example, in the original order; padding rows are dropped.
+        Each process makes its share of a batch's rows and reads every row's back."""
         trainable = [v.value for v in self.model.trainable_variables]
         non_trainable = [v.value for v in self.model.non_trainable_variables]
-        iterators = data.iterators()
+        iterators = data.iterators(self.split.share)
 
         def steps():
             for batch in data.plan:
@@ -224,7 +227,7 @@ class JaxTrainer(JaxStep):
                     inputs = self.split.put(features(element))
                     probabilities = self._predict_step(trainable, non_trainable, inputs)
                     probabilities = np.asarray(probabilities)
-                yield probabilities, np.asarray(element[INDEX])
+                yield probabilities, batch.indices  # every process's rows
 
         return scatter_outputs(steps(), num_examples, progress)
 

@@ -126,6 +126,43 @@ def test_host_windows_are_the_tf_data_windows(tokenizer):
     assert_same_batches(host, graph)
 
 
+def _shared_inputs(tokenizer) -> dict[str, HostInput]:
+    """A `HostInput` of each kind: rows of 2 micro-batches, packed rows, windowed documents."""
+    encoded, labels = encode_texts(tokenizer, _texts(0)), _targets("single-label")
+    special = tokenizer.special_ids
+    plan = plan_batches(encoded.packed_lengths, [8, 32], 4 * 2, shuffle=True, seed=2)
+    shape = PackedShape.choose(encoded.packed_lengths, 32, batch_size=8, replicas=2)
+    packed = plan_packed(encoded.packed_lengths, shape, shape.rows, shuffle=True, seed=4)
+    documents = encode_documents(tokenizer, _texts(1), WindowSpec(6, stride=2, max_chunks=4))
+    return {
+        "rows": HostInput(encoded, labels, plan, special_ids=special),
+        "packed": HostInput(encoded, labels, packed, special_ids=special, slots=shape.slots),
+        "windowed": HostWindowedInput(
+            documents, labels, plan_documents(documents, 4, shuffle=True), special_ids=special
+        ),
+    }
+
+
+def _in_plan_order(host: HostInput, share=(0, 1)) -> list[dict]:
+    iterators = host.iterators(share)
+    return [next(iterators[step.seq_length]) for step in host.plan]
+
+
+@pytest.mark.parametrize("kind", ["rows", "packed", "windowed"])
+def test_the_processes_shares_of_a_batch_one_after_another_are_the_batch(tokenizer, kind):
+    """A multi-host run's process makes only its share of each global batch's rows (its
+    equal part, by process order); every share is the rows of the one-process batch."""
+    host = _shared_inputs(tokenizer)[kind]
+    shares = [_in_plan_order(host, (part, 2)) for part in (0, 1)]
+    for whole, *parts in zip(_in_plan_order(host), *shares, strict=True):
+        assert [len(p["index"]) for p in parts] == [len(whole["index"]) // 2] * 2
+        for name, value in whole.items():
+            if np.ndim(value) == 0:  # the step's real examples, the global batch's
+                assert all(p[name] == value for p in parts), name
+            else:
+                np.testing.assert_array_equal(np.concatenate([p[name] for p in parts]), value)
+
+
 def test_the_host_tokenizer_encodes_the_rows_as_the_in_graph_one(tokenizer, vocab):
     texts, pairs = _texts(0), _texts(1)
     graph = encode_texts(tokenizer, texts, pairs)

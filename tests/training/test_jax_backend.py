@@ -29,7 +29,7 @@ from bertfit.tf_startup import select_keras_backend
 from bertfit.training.backends import backend_of
 from bertfit.training.jax_trainer import COMPILATION_CACHE
 from tests.distributed import cluster
-from tests.inference.jax_outputs import assert_same_as_tensorflow, calibrated_copy
+from tests.inference.jax_outputs import TIMINGS, assert_same_as_tensorflow, calibrated_copy
 from tests.jax_process import run_in_jax, xla_flags_for_two_devices
 from tests.tiny import sentiment_rows, write_csv
 from tests.training import backend_cases, backend_steps
@@ -259,8 +259,9 @@ def test_two_jax_processes_train_the_one_process_run_and_only_process_0_writes(
     jax_run, tmp_path, monkeypatch
 ):
     """Two processes of one device each (`jax.distributed` on localhost, gloo collectives on
-    the CPU) split every global batch as one process's two devices do: the same losses and
-    weights. Process 1 is given its own --output-dir, and writes nothing there."""
+    the CPU), each making only its half of every global batch's rows, train as one process's
+    two devices do: the same losses, weights and evaluations. Process 1 is given its own
+    --output-dir, and writes nothing there."""
     args, one_process, _ = jax_run
     runs = [tmp_path / "process0", tmp_path / "process1"]
     monkeypatch.delenv("XLA_FLAGS", raising=False)  # one CPU device per process
@@ -279,9 +280,15 @@ def test_two_jax_processes_train_the_one_process_run_and_only_process_0_writes(
     assert metrics["status"] == "finished"
     assert metrics["strategy"] == {"name": "jax DataParallel", "replicas": 2}
     np.testing.assert_allclose(
-        cluster.step_losses(runs[0]), cluster.step_losses(one_process), atol=1e-4
+        cluster.step_losses(runs[0]), cluster.step_losses(one_process), atol=1e-6
     )
-    cluster.assert_same_weights(one_process, runs[0], atol=1e-4)
+    cluster.assert_same_weights(one_process, runs[0], atol=1e-6)
+    one = json.loads((one_process / "metrics.json").read_text())["epochs"]
+    assert [_untimed(e["eval"]) for e in metrics["epochs"]] == [_untimed(e["eval"]) for e in one]
+
+
+def _untimed(metrics: dict) -> dict:
+    return {name: value for name, value in metrics.items() if name not in TIMINGS}
 
 
 @pytest.mark.slow

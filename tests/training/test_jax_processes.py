@@ -1,17 +1,23 @@
 """Which JAX processes a `--backend jax` run joins, read from the environment
-(`training/jax_processes.py`); tests/training/test_jax_backend.py trains with two of them."""
+(`training/jax_processes.py`), and how two of them share each global batch's rows;
+tests/training/test_jax_backend.py trains with two of them."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
 
 from bertfit.errors import ConfigError
+from bertfit.jax_devices import process_share
 from bertfit.training.jax_processes import cluster_arguments
+from tests.jax_process import run_in_jax_processes
+from tests.tiny import sentiment_rows, write_vocab
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -63,6 +69,7 @@ def test_a_partial_or_malformed_cluster_is_refused_naming_the_variable(environ, 
 JOIN_TOO_LATE = """
 import jax.numpy as jnp
 from bertfit.errors import ConfigError
+from bertfit.jax_devices import process_share
 from bertfit.training.jax_processes import join_jax_processes
 jnp.zeros(1).block_until_ready()
 address = {"JAX_COORDINATOR_ADDRESS": "127.0.0.1:1"}
@@ -84,3 +91,30 @@ def test_joining_after_jax_computed_is_refused_with_jax_reason():
     assert message.startswith("--backend jax could not join the other JAX processes: ")
     assert "must be called before any JAX" in message
     assert "nothing ran on JAX before `train`" in message
+
+
+@pytest.mark.slow  # two JAX processes, no model: 35-40 s on 2 cores at load 7 (mostly imports)
+def test_each_of_two_jax_processes_makes_its_half_and_they_assemble_the_global_batch(tmp_path):
+    """Two processes of one CPU device each (`jax.distributed` on localhost): each makes only
+    its half of every global batch's rows, the first half process 0's, and
+    `jax.make_array_from_process_local_data` joins the halves into the one-process batch."""
+    write_vocab(tmp_path)
+    rows = sentiment_rows(37, seed=3)  # every bucket's last batch has padding rows
+    (tmp_path / "rows.json").write_text(json.dumps(rows))
+    outputs = run_in_jax_processes(["tests.training.jax_hosts", tmp_path])
+    reports = [json.loads(out.strip().splitlines()[-1]) for out in outputs]
+    assert [r["share"] for r in reports] == [[0, 2], [1, 2]]
+    assert all(r["steps"] > 1 and r["own_rows"] and r["assembled"] for r in reports), reports
+
+
+def _devices(*processes: int) -> list:
+    return [types.SimpleNamespace(process_index=p) for p in processes]
+
+
+def test_a_process_shares_each_batch_equally_with_processes_of_as_many_devices():
+    assert process_share(_devices(0, 0, 1, 1)) == (0, 2)  # this process is JAX's process 0
+    assert process_share(_devices(0)) == (0, 1)
+    with pytest.raises(
+        ConfigError, match=r"different numbers of devices \(process 0: 2, process 1: 1\)"
+    ):
+        process_share(_devices(0, 0, 1))
