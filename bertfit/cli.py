@@ -858,8 +858,8 @@ def checkpoint_warnings_in_one_line():
 def loads_tensorflow(args) -> bool:
     """Whether the command runs on TensorFlow: not the onnx engine of evaluate and predict
     (`engine_run` starts TensorFlow where it needs it; serve's signatures are TensorFlow's with
-    either engine), not a command whose backend needs none (`TENSORFLOW_ON_DEMAND`); every
-    other."""
+    either engine), not a command whose backend needs none (`TENSORFLOW_ON_DEMAND`), not one
+    that runs no model (`WITHOUT_KERAS`); every other."""
     from bertfit.training.backends import BACKENDS as TRAINING_BACKENDS
 
     if getattr(args, "engine", None) == "onnx" and args.command != "serve":

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bertfit.cli import main
+from bertfit.cli import build_parser, loads_tensorflow, main
 from bertfit.errors import DataError
 from bertfit.sweeps.audit import CLEAN_FILE, ISSUES_FILE, audit_sweep, read_issues
 from bertfit.sweeps.confident import (
@@ -352,8 +352,10 @@ def test_a_reviewed_issues_file_becomes_a_training_file_train_reads(tmp_path, ca
     train, issues = _reviewed(tmp_path, {5: ("relabel", "neg"), 2: ("drop", "")})
     out = tmp_path / "corrected.jsonl"
 
-    assert main(["relabel", str(issues), "--train", str(train), "--output", str(out)]) == 0
+    argv = ["relabel", str(issues), "--train", str(train), "--output", str(out)]
+    assert main(argv) == 0
 
+    assert not loads_tensorflow(build_parser().parse_args(argv))  # it runs no model
     assert "wrote 11 training rows" in capsys.readouterr().out
     config = RunConfig(data=DataConfig(train=str(out), text_column="review", label_column="y"))
     check_run_files(config)  # what `bertfit train` reads through before it starts

@@ -192,7 +192,10 @@ def test_a_jax_k_fold_sweep_trains_each_fold_on_jax_and_predicts_its_rows_in_ten
 ):
     """`bertfit tune --backend jax` trains its runs in its own process, on Keras' JAX backend;
     the out-of-fold file (what `bertfit audit` reads) is TensorFlow's prediction of each fold
-    run's final weights, equal to the JAX run's own evaluation of its held-out rows."""
+    run's final weights, equal to the JAX run's own (on its validation slice: one epoch, so the
+    best checkpoint is the final one)."""
+    from bertfit.sweeps.fold_predictions import HeldOut, predict_held_out
+
     train, _ = _data(tmp_path)
     sweep = tmp_path / "cv"
     args = train_args(
@@ -225,13 +228,19 @@ def test_a_jax_k_fold_sweep_trains_each_fold_on_jax_and_predicts_its_rows_in_ten
         assert RunConfig.load(run_dir / "config.yaml").train.backend == "jax"
         metrics = json.loads((run_dir / "metrics.json").read_text())
         assert metrics["strategy"]["name"].startswith("jax ")
-        held_out = [r for r in rows if r["fold"] == run["fold"]]
-        with np.load(run_dir / "eval_outputs.npz") as saved:  # the JAX run's evaluation
+        # TensorFlow's prediction of the run's validation slice is the JAX run's evaluation
+        valid = str(sweep / f"folds/fold-{run['fold']}-valid.jsonl")
+        [tensorflow] = predict_held_out([HeldOut(str(run_dir), valid)])
+        with np.load(run_dir / "eval_outputs.npz") as saved:
             np.testing.assert_allclose(
-                [[r["probabilities"]["neg"], r["probabilities"]["pos"]] for r in held_out],
+                [
+                    [p["probabilities"]["neg"], p["probabilities"]["pos"]]
+                    for p in tensorflow["predictions"]
+                ],
                 saved["outputs"],
                 atol=1e-5,
             )
+        held_out = [r for r in rows if r["fold"] == run["fold"]]
         assert run["value"] == pytest.approx(np.mean([r["label"] == r["target"] for r in held_out]))
 
 
