@@ -65,7 +65,8 @@ def validation_rows(kind: str, targets: np.ndarray, seed: int | list[int]) -> np
     """Which of a fold's training rows (`targets`, as `fold_of_rows` takes them) are its
     validation slice [n] bool: one of `VALIDATION_SLICES` stratified slices (`fold_of_rows`,
     seeded by `seed`), less any row whose class (or a label of it) no other training row has,
-    so the run still trains on every label.
+    so the run still trains on every label, and less a row whose missing label every other
+    training row has.
 
     Examples:
     >>> validation_rows("single-label", np.array([0, 0, 0, 0, 1, 1, 1, 1, 2]), seed=0).tolist()
@@ -80,7 +81,10 @@ def validation_rows(kind: str, targets: np.ndarray, seed: int | list[int]) -> np
     else:
         return chosen
     only_here = present[chosen].any(axis=0) & ~present[~chosen].any(axis=0)
-    return chosen & ~present[:, only_here].any(axis=1)
+    chosen &= ~present[:, only_here].any(axis=1)
+    # nor a multi-label label on every row it trains on (a constant target its run refuses)
+    missing_only_here = ~present[chosen].all(axis=0) & present[~chosen].all(axis=0)
+    return chosen & present[:, missing_only_here].all(axis=1)
 
 
 def check_every_label_trains(task: Task, targets: np.ndarray, path: str) -> None:
