@@ -46,6 +46,8 @@ BACKEND_COMMANDS = ("train", "doctor", "check", "tune", "audit", "evaluate", "pr
 # Those of them that load TensorFlow only when their backend needs it
 # (`Backend.loads_tensorflow`: not --backend jax); `doctor` reports TensorFlow's build on any.
 TENSORFLOW_ON_DEMAND = ("train", "check", "tune", "audit", "evaluate", "predict")
+# The commands that run no model: TensorFlow is never loaded
+WITHOUT_KERAS = ("relabel",)
 # What runs without TensorFlow, said when a command that needs it is refused where it is not
 # installed (a JAX-only install)
 WITHOUT_TENSORFLOW = {
@@ -196,7 +198,7 @@ def tune_lines(results, sweep_dir: str) -> list[str]:
 
 
 def cmd_audit(args) -> int:
-    from bertfit.sweeps.audit import audit_sweep, audit_training
+    from bertfit.sweeps.audit import audit_sweep, audit_training, wrong_labels
     from bertfit.sweeps.audit_flags import audit_options, check_from_alone, training_from_args
 
     if args.from_sweep:
@@ -216,10 +218,22 @@ def cmd_audit(args) -> int:
         return 0
     print(
         f"flagged {summary['flagged']} of {summary['rows']} training rows as likely mislabelled "
-        f"({summary['method']}; about {summary['estimated_wrong']:.0f} wrong labels estimated)"
+        f"({summary['method']}; {wrong_labels(summary)})"
     )
     print(f"audit: {summary['output']} (issues.csv: the flagged rows, most likely wrong first;")
-    print("  train-without-issues.jsonl: the other rows, for bertfit train --train)")
+    print("  train-without-issues.jsonl: the other rows, for bertfit train --train;")
+    print("  fill in issues.csv's decision column, then: bertfit relabel ISSUES_CSV --output FILE)")
+    return 0
+
+
+def cmd_relabel(args) -> int:
+    from bertfit.sweeps.review import apply_review
+
+    done = apply_review(args.issues, args.output, args.train)
+    print(
+        f"wrote {done['rows']} training rows to {args.output} ({done['dropped']} dropped, "
+        f"{done['relabelled']} relabelled): bertfit train --train {args.output}"
+    )
     return 0
 
 
@@ -575,6 +589,7 @@ def build_parser() -> argparse.ArgumentParser:
         _add_demo,
         _add_tune,
         _add_audit,
+        _add_relabel,
         checkpoint_commands.add_commands,  # they live with their subsystem
         check_commands.add_commands,
     ):
@@ -808,6 +823,32 @@ def _add_audit(sub) -> None:
     audit.set_defaults(handler=cmd_audit, preflight=audit_preflight)
 
 
+def _add_relabel(sub) -> None:
+    relabel = sub.add_parser(
+        "relabel",
+        help="apply the decisions of a reviewed audit issues.csv: a corrected training file",
+    )
+    relabel.add_argument(
+        "issues",
+        metavar="ISSUES_CSV",
+        help="an audit's issues.csv, its decision column filled in: keep (or empty), drop, or "
+        "relabel with the class in new_label",
+    )
+    relabel.add_argument(
+        "--output",
+        required=True,
+        metavar="FILE.jsonl",
+        help="the corrected training file: every training row in order, dropped ones left "
+        "out, relabelled ones changed, in the training file's columns",
+    )
+    relabel.add_argument(
+        "--train",
+        metavar="FILE",
+        help="the training file the audit read (default: the audited sweep's --train)",
+    )
+    relabel.set_defaults(handler=cmd_relabel)
+
+
 @contextlib.contextmanager
 def checkpoint_warnings_in_one_line():
     """In the block, a `CheckpointWarning` is printed `bertfit: warning: ...` (Python's way is
@@ -829,11 +870,13 @@ def checkpoint_warnings_in_one_line():
 def loads_tensorflow(args) -> bool:
     """Whether the command runs on TensorFlow: not the onnx engine of evaluate and predict
     (`engine_run` starts TensorFlow where it needs it; serve's signatures are TensorFlow's with
-    either engine), not a command whose backend needs none (`TENSORFLOW_ON_DEMAND`); every
-    other."""
+    either engine), not a command whose backend needs none (`TENSORFLOW_ON_DEMAND`), not one
+    that runs no model (`WITHOUT_KERAS`); every other."""
     from bertfit.training.backends import BACKENDS as TRAINING_BACKENDS
 
     if getattr(args, "engine", None) == "onnx" and args.command != "serve":
+        return False
+    if args.command in WITHOUT_KERAS:
         return False
     if args.command in TENSORFLOW_ON_DEMAND:
         return TRAINING_BACKENDS[keras_backend()].loads_tensorflow

@@ -7,10 +7,15 @@ retraining without them.
                                   in the training rows' order), line (in the training file),
                                   text[, text_pair], given_label, suggested_label, score (the
                                   given label's quality, 0 to 1: lowest first),
-                                  given_probability, suggested_probability
+                                  given_probability, suggested_probability; and
+                                  decision and new_label, empty, for the reviewer to fill in
+                                  (keep, drop, or relabel with new_label) and `bertfit relabel`
+                                  to apply (`bertfit.sweeps.review`)
       audit.json                  the summary: the sweep, trial and seeds it read, the method,
                                   per-class thresholds, the confident joint (raw and calibrated),
-                                  the estimated number of wrong labels, flagged counts per label,
+                                  the estimated number of wrong labels (`estimated_wrong`: n -
+                                  trace of the calibrated joint; `off_diagonal`: the raw joint's
+                                  off-diagonal rows, cleanlab's default count), flagged counts,
                                   the out-of-fold accuracy against the most common label's rate,
                                   and a warning when the folds cannot judge (nothing flagged)
       train-without-issues.jsonl  the training rows less the flagged ones, in the training
@@ -57,6 +62,13 @@ ISSUE_COLUMNS = (
     "score",
     "given_probability",
     "suggested_probability",
+    "decision",  # the reviewer's, empty until then: `bertfit relabel` applies them
+    "new_label",
+)
+# What `estimated_wrong` is (cleanlab's name for it), and its neighbour `off_diagonal`.
+ESTIMATE = (
+    "rows minus the trace of the calibrated confident joint (cleanlab: num_label_issues with "
+    "estimation_method='off_diagonal_calibrated'); off_diagonal is cleanlab's default count"
 )
 REPORTED_ROWS = 50  # flagged rows shown in report.html (all are in issues.csv)
 # The folds judge labels only when their out-of-fold accuracy beats always answering the most
@@ -276,7 +288,8 @@ def read_issues(path: str | Path) -> list[dict]:
     """
     with open(path, encoding="utf-8", newline="") as f:
         reader = csv.DictReader(f)
-        missing = set(ISSUE_COLUMNS) - {"text_pair"} - set(reader.fieldnames or [])
+        optional = {"text_pair", "decision", "new_label"}
+        missing = set(ISSUE_COLUMNS) - optional - set(reader.fieldnames or [])
         if missing:
             raise DataError(
                 f"not an issues file of bertfit audit: no column(s) {', '.join(sorted(missing))}.",
@@ -290,6 +303,15 @@ def read_issues(path: str | Path) -> list[dict]:
         for key in ("score", "given_probability", "suggested_probability"):
             row[key] = float(row[key])
     return rows
+
+
+def wrong_labels(summary: dict) -> str:
+    """The estimate of wrong labels in words, saying which it is (see `ESTIMATE`)."""
+    return (
+        f"about {summary['estimated_wrong']:.0f} wrong labels estimated: rows minus the trace of "
+        f"the calibrated confident joint; its raw off-diagonal, cleanlab's default count, holds "
+        f"{summary['off_diagonal']}"
+    )
 
 
 def _summary(
@@ -308,6 +330,8 @@ def _summary(
         "flagged": int(issues.flagged.sum()),
         "flagged_fraction": float(issues.flagged.mean()),
         "estimated_wrong": round(issues.estimated_wrong, 3),
+        "estimated_wrong_by": ESTIMATE,
+        "off_diagonal": issues.off_diagonal,
         "flagged_per_given_label": dict(zip(labels, flagged_given.tolist(), strict=True)),
         "thresholds": dict(zip(labels, np.round(issues.thresholds, 6).tolist(), strict=True)),
         "confident_joint": {
@@ -409,8 +433,8 @@ def _page(summary: dict, issues: LabelIssues, records: list[dict]) -> str:
     caution = f"<strong>Warning: {html.escape(warning)}</strong></p><p>" if warning else ""
     intro = caution + (
         f"{summary['flagged']} of {summary['rows']} training rows flagged "
-        f"({summary['flagged_fraction']:.1%}; the calibrated confident joint estimates "
-        f"{summary['estimated_wrong']:.0f} wrong labels) by {summary['method']}, ranked by "
+        f"({summary['flagged_fraction']:.1%}; {wrong_labels(summary)}) by "
+        f"{summary['method']}, ranked by "
         f"{summary['rank_by']}; out-of-fold predictions of trial {summary['trial']}, seed(s) "
         f"{', '.join(map(str, summary['seeds']))}, right on "
         f"{summary['out_of_fold_accuracy']:.1%} of the rows (the most common label alone: "

@@ -8,7 +8,10 @@ from out-of-fold predicted probabilities alone (numpy; single-label classificati
    nowhere. Its off-diagonal counts rows confidently of another class than their label.
 3. Calibrated, C̃[i] = C[i] / sum(C[i]) × (rows labelled i): each row sums to its label's count,
    so C̃ / n estimates the joint distribution of given and true labels, and n - trace(C̃) the
-   number of wrong labels.
+   number of wrong labels (`estimated_wrong`: cleanlab's num_label_issues with
+   estimation_method="off_diagonal_calibrated"). cleanlab's default estimate instead counts the
+   rows in C's off-diagonal that the model does not predict as labelled (`off_diagonal`,
+   "off_diagonal"): fewer when a class's rows reach no threshold, which C̃ spreads back.
 4. Flagged rows, by one of two rules:
    - "prune-by-noise-rate" (cleanlab's default): for each given i and other class j, the
      round(C̃[i][j]) rows labelled i with the largest margin p_j - p_i;
@@ -36,7 +39,9 @@ class LabelIssues:
     thresholds: t_j [m]; confident_joint: C [m, m] counts (rows: given label, columns: the
     confident class); calibrated_joint: C̃ [m, m]; flagged: [n] bool; quality: the given
     label's quality [n] (lower: more likely wrong); suggested: argmax p [n]; ranked: the
-    flagged rows' indices, lowest quality first (ties: the earlier row)."""
+    flagged rows' indices, lowest quality first (ties: the earlier row); off_diagonal: the
+    rows confidently of another class than their label that the model does not predict as
+    labelled."""
 
     thresholds: np.ndarray
     confident_joint: np.ndarray
@@ -45,6 +50,7 @@ class LabelIssues:
     quality: np.ndarray
     suggested: np.ndarray
     ranked: np.ndarray
+    off_diagonal: int
 
     @property
     def estimated_wrong(self) -> float:
@@ -131,12 +137,15 @@ def find_label_issues(
     else:
         raise ValueError(f"unknown method {method!r}")
     suggested = probabilities.argmax(axis=1)
+    off_diagonal = int(np.sum((confident >= 0) & (confident != labels) & (suggested != labels)))
     flagged &= suggested != labels
     quality = label_quality(labels, probabilities, rank_by)
     _keep_one_per_class(flagged, labels, quality, m)
     rows = np.flatnonzero(flagged)
     ranked = rows[np.argsort(quality[rows], kind="stable")]
-    return LabelIssues(thresholds, joint, calibrated, flagged, quality, suggested, ranked)
+    return LabelIssues(
+        thresholds, joint, calibrated, flagged, quality, suggested, ranked, off_diagonal
+    )
 
 
 def _prune_by_noise_rate(

@@ -76,8 +76,9 @@ def add_tune_arguments(parser: argparse.ArgumentParser, sweep_dir_help: str | No
     sweep.add_argument(
         "--folds",
         type=_positive,
-        help="k-fold cross-validation on --train: K runs per trial and seed, each evaluated on "
-        "its held-out fold (stratified); out-of-fold predictions written",
+        help="k-fold cross-validation on --train: K runs per trial and seed, each choosing on a "
+        "slice of its training part and scored on its held-out fold (stratified); out-of-fold "
+        "predictions written",
     )
     sweep.add_argument(
         "--trials",

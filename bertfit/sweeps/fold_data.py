@@ -1,5 +1,7 @@
 """The data of k-fold cross-validation: the training rows split into fold files that a normal
-run reads, and the out-of-fold predictions gathered back from the K runs."""
+run reads (each fold's training part cut into the rows it trains on and its validation slice,
+`bertfit.sweeps.folds.validation_rows`), and the out-of-fold predictions gathered back from the
+K runs."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from bertfit.sweeps.folds import (
     check_every_label_trains,
     check_no_label_on_every_training_row,
     fold_of_rows,
+    validation_rows,
 )
 
 
@@ -32,13 +35,14 @@ class FoldSplit:
     task: Task
     folder: Path
 
-    def files(self, k: int) -> tuple[Path, Path]:
+    def files(self, k: int) -> tuple[Path, Path, Path]:
         return fold_files(self.folder, k)
 
 
-def fold_files(folder: Path, k: int) -> tuple[Path, Path]:
-    """(training file, held-out file) of fold `k`."""
-    return folder / f"fold-{k}-train.jsonl", folder / f"fold-{k}-heldout.jsonl"
+def fold_files(folder: Path, k: int) -> tuple[Path, Path, Path]:
+    """(training file, validation file, held-out file) of fold `k`: its run trains on the
+    first, chooses on the second (its --eval) and only predicts the third."""
+    return tuple(folder / f"fold-{k}-{part}.jsonl" for part in ("train", "valid", "heldout"))
 
 
 def split_training_rows(base: RunConfig, folds: int, folder: Path) -> FoldSplit:
@@ -55,15 +59,14 @@ def split_training_rows(base: RunConfig, folds: int, folder: Path) -> FoldSplit:
     )
     check_no_label_on_every_training_row(task, targets, split.fold, base.data.train)
     folder.mkdir(parents=True, exist_ok=True)
-    lines = [_jsonl_line(e, base) for e in examples]
+    lines = np.array([jsonl_line(e, base) for e in examples], object)
     for k in range(1, folds + 1):
-        train_file, held_out_file = split.files(k)
-        _write_if_changed(
-            train_file, "".join(x for x, f in zip(lines, split.fold, strict=True) if f != k)
-        )
-        _write_if_changed(
-            held_out_file, "".join(x for x, f in zip(lines, split.fold, strict=True) if f == k)
-        )
+        training = np.flatnonzero(split.fold != k)
+        # seeded by the fold too: each fold's slice is drawn afresh from its own training part
+        valid = validation_rows(task.kind, targets[training], [base.train.seed, k])
+        parts = (training[~valid], training[valid], np.flatnonzero(split.fold == k))
+        for path, rows in zip(split.files(k), parts, strict=True):
+            _write_if_changed(path, "".join(lines[rows]))
     assignment = {"folds": folds, "seed": base.train.seed, "fold_of_row": split.fold.tolist()}
     _write_if_changed(folder / "folds.json", json.dumps(assignment) + "\n")
     return split
@@ -91,7 +94,9 @@ def out_of_fold_rows(split: FoldSplit, predictions: dict[int, list[dict]]) -> li
     return rows
 
 
-def _jsonl_line(example: Example, config: RunConfig) -> str:
+def jsonl_line(example: Example, config: RunConfig) -> str:
+    """`example` as a line of JSON in the training file's columns (`config`'s), its label as
+    given."""
     d = config.data
     row = {d.text_column: example.text}
     if d.text_pair_column:

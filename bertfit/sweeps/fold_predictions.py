@@ -21,17 +21,18 @@ from bertfit.atomic import write_text_atomic
 
 @dataclass(frozen=True)
 class HeldOut:
-    """One fold run and the rows it did not train on, in the order their predictions come."""
+    """One fold run and the file of the rows it did not train on (in the run's columns)."""
 
     run: str
-    texts: list[str]
-    pairs: list[str | None]  # None for a row without a second text
+    file: str
 
 
-def predict_held_out(folds: list[HeldOut]) -> list[list[dict]]:
-    """Each fold run's prediction rows (`prediction_rows`) of its held-out texts, from its
-    final weights (those its held-out score is of); in a TensorFlow process when this one's
-    Keras runs on another backend."""
+def predict_held_out(folds: list[HeldOut]) -> list[dict]:
+    """Each fold run's `predictions` (`prediction_rows`, in its held-out file's order) and
+    `metrics` (`task_metrics`: the fold's score) of its held-out rows, from its final weights
+    (not its best checkpoint: a validation slice of a few rows ties early epochs; where early
+    stopping ended the run, that slice decided it, never these rows); in a TensorFlow process
+    when this one's Keras runs on another backend."""
     import keras
 
     if keras.backend.backend() == "tensorflow":
@@ -39,16 +40,26 @@ def predict_held_out(folds: list[HeldOut]) -> list[list[dict]]:
     return _predict_in_tensorflow(folds)
 
 
-def _predict(fold: HeldOut) -> list[dict]:
-    from bertfit.inference.outputs import prediction_rows
+def _predict(fold: HeldOut) -> dict:
+    from bertfit.data.sources import read_examples
+    from bertfit.inference.outputs import metric_inputs, prediction_rows
     from bertfit.inference.predictor import load_classifier
+    from bertfit.inference.run import classifier_source_spec
+    from bertfit.runs.metrics import task_metrics
 
     classifier = load_classifier(fold.run, which="latest")
-    pairs = fold.pairs if classifier.pairs else None
-    return prediction_rows(classifier.task, classifier.outputs(fold.texts, pairs))
+    task = classifier.task
+    examples = read_examples(fold.file, classifier_source_spec(classifier, None, None))
+    pairs = [e.text_pair for e in examples] if classifier.pairs else None
+    outputs = classifier.outputs([e.text for e in examples], pairs)
+    targets = task.targets(examples, fold.file)
+    return {
+        "predictions": prediction_rows(task, outputs),
+        "metrics": task_metrics(task, targets, metric_inputs(task, outputs)),
+    }
 
 
-def _predict_in_tensorflow(folds: list[HeldOut]) -> list[list[dict]]:
+def _predict_in_tensorflow(folds: list[HeldOut]) -> list[dict]:
     with tempfile.TemporaryDirectory(prefix="bertfit-fold-predictions-") as folder:
         requests, out = Path(folder, "requests.json"), Path(folder, "predictions.json")
         requests.write_text(json.dumps([asdict(f) for f in folds]), encoding="utf-8")

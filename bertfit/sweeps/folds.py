@@ -11,6 +11,11 @@
   fold at random, so every fold spans the whole range of targets.
 
 The split depends only on the targets, K and the seed: rerunning gives the same folds.
+
+Each fold's run chooses what it chooses from data (its best checkpoint, early stopping, its
+multi-label thresholds) on a validation slice of its own training part (`validation_rows`),
+never on the rows it holds out: those are only predicted, so the out-of-fold predictions do
+not see the labels they judge.
 """
 
 from __future__ import annotations
@@ -21,7 +26,9 @@ from bertfit.data.tasks import MULTI_LABEL, REGRESSION, SINGLE_LABEL, Task
 from bertfit.errors import ConfigError, DataError
 
 
-def fold_of_rows(kind: str, targets: np.ndarray, folds: int, seed: int = 0) -> np.ndarray:
+def fold_of_rows(
+    kind: str, targets: np.ndarray, folds: int, seed: int | list[int] = 0
+) -> np.ndarray:
     """The held-out fold (0 to `folds` - 1) of every row.
 
     Args:
@@ -29,7 +36,7 @@ def fold_of_rows(kind: str, targets: np.ndarray, folds: int, seed: int = 0) -> n
         targets: class ids [n] (single-label), multi-hot rows [n, labels] (multi-label) or
             values [n] (regression), as `Task.targets` gives them.
         folds: K, at least 2 and at most the number of rows.
-        seed: seeds the shuffling.
+        seed: seeds the shuffling (a number, or a list of numbers).
 
     Examples:
     >>> fold_of_rows("single-label", np.array([0, 0, 1, 1, 1, 0]), 2, seed=0).tolist()
@@ -49,6 +56,35 @@ def fold_of_rows(kind: str, targets: np.ndarray, folds: int, seed: int = 0) -> n
     if kind == REGRESSION:
         return _regression(np.asarray(targets, np.float64), folds, rng)
     raise ValueError(f"unknown task kind {kind!r}")
+
+
+VALIDATION_SLICES = 10  # a fold's validation slice: about a tenth of its training part
+
+
+def validation_rows(kind: str, targets: np.ndarray, seed: int | list[int]) -> np.ndarray:
+    """Which of a fold's training rows (`targets`, as `fold_of_rows` takes them) are its
+    validation slice [n] bool: one of `VALIDATION_SLICES` stratified slices (`fold_of_rows`,
+    seeded by `seed`), less any row whose class (or a label of it) no other training row has,
+    so the run still trains on every label, and less a row whose missing label every other
+    training row has.
+
+    Examples:
+    >>> validation_rows("single-label", np.array([0, 0, 0, 0, 1, 1, 1, 1, 2]), seed=0).tolist()
+    [False, False, True, False, False, False, False, True, False]
+    """
+    slices = max(2, min(VALIDATION_SLICES, len(targets) // 2))
+    chosen = fold_of_rows(kind, targets, slices, seed) == 0
+    if kind == SINGLE_LABEL:
+        present = np.eye(int(np.max(targets)) + 1, dtype=bool)[np.asarray(targets)]
+    elif kind == MULTI_LABEL:
+        present = np.asarray(targets) > 0.5
+    else:
+        return chosen
+    only_here = present[chosen].any(axis=0) & ~present[~chosen].any(axis=0)
+    chosen &= ~present[:, only_here].any(axis=1)
+    # nor a multi-label label on every row it trains on (a constant target its run refuses)
+    missing_only_here = ~present[chosen].all(axis=0) & present[~chosen].all(axis=0)
+    return chosen & present[:, missing_only_here].all(axis=1)
 
 
 def check_every_label_trains(task: Task, targets: np.ndarray, path: str) -> None:

@@ -1,8 +1,10 @@
 """What a sweep concluded: each run's score, each trial's mean ± sd over its runs, and the choice.
 
 The rule: a run's score is its `--best-metric` on the evaluation data (the best epoch's, the
-checkpoint the run keeps; with --folds, the last epoch's on the held-out fold, the weights its
-out-of-fold predictions come from). A trial's score is the mean over its runs (seeds × folds).
+checkpoint the run keeps; with --folds, its final weights' on the rows its fold held out, once
+its seed's folds are all trained: the weights its out-of-fold predictions come from; the run
+chose on its fold's validation slice, and the held-out rows are only predicted). A trial's
+score is the mean over its runs (seeds × folds).
 The chosen trial has the best mean (highest; lowest for loss, rmse, mae and hamming_loss), the
 earlier trial on a tie; a trial with a diverged or unfinished run is never chosen. The chosen
 run is the chosen trial's best run (none with --folds: each fold trained on part of the data,
@@ -33,11 +35,19 @@ class RunResult:
     metrics: dict | None = None
 
     @classmethod
-    def of(cls, summary: RunSummary, seed: int, fold: int | None, metric: str) -> RunResult:
-        """A run's result: with a fold, its last evaluation (`final`); else its best
-        (`best`, what its best checkpoint scored)."""
+    def of(
+        cls,
+        summary: RunSummary,
+        seed: int,
+        fold: int | None,
+        metric: str,
+        held_out: dict | None = None,
+    ) -> RunResult:
+        """A run's result: with a fold, its final weights' metrics on its held-out rows
+        (`held_out`; None until they were predicted); else its best (`best`, what its best
+        checkpoint scored)."""
         if fold:
-            evaluation = summary.final or {}
+            evaluation = held_out or {}
             value = evaluation.get(metric)
         else:
             evaluation = _best_epoch_eval(summary) or {}

@@ -55,6 +55,7 @@ class RunPlan:
     seed: int
     fold: int | None  # 1-based; None without --folds
     config: RunConfig
+    held_out_file: str | None = None  # the rows the fold's run only predicts (with --folds)
 
     @property
     def path(self) -> Path:
@@ -109,7 +110,10 @@ class SweepSpec:
 
     def runs(self, base: RunConfig, sweep_dir: Path, fold_files=None) -> list[RunPlan]:
         """Every run, in the order they train: trial by trial, seed by seed, fold by fold.
-        `fold_files(k)` gives (train file, held-out file) of fold k (with folds)."""
+        `fold_files(k)` gives (train file, validation file, held-out file) of fold k (with
+        folds): a fold's run trains on the first and chooses (early stopping, thresholds,
+        its best checkpoint) on the second, and is not calibrated, so that every fold's
+        probabilities are on the same scale (its model's own) and none saw a held-out label."""
         plans = []
         for trial in self.trial_list():
             for seed in self.seeds:
@@ -118,11 +122,14 @@ class SweepSpec:
                     config = copy.deepcopy(base)
                     override(config, {**trial.params, "train.seed": seed})
                     config.output_dir = str(sweep_dir / "runs" / trial.name / name)
+                    held_out = None
                     if fold:
-                        config.data.train, config.data.eval = map(str, fold_files(fold))
+                        train, valid, held_out = map(str, fold_files(fold))
+                        config.data.train, config.data.eval = train, valid
+                        config.train.calibrate = "off"
                         config.data.format = None  # the fold files are JSON lines
                         config.data.max_train_examples = None  # applied before the split
-                    plans.append(RunPlan(trial, seed, fold, config.validate()))
+                    plans.append(RunPlan(trial, seed, fold, config.validate(), held_out))
         return plans
 
     def to_dict(self) -> dict:

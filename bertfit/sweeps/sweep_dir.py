@@ -3,10 +3,13 @@
     SWEEP/
       sweep.json      the sweep: its spec (grid, seeds, folds, budget) and the base run config;
                       written first, it marks the directory as this sweep's
-      folds/          with --folds: fold-K-train.jsonl and fold-K-heldout.jsonl (the training
-                      rows split, in the training file's columns) and folds.json (each row's fold)
+      folds/          with --folds: fold-K-train.jsonl, fold-K-valid.jsonl (what fold K's run
+                      trains on, and chooses on) and fold-K-heldout.jsonl (what it only
+                      predicts): the training rows split, in the training file's columns; and
+                      folds.json (each row's fold)
       runs/TRIAL/seedS[-foldK]/   a normal bertfit run directory per run
       runs/TRIAL/oof-seedS.jsonl  with --folds: out-of-fold predictions, every training row once
+      runs/TRIAL/heldout-seedS.json  with --folds: each fold's metrics on its held-out rows
       results.json    every run's score, each trial's mean ± sd, the chosen trial and run
       chosen.yaml     the chosen trial's run config (`bertfit train --config chosen.yaml`)
       report.html     trials compared: the metric against the learning rate, the spread per seed

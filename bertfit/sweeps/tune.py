@@ -129,10 +129,10 @@ def _sweep(
     summaries: dict[str, RunSummary] = {}
     for number, plan in enumerate(plans, 1):
         summaries[plan.name] = _run(plan, f"run {number}/{len(plans)}", console, sweep, reports)
+        if split and plan.fold == spec.folds:  # the seed's folds are scored on their held-out rows
+            _write_out_of_fold(split, [p for p in plans if _same_seed(p, plan)], sweep, console)
         results = _results(base, spec, plans, summaries)
         write_text_atomic(sweep.results_file, json.dumps(results.to_dict(), indent=2))
-        if split and plan.fold == spec.folds:
-            _write_out_of_fold(split, [p for p in plans if _same_seed(p, plan)], sweep, console)
     chosen = results.chosen
     if chosen is not None:
         _chosen_config(base, chosen, results).save(sweep.chosen_file)
@@ -185,9 +185,22 @@ def _results(
             if summary is None:
                 runs.append(RunResult(plan.seed, plan.fold, str(plan.path), "pending"))
             else:
-                runs.append(RunResult.of(summary, plan.seed, plan.fold, metric))
+                runs.append(RunResult.of(summary, plan.seed, plan.fold, metric, _held_out(plan)))
         trials.append(TrialResult(trial.name, trial.params, runs))
     return SweepResults(metric, trials, spec.folds)
+
+
+def _held_out(plan: RunPlan) -> dict | None:
+    """A fold run's metrics on the rows it held out, once its seed's folds were predicted."""
+    path = _held_out_file(plan)
+    if not plan.fold or not path.exists():
+        return None
+    return json.loads(path.read_text(encoding="utf-8"))[str(plan.fold)]
+
+
+def _held_out_file(plan: RunPlan) -> Path:
+    """runs/TRIAL/heldout-seedS.json: each fold's metrics on its held-out rows, by fold."""
+    return plan.path.parent / f"heldout-seed{plan.seed}.json"
 
 
 def _same_seed(plan: RunPlan, last: RunPlan) -> bool:
@@ -198,7 +211,8 @@ def _write_out_of_fold(
     split: FoldSplit, folds: list[RunPlan], sweep: SweepDir, console: Console
 ) -> None:
     """runs/TRIAL/oof-seedS.jsonl: every training row once, predicted by the fold run that
-    held it out (its final weights, those its held-out score is of)."""
+    held it out (its final weights); and each fold run's score, its metrics on the rows it
+    held out (`_held_out_file`)."""
     path = folds[0].path.parent / f"oof-seed{folds[0].seed}.jsonl"
     if path.exists():
         return
@@ -208,14 +222,11 @@ def _write_out_of_fold(
             "run did not finish"
         )
         return
-    held_out = []
-    for plan in folds:
-        rows = [e for e, f in zip(split.examples, split.fold, strict=True) if f == plan.fold]
-        held_out.append(
-            HeldOut(str(plan.path), [e.text for e in rows], [e.text_pair for e in rows])
-        )
+    held_out = [HeldOut(str(plan.path), plan.held_out_file) for plan in folds]
     predicted = predict_held_out(held_out)  # in TensorFlow, also when this sweep trains on JAX
-    predictions = {plan.fold: fold_rows for plan, fold_rows in zip(folds, predicted, strict=True)}
+    scores = {p.fold: fold["metrics"] for p, fold in zip(folds, predicted, strict=True)}
+    write_text_atomic(_held_out_file(folds[0]), json.dumps(scores, indent=2))
+    predictions = {p.fold: fold["predictions"] for p, fold in zip(folds, predicted, strict=True)}
     rows = out_of_fold_rows(split, predictions)
     write_text_atomic(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
     sweep.log(f"wrote {len(rows)} out-of-fold predictions to {path}")

@@ -40,9 +40,10 @@ def test_fold_files_hold_every_row_once_in_the_training_files_columns(tmp_path, 
 
     everything, held_out = rows_of(split.examples), Counter()
     for k in (1, 2, 3):
-        train_file, held_out_file = split.files(k)
-        held = rows_of(read_examples(held_out_file, spec))
-        assert rows_of(read_examples(train_file, spec)) + held == everything  # no row lost
+        train_file, valid_file, held_out_file = split.files(k)
+        held, valid = (rows_of(read_examples(f, spec)) for f in (held_out_file, valid_file))
+        assert rows_of(read_examples(train_file, spec)) + valid + held == everything  # no row lost
+        assert 0 < valid.total() <= held.total()  # a slice of the training part to choose on
         held_out += held
     assert held_out == everything  # every row held out exactly once, with its labels
     assert sum(held_out.values()) == len(rows)

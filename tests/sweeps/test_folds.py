@@ -12,6 +12,7 @@ from bertfit.sweeps.folds import (
     check_every_label_trains,
     check_no_label_on_every_training_row,
     fold_of_rows,
+    validation_rows,
 )
 
 
@@ -98,3 +99,14 @@ def test_a_label_on_every_training_row_of_a_fold_is_refused_before_any_run():
         check_no_label_on_every_training_row(task, targets, fold, "train.jsonl")
     targets[0, 1] = 0  # missing from a row of fold 1 too: every fold's training part lacks it once
     check_no_label_on_every_training_row(task, targets, fold, "train.jsonl")
+
+
+def test_a_folds_validation_slice_is_a_tenth_and_leaves_every_label_to_train_on():
+    labels = np.repeat([0, 1, 2], [50, 39, 1])  # class 2: one training row, never in the slice
+    valid = validation_rows(SINGLE_LABEL, labels, [42, 1])
+    assert valid.sum() == 9 and np.bincount(labels[valid]).tolist() == [5, 4]
+    assert validation_rows(SINGLE_LABEL, labels, [42, 1]).tolist() == valid.tolist()  # seeded
+    tags = np.array([[1, 1], [0, 0], [1, 1], [1, 0], [1, 0], [1, 0]], np.float32)
+    # slice 0 of seed 1 is rows 1 and 5; row 1 is the only one without 'a': it trains
+    assert (fold_of_rows(MULTI_LABEL, tags, 3, 1) == 0).tolist() == [0, 1, 0, 0, 0, 1]
+    assert validation_rows(MULTI_LABEL, tags, 1).tolist() == [0, 0, 0, 0, 0, 1]

@@ -106,22 +106,62 @@ def test_two_folds_write_out_of_fold_predictions_for_every_row(tmp_path, trainab
     assert [r["text"] for r in rows] == texts
     folds = json.loads((sweep / "folds/folds.json").read_text())["fold_of_row"]
     assert [r["fold"] for r in rows] == folds and sorted(set(folds)) == [1, 2]
-    for run in trial.runs:  # each held-out row predicted by the run that did not train on it
+    for run in trial.runs:  # scored on the rows it held out, which it only predicted
         held_out = [r for r in rows if r["fold"] == run.fold]
-        with np.load(Path(run.run_dir) / "eval_outputs.npz") as saved:
-            np.testing.assert_allclose(
-                [[r["probabilities"]["neg"], r["probabilities"]["pos"]] for r in held_out],
-                saved["outputs"],
-                atol=1e-5,
-            )
         accuracy = np.mean([r["label"] == r["target"] for r in held_out])
         assert run.value == pytest.approx(accuracy)
+        config = RunConfig.load(Path(run.run_dir) / "config.yaml")
+        assert config.data.eval.endswith(f"fold-{run.fold}-valid.jsonl")  # it chose on these
+        assert config.train.calibrate == "off"  # one scale for every fold's probabilities
     assert not list(sweep.rglob("report.html"))  # reports=False
     page = write_sweep_report(sweep).read_text()
     assert page.count("<img") == 1 and "learning rate was not swept" in page  # the spread only
     chosen = RunConfig.load(sweep / "chosen.yaml")
     assert chosen.data.train == str(train) and chosen.train.learning_rate == 5e-3
     assert chosen.model.pooling == "cls"  # what its runs decided: the checkpoint declares none
+
+
+@pytest.mark.slow  # two tiny fold runs trained and predicted: ~15 s on 2 cores
+def test_a_folds_predictions_do_not_see_the_labels_of_the_rows_it_holds_out(
+    tmp_path, trainable_hf_dir
+):
+    """The fold's run chooses its checkpoint and would calibrate on data: only on its own
+    training part. Flipping every label of its held-out rows changes their score, and not one
+    bit of their predicted probabilities."""
+    from bertfit.sweeps.fold_data import split_training_rows
+    from bertfit.sweeps.fold_predictions import HeldOut, predict_held_out
+    from bertfit.training.run import train
+
+    train_file, _ = _data(tmp_path)
+    base = RunConfig(
+        model=ModelConfig(name=str(trainable_hf_dir), max_seq_length=16, dropout=0.0),
+        data=DataConfig(train=str(train_file), buckets=[16]),
+        train=TrainConfig(
+            batch_size=8,
+            epochs=3,
+            learning_rate=5e-3,
+            seed=0,
+            strategy="default",
+            best_metric="loss",
+            early_stopping_patience=1,
+        ),  # fmt: skip
+    )  # the best checkpoint, early stopping and --calibrate auto (the default) choose on data
+    split = split_training_rows(base, 2, tmp_path / "folds")
+    held_out = split.files(1)[-1]
+
+    def predict_fold_one(sweep: str) -> dict:
+        plans = SweepSpec({}, [0], folds=2).runs(base, tmp_path / sweep, split.files)
+        train(plans[0].config, quiet=True)
+        return predict_held_out([HeldOut(str(plans[0].path), str(held_out))])[0]
+
+    before = predict_fold_one("a")
+    flip = {"neg": "pos", "pos": "neg"}
+    rows = [json.loads(line) for line in held_out.read_text().splitlines()]
+    held_out.write_text("".join(json.dumps({**r, "label": flip[r["label"]]}) + "\n" for r in rows))
+    after = predict_fold_one("b")
+
+    assert after["predictions"] == before["predictions"]  # exactly
+    assert after["metrics"]["accuracy"] == pytest.approx(1 - before["metrics"]["accuracy"])
 
 
 def test_chosen_yaml_holds_the_pooling_the_chosen_trials_runs_decided(tmp_path):
@@ -152,7 +192,10 @@ def test_a_jax_k_fold_sweep_trains_each_fold_on_jax_and_predicts_its_rows_in_ten
 ):
     """`bertfit tune --backend jax` trains its runs in its own process, on Keras' JAX backend;
     the out-of-fold file (what `bertfit audit` reads) is TensorFlow's prediction of each fold
-    run's final weights, equal to the JAX run's own evaluation of its held-out rows."""
+    run's final weights, equal to the JAX run's own (on its validation slice: one epoch, so the
+    best checkpoint is the final one)."""
+    from bertfit.sweeps.fold_predictions import HeldOut, predict_held_out
+
     train, _ = _data(tmp_path)
     sweep = tmp_path / "cv"
     args = train_args(
@@ -185,13 +228,19 @@ def test_a_jax_k_fold_sweep_trains_each_fold_on_jax_and_predicts_its_rows_in_ten
         assert RunConfig.load(run_dir / "config.yaml").train.backend == "jax"
         metrics = json.loads((run_dir / "metrics.json").read_text())
         assert metrics["strategy"]["name"].startswith("jax ")
-        held_out = [r for r in rows if r["fold"] == run["fold"]]
-        with np.load(run_dir / "eval_outputs.npz") as saved:  # the JAX run's evaluation
+        # TensorFlow's prediction of the run's validation slice is the JAX run's evaluation
+        valid = str(sweep / f"folds/fold-{run['fold']}-valid.jsonl")
+        [tensorflow] = predict_held_out([HeldOut(str(run_dir), valid)])
+        with np.load(run_dir / "eval_outputs.npz") as saved:
             np.testing.assert_allclose(
-                [[r["probabilities"]["neg"], r["probabilities"]["pos"]] for r in held_out],
+                [
+                    [p["probabilities"]["neg"], p["probabilities"]["pos"]]
+                    for p in tensorflow["predictions"]
+                ],
                 saved["outputs"],
                 atol=1e-5,
             )
+        held_out = [r for r in rows if r["fold"] == run["fold"]]
         assert run["value"] == pytest.approx(np.mean([r["label"] == r["target"] for r in held_out]))
 
 
