@@ -79,6 +79,15 @@ def export_litert(
     """
     module = portable.check_portable(classifier, "litert")
     portable.check_quantize(quantize)
+    tokenizer = module.tokenizer
+    if not isinstance(tokenizer, BertTokenizer):
+        raise ConfigError(
+            "--format litert needs a WordPiece (BERT-style) tokenizer: LiteRT's only tokenizer "
+            "kernels are TensorFlow Text's FastBertTokenizer's (WordPiece), and this run's "
+            f"tokenizer is {tokenizer.kind or type(tokenizer).__name__}. Export it with --format "
+            "onnx (model.onnx with its tokenizer.json) or --format saved-model (the tokenizer "
+            "inside, for TF Serving or `bertfit serve`)."
+        )
     if module.pairs:
         raise ConfigError(
             "--format litert exports single-text models; this one classifies text pairs. Use "
