@@ -260,6 +260,11 @@ class JaxBackend:
                 "--jit-compile out",
             ),
             (distilling, "bertfit distill trains on TensorFlow only so far; leave --backend out"),
+            (
+                t.few_shot,
+                "--few-shot trains its first stage on TensorFlow only so far; leave --backend "
+                "out",
+            ),
         ]
         for refused, message in refusals:
             if refused:

@@ -1,0 +1,166 @@
+"""`--few-shot`: a contrastive first stage for training sets of a few examples per class, as
+SetFit trains (issue 63).
+
+On 8 examples per class the ordinary run scores near chance, where SetFit scores 0.93: it
+first fine-tunes the encoder so that rows of one label embed close together and rows of
+different labels apart, then fits the head on those embeddings. Here:
+
+- stage 1 (this module): pairs of training rows (`data.pairs`: each row with `--few-shot-pairs`
+  rows like it and as many unlike it) train the encoder's embedding (the run's pooling of its
+  tokens) with the cosine similarity loss (`model.losses.cosine_similarity_loss`), one pass
+  over the pairs at the run's batch size (pairs a step), learning rate and AdamW (its own
+  optimizer and warmup-then-decay schedule); the head is untouched;
+- stage 2: the ordinary run (epochs, evaluation, best checkpoint, calibration) from the tuned
+  encoder, so the run is an ordinary one that evaluate, predict, export and serve read.
+
+Stage 1 runs before the run's first step and saves nothing of its own: the first checkpoint,
+after it, holds its encoder. A run stopped during stage 1 starts it over when resumed (it is
+seeded, so it computes the same); a run resumed from a checkpoint has it done already.
+The stage runs on the TensorFlow backend, on one replica (`check_few_shot`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from bertfit.config import REGRESSION, RunConfig
+from bertfit.data.host_input import HostInput
+from bertfit.data.pairs import SentencePairs, sentence_pairs
+from bertfit.data.training_data import LabelledData
+from bertfit.errors import ConfigError
+from bertfit.model.inputs import MASK, normalize_inputs
+from bertfit.model.losses import cosine_similarity_loss
+from bertfit.training.optimizer import make_optimizer
+
+if TYPE_CHECKING:
+    from bertfit.data.tasks import Task
+    from bertfit.progress import Console
+    from bertfit.training.interrupt import StopRequests
+    from bertfit.training.setup import RunSetup
+
+# `train` suggests --few-shot for a classification set of at most this many rows per class
+# (measured: 8 a class scores near chance without it; docs/training.md#few-shot-training).
+FEW_SHOT_ROWS_PER_CLASS = 16
+
+
+@dataclasses.dataclass(frozen=True)
+class FewShotPlan:
+    """Stage 1 as a run plans it: its pairs, `batch_size` pairs a step for `steps` steps, every
+    row packed to `seq_length` tokens."""
+
+    pairs: SentencePairs
+    pairs_per_row: int
+    batch_size: int
+    steps: int
+    seq_length: int
+
+    @classmethod
+    def of(cls, config: RunConfig, train: LabelledData) -> FewShotPlan:
+        pairs = sentence_pairs(train.labels, config.train.few_shot_pairs, config.train.seed)
+        batch_size = min(config.train.batch_size, len(pairs))
+        seq_length = int(min(config.model.max_seq_length, train.lengths().max()))
+        steps = len(pairs) // batch_size
+        return cls(pairs, config.train.few_shot_pairs, batch_size, steps, seq_length)
+
+    def describe(self) -> str:
+        return (
+            f"few-shot: stage 1 fine-tunes the encoder on {len(self.pairs)} pairs of training "
+            f"rows ({self.pairs_per_row} of its label and {self.pairs_per_row} of another "
+            f"for each row; --few-shot-pairs) in {self.steps} steps of {self.batch_size} pairs, "
+            "then stage 2 trains the classifier as below"
+        )
+
+
+def check_few_shot(config: RunConfig, task: Task, train, replicas: int) -> None:
+    """Refuses `--few-shot` where stage 1 cannot run, before anything is written: a regression
+    (no classes to pair), training rows not held in memory (a prepared set), or a batch split
+    over several replicas."""
+    if task.kind == REGRESSION:
+        raise ConfigError(
+            "--few-shot pairs rows by their labels; a regression has none: leave --few-shot out."
+        )
+    if not isinstance(train, LabelledData):
+        raise ConfigError(
+            f"--few-shot makes its pairs from training rows in memory; {config.data.train} is a "
+            "prepared set (`bertfit prepare`), which is streamed: pass the text file instead."
+        )
+    if replicas > 1:
+        raise ConfigError(
+            f"--few-shot trains its first stage on one replica; this run has {replicas}: "
+            "leave --cpu-replicas out, or pass --strategy one-device."
+        )
+
+
+def few_shot_suggestion(task: Task, rows: int) -> str | None:
+    """A note for a classification set small enough that --few-shot helps, else None."""
+    classes = len(task.labels)
+    if task.kind == REGRESSION or not classes or rows > FEW_SHOT_ROWS_PER_CLASS * classes:
+        return None
+    return (
+        f"{rows} training rows for {classes} labels (at most {FEW_SHOT_ROWS_PER_CLASS} a "
+        "label): --few-shot usually scores better on a set this small "
+        "(docs/training.md#few-shot-training)"
+    )
+
+
+def embed(model, inputs, training: bool):
+    """The classifier's pooled features of `inputs`, before dropout and the head."""
+    inputs = normalize_inputs(inputs)
+    outputs = model.encoder(inputs, training=training, pooled_only=model.pooling == "cls")
+    return model.pool(outputs, inputs[MASK])
+
+
+def train_on_pairs(setup: RunSetup, plan: FewShotPlan, console: Console, stop: StopRequests):
+    """Stage 1 on the TensorFlow backend: `plan.steps` steps of the cosine similarity loss
+    over the encoder's trained variables (LoRA's adapters with `--lora-rank`). Stops early
+    when `stop` has a signal. Returns the stage's record for metrics.json (its losses: the
+    mean of the first and of the last tenth of its steps)."""
+    import tensorflow as tf
+
+    trainer, model = setup.trainer, setup.trainer.model
+    encoder = {id(v) for v in model.encoder.trainable_variables}
+    variables = [v for v in trainer.variables if id(v) in encoder]
+    t = setup.config.train
+    with trainer.strategy.scope():
+        optimizer = make_optimizer(t, plan.steps)
+        optimizer.build(variables)
+
+    def replica_step(left, right, targets):
+        with tf.GradientTape() as tape:
+            loss = cosine_similarity_loss(
+                embed(model, left, True), embed(model, right, True), targets
+            )
+        gradients = [tf.convert_to_tensor(g) for g in tape.gradient(loss, variables)]
+        gradients, _ = tf.clip_by_global_norm(gradients, t.clip_norm)
+        optimizer.apply(gradients, variables)
+        return loss
+
+    step = tf.function(lambda *args: trainer.strategy.run(replica_step, args=args))
+    rows = HostInput(setup.train.encoded, None, [], special_ids=setup.tokenizer.special_ids)
+    pairs, size = plan.pairs, plan.batch_size
+    progress = console.progress("few-shot stage 1", plan.steps)
+    started, losses = time.perf_counter(), []
+    for n in range(plan.steps):
+        batch = slice(n * size, (n + 1) * size)
+        left = rows.inputs(pairs.left[batch], plan.seq_length)
+        right = rows.inputs(pairs.right[batch], plan.seq_length)
+        losses.append(float(step(left, right, pairs.targets[batch])))
+        progress.update(n + 1, (n + 1) * size, loss=float(np.mean(losses)))
+        if stop.signal is not None:
+            break
+    progress.close()
+    tenth = max(1, len(losses) // 10)
+    return {
+        "pairs": len(pairs),
+        "pairs_per_row": plan.pairs_per_row,
+        "batch_size": size,
+        "steps": len(losses),
+        "seq_length": plan.seq_length,
+        "first_loss": float(np.mean(losses[:tenth])) if losses else None,
+        "last_loss": float(np.mean(losses[-tenth:])) if losses else None,
+        "seconds": time.perf_counter() - started,
+    }
