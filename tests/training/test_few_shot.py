@@ -1,0 +1,83 @@
+"""`bertfit train --few-shot`: a contrastive stage on pairs of training rows, then an ordinary
+run that exports what it predicts."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from bertfit.cli import main
+from bertfit.config import DataConfig, RunConfig, TrainConfig
+from bertfit.data.tasks import Task
+from bertfit.errors import ConfigError
+from bertfit.training.backends import backend_of
+from bertfit.training.few_shot import few_shot_suggestion
+from tests.tiny import scored_rows, sentiment_rows, train_args, write_csv
+
+
+@pytest.mark.slow  # the acceptance test in miniature: about 12 s on 2 cores
+def test_a_few_shot_run_on_16_rows_a_class_exports_what_it_predicts(
+    trainable_hf_dir, tmp_path, capsys
+):
+    import tensorflow as tf
+
+    from bertfit.inference.predictor import load_classifier
+
+    train = write_csv(tmp_path / "train.csv", sentiment_rows(32, seed=0))
+    evaluation = write_csv(tmp_path / "eval.csv", sentiment_rows(16, seed=1))
+    run = tmp_path / "run"
+    args = train_args(trainable_hf_dir, train, run, "--few-shot", "--few-shot-pairs", "2")
+    assert main([*args, "--eval", str(evaluation), "--learning-rate", "5e-3"]) == 0
+    first_line = capsys.readouterr().err.splitlines()[0]
+    assert first_line.startswith("bertfit: few-shot: stage 1 fine-tunes the encoder on 128 pairs")
+    stage = json.loads((run / "metrics.json").read_text())["few_shot"]
+    assert (stage["pairs"], stage["steps"], stage["batch_size"]) == (128, 16, 8)
+
+    assert main(["export", "--run", str(run), str(tmp_path / "export")]) == 0
+    texts = [text for text, _ in sentiment_rows(12, seed=5)]
+    serve = tf.saved_model.load(str(tmp_path / "export" / "1")).signatures["serving_default"]
+    exported = serve(text=tf.constant(texts))["probabilities"].numpy()
+    predicted = [row["probabilities"] for row in load_classifier(str(run)).predict(texts)]
+    np.testing.assert_allclose(exported, [[p["neg"], p["pos"]] for p in predicted], atol=1e-5)
+
+
+def test_a_regression_is_refused_before_the_run_directory_is_written(
+    trainable_hf_dir, tmp_path, capsys
+):
+    train = write_csv(tmp_path / "train.csv", scored_rows(16))
+    run = tmp_path / "run"
+    assert main(train_args(trainable_hf_dir, train, run, "--few-shot")) == 2
+    err = capsys.readouterr().err
+    assert "--few-shot pairs rows by their labels; a regression has none" in err
+    assert "Traceback" not in err and not run.exists()
+
+
+@pytest.mark.parametrize(
+    "config, flag",
+    [
+        (RunConfig(train=TrainConfig(few_shot_pairs=5)), "--few-shot-pairs"),
+        (RunConfig(train=TrainConfig(few_shot=True, few_shot_pairs=0)), "--few-shot-pairs"),
+        (
+            RunConfig(data=DataConfig(streaming=True), train=TrainConfig(few_shot=True)),
+            "--few-shot",
+        ),
+    ],
+)
+def test_settings_stage_1_cannot_take_are_refused(config, flag):
+    with pytest.raises(ConfigError, match=f"\\({flag}\\)"):
+        config.validate()
+
+
+def test_the_jax_backend_refuses_it_until_its_stage_exists():
+    config = RunConfig(train=TrainConfig(few_shot=True, backend="jax"))
+    with pytest.raises(ConfigError, match="--few-shot trains its first stage on TensorFlow"):
+        backend_of(config).check(config)
+
+
+def test_train_suggests_it_for_16_rows_a_class_or_fewer():
+    task = Task(kind="single-label", labels=("neg", "pos"))
+    assert "--few-shot usually scores better" in few_shot_suggestion(task, 32)
+    assert few_shot_suggestion(task, 33) is None
+    assert few_shot_suggestion(Task(kind="regression", labels=()), 8) is None
