@@ -262,8 +262,7 @@ class JaxBackend:
             (distilling, "bertfit distill trains on TensorFlow only so far; leave --backend out"),
             (
                 t.few_shot,
-                "--few-shot trains its first stage on TensorFlow only so far; leave --backend "
-                "out",
+                "--few-shot trains its first stage on TensorFlow only so far; leave --backend out",
             ),
         ]
         for refused, message in refusals:

@@ -17,7 +17,7 @@ from bertfit.training.few_shot import few_shot_suggestion
 from tests.tiny import scored_rows, sentiment_rows, train_args, write_csv
 
 
-@pytest.mark.slow  # the acceptance test in miniature: about 12 s on 2 cores
+@pytest.mark.slow  # the acceptance test in miniature: 28 s on the 2 busy cores
 def test_a_few_shot_run_on_16_rows_a_class_exports_what_it_predicts(
     trainable_hf_dir, tmp_path, capsys
 ):
