@@ -81,3 +81,29 @@ def test_train_suggests_it_for_16_rows_a_class_or_fewer():
     assert "--few-shot usually scores better" in few_shot_suggestion(task, 32)
     assert few_shot_suggestion(task, 33) is None
     assert few_shot_suggestion(Task(kind="regression", labels=()), 8) is None
+
+
+@pytest.mark.slow  # 6.5 s on the 2 busy cores: the run's setup, then 4 steps
+def test_stage_1_trains_the_encoder_and_leaves_the_head_alone(trainable_hf_dir, tmp_path):
+    import types
+
+    from bertfit.config import ModelConfig
+    from bertfit.progress import Console
+    from bertfit.training.few_shot import train_on_pairs
+    from bertfit.training.setup import prepare
+
+    train = write_csv(tmp_path / "train.csv", sentiment_rows(8, seed=0))
+    config = RunConfig(
+        model=ModelConfig(name=str(trainable_hf_dir), max_seq_length=16),
+        data=DataConfig(train=str(train)),
+        train=TrainConfig(few_shot=True, few_shot_pairs=2, batch_size=8, learning_rate=5e-3),
+    )
+    config.validate()
+    setup = prepare(config, *backend_of(config).placement(config))
+    model = setup.trainer.model
+    head, word = (v.numpy() for v in (model.head.kernel, model.encoder.weights[0]))
+    no_stop = types.SimpleNamespace(signal=None)
+    record = train_on_pairs(setup, setup.few_shot, Console(quiet=True), no_stop)
+    assert (record["pairs"], record["steps"]) == (32, 4)
+    np.testing.assert_array_equal(model.head.kernel.numpy(), head)
+    assert not np.array_equal(model.encoder.weights[0].numpy(), word)
