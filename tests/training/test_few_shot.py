@@ -3,6 +3,7 @@ run that exports what it predicts."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -107,3 +108,50 @@ def test_stage_1_trains_the_encoder_and_leaves_the_head_alone(trainable_hf_dir, 
     assert (record["pairs"], record["steps"]) == (32, 4)
     np.testing.assert_array_equal(model.head.kernel.numpy(), head)
     assert not np.array_equal(model.encoder.weights[0].numpy(), word)
+
+
+def _stage(tmp_path, monkeypatch, *, global_step: int, signal: int | None):
+    """`_few_shot_stage` on a run directory whose metrics.json holds a stage's record, at
+    `global_step`, with `signal` received during stage 1 (whose training is faked): the
+    summary, the record and how often stage 1 trained."""
+    import types
+
+    from bertfit.progress import Console
+    from bertfit.runs.records import RunSummary
+    from bertfit.training import run
+    from bertfit.training.checkpointing import TrainingState
+    from bertfit.training.run_dir import TrainingRunDir
+
+    record = {"pairs": 8, "steps": 1, "seconds": 0.1, "first_loss": 0.5, "last_loss": 0.4}
+    trained = []
+    monkeypatch.setattr(run, "train_on_pairs", lambda *_: trained.append(1) or record)
+    run_dir = TrainingRunDir(tmp_path)
+    summary = RunSummary("running", "single-label", ["a", "b"], {}, {}, {})
+    run_dir.save_metrics(dataclasses.replace(summary, few_shot=record))
+    setup = types.SimpleNamespace(few_shot=types.SimpleNamespace(steps=4))
+    state = TrainingState(global_step=global_step)
+    stop = types.SimpleNamespace(signal=signal)
+    summary = run._few_shot_stage(setup, run_dir, summary, state, Console(quiet=True), stop)
+    return summary, record, len(trained)
+
+
+def test_a_run_resumed_from_a_checkpoint_keeps_its_stage_and_does_not_repeat_it(
+    tmp_path, monkeypatch
+):
+    summary, record, trained = _stage(tmp_path, monkeypatch, global_step=3, signal=None)
+    assert summary.few_shot == record and trained == 0
+
+
+def test_a_stop_during_stage_1_says_the_same_command_starts_the_run_over(tmp_path, monkeypatch):
+    import signal
+
+    from bertfit.errors import TrainingInterrupted
+
+    with pytest.raises(TrainingInterrupted, match="step 1 of 4.*run the same command again"):
+        _stage(tmp_path, monkeypatch, global_step=0, signal=signal.SIGTERM)
+
+
+def test_a_fresh_run_trains_its_stage_and_records_it(tmp_path, monkeypatch):
+    summary, record, trained = _stage(tmp_path, monkeypatch, global_step=0, signal=None)
+    assert trained == 1 and summary.few_shot == record
+    assert "few-shot stage 1: 1 steps on 8 pairs" in (tmp_path / "train.log").read_text()
