@@ -326,6 +326,7 @@ def _few_shot_stage(
     run_dir.log(message)
     console.info(f"bertfit: {message}")
     summary = dataclasses.replace(summary, few_shot=record)
+    setup.seconds["few_shot"] = record["seconds"]  # this process's time (`time_split`)
     run_dir.save_metrics(so_far(summary, state))
     return summary
 
@@ -479,12 +480,13 @@ def time_split(
     save: float,
     wall: float,
     step_evaluations: float = 0.0,
+    few_shot: float | None = None,
 ) -> dict:
     """Where the run's time went, in seconds: loading the checkpoint, reading and tokenizing,
     building the model and optimizer, the calls that traced and compiled, training and
     evaluation (the epochs' and `step_evaluations`, the seconds of those inside epochs;
-    without the calls that traced), writing checkpoints, and the rest of `wall` (run
-    directory, logs, summaries)."""
+    without the calls that traced), writing checkpoints, `--few-shot`'s stage 1 when this
+    process trained it, and the rest of `wall` (run directory, logs, summaries)."""
     train = sum(r.train_seconds for r in history)
     evaluation = step_evaluations + sum(
         r.eval["wall_seconds"] for r in history if r.eval is not None
@@ -498,6 +500,8 @@ def time_split(
         "eval": max(0.0, evaluation - trace_seconds["predict_step"]),
         "save": save,
     }
+    if few_shot is not None:
+        split["few_shot"] = few_shot
     return {**split, "other": max(0.0, wall - sum(split.values())), "wall": wall}
 
 

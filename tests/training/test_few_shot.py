@@ -18,7 +18,7 @@ from bertfit.training.few_shot import few_shot_suggestion
 from tests.tiny import scored_rows, sentiment_rows, train_args, write_csv
 
 
-@pytest.mark.slow  # the acceptance test in miniature: ~30 s on 2 busy cores (train 16, export 8)
+@pytest.mark.slow  # the acceptance test in miniature: 15 s (30 s on 2 busy cores)
 def test_a_few_shot_run_on_16_rows_a_class_exports_what_it_predicts(
     trainable_hf_dir, tmp_path, capsys
 ):
@@ -33,8 +33,10 @@ def test_a_few_shot_run_on_16_rows_a_class_exports_what_it_predicts(
     assert main([*args, "--eval", str(evaluation), "--learning-rate", "5e-3"]) == 0
     first_line = capsys.readouterr().err.splitlines()[0]
     assert first_line.startswith("bertfit: few-shot: stage 1 fine-tunes the encoder on 64 pairs")
-    stage = json.loads((run / "metrics.json").read_text())["few_shot"]
+    metrics = json.loads((run / "metrics.json").read_text())
+    stage = metrics["few_shot"]
     assert (stage["pairs"], stage["steps"], stage["batch_size"]) == (64, 8, 8)
+    assert metrics["time"]["few_shot"] == stage["seconds"]  # not in "other"
 
     assert main(["export", "--run", str(run), str(tmp_path / "export")]) == 0
     texts = [text for text, _ in sentiment_rows(12, seed=5)]
@@ -128,7 +130,7 @@ def _stage(tmp_path, monkeypatch, *, global_step: int, signal: int | None):
     run_dir = TrainingRunDir(tmp_path)
     summary = RunSummary("running", "single-label", ["a", "b"], {}, {}, {})
     run_dir.save_metrics(dataclasses.replace(summary, few_shot=record))
-    setup = types.SimpleNamespace(few_shot=types.SimpleNamespace(steps=4))
+    setup = types.SimpleNamespace(few_shot=types.SimpleNamespace(steps=4), seconds={})
     state = TrainingState(global_step=global_step)
     stop = types.SimpleNamespace(signal=signal)
     summary = run._few_shot_stage(setup, run_dir, summary, state, Console(quiet=True), stop)
