@@ -16,7 +16,8 @@ the head on those embeddings. Here:
 Stage 1 runs before the run's first step and saves nothing of its own: the first checkpoint,
 after it, holds its encoder. A run stopped during stage 1 starts it over when resumed (it is
 seeded, so it computes the same); a run resumed from a checkpoint has it done already.
-The stage runs on the TensorFlow backend, on one replica (`check_few_shot`). Measured so far
+Each backend has its step (`PairStep`: a `tf.function`, or a `jax.jit` function of the
+values), on one replica (`check_few_shot`). Measured so far
 (docs/training.md#few-shot-training): stage 2 keeps what stage 1 gives (as SetFit's logistic
 head on the same embeddings), and on MiniLM-L6 stage 1 gains a few points.
 """
@@ -25,11 +26,11 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from bertfit.config import REGRESSION, RunConfig
+from bertfit.config import REGRESSION, RunConfig, TrainConfig
 from bertfit.data.host_input import HostInput
 from bertfit.data.pairs import SentencePairs, sentence_pairs
 from bertfit.data.training_data import LabelledData
@@ -41,6 +42,7 @@ from bertfit.training.optimizer import make_optimizer
 if TYPE_CHECKING:
     from bertfit.data.tasks import Task
     from bertfit.progress import Console
+    from bertfit.training.backends import Backend
     from bertfit.training.interrupt import StopRequests
     from bertfit.training.setup import RunSetup
 
@@ -116,32 +118,17 @@ def embed(model, inputs, training: bool):
     return model.pool(outputs, inputs[MASK])
 
 
-def train_on_pairs(setup: RunSetup, plan: FewShotPlan, console: Console, stop: StopRequests):
-    """Stage 1 on the TensorFlow backend: `plan.steps` steps of the cosine similarity loss
-    over the encoder's trained variables (LoRA's adapters with `--lora-rank`). Stops early
-    when `stop` has a signal. Returns the stage's record for metrics.json (its losses: the
-    mean of the first and of the last tenth of its steps)."""
-    import tensorflow as tf
-
+def train_on_pairs(
+    setup: RunSetup, plan: FewShotPlan, backend: Backend, console: Console, stop: StopRequests
+):
+    """Stage 1: `plan.steps` steps of the cosine similarity loss over the encoder's trained
+    variables (LoRA's adapters with `--lora-rank`), by the run's `backend` (its `pair_step`).
+    Stops early when `stop` has a signal. Returns the stage's record for metrics.json (its losses:
+    the mean of the first and of the last tenth of its steps)."""
     trainer, model = setup.trainer, setup.trainer.model
     encoder = {id(v) for v in model.encoder.trainable_variables}
     variables = [v for v in trainer.variables if id(v) in encoder]
-    t = setup.config.train
-    with trainer.strategy.scope():
-        optimizer = make_optimizer(t, plan.steps)
-        optimizer.build(variables)
-
-    def replica_step(left, right, targets):
-        with tf.GradientTape() as tape:
-            loss = cosine_similarity_loss(
-                embed(model, left, True), embed(model, right, True), targets
-            )
-        gradients = [tf.convert_to_tensor(g) for g in tape.gradient(loss, variables)]
-        gradients, _ = tf.clip_by_global_norm(gradients, t.clip_norm)
-        optimizer.apply(gradients, variables)
-        return loss
-
-    step = tf.function(lambda *args: trainer.strategy.run(replica_step, args=args))
+    step = backend.pair_step(trainer, variables, setup.config.train, plan.steps)
     rows = HostInput(setup.train.encoded, None, [], special_ids=setup.tokenizer.special_ids)
     pairs, size = plan.pairs, plan.batch_size
     progress = console.progress("few-shot stage 1", plan.steps)
@@ -150,10 +137,11 @@ def train_on_pairs(setup: RunSetup, plan: FewShotPlan, console: Console, stop: S
         batch = slice(n * size, (n + 1) * size)
         left = rows.inputs(pairs.left[batch], plan.seq_length)
         right = rows.inputs(pairs.right[batch], plan.seq_length)
-        losses.append(float(step(left, right, pairs.targets[batch])))
+        losses.append(step(left, right, pairs.targets[batch]))
         progress.update(n + 1, (n + 1) * size, loss=float(np.mean(losses)))
         if stop.signal is not None:
             break
+    step.finish()
     progress.close()
     tenth = max(1, len(losses) // 10)
     return {
@@ -166,3 +154,105 @@ def train_on_pairs(setup: RunSetup, plan: FewShotPlan, console: Console, stop: S
         "last_loss": float(np.mean(losses[-tenth:])) if losses else None,
         "seconds": time.perf_counter() - started,
     }
+
+
+class PairStep(Protocol):
+    """One backend's step of stage 1 over `variables` of the trainer's model, with its own
+    AdamW (the run's settings, its schedule over the stage's `steps`): a batch of pairs in,
+    their loss out; `finish` leaves the trained values in the model's variables."""
+
+    def __call__(self, left: dict, right: dict, targets: np.ndarray) -> float: ...
+
+    def finish(self) -> None: ...
+
+
+class TensorFlowPairStep:
+    """Stage 1's step on TensorFlow: a `tf.function` run by the trainer's strategy (one
+    replica), updating the variables in place."""
+
+    def __init__(self, trainer, variables: list, config: TrainConfig, steps: int):
+        import tensorflow as tf
+
+        model, clip_norm = trainer.model, config.clip_norm
+        with trainer.strategy.scope():
+            optimizer = make_optimizer(config, steps)
+            optimizer.build(variables)
+
+        def replica_step(left, right, targets):
+            with tf.GradientTape() as tape:
+                loss = cosine_similarity_loss(
+                    embed(model, left, True), embed(model, right, True), targets
+                )
+            gradients = [tf.convert_to_tensor(g) for g in tape.gradient(loss, variables)]
+            gradients, _ = tf.clip_by_global_norm(gradients, clip_norm)
+            optimizer.apply(gradients, variables)
+            return loss
+
+        self._step = tf.function(lambda *args: trainer.strategy.run(replica_step, args=args))
+
+    def __call__(self, left, right, targets) -> float:
+        return float(self._step(left, right, targets))
+
+    def finish(self) -> None:
+        pass
+
+
+class JaxPairStep:
+    """Stage 1's step on JAX: one `jax.jit` function of the values (Keras' `StatelessScope`
+    maps the model's variables to them, as `stateless_call` does), on one device; `finish`
+    writes the values back into the variables, where the run's `JaxTrainer` reads them."""
+
+    def __init__(self, trainer, variables: list, config: TrainConfig, steps: int):
+        import jax
+        import keras
+
+        from bertfit.training.jax_step import clip_by_global_norm
+
+        model, clip_norm = trainer.model, config.clip_norm
+        optimizer = make_optimizer(config, steps)
+        optimizer.build(variables)
+        trained = {id(v) for v in variables}
+        others = [v for v in model.variables if id(v) not in trained]  # the head, seeds, ...
+
+        def loss_of(values, other_values, left, right, targets):
+            mapping = [
+                *zip(variables, values, strict=True),
+                *zip(others, other_values, strict=True),
+            ]
+            with keras.StatelessScope(state_mapping=mapping) as scope:
+                loss = cosine_similarity_loss(
+                    embed(model, left, True), embed(model, right, True), targets
+                )
+            changed = [scope.get_current_value(v) for v in others]  # dropout's seeds
+            other_values = [
+                old if new is None else new for old, new in zip(other_values, changed, strict=True)
+            ]
+            return loss, other_values
+
+        def step(state, left, right, targets):
+            values, other_values, slots = state
+            (loss, other_values), gradients = jax.value_and_grad(loss_of, has_aux=True)(
+                values, other_values, left, right, targets
+            )
+            gradients, _ = clip_by_global_norm(gradients, clip_norm)
+            values, slots = optimizer.stateless_apply(slots, gradients, values)
+            return (values, other_values, slots), loss
+
+        self._variables, self._others = variables, others
+        self._step = jax.jit(step, donate_argnums=0)
+        self._state = (
+            [v.value for v in variables],
+            [v.value for v in others],
+            [v.value for v in optimizer.variables],
+        )
+
+    def __call__(self, left, right, targets) -> float:
+        self._state, loss = self._step(self._state, left, right, targets)
+        return float(loss)
+
+    def finish(self) -> None:
+        values, other_values, _ = self._state
+        for variable, value in zip(
+            [*self._variables, *self._others], [*values, *other_values], strict=True
+        ):
+            variable.assign(value)

@@ -307,7 +307,7 @@ def _few_shot_stage(
         return summary
     if state.global_step > 0:
         return dataclasses.replace(summary, few_shot=run_dir.few_shot_record())
-    record = train_on_pairs(setup, setup.few_shot, console, stop)
+    record = train_on_pairs(setup, setup.few_shot, backend_of(setup.config), console, stop)
     if stop.signal is not None:
         name = signal.Signals(stop.signal).name
         run_dir.log(f"stopped by {name} in the few-shot stage, before any checkpoint")

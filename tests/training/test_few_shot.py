@@ -73,12 +73,6 @@ def test_settings_stage_1_cannot_take_are_refused(config, flag):
         config.validate()
 
 
-def test_the_jax_backend_refuses_it_until_its_stage_exists():
-    config = RunConfig(train=TrainConfig(few_shot=True, backend="jax"))
-    with pytest.raises(ConfigError, match="--few-shot trains its first stage on TensorFlow"):
-        backend_of(config).check(config)
-
-
 def test_train_suggests_it_for_16_rows_a_class_or_fewer():
     task = Task(kind="single-label", labels=("neg", "pos"))
     assert "--few-shot may score better" in few_shot_suggestion(task, 32)
@@ -102,11 +96,12 @@ def test_stage_1_trains_the_encoder_and_leaves_the_head_alone(trainable_hf_dir, 
         train=TrainConfig(few_shot=True, few_shot_pairs=2, batch_size=8, learning_rate=5e-3),
     )
     config.validate()
-    setup = prepare(config, *backend_of(config).placement(config))
+    backend = backend_of(config)
+    setup = prepare(config, *backend.placement(config))
     model = setup.trainer.model
     head, word = (v.numpy() for v in (model.head.kernel, model.encoder.weights[0]))
     no_stop = types.SimpleNamespace(signal=None)
-    record = train_on_pairs(setup, setup.few_shot, Console(quiet=True), no_stop)
+    record = train_on_pairs(setup, setup.few_shot, backend, Console(quiet=True), no_stop)
     assert (record["pairs"], record["steps"]) == (32, 4)
     np.testing.assert_array_equal(model.head.kernel.numpy(), head)
     assert not np.array_equal(model.encoder.weights[0].numpy(), word)
@@ -130,7 +125,8 @@ def _stage(tmp_path, monkeypatch, *, global_step: int, signal: int | None):
     run_dir = TrainingRunDir(tmp_path)
     summary = RunSummary("running", "single-label", ["a", "b"], {}, {}, {})
     run_dir.save_metrics(dataclasses.replace(summary, few_shot=record))
-    setup = types.SimpleNamespace(few_shot=types.SimpleNamespace(steps=4), seconds={})
+    plan = types.SimpleNamespace(steps=4)
+    setup = types.SimpleNamespace(config=RunConfig(), few_shot=plan, seconds={})
     state = TrainingState(global_step=global_step)
     stop = types.SimpleNamespace(signal=signal)
     summary = run._few_shot_stage(setup, run_dir, summary, state, Console(quiet=True), stop)
@@ -157,3 +153,16 @@ def test_a_fresh_run_trains_its_stage_and_records_it(tmp_path, monkeypatch):
     summary, record, trained = _stage(tmp_path, monkeypatch, global_step=0, signal=None)
     assert trained == 1 and summary.few_shot == record
     assert "few-shot stage 1: 1 steps on 8 pairs" in (tmp_path / "train.log").read_text()
+
+
+@pytest.mark.slow  # a JAX process: 15 s on 2 busy cores
+def test_stage_1_on_jax_takes_the_steps_it_takes_on_tensorflow(trainable_hf_dir, tmp_path):
+    from tests.jax_process import run_in_jax
+    from tests.training.few_shot_steps import stage_1
+
+    train = str(write_csv(tmp_path / "train.csv", sentiment_rows(32, seed=0)))
+    tensorflow = stage_1(str(trainable_hf_dir), train, "tensorflow")
+    jax = json.loads(run_in_jax(["tests.training.few_shot_steps", trainable_hf_dir, train]))
+    assert jax["steps"] == tensorflow["steps"] == 8
+    for name in ("first_loss", "last_loss", "sums"):
+        np.testing.assert_allclose(jax[name], tensorflow[name], atol=1e-4, err_msg=name)
