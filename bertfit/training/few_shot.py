@@ -94,8 +94,9 @@ def check_few_shot(config: RunConfig, task: Task, train, replicas: int) -> None:
         )
     if replicas > 1:
         raise ConfigError(
-            f"--few-shot trains its first stage on one replica; this run has {replicas}: "
-            "leave --cpu-replicas out, or pass --strategy one-device."
+            f"--few-shot trains its first stage on one device; this run splits its batches "
+            f"over {replicas}: leave --cpu-replicas out or pass --strategy one-device (with "
+            "--backend jax, show it one device)."
         )
 
 

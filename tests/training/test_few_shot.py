@@ -166,3 +166,19 @@ def test_stage_1_on_jax_takes_the_steps_it_takes_on_tensorflow(trainable_hf_dir,
     assert jax["steps"] == tensorflow["steps"] == 8
     for name in ("first_loss", "last_loss", "sums"):
         np.testing.assert_allclose(jax[name], tensorflow[name], atol=1e-4, err_msg=name)
+
+
+def test_rows_streamed_or_split_over_devices_are_refused():
+    from bertfit.data.training_data import LabelledData
+    from bertfit.training.few_shot import check_few_shot
+
+    config, task = (
+        RunConfig(data=DataConfig(train="set.prepared")),
+        Task("single-label", ("a", "b")),
+    )
+    with pytest.raises(ConfigError, match="set.prepared is a prepared set"):
+        check_few_shot(config, task, object(), replicas=1)
+    rows = LabelledData("train.csv", [], np.array([0, 1]), None)
+    with pytest.raises(ConfigError, match="splits its batches over 2: leave --cpu-replicas out"):
+        check_few_shot(config, task, rows, replicas=2)
+    check_few_shot(config, task, rows, replicas=1)
