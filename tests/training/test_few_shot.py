@@ -18,7 +18,7 @@ from bertfit.training.few_shot import few_shot_suggestion
 from tests.tiny import scored_rows, sentiment_rows, train_args, write_csv
 
 
-@pytest.mark.slow  # the acceptance test in miniature: 15 s (30 s on 2 busy cores)
+@pytest.mark.slow  # the acceptance test in miniature: 16-20 s on 2 busy cores
 def test_a_few_shot_run_on_16_rows_a_class_exports_what_it_predicts(
     trainable_hf_dir, tmp_path, capsys
 ):
@@ -80,7 +80,7 @@ def test_train_suggests_it_for_16_rows_a_class_or_fewer():
     assert few_shot_suggestion(Task(kind="regression", labels=()), 8) is None
 
 
-@pytest.mark.slow  # 6.5 s on the 2 busy cores: the run's setup, then 4 steps
+@pytest.mark.slow  # 4-6 s on 2 busy cores: the run's setup, then 4 steps
 def test_stage_1_trains_the_encoder_and_leaves_the_head_alone(trainable_hf_dir, tmp_path):
     import types
 
@@ -155,7 +155,7 @@ def test_a_fresh_run_trains_its_stage_and_records_it(tmp_path, monkeypatch):
     assert "few-shot stage 1: 1 steps on 8 pairs" in (tmp_path / "train.log").read_text()
 
 
-@pytest.mark.slow  # a JAX process: 15 s on 2 busy cores
+@pytest.mark.slow  # a JAX process and a TensorFlow stage: 25-30 s on 2 busy cores
 def test_stage_1_on_jax_takes_the_steps_it_takes_on_tensorflow(trainable_hf_dir, tmp_path):
     from tests.jax_process import run_in_jax
     from tests.training.few_shot_steps import stage_1
