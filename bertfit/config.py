@@ -40,6 +40,8 @@ DEFAULT_POOLING = "cls"
 # --batch-size and --epochs when left out and the training set is large enough for them; a
 # small one gets a schedule that learns (`bertfit.training.schedule`)
 DEFAULT_BATCH_SIZE, DEFAULT_EPOCHS = 32, 3
+# --few-shot-pairs: each row's positive pairs and as many negative ones (SetFit's num_iterations)
+FEW_SHOT_PAIRS = 20
 HEAD_BIASES = ("prior", "zero")
 # --long-documents: cut texts at max_seq_length, or classify them whole from windows (issue 35).
 TRUNCATE, CHUNK = "truncate", "chunk"
@@ -372,6 +374,12 @@ class TrainConfig:
         max_steps: train exactly this many optimizer steps instead of `epochs` (across
             epochs, the last one cut short; it then evaluates and saves as an epoch's end);
             the learning-rate schedule spans these steps. None: `epochs` whole epochs.
+        few_shot: before the ordinary training, a first stage fine-tunes the encoder on
+            sentence pairs made from the training rows (same label or not) with a cosine
+            similarity loss, as SetFit does, for sets of a few examples per class
+            (`training.few_shot`; docs/training.md#few-shot-training).
+        few_shot_pairs: with `few_shot`, each training row's positive pairs (a row of its
+            label) and as many negative ones (a row of another): 2 × this × rows pairs.
         seed: seeds initialisation, dropout and shuffling.
         jit_compile: XLA-compile the step: true, false, or null (auto: all of it on a GPU or
             TPU, none of it on a CPU; see `training.loop.XlaChoice`).
@@ -436,6 +444,21 @@ class TrainConfig:
         metadata=flag(
             "train exactly N optimizer steps instead of --epochs (the last epoch cut short; the "
             "learning-rate schedule spans N)"
+        ),
+    )
+    few_shot: bool = dataclasses.field(
+        default=False,
+        metadata=flag(
+            "a few examples per class: first fine-tune the encoder on pairs of training rows "
+            "(same label or not, SetFit's contrastive stage), then train as usual",
+            switch=True,
+        ),
+    )
+    few_shot_pairs: int = dataclasses.field(
+        default=FEW_SHOT_PAIRS,
+        metadata=flag(
+            f"with --few-shot: positive pairs per training row, and as many negative ones "
+            f"(default {FEW_SHOT_PAIRS})"
         ),
     )
     learning_rate: float = dataclasses.field(
@@ -667,6 +690,19 @@ class RunConfig:
                 math.isfinite(t.learning_rate) and 0 < t.learning_rate <= MAX_LEARNING_RATE,
                 f"a positive number no larger than {MAX_LEARNING_RATE} (fine-tuning uses "
                 "1e-5 to 1e-4)",
+            ),
+            ("train.few_shot_pairs", t.few_shot_pairs >= 1, "at least 1"),
+            (
+                "train.few_shot_pairs",
+                t.few_shot or t.few_shot_pairs == FEW_SHOT_PAIRS,
+                "given only with --few-shot (its pairs' count): add --few-shot, or leave "
+                "--few-shot-pairs out",
+            ),
+            (
+                "train.few_shot",
+                not (t.few_shot and (d.streaming or m.long_documents == CHUNK)),
+                "off with --streaming and with --long-documents chunk (its pairs are made "
+                "from training rows held in memory, one text each): leave one out",
             ),
             ("train.warmup_ratio", 0 <= t.warmup_ratio < 1, "in [0, 1)"),
             (

@@ -589,6 +589,7 @@ def _time_table(split: dict) -> str:
         "tokenize": "read and tokenize",
         "build": "build the model and optimizer",
         "trace": "trace and compile (first calls)",
+        "few_shot": "few-shot stage 1 (pairs)",
         "train": "train",
         "eval": "evaluate",
         "save": "write checkpoints",

@@ -56,3 +56,12 @@ def outputs(kind: str, logits):
     if kind == REGRESSION:
         return logits
     return ops.softmax(logits, axis=-1)
+
+
+def cosine_similarity_loss(left, right, targets):
+    """The mean squared error between the cosine of each pair of embeddings ([pairs, hidden]
+    each) and how alike the pair is (`targets` [pairs], 1 alike, 0 not): sentence-transformers'
+    CosineSimilarityLoss, which SetFit's contrastive stage trains with (`--few-shot`)."""
+    left, right = ops.cast(left, "float32"), ops.cast(right, "float32")
+    cosine = ops.sum(ops.normalize(left, axis=-1) * ops.normalize(right, axis=-1), axis=-1)
+    return ops.mean(ops.square(cosine - ops.cast(targets, "float32")))

@@ -164,6 +164,8 @@ class RunSummary:
             measure); None without it.
         schedule: the batch size and epochs bertfit chose for a small training set, as the
             run said it (`training.schedule`); None where the flags or the defaults set them.
+        few_shot: with `--few-shot`, its first stage (`training.few_shot`): pairs, steps,
+            batch size, sequence length, cosine loss of its first and last steps, seconds.
     """
 
     status: str
@@ -186,6 +188,7 @@ class RunSummary:
     stopped_at_max_steps: int | None = None
     calibration: dict | None = None
     schedule: str | None = None
+    few_shot: dict | None = None
 
     def to_dict(self) -> dict:
         """metrics.json: the fields that are set (no `final` without evaluation)."""

@@ -157,6 +157,10 @@ class RunDir:
         for a small training set; None where the flags or the defaults set them."""
         return self._metrics_entry("schedule")
 
+    def few_shot_record(self) -> dict | None:
+        """metrics.json's "few_shot": the `--few-shot` stage the run trained first."""
+        return self._metrics_entry("few_shot")
+
     def _metrics_entry(self, key: str):
         try:
             metrics = json.loads(self.metrics_file.read_text(encoding="utf-8"))

@@ -30,7 +30,13 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from bertfit.config import JAX_BACKEND, TENSORFLOW_BACKEND, RunConfig, per_replica_batch
+from bertfit.config import (
+    JAX_BACKEND,
+    TENSORFLOW_BACKEND,
+    RunConfig,
+    TrainConfig,
+    per_replica_batch,
+)
 from bertfit.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -142,6 +148,10 @@ class Backend(Protocol):
     def devices(self, trainer: RunTrainer):
         """The devices the trainer's steps run on (`training/devices.py`)."""
 
+    def pair_step(self, trainer: RunTrainer, variables: list, config: TrainConfig, steps: int):
+        """`--few-shot`'s stage 1 step over `variables` of the trainer's model, `steps` of
+        them with `config`'s AdamW (`few_shot.PairStep`)."""
+
 
 class TensorFlowBackend:
     """Keras on TensorFlow: any `tf.distribute` strategy, XLA where it pays."""
@@ -222,6 +232,11 @@ class TensorFlowBackend:
         from bertfit.training.devices import StrategyDevices
 
         return StrategyDevices(trainer.strategy)
+
+    def pair_step(self, trainer, variables, config, steps):
+        from bertfit.training.few_shot import TensorFlowPairStep
+
+        return TensorFlowPairStep(trainer, variables, config, steps)
 
 
 class JaxBackend:
@@ -328,6 +343,11 @@ class JaxBackend:
         from bertfit.training.devices import JaxDevices
 
         return JaxDevices(trainer.split)
+
+    def pair_step(self, trainer, variables, config, steps):
+        from bertfit.training.few_shot import JaxPairStep
+
+        return JaxPairStep(trainer, variables, config, steps)
 
 
 BACKENDS: dict[str, Backend] = {b.name: b for b in (TensorFlowBackend(), JaxBackend())}

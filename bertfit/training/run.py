@@ -51,6 +51,7 @@ from bertfit.training.checkpointing import (
     write_adapter_config,
 )
 from bertfit.training.collapse import collapse_warning
+from bertfit.training.few_shot import train_on_pairs
 from bertfit.training.interrupt import StopRequests
 from bertfit.training.run_dir import (
     RUNS_ROOT,
@@ -276,8 +277,9 @@ def _train(
     console.info(f"bertfit: {setup.xla.describe()}; --jit-compile chooses")
     run_dir.save_metrics(so_far(summary, state))
 
-    epochs = EpochRunner(setup, run_dir, checkpoints, console, summaries, summary, length)
     with StopRequests() as stop, _failure_recorded(run_dir, summary, state):
+        summary = _few_shot_stage(setup, run_dir, summary, state, console, stop)
+        epochs = EpochRunner(setup, run_dir, checkpoints, console, summaries, summary, length)
         while state.epochs_remain(length.epochs):
             epochs.train(state, stop)
             epochs.finish(state, stop)
@@ -287,6 +289,45 @@ def _train(
     run_dir.save_metrics(summary)
     run_dir.log("finished")
     console.info(summary.epoch_table())
+    return summary
+
+
+def _few_shot_stage(
+    setup: RunSetup,
+    run_dir: TrainingRunDir,
+    summary: RunSummary,
+    state: TrainingState,
+    console: Console,
+    stop: StopRequests,
+) -> RunSummary:
+    """`--few-shot`'s first stage (`training.few_shot`) before the run's first step, recorded
+    as metrics.json's "few_shot"; a run resumed from a checkpoint has it in its weights. A
+    stop request during it ends the run with nothing saved: the same command starts it over."""
+    if setup.few_shot is None:
+        return summary
+    if state.global_step > 0:
+        return dataclasses.replace(summary, few_shot=run_dir.few_shot_record())
+    record = train_on_pairs(setup, setup.few_shot, backend_of(setup.config), console, stop)
+    if stop.signal is not None:
+        name = signal.Signals(stop.signal).name
+        run_dir.log(f"stopped by {name} in the few-shot stage, before any checkpoint")
+        raise TrainingInterrupted(
+            f"stopped by {name} in the few-shot stage (step {record['steps']} of "
+            f"{setup.few_shot.steps}), before the run saved a checkpoint: run the same command "
+            "again to start the run over.",
+            stop.signal,
+            run_dir=run_dir.shown,
+        )
+    message = (
+        f"few-shot stage 1: {record['steps']} steps on {record['pairs']} pairs in "
+        f"{record['seconds']:.1f} s, cosine loss {record['first_loss']:.4f} -> "
+        f"{record['last_loss']:.4f}; stage 2: the classifier"
+    )
+    run_dir.log(message)
+    console.info(f"bertfit: {message}")
+    summary = dataclasses.replace(summary, few_shot=record)
+    setup.seconds["few_shot"] = record["seconds"]  # this process's time (`time_split`)
+    run_dir.save_metrics(so_far(summary, state))
     return summary
 
 
@@ -439,12 +480,13 @@ def time_split(
     save: float,
     wall: float,
     step_evaluations: float = 0.0,
+    few_shot: float | None = None,
 ) -> dict:
     """Where the run's time went, in seconds: loading the checkpoint, reading and tokenizing,
     building the model and optimizer, the calls that traced and compiled, training and
     evaluation (the epochs' and `step_evaluations`, the seconds of those inside epochs;
-    without the calls that traced), writing checkpoints, and the rest of `wall` (run
-    directory, logs, summaries)."""
+    without the calls that traced), writing checkpoints, `--few-shot`'s stage 1 when this
+    process trained it, and the rest of `wall` (run directory, logs, summaries)."""
     train = sum(r.train_seconds for r in history)
     evaluation = step_evaluations + sum(
         r.eval["wall_seconds"] for r in history if r.eval is not None
@@ -458,6 +500,8 @@ def time_split(
         "eval": max(0.0, evaluation - trace_seconds["predict_step"]),
         "save": save,
     }
+    if few_shot is not None:
+        split["few_shot"] = few_shot
     return {**split, "other": max(0.0, wall - sum(split.values())), "wall": wall}
 
 

@@ -56,6 +56,7 @@ from bertfit.model.lora import adapted_layers, enable_lora
 from bertfit.runs.metrics import default_metric
 from bertfit.text.lengths import WindowSpec
 from bertfit.training.backends import RunTrainer, backend_of
+from bertfit.training.few_shot import FewShotPlan, check_few_shot, few_shot_suggestion
 from bertfit.training.schedule import decide_schedule
 from bertfit.training.xla import XlaChoice
 
@@ -128,6 +129,7 @@ class RunSetup:
             set (`training.schedule`), None where the flags or the defaults set them.
         declared_pooling: the pooling the checkpoint declares (a sentence-transformers
             model's), None when it declares none.
+        few_shot: with `--few-shot` its first stage's plan (`training.few_shot`), else None.
         training_labels: the training rows' targets as read (None when streamed), which the
             collapse warning counts: `train(adapt=...)` may change `train.labels` (`bertfit
             distill` trains on the teacher's soft labels), never these.
@@ -149,6 +151,7 @@ class RunSetup:
     packing: PackedShape | None = None
     schedule: str | None = None
     declared_pooling: DeclaredPooling | None = None
+    few_shot: FewShotPlan | None = None
     training_labels: np.ndarray | None = None
     seconds: dict[str, float] = dataclasses.field(default_factory=dict)
 
@@ -332,8 +335,15 @@ def assemble(
         pipelines=backend.input_pipelines(strategy),
         packing=packing,
     )
+    few_shot = None
+    if t.few_shot:
+        check_few_shot(config, task, train, replicas)
+        few_shot = FewShotPlan.of(config, train)
+    suggestion = None if t.few_shot else few_shot_suggestion(task, trained_rows(config, rows_read))
     notes = [
         *filter(None, [pooling_note, schedule_note]),  # first: they change what is trained
+        *([few_shot.describe()] if few_shot else []),
+        *filter(None, [suggestion]),
         *(notes or []),
         *train.notes(config, batching),
         *filter(None, [resolved.note]),
@@ -362,6 +372,7 @@ def assemble(
         packing=packing,
         schedule=schedule_note,
         declared_pooling=declared,
+        few_shot=few_shot,
         training_labels=getattr(train, "labels", None),
     )
 

@@ -1,0 +1,184 @@
+"""`bertfit train --few-shot`: a contrastive stage on pairs of training rows, then an ordinary
+run that exports what it predicts."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+
+from bertfit.cli import main
+from bertfit.config import DataConfig, RunConfig, TrainConfig
+from bertfit.data.tasks import Task
+from bertfit.errors import ConfigError
+from bertfit.training.backends import backend_of
+from bertfit.training.few_shot import few_shot_suggestion
+from tests.tiny import scored_rows, sentiment_rows, train_args, write_csv
+
+
+@pytest.mark.slow  # the acceptance test in miniature: 16-20 s on 2 busy cores
+def test_a_few_shot_run_on_16_rows_a_class_exports_what_it_predicts(
+    trainable_hf_dir, tmp_path, capsys
+):
+    import tensorflow as tf
+
+    from bertfit.inference.predictor import load_classifier
+
+    train = write_csv(tmp_path / "train.csv", sentiment_rows(32, seed=0))
+    evaluation = write_csv(tmp_path / "eval.csv", sentiment_rows(8, seed=1))
+    run = tmp_path / "run"
+    args = train_args(trainable_hf_dir, train, run, "--few-shot", "--few-shot-pairs", "1")
+    assert main([*args, "--eval", str(evaluation), "--learning-rate", "5e-3"]) == 0
+    first_line = capsys.readouterr().err.splitlines()[0]
+    assert first_line.startswith("bertfit: few-shot: stage 1 fine-tunes the encoder on 64 pairs")
+    metrics = json.loads((run / "metrics.json").read_text())
+    stage = metrics["few_shot"]
+    assert (stage["pairs"], stage["steps"], stage["batch_size"]) == (64, 8, 8)
+    assert metrics["time"]["few_shot"] == stage["seconds"]  # not in "other"
+
+    assert main(["export", "--run", str(run), str(tmp_path / "export")]) == 0
+    texts = [text for text, _ in sentiment_rows(12, seed=5)]
+    serve = tf.saved_model.load(str(tmp_path / "export" / "1")).signatures["serving_default"]
+    exported = serve(text=tf.constant(texts))["probabilities"].numpy()
+    predicted = [row["probabilities"] for row in load_classifier(str(run)).predict(texts)]
+    np.testing.assert_allclose(exported, [[p["neg"], p["pos"]] for p in predicted], atol=1e-5)
+
+
+def test_a_regression_is_refused_before_the_run_directory_is_written(
+    trainable_hf_dir, tmp_path, capsys
+):
+    train = write_csv(tmp_path / "train.csv", scored_rows(16))
+    run = tmp_path / "run"
+    assert main(train_args(trainable_hf_dir, train, run, "--few-shot")) == 2
+    err = capsys.readouterr().err
+    assert "--few-shot pairs rows by their labels; a regression has none" in err
+    assert "Traceback" not in err and not run.exists()
+
+
+@pytest.mark.parametrize(
+    "config, flag",
+    [
+        (RunConfig(train=TrainConfig(few_shot_pairs=5)), "--few-shot-pairs"),
+        (RunConfig(train=TrainConfig(few_shot=True, few_shot_pairs=0)), "--few-shot-pairs"),
+        (
+            RunConfig(data=DataConfig(streaming=True), train=TrainConfig(few_shot=True)),
+            "--few-shot",
+        ),
+    ],
+)
+def test_settings_stage_1_cannot_take_are_refused(config, flag):
+    with pytest.raises(ConfigError, match=f"\\({flag}\\)"):
+        config.validate()
+
+
+def test_train_suggests_it_for_16_rows_a_class_or_fewer():
+    task = Task(kind="single-label", labels=("neg", "pos"))
+    assert "--few-shot may score better" in few_shot_suggestion(task, 32)
+    assert few_shot_suggestion(task, 33) is None
+    assert few_shot_suggestion(Task(kind="regression", labels=()), 8) is None
+
+
+@pytest.mark.slow  # 4-6 s on 2 busy cores: the run's setup, then 4 steps
+def test_stage_1_trains_the_encoder_and_leaves_the_head_alone(trainable_hf_dir, tmp_path):
+    import types
+
+    from bertfit.config import ModelConfig
+    from bertfit.progress import Console
+    from bertfit.training.few_shot import train_on_pairs
+    from bertfit.training.setup import prepare
+
+    train = write_csv(tmp_path / "train.csv", sentiment_rows(8, seed=0))
+    config = RunConfig(
+        model=ModelConfig(name=str(trainable_hf_dir), max_seq_length=16),
+        data=DataConfig(train=str(train)),
+        train=TrainConfig(few_shot=True, few_shot_pairs=2, batch_size=8, learning_rate=5e-3),
+    )
+    config.validate()
+    backend = backend_of(config)
+    setup = prepare(config, *backend.placement(config))
+    model = setup.trainer.model
+    head, word = (v.numpy() for v in (model.head.kernel, model.encoder.weights[0]))
+    no_stop = types.SimpleNamespace(signal=None)
+    record = train_on_pairs(setup, setup.few_shot, backend, Console(quiet=True), no_stop)
+    assert (record["pairs"], record["steps"]) == (32, 4)
+    np.testing.assert_array_equal(model.head.kernel.numpy(), head)
+    assert not np.array_equal(model.encoder.weights[0].numpy(), word)
+
+
+def _stage(tmp_path, monkeypatch, *, global_step: int, signal: int | None):
+    """`_few_shot_stage` on a run directory whose metrics.json holds a stage's record, at
+    `global_step`, with `signal` received during stage 1 (whose training is faked): the
+    summary, the record and how often stage 1 trained."""
+    import types
+
+    from bertfit.progress import Console
+    from bertfit.runs.records import RunSummary
+    from bertfit.training import run
+    from bertfit.training.checkpointing import TrainingState
+    from bertfit.training.run_dir import TrainingRunDir
+
+    record = {"pairs": 8, "steps": 1, "seconds": 0.1, "first_loss": 0.5, "last_loss": 0.4}
+    trained = []
+    monkeypatch.setattr(run, "train_on_pairs", lambda *_: trained.append(1) or record)
+    run_dir = TrainingRunDir(tmp_path)
+    summary = RunSummary("running", "single-label", ["a", "b"], {}, {}, {})
+    run_dir.save_metrics(dataclasses.replace(summary, few_shot=record))
+    plan = types.SimpleNamespace(steps=4)
+    setup = types.SimpleNamespace(config=RunConfig(), few_shot=plan, seconds={})
+    state = TrainingState(global_step=global_step)
+    stop = types.SimpleNamespace(signal=signal)
+    summary = run._few_shot_stage(setup, run_dir, summary, state, Console(quiet=True), stop)
+    return summary, record, len(trained)
+
+
+def test_a_run_resumed_from_a_checkpoint_keeps_its_stage_and_does_not_repeat_it(
+    tmp_path, monkeypatch
+):
+    summary, record, trained = _stage(tmp_path, monkeypatch, global_step=3, signal=None)
+    assert summary.few_shot == record and trained == 0
+
+
+def test_a_stop_during_stage_1_says_the_same_command_starts_the_run_over(tmp_path, monkeypatch):
+    import signal
+
+    from bertfit.errors import TrainingInterrupted
+
+    with pytest.raises(TrainingInterrupted, match="step 1 of 4.*run the same command again"):
+        _stage(tmp_path, monkeypatch, global_step=0, signal=signal.SIGTERM)
+
+
+def test_a_fresh_run_trains_its_stage_and_records_it(tmp_path, monkeypatch):
+    summary, record, trained = _stage(tmp_path, monkeypatch, global_step=0, signal=None)
+    assert trained == 1 and summary.few_shot == record
+    assert "few-shot stage 1: 1 steps on 8 pairs" in (tmp_path / "train.log").read_text()
+
+
+@pytest.mark.slow  # a JAX process and a TensorFlow stage: 25-30 s on 2 busy cores
+def test_stage_1_on_jax_takes_the_steps_it_takes_on_tensorflow(trainable_hf_dir, tmp_path):
+    from tests.jax_process import run_in_jax
+    from tests.training.few_shot_steps import stage_1
+
+    train = str(write_csv(tmp_path / "train.csv", sentiment_rows(32, seed=0)))
+    tensorflow = stage_1(str(trainable_hf_dir), train, "tensorflow")
+    jax = json.loads(run_in_jax(["tests.training.few_shot_steps", trainable_hf_dir, train]))
+    assert jax["steps"] == tensorflow["steps"] == 8
+    for name in ("first_loss", "last_loss", "sums"):
+        np.testing.assert_allclose(jax[name], tensorflow[name], atol=1e-4, err_msg=name)
+
+
+def test_rows_streamed_or_split_over_devices_are_refused():
+    from bertfit.data.training_data import LabelledData
+    from bertfit.training.few_shot import check_few_shot
+
+    config, task = (
+        RunConfig(data=DataConfig(train="set.prepared")),
+        Task("single-label", ("a", "b")),
+    )
+    with pytest.raises(ConfigError, match="set.prepared is a prepared set"):
+        check_few_shot(config, task, object(), replicas=1)
+    rows = LabelledData("train.csv", [], np.array([0, 1]), None)
+    with pytest.raises(ConfigError, match="splits its batches over 2: leave --cpu-replicas out"):
+        check_few_shot(config, task, rows, replicas=2)
+    check_few_shot(config, task, rows, replicas=1)
