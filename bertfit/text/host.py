@@ -92,6 +92,12 @@ class HostTokenizer:
                 special tokens are not in its vocabulary.
             MissingDependencyError: `tokenizers` is not installed.
         """
+        if files.kept is not None:
+            raise CheckpointError(
+                f"{files.file.parent} holds a pruned vocabulary (vocab_map.npy, from bertfit "
+                "distill --prune-vocab), whose ids only the in-graph tokenizer renumbers; run "
+                "this model with --backend tensorflow, or export it with --format saved-model."
+            )
         tokenizers = _tokenizers()
 
         def build() -> HostTokenizer:
