@@ -148,6 +148,27 @@ def test_the_student_starts_from_the_teachers_chosen_layers_bitwise(trained_run,
         np.testing.assert_array_equal(variable.numpy(), theirs[source].numpy(), err_msg=name)
 
 
+def test_a_pruned_student_keeps_the_teachers_embedding_rows_of_the_kept_ids(trained_run, tmp_path):
+    from bertfit.checkpoints.load import build_encoder, build_tokenizer, read_checkpoint
+    from bertfit.distill.student import teacher_encoder, write_student
+    from bertfit.inference.predictor import Classifier
+    from bertfit.training.run_dir import TrainingRunDir as RunDir
+    from tests.tiny import TINY_VOCAB
+
+    run = trained_run[1].run_dir
+    teacher = teacher_encoder(Classifier.from_run(run))
+    kept = np.array([0, 1, 2, 3, 4, TINY_VOCAB.index("film"), TINY_VOCAB.index("good")])
+    path = write_student(teacher, RunDir(run).tokenizer_dir, [1], tmp_path / "student", kept)
+    checkpoint = read_checkpoint(path)
+    student = build_encoder(checkpoint)
+    rows = student.named_variables()["embeddings/word_embeddings"].numpy()
+    whole = teacher.named_variables()["embeddings/word_embeddings"].numpy()
+    np.testing.assert_array_equal(rows, whole[kept])
+    tokenizer = build_tokenizer(checkpoint)  # the student's ids index those rows
+    assert tokenizer.vocab_size == 7
+    assert tokenizer.tokenize("good film bad").numpy().tolist() == [6, 5, 1]  # bad: [UNK]
+
+
 def _errors(capsys, argv) -> tuple[int, str]:
     code = main(argv)
     return code, capsys.readouterr().err.strip()
