@@ -201,6 +201,10 @@ def test_distill_mistakes_exit_2_with_one_clear_line(trained_run, tmp_path, caps
             ["--teacher", run, "--output-dir", run, "--overwrite"],
             "is the teacher's run (--teacher)",
         ),
+        "a pruned vocabulary of a student's own checkpoint": (
+            ["--teacher", run, "--output-dir", out, "--student-model", run, "--prune-vocab"],
+            "--prune-vocab prunes a student cut from the teacher",
+        ),
         "a soft weight above 1": (
             ["--teacher", run, "--output-dir", out, "--soft-weight", "2"],
             "--soft-weight must be between 0 and 1",
@@ -287,6 +291,50 @@ def test_a_distilled_student_trains_exports_and_reuses_the_teachers_labels(
     (again / "metrics.json").write_text('{"status": "running"}')
     code, err = _errors(capsys, ["train", "--config", str(again / "config.yaml"), "--resume"])
     assert code == 2 and "is a `bertfit distill` student" in err
+
+
+@pytest.mark.slow
+def test_a_pruned_student_exports_a_smaller_saved_model_equal_to_its_own_predict(
+    trained_run, tmp_path
+):
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  (the tokenizer's ops, as a TF Serving client loads them)
+
+    from bertfit.export.serving import export_classifier
+    from bertfit.inference.predictor import Classifier
+
+    run = trained_run[1].run_dir
+    texts = ["good film", "an awful , boring plot", "the movie was fun ! ?"]  # ?: not kept
+    sizes = {}
+    for prune in (False, True):
+        out = tmp_path / f"student-{prune}"
+        argv = ["distill", "--teacher", run, "--output-dir", str(out), "--student-layers", "1"]
+        argv += ["--epochs", "1", "--max-train-examples", "32", "--quiet", "--no-report"]
+        argv += ["--prune-vocab"] if prune else []
+        assert main(argv) == 0
+        student = Classifier.from_run(out)
+        exported = export_classifier(student, tmp_path / f"export-{prune}")
+        weights = (exported / "variables").iterdir()  # the graph's size is the tokenizer's
+        sizes[prune] = sum(f.stat().st_size for f in weights)
+    tokenizer = student.module.tokenizer  # the rows hold no "?": it reads as the unknown token
+    assert tokenizer.vocab_size < 41 and tokenizer.tokenize("?").numpy() == [tokenizer.unk_id]
+    serving = tf.saved_model.load(str(exported)).signatures["serving_default"]
+    np.testing.assert_allclose(
+        serving(text=tf.constant(texts))["probabilities"].numpy(),
+        student.predict_proba(texts),
+        rtol=0,
+        atol=1e-5,
+    )
+    assert sizes[True] < sizes[False]
+    # A tokenizer file (ONNX, hf, LiteRT) and the host tokenizer (JAX) cannot renumber the ids.
+    from bertfit.export.onnx import export_onnx
+    from bertfit.text.host import load_host_tokenizer
+
+    with pytest.raises(ConfigError, match="--format onnx cannot hold this run's pruned vocab"):
+        export_onnx(student, tmp_path / "onnx")
+    with pytest.raises(BertfitError, match="whose ids only the in-graph tokenizer renumbers"):
+        load_host_tokenizer(out / "encoder" / "tokenizer")
+    assert not (tmp_path / "onnx").exists()
 
 
 def test_a_packed_batch_is_distilled_slot_by_slot():
