@@ -45,10 +45,10 @@ from bertfit.inference.run import classifier_source_spec
 from bertfit.progress import Console
 from bertfit.runs.records import FINISHED, RunSummary
 from bertfit.runs.run_dir import RunDir
+from bertfit.text.vocab_map import kept_ids
 from bertfit.training.backends import backend_of
 from bertfit.training.run import train
 from bertfit.training.run_dir import TrainingRunDir
-from bertfit.text.vocab_map import kept_ids
 from bertfit.training.setup import RunSetup
 
 SETTINGS_FILE = "settings.json"

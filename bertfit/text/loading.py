@@ -242,7 +242,8 @@ def build_in_graph(files: TokenizerFiles):
         if files.kept is not None:
             from bertfit.text.pruned import PrunedTokenizer
 
-            return PrunedTokenizer(build_in_graph(dataclasses.replace(files, kept=None)), files.kept)
+            whole = build_in_graph(dataclasses.replace(files, kept=None))
+            return PrunedTokenizer(whole, files.kept)
         if files.kind == "wordpiece":
             from bertfit.text.tokenizer import BertTokenizer
 

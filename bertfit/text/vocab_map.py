@@ -42,7 +42,10 @@ def renumbering(kept: np.ndarray, vocab_size: int, unk_id: int) -> np.ndarray:
     """
     rank = np.searchsorted(kept, unk_id)
     if rank == len(kept) or kept[rank] != unk_id:
-        raise CheckpointError(f"the pruned vocabulary does not keep the unknown token (id {unk_id}).")
+        raise CheckpointError(
+            f"the pruned vocabulary does not keep the unknown token (id {unk_id}); every "
+            "special token must be kept."
+        )
     new_ids = np.full(vocab_size, rank, np.int32)
     new_ids[kept] = np.arange(len(kept), dtype=np.int32)
     return new_ids
