@@ -169,6 +169,26 @@ def test_a_pruned_student_keeps_the_teachers_embedding_rows_of_the_kept_ids(trai
     assert tokenizer.tokenize("good film bad").numpy().tolist() == [6, 5, 1]  # bad: [UNK]
 
 
+def test_a_student_of_a_pruned_teacher_keeps_ids_of_the_whole_vocabulary(tmp_path):
+    from bertfit.distill.student import write_student
+    from bertfit.text.vocab_map import read_vocab_map, write_vocab_map
+    from tests.tiny import TINY_CONFIG, TINY_VOCAB, tiny_encoder, write_vocab
+
+    teacher_dir = tmp_path / "teacher"  # a pruned teacher: 8 rows for ids 0-4, 8, 10, 12
+    teacher_dir.mkdir()
+    write_vocab(teacher_dir)
+    (teacher_dir / "tokenizer_config.json").write_text('{"do_lower_case": true}')
+    write_vocab_map(teacher_dir, np.array([0, 1, 2, 3, 4, 8, 10, 12]))
+    teacher = tiny_encoder(dataclasses.replace(TINY_CONFIG, vocab_size=8))
+    kept = np.array([0, 1, 2, 3, 4, 6])  # of the teacher's ids: its 6 is the whole vocab's 10
+    path = write_student(teacher, teacher_dir, [1], tmp_path / "student", kept)
+    assert read_vocab_map(path, len(TINY_VOCAB)).tolist() == [0, 1, 2, 3, 4, 10]
+    assert json.loads((path / "config.json").read_text())["vocab_size"] == 6
+    # and a student of it with every row of the teacher keeps the teacher's map
+    path = write_student(teacher, teacher_dir, [1], tmp_path / "whole")
+    assert read_vocab_map(path, len(TINY_VOCAB)).tolist() == [0, 1, 2, 3, 4, 8, 10, 12]
+
+
 def _errors(capsys, argv) -> tuple[int, str]:
     code = main(argv)
     return code, capsys.readouterr().err.strip()

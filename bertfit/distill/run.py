@@ -224,8 +224,8 @@ def _distillation_set(
             return saved, False
         raise ConfigError(
             f"{folder} holds a distillation of another teacher, other rows or other settings "
-            "(--student-layers, --temperature, --soft-weight, --unlabelled); pass --overwrite "
-            "to start the student again, or a new --output-dir."
+            "(--student-layers, --temperature, --soft-weight, --unlabelled, --prune-vocab); pass "
+            "--overwrite to start the student again, or a new --output-dir."
         )
     console.say(f"bertfit: the teacher labels {len(rows)} rows")
     probabilities = teacher.predict_proba(
