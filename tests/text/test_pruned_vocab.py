@@ -56,3 +56,22 @@ def test_a_vocabulary_map_that_does_not_fit_its_vocabulary_is_refused(tmp_path):
     (tmp_path / VOCAB_MAP_FILE).write_bytes(b"not numpy")
     with pytest.raises(CheckpointError, match="not a vocabulary map bertfit wrote"):
         read_vocab_map(tmp_path, len(TINY_VOCAB))
+
+
+def test_the_host_tokenizer_renumbers_a_pruned_vocabulary_as_the_graph_does(whole, tmp_path):
+    from bertfit.text.host import load_host_tokenizer
+    from bertfit.text.pruned import PrunedTokenizer
+
+    pruned = PrunedTokenizer(whole, np.array([0, 1, 2, 3, 4, ID["film"], ID["good"]]))
+    pruned.save(tmp_path)
+    host = load_host_tokenizer(tmp_path)  # what --backend jax predicts with
+    texts, pairs = ["good film , badly", "[MASK] good"], ["film", ""]
+    assert host.vocab_size == 7 and host.special_ids == pruned.special_ids
+    assert host.tokenize(texts) == pruned.tokenize(texts).to_list()
+    packed, graph = host(texts, pairs, max_seq_length=8), pruned(texts, pairs, max_seq_length=8)
+    for name, value in packed.items():
+        np.testing.assert_array_equal(value, graph[name].numpy(), err_msg=name)
+    host.save(tmp_path / "again")
+    assert load_host_tokenizer(tmp_path / "again").tokenize(texts) == host.tokenize(texts)
+    with pytest.raises(CheckpointError, match="which a tokenizer.json cannot say"):
+        host.packing_tokenizer(8)  # ONNX's tokenizer.json
