@@ -5,8 +5,8 @@ special token: the kept ids, in increasing order, are `vocab_map.npy` beside the
 files, and the kept id `kept[i]` becomes id i. The tokenizer still tokenizes with its whole
 vocabulary (a WordPiece with pieces missing would split an unseen word otherwise), then each id
 is renumbered (`renumbering`); an id not kept becomes the unknown token's. In the graph that is
-`bertfit.text.pruned.PrunedTokenizer`. TensorFlow-free: checkpoints read it to size the
-embedding table.
+`bertfit.text.pruned.PrunedTokenizer`, on the host `bertfit.text.host.HostTokenizer`.
+TensorFlow-free: checkpoints read it to size the embedding table.
 """
 
 from __future__ import annotations
