@@ -148,6 +148,47 @@ def test_the_student_starts_from_the_teachers_chosen_layers_bitwise(trained_run,
         np.testing.assert_array_equal(variable.numpy(), theirs[source].numpy(), err_msg=name)
 
 
+def test_a_pruned_student_keeps_the_teachers_embedding_rows_of_the_kept_ids(trained_run, tmp_path):
+    from bertfit.checkpoints.load import build_encoder, build_tokenizer, read_checkpoint
+    from bertfit.distill.student import teacher_encoder, write_student
+    from bertfit.inference.predictor import Classifier
+    from bertfit.training.run_dir import TrainingRunDir as RunDir
+    from tests.tiny import TINY_VOCAB
+
+    run = trained_run[1].run_dir
+    teacher = teacher_encoder(Classifier.from_run(run))
+    kept = np.array([0, 1, 2, 3, 4, TINY_VOCAB.index("film"), TINY_VOCAB.index("good")])
+    path = write_student(teacher, RunDir(run).tokenizer_dir, [1], tmp_path / "student", kept)
+    checkpoint = read_checkpoint(path)
+    student = build_encoder(checkpoint)
+    rows = student.named_variables()["embeddings/word_embeddings"].numpy()
+    whole = teacher.named_variables()["embeddings/word_embeddings"].numpy()
+    np.testing.assert_array_equal(rows, whole[kept])
+    tokenizer = build_tokenizer(checkpoint)  # the student's ids index those rows
+    assert tokenizer.vocab_size == 7
+    assert tokenizer.tokenize("good film bad").numpy().tolist() == [6, 5, 1]  # bad: [UNK]
+
+
+def test_a_student_of_a_pruned_teacher_keeps_ids_of_the_whole_vocabulary(tmp_path):
+    from bertfit.distill.student import write_student
+    from bertfit.text.vocab_map import read_vocab_map, write_vocab_map
+    from tests.tiny import TINY_CONFIG, TINY_VOCAB, tiny_encoder, write_vocab
+
+    teacher_dir = tmp_path / "teacher"  # a pruned teacher: 8 rows for ids 0-4, 8, 10, 12
+    teacher_dir.mkdir()
+    write_vocab(teacher_dir)
+    (teacher_dir / "tokenizer_config.json").write_text('{"do_lower_case": true}')
+    write_vocab_map(teacher_dir, np.array([0, 1, 2, 3, 4, 8, 10, 12]))
+    teacher = tiny_encoder(dataclasses.replace(TINY_CONFIG, vocab_size=8))
+    kept = np.array([0, 1, 2, 3, 4, 6])  # of the teacher's ids: its 6 is the whole vocab's 10
+    path = write_student(teacher, teacher_dir, [1], tmp_path / "student", kept)
+    assert read_vocab_map(path, len(TINY_VOCAB)).tolist() == [0, 1, 2, 3, 4, 10]
+    assert json.loads((path / "config.json").read_text())["vocab_size"] == 6
+    # and a student of it with every row of the teacher keeps the teacher's map
+    path = write_student(teacher, teacher_dir, [1], tmp_path / "whole")
+    assert read_vocab_map(path, len(TINY_VOCAB)).tolist() == [0, 1, 2, 3, 4, 8, 10, 12]
+
+
 def _errors(capsys, argv) -> tuple[int, str]:
     code = main(argv)
     return code, capsys.readouterr().err.strip()
@@ -179,6 +220,10 @@ def test_distill_mistakes_exit_2_with_one_clear_line(trained_run, tmp_path, caps
         "the teacher as the student": (
             ["--teacher", run, "--output-dir", run, "--overwrite"],
             "is the teacher's run (--teacher)",
+        ),
+        "a pruned vocabulary of a student's own checkpoint": (
+            ["--teacher", run, "--output-dir", out, "--student-model", run, "--prune-vocab"],
+            "--prune-vocab prunes a student cut from the teacher",
         ),
         "a soft weight above 1": (
             ["--teacher", run, "--output-dir", out, "--soft-weight", "2"],
@@ -266,6 +311,47 @@ def test_a_distilled_student_trains_exports_and_reuses_the_teachers_labels(
     (again / "metrics.json").write_text('{"status": "running"}')
     code, err = _errors(capsys, ["train", "--config", str(again / "config.yaml"), "--resume"])
     assert code == 2 and "is a `bertfit distill` student" in err
+
+
+@pytest.mark.slow
+def test_a_pruned_student_exports_a_smaller_saved_model_equal_to_its_own_predict(
+    trained_run, tmp_path
+):
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  (the tokenizer's ops, as a TF Serving client loads them)
+
+    from bertfit.export.serving import export_classifier
+    from bertfit.inference.predictor import Classifier
+
+    run = trained_run[1].run_dir
+    texts = ["good film", "an awful , boring plot", "the movie was fun ! ?"]  # ?: not kept
+    sizes = {}
+    for prune in (False, True):
+        out = tmp_path / f"student-{prune}"
+        argv = ["distill", "--teacher", run, "--output-dir", str(out), "--student-layers", "1"]
+        argv += ["--epochs", "1", "--max-train-examples", "32", "--quiet", "--no-report"]
+        argv += ["--prune-vocab"] if prune else []
+        assert main(argv) == 0
+        student = Classifier.from_run(out)
+        exported = export_classifier(student, tmp_path / f"export-{prune}")
+        weights = (exported / "variables").iterdir()  # the graph's size is the tokenizer's
+        sizes[prune] = sum(f.stat().st_size for f in weights)
+    tokenizer = student.module.tokenizer  # the rows hold no "?": it reads as the unknown token
+    assert tokenizer.vocab_size < 41 and tokenizer.tokenize("?").numpy() == [tokenizer.unk_id]
+    serving = tf.saved_model.load(str(exported)).signatures["serving_default"]
+    np.testing.assert_allclose(
+        serving(text=tf.constant(texts))["probabilities"].numpy(),
+        student.predict_proba(texts),
+        rtol=0,
+        atol=1e-5,
+    )
+    assert sizes[True] < sizes[False]
+    # A tokenizer file (ONNX, hf, LiteRT) cannot renumber the ids after WordPiece.
+    from bertfit.export.onnx import export_onnx
+
+    with pytest.raises(ConfigError, match="--format onnx cannot hold this run's pruned vocab"):
+        export_onnx(student, tmp_path / "onnx")
+    assert not (tmp_path / "onnx").exists()
 
 
 def test_a_packed_batch_is_distilled_slot_by_slot():

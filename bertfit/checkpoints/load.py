@@ -21,7 +21,9 @@ from bertfit.text.loading import (
     build_in_graph,
     read_tokenizer_files,
     vocab_txt_files,
+    with_vocab_map,
 )
+from bertfit.text.vocab_map import read_vocab_map
 from bertfit.text.wordpiece import (
     TokenizerConfig,
     capitalised_tokens,
@@ -70,7 +72,8 @@ def check_vocab(checkpoint: Checkpoint) -> None:
         return
     tokens = read_vocab(checkpoint.vocab_file)
     if checkpoint.config is not None:
-        _check_vocab_size(checkpoint, len(tokens))
+        kept = read_vocab_map(checkpoint.vocab_file.parent, len(tokens))  # a pruned vocabulary
+        _check_vocab_size(checkpoint, len(tokens) if kept is None else len(kept))
     capitals = capitalised_tokens(tokens)
     if checkpoint.lower_case is None:
         checkpoint.lower_case = guess_lower_case(tokens)
@@ -201,7 +204,8 @@ def tokenizer_files(
     model_type = checkpoint.config.model_type if checkpoint.config is not None else None
     if checkpoint.vocab_file is not None and checkpoint.tokenizer_dir is not None:
         # A Hugging Face folder: its tokenizer_config.json and family name the special tokens.
-        return vocab_txt_files(checkpoint.tokenizer_dir, lower, strip, model_type)
+        files = vocab_txt_files(checkpoint.tokenizer_dir, lower, strip, model_type)
+        return with_vocab_map(files, checkpoint.tokenizer_dir)
     if checkpoint.vocab_file is not None:
         config = TokenizerConfig(lower_case=True if lower is None else lower, strip_accents=strip)
         return TokenizerFiles(

@@ -24,6 +24,8 @@ class DistillConfig:
         temperature: T, softening both the teacher's and the student's probabilities.
         soft_weight: the share of the teacher's soft labels in a labelled row's loss (the rest
             is the given label's cross-entropy).
+        prune_vocab: the student's word embeddings keep only the tokens the rows use and the
+            special tokens (with --student-layers); any other token reads as the unknown one.
     """
 
     teacher: str | None = dataclasses.field(
@@ -56,12 +58,26 @@ class DistillConfig:
         metadata=flag("the soft labels' share of a labelled row's loss, 0 to 1"),
     )
 
+    prune_vocab: bool = dataclasses.field(
+        default=False,
+        metadata=flag(
+            "keep only the word embeddings of the tokens the student's rows use (and the "
+            "special tokens): a smaller model; other tokens read as the unknown token",
+            switch=True,
+        ),
+    )
+
     def validate(self) -> DistillConfig:
         if not self.teacher:
             raise ConfigError("--teacher RUN is required: the run directory of the teacher.")
         if self.student_layers is not None and self.student_model is not None:
             raise ConfigError(
                 "--student-layers and --student-model both choose the student's start; pass one."
+            )
+        if self.prune_vocab and self.student_model is not None:
+            raise ConfigError(
+                "--prune-vocab prunes a student cut from the teacher (--student-layers); a "
+                "--student-model keeps its own vocabulary. Pass one of the two."
             )
         if not self.temperature > 0:
             raise ConfigError(f"--temperature must be above 0, got {self.temperature}.")

@@ -45,6 +45,7 @@ from bertfit.inference.run import classifier_source_spec
 from bertfit.progress import Console
 from bertfit.runs.records import FINISHED, RunSummary
 from bertfit.runs.run_dir import RunDir
+from bertfit.text.vocab_map import kept_ids
 from bertfit.training.backends import backend_of
 from bertfit.training.run import train
 from bertfit.training.run_dir import TrainingRunDir
@@ -193,6 +194,7 @@ def _settings(options: DistillConfig, teacher_dir: RunDir, layers: list[int] | N
         "unlabelled": options.unlabelled,
         "temperature": options.temperature,
         "soft_weight": options.soft_weight,
+        **({"prune_vocab": True} if options.prune_vocab else {}),  # absent when off, as before
     }
 
 
@@ -222,8 +224,8 @@ def _distillation_set(
             return saved, False
         raise ConfigError(
             f"{folder} holds a distillation of another teacher, other rows or other settings "
-            "(--student-layers, --temperature, --soft-weight, --unlabelled); pass --overwrite "
-            "to start the student again, or a new --output-dir."
+            "(--student-layers, --temperature, --soft-weight, --unlabelled, --prune-vocab); pass "
+            "--overwrite to start the student again, or a new --output-dir."
         )
     console.say(f"bertfit: the teacher labels {len(rows)} rows")
     probabilities = teacher.predict_proba(
@@ -231,8 +233,17 @@ def _distillation_set(
     )
     soft = SoftLabels(probabilities, given, list(teacher.labels), fingerprint)
     rows_name = rows_file(folder, config.data.format).name
-    _write_set(folder, rows_name, soft, rows, teacher, layers, settings, teacher_dir)
+    kept = student_vocabulary(teacher, rows) if options.prune_vocab else None
+    _write_set(folder, rows_name, soft, rows, teacher, layers, kept, settings, teacher_dir)
     return soft, True
+
+
+def student_vocabulary(teacher: Classifier, rows: list[Example]) -> np.ndarray:
+    """The ids of the teacher's tokenizer that the rows' texts (and pairs) use, and its
+    special tokens': the pruned student's vocabulary (`bertfit.text.vocab_map`)."""
+    tokenizer = teacher.module.tokenizer
+    texts = [r.text for r in rows] + [r.text_pair for r in rows if r.text_pair is not None]
+    return kept_ids(tokenizer.tokenize_all(texts).values, tokenizer.special_token_ids)
 
 
 def _rows(
@@ -266,10 +277,12 @@ def _write_set(
     rows: list[Example],
     teacher: Classifier,
     layers: list[int] | None,
+    kept: np.ndarray | None,
     settings: dict,
     teacher_dir: RunDir,
 ) -> None:
-    """`folder` written beside itself and renamed into place (over the one there)."""
+    """`folder` written beside itself and renamed into place (over the one there); the
+    student's checkpoint keeps the word embeddings of the `kept` ids (None: all)."""
     building = temporary_path(folder)
     shutil.rmtree(building, ignore_errors=True)
     building.mkdir(parents=True)
@@ -282,7 +295,7 @@ def _write_set(
     soft.save(building / SOFT_LABELS_FILE)
     if layers is not None:
         encoder = teacher_encoder(teacher)
-        write_student(encoder, teacher_dir.tokenizer_dir, layers, building / STUDENT_DIR)
+        write_student(encoder, teacher_dir.tokenizer_dir, layers, building / STUDENT_DIR, kept)
     write_text_atomic(building / SETTINGS_FILE, json.dumps(settings, indent=2))
     shutil.rmtree(folder, ignore_errors=True)
     building.rename(folder)

@@ -17,8 +17,11 @@ from bertfit.checkpoints.hf import SAFETENSORS
 from bertfit.checkpoints.names import hf_table
 from bertfit.checkpoints.weights import read_weights
 from bertfit.errors import ConfigError
+from bertfit.text.vocab_map import read_vocab_map, write_vocab_map
+from bertfit.text.wordpiece import read_vocab
 
 _LAYER = re.compile(r"^encoder\.layer\.(\d+)\.")
+WORD_EMBEDDINGS = "embeddings.word_embeddings.weight"
 
 
 def teacher_encoder(classifier):
@@ -41,26 +44,36 @@ def student_tensors(teacher_tensors: dict[str, np.ndarray], layers: list[int]) -
     return kept
 
 
-def write_student(encoder, tokenizer_dir: Path, layers: list[int], path: Path) -> Path:
-    """Writes the student cut from `encoder` (the teacher's) into `path`; returns it."""
+def write_student(
+    encoder, tokenizer_dir: Path, layers: list[int], path: Path, kept: np.ndarray | None = None
+) -> Path:
+    """Writes the student cut from `encoder` (the teacher's) into `path`; returns it. With
+    `kept` (ids of the teacher's tokenizer, increasing: `bertfit.text.vocab_map.kept_ids`) the
+    student's word embeddings are those rows alone, and its tokenizer renumbers ids to them."""
     config = encoder.config
     if config.model_type != "bert" or not hasattr(encoder, "named_variables"):
         raise ConfigError(
             f"--student-layers cuts BERT-architecture teachers only; this teacher is a "
             f"{config.model_type} encoder. Pass --student-model CHECKPOINT instead."
         )
-    tensors = read_weights(encoder, hf_table(config.num_hidden_layers))
+    tensors = student_tensors(read_weights(encoder, hf_table(config.num_hidden_layers)), layers)
+    student = dataclasses.replace(config, num_hidden_layers=len(layers))
+    if kept is not None:
+        tensors[WORD_EMBEDDINGS] = tensors[WORD_EMBEDDINGS][kept]
+        student = dataclasses.replace(student, vocab_size=len(kept))
     path.mkdir(parents=True, exist_ok=True)
     save_file(
-        {
-            k: np.ascontiguousarray(v, dtype=np.float32)
-            for k, v in student_tensors(tensors, layers).items()
-        },
+        {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in tensors.items()},
         str(path / SAFETENSORS),
         metadata={"format": "pt"},
     )
-    student = dataclasses.replace(config, num_hidden_layers=len(layers))
     (path / "config.json").write_text(json.dumps(student.to_hf_dict(), indent=2))
     for name in ("vocab.txt", "tokenizer_config.json"):
         shutil.copyfile(tokenizer_dir / name, path / name)
+    # the ids kept of the whole vocabulary: a pruned teacher's ids are already renumbered
+    whole_ids = read_vocab_map(tokenizer_dir, len(read_vocab(tokenizer_dir / "vocab.txt")))
+    if kept is not None:
+        whole_ids = kept if whole_ids is None else whole_ids[kept]
+    if whole_ids is not None:
+        write_vocab_map(path, whole_ids)
     return path

@@ -86,6 +86,14 @@ def check_portable(classifier, format_name: str) -> ClassifierModule:
             "(whole documents in, for TF Serving or `bertfit serve`), or train with "
             "--long-documents truncate."
         )
+    if getattr(module.tokenizer, "kept_ids", None) is not None:
+        raise ConfigError(
+            f"--format {format_name} cannot hold this run's pruned vocabulary (bertfit distill "
+            "--prune-vocab): its ids are renumbered after WordPiece, inside the graph, which a "
+            "tokenizer file cannot say (a WordPiece vocabulary with pieces missing splits unseen "
+            "words otherwise). Export it with --format saved-model, or distil without "
+            "--prune-vocab."
+        )
     return module
 
 

@@ -38,6 +38,7 @@ from bertfit.text import host_packing, tokenizer_json, wordpiece
 from bertfit.text.lengths import WindowSpec
 from bertfit.text.loading import TokenizerFiles, named_errors, read_tokenizer_files
 from bertfit.text.ragged import RaggedIds
+from bertfit.text.vocab_map import renumbering, write_vocab_map
 from bertfit.text.wordpiece import TokenizerConfig
 
 
@@ -56,6 +57,8 @@ class HostTokenizer:
         vocab_size: the number of ids.
         packing: `cls_token`, `sep_token`, `pad_token` (None where a BPE has none), WordPiece's
             `unk_token`, and the template's `pair_separators` and `second_type_id`.
+        new_ids: a pruned vocabulary's new id of each of `tokenizer`'s ids
+            (`bertfit.text.vocab_map.renumbering`), or None.
 
     Examples:
     >>> from bertfit.checkpoints.registry import resolve
@@ -75,8 +78,10 @@ class HostTokenizer:
         vocab_size: int,
         packing: dict,
         files: TokenizerFiles | None = None,
+        new_ids: np.ndarray | None = None,
     ):
         self._tokenizer = tokenizer
+        self._new_ids = new_ids
         self.kind = kind
         self.vocab_size = vocab_size
         self._packing = dict(packing)
@@ -101,9 +106,19 @@ class HostTokenizer:
                          "second_type_id")  # fmt: skip
                 packing = {name: getattr(config, name) for name in names}
                 tokenizer = wordpiece_tokenizer(files.vocab, config)
-                size = len(files.vocab)
+                if files.kept is None:
+                    size, new_ids = len(files.vocab), None
+                else:  # a pruned vocabulary (`bertfit.text.vocab_map`)
+                    unk_id = tokenizer.token_to_id(config.unk_token)
+                    size = len(files.kept)
+                    new_ids = renumbering(files.kept, len(files.vocab), unk_id)
                 return cls(
-                    tokenizer, kind="wordpiece", vocab_size=size, packing=packing, files=files
+                    tokenizer,
+                    kind="wordpiece",
+                    vocab_size=size,
+                    packing=packing,
+                    files=files,
+                    new_ids=new_ids,
                 )
             tokenizer = _panics_as_errors(tokenizers.Tokenizer.from_str, json.dumps(files.spec))
             tokenizer.no_padding()  # a tokenizer.json's own padding and truncation would
@@ -214,6 +229,8 @@ class HostTokenizer:
             )
         if files.kind == "wordpiece":
             wordpiece.save(directory, files.vocab, files.config)
+            if files.kept is not None:
+                write_vocab_map(directory, files.kept)
             return
         folder = Path(directory)
         folder.mkdir(parents=True, exist_ok=True)
@@ -231,8 +248,15 @@ class HostTokenizer:
         padding to the longest row. `bertfit export --format onnx` writes it as tokenizer.json.
 
         Raises:
-            CheckpointError: the tokenizer has no [CLS]/[SEP] template or padding token.
+            CheckpointError: the tokenizer has no [CLS]/[SEP] template or padding token, or
+                a pruned vocabulary (a tokenizer.json cannot renumber ids after WordPiece).
         """
+        if self._new_ids is not None:
+            raise CheckpointError(
+                "a pruned vocabulary (vocab_map.npy, bertfit distill --prune-vocab) renumbers "
+                "ids after WordPiece, which a tokenizer.json cannot say; export the model with "
+                "--format saved-model."
+            )
         ids = self.special_ids  # the CheckpointError where there is no template or padding
         tokens = {self._packing[f"{n}_token"]: ids[f"{n}_id"] for n in ("cls", "sep", "pad")}
         spec = json.loads(self._tokenizer.to_str())
@@ -243,7 +267,9 @@ class HostTokenizer:
 
     def _ids(self, texts: list[str]) -> list[list[int]]:
         encodings = self._tokenizer.encode_batch_fast(texts, add_special_tokens=False)
-        return [encoding.ids for encoding in encodings]
+        if self._new_ids is None:
+            return [encoding.ids for encoding in encodings]
+        return [self._new_ids[encoding.ids].tolist() for encoding in encodings]
 
     def _id(self, token: str | None, name: str) -> int:
         if token is None:
@@ -252,7 +278,8 @@ class HostTokenizer:
                 "template (post_processor) or padding token, so it cannot pack inputs. Use "
                 "tokenize(), or a checkpoint whose tokenizer files name its special tokens."
             )
-        return self._tokenizer.token_to_id(token)
+        token_id = self._tokenizer.token_to_id(token)
+        return token_id if self._new_ids is None else int(self._new_ids[token_id])
 
     def _check_special_tokens(self) -> None:
         """The special tokens are named (a BPE's may not be: it cannot pack) and in the

@@ -24,8 +24,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
+import numpy as np
+
 from bertfit.errors import BertfitError, CheckpointError, CheckpointWarning
 from bertfit.text import tokenizer_json, wordpiece
+from bertfit.text.vocab_map import VOCAB_MAP_FILE, read_vocab_map
 from bertfit.text.wordpiece import TokenizerConfig
 
 _T = TypeVar("_T")
@@ -120,6 +123,7 @@ class TokenizerFiles:
             `sep_token`, `pad_token`, `pair_separators`, `second_type_id`); a tokenizer
             without a template (a BPE whose tokenizer.json adds no special tokens) has
             `cls_token` None.
+        kept: a pruned vocabulary's kept ids (`bertfit.text.vocab_map`), or None.
     """
 
     file: Path
@@ -128,6 +132,7 @@ class TokenizerFiles:
     config: TokenizerConfig | None = None
     spec: dict | None = None
     packing: dict = dataclasses.field(default_factory=dict)
+    kept: np.ndarray | None = None
 
 
 def read_tokenizer_files(
@@ -164,7 +169,21 @@ def read_tokenizer_files(
             return _sentencepiece_file(file, family, config, path)
         return _bpe_files(path, config)
 
-    return named_errors(file, read)
+    return with_vocab_map(named_errors(file, read), path)
+
+
+def with_vocab_map(files: TokenizerFiles, folder: str | os.PathLike) -> TokenizerFiles:
+    """`files` with the pruned vocabulary of `folder`'s `vocab_map.npy`, when it has one
+    (beside a WordPiece vocabulary: the only kind `bertfit distill --prune-vocab` prunes)."""
+    if not (Path(folder) / VOCAB_MAP_FILE).is_file():
+        return files
+    if files.kind != "wordpiece":
+        raise CheckpointError(
+            f"{Path(folder) / VOCAB_MAP_FILE}: a pruned vocabulary beside a {files.kind} "
+            "tokenizer; bertfit prunes WordPiece vocabularies only. Remove the file or restore "
+            "the tokenizer files it was written with."
+        )
+    return dataclasses.replace(files, kept=read_vocab_map(folder, len(files.vocab)))
 
 
 def vocab_txt_files(
@@ -220,6 +239,11 @@ def build_in_graph(files: TokenizerFiles):
     import tensorflow as tf
 
     def build():
+        if files.kept is not None:
+            from bertfit.text.pruned import PrunedTokenizer
+
+            whole = build_in_graph(dataclasses.replace(files, kept=None))
+            return PrunedTokenizer(whole, files.kept)
         if files.kind == "wordpiece":
             from bertfit.text.tokenizer import BertTokenizer
 

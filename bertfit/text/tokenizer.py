@@ -159,6 +159,12 @@ class BertTokenizer(InGraphTokenizer):
     def unk_id(self) -> int:
         return self._vocab.ids[self.config.unk_token]
 
+    @property
+    def special_token_ids(self) -> list[int]:
+        """The ids of the special tokens the vocabulary has (unknown, [CLS], [SEP], padding,
+        mask: BERT's or the family's)."""
+        return [self._vocab.ids[t] for t in self.config.special_tokens if t in self._vocab.ids]
+
     def id_to_token(self, token_id: int) -> str:
         """The vocabulary entry with this id."""
         return self._vocab.token(token_id)
