@@ -700,8 +700,8 @@ def _add_engine(command) -> None:
         default=ENGINES[0],
         help="what runs the model: tensorflow (default: every run and export) or onnx (the "
         "run's ONNX export in ONNX Runtime, made once and kept in the run; no TensorFlow "
-        "in the process, so it starts faster; WordPiece runs without --long-documents "
-        "chunk; needs bertfit[export])",
+        "in the process, so it starts faster; runs without --long-documents chunk; needs "
+        "bertfit[export])",
     )
 
 

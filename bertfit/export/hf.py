@@ -160,7 +160,7 @@ def export_hf(
     root = Path(root)
     if root.exists() and (not root.is_dir() or any(root.iterdir())):
         raise ConfigError(f"{root} exists and is not an empty folder; pick a new OUT folder.")
-    module = portable.text_model(classifier, FORMAT_NAME)
+    module = portable.check_portable(classifier, FORMAT_NAME)
     model = module.model
     head = _head(model)
     config = hf_config(model.encoder.config, head, module)

@@ -35,8 +35,7 @@ tensorflow_text.tflite_registrar.SELECT_TFTEXT_OPS`). On Android and iOS, build 
 TensorFlow Text's TFLite ops (`tensorflow_text/core/kernels/*_tflite`) and register the same
 three ops.
 
-Only WordPiece runs of single texts that truncate export (`bertfit.export.portable.
-check_portable`); a SentencePiece or byte-level BPE run, a text-pair model or a
+Only WordPiece runs of single texts that truncate export; a SentencePiece or byte-level BPE run, a text-pair model or a
 `--long-documents chunk` run is refused with what to do instead.
 bertfit's in-graph tokenizer follows Hugging Face's; `FastBertTokenizer` differs from it on a
 few inputs: a special token written in the text (`[SEP]`) is split into punctuation and a word
@@ -79,6 +78,15 @@ def export_litert(
     """
     module = portable.check_portable(classifier, "litert")
     portable.check_quantize(quantize)
+    tokenizer = module.tokenizer
+    if not isinstance(tokenizer, BertTokenizer):
+        raise ConfigError(
+            "--format litert needs a WordPiece (BERT-style) tokenizer: LiteRT's only tokenizer "
+            "kernels are TensorFlow Text's FastBertTokenizer's (WordPiece), and this run's "
+            f"tokenizer is {tokenizer.kind or type(tokenizer).__name__}. Export it with --format "
+            "onnx (model.onnx with its tokenizer.json) or --format saved-model (the tokenizer "
+            "inside, for TF Serving or `bertfit serve`)."
+        )
     if module.pairs:
         raise ConfigError(
             "--format litert exports single-text models; this one classifies text pairs. Use "

@@ -5,11 +5,16 @@ as a Hugging Face `tokenizer.json`.
 `input_mask` and `input_type_ids` ([batch, seq], any seq up to the encoder's position table) and
 gives `probabilities` (float32 [batch, labels]; `value` [batch] for regression). `tokenizer.json`
 (for the `tokenizers` package, or any runtime that reads it: transformers.js, the Rust crate)
-tokenizes as bertfit does, id for id, truncates to the run's `max_seq_length` (pairs longest
-first, as bertfit) and pads a batch to its longest text. `--quantize int8` quantizes the weights
-with ONNX Runtime's `quantize_dynamic` (int8 weights per output channel, activations quantized
-on the fly). The
-folder `OUT/<version>/` holds the two files and `bertfit.json` (labels, task, max_seq_length).
+tokenizes as bertfit does, id for id, whatever the run's tokenizer (WordPiece, SentencePiece,
+byte-level BPE, BPE with byte fallback: it is the host tokenizer of `bertfit.text.host`, which
+tests/text/test_host_tokenizer.py holds to the in-graph one for every family), packs with the
+checkpoint's template (`[CLS] a [SEP] b [SEP]`, `<s> a </s></s> b </s>`, ...), truncates to the
+run's `max_seq_length` (pairs longest first, as bertfit) and pads a batch to its longest text.
+The model itself reads ids, so every encoder family converts (tests/export runs MPNet,
+NomicBERT, DeBERTa-v3, EuroBERT and mmBERT exports in ONNX Runtime). `--quantize int8`
+quantizes the weights with ONNX Runtime's `quantize_dynamic` (int8 weights per output channel,
+activations quantized on the fly). The folder `OUT/<version>/` holds the two files and
+`bertfit.json` (labels, task, max_seq_length).
 
 Why the tokenizer is not inside the ONNX graph: onnxruntime-extensions' `BertTokenizer` op
 tokenizes one text (or one pair) per call, not a batch, so a batched graph would need a loop
@@ -30,6 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import tempfile
 from pathlib import Path
 
 import tensorflow as tf
@@ -38,7 +44,7 @@ from bertfit.errors import MissingDependencyError
 from bertfit.export import portable
 from bertfit.inference.graph import ClassifierModule
 from bertfit.model.inputs import INPUT_NAMES
-from bertfit.text.tokenizer import BertTokenizer
+from bertfit.text.base import InGraphTokenizer
 
 MODEL_FILE = "model.onnx"
 TOKENIZER_FILE = "tokenizer.json"
@@ -123,28 +129,17 @@ def _optimizer_errors_raised():
             os.environ[CATCH_ERRORS] = previous
 
 
-def tokenizer_file(tokenizer: BertTokenizer, max_seq_length: int):
-    """A `tokenizers.Tokenizer` that tokenizes, truncates and packs as `tokenizer` does (BERT's
-    normalizer, pre-tokenizer, WordPiece and its template: BERT's `[CLS] a [SEP] b [SEP]`,
-    MPNet's `<s> a </s></s> b </s>`), padding a batch to its longest text."""
+def tokenizer_file(tokenizer: InGraphTokenizer, max_seq_length: int):
+    """A `tokenizers.Tokenizer` that tokenizes, truncates and packs as the in-graph `tokenizer`
+    does, whatever its kind, padding a batch to its longest text: the host tokenizer of the
+    same files (`bertfit.text.host`, which `tokenizer.save` writes as a run directory holds
+    them), with the checkpoint's template (`HostTokenizer.packing_tokenizer`)."""
     _require("tokenizers")
-    from tokenizers import processors
+    from bertfit.text.host import load_host_tokenizer
 
-    from bertfit.text.host import wordpiece_tokenizer
-
-    config = tokenizer.config
-    vocab = tokenizer._vocab.ids
-    result = wordpiece_tokenizer(tokenizer._vocab.tokens, config)
-    cls, sep, second = config.cls_token, config.sep_token, config.second_type_id
-    separators = " ".join([f"{sep}:0"] * config.pair_separators)
-    result.post_processor = processors.TemplateProcessing(
-        single=f"{cls}:0 $A:0 {sep}:0",
-        pair=f"{cls}:0 $A:0 {separators} $B:{second} {sep}:{second}",
-        special_tokens=[(cls, vocab[cls]), (sep, vocab[sep])],
-    )
-    result.enable_truncation(max_length=max_seq_length, strategy="longest_first")
-    result.enable_padding(pad_id=vocab[config.pad_token], pad_token=config.pad_token)
-    return result
+    with tempfile.TemporaryDirectory() as folder:
+        tokenizer.save(folder)
+        return load_host_tokenizer(folder).packing_tokenizer(max_seq_length)
 
 
 def _quantize_int8(path: Path) -> None:

@@ -8,10 +8,10 @@ takes a few `stat` calls and imports no TensorFlow, which is the point of the en
 does not (a resumed run saved a new best checkpoint), the export is made anew (TensorFlow and
 tf2onnx: ~30 s for MiniLM-L6 on 2 cores) and the older ones are removed.
 
-A run whose model an ONNX export cannot hold (`--long-documents chunk`, a tokenizer other than
-WordPiece) is refused with the reason (`bertfit.export.portable.check_portable`) and the engine
-that runs it. A remote run (gs://, s3://) is refused too: its export would be kept where the run
-is, so export it yourself (`bertfit export --format onnx`) and pass that folder.
+A run whose model an ONNX export cannot hold (`--long-documents chunk`) is refused with the
+reason (`bertfit.export.portable.check_portable`) and the engine that runs it. A remote run
+(gs://, s3://) is refused too: its export would be kept where the run is, so export it yourself
+(`bertfit export --format onnx`) and pass that folder.
 """
 
 from __future__ import annotations

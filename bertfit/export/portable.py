@@ -1,9 +1,10 @@
 """What the LiteRT and ONNX exports share: which classifiers they take, the model as a frozen
 numeric function, and writing an export folder whole or not at all.
 
-Both formats take a classifier loaded from a run directory with a WordPiece (BERT-style)
-tokenizer; the folder they write, `OUT/<version>/`, holds the model file and `bertfit.json`
-(the labels and what the model's inputs and outputs are), so that a client needs no bertfit.
+Both formats take a classifier loaded from a run directory (ONNX with any tokenizer, LiteRT
+with a WordPiece one: `bertfit.export.litert`); the folder they write, `OUT/<version>/`, holds
+the model file and `bertfit.json` (the labels and what the model's inputs and outputs are), so
+that a client needs no bertfit.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ from bertfit.inference.graph import ClassifierModule, next_version
 from bertfit.inference.outputs import calibrated_logits
 from bertfit.model import layers
 from bertfit.model.losses import outputs as logit_meaning
-from bertfit.text.tokenizer import BertTokenizer
 from bertfit.tf_startup import verbose
 
 METADATA_NAME = "bertfit.json"
@@ -69,23 +69,8 @@ def converter_notes_quiet():
 
 def check_portable(classifier, format_name: str) -> ClassifierModule:
     """The classifier's `ClassifierModule`, or a `ConfigError` saying why `format_name` cannot
-    hold it: it must come from a run directory, tokenize with WordPiece and truncate texts
-    (not `--long-documents chunk`)."""
-    module = text_model(classifier, format_name)
-    tokenizer = module.tokenizer
-    if not isinstance(tokenizer, BertTokenizer):
-        raise ConfigError(
-            f"--format {format_name} needs a WordPiece (BERT-style) tokenizer; this run's is "
-            f"{tokenizer.kind or type(tokenizer).__name__}. Export it with --format saved-model "
-            "(the tokenizer inside, for TF Serving or `bertfit serve`)."
-        )
-    return module
-
-
-def text_model(classifier, format_name: str) -> ClassifierModule:
-    """The classifier's `ClassifierModule`, or a `ConfigError` saying why `format_name` cannot
-    hold it: it must come from a run directory and read one row per text (not a
-    `--long-documents chunk` model)."""
+    hold it: it must come from a run directory and truncate texts (not `--long-documents
+    chunk`)."""
     module = classifier.module
     if not isinstance(module, ClassifierModule):
         raise ConfigError(

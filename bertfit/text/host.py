@@ -223,6 +223,24 @@ class HostTokenizer:
         (folder / "tokenizer.json").write_text(json.dumps(spec, ensure_ascii=False), "utf-8")
         (folder / "tokenizer_config.json").write_text(json.dumps(specials, indent=2), "utf-8")
 
+    def packing_tokenizer(self, max_seq_length: int):
+        """A `tokenizers.Tokenizer` whose `encode_batch` (of texts, or of (text, pair) tuples)
+        gives the ids, mask and type ids `self(texts, pairs, max_seq_length,
+        padding="longest")` gives: this tokenizer with the checkpoint's template as a
+        post-processor, Hugging Face's `longest_first` truncation to `max_seq_length` and
+        padding to the longest row. `bertfit export --format onnx` writes it as tokenizer.json.
+
+        Raises:
+            CheckpointError: the tokenizer has no [CLS]/[SEP] template or padding token.
+        """
+        ids = self.special_ids  # the CheckpointError where there is no template or padding
+        tokens = {self._packing[f"{n}_token"]: ids[f"{n}_id"] for n in ("cls", "sep", "pad")}
+        spec = json.loads(self._tokenizer.to_str())
+        spec = tokenizer_json.with_template(spec, self._packing, tokens)
+        packed = _tokenizers().Tokenizer.from_str(json.dumps(spec))
+        packed.enable_truncation(max_length=max_seq_length, strategy="longest_first")
+        return packed
+
     def _ids(self, texts: list[str]) -> list[list[int]]:
         encodings = self._tokenizer.encode_batch_fast(texts, add_special_tokens=False)
         return [encoding.ids for encoding in encodings]

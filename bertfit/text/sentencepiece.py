@@ -44,7 +44,7 @@ from pathlib import Path
 import tensorflow as tf
 
 from bertfit.errors import CheckpointError, InputFormatError
-from bertfit.text import ops
+from bertfit.text import ops, tokenizer_json
 from bertfit.text.base import InGraphTokenizer, Vocabulary
 from bertfit.text.charsmap import DamagedCharsmap, continuation_characters
 from bertfit.text.sentencepiece_proto import (
@@ -140,8 +140,6 @@ class SentencePieceTokenizer(InGraphTokenizer):
     def from_tokenizer_json(cls, spec: dict, **overrides) -> SentencePieceTokenizer:
         """The tokenizer a Hugging Face `tokenizer.json` (parsed) with a `Unigram` model
         describes; `overrides` replace constructor arguments (e.g. `pad_token`)."""
-        from bertfit.text import tokenizer_json
-
         model = spec["model"]
         tokenizer_json.check_unigram(model)
         steps = tokenizer_json.flatten(spec.get("normalizer"), "normalizers")
@@ -176,15 +174,7 @@ class SentencePieceTokenizer(InGraphTokenizer):
             if step["type"] == "Precompiled" else step
             for step in self._steps.normalizers
         ]  # fmt: skip
-        cls_token, sep_token = self._specials["cls"], self._specials["sep"]
-        second = self._template["second_type_id"]
-        separators = [{"SpecialToken": {"id": sep_token, "type_id": 0}}]
-        pair = [{"SpecialToken": {"id": cls_token, "type_id": 0}},
-                {"Sequence": {"id": "A", "type_id": 0}},
-                *separators * self._template["pair_separators"],
-                {"Sequence": {"id": "B", "type_id": second}},
-                {"SpecialToken": {"id": sep_token, "type_id": second}}]  # fmt: skip
-        return {
+        spec = {
             "version": "1.0",
             "added_tokens": [
                 {
@@ -200,16 +190,6 @@ class SentencePieceTokenizer(InGraphTokenizer):
             ],  # fmt: skip
             "normalizer": {"type": "Sequence", "normalizers": normalizers},
             "pre_tokenizer": {"type": "Sequence", "pretokenizers": self._steps.pre_tokenizers},
-            "post_processor": {
-                "type": "TemplateProcessing",
-                "single": [pair[0], pair[1], separators[0]],
-                "pair": pair,
-                "special_tokens": {
-                    token: {"id": token, "ids": [self._vocab.ids[token]], "tokens": [token]}
-                    for token in (cls_token, sep_token)
-                },
-            },
-            "padding": {"pad_token": self._specials["pad"], "pad_id": self.pad_id},
             "model": {
                 "type": "Unigram",
                 "unk_id": self._unk_id,
@@ -217,6 +197,9 @@ class SentencePieceTokenizer(InGraphTokenizer):
                 "byte_fallback": False,
             },
         }
+        specials = {f"{name}_token": self._specials[name] for name in ("cls", "sep", "pad")}
+        ids = {token: self._vocab.ids[token] for token in specials.values()}
+        return tokenizer_json.with_template(spec, {**specials, **self._template}, ids)
 
     def save(self, directory: str | os.PathLike) -> None:
         """Writes `tokenizer.json` and `tokenizer_config.json`, from which

@@ -106,6 +106,24 @@ def _run(script: str, export: Path, texts: list[str], tmp_path: Path) -> str:
     return done.stdout
 
 
+def assert_tokenizer_json_packs_as(tokenizer, in_graph, max_seq_length: int, texts) -> None:
+    """`tokenizer` (a `tokenizers.Tokenizer`, as an ONNX export's tokenizer.json) gives the
+    inputs the `in_graph` tokenizer packs of `texts`, alone and paired with themselves
+    reversed, truncated to `max_seq_length` and padded to the longest row."""
+    pairs = list(reversed(texts))
+    for first, second in ((texts, None), (texts, pairs)):
+        expected = in_graph(first, second, max_seq_length=max_seq_length, padding="longest")
+        rows = first if second is None else list(zip(first, second, strict=True))
+        encoded = tokenizer.encode_batch(rows)
+        got = {
+            "input_word_ids": [e.ids for e in encoded],
+            "input_mask": [e.attention_mask for e in encoded],
+            "input_type_ids": [e.type_ids for e in encoded],
+        }
+        for name, ids in got.items():
+            assert ids == expected[name].numpy().tolist(), (name, second is not None)
+
+
 def run_client(script: str, export: Path, texts: list[str], tmp_path: Path) -> np.ndarray:
     """The portable export's output for `texts`, computed by `script` in its own process."""
     _run(script, export, texts, tmp_path)

@@ -4,7 +4,8 @@ path `tensorflow_model_server` takes; tests/export/loaders.py). Each signature a
 bertfit does in memory, within 1e-5: the serving export of every task, of text pairs, of a
 chunk run and of each tokenizer family as the predictor (`bertfit predict`) does; `bertfit
 convert --to tf-hub`'s encoder and preprocessor as bertfit's encoder and tokenizer do. The
-families of issue 57 also export, from the same classifiers, as ONNX and LiteRT."""
+families of issue 57 also export, from the same classifiers, as ONNX (every tokenizer kind) and
+LiteRT (WordPiece's)."""
 
 from __future__ import annotations
 
@@ -34,7 +35,12 @@ from tests.export.loaders import (
     run_in_session,
     run_loaded,
 )
-from tests.export.runtimes import LITERT_CLIENT, ONNX_CLIENT, run_client
+from tests.export.runtimes import (
+    LITERT_CLIENT,
+    ONNX_CLIENT,
+    assert_tokenizer_json_packs_as,
+    run_client,
+)
 from tests.families import write_family_checkpoint
 from tests.long_documents import DOCUMENTS, chunk_classifier
 from tests.tiny import TINY_VOCAB, sentiment_rows, tiny_encoder
@@ -50,8 +56,13 @@ SERVING = ("single-label", "multi-label-pairs", "chunk-regression", "sentencepie
 # The families of issue 57 with layers of their own; GTE's are NomicBERT's (`rotary_glu`) and
 # its tokenizer the "sentencepiece" kind's, so its export would check nothing new.
 SERVING += ("mpnet", "nomic_bert", "eurobert")
-# Those ONNX and LiteRT take: WordPiece runs only (`export.portable.check_portable`).
+# Those ONNX and LiteRT both take: WordPiece runs (LiteRT's tokenizer kernels are WordPiece's).
 PORTABLE = ("mpnet", "nomic_bert")
+# Those ONNX alone takes: a SentencePiece run (DeBERTa-v3) and a byte-level BPE run (EuroBERT:
+# Llama 3's split and special tokens, layers of its own). A ModernBERT encoder with a BPE of byte
+# fallback exports through the CLI in tests/training/test_mmbert.py; every family's tokenizer
+# packs alike in its tokenizer.json in tests/text/test_host_tokenizer.py.
+ONNX_ONLY = ("sentencepiece", "eurobert")
 HUB = ("bert", "deberta-v2")  # TF Hub encoders in plain TF ops (BERT) and as Keras layers
 FAMILY_OF = {"sentencepiece": "deberta-v2", "bpe": "modernbert"} | {f: f for f in SERVING[5:]}
 
@@ -206,6 +217,26 @@ def test_the_families_onnx_and_litert_exports_answer_as_the_predictor(
     ):
         got = run_client(client, export, TEXTS, tmp_path)
         np.testing.assert_allclose(got, expected, atol=1e-5)
+
+
+@pytest.mark.parametrize("kind", ONNX_ONLY)
+def test_the_other_tokenizer_kinds_export_to_onnx_and_answer_as_the_predictor(
+    kind, classifiers, tmp_path
+):
+    """The ONNX export of a run whose tokenizer is not WordPiece: its tokenizer.json packs
+    texts and pairs as the in-graph tokenizer does, and ONNX Runtime, in a process without
+    TensorFlow or bertfit, gives bertfit's probabilities."""
+    import tokenizers
+
+    classifier = classifiers(kind)
+    expected = classifier.predict_proba(TEXTS)
+    assert np.ptp(expected, axis=0).max() > 1e-3  # rows differ: a test of the inputs too
+    export = export_onnx(classifier, tmp_path / "onnx")
+    tokenizer = tokenizers.Tokenizer.from_file(str(export / "tokenizer.json"))
+    module = classifier.module
+    assert_tokenizer_json_packs_as(tokenizer, module.tokenizer, module.max_seq_length, TEXTS)
+    got = run_client(ONNX_CLIENT, export, TEXTS, tmp_path)
+    np.testing.assert_allclose(got, expected, atol=1e-5)
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from tests.export.runtimes import ONNX_CLIENT, drift, run_client
+from tests.export.runtimes import ONNX_CLIENT, assert_tokenizer_json_packs_as, drift, run_client
 
 # Export, convert and run a process per test: seconds each (`make test-fast` leaves them out).
 pytestmark = pytest.mark.slow
@@ -53,20 +53,9 @@ def test_tokenizer_json_gives_bertfits_ids_for_texts_and_pairs(trained_run, expo
     module = load_classifier(summary.run_dir).module
     # Written in the text, special tokens stay whole in both.
     texts = [*export_texts, "a [SEP] b [MASK]", "\tTabs\nand\u00a0spaces\u200b!"]
-    pairs = list(reversed(texts))
     spec = tokenizer_file(module.tokenizer, module.max_seq_length).to_str()
-    tokenizer = tokenizers.Tokenizer.from_str(spec)
-    for first, second in ((texts, None), (texts, pairs)):
-        expected = module.tokenizer(first, second, max_seq_length=16, padding="longest")
-        rows = first if second is None else list(zip(first, second, strict=True))
-        encoded = tokenizer.encode_batch(rows)
-        got = {
-            "input_word_ids": [e.ids for e in encoded],
-            "input_mask": [e.attention_mask for e in encoded],
-            "input_type_ids": [e.type_ids for e in encoded],
-        }
-        for name, ids in got.items():
-            assert ids == expected[name].numpy().tolist(), name
+    packing = tokenizers.Tokenizer.from_str(spec)
+    assert_tokenizer_json_packs_as(packing, module.tokenizer, module.max_seq_length, texts)
 
 
 def test_the_folder_says_what_a_client_needs(portable_export):

@@ -11,7 +11,6 @@ import tensorflow as tf
 from bertfit.data.tasks import Task
 from bertfit.errors import ConfigError
 from bertfit.export.litert import export_litert
-from bertfit.export.onnx import export_onnx
 from bertfit.export.portable import ExportWriteError, write_export
 from bertfit.inference.graph import ClassifierModule
 from bertfit.model.classifier import BertClassifier
@@ -26,19 +25,26 @@ def _classifier(tokenizer, pairs: bool = False):
 
 
 @pytest.mark.slow  # trains a sentencepiece model: seconds
-def test_a_sentencepiece_run_is_refused_by_both_formats(tmp_path):
+def test_a_sentencepiece_run_is_refused_by_litert_and_packed_by_onnxs_tokenizer_json(tmp_path):
+    """XLM-R's bare sentencepiece file, whose ids bertfit shifts to fairseq's: LiteRT says why
+    it cannot hold it; ONNX's tokenizer.json gives the in-graph ids."""
     pytest.importorskip("sentencepiece")
+    from bertfit.export.onnx import tokenizer_file
     from bertfit.text.loading import load_tokenizer
+    from tests.export.runtimes import assert_tokenizer_json_packs_as
     from tests.text.sentencepiece_files import write_family
 
     corpus = tmp_path / "corpus.txt"
-    corpus.write_text("\n".join(text for text, _ in sentiment_rows(200)))
-    tokenizer = load_tokenizer(write_family(tmp_path, "xlm-roberta", corpus, 40)[1])
+    texts = [text for text, _ in sentiment_rows(200)]
+    corpus.write_text("\n".join(texts))
+    tokenizer = load_tokenizer(write_family(tmp_path, "xlm-roberta", corpus, 40)[0])
     assert tokenizer.kind == "sentencepiece"
-    for export in (export_litert, export_onnx):
-        with pytest.raises(ConfigError, match="needs a WordPiece .* --format saved-model"):
-            export(_classifier(tokenizer), tmp_path / "out")
+    classifier = _classifier(tokenizer)
+    with pytest.raises(ConfigError, match="kernels are TensorFlow Text's FastBertTokenizer's"):
+        export_litert(classifier, tmp_path / "out")
     assert not (tmp_path / "out").exists()
+    packing = tokenizer_file(tokenizer, 16)
+    assert_tokenizer_json_packs_as(packing, tokenizer, 16, [*texts[:20], "", "x " * 30])
 
 
 def test_litert_refuses_a_pair_model_and_names_onnx(tmp_path):

@@ -20,6 +20,7 @@ from bertfit.text.host import load_host_tokenizer
 from bertfit.text.loading import load_tokenizer
 from bertfit.text.packing import pack_inputs
 from bertfit.text.windows import WindowSpec, window_ids
+from tests.export.runtimes import assert_tokenizer_json_packs_as
 from tests.families import TOKENIZER_KINDS, train_tokenizer
 from tests.jax_process import run_in_jax
 from tests.text import host_without_tensorflow as child
@@ -115,6 +116,20 @@ def test_every_familys_tokenizer_gives_the_in_graph_ids_packings_and_windows(
     folder = family_folders[family]
     in_graph, ids = in_graph_of(folder)
     assert_same_outputs(load_host_tokenizer(folder), in_graph, CORPUS, ids)
+
+
+@pytest.mark.slow  # as above (with the same in-graph tokenizers)
+@pytest.mark.parametrize("family", TOKENIZER_KINDS)
+def test_an_in_graph_tokenizer_saved_packs_alike_in_the_host_tokenizers_tokenizer_json(
+    family, family_folders, in_graph_of, tmp_path
+):
+    """What `bertfit export --format onnx` writes beside its model: the in-graph tokenizer
+    saved (as a run holds it), read back by the host tokenizer, packing as `tokenizers`'s
+    template, truncation and padding (`packing_tokenizer`)."""
+    in_graph, _ = in_graph_of(family_folders[family])
+    in_graph.save(tmp_path)
+    packing = load_host_tokenizer(tmp_path).packing_tokenizer(24)
+    assert_tokenizer_json_packs_as(packing, in_graph, 24, CORPUS[::5])
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,7 @@
 """An mmBERT checkpoint (a ModernBERT with Gemma's BPE with byte fallback), as `save_pretrained`
-writes it, trains through the CLI and exports with its tokenizer inside the SavedModel; the
-portable formats, which carry WordPiece only, refuse it before writing anything."""
+writes it, trains through the CLI and exports with its tokenizer inside the SavedModel, and to
+ONNX with its tokenizer.json (bytes falling back alike); LiteRT, whose tokenizer kernels are
+WordPiece's, refuses it before writing anything."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import tensorflow as tf
 
 from bertfit import load_classifier
 from bertfit.cli import main
+from tests.export.runtimes import ONNX_CLIENT, run_client
 from tests.families import write_family_checkpoint
 from tests.tiny import sentiment_rows, train_args, write_csv
 
@@ -30,9 +32,13 @@ def test_an_mmbert_checkpoint_trains_and_exports_its_tokenizer(tmp_path, capsys)
     expected = load_classifier(str(run)).predict_proba(texts)
     np.testing.assert_allclose(exported, expected, atol=1e-5)
 
+    onnx = tmp_path / "onnx"
+    assert main(["export", "--run", str(run), str(onnx), "--format", "onnx"]) == 0
+    got = run_client(ONNX_CLIENT, onnx / "1", texts, tmp_path)
+    np.testing.assert_allclose(got, expected, atol=1e-5)
+
     capsys.readouterr()
-    for format_name in ("onnx", "litert"):
-        out = tmp_path / format_name
-        assert main(["export", "--run", str(run), str(out), "--format", format_name]) == 2
-        assert "needs a WordPiece" in capsys.readouterr().err
-        assert not out.exists()
+    litert = tmp_path / "litert"
+    assert main(["export", "--run", str(run), str(litert), "--format", "litert"]) == 2
+    assert "needs a WordPiece (BERT-style) tokenizer: LiteRT's" in capsys.readouterr().err
+    assert not litert.exists()
