@@ -35,8 +35,8 @@ tensorflow_text.tflite_registrar.SELECT_TFTEXT_OPS`). On Android and iOS, build 
 TensorFlow Text's TFLite ops (`tensorflow_text/core/kernels/*_tflite`) and register the same
 three ops.
 
-Only WordPiece runs of single texts that truncate export; a SentencePiece or byte-level BPE run, a text-pair model or a
-`--long-documents chunk` run is refused with what to do instead.
+Only WordPiece runs of single texts that truncate export; a SentencePiece or BPE run, a
+text-pair model or a `--long-documents chunk` run is refused with what to do instead.
 bertfit's in-graph tokenizer follows Hugging Face's; `FastBertTokenizer` differs from it on a
 few inputs: a special token written in the text (`[SEP]`) is split into punctuation and a word
 here but kept whole by bertfit; a NUL character; Unicode compatibility characters, which
