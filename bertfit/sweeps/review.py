@@ -48,8 +48,16 @@ def apply_review(issues: str | Path, output: str | Path, train: str | None = Non
     examples = read_training_examples(config.data.train, config)[: config.data.max_train_examples]
     labels = infer_run_task(examples, config)[0].labels
     decisions = {}  # training row: (decision, new label)
+    issue_of = {}  # training row: the issue number that decides it
     for number, record in enumerate(_read_decisions(issues), 1):
         row, decision, label = _decision(record, examples, labels, f"{issues}: issue {number}")
+        if row in issue_of:
+            raise DataError(
+                f"{issues}: issues {issue_of[row]} and {number} are both training row {row}; "
+                "keep one line per row, with the decision you mean.",
+                code="audit-review-row",
+            )
+        issue_of[row] = number
         decisions[row] = decision, label
     lines = []
     for row, example in enumerate(examples):

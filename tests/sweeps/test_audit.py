@@ -3,6 +3,8 @@ files written and read back, and the CLI's refusals (exit 2, one line)."""
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 from pathlib import Path
 
@@ -392,6 +394,11 @@ def test_an_edited_text_or_a_row_of_other_data_is_refused(tmp_path, capsys):
     issues.write_text(text.replace('text, ""5""', 'text, ""five""'))
     assert main(["relabel", str(issues), "--train", str(train), "--output", str(out)]) == 2
     assert "the text was edited or the training file changed" in capsys.readouterr().err
+    issues.write_text(text)
+    with issues.open("a", encoding="utf-8", newline="") as f:  # the first issue again
+        csv.writer(f).writerow(next(csv.reader(io.StringIO(text.split("\n", 1)[1]))))
+    assert main(["relabel", str(issues), "--train", str(train), "--output", str(out)]) == 2
+    assert "are both training row 5; keep one line per row" in capsys.readouterr().err
     issues.write_text(text.replace("1,5,7,", "1,55,7,"))
     assert main(["relabel", str(issues), "--train", str(train), "--output", str(out)]) == 2
     assert "row '55' is not a row of the 12 training rows" in capsys.readouterr().err
