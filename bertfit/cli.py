@@ -420,6 +420,12 @@ def cmd_export(args) -> int:
 
         write = exporter(args.format)
         path = write(classifier, args.output, version=args.version, quantize=args.quantize)
+        if args.format == "hf":
+            from bertfit.export.hf import flavour_note
+
+            note = flavour_note(path)
+            if note is not None:
+                print(f"bertfit export: {note}", file=sys.stderr)
     print(path)
     return 0
 
