@@ -208,6 +208,11 @@ def task_head(model) -> tuple[Head | None, str]:
     model's, else None and why not (the sentence-transformers folder holds it instead)."""
     config = model.encoder.config
     head = HEADS.get(config.model_type)
+    if head is not None and config.has_pooler and not head.pooler:
+        return None, (
+            f"this model's [CLS] goes through a pooler (dense + tanh) that transformers' "
+            f"{config.model_type} sequence-classification head does not have"
+        )
     if head is None or head.pooler != config.has_pooler:
         between = OTHER_HEADS.get(config.model_type, "a dense + tanh pooler")
         return None, (

@@ -12,9 +12,7 @@ whose `encode` gives bertfit's calibrated logits:
       config_sentence_transformers.json     no prompts, no similarity
       1_Pooling/config.json                 "cls" (the first token) or "mean" (over the
                                             attention mask, [CLS] and [SEP] included: bertfit's)
-      2_Dense/                              bertfit's pooler (dense + tanh), for a [CLS] run of
-                                            a family that has one
-      2_Dense/ or 3_Dense/                  bertfit's head, calibration folded in
+      2_Dense/                              bertfit's head, calibration folded in
                                             (`hf.calibrated_head`), activation Identity
 
 The labels, thresholds and task are in config.json, as in the classifier folder.
@@ -29,7 +27,6 @@ import numpy as np
 from bertfit.errors import ConfigError
 
 IDENTITY = "torch.nn.modules.linear.Identity"
-TANH = "torch.nn.modules.activation.Tanh"
 FLAVOUR = "sentence-transformers"
 
 
@@ -47,11 +44,12 @@ def sentence_files(module, kernel: np.ndarray, bias: np.ndarray, why: str) -> di
         )
     model = module.model
     hidden = model.encoder.config.hidden_size
-    layers = []  # (activation, kernel [hidden, out], bias)
     if model.pooling == "cls" and model.encoder.pooler is not None:
-        pooler = model.encoder.pooler
-        layers.append((TANH, pooler.kernel.numpy(), pooler.bias.numpy()))
-    layers.append((IDENTITY, kernel, bias))
+        raise ConfigError(
+            f"--format hf cannot hold this {model.encoder.config.model_type} model: {why}, "
+            "and the family's base model (the sentence-transformers folder's) has no pooler "
+            "either. Export it with --format onnx or saved-model."
+        )
     modules = [
         {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
         {
@@ -80,26 +78,19 @@ def sentence_files(module, kernel: np.ndarray, bias: np.ndarray, why: str) -> di
         ),
         "1_Pooling/config.json": _json(pooling),
     }
-    for index, (activation, layer_kernel, layer_bias) in enumerate(layers, start=2):
-        path = f"{index}_Dense"
-        modules.append(
-            {
-                "idx": index,
-                "name": str(index),
-                "path": path,
-                "type": "sentence_transformers.models.Dense",
-            }
-        )
-        config = {
-            "in_features": hidden,
-            "out_features": layer_kernel.shape[1],
-            "bias": True,
-            "activation_function": activation,
-        }
-        tensors = {"linear.weight": layer_kernel.T, "linear.bias": layer_bias}
-        tensors = {k: np.ascontiguousarray(v, np.float32) for k, v in tensors.items()}
-        files[f"{path}/config.json"] = _json(config)
-        files[f"{path}/model.safetensors"] = save(tensors, metadata={"format": "pt"})
+    modules.append(
+        {"idx": 2, "name": "2", "path": "2_Dense", "type": "sentence_transformers.models.Dense"}
+    )
+    dense = {
+        "in_features": hidden,
+        "out_features": kernel.shape[1],
+        "bias": True,
+        "activation_function": IDENTITY,
+    }
+    tensors = {"linear.weight": kernel.T, "linear.bias": bias}
+    tensors = {k: np.ascontiguousarray(v, np.float32) for k, v in tensors.items()}
+    files["2_Dense/config.json"] = _json(dense)
+    files["2_Dense/model.safetensors"] = save(tensors, metadata={"format": "pt"})
     files["modules.json"] = _json(modules)
     return files
 
