@@ -15,7 +15,7 @@ import tensorflow as tf
 
 from bertfit.data.tasks import Task
 from bertfit.errors import ConfigError
-from bertfit.export.hf import THRESHOLDS_KEY, export_hf, flavour_note
+from bertfit.export.hf import THRESHOLDS_KEY, export_hf
 from bertfit.inference.graph import ClassifierModule
 from bertfit.model.classifier import BertClassifier
 from bertfit.model.encoder import BertEncoder
@@ -174,7 +174,28 @@ def test_a_mean_pooled_run_is_a_sentence_transformers_folder_whose_encode_is_the
     assert config["architectures"] == ["BertModel"]
     assert config["id2label"] == {"0": "neg", "1": "pos"}
     assert config["bertfit"]["flavour"] == "sentence-transformers"
-    assert "pools [CLS]" in flavour_note(tmp_path / "hf")
+
+
+def test_bertfit_export_says_it_wrote_a_sentence_transformers_folder_and_why(
+    tmp_path, monkeypatch, capsys
+):  # 0.5 s
+    from bertfit import cli
+    from bertfit.inference import predictor
+
+    module = _module(SINGLE, pooling="mean")
+    monkeypatch.setattr(
+        predictor, "load_classifier", lambda run: types.SimpleNamespace(module=module)
+    )
+    monkeypatch.setattr(cli, "warn_if_unfinished", lambda run: None)
+    out = tmp_path / "hf"
+    assert cli.main(["export", "--run", str(tmp_path / "run"), str(out), "--format", "hf"]) == 0
+    printed = capsys.readouterr()
+    assert printed.out == f"{out}\n"
+    assert (
+        "bertfit export: wrote a sentence-transformers folder (mean pooling: transformers' bert "
+        "sequence-classification head pools [CLS]): SentenceTransformer(OUT).encode(texts) "
+        "gives the calibrated logits"
+    ) in printed.err
 
 
 @pytest.mark.parametrize("family", ["modernbert", "gte", "nomic_bert"])
