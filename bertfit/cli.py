@@ -752,7 +752,9 @@ def _add_export(sub) -> None:
         default="saved-model",
         help="saved-model (TF Serving, the default); litert (raw strings in, the tokenizer "
         "inside); onnx (token ids in, tokenizer.json beside); hf (a transformers "
-        "AutoModelForSequenceClassification folder, for TEI and vLLM too; docs/exports.md)",
+        "AutoModelForSequenceClassification folder, for TEI and vLLM too, or a "
+        "sentence-transformers one where transformers' heads cannot hold the run; "
+        "docs/exports.md)",
     )
     export.add_argument(
         "--quantize",

@@ -1,6 +1,7 @@
 """`bertfit export --format hf`: a trained classifier as a Hugging Face model folder, for
 transformers' `AutoModelForSequenceClassification` and `AutoTokenizer` (no custom code), and
-the servers that load such folders (Text Embeddings Inference, vLLM).
+the servers that load such folders (Text Embeddings Inference, vLLM); or, for a run no
+transformers head computes, a sentence-transformers folder (below).
 
     OUT/
       config.json               the family's config, `architectures` its
@@ -35,13 +36,17 @@ the one the loaders read with), the head in the place the family's transformers 
   2k + 1 compute bertfit's k-th logit z and -z, and the last layer subtracts them. Exact, for
   a head of at most hidden_size / 2 outputs.
 
-What a transformers head cannot compute is refused before anything is written, naming the
-reason: mean pooling where the family's head pools [CLS] (all but EuroBERT's),
-`--long-documents chunk` models, a model with unmerged LoRA adapters or int8 kernels, a head
-of more than hidden_size / 2 outputs on ELECTRA, DistilBERT or EuroBERT, and the families whose
+A run whose head no transformers head computes is written as a sentence-transformers folder
+instead (`export.sentence_folder`; config.json's `bertfit.flavour` and `bertfit.why` say so):
+mean pooling where the family's head pools [CLS] (all but EuroBERT's); the families whose
 transformers head puts a layer between [CLS] and the classifier that no weights make linear
 (ModernBERT, mmBERT, Ettin: dense + GELU + LayerNorm, the LayerNorm rescaling each vector; GTE
-and NomicBERT: a dense + tanh pooler, bounded), which bertfit's head (a linear layer) has not.
+and NomicBERT: a dense + tanh pooler, bounded), which bertfit's head (a linear layer) has not;
+more than hidden_size / 2 outputs on ELECTRA, DistilBERT or EuroBERT. Refused before anything
+is written, naming the reason: `--long-documents chunk` models, a model with unmerged LoRA
+adapters or int8 kernels, a text-pair model that needs the sentence-transformers folder (its
+`encode` reads single texts), and a GTE or NomicBERT whose settings transformers' model has
+not (GTE's NTK-scaled rotary positions).
 
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
     model = AutoModelForSequenceClassification.from_pretrained("OUT")
