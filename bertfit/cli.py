@@ -420,6 +420,12 @@ def cmd_export(args) -> int:
 
         write = exporter(args.format)
         path = write(classifier, args.output, version=args.version, quantize=args.quantize)
+        if args.format == "hf":
+            from bertfit.export.hf import flavour_note
+
+            note = flavour_note(path)
+            if note is not None:
+                print(f"bertfit export: {note}", file=sys.stderr)
     print(path)
     return 0
 
@@ -746,7 +752,9 @@ def _add_export(sub) -> None:
         default="saved-model",
         help="saved-model (TF Serving, the default); litert (raw strings in, the tokenizer "
         "inside); onnx (token ids in, tokenizer.json beside); hf (a transformers "
-        "AutoModelForSequenceClassification folder, for TEI and vLLM too; docs/exports.md)",
+        "AutoModelForSequenceClassification folder, for TEI and vLLM too, or a "
+        "sentence-transformers one where transformers' heads cannot hold the run; "
+        "docs/exports.md)",
     )
     export.add_argument(
         "--quantize",

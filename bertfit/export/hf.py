@@ -1,6 +1,7 @@
 """`bertfit export --format hf`: a trained classifier as a Hugging Face model folder, for
 transformers' `AutoModelForSequenceClassification` and `AutoTokenizer` (no custom code), and
-the servers that load such folders (Text Embeddings Inference, vLLM).
+the servers that load such folders (Text Embeddings Inference, vLLM); or, for a run no
+transformers head computes, a sentence-transformers folder (below).
 
     OUT/
       config.json               the family's config, `architectures` its
@@ -35,13 +36,17 @@ the one the loaders read with), the head in the place the family's transformers 
   2k + 1 compute bertfit's k-th logit z and -z, and the last layer subtracts them. Exact, for
   a head of at most hidden_size / 2 outputs.
 
-What a transformers head cannot compute is refused before anything is written, naming the
-reason: mean pooling where the family's head pools [CLS] (all but EuroBERT's),
-`--long-documents chunk` models, a model with unmerged LoRA adapters or int8 kernels, a head
-of more than hidden_size / 2 outputs on ELECTRA, DistilBERT or EuroBERT, and the families whose
+A run whose head no transformers head computes is written as a sentence-transformers folder
+instead (`export.sentence_folder`; config.json's `bertfit.flavour` and `bertfit.why` say so):
+mean pooling where the family's head pools [CLS] (all but EuroBERT's); the families whose
 transformers head puts a layer between [CLS] and the classifier that no weights make linear
 (ModernBERT, mmBERT, Ettin: dense + GELU + LayerNorm, the LayerNorm rescaling each vector; GTE
-and NomicBERT: a dense + tanh pooler, bounded), which bertfit's head (a linear layer) has not.
+and NomicBERT: a dense + tanh pooler, bounded), which bertfit's head (a linear layer) has not;
+more than hidden_size / 2 outputs on ELECTRA, DistilBERT or EuroBERT. Refused before anything
+is written, naming the reason: `--long-documents chunk` models, a model with unmerged LoRA
+adapters or int8 kernels, a text-pair model that needs the sentence-transformers folder (its
+`encode` reads single texts), and a GTE or NomicBERT whose settings transformers' model has
+not (GTE's NTK-scaled rotary positions).
 
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
     model = AutoModelForSequenceClassification.from_pretrained("OUT")
@@ -162,10 +167,20 @@ def export_hf(
         raise ConfigError(f"{root} exists and is not an empty folder; pick a new OUT folder.")
     module = portable.check_portable(classifier, FORMAT_NAME)
     model = module.model
-    head = _head(model)
-    config = hf_config(model.encoder.config, head, module)
-    tensors = state_dict(model, head, module.task)
+    _check_plain(model)
+    head, why = task_head(model)
     tokenizer = tokenizer_file(module.tokenizer, module.max_seq_length)
+    if head is not None:
+        config = hf_config(model.encoder.config, head, module)
+        tensors = state_dict(model, head, module.task)
+        files = {}
+    else:  # a sentence-transformers folder: the encoder as the base model, the head a Dense
+        from bertfit.export.sentence_folder import FLAVOUR, sentence_files
+
+        files = sentence_files(module, *calibrated_head(model, module.task), why)
+        config = base_config(model.encoder.config) | label_fields(module)
+        config["bertfit"] |= {"flavour": FLAVOUR, "why": why}
+        tensors = encoder_tensors(model.encoder, prefix="")
 
     def write(folder: Path) -> None:
         from safetensors.numpy import save_file
@@ -175,14 +190,15 @@ def export_hf(
         (folder / "tokenizer.json").write_text(tokenizer.to_str(pretty=True), "utf-8")
         tokenizer_config = _tokenizer_config(tokenizer, module.max_seq_length)
         (folder / "tokenizer_config.json").write_text(json.dumps(tokenizer_config, indent=2))
+        for name, data in files.items():
+            (folder / name).parent.mkdir(exist_ok=True)
+            (folder / name).write_bytes(data)
 
     return portable.write_folder(root, write)
 
 
-def _head(model) -> Head:
-    """The family's `Head`, or a `ConfigError` naming why transformers cannot compute the
-    model's head."""
-    config = model.encoder.config
+def _check_plain(model) -> None:
+    """A `ConfigError` for weights no Hugging Face folder holds as they are."""
     named = model.encoder.named_variables()
     if any(name.endswith(("/lora_a", "/kernel_scale")) for name in named):
         raise ConfigError(
@@ -190,39 +206,63 @@ def _head(model) -> Head:
             "int8 kernels. Load the run with bertfit.load_classifier (it merges them) and "
             "export that, or use `bertfit export --format hf --run RUN`."
         )
+
+
+def task_head(model) -> tuple[Head | None, str]:
+    """The family's `Head` when transformers' sequence-classification head computes the
+    model's, else None and why not (the sentence-transformers folder holds it instead)."""
+    config = model.encoder.config
     head = HEADS.get(config.model_type)
+    if head is not None and config.has_pooler and not head.pooler:
+        return None, (
+            f"this model's [CLS] goes through a pooler (dense + tanh) that transformers' "
+            f"{config.model_type} sequence-classification head does not have"
+        )
     if head is None or head.pooler != config.has_pooler:
         between = OTHER_HEADS.get(config.model_type, "a dense + tanh pooler")
-        raise ConfigError(
-            f"--format hf cannot hold this {config.model_type} model: transformers' "
-            f"sequence-classification head of the family puts {between} between [CLS] and "
-            "the classifier, which bertfit's head does not have. Export it with --format onnx "
-            "or saved-model (bertfit serve)."
+        return None, (
+            f"transformers' {config.model_type} sequence-classification head puts {between} "
+            "between [CLS] and the classifier, which bertfit's head does not have"
         )
     if model.pooling not in head.poolings:
-        raise ConfigError(
-            f"--format hf cannot hold --pooling {model.pooling} of this {config.model_type} "
-            "model: transformers' sequence-classification head of the family pools [CLS]. "
-            "Export it with --format onnx or saved-model, or train with --pooling cls."
+        return None, (
+            f"{model.pooling} pooling: transformers' {config.model_type} "
+            "sequence-classification head pools [CLS]"
         )
     if head.signed is not None and 2 * model.num_classes > config.hidden_size:
-        raise ConfigError(
-            f"--format hf cannot hold {model.num_classes} outputs on this {config.model_type} "
-            f"model of hidden size {config.hidden_size}: its transformers head computes "
-            "each output from two of its hidden_size units (at most hidden_size / 2 "
-            "outputs). Export it with --format onnx or saved-model."
+        return None, (
+            f"{model.num_classes} outputs: transformers' {config.model_type} head computes each "
+            f"from two of its {config.hidden_size} hidden units (at most hidden_size / 2)"
         )
-    return head
+    return head, ""
+
+
+def flavour_note(folder: str | Path) -> str | None:
+    """What `bertfit export --format hf` says of a sentence-transformers folder it wrote (None
+    for a classifier folder)."""
+    why = json.loads((Path(folder) / "config.json").read_text("utf-8"))["bertfit"].get("why")
+    if why is None:
+        return None
+    return (
+        f"wrote a sentence-transformers folder ({why}): SentenceTransformer(OUT).encode(texts) "
+        "gives the calibrated logits (docs/exports.md)"
+    )
+
+
+def encoder_tensors(encoder, prefix: str) -> dict[str, np.ndarray]:
+    """The encoder's tensors through its family's name table, each name after `prefix`."""
+    family = SUPPORTED[encoder.config.model_type]
+    weights = read_weights(encoder, family.table(encoder.config))
+    tensors = {prefix + name: value for name, value in weights.items()}
+    return {name: np.ascontiguousarray(value, np.float32) for name, value in tensors.items()}
 
 
 def state_dict(model, head: Head, task: Task) -> dict[str, np.ndarray]:
     """The task model's tensors (float32, transformers' [out, in] layout): the encoder through
     its family's name table under the family's prefix, and the calibrated head."""
     encoder = model.encoder
-    family = SUPPORTED[encoder.config.model_type]
-    prefix = family.prefixes[0]
-    weights = read_weights(encoder, family.table(encoder.config))
-    tensors = {prefix + name: value for name, value in weights.items()}
+    prefix = SUPPORTED[encoder.config.model_type].prefixes[0]
+    tensors = encoder_tensors(encoder, prefix)
     if head.pooler_key is not None:  # the encoder's pooler is the head's first layer
         for part in ("weight", "bias"):
             tensors[f"{head.pooler_key}.{part}"] = tensors.pop(f"{prefix}pooler.dense.{part}")
@@ -281,21 +321,39 @@ def signed_head(kernel: np.ndarray, bias: np.ndarray, hidden: int) -> tuple[np.n
 def hf_config(config: BertConfig, head: Head, module) -> dict:
     """The task model's config.json: the encoder's architecture in the family's terms (the
     inverse of its `read_config`), the labels and the task."""
-    task = module.task
     family = SUPPORTED[config.model_type]
-    values = {
+    return {
+        **base_config(config),
         "architectures": [f"{family.hf_class}ForSequenceClassification"],
+        **head.config,
+        **head.poolings[module.model.pooling],
+        **label_fields(module),
+    }
+
+
+def base_config(config: BertConfig) -> dict:
+    """The family's base model's config.json (`...Model`): the encoder's architecture in the
+    family's terms, the inverse of its `read_config`."""
+    family = SUPPORTED[config.model_type]
+    return {
+        "architectures": [f"{family.hf_class}Model"],
         "model_type": config.model_type,
         **{k: v for k, v in config.to_dict().items() if k not in FAMILY_FIELDS},
         "pad_token_id": config.pad_token_id,
         **_family_fields(config),
-        **head.config,
-        **head.poolings[module.model.pooling],
     }
+
+
+def label_fields(module) -> dict:
+    """config.json's labels (`id2label`, `label2id`), `problem_type`, a multi-label model's
+    `label_thresholds` and `bertfit` (the task, max_seq_length, pairs, what the logits are)."""
+    task = module.task
     labels = ["value"] if task.kind == REGRESSION else list(task.labels)
-    values["id2label"] = {str(i): label for i, label in enumerate(labels)}
-    values["label2id"] = {label: i for i, label in enumerate(labels)}
-    values["problem_type"] = PROBLEM_TYPES[task.kind]
+    values = {
+        "id2label": {str(i): label for i, label in enumerate(labels)},
+        "label2id": {label: i for i, label in enumerate(labels)},
+        "problem_type": PROBLEM_TYPES[task.kind],
+    }
     if task.kind == MULTI_LABEL:
         values[THRESHOLDS_KEY] = dict(zip(task.labels, task.decision_thresholds, strict=True))
     values["bertfit"] = {
@@ -334,6 +392,42 @@ def _family_fields(config: BertConfig) -> dict:
             "mlp_bias": settings.mlp_bias,
             "rms_norm_eps": config.layer_norm_eps,
         }
+    if config.model_type == "modernbert":
+        from bertfit.model.modernbert import ModernBertSettings
+
+        settings = ModernBertSettings(**config.variant)
+        every, layers = settings.global_attn_every_n_layers, config.num_hidden_layers
+        return {
+            "hidden_activation": config.hidden_act,
+            "norm_eps": config.layer_norm_eps,
+            "norm_bias": settings.norm_bias,
+            "attention_bias": settings.attention_bias,
+            "mlp_bias": settings.mlp_bias,
+            "mlp_dropout": settings.mlp_dropout,
+            "embedding_dropout": config.hidden_dropout_prob,
+            "attention_dropout": config.attention_probs_dropout_prob,
+            "local_attention": settings.local_attention,
+            "layer_types": [
+                "sliding_attention" if i % every else "full_attention" for i in range(layers)
+            ],
+            "rope_parameters": {
+                "full_attention": {
+                    "rope_type": "default",
+                    "rope_theta": settings.global_rope_theta,
+                },
+                "sliding_attention": {
+                    "rope_type": "default",
+                    "rope_theta": settings.local_rope_theta,
+                },
+            },
+            "max_position_embeddings": settings.max_sequence_length,
+            "classifier_pooling": settings.classifier_pooling,
+            # transformers' defaults are ModernBERT's own tokenizer's ids; the tokenizer
+            # files hold the run's.
+            **dict.fromkeys(("bos_token_id", "eos_token_id", "cls_token_id", "sep_token_id")),
+        }
+    if config.model_type in ("gte", "nomic_bert"):
+        return _rotary_fields(config)
     if config.model_type == "deberta-v2":
         from bertfit.model.deberta import DebertaSettings
 
@@ -351,6 +445,36 @@ def _family_fields(config: BertConfig) -> dict:
             "pooler_hidden_size": config.hidden_size,
         }
     return {}
+
+
+def _rotary_fields(config: BertConfig) -> dict:
+    """GTE's and NomicBERT's config.json fields in transformers 5's spelling, or a
+    `ConfigError` for a setting transformers' `GteModel` or `NomicBertModel` does not have."""
+    from bertfit.model.rotary_glu import RotaryGluSettings
+
+    settings = RotaryGluSettings(**config.variant)
+    if config.model_type == "gte":
+        standard = dataclasses.replace(
+            RotaryGluSettings(), rope_theta=settings.rope_theta, mlp_dropout=settings.mlp_dropout
+        )
+    else:
+        from bertfit.checkpoints.families.nomic_bert import read_config
+
+        standard = dataclasses.replace(
+            RotaryGluSettings(**read_config({}).variant), rope_theta=settings.rope_theta
+        )
+    if settings != standard:
+        different = {
+            field.name: getattr(settings, field.name)
+            for field in dataclasses.fields(settings)
+            if getattr(settings, field.name) != getattr(standard, field.name)
+        }
+        raise ConfigError(
+            f"--format hf cannot hold this {config.model_type} model: its {different} are "
+            f"not in transformers' {config.model_type} model (which has {config.model_type}'s "
+            "released settings). Export it with --format onnx or saved-model."
+        )
+    return {"rope_parameters": {"rope_type": "default", "rope_theta": settings.rope_theta}}
 
 
 def tokenizer_file(tokenizer, max_seq_length: int):

@@ -1,6 +1,7 @@
 """`--format hf`: transformers' own classes load the folder (no custom code), and their logits
-give `bertfit predict`'s probabilities, or its values, within 1e-5; what transformers' heads
-cannot compute is refused before anything is written."""
+give `bertfit predict`'s probabilities, or its values, within 1e-5; a run whose head no
+transformers head computes is a sentence-transformers folder whose `encode` gives the same
+logits; what neither holds is refused before anything is written."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ transformers = pytest.importorskip("transformers")
 
 TEXTS = [text for text, _ in sentiment_rows(12, seed=5)] + ["", "good " * 30]
 # bertfit's families that transformers has a head for which computes bertfit's head exactly
-# (ModernBERT, GTE and NomicBERT are refused: `REFUSED` below).
+# (ModernBERT's, GTE's and NomicBERT's are sentence-transformers folders: `SENTENCE` below).
 FAMILIES = (
     "bert",
     "albert",
@@ -42,8 +43,12 @@ FAMILIES = (
 )
 
 
-def _module(task: Task, encoder=None, tokenizer=None, **options) -> ClassifierModule:
-    model = BertClassifier(encoder or tiny_encoder(), task.num_outputs, dropout=0.0, seed=1)
+def _module(
+    task: Task, encoder=None, tokenizer=None, pooling: str = "cls", **options
+) -> ClassifierModule:
+    model = BertClassifier(
+        encoder or tiny_encoder(), task.num_outputs, pooling, dropout=0.0, seed=1
+    )
     tokenizer = tokenizer or BertTokenizer(TINY_VOCAB)
     return ClassifierModule(model, tokenizer, task, 16, [8, 16], **options)
 
@@ -138,6 +143,98 @@ def test_multi_label_gives_sigmoid_probabilities_and_regression_the_value(family
     assert model.config.problem_type == "regression"
 
 
+def _encode(module: ClassifierModule, folder):
+    """`module` exported to `folder`, a sentence-transformers folder, and `encode` of `TEXTS`
+    by `SentenceTransformer` (no custom code), with the folder's config.json."""
+    sentence_transformers = pytest.importorskip("sentence_transformers")
+
+    export_hf(types.SimpleNamespace(module=module), folder)
+    _, info = transformers.AutoModel.from_pretrained(folder, output_loading_info=True)
+    assert not any(info.values()), info  # the base model: every tensor used, none missing
+    model = sentence_transformers.SentenceTransformer(str(folder), device="cpu")
+    assert model.max_seq_length == 16
+    config = json.loads((folder / "config.json").read_text())
+    return model.encode(TEXTS, convert_to_numpy=True), config
+
+
+def _calibrated_logits(module: ClassifierModule) -> np.ndarray:
+    ids = module.tokenizer(TEXTS, max_seq_length=16, padding="longest")
+    return module.model(ids, training=False).numpy() / np.asarray(module.task.temperatures or 1.0)
+
+
+def test_a_mean_pooled_run_is_a_sentence_transformers_folder_whose_encode_is_the_logits(
+    tmp_path,
+):  # 1.2 s
+    task = Task("single-label", ("neg", "pos"), temperatures=(2.5,))
+    module = _module(task, pooling="mean")
+    logits, config = _encode(module, tmp_path / "hf")
+    np.testing.assert_allclose(logits, _calibrated_logits(module), atol=1e-5)
+    expected = module.classify_text(tf.constant(TEXTS))["probabilities"].numpy()
+    np.testing.assert_allclose(torch.tensor(logits).softmax(-1).numpy(), expected, atol=1e-5)
+    assert config["architectures"] == ["BertModel"]
+    assert config["id2label"] == {"0": "neg", "1": "pos"}
+    assert config["bertfit"]["flavour"] == "sentence-transformers"
+
+
+def test_bertfit_export_says_it_wrote_a_sentence_transformers_folder_and_why(
+    tmp_path, monkeypatch, capsys
+):  # 0.5 s
+    from bertfit import cli
+    from bertfit.inference import predictor
+
+    module = _module(SINGLE, pooling="mean")
+    monkeypatch.setattr(
+        predictor, "load_classifier", lambda run: types.SimpleNamespace(module=module)
+    )
+    monkeypatch.setattr(cli, "warn_if_unfinished", lambda run: None)
+    out = tmp_path / "hf"
+    assert cli.main(["export", "--run", str(tmp_path / "run"), str(out), "--format", "hf"]) == 0
+    printed = capsys.readouterr()
+    assert printed.out == f"{out}\n"
+    assert (
+        "bertfit export: wrote a sentence-transformers folder (mean pooling: transformers' bert "
+        "sequence-classification head pools [CLS]): SentenceTransformer(OUT).encode(texts) "
+        "gives the calibrated logits"
+    ) in printed.err
+
+
+@pytest.mark.parametrize("family", ["modernbert", "gte", "nomic_bert"])
+def test_families_whose_head_transformers_cannot_hold_are_sentence_transformers_folders(
+    family, tmp_path
+):  # 1.5-2.5 s each
+    module = _family_module(family, tmp_path / "checkpoint")
+    logits, config = _encode(module, tmp_path / "hf")
+    np.testing.assert_allclose(logits, _calibrated_logits(module), atol=1e-5)
+    assert config["model_type"] == family
+    assert config["bertfit"]["why"].startswith(f"transformers' {family} sequence-classification")
+
+
+def test_modernbert_mean_pooling_too(tmp_path):  # 2.4 s
+    module = _family_module("modernbert", tmp_path / "checkpoint", pooling="mean")
+    logits, _ = _encode(module, tmp_path / "hf")
+    np.testing.assert_allclose(logits, _calibrated_logits(module), atol=1e-5)
+
+
+def test_sentence_transformers_folders_of_multi_label_and_regression_runs(tmp_path):  # 1.5 s
+    labels = ("a", "b", "c")
+    multi = Task("multi-label", labels, temperatures=(0.5, 1.0, 3.0), thresholds=(0.3, 0.5, 0.7))
+    module = _module(multi, pooling="mean")
+    logits, config_json = _encode(module, tmp_path / "multi")
+    expected = module.classify_text(tf.constant(TEXTS))["probabilities"].numpy()
+    np.testing.assert_allclose(torch.tensor(logits).sigmoid().numpy(), expected, atol=1e-5)
+    assert config_json["problem_type"] == "multi_label_classification"
+    assert config_json[THRESHOLDS_KEY] == {"a": 0.3, "b": 0.5, "c": 0.7}
+    modules = json.loads((tmp_path / "multi" / "modules.json").read_text())
+    assert [m["path"] for m in modules] == ["", "1_Pooling", "2_Dense"]  # no Normalize
+
+    regression = Task("regression", mean=3.0, std=2.0)
+    module = _module(regression, pooling="mean")
+    logits, config_json = _encode(module, tmp_path / "regression")
+    expected = module.classify_text(tf.constant(TEXTS))["value"].numpy()
+    np.testing.assert_allclose(logits[:, 0], expected, atol=1e-5)
+    assert config_json["problem_type"] == "regression"
+
+
 SINGLE = Task("single-label", ("neg", "pos"))
 
 
@@ -156,33 +253,42 @@ def _family(model_type: str, num_classes: int = 2) -> ClassifierModule:
     return _module(task, BertEncoder(config))
 
 
+def _gte_with_ntk_scaling() -> ClassifierModule:
+    config = dataclasses.replace(
+        TINY_CONFIG, model_type="gte", has_pooler=False, variant={"ntk_factor": 2.0}
+    )
+    return _module(SINGLE, BertEncoder(config))
+
+
+def test_more_outputs_than_a_signed_head_holds_are_a_sentence_transformers_folder(tmp_path):
+    module = _family("electra", num_classes=17)  # ELECTRA's head: at most 32 / 2 outputs; 0.9 s
+    logits, config = _encode(module, tmp_path / "hf")
+    np.testing.assert_allclose(logits, _calibrated_logits(module), atol=1e-5)
+    assert config["bertfit"]["why"].startswith("17 outputs: transformers' electra head")
+
+
 REFUSED = {
-    "mean pooling": (
-        lambda: ClassifierModule(
-            BertClassifier(tiny_encoder(), 2, pooling="mean"),
-            BertTokenizer(TINY_VOCAB),
-            SINGLE,
-            16,
-            [16],
-        ),
-        "--pooling mean of this bert model: transformers' sequence-classification head of the "
-        "family pools \\[CLS\\]",
+    "text pairs, mean pooling": (
+        lambda: _module(SINGLE, pooling="mean", pairs=True),
+        "cannot hold this text-pair model: mean pooling: transformers' bert "
+        "sequence-classification head pools \\[CLS\\], and the sentence-transformers folder",
     ),
     "windows": (
         lambda: _module(SINGLE, windows=WindowSpec(16, 8, 4)),
         "does not take a --long-documents chunk model",
     ),
     "lora": (_lora_module, "unmerged LoRA adapters or int8 kernels. Load the run with"),
-    "modernbert": (
-        lambda: _family("modernbert"),
-        "this modernbert model: .* puts a dense layer, GELU and a LayerNorm \\(which rescales",
+    "a pooler the base model has not": (  # ELECTRA's head has no pooler, nor its base model
+        lambda: _module(
+            SINGLE,
+            tiny_encoder(dataclasses.replace(TINY_CONFIG, model_type="electra")),
+        ),
+        "electra model: this model's \\[CLS\\] goes through a pooler .* and the family's base "
+        "model .* has no pooler either",
     ),
-    "gte": (lambda: _family("gte"), "this gte model: .* puts a dense \\+ tanh pooler between"),
-    "nomic_bert": (lambda: _family("nomic_bert"), "this nomic_bert model: .* a dense \\+ tanh"),
-    "more outputs than half the hidden size": (
-        lambda: _family("electra", num_classes=17),
-        "cannot hold 17 outputs on this electra model of hidden size 32: .* \\(at most "
-        "hidden_size / 2",
+    "gte with ntk scaling": (
+        _gte_with_ntk_scaling,
+        "cannot hold this gte model: its \\{'ntk_factor': 2.0\\} are not in transformers'",
     ),
 }
 
