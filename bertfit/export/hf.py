@@ -169,6 +169,8 @@ def export_hf(
     model = module.model
     _check_plain(model)
     head, why = task_head(model)
+    from bertfit.export.onnx import tokenizer_file  # every kind, as --format onnx writes it
+
     tokenizer = tokenizer_file(module.tokenizer, module.max_seq_length)
     if head is not None:
         config = hf_config(model.encoder.config, head, module)
@@ -475,25 +477,6 @@ def _rotary_fields(config: BertConfig) -> dict:
             "released settings). Export it with --format onnx or saved-model."
         )
     return {"rope_parameters": {"rope_type": "default", "rope_theta": settings.rope_theta}}
-
-
-def tokenizer_file(tokenizer, max_seq_length: int):
-    """The run's tokenizer as a `tokenizers.Tokenizer` with its template, padding to a batch's
-    longest text and truncation to `max_seq_length` (longest first, as bertfit)."""
-    from bertfit.export.onnx import tokenizer_file as wordpiece_file
-
-    if not hasattr(tokenizer, "to_tokenizer_json"):  # WordPiece: BERT's or MPNet's
-        return wordpiece_file(tokenizer, max_seq_length)
-    from tokenizers import Tokenizer
-
-    spec = tokenizer.to_tokenizer_json()
-    padding = spec.pop("padding", None) or {}
-    spec.pop("truncation", None)
-    result = Tokenizer.from_str(json.dumps(spec))
-    if padding.get("pad_token") is not None:
-        result.enable_padding(pad_id=padding["pad_id"], pad_token=padding["pad_token"])
-    result.enable_truncation(max_length=max_seq_length, strategy="longest_first")
-    return result
 
 
 def _tokenizer_config(tokenizer, max_seq_length: int) -> dict:

@@ -165,7 +165,7 @@ def audit_sweep(
             issues, flagged=np.zeros_like(issues.flagged), ranked=issues.ranked[:0]
         )
     folder.mkdir(parents=True, exist_ok=True)
-    config = RunConfig.from_dict(_sweep_spec(sweep)["config"], str(sweep / "sweep.json"))
+    config = sweep_config(sweep)
     summary = {**_summary(sweep, out_of_fold, issues, method, rank_by), **chance}
     records = issue_records(out_of_fold, issues)
     write_text_atomic(folder / ISSUES_FILE, issues_csv(out_of_fold, records))
@@ -398,8 +398,10 @@ def _results(sweep: Path) -> dict:
     return results
 
 
-def _sweep_spec(sweep: Path) -> dict:
-    return json.loads((sweep / "sweep.json").read_text(encoding="utf-8"))
+def sweep_config(sweep: Path) -> RunConfig:
+    """The sweep's base run config, from its sweep.json."""
+    spec = sweep / "sweep.json"
+    return RunConfig.from_dict(json.loads(spec.read_text(encoding="utf-8"))["config"], str(spec))
 
 
 def _seed_of(path: Path) -> int:

@@ -22,6 +22,7 @@ from bertfit.data.run_files import read_training_examples
 from bertfit.data.sources import Example
 from bertfit.data.tasks import normalize_label
 from bertfit.errors import ConfigError, DataError
+from bertfit.sweeps.audit import sweep_config
 from bertfit.sweeps.fold_data import jsonl_line
 
 KEEP, DROP, RELABEL = "keep", "drop", "relabel"
@@ -80,13 +81,12 @@ def _sweep_config(issues: Path) -> RunConfig:
             "it names the sweep and the training file)."
         )
     sweep = Path(json.loads(summary.read_text(encoding="utf-8"))["sweep"])
-    spec = sweep / "sweep.json"
-    if not spec.is_file():
+    if not (sweep / "sweep.json").is_file():
         raise ConfigError(
             f"{summary} audited the sweep {sweep}, which is no longer there; relabel where the "
             "sweep is."
         )
-    return RunConfig.from_dict(json.loads(spec.read_text(encoding="utf-8"))["config"], str(spec))
+    return sweep_config(sweep)
 
 
 def _read_decisions(issues: Path) -> list[dict]:
