@@ -220,6 +220,9 @@ def cmd_audit(args) -> int:
         f"flagged {summary['flagged']} of {summary['rows']} training rows as likely mislabelled "
         f"({summary['method']}; {wrong_labels(summary)})"
     )
+    if not summary["warning"] and summary["flagged"] < summary["found"]:
+        kept, found = summary["flagged"], summary["found"]
+        print(f"  (the review budget kept the first {kept} of {found} found)")
     print(f"audit: {summary['output']} (issues.csv: the flagged rows, most likely wrong first;")
     print("  train-without-issues.jsonl: the other rows, for bertfit train --train;")
     print("  fill in issues.csv's decision column, then: bertfit relabel ISSUES_CSV --output FILE)")

@@ -17,7 +17,9 @@ retraining without them.
                                   trace of the calibrated joint; `off_diagonal`: the raw joint's
                                   off-diagonal rows, cleanlab's default count), flagged counts,
                                   the out-of-fold accuracy against the most common label's rate,
-                                  and a warning when the folds cannot judge (nothing flagged)
+                                  a warning when the folds cannot judge (nothing flagged), and
+                                  the review budget (--top, --max-fraction) with `found`, the
+                                  rows flagged before it
       train-without-issues.jsonl  the training rows less the flagged ones, in the training
                                   file's columns: `bertfit train --train` takes it as it is
       report.html                 the summary, the joint and the top flagged rows, for people
@@ -43,7 +45,7 @@ from bertfit.data.tasks import MULTI_LABEL, SINGLE_LABEL
 from bertfit.errors import ConfigError, DataError
 from bertfit.paths import check_output_dir
 from bertfit.report import figure, page, section, table
-from bertfit.sweeps.confident import LabelIssues, find_label_issues
+from bertfit.sweeps.confident import LabelIssues, find_label_issues, within_budget
 from bertfit.sweeps.spec import SweepSpec
 
 AUDIT_DIR = "audit"  # in the sweep directory, the default --output
@@ -149,24 +151,30 @@ def audit_sweep(
     trial: str | None = None,
     method: str = "prune-by-noise-rate",
     rank_by: str = "self-confidence",
+    top: int | None = None,
+    max_fraction: float | None = None,
     report: bool = True,
 ) -> dict:
     """Audits the training labels of the k-fold sweep in `sweep`; writes `output` (default
-    SWEEP/audit, see the module docstring) and returns the summary (audit.json's)."""
+    SWEEP/audit, see the module docstring) and returns the summary (audit.json's). `top` and
+    `max_fraction` bound the flagged rows to a review budget (the most likely wrong kept)."""
     sweep = Path(sweep)
     own = sweep / AUDIT_DIR
     folder = Path(output) if output is not None else own
     check_output_dir(folder, "--output", own=[own])  # not a run's or another sweep's folder
     out_of_fold = read_out_of_fold(sweep, trial)
-    issues = find_label_issues(out_of_fold.given, out_of_fold.probabilities, method, rank_by)
+    found = find_label_issues(out_of_fold.given, out_of_fold.probabilities, method, rank_by)
     chance = against_chance(out_of_fold)
-    if chance["warning"]:  # no row is presented as wrong on the word of a coin toss
-        issues = dataclasses.replace(
-            issues, flagged=np.zeros_like(issues.flagged), ranked=issues.ranked[:0]
-        )
+    # no row is presented as wrong on the word of a coin toss
+    issues = within_budget(found, 0 if chance["warning"] else top, max_fraction)
     folder.mkdir(parents=True, exist_ok=True)
     config = sweep_config(sweep)
-    summary = {**_summary(sweep, out_of_fold, issues, method, rank_by), **chance}
+    summary = {
+        **_summary(sweep, out_of_fold, issues, method, rank_by),
+        "found": len(found.ranked),
+        "budget": {"top": top, "max_fraction": max_fraction},
+        **chance,
+    }
     records = issue_records(out_of_fold, issues)
     write_text_atomic(folder / ISSUES_FILE, issues_csv(out_of_fold, records))
     write_text_atomic(folder / CLEAN_FILE, _clean_jsonl(out_of_fold, issues, config))

@@ -11,7 +11,7 @@ from bertfit.data.run_files import check_run_files
 from bertfit.errors import ConfigError
 from bertfit.run_flags import RUN_FLAGS
 from bertfit.sweeps.confident import METHODS, RANKINGS
-from bertfit.sweeps.flags import add_tune_arguments, sweep_from_args
+from bertfit.sweeps.flags import add_tune_arguments, positive_whole_number, sweep_from_args
 from bertfit.tf_startup import select_keras_backend
 
 
@@ -43,6 +43,19 @@ def add_audit_arguments(parser: argparse.ArgumentParser) -> None:
         "the probability of the given label) or normalized-margin",
     )
     audit.add_argument(
+        "--top",
+        type=positive_whole_number,
+        metavar="K",
+        help="flag at most K rows, the most likely wrong (a review budget; default: every row "
+        "the method flags)",
+    )
+    audit.add_argument(
+        "--max-fraction",
+        type=_fraction,
+        metavar="F",
+        help="flag at most this fraction of the training rows, the most likely wrong (0 < F <= 1)",
+    )
+    audit.add_argument(
         "--output",
         metavar="DIR",
         help="where the audit is written (default: SWEEP/audit)",
@@ -53,9 +66,25 @@ def add_audit_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"expected a fraction above 0 and at most 1, got {text!r}")
+    return value
+
+
 def audit_options(args) -> dict:
     """`audit_sweep`'s options from the flags (a trial not given: the chosen one)."""
-    options = {"method": args.method, "rank_by": args.rank_by, "output": args.output}
+    options = {
+        "method": args.method,
+        "rank_by": args.rank_by,
+        "top": args.top,
+        "max_fraction": args.max_fraction,
+        "output": args.output,
+    }
     return {**options, "trial": args.trial} if args.trial else options
 
 

@@ -20,6 +20,7 @@ from out-of-fold predicted probabilities alone (numpy; single-label classificati
    every class keeps at least one row.
 5. Ranked by the given label's quality, lowest first: "self-confidence" (p of the given label)
    or "normalized-margin" ((p_given - max other p + 1) / 2); both lie in [0, 1].
+6. A review budget (`within_budget`) keeps only the first of the ranked rows.
 """
 
 from __future__ import annotations
@@ -146,6 +147,31 @@ def find_label_issues(
     return LabelIssues(
         thresholds, joint, calibrated, flagged, quality, suggested, ranked, off_diagonal
     )
+
+
+def within_budget(
+    issues: LabelIssues, top: int | None = None, max_fraction: float | None = None
+) -> LabelIssues:
+    """`issues` with at most `top` flagged rows and at most `max_fraction` of all rows flagged
+    (rounded down), the most likely wrong kept; None: no limit.
+
+    Examples:
+    >>> p = np.array([[0.9, 0.1], [0.3, 0.7], [0.2, 0.8], [0.6, 0.4], [0.2, 0.8], [0.1, 0.9]])
+    >>> issues = find_label_issues(np.array([0, 0, 0, 1, 1, 1]), p)
+    >>> issues.ranked.tolist(), within_budget(issues, top=1).ranked.tolist()
+    ([2, 1, 3], [2])
+    >>> within_budget(issues, max_fraction=0.4).ranked.tolist()  # 40% of 6 rows: 2
+    [2, 1]
+    """
+    limits = [len(issues.ranked)]
+    if top is not None:
+        limits.append(top)
+    if max_fraction is not None:
+        limits.append(int(max_fraction * len(issues.flagged)))
+    kept = issues.ranked[: min(limits)]
+    flagged = np.zeros_like(issues.flagged)
+    flagged[kept] = True
+    return dataclasses.replace(issues, flagged=flagged, ranked=kept)
 
 
 def _prune_by_noise_rate(

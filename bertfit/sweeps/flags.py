@@ -35,7 +35,7 @@ def _values(flag: str, options: dict):
     return values
 
 
-def _positive(text: str) -> int:
+def positive_whole_number(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
@@ -69,20 +69,20 @@ def add_tune_arguments(parser: argparse.ArgumentParser, sweep_dir_help: str | No
     sweep = parser.add_argument_group("sweep")
     sweep.add_argument(
         "--seeds",
-        type=_positive,
+        type=positive_whole_number,
         default=1,
         help="runs per trial, at seeds --seed, --seed+1, ... (default 1)",
     )
     sweep.add_argument(
         "--folds",
-        type=_positive,
+        type=positive_whole_number,
         help="k-fold cross-validation on --train: K runs per trial and seed, each choosing on a "
         "slice of its training part and scored on its held-out fold (stratified); out-of-fold "
         "predictions written",
     )
     sweep.add_argument(
         "--trials",
-        type=_positive,
+        type=positive_whole_number,
         help="random search: this many of the grid's combinations, drawn at random (seeded "
         "by --seed); default: the whole grid",
     )

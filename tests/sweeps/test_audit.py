@@ -180,6 +180,30 @@ def test_the_issues_file_and_the_clean_training_file_read_back(tmp_path):
     assert "<img" in (sweep / "audit/report.html").read_text()
 
 
+def test_a_review_budget_keeps_the_most_likely_wrong_rows(tmp_path, capsys):
+    sweep = _sweep_dir(tmp_path, LABELS_12, P_12)  # rows 5 and 2 flagged, in that order
+    top = tmp_path / "top"
+
+    assert main(["audit", "--from", str(sweep), "--top", "1", "--output", str(top)]) == 0
+    assert "(the review budget kept the first 1 of 2 found)" in capsys.readouterr().out
+    assert [r["row"] for r in read_issues(top / ISSUES_FILE)] == [5]
+    kept = [json.loads(line)["review"] for line in (top / CLEAN_FILE).open()]
+    assert 'text, "2"\n' in kept and len(kept) == 11  # row 2 is trained on, not lost
+    saved = json.loads((top / "audit.json").read_text())
+    assert (saved["flagged"], saved["found"]) == (1, 2)
+    assert saved["budget"] == {"top": 1, "max_fraction": None}
+    # 10% of 12 rows rounds down to 1; 20% to 2: the budget then flags what was found
+    assert audit_sweep(sweep, tmp_path / "f1", max_fraction=0.1, report=False)["flagged"] == 1
+    assert audit_sweep(sweep, tmp_path / "f2", max_fraction=0.2, report=False)["flagged"] == 2
+
+    for flag, value in (("--max-fraction", "1.5"), ("--top", "0")):
+        with pytest.raises(SystemExit) as exited:
+            main(["audit", "--from", str(sweep), flag, value])
+        err = capsys.readouterr().err
+        assert exited.value.code == 2 and len(err.splitlines()) == 1
+        assert f"argument {flag}: expected" in err and repr(value) in err
+
+
 def test_a_pair_task_keeps_its_second_text_and_a_trial_must_exist(tmp_path, capsys):
     sweep = _sweep_dir(tmp_path, LABELS_12, P_12, pairs=True)
     audit_sweep(sweep, tmp_path / "elsewhere", report=False)
