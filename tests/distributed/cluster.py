@@ -71,19 +71,29 @@ def start(
     )
 
 
-def finish(process: subprocess.Popen) -> dict:
+def finish(process: subprocess.Popen, timeout: float = TIMEOUT) -> dict:
     try:
-        out, err = process.communicate(timeout=TIMEOUT)
+        out, err = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         process.kill()
         out, err = process.communicate()
-        raise AssertionError(f"bertfit train timed out after {TIMEOUT}s:\n{err[-3000:]}") from None
+        raise AssertionError(f"bertfit train timed out after {timeout}s:\n{err[-3000:]}") from None
     assert process.returncode == 0, f"exit {process.returncode}:\n{err[-3000:]}"
     return json.loads(out.strip().splitlines()[-1])
 
 
 def train(args: list, indices_dir: Path | None = None) -> dict:
     return finish(start(args, indices_dir))
+
+
+def train_eagerly(runs: list[list]) -> None:
+    """`bertfit train` with each list of `runs`, one after another in one subprocess, every
+    `tf.function` run eagerly (`tests/distributed/eager_runs.py`)."""
+    command = [sys.executable, "-m", "tests.distributed.eager_runs", json.dumps(runs)]
+    process = subprocess.Popen(
+        command, cwd=ROOT, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    finish(process, timeout=TIMEOUT * len(runs))
 
 
 @contextlib.contextmanager
