@@ -97,13 +97,9 @@ def test_a_tf1_savedmodel_with_other_input_names_is_not_offered_load_frozen(tmp_
         load_encoder(tmp_path, trainable=False)
 
 
-def test_preprocessing_model_given_as_encoder(tmp_path):
-    from bertfit.checkpoints.hub_export import write_hub_preprocessor
-    from bertfit.text.tokenizer import BertTokenizer
-
-    write_hub_preprocessor(BertTokenizer(write_vocab(tmp_path)), tmp_path / "pre", seq_length=16)
+def test_preprocessing_model_given_as_encoder(tf_hub_export):
     with pytest.raises(CheckpointError, match="preprocessing model") as e:
-        load_encoder(tmp_path / "pre")
+        load_encoder(tf_hub_export / "preprocess")
     assert "Pass the encoder SavedModel" in str(e.value)
 
 

@@ -13,7 +13,6 @@ import textwrap
 from pathlib import Path
 
 import numpy as np
-import pytest
 import tensorflow as tf
 
 from bertfit.checks.model import SIGNATURE_ONLY_WHY, signature_only_fix
@@ -51,15 +50,12 @@ def test_bert_pack_inputs_trims_pairs_as_tf_hub_and_the_call_as_training_does(tm
     assert trained == [0, 0, 0, 0, 1, 1, 1, 1]  # HF's longest-first: b, the longer, keeps 3
 
 
-def test_preprocess_savedmodel_signature_takes_sentences(tmp_path):
-    from bertfit.checkpoints.hub_export import write_hub_preprocessor
-
-    tokenizer = BertTokenizer(write_vocab(tmp_path))
-    write_hub_preprocessor(tokenizer, tmp_path / "preprocess", seq_length=8)
-    signature = tf.saved_model.load(str(tmp_path / "preprocess")).signatures["serving_default"]
+def test_preprocess_savedmodel_signature_takes_sentences(tf_hub_export):
+    preprocess = tf.saved_model.load(str(tf_hub_export / "preprocess"))
+    signature = preprocess.signatures["serving_default"]
     assert list(signature.structured_input_signature[1]) == ["sentences"]
     out = signature(sentences=tf.constant(["a good film"]))
-    assert out["input_word_ids"].shape == (1, 8)
+    assert out["input_word_ids"].shape == (1, 16)
 
 
 def test_signature_only_advice_is_truthful_for_tf1_and_tf2():
@@ -118,16 +114,7 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
-@pytest.fixture(scope="module")
-def hub_export(tmp_path_factory, trainable_hf_dir):
-    from bertfit.checkpoints.convert import convert
-
-    out = tmp_path_factory.mktemp("hub") / "export"
-    convert(trainable_hf_dir, out, "tf-hub", seq_length=16)
-    return out
-
-
-def test_check_runs_every_check_on_a_strings_in_tf_hub_model(hub_export, tmp_path):
+def test_check_runs_every_check_on_a_strings_in_tf_hub_model(tf_hub_export, tmp_path):
     write_tiny_savedmodel(tmp_path / "signature_only", signature_only=True)
     env = {
         **os.environ,
@@ -140,8 +127,8 @@ def test_check_runs_every_check_on_a_strings_in_tf_hub_model(hub_export, tmp_pat
             sys.executable,
             "-c",
             SCRIPT,
-            str(hub_export / "preprocess"),
-            str(hub_export / "encoder"),
+            str(tf_hub_export / "preprocess"),
+            str(tf_hub_export / "encoder"),
             str(tmp_path / "signature_only"),
         ],
         env=env,

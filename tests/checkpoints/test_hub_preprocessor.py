@@ -11,11 +11,9 @@ import sys
 import textwrap
 
 import numpy as np
-import pytest
 import tensorflow as tf
 
 from bertfit.checkpoints.load import load_encoder
-from bertfit.cli import main
 from bertfit.text.preprocessor import BertPreprocessor
 
 TEXTS = ["a good film", "bad [SEP] plot, truly bad"]
@@ -47,22 +45,12 @@ RECIPE = textwrap.dedent("""
 """)
 
 
-@pytest.fixture(scope="module")
-def exported(tmp_path_factory, trainable_hf_dir):
-    out = tmp_path_factory.mktemp("hub")
-    assert (
-        main(["convert", str(trainable_hf_dir), str(out), "--to", "tf-hub", "--seq-length", "32"])
-        == 0
-    )
-    return out
-
-
-def test_preprocessor_savedmodel_has_tf_hubs_interface(exported, trainable_hf_dir):
+def test_preprocessor_savedmodel_has_tf_hubs_interface(tf_hub_export, trainable_hf_dir):
     _, tokenizer = load_encoder(trainable_hf_dir)
-    reference = BertPreprocessor(tokenizer, seq_length=32)
-    loaded = tf.saved_model.load(str(exported / "preprocess"))
+    reference = BertPreprocessor(tokenizer, seq_length=16)
+    loaded = tf.saved_model.load(str(tf_hub_export / "preprocess"))
     batch = loaded(tf.constant(TEXTS))
-    assert batch["input_word_ids"].shape == (2, 32) and batch["input_word_ids"].dtype == tf.int32
+    assert batch["input_word_ids"].shape == (2, 16) and batch["input_word_ids"].dtype == tf.int32
     np.testing.assert_array_equal(batch["input_word_ids"], reference(TEXTS)["input_word_ids"])
     scalar = loaded(tf.constant(TEXTS[0]))
     np.testing.assert_array_equal(scalar["input_word_ids"], batch["input_word_ids"][0])
@@ -93,10 +81,16 @@ def test_in_memory_preprocessor_takes_a_string_a_batch_or_a_pair_tuple(trainable
     np.testing.assert_array_equal(packed["input_word_ids"], pair["input_word_ids"])
 
 
-def test_tf_hubs_pair_recipe_runs_unchanged_on_the_export(exported):
+def test_tf_hubs_pair_recipe_runs_unchanged_on_the_export(tf_hub_export):
     env = {**os.environ, "TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "2"}
     done = subprocess.run(
-        [sys.executable, "-c", RECIPE, str(exported / "preprocess"), str(exported / "encoder")],
+        [
+            sys.executable,
+            "-c",
+            RECIPE,
+            str(tf_hub_export / "preprocess"),
+            str(tf_hub_export / "encoder"),
+        ],
         env=env,
         capture_output=True,
         text=True,

@@ -136,7 +136,7 @@ CONFIGS = {
 # A family of each kind of attention, computed on JAX through Keras' fused op as well
 # (`model/attention.py`): a padding mask alone (BERT), an additive bias (DeBERTa's
 # disentangled scores; MPNet's relative buckets and ModernBERT's window are biases too),
-# grouped key/value heads (EuroBERT). Each costs a JAX compile of ~10-16 s on 2 cores.
+# grouped key/value heads (EuroBERT). Each costs a JAX compile of ~3-5 s on 2 cores (QUICK_XLA).
 FUSED_FAMILIES = ("bert", "deberta-v3", "eurobert")
 
 
@@ -281,6 +281,8 @@ def _random_weights(model: keras.Model, seed: int) -> None:
 @pytest.fixture(scope="module")
 def both_backends(tmp_path_factory):
     """(TensorFlow's results, JAX's results) per family, from the same saved weights."""
+    from tests.jax_process import QUICK_XLA  # not at the top: the JAX child imports this module
+
     assert keras.backend.backend() == "tensorflow"
     directory = tmp_path_factory.mktemp("backends")
     tensorflow = {}
@@ -293,6 +295,7 @@ def both_backends(tmp_path_factory):
             model.save(directory / "bert.keras")
             tensorflow["bert.keras"] = tensorflow[family]["logits"]
     env = {**os.environ, "KERAS_BACKEND": "jax", "PYTHONPATH": str(ROOT)}
+    env["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {QUICK_XLA}"  # 12 compiles, 3x faster
     # TensorFlow cannot be imported there: the JAX model needs none of it
     script = (
         "from tests.without_tensorflow import block_tensorflow; block_tensorflow(); "
