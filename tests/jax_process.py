@@ -13,16 +13,6 @@ from tests.distributed import cluster
 
 ROOT = Path(__file__).resolve().parents[1]
 TWO_DEVICES = "--xla_force_host_platform_device_count=2"
-# XLA_FLAGS that compile a CPU program 3-4x faster, for tests of what a program computes rather
-# than how fast it runs: LLVM's optimisations and XLA's CPU fusion emitters off (the same
-# operations, plainer machine code).
-QUICK_XLA = " ".join(
-    (
-        "--xla_backend_optimization_level=0",
-        "--xla_llvm_disable_expensive_passes=true",
-        "--xla_cpu_use_fusion_emitters=false",
-    )
-)
 
 
 def xla_flags_for_two_devices() -> str:

@@ -281,8 +281,6 @@ def _random_weights(model: keras.Model, seed: int) -> None:
 @pytest.fixture(scope="module")
 def both_backends(tmp_path_factory):
     """(TensorFlow's results, JAX's results) per family, from the same saved weights."""
-    from tests.jax_process import QUICK_XLA  # not at the top: the JAX child imports this module
-
     assert keras.backend.backend() == "tensorflow"
     directory = tmp_path_factory.mktemp("backends")
     tensorflow = {}
@@ -295,7 +293,6 @@ def both_backends(tmp_path_factory):
             model.save(directory / "bert.keras")
             tensorflow["bert.keras"] = tensorflow[family]["logits"]
     env = {**os.environ, "KERAS_BACKEND": "jax", "PYTHONPATH": str(ROOT)}
-    env["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {QUICK_XLA}"  # 12 compiles, 3x faster
     # TensorFlow cannot be imported there: the JAX model needs none of it
     script = (
         "from tests.without_tensorflow import block_tensorflow; block_tensorflow(); "

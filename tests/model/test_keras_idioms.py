@@ -16,7 +16,6 @@ import pytest
 import tensorflow as tf
 
 import bertfit
-from tests.jax_process import QUICK_XLA
 from tests.tiny import tiny_encoder, tiny_inputs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -87,7 +86,6 @@ def test_functional_fit_with_jit_under_mirrored_equals_one_device(trainable_hf_d
     """tests/distributed/keras_fit.py: compile(jit_compile=True), fit, evaluate and predict on
     a plain tf.data pipeline of raw strings, once on one CPU and once over two replicas."""
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": str(ROOT)}
-    env["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {QUICK_XLA}"
     results = {}
     for replicas in (1, 2):
         done = subprocess.run(

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 
 import keras
 import numpy as np
@@ -15,7 +14,7 @@ import tensorflow as tf
 
 from bertfit.model.classifier import BertClassifier
 from bertfit.model.remat import seed_states
-from tests.jax_process import QUICK_XLA, run_in_jax
+from tests.jax_process import run_in_jax
 from tests.tiny import TINY_CONFIG, tiny_encoder
 
 # dropout on, so the recomputation has to replay the forward pass's masks
@@ -134,13 +133,10 @@ def test_remat_gradients_of_every_layer_kind(family, tmp_path):
 
 
 @pytest.mark.slow  # a child process, four jitted steps: ~40 s on a busy 2-core CPU
-def test_remat_on_jax_gives_the_plain_gradients_and_random_stream_with_one_checkpoint_a_layer(
-    monkeypatch,
-):
+def test_remat_on_jax_gives_the_plain_gradients_and_random_stream_with_one_checkpoint_a_layer():
     """BERT's layer, and DeBERTa's, whose relative-position table enters each layer as context
     (its gradient flows through the checkpoint), with dropout at 0.2, in a process where
     TensorFlow cannot be imported (`tests/model/jax_remat_child.py`)."""
-    monkeypatch.setenv("XLA_FLAGS", f"{os.environ.get('XLA_FLAGS', '')} {QUICK_XLA}")
     args = ["tests.without_tensorflow", "tests.model.jax_remat_child", "bert", "deberta-v3"]
     report = json.loads(run_in_jax(args).strip().splitlines()[-1])
 
