@@ -16,7 +16,7 @@ import pytest
 
 from tests.distributed import cluster
 from tests.tiny import sentiment_rows, write_csv
-from tests.training.kill import resume_args, run_killed, run_train, start_train, steps_of
+from tests.training.kill import resume_args, run_killed, start_train, steps_of, train_here
 
 
 @pytest.fixture(scope="module")
@@ -47,10 +47,10 @@ def _terminate_mid_training(args: list[str], run: Path) -> tuple[int, str]:
 
 
 def test_killed_five_times_and_terminated_once_it_ends_exactly_like_an_uninterrupted_run(
-    run_args, tmp_path
+    run_args, tmp_path, capsys
 ):
     plain, killed = tmp_path / "plain", tmp_path / "killed"
-    code, err = run_train([*run_args, "--output-dir", str(plain)])
+    code, err = train_here([*run_args, "--output-dir", str(plain)], capsys)
     assert code == 0, err
 
     args = [*run_args, "--output-dir", str(killed)]
@@ -68,7 +68,7 @@ def test_killed_five_times_and_terminated_once_it_ends_exactly_like_an_uninterru
     assert code == 143, err
     assert "SIGTERM" in err and "checkpoint saved to" in err and "Traceback" not in err
 
-    code, err = run_train(args)
+    code, err = train_here(args, capsys)
     assert code == 0, err
     assert "resuming the unfinished run" in err
 
