@@ -186,10 +186,10 @@ def test_attention_pooling_weights_are_saved_and_restored_with_their_optimizer_s
 
 @pytest.mark.slow
 def test_a_killed_attention_pooling_run_resumes_to_the_weights_of_an_uninterrupted_one(
-    trainable_hf_dir, tmp_path
+    trainable_hf_dir, tmp_path, capsys
 ):
     from tests.distributed import cluster
-    from tests.training.kill import resume_args, run_killed, run_train
+    from tests.training.kill import resume_args, run_killed, train_here
 
     train = write_csv(tmp_path / "train.csv", documents(24, 3, "single-label"))
     dev = write_csv(tmp_path / "dev.csv", documents(9, 4, "single-label"))
@@ -202,10 +202,10 @@ def test_a_killed_attention_pooling_run_resumes_to_the_weights_of_an_uninterrupt
     }
     args = resume_args(trainable_hf_dir, train, **flags)
     plain, killed = tmp_path / "plain", tmp_path / "killed"
-    code, err = run_train([*args, "--output-dir", str(plain)])
+    code, err = train_here([*args, "--output-dir", str(plain)], capsys)
     assert code == 0, err
     run_killed([*args, "--output-dir", str(killed)], ("steps", 2))  # mid-epoch 1
-    code, err = run_train([*args, "--output-dir", str(killed)])
+    code, err = train_here([*args, "--output-dir", str(killed)], capsys)
     assert code == 0 and "resuming the unfinished run" in err, err
     cluster.assert_same_weights(plain, killed, atol=1e-6)
     weights = cluster.final_weights(killed)
