@@ -71,6 +71,22 @@ def train_here(args: list[str], capsys: pytest.CaptureFixture) -> tuple[int, str
     return code, capsys.readouterr().err
 
 
+def terminate_after_steps(monkeypatch: pytest.MonkeyPatch, n: int) -> None:
+    """Sends this process SIGTERM after the n-th host call's step lines are written (as a
+    TPU VM or Kubernetes preempts a run): the run in this process saves and stops."""
+    from bertfit.training.run_dir import TrainingRunDir
+
+    original, calls = TrainingRunDir.append_steps, []
+
+    def append_steps(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        calls.append(1)
+        if len(calls) == n:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    monkeypatch.setattr(TrainingRunDir, "append_steps", append_steps)
+
+
 def run_killed(args: list[str], at: tuple[str, int]) -> None:
     code, err = run_train(args, at)
     assert code == -signal.SIGKILL, f"killed at {at}: exit {code}\n{err}"
