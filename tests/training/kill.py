@@ -1,6 +1,7 @@
 """Running `bertfit train` in a process of its own and killing it at a chosen moment: the
 harness of the kill-and-resume tests (SIGKILL ends it as a crash or an OOM kill would;
-tests/training/killed_train.py picks the moment)."""
+tests/training/killed_train.py picks the moment). The runs a test does not kill may train
+in the test's process (`train_here`)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from tests.distributed import cluster
 from tests.tiny import train_args
@@ -55,6 +58,33 @@ def run_train(args: list[str], killed_at: tuple[str, int] | None = None) -> tupl
     process = start_train(args, killed_at)
     _, err = process.communicate(timeout=cluster.TIMEOUT)
     return process.returncode, err
+
+
+def train_here(args: list[str], capsys: pytest.CaptureFixture) -> tuple[int, str]:
+    """`bertfit train ARGS` in this process (no TensorFlow to start again: ~10 s less than
+    `run_train` on a loaded 2-core CPU), for the runs a test does not kill: the uninterrupted
+    reference, and the resumed run. Its exit code and what it wrote to stderr."""
+    from bertfit.cli import main
+
+    capsys.readouterr()
+    code = main(["train", *args])
+    return code, capsys.readouterr().err
+
+
+def terminate_after_steps(monkeypatch: pytest.MonkeyPatch, n: int) -> None:
+    """Sends this process SIGTERM after the n-th host call's step lines are written (as a
+    TPU VM or Kubernetes preempts a run): the run in this process saves and stops."""
+    from bertfit.training.run_dir import TrainingRunDir
+
+    original, calls = TrainingRunDir.append_steps, []
+
+    def append_steps(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        calls.append(1)
+        if len(calls) == n:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    monkeypatch.setattr(TrainingRunDir, "append_steps", append_steps)
 
 
 def run_killed(args: list[str], at: tuple[str, int]) -> None:

@@ -13,8 +13,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -28,8 +26,7 @@ from bertfit.training import run as run_module
 from bertfit.training.run import train
 from tests.distributed import cluster
 from tests.tiny import sentiment_rows, train_args, write_csv
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.training.kill import run_killed, train_here
 
 STEPS_PER_EPOCH = 4  # 32 training rows, batch 8, one bucket
 
@@ -300,24 +297,9 @@ def test_a_real_run_stops_early_and_its_best_checkpoint_serves(tmp_path, trainab
     assert main(["evaluate", "--run", str(run), "--data", data[1], "--json"]) == 0
 
 
-def _cli(args: list[str], killed_at: tuple[str, int] | None = None) -> tuple[int, str]:
-    """`bertfit train ARGS` in a process of its own; with `killed_at`, SIGKILLed at that point
-    (tests/training/killed_train.py)."""
-    module = ["tests.training.killed_train", *map(str, killed_at)] if killed_at else []
-    done = subprocess.run(
-        [sys.executable, "-m", *(module or ["bertfit.cli", "train"]), *args],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"},
-        capture_output=True,
-        text=True,
-        timeout=cluster.TIMEOUT,
-    )
-    return done.returncode, done.stderr
-
-
-@pytest.mark.slow  # three processes train a tiny model
+@pytest.mark.slow  # a process trains a tiny model and is killed; two runs train in this one
 def test_killed_as_an_evaluation_starts_it_resumes_to_the_same_stop_and_weights(
-    tmp_path, trainable_hf_dir, data
+    tmp_path, trainable_hf_dir, data, capsys
 ):
     # Real metrics. min_delta 1.0: after the first evaluation none counts as an improvement,
     # so patience 2 stops at the third: global step 6 (evaluations at 3, 4 = epoch 1's end, 6).
@@ -338,14 +320,13 @@ def test_killed_as_an_evaluation_starts_it_resumes_to_the_same_stop_and_weights(
         early_stopping_min_delta=1.0,
     )
     plain, killed = tmp_path / "plain", tmp_path / "killed"
-    code, err = _cli([*args, "--output-dir", str(plain)])
+    code, err = train_here([*args, "--output-dir", str(plain)], capsys)
     assert code == 0, err
     # Killed as the evaluation at step 6 starts: the last checkpoint is epoch 1's (step 4,
     # saved before its evaluation), so the resumed run evaluates step 4 again, then 6.
-    code, err = _cli([*args, "--output-dir", str(killed)], killed_at=("eval", 3))
-    assert code == -signal.SIGKILL, err
+    run_killed([*args, "--output-dir", str(killed)], ("eval", 3))
     assert [e["global_step"] for e in _metrics(killed)["evaluations"]] == [3]
-    code, err = _cli([*args, "--output-dir", str(killed)])
+    code, err = train_here([*args, "--output-dir", str(killed)], capsys)
     assert code == 0 and "resuming the unfinished run" in err, err
     assert "stopped early at epoch 2, step 2 (global step 6)" in err
 

@@ -67,10 +67,15 @@ def _metrics(run: Path) -> dict:
 
 
 @pytest.mark.parametrize(
-    "kind, pooling", [("single-label", "attention"), ("multi-label", "max"), ("regression", "mean")]
+    "kind, pooling, xla",
+    [
+        ("single-label", "attention", "true"),  # the step compiled with XLA (the CLI's way)
+        ("multi-label", "max", "false"),
+        ("regression", "mean", "false"),
+    ],
 )
 def test_train_chunk_counts_every_document_once_and_traces_once_per_chunk_bucket(
-    trainable_hf_dir, tmp_path, kind, pooling
+    trainable_hf_dir, tmp_path, kind, pooling, xla
 ):
     train_rows, eval_rows = documents(29, 0, kind), documents(13, 1, kind)
     write = write_jsonl if kind == "multi-label" else write_csv
@@ -80,7 +85,7 @@ def test_train_chunk_counts_every_document_once_and_traces_once_per_chunk_bucket
     extra = ["--eval", str(dev), "--chunk-pooling", pooling]
     if kind == "regression":  # with gradient accumulation: 2 micro-batches of 8 documents
         extra += ["--task", "regression", "--grad-accum", "2"]
-    flags = {**FLAGS, "epochs": 2, "no_report": None}  # the report shows the windows
+    flags = {**FLAGS, "epochs": 2, "no_report": None, "jit_compile": xla}  # report: windows
     assert main(train_args(trainable_hf_dir, train, run, *extra, **flags)) == 0
 
     metrics = _metrics(run)
@@ -186,10 +191,10 @@ def test_attention_pooling_weights_are_saved_and_restored_with_their_optimizer_s
 
 @pytest.mark.slow
 def test_a_killed_attention_pooling_run_resumes_to_the_weights_of_an_uninterrupted_one(
-    trainable_hf_dir, tmp_path
+    trainable_hf_dir, tmp_path, capsys
 ):
     from tests.distributed import cluster
-    from tests.training.kill import resume_args, run_killed, run_train
+    from tests.training.kill import resume_args, run_killed, train_here
 
     train = write_csv(tmp_path / "train.csv", documents(24, 3, "single-label"))
     dev = write_csv(tmp_path / "dev.csv", documents(9, 4, "single-label"))
@@ -202,10 +207,10 @@ def test_a_killed_attention_pooling_run_resumes_to_the_weights_of_an_uninterrupt
     }
     args = resume_args(trainable_hf_dir, train, **flags)
     plain, killed = tmp_path / "plain", tmp_path / "killed"
-    code, err = run_train([*args, "--output-dir", str(plain)])
+    code, err = train_here([*args, "--output-dir", str(plain)], capsys)
     assert code == 0, err
     run_killed([*args, "--output-dir", str(killed)], ("steps", 2))  # mid-epoch 1
-    code, err = run_train([*args, "--output-dir", str(killed)])
+    code, err = train_here([*args, "--output-dir", str(killed)], capsys)
     assert code == 0 and "resuming the unfinished run" in err, err
     cluster.assert_same_weights(plain, killed, atol=1e-6)
     weights = cluster.final_weights(killed)
@@ -337,20 +342,6 @@ def test_check_estimates_memory_for_every_window_and_reports_the_cut_documents(
     # the encoder runs on batch·K windows: the estimate of [8, K, 16] is K times [8, 1, 16]
     one = activations["[8, 1, 16]"]
     assert [activations[f"[8, {k}, 16]"] for k in used] == [pytest.approx(k * one) for k in used]
-
-
-@pytest.mark.slow
-def test_the_xla_compiled_cli_run_traces_once_per_chunk_bucket(trainable_hf_dir, tmp_path):
-    train_rows, eval_rows = documents(29, 0, "single-label"), documents(13, 1, "single-label")
-    train = write_csv(tmp_path / "train.csv", train_rows)
-    dev = write_csv(tmp_path / "dev.csv", eval_rows)
-    run = tmp_path / "run"
-    flags = {**FLAGS, "jit_compile": "true", "epochs": 2}
-    assert main(train_args(trainable_hf_dir, train, run, "--eval", str(dev), **flags)) == 0
-    assert _metrics(run)["trace_counts"] == {
-        "train_step": len(buckets_used(train_rows)),
-        "predict_step": len(buckets_used(eval_rows)),
-    }
 
 
 def test_a_chunk_runs_saved_config_is_accepted_again():

@@ -17,7 +17,7 @@ from bertfit.errors import ConfigError
 from bertfit.runs.checkpoint_files import latest_checkpoint
 from tests.distributed import cluster
 from tests.tiny import sentiment_rows, write_csv
-from tests.training.kill import resume_args, run_killed, run_train, steps_of
+from tests.training.kill import resume_args, run_killed, steps_of, train_here
 
 TEXTS = ["a good film", "the plot was very boring", "not bad , not great", "fun !"]
 
@@ -155,18 +155,18 @@ def test_an_int8_base_run_saves_int8_kernels_and_exports_them_dequantized(
 
 @pytest.mark.slow
 @pytest.mark.parametrize("base", ["fp32", "int8"])
-def test_a_lora_run_killed_mid_epoch_resumes_exactly(tmp_path, trainable_hf_dir, base):
+def test_a_lora_run_killed_mid_epoch_resumes_exactly(tmp_path, trainable_hf_dir, base, capsys):
     train = write_csv(tmp_path / "train.csv", sentiment_rows(32, seed=11))
     targets = "query,value,output"
     args = resume_args(
         trainable_hf_dir, train, lora_rank=4, lora_targets=targets, base_precision=base
     )
     plain, killed = tmp_path / "plain", tmp_path / "killed"
-    code, err = run_train([*args, "--output-dir", str(plain)])
+    code, err = train_here([*args, "--output-dir", str(plain)], capsys)
     assert code == 0, err
 
     run_killed([*args, "--output-dir", str(killed)], ("steps", 5))
-    code, err = run_train([*args, "--output-dir", str(killed)])
+    code, err = train_here([*args, "--output-dir", str(killed)], capsys)
     assert code == 0 and "resuming the unfinished run" in err, err
 
     cluster.assert_same_weights(plain, killed, atol=0)

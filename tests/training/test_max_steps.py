@@ -14,7 +14,7 @@ from bertfit.runs.run_dir import RunDir
 from bertfit.training.optimizer import WarmupLinearDecay
 from tests.distributed import cluster
 from tests.tiny import sentiment_rows, train_args, write_csv
-from tests.training.kill import run_killed, run_train, steps_of
+from tests.training.kill import run_killed, steps_of, train_here
 
 # 40 rows in one bucket at batch 8: 5 steps per epoch; 7 steps are epoch 1 and 2 of epoch 2.
 ROWS, STEPS_PER_EPOCH, MAX_STEPS = 40, 5, 7
@@ -75,10 +75,10 @@ def test_a_run_takes_exactly_max_steps_across_epochs_and_says_so(trainable_hf_di
     assert "0 epoch(s) finished of a --max-steps 7 run" in killed.unfinished_note()
 
 
-@pytest.mark.slow  # three training processes per path: ~3 min each on a loaded 2-core machine
+@pytest.mark.slow  # per path: a training process, killed, and two runs in this one
 @pytest.mark.parametrize("path", ["in-memory", "streamed"])
 def test_a_max_steps_run_killed_in_its_cut_epoch_ends_like_an_uninterrupted_one(
-    path, trainable_hf_dir, data, tmp_path
+    path, trainable_hf_dir, data, tmp_path, capsys
 ):
     train, dev = data
     if path == "streamed":
@@ -89,11 +89,11 @@ def test_a_max_steps_run_killed_in_its_cut_epoch_ends_like_an_uninterrupted_one(
     args = _args(trainable_hf_dir, train, dev, None, command=None, dropout="0.2")
     args += ["--save-every-steps", "1", "--json"]
     plain, killed = tmp_path / "plain", tmp_path / "killed"
-    code, err = run_train([*args, "--output-dir", str(plain)])
+    code, err = train_here([*args, "--output-dir", str(plain)], capsys)
     assert code == 0, err
     resumed = [*args, "--output-dir", str(killed)]
     run_killed(resumed, ("steps", 6))  # global step 6: the cut epoch's first step, saved
-    code, err = run_train(resumed)
+    code, err = train_here(resumed, capsys)
     assert code == 0, err
     assert "resuming the unfinished run" in err
 

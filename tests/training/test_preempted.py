@@ -4,29 +4,13 @@ TPU VMs and Kubernetes preempt; schedulers retry the command they ran)."""
 from __future__ import annotations
 
 import json
-import os
-import signal
 
 import pytest
 
 from bertfit.cli import main as cli
 from bertfit.config import RunConfig
-from bertfit.training.run_dir import TrainingRunDir
 from tests.tiny import sentiment_rows, write_csv
-from tests.training.kill import resume_args
-
-
-def _terminate_on_step_write(monkeypatch, n: int) -> None:
-    """Sends this process SIGTERM after the n-th host call's step lines are written."""
-    original, calls = TrainingRunDir.append_steps, []
-
-    def append_steps(self, *args, **kwargs):
-        original(self, *args, **kwargs)
-        calls.append(1)
-        if len(calls) == n:
-            os.kill(os.getpid(), signal.SIGTERM)
-
-    monkeypatch.setattr(TrainingRunDir, "append_steps", append_steps)
+from tests.training.kill import resume_args, terminate_after_steps
 
 
 @pytest.mark.slow
@@ -37,7 +21,7 @@ def test_the_same_command_resumes_a_run_preempted_without_output_dir(
     train = write_csv(tmp_path / "train.csv", sentiment_rows(48, seed=4))
     args = ["train", *resume_args(trainable_hf_dir, train, epochs=1, json=None, quiet=True)]
     with monkeypatch.context() as patched:
-        _terminate_on_step_write(patched, 2)
+        terminate_after_steps(patched, 2)
         assert cli(args) == 143
     err = capsys.readouterr().err
     (run,) = (tmp_path / "runs").glob("2*")

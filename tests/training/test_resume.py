@@ -1,22 +1,26 @@
 """Exact resume: a run killed at every awkward moment ends exactly like one never interrupted.
 
-Each `bertfit train` runs in its own process (SIGKILL ends it, as a crash or an OOM kill would);
-tests/training/killed_train.py picks the moment.
+Each killed `bertfit train` runs in its own process (SIGKILL ends it, as a crash or an OOM kill
+would; tests/training/killed_train.py picks the moment); the uninterrupted run, the one
+terminated with SIGTERM (as a preemption) and the last resumed one train in the test's process.
 """
 
 from __future__ import annotations
 
 import json
-import signal
-import time
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from tests.distributed import cluster
 from tests.tiny import sentiment_rows, write_csv
-from tests.training.kill import resume_args, run_killed, run_train, start_train, steps_of
+from tests.training.kill import (
+    resume_args,
+    run_killed,
+    steps_of,
+    terminate_after_steps,
+    train_here,
+)
 
 
 @pytest.fixture(scope="module")
@@ -28,29 +32,11 @@ def run_args(tmp_path_factory, trainable_hf_dir):
     return resume_args(trainable_hf_dir, train, eval=dev, save_every_steps=3)
 
 
-def _step_count(run: Path) -> int:
-    path = run / "steps.jsonl"
-    return len(path.read_text().splitlines()) if path.exists() else 0
-
-
-def _terminate_mid_training(args: list[str], run: Path) -> tuple[int, str]:
-    """Starts a resumed run and sends SIGTERM once it has taken a step of its own."""
-    before = _step_count(run)
-    process = start_train(args)
-    deadline = time.monotonic() + cluster.TIMEOUT
-    while _step_count(run) <= before and process.poll() is None:
-        assert time.monotonic() < deadline, "the resumed run took no step"
-        time.sleep(0.05)
-    process.send_signal(signal.SIGTERM)
-    _, err = process.communicate(timeout=cluster.TIMEOUT)
-    return process.returncode, err
-
-
 def test_killed_five_times_and_terminated_once_it_ends_exactly_like_an_uninterrupted_run(
-    run_args, tmp_path
+    run_args, tmp_path, capsys, monkeypatch
 ):
     plain, killed = tmp_path / "plain", tmp_path / "killed"
-    code, err = run_train([*run_args, "--output-dir", str(plain)])
+    code, err = train_here([*run_args, "--output-dir", str(plain)], capsys)
     assert code == 0, err
 
     args = [*run_args, "--output-dir", str(killed)]
@@ -64,11 +50,13 @@ def test_killed_five_times_and_terminated_once_it_ends_exactly_like_an_uninterru
     run_killed(args, ("epoch-end", 2))  # right after epoch 1
     run_killed(args, ("steps", 2))  # early in epoch 2
 
-    code, err = _terminate_mid_training(args, killed)
+    with monkeypatch.context() as patched:
+        terminate_after_steps(patched, 1)  # once the resumed run took a step of its own
+        code, err = train_here(args, capsys)
     assert code == 143, err
     assert "SIGTERM" in err and "checkpoint saved to" in err and "Traceback" not in err
 
-    code, err = run_train(args)
+    code, err = train_here(args, capsys)
     assert code == 0, err
     assert "resuming the unfinished run" in err
 

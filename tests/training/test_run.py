@@ -99,35 +99,38 @@ def test_without_xla_one_trace_serves_every_bucket(trained_run):
     assert result.trace_counts == {"train_step": 1, "predict_step": 1}
 
 
-def test_with_xla_the_step_is_traced_once_per_bucket_used(trained_run, tmp_path):
+@pytest.fixture(scope="module")
+def xla_run(trained_run, tmp_path_factory):
+    """`trained_run`'s data for one epoch, its step compiled with XLA (no evaluation)."""
     config, _ = trained_run
     xla = dataclasses.replace(
         config,
-        output_dir=str(tmp_path / "xla"),
+        output_dir=str(tmp_path_factory.mktemp("xla") / "run"),
         data=dataclasses.replace(config.data, eval=None),
         train=dataclasses.replace(config.train, epochs=1, jit_compile=True),
     )
-    result = train(xla, quiet=True)
-    assert result.trace_counts["train_step"] == _buckets_used(xla, result.run_dir) == 2
+    return xla, train(xla, quiet=True)
+
+
+def test_with_xla_the_step_is_traced_once_per_bucket_used(xla_run):
+    config, result = xla_run
+    assert result.trace_counts["train_step"] == _buckets_used(config, result.run_dir) == 2
 
 
 @pytest.mark.slow
-def test_remat_trains_as_without_it_compiled_once_per_bucket(trained_run, tmp_path):
+def test_remat_trains_as_without_it_compiled_once_per_bucket(xla_run, tmp_path):
     """`--remat` under XLA: the same losses as the plain compiled step (dropout masks
     replayed in the recomputation), and still one compilation per bucket."""
-    config, _ = trained_run
-    losses = {}
-    for remat in (False, True):
-        run = dataclasses.replace(
-            config,
-            output_dir=str(tmp_path / f"remat-{remat}"),
-            data=dataclasses.replace(config.data, eval=None),
-            train=dataclasses.replace(config.train, epochs=1, jit_compile=True, remat=remat),
-        )
-        result = train(run, quiet=True)
-        assert result.trace_counts["train_step"] == _buckets_used(run, result.run_dir) == 2
-        losses[remat] = [epoch.train_loss for epoch in result.epochs]
-    assert losses[True] == pytest.approx(losses[False], rel=1e-5)
+    config, plain = xla_run
+    run = dataclasses.replace(
+        config,
+        output_dir=str(tmp_path / "remat"),
+        train=dataclasses.replace(config.train, remat=True),
+    )
+    result = train(run, quiet=True)
+    assert result.trace_counts["train_step"] == _buckets_used(run, result.run_dir) == 2
+    losses = [epoch.train_loss for epoch in result.epochs]
+    assert losses == pytest.approx([epoch.train_loss for epoch in plain.epochs], rel=1e-5)
 
 
 def _unbatched_probabilities(run_dir, rows):
