@@ -52,13 +52,20 @@ def flags(variant: str, rows: int) -> list[str]:
 
 def draw(per_class: int, seed: int) -> list[tuple[str, str]]:
     """`per_class` training rows of each label, drawn with `seed`."""
-    rows = load_rotten_tomatoes("train")
+    rows = [(text, LABELS[label]) for text, label in load_rotten_tomatoes("train")]
+    return draw_per_class(rows, LABELS, per_class, seed)
+
+
+def draw_per_class(
+    rows: list[tuple[str, str]], labels: tuple[str, ...], per_class: int, seed: int
+) -> list[tuple[str, str]]:
+    """`per_class` of `rows` (text, label) of each of `labels`, drawn with `seed`, shuffled."""
     rng = random.Random(seed)
     drawn = []
-    for label in range(len(LABELS)):
+    for label in labels:
         drawn += rng.sample([r for r in rows if r[1] == label], per_class)
     rng.shuffle(drawn)
-    return [(text, LABELS[label]) for text, label in drawn]
+    return drawn
 
 
 def held_out() -> list[tuple[str, str]]:
