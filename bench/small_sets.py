@@ -75,12 +75,18 @@ def held_out() -> list[tuple[str, str]]:
 
 
 def trial(work: Path, per_class: int, seed: int, flags: list[str], test: Path) -> dict:
-    train, run = work / "train.csv", work / "run"
+    train = work / "train.csv"
     write_csv(train, draw(per_class, seed))
+    model = ["--model", "minilm-l6", "--max-seq-length", str(SEQ), "--seed", str(seed)]
+    return train_and_score(train, test, work / "run", [*model, *flags])
+
+
+def train_and_score(train: Path, test: Path, run: Path, flags: list[str]) -> dict:
+    """`bertfit train` on `train` with `flags` into `run`, scored on `test`: its test accuracy
+    and macro-F1, schedule, seconds (metrics.json's and the command's) and time split."""
     started = time.perf_counter()
     code = bertfit(
-        ["train", "--model", "minilm-l6", "--train", str(train), "--output-dir", str(run)]
-        + ["--max-seq-length", str(SEQ), "--seed", str(seed), "--quiet", "--no-report", *flags]
+        ["train", "--train", str(train), "--output-dir", str(run), "--quiet", "--no-report"] + flags
     )
     wall = time.perf_counter() - started
     assert code == 0, f"train failed ({code})"
@@ -99,6 +105,7 @@ def trial(work: Path, per_class: int, seed: int, flags: list[str], test: Path) -
         "steps": len((run / "steps.jsonl").read_text().splitlines()),
         "train_seconds": metrics["wall_seconds"],
         "command_seconds": wall,
+        "time": metrics["time"],
     }
 
 
