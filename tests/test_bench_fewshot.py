@@ -1,0 +1,49 @@
+"""bench/fewshot.py's pieces that need no training: the debates' rows, SetFit's pair count
+and the pair budget, and the table's spread and time ratio."""
+
+from __future__ import annotations
+
+import io
+
+from bench.fewshot import debate_rows, setfit_iterations, setfit_pairs, table
+
+
+def test_debate_statements_are_collapsed_short_ones_and_copies_dropped():
+    said = "Good evening  from Hofstra University in Hempstead, New York."
+    rows = debate_rows(
+        io.StringIO(
+            "speaker,statement,debate,party\n"
+            f'HOLT,"{said}",1st,Moderator\n'
+            "TRUMP,Wrong.,1st,Republican\n"
+            "CLINTON,We have to make the economy work for everyone.,1st,Democratic\n"
+            "KAINE,We have to make the economy work for everyone.,VP,Democratic\n"
+        )
+    )
+    assert rows == [
+        ("Good evening from Hofstra University in Hempstead, New York.", "moderator"),
+        ("We have to make the economy work for everyone.", "clinton"),
+    ]
+
+
+def test_setfit_pairs_grow_with_the_square_of_the_rows_until_the_budget():
+    assert setfit_pairs(16, 2, None) == 144  # 8 a class: 72 like pairs, 64 unlike, oversampled
+    assert setfit_pairs(320, 5, None) == 81920
+    assert setfit_iterations(320, 5, None) is None  # no budget: SetFit's defaults
+    assert setfit_iterations(40, 5, 20_000) is None  # 1,280 pairs: within it
+    iterations = setfit_iterations(320, 5, 20_000)
+    assert iterations == 32 and setfit_pairs(320, 5, iterations) >= 20_000
+
+
+def test_the_table_gives_mean_sd_and_time_over_setfits():
+    def trial(accuracy, seconds):
+        return {"accuracy": accuracy, "macro_f1": accuracy, "train_seconds": seconds}
+
+    results = {
+        "trials": {
+            "debates/8/few-shot": {"1": trial(0.5, 10), "2": trial(0.7, 30)},
+            "debates/8/setfit-it20": {"1": trial(0.6, 100)},
+        }
+    }
+    rows = table(results)[2:]
+    assert rows[0] == "| debates | 8 | few-shot | 0.600 (0.141) | 0.600 (0.141) | 2 | 20 | 0.20 |"
+    assert rows[1] == "| debates | 8 | setfit-it20 | 0.600 (-) | 0.600 (-) | 1 | 100 | 1.00 |"
