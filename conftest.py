@@ -2,19 +2,12 @@
 temporary directory: examples that write files (e.g. `write_text_atomic`) leave nothing here."""
 
 import gc
-import os
 
 import pytest
 
-# The tests pin what XLA's programs compute, not how fast they run: they compile with LLVM's
-# optimisations and XLA's CPU fusion emitters off (the same operations, plainer machine code,
-# 3-4x faster to compile; a third of the suite's CPU time). Every process the tests start
-# inherits it. The benches (bench/) and users' runs compile with XLA's defaults.
-QUICK_XLA = (
-    "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true "
-    "--xla_cpu_use_fusion_emitters=false"
-)
-os.environ["XLA_FLAGS"] = f"{QUICK_XLA} {os.environ.get('XLA_FLAGS', '')}".strip()
+from tests.xla_flags import use_quick_xla
+
+use_quick_xla()  # before TensorFlow or JAX starts: tests/xla_flags.py says why
 
 from bertfit.tf_startup import start_tensorflow  # noqa: E402
 

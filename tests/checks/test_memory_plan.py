@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 
 import pytest
 
@@ -26,6 +27,7 @@ from bertfit.model.int8 import quantize_base
 from bertfit.model.lora import adapted_layers, enable_lora
 from tests.checks.test_cli import check_args
 from tests.tiny import sentiment_rows, tiny_encoder, write_csv
+from tests.xla_flags import without_quick_xla
 
 BERT_LARGE = Architecture(layers=24, hidden=1024, intermediate=4096, heads=16)
 
@@ -172,7 +174,9 @@ def test_check_cli_device_memory(tmp_path, trainable_hf_dir, capsys):
 @pytest.mark.parametrize(
     "batch, seq, remat, lora_rank", [(8, 256, False, 0), (32, 64, True, 0), (16, 128, False, 8)]
 )
-def test_the_plan_is_within_15_percent_of_the_measured_peak(batch, seq, remat, lora_rank):
+def test_the_plan_is_within_15_percent_of_the_measured_peak(
+    batch, seq, remat, lora_rank, monkeypatch
+):
     """The prediction against the peak resident memory of the real compiled step on this CPU
     (`bench/memory.py`), on a small encoder whose activations are much of the peak, at shapes
     other than the 16 x 128 the counts were calibrated at, and with LoRA adapters. A LoRA step
@@ -192,6 +196,8 @@ def test_the_plan_is_within_15_percent_of_the_measured_peak(batch, seq, remat, l
         remat=remat,
         lora_rank=lora_rank,
     )
+    # measured as a user's step compiles: XLA's default optimisations and fusions
+    monkeypatch.setenv("XLA_FLAGS", without_quick_xla(os.environ["XLA_FLAGS"]))
     row = measure_in_subprocess(setting, timeout=600)
     measured, predicted = row["measured_peak_bytes"], row["predicted"]["peak_bytes"]
     over = 0.20 if lora_rank else 0.15

@@ -136,7 +136,7 @@ CONFIGS = {
 # A family of each kind of attention, computed on JAX through Keras' fused op as well
 # (`model/attention.py`): a padding mask alone (BERT), an additive bias (DeBERTa's
 # disentangled scores; MPNet's relative buckets and ModernBERT's window are biases too),
-# grouped key/value heads (EuroBERT). Each costs a JAX compile of ~3-5 s on 2 cores (QUICK_XLA).
+# grouped key/value heads (EuroBERT). Each costs a JAX compile of ~3-5 s on 2 cores (quick XLA).
 FUSED_FAMILIES = ("bert", "deberta-v3", "eurobert")
 
 
