@@ -52,23 +52,28 @@ def _env(temporary_dir: Path | None = None) -> dict:
     return env
 
 
-def start(
-    args: list, indices_dir: Path | None = None, temporary_dir: Path | None = None
-) -> subprocess.Popen:
-    """`bertfit train ARGS`; with `indices_dir`, it records there the example indices its input
-    pipelines feed (`tests/distributed/record_indices.py`); `temporary_dir` is its TMPDIR."""
-    command = [sys.executable, "-m", "bertfit.cli"]
-    if indices_dir is not None:
-        indices_dir.mkdir(parents=True, exist_ok=True)
-        command = [sys.executable, "-m", "tests.distributed.record_indices", str(indices_dir)]
+def python_module(module_args: list, temporary_dir: Path | None = None) -> subprocess.Popen:
+    """`python -m MODULE ARGS...` from the repository, its output kept for `finish`."""
     return subprocess.Popen(
-        [*command, "train", *args],
+        [sys.executable, "-m", *module_args],
         cwd=ROOT,
         env=_env(temporary_dir),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
+
+
+def start(
+    args: list, indices_dir: Path | None = None, temporary_dir: Path | None = None
+) -> subprocess.Popen:
+    """`bertfit train ARGS`; with `indices_dir`, it records there the example indices its input
+    pipelines feed (`tests/distributed/record_indices.py`); `temporary_dir` is its TMPDIR."""
+    module = ["bertfit.cli"]
+    if indices_dir is not None:
+        indices_dir.mkdir(parents=True, exist_ok=True)
+        module = ["tests.distributed.record_indices", str(indices_dir)]
+    return python_module([*module, "train", *args], temporary_dir)
 
 
 def finish(process: subprocess.Popen, timeout: float = TIMEOUT) -> dict:
@@ -89,11 +94,7 @@ def train(args: list, indices_dir: Path | None = None) -> dict:
 def train_eagerly(runs: list[list]) -> None:
     """`bertfit train` with each list of `runs`, one after another in one subprocess, every
     `tf.function` run eagerly (`tests/distributed/eager_runs.py`)."""
-    command = [sys.executable, "-m", "tests.distributed.eager_runs", json.dumps(runs)]
-    process = subprocess.Popen(
-        command, cwd=ROOT, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    finish(process, timeout=TIMEOUT * len(runs))
+    finish(python_module(["tests.distributed.eager_runs", json.dumps(runs)]), TIMEOUT * len(runs))
 
 
 @contextlib.contextmanager

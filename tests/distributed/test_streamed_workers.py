@@ -6,7 +6,6 @@ from __future__ import annotations
 import collections
 import json
 import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -23,14 +22,8 @@ ROWS = 61
 
 def _start(args: list, indices_dir) -> subprocess.Popen:
     indices_dir.mkdir(parents=True)
-    command = [sys.executable, "-m", "tests.distributed.record_streamed", str(indices_dir)]
-    return subprocess.Popen(
-        [*command, "train", *args],
-        cwd=cluster.ROOT,
-        env=cluster._env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    return cluster.python_module(
+        ["tests.distributed.record_streamed", str(indices_dir), "train", *args]
     )
 
 
