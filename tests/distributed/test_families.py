@@ -101,13 +101,17 @@ def test_bert_trains_over_replicas_checks_evaluates_exports_and_serves(tmp_path,
 
 
 # The other families take two steps over two replicas and two on one device (the second step
-# runs on each replica's copy of the first's update), all in one process a half, eagerly (a
-# TensorFlow start and a traced replicated step would cost ~25 s a family): the same step code as
-# BERT's traced run above, on each family's layers and variables.
-@pytest.mark.parametrize("families", [OTHERS[::2], OTHERS[1::2]], ids=["first", "second"])
-def test_two_steps_over_two_replicas_equal_two_on_one_device(families, tmp_path):
+# runs on each replica's copy of the first's update), all in one process, eagerly (a TensorFlow
+# start and a traced replicated step would cost ~25 s a family): the same step code as BERT's
+# traced run above, on each family's layers and variables. XLM-RoBERTa's are RoBERTa's
+# (bertfit/checkpoints/families/roberta.py: only the tokenizer differs, and it checks and
+# exports above).
+REPLICATED = [family for family in OTHERS if family != "xlm-roberta"]
+
+
+def test_two_steps_over_two_replicas_equal_two_on_one_device(tmp_path):
     runs, args = {}, []
-    for family in families:
+    for family in REPLICATED:
         model, data = family_data(family, tmp_path)
         runs[family] = tmp_path / f"{family}-one", tmp_path / f"{family}-two"
         for run, strategy in zip(runs[family], ("default", "mirrored"), strict=True):
