@@ -1,8 +1,11 @@
 """MirroredStrategy over logical CPU devices trains exactly like one device (same global batch)."""
 
+import functools
+
 import numpy as np
 import pytest
 
+from bertfit.cli import main
 from tests.distributed import cluster
 
 pytestmark = pytest.mark.distributed
@@ -37,15 +40,11 @@ def test_mirrored_matches_one_device_for_multi_label_and_regression(
         if task == "multi-label"
         else write_csv(tmp_path / "scores.csv", scored_rows(90, 5))
     )
-    runs = {}
-    for name, strategy in (
-        ("one", ["--strategy", "default"]),
-        ("two", ["--strategy", "mirrored", "--cpu-replicas", "2"]),
-    ):
-        runs[name] = tmp_path / name
-        cluster.train(
-            cluster.train_args(trainable_hf_dir, str(data), runs[name], "--task", task, *strategy)
-        )
+    runs = {name: tmp_path / name for name in ("one", "two")}
+    args = functools.partial(cluster.train_args, trainable_hf_dir, str(data), task=task)
+    # one device in this process; the replicas' logical devices exist before TensorFlow starts
+    assert main(["train", *args(runs["one"], "--strategy", "default")]) == 0
+    cluster.train(args(runs["two"], "--strategy", "mirrored", "--cpu-replicas", "2"))
     losses = cluster.step_losses(runs["two"])
     assert len(losses) == 12  # 90 rows in batches of 8: the last one padded, nothing dropped
     np.testing.assert_allclose(losses, cluster.step_losses(runs["one"]), rtol=1e-4)
