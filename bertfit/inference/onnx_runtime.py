@@ -36,6 +36,7 @@ from bertfit.inference.texts import (
     LENGTHS_CHUNK,
     TextClassifier,
     checked_batch_size,
+    length_groups,
 )
 
 METADATA_NAME = "bertfit.json"  # beside model.onnx, as bertfit.export.portable writes it
@@ -104,9 +105,13 @@ class OnnxClassifier(TextClassifier):
     def classify_batch(
         self, texts: Sequence[str], text_pairs: Sequence[str] | None = None
     ) -> dict[str, np.ndarray]:
-        """As `Classifier.classify_batch`: one model call, rows in the order given."""
+        """As `Classifier.classify_batch`: rows in the order given, from a model call per run of
+        texts of similar lengths (`length_groups`: a served batch mixes short and long texts)."""
         ids, type_ids = self._encode(self._rows(texts, text_pairs))
-        return numpy_task_outputs(self.task, self._run(ids, type_ids) if ids else self._empty())
+        meaning = np.empty((len(ids), *self._empty().shape[1:]), np.float32)
+        for group in length_groups([len(row) for row in ids]):
+            meaning[group] = self._run([ids[i] for i in group], [type_ids[i] for i in group])
+        return numpy_task_outputs(self.task, meaning)
 
     def _encode(self, rows: list) -> tuple[list[np.ndarray], list[np.ndarray]]:
         """Each row's token ids and type ids (special tokens in, truncated to the run's
