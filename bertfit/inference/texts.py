@@ -62,6 +62,25 @@ def length_groups(lengths: Sequence[int], call_tokens: int = CALL_TOKENS) -> lis
     return groups[::-1]
 
 
+def length_lanes(lengths: Sequence[int], lanes: int) -> list[list[np.ndarray]]:
+    """The rows of one batch for `lanes` model calls at once: row indices sorted by length, cut
+    into `lanes` runs of about as many tokens (the shortest rows in the first), each run as its
+    `length_groups`, one call after another. No empty lanes.
+
+    >>> [[g.tolist() for g in lane] for lane in length_lanes([10] * 6 + [40, 40], lanes=2)]
+    [[[0, 1, 2, 3, 4, 5]], [[6, 7]]]
+    >>> [[g.tolist() for g in lane] for lane in length_lanes([30, 5, 31, 6], lanes=1)]
+    [[[1, 3], [0, 2]]]
+    """
+    lengths = np.asarray(lengths, np.int64)
+    order = np.argsort(lengths, kind="stable")
+    tokens = np.cumsum(lengths[order])
+    total = tokens[-1] if len(tokens) else 0
+    cuts = np.searchsorted(tokens, [total * k / lanes for k in range(1, lanes)], side="right")
+    runs = [run for run in np.split(order, cuts) if len(run)]
+    return [[run[group] for group in length_groups(lengths[run])] for run in runs]
+
+
 def text_list(values, name: str) -> list:
     """`values` as a list of texts (str, or UTF-8 bytes), or an `InputFormatError` that says
     which item is not one."""
