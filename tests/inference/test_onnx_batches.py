@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import threading
 
-import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper
