@@ -121,8 +121,8 @@ class OnnxClassifier(TextClassifier):
         self, texts: Sequence[str], text_pairs: Sequence[str] | None = None
     ) -> dict[str, np.ndarray]:
         """As `Classifier.classify_batch`: rows in the order given, from a model call per run of
-        texts of similar lengths (`length_groups`: a served batch mixes short and long texts),
-        `calls` of them at once."""
+        texts of similar lengths (a served batch mixes short and long texts), `calls` of them
+        at once (`bertfit.inference.texts.length_lanes`)."""
         ids, type_ids = self._encode(self._rows(texts, text_pairs))
         lanes = length_lanes([len(row) for row in ids], self.calls)
 
@@ -223,7 +223,7 @@ def _read_metadata(folder: Path) -> dict:
 
 def load_onnx_classifier(path: str | Path, **kwargs) -> OnnxClassifier:
     """The classifier of an ONNX export: its folder of versions (the newest is used) or one
-    version's folder. `**kwargs`: `batch_size`, `threads`."""
+    version's folder. `**kwargs`: `batch_size`, `threads`, `calls`."""
     return OnnxClassifier(onnx_version_dir(Path(path)), **kwargs)
 
 
