@@ -21,6 +21,7 @@ model its `predicted` and `labels`, computed from the probabilities as the graph
 
 from __future__ import annotations
 
+import concurrent.futures
 import importlib
 import json
 from collections.abc import Sequence
@@ -36,6 +37,7 @@ from bertfit.inference.texts import (
     LENGTHS_CHUNK,
     TextClassifier,
     checked_batch_size,
+    length_lanes,
 )
 
 METADATA_NAME = "bertfit.json"  # beside model.onnx, as bertfit.export.portable writes it
@@ -50,9 +52,17 @@ class OnnxClassifier(TextClassifier):
         folder: one version's folder of a `bertfit export --format onnx`.
         batch_size: texts per call of the model, at least 1.
         threads: ONNX Runtime's intra-op threads (None: its default, one per physical core).
+        calls: model calls `classify_batch` runs at once (`length_lanes`), each on
+            `threads` threads.
     """
 
-    def __init__(self, folder: Path, batch_size: int = BATCH_SIZE, threads: int | None = None):
+    def __init__(
+        self,
+        folder: Path,
+        batch_size: int = BATCH_SIZE,
+        threads: int | None = None,
+        calls: int = 1,
+    ):
         ort = _require("onnxruntime")
         tokenizers = _require("tokenizers")
         self.folder = folder
@@ -77,6 +87,12 @@ class OnnxClassifier(TextClassifier):
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self.session = ort.InferenceSession(
             str(folder / MODEL_NAME), options, providers=["CPUExecutionProvider"]
+        )
+        self.calls = calls
+        self._callers = (  # ONNX Runtime's run releases the GIL: the calls share no lock
+            concurrent.futures.ThreadPoolExecutor(calls, thread_name_prefix="onnx")
+            if calls > 1
+            else None
         )
 
     def outputs(
@@ -104,9 +120,21 @@ class OnnxClassifier(TextClassifier):
     def classify_batch(
         self, texts: Sequence[str], text_pairs: Sequence[str] | None = None
     ) -> dict[str, np.ndarray]:
-        """As `Classifier.classify_batch`: one model call, rows in the order given."""
+        """As `Classifier.classify_batch`: rows in the order given, from a model call per run of
+        texts of similar lengths (a served batch mixes short and long texts), `calls` of them
+        at once (`bertfit.inference.texts.length_lanes`)."""
         ids, type_ids = self._encode(self._rows(texts, text_pairs))
-        return numpy_task_outputs(self.task, self._run(ids, type_ids) if ids else self._empty())
+        lanes = length_lanes([len(row) for row in ids], self.calls)
+
+        def run(groups: list[np.ndarray]) -> list[np.ndarray]:
+            return [self._run([ids[i] for i in g], [type_ids[i] for i in g]) for g in groups]
+
+        results = map(run, lanes) if self._callers is None else self._callers.map(run, lanes)
+        meaning = np.empty((len(ids), *self._empty().shape[1:]), np.float32)
+        for groups, lane_results in zip(lanes, results, strict=True):
+            for group, result in zip(groups, lane_results, strict=True):
+                meaning[group] = result
+        return numpy_task_outputs(self.task, meaning)
 
     def _encode(self, rows: list) -> tuple[list[np.ndarray], list[np.ndarray]]:
         """Each row's token ids and type ids (special tokens in, truncated to the run's
@@ -195,7 +223,7 @@ def _read_metadata(folder: Path) -> dict:
 
 def load_onnx_classifier(path: str | Path, **kwargs) -> OnnxClassifier:
     """The classifier of an ONNX export: its folder of versions (the newest is used) or one
-    version's folder. `**kwargs`: `batch_size`, `threads`."""
+    version's folder. `**kwargs`: `batch_size`, `threads`, `calls`."""
     return OnnxClassifier(onnx_version_dir(Path(path)), **kwargs)
 
 

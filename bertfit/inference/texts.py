@@ -16,6 +16,9 @@ from bertfit.inference.outputs import prediction_rows
 
 BATCH_SIZE = 64  # texts per model call
 LENGTHS_CHUNK = 1024  # texts per call when counting tokens (bounds its memory)
+# What one more model call costs, in padded tokens: MiniLM-L6 in ONNX Runtime takes ~3 ms a
+# call besides ~0.34 ms a token on one core (a larger encoder: fewer tokens' worth).
+CALL_TOKENS = 8
 
 
 def checked_batch_size(batch_size) -> int:
@@ -28,6 +31,54 @@ def checked_batch_size(batch_size) -> int:
             f"leave it out for the default {BATCH_SIZE}."
         )
     return int(batch_size)
+
+
+def length_groups(lengths: Sequence[int], call_tokens: int = CALL_TOKENS) -> list[np.ndarray]:
+    """The rows of one batch as model calls of similar lengths: row indices sorted by length
+    (ties in their order), cut into runs so that padding each run to its longest row and
+    `call_tokens` a run cost the fewest tokens in all (exactly: a shortest path over the cuts).
+
+    A served batch holds whatever texts arrived together; padded as one call, 16 snippets of
+    Rotten Tomatoes fill 1.8 times the tokens they have.
+
+    >>> [g.tolist() for g in length_groups([30, 5, 31, 6], call_tokens=8)]
+    [[1, 3], [0, 2]]
+    >>> [g.tolist() for g in length_groups([30, 5, 31, 6], call_tokens=100)]
+    [[1, 3, 0, 2]]
+    """
+    order = np.argsort(np.asarray(lengths, np.int64), kind="stable")
+    widths = np.asarray(lengths, np.int64)[order]
+    cost = np.zeros(len(order) + 1)  # cost[end]: the best cuts of the first `end` rows
+    cut = np.zeros(len(order) + 1, np.int64)  # where the last run of those begins
+    for end in range(1, len(order) + 1):
+        starts = np.arange(end)
+        totals = cost[:end] + call_tokens + (end - starts) * widths[end - 1]
+        cut[end] = np.argmin(totals)
+        cost[end] = totals[cut[end]]
+    groups, end = [], len(order)
+    while end:
+        groups.append(order[cut[end] : end])
+        end = cut[end]
+    return groups[::-1]
+
+
+def length_lanes(lengths: Sequence[int], lanes: int) -> list[list[np.ndarray]]:
+    """The rows of one batch for `lanes` model calls at once: row indices sorted by length, cut
+    into `lanes` runs of about as many tokens (the shortest rows in the first), each run as its
+    `length_groups`, one call after another. No empty lanes.
+
+    >>> [[g.tolist() for g in lane] for lane in length_lanes([10] * 6 + [40, 40], lanes=2)]
+    [[[0, 1, 2, 3, 4, 5]], [[6, 7]]]
+    >>> [[g.tolist() for g in lane] for lane in length_lanes([30, 5, 31, 6], lanes=1)]
+    [[[1, 3], [0, 2]]]
+    """
+    lengths = np.asarray(lengths, np.int64)
+    order = np.argsort(lengths, kind="stable")
+    tokens = np.cumsum(lengths[order])
+    total = tokens[-1] if len(tokens) else 0
+    cuts = np.searchsorted(tokens, [total * k / lanes for k in range(1, lanes)], side="right")
+    runs = [run for run in np.split(order, cuts) if len(run)]
+    return [[run[group] for group in length_groups(lengths[run])] for run in runs]
 
 
 def text_list(values, name: str) -> list:

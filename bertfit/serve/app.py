@@ -32,6 +32,7 @@ import errno
 import functools
 import json
 import math
+import os
 import re
 import socket
 import time
@@ -533,13 +534,22 @@ def _load_versions(
         if engine_export is not None:
             from bertfit.inference.onnx_runtime import load_onnx_classifier
 
-            texts_engine = load_onnx_classifier(engine_export)
+            # One thread a call, a call per core: a call on two threads spins its caller while
+            # the other waits for a core the event loop holds (a quarter of the server's
+            # samples in ONNX Runtime's spin loop under bench/serve's 16 clients); calls of
+            # their own never wait for each other.
+            texts_engine = load_onnx_classifier(engine_export, threads=1, calls=_cores())
         for served in served_versions(path, max_batch, max_wait, texts_engine=texts_engine):
             _warm_up(served)
             core.add(served)
     check_version_labels(options.version_labels, list(core.versions))
     core.version_labels = dict(options.version_labels)
     return base
+
+
+def _cores() -> int:
+    """The cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
 
 
 class DrainingServer(uvicorn.Server):
