@@ -15,6 +15,7 @@ bertfit calls through this seam, never by the backend's name:
   (no strategy) the tokenizer and the batches on the host in NumPy (`data/host_input.py`);
 - `trainer`: the `RunTrainer` that owns the model, the optimizer and the compiled steps;
 - `devices`: the devices those steps run on, as `bertfit doctor` reports them.
+- `seed`: the run's random streams (TensorFlow's only where the run uses TensorFlow).
 
 TensorFlow (`TensorFlowBackend`): `tf.distribute` strategies, the replica step compiled by XLA
 where it pays (`training/loop.py`). JAX (`JaxBackend`): one `jax.jit` step, data parallel over
@@ -152,6 +153,10 @@ class Backend(Protocol):
         """`--few-shot`'s stage 1 step over `variables` of the trainer's model, `steps` of
         them with `config`'s AdamW (`few_shot.PairStep`)."""
 
+    def seed(self, seed: int) -> None:
+        """Seeds every random stream the run draws from: Python's, NumPy's, Keras' (and
+        TensorFlow's where the run uses it)."""
+
 
 class TensorFlowBackend:
     """Keras on TensorFlow: any `tf.distribute` strategy, XLA where it pays."""
@@ -237,6 +242,11 @@ class TensorFlowBackend:
         from bertfit.training.few_shot import TensorFlowPairStep
 
         return TensorFlowPairStep(trainer, variables, config, steps)
+
+    def seed(self, seed):
+        import keras
+
+        keras.utils.set_random_seed(seed)
 
 
 class JaxBackend:
@@ -348,6 +358,21 @@ class JaxBackend:
         from bertfit.training.few_shot import JaxPairStep
 
         return JaxPairStep(trainer, variables, config, steps)
+
+    def seed(self, seed):
+        # keras.utils.set_random_seed less TensorFlow's seed, which Keras sets whenever
+        # TensorFlow is installed, importing it: a JAX run draws nothing from TensorFlow (it is
+        # the same run where TensorFlow is not installed), and its start would cost ~3 s.
+        import random
+
+        from keras.src.backend.common import global_state
+        from keras.src.random.seed_generator import GLOBAL_SEED_GENERATOR
+        from keras.src.utils.rng_utils import GLOBAL_RANDOM_SEED
+
+        global_state.set_global_attribute(GLOBAL_RANDOM_SEED, seed)
+        global_state.set_global_attribute(GLOBAL_SEED_GENERATOR, None)
+        random.seed(seed)
+        np.random.seed(seed)
 
 
 BACKENDS: dict[str, Backend] = {b.name: b for b in (TensorFlowBackend(), JaxBackend())}

@@ -352,7 +352,7 @@ def assemble(
         total_steps = t.max_steps  # the schedule spans --max-steps (training/run_length.py)
     if total_steps is None:
         total_steps = len(train.plan(batching, shuffle=False)) * t.epochs
-    keras.utils.set_random_seed(t.seed)
+    backend.seed(t.seed)
     trainer = make_trainer(
         checkpoint, task, config, strategy, total_steps, xla, head_bias(config, task, train)
     )

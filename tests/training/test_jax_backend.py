@@ -14,6 +14,7 @@ import dataclasses
 import json
 import os
 import platform
+import re
 from pathlib import Path
 
 import numpy as np
@@ -239,7 +240,9 @@ def test_a_killed_data_parallel_jax_run_resumes_from_the_cache_to_exactly_the_fi
 ):
     """The first run compiled each bucket's steps into bertfit's cache (JAX's persistent
     compilation cache under `$BERTFIT_CACHE`); the same run again, killed and resumed in new
-    processes, finds every one there (it adds no entry) and ends exactly as the first."""
+    processes, finds every one there (it adds no entry) and ends exactly as the first. The
+    resumed process never imports TensorFlow, though it is installed (its start is ~3 s a JAX
+    run does not use)."""
     args, plain, _ = jax_run
     compiled = sorted(p.name for p in (_cache_of(plain) / COMPILATION_CACHE).iterdir())
     killed = tmp_path / "killed"
@@ -249,9 +252,12 @@ def test_a_killed_data_parallel_jax_run_resumes_from_the_cache_to_exactly_the_fi
     _two_devices(monkeypatch)
     _cache_in(monkeypatch, _cache_of(plain))
     run_killed(run_args, ("steps", 5))  # mid-epoch 1, after the checkpoint at step 3
+    monkeypatch.setenv("PYTHONPROFILEIMPORTTIME", "1")  # each import, one line on stderr
     code, err = run_train(run_args)
     assert code == 0, err
     assert "resuming the unfinished run" in err
+    assert re.search(r"\| +keras$", err, re.M)
+    assert not re.search(r"\| +tensorflow(\.\S+)?$", err, re.M)
 
     assert len(compiled) >= 4  # a train and a predict step per bucket (8, 16)
     assert sorted(p.name for p in (_cache_of(plain) / COMPILATION_CACHE).iterdir()) == compiled
