@@ -82,13 +82,13 @@ def test_classifier_exports_a_serving_savedmodel_with_int32_ids(tmp_path):
 
 
 @pytest.mark.distributed
-def test_functional_fit_with_jit_under_mirrored_equals_one_device(trainable_hf_dir, tmp_path):
+def test_functional_fit_with_jit_under_mirrored_equals_one_device(one_layer_hf_dir, tmp_path):
     """tests/distributed/keras_fit.py: compile(jit_compile=True), fit, evaluate and predict on
     a plain tf.data pipeline of raw strings, once on one CPU and then over two replicas, in one
     process of its own (its CPUs are split before TensorFlow starts)."""
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": str(ROOT)}
     done = subprocess.run(
-        [sys.executable, "-m", "tests.distributed.keras_fit", trainable_hf_dir, tmp_path, "1", "2"],
+        [sys.executable, "-m", "tests.distributed.keras_fit", one_layer_hf_dir, tmp_path, "1", "2"],
         cwd=ROOT,
         env=env,
         capture_output=True,
