@@ -30,12 +30,12 @@ def run_python(code: str, tmp_path: Path, timeout: int = 600, **extra_env: str) 
     return done.stdout
 
 
-def test_the_multi_label_training_loop_runs_over_two_replicas(tmp_path, trainable_hf_dir):
+def test_the_multi_label_training_loop_runs_over_two_replicas(tmp_path, one_layer_hf_dir):
     write_jsonl(tmp_path / "tags.jsonl", tagged_rows(96, seed=4))
     code = doc_block("bertfit.make_dataset(")
     code = re.sub(
         r"MODEL, DATA, EPOCHS = .*",
-        f'MODEL, DATA, EPOCHS = "{trainable_hf_dir}", "tags.jsonl", 3',
+        f'MODEL, DATA, EPOCHS = "{one_layer_hf_dir}", "tags.jsonl", 3',
         code,
     )
     code = code.replace("learning_rate=5e-5", "learning_rate=5e-3")
@@ -51,11 +51,11 @@ def test_the_multi_label_training_loop_runs_over_two_replicas(tmp_path, trainabl
 
 
 def test_the_keras_fit_example_runs_under_two_replicas_and_saves_a_keras_file(
-    tmp_path, trainable_hf_dir
+    tmp_path, one_layer_hf_dir
 ):
     code = doc_block("bertfit.BertPreprocessor.from_checkpoint(")
     assert len(code.strip().splitlines()) <= 20
-    code = code.replace('"minilm-l6"', f'"{trainable_hf_dir}"').replace("5e-5", "3e-3")
+    code = code.replace('"minilm-l6"', f'"{one_layer_hf_dir}"').replace("5e-5", "3e-3")
     two_cpus = (
         "from bertfit.training.strategy import configure_cpu_replicas\nconfigure_cpu_replicas(2)\n"
     )
@@ -70,10 +70,10 @@ def test_the_keras_fit_example_runs_under_two_replicas_and_saves_a_keras_file(
     assert "replicas 2" in out
 
 
-def test_the_tf_hub_example_runs_on_bertfits_tf_hub_export(tmp_path, trainable_hf_dir):
+def test_the_tf_hub_example_runs_on_bertfits_tf_hub_export(tmp_path, one_layer_hf_dir):
     from bertfit.cli import main
 
-    assert main(["convert", str(trainable_hf_dir), str(tmp_path / "hub"), "--to", "tf-hub"]) == 0
+    assert main(["convert", str(one_layer_hf_dir), str(tmp_path / "hub"), "--to", "tf-hub"]) == 0
     code = doc_block("hub.KerasLayer(")
     encoder, preprocessing = (tmp_path / "hub" / "encoder", tmp_path / "hub" / "preprocess")
     code = re.sub(r'"https://tfhub.dev/[^"]*preprocess[^"]*"', f'"{preprocessing}"', code)
@@ -88,12 +88,12 @@ def test_the_tf_hub_example_runs_on_bertfits_tf_hub_export(tmp_path, trainable_h
 
 
 def test_the_readmes_python_example_checks_trains_evaluates_and_predicts(
-    tmp_path, trainable_hf_dir
+    tmp_path, one_layer_hf_dir
 ):
     (code,) = [b.text for b in code_blocks(ROOT / "README.md") if b.lang == "python"]
     for name, seed in (("train", 0), ("dev", 1), ("test", 2)):
         write_csv(tmp_path / f"{name}.csv", sentiment_rows(32, seed=seed))
-    code = code.replace('"minilm-l6"', f'"{trainable_hf_dir}"').replace(
+    code = code.replace('"minilm-l6"', f'"{one_layer_hf_dir}"').replace(
         "max_seq_length=64", "max_seq_length=16"
     )
     code = code.replace("batch_size=32, epochs=3", "batch_size=8, epochs=1")

@@ -7,7 +7,6 @@ exports on a machine with TensorFlow (this process) to the predictions it gave o
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import signal
@@ -19,7 +18,7 @@ import numpy as np
 import pytest
 
 from bertfit.jax_devices import ONEDNN_SWITCH
-from tests.tiny import TINY_CONFIG, sentiment_rows, write_csv, write_tiny_hf
+from tests.tiny import sentiment_rows, write_csv
 from tests.training.kill import steps_of
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,21 +43,10 @@ def without_tensorflow(stage: str, *paths) -> subprocess.CompletedProcess:
     )
 
 
-@pytest.fixture
-def one_layer_bert(tmp_path):
-    """A tiny BERT of one layer, with BERT's own initialisation: each JAX step compiles in
-    two thirds of the two-layer `trainable_hf_dir`'s time."""
-    import keras
-
-    keras.utils.set_random_seed(0)
-    path = tmp_path / "model"
-    path.mkdir()
-    write_tiny_hf(path, dataclasses.replace(TINY_CONFIG, num_hidden_layers=1), trainable=True)
-    return path
-
-
 @pytest.mark.slow  # two JAX processes that compile, and an export: 30 s
-def test_jax_commands_run_without_tensorflow_and_the_run_exports_with_it(one_layer_bert, tmp_path):
+def test_jax_commands_run_without_tensorflow_and_the_run_exports_with_it(
+    one_layer_hf_dir, tmp_path
+):
     from bertfit.export.serving import export_classifier
     from bertfit.inference.predictor import Classifier, load_classifier
     from bertfit.inference.run import predict
@@ -66,7 +54,7 @@ def test_jax_commands_run_without_tensorflow_and_the_run_exports_with_it(one_lay
     train = write_csv(tmp_path / "train.csv", sentiment_rows(128, seed=21))
     dev = write_csv(tmp_path / "dev.csv", sentiment_rows(24, seed=22))
     run = tmp_path / "run"
-    paths = (one_layer_bert, train, dev, run)
+    paths = (one_layer_hf_dir, train, dev, run)
 
     killed = without_tensorflow("killed", *paths)
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]

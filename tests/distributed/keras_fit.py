@@ -2,8 +2,10 @@
 the tokenizer in a plain `tf.data` pipeline, `compile(jit_compile=True)` + `fit` + `evaluate`
 + `predict`, under a strategy. Writes the final weights and history to OUT as .npz/.json.
 
-Usage: python -m tests.distributed.keras_fit MODEL_DIR OUT REPLICAS
+Usage: python -m tests.distributed.keras_fit MODEL_DIR OUT REPLICAS [REPLICAS ...]
 (REPLICAS 1: the default strategy on one CPU; N > 1: MirroredStrategy over N logical CPUs.)
+Several counts train one after the other in this process, each its own model from the same seed:
+list the one-device run first, so that a failed collective can only fail the run it is in.
 """
 
 from __future__ import annotations
@@ -16,10 +18,10 @@ import numpy as np
 import tensorflow as tf
 
 cpu = tf.config.list_physical_devices("CPU")[0]
-REPLICAS = int(sys.argv[3])
-if REPLICAS > 1:
+REPLICA_COUNTS = [int(n) for n in sys.argv[3:]]
+if max(REPLICA_COUNTS) > 1:
     tf.config.set_logical_device_configuration(
-        cpu, [tf.config.LogicalDeviceConfiguration()] * REPLICAS
+        cpu, [tf.config.LogicalDeviceConfiguration()] * max(REPLICA_COUNTS)
     )
 
 import keras  # noqa: E402
@@ -49,12 +51,12 @@ def build(model_dir: str) -> keras.Model:
     return bertfit.ReplicaJitModel(inputs, logits)
 
 
-def main(model_dir: str, out: Path) -> None:
+def main(model_dir: str, out: Path, replicas: int) -> None:
     keras.utils.set_random_seed(0)
     _, tokenizer = bertfit.load_encoder(model_dir)
     strategy = (
-        tf.distribute.MirroredStrategy([f"/cpu:{i}" for i in range(REPLICAS)])
-        if REPLICAS > 1
+        tf.distribute.MirroredStrategy([f"/cpu:{i}" for i in range(replicas)])
+        if replicas > 1
         else tf.distribute.get_strategy()
     )
     train = dataset(tokenizer, sentiment_rows(64, seed=3), 16)
@@ -70,8 +72,8 @@ def main(model_dir: str, out: Path) -> None:
     history = model.fit(train, epochs=3, verbose=0)
     evaluation = model.evaluate(held_out, verbose=0, return_dict=True)
     predictions = model.predict(held_out, verbose=0)
-    np.savez(out / f"weights-{REPLICAS}.npz", *[w.numpy() for w in model.weights])
-    (out / f"result-{REPLICAS}.json").write_text(
+    np.savez(out / f"weights-{replicas}.npz", *[w.numpy() for w in model.weights])
+    (out / f"result-{replicas}.json").write_text(
         json.dumps(
             {
                 "loss": [float(v) for v in history.history["loss"]],
@@ -84,4 +86,5 @@ def main(model_dir: str, out: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], Path(sys.argv[2]))
+    for count in REPLICA_COUNTS:
+        main(sys.argv[1], Path(sys.argv[2]), count)

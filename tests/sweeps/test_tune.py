@@ -35,11 +35,11 @@ def _files(run: Path) -> dict[str, int]:
 
 
 @pytest.mark.slow  # two processes' TensorFlow start and four tiny runs: ~40 s on 2 cores
-def test_a_killed_sweep_resumes_without_rerunning_finished_trials(tmp_path, trainable_hf_dir):
+def test_a_killed_sweep_resumes_without_rerunning_finished_trials(tmp_path, one_layer_hf_dir):
     train, evaluation = _data(tmp_path)
     sweep = tmp_path / "sweep"
     args = train_args(
-        trainable_hf_dir, train, sweep, "--learning-rate", "1e-3,5e-3", "--batch-size", "8,16",
+        one_layer_hf_dir, train, sweep, "--learning-rate", "1e-3,5e-3", "--batch-size", "8,16",
         command="tune", eval=evaluation, buckets="16", strategy="default",
     )  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -82,13 +82,13 @@ def test_a_killed_sweep_resumes_without_rerunning_finished_trials(tmp_path, trai
 
 
 @pytest.mark.slow  # two tiny runs traced and trained, two classifiers loaded: ~15 s on 2 cores
-def test_two_folds_write_out_of_fold_predictions_for_every_row(tmp_path, trainable_hf_dir):
+def test_two_folds_write_out_of_fold_predictions_for_every_row(tmp_path, one_layer_hf_dir):
     from bertfit.sweeps.report import write_sweep_report
     from bertfit.sweeps.tune import tune
 
     train, _ = _data(tmp_path)
     base = RunConfig(
-        model=ModelConfig(name=str(trainable_hf_dir), max_seq_length=16, dropout=0.0),
+        model=ModelConfig(name=str(one_layer_hf_dir), max_seq_length=16, dropout=0.0),
         data=DataConfig(train=str(train), buckets=[16]),
         train=TrainConfig(batch_size=8, epochs=1, learning_rate=5e-3, seed=0, strategy="default"),
     )
@@ -123,7 +123,7 @@ def test_two_folds_write_out_of_fold_predictions_for_every_row(tmp_path, trainab
 
 @pytest.mark.slow  # two tiny fold runs trained and predicted: ~15 s on 2 cores
 def test_a_folds_predictions_do_not_see_the_labels_of_the_rows_it_holds_out(
-    tmp_path, trainable_hf_dir
+    tmp_path, one_layer_hf_dir
 ):
     """The fold's run chooses its checkpoint and would calibrate on data: only on its own
     training part. Flipping every label of its held-out rows changes their score, and not one
@@ -134,7 +134,7 @@ def test_a_folds_predictions_do_not_see_the_labels_of_the_rows_it_holds_out(
 
     train_file, _ = _data(tmp_path)
     base = RunConfig(
-        model=ModelConfig(name=str(trainable_hf_dir), max_seq_length=16, dropout=0.0),
+        model=ModelConfig(name=str(one_layer_hf_dir), max_seq_length=16, dropout=0.0),
         data=DataConfig(train=str(train_file), buckets=[16]),
         train=TrainConfig(
             batch_size=8,
@@ -188,7 +188,7 @@ def test_chosen_yaml_holds_the_pooling_the_chosen_trials_runs_decided(tmp_path):
 
 @pytest.mark.slow  # a JAX process's four tiny runs and a TensorFlow one's predictions: ~35 s
 def test_a_jax_k_fold_sweep_trains_each_fold_on_jax_and_predicts_its_rows_in_tensorflow(
-    tmp_path, trainable_hf_dir
+    tmp_path, one_layer_hf_dir
 ):
     """`bertfit tune --backend jax` trains its runs in its own process, on Keras' JAX backend;
     the out-of-fold file (what `bertfit audit` reads) is TensorFlow's prediction of each fold
@@ -199,7 +199,7 @@ def test_a_jax_k_fold_sweep_trains_each_fold_on_jax_and_predicts_its_rows_in_ten
     train, _ = _data(tmp_path)
     sweep = tmp_path / "cv"
     args = train_args(
-        trainable_hf_dir, train, sweep, command="tune", folds=2, seeds=1, backend="jax",
+        one_layer_hf_dir, train, sweep, command="tune", folds=2, seeds=1, backend="jax",
         buckets="16", dropout="0.0", learning_rate="5e-3", seed=0, json=True,
     )  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
@@ -279,14 +279,14 @@ def test_tune_refuses_a_sweep_it_could_not_score(tmp_path, capsys):
 
 
 def test_a_lora_rank_the_models_hidden_size_cannot_hold_is_refused_before_the_sweep(
-    tmp_path, trainable_hf_dir, capsys
+    tmp_path, one_layer_hf_dir, capsys
 ):
     """The tiny model's hidden vectors have 32 values: every layer LoRA adapts has 32 as a
     side, so rank 32 is refused from the checkpoint's config, as train would refuse it."""
     train, evaluation = _data(tmp_path)
     sweep = tmp_path / "s"
     args = train_args(
-        trainable_hf_dir, train, sweep, "--learning-rate", "1e-3,2e-3", command="tune",
+        one_layer_hf_dir, train, sweep, "--learning-rate", "1e-3,2e-3", command="tune",
         eval=evaluation, lora_rank=32,
     )  # fmt: skip
     assert main(args) == 2
@@ -297,14 +297,14 @@ def test_a_lora_rank_the_models_hidden_size_cannot_hold_is_refused_before_the_sw
 
 
 def test_a_bad_grid_value_is_refused_before_any_trial_trains_and_the_fix_reuses_the_dir(
-    tmp_path, trainable_hf_dir, capsys
+    tmp_path, one_layer_hf_dir, capsys
 ):
     train, evaluation = _data(tmp_path)
     sweep = tmp_path / "s"
 
     def tune(lengths: str) -> int:
         args = train_args(
-            trainable_hf_dir, train, sweep, "--max-seq-length", lengths, command="tune",
+            one_layer_hf_dir, train, sweep, "--max-seq-length", lengths, command="tune",
             eval=evaluation, buckets=None, strategy="default", epochs=1,
         )  # fmt: skip
         return main(args)

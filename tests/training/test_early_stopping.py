@@ -89,7 +89,7 @@ def _metrics(run: Path) -> dict:
     ],
 )
 def test_early_stopping_stops_after_patience_evaluations_and_keeps_the_best_epoch(
-    tmp_path, trainable_hf_dir, data, monkeypatch, accuracies, min_delta, stopped_after, best_epoch
+    tmp_path, one_layer_hf_dir, data, monkeypatch, accuracies, min_delta, stopped_after, best_epoch
 ):
     script = ScriptedAccuracy(
         {STEPS_PER_EPOCH * (i + 1): value for i, value in enumerate(accuracies)}
@@ -97,7 +97,7 @@ def test_early_stopping_stops_after_patience_evaluations_and_keeps_the_best_epoc
     script.install(monkeypatch)
     run = tmp_path / "run"
     config = _config(
-        trainable_hf_dir,
+        one_layer_hf_dir,
         data,
         run,
         epochs=len(accuracies),
@@ -143,7 +143,7 @@ def _event_steps(run: Path, tag: str) -> list[int]:
 
 @pytest.mark.slow  # trains a tiny model (seconds)
 def test_eval_every_steps_evaluates_at_its_steps_and_keeps_a_mid_epoch_best(
-    tmp_path, trainable_hf_dir, data, monkeypatch
+    tmp_path, one_layer_hf_dir, data, monkeypatch
 ):
     # 4 steps per epoch, every 3 steps: 3, 6 and 9 inside epochs; 12 is epoch 3's own
     values = {3: 0.5, 4: 0.6, 6: 0.9, 8: 0.7, 9: 0.8, 12: 0.85}
@@ -152,7 +152,7 @@ def test_eval_every_steps_evaluates_at_its_steps_and_keeps_a_mid_epoch_best(
     run = tmp_path / "run"
     # with 2 steps per host call the calls end at the evaluation steps too
     config = _config(
-        trainable_hf_dir, data, run, epochs=3, eval_every_steps=3, steps_per_execution=2
+        one_layer_hf_dir, data, run, epochs=3, eval_every_steps=3, steps_per_execution=2
     )
     summary = train(config, quiet=True)
 
@@ -181,13 +181,13 @@ def test_eval_every_steps_evaluates_at_its_steps_and_keeps_a_mid_epoch_best(
 
 @pytest.mark.slow  # trains a tiny model (seconds)
 def test_a_step_evaluation_can_stop_the_run_inside_an_epoch(
-    tmp_path, trainable_hf_dir, data, monkeypatch
+    tmp_path, one_layer_hf_dir, data, monkeypatch
 ):
     # best 0.9 at step 6; 8 (epoch 2's end) and 9 do not beat it: stop at step 9
     ScriptedAccuracy({3: 0.5, 4: 0.6, 6: 0.9, 8: 0.7, 9: 0.8}).install(monkeypatch)
     run = tmp_path / "run"
     config = _config(
-        trainable_hf_dir, data, run, epochs=3, eval_every_steps=3, early_stopping_patience=2
+        one_layer_hf_dir, data, run, epochs=3, eval_every_steps=3, early_stopping_patience=2
     )
     summary = train(config, quiet=True)
 
@@ -215,7 +215,7 @@ def test_a_step_evaluation_can_stop_the_run_inside_an_epoch(
 
 @pytest.mark.slow  # trains a tiny model (seconds)
 def test_stopped_and_resumed_it_evaluates_and_stops_where_an_uninterrupted_run_does(
-    tmp_path, trainable_hf_dir, data, monkeypatch
+    tmp_path, one_layer_hf_dir, data, monkeypatch
 ):
     values = {3: 0.5, 4: 0.6, 6: 0.9, 8: 0.7, 9: 0.8}
 
@@ -235,7 +235,7 @@ def test_stopped_and_resumed_it_evaluates_and_stops_where_an_uninterrupted_run_d
 
         monkeypatch.setattr(run_module, "evaluate_data", evaluate_data)
         config = _config(
-            trainable_hf_dir, data, output, epochs=3, eval_every_steps=3, early_stopping_patience=2
+            one_layer_hf_dir, data, output, epochs=3, eval_every_steps=3, early_stopping_patience=2
         )
         stops = 0
         while True:
@@ -264,13 +264,13 @@ def test_stopped_and_resumed_it_evaluates_and_stops_where_an_uninterrupted_run_d
 
 
 @pytest.mark.slow  # trains a tiny model (seconds)
-def test_a_real_run_stops_early_and_its_best_checkpoint_serves(tmp_path, trainable_hf_dir, data):
+def test_a_real_run_stops_early_and_its_best_checkpoint_serves(tmp_path, one_layer_hf_dir, data):
     # No scripting: a min_delta of 1.0 means no accuracy can count as an improvement after the
     # first evaluation, so patience 2 stops at the third evaluation (global step 6).
     run = tmp_path / "run"
     code = main(
         train_args(
-            trainable_hf_dir,
+            one_layer_hf_dir,
             data[0],
             run,
             eval=data[1],
@@ -299,12 +299,12 @@ def test_a_real_run_stops_early_and_its_best_checkpoint_serves(tmp_path, trainab
 
 @pytest.mark.slow  # a process trains a tiny model and is killed; two runs train in this one
 def test_killed_as_an_evaluation_starts_it_resumes_to_the_same_stop_and_weights(
-    tmp_path, trainable_hf_dir, data, capsys
+    tmp_path, one_layer_hf_dir, data, capsys
 ):
     # Real metrics. min_delta 1.0: after the first evaluation none counts as an improvement,
     # so patience 2 stops at the third: global step 6 (evaluations at 3, 4 = epoch 1's end, 6).
     args = train_args(
-        trainable_hf_dir,
+        one_layer_hf_dir,
         data[0],
         None,
         command=None,
@@ -365,11 +365,11 @@ def _untimed(value, prefix: str = "") -> dict:
     ],
 )
 def test_without_what_it_needs_it_is_refused_by_train_and_check(
-    tmp_path, trainable_hf_dir, data, capsys, flags, words
+    tmp_path, one_layer_hf_dir, data, capsys, flags, words
 ):
     for command in ("check", "train"):
         quiet = True if command == "train" else None  # check has no --quiet
-        args = train_args(trainable_hf_dir, data[0], tmp_path / "run", command=command, quiet=quiet)
+        args = train_args(one_layer_hf_dir, data[0], tmp_path / "run", command=command, quiet=quiet)
         assert main([*args, *flags]) == 2
         err = capsys.readouterr().err
         assert f"bertfit {command}: error: train." in err and words in err, err

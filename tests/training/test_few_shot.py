@@ -20,7 +20,7 @@ from tests.tiny import scored_rows, sentiment_rows, train_args, write_csv
 
 @pytest.mark.slow  # the acceptance test in miniature: 16-20 s on 2 busy cores
 def test_a_few_shot_run_on_16_rows_a_class_exports_what_it_predicts(
-    trainable_hf_dir, tmp_path, capsys
+    one_layer_hf_dir, tmp_path, capsys
 ):
     import tensorflow as tf
 
@@ -29,7 +29,7 @@ def test_a_few_shot_run_on_16_rows_a_class_exports_what_it_predicts(
     train = write_csv(tmp_path / "train.csv", sentiment_rows(32, seed=0))
     evaluation = write_csv(tmp_path / "eval.csv", sentiment_rows(8, seed=1))
     run = tmp_path / "run"
-    args = train_args(trainable_hf_dir, train, run, "--few-shot", "--few-shot-pairs", "1")
+    args = train_args(one_layer_hf_dir, train, run, "--few-shot", "--few-shot-pairs", "1")
     assert main([*args, "--eval", str(evaluation), "--learning-rate", "5e-3"]) == 0
     first_line = capsys.readouterr().err.splitlines()[0]
     assert first_line.startswith("bertfit: few-shot: stage 1 fine-tunes the encoder on 64 pairs")
@@ -47,11 +47,11 @@ def test_a_few_shot_run_on_16_rows_a_class_exports_what_it_predicts(
 
 
 def test_a_regression_is_refused_before_the_run_directory_is_written(
-    trainable_hf_dir, tmp_path, capsys
+    one_layer_hf_dir, tmp_path, capsys
 ):
     train = write_csv(tmp_path / "train.csv", scored_rows(16))
     run = tmp_path / "run"
-    assert main(train_args(trainable_hf_dir, train, run, "--few-shot")) == 2
+    assert main(train_args(one_layer_hf_dir, train, run, "--few-shot")) == 2
     err = capsys.readouterr().err
     assert "--few-shot pairs rows by their labels; a regression has none" in err
     assert "Traceback" not in err and not run.exists()
@@ -81,7 +81,7 @@ def test_train_suggests_it_for_16_rows_a_class_or_fewer():
 
 
 @pytest.mark.slow  # 4-6 s on 2 busy cores: the run's setup, then 4 steps
-def test_stage_1_trains_the_encoder_and_leaves_the_head_alone(trainable_hf_dir, tmp_path):
+def test_stage_1_trains_the_encoder_and_leaves_the_head_alone(one_layer_hf_dir, tmp_path):
     import types
 
     from bertfit.config import ModelConfig
@@ -91,7 +91,7 @@ def test_stage_1_trains_the_encoder_and_leaves_the_head_alone(trainable_hf_dir, 
 
     train = write_csv(tmp_path / "train.csv", sentiment_rows(8, seed=0))
     config = RunConfig(
-        model=ModelConfig(name=str(trainable_hf_dir), max_seq_length=16),
+        model=ModelConfig(name=str(one_layer_hf_dir), max_seq_length=16),
         data=DataConfig(train=str(train)),
         train=TrainConfig(few_shot=True, few_shot_pairs=2, batch_size=8, learning_rate=5e-3),
     )

@@ -191,7 +191,7 @@ def test_attention_pooling_weights_are_saved_and_restored_with_their_optimizer_s
 
 @pytest.mark.slow
 def test_a_killed_attention_pooling_run_resumes_to_the_weights_of_an_uninterrupted_one(
-    trainable_hf_dir, tmp_path, capsys
+    one_layer_hf_dir, tmp_path, capsys
 ):
     from tests.distributed import cluster
     from tests.training.kill import resume_args, run_killed, train_here
@@ -205,7 +205,7 @@ def test_a_killed_attention_pooling_run_resumes_to_the_weights_of_an_uninterrupt
         "eval": str(dev),
         "buckets": None,
     }
-    args = resume_args(trainable_hf_dir, train, **flags)
+    args = resume_args(one_layer_hf_dir, train, **flags)
     plain, killed = tmp_path / "plain", tmp_path / "killed"
     code, err = train_here([*args, "--output-dir", str(plain)], capsys)
     assert code == 0, err

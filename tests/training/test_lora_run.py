@@ -155,11 +155,11 @@ def test_an_int8_base_run_saves_int8_kernels_and_exports_them_dequantized(
 
 @pytest.mark.slow
 @pytest.mark.parametrize("base", ["fp32", "int8"])
-def test_a_lora_run_killed_mid_epoch_resumes_exactly(tmp_path, trainable_hf_dir, base, capsys):
+def test_a_lora_run_killed_mid_epoch_resumes_exactly(tmp_path, one_layer_hf_dir, base, capsys):
     train = write_csv(tmp_path / "train.csv", sentiment_rows(32, seed=11))
     targets = "query,value,output"
     args = resume_args(
-        trainable_hf_dir, train, lora_rank=4, lora_targets=targets, base_precision=base
+        one_layer_hf_dir, train, lora_rank=4, lora_targets=targets, base_precision=base
     )
     plain, killed = tmp_path / "plain", tmp_path / "killed"
     code, err = train_here([*args, "--output-dir", str(plain)], capsys)

@@ -35,19 +35,19 @@ def _args(model, train, dev, output, **flags) -> list[str]:
     return train_args(model, train, output, **{**defaults, **flags, "jit_compile": "false"})
 
 
-def test_max_steps_must_be_positive(trainable_hf_dir, data, tmp_path, capsys):
+def test_max_steps_must_be_positive(one_layer_hf_dir, data, tmp_path, capsys):
     train, dev = data
-    assert main(_args(trainable_hf_dir, train, dev, tmp_path / "run", max_steps=0)) != 0
+    assert main(_args(one_layer_hf_dir, train, dev, tmp_path / "run", max_steps=0)) != 0
     err = capsys.readouterr().err
     assert "train.max_steps (--max-steps) must be at least 1; got 0" in err
     assert "Traceback" not in err
 
 
 @pytest.mark.slow  # ~15 s: a tiny training run in process
-def test_a_run_takes_exactly_max_steps_across_epochs_and_says_so(trainable_hf_dir, data, tmp_path):
+def test_a_run_takes_exactly_max_steps_across_epochs_and_says_so(one_layer_hf_dir, data, tmp_path):
     train, dev = data
     run = tmp_path / "run"
-    assert main(_args(trainable_hf_dir, train, dev, run, warmup_ratio="0.3")) == 0
+    assert main(_args(one_layer_hf_dir, train, dev, run, warmup_ratio="0.3")) == 0
 
     steps = steps_of(run)
     assert [(s["epoch"], s["step"], s["global_step"]) for s in steps] == [
@@ -78,15 +78,15 @@ def test_a_run_takes_exactly_max_steps_across_epochs_and_says_so(trainable_hf_di
 @pytest.mark.slow  # per path: a training process, killed, and two runs in this one
 @pytest.mark.parametrize("path", ["in-memory", "streamed"])
 def test_a_max_steps_run_killed_in_its_cut_epoch_ends_like_an_uninterrupted_one(
-    path, trainable_hf_dir, data, tmp_path, capsys
+    path, one_layer_hf_dir, data, tmp_path, capsys
 ):
     train, dev = data
     if path == "streamed":
         prepared = tmp_path / "prepared"
-        prepare = ["prepare", str(train), str(prepared), "--model", str(trainable_hf_dir)]
+        prepare = ["prepare", str(train), str(prepared), "--model", str(one_layer_hf_dir)]
         assert main([*prepare, "--max-seq-length", "16", "--shards", "2"]) == 0
         train = prepared
-    args = _args(trainable_hf_dir, train, dev, None, command=None, dropout="0.2")
+    args = _args(one_layer_hf_dir, train, dev, None, command=None, dropout="0.2")
     args += ["--save-every-steps", "1", "--json"]
     plain, killed = tmp_path / "plain", tmp_path / "killed"
     code, err = train_here([*args, "--output-dir", str(plain)], capsys)
