@@ -92,6 +92,8 @@ def prepare(
                 [*BERTFIT, "train", "--model", "minilm-l6", "--train", str(train)]
                 + ["--max-train-examples", str(train_examples), "--epochs", "1"]
                 + ["--learning-rate", "1e-4", "--max-seq-length", str(SEQ)]
+                # the peers' BertForSequenceClassification pools [CLS] (minilm-l6's default: mean)
+                + ["--pooling", "cls"]
                 + ["--output-dir", str(work / "run"), "--no-report", "--quiet"]
             )
     for folder, flags in exports.items():
