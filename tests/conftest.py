@@ -52,27 +52,28 @@ def tiny_hf_dir(tmp_path_factory):
     return path, encoder
 
 
-@pytest.fixture(scope="session")
-def trainable_hf_dir(tmp_path_factory):
-    """A tiny BERT with BERT's own initialisation, for training tests."""
+def _trainable_bert(tmp_path_factory, name: str, config=TINY_CONFIG):
+    """A tiny BERT of `config` with BERT's own initialisation, from seed 0, in a folder `name`."""
     import keras
 
     keras.utils.set_random_seed(0)
-    path = tmp_path_factory.mktemp("trainable_hf")
-    write_tiny_hf(path, trainable=True)
+    path = tmp_path_factory.mktemp(name)
+    write_tiny_hf(path, config, trainable=True)
     return path
+
+
+@pytest.fixture(scope="session")
+def trainable_hf_dir(tmp_path_factory):
+    """A tiny BERT with BERT's own initialisation, for training tests."""
+    return _trainable_bert(tmp_path_factory, "trainable_hf")
 
 
 @pytest.fixture(scope="session")
 def one_layer_hf_dir(tmp_path_factory):
     """`trainable_hf_dir`'s BERT with one layer: for tests that compile a whole training step
     (XLA, or a traced Keras step), in about two thirds of the two-layer model's time."""
-    import keras
-
-    keras.utils.set_random_seed(0)
-    path = tmp_path_factory.mktemp("one_layer_hf")
-    write_tiny_hf(path, dataclasses.replace(TINY_CONFIG, num_hidden_layers=1), trainable=True)
-    return path
+    config = dataclasses.replace(TINY_CONFIG, num_hidden_layers=1)
+    return _trainable_bert(tmp_path_factory, "one_layer_hf", config)
 
 
 BUCKETS = [8, 16]
