@@ -46,8 +46,9 @@ def length_groups(lengths: Sequence[int], call_tokens: int = CALL_TOKENS) -> lis
     >>> [g.tolist() for g in length_groups([30, 5, 31, 6], call_tokens=100)]
     [[1, 3, 0, 2]]
     """
-    order = np.argsort(np.asarray(lengths, np.int64), kind="stable")
-    widths = np.asarray(lengths, np.int64)[order]
+    lengths = np.asarray(lengths, np.int64)
+    order = np.argsort(lengths, kind="stable")
+    widths = lengths[order]
     cost = np.zeros(len(order) + 1)  # cost[end]: the best cuts of the first `end` rows
     cut = np.zeros(len(order) + 1, np.int64)  # where the last run of those begins
     for end in range(1, len(order) + 1):

@@ -24,6 +24,8 @@ def width_export(tmp_path_factory):
     folder = tmp_path_factory.mktemp("width-onnx")
     inputs = [helper.make_tensor_value_info(n, TensorProto.INT64, ["n", "w"]) for n in INPUT_NAMES]
     nodes = [
+        helper.make_node("Shape", ["input_mask"], ["rows"], end=1),
+        helper.make_node("Concat", ["rows", "one"], ["column"], axis=0),
         helper.make_node("ReduceSum", ["input_mask", "axis"], ["tokens"], keepdims=1),
         helper.make_node("Shape", ["input_mask"], ["shape"]),
         helper.make_node("Gather", ["shape", "one"], ["width"]),
@@ -35,8 +37,6 @@ def width_export(tmp_path_factory):
         helper.make_tensor("axis", TensorProto.INT64, [1], [1]),
         helper.make_tensor("one", TensorProto.INT64, [1], [1]),
     ]
-    nodes.insert(0, helper.make_node("Shape", ["input_mask"], ["rows"], end=1))
-    nodes.insert(1, helper.make_node("Concat", ["rows", "one"], ["column"], axis=0))
     output = helper.make_tensor_value_info("probabilities", TensorProto.FLOAT, ["n", 2])
     graph = helper.make_graph(nodes, "width", inputs, [output], initializer=constants)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
