@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.common import write_result
+from bertfit.serve.options import ServeOptions
 
 RUNS = Path(__file__).parent / ".runs"
 
@@ -138,6 +139,7 @@ def load_test(
         server.terminate()
         server.wait(timeout=60)
     ms = np.asarray(latencies) * 1000
+    defaults = ServeOptions()
     return {
         "settings": {
             "clients": clients,
@@ -145,8 +147,9 @@ def load_test(
             "texts_per_request": 1,
             "run": str(run),
             "engine": engine,
-            "max_batch": 64,
-            "max_wait_ms": 5.0,
+            "max_batch": defaults.max_batch,  # the server runs with serve's defaults
+            "max_wait_ms": defaults.max_wait * 1000,
+            "batch_threads": defaults.batch_threads,
         },
         "requests": len(latencies),
         "errors": len(errors),

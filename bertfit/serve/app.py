@@ -104,7 +104,13 @@ class ModelServer:
         self.options = options = (options or ServeOptions()).replace(**settings)
         if versions is None:
             versions = [
-                ServedVersion(int(version), classifier, options.max_batch, options.max_wait)
+                ServedVersion(
+                    int(version),
+                    classifier,
+                    options.max_batch,
+                    options.max_wait,
+                    batch_threads=options.batch_threads,
+                )
             ]
         check_version_labels(options.version_labels, [served.version for served in versions])
         self.core = ModelCore(
@@ -401,13 +407,17 @@ def load_version(
     folder: Path,
     max_batch: int = ServeOptions.max_batch,
     max_wait: float = ServeOptions.max_wait,
+    batch_threads: int = ServeOptions.batch_threads,
 ) -> ServedVersion:
     """Version `number` of an export, loaded from `folder` and warmed up (its first call
     traces the graph: not a request's wait)."""
     from bertfit.inference.predictor import Classifier
 
     read_saved_model(folder)  # TensorFlow's NOT_FOUND or DATA_LOSS, as TF Serving reports it
-    served = ServedVersion(number, Classifier.from_export(folder), max_batch, max_wait, folder)
+    batching = {"max_batch": max_batch, "max_wait": max_wait, "batch_threads": batch_threads}
+    served = ServedVersion(
+        number, Classifier.from_export(folder), **batching, saved_model_dir=folder
+    )
     _warm_up(served)
     return served
 
@@ -423,6 +433,7 @@ def served_versions(
     max_wait: float = ServeOptions.max_wait,
     policy: VersionPolicy | None = None,
     texts_engine=None,
+    batch_threads: int = ServeOptions.batch_threads,
 ) -> list[ServedVersion]:
     """The versions to serve from `path`, loaded once: an export's versions that `policy`
     wants (TF Serving's default: the latest), else the one classifier at `path` (a run
@@ -430,19 +441,26 @@ def served_versions(
     `texts_engine` if given (see `ServedVersion`)."""
     from bertfit.inference.predictor import Classifier, export_version_dir, load_classifier
 
+    batching = {"max_batch": max_batch, "max_wait": max_wait, "batch_threads": batch_threads}
     base = None if storage.is_url(path) else export_base(path)
     if base is not None:
         folders = version_folders(base)
         wanted = sorted((policy or VersionPolicy()).aspired(list(folders)))
         return [
-            ServedVersion(n, Classifier.from_export(folders[n]), max_batch, max_wait, folders[n])
+            ServedVersion(
+                n, Classifier.from_export(folders[n]), **batching, saved_model_dir=folders[n]
+            )
             for n in wanted
         ]
     classifier = load_classifier(path)
     exported = "version" in classifier.metadata and isinstance(path, Path)  # (a URL: copied)
     folder = export_version_dir(path) if exported else None
     number = int(classifier.metadata.get("version", 1))
-    return [ServedVersion(number, classifier, max_batch, max_wait, folder, texts_engine)]
+    return [
+        ServedVersion(
+            number, classifier, **batching, saved_model_dir=folder, texts_engine=texts_engine
+        )
+    ]
 
 
 def serve(
@@ -524,10 +542,14 @@ def _load_versions(
     """Loads what `path` serves into `core` (an export BASE: the versions `policy` wants,
     managed from then on; else the one classifier, its text requests answered by the ONNX
     export `engine_export` when given) and its labels; the BASE, or None."""
-    max_batch, max_wait = options.max_batch, options.max_wait
+    batching = {
+        "max_batch": options.max_batch,
+        "max_wait": options.max_wait,
+        "batch_threads": options.batch_threads,
+    }
     base = export_base(path)
     if base is not None:  # polled for new versions while serving
-        load = functools.partial(load_version, max_batch=max_batch, max_wait=max_wait)
+        load = functools.partial(load_version, **batching)
         VersionManager(core, base, policy, load, options.poll_wait).load_initial()
     else:
         texts_engine = None
@@ -539,7 +561,7 @@ def _load_versions(
             # samples in ONNX Runtime's spin loop under bench/serve's 16 clients); calls of
             # their own never wait for each other.
             texts_engine = load_onnx_classifier(engine_export, threads=1, calls=_cores())
-        for served in served_versions(path, max_batch, max_wait, texts_engine=texts_engine):
+        for served in served_versions(path, texts_engine=texts_engine, **batching):
             _warm_up(served)
             core.add(served)
     check_version_labels(options.version_labels, list(core.versions))

@@ -218,6 +218,7 @@ class ServedVersion:
         max_wait: float = ServeOptions.max_wait,
         saved_model_dir: str | Path | None = None,
         texts_engine=None,
+        batch_threads: int = ServeOptions.batch_threads,
     ):
         self.version = version
         self.classifier = classifier
@@ -232,7 +233,7 @@ class ServedVersion:
             INIT_OP_SIGNATURE: INIT_OP_SIGNATURE_DEF,
         }
         self.limits = IdLimits.of_module(classifier.module)
-        self.batcher = DynamicBatcher(self._classify_texts, max_batch, max_wait)
+        self.batcher = DynamicBatcher(self._classify_texts, max_batch, max_wait, batch_threads)
         self.max_text_chars = text_bound(classifier)
 
     def examples_per_call(self, count: int) -> int:

@@ -95,6 +95,13 @@ class ServeOptions:
             scale=1000,
         ),
     )
+    batch_threads: int = dataclasses.field(
+        default=2,
+        metadata=flag(
+            "batches run at once, each in a thread (TF Serving's num_batch_threads): with 2, "
+            "the next batch forms and runs while one runs (default {default})"
+        ),
+    )
     max_request_instances: int = dataclasses.field(
         default=4096,
         metadata=flag(
@@ -231,7 +238,8 @@ class ServeOptions:
                 f"Serving's is {TF_SERVING_GRPC_PORT}), 0 for any free port, or -1 for no gRPC "
                 "server"
             )
-        for name in ("max_batch", "max_request_instances", "max_body_bytes", "max_queued_requests"):
+        at_least_one = ("max_batch", "batch_threads", "max_request_instances", "max_body_bytes")
+        for name in (*at_least_one, "max_queued_requests"):
             value = getattr(self, name)
             if value < 1:
                 yield f"{FLAGS[name].name} must be at least 1, got {value}"

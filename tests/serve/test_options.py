@@ -54,6 +54,7 @@ def test_the_grpc_port_is_tf_servings_or_any_free_one_beside_any_free_rest_port(
     "settings, message",
     [
         ({"max_batch": 0}, "--max-batch must be at least 1, got 0"),
+        ({"batch_threads": 0}, "--batch-threads must be at least 1, got 0"),
         ({"max_body_bytes": 0}, "--max-request-bytes must be at least 1, got 0"),
         ({"max_wait": float("nan")}, "--max-wait-ms must be 0 or more"),
         ({"grpc_port": 70000}, "--grpc-port 70000 is not a TCP port"),
@@ -78,13 +79,18 @@ def test_the_python_api_serves_with_the_same_defaults(pair_classifier):
         defaults.max_batch,
         defaults.max_wait,
     )
+    assert server.batcher.batches_at_once == defaults.batch_threads == 2
     assert server.core.max_request_instances == defaults.max_request_instances
     assert server.core.max_queued_requests == defaults.max_queued_requests
-    changed = ModelServer(classifier, "pair", options=ServeOptions(max_batch=8), max_wait=0.02)
-    assert (changed.model_name, changed.batcher.max_batch, changed.batcher.max_wait) == (
+    changed = ModelServer(
+        classifier, "pair", options=ServeOptions(max_batch=8), max_wait=0.02, batch_threads=1
+    )
+    batcher = changed.batcher
+    assert (changed.model_name, batcher.max_batch, batcher.max_wait, batcher.batches_at_once) == (
         "pair",
         8,
         0.02,
+        1,
     )
     with pytest.raises(ConfigError, match="--max-queued-requests must be at least 1"):
         ModelServer(classifier, max_queued_requests=0)

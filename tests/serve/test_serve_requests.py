@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -219,6 +221,61 @@ def test_a_failed_batch_is_retried_request_by_request():
     assert results[0] == ["A", "B"] and results[2] == ["C"] and results[4] == ["F"]
     assert all(isinstance(results[i], ValueError) for i in (1, 3))
     assert batcher.batches == 1 + len(requests)  # the shared batch, then each request alone
+
+
+def test_rows_that_queued_while_the_model_ran_go_together_when_it_ends():
+    """TF Serving's batch timeout counts from the first row's arrival: rows that arrived while
+    the model ran (longer than max_wait) share the next batch, which does not wait max_wait
+    again once the model is free."""
+    batches = []
+
+    def run_batch(rows):
+        batches.append((time.monotonic(), rows))
+        time.sleep(0.5)
+        return rows
+
+    batcher = DynamicBatcher(run_batch, max_batch=64, max_wait=0.3)
+
+    async def scenario():
+        batcher.start()
+        try:
+            first = asyncio.ensure_future(batcher.submit(["a"]))
+            await asyncio.sleep(0.35)  # "a" runs from 0.3 to 0.8; "b" and "c" wait from 0.35
+            later = await asyncio.gather(batcher.submit(["b"]), batcher.submit(["c"]))
+            assert later == [["b"], ["c"]] and await first == ["a"]
+        finally:
+            await batcher.stop()
+
+    asyncio.run(scenario())
+    (first_started, first_rows), (next_started, next_rows) = batches
+    assert (first_rows, next_rows) == (["a"], ["b", "c"])
+    assert next_started - first_started < 0.65  # 0.5 (the run); waiting again would be 0.8
+
+
+def test_batch_threads_run_that_many_batches_at_once_and_no_more():
+    """TF Serving's num_batch_threads: the next batch starts while one runs, up to the limit."""
+    lock, running, most = threading.Lock(), [0], [0]
+
+    def run_batch(rows):
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        time.sleep(0.2)
+        with lock:
+            running[0] -= 1
+        return rows
+
+    batcher = DynamicBatcher(run_batch, max_batch=1, max_wait=0.0, batches_at_once=2)
+
+    async def scenario():
+        batcher.start()
+        try:
+            return await asyncio.gather(*(batcher.submit([text]) for text in "abcde"))
+        finally:
+            await batcher.stop()
+
+    assert asyncio.run(scenario()) == [[text] for text in "abcde"]
+    assert batcher.batches == 5 and most[0] == 2
 
 
 # The fuzz: Hypothesis draws one seed per round, and a Random with that seed builds the round's
