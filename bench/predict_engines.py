@@ -10,8 +10,9 @@ tensorflow` and `bertfit predict --engine onnx` (the run's kept ONNX export; mad
 the rounds, not timed), and the peers `bench.inference_paths ort-peer-fp32` (transformers'
 `BertForSequenceClassification` exported by torch.onnx and fused by ONNX Runtime's BERT
 optimizer, tokenized by the fast tokenizer, batches of 64 texts of similar length) and `torch-
-peer` (the same model in torch, length-sorted), one pass each. Then `bertfit serve` with each
-engine under `--clients` threads sending one text a request (`bench.serve`). Every process has 2
+peer` (the same model in torch, length-sorted), one pass each. After each round's processes,
+`bertfit serve` with each engine under `--clients` threads sending one text a request
+(`bench.serve`), so serve and predict share the rounds' load. Every process has 2
 threads (the machine's cores); `RAYON_NUM_THREADS=2`. The processes alternate: each round runs
 every command once, in an order rotated by one each round, so a shared machine's load falls on
 all alike; the load average is recorded before each run. Reported per engine: median seconds
@@ -19,7 +20,8 @@ over rounds, user+system CPU seconds, peak RSS, the ratios to the peers (their s
 ours: above 1 is faster than the peer), and the onnx engine's largest probability difference
 from the tensorflow engine's (rows of `bertfit predict`).
 
-Writes bench/results/predict_engines.json for the whole test split (else WORK/engines.json).
+Writes bench/results/predict_engines.json for the whole test split (`--result NAME`: NAME.json;
+else WORK/engines.json).
 """
 
 from __future__ import annotations
@@ -95,8 +97,10 @@ def _env() -> dict:
     return {**os.environ, "RAYON_NUM_THREADS": str(THREADS)}
 
 
-def measure(named: dict[str, list[str]], rounds: int) -> dict[str, list[dict]]:
-    """Every command once a round, the order rotated each round."""
+def measure(
+    named: dict[str, list[str]], rounds: int, after_round=lambda: None
+) -> dict[str, list[dict]]:
+    """Every command once a round, the order rotated each round; `after_round()` after each."""
     names = list(named)
     records: dict[str, list[dict]] = {name: [] for name in names}
     for r in range(rounds):
@@ -108,6 +112,7 @@ def measure(named: dict[str, list[str]], rounds: int) -> dict[str, list[dict]]:
                 f"(load {record['load_average_1min_before']:.2f})",
                 file=sys.stderr,
             )
+        after_round()
     return records
 
 
@@ -149,24 +154,32 @@ def summarize(records: dict[str, list[dict]]) -> dict[str, dict]:
     return summary
 
 
-def serve_engines(work: Path, clients: int, seconds: float) -> dict[str, dict]:
+def serve_engines(work: Path, clients: int, seconds: float, runs: dict[str, list]) -> None:
     """`bertfit serve --engine E` under `clients` threads sending one text a request for
-    `seconds` (`bench.serve.load_test`), each engine in turn, with the load before it."""
+    `seconds` (`bench.serve.load_test`), each engine in turn, with the load before it: one
+    record per engine appended to `runs`."""
     from bench.serve import load_test
 
     texts = json.loads((work / "texts.json").read_text())
-    result = {}
     for engine in ENGINES:
         load = os.getloadavg()[0]
-        result[engine] = {
-            **load_test(work / "run", texts, clients, seconds, engine),
-            "load_average_1min_before": load,
-        }
+        record = load_test(work / "run", texts, clients, seconds, engine)
+        runs.setdefault(engine, []).append({**record, "load_average_1min_before": load})
         print(
-            f"serve --engine {engine}: {result[engine]['requests_per_second']:.0f} req/s "
-            f"(load {load:.2f})",
+            f"serve --engine {engine}: {record['requests_per_second']:.0f} req/s (load {load:.2f})",
             file=sys.stderr,
         )
+
+
+def serve_medians(runs: dict[str, list[dict]]) -> dict[str, dict]:
+    """Each engine's round of median requests/s, with every round's requests/s."""
+    result = {}
+    for engine, records in runs.items():
+        ordered = sorted(records, key=lambda record: record["requests_per_second"])
+        result[engine] = {
+            **ordered[(len(ordered) - 1) // 2],
+            "requests_per_second_per_round": [r["requests_per_second"] for r in records],
+        }
     return result
 
 
@@ -190,11 +203,13 @@ def rows(result: dict) -> list[str]:
             f"{s['cpu_seconds']:.2f} s | {s['peak_rss_mib']:.0f} MiB | {ratios or '-'} | {loads} |"
         )
     for engine, s in (result.get("serve") or {}).items():
+        per_round = ", ".join(f"{x:.0f}" for x in s["requests_per_second_per_round"])
         lines.append(
             f"| bertfit serve --engine {engine}, {s['settings']['clients']} clients x "
             f"{s['settings']['seconds']:.0f} s, 1 text/request | {s['requests_per_second']:.0f} "
-            f"req/s, p50 {s['latency_ms']['p50']:.0f} ms, p99 {s['latency_ms']['p99']:.0f} ms, "
-            f"{s['errors']} errors | load {s['load_average_1min_before']:.1f} |"
+            f"req/s ({per_round}), p50 {s['latency_ms']['p50']:.0f} ms, "
+            f"p99 {s['latency_ms']['p99']:.0f} ms, {s['errors']} errors | "
+            f"load {s['load_average_1min_before']:.1f} |"
         )
     return lines
 
@@ -209,6 +224,7 @@ def main() -> None:
     parser.add_argument("--peers", default=",".join(PEERS), help="comma-separated; '' for none")
     parser.add_argument("--clients", type=int, default=16, help="bertfit serve's load")
     parser.add_argument("--serve-seconds", type=float, default=20.0, help="0: no serve test")
+    parser.add_argument("--result", default="predict_engines", help="bench/results/NAME.json")
     args = parser.parse_args()
     work = args.work or RUNS / "predict-engines"
     peers = tuple(p for p in args.peers.split(",") if p)
@@ -217,8 +233,18 @@ def main() -> None:
     named = commands(work, peers)
     # The onnx engine's export, made (or found) once before the timed rounds.
     subprocess.run(named["bertfit predict --engine onnx"], check=True, env=_env())
-    records = measure(named, args.rounds)
-    serve = serve_engines(work, args.clients, args.serve_seconds) if args.serve_seconds else {}
+    serve_runs: dict[str, list[dict]] = {}
+
+    def serve_round() -> None:
+        if args.serve_seconds:
+            serve_engines(work, args.clients, args.serve_seconds, serve_runs)
+
+    records = measure(named, args.rounds, serve_round)
+    serve = serve_medians(serve_runs)
+    summary = summarize(records)
+    for engine, served in serve.items():  # issue 58's goal: serve's req/s >= predict's texts/s
+        predicted = args.texts / summary[f"bertfit predict --engine {engine}"]["wall_seconds"]
+        served["vs_predict_texts_per_second"] = served["requests_per_second"] / predicted
     result = {
         "settings": {"texts": args.texts, "rounds": args.rounds, "threads": THREADS},
         "load": {
@@ -229,14 +255,14 @@ def main() -> None:
             "lscpu_model": _lscpu_model(),
         },
         "commands": {name: " ".join(command) for name, command in named.items()},
-        "summary": summarize(records),
+        "summary": summary,
         "engines_agree": engines_agree(work),
         "serve": serve,
         "records": records,
     }
     result["table_rows"] = rows(result)
     if args.texts == 1283:  # the whole test split: the result BENCHMARKS.md shows
-        write_result("predict_engines", result)
+        write_result(args.result, result)
     else:
         (work / "engines.json").write_text(json.dumps(result, indent=2))
     print("\n".join(result["table_rows"]))

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from bench.predict_engines import rows, summarize, time_process
+from bench.predict_engines import rows, serve_medians, summarize, time_process
 
 
 def _run(wall: float, load: float = 1.0) -> dict:
@@ -36,6 +36,25 @@ def test_each_engine_is_compared_with_each_peer_on_median_wall_time():
         "| bertfit predict --engine onnx | 1283 | 5.00 s (4.00, 5.00, 6.00) | 2.50 s | 300 MiB "
         "| 2.00x ort-peer-fp32, 2.80x torch-peer | 1.0-3.0 |"
     )
+
+
+def test_serve_reports_its_median_round_with_every_rounds_rate():
+    def served(rate: float, p50: float) -> dict:
+        return {
+            "settings": {"clients": 16, "seconds": 20.0},
+            "requests_per_second": rate,
+            "latency_ms": {"p50": p50, "p99": 2 * p50},
+            "errors": 0,
+            "load_average_1min_before": 1.5,
+        }
+
+    serve = serve_medians({"onnx": [served(200.0, 70), served(180.0, 90), served(220.0, 60)]})
+    assert serve["onnx"]["latency_ms"]["p50"] == 70  # the median round's own latencies
+    lines = rows({"settings": {"texts": 1283}, "summary": {}, "serve": serve})
+    assert lines == [
+        "| bertfit serve --engine onnx, 16 clients x 20 s, 1 text/request | 200 req/s "
+        "(200, 180, 220), p50 70 ms, p99 140 ms, 0 errors | load 1.5 |"
+    ]
 
 
 def test_a_process_is_timed_whole_and_a_failure_says_why():
