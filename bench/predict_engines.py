@@ -154,19 +154,24 @@ def summarize(records: dict[str, list[dict]]) -> dict[str, dict]:
     return summary
 
 
-def serve_engines(work: Path, clients: int, seconds: float, runs: dict[str, list]) -> None:
+def serve_engines(
+    work: Path, clients: int, seconds: float, runs: dict[str, list], also: tuple[str, ...] = ()
+) -> None:
     """`bertfit serve --engine E` under `clients` threads sending one text a request for
-    `seconds` (`bench.serve.load_test`), each engine in turn, with the load before it: one
-    record per engine appended to `runs`."""
+    `seconds` (`bench.serve.load_test`), each engine in turn, then `--engine onnx` with each of
+    `also`'s flags, with the load before each: one record each appended to `runs`, under
+    "ENGINE[ FLAGS]"."""
     from bench.serve import load_test
 
     texts = json.loads((work / "texts.json").read_text())
-    for engine in ENGINES:
+    variants = [(engine, ()) for engine in ENGINES] + [("onnx", tuple(f.split())) for f in also]
+    for engine, flags in variants:
+        name = " ".join((engine, *flags))
         load = os.getloadavg()[0]
-        record = load_test(work / "run", texts, clients, seconds, engine)
-        runs.setdefault(engine, []).append({**record, "load_average_1min_before": load})
+        record = load_test(work / "run", texts, clients, seconds, engine, flags)
+        runs.setdefault(name, []).append({**record, "load_average_1min_before": load})
         print(
-            f"serve --engine {engine}: {record['requests_per_second']:.0f} req/s (load {load:.2f})",
+            f"serve --engine {name}: {record['requests_per_second']:.0f} req/s (load {load:.2f})",
             file=sys.stderr,
         )
 
@@ -225,6 +230,13 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=16, help="bertfit serve's load")
     parser.add_argument("--serve-seconds", type=float, default=20.0, help="0: no serve test")
     parser.add_argument("--result", default="predict_engines", help="bench/results/NAME.json")
+    parser.add_argument(
+        "--serve-also",
+        action="append",
+        default=[],
+        metavar="FLAGS",
+        help="also serve --engine onnx with these flags each round, e.g. '--batch-threads 1'",
+    )
     args = parser.parse_args()
     work = args.work or RUNS / "predict-engines"
     peers = tuple(p for p in args.peers.split(",") if p)
@@ -237,12 +249,13 @@ def main() -> None:
 
     def serve_round() -> None:
         if args.serve_seconds:
-            serve_engines(work, args.clients, args.serve_seconds, serve_runs)
+            serve_engines(work, args.clients, args.serve_seconds, serve_runs, args.serve_also)
 
     records = measure(named, args.rounds, serve_round)
     serve = serve_medians(serve_runs)
     summary = summarize(records)
-    for engine, served in serve.items():  # issue 58's goal: serve's req/s >= predict's texts/s
+    for served in serve.values():  # issue 58's goal: serve's req/s >= predict's texts/s
+        engine = served["settings"]["engine"]
         predicted = args.texts / summary[f"bertfit predict --engine {engine}"]["wall_seconds"]
         served["vs_predict_texts_per_second"] = served["requests_per_second"] / predicted
     result = {

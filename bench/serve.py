@@ -109,15 +109,20 @@ def _client(
 
 
 def load_test(
-    run: Path, texts: list[str], clients: int, seconds: float, engine: str = "tensorflow"
+    run: Path,
+    texts: list[str],
+    clients: int,
+    seconds: float,
+    engine: str = "tensorflow",
+    flags: tuple[str, ...] = (),
 ) -> dict:
-    """Serves `run` with `bertfit serve --engine ENGINE` on a free port of 127.0.0.1 and sends
-    it one text a request from `clients` threads for `seconds`; requests/s, errors and latency
-    percentiles."""
+    """Serves `run` with `bertfit serve --engine ENGINE [FLAGS]` on a free port of 127.0.0.1
+    and sends it one text a request from `clients` threads for `seconds`; requests/s, errors
+    and latency percentiles."""
     port = _free_port()
     server = subprocess.Popen(
         [sys.executable, "-m", "bertfit.cli", "serve", "--run", str(run), "--port", str(port)]
-        + ["--engine", engine],
+        + ["--engine", engine, *flags],
         stdout=subprocess.DEVNULL,
     )
     try:
@@ -150,6 +155,7 @@ def load_test(
             "max_batch": defaults.max_batch,  # the server runs with serve's defaults
             "max_wait_ms": defaults.max_wait * 1000,
             "batch_threads": defaults.batch_threads,
+            "flags": list(flags),  # given to serve after those defaults
         },
         "requests": len(latencies),
         "errors": len(errors),
