@@ -169,11 +169,15 @@ def test_a_lora_run_killed_mid_epoch_resumes_exactly(tmp_path, one_layer_hf_dir,
     code, err = train_here([*args, "--output-dir", str(killed)], capsys)
     assert code == 0 and "resuming the unfinished run" in err, err
 
-    cluster.assert_same_weights(plain, killed, atol=0)
+    # As test_resume's bound: the killed steps ran in a process of their own, the others in this
+    # worker, whose earlier tests can leave TensorFlow summing in another order (1.5e-8 seen
+    # once); a resume that repeated, skipped or reshuffled a step would differ by ~1e-3.
+    cluster.assert_same_weights(plain, killed, atol=1e-6)
     weights = cluster.final_weights(killed)
     assert any("lora_b" in name for name in weights)
     got, want = steps_of(killed), steps_of(plain)
-    assert [s["loss"] for s in got] == [s["loss"] for s in want]
+    assert [s["global_step"] for s in got] == [s["global_step"] for s in want]
+    np.testing.assert_allclose([s["loss"] for s in got], [s["loss"] for s in want], atol=1e-6)
 
 
 @pytest.mark.parametrize(
