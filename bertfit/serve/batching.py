@@ -17,7 +17,7 @@ class DynamicBatcher:
     (a gRPC deadline passed, a REST timeout, a disconnect) is dropped before its batch runs.
 
     Args:
-        run_batch: rows → one result per row; runs in the worker thread (TensorFlow releases
+        run_batch: rows → one result per row; runs in a worker thread (TensorFlow releases
             the GIL, so the event loop keeps accepting requests meanwhile).
         max_batch: most rows per call (a larger request runs alone, whole).
         max_wait: seconds the first row of a batch waits for company.
@@ -89,7 +89,8 @@ class DynamicBatcher:
             self._queued_at.pop(future, None)
 
     async def run_alone(self, function: Callable):
-        """Runs `function()` in the worker thread, between batches."""
+        """Runs `function()` in a worker thread (beside a running batch when `batches_at_once`
+        > 1: the model is called from two threads, as TF Serving's batch threads call it)."""
         self.busy += 1
         try:
             return await asyncio.get_running_loop().run_in_executor(self._worker, function)
