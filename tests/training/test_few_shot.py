@@ -164,8 +164,12 @@ def test_stage_1_on_jax_takes_the_steps_it_takes_on_tensorflow(trainable_hf_dir,
     tensorflow = stage_1(str(trainable_hf_dir), train, "tensorflow")
     jax = json.loads(run_in_jax(["tests.training.few_shot_steps", trainable_hf_dir, train]))
     assert jax["steps"] == tensorflow["steps"] == 8
-    for name in ("first_loss", "last_loss", "sums"):
+    for name in ("first_loss", "last_loss"):
         np.testing.assert_allclose(jax[name], tensorflow[name], atol=1e-4, err_msg=name)
+    # Each variable's sum of |w|, relative: the two backends' CPU kernels sum in other orders,
+    # and Adam turns a near-zero gradient's last digits into a whole step (on an AVX-512 EPYC a
+    # bias's 0.929 against 0.929 + 2.3e-4 after 8 steps; the losses above agree within 1e-4).
+    np.testing.assert_allclose(jax["sums"], tensorflow["sums"], rtol=1e-3, atol=1e-4)
 
 
 def test_rows_streamed_or_split_over_devices_are_refused():
