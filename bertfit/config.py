@@ -413,7 +413,8 @@ class TrainConfig:
             lowers the NLL of held-out eval rows; a predictive interval from the eval residuals
             for regression (`runs.calibration`; docs/calibration.md); "off": neither.
         save_every_steps: also save a resumable checkpoint every N optimizer steps (long
-            epochs); the end of every epoch's training is always saved.
+            epochs); an epoch's end is saved too, unless the last save is under a minute old
+            and neither an evaluation nor the run's end follows (`EPOCH_SAVE_GAP_SECONDS`).
         save_every_minutes: also save one whenever this many minutes passed since the last.
         early_stopping_patience: stop after this many evaluations in a row (at epoch ends, and
             every `eval_every_steps`) that did not improve `best_metric` by more than

@@ -126,6 +126,7 @@ class RunCheckpoints:
 
     def __init__(self, model, optimizer, latest_dir, best_dir, after_save=None, adapter_dir=None):
         self.seconds = 0.0  # spent writing checkpoints (and uploading them)
+        self._saved_at = time.perf_counter()  # the run's start counts as its first save
         self._after_save = after_save
         self._latest = Path(latest_dir), checkpoint_variables(model, optimizer)
         self._best = Path(best_dir), checkpoint_variables(model)
@@ -151,8 +152,12 @@ class RunCheckpoints:
             raise self._save_failed(directory, state, e) from None
         if self._after_save is not None:
             self._after_save()
-        self.seconds += time.perf_counter() - start
+        self._saved_at = time.perf_counter()
+        self.seconds += self._saved_at - start
         return path
+
+    def seconds_since_save(self) -> float:
+        return time.perf_counter() - self._saved_at
 
     @staticmethod
     def _save_failed(directory: Path, state: TrainingState, error: OSError) -> CheckpointWriteError:

@@ -582,6 +582,11 @@ def evaluate_data(
     return metrics, outputs
 
 
+# An epoch's end saves the run unless its last save is fresher than this (and no evaluation or
+# run's end follows): a small set's epochs of two steps spent more time saving than training.
+EPOCH_SAVE_GAP_SECONDS = 60.0
+
+
 class EpochRunner:
     """One epoch's training (checkpointing, logging, stopping between host calls) and its
     evaluation, continuing from a `TrainingState`."""
@@ -599,11 +604,14 @@ class EpochRunner:
         self.setup, self.trainer, self.config = setup, setup.trainer, setup.config
         self.run_dir, self.checkpoints, self.console = run_dir, checkpoints, console
         self.summaries, self.summary, self.length = summaries, summary, length
+        self.saved_at_epoch_end = False
 
     def train(self, state: TrainingState, stop: StopRequests) -> None:
         """Takes the epoch's remaining steps, evaluating every eval_every_steps (which may
-        stop the run early); saves `latest` at the end (and every save_every_steps /
+        stop the run early); saves `latest` at the end when due (`_epoch_end_save_due`; and every
+        save_every_steps /
         save_every_minutes), or on a stop request before raising."""
+        self.saved_at_epoch_end = False
         if state.stopped_early is not None:
             return  # early stopping ended this epoch; only its record remains
         batches = self.setup.batches(
@@ -654,7 +662,18 @@ class EpochRunner:
                     last_time = time.perf_counter()  # the save counts as saving, not training
                     last_save = (state.global_step, last_time)
         progress.close()
-        self.checkpoints.save_latest(state)  # a stop during evaluation resumes with it
+        if self._epoch_end_save_due(state):
+            self.checkpoints.save_latest(state)  # a stop during evaluation resumes with it
+            self.saved_at_epoch_end = True
+
+    def _epoch_end_save_due(self, state: TrainingState) -> bool:
+        """At the run's last epoch, before an evaluation, or when the last save is at least
+        EPOCH_SAVE_GAP_SECONDS old (a stop then loses at most that much training)."""
+        stale = self.checkpoints.seconds_since_save() >= EPOCH_SAVE_GAP_SECONDS
+        return self._last_epoch(state) or self.setup.eval is not None or stale
+
+    def _last_epoch(self, state: TrainingState) -> bool:
+        return state.epoch + 1 >= self.length.epochs or state.stopped_early is not None
 
     @contextlib.contextmanager
     def _shards_said(self, state: TrainingState) -> Iterator[None]:
@@ -795,8 +814,9 @@ class EpochRunner:
                 self.summaries.evaluation(record.eval, state.global_step)
                 record.best = self._judge(state, record.eval)
                 self._stop_early_when_due(state, epoch_end=True)
-            if self.setup.eval is None or record.best:
-                self.checkpoints.save_best(state)  # without evaluation: the latest epoch
+            latest_saved = self.saved_at_epoch_end or self._last_epoch(state)
+            if record.best or (self.setup.eval is None and latest_saved):
+                self.checkpoints.save_best(state)  # without evaluation: the latest saved epoch
         state.history.append(record)
         state.epoch += 1
         state.step = 0

@@ -117,6 +117,40 @@ def test_with_xla_the_step_is_traced_once_per_bucket_used(xla_run):
     assert result.trace_counts["train_step"] == _buckets_used(config, result.run_dir) == 2
 
 
+@pytest.mark.parametrize("gap, saves_each", [(60.0, 1), (0.0, 3)])
+def test_short_epochs_without_evaluation_save_once_a_gap_and_at_the_end(
+    trained_run, tmp_path, monkeypatch, gap, saves_each
+):
+    """An epoch's end saves `latest` and `best` when the last save is EPOCH_SAVE_GAP_SECONDS
+    old (a small set's 30 epochs of two steps spent more time saving than training), and the
+    run's last epoch always; an evaluation saves every epoch as before (`trained_run`)."""
+    import bertfit.training.checkpointing as checkpointing
+    import bertfit.training.run as run_module
+
+    config, _ = trained_run
+    saves, save = [], checkpointing.save_checkpoint
+
+    def counted(directory, step, *args, **kwargs):
+        saves.append((Path(directory).name, step))
+        return save(directory, step, *args, **kwargs)
+
+    monkeypatch.setattr(checkpointing, "save_checkpoint", counted)
+    monkeypatch.setattr(run_module, "EPOCH_SAVE_GAP_SECONDS", gap)
+    run = dataclasses.replace(
+        config,
+        output_dir=str(tmp_path / "run"),
+        data=dataclasses.replace(config.data, eval=None),
+        train=dataclasses.replace(config.train, epochs=3),
+    )
+    result = train(run, quiet=True)
+    assert len(result.epochs) == 3
+    steps_file = Path(result.run_dir) / "steps.jsonl"
+    last_step = json.loads(steps_file.read_text().splitlines()[-1])["global_step"]
+    for name in ("latest", "best"):
+        steps = [step for saved, step in saves if saved == name]
+        assert len(steps) == saves_each and steps[-1] == last_step, (name, steps)
+
+
 @pytest.mark.slow
 def test_remat_trains_as_without_it_compiled_once_per_bucket(xla_run, tmp_path):
     """`--remat` under XLA: the same losses as the plain compiled step (dropout masks
