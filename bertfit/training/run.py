@@ -608,9 +608,8 @@ class EpochRunner:
 
     def train(self, state: TrainingState, stop: StopRequests) -> None:
         """Takes the epoch's remaining steps, evaluating every eval_every_steps (which may
-        stop the run early); saves `latest` at the end when due (`_epoch_end_save_due`; and every
-        save_every_steps /
-        save_every_minutes), or on a stop request before raising."""
+        stop the run early); saves `latest` every save_every_steps / save_every_minutes and at
+        the end when due (`_epoch_end_save_due`), or on a stop request before raising."""
         self.saved_at_epoch_end = False
         if state.stopped_early is not None:
             return  # early stopping ended this epoch; only its record remains
