@@ -103,15 +103,7 @@ class ModelServer:
             settings["model_name"] = model_name
         self.options = options = (options or ServeOptions()).replace(**settings)
         if versions is None:
-            versions = [
-                ServedVersion(
-                    int(version),
-                    classifier,
-                    options.max_batch,
-                    options.max_wait,
-                    batch_threads=options.batch_threads,
-                )
-            ]
+            versions = [ServedVersion(int(version), classifier, **options.batching())]
         check_version_labels(options.version_labels, [served.version for served in versions])
         self.core = ModelCore(
             options.model_name,
@@ -542,11 +534,7 @@ def _load_versions(
     """Loads what `path` serves into `core` (an export BASE: the versions `policy` wants,
     managed from then on; else the one classifier, its text requests answered by the ONNX
     export `engine_export` when given) and its labels; the BASE, or None."""
-    batching = {
-        "max_batch": options.max_batch,
-        "max_wait": options.max_wait,
-        "batch_threads": options.batch_threads,
-    }
+    batching = options.batching()
     base = export_base(path)
     if base is not None:  # polled for new versions while serving
         load = functools.partial(load_version, **batching)

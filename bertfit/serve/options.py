@@ -212,6 +212,15 @@ class ServeOptions:
         count against `max_queued_requests`, so they get room for 4 times as many."""
         return 4 * self.max_queued_requests
 
+    def batching(self) -> dict:
+        """The batcher's settings, as `ServedVersion`, `load_version` and `served_versions`
+        take them."""
+        return {
+            "max_batch": self.max_batch,
+            "max_wait": self.max_wait,
+            "batch_threads": self.batch_threads,
+        }
+
     def grpc_port_to_bind(self) -> int:
         """--grpc-port, or TF Serving's 8500; with --port 0 (any free port) any free one too,
         so that a server started for a test or beside others takes no fixed port."""
