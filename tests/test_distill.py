@@ -78,6 +78,11 @@ def test_a_layer_choice_the_teacher_cannot_give_is_refused(choice, words):
         (DistillConfig(teacher="t", temperature=0), "--temperature must be above 0"),
         (DistillConfig(teacher="t", soft_weight=1.5), "--soft-weight must be between 0 and 1"),
         (DistillConfig(teacher="t", student_layers="1", student_model="m"), "pass one"),
+        (
+            DistillConfig(teacher="t", student_model="m", student_intermediate_size=8),
+            "--student-intermediate-size narrows a student cut from the teacher",
+        ),
+        (DistillConfig(teacher="t", student_intermediate_size=0), "must be at least 1"),
     ],
 )
 def test_settings_out_of_range_are_refused(options, words):
@@ -169,6 +174,31 @@ def test_a_pruned_student_keeps_the_teachers_embedding_rows_of_the_kept_ids(trai
     assert tokenizer.tokenize("good film bad").numpy().tolist() == [6, 5, 1]  # bad: [UNK]
 
 
+def test_a_narrowed_feed_forward_keeps_the_neurons_of_largest_weights_and_drops_the_idle():
+    from bertfit.distill.student import narrow_feed_forward
+
+    rng = np.random.default_rng(0)
+    into, out = "encoder.layer.0.intermediate.dense", "encoder.layer.0.output.dense.weight"
+    weight_in, weight_out = rng.normal(size=(6, 4)), rng.normal(size=(4, 6))
+    weight_in[1] *= 10  # neuron 1 reaches far; neurons 4 and 5 add nothing to the output
+    weight_out[:, 4] = weight_out[:, 5] = 0.0
+    tensors = {f"{into}.weight": weight_in, f"{into}.bias": np.arange(6.0), out: weight_out}
+    narrowed = narrow_feed_forward(tensors, layers=1, size=4)
+    reach = np.linalg.norm(weight_in, axis=1) * np.linalg.norm(weight_out, axis=0)
+    kept = sorted(np.argsort(-reach)[:4])
+    assert 1 in kept and 4 not in kept and 5 not in kept
+    np.testing.assert_array_equal(narrowed[f"{into}.weight"], weight_in[kept])
+    np.testing.assert_array_equal(narrowed[f"{into}.bias"], np.array(kept, float))
+    np.testing.assert_array_equal(narrowed[out], weight_out[:, kept])
+    # dropping neurons that add nothing leaves the feed-forward's output as it was
+    hidden = rng.normal(size=(3, 4))
+
+    def feed_forward(t):
+        return np.maximum(hidden @ t[f"{into}.weight"].T + t[f"{into}.bias"], 0) @ t[out].T
+
+    np.testing.assert_allclose(feed_forward(narrowed), feed_forward(tensors), atol=1e-12)
+
+
 def test_a_student_of_a_pruned_teacher_keeps_ids_of_the_whole_vocabulary(tmp_path):
     from bertfit.distill.student import write_student
     from bertfit.text.vocab_map import read_vocab_map, write_vocab_map
@@ -224,6 +254,10 @@ def test_distill_mistakes_exit_2_with_one_clear_line(trained_run, tmp_path, caps
         "a pruned vocabulary of a student's own checkpoint": (
             ["--teacher", run, "--output-dir", out, "--student-model", run, "--prune-vocab"],
             "--prune-vocab prunes a student cut from the teacher",
+        ),
+        "a feed-forward as wide as the teacher's": (
+            ["--teacher", run, "--output-dir", out, "--student-intermediate-size", "64"],
+            "the teacher's feed-forwards have 64 neurons; a student keeps fewer (1 to 63)",
         ),
         "a soft weight above 1": (
             ["--teacher", run, "--output-dir", out, "--soft-weight", "2"],
@@ -314,7 +348,7 @@ def test_a_distilled_student_trains_exports_and_reuses_the_teachers_labels(
 
 
 @pytest.mark.slow
-def test_a_pruned_student_exports_a_smaller_saved_model_equal_to_its_own_predict(
+def test_a_pruned_narrowed_student_exports_a_smaller_saved_model_equal_to_its_own_predict(
     trained_run, tmp_path
 ):
     import tensorflow as tf
@@ -330,7 +364,7 @@ def test_a_pruned_student_exports_a_smaller_saved_model_equal_to_its_own_predict
         out = tmp_path / f"student-{prune}"
         argv = ["distill", "--teacher", run, "--output-dir", str(out), "--student-layers", "1"]
         argv += ["--epochs", "1", "--max-train-examples", "32", "--quiet", "--no-report"]
-        argv += ["--prune-vocab"] if prune else []
+        argv += ["--prune-vocab", "--student-intermediate-size", "16"] if prune else []
         assert main(argv) == 0
         student = Classifier.from_run(out)
         exported = export_classifier(student, tmp_path / f"export-{prune}")
@@ -338,6 +372,7 @@ def test_a_pruned_student_exports_a_smaller_saved_model_equal_to_its_own_predict
         sizes[prune] = sum(f.stat().st_size for f in weights)
     tokenizer = student.module.tokenizer  # the rows hold no "?": it reads as the unknown token
     assert tokenizer.vocab_size < 41 and tokenizer.tokenize("?").numpy() == [tokenizer.unk_id]
+    assert student.module.model.encoder.config.intermediate_size == 16
     serving = tf.saved_model.load(str(exported)).signatures["serving_default"]
     np.testing.assert_allclose(
         serving(text=tf.constant(texts))["probabilities"].numpy(),

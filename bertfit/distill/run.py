@@ -28,7 +28,7 @@ from bertfit.data.sources import Example, read_examples
 from bertfit.data.tasks import SINGLE_LABEL
 from bertfit.data.training_data import LabelledData
 from bertfit.distill import loss
-from bertfit.distill.config import DistillConfig, chosen_layers
+from bertfit.distill.config import DistillConfig, chosen_intermediate_size, chosen_layers
 from bertfit.distill.soft_labels import (
     DISTILL_DIR,
     SOFT_LABELS_FILE,
@@ -38,7 +38,7 @@ from bertfit.distill.soft_labels import (
     rows_file,
     write_rows,
 )
-from bertfit.distill.student import teacher_encoder, write_student
+from bertfit.distill.student import StudentCut, teacher_encoder, write_student
 from bertfit.errors import BertfitError, ConfigError, DataError
 from bertfit.inference.predictor import Classifier
 from bertfit.inference.run import classifier_source_spec
@@ -135,8 +135,11 @@ def distill(
     backend_of(student).check(student, distilling=True)  # before the teacher labels anything
     layers = None
     if options.student_model is None:
-        teacher_layers = teacher_dir.load_bert_config().num_hidden_layers
-        layers = chosen_layers(options.student_layers, teacher_layers)
+        teacher_config = teacher_dir.load_bert_config()
+        layers = chosen_layers(options.student_layers, teacher_config.num_hidden_layers)
+        chosen_intermediate_size(
+            options.student_intermediate_size, teacher_config.intermediate_size
+        )
     else:
         detect_checkpoint(resolve(options.student_model))
     console = Console(quiet=quiet)
@@ -194,7 +197,13 @@ def _settings(options: DistillConfig, teacher_dir: RunDir, layers: list[int] | N
         "unlabelled": options.unlabelled,
         "temperature": options.temperature,
         "soft_weight": options.soft_weight,
-        **({"prune_vocab": True} if options.prune_vocab else {}),  # absent when off, as before
+        # absent when off, so an earlier distillation's settings still match
+        **({"prune_vocab": True} if options.prune_vocab else {}),
+        **(
+            {"student_intermediate_size": options.student_intermediate_size}
+            if options.student_intermediate_size is not None
+            else {}
+        ),
     }
 
 
@@ -224,7 +233,8 @@ def _distillation_set(
             return saved, False
         raise ConfigError(
             f"{folder} holds a distillation of another teacher, other rows or other settings "
-            "(--student-layers, --temperature, --soft-weight, --unlabelled, --prune-vocab); pass "
+            "(--student-layers, --temperature, --soft-weight, --unlabelled, --prune-vocab, "
+            "--student-intermediate-size); pass "
             "--overwrite to start the student again, or a new --output-dir."
         )
     console.say(f"bertfit: the teacher labels {len(rows)} rows")
@@ -234,7 +244,8 @@ def _distillation_set(
     soft = SoftLabels(probabilities, given, list(teacher.labels), fingerprint)
     rows_name = rows_file(folder, config.data.format).name
     kept = student_vocabulary(teacher, rows) if options.prune_vocab else None
-    _write_set(folder, rows_name, soft, rows, teacher, layers, kept, settings, teacher_dir)
+    cut = StudentCut(layers, kept, options.student_intermediate_size)
+    _write_set(folder, rows_name, soft, rows, teacher, cut, settings, teacher_dir)
     return soft, True
 
 
@@ -276,13 +287,12 @@ def _write_set(
     soft: SoftLabels,
     rows: list[Example],
     teacher: Classifier,
-    layers: list[int] | None,
-    kept: np.ndarray | None,
+    cut: StudentCut,
     settings: dict,
     teacher_dir: RunDir,
 ) -> None:
-    """`folder` written beside itself and renamed into place (over the one there); the
-    student's checkpoint keeps the word embeddings of the `kept` ids (None: all)."""
+    """`folder` written beside itself and renamed into place (over the one there), with the
+    student's checkpoint `cut` from the teacher (none with --student-model)."""
     building = temporary_path(folder)
     shutil.rmtree(building, ignore_errors=True)
     building.mkdir(parents=True)
@@ -293,9 +303,15 @@ def _write_set(
     ]
     write_rows(building / rows_name, rows, names, _columns(teacher))
     soft.save(building / SOFT_LABELS_FILE)
-    if layers is not None:
-        encoder = teacher_encoder(teacher)
-        write_student(encoder, teacher_dir.tokenizer_dir, layers, building / STUDENT_DIR, kept)
+    if cut.layers is not None:
+        write_student(
+            teacher_encoder(teacher),
+            teacher_dir.tokenizer_dir,
+            cut.layers,
+            building / STUDENT_DIR,
+            cut.kept_ids,
+            cut.intermediate_size,
+        )
     write_text_atomic(building / SETTINGS_FILE, json.dumps(settings, indent=2))
     shutil.rmtree(folder, ignore_errors=True)
     building.rename(folder)

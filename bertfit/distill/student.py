@@ -22,6 +22,19 @@ from bertfit.text.wordpiece import read_vocab
 
 _LAYER = re.compile(r"^encoder\.layer\.(\d+)\.")
 WORD_EMBEDDINGS = "embeddings.word_embeddings.weight"
+_FEED_FORWARD_IN = "encoder.layer.{}.intermediate.dense"
+_FEED_FORWARD_OUT = "encoder.layer.{}.output.dense.weight"
+
+
+@dataclasses.dataclass(frozen=True)
+class StudentCut:
+    """What of the teacher the student keeps: its `layers` (None: the student is a
+    --student-model, nothing is cut), the word ids `kept_ids` (None: all) and each layer's
+    feed-forward width `intermediate_size` (None: the teacher's)."""
+
+    layers: list[int] | None
+    kept_ids: np.ndarray | None = None
+    intermediate_size: int | None = None
 
 
 def teacher_encoder(classifier):
@@ -44,12 +57,35 @@ def student_tensors(teacher_tensors: dict[str, np.ndarray], layers: list[int]) -
     return kept
 
 
+def narrow_feed_forward(tensors: dict[str, np.ndarray], layers: int, size: int) -> dict:
+    """The Hugging Face tensors with each of the first `layers` layers' feed-forward narrowed
+    to `size` neurons: the ones whose input and output weights have the largest product of
+    norms (what a neuron can add to the layer's output), kept in their order."""
+    narrowed = dict(tensors)
+    for layer in range(layers):
+        into, out = _FEED_FORWARD_IN.format(layer), _FEED_FORWARD_OUT.format(layer)
+        weight_in, weight_out = tensors[f"{into}.weight"], tensors[out]  # [I, H], [H, I]
+        reach = np.linalg.norm(weight_in, axis=1) * np.linalg.norm(weight_out, axis=0)
+        kept = np.sort(np.argsort(-reach, kind="stable")[:size])
+        narrowed[f"{into}.weight"] = weight_in[kept]
+        narrowed[f"{into}.bias"] = tensors[f"{into}.bias"][kept]
+        narrowed[out] = weight_out[:, kept]
+    return narrowed
+
+
 def write_student(
-    encoder, tokenizer_dir: Path, layers: list[int], path: Path, kept: np.ndarray | None = None
+    encoder,
+    tokenizer_dir: Path,
+    layers: list[int],
+    path: Path,
+    kept: np.ndarray | None = None,
+    intermediate_size: int | None = None,
 ) -> Path:
     """Writes the student cut from `encoder` (the teacher's) into `path`; returns it. With
     `kept` (ids of the teacher's tokenizer, increasing: `bertfit.text.vocab_map.kept_ids`) the
-    student's word embeddings are those rows alone, and its tokenizer renumbers ids to them."""
+    student's word embeddings are those rows alone, and its tokenizer renumbers ids to them;
+    with `intermediate_size`, its feed-forwards keep that many neurons
+    (`narrow_feed_forward`)."""
     config = encoder.config
     if config.model_type != "bert" or not hasattr(encoder, "named_variables"):
         raise ConfigError(
@@ -61,6 +97,9 @@ def write_student(
     if kept is not None:
         tensors[WORD_EMBEDDINGS] = tensors[WORD_EMBEDDINGS][kept]
         student = dataclasses.replace(student, vocab_size=len(kept))
+    if intermediate_size is not None:
+        tensors = narrow_feed_forward(tensors, len(layers), intermediate_size)
+        student = dataclasses.replace(student, intermediate_size=intermediate_size)
     path.mkdir(parents=True, exist_ok=True)
     save_file(
         {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in tensors.items()},
