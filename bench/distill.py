@@ -10,6 +10,14 @@ fine-tuned on the first N training rows; students of 3 layers (the teacher's 0, 
 
     python -m bench.distill                          # 3,000 rows, 1 epoch, seed 42
     python -m bench.distill --seeds 42,43,44 --rows 3000
+    python -m bench.distill --rows 10205 --epochs 3 --result distill_small \
+        --students small,small_narrow                # issue 64: a third the size
+
+Beside those four, smaller students (issue 64), each of the teacher's layers 0 and 3:
+- small: `--student-layers 2 --prune-vocab` (the word embeddings of the tokens the rows use);
+- small_narrow: the same with `--student-intermediate-size 384` (a quarter of each
+  feed-forward's neurons);
+- small_narrow_768: the same with 768 neurons.
 
 Every run: max_seq_length 64, batch 32, learning rate 5e-5, 10% warmup, 1 epoch (bench/settings.py
 but the epochs), each in a process of its own. Measured: test accuracy (1,283 rows), predict
@@ -33,11 +41,19 @@ from pathlib import Path
 from bench.common import RESULTS, write_result
 from bench.settings import BATCH, DECAY, LR, SEQ, WARMUP
 from bertfit.data.rotten_tomatoes import rotten_tomatoes_dir
+from bertfit.runs.records import FINISHED
+from bertfit.runs.run_dir import RunDir
 
 ROOT = Path(__file__).resolve().parent.parent
 BERTFIT = [sys.executable, "-m", "bertfit.cli"]
 LAYERS = [0, 2, 4]
 STUDENTS = ("direct", "distilled", "distilled_unlabelled", "teacher_layers_labels_only")
+SMALL = ["--student-layers", "2", "--prune-vocab"]
+SMALL_STUDENTS = {
+    "small": SMALL,
+    "small_narrow": [*SMALL, "--student-intermediate-size", "384"],
+    "small_narrow_768": [*SMALL, "--student-intermediate-size", "768"],
+}
 
 
 def bertfit(*args: str) -> dict:
@@ -77,19 +93,25 @@ def pretrained_cut(work: Path) -> Path:
 
 
 def train_runs(names, args, work: Path, seed: int, data: dict) -> dict:
-    """Trains the named models of one seed (the teacher first); their JSON lines."""
+    """Trains the named models of one seed (the teacher first, unless the work folder holds its
+    finished run already); their JSON lines."""
     flags = training_flags(seed, args.epochs)
     teacher = str(work / f"teacher-{seed}")
-    distill = ["distill", "--teacher", teacher, "--student-layers", "3"]
+    distill = ["distill", "--teacher", teacher]
+    three = [*distill, "--student-layers", "3"]
     commands = {
         "teacher": ["train", "--train", data["train"]],
         "direct": ["train", "--train", data["train"], "--model", data["cut"]],
-        "distilled": distill,
-        "distilled_unlabelled": [*distill, "--unlabelled", data["unlabelled"]],
-        "teacher_layers_labels_only": [*distill, "--soft-weight", "0"],
+        "distilled": three,
+        "distilled_unlabelled": [*three, "--unlabelled", data["unlabelled"]],
+        "teacher_layers_labels_only": [*three, "--soft-weight", "0"],
+        **{name: [*distill, *student] for name, student in SMALL_STUDENTS.items()},
     }
     out = {}
     for name in names:
+        if name == "teacher" and RunDir(teacher).status() == FINISHED:
+            out[name] = {"seconds": None, "run_dir": teacher, "reused": True}
+            continue
         output = teacher if name == "teacher" else str(work / f"{name}-{seed}")
         out[name] = bertfit(*commands[name], "--output-dir", output, *flags)
     return out
@@ -131,10 +153,9 @@ def measure(run_dirs: dict[str, str], test: Path, work: Path) -> dict:
 def summary(per_seed: dict) -> dict:
     """Mean and spread (sample sd, min, max) of each model's measures over the seeds."""
     out = {}
-    for name in ("teacher", *STUDENTS):
+    names = dict.fromkeys(name for seed in per_seed.values() for name in seed)
+    for name in names:
         rows = [seed[name] for seed in per_seed.values() if name in seed]
-        if not rows:
-            continue
         out[name] = {}
         for key in rows[0]:
             values = [row[key] for row in rows]
@@ -159,6 +180,12 @@ def main() -> None:
     parser.add_argument(
         "--main-only", action="store_true", help="teacher, direct and distilled only"
     )
+    parser.add_argument(
+        "--students",
+        help=f"comma-separated, instead of the default ones: {', '.join(SMALL_STUDENTS)}, "
+        f"{', '.join(STUDENTS)}",
+    )
+    parser.add_argument("--result", default="distill", help="bench/results/NAME.json")
     args = parser.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
     folder = rotten_tomatoes_dir()
@@ -185,25 +212,30 @@ def main() -> None:
     data = {"train": str(train), "unlabelled": str(unlabelled), "cut": str(cut)}
     per_seed, training, earlier = {}, {}, []
     if args.add:
-        kept = json.loads((RESULTS / "distill.json").read_text())
+        kept = json.loads((RESULTS / f"{args.result}.json").read_text())
         per_seed, training = kept["per_seed"], kept["training_seconds"]
         earlier = [*kept.get("earlier_commands", []), kept["command"]]
         setting["seeds"] = [*kept["setting"]["seeds"], *seeds]
     stages = [("teacher", "direct", "distilled"), STUDENTS[2:]][: 1 if args.main_only else 2]
+    if args.students:
+        stages = [("teacher", *args.students.split(","))]
+        setting["students"] = {name: SMALL_STUDENTS.get(name) for name in stages[0][1:]}
     for seed in map(str, seeds):
         per_seed[seed], training[seed] = {}, {}
         # The main comparison first, then the two variants (the teacher measured again beside
         # them, for their throughput; its first measures are the ones reported).
         for stage in stages:
             runs = train_runs(stage, args, work, seed, data)
-            training[seed].update({name: round(run["seconds"], 1) for name, run in runs.items()})
+            training[seed].update(
+                {name: run["seconds"] and round(run["seconds"], 1) for name, run in runs.items()}
+            )
             run_dirs = {name: run["run_dir"] for name, run in runs.items()}
             run_dirs.setdefault("teacher", str(work / f"teacher-{seed}"))
             measured = measure(run_dirs, folder / "test.csv", work)
             for name, values in measured.items():
                 per_seed[seed].setdefault(name, values)
             write_result(
-                "distill",
+                args.result,
                 {
                     "setting": setting,
                     "seeds_done": list(per_seed),
