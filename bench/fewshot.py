@@ -4,6 +4,7 @@ the same draws and the same machine, in one run.
 Methods (`--methods`):
 - `few-shot`: `bertfit train --few-shot`, no schedule flag (the small-set schedule and
   stage 1's pairs are bertfit's defaults);
+- `few-shot-pN`: the same with `--few-shot-pairs N` (stage 1's pairs: 2 x N a row);
 - `defaults`: `bertfit train`, no schedule flag;
 - `setfit`: SetFit 1.2 at its defaults (`bench/setfit_trial.py`, in a process of its own):
   `SetFitModel.from_pretrained` on the body's folder, `Trainer` with `TrainingArguments()`.
@@ -142,9 +143,16 @@ def setfit_iterations(rows: int, classes: int, max_pairs: int | None) -> int | N
     return -(-max_pairs // (2 * rows))
 
 
-def bertfit_trial(work: Path, body: str, seed: int, few_shot: bool, seq: int) -> dict:
+def method_flags(method: str) -> list[str]:
+    """`bertfit train`'s flags of a bertfit method (the module's docstring)."""
+    if method.startswith("few-shot-p"):
+        return ["--few-shot", "--few-shot-pairs", method.removeprefix("few-shot-p")]
+    return ["--few-shot"] if method == "few-shot" else []
+
+
+def bertfit_trial(work: Path, body: str, seed: int, method: str, seq: int) -> dict:
     flags = ["--model", body, "--max-seq-length", str(seq), "--seed", str(seed)]
-    flags += ["--few-shot"] if few_shot else []
+    flags += method_flags(method)
     return train_and_score(work / "train.csv", work / "test.csv", work / "run", flags)
 
 
@@ -229,7 +237,7 @@ def main() -> None:
                             found["pairs"] = setfit_pairs(len(train), classes, iterations)
                         else:
                             found = bertfit_trial(
-                                work, args.body, seed, method == "few-shot", args.max_seq_length
+                                work, args.body, seed, method, args.max_seq_length
                             )
                     done[str(seed)] = found
                     out.write_text(json.dumps(results, indent=1) + "\n")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import io
 
-from bench.fewshot import debate_rows, setfit_iterations, setfit_pairs, table
+from bench.fewshot import debate_rows, method_flags, setfit_iterations, setfit_pairs, table
 
 
 def test_debate_statements_are_collapsed_short_ones_and_copies_dropped():
@@ -23,6 +23,12 @@ def test_debate_statements_are_collapsed_short_ones_and_copies_dropped():
         ("Good evening from Hofstra University in Hempstead, New York.", "moderator"),
         ("We have to make the economy work for everyone.", "clinton"),
     ]
+
+
+def test_each_bertfit_method_trains_with_its_flags():
+    assert method_flags("defaults") == []
+    assert method_flags("few-shot") == ["--few-shot"]
+    assert method_flags("few-shot-p5") == ["--few-shot", "--few-shot-pairs", "5"]
 
 
 def test_setfit_pairs_grow_with_the_square_of_the_rows_until_the_budget():
