@@ -17,7 +17,9 @@ Beside those four, smaller students (issue 64), each of the teacher's layers 0 a
 - small: `--student-layers 2 --prune-vocab` (the word embeddings of the tokens the rows use);
 - small_narrow: the same with `--student-intermediate-size 384` (a quarter of each
   feed-forward's neurons);
-- small_narrow_768: the same with 768 neurons.
+- small_narrow_768: the same with 768 neurons;
+- small_narrow_6_epochs, small_narrow_lr_1e-4: small_narrow trained 6 epochs, or at a
+  learning rate of 1e-4.
 
 Every run: max_seq_length 64, batch 32, learning rate 5e-5, 10% warmup, 1 epoch (bench/settings.py
 but the epochs), each in a process of its own. Measured: test accuracy (1,283 rows), predict
@@ -49,10 +51,13 @@ BERTFIT = [sys.executable, "-m", "bertfit.cli"]
 LAYERS = [0, 2, 4]
 STUDENTS = ("direct", "distilled", "distilled_unlabelled", "teacher_layers_labels_only")
 SMALL = ["--student-layers", "2", "--prune-vocab"]
-SMALL_STUDENTS = {
+NARROW = [*SMALL, "--student-intermediate-size", "384"]
+SMALL_STUDENTS = {  # their flags come after the training flags: they may override them
     "small": SMALL,
-    "small_narrow": [*SMALL, "--student-intermediate-size", "384"],
+    "small_narrow": NARROW,
     "small_narrow_768": [*SMALL, "--student-intermediate-size", "768"],
+    "small_narrow_6_epochs": [*NARROW, "--epochs", "6"],
+    "small_narrow_lr_1e-4": [*NARROW, "--learning-rate", "1e-4"],
 }
 
 
@@ -105,7 +110,7 @@ def train_runs(names, args, work: Path, seed: int, data: dict) -> dict:
         "distilled": three,
         "distilled_unlabelled": [*three, "--unlabelled", data["unlabelled"]],
         "teacher_layers_labels_only": [*three, "--soft-weight", "0"],
-        **{name: [*distill, *student] for name, student in SMALL_STUDENTS.items()},
+        **{name: distill for name in SMALL_STUDENTS},
     }
     out = {}
     for name in names:
@@ -113,7 +118,8 @@ def train_runs(names, args, work: Path, seed: int, data: dict) -> dict:
             out[name] = {"seconds": None, "run_dir": teacher, "reused": True}
             continue
         output = teacher if name == "teacher" else str(work / f"{name}-{seed}")
-        out[name] = bertfit(*commands[name], "--output-dir", output, *flags)
+        student = SMALL_STUDENTS.get(name, [])
+        out[name] = bertfit(*commands[name], "--output-dir", output, *flags, *student)
     return out
 
 
@@ -221,7 +227,8 @@ def main() -> None:
         stages = [("teacher", *args.students.split(","))]
         setting["students"] = {name: SMALL_STUDENTS.get(name) for name in stages[0][1:]}
     for seed in map(str, seeds):
-        per_seed[seed], training[seed] = {}, {}
+        per_seed.setdefault(seed, {})
+        training.setdefault(seed, {})
         # The main comparison first, then the two variants (the teacher measured again beside
         # them, for their throughput; its first measures are the ones reported).
         for stage in stages:
