@@ -1,6 +1,7 @@
 """A student with a pruned vocabulary (`bertfit distill --prune-vocab`) in the portable exports:
 ONNX and LiteRT take the ids of the teacher's whole vocabulary and renumber them inside the
-model. Each, run by its own runtime, gives the student's `predict_proba`, a word its rows never
+model, the hf folder holds the whole vocabulary's embedding table ([UNK]'s row for each id not
+kept). Each, run by its own runtime, gives the student's `predict_proba`, a word its rows never
 used reading as [UNK]; so does `predict --engine onnx` on the ONNX export."""
 
 from __future__ import annotations
@@ -75,4 +76,25 @@ def test_litert_gives_the_students_probabilities(student, expected, tmp_path):
     from bertfit.export.litert import export_litert
 
     got = run_client(LITERT_CLIENT, export_litert(student, tmp_path / "litert"), TEXTS, tmp_path)
+    np.testing.assert_allclose(got, expected, rtol=0, atol=TOLERANCE)
+
+
+def test_hf_holds_the_whole_vocabulary_and_gives_the_students_probabilities(
+    student, expected, tmp_path
+):
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from bertfit.export.hf import export_hf
+
+    folder = export_hf(student, tmp_path / "hf")
+    model = transformers.AutoModelForSequenceClassification.from_pretrained(folder).eval()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
+    whole = student.module.tokenizer.tokenizer
+    rows = model.get_input_embeddings().weight.detach().numpy()
+    assert len(rows) == whole.vocab_size
+    question = int(whole.tokenize("?").numpy()[0])
+    np.testing.assert_array_equal(rows[question], rows[whole.unk_id])
+    with torch.no_grad():
+        encoded = tokenizer(TEXTS, padding=True, truncation=True, return_tensors="pt")
+        got = model(**encoded).logits.softmax(-1).numpy()
     np.testing.assert_allclose(got, expected, rtol=0, atol=TOLERANCE)
