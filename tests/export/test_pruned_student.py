@@ -2,17 +2,19 @@
 ONNX and LiteRT take the ids of the teacher's whole vocabulary and renumber them inside the
 model, the hf folder holds the whole vocabulary's embedding table ([UNK]'s row for each id not
 kept). Each, run by its own runtime, gives the student's `predict_proba`, a word its rows never
-used reading as [UNK]; so does `predict --engine onnx` on the ONNX export."""
+used reading as [UNK]; so does `predict --engine onnx`, on the ONNX export and on the run."""
 
 from __future__ import annotations
 
 import csv
 import json
+import shutil
 
 import numpy as np
 import pytest
 
 from bertfit.cli import main
+from bertfit.export.onnx_engine import CACHE_DIR
 from tests.export.runtimes import LITERT_CLIENT, ONNX_CLIENT, run_client
 from tests.tiny import write_csv
 
@@ -49,7 +51,7 @@ def test_the_texts_hold_a_word_not_kept_whose_reading_shows(student, expected):
 
 
 def test_onnx_takes_the_teachers_ids_and_gives_the_students_probabilities(
-    student, expected, tmp_path
+    pruned_student, student, expected, tmp_path
 ):
     import tokenizers
 
@@ -63,13 +65,17 @@ def test_onnx_takes_the_teachers_ids_and_gives_the_students_probabilities(
     got = run_client(ONNX_CLIENT, folder, TEXTS, tmp_path)
     np.testing.assert_allclose(got, expected, rtol=0, atol=TOLERANCE)
 
+    # --engine onnx on the export, and on the run (whose export the engine makes)
+    run = shutil.copytree(pruned_student, tmp_path / "run")
     data = write_csv(tmp_path / "texts.csv", [[text] for text in TEXTS], header=["text"])
-    argv = ["predict", "--engine", "onnx", "--run", str(folder), "--data", str(data)]
-    assert main([*argv, "--output", str(tmp_path / "predicted.csv"), "--quiet"]) == 0
-    with open(tmp_path / "predicted.csv", newline="", encoding="utf-8") as f:
-        rows = [json.loads(row["probabilities"]) for row in csv.DictReader(f)]
-    predicted = np.array([[row[label] for label in student.labels] for row in rows])
-    np.testing.assert_allclose(predicted, expected, rtol=0, atol=TOLERANCE)
+    for source in (folder, run):
+        argv = ["predict", "--engine", "onnx", "--run", str(source), "--data", str(data)]
+        assert main([*argv, "--output", str(tmp_path / "predicted.csv"), "--quiet"]) == 0
+        with open(tmp_path / "predicted.csv", newline="", encoding="utf-8") as f:
+            rows = [json.loads(row["probabilities"]) for row in csv.DictReader(f)]
+        predicted = np.array([[row[label] for label in student.labels] for row in rows])
+        np.testing.assert_allclose(predicted, expected, rtol=0, atol=TOLERANCE, err_msg=source)
+    assert (run / CACHE_DIR).is_dir()
 
 
 def test_litert_gives_the_students_probabilities(student, expected, tmp_path):
