@@ -349,7 +349,7 @@ def test_a_distilled_student_trains_exports_and_reuses_the_teachers_labels(
 
 @pytest.mark.slow
 def test_a_pruned_narrowed_student_exports_a_smaller_saved_model_equal_to_its_own_predict(
-    trained_run, tmp_path
+    trained_run, pruned_student, tmp_path
 ):
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  (the tokenizer's ops, as a TF Serving client loads them)
@@ -357,19 +357,14 @@ def test_a_pruned_narrowed_student_exports_a_smaller_saved_model_equal_to_its_ow
     from bertfit.export.serving import export_classifier
     from bertfit.inference.predictor import Classifier
 
-    run = trained_run[1].run_dir
+    whole = tmp_path / "student"  # pruned_student's settings, without pruning or narrowing
+    argv = ["distill", "--teacher", trained_run[1].run_dir, "--output-dir", str(whole)]
+    argv += ["--student-layers", "1", "--epochs", "1", "--max-train-examples", "32", "--quiet"]
+    assert main([*argv, "--no-report"]) == 0
+    student = Classifier.from_run(pruned_student)
+    exported = export_classifier(student, tmp_path / "export")
+    whole_export = export_classifier(Classifier.from_run(whole), tmp_path / "whole-export")
     texts = ["good film", "an awful , boring plot", "the movie was fun ! ?"]  # ?: not kept
-    sizes = {}
-    for prune in (False, True):
-        out = tmp_path / f"student-{prune}"
-        argv = ["distill", "--teacher", run, "--output-dir", str(out), "--student-layers", "1"]
-        argv += ["--epochs", "1", "--max-train-examples", "32", "--quiet", "--no-report"]
-        argv += ["--prune-vocab", "--student-intermediate-size", "16"] if prune else []
-        assert main(argv) == 0
-        student = Classifier.from_run(out)
-        exported = export_classifier(student, tmp_path / f"export-{prune}")
-        weights = (exported / "variables").iterdir()  # the graph's size is the tokenizer's
-        sizes[prune] = sum(f.stat().st_size for f in weights)
     tokenizer = student.module.tokenizer  # the rows hold no "?": it reads as the unknown token
     assert tokenizer.vocab_size < 41 and tokenizer.tokenize("?").numpy() == [tokenizer.unk_id]
     assert student.module.model.encoder.config.intermediate_size == 16
@@ -380,13 +375,12 @@ def test_a_pruned_narrowed_student_exports_a_smaller_saved_model_equal_to_its_ow
         rtol=0,
         atol=1e-5,
     )
-    assert sizes[True] < sizes[False]
-    # A tokenizer file (ONNX, hf, LiteRT) cannot renumber the ids after WordPiece.
-    from bertfit.export.onnx import export_onnx
+    assert _weights_size(exported) < _weights_size(whole_export)
 
-    with pytest.raises(ConfigError, match="--format onnx cannot hold this run's pruned vocab"):
-        export_onnx(student, tmp_path / "onnx")
-    assert not (tmp_path / "onnx").exists()
+
+def _weights_size(saved_model) -> int:
+    """The bytes of a SavedModel's variables (its graph's size is the tokenizer's)."""
+    return sum(f.stat().st_size for f in (saved_model / "variables").iterdir())
 
 
 def test_a_packed_batch_is_distilled_slot_by_slot():

@@ -68,9 +68,11 @@ from bertfit.checkpoints.families import SUPPORTED
 from bertfit.checkpoints.hf import SAFETENSORS
 from bertfit.checkpoints.weights import read_weights
 from bertfit.data.tasks import MULTI_LABEL, REGRESSION, Task
+from bertfit.distill.student import WORD_EMBEDDINGS
 from bertfit.errors import ConfigError
 from bertfit.export import portable
 from bertfit.model.config import FAMILY_FIELDS, BertConfig
+from bertfit.text.pruned import PrunedTokenizer
 
 THRESHOLDS_KEY = "label_thresholds"  # config.json: label → multi-label decision threshold
 PROBLEM_TYPES = {
@@ -171,7 +173,7 @@ def export_hf(
     head, why = task_head(model)
     from bertfit.export.onnx import tokenizer_file  # every kind, as --format onnx writes it
 
-    tokenizer = tokenizer_file(module.tokenizer, module.max_seq_length)
+    tokenizer = tokenizer_file(portable.whole_tokenizer(module.tokenizer), module.max_seq_length)
     if head is not None:
         config = hf_config(model.encoder.config, head, module)
         tensors = state_dict(model, head, module.task)
@@ -183,6 +185,8 @@ def export_hf(
         config = base_config(model.encoder.config) | label_fields(module)
         config["bertfit"] |= {"flavour": FLAVOUR, "why": why}
         tensors = encoder_tensors(model.encoder, prefix="")
+    if isinstance(module.tokenizer, PrunedTokenizer):
+        tensors, config = whole_vocabulary(tensors, config, module.tokenizer.new_ids)
 
     def write(folder: Path) -> None:
         from safetensors.numpy import save_file
@@ -237,6 +241,25 @@ def task_head(model) -> tuple[Head | None, str]:
             f"from two of its {config.hidden_size} hidden units (at most hidden_size / 2)"
         )
     return head, ""
+
+
+def whole_vocabulary(
+    tensors: dict[str, np.ndarray], config: dict, new_ids: np.ndarray
+) -> tuple[dict[str, np.ndarray], dict]:
+    """A pruned vocabulary's model (`tensors`, `config`) over the whole vocabulary, which
+    transformers' tokenizer gives and its model cannot renumber: id i's word embedding is the
+    row of its new id `new_ids[i]` (an id not kept: the unknown token's), so every text gives
+    the pruned model's outputs.
+
+    Examples:
+    >>> table = {"bert.embeddings.word_embeddings.weight": np.array([[0.0], [1.0], [2.0]])}
+    >>> new_ids = np.array([0, 1, 1, 2, 1])  # ids 2 and 4 not kept: [UNK]'s new id, 1
+    >>> tensors, config = whole_vocabulary(table, {"vocab_size": 3}, new_ids)
+    >>> tensors["bert.embeddings.word_embeddings.weight"].ravel().tolist(), config
+    ([0.0, 1.0, 1.0, 2.0, 1.0], {'vocab_size': 5})
+    """
+    name = next(name for name in tensors if name.endswith(WORD_EMBEDDINGS))
+    return {**tensors, name: tensors[name][new_ids]}, {**config, "vocab_size": len(new_ids)}
 
 
 def flavour_note(folder: str | Path) -> str | None:

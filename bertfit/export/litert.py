@@ -8,7 +8,9 @@ every text is packed (`[CLS] ids [SEP]`, truncated to the run's `max_seq_length`
 padded to the smallest of the run's length buckets that holds its longest text, as the
 SavedModel pads, and the model and the softmax/sigmoid run as LiteRT builtins (the shapes are
 dynamic: the interpreter sizes its tensors at each call). `--quantize int8` quantizes the
-weights to int8 (dynamic range). The folder `OUT/<version>/` holds `model.tflite` and
+weights to int8 (dynamic range). A student with a pruned vocabulary (`bertfit distill
+--prune-vocab`) tokenizes and packs with its teacher's whole vocabulary, then renumbers the ids
+(a gather: an id not kept becomes [UNK]'s). The folder `OUT/<version>/` holds `model.tflite` and
 `bertfit.json` (labels, task, max_seq_length).
 
 The tokenizer ops are custom ops: the interpreter must have TensorFlow Text's kernels. In Python,
@@ -78,7 +80,7 @@ def export_litert(
     """
     module = portable.check_portable(classifier, "litert")
     portable.check_quantize(quantize)
-    tokenizer = module.tokenizer
+    tokenizer = portable.whole_tokenizer(module.tokenizer)
     if not isinstance(tokenizer, BertTokenizer):
         raise ConfigError(
             "--format litert needs a WordPiece (BERT-style) tokenizer: LiteRT's only tokenizer "
@@ -162,17 +164,18 @@ def _text_spec() -> list[tf.TensorSpec]:
 
 
 class _LiteGraph(tf.Module):
-    """Strings → FastBertTokenizer → packed to the batch's length bucket → model → numeric
-    output."""
+    """Strings → FastBertTokenizer → packed to the batch's length bucket → renumbered to a
+    pruned vocabulary's ids, if the model has one → model → numeric output."""
 
     def __init__(self, module: ClassifierModule):
         super().__init__(name="bertfit_litert")
         self.module = module
-        self.fast = fast_bert_tokenizer(module.tokenizer)
+        self.tokenizer = portable.whole_tokenizer(module.tokenizer)
+        self.fast = fast_bert_tokenizer(self.tokenizer)
         self.classify = tf.function(self._classify, input_signature=_text_spec(), autograph=False)
 
     def _classify(self, text):
-        module, tokenizer = self.module, self.module.tokenizer
+        module, tokenizer = self.module, self.tokenizer
         ids = self.fast.tokenize(text)
         kept = tf.minimum(tf.cast(ids.row_lengths(), tf.int32), module.max_seq_length - 2)
         # Padded to the smallest length bucket holding the batch's longest text, as the
@@ -187,7 +190,11 @@ class _LiteGraph(tf.Module):
         position = tf.range(width)[tf.newaxis, :]
         word_ids = tf.where(position == (kept + 1)[:, tf.newaxis], tokenizer.sep_id, word_ids)
         mask = tf.cast(position < (kept + 2)[:, tf.newaxis], tf.int32)
-        inputs = {WORD_IDS: word_ids, MASK: mask, TYPE_IDS: tf.zeros_like(word_ids)}
+        inputs = {
+            WORD_IDS: portable.renumbered(module.tokenizer, word_ids),
+            MASK: mask,
+            TYPE_IDS: tf.zeros_like(word_ids),
+        }
         return portable.numeric_outputs(module, module.model(inputs, training=False))
 
 

@@ -11,10 +11,12 @@ tests/text/test_host_tokenizer.py holds to the in-graph one for every family), p
 checkpoint's template (`[CLS] a [SEP] b [SEP]`, `<s> a </s></s> b </s>`, ...), truncates to the
 run's `max_seq_length` (pairs longest first, as bertfit) and pads a batch to its longest text.
 The model itself reads ids, so every encoder family converts (tests/export runs MPNet,
-NomicBERT, DeBERTa-v3, EuroBERT and mmBERT exports in ONNX Runtime). `--quantize int8`
-quantizes the weights with ONNX Runtime's `quantize_dynamic` (int8 weights per output channel,
-activations quantized on the fly). The folder `OUT/<version>/` holds the two files and
-`bertfit.json` (labels, task, max_seq_length).
+NomicBERT, DeBERTa-v3, EuroBERT and mmBERT exports in ONNX Runtime). A student with a pruned
+vocabulary (`bertfit distill --prune-vocab`) takes the ids of its teacher's whole vocabulary,
+which its tokenizer.json (the teacher's) gives, and renumbers them as its first op (a gather:
+an id not kept becomes [UNK]'s). `--quantize int8` quantizes the weights with ONNX Runtime's
+`quantize_dynamic` (int8 weights per output channel, activations quantized on the fly). The
+folder `OUT/<version>/` holds the two files and `bertfit.json` (labels, task, max_seq_length).
 
 Why the tokenizer is not inside the ONNX graph: onnxruntime-extensions' `BertTokenizer` op
 tokenizes one text (or one pair) per call, not a batch, so a batched graph would need a loop
@@ -43,7 +45,7 @@ import tensorflow as tf
 from bertfit.errors import MissingDependencyError
 from bertfit.export import portable
 from bertfit.inference.graph import ClassifierModule
-from bertfit.model.inputs import INPUT_NAMES
+from bertfit.model.inputs import INPUT_NAMES, WORD_IDS
 from bertfit.text.base import InGraphTokenizer
 
 MODEL_FILE = "model.onnx"
@@ -70,7 +72,9 @@ def export_onnx(
     """
     module = portable.check_portable(classifier, "onnx")
     portable.check_quantize(quantize)
-    tokenizer_json = tokenizer_file(module.tokenizer, module.max_seq_length)
+    tokenizer_json = tokenizer_file(
+        portable.whole_tokenizer(module.tokenizer), module.max_seq_length
+    )
     model = onnx_model(module)
     data = portable.metadata(
         module,
@@ -102,6 +106,7 @@ def onnx_model(module: ClassifierModule):
     def classify(input_word_ids, input_mask, input_type_ids):
         inputs = dict(zip(INPUT_NAMES, (input_word_ids, input_mask, input_type_ids), strict=True))
         inputs = {name: tf.cast(value, tf.int32) for name, value in inputs.items()}
+        inputs[WORD_IDS] = portable.renumbered(module.tokenizer, inputs[WORD_IDS])
         return portable.numeric_outputs(module, module.model(inputs, training=False))
 
     function = tf.function(classify, input_signature=specs, autograph=False)

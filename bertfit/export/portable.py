@@ -26,6 +26,8 @@ from bertfit.inference.graph import ClassifierModule, next_version
 from bertfit.inference.outputs import calibrated_logits
 from bertfit.model import layers
 from bertfit.model.losses import outputs as logit_meaning
+from bertfit.text.base import InGraphTokenizer
+from bertfit.text.pruned import PrunedTokenizer
 from bertfit.tf_startup import verbose
 
 METADATA_NAME = "bertfit.json"
@@ -70,7 +72,8 @@ def converter_notes_quiet():
 def check_portable(classifier, format_name: str) -> ClassifierModule:
     """The classifier's `ClassifierModule`, or a `ConfigError` saying why `format_name` cannot
     hold it: it must come from a run directory and truncate texts (not `--long-documents
-    chunk`)."""
+    chunk`). A pruned vocabulary's model takes the whole vocabulary's ids (`whole_tokenizer`)
+    and renumbers them (`renumbered`)."""
     module = classifier.module
     if not isinstance(module, ClassifierModule):
         raise ConfigError(
@@ -86,15 +89,19 @@ def check_portable(classifier, format_name: str) -> ClassifierModule:
             "(whole documents in, for TF Serving or `bertfit serve`), or train with "
             "--long-documents truncate."
         )
-    if getattr(module.tokenizer, "kept_ids", None) is not None:
-        raise ConfigError(
-            f"--format {format_name} cannot hold this run's pruned vocabulary (bertfit distill "
-            "--prune-vocab): its ids are renumbered after WordPiece, inside the graph, which a "
-            "tokenizer file cannot say (a WordPiece vocabulary with pieces missing splits unseen "
-            "words otherwise). Export it with --format saved-model, or distil without "
-            "--prune-vocab."
-        )
     return module
+
+
+def whole_tokenizer(tokenizer: InGraphTokenizer) -> InGraphTokenizer:
+    """The tokenizer whose ids an export takes: a pruned vocabulary's whole one (bertfit
+    distill --prune-vocab; the model renumbers the ids: `renumbered`), else `tokenizer`."""
+    return tokenizer.tokenizer if isinstance(tokenizer, PrunedTokenizer) else tokenizer
+
+
+def renumbered(tokenizer: InGraphTokenizer, word_ids: tf.Tensor) -> tf.Tensor:
+    """int32 `word_ids` of `whole_tokenizer(tokenizer)` as the model's ids: a pruned
+    vocabulary's new ids (an id not kept becomes the unknown token's), else as they are."""
+    return tokenizer.renumber(word_ids) if isinstance(tokenizer, PrunedTokenizer) else word_ids
 
 
 def check_quantize(quantize: str | None) -> None:

@@ -254,8 +254,9 @@ class HostTokenizer:
         if self._new_ids is not None:
             raise CheckpointError(
                 "a pruned vocabulary (vocab_map.npy, bertfit distill --prune-vocab) renumbers "
-                "ids after WordPiece, which a tokenizer.json cannot say; export the model with "
-                "--format saved-model."
+                "ids after WordPiece, which a tokenizer.json cannot say; pack with the whole "
+                "vocabulary's tokenizer (the folder without vocab_map.npy) and renumber the ids "
+                "in the model, as bertfit's exports do."
             )
         ids = self.special_ids  # the CheckpointError where there is no template or padding
         tokens = {self._packing[f"{n}_token"]: ids[f"{n}_id"] for n in ("cls", "sep", "pad")}

@@ -37,8 +37,8 @@ class PrunedTokenizer(InGraphTokenizer):
         self.tokenizer = tokenizer
         self.kind = tokenizer.kind
         self.kept_ids = np.asarray(kept, np.int32)
-        self._new_ids = renumbering(self.kept_ids, tokenizer.vocab_size, tokenizer.unk_id)
-        self._table = tf.constant(self._new_ids)
+        # each id of the whole vocabulary's new id (`vocab_map.renumbering`)
+        self.new_ids = renumbering(self.kept_ids, tokenizer.vocab_size, tokenizer.unk_id)
 
     @property
     def vocab_size(self) -> int:
@@ -48,16 +48,16 @@ class PrunedTokenizer(InGraphTokenizer):
     @property
     def special_ids(self) -> dict:
         whole = self.tokenizer.special_ids
-        return {k: int(self._new_ids[v]) if k in _RENUMBERED else v for k, v in whole.items()}
+        return {k: int(self.new_ids[v]) if k in _RENUMBERED else v for k, v in whole.items()}
 
     cls_id = property(lambda self: self.special_ids["cls_id"])
     sep_id = property(lambda self: self.special_ids["sep_id"])
     pad_id = property(lambda self: self.special_ids["pad_id"])
-    unk_id = property(lambda self: int(self._new_ids[self.tokenizer.unk_id]))
+    unk_id = property(lambda self: int(self.new_ids[self.tokenizer.unk_id]))
 
     @property
     def special_token_ids(self) -> list[int]:
-        return [int(self._new_ids[i]) for i in self.tokenizer.special_token_ids]
+        return [int(self.new_ids[i]) for i in self.tokenizer.special_token_ids]
 
     def save(self, directory: str | os.PathLike) -> None:
         """The whole tokenizer's files and `vocab_map.npy`, from which
@@ -74,5 +74,11 @@ class PrunedTokenizer(InGraphTokenizer):
     def _tokenize_batch(self, texts: tf.Tensor) -> tf.RaggedTensor:
         return self._renumber(self.tokenizer.tokenize(texts))
 
+    def renumber(self, ids: tf.Tensor) -> tf.Tensor:
+        """int32 ids of the whole vocabulary (any shape), each as its new id."""
+        # The table a constant of the graph traced: tf2onnx leaves a captured tensor as an
+        # input of the ONNX model.
+        return tf.gather(tf.constant(self.new_ids), ids)
+
     def _renumber(self, ids: tf.RaggedTensor) -> tf.RaggedTensor:
-        return ids.with_flat_values(tf.gather(self._table, ids.flat_values))
+        return ids.with_flat_values(self.renumber(ids.flat_values))
