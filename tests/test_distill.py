@@ -135,12 +135,12 @@ def test_the_soft_labels_file_reads_back_and_a_broken_one_is_refused(tmp_path):
 
 def test_the_student_starts_from_the_teachers_chosen_layers_bitwise(trained_run, tmp_path):
     from bertfit.checkpoints.load import build_encoder, read_checkpoint
-    from bertfit.distill.student import teacher_encoder, write_student
-    from bertfit.inference.predictor import Classifier
+    from bertfit.distill.student import write_student
+    from bertfit.distill.teacher import load_teacher
     from bertfit.training.run_dir import TrainingRunDir as RunDir
 
     run = trained_run[1].run_dir
-    teacher = teacher_encoder(Classifier.from_run(run))
+    teacher = load_teacher(run, "tensorflow").encoder
     path = write_student(teacher, RunDir(run).tokenizer_dir, [1], tmp_path / "student")
     student = build_encoder(read_checkpoint(path))
     assert student.config.num_hidden_layers == 1
@@ -155,13 +155,13 @@ def test_the_student_starts_from_the_teachers_chosen_layers_bitwise(trained_run,
 
 def test_a_pruned_student_keeps_the_teachers_embedding_rows_of_the_kept_ids(trained_run, tmp_path):
     from bertfit.checkpoints.load import build_encoder, build_tokenizer, read_checkpoint
-    from bertfit.distill.student import teacher_encoder, write_student
-    from bertfit.inference.predictor import Classifier
+    from bertfit.distill.student import write_student
+    from bertfit.distill.teacher import load_teacher
     from bertfit.training.run_dir import TrainingRunDir as RunDir
     from tests.tiny import TINY_VOCAB
 
     run = trained_run[1].run_dir
-    teacher = teacher_encoder(Classifier.from_run(run))
+    teacher = load_teacher(run, "tensorflow").encoder
     kept = np.array([0, 1, 2, 3, 4, TINY_VOCAB.index("film"), TINY_VOCAB.index("good")])
     path = write_student(teacher, RunDir(run).tokenizer_dir, [1], tmp_path / "student", kept)
     checkpoint = read_checkpoint(path)
