@@ -28,7 +28,7 @@ def test_a_student_from_its_own_checkpoint_pools_as_that_checkpoint_declares():
     of its layers keeps it; one from --student-model leaves it to that checkpoint, unless
     --pooling is given."""
     from bertfit.config import DataConfig, ModelConfig, RunConfig
-    from bertfit.distill.run import student_config
+    from bertfit.distill.config import student_config
 
     teacher = RunConfig(
         model=ModelConfig(name="minilm-l6", pooling="mean"), data=DataConfig(train="t.csv")
@@ -44,7 +44,7 @@ def test_a_schedule_chosen_for_the_teachers_small_set_is_chosen_again_for_the_st
     """With --unlabelled the distillation set may be far larger than the teacher's 16 rows,
     for which 30 epochs at batch 8 were chosen (issue 63); a schedule given is kept."""
     from bertfit.config import DataConfig, RunConfig, TrainConfig
-    from bertfit.distill.run import student_config
+    from bertfit.distill.config import student_config
 
     teacher = RunConfig(data=DataConfig(train="t.csv"), train=TrainConfig(batch_size=8, epochs=30))
     kept = student_config(teacher, "s", {}).train
@@ -433,12 +433,9 @@ def test_a_refused_distillation_writes_nothing_and_keeps_the_run_it_would_replac
     out = tmp_path / "students" / "first"
     argv = ["distill", "--teacher", run, "--output-dir", str(out), "--max-seq-length", "16"]
     # the student's own flags are refused before the teacher labels a row
-    for flags, words in [
-        (["--student-layers", "1", "--backend", "jax"], "TensorFlow only"),
-        (["--student-model", str(tmp_path / "nothere")], "nothere: no such file or directory"),
-    ]:
-        code, err = _errors(capsys, [*argv, *flags])
-        assert code == 2 and words in err and len(err.splitlines()) == 1, err
+    code, err = _errors(capsys, [*argv, "--student-model", str(tmp_path / "nothere")])
+    assert code == 2 and "nothere: no such file or directory" in err, err
+    assert len(err.splitlines()) == 1, err
     # refused once the teacher labelled the rows (a missing --eval): its labels go too, so the
     # command with other settings is not refused for them
     for temperature in ("2", "3"):

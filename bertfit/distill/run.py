@@ -6,7 +6,8 @@ student's run directory is a run like any: evaluate, predict, export, serve and 
 
 Examples:
     teacher = "runs/minilm"                      # a finished `bertfit train`
-    config = student_config(RunDir(teacher).load_config(), "runs/student", {})
+    teacher_config = open_teacher(teacher).load_config()  # `bertfit.distill.config`
+    config = student_config(teacher_config, "runs/student", {})
     summary = distill(config, DistillConfig(teacher=teacher, student_layers="3"))
 """
 
@@ -23,13 +24,18 @@ import numpy as np
 from bertfit.atomic import temporary_path, write_text_atomic
 from bertfit.checkpoints.load import detect_checkpoint
 from bertfit.checkpoints.registry import resolve
-from bertfit.config import RunConfig, override
+from bertfit.config import RunConfig
 from bertfit.data.run_files import read_training_examples
 from bertfit.data.sources import Example, read_examples
 from bertfit.data.tasks import SINGLE_LABEL
 from bertfit.data.training_data import LabelledData
 from bertfit.distill import loss
-from bertfit.distill.config import DistillConfig, chosen_intermediate_size, chosen_layers
+from bertfit.distill.config import (
+    DistillConfig,
+    chosen_intermediate_size,
+    chosen_layers,
+    open_teacher,
+)
 from bertfit.distill.soft_labels import (
     DISTILL_DIR,
     SOFT_LABELS_FILE,
@@ -45,7 +51,7 @@ from bertfit.errors import BertfitError, ConfigError, DataError
 from bertfit.inference.run import classifier_source_spec
 from bertfit.inference.texts import TextClassifier
 from bertfit.progress import Console
-from bertfit.runs.records import FINISHED, RunSummary
+from bertfit.runs.records import RunSummary
 from bertfit.runs.run_dir import RunDir
 from bertfit.text.vocab_map import kept_ids
 from bertfit.training.backends import backend_of
@@ -54,58 +60,6 @@ from bertfit.training.run_dir import TrainingRunDir
 from bertfit.training.setup import RunSetup
 
 SETTINGS_FILE = "settings.json"
-
-
-def open_teacher(path: str) -> RunDir:
-    """The teacher's run directory: it must hold a finished single-label (or pair) run."""
-    run_dir = RunDir(path)
-    status = run_dir.status()
-    if status != FINISHED:
-        said = {"new": "holds no run", "foreign": "is not a bertfit run directory"}
-        raise ConfigError(
-            f"--teacher {path} {said.get(status, 'holds a run that did not finish')}; pass the "
-            "--output-dir of a finished `bertfit train`."
-        )
-    kind = run_dir.load_task().kind
-    if kind != SINGLE_LABEL:
-        raise ConfigError(
-            f"--teacher {path} is a {kind} run; bertfit distill distils single-label "
-            "classifiers (one softmax over the classes, texts or text pairs) only."
-        )
-    return run_dir
-
-
-def student_config(
-    teacher: RunConfig,
-    output_dir: str | None,
-    flags: dict,
-    student_model: str | None = None,
-    chosen_schedule: bool = False,
-) -> RunConfig:
-    """The student's run: the teacher's settings with the flags given on top (e.g.
-    `{"train.epochs": 2}`); `distill` then points its model and data at the distillation set.
-    A student from its own checkpoint (`student_model`) pools as that checkpoint declares
-    unless the flags give --pooling: the teacher's pooling was decided for the teacher's.
-    `chosen_schedule`: the teacher's batch size and epochs were chosen for its small training
-    set (`training.schedule`); the student's are chosen for the distillation set (with
-    --unlabelled it may be far larger) unless the flags give them."""
-    if not output_dir:
-        raise ConfigError("--output-dir STUDENT is required: the student's run directory.")
-    if "model.name" in flags:
-        raise ConfigError(
-            "--model: the student starts from the teacher's layers (--student-layers) or from "
-            "--student-model CHECKPOINT; pass one of those instead."
-        )
-    config = dataclasses.replace(teacher, output_dir=output_dir)
-    config.model = dataclasses.replace(teacher.model)
-    config.data = dataclasses.replace(teacher.data)
-    config.train = dataclasses.replace(teacher.train)
-    if student_model is not None:
-        config.model.pooling = None  # decided by the student's checkpoint when the run starts
-    if chosen_schedule:
-        config.train.batch_size = config.train.epochs = None  # decided for the student's rows
-    override(config, flags)
-    return config
 
 
 def distill(
