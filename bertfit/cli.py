@@ -39,13 +39,14 @@ from bertfit.sweeps.flags import add_tune_arguments, sweep_from_args, tune_prefl
 from bertfit.tf_build import require_tensorflow
 from bertfit.tf_startup import keras_backend, select_keras_backend, start_tensorflow
 
-# The commands whose preflight makes --backend Keras' backend (`train_preflight`, check's and
-# doctor's `select_run_backend`, `tune_preflight`, `audit_preflight`, evaluate's and predict's
-# `select_inference_backend`); every other runs Keras on TensorFlow.
-BACKEND_COMMANDS = ("train", "doctor", "check", "tune", "audit", "evaluate", "predict")
+# The commands whose preflight makes --backend Keras' backend (`train_preflight`,
+# `distill_preflight`, check's and doctor's `select_run_backend`, `tune_preflight`,
+# `audit_preflight`, evaluate's and predict's `select_inference_backend`); every other runs
+# Keras on TensorFlow.
+BACKEND_COMMANDS = ("train", "distill", "doctor", "check", "tune", "audit", "evaluate", "predict")
 # Those of them that load TensorFlow only when their backend needs it
 # (`Backend.loads_tensorflow`: not --backend jax); `doctor` reports TensorFlow's build on any.
-TENSORFLOW_ON_DEMAND = ("train", "check", "tune", "audit", "evaluate", "predict")
+TENSORFLOW_ON_DEMAND = ("train", "distill", "check", "tune", "audit", "evaluate", "predict")
 # The commands that run no model: TensorFlow is never loaded
 WITHOUT_KERAS = ("relabel",)
 # What runs without TensorFlow, said when a command that needs it is refused where it is not
@@ -56,7 +57,7 @@ WITHOUT_TENSORFLOW = {
     "bertfit predict --backend jax needs none",
 }
 JAX_RUNS = (
-    "bertfit train, evaluate, predict and check with --backend jax run without it: "
+    "bertfit train, distill, evaluate, predict and check with --backend jax run without it: "
     "pip install 'bertfit[jax]'"
 )
 
@@ -124,25 +125,33 @@ def _scores(values: dict) -> str:
     return ", ".join(f"{k.replace('_', ' ')} {v:.4f}" for k, v in values.items())
 
 
-def distill_options(args):
-    """`bertfit distill`'s own flags (`DistillConfig`), checked before TensorFlow loads."""
-    from bertfit.distill.config import DistillConfig
+def distill_configs(args):
+    """`bertfit distill`'s own flags (`DistillConfig`, checked) and the student's run config
+    (the teacher's, or --config's, with the flags on top); reads no more than their files."""
+    from bertfit.distill.config import DistillConfig, open_teacher, student_config
 
-    return DistillConfig(**given(args, flags_of(DistillConfig))).validate()
-
-
-def cmd_distill(args) -> int:
-    from bertfit.config import RunConfig
-    from bertfit.distill.run import distill, open_teacher, student_config
-    from bertfit.report import write_report
-
-    options = distill_options(args)
+    options = DistillConfig(**given(args, flags_of(DistillConfig))).validate()
     teacher = open_teacher(options.teacher)
     base = RunConfig.load(args.config) if args.config else teacher.load_config()
     flags = given(args, RUN_FLAGS.values())
     chosen = not args.config and teacher.chosen_schedule() is not None
     config = student_config(base, args.output_dir, flags, options.student_model, chosen)
     check_not_nested(config.output_dir, "--output-dir")
+    return options, config
+
+
+def distill_preflight(args) -> None:
+    """`distill`'s preflight, before TensorFlow loads: its settings checked, and the student's
+    --backend (the teacher's unless given) made Keras' backend, which the teacher labels on."""
+    _, config = distill_configs(args)
+    select_keras_backend(config.train.backend)
+
+
+def cmd_distill(args) -> int:
+    from bertfit.distill.run import distill
+    from bertfit.report import write_report
+
+    options, config = distill_configs(args)
     summary = distill(
         config,
         options,
@@ -626,7 +635,7 @@ def _add_distill(sub) -> None:
     )
     add_flags(distill.add_argument_group("distillation"), flags_of(DistillConfig))
     add_run_output_arguments(add_train_arguments(distill))
-    distill.set_defaults(handler=cmd_distill, preflight=distill_options)
+    distill.set_defaults(handler=cmd_distill, preflight=distill_preflight)
 
 
 def _add_prepare(sub) -> None:

@@ -71,6 +71,8 @@ def test_help_loads_no_tensorflow(argv, says):
         (["serve", "--run", "r", "--max-batch", "0"], "--max-batch must be at least 1, got 0"),
         (["convert", "m", "m", "--to", "hf"], "DST m overlaps the input m"),  # a preflight
         (["predict", "--run", "r", "--data", "-", "--backend", "jax"], "r is not one"),
+        # the teacher, read before the student's --backend is chosen
+        (["distill", "--teacher", "none", "--output-dir", "s"], "--teacher none holds no run"),
         # data files, read before TensorFlow loads
         (["train", "--train", "missing.csv"], "missing.csv: file not found"),
         (["train", "--train", "README.md"], "README.md: cannot tell the format"),

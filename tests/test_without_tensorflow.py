@@ -3,7 +3,8 @@
 after a kill (the steps it repeats give the losses they gave), predicts, evaluates and is
 checked; the commands that need TensorFlow are refused in one line naming the extra; and the run
 exports on a machine with TensorFlow (this process) to the predictions it gave on JAX, within
-1e-5. A command that imports TensorFlow fails here: the import raises in the child process."""
+1e-5. `bertfit distill --backend jax` distils there the student TensorFlow distils here. A
+command that imports TensorFlow fails here: the import raises in the child process."""
 
 from __future__ import annotations
 
@@ -98,3 +99,50 @@ def test_jax_commands_run_without_tensorflow_and_the_run_exports_with_it(
         for rows in (on_jax, on_tensorflow)
     )
     np.testing.assert_allclose(jax_probabilities, tensorflow_probabilities, atol=1e-5)
+
+
+@pytest.mark.slow  # a JAX process that labels, cuts and trains, and the same on TensorFlow: 20 s
+def test_a_jax_distillation_without_tensorflow_takes_the_tensorflow_distillations_steps(
+    trained_run, tmp_path
+):
+    """`bertfit distill --backend jax` where TensorFlow cannot be imported, beside the same
+    command on TensorFlow: the teacher's probabilities on JAX are TensorFlow's within 1e-5,
+    its host tokenizer keeps the same ids of the pruned vocabulary, the student cut from its
+    JAX weights is the same tensors, and from the same first weights (each backend draws the
+    new head its own way) the student takes the same steps: the distillation loss is one
+    function of keras.ops on both."""
+    from safetensors.numpy import load_file
+
+    from bertfit.cli import main
+    from bertfit.distill.soft_labels import SoftLabels
+    from tests.jax_without_tensorflow import distill_args, starting_from
+
+    teacher = trained_run[1].run_dir
+    unlabelled = write_csv(tmp_path / "more.csv", sentiment_rows(8, seed=5))
+    initial, on_tensorflow, on_jax = tmp_path / "initial", tmp_path / "tf", tmp_path / "jax"
+    with starting_from(str(initial)):
+        assert main(distill_args(teacher, str(unlabelled), str(on_tensorflow), "tensorflow")) == 0
+    done = without_tensorflow("distill", teacher, unlabelled, initial, on_jax)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == {"loaded": []}
+
+    tensorflow, jax = (
+        SoftLabels.load(run / "distill" / "soft_labels.npz") for run in (on_tensorflow, on_jax)
+    )
+    assert jax.probabilities.shape == (32 + 8, 2)
+    np.testing.assert_allclose(jax.probabilities, tensorflow.probabilities, rtol=0, atol=1e-5)
+    np.testing.assert_array_equal(jax.given, tensorflow.given)
+    cuts = [run / "distill" / "student" for run in (on_tensorflow, on_jax)]
+    kept = [np.load(cut / "vocab_map.npy") for cut in cuts]
+    assert len(kept[0]) < 41  # pruned: fewer ids than the tiny vocabulary's
+    np.testing.assert_array_equal(kept[1], kept[0])
+    tensors = [load_file(cut / "model.safetensors") for cut in cuts]
+    assert tensors[1].keys() == tensors[0].keys()
+    for name, value in tensors[0].items():
+        np.testing.assert_array_equal(tensors[1][name], value, err_msg=name)
+    steps = [steps_of(run) for run in (on_tensorflow, on_jax)]
+    assert len(steps[1]) == len(steps[0]) == 6  # 40 rows in batches of 8, in 2 length buckets
+    for name in ("loss", "grad_norm"):
+        np.testing.assert_allclose(
+            [s[name] for s in steps[1]], [s[name] for s in steps[0]], atol=1e-4, err_msg=name
+        )

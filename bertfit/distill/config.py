@@ -1,12 +1,16 @@
 """`bertfit distill`'s own settings; the student's training settings are an ordinary
-`RunConfig` (the teacher's, with the flags given on top)."""
+`RunConfig` (the teacher's, with the flags given on top: `student_config`). Nothing here
+imports Keras: the CLI reads them before it chooses Keras' backend (the student's)."""
 
 from __future__ import annotations
 
 import dataclasses
 
+from bertfit.config import SINGLE_LABEL, RunConfig, override
 from bertfit.errors import ConfigError
 from bertfit.flags import flag
+from bertfit.runs.records import FINISHED
+from bertfit.runs.run_dir import RunDir
 
 
 @dataclasses.dataclass
@@ -145,3 +149,55 @@ def chosen_intermediate_size(size: int | None, teacher_size: int) -> int | None:
             f"{teacher_size} neurons; a student keeps fewer (1 to {teacher_size - 1})."
         )
     return size
+
+
+def open_teacher(path: str) -> RunDir:
+    """The teacher's run directory: it must hold a finished single-label (or pair) run."""
+    run_dir = RunDir(path)
+    status = run_dir.status()
+    if status != FINISHED:
+        said = {"new": "holds no run", "foreign": "is not a bertfit run directory"}
+        raise ConfigError(
+            f"--teacher {path} {said.get(status, 'holds a run that did not finish')}; pass the "
+            "--output-dir of a finished `bertfit train`."
+        )
+    kind = run_dir.load_task().kind
+    if kind != SINGLE_LABEL:
+        raise ConfigError(
+            f"--teacher {path} is a {kind} run; bertfit distill distils single-label "
+            "classifiers (one softmax over the classes, texts or text pairs) only."
+        )
+    return run_dir
+
+
+def student_config(
+    teacher: RunConfig,
+    output_dir: str | None,
+    flags: dict,
+    student_model: str | None = None,
+    chosen_schedule: bool = False,
+) -> RunConfig:
+    """The student's run: the teacher's settings with the flags given on top (e.g.
+    `{"train.epochs": 2}`); `distill` then points its model and data at the distillation set.
+    A student from its own checkpoint (`student_model`) pools as that checkpoint declares
+    unless the flags give --pooling: the teacher's pooling was decided for the teacher's.
+    `chosen_schedule`: the teacher's batch size and epochs were chosen for its small training
+    set (`training.schedule`); the student's are chosen for the distillation set (with
+    --unlabelled it may be far larger) unless the flags give them."""
+    if not output_dir:
+        raise ConfigError("--output-dir STUDENT is required: the student's run directory.")
+    if "model.name" in flags:
+        raise ConfigError(
+            "--model: the student starts from the teacher's layers (--student-layers) or from "
+            "--student-model CHECKPOINT; pass one of those instead."
+        )
+    config = dataclasses.replace(teacher, output_dir=output_dir)
+    config.model = dataclasses.replace(teacher.model)
+    config.data = dataclasses.replace(teacher.data)
+    config.train = dataclasses.replace(teacher.train)
+    if student_model is not None:
+        config.model.pooling = None  # decided by the student's checkpoint when the run starts
+    if chosen_schedule:
+        config.train.batch_size = config.train.epochs = None  # decided for the student's rows
+    override(config, flags)
+    return config

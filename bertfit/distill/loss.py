@@ -17,10 +17,12 @@ T² keeps the soft term's gradients the size of the hard term's whatever T is.
 from __future__ import annotations
 
 import numpy as np
-import tensorflow as tf
+from keras import ops
 
+from bertfit.config import SINGLE_LABEL
 from bertfit.model.inputs import GLOBAL_EXAMPLES
 from bertfit.model.losses import example_targets
+from bertfit.model.losses import per_example_loss as task_loss
 
 UNLABELLED = -1  # the hard-label column of a row the teacher alone labels
 
@@ -41,26 +43,24 @@ def distillation_targets(
     return np.concatenate([soft, np.asarray(hard, np.float64)[:, None]], axis=1).astype(np.float32)
 
 
-def per_example_loss(
-    targets: tf.Tensor, logits: tf.Tensor, temperature: float, soft_weight: float
-) -> tf.Tensor:
-    """[batch] losses of `distillation_targets` rows against the student's logits."""
-    logits = tf.cast(logits, tf.float32)
-    teacher, hard = targets[:, :-1], tf.cast(targets[:, -1], tf.int32)
-    student = tf.nn.log_softmax(logits / temperature, axis=-1)
-    entropy = tf.reduce_sum(tf.math.xlogy(teacher, teacher), axis=-1)
-    soft = temperature**2 * (entropy - tf.reduce_sum(teacher * student, axis=-1))
+def per_example_loss(targets, logits, temperature: float, soft_weight: float):
+    """[batch] losses of `distillation_targets` rows against the student's logits (keras.ops:
+    either backend)."""
+    logits = ops.cast(logits, "float32")
+    teacher, hard = targets[:, :-1], ops.cast(targets[:, -1], "int32")
+    student = ops.log_softmax(logits / temperature, axis=-1)
+    # x·log x, 0 where x is 0 (the teacher's entropy: the KL's constant term)
+    entropy = ops.sum(teacher * ops.log(ops.where(teacher > 0, teacher, 1.0)), axis=-1)
+    soft = temperature**2 * (entropy - ops.sum(teacher * student, axis=-1))
     labelled = hard != UNLABELLED
-    given = tf.nn.sparse_softmax_cross_entropy_with_logits(
-        labels=tf.where(labelled, hard, 0), logits=logits
-    )
+    given = task_loss(SINGLE_LABEL, ops.where(labelled, hard, 0), logits)
     mixed = soft_weight * soft + (1.0 - soft_weight) * given
-    return tf.where(labelled, mixed, soft)
+    return ops.where(labelled, mixed, soft)
 
 
-def batch_loss(batch: dict, logits: tf.Tensor, temperature: float, soft_weight: float):
+def batch_loss(batch: dict, logits, temperature: float, soft_weight: float):
     """This replica's share of the global batch's mean distillation loss, weighted as
     `bertfit.model.losses.batch_loss` weighs the task's (padding rows weigh nothing)."""
     targets, weights = example_targets(batch)  # a packed batch's per slot (--packing)
     losses = per_example_loss(targets, logits, temperature, soft_weight)
-    return tf.reduce_sum(losses * weights) / batch[GLOBAL_EXAMPLES]
+    return ops.sum(losses * weights) / batch[GLOBAL_EXAMPLES]

@@ -1,11 +1,13 @@
 """`bertfit distill`: the teacher's probabilities of the training rows (and of any unlabelled
 texts), then an ordinary training run of the student on them with the distillation loss
-(`bertfit.distill.loss`). The student's run directory is a run like any: evaluate, predict,
-export, serve and report read it; `bertfit distill --resume` continues it.
+(`bertfit.distill.loss`), both on the student's Keras backend (`bertfit.distill.teacher`). The
+student's run directory is a run like any: evaluate, predict, export, serve and report read it;
+`bertfit distill --resume` continues it.
 
 Examples:
     teacher = "runs/minilm"                      # a finished `bertfit train`
-    config = student_config(RunDir(teacher).load_config(), "runs/student", {})
+    teacher_config = open_teacher(teacher).load_config()  # `bertfit.distill.config`
+    config = student_config(teacher_config, "runs/student", {})
     summary = distill(config, DistillConfig(teacher=teacher, student_layers="3"))
 """
 
@@ -22,13 +24,18 @@ import numpy as np
 from bertfit.atomic import temporary_path, write_text_atomic
 from bertfit.checkpoints.load import detect_checkpoint
 from bertfit.checkpoints.registry import resolve
-from bertfit.config import RunConfig, override
+from bertfit.config import RunConfig
 from bertfit.data.run_files import read_training_examples
 from bertfit.data.sources import Example, read_examples
 from bertfit.data.tasks import SINGLE_LABEL
 from bertfit.data.training_data import LabelledData
 from bertfit.distill import loss
-from bertfit.distill.config import DistillConfig, chosen_intermediate_size, chosen_layers
+from bertfit.distill.config import (
+    DistillConfig,
+    chosen_intermediate_size,
+    chosen_layers,
+    open_teacher,
+)
 from bertfit.distill.soft_labels import (
     DISTILL_DIR,
     SOFT_LABELS_FILE,
@@ -38,12 +45,13 @@ from bertfit.distill.soft_labels import (
     rows_file,
     write_rows,
 )
-from bertfit.distill.student import StudentCut, teacher_encoder, write_student
+from bertfit.distill.student import StudentCut, write_student
+from bertfit.distill.teacher import Teacher, load_teacher
 from bertfit.errors import BertfitError, ConfigError, DataError
-from bertfit.inference.predictor import Classifier
 from bertfit.inference.run import classifier_source_spec
+from bertfit.inference.texts import TextClassifier
 from bertfit.progress import Console
-from bertfit.runs.records import FINISHED, RunSummary
+from bertfit.runs.records import RunSummary
 from bertfit.runs.run_dir import RunDir
 from bertfit.text.vocab_map import kept_ids
 from bertfit.training.backends import backend_of
@@ -52,58 +60,6 @@ from bertfit.training.run_dir import TrainingRunDir
 from bertfit.training.setup import RunSetup
 
 SETTINGS_FILE = "settings.json"
-
-
-def open_teacher(path: str) -> RunDir:
-    """The teacher's run directory: it must hold a finished single-label (or pair) run."""
-    run_dir = RunDir(path)
-    status = run_dir.status()
-    if status != FINISHED:
-        said = {"new": "holds no run", "foreign": "is not a bertfit run directory"}
-        raise ConfigError(
-            f"--teacher {path} {said.get(status, 'holds a run that did not finish')}; pass the "
-            "--output-dir of a finished `bertfit train`."
-        )
-    kind = run_dir.load_task().kind
-    if kind != SINGLE_LABEL:
-        raise ConfigError(
-            f"--teacher {path} is a {kind} run; bertfit distill distils single-label "
-            "classifiers (one softmax over the classes, texts or text pairs) only."
-        )
-    return run_dir
-
-
-def student_config(
-    teacher: RunConfig,
-    output_dir: str | None,
-    flags: dict,
-    student_model: str | None = None,
-    chosen_schedule: bool = False,
-) -> RunConfig:
-    """The student's run: the teacher's settings with the flags given on top (e.g.
-    `{"train.epochs": 2}`); `distill` then points its model and data at the distillation set.
-    A student from its own checkpoint (`student_model`) pools as that checkpoint declares
-    unless the flags give --pooling: the teacher's pooling was decided for the teacher's.
-    `chosen_schedule`: the teacher's batch size and epochs were chosen for its small training
-    set (`training.schedule`); the student's are chosen for the distillation set (with
-    --unlabelled it may be far larger) unless the flags give them."""
-    if not output_dir:
-        raise ConfigError("--output-dir STUDENT is required: the student's run directory.")
-    if "model.name" in flags:
-        raise ConfigError(
-            "--model: the student starts from the teacher's layers (--student-layers) or from "
-            "--student-model CHECKPOINT; pass one of those instead."
-        )
-    config = dataclasses.replace(teacher, output_dir=output_dir)
-    config.model = dataclasses.replace(teacher.model)
-    config.data = dataclasses.replace(teacher.data)
-    config.train = dataclasses.replace(teacher.train)
-    if student_model is not None:
-        config.model.pooling = None  # decided by the student's checkpoint when the run starts
-    if chosen_schedule:
-        config.train.batch_size = config.train.epochs = None  # decided for the student's rows
-    override(config, flags)
-    return config
 
 
 def distill(
@@ -132,7 +88,8 @@ def distill(
     folder = out / DISTILL_DIR
     student = _student_run(config, options, folder)
     TrainingRunDir(out).plan_start(student, resume=resume, overwrite=overwrite)
-    backend_of(student).check(student, distilling=True)  # before the teacher labels anything
+    backend = backend_of(student)  # the teacher labels on it too
+    backend.check(student, distilling=True)  # before the teacher labels anything
     layers = None
     if options.student_model is None:
         teacher_config = teacher_dir.load_bert_config()
@@ -143,7 +100,7 @@ def distill(
     else:
         detect_checkpoint(resolve(options.student_model))
     console = Console(quiet=quiet)
-    teacher = Classifier.from_run(teacher_dir.path)
+    teacher = load_teacher(teacher_dir.path, backend.name)
     made = [p for p in [out.absolute(), *out.absolute().parents] if not p.exists()]
     wrote, started = False, False  # refused before `started`: what this command `wrote` goes
 
@@ -210,7 +167,7 @@ def _settings(options: DistillConfig, teacher_dir: RunDir, layers: list[int] | N
 def _distillation_set(
     config: RunConfig,
     options: DistillConfig,
-    teacher: Classifier,
+    teacher: Teacher,
     teacher_dir: RunDir,
     layers: list[int] | None,
     folder: Path,
@@ -221,7 +178,7 @@ def _distillation_set(
     """The teacher's labels of the rows, reused from `folder` when it holds them for this
     teacher, these rows and these settings (unless `relabel`); else predicted and written
     (whole or not at all) over any there. Also whether they were written."""
-    rows, given = _rows(config, options, teacher)
+    rows, given = _rows(config, options, teacher.classifier)
     checkpoint = teacher_dir.checkpoint_path("best")
     fingerprint = distill_fingerprint(checkpoint, rows)
     settings = _settings(options, teacher_dir, layers)
@@ -238,27 +195,28 @@ def _distillation_set(
             "--overwrite to start the student again, or a new --output-dir."
         )
     console.say(f"bertfit: the teacher labels {len(rows)} rows")
-    probabilities = teacher.predict_proba(
-        [r.text for r in rows], [r.text_pair for r in rows] if teacher.pairs else None
+    classifier = teacher.classifier
+    probabilities = classifier.predict_proba(
+        [r.text for r in rows], [r.text_pair for r in rows] if classifier.pairs else None
     )
-    soft = SoftLabels(probabilities, given, list(teacher.labels), fingerprint)
+    soft = SoftLabels(probabilities, given, list(classifier.labels), fingerprint)
     rows_name = rows_file(folder, config.data.format).name
-    kept = student_vocabulary(teacher, rows) if options.prune_vocab else None
+    kept = student_vocabulary(teacher.tokenizer, rows) if options.prune_vocab else None
     cut = StudentCut(layers, kept, options.student_intermediate_size)
     _write_set(folder, rows_name, soft, rows, teacher, cut, settings, teacher_dir)
     return soft, True
 
 
-def student_vocabulary(teacher: Classifier, rows: list[Example]) -> np.ndarray:
-    """The ids of the teacher's tokenizer that the rows' texts (and pairs) use, and its
-    special tokens': the pruned student's vocabulary (`bertfit.text.vocab_map`)."""
-    tokenizer = teacher.module.tokenizer
+def student_vocabulary(tokenizer, rows: list[Example]) -> np.ndarray:
+    """The ids of the teacher's tokenizer (in the graph, or on the host: the same ids) that
+    the rows' texts (and pairs) use, and its special tokens': the pruned student's vocabulary
+    (`bertfit.text.vocab_map`)."""
     texts = [r.text for r in rows] + [r.text_pair for r in rows if r.text_pair is not None]
     return kept_ids(tokenizer.tokenize_all(texts).values, tokenizer.special_token_ids)
 
 
 def _rows(
-    config: RunConfig, options: DistillConfig, teacher: Classifier
+    config: RunConfig, options: DistillConfig, teacher: TextClassifier
 ) -> tuple[list[Example], np.ndarray]:
     """The labelled training rows (up to --max-train-examples), then the unlabelled ones; and
     each row's given class index in the teacher's classes (-1: none)."""
@@ -286,7 +244,7 @@ def _write_set(
     rows_name: str,
     soft: SoftLabels,
     rows: list[Example],
-    teacher: Classifier,
+    teacher: Teacher,
     cut: StudentCut,
     settings: dict,
     teacher_dir: RunDir,
@@ -298,14 +256,14 @@ def _write_set(
     building.mkdir(parents=True)
     chosen = soft.probabilities.argmax(axis=1)
     names = [
-        teacher.labels[g] if g != loss.UNLABELLED else teacher.labels[c]
+        teacher.classifier.labels[g if g != loss.UNLABELLED else c]
         for g, c in zip(soft.given, chosen, strict=True)
     ]
-    write_rows(building / rows_name, rows, names, _columns(teacher))
+    write_rows(building / rows_name, rows, names, _columns(teacher.classifier))
     soft.save(building / SOFT_LABELS_FILE)
     if cut.layers is not None:
         write_student(
-            teacher_encoder(teacher),
+            teacher.encoder,
             teacher_dir.tokenizer_dir,
             cut.layers,
             building / STUDENT_DIR,
@@ -317,7 +275,7 @@ def _write_set(
     building.rename(folder)
 
 
-def _columns(teacher: Classifier) -> dict:
+def _columns(teacher: TextClassifier) -> dict:
     spec = classifier_source_spec(teacher)
     return {
         "text": spec.text_column,

@@ -37,12 +37,6 @@ class StudentCut:
     intermediate_size: int | None = None
 
 
-def teacher_encoder(classifier):
-    """The fine-tuned encoder inside a run's classifier (`Classifier.from_run`)."""
-    model = classifier.module.model
-    return getattr(model, "classifier", model).encoder  # a ChunkedClassifier wraps one
-
-
 def student_tensors(teacher_tensors: dict[str, np.ndarray], layers: list[int]) -> dict:
     """The Hugging Face tensors of a student keeping `layers` of the teacher: the teacher's
     layer `layers[j]` becomes layer j; every tensor outside the layers is kept as it is."""

@@ -142,6 +142,20 @@ class HostTokenizer:
         template = ("pair_separators", "second_type_id")
         return {**ids, **{key: self._packing[key] for key in template if key in self._packing}}
 
+    @property
+    def special_token_ids(self) -> list[int]:
+        """The ids of the special tokens the vocabulary has: a WordPiece's unknown, [CLS],
+        [SEP], padding and mask tokens (the in-graph `BertTokenizer.special_token_ids`),
+        another kind's packing tokens. What a pruned vocabulary keeps
+        (`bertfit.text.vocab_map.kept_ids`)."""
+        if self.kind == "wordpiece":
+            tokens = self._files.config.special_tokens
+        else:
+            tokens = [t for name, t in self._packing.items() if name.endswith("_token")]
+        ids = [self._tokenizer.token_to_id(t) for t in tokens if t is not None]
+        ids = [i for i in ids if i is not None]
+        return ids if self._new_ids is None else [int(self._new_ids[i]) for i in ids]
+
     def tokenize(self, texts: str | Sequence[str] | np.ndarray) -> list[list[int]] | list[int]:
         """Token ids of each text, without special tokens.
 

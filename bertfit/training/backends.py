@@ -26,6 +26,7 @@ one never loads the other.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Collection, Iterator
 from typing import TYPE_CHECKING, Protocol
 
@@ -259,6 +260,8 @@ class JaxBackend:
     loads_tensorflow = False
 
     def check(self, config: RunConfig, distilling: bool = False) -> None:
+        from bertfit.training.jax_processes import AUTO, COORDINATOR, cluster_arguments
+
         t = config.train
         for given, flag in (
             (t.strategy not in ("auto", "default"), f"--strategy {t.strategy}"),
@@ -284,7 +287,12 @@ class JaxBackend:
                 "--jit-compile false: --backend jax compiles every step with jax.jit; leave "
                 "--jit-compile out",
             ),
-            (distilling, "bertfit distill trains on TensorFlow only so far; leave --backend out"),
+            (
+                distilling and cluster_arguments(os.environ) is not None,
+                "bertfit distill --backend jax runs in one process so far (its teacher labels "
+                "the rows before a multi-host run's processes could join); unset "
+                f"{COORDINATOR} and {AUTO}",
+            ),
         ]
         for refused, message in refusals:
             if refused:
@@ -397,7 +405,7 @@ def check_keras_runs(name: str) -> None:
     if running != name:
         raise ConfigError(
             f"--backend {name}: Keras runs on {running} in this process (it reads "
-            "KERAS_BACKEND once, when imported). `bertfit train`, `doctor`, `check`, `tune` "
-            "and `audit` with --backend jax set it; from Python set KERAS_BACKEND before "
-            "importing bertfit; `bertfit distill` runs on TensorFlow only so far."
+            "KERAS_BACKEND once, when imported). `bertfit train`, `distill`, `doctor`, "
+            "`check`, `tune` and `audit` with --backend jax set it; from Python set "
+            "KERAS_BACKEND before importing bertfit."
         )

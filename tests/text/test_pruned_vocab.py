@@ -68,6 +68,10 @@ def test_the_host_tokenizer_renumbers_a_pruned_vocabulary_as_the_graph_does(whol
     texts, pairs = ["good film , badly", "[MASK] good"], ["film", ""]
     assert host.vocab_size == 7 and host.special_ids == pruned.special_ids
     assert host.tokenize(texts) == pruned.tokenize(texts).to_list()
+    # what `bertfit distill --prune-vocab --backend jax` keeps of a pruned teacher
+    assert host.special_token_ids == pruned.special_token_ids == [1, 2, 3, 0, 4]
+    used = host.tokenize_all(texts).values
+    np.testing.assert_array_equal(used, pruned.tokenize_all(texts).values)
     packed, graph = host(texts, pairs, max_seq_length=8), pruned(texts, pairs, max_seq_length=8)
     for name, value in packed.items():
         np.testing.assert_array_equal(value, graph[name].numpy(), err_msg=name)

@@ -63,15 +63,20 @@ def test_jax_refuses_what_it_does_not_run_naming_the_flag(train, flag):
         _check(_jax(**train))
 
 
-def test_jax_refuses_float16_and_distillation():
+def test_jax_refuses_float16_and_a_multi_host_distillation(monkeypatch):
     config = _jax()
     fp16 = dataclasses.replace(
         config, model=dataclasses.replace(config.model, precision="mixed_fp16")
     )
     with pytest.raises(ConfigError, match="--precision mixed_fp16"):
         _check(fp16)
-    with pytest.raises(ConfigError, match="bertfit distill"):
+    # one process distils (refused only as any JAX run is here, where Keras runs on TensorFlow)
+    with pytest.raises(ConfigError, match="Keras runs on tensorflow in this process"):
         _check(config, distilling=True)
+    monkeypatch.setenv("BERTFIT_JAX_DISTRIBUTED", "auto")
+    with pytest.raises(ConfigError, match="bertfit distill --backend jax runs in one process"):
+        _check(config, distilling=True)
+    _check(RunConfig(), distilling=True)  # on TensorFlow, as this process
 
 
 def test_a_backend_keras_does_not_run_in_this_process_is_refused():
