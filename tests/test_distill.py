@@ -276,6 +276,16 @@ def test_distill_mistakes_exit_2_with_one_clear_line(trained_run, tmp_path, caps
         ["--teacher", str(tagged), "--output-dir", out],
         "is a multi-label run; bertfit distill distils single-label",
     )
+    other = tmp_path / "other"  # the same run, as if its encoder were another architecture's
+    shutil.copytree(run, other, ignore=shutil.ignore_patterns(".lock"))
+    encoder_config = RunDir(other).encoder_dir / "config.json"
+    encoder_config.write_text(
+        json.dumps(json.loads(encoder_config.read_text()) | {"model_type": "deberta-v2"})
+    )
+    cases["a pruned student of a teacher that is not BERT"] = (  # refused before it labels
+        ["--teacher", str(other), "--output-dir", out, "--prune-vocab"],
+        "--student-layers cuts BERT-architecture teachers only; this teacher is a deberta-v2",
+    )
     for case, (argv, words) in cases.items():
         code, err = _errors(capsys, ["distill", *argv])
         assert code == 2, case

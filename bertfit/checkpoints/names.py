@@ -83,6 +83,10 @@ def hf_norm(prefix: str, param: str) -> Source:
     return Source((f"{prefix}.{new}", f"{prefix}.{old}"))
 
 
+# A Hugging Face BertModel's word embeddings (below its "bert." prefix in a task model)
+HF_WORD_EMBEDDINGS = "embeddings.word_embeddings.weight"
+
+
 def hf_embeddings(
     tables: tuple[str, ...], layer_norm: str = "embeddings.LayerNorm"
 ) -> dict[str, Source]:
@@ -411,6 +415,6 @@ def identify(names) -> str | None:
         return "tf1"
     if tf2_encoder_scope(names) is not None:
         return "tf2-variables"
-    if {"embeddings.word_embeddings.weight", "bert.embeddings.word_embeddings.weight"} & names:
+    if {HF_WORD_EMBEDDINGS, f"bert.{HF_WORD_EMBEDDINGS}"} & names:
         return "hf"
     return None

@@ -45,7 +45,7 @@ from bertfit.distill.soft_labels import (
     rows_file,
     write_rows,
 )
-from bertfit.distill.student import StudentCut, write_student
+from bertfit.distill.student import StudentCut, check_cuttable, write_student
 from bertfit.distill.teacher import Teacher, load_teacher
 from bertfit.errors import BertfitError, ConfigError, DataError
 from bertfit.inference.run import classifier_source_spec
@@ -93,6 +93,7 @@ def distill(
     layers = None
     if options.student_model is None:
         teacher_config = teacher_dir.load_bert_config()
+        check_cuttable(teacher_config)  # before the teacher labels anything
         layers = chosen_layers(options.student_layers, teacher_config.num_hidden_layers)
         chosen_intermediate_size(
             options.student_intermediate_size, teacher_config.intermediate_size

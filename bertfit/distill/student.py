@@ -14,14 +14,13 @@ import numpy as np
 from safetensors.numpy import save_file
 
 from bertfit.checkpoints.hf import SAFETENSORS
-from bertfit.checkpoints.names import hf_table
+from bertfit.checkpoints.names import HF_WORD_EMBEDDINGS, hf_table
 from bertfit.checkpoints.weights import read_weights
 from bertfit.errors import ConfigError
 from bertfit.text.vocab_map import read_vocab_map, write_vocab_map
 from bertfit.text.wordpiece import read_vocab
 
 _LAYER = re.compile(r"^encoder\.layer\.(\d+)\.")
-WORD_EMBEDDINGS = "embeddings.word_embeddings.weight"
 _FEED_FORWARD_IN = "encoder.layer.{}.intermediate.dense"
 _FEED_FORWARD_OUT = "encoder.layer.{}.output.dense.weight"
 
@@ -67,6 +66,16 @@ def narrow_feed_forward(tensors: dict[str, np.ndarray], layers: int, size: int) 
     return narrowed
 
 
+def check_cuttable(config) -> None:
+    """Refuses (ConfigError) a teacher whose encoder (its `BertConfig`) a student cannot be
+    cut from: only BERT-architecture layers are cut (and their vocabularies pruned)."""
+    if config.model_type != "bert":
+        raise ConfigError(
+            f"--student-layers cuts BERT-architecture teachers only; this teacher is a "
+            f"{config.model_type} encoder. Pass --student-model CHECKPOINT instead."
+        )
+
+
 def write_student(
     encoder,
     tokenizer_dir: Path,
@@ -81,15 +90,16 @@ def write_student(
     with `intermediate_size`, its feed-forwards keep that many neurons
     (`narrow_feed_forward`)."""
     config = encoder.config
-    if config.model_type != "bert" or not hasattr(encoder, "named_variables"):
+    check_cuttable(config)
+    if not hasattr(encoder, "named_variables"):  # a loaded SavedModel's, not bertfit's layers
         raise ConfigError(
-            f"--student-layers cuts BERT-architecture teachers only; this teacher is a "
-            f"{config.model_type} encoder. Pass --student-model CHECKPOINT instead."
+            "--student-layers cuts a teacher whose encoder bertfit built from a checkpoint; "
+            "this teacher's is a loaded SavedModel. Pass --student-model CHECKPOINT instead."
         )
     tensors = student_tensors(read_weights(encoder, hf_table(config.num_hidden_layers)), layers)
     student = dataclasses.replace(config, num_hidden_layers=len(layers))
     if kept is not None:
-        tensors[WORD_EMBEDDINGS] = tensors[WORD_EMBEDDINGS][kept]
+        tensors[HF_WORD_EMBEDDINGS] = tensors[HF_WORD_EMBEDDINGS][kept]
         student = dataclasses.replace(student, vocab_size=len(kept))
     if intermediate_size is not None:
         tensors = narrow_feed_forward(tensors, len(layers), intermediate_size)

@@ -66,9 +66,9 @@ import numpy as np
 from bertfit import storage
 from bertfit.checkpoints.families import SUPPORTED
 from bertfit.checkpoints.hf import SAFETENSORS
+from bertfit.checkpoints.names import HF_WORD_EMBEDDINGS
 from bertfit.checkpoints.weights import read_weights
 from bertfit.data.tasks import MULTI_LABEL, REGRESSION, Task
-from bertfit.distill.student import WORD_EMBEDDINGS
 from bertfit.errors import ConfigError
 from bertfit.export import portable
 from bertfit.model.config import FAMILY_FIELDS, BertConfig
@@ -258,7 +258,7 @@ def whole_vocabulary(
     >>> tensors["bert.embeddings.word_embeddings.weight"].ravel().tolist(), config
     ([0.0, 1.0, 1.0, 2.0, 1.0], {'vocab_size': 5})
     """
-    name = next(name for name in tensors if name.endswith(WORD_EMBEDDINGS))
+    name = next(name for name in tensors if name.endswith(HF_WORD_EMBEDDINGS))
     return {**tensors, name: tensors[name][new_ids]}, {**config, "vocab_size": len(new_ids)}
 
 
