@@ -15,6 +15,7 @@ fine-tuned on the first N training rows; students of 3 layers (the teacher's 0, 
 
 Beside those four, smaller students (issue 64), each of the teacher's layers 0 and 3:
 - small: `--student-layers 2 --prune-vocab` (the word embeddings of the tokens the rows use);
+- small_whole_vocabulary: `--student-layers 2` (what the pruning costs);
 - small_narrow: the same with `--student-intermediate-size 384` (a quarter of each
   feed-forward's neurons);
 - small_narrow_768: the same with 768 neurons;
@@ -54,6 +55,7 @@ SMALL = ["--student-layers", "2", "--prune-vocab"]
 NARROW = [*SMALL, "--student-intermediate-size", "384"]
 SMALL_STUDENTS = {  # their flags come after the training flags: they may override them
     "small": SMALL,
+    "small_whole_vocabulary": ["--student-layers", "2"],
     "small_narrow": NARROW,
     "small_narrow_768": [*SMALL, "--student-intermediate-size", "768"],
     "small_narrow_6_epochs": [*NARROW, "--epochs", "6"],
