@@ -223,7 +223,7 @@ def main() -> None:
         kept = json.loads((RESULTS / f"{args.result}.json").read_text())
         per_seed, training = kept["per_seed"], kept["training_seconds"]
         earlier = [*kept.get("earlier_commands", []), kept["command"]]
-        setting["seeds"] = [*kept["setting"]["seeds"], *seeds]
+        setting["seeds"] = list(dict.fromkeys([*kept["setting"]["seeds"], *seeds]))
     stages = [("teacher", "direct", "distilled"), STUDENTS[2:]][: 1 if args.main_only else 2]
     if args.students:
         stages = [("teacher", *args.students.split(","))]
