@@ -67,7 +67,10 @@ def _help(action: argparse.Action) -> str:
 def command_section(name: str, summary: str, parser: argparse.ArgumentParser) -> list[str]:
     positionals = [a.metavar or a.dest.upper() for a in parser._actions if not a.option_strings]
     usage = " ".join([f"bertfit {name} [options]", *positionals])
-    lines = [f"## bertfit {name}", "", _cell(summary) + ".", "", "```text", usage, "```", ""]
+    lines = [f"## bertfit {name}", "", _cell(summary) + ".", ""]
+    if parser.description:  # what the one line cannot say (e.g. where distill's defaults come from)
+        lines += [_cell(parser.description), ""]
+    lines += ["```text", usage, "```", ""]
     for group in parser._action_groups:
         actions = [a for a in group._group_actions if not isinstance(a, argparse._HelpAction)]
         if not actions:
