@@ -199,6 +199,19 @@ def test_a_broken_server_answers_500_with_a_json_body(classifier):
     assert answer == {"error": "internal error: RuntimeError: the model file went away"}
 
 
+def batching(batcher: DynamicBatcher, work):
+    """The result of `work()` (awaitable) with `batcher` started, stopped after it."""
+
+    async def scenario():
+        batcher.start()
+        try:
+            return await work()
+        finally:
+            await batcher.stop()
+
+    return asyncio.run(scenario())
+
+
 def test_a_failed_batch_is_retried_request_by_request():
     def run_batch(rows):
         if "poison" in rows:
@@ -207,17 +220,10 @@ def test_a_failed_batch_is_retried_request_by_request():
 
     batcher = DynamicBatcher(run_batch, max_batch=64, max_wait=0.05)
     requests = [["a", "b"], ["poison"], ["c"], ["d", "poison", "e"], ["f"]]
-
-    async def scenario():
-        batcher.start()
-        try:
-            return await asyncio.gather(
-                *(batcher.submit(rows) for rows in requests), return_exceptions=True
-            )
-        finally:
-            await batcher.stop()
-
-    results = asyncio.run(scenario())
+    results = batching(
+        batcher,
+        lambda: asyncio.gather(*(batcher.submit(r) for r in requests), return_exceptions=True),
+    )
     assert results[0] == ["A", "B"] and results[2] == ["C"] and results[4] == ["F"]
     assert all(isinstance(results[i], ValueError) for i in (1, 3))
     assert batcher.batches == 1 + len(requests)  # the shared batch, then each request alone
@@ -236,17 +242,13 @@ def test_rows_that_queued_while_the_model_ran_go_together_when_it_ends():
 
     batcher = DynamicBatcher(run_batch, max_batch=64, max_wait=0.3)
 
-    async def scenario():
-        batcher.start()
-        try:
-            first = asyncio.ensure_future(batcher.submit(["a"]))
-            await asyncio.sleep(0.35)  # "a" runs from 0.3 to 0.8; "b" and "c" wait from 0.35
-            later = await asyncio.gather(batcher.submit(["b"]), batcher.submit(["c"]))
-            assert later == [["b"], ["c"]] and await first == ["a"]
-        finally:
-            await batcher.stop()
+    async def a_then_b_and_c():
+        first = asyncio.ensure_future(batcher.submit(["a"]))
+        await asyncio.sleep(0.35)  # "a" runs from 0.3 to 0.8; "b" and "c" wait from 0.35
+        later = await asyncio.gather(batcher.submit(["b"]), batcher.submit(["c"]))
+        assert later == [["b"], ["c"]] and await first == ["a"]
 
-    asyncio.run(scenario())
+    batching(batcher, a_then_b_and_c)
     (first_started, first_rows), (next_started, next_rows) = batches
     assert (first_rows, next_rows) == (["a"], ["b", "c"])
     assert next_started - first_started < 0.65  # 0.5 (the run); waiting again would be 0.8
@@ -267,14 +269,8 @@ def test_batch_threads_run_that_many_batches_at_once_and_no_more():
 
     batcher = DynamicBatcher(run_batch, max_batch=1, max_wait=0.0, batches_at_once=2)
 
-    async def scenario():
-        batcher.start()
-        try:
-            return await asyncio.gather(*(batcher.submit([text]) for text in "abcde"))
-        finally:
-            await batcher.stop()
-
-    assert asyncio.run(scenario()) == [[text] for text in "abcde"]
+    answers = batching(batcher, lambda: asyncio.gather(*(batcher.submit([t]) for t in "abcde")))
+    assert answers == [[text] for text in "abcde"]
     assert batcher.batches == 5 and most[0] == 2
 
 
