@@ -22,7 +22,8 @@ Beside those four, smaller students (issue 64), each of the teacher's layers 0 a
 - small_narrow_6_epochs, small_narrow_lr_1e-4: small_narrow trained 6 epochs, or at a
   learning rate of 1e-4;
 - small_narrow_augmented: small_narrow_lr_1e-4 with two copies of each training text, each
-  word dropped with probability 0.2, as `--unlabelled` texts the teacher labels (`augmented`).
+  word dropped with probability 0.2, as `--unlabelled` texts the teacher labels (`augmented`);
+- half_augmented: the default student (3 of 6 layers, the whole vocabulary) with them.
 
 Every run: max_seq_length 64, batch 32, learning rate 5e-5, 10% warmup, 1 epoch (bench/settings.py
 but the epochs), each in a process of its own. Measured: test accuracy (1,283 rows), predict
@@ -63,6 +64,9 @@ SMALL_STUDENTS = {  # their flags come after the training flags: they may overri
     "small_narrow_768": [*SMALL, "--student-intermediate-size", "768"],
     "small_narrow_6_epochs": [*NARROW, "--epochs", "6"],
     "small_narrow_lr_1e-4": [*NARROW, "--learning-rate", "1e-4"],
+    "small_narrow_augmented": [*NARROW, "--learning-rate", "1e-4"],  # and --unlabelled
+    # the default student (half the teacher's layers, whole vocabulary) with them
+    "half_augmented": [],
 }
 
 
@@ -134,6 +138,7 @@ def train_runs(names, args, work: Path, seed: int, data: dict) -> dict:
         "teacher_layers_labels_only": [*three, "--soft-weight", "0"],
         **{name: distill for name in SMALL_STUDENTS},
         "small_narrow_augmented": [*distill, "--unlabelled", data["augmented"]],
+        "half_augmented": [*distill, "--unlabelled", data["augmented"]],
     }
     out = {}
     for name in names:
