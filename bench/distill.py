@@ -22,7 +22,8 @@ Beside those four, smaller students (issue 64), each of the teacher's layers 0 a
 - small_narrow_6_epochs, small_narrow_lr_1e-4: small_narrow trained 6 epochs, or at a
   learning rate of 1e-4;
 - small_narrow_augmented: small_narrow_lr_1e-4 with two copies of each training text, each
-  word dropped with probability 0.2, as `--unlabelled` texts the teacher labels (`augmented`);
+  word dropped with probability 0.2, as `--unlabelled` texts the teacher labels (the copies
+  `--augment 2` makes, bertfit.distill.augment, drawn with seed 0);
 - half_augmented: the default student (3 of 6 layers, the whole vocabulary) with them.
 
 Every run: max_seq_length 64, batch 32, learning rate 5e-5, 10% warmup, 1 epoch (bench/settings.py
@@ -37,7 +38,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import random
 import statistics
 import subprocess
 import sys
@@ -48,6 +48,8 @@ from pathlib import Path
 from bench.common import RESULTS, write_result
 from bench.settings import BATCH, DECAY, LR, SEQ, WARMUP
 from bertfit.data.rotten_tomatoes import rotten_tomatoes_dir
+from bertfit.data.sources import Example
+from bertfit.distill.augment import augmented
 from bertfit.runs.records import FINISHED
 from bertfit.runs.run_dir import RunDir
 
@@ -86,23 +88,6 @@ def training_flags(seed: int, epochs: int) -> list[str]:
         *("--learning-rate", str(LR), "--warmup-ratio", str(WARMUP), "--weight-decay"),
         *(str(DECAY), "--seed", str(seed), "--quiet", "--no-report", "--json"),
     ]
-
-
-def augmented(texts: list[str], copies: int = 2, drop: float = 0.2, seed: int = 0) -> list[str]:
-    """`copies` of each text with each word dropped with probability `drop` (one word kept at
-    least): new texts in the training texts' words, for the teacher to label.
-
-    >>> augmented(["a b c d e"], copies=1, drop=0.5, seed=1)
-    ['b c']
-    """
-    rng = random.Random(seed)
-    out = []
-    for text in texts:
-        words = text.split()
-        for _ in range(copies):
-            kept = [w for w in words if rng.random() >= drop] or [rng.choice(words)]
-            out.append(" ".join(kept))
-    return out
 
 
 def write_rows(path: Path, rows: list[list[str]], labelled: bool = True) -> Path:
@@ -243,8 +228,10 @@ def main() -> None:
         "seeds": seeds,
         "note": "2 CPU cores shared with other jobs: throughput is noisy, compare within a seed",
     }
-    copies = augmented([row[0] for row in rows[: args.rows]])
-    more = write_rows(work / "augmented.csv", [[text] for text in copies], False)
+    # what --augment 2 gives (bertfit.distill.augment), drawn with seed 0 for every run
+    labelled = [Example(row[0], None, row[1], i) for i, row in enumerate(rows[: args.rows])]
+    copies = [[copy.text] for copy in augmented(labelled, copies=2, seed=0)]
+    more = write_rows(work / "augmented.csv", copies, False)
     data = {"train": str(train), "unlabelled": str(unlabelled), "cut": str(cut)}
     data["augmented"] = str(more)
     per_seed, training, earlier = {}, {}, []

@@ -106,12 +106,14 @@ def trained_run(tmp_path_factory, trainable_hf_dir):
 @pytest.fixture(scope="session")
 def pruned_student(trained_run, tmp_path_factory) -> Path:
     """The run directory of a student of `trained_run` with one layer, a pruned vocabulary
-    (only the tokens of its 32 rows and the special tokens) and 16 feed-forward neurons."""
+    (only the tokens of its 32 rows and the special tokens) and 16 feed-forward neurons, which
+    learnt its 32 rows and a word-dropped copy of each (`--augment 1`)."""
     from bertfit.cli import main
 
     out = tmp_path_factory.mktemp("pruned") / "student"
     argv = ["distill", "--teacher", trained_run[1].run_dir, "--output-dir", str(out)]
     argv += ["--student-layers", "1", "--prune-vocab", "--student-intermediate-size", "16"]
+    argv += ["--augment", "1"]
     assert (
         main([*argv, "--epochs", "1", "--max-train-examples", "32", "--quiet", "--no-report"]) == 0
     )

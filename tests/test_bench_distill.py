@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.distill import augmented, measure, summary
+from bench.distill import measure, summary
 
 
 def test_the_summary_gives_each_measure_mean_sd_and_range_over_the_seeds():
@@ -21,17 +21,6 @@ def test_the_summary_gives_each_measure_mean_sd_and_range_over_the_seeds():
     )
     assert got["distilled"]["test_accuracy"]["sd"] is None  # one seed: no spread
     assert "direct" not in got
-
-
-def test_augmented_copies_keep_some_of_each_texts_words_in_their_order():
-    texts = ["the film was very good indeed", "dull"]
-    copies = augmented(texts, copies=3, drop=0.5, seed=0)
-    assert len(copies) == 6 and copies[3:] == ["dull"] * 3  # one word is always kept
-    for copy in copies[:3]:
-        words = copy.split()
-        assert words and [w for w in texts[0].split() if w in words] == words
-    assert any(len(copy.split()) < 6 for copy in copies[:3])
-    assert augmented(texts, seed=0) == augmented(texts, seed=0)
 
 
 @pytest.mark.slow

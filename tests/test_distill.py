@@ -83,6 +83,7 @@ def test_a_layer_choice_the_teacher_cannot_give_is_refused(choice, words):
             "--student-intermediate-size narrows a student cut from the teacher",
         ),
         (DistillConfig(teacher="t", student_intermediate_size=0), "must be at least 1"),
+        (DistillConfig(teacher="t", augment=-1), "--augment must be 0 or more copies"),
     ],
 )
 def test_settings_out_of_range_are_refused(options, words):
@@ -197,6 +198,36 @@ def test_a_narrowed_feed_forward_keeps_the_neurons_of_largest_weights_and_drops_
         return np.maximum(hidden @ t[f"{into}.weight"].T + t[f"{into}.bias"], 0) @ t[out].T
 
     np.testing.assert_allclose(feed_forward(narrowed), feed_forward(tensors), atol=1e-12)
+
+
+def test_augmented_copies_keep_some_of_each_texts_words_in_their_order_without_labels():
+    from bertfit.data.sources import Example
+    from bertfit.distill.augment import augmented
+
+    rows = [Example("the film was very good indeed", "a pair here", "pos", 2)]
+    rows.append(Example("dull", None, "neg", 3))
+    copies = augmented(rows, copies=3, seed=0)
+    assert len(copies) == 6 and [c.text for c in copies[3:]] == ["dull"] * 3  # a word is kept
+    assert all(c.label is None for c in copies) and [c.line for c in copies] == [2] * 3 + [3] * 3
+    for copy in copies[:3]:
+        for kept, whole in ((copy.text, rows[0].text), (copy.text_pair, rows[0].text_pair)):
+            words = kept.split()
+            assert words and [w for w in whole.split() if w in words] == words
+    assert any(len(c.text.split()) < 6 for c in augmented(rows[:1], copies=20, seed=0))
+    assert copies[3].text_pair is None
+    assert augmented(rows, 3, seed=0) == copies and augmented(rows, 3, seed=1) != copies
+
+
+@pytest.mark.slow
+def test_augmented_copies_are_labelled_by_the_teacher_alone(pruned_student):
+    from bertfit.distill.soft_labels import SoftLabels
+
+    soft = SoftLabels.load(pruned_student / "distill" / "soft_labels.npz")
+    assert len(soft.given) == 64 and (soft.given[32:] == -1).all() and (soft.given[:32] >= 0).all()
+    rows = (pruned_student / "distill" / "train.jsonl").read_text().splitlines()
+    assert len(rows) == 64  # the student's training file: the rows, then the copies
+    settings = json.loads((pruned_student / "distill" / "settings.json").read_text())
+    assert settings["augment"] == 1
 
 
 def test_a_student_of_a_pruned_teacher_keeps_ids_of_the_whole_vocabulary(tmp_path):

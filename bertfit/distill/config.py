@@ -32,6 +32,8 @@ class DistillConfig:
             special tokens (with --student-layers); any other token reads as the unknown one.
         student_intermediate_size: each kept layer's feed-forward keeps this many of its
             neurons, those of largest weights (with --student-layers): a smaller, faster student.
+        augment: copies of each labelled text with words dropped (`bertfit.distill.augment`)
+            that the teacher labels, as it does `unlabelled` texts.
     """
 
     teacher: str | None = dataclasses.field(
@@ -82,6 +84,15 @@ class DistillConfig:
         ),
     )
 
+    augment: int = dataclasses.field(
+        default=0,
+        metadata=flag(
+            "N copies of each labelled text with words dropped at random (each with "
+            "probability 0.2), labelled by the teacher alone: more for the student to learn from",
+            metavar="N",
+        ),
+    )
+
     def validate(self) -> DistillConfig:
         if not self.teacher:
             raise ConfigError("--teacher RUN is required: the run directory of the teacher.")
@@ -106,6 +117,8 @@ class DistillConfig:
                     "--student-intermediate-size must be at least 1, got "
                     f"{self.student_intermediate_size}."
                 )
+        if self.augment < 0:
+            raise ConfigError(f"--augment must be 0 or more copies, got {self.augment}.")
         if not self.temperature > 0:
             raise ConfigError(f"--temperature must be above 0, got {self.temperature}.")
         if not 0.0 <= self.soft_weight <= 1.0:

@@ -30,6 +30,7 @@ from bertfit.data.sources import Example, read_examples
 from bertfit.data.tasks import SINGLE_LABEL
 from bertfit.data.training_data import LabelledData
 from bertfit.distill import loss
+from bertfit.distill.augment import augmented
 from bertfit.distill.config import (
     DistillConfig,
     chosen_intermediate_size,
@@ -162,6 +163,7 @@ def _settings(options: DistillConfig, teacher_dir: RunDir, layers: list[int] | N
             if options.student_intermediate_size is not None
             else {}
         ),
+        **({"augment": options.augment} if options.augment else {}),
     }
 
 
@@ -192,7 +194,7 @@ def _distillation_set(
         raise ConfigError(
             f"{folder} holds a distillation of another teacher, other rows or other settings "
             "(--student-layers, --temperature, --soft-weight, --unlabelled, --prune-vocab, "
-            "--student-intermediate-size); pass "
+            "--student-intermediate-size, --augment); pass "
             "--overwrite to start the student again, or a new --output-dir."
         )
     console.say(f"bertfit: the teacher labels {len(rows)} rows")
@@ -219,8 +221,9 @@ def student_vocabulary(tokenizer, rows: list[Example]) -> np.ndarray:
 def _rows(
     config: RunConfig, options: DistillConfig, teacher: TextClassifier
 ) -> tuple[list[Example], np.ndarray]:
-    """The labelled training rows (up to --max-train-examples), then the unlabelled ones; and
-    each row's given class index in the teacher's classes (-1: none)."""
+    """The labelled training rows (up to --max-train-examples), then the unlabelled ones and
+    the --augment copies; and each row's given class index in the teacher's classes (-1:
+    none)."""
     labelled = read_training_examples(config.data.train, config)[: config.data.max_train_examples]
     index = {label: i for i, label in enumerate(teacher.labels)}
     for row in labelled:
@@ -236,6 +239,7 @@ def _rows(
         unlabelled = read_examples(options.unlabelled, spec, labels_required=False)
         if not unlabelled:
             raise DataError(f"--unlabelled {options.unlabelled} holds no rows.")
+    unlabelled += augmented(labelled, options.augment, config.train.seed)
     given = [index[row.label] for row in labelled] + [loss.UNLABELLED] * len(unlabelled)
     return [*labelled, *unlabelled], np.asarray(given, np.int32)
 
