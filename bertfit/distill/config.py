@@ -154,14 +154,13 @@ def chosen_layers(choice: str | None, teacher_layers: int) -> list[int]:
     return numbers
 
 
-def chosen_intermediate_size(size: int | None, teacher_size: int) -> int | None:
-    """The student's feed-forward width: `size`, which must be below the teacher's."""
+def check_intermediate_size(size: int | None, teacher_size: int) -> None:
+    """Refuses a student feed-forward width (`size`) that is not below the teacher's."""
     if size is not None and size >= teacher_size:
         raise ConfigError(
             f"--student-intermediate-size {size}: the teacher's feed-forwards have "
             f"{teacher_size} neurons; a student keeps fewer (1 to {teacher_size - 1})."
         )
-    return size
 
 
 def open_teacher(path: str) -> RunDir:

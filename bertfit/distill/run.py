@@ -33,7 +33,7 @@ from bertfit.distill import loss
 from bertfit.distill.augment import augmented
 from bertfit.distill.config import (
     DistillConfig,
-    chosen_intermediate_size,
+    check_intermediate_size,
     chosen_layers,
     open_teacher,
 )
@@ -96,9 +96,7 @@ def distill(
         teacher_config = teacher_dir.load_bert_config()
         check_cuttable(teacher_config)  # before the teacher labels anything
         layers = chosen_layers(options.student_layers, teacher_config.num_hidden_layers)
-        chosen_intermediate_size(
-            options.student_intermediate_size, teacher_config.intermediate_size
-        )
+        check_intermediate_size(options.student_intermediate_size, teacher_config.intermediate_size)
     else:
         detect_checkpoint(resolve(options.student_model))
     console = Console(quiet=quiet)
