@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from bertfit.config import JAX_BACKEND
+from bertfit.inference.backends import inference_backend
 from bertfit.inference.texts import TextClassifier
 
 
@@ -31,15 +31,8 @@ class Teacher:
 def load_teacher(path: str | Path, backend: str) -> Teacher:
     """The run in `path` as a teacher on Keras' `backend` ("tensorflow" or "jax"), the one
     this process's Keras runs on."""
-    if backend == JAX_BACKEND:
-        from bertfit.inference.jax_classifier import JaxClassifier
-
-        classifier = JaxClassifier(path)
-        model, tokenizer = classifier.model, classifier.tokenizer
-    else:
-        from bertfit.inference.predictor import Classifier
-
-        classifier = Classifier.from_run(path)
-        model, tokenizer = classifier.module.model, classifier.module.tokenizer
+    classifier = inference_backend(backend).run_classifier(path)
+    holder = getattr(classifier, "module", classifier)  # TensorFlow's keeps them in its module
+    model = holder.model
     encoder = getattr(model, "classifier", model).encoder  # a ChunkedClassifier wraps one
-    return Teacher(classifier, encoder, tokenizer)
+    return Teacher(classifier, encoder, holder.tokenizer)

@@ -28,6 +28,9 @@ class InferenceBackend(Protocol):
         """What `inference.run`'s functions take for `path`: the path, or a classifier
         loaded already."""
 
+    def run_classifier(self, path: str | Path) -> TextClassifier:
+        """The run directory's classifier, loaded on this backend."""
+
 
 class TensorFlowInference:
     """Keras on TensorFlow (or ONNX Runtime with `--engine onnx`): `inference.run` loads it."""
@@ -39,6 +42,11 @@ class TensorFlowInference:
 
     def classifier(self, path: str | Path) -> str | Path:
         return path
+
+    def run_classifier(self, path: str | Path) -> TextClassifier:
+        from bertfit.inference.predictor import Classifier
+
+        return Classifier.from_run(path)
 
 
 class JaxInference:
@@ -64,6 +72,9 @@ class JaxInference:
         from bertfit.inference.jax_classifier import JaxClassifier
 
         return JaxClassifier(path)
+
+    def run_classifier(self, path: str | Path) -> TextClassifier:
+        return self.classifier(path)
 
 
 INFERENCE_BACKENDS: dict[str, InferenceBackend] = {

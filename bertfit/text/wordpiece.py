@@ -97,6 +97,13 @@ def from_tokenizer_json(
     """The tokens and settings a Hugging Face `tokenizer.json` (parsed) with a `WordPiece`
     model describes: its vocab, its `BertNormalizer` settings and special tokens.
 
+    Examples:
+    >>> spec = {"model": {"vocab": {"[UNK]": 0, "a": 1}, "max_input_chars_per_word": "100"}}
+    >>> from_tokenizer_json(spec)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    bertfit.errors.CheckpointError: its WordPiece max_input_chars_per_word is '100', not a ...
+
     Args:
         spec: the parsed tokenizer.json.
         config: the parsed tokenizer_config.json, for special tokens it alone names.
@@ -111,7 +118,12 @@ def from_tokenizer_json(
         )
     vocab = sorted(ids, key=ids.get)
     settings = {"unk_token": model.get("unk_token", "[UNK]")}
-    settings["max_chars_per_word"] = model.get("max_input_chars_per_word", 100)
+    settings["max_chars_per_word"] = chars = model.get("max_input_chars_per_word", 100)
+    if not isinstance(chars, int) or isinstance(chars, bool) or chars < 1:
+        raise CheckpointError(
+            f"its WordPiece max_input_chars_per_word is {chars!r}, not a whole number of at "
+            "least 1; restore the file from the checkpoint's source."
+        )
     normalizer = spec.get("normalizer") or {}
     if normalizer.get("type") == "BertNormalizer":
         settings["lower_case"] = normalizer.get("lowercase", True)
