@@ -102,14 +102,19 @@ def add_run_flags(parser: argparse.ArgumentParser, swept=None) -> None:
     add_flags(parser, flags, groups, swept)
 
 
-def run_config_from_args(args) -> RunConfig:
-    """The run config of `--config` (or the defaults) with the flags given on top."""
+def run_config_from_args(args, *, eval_file_given_later: bool = False) -> RunConfig:
+    """The run config of `--config` (or the defaults) with the flags given on top.
+    `eval_file_given_later`: the runs will each get an --eval (k-fold runs: a validation slice
+    of their training part), so what needs one (early stopping) is checked as if it were there."""
     config = RunConfig.load(args.config) if args.config else RunConfig()
     if args.output_dir:
         config.output_dir = args.output_dir
     override(config, given(args, RUN_FLAGS.values()))
     if not config.data.train:
         raise BertfitError("--train FILE is required (or data.train in --config).")
+    if eval_file_given_later and config.data.eval is None:
+        dataclasses.replace(config, data=dataclasses.replace(config.data, eval="?")).validate()
+        return config
     return config.validate()
 
 

@@ -99,7 +99,9 @@ def sweep_from_args(args) -> tuple[RunConfig, SweepSpec]:
             first[flag.dest] = given[flag.dest][0]
             if len(given[flag.dest]) > 1:
                 grid[flag.field] = given[flag.dest]
-    base = run_config_from_args(argparse.Namespace(**{**given, **first}))
+    base = run_config_from_args(
+        argparse.Namespace(**{**given, **first}), eval_file_given_later=bool(args.folds)
+    )
     seeds = [base.train.seed + i for i in range(args.seeds)]
     spec = SweepSpec(grid, seeds, args.folds, args.trials, search_seed=base.train.seed)
     return base, spec

@@ -278,6 +278,23 @@ def test_tune_refuses_a_sweep_it_could_not_score(tmp_path, capsys):
     assert not (tmp_path / "s").exists()
 
 
+def test_fold_runs_take_early_stopping_on_their_validation_slice(tmp_path):
+    """--folds gives each run an --eval (a slice of its training part): early stopping needs
+    no --eval of the user's there, and is refused without one when there are no folds."""
+    from bertfit.cli import build_parser
+    from bertfit.sweeps.flags import sweep_from_args
+
+    train, _ = _data(tmp_path)
+    argv = ["tune", "--train", str(train), "--output-dir", str(tmp_path / "s")]
+    argv += ["--early-stopping-patience", "1"]
+    base, spec = sweep_from_args(build_parser().parse_args([*argv, "--folds", "2"]))
+    plans = spec.runs(base, tmp_path / "s", lambda k: (f"t{k}", f"v{k}", f"h{k}"))
+    assert base.data.eval is None and [p.config.data.eval for p in plans] == ["v1", "v2"]
+    assert all(p.config.train.early_stopping_patience == 1 for p in plans)
+    with pytest.raises(ConfigError, match="given only with --eval FILE"):
+        sweep_from_args(build_parser().parse_args(argv))
+
+
 def test_a_lora_rank_the_models_hidden_size_cannot_hold_is_refused_before_the_sweep(
     tmp_path, one_layer_hf_dir, capsys
 ):
