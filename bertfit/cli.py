@@ -229,6 +229,12 @@ def cmd_audit(args) -> int:
         f"flagged {summary['flagged']} of {summary['rows']} training rows as likely mislabelled "
         f"({summary['method']}; {wrong_labels(summary)})"
     )
+    if not summary["warning"] and summary["found"] < summary["flagged_by_method"]:
+        found, all_rows = summary["found"], summary["flagged_by_method"]
+        print(
+            f"  (the first {found} of the {all_rows} rows {summary['method']} flags: as many as "
+            "the folds see wrong, their own mistakes left out; --flag all for every one)"
+        )
     if not summary["warning"] and summary["flagged"] < summary["found"]:
         kept, found = summary["flagged"], summary["found"]
         print(f"  (the review budget kept the first {kept} of {found} found)")

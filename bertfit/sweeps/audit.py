@@ -18,8 +18,11 @@ retraining without them.
                                   off-diagonal rows, cleanlab's default count), flagged counts,
                                   the out-of-fold accuracy against the most common label's rate,
                                   a warning when the folds cannot judge (nothing flagged), and
-                                  the review budget (--top, --max-fraction) with `found`, the
-                                  rows flagged before it
+                                  `wrong_labels_seen` (how many wrong labels the folds see,
+                                  `confident.wrong_labels_seen`: with --flag seen, the default,
+                                  the first that many of the method's `flagged_by_method` rows
+                                  are flagged), and the review budget (--top, --max-fraction)
+                                  with `found`, the rows flagged before it
       train-without-issues.jsonl  the training rows less the flagged ones, in the training
                                   file's columns: `bertfit train --train` takes it as it is
       report.html                 the summary, the joint and the top flagged rows, for people
@@ -45,7 +48,12 @@ from bertfit.data.tasks import MULTI_LABEL, SINGLE_LABEL
 from bertfit.errors import ConfigError, DataError
 from bertfit.paths import check_output_dir
 from bertfit.report import figure, page, section, table
-from bertfit.sweeps.confident import LabelIssues, find_label_issues, within_budget
+from bertfit.sweeps.confident import (
+    LabelIssues,
+    find_label_issues,
+    within_budget,
+    wrong_labels_seen,
+)
 from bertfit.sweeps.spec import SweepSpec
 
 AUDIT_DIR = "audit"  # in the sweep directory, the default --output
@@ -151,19 +159,26 @@ def audit_sweep(
     trial: str | None = None,
     method: str = "prune-by-noise-rate",
     rank_by: str = "self-confidence",
+    flag: str = "seen",
     top: int | None = None,
     max_fraction: float | None = None,
     report: bool = True,
 ) -> dict:
     """Audits the training labels of the k-fold sweep in `sweep`; writes `output` (default
-    SWEEP/audit, see the module docstring) and returns the summary (audit.json's). `top` and
-    `max_fraction` bound the flagged rows to a review budget (the most likely wrong kept)."""
+    SWEEP/audit, see the module docstring) and returns the summary (audit.json's). `flag`
+    (`confident.FLAG_RULES`): the first of the method's ranking, as many as the folds see
+    wrong, or all of it. `top` and `max_fraction` bound the flagged rows to a review budget
+    (the most likely wrong kept)."""
     sweep = Path(sweep)
     own = sweep / AUDIT_DIR
     folder = Path(output) if output is not None else own
     check_output_dir(folder, "--output", own=[own])  # not a run's or another sweep's folder
     out_of_fold = read_out_of_fold(sweep, trial)
-    found = find_label_issues(out_of_fold.given, out_of_fold.probabilities, method, rank_by)
+    by_method = find_label_issues(out_of_fold.given, out_of_fold.probabilities, method, rank_by)
+    seen = wrong_labels_seen(out_of_fold.given, out_of_fold.probabilities)
+    found = by_method
+    if flag == "seen" and seen is not None:
+        found = within_budget(by_method, top=round(seen))
     chance = against_chance(out_of_fold)
     # no row is presented as wrong on the word of a coin toss
     issues = within_budget(found, 0 if chance["warning"] else top, max_fraction)
@@ -171,6 +186,9 @@ def audit_sweep(
     config = sweep_config(sweep)
     summary = {
         **_summary(sweep, out_of_fold, issues, method, rank_by),
+        "flag": flag,
+        "wrong_labels_seen": None if seen is None else round(seen, 1),
+        "flagged_by_method": len(by_method.ranked),
         "found": len(found.ranked),
         "budget": {"top": top, "max_fraction": max_fraction},
         **chance,
@@ -314,12 +332,14 @@ def read_issues(path: str | Path) -> list[dict]:
 
 
 def wrong_labels(summary: dict) -> str:
-    """The estimate of wrong labels in words, saying which it is (see `ESTIMATE`)."""
-    return (
+    """The estimates of wrong labels in words, saying which is which (see `ESTIMATE`)."""
+    joint = (
         f"about {summary['estimated_wrong']:.0f} wrong labels estimated: rows minus the trace of "
-        f"the calibrated confident joint; its raw off-diagonal, cleanlab's default count, holds "
-        f"{summary['off_diagonal']}"
+        f"the calibrated confident joint, the folds' own mistakes counted too; its raw "
+        f"off-diagonal, cleanlab's default count, holds {summary['off_diagonal']}"
     )
+    seen = summary.get("wrong_labels_seen")
+    return joint if seen is None else f"the folds see about {seen:.0f} wrong labels; {joint}"
 
 
 def _summary(

@@ -10,7 +10,7 @@ from bertfit.config import TENSORFLOW_BACKEND
 from bertfit.data.run_files import check_run_files
 from bertfit.errors import ConfigError
 from bertfit.run_flags import RUN_FLAGS
-from bertfit.sweeps.confident import METHODS, RANKINGS
+from bertfit.sweeps.confident import FLAG_RULES, METHODS, RANKINGS
 from bertfit.sweeps.flags import add_tune_arguments, positive_whole_number, sweep_from_args
 from bertfit.tf_startup import select_keras_backend
 
@@ -41,6 +41,14 @@ def add_audit_arguments(parser: argparse.ArgumentParser) -> None:
         default=RANKINGS[0],
         help="the score flagged rows are ranked by, lowest first: self-confidence (default: "
         "the probability of the given label) or normalized-margin",
+    )
+    audit.add_argument(
+        "--flag",
+        choices=FLAG_RULES,
+        default=FLAG_RULES[0],
+        help="how many of the method's rows are flagged: seen (default: the first of its "
+        "ranking, as many as the folds see wrong, their own mistakes left out) or all (every "
+        "row it flags, cleanlab's set)",
     )
     audit.add_argument(
         "--top",
@@ -81,6 +89,7 @@ def audit_options(args) -> dict:
     options = {
         "method": args.method,
         "rank_by": args.rank_by,
+        "flag": args.flag,
         "top": args.top,
         "max_fraction": args.max_fraction,
         "output": args.output,

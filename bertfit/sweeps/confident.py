@@ -21,6 +21,11 @@ from out-of-fold predicted probabilities alone (numpy; single-label classificati
 5. Ranked by the given label's quality, lowest first: "self-confidence" (p of the given label)
    or "normalized-margin" ((p_given - max other p + 1) / 2); both lie in [0, 1].
 6. A review budget (`within_budget`) keeps only the first of the ranked rows.
+
+The calibrated joint counts the out-of-fold model's own mistakes as wrong labels: folds right on
+75% of the rows see hundreds of "wrong labels" among 3,000 rows with 150 flipped.
+`wrong_labels_seen` estimates how many wrong labels the model actually sees, from the model's
+doubt where it agrees with the label; the audit flags that many of the ranking by default.
 """
 
 from __future__ import annotations
@@ -31,6 +36,12 @@ import numpy as np
 
 METHODS = ("prune-by-noise-rate", "confident-joint")
 RANKINGS = ("self-confidence", "normalized-margin")
+# How many of a method's rows the audit flags: as many as the folds see wrong
+# (`wrong_labels_seen`), or all of them (cleanlab's set).
+FLAG_RULES = ("seen", "all")
+# `wrong_labels_seen` trusts a cut only with this many disagreeing rows below it: a ratio of
+# fewer is mostly noise.
+MIN_ROWS_BELOW_CUT = 10
 
 
 @dataclasses.dataclass
@@ -172,6 +183,43 @@ def within_budget(
     flagged = np.zeros_like(issues.flagged)
     flagged[kept] = True
     return dataclasses.replace(issues, flagged=flagged, ranked=kept)
+
+
+def wrong_labels_seen(labels: np.ndarray, probabilities: np.ndarray) -> float | None:
+    """How many given labels the out-of-fold model sees as wrong and is right about; None when
+    too few rows disagree with their label to say (fewer than `MIN_ROWS_BELOW_CUT`).
+
+    A wrong label the model sees through gets the probability the model leaves to other
+    classes when it is right: its doubt, 1 - max p, distributed as on the rows where the
+    model agrees with the label (mostly right labels). So of V such rows, V × H(τ) have a
+    given-label probability of at most τ, H being that doubt's distribution; the model's
+    own mistakes add the rest of the D(τ) disagreeing rows at most τ. Each cut τ bounds
+    V <= D(τ) / H(τ), and the estimate is the tightest bound over the cuts at the doubt's
+    deciles (mixture proportion estimation: a mistake the model makes as surely as it is
+    right counts; a cut at every value instead would pick the noise of the smallest counts).
+
+    Examples:
+    >>> agreeing = [[0.95, 0.05]] * 40 + [[0.85, 0.15]] * 40  # doubt 0.05 or 0.15
+    >>> seen = [[0.05, 0.95]] * 10 + [[0.15, 0.85]] * 10  # as sure of class 1
+    >>> unsure = [[0.4, 0.6]] * 30  # the model's own mistakes, most likely
+    >>> wrong_labels_seen(np.zeros(130, np.int64), np.array(agreeing + seen + unsure))
+    20.0
+    """
+    labels = np.asarray(labels, np.int64)
+    probabilities = np.asarray(probabilities, np.float64)
+    given = probabilities[np.arange(len(labels)), labels]
+    agrees = probabilities.argmax(axis=1) == labels
+    doubt = np.sort(1 - probabilities[agrees].max(axis=1))
+    disagreeing = np.sort(given[~agrees])
+    if not len(doubt) or len(disagreeing) < MIN_ROWS_BELOW_CUT:
+        return None
+    cuts = np.quantile(doubt, np.linspace(0.1, 0.9, 9))
+    below = np.searchsorted(disagreeing, cuts, side="right")
+    share = np.searchsorted(doubt, cuts, side="right") / len(doubt)
+    usable = (below >= MIN_ROWS_BELOW_CUT) & (share > 0)
+    if not usable.any():
+        return None
+    return float(min(np.min(below[usable] / share[usable]), len(disagreeing)))
 
 
 def _prune_by_noise_rate(
