@@ -229,6 +229,10 @@ def cmd_audit(args) -> int:
         f"flagged {summary['flagged']} of {summary['rows']} training rows as likely mislabelled "
         f"({summary['method']}; {wrong_labels(summary)})"
     )
+    print(
+        f"  the folds are right on {summary['out_of_fold_accuracy']:.1%} of the rows (the most "
+        f"common label alone: {summary['majority_rate']:.1%}): the audit is as good as they are"
+    )
     if not summary["warning"] and summary["found"] < summary["flagged_by_method"]:
         found, all_rows = summary["found"], summary["flagged_by_method"]
         print(
