@@ -280,6 +280,33 @@ def markdown(document: dict) -> str:
     return "\n".join(ranking) + "\n\n" + "\n".join(accuracy) + "\n"
 
 
+def table_rows(document: dict) -> list[str]:
+    """BENCHMARKS.md's summary rows (bench/run.py): per setting, precision at k both ways."""
+    rows = []
+    for name, setting in document["settings"].items():
+        s = setting["summary"]
+        if "end_to_end.bertfit.precision_at_k" not in s:
+            continue
+        rows.append(
+            f"| label audit vs cleanlab, {name}: precision at k end to end (same "
+            f"probabilities) | {_cell(s, 'end_to_end.bertfit.precision_at_k')} "
+            f"({_cell(s, 'same_probabilities.bertfit.precision_at_k')}) | "
+            f"{_cell(s, 'end_to_end.cleanlab.precision_at_k')} "
+            f"({_cell(s, 'same_probabilities.cleanlab.precision_at_k')}) | - |"
+        )
+    return rows
+
+
+def write(path: Path, document: dict) -> None:
+    """The results file, with what bench/run.py reads (command, date, table rows) derived."""
+    settings = document["settings"].values()
+    document["command"] = "; ".join(dict.fromkeys(s["command"] for s in settings))
+    document["date"] = max(s["date"] for s in settings)
+    document["table_rows"] = table_rows(document)
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(json.dumps(document, indent=2) + "\n")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--set", choices=SETS, default="rotten-tomatoes")
@@ -319,8 +346,7 @@ def main() -> None:
                 "summary": summarize(seeds), "seeds": seeds,
             }  # fmt: skip
             document.update(machine=machine(), settings=settings)
-            args.output.parent.mkdir(exist_ok=True)
-            args.output.write_text(json.dumps(document, indent=2) + "\n")
+            write(args.output, document)
 
         for seed in (int(s) for s in args.seeds.split(",")):
             done = len(results.get(seed, {}).get("test_accuracy", {})) == len(TRAINED)

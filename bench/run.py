@@ -28,6 +28,9 @@ BENCHMARKS = [
     ["bench.long_documents"],  # issue 35: truncate vs chunk, convention speeches (hours)
     ["bench.accelerator"],  # issue 43: bertfit doctor on MiniLM-L6 and BERT-base at seq 128
     ["bench.audit"],  # issue 49: label audit, 5% flipped labels, 2 seeds (about 25 min)
+    # issue 64: the audit against cleanlab, 5/10/20% flipped (about 25 min a setting)
+    ["bench.audit_cleanlab", "--rows", "3000", "--noise", "0.05,0.1,0.2"],
+    ["bench.audit_cleanlab", "--set", "debates", "--noise", "0.05"],
     ["bench.lora"],  # issue 48: LoRA vs full fine-tuning, 3 seeds each (about 30 minutes)
     ["bench.backends"],  # issue 46: JAX vs TensorFlow vs the Trainer, MiniLM-L6 (10 min)
     ["bench.kerashub"],  # issue 46: KerasHub's backbones vs bertfit's model, per family (2 min)
