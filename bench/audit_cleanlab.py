@@ -119,8 +119,7 @@ def scores(ranked: list[int], flipped: np.ndarray, estimated: float | None = Non
         "flagged": len(ranked),
         "precision": hits / len(ranked) if ranked else None,
         "recall": hits / k,
-        "precision_at_k": len(set(ranked[:k]) & truth) / k,
-        "recall_at_k": len(set(ranked[:k]) & truth) / k,
+        "precision_at_k": len(set(ranked[:k]) & truth) / k,  # and recall at k: k flipped
         **({"estimated_wrong": estimated} if estimated is not None else {}),
     }
 

@@ -113,7 +113,8 @@ def run_config_from_args(args, *, eval_file_given_later: bool = False) -> RunCon
     if not config.data.train:
         raise BertfitError("--train FILE is required (or data.train in --config).")
     if eval_file_given_later and config.data.eval is None:
-        dataclasses.replace(config, data=dataclasses.replace(config.data, eval="?")).validate()
+        each_runs = dataclasses.replace(config.data, eval="(each run's validation slice)")
+        dataclasses.replace(config, data=each_runs).validate()
         return config
     return config.validate()
 
