@@ -1,0 +1,35 @@
+"""bench/audit_cleanlab.py's flips and scores (issue 64): the noise is the asked fraction,
+seeded, between confusable speakers on the debates, and precision at k is of the ranking."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from bench.audit_cleanlab import CONFUSABLE, flip, scores
+
+
+def test_binary_flips_are_the_asked_fraction_to_the_other_label_by_seed():
+    rows = [(f"text {i}", str(i % 2)) for i in range(1000)]
+    clean, noisy, flipped = flip(rows, 400, 0.2, seed=3)
+    changed = [i for i, (a, b) in enumerate(zip(clean, noisy, strict=True)) if a != b]
+    assert len(clean) == 400 and changed == flipped.tolist() and len(flipped) == 80
+    assert all(noisy[i][1] == str(1 - int(clean[i][1])) for i in changed)
+    assert flip(rows, 400, 0.2, seed=3)[2].tolist() == flipped.tolist()
+    assert flip(rows, 400, 0.2, seed=4)[2].tolist() != flipped.tolist()
+
+
+def test_multi_class_flips_go_to_the_confusable_speaker_and_spare_the_moderators():
+    speakers = ("trump", "clinton", "pence", "kaine", "moderator")
+    rows = [(f"statement {i}", speakers[i % 5]) for i in range(500)]
+    clean, noisy, flipped = flip(rows, None, 0.05, seed=1)
+    assert clean == rows and len(flipped) == 25
+    assert all(noisy[i][1] == CONFUSABLE[clean[i][1]] for i in flipped)
+    assert all(clean[i][1] != "moderator" for i in flipped)
+
+
+def test_precision_at_k_is_of_the_ranking_and_the_set_is_scored_whole():
+    found = scores([7, 3, 9, 1, 2], np.array([1, 2, 3]), estimated=4.5)
+    assert found["precision_at_k"] == pytest.approx(1 / 3)  # rows 7, 3, 9: one flipped
+    assert (found["flagged"], found["precision"], found["recall"]) == (5, 0.6, 1.0)
+    assert scores([], np.array([1]))["precision"] is None
