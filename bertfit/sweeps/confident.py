@@ -189,9 +189,10 @@ def wrong_labels_seen(labels: np.ndarray, probabilities: np.ndarray) -> float | 
     """How many given labels the out-of-fold model sees as wrong and is right about; None when
     too few rows disagree with their label to say (fewer than `MIN_ROWS_BELOW_CUT`).
 
-    A wrong label the model sees through gets the probability the model leaves to other
-    classes when it is right: its doubt, 1 - max p, distributed as on the rows where the
-    model agrees with the label (mostly right labels). So of V such rows, V × H(τ) have a
+    A wrong label the model sees through gets the probability the model gives its runner-up
+    class when it is right (its doubt: 1 - max p with two classes), distributed as on the
+    rows where the model agrees with the label (mostly right labels). So of V such rows,
+    V × H(τ) have a
     given-label probability of at most τ, H being that doubt's distribution; the model's
     own mistakes add the rest of the D(τ) disagreeing rows at most τ. Each cut τ bounds
     V <= D(τ) / H(τ), and the estimate is the tightest bound over the cuts at the doubt's
@@ -209,7 +210,7 @@ def wrong_labels_seen(labels: np.ndarray, probabilities: np.ndarray) -> float | 
     probabilities = np.asarray(probabilities, np.float64)
     given = probabilities[np.arange(len(labels)), labels]
     agrees = probabilities.argmax(axis=1) == labels
-    doubt = np.sort(1 - probabilities[agrees].max(axis=1))
+    doubt = np.sort(np.sort(probabilities[agrees], axis=1)[:, -2])  # the runner-up's
     disagreeing = np.sort(given[~agrees])
     if not len(doubt) or len(disagreeing) < MIN_ROWS_BELOW_CUT:
         return None
