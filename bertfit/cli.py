@@ -243,7 +243,11 @@ def cmd_audit(args) -> int:
         kept, found = summary["flagged"], summary["found"]
         print(f"  (the review budget kept the first {kept} of {found} found)")
     print(f"audit: {summary['output']} (issues.csv: the flagged rows, most likely wrong first;")
-    print("  train-without-issues.jsonl: the other rows, for bertfit train --train;")
+    print(
+        "  train-without-issues.jsonl: the other rows, for bertfit train --train once the list "
+        "is reviewed (dropping unread rows cost accuracy unless the folds were strong: "
+        "docs/audit.md);"
+    )
     print("  fill in issues.csv's decision column, then: bertfit relabel ISSUES_CSV --output FILE)")
     return 0
 
