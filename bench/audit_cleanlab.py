@@ -190,9 +190,10 @@ def one_seed(args, name: str, rows, test: Path, noise: float, seed: int, work: P
     }
     cleanlab, cleanlab_estimate = cleanlab_ranked(given, one)
     ours, our_estimate = bertfit_ranked(given, one)
+    cleanlab_scores = scores(cleanlab, flipped, cleanlab_estimate)  # the same both ways
     result["same_probabilities"] = {
         "bertfit": scores(ours, flipped, our_estimate),
-        "cleanlab": scores(cleanlab, flipped, cleanlab_estimate),
+        "cleanlab": cleanlab_scores,
     }
     flagged, summary = audit_end_to_end(sweep, work / "audit-default")
     ranking, _ = audit_end_to_end(sweep, work / "audit-all", "--flag", "all")
@@ -204,7 +205,7 @@ def one_seed(args, name: str, rows, test: Path, noise: float, seed: int, work: P
             "wrong_labels_seen": summary.get("wrong_labels_seen"),
             "warning": summary.get("warning"),
         },  # fmt: skip
-        "cleanlab": scores(cleanlab, flipped, cleanlab_estimate),
+        "cleanlab": cleanlab_scores,
     }
     save(result)
     dropped = set(cleanlab)
