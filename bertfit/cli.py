@@ -207,7 +207,7 @@ def tune_lines(results, sweep_dir: str) -> list[str]:
 
 
 def cmd_audit(args) -> int:
-    from bertfit.sweeps.audit import audit_sweep, audit_training, wrong_labels
+    from bertfit.sweeps.audit import audit_sweep, audit_training, predicted_by, wrong_labels
     from bertfit.sweeps.audit_flags import audit_options, check_from_alone, training_from_args
 
     if args.from_sweep:
@@ -233,6 +233,8 @@ def cmd_audit(args) -> int:
         f"  the folds are right on {summary['out_of_fold_accuracy']:.1%} of the rows (the most "
         f"common label alone: {summary['majority_rate']:.1%}): the audit is as good as they are"
     )
+    if summary.get("per_fold_choice"):
+        print(f"  (predicted by {predicted_by(summary)})")
     if not summary["warning"] and summary["found"] < summary["flagged_by_method"]:
         found, all_rows = summary["found"], summary["flagged_by_method"]
         print(

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bench.audit_cleanlab import CONFUSABLE, flip, scores
+from bench.audit_cleanlab import CONFUSABLE, flip, learning_rates, scores, train_flags
 
 
 def test_binary_flips_are_the_asked_fraction_to_the_other_label_by_seed():
@@ -33,3 +33,10 @@ def test_precision_at_k_is_of_the_ranking_and_the_set_is_scored_whole():
     assert found["precision_at_k"] == pytest.approx(1 / 3)  # rows 7, 3, 9: one flipped
     assert (found["flagged"], found["precision"], found["recall"]) == (5, 0.6, 1.0)
     assert scores([], np.array([1]))["precision"] is None
+
+
+def test_a_learning_rate_grid_puts_the_recipes_rate_first_for_cleanlabs_plain_k_fold():
+    rates = learning_rates("1e-4,5e-5", "rotten-tomatoes")
+    assert rates == [5e-5, 1e-4] and learning_rates(None, "rotten-tomatoes") is None
+    flags = train_flags("rotten-tomatoes", 1, rates)
+    assert flags[flags.index("--learning-rate") + 1] == "5e-05,0.0001"

@@ -54,6 +54,7 @@ from bertfit.sweeps.confident import (
     within_budget,
     wrong_labels_seen,
 )
+from bertfit.sweeps.fold_choice import CHOSEN_BY, FoldChoice, choose_trials, combine
 from bertfit.sweeps.spec import SweepSpec
 
 AUDIT_DIR = "audit"  # in the sweep directory, the default --output
@@ -89,7 +90,8 @@ CHANCE_STANDARD_ERRORS = 2.0
 @dataclasses.dataclass
 class OutOfFold:
     """A trial's out-of-fold predictions: one entry per training row, in its order, the
-    probabilities averaged over the seeds."""
+    probabilities averaged over the seeds. With several trials and none named, each fold's
+    rows come from the trial its own validation slice chose (`choices`, `fold_choice`)."""
 
     trial: str
     seeds: list[int]
@@ -97,44 +99,55 @@ class OutOfFold:
     labels: list[str]
     given: np.ndarray  # [n] class ids
     probabilities: np.ndarray  # [n, m]
+    choices: list[FoldChoice] = dataclasses.field(default_factory=list)
+
+
+PER_FOLD = "per-fold"  # OutOfFold.trial when each fold's trial was chosen on its validation slice
 
 
 def read_out_of_fold(sweep: Path, trial: str | None = None) -> OutOfFold:
-    """The out-of-fold predictions of `trial` (default: the sweep's chosen trial, or its only
-    one) in the sweep directory `sweep`.
+    """The out-of-fold predictions of `trial` in the sweep directory `sweep`; by default its
+    only trial, or with several, each seed's folds from the trials their validation slices
+    chose (`fold_choice`: the held-out rows' labels never choose).
 
     Raises:
-        ConfigError: no k-fold sweep there, no such trial, or its folds did not all finish.
+        ConfigError: no k-fold sweep there, no such trial, or no seed's folds all finished.
         DataError: a task other than single-label classification.
     """
     results = _results(sweep)
     names = [t["name"] for t in results["trials"]]
-    name = trial or results.get("chosen_trial") or (names[0] if len(names) == 1 else None)
-    if name not in names:
+    if trial is not None and trial not in names:
         raise ConfigError(
-            f"--trial {name}: the sweep {sweep} has the trials {', '.join(names)}; pick one."
-            if trial
-            else f"the sweep {sweep} chose no trial (not every run finished); pass --trial "
-            f"NAME, one of {', '.join(names)}, or rerun the sweep to finish it."
+            f"--trial {trial}: the sweep {sweep} has the trials {', '.join(names)}; pick one."
         )
-    files = sorted((sweep / "runs" / name).glob("oof-seed*.jsonl"), key=_seed_of)
-    if not files:
+    trials = [trial] if trial else names
+    files = {t: _out_of_fold_files(sweep / "runs" / t) for t in trials}
+    seeds = sorted({seed for by_seed in files.values() for seed in by_seed})
+    if not seeds:
         raise ConfigError(
-            f"{sweep / 'runs' / name} holds no out-of-fold predictions (oof-seedS.jsonl): a "
-            "fold run did not finish. Rerun the sweep's command to finish it, then audit."
+            f"{sweep / 'runs'} holds no out-of-fold predictions (runs/TRIAL/oof-seedS.jsonl) "
+            f"of {', '.join(trials)}: a fold run did not finish. Rerun the sweep's command to "
+            "finish it, then audit."
         )
-    per_seed = [_read_jsonl(f) for f in files]
-    rows = per_seed[0]
-    _check_single_label(rows, files[0])
+    read = {
+        (name, seed): (path, _read_jsonl(path))
+        for name, by_seed in files.items()
+        for seed, path in by_seed.items()
+    }
+    first, rows = next(iter(read.values()))
+    for path, other in read.values():
+        _check_same_rows(first, rows, path, other)
+    _check_single_label(rows, first)
+    per_seed, choices = [], []
+    for seed in seeds:
+        per_trial = {name: read[name, seed][1] for name in trials if (name, seed) in read}
+        if len(trials) == 1:
+            per_seed.append(per_trial[trials[0]])
+            continue
+        chosen = choose_trials(sweep, list(per_trial), seed, sorted({r["fold"] for r in rows}))
+        per_seed.append(combine(per_trial, chosen))
+        choices += chosen
     labels = list(rows[0]["probabilities"])
-    for other, path in zip(per_seed[1:], files[1:], strict=True):
-        if [(r["row"], r["target"]) for r in other] != [(r["row"], r["target"]) for r in rows]:
-            raise DataError(
-                f"{path} is not of the same training rows as {files[0]}; the sweep directory "
-                "was changed by hand. Rerun the sweep in a new --output-dir.",
-                path=str(path),
-                code="audit-out-of-fold-mismatch",
-            )
     probabilities = np.mean(
         [[[r["probabilities"][label] for label in labels] for r in seed] for seed in per_seed],
         axis=0,
@@ -143,13 +156,29 @@ def read_out_of_fold(sweep: Path, trial: str | None = None) -> OutOfFold:
     given = np.array([ids[r["target"]] for r in rows], np.int64)
     kept = ("row", "line", "text", "text_pair", "target")
     return OutOfFold(
-        name,
-        [_seed_of(f) for f in files],
+        trials[0] if len(trials) == 1 else PER_FOLD,
+        seeds,
         [{k: r[k] for k in kept if k in r} for r in rows],
         labels,
         given,
         probabilities,
+        choices,
     )
+
+
+def _out_of_fold_files(trial: Path) -> dict[int, Path]:
+    """A trial's out-of-fold files by seed (written once all of a seed's folds finished)."""
+    return {_seed_of(f): f for f in sorted(trial.glob("oof-seed*.jsonl"), key=_seed_of)}
+
+
+def _check_same_rows(first: Path, rows: list[dict], path: Path, other: list[dict]) -> None:
+    if [(r["row"], r["target"]) for r in other] != [(r["row"], r["target"]) for r in rows]:
+        raise DataError(
+            f"{path} is not of the same training rows as {first}; the sweep directory "
+            "was changed by hand. Rerun the sweep in a new --output-dir.",
+            path=str(path),
+            code="audit-out-of-fold-mismatch",
+        )
 
 
 def audit_sweep(
@@ -246,7 +275,8 @@ def audit_training(
     **options,
 ) -> dict:
     """Runs (or resumes) the k-fold sweep `spec` over `base` in `output_dir` (`bertfit tune`),
-    then audits its chosen trial (`audit_sweep`'s `options`) into OUTPUT_DIR/audit."""
+    then audits it (`audit_sweep`'s `options`; with several trials, each fold's chosen on its
+    validation slice, not tune's choice) into OUTPUT_DIR/audit."""
     from bertfit.sweeps.tune import tune
 
     if not spec.folds:
@@ -255,9 +285,7 @@ def audit_training(
             "cross-validate the training rows, or --from SWEEP to audit a k-fold sweep's."
         )
     _check_task_before_training(base)
-    results = tune(base, spec, output_dir, quiet=quiet, reports=reports)
-    chosen = results.chosen
-    options.setdefault("trial", chosen.name if chosen else None)
+    tune(base, spec, output_dir, quiet=quiet, reports=reports)
     return audit_sweep(output_dir, report=reports, **options)
 
 
@@ -342,6 +370,24 @@ def wrong_labels(summary: dict) -> str:
     return joint if seen is None else f"the folds see about {seen:.0f} wrong labels; {joint}"
 
 
+def predicted_by(summary: dict) -> str:
+    """Which trial's runs made the audited predictions, in words.
+
+    Examples:
+    >>> choices = [{"trial": "t2"}, {"trial": "t1"}, {"trial": "t2"}]
+    >>> predicted_by({"trial": PER_FOLD, "per_fold_choice": {"choices": choices}})
+    "each fold's trial, chosen on its validation slice: t2 in 2 of 3, t1 in 1 of 3 folds"
+    """
+    if summary["trial"] != PER_FOLD:
+        return f"trial {summary['trial']}"
+    counts: dict[str, int] = {}
+    for choice in summary["per_fold_choice"]["choices"]:
+        counts[choice["trial"]] = counts.get(choice["trial"], 0) + 1
+    total = sum(counts.values())
+    tally = ", ".join(f"{trial} in {n} of {total}" for trial, n in counts.items())
+    return f"each fold's trial, chosen on its validation slice: {tally} folds"
+
+
 def _summary(
     sweep: Path, out_of_fold: OutOfFold, issues: LabelIssues, method: str, rank_by: str
 ) -> dict:
@@ -350,6 +396,7 @@ def _summary(
     return {
         "sweep": str(sweep),
         "trial": out_of_fold.trial,
+        **_per_fold_choice(out_of_fold),
         "seeds": out_of_fold.seeds,
         "rows": n,
         "labels": labels,
@@ -369,6 +416,18 @@ def _summary(
             "calibrated": np.round(issues.calibrated_joint, 3).tolist(),
         },
         "files": {"issues": ISSUES_FILE, "clean_train": CLEAN_FILE},
+    }
+
+
+def _per_fold_choice(out_of_fold: OutOfFold) -> dict:
+    """audit.json's record of which trial predicted each seed's folds (several trials)."""
+    if not out_of_fold.choices:
+        return {}
+    return {
+        "per_fold_choice": {
+            "chosen_by": CHOSEN_BY,
+            "choices": [dataclasses.asdict(c) for c in out_of_fold.choices],
+        }
     }
 
 
@@ -465,7 +524,7 @@ def _page(summary: dict, issues: LabelIssues, records: list[dict]) -> str:
         f"{summary['flagged']} of {summary['rows']} training rows flagged "
         f"({summary['flagged_fraction']:.1%}; {wrong_labels(summary)}) by "
         f"{summary['method']}, ranked by "
-        f"{summary['rank_by']}; out-of-fold predictions of trial {summary['trial']}, seed(s) "
+        f"{summary['rank_by']}; out-of-fold predictions of {predicted_by(summary)}, seed(s) "
         f"{', '.join(map(str, summary['seeds']))}, right on "
         f"{summary['out_of_fold_accuracy']:.1%} of the rows (the most common label alone: "
         f"{summary['majority_rate']:.1%}). All flagged rows: {ISSUES_FILE}."

@@ -25,7 +25,10 @@ def add_audit_arguments(parser: argparse.ArgumentParser) -> None:
         "(no training); without it, the train flags and --folds run the folds in --output-dir",
     )
     audit.add_argument(
-        "--trial", help="the sweep's trial to audit (default: the chosen one, or the only one)"
+        "--trial",
+        help="the sweep's trial to audit (default: its only one; with several, each fold's "
+        "rows from the trial whose run fits its own validation slice best, the held-out "
+        "labels never choosing)",
     )
     audit.add_argument(
         "--method",
@@ -85,7 +88,7 @@ def _fraction(text: str) -> float:
 
 
 def audit_options(args) -> dict:
-    """`audit_sweep`'s options from the flags (a trial not given: the chosen one)."""
+    """`audit_sweep`'s options from the flags (a trial not given: chosen per fold)."""
     options = {
         "method": args.method,
         "rank_by": args.rank_by,
