@@ -16,8 +16,13 @@ For each setting (a set, its rows, the fraction flipped) and seed:
 4. Test accuracy of models trained with the same recipe on (i) the noisy labels, (ii) minus
    bertfit's flagged rows, (ii') minus cleanlab's, (iii) the clean labels.
 
+With `--learning-rates A,B` the audit's sweep tries each rate (the recipe's first, whose first
+seed stays cleanlab's plain k-fold) and bertfit's audit takes every fold's rows from the rate
+that fold's own validation slice chose (`bertfit.sweeps.fold_choice`); a setting of its own.
+
     python -m bench.audit_cleanlab --set rotten-tomatoes --rows 3000 --noise 0.05,0.1,0.2
     python -m bench.audit_cleanlab --set debates --noise 0.05 --seeds 1,2,3
+    python -m bench.audit_cleanlab --rows 3000 --noise 0.05 --learning-rates 5e-5,1e-4
     python -m bench.audit_cleanlab --markdown
 
 Precision at k counts the hits among the first k rows of a tool's ranking over k (bertfit's: the
@@ -84,13 +89,24 @@ def flip(rows: list[tuple[str, str]], size: int | None, noise: float, seed: int)
     return chosen, noisy, flipped
 
 
-def train_flags(name: str, seed: int) -> list[str]:
+def train_flags(name: str, seed: int, learning_rates: list[float] | None = None) -> list[str]:
+    """The recipe's flags; `learning_rates`: a grid for the audit's sweep (the recipe's first)."""
     seq, epochs, lr, _ = RECIPES[name]
+    rates = ",".join(map(str, learning_rates or [lr]))
     return [
         "--max-seq-length", str(seq), "--batch-size", str(BATCH), "--epochs", str(epochs),
-        "--learning-rate", str(lr), "--warmup-ratio", str(WARMUP), "--pooling", "mean",
+        "--learning-rate", rates, "--warmup-ratio", str(WARMUP), "--pooling", "mean",
         "--seed", str(seed), "--quiet", "--no-report",
     ]  # fmt: skip
+
+
+def learning_rates(text: str | None, name: str) -> list[float] | None:
+    """--learning-rates: the recipe's rate first (its one-seed k-fold is cleanlab's), or None."""
+    if not text:
+        return None
+    rates = [float(r) for r in text.split(",")]
+    recipe = RECIPES[name][2]
+    return [recipe] + [r for r in rates if r != recipe]
 
 
 def cli(*args: str) -> list[str]:
@@ -98,8 +114,10 @@ def cli(*args: str) -> list[str]:
 
 
 def out_of_fold(sweep: Path) -> tuple[list[str], np.ndarray, list[np.ndarray]]:
-    """(labels, given ids, each seed's probabilities) of the sweep's only trial."""
-    files = sorted((sweep / "runs").glob("*/oof-seed*.jsonl"))
+    """(labels, given ids, each seed's probabilities) of the sweep's first trial (the recipe's
+    learning rate)."""
+    first = sorted(p for p in (sweep / "runs").iterdir() if p.is_dir())[0]
+    files = sorted(first.glob("oof-seed*.jsonl"))
     per_seed = [[json.loads(line) for line in f.read_text().splitlines()] for f in files]
     labels = list(per_seed[0][0]["probabilities"])
     given = np.array([labels.index(r["target"]) for r in per_seed[0]])
@@ -179,15 +197,12 @@ def one_seed(args, name: str, rows, test: Path, noise: float, seed: int, work: P
     folds = str(RECIPES[name][3])
     _run(cli("audit", "--train", str(noisy_file), "--folds", folds, "--seeds",
              str(SWEEP_SEEDS), "--output-dir", str(sweep), "--json", "--no-report",
-             *train_flags(name, seed)))  # fmt: skip
+             *train_flags(name, seed, args.learning_rates)))  # fmt: skip
     result["sweep_seconds"] = round(time.perf_counter() - start, 1)
     labels, given, per_seed = out_of_fold(sweep)
     np.savez(work / "oof.npz", given=given, flipped=flipped, seeds=np.stack(per_seed))
     one = per_seed[0]
-    result["out_of_fold_accuracy"] = {
-        "one_seed": float(np.mean(one.argmax(1) == given)),
-        "averaged": float(np.mean(np.mean(per_seed, 0).argmax(1) == given)),
-    }
+    result["out_of_fold_accuracy"] = {"one_seed": float(np.mean(one.argmax(1) == given))}
     cleanlab, cleanlab_estimate = cleanlab_ranked(given, one)
     ours, our_estimate = bertfit_ranked(given, one)
     cleanlab_scores = scores(cleanlab, flipped, cleanlab_estimate)  # the same both ways
@@ -198,6 +213,9 @@ def one_seed(args, name: str, rows, test: Path, noise: float, seed: int, work: P
     flagged, summary = audit_end_to_end(sweep, work / "audit-default")
     ranking, _ = audit_end_to_end(sweep, work / "audit-all", "--flag", "all")
     bertfit = scores(flagged, flipped, summary["estimated_wrong"])
+    result["out_of_fold_accuracy"]["audited"] = summary["out_of_fold_accuracy"]
+    if "per_fold_choice" in summary:
+        result["per_fold_choice"] = summary["per_fold_choice"]["choices"]
     result["end_to_end"] = {
         "bertfit": {
             **bertfit,
@@ -313,6 +331,11 @@ def main() -> None:
     parser.add_argument("--rows", type=int, help="rows drawn from the set (default: all)")
     parser.add_argument("--noise", default="0.05", help="comma-separated fractions flipped")
     parser.add_argument("--seeds", default="1", help="comma-separated seeds (default 1)")
+    parser.add_argument(
+        "--learning-rates",
+        help="comma-separated: the audit's sweep tries each and every fold keeps the one its "
+        "validation slice chose (the recipe's rate is the plain k-fold cleanlab gets)",
+    )
     parser.add_argument("--work", type=Path, help="keep the sweeps and runs here")
     parser.add_argument("--output", type=Path, default=OUT)
     parser.add_argument("--markdown", action="store_true", help="print the tables and exit")
@@ -329,9 +352,12 @@ def main() -> None:
     rows, test = set_rows(args.set)
     settings = document.setdefault("settings", {})
     command = " ".join(["python -m bench.audit_cleanlab", *sys.argv[1:]])
+    args.learning_rates = learning_rates(args.learning_rates, args.set)
+    grid = "" if args.learning_rates is None else ",".join(f"{r:g}" for r in args.learning_rates)
     for noise in (float(n) for n in args.noise.split(",")):
         epochs = RECIPES[args.set][1]
         name = f"{args.set}, {args.rows or len(rows)} rows, {noise:.0%} flipped, {epochs} epochs"
+        name += f", learning rate {grid} chosen per fold" if grid else ""
         results = {s["seed"]: s for s in settings.get(name, {}).get("seeds", [])}
 
         def save(result: dict, name=name, results=results) -> None:
@@ -341,7 +367,8 @@ def main() -> None:
             settings[name] = {
                 "command": command, "date": time.strftime("%Y-%m-%d"),
                 "recipe": {"model": "minilm-l6", "max_seq_length": seq, "epochs": epochs,
-                           "learning_rate": lr, "folds": folds, "sweep_seeds": SWEEP_SEEDS,
+                           "learning_rate": args.learning_rates or lr, "folds": folds,
+                           "sweep_seeds": SWEEP_SEEDS,
                            "batch_size": BATCH, "pooling": "mean"},
                 "summary": summarize(seeds), "seeds": seeds,
             }  # fmt: skip
@@ -353,6 +380,7 @@ def main() -> None:
             if done and not args.rescore:
                 continue
             label = f"{args.set}-{args.rows or 'all'}-{noise}-{epochs}ep-{seed}"
+            label += f"-lr{grid}" if grid else ""
             if args.work:
                 one_seed(args, args.set, rows, test, noise, seed, args.work / label, save)
                 continue
