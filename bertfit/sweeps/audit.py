@@ -144,7 +144,8 @@ def read_out_of_fold(sweep: Path, trial: str | None = None) -> OutOfFold:
         if len(trials) == 1:
             per_seed.append(per_trial[trials[0]])
             continue
-        chosen = choose_trials(sweep, list(per_trial), seed, sorted({r["fold"] for r in rows}))
+        folds = sorted({r["fold"] for r in rows})
+        chosen = choose_trials(sweep, list(per_trial), seed, folds, results["metric"])
         per_seed.append(combine(per_trial, chosen))
         choices += chosen
     labels = list(rows[0]["probabilities"])

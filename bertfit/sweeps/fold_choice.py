@@ -1,12 +1,10 @@
 """The audit's out-of-fold predictions from a sweep of several trials (a learning-rate grid, say):
-for every seed and fold, the trial whose fold run fits its own validation slice best, the slice
-cut from its training part (`bertfit.sweeps.folds.validation_rows`). Never the held-out rows'
-score: `bertfit tune` chooses its trial that way, which is cross-validation's purpose, but an
-audit that did would pick its probabilities with the labels it then judges.
-
-The fit is the validation loss (cross-entropy) of the run's final weights, the weights that
-predicted its held-out rows: the audit ranks rows by their probabilities, and the loss scores
-probabilities where accuracy scores only the top class.
+for every seed and fold, the trial whose fold run scores best on its own validation slice, the
+slice cut from its training part (`bertfit.sweeps.folds.validation_rows`), by the sweep's metric
+(`--best-metric`, what each run chose its checkpoint by), of its final weights: the weights that
+predicted its held-out rows. Never the held-out rows' score: `bertfit tune` chooses its trial
+that way, which is cross-validation's purpose, but an audit that did would pick its
+probabilities with the labels it then judges.
 """
 
 from __future__ import annotations
@@ -16,44 +14,49 @@ import json
 from pathlib import Path
 
 from bertfit.errors import ConfigError
+from bertfit.runs.metrics import is_better
 from bertfit.runs.records import FINISHED
 
 CHOSEN_BY = (
-    "each fold run's loss on its own validation slice (its final weights), lowest; ties: the "
-    "earlier trial; the held-out rows' labels never choose"
+    "each fold run's score on its own validation slice (the sweep's metric, its final "
+    "weights), the best; ties: the earlier trial; the held-out rows' labels never choose"
 )
 
 
 @dataclasses.dataclass(frozen=True)
 class FoldChoice:
-    """The trial whose run predicted fold `fold`'s held-out rows at seed `seed`."""
+    """The trial whose run predicted fold `fold`'s held-out rows at seed `seed`, and its
+    `metric` on its validation slice."""
 
     seed: int
     fold: int
     trial: str
-    validation_loss: float
+    metric: str
+    validation_score: float
 
 
-def choose_trials(sweep: Path, trials: list[str], seed: int, folds: list[int]) -> list[FoldChoice]:
+def choose_trials(
+    sweep: Path, trials: list[str], seed: int, folds: list[int], metric: str
+) -> list[FoldChoice]:
     """For each of `folds` (1-based), the trial among `trials` (in the sweep's order) whose run
-    at `seed` has the lowest loss on its validation slice.
+    at `seed` scores best on its validation slice by `metric`.
 
     Raises:
         ConfigError: a fold none of the trials' runs finished.
     """
     choices = []
     for fold in folds:
-        losses = {
-            t: _validation_loss(sweep / "runs" / t / f"seed{seed}-fold{fold}") for t in trials
-        }
-        scored = {t: loss for t, loss in losses.items() if loss is not None}
-        if not scored:
+        best = None
+        for trial in trials:
+            score = _validation_score(sweep / "runs" / trial / f"seed{seed}-fold{fold}", metric)
+            if score is not None and (best is None or is_better(metric, score, best[1])):
+                best = (trial, score)
+        if best is None:
             raise ConfigError(
                 f"{sweep}: no trial's seed {seed} fold {fold} run finished with a validation "
-                "loss; rerun the sweep's command to finish it, then audit."
+                f"{metric}; rerun the sweep's command to finish it, then audit."
             )
-        best = min(scored, key=lambda t: (scored[t], trials.index(t)))
-        choices.append(FoldChoice(seed, fold, best, scored[best]))
+        choices.append(FoldChoice(seed, fold, best[0], metric, best[1]))
     return choices
 
 
@@ -63,7 +66,7 @@ def combine(per_trial: dict[str, list[dict]], choices: list[FoldChoice]) -> list
 
     Examples:
     >>> rows = lambda name: [{"row": 0, "fold": 1, "by": name}, {"row": 1, "fold": 2, "by": name}]
-    >>> choices = [FoldChoice(1, 1, "t2", 0.4), FoldChoice(1, 2, "t1", 0.5)]
+    >>> choices = [FoldChoice(1, 1, "t2", "accuracy", 0.8), FoldChoice(1, 2, "t1", "accuracy", 0.7)]
     >>> [r["by"] for r in combine({"t1": rows("t1"), "t2": rows("t2")}, choices)]
     ['t2', 't1']
     """
@@ -72,11 +75,11 @@ def combine(per_trial: dict[str, list[dict]], choices: list[FoldChoice]) -> list
     return [per_trial[trial_of_fold[r["fold"]]][i] for i, r in enumerate(first)]
 
 
-def _validation_loss(run: Path) -> float | None:
-    """The run's final loss on its validation slice; None when it did not finish."""
+def _validation_score(run: Path, metric: str) -> float | None:
+    """The run's final `metric` on its validation slice; None when it did not finish."""
     path = run / "metrics.json"
     if not path.is_file():
         return None
     summary = json.loads(path.read_text(encoding="utf-8"))
-    loss = (summary.get("final") or {}).get("loss")
-    return float(loss) if summary.get("status") == FINISHED and loss is not None else None
+    value = (summary.get("final") or {}).get(metric)
+    return float(value) if summary.get("status") == FINISHED and value is not None else None

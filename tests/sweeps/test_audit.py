@@ -277,16 +277,17 @@ def _fold_run(sweep: Path, trial: str, fold: int, validation_loss: float | None)
     run = sweep / "runs" / trial / f"seed0-fold{fold}"
     run.mkdir(parents=True)
     status = "running" if validation_loss is None else "finished"
-    metrics = {"status": status, "final": {"loss": validation_loss, "accuracy": 0.5}}
+    accuracy = None if validation_loss is None else 1 - validation_loss
+    metrics = {"status": status, "final": {"loss": validation_loss, "accuracy": accuracy}}
     (run / "metrics.json").write_text(json.dumps(metrics))
 
 
 def test_with_several_trials_each_fold_is_predicted_by_the_trial_its_validation_chose(
     tmp_path, capsys
 ):
-    """A learning-rate grid: fold 1's validation slice chose t2 (whose run finds row 2 right),
-    fold 2's t2 run did not finish, so t1 predicts it (row 5 stays wrong). tune's choice, made
-    on the held-out rows (t1 here), does not choose the audit's predictions."""
+    """A learning-rate grid, --best-metric loss: fold 1's validation slice chose t2 (whose run
+    finds row 2 right), fold 2's t2 run did not finish, so t1 predicts it (row 5 stays wrong).
+    tune's choice, made on the held-out rows (t1 here), does not choose the audit's rows."""
     sweep = _sweep_dir(tmp_path, LABELS_12, P_12)
     t1_rows = (sweep / "runs/t1/oof-seed0.jsonl").read_text().splitlines()
     rows = [json.loads(line) for line in t1_rows]
@@ -295,7 +296,8 @@ def test_with_several_trials_each_fold_is_predicted_by_the_trial_its_validation_
             row["probabilities"] = dict(zip(["neg", "pos"], P_12[row["row"]][::-1], strict=True))
     (sweep / "runs/t2").mkdir()
     (sweep / "runs/t2/oof-seed0.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    results = {"folds": 2, "chosen_trial": "t1", "trials": [{"name": "t1"}, {"name": "t2"}]}
+    results = {"folds": 2, "metric": "loss", "chosen_trial": "t1"}
+    results["trials"] = [{"name": "t1"}, {"name": "t2"}]
     (sweep / "results.json").write_text(json.dumps(results))
     for trial, fold, loss in [("t1", 1, 0.6), ("t2", 1, 0.4), ("t1", 2, 0.5), ("t2", 2, None)]:
         _fold_run(sweep, trial, fold, loss)
@@ -307,10 +309,11 @@ def test_with_several_trials_each_fold_is_predicted_by_the_trial_its_validation_
     summary = json.loads((sweep / "audit" / "audit.json").read_text())
     choices = summary["per_fold_choice"]["choices"]
     assert summary["trial"] == "per-fold"
-    assert [(c["fold"], c["trial"], c["validation_loss"]) for c in choices] == [
+    assert [(c["fold"], c["trial"], c["validation_score"]) for c in choices] == [
         (1, "t2", 0.4),
         (2, "t1", 0.5),
     ]
+    assert {c["metric"] for c in choices} == {"loss"}  # the sweep's (--best-metric)
     assert [r["row"] for r in read_issues(sweep / "audit" / ISSUES_FILE)] == [5]
     t1_alone = audit_sweep(sweep, tmp_path / "t1", trial="t1", report=False)
     assert [r["row"] for r in read_issues(Path(t1_alone["output"]) / ISSUES_FILE)] == [5, 2]
