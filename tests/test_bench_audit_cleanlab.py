@@ -6,7 +6,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bench.audit_cleanlab import CONFUSABLE, flip, learning_rates, scores, train_flags
+from bench.audit_cleanlab import (
+    CONFUSABLE,
+    flip,
+    learning_rates,
+    prune_checkpoints,
+    scores,
+    train_flags,
+)
 
 
 def test_binary_flips_are_the_asked_fraction_to_the_other_label_by_seed():
@@ -40,3 +47,14 @@ def test_a_learning_rate_grid_puts_the_recipes_rate_first_for_cleanlabs_plain_k_
     assert rates == [5e-5, 1e-4] and learning_rates(None, "rotten-tomatoes") is None
     flags = train_flags("rotten-tomatoes", 1, rates)
     assert flags[flags.index("--learning-rate") + 1] == "5e-05,0.0001"
+
+
+def test_a_finished_sweeps_checkpoints_are_pruned_and_its_predictions_kept(tmp_path):
+    run = tmp_path / "runs" / "t1" / "seed1-fold1"
+    (run / "checkpoints" / "best").mkdir(parents=True)
+    (run / "metrics.json").write_text("{}")
+    (run.parent / "oof-seed1.jsonl").write_text("{}\n")
+    prune_checkpoints(tmp_path)
+    assert sorted(p.name for p in run.parent.rglob("*")) == [
+        "metrics.json", "oof-seed1.jsonl", "seed1-fold1"
+    ]  # fmt: skip
