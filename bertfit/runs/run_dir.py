@@ -161,12 +161,22 @@ class RunDir:
         """metrics.json's "few_shot": the `--few-shot` stage the run trained first."""
         return self._metrics_entry("few_shot")
 
+    def finished_scores(self) -> dict | None:
+        """metrics.json's "final" (the final weights' scores on the eval data) of a finished
+        run; None for a run that did not finish."""
+        metrics = self._metrics()
+        return metrics.get("final") if metrics.get("status") == FINISHED else None
+
     def _metrics_entry(self, key: str):
+        return self._metrics().get(key)
+
+    def _metrics(self) -> dict:
+        """metrics.json, {} when it is missing or unreadable."""
         try:
             metrics = json.loads(self.metrics_file.read_text(encoding="utf-8"))
         except (OSError, ValueError):
-            return None
-        return metrics.get(key) if isinstance(metrics, dict) else None
+            return {}
+        return metrics if isinstance(metrics, dict) else {}
 
     def saved_checkpoint(self) -> bool:
         """Whether the run saved a checkpoint (its latest or its best): something trained that

@@ -10,12 +10,11 @@ probabilities with the labels it then judges.
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 
 from bertfit.errors import ConfigError
 from bertfit.runs.metrics import is_better
-from bertfit.runs.records import FINISHED
+from bertfit.runs.run_dir import RunDir
 
 CHOSEN_BY = (
     "each fold run's score on its own validation slice (the sweep's metric, its final "
@@ -77,9 +76,5 @@ def combine(per_trial: dict[str, list[dict]], choices: list[FoldChoice]) -> list
 
 def _validation_score(run: Path, metric: str) -> float | None:
     """The run's final `metric` on its validation slice; None when it did not finish."""
-    path = run / "metrics.json"
-    if not path.is_file():
-        return None
-    summary = json.loads(path.read_text(encoding="utf-8"))
-    value = (summary.get("final") or {}).get(metric)
-    return float(value) if summary.get("status") == FINISHED and value is not None else None
+    value = (RunDir(run).finished_scores() or {}).get(metric)
+    return None if value is None else float(value)
