@@ -90,10 +90,10 @@ def flip(rows: list[tuple[str, str]], size: int | None, noise: float, seed: int)
     return chosen, noisy, flipped
 
 
-def train_flags(name: str, seed: int, learning_rates: list[float] | None = None) -> list[str]:
-    """The recipe's flags; `learning_rates`: a grid for the audit's sweep (the recipe's first)."""
+def train_flags(name: str, seed: int, grid: list[float] | None = None) -> list[str]:
+    """The recipe's flags; `grid`: learning rates for the audit's sweep (the recipe's first)."""
     seq, epochs, lr, _ = RECIPES[name]
-    rates = ",".join(map(str, learning_rates or [lr]))
+    rates = ",".join(map(str, grid or [lr]))
     return [
         "--max-seq-length", str(seq), "--batch-size", str(BATCH), "--epochs", str(epochs),
         "--learning-rate", rates, "--warmup-ratio", str(WARMUP), "--pooling", "mean",
@@ -325,10 +325,18 @@ def table_rows(document: dict) -> list[str]:
     return rows
 
 
+def with_command(recorded: str | None, command: str) -> str:
+    """A setting's commands: every one that added a seed to it, once each, in order (a later
+    seed's run does not hide how the earlier ones were made)."""
+    return "; ".join(dict.fromkeys([*(recorded.split("; ") if recorded else []), command]))
+
+
 def write(path: Path, document: dict) -> None:
     """The results file, with what bench/run.py reads (command, date, table rows) derived."""
     settings = document["settings"].values()
-    document["command"] = "; ".join(dict.fromkeys(s["command"] for s in settings))
+    document["command"] = "; ".join(
+        dict.fromkeys(c for s in settings for c in s["command"].split("; "))
+    )
     document["date"] = max(s["date"] for s in settings)
     document["table_rows"] = table_rows(document)
     path.parent.mkdir(exist_ok=True)
@@ -375,7 +383,8 @@ def main() -> None:
             seeds = [results[k] for k in sorted(results)]
             seq, epochs, lr, folds = RECIPES[args.set]
             settings[name] = {
-                "command": command, "date": time.strftime("%Y-%m-%d"),
+                "command": with_command(settings.get(name, {}).get("command"), command),
+                "date": time.strftime("%Y-%m-%d"),
                 "recipe": {"model": "minilm-l6", "max_seq_length": seq, "epochs": epochs,
                            "learning_rate": args.learning_rates or lr, "folds": folds,
                            "sweep_seeds": SWEEP_SEEDS,

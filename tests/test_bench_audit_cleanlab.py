@@ -13,6 +13,7 @@ from bench.audit_cleanlab import (
     prune_checkpoints,
     scores,
     train_flags,
+    with_command,
 )
 
 
@@ -58,3 +59,9 @@ def test_a_finished_sweeps_checkpoints_are_pruned_and_its_predictions_kept(tmp_p
     assert sorted(p.name for p in run.parent.rglob("*")) == [
         "metrics.json", "oof-seed1.jsonl", "seed1-fold1"
     ]  # fmt: skip
+
+
+def test_a_settings_commands_are_kept_each_once_in_order():
+    assert with_command(None, "a --seeds 1") == "a --seeds 1"
+    assert with_command("a --seeds 1", "a --seeds 2") == "a --seeds 1; a --seeds 2"
+    assert with_command("a; b", "a") == "a; b"
