@@ -4,7 +4,7 @@ the same draws and the same machine, in one run.
 Methods (`--methods`):
 - `few-shot`: `bertfit train --few-shot`, no schedule flag (the small-set schedule and
   stage 1's pairs are bertfit's defaults);
-- `few-shot-pN`: the same with `--few-shot-pairs N` (stage 1's pairs: 2 x N a row);
+- `few-shot-eN`: the same with `--few-shot-epochs N` (stage 1's passes over the rows);
 - `defaults`: `bertfit train`, no schedule flag;
 - `setfit`: SetFit 1.2 at its defaults (`bench/setfit_trial.py`, in a process of its own):
   `SetFitModel.from_pretrained` on the body's folder, `Trainer` with `TrainingArguments()`.
@@ -145,8 +145,8 @@ def setfit_iterations(rows: int, classes: int, max_pairs: int | None) -> int | N
 
 def method_flags(method: str) -> list[str]:
     """`bertfit train`'s flags of a bertfit method (the module's docstring)."""
-    if method.startswith("few-shot-p"):
-        return ["--few-shot", "--few-shot-pairs", method.removeprefix("few-shot-p")]
+    if method.startswith("few-shot-e"):
+        return ["--few-shot", "--few-shot-epochs", method.removeprefix("few-shot-e")]
     return ["--few-shot"] if method == "few-shot" else []
 
 

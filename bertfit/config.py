@@ -40,8 +40,8 @@ DEFAULT_POOLING = "cls"
 # --batch-size and --epochs when left out and the training set is large enough for them; a
 # small one gets a schedule that learns (`bertfit.training.schedule`)
 DEFAULT_BATCH_SIZE, DEFAULT_EPOCHS = 32, 3
-# --few-shot-pairs: each row's positive pairs and as many negative ones (SetFit's num_iterations)
-FEW_SHOT_PAIRS = 20
+# --few-shot-epochs: the contrastive stage's passes over the rows (measured: docs/training.md)
+FEW_SHOT_EPOCHS = 20
 HEAD_BIASES = ("prior", "zero")
 # --long-documents: cut texts at max_seq_length, or classify them whole from windows (issue 35).
 TRUNCATE, CHUNK = "truncate", "chunk"
@@ -378,8 +378,8 @@ class TrainConfig:
             sentence pairs made from the training rows (same label or not) with a cosine
             similarity loss, as SetFit does, for sets of a few examples per class
             (`training.few_shot`; docs/training.md#few-shot-training).
-        few_shot_pairs: with `few_shot`, each training row's positive pairs (a row of its
-            label) and as many negative ones (a row of another): 2 × this × rows pairs.
+        few_shot_epochs: with `few_shot`, the first stage's passes over the training rows
+            (each batch's every pair of rows trained on).
         seed: seeds initialisation, dropout and shuffling.
         jit_compile: XLA-compile the step: true, false, or null (auto: all of it on a GPU or
             TPU, none of it on a CPU; see `training.loop.XlaChoice`).
@@ -455,11 +455,11 @@ class TrainConfig:
             switch=True,
         ),
     )
-    few_shot_pairs: int = dataclasses.field(
-        default=FEW_SHOT_PAIRS,
+    few_shot_epochs: int = dataclasses.field(
+        default=FEW_SHOT_EPOCHS,
         metadata=flag(
-            f"with --few-shot: positive pairs per training row, and as many negative ones "
-            f"(default {FEW_SHOT_PAIRS})"
+            f"with --few-shot: the first stage's passes over the training rows, each batch's "
+            f"every pair of rows trained on (default {FEW_SHOT_EPOCHS})"
         ),
     )
     learning_rate: float = dataclasses.field(
@@ -692,12 +692,12 @@ class RunConfig:
                 f"a positive number no larger than {MAX_LEARNING_RATE} (fine-tuning uses "
                 "1e-5 to 1e-4)",
             ),
-            ("train.few_shot_pairs", t.few_shot_pairs >= 1, "at least 1"),
+            ("train.few_shot_epochs", t.few_shot_epochs >= 1, "at least 1"),
             (
-                "train.few_shot_pairs",
-                t.few_shot or t.few_shot_pairs == FEW_SHOT_PAIRS,
-                "given only with --few-shot (its pairs' count): add --few-shot, or leave "
-                "--few-shot-pairs out",
+                "train.few_shot_epochs",
+                t.few_shot or t.few_shot_epochs == FEW_SHOT_EPOCHS,
+                "given only with --few-shot (its first stage's passes): add --few-shot, or "
+                "leave --few-shot-epochs out",
             ),
             (
                 "train.few_shot",
@@ -948,7 +948,11 @@ def _yaml_kind(value) -> str:
 
 
 def _upgrade(section: str, values):
-    """Reads the run configs saved before buckets were spelled "auto" / "none" ([] and null)."""
+    """Reads the run configs saved before buckets were spelled "auto" / "none" ([] and null),
+    and before `--few-shot` trained on every pair within a batch (`few_shot_pairs`, a count of
+    listed pairs a row that no longer configures anything: such a run's first stage is done)."""
+    if section == "train" and isinstance(values, dict) and "few_shot_pairs" in values:
+        values = {k: v for k, v in values.items() if k != "few_shot_pairs"}
     if section == "data" and isinstance(values, dict) and "buckets" in values:
         old = values["buckets"]
         if old == []:

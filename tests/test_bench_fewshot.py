@@ -28,7 +28,7 @@ def test_debate_statements_are_collapsed_short_ones_and_copies_dropped():
 def test_each_bertfit_method_trains_with_its_flags():
     assert method_flags("defaults") == []
     assert method_flags("few-shot") == ["--few-shot"]
-    assert method_flags("few-shot-p5") == ["--few-shot", "--few-shot-pairs", "5"]
+    assert method_flags("few-shot-e5") == ["--few-shot", "--few-shot-epochs", "5"]
 
 
 def test_setfit_pairs_grow_with_the_square_of_the_rows_until_the_budget():

@@ -1,41 +1,29 @@
-"""Sentence pairs made from labelled rows, for `--few-shot`'s contrastive stage
-(`bertfit.training.few_shot`), as SetFit makes them.
+"""The pairs of labelled rows `--few-shot`'s contrastive stage trains on
+(`bertfit.training.few_shot`): every pair of rows within a batch.
 
-Every row is paired with `per_row` rows like it (positives) and `per_row` rows unlike it
-(negatives), drawn with replacement, never with itself: 2 × `per_row` pairs a row, so the pairs
-grow with the rows, not with their square (SetFit's `num_iterations`; all of a set's pairs grow
-quadratically). A row that has no partner of one kind (the only row of its class, or a
-multi-label row that shares a label with every other) takes only the kind it has. The target is
-how alike the two rows are, which the cosine of their embeddings learns:
+SetFit lists pairs of rows and embeds both rows of each, so a row is encoded once for every
+pair it is in. Here a step encodes a batch of rows once and trains on all of its pairs: a batch
+of 8 rows is 28 pairs for 8 encodings, where listed pairs cost 56 (measured: the same accuracy
+for about a quarter of the stage's time, docs/training.md#few-shot-training).
 
-- single-label: 1 for the same class, 0 for another;
-- multi-label: the Jaccard index of the two label sets (shared labels over the labels of
-  either; two rows without any label are alike, 1); positives share a label, negatives none.
+- `row_batches`: `epochs` shuffles of the rows, one after another, cut into batches of
+  `batch_size` (every row in `epochs` batches; the last incomplete batch left out, so every step
+  has one shape);
+- `pair_weights`: each distinct pair of a batch weighted so that the pairs alike and the pairs
+  unlike carry half of the loss each (as SetFit oversamples the rarer kind), never a row with
+  itself;
+- `similarity`: the target of a pair, how alike its rows are, which the cosine of their
+  embeddings learns: single-label, 1 for the same class and 0 for another; multi-label, the
+  Jaccard index of the two label sets (two rows without any label are alike, 1).
 
-The pairs are shuffled and depend only on the labels and the seed.
-
->>> pairs = sentence_pairs(np.array([0, 0, 1, 1]), per_row=2, seed=0)
->>> len(pairs), sorted(set(pairs.targets.tolist()))
-(16, [0.0, 1.0])
+>>> batches = row_batches(rows=6, batch_size=4, epochs=2, seed=0)
+>>> batches.shape, sorted(np.bincount(batches.ravel(), minlength=6).tolist())
+((3, 4), [2, 2, 2, 2, 2, 2])
 """
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
-
-
-@dataclasses.dataclass(frozen=True)
-class SentencePairs:
-    """Pairs of row indices and how alike each pair's rows are (float32 in [0, 1])."""
-
-    left: np.ndarray
-    right: np.ndarray
-    targets: np.ndarray
-
-    def __len__(self) -> int:
-        return len(self.targets)
 
 
 def similarity(labels: np.ndarray) -> np.ndarray:
@@ -54,21 +42,29 @@ def similarity(labels: np.ndarray) -> np.ndarray:
     return np.where(either > 0, shared / np.maximum(either, 1), 1.0).astype(np.float32)
 
 
-def sentence_pairs(labels: np.ndarray, per_row: int, seed: int) -> SentencePairs:
-    """`per_row` positive and `per_row` negative pairs for each row of `labels` (class ids,
-    or multi-hot rows), shuffled with `seed`; see the module docstring."""
-    alike = similarity(labels)
+def row_batches(rows: int, batch_size: int, epochs: int, seed: int) -> np.ndarray:
+    """[steps, batch_size] row indices: `epochs` shuffles of `rows` rows with `seed`, one after
+    another, in batches (see the module docstring)."""
     rng = np.random.default_rng(seed)
-    left, right = [], []
-    for row in range(len(alike)):
-        others = np.arange(len(alike)) != row
-        for partners in (others & (alike[row] > 0), others & (alike[row] == 0)):
-            candidates = np.flatnonzero(partners)
-            if len(candidates):
-                right.append(rng.choice(candidates, per_row))
-                left.append(np.full(per_row, row))
-    left = np.concatenate(left) if left else np.zeros(0, np.int64)
-    right = np.concatenate(right) if right else np.zeros(0, np.int64)
-    order = rng.permutation(len(left))
-    left, right = left[order], right[order]
-    return SentencePairs(left, right, alike[left, right])
+    order = np.concatenate([rng.permutation(rows) for _ in range(epochs)])
+    steps = len(order) // batch_size
+    return order[: steps * batch_size].reshape(steps, batch_size)
+
+
+def pair_weights(batch: np.ndarray, alike: np.ndarray) -> np.ndarray:
+    """[batch, batch] float32 weights of a batch's pairs (`batch`: its row indices; `alike`:
+    their [batch, batch] likeness): each pair of two different rows counted once, the pairs
+    alike (likeness > 0) and unlike sharing the loss equally; they sum to 1 (all zero for a
+    batch of one row repeated).
+
+    >>> pair_weights(np.array([0, 1, 2]), similarity(np.array([0, 0, 1]))).tolist()
+    [[0.0, 0.5, 0.25], [0.0, 0.0, 0.25], [0.0, 0.0, 0.0]]
+    """
+    batch = np.asarray(batch)
+    distinct = np.triu(batch[:, None] != batch[None, :], k=1)
+    weights = np.zeros(alike.shape, np.float32)
+    kinds = [distinct & (alike > 0), distinct & (alike == 0)]
+    present = [kind for kind in kinds if kind.any()]
+    for kind in present:
+        weights[kind] = 1.0 / (len(present) * kind.sum())
+    return weights

@@ -58,10 +58,13 @@ def outputs(kind: str, logits):
     return ops.softmax(logits, axis=-1)
 
 
-def cosine_similarity_loss(left, right, targets):
-    """The mean squared error between the cosine of each pair of embeddings ([pairs, hidden]
-    each) and how alike the pair is (`targets` [pairs], 1 alike, 0 not): sentence-transformers'
-    CosineSimilarityLoss, which SetFit's contrastive stage trains with (`--few-shot`)."""
-    left, right = ops.cast(left, "float32"), ops.cast(right, "float32")
-    cosine = ops.sum(ops.normalize(left, axis=-1) * ops.normalize(right, axis=-1), axis=-1)
-    return ops.mean(ops.square(cosine - ops.cast(targets, "float32")))
+def batch_cosine_loss(embeddings, alike, weights):
+    """The weighted squared error between the cosine of every two of a batch's embeddings
+    ([batch, hidden]) and how alike the two rows are (`alike` [batch, batch]: 1 alike, 0 not;
+    `weights` [batch, batch], summing to 1, `data.pairs.pair_weights`): sentence-transformers'
+    CosineSimilarityLoss, which SetFit's contrastive stage trains with, over all of a batch's
+    pairs at once (`--few-shot`)."""
+    unit = ops.normalize(ops.cast(embeddings, "float32"), axis=-1)
+    cosine = ops.matmul(unit, ops.transpose(unit))
+    error = ops.square(cosine - ops.cast(alike, "float32"))
+    return ops.sum(ops.cast(weights, "float32") * error)

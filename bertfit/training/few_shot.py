@@ -5,11 +5,11 @@ On 8 examples per class the ordinary run learns little. SetFit first fine-tunes 
 so that rows of one label embed close together and rows of different labels apart, then fits
 the head on those embeddings. Here:
 
-- stage 1 (this module): pairs of training rows (`data.pairs`: each row with `--few-shot-pairs`
-  rows like it and as many unlike it) train the encoder's embedding (the run's pooling of its
-  tokens) with the cosine similarity loss (`model.losses.cosine_similarity_loss`), one pass
-  over the pairs at the run's batch size (pairs a step), learning rate and AdamW (its own
-  optimizer and warmup-then-decay schedule); the head is untouched;
+- stage 1 (this module): `--few-shot-epochs` passes over the training rows in batches of the
+  run's batch size (`data.pairs`), each batch encoded once and every pair of its rows trained
+  on: the cosine of the encoder's embeddings (the run's pooling of its tokens) learns how alike
+  the two rows are (`model.losses.batch_cosine_loss`), at the run's learning rate with AdamW
+  (its own optimizer and warmup-then-decay schedule); the head is untouched;
 - stage 2: the ordinary run (epochs, evaluation, best checkpoint, calibration) from the tuned
   encoder, so the run is an ordinary one that evaluate, predict, export and serve read.
 
@@ -32,11 +32,11 @@ import numpy as np
 
 from bertfit.config import REGRESSION, RunConfig, TrainConfig
 from bertfit.data.host_input import HostInput
-from bertfit.data.pairs import SentencePairs, sentence_pairs
+from bertfit.data.pairs import pair_weights, row_batches, similarity
 from bertfit.data.training_data import LabelledData
 from bertfit.errors import ConfigError
 from bertfit.model.inputs import MASK, normalize_inputs
-from bertfit.model.losses import cosine_similarity_loss
+from bertfit.model.losses import batch_cosine_loss
 from bertfit.training.optimizer import make_optimizer
 
 if TYPE_CHECKING:
@@ -53,29 +53,48 @@ FEW_SHOT_ROWS_PER_CLASS = 16
 
 @dataclasses.dataclass(frozen=True)
 class FewShotPlan:
-    """Stage 1 as a run plans it: its pairs, `batch_size` pairs a step for `steps` steps, every
+    """Stage 1 as a run plans it: `batches` [steps, batch_size] of row indices into the
+    training rows (`epochs` passes over them), whose `labels` say which rows are alike, every
     row packed to `seq_length` tokens."""
 
-    pairs: SentencePairs
-    pairs_per_row: int
-    batch_size: int
-    steps: int
+    batches: np.ndarray
+    labels: np.ndarray
+    epochs: int
     seq_length: int
 
     @classmethod
     def of(cls, config: RunConfig, train: LabelledData) -> FewShotPlan:
-        pairs = sentence_pairs(train.labels, config.train.few_shot_pairs, config.train.seed)
-        batch_size = min(config.train.batch_size, len(pairs))
+        t = config.train
+        rows = len(train.labels)
+        batches = row_batches(rows, min(t.batch_size, rows), t.few_shot_epochs, t.seed)
         seq_length = int(min(config.model.max_seq_length, train.lengths().max()))
-        steps = len(pairs) // batch_size
-        return cls(pairs, config.train.few_shot_pairs, batch_size, steps, seq_length)
+        return cls(batches, train.labels, t.few_shot_epochs, seq_length)
+
+    @property
+    def steps(self) -> int:
+        return len(self.batches)
+
+    @property
+    def batch_size(self) -> int:
+        return self.batches.shape[1]
+
+    @property
+    def pairs(self) -> int:
+        """The pairs stage 1 trains on, over all its steps."""
+        return self.steps * self.batch_size * (self.batch_size - 1) // 2
+
+    def batch(self, step: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Step `step`'s rows, how alike each two of them are, and their pairs' weights."""
+        rows = self.batches[step]
+        alike = similarity(self.labels[rows])
+        return rows, alike, pair_weights(rows, alike)
 
     def describe(self) -> str:
         return (
-            f"few-shot: stage 1 fine-tunes the encoder on {len(self.pairs)} pairs of training "
-            f"rows ({self.pairs_per_row} of its label and {self.pairs_per_row} of another "
-            f"for each row; --few-shot-pairs) in {self.steps} steps of {self.batch_size} pairs, "
-            "then stage 2 trains the classifier as below"
+            f"few-shot: stage 1 fine-tunes the encoder on every pair of rows within batches of "
+            f"{self.batch_size} training rows ({self.batch_size * (self.batch_size - 1) // 2} "
+            f"pairs a batch), {self.epochs} passes over the rows (--few-shot-epochs): "
+            f"{self.steps} steps, {self.pairs} pairs; then stage 2 trains the classifier as below"
         )
 
 
@@ -130,25 +149,22 @@ def train_on_pairs(
     encoder = {id(v) for v in model.encoder.trainable_variables}
     variables = [v for v in trainer.variables if id(v) in encoder]
     step = backend.pair_step(trainer, variables, setup.config.train, plan.steps)
-    rows = HostInput(setup.train.encoded, None, [], special_ids=setup.tokenizer.special_ids)
-    pairs, size = plan.pairs, plan.batch_size
+    encoded = HostInput(setup.train.encoded, None, [], special_ids=setup.tokenizer.special_ids)
     progress = console.progress("few-shot stage 1", plan.steps)
     started, losses = time.perf_counter(), []
     for n in range(plan.steps):
-        batch = slice(n * size, (n + 1) * size)
-        left = rows.inputs(pairs.left[batch], plan.seq_length)
-        right = rows.inputs(pairs.right[batch], plan.seq_length)
-        losses.append(step(left, right, pairs.targets[batch]))
-        progress.update(n + 1, (n + 1) * size, loss=float(np.mean(losses)))
+        rows, alike, weights = plan.batch(n)
+        losses.append(step(encoded.inputs(rows, plan.seq_length), alike, weights))
+        progress.update(n + 1, (n + 1) * plan.batch_size, loss=float(np.mean(losses)))
         if stop.signal is not None:
             break
     step.finish()
     progress.close()
     tenth = max(1, len(losses) // 10)
     return {
-        "pairs": len(pairs),
-        "pairs_per_row": plan.pairs_per_row,
-        "batch_size": size,
+        "pairs": len(losses) * plan.batch_size * (plan.batch_size - 1) // 2,
+        "epochs": plan.epochs,
+        "batch_size": plan.batch_size,
         "steps": len(losses),
         "seq_length": plan.seq_length,
         "first_loss": float(np.mean(losses[:tenth])) if losses else None,
@@ -159,10 +175,11 @@ def train_on_pairs(
 
 class PairStep(Protocol):
     """One backend's step of stage 1 over `variables` of the trainer's model, with its own
-    AdamW (the run's settings, its schedule over the stage's `steps`): a batch of pairs in,
-    their loss out; `finish` leaves the trained values in the model's variables."""
+    AdamW (the run's settings, its schedule over the stage's `steps`): a batch of rows' inputs,
+    how alike each two rows are and their pairs' weights in (`FewShotPlan.batch`), the loss
+    out; `finish` leaves the trained values in the model's variables."""
 
-    def __call__(self, left: dict, right: dict, targets: np.ndarray) -> float: ...
+    def __call__(self, inputs: dict, alike: np.ndarray, weights: np.ndarray) -> float: ...
 
     def finish(self) -> None: ...
 
@@ -179,11 +196,9 @@ class TensorFlowPairStep:
             optimizer = make_optimizer(config, steps)
             optimizer.build(variables)
 
-        def replica_step(left, right, targets):
+        def replica_step(inputs, alike, weights):
             with tf.GradientTape() as tape:
-                loss = cosine_similarity_loss(
-                    embed(model, left, True), embed(model, right, True), targets
-                )
+                loss = batch_cosine_loss(embed(model, inputs, True), alike, weights)
             gradients = [tf.convert_to_tensor(g) for g in tape.gradient(loss, variables)]
             gradients, _ = tf.clip_by_global_norm(gradients, clip_norm)
             optimizer.apply(gradients, variables)
@@ -191,8 +206,8 @@ class TensorFlowPairStep:
 
         self._step = tf.function(lambda *args: trainer.strategy.run(replica_step, args=args))
 
-    def __call__(self, left, right, targets) -> float:
-        return float(self._step(left, right, targets))
+    def __call__(self, inputs, alike, weights) -> float:
+        return float(self._step(inputs, alike, weights))
 
     def finish(self) -> None:
         pass
@@ -215,25 +230,23 @@ class JaxPairStep:
         trained = {id(v) for v in variables}
         others = [v for v in model.variables if id(v) not in trained]  # the head, seeds, ...
 
-        def loss_of(values, other_values, left, right, targets):
+        def loss_of(values, other_values, inputs, alike, weights):
             mapping = [
                 *zip(variables, values, strict=True),
                 *zip(others, other_values, strict=True),
             ]
             with keras.StatelessScope(state_mapping=mapping) as scope:
-                loss = cosine_similarity_loss(
-                    embed(model, left, True), embed(model, right, True), targets
-                )
+                loss = batch_cosine_loss(embed(model, inputs, True), alike, weights)
             changed = [scope.get_current_value(v) for v in others]  # dropout's seeds
             other_values = [
                 old if new is None else new for old, new in zip(other_values, changed, strict=True)
             ]
             return loss, other_values
 
-        def step(state, left, right, targets):
+        def step(state, inputs, alike, weights):
             values, other_values, slots = state
             (loss, other_values), gradients = jax.value_and_grad(loss_of, has_aux=True)(
-                values, other_values, left, right, targets
+                values, other_values, inputs, alike, weights
             )
             gradients, _ = clip_by_global_norm(gradients, clip_norm)
             values, slots = optimizer.stateless_apply(slots, gradients, values)
@@ -247,8 +260,8 @@ class JaxPairStep:
             [v.value for v in optimizer.variables],
         )
 
-    def __call__(self, left, right, targets) -> float:
-        self._state, loss = self._step(self._state, left, right, targets)
+    def __call__(self, inputs, alike, weights) -> float:
+        self._state, loss = self._step(self._state, inputs, alike, weights)
         return float(loss)
 
     def finish(self) -> None:

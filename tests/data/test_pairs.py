@@ -1,44 +1,42 @@
-"""`--few-shot`'s sentence pairs: balanced, capped, deterministic, and alike by label."""
+"""`--few-shot`'s pairs: every pair within a batch of rows, alike by label, the two kinds
+weighted equally, deterministic."""
 
 import numpy as np
 
-from bertfit.data.pairs import sentence_pairs
+from bertfit.data.pairs import pair_weights, row_batches, similarity
 
 
-def test_every_row_takes_as_many_positive_as_negative_pairs_never_with_itself():
-    labels = np.array([0, 0, 0, 1, 1, 2, 2, 2])
-    pairs = sentence_pairs(labels, per_row=5, seed=1)
-    assert len(pairs) == 2 * 5 * len(labels)  # capped: linear in the rows, not quadratic
-    assert not np.any(pairs.left == pairs.right)
-    for row in range(len(labels)):
-        mine = pairs.left == row
-        same = labels[pairs.right[mine]] == labels[row]
-        assert same.sum() == 5 and (~same).sum() == 5
-        np.testing.assert_array_equal(pairs.targets[mine], same.astype(np.float32))
+def test_every_row_is_in_one_batch_a_pass_and_every_batch_has_one_shape():
+    batches = row_batches(rows=10, batch_size=4, epochs=3, seed=1)
+    assert batches.shape == (7, 4)  # 30 rows' places, the last incomplete batch left out
+    counts = np.bincount(batches.ravel(), minlength=10)
+    assert counts.max() == 3 and counts.sum() == 28
+    first_pass = np.concatenate([batches[:2].ravel(), batches[2, :2]])
+    assert sorted(first_pass.tolist()) == list(range(10))
 
 
-def test_the_same_labels_and_seed_make_the_same_pairs():
-    labels = np.array([0, 1, 0, 1, 1, 0])
-    first, again = sentence_pairs(labels, 3, seed=7), sentence_pairs(labels, 3, seed=7)
-    other = sentence_pairs(labels, 3, seed=8)
-    for name in ("left", "right", "targets"):
-        np.testing.assert_array_equal(getattr(first, name), getattr(again, name))
-    assert not np.array_equal(first.right, other.right)
+def test_the_same_rows_and_seed_make_the_same_batches():
+    first, again = row_batches(12, 4, 2, seed=7), row_batches(12, 4, 2, seed=7)
+    np.testing.assert_array_equal(first, again)
+    assert not np.array_equal(first, row_batches(12, 4, 2, seed=8))
+
+
+def test_alike_and_unlike_pairs_carry_half_the_loss_each_and_a_row_never_pairs_itself():
+    batch = np.array([0, 1, 2, 3, 0])  # row 0 twice, across two passes
+    labels = np.array([0, 0, 0, 1])
+    weights = pair_weights(batch, similarity(labels[batch]))
+    alike = similarity(labels[batch])
+    assert weights[0, 4] == 0 and not np.tril(weights).any()  # each pair once, never (0, 0)
+    np.testing.assert_allclose([weights[alike > 0].sum(), weights[alike == 0].sum()], [0.5, 0.5])
+
+
+def test_a_batch_of_one_kind_gives_it_the_whole_weight():
+    weights = pair_weights(np.array([0, 1, 2]), similarity(np.array([1, 1, 1])))
+    np.testing.assert_allclose(weights[np.triu_indices(3, 1)], [1 / 3] * 3)
 
 
 def test_multi_label_rows_are_alike_by_their_label_sets():
-    labels = np.array([[1, 1, 0], [0, 1, 0], [0, 0, 1], [0, 0, 0], [0, 0, 0]])
-    pairs = sentence_pairs(labels, per_row=4, seed=0)
+    alike = similarity(np.array([[1, 1, 0], [0, 1, 0], [0, 0, 1], [0, 0, 0], [0, 0, 0]]))
     expected = {(0, 1): 0.5, (0, 2): 0.0, (1, 2): 0.0, (3, 4): 1.0, (0, 3): 0.0}
-    for left, right, target in zip(pairs.left, pairs.right, pairs.targets, strict=True):
-        key = (min(left, right), max(left, right))
-        if key in expected:
-            assert target == expected[key]
-    row_2 = pairs.targets[pairs.left == 2]  # shares a label with no row: negatives only
-    assert len(row_2) == 4 and not row_2.any()
-
-
-def test_the_only_row_of_its_class_takes_negative_pairs_only():
-    pairs = sentence_pairs(np.array([0, 0, 1]), per_row=2, seed=0)
-    assert pairs.targets[pairs.left == 2].tolist() == [0.0, 0.0]
-    assert len(pairs) == 2 * 2 * 2 + 2
+    for (left, right), value in expected.items():
+        assert alike[left, right] == alike[right, left] == value

@@ -29,13 +29,16 @@ def test_a_few_shot_run_on_16_rows_a_class_exports_what_it_predicts(
     train = write_csv(tmp_path / "train.csv", sentiment_rows(32, seed=0))
     evaluation = write_csv(tmp_path / "eval.csv", sentiment_rows(8, seed=1))
     run = tmp_path / "run"
-    args = train_args(one_layer_hf_dir, train, run, "--few-shot", "--few-shot-pairs", "1")
+    args = train_args(one_layer_hf_dir, train, run, "--few-shot", "--few-shot-epochs", "2")
     assert main([*args, "--eval", str(evaluation), "--learning-rate", "5e-3"]) == 0
     first_line = capsys.readouterr().err.splitlines()[0]
-    assert first_line.startswith("bertfit: few-shot: stage 1 fine-tunes the encoder on 64 pairs")
+    assert first_line.startswith(
+        "bertfit: few-shot: stage 1 fine-tunes the encoder on every pair of rows within "
+        "batches of 8 training rows (28 pairs a batch), 2 passes over the rows"
+    )
     metrics = json.loads((run / "metrics.json").read_text())
-    stage = metrics["few_shot"]
-    assert (stage["pairs"], stage["steps"], stage["batch_size"]) == (64, 8, 8)
+    stage = metrics["few_shot"]  # 2 passes over 32 rows in batches of 8
+    assert (stage["pairs"], stage["steps"], stage["batch_size"]) == (8 * 28, 8, 8)
     assert metrics["time"]["few_shot"] == stage["seconds"]  # not in "other"
 
     assert main(["export", "--run", str(run), str(tmp_path / "export")]) == 0
@@ -60,8 +63,8 @@ def test_a_regression_is_refused_before_the_run_directory_is_written(
 @pytest.mark.parametrize(
     "config, flag",
     [
-        (RunConfig(train=TrainConfig(few_shot_pairs=5)), "--few-shot-pairs"),
-        (RunConfig(train=TrainConfig(few_shot=True, few_shot_pairs=0)), "--few-shot-pairs"),
+        (RunConfig(train=TrainConfig(few_shot_epochs=5)), "--few-shot-epochs"),
+        (RunConfig(train=TrainConfig(few_shot=True, few_shot_epochs=0)), "--few-shot-epochs"),
         (
             RunConfig(data=DataConfig(streaming=True), train=TrainConfig(few_shot=True)),
             "--few-shot",
@@ -71,6 +74,14 @@ def test_a_regression_is_refused_before_the_run_directory_is_written(
 def test_settings_stage_1_cannot_take_are_refused(config, flag):
     with pytest.raises(ConfigError, match=f"\\({flag}\\)"):
         config.validate()
+
+
+def test_a_run_saved_when_stage_1_listed_its_pairs_still_reads():
+    saved = RunConfig(train=TrainConfig(few_shot=True)).to_dict()
+    del saved["train"]["few_shot_epochs"]
+    saved["train"]["few_shot_pairs"] = 20  # config.yaml before stage 1 paired within batches
+    read = RunConfig.from_dict(saved)
+    assert read.train.few_shot and read.train.few_shot_epochs == TrainConfig().few_shot_epochs
 
 
 def test_train_suggests_it_for_16_rows_a_class_or_fewer():
@@ -93,7 +104,7 @@ def test_stage_1_trains_the_encoder_and_leaves_the_head_alone(one_layer_hf_dir, 
     config = RunConfig(
         model=ModelConfig(name=str(one_layer_hf_dir), max_seq_length=16),
         data=DataConfig(train=str(train)),
-        train=TrainConfig(few_shot=True, few_shot_pairs=2, batch_size=8, learning_rate=5e-3),
+        train=TrainConfig(few_shot=True, few_shot_epochs=4, batch_size=4, learning_rate=5e-3),
     )
     config.validate()
     backend = backend_of(config)
@@ -102,7 +113,7 @@ def test_stage_1_trains_the_encoder_and_leaves_the_head_alone(one_layer_hf_dir, 
     head, word = (v.numpy() for v in (model.head.kernel, model.encoder.weights[0]))
     no_stop = types.SimpleNamespace(signal=None)
     record = train_on_pairs(setup, setup.few_shot, backend, Console(quiet=True), no_stop)
-    assert (record["pairs"], record["steps"]) == (32, 4)
+    assert (record["pairs"], record["steps"]) == (8 * 6, 8)  # 4 passes over 8 rows, 4 a batch
     np.testing.assert_array_equal(model.head.kernel.numpy(), head)
     assert not np.array_equal(model.encoder.weights[0].numpy(), word)
 
