@@ -6,7 +6,9 @@ At the defaults 16 rows train 3 optimizer steps, and a fine-tuned encoder has le
 nothing. The rule, in rows of the training set:
 - batch size: an eighth of the rows, at least 8 and at most 32 (rounded up to a multiple of the
   replicas, which split it);
-- epochs: 3, or as many as make at least `MIN_STEPS` optimizer steps, at most `MAX_EPOCHS`.
+- epochs: 3, or as many as make at least `MIN_STEPS` optimizer steps, at most `MAX_EPOCHS`;
+  with `--few-shot` at most `FEW_SHOT_MAX_EPOCHS`: its second stage trains the classifier on an
+  encoder its first stage has tuned (measured: docs/training.md#few-shot-training).
 
 Sets of about 1,100 rows or more keep the defaults; a flag given always wins (`--epochs` alone
 keeps the rule's batch, `--batch-size` alone the rule's epochs for that batch), and with
@@ -32,6 +34,7 @@ MIN_BATCH_SIZE = 8
 BATCHES_PER_EPOCH = 8  # a small set's batch is about this share of it
 MIN_STEPS = 100  # optimizer steps a run trains at least, unless MAX_EPOCHS stops it first
 MAX_EPOCHS = 30  # every epoch saves a checkpoint (and evaluates with --eval)
+FEW_SHOT_MAX_EPOCHS = 10
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,11 +53,16 @@ def small_set_schedule(
     batch_size: int | None = None,
     epochs: int | None = None,
     max_steps: int | None = None,
+    few_shot: bool = False,
 ) -> Schedule:
     """The schedule of a run on `rows` training rows: `batch_size` and `epochs` where given,
     else the rule's (the module's docstring). `replicas` split each batch; `grad_accum`
     micro-batches make one optimizer step; with `max_steps` the epochs are not used (the
-    default is kept)."""
+    default is kept); `few_shot`: the run's classifier stage follows `--few-shot`'s first.
+
+    >>> small_set_schedule(16, few_shot=True)
+    Schedule(batch_size=8, epochs=10)
+    """
     if batch_size is None:
         batch_size = min(DEFAULT_BATCH_SIZE, max(MIN_BATCH_SIZE, rows // BATCHES_PER_EPOCH))
         batch_size = -(-batch_size // replicas) * replicas
@@ -63,6 +71,8 @@ def small_set_schedule(
         steps_per_epoch = _steps(rows, batch_size * grad_accum, 1)
         if max_steps is None and steps_per_epoch * epochs < MIN_STEPS:
             epochs = min(MAX_EPOCHS, -(-MIN_STEPS // steps_per_epoch))
+        if few_shot:
+            epochs = min(epochs, FEW_SHOT_MAX_EPOCHS)
     return Schedule(batch_size, epochs)
 
 
@@ -80,6 +90,7 @@ def decide_schedule(config: RunConfig, rows: int, replicas: int) -> tuple[RunCon
         batch_size=t.batch_size,
         epochs=t.epochs,
         max_steps=t.max_steps,
+        few_shot=t.few_shot,
     )
     decided = dataclasses.replace(
         config,
@@ -102,8 +113,9 @@ def decide_schedule(config: RunConfig, rows: int, replicas: int) -> tuple[RunCon
         )
     else:
         length = f"--max-steps {t.max_steps}"
+    stage = " (the classifier, after --few-shot's first stage)" if t.few_shot else ""
     return decided, (
-        f"schedule: {' and '.join(chosen.values())} for {rows} training rows ({length}); "
+        f"schedule: {' and '.join(chosen.values())} for {rows} training rows{stage} ({length}); "
         f"{' and '.join(chosen)} {'override' if len(chosen) > 1 else 'overrides'} it"
     )
 

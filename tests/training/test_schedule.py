@@ -43,6 +43,18 @@ def test_the_batch_divides_over_the_replicas_and_the_steps_count_accumulated_bat
     assert small_set_schedule(16, max_steps=50) == Schedule(8, 3)  # --max-steps: epochs unused
 
 
+def test_after_few_shots_first_stage_the_classifier_trains_at_most_10_epochs():
+    assert small_set_schedule(16, few_shot=True) == Schedule(8, 10)  # 30 without
+    assert small_set_schedule(400, few_shot=True) == Schedule(32, 8)  # fewer: kept
+    config = RunConfig(train=TrainConfig(few_shot=True))
+    decided, note = decide_schedule(config, 16, replicas=1)
+    assert (decided.train.batch_size, decided.train.epochs) == (8, 10)
+    assert note.startswith(
+        "schedule: batch size 8 and 10 epochs for 16 training rows (the classifier, after "
+        "--few-shot's first stage) (20 optimizer steps or more"
+    )
+
+
 def test_a_flag_given_wins_and_the_other_value_fits_it():
     assert small_set_schedule(16, batch_size=32, epochs=3) == Schedule(32, 3)
     assert small_set_schedule(16, epochs=2) == Schedule(8, 2)
