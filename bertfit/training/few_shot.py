@@ -79,9 +79,8 @@ class FewShotPlan:
         return self.batches.shape[1]
 
     @property
-    def pairs(self) -> int:
-        """The pairs stage 1 trains on, over all its steps."""
-        return self.steps * self.batch_size * (self.batch_size - 1) // 2
+    def pairs_a_batch(self) -> int:
+        return self.batch_size * (self.batch_size - 1) // 2
 
     def batch(self, step: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Step `step`'s rows, how alike each two of them are, and their pairs' weights."""
@@ -92,9 +91,9 @@ class FewShotPlan:
     def describe(self) -> str:
         return (
             f"few-shot: stage 1 fine-tunes the encoder on every pair of rows within batches of "
-            f"{self.batch_size} training rows ({self.batch_size * (self.batch_size - 1) // 2} "
-            f"pairs a batch), {self.epochs} passes over the rows (--few-shot-epochs): "
-            f"{self.steps} steps, {self.pairs} pairs; then stage 2 trains the classifier as below"
+            f"{self.batch_size} training rows ({self.pairs_a_batch} pairs a batch), "
+            f"{self.epochs} passes over the rows (--few-shot-epochs): {self.steps} steps, "
+            f"{self.steps * self.pairs_a_batch} pairs; then stage 2 trains the classifier as below"
         )
 
 
@@ -162,7 +161,7 @@ def train_on_pairs(
     progress.close()
     tenth = max(1, len(losses) // 10)
     return {
-        "pairs": len(losses) * plan.batch_size * (plan.batch_size - 1) // 2,
+        "pairs": len(losses) * plan.pairs_a_batch,
         "epochs": plan.epochs,
         "batch_size": plan.batch_size,
         "steps": len(losses),
