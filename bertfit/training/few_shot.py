@@ -191,7 +191,7 @@ class TensorFlowPairStep:
     def __init__(self, trainer, variables: list, config: TrainConfig, steps: int):
         import tensorflow as tf
 
-        from bertfit.training.fused_adamw import FusedAdamW
+        from bertfit.training.fused_adamw import FusedAdamW, clip_and_apply
 
         model, clip_norm = trainer.model, config.clip_norm
         with trainer.strategy.scope():
@@ -203,11 +203,7 @@ class TensorFlowPairStep:
             with tf.GradientTape() as tape:
                 loss = batch_cosine_loss(embed(model, inputs, True), alike, weights)
             gradients = [tf.convert_to_tensor(g) for g in tape.gradient(loss, variables)]
-            gradients, _ = tf.clip_by_global_norm(gradients, clip_norm)
-            if fused is not None:
-                fused.apply(gradients)
-            else:
-                optimizer.apply(gradients, variables)
+            clip_and_apply(gradients, clip_norm, optimizer, variables, fused)
             return loss
 
         def step(*args):

@@ -65,3 +65,21 @@ class FusedAdamW:
                 var=variable.handle, m=m.handle, v=v.handle, grad=gradient, **scalars
             )
         optimizer.iterations.assign_add(1)
+
+
+def clip_and_apply(
+    gradients: list[tf.Tensor],
+    clip_norm: float,
+    optimizer: keras.optimizers.Optimizer,
+    variables: list,
+    fused: FusedAdamW | None,
+) -> tf.Tensor:
+    """Global-norm clipping, then the AdamW update of `variables`: by `fused`'s kernel where
+    given, else Keras' `optimizer.apply` (mirrored variables, a loss-scaled optimizer).
+    Returns the norm before clipping."""
+    gradients, norm = tf.clip_by_global_norm(gradients, clip_norm)
+    if fused is not None:
+        fused.apply(gradients)
+    else:
+        optimizer.apply(gradients, variables)
+    return norm

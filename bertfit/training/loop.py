@@ -32,7 +32,7 @@ from bertfit.data.tasks import SINGLE_LABEL
 from bertfit.errors import BertfitError
 from bertfit.model.inputs import features
 from bertfit.model.losses import batch_loss, outputs
-from bertfit.training.fused_adamw import FusedAdamW
+from bertfit.training.fused_adamw import FusedAdamW, clip_and_apply
 from bertfit.training.optimizer import make_optimizer, schedule_for
 from bertfit.training.xla import XlaChoice
 
@@ -204,12 +204,9 @@ class Trainer:
         `XlaChoice` says so. Variables on one device take TensorFlow's fused Adam kernel
         (`FusedAdamW`); mirrored ones (one replica of a distribution strategy) Keras' apply.
         Returns the norm before clipping."""
-        gradients, norm = tf.clip_by_global_norm(gradients, self.config.clip_norm)
-        if self._fused_update is not None:
-            self._fused_update.apply(gradients)
-        else:
-            self.optimizer.apply(gradients, self.variables)
-        return norm
+        return clip_and_apply(
+            gradients, self.config.clip_norm, self.optimizer, self.variables, self._fused_update
+        )
 
     def _train_steps(self, iterator, steps):
         """`steps` optimizer steps drawn from one bucket's iterator; every step's global loss
