@@ -156,6 +156,8 @@ class ModelConfig:
             computed dequantized: `bertfit.model.int8`); the adapters and the head stay float32.
         lora_targets: which Dense layers get adapters: "auto" (the family's attention query
             and value), "all", or the last parts of their canonical names.
+        normalize_features: the head reads the pooled vector divided by its length; a run
+            with `--few-shot` sets it (`training.few_shot`), no flag does.
     """
 
     name: str = dataclasses.field(
@@ -276,6 +278,7 @@ class ModelConfig:
             metavar="NAMES",
         ),
     )
+    normalize_features: bool = False
 
 
 @dataclasses.dataclass

@@ -38,6 +38,7 @@ the one the loaders read with), the head in the place the family's transformers 
 
 A run whose head no transformers head computes is written as a sentence-transformers folder
 instead (`export.sentence_folder`; config.json's `bertfit.flavour` and `bertfit.why` say so):
+a head on the pooled vector's direction (`--few-shot`'s, sentence-transformers' Normalize);
 mean pooling where the family's head pools [CLS] (all but EuroBERT's); the families whose
 transformers head puts a layer between [CLS] and the classifier that no weights make linear
 (ModernBERT, mmBERT, Ettin: dense + GELU + LayerNorm, the LayerNorm rescaling each vector; GTE
@@ -218,6 +219,11 @@ def task_head(model) -> tuple[Head | None, str]:
     """The family's `Head` when transformers' sequence-classification head computes the
     model's, else None and why not (the sentence-transformers folder holds it instead)."""
     config = model.encoder.config
+    if model.normalize_features:
+        return None, (
+            "its head reads the pooled vector divided by its length (--few-shot), which no "
+            "transformers sequence-classification head does"
+        )
     head = HEADS.get(config.model_type)
     if head is not None and config.has_pooler and not head.pooler:
         return None, (

@@ -7,12 +7,14 @@ whose `encode` gives bertfit's calibrated logits:
     OUT/
       config.json, model.safetensors       the encoder as the family's base `AutoModel`
       tokenizer.json, tokenizer_config.json the run's tokenizer (as the classifier folder's)
-      modules.json                          Transformer → Pooling → Dense
+      modules.json                          Transformer → Pooling → (Normalize) → Dense
       sentence_bert_config.json             max_seq_length: the run's
       config_sentence_transformers.json     no prompts, no similarity
       1_Pooling/config.json                 "cls" (the first token) or "mean" (over the
                                             attention mask, [CLS] and [SEP] included: bertfit's)
-      2_Dense/                              bertfit's head, calibration folded in
+      2_Normalize                           (no files) for a head on the pooled vector's
+                                            direction (`--few-shot`'s), which it reads
+      2_Dense/ or 3_Dense/                  bertfit's head, calibration folded in
                                             (`hf.calibrated_head`), activation Identity
 
 The labels, thresholds and task are in config.json, as in the classifier folder.
@@ -50,15 +52,7 @@ def sentence_files(module, kernel: np.ndarray, bias: np.ndarray, why: str) -> di
             "and the family's base model (the sentence-transformers folder's) has no pooler "
             "either. Export it with --format onnx or saved-model."
         )
-    modules = [
-        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
-        {
-            "idx": 1,
-            "name": "1",
-            "path": "1_Pooling",
-            "type": "sentence_transformers.models.Pooling",
-        },
-    ]
+    modules = [_module(0, "", "Transformer"), _module(1, "1_Pooling", "Pooling")]
     pooling = {
         "word_embedding_dimension": hidden,
         "pooling_mode_cls_token": model.pooling == "cls",
@@ -78,10 +72,11 @@ def sentence_files(module, kernel: np.ndarray, bias: np.ndarray, why: str) -> di
         ),
         "1_Pooling/config.json": _json(pooling),
     }
-    modules.append(
-        {"idx": 2, "name": "2", "path": "2_Dense", "type": "sentence_transformers.models.Dense"}
-    )
-    dense = {
+    if model.normalize_features:
+        modules.append(_module(2, "2_Normalize", "Normalize"))
+    dense = f"{len(modules)}_Dense"
+    modules.append(_module(len(modules), dense, "Dense"))
+    dense_config = {
         "in_features": hidden,
         "out_features": kernel.shape[1],
         "bias": True,
@@ -89,10 +84,20 @@ def sentence_files(module, kernel: np.ndarray, bias: np.ndarray, why: str) -> di
     }
     tensors = {"linear.weight": kernel.T, "linear.bias": bias}
     tensors = {k: np.ascontiguousarray(v, np.float32) for k, v in tensors.items()}
-    files["2_Dense/config.json"] = _json(dense)
-    files["2_Dense/model.safetensors"] = save(tensors, metadata={"format": "pt"})
+    files[f"{dense}/config.json"] = _json(dense_config)
+    files[f"{dense}/model.safetensors"] = save(tensors, metadata={"format": "pt"})
     files["modules.json"] = _json(modules)
     return files
+
+
+def _module(index: int, path: str, kind: str) -> dict:
+    """modules.json's entry of sentence-transformers' module `kind` at `path`."""
+    return {
+        "idx": index,
+        "name": str(index),
+        "path": path,
+        "type": f"sentence_transformers.models.{kind}",
+    }
 
 
 def _json(value) -> bytes:

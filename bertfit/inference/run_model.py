@@ -31,7 +31,13 @@ def restored_model(run_dir: RunDir, config, task: Task, which: str = "best"):
     )
     encoder = BertEncoder(bert, random_init=False, dtype=encoder_policy(config.model))
     encoder.use_attention(config.model.attention)
-    model = BertClassifier(encoder, task.num_outputs, config.model.pooling, 0.0)
+    model = BertClassifier(
+        encoder,
+        task.num_outputs,
+        config.model.pooling,
+        0.0,
+        normalize_features=config.model.normalize_features,
+    )
     if WindowSpec.for_model(config.model) is not None:
         model = ChunkedClassifier(model, config.model.chunk_pooling)
     lora = config.model.lora_rank > 0  # the run's adapters, folded in once restored

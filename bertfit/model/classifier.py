@@ -32,6 +32,9 @@ class BertClassifier(ReplicaJit, keras.Model):
         head_bias: the dense layer's initial bias, one value per output (zeros when None).
             bertfit's trainer gives a multi-label head the training labels' log-odds
             (`prior_log_odds`), so training starts from the base rates instead of 50%.
+        normalize_features: the head reads the pooled vector divided by its length (its
+            direction), as sentence-transformers' Normalize module gives it: `--few-shot`'s
+            first stage trains only the cosine between these vectors.
 
     Logits are float32 whatever the encoder's dtype policy, so the loss is computed in float32.
 
@@ -53,6 +56,7 @@ class BertClassifier(ReplicaJit, keras.Model):
         dropout: float = 0.1,
         seed: int | None = None,
         head_bias: Sequence[float] | None = None,
+        normalize_features: bool = False,
         **kwargs,
     ):
         if pooling not in POOLINGS:  # a run's undecided pooling (None) would pool as "mean"
@@ -64,6 +68,7 @@ class BertClassifier(ReplicaJit, keras.Model):
         self.dropout_rate = dropout
         self.seed = seed
         self.head_bias = None if head_bias is None else [float(b) for b in head_bias]
+        self.normalize_features = normalize_features
         self.dropout = Dropout(dropout, seed=seed, dtype=encoder.dtype_policy)
         # A trained head keeps float32 weights under a bfloat16 encoder (a frozen bf16 base).
         head_policy = "float32" if encoder.dtype_policy.name == "bfloat16" else None
@@ -124,13 +129,22 @@ class BertClassifier(ReplicaJit, keras.Model):
             keras.ops.sum(weights, axis=1), keras.ops.cast(1e-9, sequence.dtype)
         )
 
-    def call(self, inputs, training=False):
-        """Logits [batch, outputs]; for a packed batch one row per example slot, [batch *
-        slots, outputs] (an empty slot's are computed and carry no weight)."""
+    def features(self, inputs, training=False):
+        """What the head reads: one pooled vector per example (`pool`), divided by its length
+        with `normalize_features`."""
         inputs = normalize_inputs(inputs)
         outputs = self.encoder(inputs, training=training, pooled_only=self.pooling == "cls")
         slots = inputs[STARTS].shape[1] if is_packed(inputs) else None
         features = self.pool(outputs, inputs[MASK], slots)
+        if not self.normalize_features:
+            return features
+        length = keras.ops.sqrt(keras.ops.sum(keras.ops.square(features), -1, keepdims=True))
+        return features / keras.ops.maximum(length, keras.ops.cast(1e-12, features.dtype))
+
+    def call(self, inputs, training=False):
+        """Logits [batch, outputs]; for a packed batch one row per example slot, [batch *
+        slots, outputs] (an empty slot's are computed and carry no weight)."""
+        features = self.features(inputs, training=training)
         logits = self.head(self.dropout(features, training=training))
         return keras.ops.cast(logits, "float32")
 
@@ -142,6 +156,7 @@ class BertClassifier(ReplicaJit, keras.Model):
             "dropout": self.dropout_rate,
             "seed": self.seed,
             "head_bias": self.head_bias,
+            "normalize_features": self.normalize_features,
             "encoder": keras.saving.serialize_keras_object(self.encoder),
         }
 

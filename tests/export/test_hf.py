@@ -44,10 +44,20 @@ FAMILIES = (
 
 
 def _module(
-    task: Task, encoder=None, tokenizer=None, pooling: str = "cls", **options
+    task: Task,
+    encoder=None,
+    tokenizer=None,
+    pooling: str = "cls",
+    normalize_features: bool = False,
+    **options,
 ) -> ClassifierModule:
     model = BertClassifier(
-        encoder or tiny_encoder(), task.num_outputs, pooling, dropout=0.0, seed=1
+        encoder or tiny_encoder(),
+        task.num_outputs,
+        pooling,
+        dropout=0.0,
+        seed=1,
+        normalize_features=normalize_features,
     )
     tokenizer = tokenizer or BertTokenizer(TINY_VOCAB)
     return ClassifierModule(model, tokenizer, task, 16, [8, 16], **options)
@@ -174,6 +184,18 @@ def test_a_mean_pooled_run_is_a_sentence_transformers_folder_whose_encode_is_the
     assert config["architectures"] == ["BertModel"]
     assert config["id2label"] == {"0": "neg", "1": "pos"}
     assert config["bertfit"]["flavour"] == "sentence-transformers"
+
+
+def test_a_head_on_unit_features_is_a_folder_that_normalizes_before_it(tmp_path):  # 1.2 s
+    task = Task("single-label", ("neg", "pos"), temperatures=(2.5,))
+    module = _module(task, pooling="mean", normalize_features=True)  # a --few-shot run's
+    kernel = np.random.default_rng(0).normal(0.0, 3.0, module.model.head.kernel.shape)
+    module.model.head.kernel.assign(kernel.astype("float32"))  # logits of a few units
+    logits, config = _encode(module, tmp_path / "hf")
+    np.testing.assert_allclose(logits, _calibrated_logits(module), atol=1e-5)
+    modules = json.loads((tmp_path / "hf" / "modules.json").read_text())
+    assert [m["path"] for m in modules] == ["", "1_Pooling", "2_Normalize", "3_Dense"]
+    assert config["bertfit"]["why"].startswith("its head reads the pooled vector divided by")
 
 
 def test_bertfit_export_says_it_wrote_a_sentence_transformers_folder_and_why(
