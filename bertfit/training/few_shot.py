@@ -9,17 +9,23 @@ the head on those embeddings. Here:
   run's batch size (`data.pairs`), each batch encoded once and every pair of its rows trained
   on: the cosine of the encoder's embeddings (the run's pooling of its tokens) learns how alike
   the two rows are (`model.losses.batch_cosine_loss`), at the run's learning rate with AdamW
-  (its own optimizer and warmup-then-decay schedule); the head is untouched;
-- stage 2: the ordinary run (epochs, evaluation, best checkpoint, calibration) from the tuned
-  encoder, so the run is an ordinary one that evaluate, predict, export and serve read.
+  (its own optimizer and warmup-then-decay schedule). Then the head is fitted to the tuned
+  embeddings of the training rows, each divided by its length (the classifier's
+  `normalize_features`, which such a run sets: the cosine sees only their directions), by
+  SetFit's logistic regression (`training.head_fit`);
+- stage 2: the ordinary run (epochs, evaluation, best checkpoint, calibration) from the
+  fitted head, training the head alone: the encoder stays as stage 1 left it, as SetFit's
+  body does while its head is fitted. The run is an ordinary one that evaluate, predict,
+  export and serve read.
 
 Stage 1 runs before the run's first step and saves nothing of its own: the first checkpoint,
 after it, holds its encoder. A run stopped during stage 1 starts it over when resumed (it is
 seeded, so it computes the same); a run resumed from a checkpoint has it done already.
 Each backend has its step (`PairStep`: a `tf.function`, or a `jax.jit` function of the
-values), on one replica (`check_few_shot`). Measured so far
-(docs/training.md#few-shot-training): stage 2 keeps what stage 1 gives (as SetFit's logistic
-head on the same embeddings), and on MiniLM-L6 stage 1 gains a few points.
+values), on one replica (`check_few_shot`). Measured (docs/training.md#few-shot-training): on
+MiniLM-L6 the head fitted to unit embeddings and trained alone scores 2 points above a new head
+trained with the encoder at 8 and 16 rows a class (the same at 32 and 64), and fitted to the
+embeddings as they are, 1 point at 8 and nothing at 16.
 """
 
 from __future__ import annotations
@@ -35,8 +41,8 @@ from bertfit.data.host_input import HostInput
 from bertfit.data.pairs import pair_weights, row_batches, similarity
 from bertfit.data.training_data import LabelledData
 from bertfit.errors import ConfigError
-from bertfit.model.inputs import MASK, normalize_inputs
 from bertfit.model.losses import batch_cosine_loss
+from bertfit.training.head_fit import fit_linear_head
 from bertfit.training.optimizer import make_optimizer
 
 if TYPE_CHECKING:
@@ -47,8 +53,12 @@ if TYPE_CHECKING:
     from bertfit.training.setup import RunSetup
 
 # `train` suggests --few-shot for a classification set of at most this many rows per class
-# (the acceptance's 16; measured at 8 a class: docs/training.md#few-shot-training).
+# (the acceptance's 16; measured at 8-64 a class: docs/training.md#few-shot-training).
 FEW_SHOT_ROWS_PER_CLASS = 16
+_HEAD_FIT_ROWS = 64  # the rows a forward pass embeds for the head's fit
+# Stage 2 leaves out of training the variables under this path: the encoder's (Keras names
+# the layer after its class, "bert_encoder_1" for a second one in the process).
+ENCODER_PATH = "bert_encoder"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,7 +103,8 @@ class FewShotPlan:
             f"few-shot: stage 1 fine-tunes the encoder on every pair of rows within batches of "
             f"{self.batch_size} training rows ({self.pairs_a_batch} pairs a batch), "
             f"{self.epochs} passes over the rows (--few-shot-epochs): {self.steps} steps, "
-            f"{self.steps * self.pairs_a_batch} pairs; then stage 2 trains the classifier as below"
+            f"{self.steps * self.pairs_a_batch} pairs; the head fitted to the rows' unit "
+            "embeddings; then stage 2 trains the head alone as below"
         )
 
 
@@ -130,11 +141,14 @@ def few_shot_suggestion(task: Task, rows: int) -> str | None:
     )
 
 
-def embed(model, inputs, training: bool):
-    """The classifier's pooled features of `inputs`, before dropout and the head."""
-    inputs = normalize_inputs(inputs)
-    outputs = model.encoder(inputs, training=training, pooled_only=model.pooling == "cls")
-    return model.pool(outputs, inputs[MASK])
+def stage_1_variables(model) -> list:
+    """The encoder's trained variables (LoRA's adapters with `--lora-rank`) that reach its
+    embeddings: its pooler's only where the run pools [CLS]."""
+    pooler = model.encoder.pooler
+    unused = set()
+    if model.pooling != "cls" and pooler is not None:
+        unused = {id(v) for v in pooler.trainable_variables}
+    return [v for v in model.encoder.trainable_variables if id(v) not in unused]
 
 
 def train_on_pairs(
@@ -145,8 +159,7 @@ def train_on_pairs(
     Stops early when `stop` has a signal. Returns the stage's record for metrics.json (its losses:
     the mean of the first and of the last tenth of its steps)."""
     trainer, model = setup.trainer, setup.trainer.model
-    encoder = {id(v) for v in model.encoder.trainable_variables}
-    variables = [v for v in trainer.variables if id(v) in encoder]
+    variables = stage_1_variables(model)
     step = backend.pair_step(trainer, variables, setup.config.train, plan.steps)
     encoded = HostInput(setup.train.encoded, None, [], special_ids=setup.tokenizer.special_ids)
     progress = console.progress("few-shot stage 1", plan.steps)
@@ -159,6 +172,7 @@ def train_on_pairs(
             break
     step.finish()
     progress.close()
+    head = None if stop.signal is not None else fit_head(setup, encoded, plan)
     tenth = max(1, len(losses) // 10)
     return {
         "pairs": len(losses) * plan.pairs_a_batch,
@@ -168,6 +182,34 @@ def train_on_pairs(
         "seq_length": plan.seq_length,
         "first_loss": float(np.mean(losses[:tenth])) if losses else None,
         "last_loss": float(np.mean(losses[-tenth:])) if losses else None,
+        "head": head,
+        "seconds": time.perf_counter() - started,
+    }
+
+
+def fit_head(setup: RunSetup, encoded: HostInput, plan: FewShotPlan) -> dict:
+    """The classifier's head fitted to the tuned encoder's features of every training row
+    (`training.head_fit`, SetFit's logistic regression on its embeddings, the run's class
+    weights applied), so that stage 2 starts from it; its record for metrics.json."""
+    import keras
+
+    started = time.perf_counter()
+    model = setup.trainer.model
+    rows = np.arange(len(plan.labels))
+    features = np.concatenate(
+        [
+            keras.ops.convert_to_numpy(
+                model.features(encoded.inputs(chunk, plan.seq_length), training=False)
+            )
+            for chunk in np.array_split(rows, -(-len(rows) // _HEAD_FIT_ROWS))
+        ]
+    )
+    fit = fit_linear_head(features, plan.labels, model.num_classes, setup.train.weights)
+    model.head.kernel.assign(fit.kernel)
+    model.head.bias.assign(fit.bias)
+    return {
+        "solver_steps": fit.steps,
+        "converged": fit.converged,
         "seconds": time.perf_counter() - started,
     }
 
@@ -201,7 +243,7 @@ class TensorFlowPairStep:
 
         def replica_step(inputs, alike, weights):
             with tf.GradientTape() as tape:
-                loss = batch_cosine_loss(embed(model, inputs, True), alike, weights)
+                loss = batch_cosine_loss(model.features(inputs, True), alike, weights)
             gradients = [tf.convert_to_tensor(g) for g in tape.gradient(loss, variables)]
             clip_and_apply(gradients, clip_norm, optimizer, variables, fused)
             return loss
@@ -241,7 +283,7 @@ class JaxPairStep:
                 *zip(others, other_values, strict=True),
             ]
             with keras.StatelessScope(state_mapping=mapping) as scope:
-                loss = batch_cosine_loss(embed(model, inputs, True), alike, weights)
+                loss = batch_cosine_loss(model.features(inputs, True), alike, weights)
             changed = [scope.get_current_value(v) for v in others]  # dropout's seeds
             other_values = [
                 old if new is None else new for old, new in zip(other_values, changed, strict=True)

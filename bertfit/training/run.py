@@ -321,7 +321,8 @@ def _few_shot_stage(
     message = (
         f"few-shot stage 1: {record['steps']} steps on {record['pairs']} pairs in "
         f"{record['seconds']:.1f} s, cosine loss {record['first_loss']:.4f} -> "
-        f"{record['last_loss']:.4f}; stage 2: the classifier"
+        f"{record['last_loss']:.4f}, then the head fitted to its features (logistic "
+        f"regression, {record['head']['solver_steps']} solver steps); stage 2: the head alone"
     )
     run_dir.log(message)
     console.info(f"bertfit: {message}")

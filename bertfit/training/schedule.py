@@ -7,8 +7,8 @@ nothing. The rule, in rows of the training set:
 - batch size: an eighth of the rows, at least 8 and at most 32 (rounded up to a multiple of the
   replicas, which split it);
 - epochs: 3, or as many as make at least `MIN_STEPS` optimizer steps, at most `MAX_EPOCHS`;
-  with `--few-shot` at most `FEW_SHOT_MAX_EPOCHS`: its second stage trains the classifier on an
-  encoder its first stage has tuned (measured: docs/training.md#few-shot-training).
+  with `--few-shot` at most `FEW_SHOT_MAX_EPOCHS`: its second stage trains the head alone, from
+  the fit its first stage ends with (measured: docs/training.md#few-shot-training).
 
 Sets of about 1,100 rows or more keep the defaults; a flag given always wins (`--epochs` alone
 keeps the rule's batch, `--batch-size` alone the rule's epochs for that batch), and with
@@ -34,7 +34,7 @@ MIN_BATCH_SIZE = 8
 BATCHES_PER_EPOCH = 8  # a small set's batch is about this share of it
 MIN_STEPS = 100  # optimizer steps a run trains at least, unless MAX_EPOCHS stops it first
 MAX_EPOCHS = 30  # every epoch saves a checkpoint (and evaluates with --eval)
-FEW_SHOT_MAX_EPOCHS = 10
+FEW_SHOT_MAX_EPOCHS = 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,7 +61,7 @@ def small_set_schedule(
     default is kept); `few_shot`: the run's classifier stage follows `--few-shot`'s first.
 
     >>> small_set_schedule(16, few_shot=True)
-    Schedule(batch_size=8, epochs=10)
+    Schedule(batch_size=8, epochs=1)
     """
     if batch_size is None:
         batch_size = min(DEFAULT_BATCH_SIZE, max(MIN_BATCH_SIZE, rows // BATCHES_PER_EPOCH))
@@ -100,7 +100,7 @@ def decide_schedule(config: RunConfig, rows: int, replicas: int) -> tuple[RunCon
     if t.batch_size is None and schedule.batch_size != DEFAULT_BATCH_SIZE:
         chosen["--batch-size"] = f"batch size {schedule.batch_size}"
     if t.epochs is None and schedule.epochs != DEFAULT_EPOCHS:
-        chosen["--epochs"] = f"{schedule.epochs} epochs"
+        chosen["--epochs"] = f"{schedule.epochs} epoch{'s' if schedule.epochs > 1 else ''}"
     if not chosen:
         return decided, None
     if t.max_steps is None:
@@ -113,7 +113,7 @@ def decide_schedule(config: RunConfig, rows: int, replicas: int) -> tuple[RunCon
         )
     else:
         length = f"--max-steps {t.max_steps}"
-    stage = " (the classifier, after --few-shot's first stage)" if t.few_shot else ""
+    stage = " (the head alone, after --few-shot's first stage)" if t.few_shot else ""
     return decided, (
         f"schedule: {' and '.join(chosen.values())} for {rows} training rows{stage} ({length}); "
         f"{' and '.join(chosen)} {'override' if len(chosen) > 1 else 'overrides'} it"

@@ -56,7 +56,12 @@ from bertfit.model.lora import adapted_layers, enable_lora
 from bertfit.runs.metrics import default_metric
 from bertfit.text.lengths import WindowSpec
 from bertfit.training.backends import RunTrainer, backend_of
-from bertfit.training.few_shot import FewShotPlan, check_few_shot, few_shot_suggestion
+from bertfit.training.few_shot import (
+    ENCODER_PATH,
+    FewShotPlan,
+    check_few_shot,
+    few_shot_suggestion,
+)
 from bertfit.training.schedule import decide_schedule
 from bertfit.training.xla import XlaChoice
 
@@ -321,7 +326,12 @@ def assemble(
     )
     config = dataclasses.replace(
         config,
-        model=dataclasses.replace(config.model, pooling=pooling),
+        model=dataclasses.replace(
+            config.model,
+            pooling=pooling,
+            # `--few-shot`'s head reads the direction its first stage trains (training.few_shot)
+            normalize_features=config.model.normalize_features or config.train.few_shot,
+        ),
         data=dataclasses.replace(config.data, buckets=list(resolved.lengths)),
     )
     t = config.train
@@ -419,6 +429,7 @@ def build_classifier(
         config.model.dropout,
         seed=config.train.seed,
         head_bias=head_bias,
+        normalize_features=config.model.normalize_features,
     )
     if WindowSpec.for_model(config.model) is None:
         return classifier
@@ -466,6 +477,8 @@ def make_trainer(
         return with_lora(build_classifier(encoder, task, config, head_bias), config)
 
     frozen = ("pooler",) if config.model.pooling == "mean" else ()
+    if config.train.few_shot:  # stage 2 trains the head alone (training.few_shot)
+        frozen += (ENCODER_PATH,)
     trainer = backend_of(config).trainer(
         build_model, config, strategy, total_steps, xla, frozen, task.kind
     )

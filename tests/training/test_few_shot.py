@@ -41,6 +41,9 @@ def test_a_few_shot_run_on_16_rows_a_class_exports_what_it_predicts(
     assert (stage["pairs"], stage["steps"], stage["batch_size"]) == (8 * 28, 8, 8)
     assert metrics["time"]["few_shot"] == stage["seconds"]  # not in "other"
 
+    assert stage["head"]["converged"]  # the head fitted before stage 2, then trained alone
+    assert load_classifier(str(run)).module.model.normalize_features  # saved in config.yaml
+
     assert main(["export", "--run", str(run), str(tmp_path / "export")]) == 0
     texts = [text for text, _ in sentiment_rows(12, seed=5)]
     serve = tf.saved_model.load(str(tmp_path / "export" / "1")).signatures["serving_default"]
@@ -92,12 +95,16 @@ def test_train_suggests_it_for_16_rows_a_class_or_fewer():
 
 
 @pytest.mark.slow  # 4-6 s on 2 busy cores: the run's setup, then 4 steps
-def test_stage_1_trains_the_encoder_and_leaves_the_head_alone(one_layer_hf_dir, tmp_path):
+def test_stage_1_trains_the_encoder_then_fits_the_head_to_its_unit_features(
+    one_layer_hf_dir, tmp_path
+):
     import types
 
     from bertfit.config import ModelConfig
+    from bertfit.data.host_input import HostInput
     from bertfit.progress import Console
     from bertfit.training.few_shot import train_on_pairs
+    from bertfit.training.head_fit import fit_linear_head
     from bertfit.training.setup import prepare
 
     train = write_csv(tmp_path / "train.csv", sentiment_rows(8, seed=0))
@@ -111,11 +118,21 @@ def test_stage_1_trains_the_encoder_and_leaves_the_head_alone(one_layer_hf_dir, 
     setup = prepare(config, *backend.placement(config))
     model = setup.trainer.model
     head, word = (v.numpy() for v in (model.head.kernel, model.encoder.weights[0]))
+    # stage 2, the run's own steps, trains the head alone
+    assert {id(v) for v in setup.trainer.variables} == {id(model.head.kernel), id(model.head.bias)}
     no_stop = types.SimpleNamespace(signal=None)
     record = train_on_pairs(setup, setup.few_shot, backend, Console(quiet=True), no_stop)
     assert (record["pairs"], record["steps"]) == (8 * 6, 8)  # 4 passes over 8 rows, 4 a batch
-    np.testing.assert_array_equal(model.head.kernel.numpy(), head)
     assert not np.array_equal(model.encoder.weights[0].numpy(), word)
+    # The head: the logistic regression on the tuned encoder's features, each of length 1.
+    encoded = HostInput(setup.train.encoded, None, [], special_ids=setup.tokenizer.special_ids)
+    features = model.features(encoded.inputs(np.arange(8), setup.few_shot.seq_length)).numpy()
+    np.testing.assert_allclose(np.linalg.norm(features, axis=1), 1.0, rtol=1e-5)
+    fit = fit_linear_head(features, setup.train.labels, classes=2)
+    assert (record["head"]["solver_steps"], record["head"]["converged"]) == (fit.steps, True)
+    assert not np.array_equal(model.head.kernel.numpy(), head)
+    np.testing.assert_allclose(model.head.kernel.numpy(), fit.kernel, atol=1e-5)
+    np.testing.assert_allclose(model.head.bias.numpy(), fit.bias, atol=1e-5)
 
 
 def _stage(tmp_path, monkeypatch, *, global_step: int, signal: int | None):
@@ -131,6 +148,7 @@ def _stage(tmp_path, monkeypatch, *, global_step: int, signal: int | None):
     from bertfit.training.run_dir import TrainingRunDir
 
     record = {"pairs": 8, "steps": 1, "seconds": 0.1, "first_loss": 0.5, "last_loss": 0.4}
+    record["head"] = {"solver_steps": 30, "converged": True}
     trained = []
     monkeypatch.setattr(run, "train_on_pairs", lambda *_: trained.append(1) or record)
     run_dir = TrainingRunDir(tmp_path)
@@ -163,7 +181,9 @@ def test_a_stop_during_stage_1_says_the_same_command_starts_the_run_over(tmp_pat
 def test_a_fresh_run_trains_its_stage_and_records_it(tmp_path, monkeypatch):
     summary, record, trained = _stage(tmp_path, monkeypatch, global_step=0, signal=None)
     assert trained == 1 and summary.few_shot == record
-    assert "few-shot stage 1: 1 steps on 8 pairs" in (tmp_path / "train.log").read_text()
+    logged = (tmp_path / "train.log").read_text()
+    assert "few-shot stage 1: 1 steps on 8 pairs" in logged
+    assert "then the head fitted to its features (logistic regression, 30 solver steps)" in logged
 
 
 @pytest.mark.slow  # a JAX process and a TensorFlow stage: 25-30 s on 2 busy cores

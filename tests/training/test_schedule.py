@@ -43,15 +43,15 @@ def test_the_batch_divides_over_the_replicas_and_the_steps_count_accumulated_bat
     assert small_set_schedule(16, max_steps=50) == Schedule(8, 3)  # --max-steps: epochs unused
 
 
-def test_after_few_shots_first_stage_the_classifier_trains_at_most_10_epochs():
-    assert small_set_schedule(16, few_shot=True) == Schedule(8, 10)  # 30 without
-    assert small_set_schedule(400, few_shot=True) == Schedule(32, 8)  # fewer: kept
+def test_after_few_shots_first_stage_the_head_alone_trains_one_epoch():
+    assert small_set_schedule(16, few_shot=True) == Schedule(8, 1)  # 30 without
+    assert small_set_schedule(10_000, few_shot=True) == Schedule(32, 1)
     config = RunConfig(train=TrainConfig(few_shot=True))
     decided, note = decide_schedule(config, 16, replicas=1)
-    assert (decided.train.batch_size, decided.train.epochs) == (8, 10)
+    assert (decided.train.batch_size, decided.train.epochs) == (8, 1)
     assert note.startswith(
-        "schedule: batch size 8 and 10 epochs for 16 training rows (the classifier, after "
-        "--few-shot's first stage) (20 optimizer steps or more"
+        "schedule: batch size 8 and 1 epoch for 16 training rows (the head alone, after "
+        "--few-shot's first stage) (2 optimizer steps or more"
     )
 
 
