@@ -156,8 +156,9 @@ class ModelConfig:
             computed dequantized: `bertfit.model.int8`); the adapters and the head stay float32.
         lora_targets: which Dense layers get adapters: "auto" (the family's attention query
             and value), "all", or the last parts of their canonical names.
-        normalize_features: the head reads the pooled vector divided by its length; a run
-            with `--few-shot` sets it (`training.few_shot`), no flag does.
+        normalize_features: the head reads the pooled vector divided by its length; None:
+            true with `--few-shot` (`training.few_shot`), else false. A run decides it once
+            and saves the value (a run saved without it reads false).
     """
 
     name: str = dataclasses.field(
@@ -278,7 +279,15 @@ class ModelConfig:
             metavar="NAMES",
         ),
     )
-    normalize_features: bool = False
+    normalize_features: bool | None = dataclasses.field(
+        default=None,
+        metadata=flag(
+            "true or false: the head reads the pooled vector divided by its length (default: "
+            "true with --few-shot, whose first stage trains only the cosine between them)",
+            type=parse_bool,
+            metavar="BOOL",
+        ),
+    )
 
 
 @dataclasses.dataclass

@@ -36,7 +36,7 @@ def restored_model(run_dir: RunDir, config, task: Task, which: str = "best"):
         task.num_outputs,
         config.model.pooling,
         0.0,
-        normalize_features=config.model.normalize_features,
+        normalize_features=bool(config.model.normalize_features),  # saved runs before it: None
     )
     if WindowSpec.for_model(config.model) is not None:
         model = ChunkedClassifier(model, config.model.chunk_pooling)

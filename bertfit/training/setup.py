@@ -329,8 +329,7 @@ def assemble(
         model=dataclasses.replace(
             config.model,
             pooling=pooling,
-            # `--few-shot`'s head reads the direction its first stage trains (training.few_shot)
-            normalize_features=config.model.normalize_features or config.train.few_shot,
+            normalize_features=decide_normalize_features(config),
         ),
         data=dataclasses.replace(config.data, buckets=list(resolved.lengths)),
     )
@@ -416,6 +415,13 @@ def head_bias(config: RunConfig, task: Task, train) -> list[float] | None:
     return prior_log_odds(labels)
 
 
+def decide_normalize_features(config: RunConfig) -> bool:
+    """`--normalize-features` where given, else true with `--few-shot`: its head reads the
+    direction its first stage trains (`training.few_shot`)."""
+    given = config.model.normalize_features
+    return config.train.few_shot if given is None else given
+
+
 def build_classifier(
     encoder: keras.Layer, task: Task, config: RunConfig, head_bias: list[float] | None = None
 ) -> BertClassifier | ChunkedClassifier:
@@ -429,7 +435,7 @@ def build_classifier(
         config.model.dropout,
         seed=config.train.seed,
         head_bias=head_bias,
-        normalize_features=config.model.normalize_features,
+        normalize_features=bool(config.model.normalize_features),
     )
     if WindowSpec.for_model(config.model) is None:
         return classifier

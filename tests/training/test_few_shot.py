@@ -87,6 +87,16 @@ def test_a_run_saved_when_stage_1_listed_its_pairs_still_reads():
     assert read.train.few_shot and read.train.few_shot_epochs == TrainConfig().few_shot_epochs
 
 
+def test_its_head_reads_unit_embeddings_unless_told_otherwise():
+    from bertfit.config import ModelConfig
+    from bertfit.training.setup import decide_normalize_features
+
+    assert decide_normalize_features(RunConfig(train=TrainConfig(few_shot=True))) is True
+    assert decide_normalize_features(RunConfig()) is False
+    told = RunConfig(model=ModelConfig(normalize_features=False), train=TrainConfig(few_shot=True))
+    assert decide_normalize_features(told) is False
+
+
 def test_train_suggests_it_for_16_rows_a_class_or_fewer():
     task = Task(kind="single-label", labels=("neg", "pos"))
     assert "--few-shot may score better" in few_shot_suggestion(task, 32)
