@@ -123,7 +123,8 @@ def test_config_file_round_trips_and_flags_override_it(trained_run, tmp_path):
     )
     loaded = run_config_from_args(args)
     assert loaded.train.epochs == 7
-    decided = dataclasses.replace(config.model, pooling="cls")  # the checkpoint declares none
+    # the run decides: the checkpoint declares no pooling; no --few-shot, so raw features
+    decided = dataclasses.replace(config.model, pooling="cls", normalize_features=False)
     assert loaded.model == decided and loaded.data == config.data
 
 

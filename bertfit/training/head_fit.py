@@ -3,9 +3,10 @@ SetFit fits scikit-learn's on its embeddings, solved here in NumPy so that both 
 a JAX install without scikit-learn) have it. `--few-shot` fits the head this way on the
 encoder its first stage tuned (`training.few_shot`).
 
-The head is a Dense layer on the pooled features, so the regression is fitted on them as they
-are (no normalisation it could not hold): softmax over the classes for a single-label task,
-a sigmoid per label for a multi-label one. The penalty on the kernel (not the bias) is
+The head is a Dense layer on the classifier's features (unit vectors in a `--few-shot` run:
+`BertClassifier.normalize_features`), so the regression is fitted on them as the classifier
+computes them: softmax over the classes for a single-label task, a sigmoid per label for a
+multi-label one. The penalty on the kernel (not the bias) is
 `l2` times the mean squared norm of the features, so that it means the same whatever their
 scale: at `l2` 1 it is scikit-learn's `C=1` on features scaled to a mean norm of 1.
 

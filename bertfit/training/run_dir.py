@@ -174,13 +174,18 @@ def unfinished_run_of(
 
 def with_saved_decisions(saved: RunConfig, config: RunConfig) -> RunConfig:
     """`config` with what the saved run decided where `config` leaves it to the run: the
-    pooling (no `--pooling`), the batch size and epochs (no `--batch-size`, `--epochs`). A
-    resumed run pools and steps as it started (`training.setup.assemble` decides them for a
-    new run)."""
+    pooling (no `--pooling`), unit features (no `--normalize-features`), the batch size and
+    epochs (no `--batch-size`, `--epochs`). A resumed run pools, classifies and steps as it
+    started (`training.setup.assemble` decides them for a new run)."""
     m, t = config.model, config.train
+    normalize = m.normalize_features
+    if normalize is None:
+        normalize = saved.model.normalize_features
     return dataclasses.replace(
         config,
-        model=dataclasses.replace(m, pooling=m.pooling or saved.model.pooling),
+        model=dataclasses.replace(
+            m, pooling=m.pooling or saved.model.pooling, normalize_features=normalize
+        ),
         train=dataclasses.replace(
             t,
             batch_size=t.batch_size or saved.train.batch_size,

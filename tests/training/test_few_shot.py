@@ -97,6 +97,19 @@ def test_its_head_reads_unit_embeddings_unless_told_otherwise():
     assert decide_normalize_features(told) is False
 
 
+def test_a_resumed_run_reads_its_features_as_it_started():
+    from bertfit.config import ModelConfig
+    from bertfit.training.run_dir import with_saved_decisions
+
+    command = RunConfig(train=TrainConfig(few_shot=True))  # no --normalize-features
+
+    def saved(normalize):
+        return RunConfig(model=ModelConfig(normalize_features=normalize))
+
+    assert with_saved_decisions(saved(True), command).model.normalize_features is True
+    assert with_saved_decisions(saved(False), command).model.normalize_features is False
+
+
 def test_train_suggests_it_for_16_rows_a_class_or_fewer():
     task = Task(kind="single-label", labels=("neg", "pos"))
     assert "--few-shot may score better" in few_shot_suggestion(task, 32)

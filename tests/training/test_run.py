@@ -46,7 +46,8 @@ def test_run_directory_holds_config_labels_encoder_checkpoints_and_metrics(train
     assert [e["epoch"] for e in metrics["epochs"]] == [1, 2, 3]
     for key in ("loss", "accuracy", "macro_f1", "num_examples", "examples_per_second"):
         assert key in metrics["final"]
-    decided = dataclasses.replace(config.model, pooling="cls")  # the checkpoint declares none
+    # the run decides: the checkpoint declares no pooling; no --few-shot, so raw features
+    decided = dataclasses.replace(config.model, pooling="cls", normalize_features=False)
     assert RunConfig.load(f"{run}/config.yaml") == dataclasses.replace(config, model=decided)
 
 
