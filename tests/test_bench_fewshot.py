@@ -36,6 +36,7 @@ def test_each_bertfit_method_trains_with_its_flags():
     ]
     assert method_flags("defaults-lr1e-4") == ["--learning-rate", "1e-4"]
     assert method_flags("few-shot-epochs2") == ["--few-shot", "--epochs", "2"]
+    assert method_flags("few-shot-b16") == ["--few-shot", "--batch-size", "16"]
     with pytest.raises(ValueError, match="not a bertfit method: 'few-shot-x'"):
         method_flags("few-shot-x")
 
