@@ -4,8 +4,9 @@ a schedule that learns where it is not (issue 63).
 
 At the defaults 16 rows train 3 optimizer steps, and a fine-tuned encoder has learned next to
 nothing. The rule, in rows of the training set:
-- batch size: an eighth of the rows, at least 8 and at most 32 (rounded up to a multiple of the
-  replicas, which split it);
+- batch size: an eighth of the rows (with `--few-shot` a quarter: its first stage trains every
+  pair of a batch's rows, and the larger batches measured better from 32 rows a class), at
+  least 8 and at most 32 (rounded up to a multiple of the replicas, which split it);
 - epochs: 3, or as many as make at least `MIN_STEPS` optimizer steps, at most `MAX_EPOCHS`;
   with `--few-shot` at most `FEW_SHOT_MAX_EPOCHS`: its second stage trains the head alone, from
   the fit its first stage ends with (measured: docs/training.md#few-shot-training).
@@ -32,6 +33,7 @@ from bertfit.config import DEFAULT_BATCH_SIZE, DEFAULT_EPOCHS, RunConfig
 
 MIN_BATCH_SIZE = 8
 BATCHES_PER_EPOCH = 8  # a small set's batch is about this share of it
+FEW_SHOT_BATCHES_PER_EPOCH = 4
 MIN_STEPS = 100  # optimizer steps a run trains at least, unless MAX_EPOCHS stops it first
 MAX_EPOCHS = 30  # every epoch saves a checkpoint (and evaluates with --eval)
 FEW_SHOT_MAX_EPOCHS = 1
@@ -60,11 +62,12 @@ def small_set_schedule(
     micro-batches make one optimizer step; with `max_steps` the epochs are not used (the
     default is kept); `few_shot`: the run's classifier stage follows `--few-shot`'s first.
 
-    >>> small_set_schedule(16, few_shot=True)
-    Schedule(batch_size=8, epochs=1)
+    >>> small_set_schedule(64, few_shot=True)
+    Schedule(batch_size=16, epochs=1)
     """
     if batch_size is None:
-        batch_size = min(DEFAULT_BATCH_SIZE, max(MIN_BATCH_SIZE, rows // BATCHES_PER_EPOCH))
+        share = FEW_SHOT_BATCHES_PER_EPOCH if few_shot else BATCHES_PER_EPOCH
+        batch_size = min(DEFAULT_BATCH_SIZE, max(MIN_BATCH_SIZE, rows // share))
         batch_size = -(-batch_size // replicas) * replicas
     if epochs is None:
         epochs = DEFAULT_EPOCHS

@@ -43,8 +43,10 @@ def test_the_batch_divides_over_the_replicas_and_the_steps_count_accumulated_bat
     assert small_set_schedule(16, max_steps=50) == Schedule(8, 3)  # --max-steps: epochs unused
 
 
-def test_after_few_shots_first_stage_the_head_alone_trains_one_epoch():
+def test_after_few_shots_first_stage_the_head_alone_trains_one_epoch_in_larger_batches():
     assert small_set_schedule(16, few_shot=True) == Schedule(8, 1)  # 30 without
+    assert small_set_schedule(64, few_shot=True) == Schedule(16, 1)  # a quarter of the rows
+    assert small_set_schedule(128, few_shot=True) == Schedule(32, 1)  # 16 without
     assert small_set_schedule(10_000, few_shot=True) == Schedule(32, 1)
     config = RunConfig(train=TrainConfig(few_shot=True))
     decided, note = decide_schedule(config, 16, replicas=1)
