@@ -33,7 +33,7 @@ from bertfit.config import DEFAULT_BATCH_SIZE, DEFAULT_EPOCHS, RunConfig
 
 MIN_BATCH_SIZE = 8
 BATCHES_PER_EPOCH = 8  # a small set's batch is about this share of it
-FEW_SHOT_BATCHES_PER_EPOCH = 4
+FEW_SHOT_BATCHES_PER_EPOCH = 4  # stage 1 trains every pair in a batch: more rows, more pairs
 MIN_STEPS = 100  # optimizer steps a run trains at least, unless MAX_EPOCHS stops it first
 MAX_EPOCHS = 30  # every epoch saves a checkpoint (and evaluates with --eval)
 FEW_SHOT_MAX_EPOCHS = 1

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from bertfit.cli import main
-from bertfit.config import DataConfig, RunConfig, TrainConfig
+from bertfit.config import DataConfig, ModelConfig, RunConfig, TrainConfig
 from bertfit.data.tasks import Task
 from bertfit.errors import ConfigError
 from bertfit.training.backends import backend_of
@@ -88,7 +88,6 @@ def test_a_run_saved_when_stage_1_listed_its_pairs_still_reads():
 
 
 def test_its_head_reads_unit_embeddings_unless_told_otherwise():
-    from bertfit.config import ModelConfig
     from bertfit.training.setup import decide_normalize_features
 
     assert decide_normalize_features(RunConfig(train=TrainConfig(few_shot=True))) is True
@@ -98,7 +97,6 @@ def test_its_head_reads_unit_embeddings_unless_told_otherwise():
 
 
 def test_a_resumed_run_reads_its_features_as_it_started():
-    from bertfit.config import ModelConfig
     from bertfit.training.run_dir import with_saved_decisions
 
     command = RunConfig(train=TrainConfig(few_shot=True))  # no --normalize-features
@@ -123,7 +121,6 @@ def test_stage_1_trains_the_encoder_then_fits_the_head_to_its_unit_features(
 ):
     import types
 
-    from bertfit.config import ModelConfig
     from bertfit.data.host_input import HostInput
     from bertfit.progress import Console
     from bertfit.training.few_shot import train_on_pairs
