@@ -87,6 +87,15 @@ def test_a_run_saved_when_stage_1_listed_its_pairs_still_reads():
     assert read.train.few_shot and read.train.few_shot_epochs == TrainConfig().few_shot_epochs
 
 
+def test_a_run_saved_when_stage_1_took_20_passes_by_default_still_reads():
+    saved = RunConfig().to_dict()
+    saved["train"]["few_shot_epochs"] = 20  # every config.yaml before the default became 10
+    read = RunConfig.from_dict(saved).validate()
+    assert read.train.few_shot_epochs == TrainConfig().few_shot_epochs
+    saved["train"]["few_shot"] = True  # a few-shot run keeps the passes it trained
+    assert RunConfig.from_dict(saved).train.few_shot_epochs == 20
+
+
 def test_its_head_reads_unit_embeddings_unless_told_otherwise():
     from bertfit.training.setup import decide_normalize_features
 
