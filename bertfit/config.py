@@ -967,9 +967,10 @@ def _upgrade(section: str, values):
     and before `--few-shot-epochs` defaulted to 10 (a run without `--few-shot` saved 20, which
     configured nothing; a few-shot run keeps its 20)."""
     if section == "train" and isinstance(values, dict):
-        values = {k: v for k, v in values.items() if k != "few_shot_pairs"}
+        retired = {"few_shot_pairs"}
         if not values.get("few_shot") and values.get("few_shot_epochs") == FEW_SHOT_EPOCHS_BEFORE:
-            values = {k: v for k, v in values.items() if k != "few_shot_epochs"}
+            retired.add("few_shot_epochs")
+        values = {k: v for k, v in values.items() if k not in retired}
     if section == "data" and isinstance(values, dict) and "buckets" in values:
         old = values["buckets"]
         if old == []:
