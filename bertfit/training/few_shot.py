@@ -56,6 +56,9 @@ if TYPE_CHECKING:
 # (the acceptance's 16; measured at 8-64 a class: docs/training.md#few-shot-training).
 FEW_SHOT_ROWS_PER_CLASS = 16
 _HEAD_FIT_ROWS = 64  # the rows a forward pass embeds for the head's fit
+# Where a step's batches may be of any length, it encodes a batch's rows sorted by length in
+# parts of about this many rows, each padded to its own longest row (`FewShotPlan.parts`).
+ROWS_A_PART = 6
 # Stage 2 leaves out of training the variables under this path: the encoder's (Keras names
 # the layer after its class, "bert_encoder_1" for a second one in the process).
 ENCODER_PATH = "bert_encoder"
@@ -65,20 +68,25 @@ ENCODER_PATH = "bert_encoder"
 class FewShotPlan:
     """Stage 1 as a run plans it: `batches` [steps, batch_size] of row indices into the
     training rows (`epochs` passes over them), whose `labels` say which rows are alike, every
-    row packed to `seq_length` tokens."""
+    row packed to `seq_length` tokens; or, where the rows' packed `lengths` are given, each
+    batch encoded in parts of rows of like length (`parts`)."""
 
     batches: np.ndarray
     labels: np.ndarray
     epochs: int
     seq_length: int
+    lengths: np.ndarray | None = None
 
     @classmethod
-    def of(cls, config: RunConfig, train: LabelledData) -> FewShotPlan:
+    def of(cls, config: RunConfig, train: LabelledData, *, any_length: bool) -> FewShotPlan:
+        """`any_length`: the step takes batches of any length, as the run's own step does
+        where XLA does not compile it (XLA would compile it again for every length)."""
         t = config.train
         rows = len(train.labels)
         batches = row_batches(rows, min(t.batch_size, rows), t.few_shot_epochs, t.seed)
         seq_length = int(min(config.model.max_seq_length, train.lengths().max()))
-        return cls(batches, train.labels, t.few_shot_epochs, seq_length)
+        lengths = np.minimum(train.lengths(), seq_length) if any_length else None
+        return cls(batches, train.labels, t.few_shot_epochs, seq_length, lengths)
 
     @property
     def steps(self) -> int:
@@ -92,11 +100,28 @@ class FewShotPlan:
     def pairs_a_batch(self) -> int:
         return self.batch_size * (self.batch_size - 1) // 2
 
-    def batch(self, step: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Step `step`'s rows, how alike each two of them are, and their pairs' weights."""
-        rows = self.batches[step]
+    def batch(self, step: int) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
+        """Step `step`'s rows in the parts it encodes them in (`parts`), how alike each two
+        of them are and their pairs' weights (both in the parts' order)."""
+        parts = self.parts(self.batches[step])
+        rows = np.concatenate(parts)
         alike = similarity(self.labels[rows])
-        return rows, alike, pair_weights(rows, alike)
+        return parts, alike, pair_weights(rows, alike)
+
+    def parts(self, rows: np.ndarray) -> list[np.ndarray]:
+        """`rows` as they are encoded: all at once at `seq_length`, or, with `lengths`,
+        sorted by length in parts of about `ROWS_A_PART` rows, each packed to its longest
+        row (`length_of`). Every row is encoded alone, so a batch's embeddings are the same
+        either way, in another order: a third fewer token slots on Rotten Tomatoes' rows
+        and on the debates' (docs/training.md#few-shot-training)."""
+        if self.lengths is None:
+            return [rows]
+        ordered = rows[np.argsort(self.lengths[rows], kind="stable")]
+        return np.array_split(ordered, max(1, round(len(rows) / ROWS_A_PART)))
+
+    def length_of(self, rows: np.ndarray) -> int:
+        """The length `rows` are packed to together."""
+        return self.seq_length if self.lengths is None else int(self.lengths[rows].max())
 
     def describe(self) -> str:
         return (
@@ -165,8 +190,9 @@ def train_on_pairs(
     progress = console.progress("few-shot stage 1", plan.steps)
     started, losses = time.perf_counter(), []
     for n in range(plan.steps):
-        rows, alike, weights = plan.batch(n)
-        losses.append(step(encoded.inputs(rows, plan.seq_length), alike, weights))
+        parts, alike, weights = plan.batch(n)
+        inputs = [encoded.inputs(rows, plan.length_of(rows)) for rows in parts]
+        losses.append(step(inputs, alike, weights))
         progress.update(n + 1, (n + 1) * plan.batch_size, loss=float(np.mean(losses)))
         if stop.signal is not None:
             break
@@ -214,13 +240,23 @@ def fit_head(setup: RunSetup, encoded: HostInput, plan: FewShotPlan) -> dict:
     }
 
 
+def pair_loss(encode, parts: list[dict], alike, weights):
+    """Stage 1's loss on a batch encoded in parts (the inputs of `FewShotPlan.batch`'s parts,
+    in its order) by `encode` (inputs to the model's features, in training)."""
+    import keras
+
+    embeddings = keras.ops.concatenate([encode(p) for p in parts], axis=0)
+    return batch_cosine_loss(embeddings, alike, weights)
+
+
 class PairStep(Protocol):
     """One backend's step of stage 1 over `variables` of the trainer's model, with its own
-    AdamW (the run's settings, its schedule over the stage's `steps`): a batch of rows' inputs,
-    how alike each two rows are and their pairs' weights in (`FewShotPlan.batch`), the loss
-    out; `finish` leaves the trained values in the model's variables."""
+    AdamW (the run's settings, its schedule over the stage's `steps`): a batch of rows' inputs
+    (one dict for each of its parts), how alike each two rows are and their pairs' weights in
+    (`FewShotPlan.batch`), the loss out; `finish` leaves the trained values in the model's
+    variables."""
 
-    def __call__(self, inputs: dict, alike: np.ndarray, weights: np.ndarray) -> float: ...
+    def __call__(self, parts: list[dict], alike: np.ndarray, weights: np.ndarray) -> float: ...
 
     def finish(self) -> None: ...
 
@@ -228,36 +264,67 @@ class PairStep(Protocol):
 class TensorFlowPairStep:
     """Stage 1's step on TensorFlow: a `tf.function` run by the trainer's strategy (one
     replica), updating the variables in place, by TensorFlow's fused Adam kernel where they are
-    on one device (`FusedAdamW`, as the run's own step: Keras' update traces for seconds)."""
+    on one device (`FusedAdamW`, as the run's own step: Keras' update traces for seconds).
+    Where XLA does not compile the run's step, it is traced once for batches of every length
+    and its encoder once for all of a batch's parts (each part a trace of the encoder costs
+    about a second on 2 cores)."""
 
     def __init__(self, trainer, variables: list, config: TrainConfig, steps: int):
-        import tensorflow as tf
+        from bertfit.training.fused_adamw import FusedAdamW
 
-        from bertfit.training.fused_adamw import FusedAdamW, clip_and_apply
-
-        model, clip_norm = trainer.model, config.clip_norm
         with trainer.strategy.scope():
             optimizer = make_optimizer(config, steps)
             optimizer.build(variables)
         fused = FusedAdamW(optimizer, variables) if FusedAdamW.applies_to(variables) else None
+        self._trainer, self._variables, self._clip_norm = trainer, variables, config.clip_norm
+        self._optimizer, self._fused = optimizer, fused
+        self._any_length = not trainer.xla.replica_step  # as `FewShotPlan.of` is told
+        self._traced = None
 
-        def replica_step(inputs, alike, weights):
+    def __call__(self, parts, alike, weights) -> float:
+        if self._traced is None:
+            self._traced = self._trace(parts, alike, weights)
+        return float(self._traced(parts, alike, weights))
+
+    def _trace(self, parts, alike, weights):
+        import tensorflow as tf
+
+        from bertfit.training.fused_adamw import clip_and_apply
+
+        model, variables = self._trainer.model, self._variables
+
+        def encode(inputs):
+            return model.features(inputs, True)
+
+        shapes = None
+        if self._any_length:
+            shapes = _any_shape([parts, alike, weights])
+            encode = tf.function(encode, input_signature=[shapes[0][0]], autograph=False)
+
+        def replica_step(parts, alike, weights):
             with tf.GradientTape() as tape:
-                loss = batch_cosine_loss(model.features(inputs, True), alike, weights)
+                loss = pair_loss(encode, parts, alike, weights)
             gradients = [tf.convert_to_tensor(g) for g in tape.gradient(loss, variables)]
-            clip_and_apply(gradients, clip_norm, optimizer, variables, fused)
+            clip_and_apply(gradients, self._clip_norm, self._optimizer, variables, self._fused)
             return loss
 
-        def step(*args):
-            return trainer.strategy.run(replica_step, args=args)
+        def step(parts, alike, weights):
+            return self._trainer.strategy.run(replica_step, args=(parts, alike, weights))
 
-        self._step = tf.function(step, autograph=False)  # nothing in it to convert
-
-    def __call__(self, inputs, alike, weights) -> float:
-        return float(self._step(inputs, alike, weights))
+        return tf.function(step, input_signature=shapes, autograph=False)
 
     def finish(self) -> None:
         pass
+
+
+def _any_shape(arrays):
+    """An `input_signature` for arrays' structure, every dimension of any size."""
+    import tensorflow as tf
+
+    def spec(array):
+        return tf.TensorSpec([None] * len(array.shape), tf.as_dtype(array.dtype))
+
+    return tf.nest.map_structure(spec, arrays)
 
 
 class JaxPairStep:
@@ -277,23 +344,26 @@ class JaxPairStep:
         trained = {id(v) for v in variables}
         others = [v for v in model.variables if id(v) not in trained]  # the head, seeds, ...
 
-        def loss_of(values, other_values, inputs, alike, weights):
+        def encode(inputs):
+            return model.features(inputs, True)
+
+        def loss_of(values, other_values, parts, alike, weights):
             mapping = [
                 *zip(variables, values, strict=True),
                 *zip(others, other_values, strict=True),
             ]
             with keras.StatelessScope(state_mapping=mapping) as scope:
-                loss = batch_cosine_loss(model.features(inputs, True), alike, weights)
+                loss = pair_loss(encode, parts, alike, weights)
             changed = [scope.get_current_value(v) for v in others]  # dropout's seeds
             other_values = [
                 old if new is None else new for old, new in zip(other_values, changed, strict=True)
             ]
             return loss, other_values
 
-        def step(state, inputs, alike, weights):
+        def step(state, parts, alike, weights):
             values, other_values, slots = state
             (loss, other_values), gradients = jax.value_and_grad(loss_of, has_aux=True)(
-                values, other_values, inputs, alike, weights
+                values, other_values, parts, alike, weights
             )
             gradients, _ = clip_by_global_norm(gradients, clip_norm)
             values, slots = optimizer.stateless_apply(slots, gradients, values)
@@ -307,8 +377,8 @@ class JaxPairStep:
             [v.value for v in optimizer.variables],
         )
 
-    def __call__(self, inputs, alike, weights) -> float:
-        self._state, loss = self._step(self._state, inputs, alike, weights)
+    def __call__(self, parts, alike, weights) -> float:
+        self._state, loss = self._step(self._state, parts, alike, weights)
         return float(loss)
 
     def finish(self) -> None:

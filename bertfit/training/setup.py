@@ -347,7 +347,7 @@ def assemble(
     few_shot = None
     if t.few_shot:
         check_few_shot(config, task, train, replicas)
-        few_shot = FewShotPlan.of(config, train)
+        few_shot = FewShotPlan.of(config, train, any_length=not xla.replica_step)
     suggestion = None if t.few_shot else few_shot_suggestion(task, trained_rows(config, rows_read))
     notes = [
         *filter(None, [pooling_note, schedule_note]),  # first: they change what is trained

@@ -4,7 +4,9 @@ run that exports what it predicts."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
+import types
 
 import numpy as np
 import pytest
@@ -117,6 +119,39 @@ def test_a_resumed_run_reads_its_features_as_it_started():
     assert with_saved_decisions(saved(False), command).model.normalize_features is False
 
 
+def _weighted_pairs(rows, weights) -> dict:
+    return {
+        frozenset((a, b)): w
+        for (i, a), (j, b) in itertools.product(enumerate(rows), repeat=2)
+        if (w := weights[i, j]) > 0
+    }
+
+
+@pytest.mark.parametrize("any_length", [True, False])
+def test_a_batch_is_encoded_in_parts_of_like_length_unless_xla_compiles_the_step(any_length):
+    from bertfit.data.pairs import pair_weights, similarity
+    from bertfit.training.few_shot import FewShotPlan
+
+    lengths = np.array([5, 40, 7, 9, 12, 6, 30, 3] * 2)  # packed, before --max-seq-length
+    train = types.SimpleNamespace(labels=np.arange(16) % 3, lengths=lambda: lengths)
+    config = RunConfig(
+        model=ModelConfig(max_seq_length=32),
+        train=TrainConfig(few_shot=True, few_shot_epochs=1, batch_size=16),
+    )
+    plan = FewShotPlan.of(config, train, any_length=any_length)
+    parts, alike, weights = plan.batch(0)
+    shuffled = plan.batches[0]
+    if any_length:  # sorted: 3, 3, 5, 5, 6, 6 | 7, 7, 9, 9, 12 | 12, 30, 30, 32, 32
+        assert [(len(p), plan.length_of(p)) for p in parts] == [(6, 6), (5, 12), (5, 32)]
+    else:  # one shape, for XLA
+        assert len(parts) == 1 and np.array_equal(parts[0], shuffled)
+        assert plan.length_of(parts[0]) == 32
+    rows = np.concatenate(parts)  # the same pairs of rows, weighted the same
+    assert np.array_equal(alike, similarity(train.labels[rows]))
+    shuffled_weights = pair_weights(shuffled, similarity(train.labels[shuffled]))
+    assert _weighted_pairs(rows, weights) == _weighted_pairs(shuffled, shuffled_weights)
+
+
 def test_train_suggests_it_for_16_rows_a_class_or_fewer():
     task = Task(kind="single-label", labels=("neg", "pos"))
     assert "--few-shot may score better" in few_shot_suggestion(task, 32)
@@ -128,8 +163,6 @@ def test_train_suggests_it_for_16_rows_a_class_or_fewer():
 def test_stage_1_trains_the_encoder_then_fits_the_head_to_its_unit_features(
     one_layer_hf_dir, tmp_path
 ):
-    import types
-
     from bertfit.data.host_input import HostInput
     from bertfit.progress import Console
     from bertfit.training.few_shot import train_on_pairs
@@ -168,8 +201,6 @@ def _stage(tmp_path, monkeypatch, *, global_step: int, signal: int | None):
     """`_few_shot_stage` on a run directory whose metrics.json holds a stage's record, at
     `global_step`, with `signal` received during stage 1 (whose training is faked): the
     summary, the record and how often stage 1 trained."""
-    import types
-
     from bertfit.progress import Console
     from bertfit.runs.records import RunSummary
     from bertfit.training import run
@@ -226,9 +257,11 @@ def test_stage_1_on_jax_takes_the_steps_it_takes_on_tensorflow(trainable_hf_dir,
     assert jax["steps"] == tensorflow["steps"] == 8
     for name in ("first_loss", "last_loss"):
         np.testing.assert_allclose(jax[name], tensorflow[name], atol=1e-4, err_msg=name)
-    # Each variable's sum of |w|, relative: the two backends' CPU kernels sum in other orders,
-    # and Adam turns a near-zero gradient's last digits into a whole step (on an AVX-512 EPYC a
-    # bias's 0.929 against 0.929 + 2.3e-4 after 8 steps; the losses above agree within 1e-4).
+    # The same steps though TensorFlow encodes each batch in parts of like length and JAX
+    # whole. Each variable's sum of |w|, relative: the two backends' CPU kernels sum in other
+    # orders, and Adam turns a near-zero gradient's last digits into a whole step (on an
+    # AVX-512 EPYC a bias's 0.929 against 0.929 + 2.3e-4 after 8 steps; the losses above agree
+    # within 1e-4).
     np.testing.assert_allclose(jax["sums"], tensorflow["sums"], rtol=1e-3, atol=1e-4)
 
 
