@@ -150,9 +150,10 @@ class Backend(Protocol):
     def devices(self, trainer: RunTrainer):
         """The devices the trainer's steps run on (`training/devices.py`)."""
 
-    def pair_step(self, trainer: RunTrainer, variables: list, config: TrainConfig, steps: int):
-        """`--few-shot`'s stage 1 step over `variables` of the trainer's model, `steps` of
-        them with `config`'s AdamW (`few_shot.PairStep`)."""
+    def pair_step(self, trainer: RunTrainer, variables: list, config: TrainConfig, plan):
+        """`--few-shot`'s stage 1 step over `variables` of the trainer's model, for the
+        batches of `plan` (`few_shot.FewShotPlan`) with `config`'s AdamW
+        (`few_shot.PairStep`)."""
 
     def seed(self, seed: int) -> None:
         """Seeds every random stream the run draws from: Python's, NumPy's, Keras' (and
@@ -239,10 +240,10 @@ class TensorFlowBackend:
 
         return StrategyDevices(trainer.strategy)
 
-    def pair_step(self, trainer, variables, config, steps):
+    def pair_step(self, trainer, variables, config, plan):
         from bertfit.training.few_shot import TensorFlowPairStep
 
-        return TensorFlowPairStep(trainer, variables, config, steps)
+        return TensorFlowPairStep(trainer, variables, config, plan)
 
     def seed(self, seed):
         import keras
@@ -362,10 +363,10 @@ class JaxBackend:
 
         return JaxDevices(trainer.split)
 
-    def pair_step(self, trainer, variables, config, steps):
+    def pair_step(self, trainer, variables, config, plan):
         from bertfit.training.few_shot import JaxPairStep
 
-        return JaxPairStep(trainer, variables, config, steps)
+        return JaxPairStep(trainer, variables, config, plan)
 
     def seed(self, seed):
         # keras.utils.set_random_seed less TensorFlow's seed, which Keras sets whenever

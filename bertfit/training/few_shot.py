@@ -80,12 +80,15 @@ class FewShotPlan:
     @classmethod
     def of(cls, config: RunConfig, train: LabelledData, *, any_length: bool) -> FewShotPlan:
         """`any_length`: the step takes batches of any length, as the run's own step does
-        where XLA does not compile it (XLA would compile it again for every length)."""
+        where XLA does not compile it (XLA would compile it again for every length); a batch
+        too small to part keeps one shape (a step traced for any length took 0.8 s longer
+        at 8 rows a batch)."""
         t = config.train
         rows = len(train.labels)
         batches = row_batches(rows, min(t.batch_size, rows), t.few_shot_epochs, t.seed)
         seq_length = int(min(config.model.max_seq_length, train.lengths().max()))
-        lengths = np.minimum(train.lengths(), seq_length) if any_length else None
+        parts = round(batches.shape[1] / ROWS_A_PART)
+        lengths = np.minimum(train.lengths(), seq_length) if any_length and parts > 1 else None
         return cls(batches, train.labels, t.few_shot_epochs, seq_length, lengths)
 
     @property
@@ -95,6 +98,11 @@ class FewShotPlan:
     @property
     def batch_size(self) -> int:
         return self.batches.shape[1]
+
+    @property
+    def any_length(self) -> bool:
+        """Whether its batches come in parts of several lengths (`parts`)."""
+        return self.lengths is not None
 
     @property
     def pairs_a_batch(self) -> int:
@@ -117,7 +125,7 @@ class FewShotPlan:
         if self.lengths is None:
             return [rows]
         ordered = rows[np.argsort(self.lengths[rows], kind="stable")]
-        return np.array_split(ordered, max(1, round(len(rows) / ROWS_A_PART)))
+        return np.array_split(ordered, round(len(rows) / ROWS_A_PART))
 
     def length_of(self, rows: np.ndarray) -> int:
         """The length `rows` are packed to together."""
@@ -185,7 +193,7 @@ def train_on_pairs(
     the mean of the first and of the last tenth of its steps)."""
     trainer, model = setup.trainer, setup.trainer.model
     variables = stage_1_variables(model)
-    step = backend.pair_step(trainer, variables, setup.config.train, plan.steps)
+    step = backend.pair_step(trainer, variables, setup.config.train, plan)
     encoded = HostInput(setup.train.encoded, None, [], special_ids=setup.tokenizer.special_ids)
     progress = console.progress("few-shot stage 1", plan.steps)
     started, losses = time.perf_counter(), []
@@ -251,7 +259,7 @@ def pair_loss(encode, parts: list[dict], alike, weights):
 
 class PairStep(Protocol):
     """One backend's step of stage 1 over `variables` of the trainer's model, with its own
-    AdamW (the run's settings, its schedule over the stage's `steps`): a batch of rows' inputs
+    AdamW (the run's settings, its schedule over the plan's steps): a batch of rows' inputs
     (one dict for each of its parts), how alike each two rows are and their pairs' weights in
     (`FewShotPlan.batch`), the loss out; `finish` leaves the trained values in the model's
     variables."""
@@ -269,16 +277,16 @@ class TensorFlowPairStep:
     and its encoder once for all of a batch's parts (each part a trace of the encoder costs
     about a second on 2 cores)."""
 
-    def __init__(self, trainer, variables: list, config: TrainConfig, steps: int):
+    def __init__(self, trainer, variables: list, config: TrainConfig, plan: FewShotPlan):
         from bertfit.training.fused_adamw import FusedAdamW
 
         with trainer.strategy.scope():
-            optimizer = make_optimizer(config, steps)
+            optimizer = make_optimizer(config, plan.steps)
             optimizer.build(variables)
         fused = FusedAdamW(optimizer, variables) if FusedAdamW.applies_to(variables) else None
         self._trainer, self._variables, self._clip_norm = trainer, variables, config.clip_norm
         self._optimizer, self._fused = optimizer, fused
-        self._any_length = not trainer.xla.replica_step  # as `FewShotPlan.of` is told
+        self._any_length = plan.any_length
         self._traced = None
 
     def __call__(self, parts, alike, weights) -> float:
@@ -329,17 +337,18 @@ def _any_shape(arrays):
 
 class JaxPairStep:
     """Stage 1's step on JAX: one `jax.jit` function of the values (Keras' `StatelessScope`
-    maps the model's variables to them, as `stateless_call` does), on one device; `finish`
-    writes the values back into the variables, where the run's `JaxTrainer` reads them."""
+    maps the model's variables to them, as `stateless_call` does), on one device, for a plan
+    of one shape (XLA compiles the run's step); `finish` writes the values back into the
+    variables, where the run's `JaxTrainer` reads them."""
 
-    def __init__(self, trainer, variables: list, config: TrainConfig, steps: int):
+    def __init__(self, trainer, variables: list, config: TrainConfig, plan: FewShotPlan):
         import jax
         import keras
 
         from bertfit.training.jax_step import clip_by_global_norm
 
         model, clip_norm = trainer.model, config.clip_norm
-        optimizer = make_optimizer(config, steps)
+        optimizer = make_optimizer(config, plan.steps)
         optimizer.build(variables)
         trained = {id(v) for v in variables}
         others = [v for v in model.variables if id(v) not in trained]  # the head, seeds, ...

@@ -146,10 +146,24 @@ def test_a_batch_is_encoded_in_parts_of_like_length_unless_xla_compiles_the_step
     else:  # one shape, for XLA
         assert len(parts) == 1 and np.array_equal(parts[0], shuffled)
         assert plan.length_of(parts[0]) == 32
+    assert plan.any_length == any_length
     rows = np.concatenate(parts)  # the same pairs of rows, weighted the same
     assert np.array_equal(alike, similarity(train.labels[rows]))
     shuffled_weights = pair_weights(shuffled, similarity(train.labels[shuffled]))
     assert _weighted_pairs(rows, weights) == _weighted_pairs(shuffled, shuffled_weights)
+
+
+def test_a_batch_too_small_to_part_keeps_one_shape():
+    from bertfit.training.few_shot import ROWS_A_PART, FewShotPlan
+
+    train = types.SimpleNamespace(labels=np.arange(16) % 2, lengths=lambda: np.arange(16) + 3)
+    config = RunConfig(
+        model=ModelConfig(max_seq_length=32),
+        train=TrainConfig(few_shot=True, batch_size=ROWS_A_PART + 2),
+    )
+    plan = FewShotPlan.of(config, train, any_length=True)
+    assert not plan.any_length and all(len(plan.parts(rows)) == 1 for rows in plan.batches)
+    assert {plan.length_of(rows) for rows in plan.batches} == {18}
 
 
 def test_train_suggests_it_for_16_rows_a_class_or_fewer():
