@@ -88,9 +88,10 @@ class FewShotPlan:
         t = config.train
         rows = len(train.labels)
         batches = row_batches(rows, min(t.batch_size, rows), t.few_shot_epochs, t.seed)
-        seq_length = int(min(config.model.max_seq_length, train.lengths().max()))
-        parts = round(batches.shape[1] / ROWS_A_PART)
-        lengths = np.minimum(train.lengths(), seq_length) if any_length and parts > 1 else None
+        lengths = train.lengths()
+        seq_length = int(min(config.model.max_seq_length, lengths.max()))
+        parted = any_length and _part_count(batches.shape[1]) > 1
+        lengths = np.minimum(lengths, seq_length) if parted else None
         return cls(batches, train.labels, t.few_shot_epochs, seq_length, lengths)
 
     @property
@@ -127,7 +128,7 @@ class FewShotPlan:
         if self.lengths is None:
             return [rows]
         ordered = rows[np.argsort(self.lengths[rows], kind="stable")]
-        return np.array_split(ordered, round(len(rows) / ROWS_A_PART))
+        return np.array_split(ordered, _part_count(len(rows)))
 
     def length_of(self, rows: np.ndarray) -> int:
         """The length `rows` are packed to together."""
@@ -141,6 +142,11 @@ class FewShotPlan:
             f"{self.steps * self.pairs_a_batch} pairs; the head fitted to the rows' unit "
             "embeddings; then stage 2 trains the head alone as below"
         )
+
+
+def _part_count(rows: int) -> int:
+    """The parts a batch of `rows` rows is encoded in where it may be (`FewShotPlan.parts`)."""
+    return round(rows / ROWS_A_PART)
 
 
 def check_few_shot(config: RunConfig, task: Task, train, replicas: int) -> None:
