@@ -40,8 +40,10 @@ Sets (`--sets`):
 Recorded per trial: test accuracy and macro-F1; `train_seconds`, the training's time (bertfit:
 the run's whole wall time in metrics.json, from loading the checkpoint to the last save;
 SetFit: `Trainer.train()`, both stages and the head) and `command_seconds` (the whole
-command, start-up included). The table gives each method's mean and sample sd over the
-seeds, and its training time over SetFit's (`setfit` or `setfit-itN`) at the same size.
+command, start-up included), and `cpu`, the machine's CPU model (a bench resumed on another
+machine keeps each trial's own). The table gives each method's mean and sample sd over the
+seeds, and its training time over SetFit's (`setfit` or `setfit-itN`) at the same size, on
+the seeds both ran on one CPU (the machines behind "2 CPUs" differ by up to 3x).
 
 SetFit is installed in the same environment: `pip install setfit==1.2.0` (the `bench` extra)
 changes nothing installed beside torch 2.13, transformers 5.x and sentence-transformers
@@ -200,16 +202,30 @@ def table(results: dict) -> list[str]:
             None,
         )
         seconds = statistics.mean(t["train_seconds"] for t in trials.values())
-        ratio = (
-            f"{seconds / statistics.mean(t['train_seconds'] for t in setfit.values()):.2f}"
-            if setfit
-            else "-"
-        )
+        ratio = time_ratio(trials, setfit) if setfit else None
+        ratio = f"{ratio:.2f}" if ratio is not None else "-"
         lines.append(
             f"| {name} | {per_class} | {method} | {spread(trials, 'accuracy')} | "
             f"{spread(trials, 'macro_f1')} | {len(trials)} | {seconds:.0f} | {ratio} |"
         )
     return lines
+
+
+def time_ratio(trials: dict, setfit: dict) -> float | None:
+    """Mean training time over SetFit's, on the seeds both ran on the same CPU (None if none)."""
+    paired = [s for s in trials if s in setfit and trials[s].get("cpu") == setfit[s].get("cpu")]
+    if not paired:
+        return None
+    ours = statistics.mean(trials[s]["train_seconds"] for s in paired)
+    return ours / statistics.mean(setfit[s]["train_seconds"] for s in paired)
+
+
+def stamp_cpu(results: dict) -> None:
+    """Gives trials recorded before trials carried their CPU the CPU of the file's machine."""
+    cpu = results.get("machine", {}).get("cpu_model")
+    for trials in results["trials"].values():
+        for trial in trials.values():
+            trial.setdefault("cpu", cpu)
 
 
 def spread(trials: dict, metric: str) -> str:
@@ -234,6 +250,7 @@ def main() -> None:
     default = "fewshot.json" if args.body == "minilm-l6" else f"fewshot-{args.body}.json"
     out = args.results or RESULTS / default
     results = json.loads(out.read_text()) if out.exists() else {"trials": {}}
+    stamp_cpu(results)
     results.update(body=args.body, max_seq_length=args.max_seq_length, machine=machine())
     for name in args.sets.split(","):
         classes = len(RT_LABELS if name == "rotten-tomatoes" else DEBATE_LABELS)
@@ -264,7 +281,7 @@ def main() -> None:
                             found = bertfit_trial(
                                 work, args.body, seed, method, args.max_seq_length
                             )
-                    done[str(seed)] = found
+                    done[str(seed)] = {**found, "cpu": results["machine"]["cpu_model"]}
                     out.write_text(json.dumps(results, indent=1) + "\n")
                     print(name, per_class, label, seed, found, flush=True)
     print("\n".join(table(results)))

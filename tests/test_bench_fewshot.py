@@ -1,5 +1,5 @@
 """bench/fewshot.py's pieces that need no training: the debates' rows, SetFit's pair count
-and the pair budget, and the table's spread and time ratio."""
+and the pair budget, and the table's spread and time ratio (on one CPU)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,15 @@ import io
 
 import pytest
 
-from bench.fewshot import debate_rows, method_flags, setfit_iterations, setfit_pairs, table
+from bench.fewshot import (
+    debate_rows,
+    method_flags,
+    setfit_iterations,
+    setfit_pairs,
+    stamp_cpu,
+    table,
+    time_ratio,
+)
 
 
 def test_debate_statements_are_collapsed_short_ones_and_copies_dropped():
@@ -50,10 +58,11 @@ def test_setfit_pairs_grow_with_the_square_of_the_rows_until_the_budget():
     assert iterations == 32 and setfit_pairs(320, 5, iterations) >= 20_000
 
 
-def test_the_table_gives_mean_sd_and_time_over_setfits():
-    def trial(accuracy, seconds):
-        return {"accuracy": accuracy, "macro_f1": accuracy, "train_seconds": seconds}
+def trial(accuracy, seconds, cpu="AMD EPYC"):
+    return {"accuracy": accuracy, "macro_f1": accuracy, "train_seconds": seconds, "cpu": cpu}
 
+
+def test_the_table_gives_mean_sd_and_time_over_setfits_on_the_seeds_both_ran():
     results = {
         "trials": {
             "debates/8/few-shot": {"1": trial(0.5, 10), "2": trial(0.7, 30)},
@@ -61,5 +70,18 @@ def test_the_table_gives_mean_sd_and_time_over_setfits():
         }
     }
     rows = table(results)[2:]
-    assert rows[0] == "| debates | 8 | few-shot | 0.600 (0.141) | 0.600 (0.141) | 2 | 20 | 0.20 |"
+    assert rows[0] == "| debates | 8 | few-shot | 0.600 (0.141) | 0.600 (0.141) | 2 | 20 | 0.10 |"
     assert rows[1] == "| debates | 8 | setfit-it20 | 0.600 (-) | 0.600 (-) | 1 | 100 | 1.00 |"
+
+
+def test_times_measured_on_different_cpus_are_not_compared():
+    ours = {"1": trial(0.5, 10, "Intel Xeon"), "2": trial(0.7, 30, "AMD EPYC")}
+    setfit = {"1": trial(0.6, 100, "AMD EPYC"), "2": trial(0.6, 60, "AMD EPYC")}
+    assert time_ratio(ours, setfit) == 0.5  # seed 2 only
+    assert time_ratio({"1": trial(0.5, 10, "Intel Xeon")}, setfit) is None
+
+
+def test_trials_recorded_before_trials_carried_a_cpu_get_the_files_machine():
+    results = {"machine": {"cpu_model": "Intel Xeon"}, "trials": {"rt/8/setfit": {"1": {}}}}
+    stamp_cpu(results)
+    assert results["trials"]["rt/8/setfit"]["1"] == {"cpu": "Intel Xeon"}
