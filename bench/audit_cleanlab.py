@@ -127,7 +127,11 @@ def out_of_fold(sweep: Path) -> tuple[list[str], np.ndarray, list[np.ndarray]]:
     learning rate)."""
     first = sorted(p for p in (sweep / "runs").iterdir() if p.is_dir())[0]
     files = sorted(first.glob("oof-seed*.jsonl"))
-    per_seed = [[json.loads(line) for line in f.read_text().splitlines()] for f in files]
+    # split on "\n" alone: a text may hold U+0085 or U+2028, which str.splitlines splits on
+    per_seed = [
+        [json.loads(line) for line in f.read_text(encoding="utf-8").split("\n") if line]
+        for f in files
+    ]
     labels = list(per_seed[0][0]["probabilities"])
     given = np.array([labels.index(r["target"]) for r in per_seed[0]])
     probabilities = [

@@ -3,6 +3,8 @@ seeded, between confusable speakers on the debates, and precision at k is of the
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -10,6 +12,7 @@ from bench.audit_cleanlab import (
     CONFUSABLE,
     flip,
     learning_rates,
+    out_of_fold,
     prune_checkpoints,
     scores,
     train_flags,
@@ -65,3 +68,17 @@ def test_a_settings_commands_are_kept_each_once_in_order():
     assert with_command(None, "a --seeds 1") == "a --seeds 1"
     assert with_command("a --seeds 1", "a --seeds 2") == "a --seeds 1; a --seeds 2"
     assert with_command("a; b", "a") == "a; b"
+
+
+def test_out_of_fold_rows_are_read_whole_when_a_text_holds_a_unicode_line_break(tmp_path):
+    trial = tmp_path / "runs" / "t1"
+    trial.mkdir(parents=True)
+    rows = [
+        {"row": 0, "text": "a fine\x85film", "target": "1", "probabilities": {"0": 0.2, "1": 0.8}},
+        {"row": 1, "text": "dull\u2028", "target": "0", "probabilities": {"0": 0.9, "1": 0.1}},
+    ]
+    lines = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+    (trial / "oof-seed1.jsonl").write_text(lines, encoding="utf-8")
+    labels, given, (probabilities,) = out_of_fold(tmp_path)
+    assert labels == ["0", "1"] and given.tolist() == [1, 0]
+    np.testing.assert_allclose(probabilities, [[0.2, 0.8], [0.9, 0.1]])
