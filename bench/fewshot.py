@@ -199,14 +199,14 @@ def table(results: dict) -> list[str]:
         name, per_class, method = key.split("/")
         setfit = next(
             (t for k, t in results["trials"].items() if k.startswith(f"{name}/{per_class}/setfit")),
-            None,
+            {},
         )
         seconds = statistics.mean(t["train_seconds"] for t in trials.values())
-        ratio = time_ratio(trials, setfit) if setfit else None
-        ratio = f"{ratio:.2f}" if ratio is not None else "-"
+        ratio = time_ratio(trials, setfit)
         lines.append(
             f"| {name} | {per_class} | {method} | {spread(trials, 'accuracy')} | "
-            f"{spread(trials, 'macro_f1')} | {len(trials)} | {seconds:.0f} | {ratio} |"
+            f"{spread(trials, 'macro_f1')} | {len(trials)} | {seconds:.0f} | "
+            f"{'-' if ratio is None else f'{ratio:.2f}'} |"
         )
     return lines
 
