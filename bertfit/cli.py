@@ -207,7 +207,13 @@ def tune_lines(results, sweep_dir: str) -> list[str]:
 
 
 def cmd_audit(args) -> int:
-    from bertfit.sweeps.audit import audit_sweep, audit_training, predicted_by, wrong_labels
+    from bertfit.sweeps.audit import (
+        acting_advice,
+        audit_sweep,
+        audit_training,
+        predicted_by,
+        wrong_labels,
+    )
     from bertfit.sweeps.audit_flags import audit_options, check_from_alone, training_from_args
 
     if args.from_sweep:
@@ -247,8 +253,7 @@ def cmd_audit(args) -> int:
     print(f"audit: {summary['output']} (issues.csv: the flagged rows, most likely wrong first;")
     print(
         "  train-without-issues.jsonl: the other rows, for bertfit train --train once the list "
-        "is reviewed (dropping unread rows cost accuracy unless the folds were strong: "
-        "docs/audit.md);"
+        f"is reviewed ({acting_advice(summary)});"
     )
     print("  fill in issues.csv's decision column, then: bertfit relabel ISSUES_CSV --output FILE)")
     return 0

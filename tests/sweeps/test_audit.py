@@ -242,6 +242,28 @@ def test_a_review_budget_keeps_the_most_likely_wrong_rows(tmp_path, capsys):
         assert f"argument {flag}: expected" in err and repr(value) in err
 
 
+def test_when_the_audit_finds_15_percent_or_more_it_says_to_read_the_list_first(tmp_path, capsys):
+    """At a fifth of the labels flipped the audit found 16-23% of the rows and neither dropping
+    nor relabelling them unread helped (docs/audit.md): from 15% found, the advice says so,
+    whatever the review budget keeps."""
+    sure = [[0.95, 0.05], [0.05, 0.95]] * 2  # four more rows, right and sure
+    cases = {
+        "many": (LABELS_12, P_12, ["--top", "1"]),  # 2 of 12 found: 16.7%
+        "few": (LABELS_12 + ["neg", "pos"] * 2, P_12 + sure, []),  # 2 of 16: 12.5%
+    }
+    said = {}
+    for name, (labels, p, flags) in cases.items():
+        sweep = _sweep_dir(tmp_path / name, labels, p)
+        assert main(["audit", "--from", str(sweep), *flags]) == 0
+        said[name] = capsys.readouterr().out
+        assert json.loads((sweep / "audit/audit.json").read_text())["found"] == 2
+
+    read_first = "the audit found 16.7% of the rows: at 15% or more, dropping or relabelling"
+    assert read_first in said["many"] and "read it and decide row by row" in said["many"]
+    assert "dropping unread rows cost accuracy unless the folds were strong" in said["few"]
+    assert "decide row by row" not in said["few"]
+
+
 def test_a_pair_task_keeps_its_second_text_and_a_trial_must_exist(tmp_path, capsys):
     sweep = _sweep_dir(tmp_path, LABELS_12, P_12, pairs=True)
     audit_sweep(sweep, tmp_path / "elsewhere", report=False)
